@@ -1,0 +1,275 @@
+// Unary, binary, comparison and selection kernels over broadcast, strided operands.
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/loops.h"
+#include "kiln/ops/meta.h"
+
+namespace kiln::cpu {
+
+using ops::OpKind;
+
+namespace {
+
+template <typename R, typename T, typename F>
+void unary_loop(const Tensor& out, const Tensor& x, F f) {
+  R* o = static_cast<R*>(out.storage()->data);
+  const T* p = static_cast<const T*>(x.storage()->data);
+  if (out.is_contiguous() && x.is_contiguous()) {
+    R* oo = o + out.offset();
+    const T* pp = p + x.offset();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) oo[i] = f(pp[i]);
+    return;
+  }
+  for_each_run<2>(out.shape(), {out.strides(), broadcast_strides(x, out.shape())},
+                  {out.offset(), x.offset()},
+                  [&](int64_t n, std::array<int64_t, 2> off, std::array<int64_t, 2> st) {
+                    for (int64_t i = 0; i < n; ++i)
+                      o[off[0] + i * st[0]] = f(p[off[1] + i * st[1]]);
+                  });
+}
+
+template <typename R, typename T, typename F>
+void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  R* o = static_cast<R*>(out.storage()->data);
+  const T* pa = static_cast<const T*>(a.storage()->data);
+  const T* pb = static_cast<const T*>(b.storage()->data);
+  if (a.shape() == out.shape() && b.shape() == out.shape() && out.is_contiguous() &&
+      a.is_contiguous() && b.is_contiguous()) {  // the dense fast path
+    R* oo = o + out.offset();
+    const T* xa = pa + a.offset();
+    const T* xb = pb + b.offset();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) oo[i] = f(xa[i], xb[i]);
+    return;
+  }
+  for_each_run<3>(
+      out.shape(),
+      {out.strides(), broadcast_strides(a, out.shape()), broadcast_strides(b, out.shape())},
+      {out.offset(), a.offset(), b.offset()},
+      [&](int64_t n, std::array<int64_t, 3> off, std::array<int64_t, 3> st) {
+        R* oo = o + off[0];
+        const T* xa = pa + off[1];
+        const T* xb = pb + off[2];
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+          for (int64_t i = 0; i < n; ++i) oo[i] = f(xa[i], xb[i]);
+        } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+          T y = *xb;
+          for (int64_t i = 0; i < n; ++i) oo[i] = f(xa[i], y);
+        } else {
+          for (int64_t i = 0; i < n; ++i) oo[i * st[0]] = f(xa[i * st[1]], xb[i * st[2]]);
+        }
+      });
+}
+
+template <typename T>
+T int_pow(T base, T exp) {
+  if (exp < 0) return base == 1 ? 1 : 0;
+  T r = 1;
+  while (exp) {
+    if (exp & 1) r *= base;
+    base *= base;
+    exp >>= 1;
+  }
+  return r;
+}
+
+// Output goes straight into `out` when its dtype is the compute dtype, else through
+// a temporary that is converted at the end.
+struct Staged {
+  Tensor out, dst;
+  Staged(const Tensor& o, DType compute)
+      : out(o), dst(o.dtype() == compute ? o : empty(o.shape(), compute, o.device())) {}
+  void finish() {
+    if (!dst.is_same(out)) copy_into(out, dst);
+  }
+};
+
+}  // namespace
+
+void k_unary(const OpCall& c, std::span<Tensor> outs) {
+  DType cd = compute_dtype(outs[0].dtype());
+  Tensor x = cast(c.args.tensor(0), cd);
+  Staged s(outs[0], cd);
+  bool tanh_gelu = c.op == OpKind::gelu && c.args.flag(1);
+  auto run = [&]<typename T>(T*) {
+    constexpr bool fp = std::is_floating_point_v<T>;
+    switch (c.op) {
+      case OpKind::neg:
+        if constexpr (!std::is_same_v<T, bool>) unary_loop<T, T>(s.dst, x, [](T v) -> T { return -v; });
+        return;
+      case OpKind::abs:
+        unary_loop<T, T>(s.dst, x, [](T v) -> T {
+          if constexpr (std::is_unsigned_v<T> || std::is_same_v<T, bool>) return v;
+          else return v < 0 ? -v : v;
+        });
+        return;
+      case OpKind::relu:
+        unary_loop<T, T>(s.dst, x, [](T v) -> T { return v > T(0) ? v : T(0); });
+        return;
+      default: break;
+    }
+    if constexpr (fp) {
+      switch (c.op) {
+        case OpKind::exp: unary_loop<T, T>(s.dst, x, [](T v) { return std::exp(v); }); return;
+        case OpKind::log: unary_loop<T, T>(s.dst, x, [](T v) { return std::log(v); }); return;
+        case OpKind::sqrt: unary_loop<T, T>(s.dst, x, [](T v) { return std::sqrt(v); }); return;
+        case OpKind::rsqrt: unary_loop<T, T>(s.dst, x, [](T v) { return T(1) / std::sqrt(v); }); return;
+        case OpKind::sin: unary_loop<T, T>(s.dst, x, [](T v) { return std::sin(v); }); return;
+        case OpKind::cos: unary_loop<T, T>(s.dst, x, [](T v) { return std::cos(v); }); return;
+        case OpKind::tanh: unary_loop<T, T>(s.dst, x, [](T v) { return std::tanh(v); }); return;
+        case OpKind::sigmoid:
+          unary_loop<T, T>(s.dst, x, [](T v) { return T(1) / (T(1) + std::exp(-v)); });
+          return;
+        case OpKind::silu:
+          unary_loop<T, T>(s.dst, x, [](T v) { return v / (T(1) + std::exp(-v)); });
+          return;
+        case OpKind::gelu:
+          if (tanh_gelu) {
+            unary_loop<T, T>(s.dst, x, [](T v) {
+              const T k = std::sqrt(T(2) / T(3.14159265358979323846));
+              return T(0.5) * v * (T(1) + std::tanh(k * (v + T(0.044715) * v * v * v)));
+            });
+          } else {
+            unary_loop<T, T>(s.dst, x, [](T v) {
+              return T(0.5) * v * (T(1) + std::erf(v * T(0.70710678118654752440)));
+            });
+          }
+          return;
+        default: break;
+      }
+    }
+    fail(ErrorKind::unsupported, "[{}] not implemented for dtype {} on cpu", c.op, x.dtype());
+  };
+  KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
+  s.finish();
+}
+
+void k_logical_not(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  Tensor x = cast(self, compute_dtype(self.dtype()));
+  KILN_DISPATCH_COMPUTE(x.dtype(), "logical_not",
+                        unary_loop<bool, T>(outs[0], x, [](T v) { return !(v != T(0)); }));
+}
+
+void k_binary(const OpCall& c, std::span<Tensor> outs) {
+  DType cd = compute_dtype(outs[0].dtype());
+  Tensor a = cast(c.args.tensor(0), cd), b = cast(c.args.tensor(1), cd);
+  Staged s(outs[0], cd);
+  auto run = [&]<typename T>(T*) {
+    constexpr bool is_bool = std::is_same_v<T, bool>;
+    switch (c.op) {
+      case OpKind::add:
+      case OpKind::sub: {
+        T alpha = scalar_as<T>(c.args.scalar(2));
+        bool sub = c.op == OpKind::sub;
+        if constexpr (is_bool) {
+          binary_loop<T, T>(s.dst, a, b, [alpha](T x, T y) -> T { return x || (alpha && y); });
+        } else if (alpha == T(1) && !sub) {
+          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x + y; });
+        } else if (alpha == T(1)) {
+          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x - y; });
+        } else {
+          T k = sub ? T(-alpha) : alpha;
+          binary_loop<T, T>(s.dst, a, b, [k](T x, T y) -> T { return x + k * y; });
+        }
+        return;
+      }
+      case OpKind::mul:
+        if constexpr (is_bool) binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x && y; });
+        else binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x * y; });
+        return;
+      case OpKind::div:
+        if constexpr (std::is_floating_point_v<T>) {
+          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x / y; });
+          return;
+        }
+        break;
+      case OpKind::pow:
+        if constexpr (std::is_floating_point_v<T>)
+          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return std::pow(x, y); });
+        else if constexpr (is_bool)
+          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x || !y; });
+        else binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return int_pow(x, y); });
+        return;
+      case OpKind::maximum:
+        binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T {
+          if constexpr (std::is_floating_point_v<T>)
+            if (std::isnan(x) || std::isnan(y)) return x + y;
+          return x > y ? x : y;
+        });
+        return;
+      case OpKind::minimum:
+        binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T {
+          if constexpr (std::is_floating_point_v<T>)
+            if (std::isnan(x) || std::isnan(y)) return x + y;
+          return x < y ? x : y;
+        });
+        return;
+      default: break;
+    }
+    fail(ErrorKind::unsupported, "[{}] not implemented for dtype {} on cpu", c.op, cd);
+  };
+  KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
+  s.finish();
+}
+
+void k_compare(const OpCall& c, std::span<Tensor> outs) {
+  Tensor pair[2] = {c.args.tensor(0), c.args.tensor(1)};
+  DType cd = compute_dtype(ops::result_type(pair));
+  Tensor a = cast(pair[0], cd), b = cast(pair[1], cd);
+  auto run = [&]<typename T>(T*) {
+    const Tensor& o = outs[0];
+    switch (c.op) {
+      case OpKind::eq: binary_loop<bool, T>(o, a, b, [](T x, T y) { return x == y; }); return;
+      case OpKind::ne: binary_loop<bool, T>(o, a, b, [](T x, T y) { return x != y; }); return;
+      case OpKind::lt: binary_loop<bool, T>(o, a, b, [](T x, T y) { return x < y; }); return;
+      case OpKind::le: binary_loop<bool, T>(o, a, b, [](T x, T y) { return x <= y; }); return;
+      case OpKind::gt: binary_loop<bool, T>(o, a, b, [](T x, T y) { return x > y; }); return;
+      case OpKind::ge: binary_loop<bool, T>(o, a, b, [](T x, T y) { return x >= y; }); return;
+      default: fail(ErrorKind::internal, "[{}] is not a comparison", c.op);
+    }
+  };
+  KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
+}
+
+void k_where(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  DType cd = compute_dtype(out.dtype());
+  const Tensor& cond = c.args.tensor(0);
+  Tensor a = cast(c.args.tensor(1), cd), b = cast(c.args.tensor(2), cd);
+  Staged s(out, cd);
+  KILN_DISPATCH_COMPUTE(cd, "where", {
+    T* o = static_cast<T*>(s.dst.storage()->data);
+    const bool* pc = static_cast<const bool*>(cond.storage()->data);
+    const T* pa = static_cast<const T*>(a.storage()->data);
+    const T* pb = static_cast<const T*>(b.storage()->data);
+    const Dims& shape = out.shape();
+    for_each_run<4>(shape,
+                    {s.dst.strides(), broadcast_strides(cond, shape), broadcast_strides(a, shape),
+                     broadcast_strides(b, shape)},
+                    {s.dst.offset(), cond.offset(), a.offset(), b.offset()},
+                    [&](int64_t n, std::array<int64_t, 4> off, std::array<int64_t, 4> st) {
+                      for (int64_t i = 0; i < n; ++i)
+                        o[off[0] + i * st[0]] = pc[off[1] + i * st[1]] ? pa[off[2] + i * st[2]]
+                                                                       : pb[off[3] + i * st[3]];
+                    });
+  });
+  s.finish();
+}
+
+void k_masked_fill(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  const Tensor& mask = c.args.tensor(1);
+  copy_into(out, c.args.tensor(0));
+  KILN_DISPATCH_ALL(out.dtype(), "masked_fill", {
+    T value = scalar_as<T>(c.args.scalar(2));
+    T* o = static_cast<T*>(out.storage()->data);
+    const bool* m = static_cast<const bool*>(mask.storage()->data);
+    for_each_run<2>(out.shape(), {out.strides(), broadcast_strides(mask, out.shape())},
+                    {out.offset(), mask.offset()},
+                    [&](int64_t n, std::array<int64_t, 2> off, std::array<int64_t, 2> st) {
+                      for (int64_t i = 0; i < n; ++i)
+                        if (m[off[1] + i * st[1]]) o[off[0] + i * st[0]] = value;
+                    });
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,86 @@
+// Indexing kernels: index_select, gather, embedding.
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/loops.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+// Index values as a dense i64 array, each checked against `size`.
+Tensor checked_index(const char* op, const Tensor& index, int64_t size, int64_t dim) {
+  Tensor idx = contiguous(cast(index, DType::i64));
+  const int64_t* p = idx.data<int64_t>();
+  for (int64_t i = 0; i < idx.numel(); ++i)
+    KILN_CHECK(p[i] >= -size && p[i] < size, index,
+               "[{}] index {} is out of bounds for dimension {} with size {}", op, p[i], dim, size);
+  return idx;
+}
+
+// out = self rows picked along `dim` by `idx` (a dense i64 list).
+void select_rows(const Tensor& self, int64_t dim, const Tensor& idx, const Tensor& out) {
+  const int64_t* p = idx.data<int64_t>();
+  int64_t size = self.dim() ? self.shape()[dim] : 1;
+  for (int64_t i = 0; i < idx.numel(); ++i) {
+    int64_t j = p[i] < 0 ? p[i] + size : p[i];
+    if (self.dim() == 0) {
+      copy_into(out, self);
+      continue;
+    }
+    Dims s_shape = self.shape(), o_shape = out.shape();
+    s_shape.erase(dim);
+    o_shape.erase(dim);
+    Dims s_str = self.strides(), o_str = out.strides();
+    s_str.erase(dim);
+    o_str.erase(dim);
+    copy_into(make_view(out, o_shape, o_str, out.offset() + i * out.strides()[dim]),
+              make_view(self, s_shape, s_str, self.offset() + j * self.strides()[dim]));
+  }
+}
+
+}  // namespace
+
+void k_index_select(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t dim = wrap_dim(c.args.i64(1), self.dim(), "index_select");
+  int64_t size = self.dim() ? self.shape()[dim] : 1;
+  select_rows(self, dim, checked_index("index_select", c.args.tensor(2), size, dim), outs[0]);
+}
+
+void k_embedding(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& weight = c.args.tensor(0);
+  const Tensor& out = outs[0];
+  Tensor idx = checked_index("embedding", c.args.tensor(1), weight.shape()[0], 0);
+  int64_t n = idx.numel(), d = weight.shape()[1];
+  Tensor out2 = make_view(out, Dims{n, d}, Dims{d, 1}, out.offset());
+  select_rows(weight, 0, idx, out2);
+}
+
+void k_gather(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& out = outs[0];
+  int64_t dim = wrap_dim(c.args.i64(1), self.dim(), "gather");
+  int64_t size = self.dim() ? self.shape()[dim] : 1;
+  Tensor idx = checked_index("gather", c.args.tensor(2), size, dim);
+  if (out.numel() == 0) return;
+  int64_t rank = out.dim();
+  KILN_DISPATCH_ALL(self.dtype(), "gather", {
+    const T* src = static_cast<const T*>(self.storage()->data);
+    T* dst = out.data<T>();
+    const int64_t* ip = idx.data<int64_t>();
+    Dims pos(rank, 0);
+    for (int64_t lin = 0; lin < out.numel(); ++lin) {
+      int64_t so = self.offset();
+      for (int64_t d = 0; d < rank; ++d) {
+        int64_t coord = d == dim ? (ip[lin] < 0 ? ip[lin] + size : ip[lin]) : pos[d];
+        so += coord * self.strides()[d];
+      }
+      dst[lin] = src[so];
+      for (int64_t d = rank; d-- > 0;) {
+        if (++pos[d] < out.shape()[d]) break;
+        pos[d] = 0;
+      }
+    }
+  });
+}
+
+}  // namespace kiln::cpu

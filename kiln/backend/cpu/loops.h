@@ -1,0 +1,153 @@
+#pragma once
+// Internal to the CPU backend: strided loops, dtype dispatch and tensor helpers.
+
+#include <array>
+#include <cmath>
+
+#include "kiln/device/registry.h"
+#include "kiln/ops/op_table.h"
+
+namespace kiln::cpu {
+
+using ops::OpCall;
+
+/** A fresh contiguous tensor on `device` (a CPU device). */
+inline Tensor empty(const Dims& shape, DType dtype, Device device) {
+  return make_tensor(shape, dtype, device, &device_allocator(device));
+}
+
+/** Strides of `t` seen through a broadcast to `shape` (0 on broadcast dims). */
+inline Dims broadcast_strides(const Tensor& t, const Dims& shape) {
+  Dims st(shape.size(), 0);
+  size_t lead = shape.size() - t.shape().size();
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    st[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return st;
+}
+
+/** Runs `f(n, offsets, inner_strides)` over 1-D runs of `shape`, for N operands with
+ * the given element strides. Adjacent dims that are contiguous for every operand are
+ * merged first, so dense tensors become one run. */
+template <size_t N, typename F>
+void for_each_run(const Dims& shape, std::array<Dims, N> strides, std::array<int64_t, N> base,
+                  F&& f) {
+  if (numel_of(shape) == 0) return;
+  Dims sh = shape;
+  // Drop size-1 dims, then merge dims i-1, i when every operand is contiguous across them.
+  for (size_t i = sh.size(); i-- > 0;) {
+    if (sh[i] == 1 && sh.size() > 1) {
+      sh.erase(i);
+      for (auto& s : strides) s.erase(i);
+    }
+  }
+  for (size_t i = sh.size(); i-- > 1;) {
+    bool merge = true;
+    for (auto& s : strides) merge = merge && s[i - 1] == s[i] * sh[i];
+    if (!merge) continue;
+    sh[i - 1] *= sh[i];
+    sh.erase(i);
+    for (auto& s : strides) {
+      s[i - 1] = s[i];
+      s.erase(i);
+    }
+  }
+  if (sh.empty()) {
+    f(int64_t{1}, base, std::array<int64_t, N>{});
+    return;
+  }
+  size_t rank = sh.size();
+  int64_t inner = sh[rank - 1];
+  std::array<int64_t, N> inner_st;
+  for (size_t k = 0; k < N; ++k) inner_st[k] = strides[k][rank - 1];
+  int64_t outer = numel_of(sh) / inner;
+  Dims idx(rank, 0);
+  std::array<int64_t, N> off = base;
+  for (int64_t o = 0; o < outer; ++o) {
+    f(inner, off, inner_st);
+    for (size_t d = rank - 1; d-- > 0;) {  // odometer over the outer dims
+      if (++idx[d] < sh[d]) {
+        for (size_t k = 0; k < N; ++k) off[k] += strides[k][d];
+        break;
+      }
+      for (size_t k = 0; k < N; ++k) off[k] -= strides[k][d] * (sh[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+/** The dtype arithmetic runs in: f16/bf16 compute in f32. */
+/** Converts between element types, going through float for the half types. */
+template <typename D, typename S>
+inline D convert(S s) {
+  constexpr bool s_half = std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>;
+  constexpr bool d_half = std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>;
+  if constexpr (std::is_same_v<D, S>) return s;
+  else if constexpr (s_half) return convert<D>(static_cast<float>(s));
+  else if constexpr (d_half) return D(static_cast<float>(s));
+  else if constexpr (std::is_same_v<D, bool>) return s != S(0);
+  else return static_cast<D>(s);
+}
+
+/** A Scalar as element type T. */
+template <typename T>
+inline T scalar_as(const Scalar& s) {
+  if constexpr (std::is_same_v<T, bool>) return s.to_bool();
+  else if constexpr (std::is_integral_v<T>) return static_cast<T>(s.to_int());
+  else return convert<T>(s.to_double());
+}
+
+inline DType compute_dtype(DType d) { return d == DType::f16 || d == DType::bf16 ? DType::f32 : d; }
+
+/** Copies src into dst (broadcasting src, converting dtype). */
+void copy_into(const Tensor& dst, const Tensor& src);
+/** Writes `v` into every element of `t`. */
+void fill(const Tensor& t, const Scalar& v);
+/** `t` itself if it already has `dtype`, else a converted contiguous copy. */
+Tensor cast(const Tensor& t, DType dtype);
+/** `t` itself if contiguous, else a contiguous copy. */
+Tensor contiguous(const Tensor& t);
+
+}  // namespace kiln::cpu
+
+// Runs the statement with `T` bound to the C++ type of a compute dtype.
+#define KILN_CASE(D, ...)                  \
+  case ::kiln::DType::D: {                 \
+    using T = ::kiln::CppType<::kiln::DType::D>::type; \
+    __VA_ARGS__;                           \
+    break;                                 \
+  }
+#define KILN_DISPATCH_FLOAT(dtype, op, ...)                                                  \
+  switch (dtype) {                                                                           \
+    KILN_CASE(f32, __VA_ARGS__)                                                              \
+    KILN_CASE(f64, __VA_ARGS__)                                                              \
+    default:                                                                                 \
+      ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] not implemented for dtype {} on cpu", \
+                   op, dtype);                                                               \
+  }
+#define KILN_DISPATCH_COMPUTE(dtype, op, ...)                                                    \
+  switch (dtype) {                                                                           \
+    KILN_CASE(f32, __VA_ARGS__)                                                              \
+    KILN_CASE(f64, __VA_ARGS__)                                                              \
+    KILN_CASE(i64, __VA_ARGS__)                                                              \
+    KILN_CASE(i32, __VA_ARGS__)                                                              \
+    KILN_CASE(i16, __VA_ARGS__)                                                              \
+    KILN_CASE(i8, __VA_ARGS__)                                                               \
+    KILN_CASE(u8, __VA_ARGS__)                                                               \
+    KILN_CASE(b8, __VA_ARGS__)                                                               \
+    default:                                                                                 \
+      ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] not implemented for dtype {} on cpu", \
+                   op, dtype);                                                               \
+  }
+#define KILN_DISPATCH_ALL(dtype, op, ...)                                                    \
+  switch (dtype) {                                                                           \
+    KILN_CASE(f32, __VA_ARGS__)                                                              \
+    KILN_CASE(f64, __VA_ARGS__)                                                              \
+    KILN_CASE(f16, __VA_ARGS__)                                                              \
+    KILN_CASE(bf16, __VA_ARGS__)                                                             \
+    KILN_CASE(i64, __VA_ARGS__)                                                              \
+    KILN_CASE(i32, __VA_ARGS__)                                                              \
+    KILN_CASE(i16, __VA_ARGS__)                                                              \
+    KILN_CASE(i8, __VA_ARGS__)                                                               \
+    KILN_CASE(u8, __VA_ARGS__)                                                               \
+    KILN_CASE(b8, __VA_ARGS__)                                                               \
+  }

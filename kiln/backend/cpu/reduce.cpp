@@ -1,0 +1,239 @@
+// Reductions, softmax and normalization: each moves the reduced dims last, makes
+// the data a dense [outer, inner] matrix in the compute dtype, and works on rows.
+#include <limits>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/loops.h"
+#include "kiln/ops/meta.h"
+
+namespace kiln::cpu {
+
+using ops::OpKind;
+
+namespace {
+
+struct Rows {
+  Tensor data;  // dense [outer, inner]
+  int64_t outer = 1, inner = 1;
+};
+
+// Kept dims first (in order), then reduced dims; densified in `dtype`.
+Rows to_rows(const Tensor& x, const std::vector<bool>& reduced, DType dtype) {
+  Dims shape, strides;
+  Rows r;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < reduced.size(); ++i)
+      if (reduced[i] == (pass == 1)) {
+        shape.push_back(x.shape()[i]);
+        strides.push_back(x.strides()[i]);
+        (pass ? r.inner : r.outer) *= x.shape()[i];
+      }
+  Tensor view = make_view(x, shape, strides, x.offset());
+  if (view.is_contiguous() && x.dtype() == dtype) {
+    r.data = view;
+  } else {
+    r.data = empty(shape, dtype, x.device());
+    copy_into(r.data, view);
+  }
+  return r;
+}
+
+// The view of `out` (shaped like x) with dim `d` moved last, matching to_rows.
+Tensor moved_last(const Tensor& out, int64_t d) {
+  if (out.dim() == 0) return out;
+  Dims shape, strides;
+  for (int64_t i = 0; i < out.dim(); ++i) {
+    if (i == d) continue;
+    shape.push_back(out.shape()[i]);
+    strides.push_back(out.strides()[i]);
+  }
+  shape.push_back(out.shape()[d]);
+  strides.push_back(out.strides()[d]);
+  return make_view(out, shape, strides, out.offset());
+}
+
+std::vector<bool> only_dim(int64_t rank, int64_t d) {
+  std::vector<bool> v(rank, false);
+  if (rank) v[d] = true;
+  return v;
+}
+
+template <typename T>
+using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+}  // namespace
+
+void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& out = outs[0];
+  auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "sum");
+  DType cd = compute_dtype(out.dtype());
+  Rows r = to_rows(self, rd.reduced, cd);
+  Tensor dst = out.dtype() == cd ? out : empty(out.shape(), cd, out.device());
+  bool mean = c.op == OpKind::mean;
+  KILN_DISPATCH_COMPUTE(cd, c.op, {
+    const T* p = r.data.data<T>();
+    T* o = dst.data<T>();
+    for (int64_t i = 0; i < r.outer; ++i) {
+      Acc<T> acc = 0;
+      const T* row = p + i * r.inner;
+      for (int64_t j = 0; j < r.inner; ++j) acc += static_cast<Acc<T>>(row[j]);
+      if (mean) o[i] = static_cast<T>(static_cast<double>(acc) / static_cast<double>(r.inner));
+      else o[i] = static_cast<T>(acc);
+    }
+  });
+  if (!dst.is_same(out)) copy_into(out, dst);
+}
+
+void k_amax(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "amax");
+  DType cd = compute_dtype(self.dtype());
+  Rows r = to_rows(self, rd.reduced, cd);
+  Tensor dst = empty(outs[0].shape(), cd, self.device());
+  bool is_max = c.op == OpKind::amax;
+  KILN_DISPATCH_COMPUTE(cd, c.op, {
+    const T* p = r.data.data<T>();
+    T* o = dst.data<T>();
+    for (int64_t i = 0; i < r.outer; ++i) {
+      const T* row = p + i * r.inner;
+      T best = row[0];
+      for (int64_t j = 1; j < r.inner; ++j) {
+        if constexpr (std::is_floating_point_v<T>)
+          if (std::isnan(best)) break;
+        T v = row[j];
+        bool nan = false;
+        if constexpr (std::is_floating_point_v<T>) nan = std::isnan(v);
+        if (nan || (is_max ? v > best : v < best)) best = v;
+      }
+      o[i] = best;
+    }
+  });
+  copy_into(outs[0], dst);
+}
+
+// max/min over one dim (values and first index), and argmax.
+void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  bool argmax = c.op == OpKind::argmax;
+  bool is_max = c.op != OpKind::min;
+  std::vector<bool> reduced;
+  if (argmax && c.args.is_none(1)) reduced.assign(self.dim(), true);
+  else reduced = only_dim(self.dim(), wrap_dim(c.args.i64(1), self.dim(), op_name(c.op).data()));
+  DType cd = compute_dtype(self.dtype());
+  Rows r = to_rows(self, reduced, cd);
+  Tensor values = empty(Dims{r.outer}, cd, self.device());
+  Tensor indices = argmax ? outs[0] : outs[1];
+  KILN_DISPATCH_COMPUTE(cd, c.op, {
+    const T* p = r.data.data<T>();
+    T* vo = values.data<T>();
+    int64_t* io = indices.data<int64_t>();
+    for (int64_t i = 0; i < r.outer; ++i) {
+      const T* row = p + i * r.inner;
+      int64_t best = 0;
+      for (int64_t j = 1; j < r.inner; ++j) {
+        if constexpr (std::is_floating_point_v<T>) {
+          if (std::isnan(row[best])) break;
+          if (std::isnan(row[j])) {
+            best = j;
+            break;
+          }
+        }
+        if (is_max ? row[j] > row[best] : row[j] < row[best]) best = j;
+      }
+      vo[i] = row[best];
+      io[i] = best;
+    }
+  });
+  if (!argmax) copy_into(outs[0], make_view(values, outs[0].shape(), contiguous_strides(outs[0].shape()), 0));
+}
+
+void k_var(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(3), "var");
+  Rows r = to_rows(self, rd.reduced, DType::f64);
+  Tensor dst = empty(outs[0].shape(), DType::f64, self.device());
+  double correction = static_cast<double>(c.args.i64(2));
+  const double* p = r.data.data<double>();
+  double* o = dst.data<double>();
+  for (int64_t i = 0; i < r.outer; ++i) {
+    const double* row = p + i * r.inner;
+    double mean = 0, ss = 0;
+    for (int64_t j = 0; j < r.inner; ++j) mean += row[j];
+    mean /= static_cast<double>(r.inner);
+    for (int64_t j = 0; j < r.inner; ++j) ss += (row[j] - mean) * (row[j] - mean);
+    o[i] = ss / std::max(0.0, static_cast<double>(r.inner) - correction);
+  }
+  copy_into(outs[0], dst);
+}
+
+void k_softmax(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t d = wrap_dim(c.args.i64(1), self.dim(), "softmax");
+  DType cd = compute_dtype(self.dtype());
+  Rows r = to_rows(self, only_dim(self.dim(), d), cd);
+  Tensor res = empty(r.data.shape(), cd, self.device());
+  bool log = c.op == OpKind::log_softmax;
+  KILN_DISPATCH_FLOAT(cd, c.op, {
+    const T* p = r.data.data<T>();
+    T* o = res.data<T>();
+    for (int64_t i = 0; i < r.outer; ++i) {
+      const T* row = p + i * r.inner;
+      T* orow = o + i * r.inner;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < r.inner; ++j) mx = std::max(mx, row[j]);
+      T sum = 0;
+      for (int64_t j = 0; j < r.inner; ++j) sum += (orow[j] = std::exp(row[j] - mx));
+      if (log) {
+        T lse = std::log(sum);
+        for (int64_t j = 0; j < r.inner; ++j) orow[j] = row[j] - mx - lse;
+      } else {
+        for (int64_t j = 0; j < r.inner; ++j) orow[j] /= sum;
+      }
+    }
+  });
+  copy_into(moved_last(outs[0], d), res);
+}
+
+void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.args.tensor(0);
+  bool rms = c.op == OpKind::rms_norm;
+  int64_t k = static_cast<int64_t>(c.args.ints(1).size());
+  std::vector<bool> reduced(x.dim(), false);
+  for (int64_t i = x.dim() - k; i < x.dim(); ++i) reduced[i] = true;
+  DType cd = compute_dtype(x.dtype());
+  Rows r = to_rows(x, reduced, cd);
+  Tensor w = c.args.opt_tensor(2), b = rms ? Tensor() : c.args.opt_tensor(3);
+  if (w.defined()) w = contiguous(cast(w, cd));
+  if (b.defined()) b = contiguous(cast(b, cd));
+  Tensor res = empty(x.shape(), cd, x.device());
+  KILN_DISPATCH_FLOAT(cd, c.op, {
+    T eps;
+    if (rms) eps = c.args.is_none(3) ? std::numeric_limits<T>::epsilon() : T(c.args.f64(3));
+    else eps = T(c.args.f64(4));
+    const T* p = r.data.data<T>();
+    T* o = res.data<T>();
+    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    const T* pb = b.defined() ? b.data<T>() : nullptr;
+    for (int64_t i = 0; i < r.outer; ++i) {
+      const T* row = p + i * r.inner;
+      T* orow = o + i * r.inner;
+      double mean = 0, ss = 0;
+      if (!rms) {
+        for (int64_t j = 0; j < r.inner; ++j) mean += row[j];
+        mean /= static_cast<double>(r.inner);
+      }
+      for (int64_t j = 0; j < r.inner; ++j) ss += (row[j] - mean) * (row[j] - mean);
+      T inv = T(1) / std::sqrt(T(ss / static_cast<double>(r.inner)) + eps);
+      for (int64_t j = 0; j < r.inner; ++j) {
+        T v = (row[j] - T(mean)) * inv;
+        if (pw) v *= pw[j];
+        if (pb) v += pb[j];
+        orow[j] = v;
+      }
+    }
+  });
+  copy_into(outs[0], res);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,80 @@
+#include "kiln/core/allocator.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <new>
+
+namespace kiln {
+
+namespace {
+constexpr size_t kSmall = 512;          // granularity below 1 MiB
+constexpr size_t kLargeThreshold = 1 << 20;
+constexpr size_t kHuge = 2 << 20;       // granularity and alignment of large blocks
+
+void* os_alloc(size_t size) {
+  size_t align = size >= kLargeThreshold ? kHuge : 64;
+  void* p = std::aligned_alloc(align, size);
+  if (!p) throw std::bad_alloc();
+  if (size >= kLargeThreshold) madvise(p, size, MADV_HUGEPAGE);
+  return p;
+}
+}  // namespace
+
+size_t CachingHostAllocator::round_size(size_t nbytes) {
+  if (nbytes == 0) return 0;
+  size_t g = nbytes < kLargeThreshold ? kSmall : kHuge;
+  return (nbytes + g - 1) / g * g;
+}
+
+CachingHostAllocator::~CachingHostAllocator() { empty_cache(); }
+
+void* CachingHostAllocator::allocate(size_t nbytes) {
+  size_t size = round_size(nbytes);
+  if (size == 0) return nullptr;
+  std::unique_lock lock(mu_);
+  void* p = nullptr;
+  if (auto it = free_.find(size); it != free_.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+    stats_.bytes_cached -= static_cast<int64_t>(size);
+  } else {
+    lock.unlock();
+    p = os_alloc(size);
+    lock.lock();
+    ++stats_.num_os_allocs;
+  }
+  ++stats_.num_allocs;
+  stats_.bytes_in_use += static_cast<int64_t>(size);
+  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.bytes_in_use);
+  return p;
+}
+
+void CachingHostAllocator::deallocate(void* ptr, size_t nbytes) {
+  if (!ptr) return;
+  size_t size = round_size(nbytes);
+  std::lock_guard lock(mu_);
+  free_[size].push_back(ptr);
+  stats_.bytes_in_use -= static_cast<int64_t>(size);
+  stats_.bytes_cached += static_cast<int64_t>(size);
+}
+
+AllocatorStats CachingHostAllocator::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void CachingHostAllocator::reset_peak() {
+  std::lock_guard lock(mu_);
+  stats_.peak_bytes = stats_.bytes_in_use;
+}
+
+void CachingHostAllocator::empty_cache() {
+  std::lock_guard lock(mu_);
+  for (auto& [size, blocks] : free_)
+    for (void* p : blocks) std::free(p);
+  free_.clear();
+  stats_.bytes_cached = 0;
+}
+
+}  // namespace kiln

@@ -1,0 +1,90 @@
+#pragma once
+// DType, the half-precision storage types, and PyTorch's type promotion.
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+namespace kiln {
+
+/** Element types. `b8` is bool. */
+enum class DType : uint8_t { f32, f64, f16, bf16, i64, i32, i16, i8, u8, b8 };
+inline constexpr int kNumDTypes = 10;
+
+inline constexpr DType f32 = DType::f32, f64 = DType::f64, f16 = DType::f16,
+                       bf16 = DType::bf16, i64 = DType::i64, i32 = DType::i32,
+                       i16 = DType::i16, i8 = DType::i8, u8 = DType::u8, b8 = DType::b8;
+
+/** The short name ("f32", "bool", ...). */
+std::string_view to_string(DType dtype);
+/** Parses a short name back; throws kiln::Error on unknown names. */
+DType dtype_from_string(std::string_view name);
+/** Bytes per element. */
+size_t itemsize(DType dtype);
+inline bool is_floating(DType d) { return d <= DType::bf16; }
+inline bool is_integral(DType d, bool include_bool) {
+  return (d >= DType::i64 && d <= DType::u8) || (include_bool && d == DType::b8);
+}
+
+/** The dtype both operands of a binary op are computed in (torch.promote_types). */
+DType promote_types(DType a, DType b);
+
+/** Accumulates operands into a result dtype the way torch.result_type does: tensors
+ * with dimensions outrank 0-dim tensors, which outrank wrapped Python-like scalars,
+ * unless a lower-ranked operand is of a higher category (bool < int < float). */
+struct ResultType {
+  enum Rank { dim, zero_dim, wrapped };
+  void add(DType dtype, Rank rank);
+  DType result() const;
+
+ private:
+  int8_t state_[3] = {-1, -1, -1};
+};
+
+/** IEEE binary16 storage; arithmetic happens in float. */
+struct Half {
+  uint16_t bits = 0;
+  Half() = default;
+  Half(float f);  // NOLINT
+  operator float() const;  // NOLINT
+};
+
+/** bfloat16 storage (the top half of a float, round-to-nearest-even). */
+struct BFloat16 {
+  uint16_t bits = 0;
+  BFloat16() = default;
+  BFloat16(float f) {  // NOLINT
+    uint32_t u = std::bit_cast<uint32_t>(f);
+    if ((u & 0x7fffffff) > 0x7f800000) {
+      bits = 0x7fc0;
+      return;
+    }
+    bits = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  }
+  operator float() const { return std::bit_cast<float>(uint32_t(bits) << 16); }  // NOLINT
+};
+
+/** The C++ type that stores each DType. */
+template <DType D> struct CppType;
+template <> struct CppType<DType::f32> { using type = float; };
+template <> struct CppType<DType::f64> { using type = double; };
+template <> struct CppType<DType::f16> { using type = Half; };
+template <> struct CppType<DType::bf16> { using type = BFloat16; };
+template <> struct CppType<DType::i64> { using type = int64_t; };
+template <> struct CppType<DType::i32> { using type = int32_t; };
+template <> struct CppType<DType::i16> { using type = int16_t; };
+template <> struct CppType<DType::i8> { using type = int8_t; };
+template <> struct CppType<DType::u8> { using type = uint8_t; };
+template <> struct CppType<DType::b8> { using type = bool; };
+
+}  // namespace kiln
+
+template <>
+struct fmt::formatter<kiln::DType> : fmt::formatter<std::string_view> {
+  auto format(kiln::DType d, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(kiln::to_string(d), ctx);
+  }
+};

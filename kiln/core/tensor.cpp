@@ -1,0 +1,71 @@
+#include "kiln/core/tensor.h"
+
+#include <fmt/format.h>
+
+namespace kiln {
+
+std::string Scalar::str() const {
+  if (kind_ == Kind::b) return i_ ? "True" : "False";
+  if (kind_ == Kind::i) return std::to_string(i_);
+  return fmt::format("{}", f_);
+}
+
+int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
+  int64_t r = std::max<int64_t>(rank, 1);  // a 0-dim tensor accepts dim 0 and -1
+  KILN_CHECK(dim >= -r && dim < r, index,
+             "[{}] Dimension out of range (expected to be in range of [{}, {}], but got {})", op,
+             -r, r - 1, dim);
+  return dim < 0 ? dim + r : dim;
+}
+
+int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = impl_->shape.size(); i-- > 0;) {
+    int64_t s = impl_->shape[i];
+    if (s == 1) continue;
+    if (s == 0) return true;
+    if (impl_->strides[i] != expected) return false;
+    expected *= s;
+  }
+  return true;
+}
+
+void* Tensor::raw_data() const {
+  const Storage& s = impl_->storage;
+  KILN_CHECK(!s->fake, data_dependent,
+             "[data] tensor {} is fake: it has metadata but no data to read or write",
+             meta_str());
+  return static_cast<char*>(s->data) + impl_->offset * static_cast<int64_t>(itemsize());
+}
+
+std::string Tensor::meta_str() const {
+  return fmt::format("{}{}@{}", impl_->dtype, impl_->shape.str(), impl_->device);
+}
+
+Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* allocator) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->strides = contiguous_strides(shape);
+  impl->shape = shape;
+  impl->dtype = dtype;
+  impl->device = device;
+  size_t nbytes = static_cast<size_t>(numel_of(shape)) * kiln::itemsize(dtype);
+  void* data = allocator ? allocator->allocate(nbytes) : nullptr;
+  impl->storage = std::make_shared<StorageImpl>(data, nbytes, device, allocator, !allocator);
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->device = base.device();
+  impl->storage = base.storage();
+  return Tensor(std::move(impl));
+}
+
+}  // namespace kiln

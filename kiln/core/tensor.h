@@ -1,0 +1,106 @@
+#pragma once
+// Storage, TensorImpl and the Tensor handle.
+//
+// Note [Fake tensors keep their device]
+// A fake tensor is an ordinary TensorImpl whose Storage has no bytes: it has full
+// metadata (shape, strides, offset, dtype, a concrete device, even one this machine
+// lacks) and a storage *identity*, so views of a fake tensor are still views of the
+// same base. Nothing in kiln special-cases fake tensors except the places that read
+// or write data, which check `is_fake()` and fail with a data-dependent error (F5).
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/core/allocator.h"
+#include "kiln/core/device.h"
+#include "kiln/core/dims.h"
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
+#include "kiln/core/scalar.h"
+
+namespace kiln {
+
+/** A block of device memory shared by a tensor and its views. `data == nullptr` with
+ * `fake` set means metadata only (see Note [Fake tensors keep their device]). */
+struct StorageImpl {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  Allocator* allocator = nullptr;  // null: not owned (fake, or borrowed memory)
+  bool fake = false;
+
+  StorageImpl(void* d, size_t n, Device dev, Allocator* a, bool is_fake)
+      : data(d), nbytes(n), device(dev), allocator(a), fake(is_fake) {}
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+  ~StorageImpl() {
+    if (allocator) allocator->deallocate(data, nbytes);
+  }
+};
+using Storage = std::shared_ptr<StorageImpl>;
+
+/** The descriptor behind a Tensor: a plain struct, no virtuals. */
+struct TensorImpl {
+  Dims shape;
+  Dims strides;           // in elements
+  int64_t offset = 0;     // in elements, into storage
+  DType dtype = DType::f32;
+  Device device;          // always has an index
+  Storage storage;        // shared with views; never null
+  bool wrapped_number = false;  // a 0-dim CPU tensor made from a C++ number (promotion)
+};
+
+/** A value handle to a TensorImpl; copying a Tensor shares the impl (like torch). */
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const Dims& shape() const { return impl_->shape; }
+  const Dims& strides() const { return impl_->strides; }
+  int64_t dim() const { return static_cast<int64_t>(impl_->shape.size()); }
+  /** Size of dimension `d`; negative `d` counts from the end. */
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t numel() const { return numel_of(impl_->shape); }
+  int64_t offset() const { return impl_->offset; }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->device; }
+  size_t itemsize() const { return kiln::itemsize(impl_->dtype); }
+  bool is_contiguous() const;
+  bool is_fake() const { return impl_->storage->fake; }
+  bool is_wrapped_number() const { return impl_->wrapped_number; }
+  const Storage& storage() const { return impl_->storage; }
+  /** True when both share one storage (one is a view of the other, or both of a base). */
+  bool is_alias_of(const Tensor& other) const { return impl_->storage == other.impl_->storage; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  /** Pointer to the first element; throws for fake tensors. */
+  void* raw_data() const;
+  template <typename T>
+  T* data() const {
+    return static_cast<T*>(raw_data());
+  }
+
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  /** "f32[2, 3]@cpu:0". */
+  std::string meta_str() const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+/** Wraps `dim` (may be negative) into [0, rank); throws an index Error naming `op`. */
+int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);
+
+/** Creates a tensor with fresh contiguous storage from `allocator` (or a fake one when
+ * `allocator` is null). */
+Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* allocator);
+/** Creates a view: new metadata over `base`'s storage. */
+Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset);
+
+}  // namespace kiln

@@ -1,0 +1,87 @@
+#pragma once
+// The device runtime's front door: which devices exist, their allocators and
+// generators, and the thread's current device per type (D3).
+
+#include <cstdint>
+
+#include "kiln/core/allocator.h"
+#include "kiln/core/device.h"
+#include "kiln/core/random.h"
+
+namespace kiln {
+
+/** One device type's runtime. A backend that is not compiled in has none. */
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  virtual DeviceType type() const = 0;
+  /** Never throws; 0 when the type is unusable here. */
+  virtual int device_count() const noexcept = 0;
+  virtual Allocator& allocator(int index) = 0;
+  virtual Generator& generator(int index) = 0;
+};
+
+/** The backend of `type`, or null when this build or machine has none. */
+DeviceBackend* device_backend(DeviceType type);
+
+/** Number of devices of `type` (0 for an absent backend; meta reports 1). Never throws. */
+int device_count(DeviceType type) noexcept;
+
+/** Configures `n` virtual CPU devices cpu:0..cpu:n-1. Must precede the first use of a
+ * CPU device unless `n` equals the current count; KILN_CPU_DEVICES sets the default. */
+void set_cpu_device_count(int n);
+
+/** Throws a device Error unless `device` (with an index) exists on this machine. */
+void check_device_available(Device device);
+
+/** Fills in the index of a device request ("cuda" -> the current cuda device). */
+Device resolve_device(Device device);
+
+/** The allocator of a (resolved, available) device; throws for meta. */
+Allocator& device_allocator(Device device);
+AllocatorStats allocator_stats(Device device);
+
+/** The random generator of a device; `manual_seed` reseeds every device's generator. */
+Generator& device_generator(Device device);
+void manual_seed(uint64_t seed);
+
+/** The thread's current device of `type` (index 0 until a guard changes it). */
+Device current_device(DeviceType type);
+/** Makes `device` current for its type and returns the previous current device. */
+Device exchange_device(Device device);
+
+/** (D3) Makes a device current for this thread for its lifetime. */
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device) : prev_(exchange_device(resolve_device(device))) {}
+  ~DeviceGuard() { exchange_device(prev_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  /** The device that was current before this guard. */
+  Device original_device() const { return prev_; }
+
+ private:
+  Device prev_;
+};
+
+/** (D3) A guard that may be empty; while empty it changes and restores nothing. */
+class OptionalDeviceGuard {
+ public:
+  OptionalDeviceGuard() = default;
+  explicit OptionalDeviceGuard(Device device) { set_device(device); }
+  ~OptionalDeviceGuard() { reset(); }
+  OptionalDeviceGuard(const OptionalDeviceGuard&) = delete;
+  OptionalDeviceGuard& operator=(const OptionalDeviceGuard&) = delete;
+
+  /** Engages the guard (or moves it to another device, restoring the first original). */
+  void set_device(Device device);
+  /** Restores the original device and empties the guard. */
+  void reset();
+  bool engaged() const { return engaged_; }
+
+ private:
+  Device prev_;
+  bool engaged_ = false;
+};
+
+}  // namespace kiln

@@ -1,0 +1,231 @@
+#include "kiln/dispatch/dispatch.h"
+
+#include <vector>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/device/registry.h"
+#include "kiln/ops/meta.h"
+
+namespace kiln {
+
+using ops::OpInfo;
+using ops::OpKind;
+
+namespace {
+
+thread_local std::vector<Mode*> t_modes;
+thread_local size_t t_depth = 0;  // modes [0, t_depth) are active for the next dispatch
+thread_local DevicePolicy t_policy;
+
+// The one registry of kernel tables: add a line per compiled backend.
+const ops::KernelTable* kernel_table(DeviceType type) {
+  switch (type) {
+    case DeviceType::cpu: return &cpu::kernels();
+    default: return nullptr;
+  }
+}
+
+bool is_cpu_scalar(const Tensor& t) { return t.dim() == 0 && t.device().is_cpu(); }
+
+// (F3)/(F4) Folds one more tensor argument into the running common device.
+struct DeviceFold {
+  DeviceFold(const OpInfo& i, DevicePolicy p) : info(i), policy(p) {}
+  const OpInfo& info;
+  DevicePolicy policy;
+  bool have = false;
+  bool from_scalar = false;
+  Device device;
+  std::string arg;
+
+  void add(const Tensor& t, std::string_view name, bool cpu_ok) {
+    Device d = t.device();
+    bool scalar = is_cpu_scalar(t);
+    if (!have) {
+      have = true, device = d, from_scalar = scalar, arg = name;
+      return;
+    }
+    if (d == device) {
+      from_scalar = from_scalar && scalar;
+      return;
+    }
+    if (scalar || (cpu_ok && d.is_cpu())) return;  // a CPU scalar never wins (D2)
+    if (from_scalar) {                             // ... so a later device replaces it
+      device = d, from_scalar = false, arg = name;
+      return;
+    }
+    if (auto winner = prefer(device, d)) {
+      if (*winner == d) device = d, arg = name;
+      return;
+    }
+    fail(ErrorKind::device_mismatch,
+         "[{}] Expected all tensors to be on the same device, but found at least two devices, "
+         "{} (argument '{}') and {} (argument '{}')",
+         info.name, device, arg, d, name);
+  }
+
+  // (F4) The preferred side wins when exactly one side is preferred.
+  std::optional<Device> prefer(Device a, Device b) const {
+    auto preferred = [this](Device d) {
+      switch (policy.kind) {
+        case DevicePolicy::Kind::strict: return false;
+        case DevicePolicy::Kind::prefer_non_cpu: return !d.is_cpu();
+        case DevicePolicy::Kind::prefer_type: return d.type == policy.type;
+      }
+      return false;
+    };
+    bool pa = preferred(a), pb = preferred(b);
+    if (pa == pb) return std::nullopt;
+    return pa ? a : b;
+  }
+};
+
+Device device_arg(std::span<const Value> args, std::string_view op) {
+  for (const Value& v : args)
+    if (auto* d = std::get_if<Device>(&v)) return resolve_device(*d);
+  fail(ErrorKind::internal, "[{}] has no device argument", op);
+}
+
+}  // namespace
+
+ModeGuard::ModeGuard(Mode& mode) : mode_(&mode) {
+  KILN_CHECK(t_depth == t_modes.size(), value,
+             "modes must be pushed outside of a mode's handler");
+  t_modes.push_back(mode_);
+  t_depth = t_modes.size();
+}
+
+ModeGuard::~ModeGuard() {
+  if (!t_modes.empty() && t_modes.back() == mode_) t_modes.pop_back();
+  t_depth = t_modes.size();
+}
+
+int active_mode_count() { return static_cast<int>(t_depth); }
+
+DevicePolicy current_device_policy() { return t_policy; }
+DevicePolicyGuard::DevicePolicyGuard(DevicePolicy policy) : prev_(t_policy) { t_policy = policy; }
+DevicePolicyGuard::~DevicePolicyGuard() { t_policy = prev_; }
+
+Device op_device(OpKind op, std::span<const Value> args) {
+  const OpInfo& info = ops::op_info(op);
+  switch (info.device_rule) {
+    case ops::DeviceRule::factory:
+    case ops::DeviceRule::to_copy: return device_arg(args, info.name);
+    case ops::DeviceRule::copy: return std::get<Tensor>(args[0]).device();
+    case ops::DeviceRule::same:
+    case ops::DeviceRule::index: break;
+  }
+  DeviceFold fold{info, t_policy};
+  bool index_rule = info.device_rule == ops::DeviceRule::index;
+  const auto& specs = info.schema.args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (auto* t = std::get_if<Tensor>(&args[i])) {
+      if (t->defined()) fold.add(*t, specs[i].name, index_rule && fold.have);
+    } else if (auto* list = std::get_if<TensorList>(&args[i])) {
+      for (size_t j = 0; j < list->size(); ++j)
+        fold.add((*list)[j], fmt::format("{}[{}]", specs[i].name, j), false);
+    }
+  }
+  KILN_CHECK(fold.have, internal, "[{}] has no tensor argument to take a device from", info.name);
+  return fold.device;
+}
+
+Outputs materialize(const OpInfo& info, std::span<const Value> args, const ops::MetaOut& meta,
+                    Device device, bool fake) {
+  Outputs outs;
+  for (const ops::TensorMeta& m : meta.outs) {
+    switch (m.alias) {
+      case ops::TensorMeta::Alias::self:
+        outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
+        break;
+      case ops::TensorMeta::Alias::view:
+        outs.push_back(make_view(std::get<Tensor>(args[info.schema.view_of_arg]), m.shape,
+                                 m.strides, m.offset));
+        break;
+      case ops::TensorMeta::Alias::none:
+        outs.push_back(make_tensor(m.shape, m.dtype, device,
+                                   fake ? nullptr : &device_allocator(device)));
+        break;
+    }
+  }
+  return outs;
+}
+
+namespace {
+
+// Meta of `op`, or for a derived in-place op the meta of its functional form checked
+// against self (its output is self).
+ops::MetaOut run_meta(const OpInfo& info, std::span<const Value> args, Device device) {
+  ops::MetaOut meta;
+  ops::OpCall call{info.kind, args, device};
+  if (info.meta) {
+    info.meta(call, meta);
+    return meta;
+  }
+  const OpInfo& functional = ops::op_info(info.functional);
+  call.op = functional.kind;
+  functional.meta(call, meta);
+  const Tensor& self = std::get<Tensor>(args[info.schema.mutated_arg]);
+  const ops::TensorMeta& r = meta.outs[0];
+  KILN_CHECK(r.shape == self.shape(), shape,
+             "[{}] output with shape {} doesn't match the broadcast shape {}", info.name,
+             self.shape().str(), r.shape.str());
+  KILN_CHECK(ops::can_cast(r.dtype, self.dtype()), dtype,
+             "[{}] result type {} can't be cast to the desired output type {}", info.name, r.dtype,
+             self.dtype());
+  return meta;
+}
+
+}  // namespace
+
+Outputs dispatch_meta(OpKind op, std::span<const Value> args) {
+  const OpInfo& info = ops::op_info(op);
+  Device device = op_device(op, args);
+  ops::MetaOut meta = run_meta(info, args, device);
+  if (!info.meta) {  // derived in-place: the output is self
+    Outputs outs;
+    outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
+    return outs;
+  }
+  return materialize(info, args, meta, device, /*fake=*/true);
+}
+
+Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
+  const OpInfo& info = ops::op_info(op);
+  Device device = op_device(op, args);
+  if (device.type == DeviceType::meta) return dispatch_meta(op, args);
+  check_device_available(device);
+  ops::MetaOut meta = run_meta(info, args, device);
+  const ops::KernelTable* table = kernel_table(device.type);
+  OpKind kernel_op = info.meta ? op : info.functional;
+  ops::Kernel kernel = table ? (*table)[static_cast<size_t>(kernel_op)] : nullptr;
+  if (info.is_view()) return materialize(info, args, meta, device, false);
+  KILN_CHECK(kernel, unsupported, "[{}] has no kernel for device {}", info.name, device);
+
+  DeviceGuard guard(device);  // (D3) kernels find their device current
+  if (info.meta) {
+    Outputs outs = materialize(info, args, meta, device, false);
+    kernel(ops::OpCall{op, args, device}, outs);
+    return outs;
+  }
+  // Derived in-place op: compute the functional result, then copy_ it into self.
+  const Tensor& self = std::get<Tensor>(args[info.schema.mutated_arg]);
+  Outputs tmp = materialize(ops::op_info(kernel_op), args, meta, device, false);
+  kernel(ops::OpCall{kernel_op, args, device}, tmp);
+  Value copy_args[3] = {self, tmp[0], false};
+  Outputs outs;
+  outs.push_back(self);
+  (*table)[static_cast<size_t>(OpKind::copy_)](ops::OpCall{OpKind::copy_, std::span<const Value>(copy_args), device}, outs);
+  return outs;
+}
+
+Outputs dispatch(OpKind op, std::span<const Value> args) {
+  if (t_depth == 0) return dispatch_eager(op, args);
+  Mode* mode = t_modes[t_depth - 1];
+  struct Pop {  // See Note [Re-dispatch through the mode stack]
+    Pop() { --t_depth; }
+    ~Pop() { ++t_depth; }
+  } pop;
+  return mode->handle(op, args);
+}
+
+}  // namespace kiln

@@ -1,0 +1,86 @@
+#pragma once
+// The single choke point every op call goes through, and the thread-local stack of
+// modes (fake, proxy, functionalize) that may intercept it.
+//
+// Note [Re-dispatch through the mode stack]
+// dispatch() hands a call to the innermost active mode with that mode popped for the
+// duration of its handler. Whatever the handler dispatches therefore reaches the
+// modes below it, and finally the eager path (device check, meta, kernel). A mode
+// never looks at another mode's state.
+
+#include <span>
+
+#include "kiln/ops/op_table.h"
+
+namespace kiln {
+
+/** An interceptor on the dispatch stack. */
+class Mode {
+ public:
+  virtual ~Mode() = default;
+  /** Handles one call. Calling dispatch() from here reaches the modes below. */
+  virtual Outputs handle(ops::OpKind op, std::span<const Value> args) = 0;
+};
+
+/** Pushes `mode` on this thread's stack for the guard's lifetime. */
+class ModeGuard {
+ public:
+  explicit ModeGuard(Mode& mode);
+  ~ModeGuard();
+  ModeGuard(const ModeGuard&) = delete;
+  ModeGuard& operator=(const ModeGuard&) = delete;
+
+ private:
+  Mode* mode_;
+};
+
+/** Number of modes that would see a dispatch from here (0 = eager). */
+int active_mode_count();
+
+/** Runs an op: through the innermost active mode, else eagerly. */
+Outputs dispatch(ops::OpKind op, std::span<const Value> args);
+/** Runs an op eagerly, ignoring modes: device check (D2), meta, then the kernel of
+ * the device's backend under a guard for that device (D3). */
+Outputs dispatch_eager(ops::OpKind op, std::span<const Value> args);
+/** Only the metadata an eager call would produce: outputs without data ("fake"),
+ * views sharing the input's storage identity. Used by meta tensors and FakeMode. */
+Outputs dispatch_meta(ops::OpKind op, std::span<const Value> args);
+
+/** (F4) How a device mismatch between tensor arguments is resolved. */
+struct DevicePolicy {
+  enum class Kind : uint8_t { strict, prefer_non_cpu, prefer_type };
+  Kind kind = Kind::strict;
+  DeviceType type = DeviceType::cuda;  // for prefer_type
+
+  static DevicePolicy strict() { return {}; }
+  static DevicePolicy prefer_non_cpu() { return {Kind::prefer_non_cpu, DeviceType::cuda}; }
+  static DevicePolicy prefer_type(DeviceType t) { return {Kind::prefer_type, t}; }
+};
+
+/** The thread's device policy; strict unless a DevicePolicyGuard is alive. */
+DevicePolicy current_device_policy();
+
+/** Sets the device policy for its lifetime, restoring the previous one after. */
+class DevicePolicyGuard {
+ public:
+  explicit DevicePolicyGuard(DevicePolicy policy);
+  ~DevicePolicyGuard();
+  DevicePolicyGuard(const DevicePolicyGuard&) = delete;
+  DevicePolicyGuard& operator=(const DevicePolicyGuard&) = delete;
+
+ private:
+  DevicePolicy prev_;
+};
+
+/** The device an op runs on and its outputs live on, per its DeviceRule (D2, F3) and
+ * the current policy (F4); throws a device_mismatch Error naming op, devices and
+ * arguments. */
+Device op_device(ops::OpKind op, std::span<const Value> args);
+
+/** Turns the metadata of `op`'s outputs into tensors: views share their base's
+ * storage, `self` outputs are the argument itself, fresh outputs get memory from
+ * `device`'s allocator, or none when `fake`. */
+Outputs materialize(const ops::OpInfo& info, std::span<const Value> args, const ops::MetaOut& meta,
+                    Device device, bool fake);
+
+}  // namespace kiln

@@ -1,0 +1,452 @@
+#include "kiln/dispatch/functional.h"
+
+#include "kiln/device/registry.h"
+#include "kiln/ops/meta.h"
+
+namespace kiln {
+
+using ops::OpKind;
+
+namespace {
+
+template <typename... A>
+Outputs call(OpKind op, A&&... a) {
+  Value args[] = {Value(std::forward<A>(a))...};
+  return dispatch(op, args);
+}
+template <typename... A>
+Tensor call1(OpKind op, A&&... a) {
+  return call(op, std::forward<A>(a)...)[0];
+}
+
+DType dtype_or(const TensorOptions& o, DType d) { return o.dtype.value_or(d); }
+Device device_or(const TensorOptions& o, Device d) {
+  return resolve_device(o.device.value_or(d));
+}
+Device default_device() { return Device(DeviceType::cpu, 0); }
+
+/** A C++ number as a 0-dim CPU tensor flagged as a wrapped number (it ranks below
+ * tensors in type promotion and joins ops on any device, D2). */
+Tensor wrap(Scalar s) {
+  Device cpu0 = default_device();
+  Tensor t = make_tensor(Dims{}, s.dtype(), cpu0, &device_allocator(cpu0));
+  switch (s.kind()) {
+    case Scalar::Kind::f: *t.data<double>() = s.to_double(); break;
+    case Scalar::Kind::i: *t.data<int64_t>() = s.to_int(); break;
+    case Scalar::Kind::b: *t.data<bool>() = s.to_bool(); break;
+  }
+  t.impl()->wrapped_number = true;
+  return t;
+}
+
+IntList shape_of(const Tensor& t) { return t.shape().vec(); }
+
+template <typename T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::f32;
+  else if constexpr (std::is_same_v<T, double>) return DType::f64;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
+  else if constexpr (std::is_same_v<T, int16_t>) return DType::i16;
+  else if constexpr (std::is_same_v<T, int8_t>) return DType::i8;
+  else if constexpr (std::is_same_v<T, uint8_t>) return DType::u8;
+  else return DType::b8;
+}
+
+}  // namespace
+
+// ---- factories ----------------------------------------------------------------
+
+Tensor empty(const IntList& size, TensorOptions o) {
+  return call1(OpKind::empty, size, dtype_or(o, f32), device_or(o, default_device()));
+}
+Tensor full(const IntList& size, Scalar value, TensorOptions o) {
+  return call1(OpKind::full, size, value, dtype_or(o, f32), device_or(o, default_device()));
+}
+Tensor zeros(const IntList& size, TensorOptions o) { return full(size, 0, o); }
+Tensor ones(const IntList& size, TensorOptions o) { return full(size, 1, o); }
+Tensor arange(Scalar end, TensorOptions o) { return arange(0, end, 1, o); }
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
+  bool fp = start.is_floating() || end.is_floating() || step.is_floating();
+  return call1(OpKind::arange, start, end, step, dtype_or(o, fp ? f32 : i64),
+               device_or(o, default_device()));
+}
+Tensor rand(const IntList& size, TensorOptions o) {
+  return call1(OpKind::rand, size, dtype_or(o, f32), device_or(o, default_device()));
+}
+Tensor randn(const IntList& size, TensorOptions o) {
+  return call1(OpKind::randn, size, dtype_or(o, f32), device_or(o, default_device()));
+}
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const IntList& shape, TensorOptions o) {
+  IntList sh = shape.empty() ? IntList{static_cast<int64_t>(values.size())} : shape;
+  KILN_CHECK(numel_of(Dims(sh)) == static_cast<int64_t>(values.size()), shape,
+             "[tensor] {} values cannot fill shape {}", values.size(), Dims(sh).str());
+  Device cpu0 = default_device();
+  Tensor t = make_tensor(Dims(sh), dtype_of<T>(), cpu0, &device_allocator(cpu0));
+  std::copy(values.begin(), values.end(), t.data<T>());
+  return to(t, device_or(o, cpu0), o.dtype.value_or(dtype_of<T>()));
+}
+template Tensor from_vector(const std::vector<float>&, const IntList&, TensorOptions);
+template Tensor from_vector(const std::vector<double>&, const IntList&, TensorOptions);
+template Tensor from_vector(const std::vector<int64_t>&, const IntList&, TensorOptions);
+template Tensor from_vector(const std::vector<int32_t>&, const IntList&, TensorOptions);
+template Tensor from_vector(const std::vector<int16_t>&, const IntList&, TensorOptions);
+template Tensor from_vector(const std::vector<int8_t>&, const IntList&, TensorOptions);
+template Tensor from_vector(const std::vector<uint8_t>&, const IntList&, TensorOptions);
+
+template <>
+Tensor from_vector(const std::vector<bool>& values, const IntList& shape, TensorOptions o) {
+  std::vector<uint8_t> bytes(values.begin(), values.end());
+  return from_vector(bytes, shape, {.dtype = o.dtype.value_or(b8), .device = o.device});
+}
+
+Tensor tensor(std::initializer_list<double> values, const IntList& shape, TensorOptions o) {
+  return from_vector(std::vector<double>(values), shape,
+                     {.dtype = o.dtype.value_or(f32), .device = o.device});
+}
+
+Tensor scalar_tensor(Scalar value, TensorOptions o) { return full({}, value, o); }
+
+namespace {
+TensorOptions like(const Tensor& t, TensorOptions o) {
+  return {.dtype = o.dtype.value_or(t.dtype()), .device = o.device.value_or(t.device())};
+}
+}  // namespace
+Tensor empty_like(const Tensor& t, TensorOptions o) { return empty(shape_of(t), like(t, o)); }
+Tensor zeros_like(const Tensor& t, TensorOptions o) { return zeros(shape_of(t), like(t, o)); }
+Tensor ones_like(const Tensor& t, TensorOptions o) { return ones(shape_of(t), like(t, o)); }
+Tensor full_like(const Tensor& t, Scalar v, TensorOptions o) {
+  return full(shape_of(t), v, like(t, o));
+}
+Tensor rand_like(const Tensor& t, TensorOptions o) { return rand(shape_of(t), like(t, o)); }
+Tensor randn_like(const Tensor& t, TensorOptions o) { return randn(shape_of(t), like(t, o)); }
+
+// ---- elementwise --------------------------------------------------------------
+
+Tensor neg(const Tensor& x) { return call1(OpKind::neg, x); }
+Tensor abs(const Tensor& x) { return call1(OpKind::abs, x); }
+Tensor exp(const Tensor& x) { return call1(OpKind::exp, x); }
+Tensor log(const Tensor& x) { return call1(OpKind::log, x); }
+Tensor sqrt(const Tensor& x) { return call1(OpKind::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return call1(OpKind::rsqrt, x); }
+Tensor sin(const Tensor& x) { return call1(OpKind::sin, x); }
+Tensor cos(const Tensor& x) { return call1(OpKind::cos, x); }
+Tensor tanh(const Tensor& x) { return call1(OpKind::tanh, x); }
+Tensor sigmoid(const Tensor& x) { return call1(OpKind::sigmoid, x); }
+Tensor relu(const Tensor& x) { return call1(OpKind::relu, x); }
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+  KILN_CHECK(approximate == "none" || approximate == "tanh", value,
+             "[gelu] approximate must be 'none' or 'tanh', got '{}'", approximate);
+  return call1(OpKind::gelu, x, approximate == "tanh");
+}
+Tensor silu(const Tensor& x) { return call1(OpKind::silu, x); }
+Tensor logical_not(const Tensor& x) { return call1(OpKind::logical_not, x); }
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return call1(OpKind::add, a, b, alpha); }
+Tensor add(const Tensor& a, Scalar b) { return add(a, wrap(b)); }
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { return call1(OpKind::sub, a, b, alpha); }
+Tensor sub(const Tensor& a, Scalar b) { return sub(a, wrap(b)); }
+Tensor mul(const Tensor& a, const Tensor& b) { return call1(OpKind::mul, a, b); }
+Tensor mul(const Tensor& a, Scalar b) { return mul(a, wrap(b)); }
+Tensor div(const Tensor& a, const Tensor& b) { return call1(OpKind::div, a, b); }
+Tensor div(const Tensor& a, Scalar b) { return div(a, wrap(b)); }
+Tensor pow(const Tensor& a, const Tensor& e) { return call1(OpKind::pow, a, e); }
+Tensor pow(const Tensor& a, Scalar e) { return pow(a, wrap(e)); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return call1(OpKind::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return call1(OpKind::minimum, a, b); }
+Tensor eq(const Tensor& a, const Tensor& b) { return call1(OpKind::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return call1(OpKind::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return call1(OpKind::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return call1(OpKind::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return call1(OpKind::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return call1(OpKind::ge, a, b); }
+Tensor eq(const Tensor& a, Scalar b) { return eq(a, wrap(b)); }
+Tensor gt(const Tensor& a, Scalar b) { return gt(a, wrap(b)); }
+Tensor lt(const Tensor& a, Scalar b) { return lt(a, wrap(b)); }
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
+  return call1(OpKind::where, c, a, b);
+}
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar v) {
+  return call1(OpKind::masked_fill, x, mask, v);
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+
+// ---- in-place -----------------------------------------------------------------
+
+Tensor& add_(Tensor& self, const Tensor& other, Scalar alpha) {
+  call(OpKind::add_, self, other, alpha);
+  return self;
+}
+Tensor& add_(Tensor& self, Scalar other) { return add_(self, wrap(other)); }
+Tensor& sub_(Tensor& self, const Tensor& other, Scalar alpha) {
+  call(OpKind::sub_, self, other, alpha);
+  return self;
+}
+Tensor& mul_(Tensor& self, const Tensor& other) {
+  call(OpKind::mul_, self, other);
+  return self;
+}
+Tensor& mul_(Tensor& self, Scalar other) { return mul_(self, wrap(other)); }
+Tensor& div_(Tensor& self, const Tensor& other) {
+  call(OpKind::div_, self, other);
+  return self;
+}
+Tensor& div_(Tensor& self, Scalar other) { return div_(self, wrap(other)); }
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value) {
+  call(OpKind::masked_fill_, self, mask, value);
+  return self;
+}
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
+  call(OpKind::copy_, self, src, non_blocking);
+  return self;
+}
+Tensor& fill_(Tensor& self, Scalar value) {
+  call(OpKind::fill_, self, value);
+  return self;
+}
+Tensor& zero_(Tensor& self) { return fill_(self, 0); }
+
+// ---- reductions ---------------------------------------------------------------
+
+namespace {
+Value opt_dtype(std::optional<DType> d) { return d ? Value(*d) : Value(); }
+}  // namespace
+
+Tensor sum(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
+  return call1(OpKind::sum, x, dims, keepdim, opt_dtype(dtype));
+}
+Tensor mean(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
+  return call1(OpKind::mean, x, dims, keepdim, opt_dtype(dtype));
+}
+Tensor amax(const Tensor& x, const IntList& dims, bool keepdim) {
+  return call1(OpKind::amax, x, dims, keepdim);
+}
+Tensor amin(const Tensor& x, const IntList& dims, bool keepdim) {
+  return call1(OpKind::amin, x, dims, keepdim);
+}
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  Outputs o = call(OpKind::max, x, dim, keepdim);
+  return {o[0], o[1]};
+}
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  Outputs o = call(OpKind::min, x, dim, keepdim);
+  return {o[0], o[1]};
+}
+Tensor max(const Tensor& x) { return amax(x); }
+Tensor min(const Tensor& x) { return amin(x); }
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return call1(OpKind::argmax, x, dim ? Value(*dim) : Value(), keepdim);
+}
+Tensor var(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
+  return call1(OpKind::var, x, dims, correction, keepdim);
+}
+Tensor softmax(const Tensor& x, int64_t dim) { return call1(OpKind::softmax, x, dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return call1(OpKind::log_softmax, x, dim); }
+
+// ---- linear algebra -----------------------------------------------------------
+
+Tensor mm(const Tensor& a, const Tensor& b) { return call1(OpKind::mm, a, b); }
+Tensor bmm(const Tensor& a, const Tensor& b) { return call1(OpKind::bmm, a, b); }
+Tensor matmul(const Tensor& a, const Tensor& b) { return call1(OpKind::matmul, a, b); }
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+  return call1(OpKind::addmm, self, a, b, beta, alpha);
+}
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  return call1(OpKind::linear, x, w, bias.defined() ? Value(bias) : Value());
+}
+
+// ---- views --------------------------------------------------------------------
+
+Tensor view(const Tensor& x, const IntList& size) { return call1(OpKind::view, x, size); }
+Tensor reshape(const Tensor& x, const IntList& size) {
+  Dims shape = ops::infer_size(size, x.numel(), "reshape");
+  Dims strides;
+  if (ops::compute_view_strides(x.shape(), x.strides(), shape, strides)) return view(x, size);
+  return view(clone(x), size);
+}
+Tensor permute(const Tensor& x, const IntList& dims) { return call1(OpKind::permute, x, dims); }
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+  return call1(OpKind::transpose, x, d0, d1);
+}
+Tensor t(const Tensor& x) {
+  KILN_CHECK(x.dim() <= 2, shape, "[t] expects a tensor with <= 2 dimensions, but got {}D",
+             x.dim());
+  return x.dim() < 2 ? transpose(x, 0, 0) : transpose(x, 0, 1);
+}
+Tensor unsqueeze(const Tensor& x, int64_t dim) { return call1(OpKind::unsqueeze, x, dim); }
+Tensor squeeze(const Tensor& x) { return call1(OpKind::squeeze, x, IntList{}); }
+Tensor squeeze(const Tensor& x, int64_t dim) { return call1(OpKind::squeeze, x, IntList{dim}); }
+Tensor expand(const Tensor& x, const IntList& size) { return call1(OpKind::expand, x, size); }
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start,
+             std::optional<int64_t> end, int64_t step) {
+  return call1(OpKind::slice, x, dim, start ? Value(*start) : Value(), end ? Value(*end) : Value(),
+               step);
+}
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  return call1(OpKind::select, x, dim, index);
+}
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  int64_t size = x.size(dim);
+  if (start < 0) start += size;
+  KILN_CHECK(start >= 0 && length >= 0 && start + length <= size, index,
+             "[narrow] start ({}) + length ({}) exceeds dimension size ({})", start, length, size);
+  return slice(x, dim, start, start + length, 1);
+}
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  if (x.dim() == 0) return reshape(x, {1});
+  int64_t s = wrap_dim(start_dim, x.dim(), "flatten"), e = wrap_dim(end_dim, x.dim(), "flatten");
+  KILN_CHECK(s <= e, value, "[flatten] start_dim ({}) cannot come after end_dim ({})", s, e);
+  IntList shape;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i <= s || i > e) shape.push_back(x.shape()[i]);
+    else shape.back() *= x.shape()[i];
+  }
+  return reshape(x, shape);
+}
+Tensor as_strided(const Tensor& x, const IntList& size, const IntList& stride,
+                  std::optional<int64_t> offset) {
+  return call1(OpKind::as_strided, x, size, stride, offset ? Value(*offset) : Value());
+}
+Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+
+// ---- data movement ------------------------------------------------------------
+
+Tensor cat(const TensorList& tensors, int64_t dim) { return call1(OpKind::cat, tensors, dim); }
+Tensor stack(const TensorList& tensors, int64_t dim) {
+  KILN_CHECK(!tensors.empty(), value, "[stack] expects a non-empty list of tensors");
+  for (const Tensor& x : tensors)
+    KILN_CHECK(x.shape() == tensors[0].shape(), shape,
+               "[stack] expects each tensor to be equal size, but got {} and {}",
+               tensors[0].shape().str(), x.shape().str());
+  int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  TensorList parts;
+  for (const Tensor& x : tensors) parts.push_back(unsqueeze(x, d));
+  return cat(parts, d);
+}
+TensorList split(const Tensor& x, const IntList& sizes, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  KILN_CHECK(total == x.shape()[d], shape,
+             "[split] split sizes add up to {} but dimension {} has size {}", total, d,
+             x.shape()[d]);
+  TensorList out;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    out.push_back(narrow(x, d, at, s));
+    at += s;
+  }
+  return out;
+}
+TensorList split(const Tensor& x, int64_t split_size, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "split");
+  KILN_CHECK(split_size > 0, value, "[split] split_size must be positive, got {}", split_size);
+  IntList sizes;
+  for (int64_t at = 0, n = x.shape()[d]; at < n || (n == 0 && sizes.empty()); at += split_size)
+    sizes.push_back(std::min(split_size, n - at));
+  return split(x, sizes, d);
+}
+TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  KILN_CHECK(chunks > 0, value, "[chunk] chunks must be positive, got {}", chunks);
+  int64_t size = x.size(dim);
+  return split(x, std::max<int64_t>((size + chunks - 1) / chunks, 1), dim);
+}
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  return call1(OpKind::index_select, x, dim, index);
+}
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  return call1(OpKind::gather, x, dim, index);
+}
+Tensor embedding(const Tensor& w, const Tensor& indices) {
+  return call1(OpKind::embedding, w, indices);
+}
+Tensor clone(const Tensor& x) { return call1(OpKind::clone, x); }
+
+// ---- normalization ------------------------------------------------------------
+
+namespace {
+Value opt(const Tensor& t) { return t.defined() ? Value(t) : Value(); }
+}  // namespace
+Tensor layer_norm(const Tensor& x, const IntList& shape, const Tensor& w, const Tensor& b,
+                  double eps) {
+  return call1(OpKind::layer_norm, x, shape, opt(w), opt(b), eps);
+}
+Tensor rms_norm(const Tensor& x, const IntList& shape, const Tensor& w, std::optional<double> eps) {
+  return call1(OpKind::rms_norm, x, shape, opt(w), eps ? Value(*eps) : Value());
+}
+
+// ---- conversion ---------------------------------------------------------------
+
+Tensor to(const Tensor& x, Device device, std::optional<DType> dtype, bool non_blocking,
+          bool copy) {
+  Device target = resolve_device(device);
+  DType d = dtype.value_or(x.dtype());
+  if (!copy && target == x.device() && d == x.dtype()) return x;  // (D7)
+  return _to_copy(x, d, target, non_blocking);
+}
+Tensor to(const Tensor& x, DType dtype, bool non_blocking, bool copy) {
+  return to(x, x.device(), dtype, non_blocking, copy);
+}
+Tensor _to_copy(const Tensor& x, DType dtype, Device device, bool non_blocking) {
+  return call1(OpKind::_to_copy, x, dtype, resolve_device(device), non_blocking);
+}
+
+// ---- host access --------------------------------------------------------------
+
+template <typename T>
+std::vector<T> to_vector(const Tensor& x) {
+  KILN_CHECK(!x.is_fake(), data_dependent,
+             "[to_vector] cannot read the data of fake tensor {}: it has metadata only (F5)",
+             x.meta_str());
+  Tensor host = to(x, Device(DeviceType::cpu, 0), dtype_of<T>());
+  host = contiguous(host);
+  std::vector<T> out(static_cast<size_t>(host.numel()));
+  const T* p = host.data<T>();
+  for (size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+  return out;
+}
+
+template <typename T>
+T item(const Tensor& x) {
+  KILN_CHECK(!x.is_fake(), data_dependent,
+             "[item] cannot read the value of fake tensor {}: it has metadata only (F5)",
+             x.meta_str());
+  KILN_CHECK(x.numel() == 1, value,
+             "[item] a tensor with {} elements cannot be converted to a scalar", x.numel());
+  return to_vector<T>(x)[0];
+}
+
+#define KILN_INSTANTIATE_HOST(T)                         \
+  template std::vector<T> to_vector<T>(const Tensor&); \
+  template T item<T>(const Tensor&);
+KILN_INSTANTIATE_HOST(float)
+KILN_INSTANTIATE_HOST(double)
+KILN_INSTANTIATE_HOST(int64_t)
+KILN_INSTANTIATE_HOST(int32_t)
+KILN_INSTANTIATE_HOST(int16_t)
+KILN_INSTANTIATE_HOST(int8_t)
+KILN_INSTANTIATE_HOST(uint8_t)
+#undef KILN_INSTANTIATE_HOST
+
+template <>
+std::vector<bool> to_vector<bool>(const Tensor& x) {
+  std::vector<uint8_t> bytes = to_vector<uint8_t>(to(x, b8));
+  return std::vector<bool>(bytes.begin(), bytes.end());
+}
+template <>
+bool item<bool>(const Tensor& x) {
+  return item<uint8_t>(to(x, b8)) != 0;
+}
+
+}  // namespace kiln

@@ -1,0 +1,216 @@
+#pragma once
+// kiln's functional API: free functions over tensors, each one dispatch() call (or a
+// composition of them, like reshape or stack). Argument checks live in the meta
+// functions, so every function here is a thin, readable wrapper.
+
+#include <iosfwd>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "kiln/device/registry.h"
+#include "kiln/dispatch/dispatch.h"
+
+namespace kiln {
+
+/** Where and how a new tensor is made. Unset fields take the defaults: dtype f32
+ * (or the data's type), device cpu:0 (D2). "cuda" resolves to the current cuda device. */
+struct TensorOptions {
+  std::optional<DType> dtype;
+  std::optional<Device> device;
+};
+
+// ---- factories ----------------------------------------------------------------
+Tensor empty(const IntList& size, TensorOptions options = {});
+Tensor zeros(const IntList& size, TensorOptions options = {});
+Tensor ones(const IntList& size, TensorOptions options = {});
+Tensor full(const IntList& size, Scalar value, TensorOptions options = {});
+/** [0, end), [start, end) with step; integral bounds give i64 unless a dtype is given. */
+Tensor arange(Scalar end, TensorOptions options = {});
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions options = {});
+/** Uniform in [0, 1) / standard normal, from the device's seeded generator. */
+Tensor rand(const IntList& size, TensorOptions options = {});
+Tensor randn(const IntList& size, TensorOptions options = {});
+
+/** A tensor holding `values` (shape defaults to 1-D); dtype from T unless given. */
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const IntList& shape = {},
+                   TensorOptions options = {});
+/** A tensor from floating literals, f32 unless a dtype is given: tensor({1, 2, 3}). */
+Tensor tensor(std::initializer_list<double> values, const IntList& shape = {},
+              TensorOptions options = {});
+/** A 0-dim tensor. */
+Tensor scalar_tensor(Scalar value, TensorOptions options = {});
+
+// `*_like`: shape of `t`; dtype and device of `t` unless given (D2).
+Tensor empty_like(const Tensor& t, TensorOptions options = {});
+Tensor zeros_like(const Tensor& t, TensorOptions options = {});
+Tensor ones_like(const Tensor& t, TensorOptions options = {});
+Tensor full_like(const Tensor& t, Scalar value, TensorOptions options = {});
+Tensor rand_like(const Tensor& t, TensorOptions options = {});
+Tensor randn_like(const Tensor& t, TensorOptions options = {});
+
+// ---- elementwise --------------------------------------------------------------
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+/** approximate: "none" (erf) or "tanh". */
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+Tensor silu(const Tensor& x);
+Tensor logical_not(const Tensor& x);
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor sub(const Tensor& a, Scalar b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, Scalar b);
+Tensor pow(const Tensor& a, const Tensor& exponent);
+Tensor pow(const Tensor& a, Scalar exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, Scalar b);
+Tensor gt(const Tensor& a, Scalar b);
+Tensor lt(const Tensor& a, Scalar b);
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a);
+
+// ---- in-place (return self) ---------------------------------------------------
+Tensor& add_(Tensor& self, const Tensor& other, Scalar alpha = 1);
+Tensor& add_(Tensor& self, Scalar other);
+Tensor& sub_(Tensor& self, const Tensor& other, Scalar alpha = 1);
+Tensor& mul_(Tensor& self, const Tensor& other);
+Tensor& mul_(Tensor& self, Scalar other);
+Tensor& div_(Tensor& self, const Tensor& other);
+Tensor& div_(Tensor& self, Scalar other);
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value);
+/** Copies src (broadcast, converted, from any device) into self (D2). */
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false);
+Tensor& fill_(Tensor& self, Scalar value);
+Tensor& zero_(Tensor& self);
+
+// ---- reductions ---------------------------------------------------------------
+/** dims empty = all dims. */
+Tensor sum(const Tensor& x, const IntList& dims = {}, bool keepdim = false,
+           std::optional<DType> dtype = std::nullopt);
+Tensor mean(const Tensor& x, const IntList& dims = {}, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+Tensor amax(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+/** (values, indices) along `dim`. */
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+/** The maximum / minimum of all elements (0-dim). */
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor var(const Tensor& x, const IntList& dims = {}, int64_t correction = 1,
+           bool keepdim = false);
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// ---- linear algebra -----------------------------------------------------------
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+/** numpy matmul: 1-D operands, batch broadcasting. */
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta = 1,
+             Scalar alpha = 1);
+/** x @ weight^T + bias. */
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- views (share storage with the input) -------------------------------------
+Tensor view(const Tensor& x, const IntList& size);
+/** A view when the strides allow one, else a copy (like torch.reshape). */
+Tensor reshape(const Tensor& x, const IntList& size);
+Tensor permute(const Tensor& x, const IntList& dims);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+/** transpose(0, 1) of a tensor with <= 2 dims. */
+Tensor t(const Tensor& x);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor squeeze(const Tensor& x);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor expand(const Tensor& x, const IntList& size);
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start,
+             std::optional<int64_t> end, int64_t step = 1);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor as_strided(const Tensor& x, const IntList& size, const IntList& stride,
+                  std::optional<int64_t> storage_offset = std::nullopt);
+/** x itself when contiguous, else a contiguous copy. */
+Tensor contiguous(const Tensor& x);
+
+// ---- data movement ------------------------------------------------------------
+Tensor cat(const TensorList& tensors, int64_t dim = 0);
+Tensor stack(const TensorList& tensors, int64_t dim = 0);
+/** Views of `split_size` along dim (the last may be smaller). */
+TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+TensorList split(const Tensor& x, const IntList& sizes, int64_t dim = 0);
+TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor clone(const Tensor& x);
+
+// ---- normalization ------------------------------------------------------------
+Tensor layer_norm(const Tensor& x, const IntList& normalized_shape,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
+
+// ---- conversion ---------------------------------------------------------------
+/** (D7) `x` itself when the resolved device and the dtype are unchanged and `copy` is
+ * false; otherwise a new tensor (a _to_copy). */
+Tensor to(const Tensor& x, Device device, std::optional<DType> dtype = std::nullopt,
+          bool non_blocking = false, bool copy = false);
+Tensor to(const Tensor& x, DType dtype, bool non_blocking = false, bool copy = false);
+Tensor _to_copy(const Tensor& x, DType dtype, Device device, bool non_blocking = false);
+
+// ---- host access --------------------------------------------------------------
+/** The single element as T; a data-dependent Error for fake tensors (F5). */
+template <typename T>
+T item(const Tensor& x);
+/** All elements in row-major order, converted to T. */
+template <typename T>
+std::vector<T> to_vector(const Tensor& x);
+
+template <>
+Tensor from_vector(const std::vector<bool>& values, const IntList& shape, TensorOptions options);
+template <>
+std::vector<bool> to_vector<bool>(const Tensor& x);
+template <>
+bool item<bool>(const Tensor& x);
+
+/** PyTorch-like printing: tensor([[1., 2.]], device='cpu:1'). */
+std::ostream& operator<<(std::ostream& os, const Tensor& x);
+std::string to_string(const Tensor& x);
+
+}  // namespace kiln

@@ -1,0 +1,11 @@
+#pragma once
+// The umbrella header: everything a kiln user needs.
+
+#include "kiln/core/device.h"
+#include "kiln/core/dtype.h"
+#include "kiln/core/error.h"
+#include "kiln/core/tensor.h"
+#include "kiln/device/registry.h"
+#include "kiln/dispatch/dispatch.h"
+#include "kiln/dispatch/functional.h"
+#include "kiln/ops/op_table.h"

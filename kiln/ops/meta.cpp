@@ -1,0 +1,662 @@
+#include "kiln/ops/meta.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kiln::ops {
+
+namespace {
+
+const char* name_of(const OpCall& c) { return op_info(c.op).name.data(); }
+
+std::string ints_str(std::span<const int64_t> v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+void check_floating(const OpCall& c, DType d) {
+  KILN_CHECK(is_floating(d), dtype, "[{}] expected a floating point tensor, got {}", name_of(c),
+             d);
+}
+
+void check_same_dtype(const OpCall& c, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dtype() == b.dtype(), dtype,
+             "[{}] expected both operands to have the same dtype, but got {} and {}", name_of(c),
+             a.dtype(), b.dtype());
+}
+
+// A fresh output with `self`'s dtype and `shape`.
+void view_out(MetaOut& out, const Tensor& self, Dims shape, Dims strides, int64_t offset) {
+  TensorMeta m;
+  m.shape = std::move(shape);
+  m.strides = std::move(strides);
+  m.offset = offset;
+  m.dtype = self.dtype();
+  m.alias = TensorMeta::Alias::view;
+  out.outs.push_back(std::move(m));
+}
+
+void self_out(MetaOut& out, const Tensor& self) {
+  TensorMeta m;
+  m.shape = self.shape();
+  m.strides = self.strides();
+  m.offset = self.offset();
+  m.dtype = self.dtype();
+  m.alias = TensorMeta::Alias::self;
+  out.outs.push_back(std::move(m));
+}
+
+}  // namespace
+
+Dims broadcast_shapes(const Dims& a, const Dims& b, std::string_view op) {
+  size_t n = std::max(a.size(), b.size());
+  Dims out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    KILN_CHECK(da == db || da == 1 || db == 1, shape,
+               "[{}] The size of tensor a ({}) must match the size of tensor b ({}) at "
+               "non-singleton dimension {} (shapes {} and {})",
+               op, da, db, i, a.str(), b.str());
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+DType result_type(std::span<const Tensor> tensors) {
+  ResultType rt;
+  for (const Tensor& t : tensors) {
+    auto rank = t.is_wrapped_number() ? ResultType::wrapped
+                : t.dim() == 0        ? ResultType::zero_dim
+                                      : ResultType::dim;
+    rt.add(t.dtype(), rank);
+  }
+  return rt.result();
+}
+
+bool can_cast(DType from, DType to) {
+  if (is_floating(from) && is_integral(to, true)) return false;
+  if (from != DType::b8 && to == DType::b8) return false;
+  return true;
+}
+
+ReduceDims reduce_dims(const Dims& shape, const IntList& dims, bool keepdim, const char* op) {
+  ReduceDims r;
+  int64_t rank = static_cast<int64_t>(shape.size());
+  r.reduced.assign(shape.size(), dims.empty());
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, rank, op);
+    if (rank == 0) continue;
+    KILN_CHECK(!r.reduced[w], value, "[{}] dim {} appears multiple times in the list of dims", op,
+               w);
+    r.reduced[w] = true;
+  }
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (!r.reduced[i]) r.out_shape.push_back(shape[i]);
+    else if (keepdim) r.out_shape.push_back(1);
+  }
+  return r;
+}
+
+Dims infer_size(const IntList& size, int64_t numel, std::string_view op) {
+  Dims out(size);
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == -1) {
+      KILN_CHECK(infer < 0, shape, "[{}] only one dimension can be inferred", op);
+      infer = static_cast<int>(i);
+    } else {
+      KILN_CHECK(size[i] >= 0, shape, "[{}] invalid shape dimension {}", op, size[i]);
+      known *= size[i];
+    }
+  }
+  if (infer >= 0) {
+    KILN_CHECK(known != 0 && numel % known == 0, shape, "[{}] shape '{}' is invalid for input of size {}",
+               op, ints_str(size), numel);
+    out[infer] = numel / known;
+  } else {
+    KILN_CHECK(known == numel, shape, "[{}] shape '{}' is invalid for input of size {}", op,
+               ints_str(size), numel);
+  }
+  return out;
+}
+
+// Walks the old dims in chunks that are contiguous in memory; each chunk must map to
+// a run of new dims with the same element count.
+bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape,
+                          Dims& out) {
+  out = Dims(new_shape.size());
+  int64_t numel = numel_of(shape);
+  if (numel == 0 || shape.empty()) {
+    out = contiguous_strides(new_shape);
+    return true;
+  }
+  int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+  int64_t chunk_base_stride = strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+Dims matmul_shape(const Dims& a, const Dims& b) {
+  KILN_CHECK(!a.empty() && !b.empty(), shape,
+             "[matmul] both arguments to matmul need to be at least 1D, but they are {}D and {}D",
+             a.size(), b.size());
+  int64_t k_a = a.back();
+  int64_t k_b = b.size() == 1 ? b[0] : b[b.size() - 2];
+  KILN_CHECK(k_a == k_b, shape, "[matmul] mat1 and mat2 shapes cannot be multiplied ({} and {})",
+             a.str(), b.str());
+  Dims batch_a, batch_b;
+  for (size_t i = 0; i + 2 < a.size(); ++i) batch_a.push_back(a[i]);
+  for (size_t i = 0; i + 2 < b.size(); ++i) batch_b.push_back(b[i]);
+  Dims out = broadcast_shapes(batch_a, batch_b, "matmul");
+  if (a.size() >= 2) out.push_back(a[a.size() - 2]);
+  if (b.size() >= 2) out.push_back(b.back());
+  return out;
+}
+
+// ---- factories ----------------------------------------------------------------
+
+void meta_factory(const OpCall& c, MetaOut& out) {
+  const IntList& size = c.args.ints(0);
+  for (int64_t s : size)
+    KILN_CHECK(s >= 0, shape, "[{}] negative dimension {} in size {}", name_of(c), s,
+               ints_str(size));
+  DType dtype = c.args.dtype(c.args.size() - 2);
+  if (c.op == OpKind::rand || c.op == OpKind::randn)
+    KILN_CHECK(is_floating(dtype), dtype, "[{}] needs a floating point dtype, got {}", name_of(c),
+               dtype);
+  out.fresh(Dims(size), dtype);
+}
+
+void meta_arange(const OpCall& c, MetaOut& out) {
+  double start = c.args.scalar(0).to_double(), end = c.args.scalar(1).to_double(),
+         step = c.args.scalar(2).to_double();
+  KILN_CHECK(step != 0, value, "[arange] step must be nonzero");
+  KILN_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), value,
+             "[arange] upper bound and larger bound inconsistent with step sign (start {}, end {}, "
+             "step {})",
+             start, end, step);
+  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  out.fresh(Dims{n}, c.args.dtype(3));
+}
+
+// ---- elementwise --------------------------------------------------------------
+
+void meta_unary(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  KILN_CHECK(!(c.op == OpKind::neg && self.dtype() == DType::b8), dtype,
+             "[neg] negation on a bool tensor is not supported; use logical_not");
+  out.fresh(self.shape(), self.dtype());
+}
+
+void meta_unary_float(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  out.fresh(self.shape(), is_floating(self.dtype()) ? self.dtype() : DType::f32);
+}
+
+void meta_unary_bool(const OpCall& c, MetaOut& out) {
+  out.fresh(c.args.tensor(0).shape(), DType::b8);
+}
+
+void meta_binary(const OpCall& c, MetaOut& out) {
+  const Tensor& a = c.args.tensor(0);
+  const Tensor& b = c.args.tensor(1);
+  Tensor pair[2] = {a, b};
+  DType dtype = result_type(pair);
+  if (c.op == OpKind::sub)
+    KILN_CHECK(!(a.dtype() == DType::b8 && b.dtype() == DType::b8), dtype,
+               "[sub] subtraction with two bool tensors is not supported; use logical_xor");
+  if ((c.op == OpKind::add || c.op == OpKind::sub) && is_integral(dtype, true))
+    KILN_CHECK(!c.args.scalar(2).is_floating(), dtype,
+               "[{}] for integral input tensors, argument alpha must not be a floating point "
+               "number",
+               name_of(c));
+  out.fresh(broadcast_shapes(a.shape(), b.shape(), name_of(c)), dtype);
+}
+
+void meta_binary_float(const OpCall& c, MetaOut& out) {
+  Tensor pair[2] = {c.args.tensor(0), c.args.tensor(1)};
+  DType dtype = result_type(pair);
+  out.fresh(broadcast_shapes(pair[0].shape(), pair[1].shape(), name_of(c)),
+            is_floating(dtype) ? dtype : DType::f32);
+}
+
+void meta_compare(const OpCall& c, MetaOut& out) {
+  out.fresh(broadcast_shapes(c.args.tensor(0).shape(), c.args.tensor(1).shape(), name_of(c)),
+            DType::b8);
+}
+
+void meta_where(const OpCall& c, MetaOut& out) {
+  const Tensor& cond = c.args.tensor(0);
+  KILN_CHECK(cond.dtype() == DType::b8, dtype,
+             "[where] expected condition to be a bool tensor, but got {}", cond.dtype());
+  Tensor pair[2] = {c.args.tensor(1), c.args.tensor(2)};
+  Dims shape = broadcast_shapes(cond.shape(), pair[0].shape(), "where");
+  out.fresh(broadcast_shapes(shape, pair[1].shape(), "where"), result_type(pair));
+}
+
+void meta_masked_fill(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& mask = c.args.tensor(1);
+  KILN_CHECK(mask.dtype() == DType::b8, dtype,
+             "[masked_fill] expected mask to be a bool tensor, but got {}", mask.dtype());
+  out.fresh(broadcast_shapes(self.shape(), mask.shape(), "masked_fill"), self.dtype());
+}
+
+void meta_copy_(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& src = c.args.tensor(1);
+  KILN_CHECK(broadcast_shapes(self.shape(), src.shape(), "copy_") == self.shape(), shape,
+             "[copy_] source of shape {} cannot be broadcast to destination of shape {}",
+             src.shape().str(), self.shape().str());
+  self_out(out, self);
+}
+
+void meta_fill_(const OpCall& c, MetaOut& out) { self_out(out, c.args.tensor(0)); }
+
+// ---- reductions ---------------------------------------------------------------
+
+namespace {
+void check_nonempty_reduce(const OpCall& c, const Tensor& self, const ReduceDims& r) {
+  for (size_t i = 0; i < r.reduced.size(); ++i)
+    KILN_CHECK(!r.reduced[i] || self.shape()[i] > 0, shape,
+               "[{}] expected reduction dim {} to have non-zero size", name_of(c), i);
+  KILN_CHECK(self.numel() > 0 || self.dim() > 0, shape, "[{}] empty input", name_of(c));
+}
+}  // namespace
+
+void meta_sum(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  auto r = reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "sum");
+  DType dtype = c.args.is_none(3)                      ? self.dtype()
+                                                       : c.args.dtype(3);
+  if (c.args.is_none(3) && is_integral(dtype, true)) dtype = DType::i64;
+  out.fresh(std::move(r.out_shape), dtype);
+}
+
+void meta_mean(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  auto r = reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "mean");
+  DType dtype = c.args.is_none(3) ? self.dtype() : c.args.dtype(3);
+  KILN_CHECK(is_floating(dtype), dtype,
+             "[mean] could not infer output dtype: input dtype must be floating point, got {}",
+             dtype);
+  out.fresh(std::move(r.out_shape), dtype);
+}
+
+void meta_amax(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  auto r = reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), name_of(c));
+  check_nonempty_reduce(c, self, r);
+  out.fresh(std::move(r.out_shape), self.dtype());
+}
+
+void meta_max_dim(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  auto r = reduce_dims(self.shape(), {c.args.i64(1)}, c.args.flag(2), name_of(c));
+  check_nonempty_reduce(c, self, r);
+  out.fresh(r.out_shape, self.dtype());
+  out.fresh(std::move(r.out_shape), DType::i64);
+}
+
+void meta_argmax(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  IntList dims;
+  if (!c.args.is_none(1)) dims.push_back(c.args.i64(1));
+  auto r = reduce_dims(self.shape(), dims, c.args.flag(2), "argmax");
+  check_nonempty_reduce(c, self, r);
+  out.fresh(std::move(r.out_shape), DType::i64);
+}
+
+void meta_var(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  check_floating(c, self.dtype());
+  auto r = reduce_dims(self.shape(), c.args.ints(1), c.args.flag(3), "var");
+  out.fresh(std::move(r.out_shape), self.dtype());
+}
+
+void meta_softmax(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  wrap_dim(c.args.i64(1), self.dim(), name_of(c));
+  check_floating(c, self.dtype());
+  out.fresh(self.shape(), self.dtype());
+}
+
+// ---- linear algebra -----------------------------------------------------------
+
+void meta_mm(const OpCall& c, MetaOut& out) {
+  const Tensor& a = c.args.tensor(0);
+  const Tensor& b = c.args.tensor(1);
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2, shape, "[mm] expected 2-D tensors, got {}D and {}D",
+             a.dim(), b.dim());
+  KILN_CHECK(a.size(1) == b.size(0), shape,
+             "[mm] mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", a.size(0),
+             a.size(1), b.size(0), b.size(1));
+  check_same_dtype(c, a, b);
+  out.fresh(Dims{a.size(0), b.size(1)}, a.dtype());
+}
+
+void meta_bmm(const OpCall& c, MetaOut& out) {
+  const Tensor& a = c.args.tensor(0);
+  const Tensor& b = c.args.tensor(1);
+  KILN_CHECK(a.dim() == 3 && b.dim() == 3, shape, "[bmm] expected 3-D tensors, got {}D and {}D",
+             a.dim(), b.dim());
+  KILN_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), shape,
+             "[bmm] batch1 {} and batch2 {} cannot be multiplied", a.shape().str(),
+             b.shape().str());
+  check_same_dtype(c, a, b);
+  out.fresh(Dims{a.size(0), a.size(1), b.size(2)}, a.dtype());
+}
+
+void meta_matmul(const OpCall& c, MetaOut& out) {
+  const Tensor& a = c.args.tensor(0);
+  const Tensor& b = c.args.tensor(1);
+  check_same_dtype(c, a, b);
+  out.fresh(matmul_shape(a.shape(), b.shape()), a.dtype());
+}
+
+void meta_addmm(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& a = c.args.tensor(1);
+  const Tensor& b = c.args.tensor(2);
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), shape,
+             "[addmm] mat1 and mat2 shapes cannot be multiplied ({} and {})", a.shape().str(),
+             b.shape().str());
+  check_same_dtype(c, a, b);
+  check_same_dtype(c, self, a);
+  Dims shape{a.size(0), b.size(1)};
+  KILN_CHECK(broadcast_shapes(self.shape(), shape, "addmm") == shape, shape,
+             "[addmm] self of shape {} cannot be broadcast to {}", self.shape().str(), shape.str());
+  out.fresh(std::move(shape), a.dtype());
+}
+
+void meta_linear(const OpCall& c, MetaOut& out) {
+  const Tensor& x = c.args.tensor(0);
+  const Tensor& w = c.args.tensor(1);
+  Tensor bias = c.args.opt_tensor(2);
+  KILN_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), shape,
+             "[linear] input {} and weight {} cannot be multiplied (expected weight [out, {}])",
+             x.shape().str(), w.shape().str(), x.dim() ? x.size(-1) : 0);
+  check_same_dtype(c, x, w);
+  Dims shape = x.shape();
+  shape[shape.size() - 1] = w.size(0);
+  if (bias.defined()) {
+    check_same_dtype(c, x, bias);
+    KILN_CHECK(bias.dim() <= 1 && bias.numel() == w.size(0), shape,
+               "[linear] bias of shape {} does not match {} output features", bias.shape().str(),
+               w.size(0));
+  }
+  out.fresh(std::move(shape), x.dtype());
+}
+
+// ---- views --------------------------------------------------------------------
+
+void meta_view(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  Dims shape = infer_size(c.args.ints(1), self.numel(), "view");
+  Dims strides;
+  KILN_CHECK(compute_view_strides(self.shape(), self.strides(), shape, strides), shape,
+             "[view] size {} is not compatible with input tensor's size {} and stride {} (at least "
+             "one dimension spans across two contiguous subspaces); use reshape instead",
+             shape.str(), self.shape().str(), self.strides().str());
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_permute(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const IntList& dims = c.args.ints(1);
+  KILN_CHECK(static_cast<int64_t>(dims.size()) == self.dim(), shape,
+             "[permute] number of dims {} does not match the tensor's {} dims", dims.size(),
+             self.dim());
+  Dims shape(dims.size()), strides(dims.size());
+  std::vector<bool> seen(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], self.dim(), "permute");
+    KILN_CHECK(!seen[d], value, "[permute] repeated dim {} in {}", d, ints_str(dims));
+    seen[d] = true;
+    shape[i] = self.shape()[d];
+    strides[i] = self.strides()[d];
+  }
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_transpose(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  Dims shape = self.shape(), strides = self.strides();
+  if (self.dim() > 0) {
+    int64_t a = wrap_dim(c.args.i64(1), self.dim(), "transpose");
+    int64_t b = wrap_dim(c.args.i64(2), self.dim(), "transpose");
+    std::swap(shape[a], shape[b]);
+    std::swap(strides[a], strides[b]);
+  }
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_unsqueeze(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t d = wrap_dim(c.args.i64(1), self.dim() + 1, "unsqueeze");
+  Dims shape = self.shape(), strides = self.strides();
+  int64_t st = d < self.dim() ? shape[d] * strides[d] : 1;
+  shape.insert(d, 1);
+  strides.insert(d, st);
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_squeeze(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  std::vector<bool> drop(self.dim(), c.args.ints(1).empty());
+  for (int64_t d : c.args.ints(1))
+    if (self.dim() > 0) drop[wrap_dim(d, self.dim(), "squeeze")] = true;
+  Dims shape, strides;
+  for (int64_t i = 0; i < self.dim(); ++i) {
+    if (drop[i] && self.shape()[i] == 1) continue;
+    shape.push_back(self.shape()[i]);
+    strides.push_back(self.strides()[i]);
+  }
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_expand(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const IntList& size = c.args.ints(1);
+  KILN_CHECK(static_cast<int64_t>(size.size()) >= self.dim(), shape,
+             "[expand] the number of sizes provided ({}) must be greater or equal to the number "
+             "of dimensions in the tensor ({})",
+             size.size(), self.dim());
+  size_t lead = size.size() - self.dim();
+  Dims shape(size.size()), strides(size.size());
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (i < lead) {
+      KILN_CHECK(size[i] >= 0, shape, "[expand] -1 is not allowed in a leading, new dimension");
+      shape[i] = size[i];
+      strides[i] = 0;
+      continue;
+    }
+    int64_t have = self.shape()[i - lead];
+    int64_t want = size[i] == -1 ? have : size[i];
+    KILN_CHECK(have == want || have == 1, shape,
+               "[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
+               "non-singleton dimension {}; target sizes {}, tensor sizes {}",
+               want, have, i, ints_str(size), self.shape().str());
+    shape[i] = want;
+    strides[i] = have == want ? self.strides()[i - lead] : 0;
+  }
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_slice(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  KILN_CHECK(self.dim() > 0, shape, "[slice] cannot be applied to a 0-dim tensor");
+  int64_t d = wrap_dim(c.args.i64(1), self.dim(), "slice");
+  int64_t size = self.shape()[d];
+  int64_t step = c.args.i64(4);
+  KILN_CHECK(step > 0, value, "[slice] step must be positive, got {}", step);
+  auto clamp = [size](int64_t v) {
+    if (v < 0) v += size;
+    return std::clamp<int64_t>(v, 0, size);
+  };
+  int64_t start = c.args.is_none(2) ? 0 : clamp(c.args.i64(2));
+  int64_t end = c.args.is_none(3) ? size : clamp(c.args.i64(3));
+  int64_t len = end > start ? (end - start + step - 1) / step : 0;
+  Dims shape = self.shape(), strides = self.strides();
+  shape[d] = len;
+  strides[d] *= step;
+  view_out(out, self, std::move(shape), std::move(strides),
+           self.offset() + start * self.strides()[d]);
+}
+
+void meta_select(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  KILN_CHECK(self.dim() > 0, shape, "[select] cannot be applied to a 0-dim tensor");
+  int64_t d = wrap_dim(c.args.i64(1), self.dim(), "select");
+  int64_t size = self.shape()[d], index = c.args.i64(2);
+  KILN_CHECK(index >= -size && index < size, index,
+             "[select] index {} out of range for tensor of size {} at dimension {}", index,
+             self.shape().str(), d);
+  if (index < 0) index += size;
+  Dims shape = self.shape(), strides = self.strides();
+  int64_t offset = self.offset() + index * strides[d];
+  shape.erase(d);
+  strides.erase(d);
+  view_out(out, self, std::move(shape), std::move(strides), offset);
+}
+
+void meta_as_strided(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const IntList& size = c.args.ints(1);
+  const IntList& stride = c.args.ints(2);
+  KILN_CHECK(size.size() == stride.size(), shape,
+             "[as_strided] mismatch in length of sizes ({}) and strides ({})", size.size(),
+             stride.size());
+  int64_t offset = c.args.is_none(3) ? self.offset() : c.args.i64(3);
+  int64_t extent = offset + 1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    KILN_CHECK(size[i] >= 0 && stride[i] >= 0, shape,
+               "[as_strided] sizes and strides must be non-negative");
+    if (size[i] == 0) extent = 0;
+    if (extent) extent += (size[i] - 1) * stride[i];
+  }
+  int64_t capacity = static_cast<int64_t>(self.storage()->nbytes / self.itemsize());
+  KILN_CHECK(extent <= capacity, shape,
+             "[as_strided] size {} and stride {} at offset {} need {} elements, but the storage "
+             "holds {}",
+             ints_str(size), ints_str(stride), offset, extent, capacity);
+  view_out(out, self, Dims(size), Dims(stride), offset);
+}
+
+// ---- data movement ------------------------------------------------------------
+
+void meta_cat(const OpCall& c, MetaOut& out) {
+  const TensorList& ts = c.args.tensors(0);
+  KILN_CHECK(!ts.empty(), value, "[cat] expected a non-empty list of tensors");
+  const Tensor& first = ts[0];
+  KILN_CHECK(first.dim() > 0, shape, "[cat] zero-dimensional tensor cannot be concatenated");
+  int64_t d = wrap_dim(c.args.i64(1), first.dim(), "cat");
+  Dims shape = first.shape();
+  shape[d] = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& t = ts[i];
+    KILN_CHECK(t.dim() == first.dim(), shape,
+               "[cat] tensors must have the same number of dimensions: got {} and {} (tensor {})",
+               first.dim(), t.dim(), i);
+    for (int64_t j = 0; j < t.dim(); ++j)
+      KILN_CHECK(j == d || t.shape()[j] == first.shape()[j], shape,
+                 "[cat] sizes of tensors must match except in dimension {}: expected {} but got {} "
+                 "in dimension {} for tensor {}",
+                 d, first.shape()[j], t.shape()[j], j, i);
+    shape[d] += t.shape()[d];
+  }
+  out.fresh(std::move(shape), result_type(ts));
+}
+
+namespace {
+void check_index_dtype(const char* op, const Tensor& index) {
+  KILN_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, dtype,
+             "[{}] expected an index tensor of dtype i64 or i32, got {}", op, index.dtype());
+}
+}  // namespace
+
+void meta_index_select(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& index = c.args.tensor(2);
+  check_index_dtype("index_select", index);
+  KILN_CHECK(index.dim() <= 1, shape, "[index_select] index must be 0-D or 1-D, got {}D",
+             index.dim());
+  Dims shape = self.shape();
+  if (self.dim() > 0) shape[wrap_dim(c.args.i64(1), self.dim(), "index_select")] = index.numel();
+  out.fresh(std::move(shape), self.dtype());
+}
+
+void meta_gather(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& index = c.args.tensor(2);
+  check_index_dtype("gather", index);
+  int64_t d = wrap_dim(c.args.i64(1), self.dim(), "gather");
+  KILN_CHECK(index.dim() == self.dim(), shape,
+             "[gather] index tensor must have the same number of dimensions as input ({} vs {})",
+             index.dim(), self.dim());
+  for (int64_t i = 0; i < self.dim(); ++i)
+    KILN_CHECK(i == d || index.shape()[i] <= self.shape()[i], shape,
+               "[gather] size of index {} exceeds input {} at dimension {}", index.shape().str(),
+               self.shape().str(), i);
+  out.fresh(index.shape(), self.dtype());
+}
+
+void meta_embedding(const OpCall& c, MetaOut& out) {
+  const Tensor& weight = c.args.tensor(0);
+  const Tensor& indices = c.args.tensor(1);
+  check_index_dtype("embedding", indices);
+  KILN_CHECK(weight.dim() == 2, shape, "[embedding] weight must be 2-D, got {}D", weight.dim());
+  Dims shape = indices.shape();
+  shape.push_back(weight.size(1));
+  out.fresh(std::move(shape), weight.dtype());
+}
+
+void meta_clone(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  out.fresh(self.shape(), self.dtype());
+}
+
+void meta_layer_norm(const OpCall& c, MetaOut& out) {
+  const Tensor& x = c.args.tensor(0);
+  const IntList& norm = c.args.ints(1);
+  check_floating(c, x.dtype());
+  bool ok = static_cast<int64_t>(norm.size()) <= x.dim() && !norm.empty();
+  for (size_t i = 0; ok && i < norm.size(); ++i)
+    ok = norm[i] == x.shape()[x.dim() - norm.size() + i];
+  KILN_CHECK(ok, shape, "[{}] normalized_shape {} does not match the trailing dims of input {}",
+             name_of(c), ints_str(norm), x.shape().str());
+  size_t n_affine = c.op == OpKind::layer_norm ? 2 : 1;
+  for (size_t i = 0; i < n_affine; ++i) {
+    Tensor p = c.args.opt_tensor(2 + i);
+    KILN_CHECK(!p.defined() || p.shape() == Dims(norm), shape,
+               "[{}] {} of shape {} does not match normalized_shape {}", name_of(c),
+               i == 0 ? "weight" : "bias", p.defined() ? p.shape().str() : "", ints_str(norm));
+    if (p.defined()) check_same_dtype(c, x, p);
+  }
+  out.fresh(x.shape(), x.dtype());
+}
+
+void meta_to_copy(const OpCall& c, MetaOut& out) {
+  out.fresh(c.args.tensor(0).shape(), c.args.dtype(1));
+}
+
+}  // namespace kiln::ops

@@ -1,0 +1,74 @@
+#pragma once
+// Meta functions: the single source of shape, stride and dtype truth (one per op
+// family). Eager kernels allocate from their answer, fake mode returns it, tracing
+// records it. Each cites the SEMANTICS.md rule or PyTorch behaviour it implements.
+
+#include "kiln/ops/op_table.h"
+
+namespace kiln::ops {
+
+/** The broadcast of two shapes (numpy rules); throws a shape Error naming `op`. */
+Dims broadcast_shapes(const Dims& a, const Dims& b, std::string_view op);
+/** The promoted dtype of tensor operands, honouring 0-dim and wrapped-number ranks. */
+DType result_type(std::span<const Tensor> tensors);
+/** Whether a value of dtype `from` may be written into a tensor of dtype `to`. */
+bool can_cast(DType from, DType to);
+/** Validates a view's reshape target (one -1 allowed); returns the concrete shape. */
+Dims infer_size(const IntList& size, int64_t numel, std::string_view op);
+/** Strides for viewing (shape, strides) as `new_shape` without a copy, if possible. */
+bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape,
+                          Dims& out);
+/** The broadcast of matmul's batch dims and its output shape. */
+Dims matmul_shape(const Dims& a, const Dims& b);
+
+// Declares every distinct meta function named in the table (repeats are harmless).
+void meta_factory(const OpCall&, MetaOut&);
+void meta_arange(const OpCall&, MetaOut&);
+void meta_unary(const OpCall&, MetaOut&);
+void meta_unary_float(const OpCall&, MetaOut&);
+void meta_unary_bool(const OpCall&, MetaOut&);
+void meta_binary(const OpCall&, MetaOut&);
+void meta_binary_float(const OpCall&, MetaOut&);
+void meta_compare(const OpCall&, MetaOut&);
+void meta_where(const OpCall&, MetaOut&);
+void meta_masked_fill(const OpCall&, MetaOut&);
+void meta_copy_(const OpCall&, MetaOut&);
+void meta_fill_(const OpCall&, MetaOut&);
+void meta_sum(const OpCall&, MetaOut&);
+void meta_mean(const OpCall&, MetaOut&);
+void meta_amax(const OpCall&, MetaOut&);
+void meta_max_dim(const OpCall&, MetaOut&);
+void meta_argmax(const OpCall&, MetaOut&);
+void meta_var(const OpCall&, MetaOut&);
+void meta_softmax(const OpCall&, MetaOut&);
+void meta_mm(const OpCall&, MetaOut&);
+void meta_bmm(const OpCall&, MetaOut&);
+void meta_matmul(const OpCall&, MetaOut&);
+void meta_addmm(const OpCall&, MetaOut&);
+void meta_linear(const OpCall&, MetaOut&);
+void meta_view(const OpCall&, MetaOut&);
+void meta_permute(const OpCall&, MetaOut&);
+void meta_transpose(const OpCall&, MetaOut&);
+void meta_unsqueeze(const OpCall&, MetaOut&);
+void meta_squeeze(const OpCall&, MetaOut&);
+void meta_expand(const OpCall&, MetaOut&);
+void meta_slice(const OpCall&, MetaOut&);
+void meta_select(const OpCall&, MetaOut&);
+void meta_as_strided(const OpCall&, MetaOut&);
+void meta_cat(const OpCall&, MetaOut&);
+void meta_index_select(const OpCall&, MetaOut&);
+void meta_gather(const OpCall&, MetaOut&);
+void meta_embedding(const OpCall&, MetaOut&);
+void meta_clone(const OpCall&, MetaOut&);
+void meta_layer_norm(const OpCall&, MetaOut&);
+void meta_to_copy(const OpCall&, MetaOut&);
+
+/** Reduction helper shared by meta functions and kernels: which dims are reduced
+ * (empty list = all) and the output shape. */
+struct ReduceDims {
+  std::vector<bool> reduced;  // per input dim
+  Dims out_shape;
+};
+ReduceDims reduce_dims(const Dims& shape, const IntList& dims, bool keepdim, const char* op);
+
+}  // namespace kiln::ops

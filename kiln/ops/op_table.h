@@ -1,0 +1,192 @@
+#pragma once
+// THE op table. Every op kiln knows is one line of KILN_OPS: its name, how its
+// output device is chosen, its meta function (shape/strides/dtype inference shared by
+// eager, fake and tracing), and its schema with alias annotations. The enum, names,
+// parsed schemas, meta table and the per-backend kernel tables all derive from it.
+//
+// In-place ops (name ending in '_' with a Tensor(a!) self) whose functional form is
+// in the table take `nullptr` as meta: dispatch derives them from the functional op
+// (compute into a temporary, then copy_ into self), so no shape logic is repeated.
+
+#include <array>
+#include <string_view>
+
+#include "kiln/ops/schema.h"
+
+namespace kiln::ops {
+
+/** How an op's device is chosen and checked (D2). */
+enum class DeviceRule : uint8_t {
+  same,     // all tensor args on one device; 0-dim CPU tensors join any device
+  factory,  // from the `device` argument
+  to_copy,  // the `device` argument; the source may be anywhere
+  copy,     // self's device; the source may be anywhere (copy_)
+  index,    // the first tensor's device; later (index) tensors may also be on the CPU
+};
+
+struct MetaOut;
+struct OpCall;
+using MetaFn = void (*)(const OpCall&, MetaOut&);
+
+// clang-format off
+#define KILN_OPS(X) \
+  /* factories */ \
+  X(empty,  factory, meta_factory, "empty(int[] size, *, ScalarType dtype, Device device) -> Tensor") \
+  X(full,   factory, meta_factory, "full(int[] size, Scalar fill_value, *, ScalarType dtype, Device device) -> Tensor") \
+  X(arange, factory, meta_arange,  "arange(Scalar start, Scalar end, Scalar step=1, *, ScalarType dtype, Device device) -> Tensor") \
+  X(rand,   factory, meta_factory, "rand(int[] size, *, ScalarType dtype, Device device) -> Tensor") \
+  X(randn,  factory, meta_factory, "randn(int[] size, *, ScalarType dtype, Device device) -> Tensor") \
+  /* unary */ \
+  X(neg,     same, meta_unary,       "neg(Tensor self) -> Tensor") \
+  X(abs,     same, meta_unary,       "abs(Tensor self) -> Tensor") \
+  X(relu,    same, meta_unary,       "relu(Tensor self) -> Tensor") \
+  X(exp,     same, meta_unary_float, "exp(Tensor self) -> Tensor") \
+  X(log,     same, meta_unary_float, "log(Tensor self) -> Tensor") \
+  X(sqrt,    same, meta_unary_float, "sqrt(Tensor self) -> Tensor") \
+  X(rsqrt,   same, meta_unary_float, "rsqrt(Tensor self) -> Tensor") \
+  X(sin,     same, meta_unary_float, "sin(Tensor self) -> Tensor") \
+  X(cos,     same, meta_unary_float, "cos(Tensor self) -> Tensor") \
+  X(tanh,    same, meta_unary_float, "tanh(Tensor self) -> Tensor") \
+  X(sigmoid, same, meta_unary_float, "sigmoid(Tensor self) -> Tensor") \
+  X(silu,    same, meta_unary_float, "silu(Tensor self) -> Tensor") \
+  X(gelu,    same, meta_unary_float, "gelu(Tensor self, *, bool tanh=False) -> Tensor") \
+  X(logical_not, same, meta_unary_bool, "logical_not(Tensor self) -> Tensor") \
+  /* binary, broadcasting with type promotion */ \
+  X(add,     same, meta_binary,       "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor") \
+  X(sub,     same, meta_binary,       "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor") \
+  X(mul,     same, meta_binary,       "mul(Tensor self, Tensor other) -> Tensor") \
+  X(div,     same, meta_binary_float, "div(Tensor self, Tensor other) -> Tensor") \
+  X(pow,     same, meta_binary,       "pow(Tensor self, Tensor exponent) -> Tensor") \
+  X(maximum, same, meta_binary,       "maximum(Tensor self, Tensor other) -> Tensor") \
+  X(minimum, same, meta_binary,       "minimum(Tensor self, Tensor other) -> Tensor") \
+  X(eq,      same, meta_compare,      "eq(Tensor self, Tensor other) -> Tensor") \
+  X(ne,      same, meta_compare,      "ne(Tensor self, Tensor other) -> Tensor") \
+  X(lt,      same, meta_compare,      "lt(Tensor self, Tensor other) -> Tensor") \
+  X(le,      same, meta_compare,      "le(Tensor self, Tensor other) -> Tensor") \
+  X(gt,      same, meta_compare,      "gt(Tensor self, Tensor other) -> Tensor") \
+  X(ge,      same, meta_compare,      "ge(Tensor self, Tensor other) -> Tensor") \
+  X(where,   same, meta_where,        "where(Tensor condition, Tensor self, Tensor other) -> Tensor") \
+  X(masked_fill, same, meta_masked_fill, "masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor") \
+  /* in-place: derived from the functional op of the same name without '_' */ \
+  X(add_,    same, nullptr, "add_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)") \
+  X(sub_,    same, nullptr, "sub_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)") \
+  X(mul_,    same, nullptr, "mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)") \
+  X(div_,    same, nullptr, "div_(Tensor(a!) self, Tensor other) -> Tensor(a!)") \
+  X(masked_fill_, same, nullptr, "masked_fill_(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)") \
+  /* in-place primitives */ \
+  X(copy_,   copy, meta_copy_, "copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)") \
+  X(fill_,   same, meta_fill_, "fill_(Tensor(a!) self, Scalar value) -> Tensor(a!)") \
+  /* reductions */ \
+  X(sum,     same, meta_sum,     "sum(Tensor self, int[] dim=[], bool keepdim=False, *, ScalarType? dtype=None) -> Tensor") \
+  X(mean,    same, meta_mean,    "mean(Tensor self, int[] dim=[], bool keepdim=False, *, ScalarType? dtype=None) -> Tensor") \
+  X(amax,    same, meta_amax,    "amax(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor") \
+  X(amin,    same, meta_amax,    "amin(Tensor self, int[] dim=[], bool keepdim=False) -> Tensor") \
+  X(max,     same, meta_max_dim, "max(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)") \
+  X(min,     same, meta_max_dim, "min(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)") \
+  X(argmax,  same, meta_argmax,  "argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor") \
+  X(var,     same, meta_var,     "var(Tensor self, int[] dim=[], *, int correction=1, bool keepdim=False) -> Tensor") \
+  X(softmax,     same, meta_softmax, "softmax(Tensor self, int dim) -> Tensor") \
+  X(log_softmax, same, meta_softmax, "log_softmax(Tensor self, int dim) -> Tensor") \
+  /* linear algebra */ \
+  X(mm,      same, meta_mm,     "mm(Tensor self, Tensor mat2) -> Tensor") \
+  X(bmm,     same, meta_bmm,    "bmm(Tensor self, Tensor mat2) -> Tensor") \
+  X(matmul,  same, meta_matmul, "matmul(Tensor self, Tensor other) -> Tensor") \
+  X(addmm,   same, meta_addmm,  "addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor") \
+  X(linear,  same, meta_linear, "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor") \
+  /* views: the output shares self's storage */ \
+  X(view,       same, meta_view,       "view(Tensor(a) self, int[] size) -> Tensor(a)") \
+  X(permute,    same, meta_permute,    "permute(Tensor(a) self, int[] dims) -> Tensor(a)") \
+  X(transpose,  same, meta_transpose,  "transpose(Tensor(a) self, int dim0, int dim1) -> Tensor(a)") \
+  X(unsqueeze,  same, meta_unsqueeze,  "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)") \
+  X(squeeze,    same, meta_squeeze,    "squeeze(Tensor(a) self, int[] dim=[]) -> Tensor(a)") \
+  X(expand,     same, meta_expand,     "expand(Tensor(a) self, int[] size) -> Tensor(a)") \
+  X(slice,      same, meta_slice,      "slice(Tensor(a) self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor(a)") \
+  X(select,     same, meta_select,     "select(Tensor(a) self, int dim, int index) -> Tensor(a)") \
+  X(as_strided, same, meta_as_strided, "as_strided(Tensor(a) self, int[] size, int[] stride, int? storage_offset=None) -> Tensor(a)") \
+  /* data movement */ \
+  X(cat,          same,  meta_cat,          "cat(Tensor[] tensors, int dim=0) -> Tensor") \
+  X(index_select, index, meta_index_select, "index_select(Tensor self, int dim, Tensor index) -> Tensor") \
+  X(gather,       same,  meta_gather,       "gather(Tensor self, int dim, Tensor index) -> Tensor") \
+  X(embedding,    index, meta_embedding,    "embedding(Tensor weight, Tensor indices) -> Tensor") \
+  X(clone,        same,  meta_clone,        "clone(Tensor self) -> Tensor") \
+  /* normalization */ \
+  X(layer_norm, same, meta_layer_norm, "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor") \
+  X(rms_norm,   same, meta_layer_norm, "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor") \
+  /* conversion */ \
+  X(_to_copy, to_copy, meta_to_copy, "_to_copy(Tensor self, *, ScalarType dtype, Device device, bool non_blocking=False) -> Tensor")
+// clang-format on
+
+/** Every op, in table order. */
+enum class OpKind : uint16_t {
+#define KILN_OP_ENUM(name, rule, meta, schema) name,
+  KILN_OPS(KILN_OP_ENUM)
+#undef KILN_OP_ENUM
+};
+
+inline constexpr int kNumOps = 0
+#define KILN_OP_COUNT(name, rule, meta, schema) +1
+    KILN_OPS(KILN_OP_COUNT)
+#undef KILN_OP_COUNT
+    ;
+
+/** What the table knows about one op. */
+struct OpInfo {
+  OpKind kind;
+  std::string_view name;
+  DeviceRule device_rule;
+  MetaFn meta;            // null for in-place ops derived from `functional`
+  Schema schema;
+  OpKind functional;      // add_ -> add; itself for every other op
+  bool is_inplace() const { return schema.mutated_arg >= 0; }
+  bool is_view() const { return schema.view_of_arg >= 0; }
+};
+
+/** The table entry of an op. */
+const OpInfo& op_info(OpKind op);
+inline std::string_view op_name(OpKind op) { return op_info(op).name; }
+/** Looks an op up by name; throws an unsupported Error for unknown names. */
+OpKind op_from_name(std::string_view name);
+
+/** One op call as dispatch sees it: which op, its arguments, and the device it
+ * runs on (chosen by the op's DeviceRule). */
+struct OpCall {
+  OpKind op;
+  Args args;
+  Device device;
+};
+
+/** Metadata of one output, computed by a meta function. */
+struct TensorMeta {
+  enum class Alias : uint8_t { none, view, self };
+  Dims shape;
+  Dims strides;           // for views; fresh outputs are contiguous
+  int64_t offset = 0;     // for views
+  DType dtype = DType::f32;
+  Alias alias = Alias::none;  // view: a view of the aliased arg; self: the arg itself
+};
+struct MetaOut {
+  InlineVec<TensorMeta, kMaxOutputs> outs;
+  /** Appends a fresh contiguous output. */
+  void fresh(Dims shape, DType dtype) {
+    TensorMeta m;
+    m.strides = contiguous_strides(shape);
+    m.shape = std::move(shape);
+    m.dtype = dtype;
+    outs.push_back(std::move(m));
+  }
+};
+
+/** A backend's implementation of one op: reads `call.args`, writes `outs` (already
+ * allocated from the meta function, on `call.device`). */
+using Kernel = void (*)(const OpCall& call, std::span<Tensor> outs);
+/** One backend's kernels, indexed by OpKind; a null entry means "unsupported". */
+using KernelTable = std::array<Kernel, kNumOps>;
+
+}  // namespace kiln::ops
+
+template <>
+struct fmt::formatter<kiln::ops::OpKind> : fmt::formatter<std::string_view> {
+  auto format(kiln::ops::OpKind op, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(kiln::ops::op_name(op), ctx);
+  }
+};

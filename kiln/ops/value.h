@@ -1,0 +1,77 @@
+#pragma once
+// Value: one argument of an op call (the boxed calling convention shared by
+// dispatch, the IR, the printer and the serializer).
+
+#include <cstdint>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln {
+
+/** Fixed-capacity vector kept inline (op outputs, small argument lists). */
+template <typename T, size_t N>
+class InlineVec {
+ public:
+  InlineVec() = default;
+  InlineVec(std::initializer_list<T> v) {
+    for (const T& x : v) push_back(x);
+  }
+  void push_back(T v) {
+    KILN_ASSERT(size_ < N);
+    items_[size_++] = std::move(v);
+  }
+  size_t size() const { return size_; }
+  T& operator[](size_t i) { return items_[i]; }
+  const T& operator[](size_t i) const { return items_[i]; }
+  T* begin() { return items_; }
+  T* end() { return items_ + size_; }
+  const T* begin() const { return items_; }
+  const T* end() const { return items_ + size_; }
+  operator std::span<T>() { return {items_, size_}; }  // NOLINT
+  operator std::span<const T>() const { return {items_, size_}; }  // NOLINT
+
+ private:
+  T items_[N] = {};
+  size_t size_ = 0;
+};
+
+using IntList = std::vector<int64_t>;
+using TensorList = std::vector<Tensor>;
+
+/** None, a tensor, a tensor list, a Scalar, an int, a float, a bool, an int list, a
+ * dtype or a device. */
+using Value = std::variant<std::monostate, Tensor, TensorList, Scalar, int64_t, double, bool,
+                           IntList, DType, Device>;
+
+/** Up to four tensors an op returns. */
+inline constexpr size_t kMaxOutputs = 4;
+using Outputs = InlineVec<Tensor, kMaxOutputs>;
+
+/** Typed read access to the arguments of one call, by position. */
+class Args {
+ public:
+  Args(std::span<const Value> values) : v_(values) {}  // NOLINT
+  size_t size() const { return v_.size(); }
+  const Value& operator[](size_t i) const { return v_[i]; }
+  bool is_none(size_t i) const { return std::holds_alternative<std::monostate>(v_[i]); }
+  const Tensor& tensor(size_t i) const { return std::get<Tensor>(v_[i]); }
+  /** An undefined Tensor for None. */
+  Tensor opt_tensor(size_t i) const { return is_none(i) ? Tensor() : tensor(i); }
+  const TensorList& tensors(size_t i) const { return std::get<TensorList>(v_[i]); }
+  const Scalar& scalar(size_t i) const { return std::get<Scalar>(v_[i]); }
+  int64_t i64(size_t i) const { return std::get<int64_t>(v_[i]); }
+  double f64(size_t i) const { return std::get<double>(v_[i]); }
+  bool flag(size_t i) const { return std::get<bool>(v_[i]); }
+  const IntList& ints(size_t i) const { return std::get<IntList>(v_[i]); }
+  DType dtype(size_t i) const { return std::get<DType>(v_[i]); }
+  Device device(size_t i) const { return std::get<Device>(v_[i]); }
+  std::span<const Value> values() const { return v_; }
+
+ private:
+  std::span<const Value> v_;
+};
+
+}  // namespace kiln
