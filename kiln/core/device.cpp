@@ -45,9 +45,8 @@ Device::Device(std::string_view spec) {
 }
 
 std::string Device::str() const {
-  std::string out(to_string(type));
-  if (has_index() && type != DeviceType::meta) out += ":" + std::to_string(index);
-  return out;
+  if (!has_index() || type == DeviceType::meta) return std::string(to_string(type));
+  return fmt::format("{}:{}", to_string(type), index);
 }
 
 }  // namespace kiln

@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+TEST(Dims, InlineAndHeap) {
+  Dims d{1, 2, 3};
+  EXPECT_EQ(d.size(), 3u);
+  for (int i = 0; i < 10; ++i) d.push_back(i);
+  EXPECT_EQ(d.size(), 13u);
+  EXPECT_EQ(d[12], 9);
+  Dims e = d;
+  EXPECT_EQ(e, d);
+  d.erase(0);
+  EXPECT_EQ(d[0], 2);
+  d.insert(0, 7);
+  EXPECT_EQ(d[0], 7);
+  EXPECT_EQ(Dims({2, 3}).str(), "[2, 3]");
+  EXPECT_EQ(contiguous_strides(Dims{2, 3, 4}), (Dims{12, 4, 1}));
+}
+
+TEST(Tensor, MetadataOfAFreshTensor) {
+  Tensor t = zeros({2, 3});
+  EXPECT_EQ(t.shape(), (Dims{2, 3}));
+  EXPECT_EQ(t.strides(), (Dims{3, 1}));
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_EQ(t.dtype(), f32);
+  EXPECT_EQ(t.device(), Device("cpu:0"));
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_FALSE(t.is_fake());
+  EXPECT_EQ(t.meta_str(), "f32[2, 3]@cpu:0");
+  testing::expect_error([&] { t.size(2); }, ErrorKind::index, "Dimension out of range");
+}
+
+TEST(Allocator, StatsTrackEachDevice) {
+  Device d("cpu:3");
+  allocator_stats(d);
+  AllocatorStats before = allocator_stats(d);
+  {
+    Tensor t = empty({1024}, {.device = d});  // 4 KiB
+    AllocatorStats during = allocator_stats(d);
+    EXPECT_EQ(during.bytes_in_use - before.bytes_in_use, 4096);
+    EXPECT_EQ(during.num_allocs, before.num_allocs + 1);
+    EXPECT_GE(during.peak_bytes, during.bytes_in_use);
+  }
+  AllocatorStats after = allocator_stats(d);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  // The freed block is cached: the next allocation of that size asks the OS for nothing.
+  Tensor again = empty({1024}, {.device = d});
+  EXPECT_EQ(allocator_stats(d).num_os_allocs, after.num_os_allocs);
+}
+
+TEST(Allocator, RoundsToBlocks) {
+  EXPECT_EQ(CachingHostAllocator::round_size(1), 512u);
+  EXPECT_EQ(CachingHostAllocator::round_size(513), 1024u);
+  EXPECT_EQ(CachingHostAllocator::round_size(3 << 20), 4u << 20);
+}
+
+TEST(Random, SeededAndReproducible) {
+  manual_seed(42);
+  std::vector<float> a = to_vector<float>(randn({16}));
+  manual_seed(42);
+  std::vector<float> b = to_vector<float>(randn({16}));
+  EXPECT_EQ(a, b);
+  std::vector<float> c = to_vector<float>(randn({16}));
+  EXPECT_NE(a, c);
+  Tensor u = rand({1000});
+  EXPECT_GE(item<float>(min(u)), 0.0f);
+  EXPECT_LT(item<float>(max(u)), 1.0f);
+  EXPECT_NEAR(item<float>(mean(u)), 0.5f, 0.05f);
+  Tensor n = randn({4000}, {.dtype = f64});
+  EXPECT_NEAR(item<double>(mean(n)), 0.0, 0.08);
+  EXPECT_NEAR(item<double>(var(n)), 1.0, 0.1);
+  testing::expect_error([] { rand({2}, {.dtype = i64}); }, ErrorKind::dtype,
+                        "[rand] needs a floating point dtype");
+}
+
+TEST(Printing, LooksLikeTorch) {
+  EXPECT_EQ(to_string(tensor({1, 2, 3})), "tensor([1., 2., 3.])");
+  EXPECT_EQ(to_string(arange(4)), "tensor([0, 1, 2, 3])");
+  EXPECT_EQ(to_string(tensor({1.5, 2}, {2}, {.device = Device("cpu:1")})),
+            "tensor([1.5000, 2.0000], device='cpu:1')");
+  EXPECT_EQ(to_string(tensor({1, 2, 3, 4}, {2, 2}, {.dtype = f64})),
+            "tensor([[1., 2.],\n        [3., 4.]], dtype=f64)");
+  EXPECT_EQ(to_string(eq(arange(2), arange(2))), "tensor([True, True])");
+}
+
+}  // namespace
+}  // namespace kiln

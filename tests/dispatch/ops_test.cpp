@@ -1,0 +1,334 @@
+// Numeric tests of the CPU kernels against naive references: broadcasting,
+// promotion, non-contiguous inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::all_close;
+using testing::expect_error;
+
+std::vector<double> values(const Tensor& t) { return to_vector<double>(t); }
+
+// Naive reference of a broadcast binary op on 2-D [r, c] op [c] or [r, 1].
+std::vector<double> ref_binary(const Tensor& a, const Tensor& b, const Dims& out,
+                               const std::function<double(double, double)>& f) {
+  std::vector<double> av = values(contiguous(expand(a, out.vec())));
+  std::vector<double> bv = values(contiguous(expand(b, out.vec())));
+  std::vector<double> r(av.size());
+  for (size_t i = 0; i < r.size(); ++i) r[i] = f(av[i], bv[i]);
+  return r;
+}
+
+TEST(Elementwise, UnaryMatchesStdMath) {
+  Tensor x = tensor({-2, -0.5, 0, 0.25, 1, 3});
+  std::vector<double> xv = values(x);
+  auto check = [&](const Tensor& got, double (*f)(double)) {
+    std::vector<double> want;
+    for (double v : xv) want.push_back(f(v));
+    EXPECT_TRUE(all_close(got, want));
+  };
+  check(neg(x), [](double v) { return -v; });
+  check(abs(x), [](double v) { return std::abs(v); });
+  check(exp(x), [](double v) { return std::exp(v); });
+  check(sin(x), [](double v) { return std::sin(v); });
+  check(cos(x), [](double v) { return std::cos(v); });
+  check(tanh(x), [](double v) { return std::tanh(v); });
+  check(relu(x), [](double v) { return v > 0 ? v : 0; });
+  check(sigmoid(x), [](double v) { return 1 / (1 + std::exp(-v)); });
+  check(silu(x), [](double v) { return v / (1 + std::exp(-v)); });
+  check(gelu(x), [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); });
+  check(gelu(x, "tanh"), [](double v) {
+    return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  });
+  Tensor p = tensor({0.25, 1, 4});
+  EXPECT_TRUE(all_close(sqrt(p), {0.5, 1, 2}));
+  EXPECT_TRUE(all_close(rsqrt(p), {2, 1, 0.5}));
+  EXPECT_TRUE(all_close(log(p), {std::log(0.25), 0, std::log(4.0)}));
+  EXPECT_EQ(to_vector<bool>(logical_not(tensor({0, 2}))), (std::vector<bool>{true, false}));
+  expect_error([] { neg(ones({2}, {.dtype = b8})); }, ErrorKind::dtype, "[neg]");
+}
+
+TEST(Elementwise, IntegerInputsOfFloatOpsPromote) {
+  Tensor i = arange(3);
+  EXPECT_EQ(i.dtype(), i64);
+  EXPECT_EQ(exp(i).dtype(), f32);
+  EXPECT_EQ(neg(i).dtype(), i64);
+  EXPECT_EQ(to_vector<int64_t>(neg(i)), (std::vector<int64_t>{0, -1, -2}));
+  EXPECT_EQ(div(i, i + 1).dtype(), f32);
+  EXPECT_TRUE(all_close(div(i, i + 1), {0, 0.5, 2.0 / 3}));
+}
+
+TEST(Elementwise, BinaryBroadcasts) {
+  manual_seed(1);
+  Tensor a = randn({3, 4});
+  Tensor row = randn({4});
+  Tensor col = randn({3, 1});
+  Dims out{3, 4};
+  EXPECT_TRUE(all_close(add(a, row), ref_binary(a, row, out, std::plus<>())));
+  EXPECT_TRUE(all_close(sub(a, col, 2), ref_binary(a, col, out, [](double x, double y) { return x - 2 * y; })));
+  EXPECT_TRUE(all_close(mul(col, row), ref_binary(col, row, out, std::multiplies<>())));
+  EXPECT_TRUE(all_close(div(a, row), ref_binary(a, row, out, std::divides<>())));
+  EXPECT_TRUE(all_close(maximum(a, col), ref_binary(a, col, out, [](double x, double y) { return std::max(x, y); })));
+  EXPECT_TRUE(all_close(minimum(a, row), ref_binary(a, row, out, [](double x, double y) { return std::min(x, y); })));
+  Tensor pos = abs(a) + 0.5;
+  EXPECT_TRUE(all_close(pow(pos, row), ref_binary(pos, row, out, [](double x, double y) { return std::pow(x, y); }), 1e-4));
+  EXPECT_EQ(to_vector<bool>(lt(a, row)), [&] {
+    std::vector<bool> r;
+    for (double v : ref_binary(a, row, out, std::less<>())) r.push_back(v != 0);
+    return r;
+  }());
+  expect_error([&] { add(a, randn({3})); }, ErrorKind::shape,
+               "[add] The size of tensor a (4) must match the size of tensor b (3) at "
+               "non-singleton dimension 1");
+}
+
+TEST(Elementwise, TypePromotion) {
+  Tensor i32t = ones({2}, {.dtype = i32});
+  Tensor u8t = ones({2}, {.dtype = u8});
+  Tensor i8t = ones({2}, {.dtype = i8});
+  EXPECT_EQ(add(i32t, ones({2}, {.dtype = i64})).dtype(), i64);
+  EXPECT_EQ(add(u8t, i8t).dtype(), i16);
+  EXPECT_EQ(add(i32t, 2.5).dtype(), f32);  // int tensor + float scalar -> default float
+  EXPECT_EQ(add(i32t, 2).dtype(), i32);    // int scalar keeps the tensor's type
+  EXPECT_EQ(add(ones({2}, {.dtype = f16}), 2.5).dtype(), f16);
+  EXPECT_EQ(add(i32t, scalar_tensor(1, {.dtype = i64})).dtype(), i32);  // 0-dim ranks lower
+  EXPECT_EQ(add(i32t, scalar_tensor(1, {.dtype = f64})).dtype(), f64);  // ... unless a higher category
+  EXPECT_EQ(add(ones({2}, {.dtype = f16}), ones({2}, {.dtype = bf16})).dtype(), f32);
+  EXPECT_EQ(to_vector<double>(add(ones({2}, {.dtype = f16}), 2.5)), (std::vector<double>{3.5, 3.5}));
+  EXPECT_EQ(to_vector<int32_t>(mul(i32t, 3)), (std::vector<int32_t>{3, 3}));
+  EXPECT_EQ(to_vector<bool>(add(ones({2}, {.dtype = b8}), ones({2}, {.dtype = b8}))),
+            (std::vector<bool>{true, true}));
+  expect_error([&] { add(i32t, i32t, 1.5); }, ErrorKind::dtype, "alpha must not be a floating");
+  expect_error([] { sub(ones({1}, {.dtype = b8}), ones({1}, {.dtype = b8})); }, ErrorKind::dtype,
+               "[sub] subtraction with two bool tensors");
+}
+
+TEST(Elementwise, NonContiguousInputs) {
+  Tensor base = arange(0, 12, 1, {.dtype = f32});
+  Tensor m = view(base, {3, 4});
+  Tensor tr = transpose(m, 0, 1);  // [4, 3], strides (1, 4)
+  Tensor strided = slice(base, 0, 0, 12, 3);  // 0, 3, 6, 9
+  EXPECT_FALSE(tr.is_contiguous());
+  Tensor r = add(tr, tr);
+  std::vector<double> want;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) want.push_back(2.0 * (j * 4 + i));
+  EXPECT_TRUE(all_close(r, want));
+  EXPECT_TRUE(all_close(mul(strided, strided), {0, 9, 36, 81}));
+  EXPECT_TRUE(all_close(exp(select(tr, 1, 2)), {std::exp(8.0), std::exp(9.0), std::exp(10.0), std::exp(11.0)}));
+}
+
+TEST(Elementwise, WhereAndMaskedFill) {
+  Tensor x = tensor({1, -2, 3, -4}, {2, 2});
+  Tensor mask = lt(x, 0);
+  EXPECT_TRUE(all_close(where(mask, zeros({1}), x), {1, 0, 3, 0}));
+  EXPECT_TRUE(all_close(masked_fill(x, mask, 9), {1, 9, 3, 9}));
+  Tensor row_mask = from_vector<bool>({true, false});
+  EXPECT_TRUE(all_close(masked_fill(x, row_mask, -1), {-1, -2, -1, -4}));
+  Tensor y = clone(x);
+  masked_fill_(y, mask, 0);
+  EXPECT_TRUE(all_close(y, {1, 0, 3, 0}));
+  expect_error([&] { where(x, x, x); }, ErrorKind::dtype, "[where] expected condition to be a bool");
+}
+
+TEST(InPlace, ArithmeticWritesSelf) {
+  Tensor x = tensor({1, 2, 3});
+  Tensor alias = x;
+  add_(x, tensor({1, 1, 1}));
+  mul_(x, 2);
+  sub_(x, tensor({1, 1, 1}), 2);
+  div_(x, 2);
+  EXPECT_TRUE(all_close(alias, {1, 2, 3}));
+  Tensor i = arange(3);
+  expect_error([&] { div_(i, 2); }, ErrorKind::dtype,
+               "[div_] result type f32 can't be cast to the desired output type i64");
+  expect_error([&] { add_(x, ones({2, 3})); }, ErrorKind::shape,
+               "[add_] output with shape [3] doesn't match the broadcast shape [2, 3]");
+  Tensor z = ones({2, 2});
+  zero_(z);
+  EXPECT_EQ(item<float>(sum(z)), 0.0f);
+  fill_(z, 2.5);
+  EXPECT_EQ(item<float>(sum(z)), 10.0f);
+}
+
+TEST(Reductions, OverDimsWithKeepdim) {
+  Tensor x = view(arange(0, 24, 1, {.dtype = f64}), {2, 3, 4});
+  EXPECT_EQ(item<double>(sum(x)), 276.0);
+  Tensor s = sum(x, {1}, true);
+  EXPECT_EQ(s.shape(), (Dims{2, 1, 4}));
+  EXPECT_TRUE(all_close(s, {12, 15, 18, 21, 48, 51, 54, 57}));
+  EXPECT_TRUE(all_close(sum(x, {0, -1}), {60, 92, 124}));
+  EXPECT_TRUE(all_close(mean(x, {2}), {1.5, 5.5, 9.5, 13.5, 17.5, 21.5}));
+  EXPECT_TRUE(all_close(amax(x, {1}), {8, 9, 10, 11, 20, 21, 22, 23}));
+  EXPECT_TRUE(all_close(amin(x, {0, 1}), {0, 1, 2, 3}));
+  auto [v, idx] = max(x, 1, true);
+  EXPECT_EQ(v.shape(), (Dims{2, 1, 4}));
+  EXPECT_EQ(to_vector<int64_t>(idx), (std::vector<int64_t>(8, 2)));
+  auto [mn, mi] = min(neg(x), 2);
+  EXPECT_TRUE(all_close(mn, {-3, -7, -11, -15, -19, -23}));
+  EXPECT_EQ(to_vector<int64_t>(mi), (std::vector<int64_t>(6, 3)));
+  EXPECT_EQ(item<int64_t>(argmax(x)), 23);
+  EXPECT_EQ(to_vector<int64_t>(argmax(tensor({1, 5, 5, 2}, {2, 2}), 1)), (std::vector<int64_t>{1, 0}));
+  EXPECT_TRUE(all_close(var(x, {2}), std::vector<double>(6, 20.0 / 12)));
+  EXPECT_TRUE(all_close(var(x, {2}, 0), std::vector<double>(6, 1.25)));
+  EXPECT_EQ(sum(arange(4)).dtype(), i64);
+  EXPECT_EQ(sum(ones({3}, {.dtype = b8})).dtype(), i64);
+  EXPECT_EQ(item<int64_t>(sum(ones({3}, {.dtype = b8}))), 3);
+  EXPECT_EQ(sum(ones({3}), {}, false, f64).dtype(), f64);
+  expect_error([] { mean(arange(3)); }, ErrorKind::dtype, "[mean] could not infer output dtype");
+  expect_error([&] { sum(x, {3}); }, ErrorKind::index, "Dimension out of range");
+  expect_error([&] { sum(x, {1, 1}); }, ErrorKind::value, "appears multiple times");
+  expect_error([] { amax(ones({0, 2}), {0}); }, ErrorKind::shape, "non-zero size");
+}
+
+TEST(Reductions, SoftmaxAndLogSoftmax) {
+  Tensor x = tensor({1, 2, 3, 1, 1, 1}, {2, 3});
+  auto sm = [](std::vector<double> r) {
+    double mx = *std::max_element(r.begin(), r.end()), s = 0;
+    for (double& v : r) s += (v = std::exp(v - mx));
+    for (double& v : r) v /= s;
+    return r;
+  };
+  std::vector<double> want = sm({1, 2, 3});
+  for (double v : sm({1, 1, 1})) want.push_back(v);
+  EXPECT_TRUE(all_close(softmax(x, 1), want));
+  std::vector<double> logw;
+  for (double v : want) logw.push_back(std::log(v));
+  EXPECT_TRUE(all_close(log_softmax(x, -1), logw));
+  // Along dim 0 of a transposed input: each column of x^T sums to one.
+  Tensor s0 = softmax(transpose(x, 0, 1), 0);
+  EXPECT_TRUE(all_close(sum(s0, {0}), {1, 1}));
+  EXPECT_TRUE(all_close(select(s0, 1, 0), sm({1, 2, 3})));
+}
+
+TEST(LinearAlgebra, MatchesNaiveProducts) {
+  manual_seed(3);
+  auto naive = [](const Tensor& a, const Tensor& b) {
+    int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+    std::vector<double> av = values(a), bv = values(b), c(n * m, 0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j)
+        for (int64_t p = 0; p < k; ++p) c[i * m + j] += av[i * k + p] * bv[p * m + j];
+    return c;
+  };
+  Tensor a = randn({5, 7}), b = randn({7, 3});
+  EXPECT_TRUE(all_close(mm(a, b), naive(a, b), 1e-4, 1e-5));
+  Tensor at = transpose(randn({7, 5}), 0, 1);  // non-contiguous operand
+  EXPECT_TRUE(all_close(mm(at, b), naive(at, b), 1e-4, 1e-5));
+  Tensor ad = to(a, f64), bd = to(b, f64);
+  EXPECT_TRUE(all_close(matmul(ad, bd), naive(ad, bd), 1e-12, 1e-12));
+  Tensor ai = to(mul(a, 4), i64), bi = to(mul(b, 4), i64);
+  EXPECT_TRUE(all_close(mm(ai, bi), naive(ai, bi), 0, 0));
+  // bmm and batched, broadcast matmul agree with per-batch mm.
+  Tensor x = randn({4, 5, 7}), y = randn({4, 7, 3});
+  Tensor r = bmm(x, y);
+  Tensor r2 = matmul(unsqueeze(x, 0), y);  // [1, 4, 5, 7] @ [4, 7, 3]
+  for (int i = 0; i < 4; ++i) {
+    std::vector<double> want = naive(select(x, 0, i), select(y, 0, i));
+    EXPECT_TRUE(all_close(select(r, 0, i), want, 1e-4, 1e-5));
+    EXPECT_TRUE(all_close(select(select(r2, 0, 0), 0, i), want, 1e-4, 1e-5));
+  }
+  Tensor shared = matmul(x, b);  // [4, 5, 7] @ [7, 3]: folded into one GEMM
+  EXPECT_TRUE(all_close(select(shared, 0, 2), naive(select(x, 0, 2), b), 1e-4, 1e-5));
+  // 1-D operands
+  Tensor v = randn({7});
+  EXPECT_EQ(matmul(v, v).dim(), 0);
+  EXPECT_NEAR(item<float>(matmul(v, v)), item<float>(sum(mul(v, v))), 1e-4);
+  EXPECT_EQ(matmul(a, v).shape(), (Dims{5}));
+  EXPECT_EQ(matmul(v, b).shape(), (Dims{3}));
+  EXPECT_TRUE(all_close(matmul(a, v), naive(a, unsqueeze(v, 1)), 1e-4, 1e-5));
+  // addmm and linear
+  Tensor bias = randn({3});
+  std::vector<double> ab = naive(a, b), bv = values(bias), want;
+  for (size_t i = 0; i < ab.size(); ++i) want.push_back(0.5 * bv[i % 3] + 2 * ab[i]);
+  EXPECT_TRUE(all_close(addmm(bias, a, b, 0.5, 2), want, 1e-4, 1e-5));
+  Tensor w = randn({3, 7});
+  std::vector<double> lin = naive(a, transpose(w, 0, 1)), lw;
+  for (size_t i = 0; i < lin.size(); ++i) lw.push_back(lin[i] + bv[i % 3]);
+  EXPECT_TRUE(all_close(linear(a, w, bias), lw, 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(linear(a, w), lin, 1e-4, 1e-5));
+  EXPECT_EQ(linear(randn({2, 4, 7}), w).shape(), (Dims{2, 4, 3}));
+  expect_error([&] { mm(a, a); }, ErrorKind::shape,
+               "[mm] mat1 and mat2 shapes cannot be multiplied (5x7 and 5x7)");
+  expect_error([&] { mm(a, bd); }, ErrorKind::dtype, "same dtype");
+}
+
+TEST(DataMovement, CatStackSplitChunk) {
+  Tensor a = tensor({1, 2, 3, 4}, {2, 2}), b = tensor({5, 6}, {1, 2});
+  Tensor c = cat({a, b});
+  EXPECT_EQ(c.shape(), (Dims{3, 2}));
+  EXPECT_TRUE(all_close(c, {1, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(all_close(cat({a, a}, 1), {1, 2, 1, 2, 3, 4, 3, 4}));
+  EXPECT_EQ(cat({a, to(a, i64)}).dtype(), f32);
+  Tensor s = stack({a, a}, 1);
+  EXPECT_EQ(s.shape(), (Dims{2, 2, 2}));
+  EXPECT_TRUE(all_close(s, {1, 2, 1, 2, 3, 4, 3, 4}));
+  TensorList parts = split(arange(7), 3);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[2].shape(), (Dims{1}));
+  EXPECT_EQ(to_vector<int64_t>(parts[1]), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_TRUE(parts[1].is_alias_of(parts[0]));
+  TensorList ch = chunk(arange(6), 4);  // torch gives chunks of 2: [0,1], [2,3], [4,5]
+  EXPECT_EQ(ch.size(), 3u);
+  expect_error([&] { cat({a, tensor({1, 2, 3}, {1, 3})}); }, ErrorKind::shape,
+               "[cat] sizes of tensors must match except in dimension 0");
+}
+
+TEST(DataMovement, IndexingOps) {
+  Tensor x = view(arange(0, 12, 1, {.dtype = f32}), {3, 4});
+  Tensor idx = from_vector<int64_t>({2, 0, 2});
+  EXPECT_TRUE(all_close(index_select(x, 0, idx), {8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11}));
+  EXPECT_TRUE(all_close(index_select(x, 1, from_vector<int32_t>({3, -1})), {3, 3, 7, 7, 11, 11}));
+  Tensor g = gather(x, 1, from_vector<int64_t>({0, 3, 1, 1, 2, 0}, {3, 2}));
+  EXPECT_TRUE(all_close(g, {0, 3, 5, 5, 10, 8}));
+  Tensor e = embedding(x, from_vector<int64_t>({1, 1, 0, 2}, {2, 2}));
+  EXPECT_EQ(e.shape(), (Dims{2, 2, 4}));
+  EXPECT_TRUE(all_close(select(select(e, 0, 0), 0, 1), {4, 5, 6, 7}));
+  EXPECT_TRUE(all_close(select(select(e, 0, 1), 0, 0), {0, 1, 2, 3}));
+  expect_error([&] { index_select(x, 0, from_vector<int64_t>({3})); }, ErrorKind::index,
+               "[index_select] index 3 is out of bounds for dimension 0 with size 3");
+  expect_error([&] { index_select(x, 0, tensor({1})); }, ErrorKind::dtype,
+               "expected an index tensor of dtype i64 or i32");
+}
+
+TEST(Normalization, LayerAndRmsNorm) {
+  manual_seed(5);
+  Tensor x = randn({3, 8});
+  Tensor w = randn({8}), b = randn({8});
+  Tensor y = layer_norm(x, {8}, w, b, 1e-5);
+  std::vector<double> xv = values(x), wv = values(w), bv = values(b), want, want_rms;
+  for (int r = 0; r < 3; ++r) {
+    double m = 0, v = 0, ms = 0;
+    for (int j = 0; j < 8; ++j) m += xv[r * 8 + j] / 8;
+    for (int j = 0; j < 8; ++j) v += (xv[r * 8 + j] - m) * (xv[r * 8 + j] - m) / 8;
+    for (int j = 0; j < 8; ++j) ms += xv[r * 8 + j] * xv[r * 8 + j] / 8;
+    for (int j = 0; j < 8; ++j) want.push_back((xv[r * 8 + j] - m) / std::sqrt(v + 1e-5) * wv[j] + bv[j]);
+    for (int j = 0; j < 8; ++j) want_rms.push_back(xv[r * 8 + j] / std::sqrt(ms + 1e-6) * wv[j]);
+  }
+  EXPECT_TRUE(all_close(y, want, 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(rms_norm(x, {8}, w, 1e-6), want_rms, 1e-4, 1e-5));
+  expect_error([&] { layer_norm(x, {4}); }, ErrorKind::shape, "normalized_shape [4] does not match");
+}
+
+TEST(Factories, ShapesDtypesAndValues) {
+  EXPECT_TRUE(all_close(arange(1, 2, 0.25), {1, 1.25, 1.5, 1.75}));
+  EXPECT_EQ(arange(5).dtype(), i64);
+  EXPECT_EQ(to_vector<int64_t>(arange(10, 0, -3)), (std::vector<int64_t>{10, 7, 4, 1}));
+  EXPECT_EQ(full({2}, 7, {.dtype = i32}).dtype(), i32);
+  EXPECT_TRUE(all_close(full({2, 2}, 1.5), {1.5, 1.5, 1.5, 1.5}));
+  EXPECT_EQ(zeros_like(arange(3)).dtype(), i64);
+  EXPECT_EQ(scalar_tensor(2).dim(), 0);
+  expect_error([] { zeros({-1}); }, ErrorKind::shape, "negative dimension");
+  expect_error([] { arange(0, 5, -1); }, ErrorKind::value, "inconsistent with step sign");
+  expect_error([] { tensor({1, 2, 3}, {2, 2}); }, ErrorKind::shape, "3 values cannot fill shape [2, 2]");
+}
+
+}  // namespace
+}  // namespace kiln

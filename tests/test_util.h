@@ -1,0 +1,39 @@
+#pragma once
+// Helpers shared by kiln's tests.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kiln/kiln.h"
+
+namespace kiln::testing {
+
+/** Asserts that `f` throws a kiln::Error of `kind` whose message contains `needle`. */
+template <typename F>
+void expect_error(F&& f, ErrorKind kind, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a " << to_string(kind) << " error containing: " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+/** Element-wise |a - b| <= atol + rtol |b| over all values, as doubles. */
+inline ::testing::AssertionResult all_close(const Tensor& a, const std::vector<double>& b,
+                                            double rtol = 1e-5, double atol = 1e-6) {
+  std::vector<double> av = to_vector<double>(a);
+  if (av.size() != b.size())
+    return ::testing::AssertionFailure() << "size " << av.size() << " vs " << b.size();
+  for (size_t i = 0; i < av.size(); ++i) {
+    bool both_nan = (std::isnan(av[i]) && std::isnan(b[i])) || av[i] == b[i];
+    if (!both_nan && !(std::abs(av[i] - b[i]) <= atol + rtol * std::abs(b[i])))
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << av[i] << " vs " << b[i] << " in " << to_string(a);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace kiln::testing
