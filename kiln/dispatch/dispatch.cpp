@@ -27,7 +27,8 @@ const ops::KernelTable* kernel_table(DeviceType type) {
 
 bool is_cpu_scalar(const Tensor& t) { return t.dim() == 0 && t.device().is_cpu(); }
 
-// (F3)/(F4) Folds one more tensor argument into the running common device.
+// (F3)/(F4) Folds one more tensor argument into the running common device. Argument
+// names are kept as (name, list index) and only formatted for an error.
 struct DeviceFold {
   DeviceFold(const OpInfo& i, DevicePolicy p) : info(i), policy(p) {}
   const OpInfo& info;
@@ -35,13 +36,18 @@ struct DeviceFold {
   bool have = false;
   bool from_scalar = false;
   Device device;
-  std::string arg;
+  std::string_view arg;
+  int arg_index = -1;
 
-  void add(const Tensor& t, std::string_view name, bool cpu_ok) {
+  static std::string describe(std::string_view name, int index) {
+    return index < 0 ? std::string(name) : fmt::format("{}[{}]", name, index);
+  }
+
+  void add(const Tensor& t, std::string_view name, int index, bool cpu_ok) {
     Device d = t.device();
     bool scalar = is_cpu_scalar(t);
     if (!have) {
-      have = true, device = d, from_scalar = scalar, arg = name;
+      have = true, device = d, from_scalar = scalar, arg = name, arg_index = index;
       return;
     }
     if (d == device) {
@@ -50,17 +56,17 @@ struct DeviceFold {
     }
     if (scalar || (cpu_ok && d.is_cpu())) return;  // a CPU scalar never wins (D2)
     if (from_scalar) {                             // ... so a later device replaces it
-      device = d, from_scalar = false, arg = name;
+      device = d, from_scalar = false, arg = name, arg_index = index;
       return;
     }
     if (auto winner = prefer(device, d)) {
-      if (*winner == d) device = d, arg = name;
+      if (*winner == d) device = d, arg = name, arg_index = index;
       return;
     }
     fail(ErrorKind::device_mismatch,
          "[{}] Expected all tensors to be on the same device, but found at least two devices, "
          "{} (argument '{}') and {} (argument '{}')",
-         info.name, device, arg, d, name);
+         info.name, device, describe(arg, arg_index), d, describe(name, index));
   }
 
   // (F4) The preferred side wins when exactly one side is preferred.
@@ -119,10 +125,10 @@ Device op_device(OpKind op, std::span<const Value> args) {
   const auto& specs = info.schema.args;
   for (size_t i = 0; i < args.size(); ++i) {
     if (auto* t = std::get_if<Tensor>(&args[i])) {
-      if (t->defined()) fold.add(*t, specs[i].name, index_rule && fold.have);
+      if (t->defined()) fold.add(*t, specs[i].name, -1, index_rule && fold.have);
     } else if (auto* list = std::get_if<TensorList>(&args[i])) {
       for (size_t j = 0; j < list->size(); ++j)
-        fold.add((*list)[j], fmt::format("{}[{}]", specs[i].name, j), false);
+        fold.add((*list)[j], specs[i].name, static_cast<int>(j), false);
     }
   }
   KILN_CHECK(fold.have, internal, "[{}] has no tensor argument to take a device from", info.name);

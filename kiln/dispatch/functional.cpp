@@ -16,7 +16,7 @@ Outputs call(OpKind op, A&&... a) {
 }
 template <typename... A>
 Tensor call1(OpKind op, A&&... a) {
-  return call(op, std::forward<A>(a)...)[0];
+  return std::move(call(op, std::forward<A>(a)...)[0]);
 }
 
 DType dtype_or(const TensorOptions& o, DType d) { return o.dtype.value_or(d); }

@@ -64,14 +64,26 @@ Dims broadcast_shapes(const Dims& a, const Dims& b, std::string_view op) {
   return out;
 }
 
+namespace {
+void add_operand(ResultType& rt, const Tensor& t) {
+  auto rank = t.is_wrapped_number() ? ResultType::wrapped
+              : t.dim() == 0        ? ResultType::zero_dim
+                                    : ResultType::dim;
+  rt.add(t.dtype(), rank);
+}
+}  // namespace
+
 DType result_type(std::span<const Tensor> tensors) {
   ResultType rt;
-  for (const Tensor& t : tensors) {
-    auto rank = t.is_wrapped_number() ? ResultType::wrapped
-                : t.dim() == 0        ? ResultType::zero_dim
-                                      : ResultType::dim;
-    rt.add(t.dtype(), rank);
-  }
+  for (const Tensor& t : tensors) add_operand(rt, t);
+  return rt.result();
+}
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == b.dtype()) return a.dtype();
+  ResultType rt;
+  add_operand(rt, a);
+  add_operand(rt, b);
   return rt.result();
 }
 
@@ -219,8 +231,7 @@ void meta_unary_bool(const OpCall& c, MetaOut& out) {
 void meta_binary(const OpCall& c, MetaOut& out) {
   const Tensor& a = c.args.tensor(0);
   const Tensor& b = c.args.tensor(1);
-  Tensor pair[2] = {a, b};
-  DType dtype = result_type(pair);
+  DType dtype = result_type(a, b);
   if (c.op == OpKind::sub)
     KILN_CHECK(!(a.dtype() == DType::b8 && b.dtype() == DType::b8), dtype,
                "[sub] subtraction with two bool tensors is not supported; use logical_xor");
@@ -233,9 +244,10 @@ void meta_binary(const OpCall& c, MetaOut& out) {
 }
 
 void meta_binary_float(const OpCall& c, MetaOut& out) {
-  Tensor pair[2] = {c.args.tensor(0), c.args.tensor(1)};
-  DType dtype = result_type(pair);
-  out.fresh(broadcast_shapes(pair[0].shape(), pair[1].shape(), name_of(c)),
+  const Tensor& a = c.args.tensor(0);
+  const Tensor& b = c.args.tensor(1);
+  DType dtype = result_type(a, b);
+  out.fresh(broadcast_shapes(a.shape(), b.shape(), name_of(c)),
             is_floating(dtype) ? dtype : DType::f32);
 }
 
@@ -248,9 +260,10 @@ void meta_where(const OpCall& c, MetaOut& out) {
   const Tensor& cond = c.args.tensor(0);
   KILN_CHECK(cond.dtype() == DType::b8, dtype,
              "[where] expected condition to be a bool tensor, but got {}", cond.dtype());
-  Tensor pair[2] = {c.args.tensor(1), c.args.tensor(2)};
-  Dims shape = broadcast_shapes(cond.shape(), pair[0].shape(), "where");
-  out.fresh(broadcast_shapes(shape, pair[1].shape(), "where"), result_type(pair));
+  const Tensor& a = c.args.tensor(1);
+  const Tensor& b = c.args.tensor(2);
+  Dims shape = broadcast_shapes(cond.shape(), a.shape(), "where");
+  out.fresh(broadcast_shapes(shape, b.shape(), "where"), result_type(a, b));
 }
 
 void meta_masked_fill(const OpCall& c, MetaOut& out) {

@@ -11,6 +11,7 @@ namespace kiln::ops {
 Dims broadcast_shapes(const Dims& a, const Dims& b, std::string_view op);
 /** The promoted dtype of tensor operands, honouring 0-dim and wrapped-number ranks. */
 DType result_type(std::span<const Tensor> tensors);
+DType result_type(const Tensor& a, const Tensor& b);
 /** Whether a value of dtype `from` may be written into a tensor of dtype `to`. */
 bool can_cast(DType from, DType to);
 /** Validates a view's reshape target (one -1 allowed); returns the concrete shape. */

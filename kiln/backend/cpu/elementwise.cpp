@@ -74,11 +74,15 @@ T int_pow(T base, T exp) {
 // Output goes straight into `out` when its dtype is the compute dtype, else through
 // a temporary that is converted at the end.
 struct Staged {
-  Tensor out, dst;
+  const Tensor& out;
+  Tensor tmp;
+  const Tensor& dst;
   Staged(const Tensor& o, DType compute)
-      : out(o), dst(o.dtype() == compute ? o : empty(o.shape(), compute, o.device())) {}
+      : out(o),
+        tmp(o.dtype() == compute ? Tensor() : empty(o.shape(), compute, o.device())),
+        dst(tmp.defined() ? tmp : o) {}
   void finish() {
-    if (!dst.is_same(out)) copy_into(out, dst);
+    if (tmp.defined()) copy_into(out, tmp);
   }
 };
 
@@ -86,7 +90,8 @@ struct Staged {
 
 void k_unary(const OpCall& c, std::span<Tensor> outs) {
   DType cd = compute_dtype(outs[0].dtype());
-  Tensor x = cast(c.args.tensor(0), cd);
+  Tensor tx;
+  const Tensor& x = cast_ref(c.args.tensor(0), cd, tx);
   Staged s(outs[0], cd);
   bool tanh_gelu = c.op == OpKind::gelu && c.args.flag(1);
   auto run = [&]<typename T>(T*) {
@@ -151,7 +156,9 @@ void k_logical_not(const OpCall& c, std::span<Tensor> outs) {
 
 void k_binary(const OpCall& c, std::span<Tensor> outs) {
   DType cd = compute_dtype(outs[0].dtype());
-  Tensor a = cast(c.args.tensor(0), cd), b = cast(c.args.tensor(1), cd);
+  Tensor ta, tb;  // converted copies, only when needed
+  const Tensor& a = cast_ref(c.args.tensor(0), cd, ta);
+  const Tensor& b = cast_ref(c.args.tensor(1), cd, tb);
   Staged s(outs[0], cd);
   auto run = [&]<typename T>(T*) {
     constexpr bool is_bool = std::is_same_v<T, bool>;
@@ -212,9 +219,10 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
 }
 
 void k_compare(const OpCall& c, std::span<Tensor> outs) {
-  Tensor pair[2] = {c.args.tensor(0), c.args.tensor(1)};
-  DType cd = compute_dtype(ops::result_type(pair));
-  Tensor a = cast(pair[0], cd), b = cast(pair[1], cd);
+  DType cd = compute_dtype(ops::result_type(c.args.tensor(0), c.args.tensor(1)));
+  Tensor ta, tb;
+  const Tensor& a = cast_ref(c.args.tensor(0), cd, ta);
+  const Tensor& b = cast_ref(c.args.tensor(1), cd, tb);
   auto run = [&]<typename T>(T*) {
     const Tensor& o = outs[0];
     switch (c.op) {

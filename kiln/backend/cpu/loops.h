@@ -104,6 +104,12 @@ void copy_into(const Tensor& dst, const Tensor& src);
 void fill(const Tensor& t, const Scalar& v);
 /** `t` itself if it already has `dtype`, else a converted contiguous copy. */
 Tensor cast(const Tensor& t, DType dtype);
+/** `t` if it has `dtype`, else a converted copy kept alive in `holder`. */
+inline const Tensor& cast_ref(const Tensor& t, DType dtype, Tensor& holder) {
+  if (t.dtype() == dtype) return t;
+  holder = cast(t, dtype);
+  return holder;
+}
 /** `t` itself if contiguous, else a contiguous copy. */
 Tensor contiguous(const Tensor& t);
 
