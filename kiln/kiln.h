@@ -8,4 +8,5 @@
 #include "kiln/device/registry.h"
 #include "kiln/dispatch/dispatch.h"
 #include "kiln/dispatch/functional.h"
+#include "kiln/fake/fake_mode.h"
 #include "kiln/ops/op_table.h"

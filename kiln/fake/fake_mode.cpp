@@ -1,0 +1,61 @@
+#include "kiln/fake/fake_mode.h"
+
+#include "kiln/ops/op_table.h"
+
+namespace kiln {
+
+FakeMode::FakeMode(FakeModeOptions options)
+    : options_(options), policy_(options.policy), guard_(*this) {}
+
+Tensor FakeMode::from_real(const Tensor& real) {
+  if (!real.defined() || real.is_fake()) return real;
+  auto it = tensors_.find(real.impl());
+  if (it != tensors_.end() && it->second.real.lock() == real.impl_ptr()) return it->second.fake;
+
+  // One fake storage per real storage keeps aliasing (views of one base) intact.
+  const Storage& rs = real.storage();
+  Storage fs;
+  auto sit = storages_.find(rs.get());
+  if (sit != storages_.end() && sit->second.real.lock() == rs) {
+    fs = sit->second.fake;
+  } else {
+    fs = std::make_shared<StorageImpl>(nullptr, rs->nbytes, rs->device, nullptr, true);
+    storages_[rs.get()] = {rs, fs};
+  }
+  auto impl = std::make_shared<TensorImpl>(*real.impl());
+  impl->storage = fs;
+  Tensor fake(std::move(impl));
+  tensors_[real.impl()] = {real.impl_ptr(), fake};
+  return fake;
+}
+
+Value FakeMode::convert(const Value& v, ops::OpKind op, std::string_view arg) {
+  auto one = [&](const Tensor& t) -> Tensor {
+    // A C++ number wrapped as a 0-dim CPU tensor is a constant, not an input.
+    if (!t.defined() || t.is_fake() || t.is_wrapped_number()) return t;
+    KILN_CHECK(options_.allow_non_fake_inputs, value,
+               "[{}] argument '{}' is a real tensor {} inside FakeMode; convert it with "
+               "FakeMode::from_real first, or set allow_non_fake_inputs (F2)",
+               ops::op_name(op), arg, t.meta_str());
+    return from_real(t);
+  };
+  if (auto* t = std::get_if<Tensor>(&v)) return one(*t);
+  if (auto* list = std::get_if<TensorList>(&v)) {
+    TensorList out;
+    for (const Tensor& t : *list) out.push_back(one(t));
+    return out;
+  }
+  return v;
+}
+
+Outputs FakeMode::handle(ops::OpKind op, std::span<const Value> args) {
+  const auto& specs = ops::op_info(op).schema.args;
+  // (F2) Every tensor argument becomes fake (or the call fails).
+  std::vector<Value> converted;
+  converted.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    converted.push_back(convert(args[i], op, i < specs.size() ? specs[i].name : "?"));
+  return dispatch_meta(op, converted);
+}
+
+}  // namespace kiln

@@ -1,0 +1,210 @@
+// Fake tensors: (F1)-(F6) and the per-op device rules of (D2).
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using ops::OpKind;
+using testing::expect_error;
+
+// One representative call per op; an op without an entry fails the consistency test,
+// so adding an op to the table without covering it here is impossible.
+std::vector<Value> sample_args(OpKind op) {
+  Tensor a = randn({3, 4}), b = randn({4}), m = randn({4, 5}), i = arange(3);
+  Tensor pos = add(abs(a), 1.0);
+  Tensor mask = gt(a, 0.0);
+  Tensor idx = from_vector<int64_t>({2, 0});
+  Tensor scalar = scalar_tensor(2.0);
+  switch (op) {
+    case OpKind::empty: case OpKind::rand: case OpKind::randn:
+      return {IntList{2, 3}, f32, Device("cpu:0")};
+    case OpKind::full: return {IntList{2, 3}, Scalar(1.5), f64, Device("cpu:0")};
+    case OpKind::arange: return {Scalar(0), Scalar(10), Scalar(3), i64, Device("cpu:0")};
+    case OpKind::neg: case OpKind::abs: case OpKind::relu: case OpKind::exp:
+    case OpKind::sin: case OpKind::cos: case OpKind::tanh: case OpKind::sigmoid:
+    case OpKind::silu: case OpKind::logical_not:
+      return {transpose(a, 0, 1)};
+    case OpKind::log: case OpKind::sqrt: case OpKind::rsqrt: return {pos};
+    case OpKind::gelu: return {a, true};
+    case OpKind::add: case OpKind::sub: return {a, b, Scalar(2)};
+    case OpKind::mul: case OpKind::div: case OpKind::maximum: case OpKind::minimum:
+    case OpKind::eq: case OpKind::ne: case OpKind::lt: case OpKind::le: case OpKind::gt:
+    case OpKind::ge:
+      return {a, scalar};
+    case OpKind::pow: return {pos, b};
+    case OpKind::where: return {mask, a, to(b, f64)};
+    case OpKind::masked_fill: case OpKind::masked_fill_: return {clone(a), mask, Scalar(0.5)};
+    case OpKind::add_: case OpKind::sub_: return {clone(a), b, Scalar(1)};
+    case OpKind::mul_: case OpKind::div_: return {clone(a), b};
+    case OpKind::copy_: return {clone(a), to(b, f64), false};
+    case OpKind::fill_: return {clone(a), Scalar(3)};
+    case OpKind::sum: case OpKind::mean: return {a, IntList{1}, true, Value()};
+    case OpKind::amax: case OpKind::amin: return {a, IntList{0}, false};
+    case OpKind::max: case OpKind::min: return {a, int64_t{1}, true};
+    case OpKind::argmax: return {a, int64_t{0}, false};
+    case OpKind::var: return {a, IntList{1}, int64_t{1}, false};
+    case OpKind::softmax: case OpKind::log_softmax: return {a, int64_t{0}};
+    case OpKind::mm: return {a, m};
+    case OpKind::bmm: return {randn({2, 3, 4}), randn({2, 4, 5})};
+    case OpKind::matmul: return {randn({2, 1, 3, 4}), m};
+    case OpKind::addmm: return {randn({5}), a, m, Scalar(1), Scalar(1)};
+    case OpKind::linear: return {a, randn({6, 4}), randn({6})};
+    case OpKind::view: return {a, IntList{2, -1}};
+    case OpKind::permute: return {a, IntList{1, 0}};
+    case OpKind::transpose: return {a, int64_t{0}, int64_t{1}};
+    case OpKind::unsqueeze: return {a, int64_t{1}};
+    case OpKind::squeeze: return {randn({3, 1, 4}), IntList{}};
+    case OpKind::expand: return {b, IntList{2, 4}};
+    case OpKind::slice: return {a, int64_t{1}, int64_t{1}, Value(), int64_t{2}};
+    case OpKind::select: return {a, int64_t{0}, int64_t{-1}};
+    case OpKind::as_strided: return {a, IntList{2, 2}, IntList{1, 4}, int64_t{1}};
+    case OpKind::cat: return {TensorList{a, randn({2, 4})}, int64_t{0}};
+    case OpKind::index_select: return {a, int64_t{0}, idx};
+    case OpKind::gather: return {a, int64_t{1}, from_vector<int64_t>({0, 3, 1, 1}, {2, 2})};
+    case OpKind::embedding: return {m, from_vector<int64_t>({1, 2, 3}, {3, 1})};
+    case OpKind::clone: return {transpose(a, 0, 1)};
+    case OpKind::layer_norm: return {a, IntList{4}, b, b, 1e-5};
+    case OpKind::rms_norm: return {a, IntList{4}, b, Value()};
+    case OpKind::_to_copy: return {a, f16, Device("cpu:1"), false};
+  }
+  return {};
+}
+
+TEST(F6, FakeAndEagerAgreeOnEveryOp) {
+  for (int k = 0; k < ops::kNumOps; ++k) {
+    auto op = static_cast<OpKind>(k);
+    SCOPED_TRACE(std::string(ops::op_name(op)));
+    std::vector<Value> eager_args = sample_args(op);
+    ASSERT_FALSE(eager_args.empty()) << "no sample for this op: add one to sample_args";
+    Outputs eager = dispatch(op, eager_args);
+    std::vector<Value> fake_args = sample_args(op);
+    FakeMode mode({.allow_non_fake_inputs = true});
+    Outputs fake = dispatch(op, fake_args);
+    ASSERT_EQ(eager.size(), fake.size());
+    for (size_t i = 0; i < eager.size(); ++i) {
+      EXPECT_TRUE(fake[i].is_fake());
+      EXPECT_EQ(fake[i].shape(), eager[i].shape());
+      EXPECT_EQ(fake[i].strides(), eager[i].strides());
+      EXPECT_EQ(fake[i].offset(), eager[i].offset());
+      EXPECT_EQ(fake[i].dtype(), eager[i].dtype());
+      EXPECT_EQ(fake[i].device(), eager[i].device());
+    }
+  }
+}
+
+TEST(F1, FactoriesMakeFakeTensorsOnAbsentDevices) {
+  FakeMode mode;
+  Tensor x = randn({2, 3}, {.device = Device("cuda:3")});
+  EXPECT_TRUE(x.is_fake());
+  EXPECT_EQ(x.device(), Device("cuda:3"));
+  Tensor y = relu(matmul(x, transpose(x, 0, 1)));
+  EXPECT_EQ(y.device(), Device("cuda:3"));
+  EXPECT_EQ(y.shape(), (Dims{2, 2}));
+  Tensor v = view(x, {3, 2});
+  EXPECT_TRUE(v.is_alias_of(x));
+  EXPECT_EQ(ones({1}, {.device = Device("cuda")}).device(), Device("cuda:0"));
+}
+
+TEST(F2, ConversionIsMemoizedAndKeepsViews) {
+  Tensor base = randn({4, 4});
+  Tensor row = select(base, 0, 1);
+  FakeMode mode;
+  Tensor fb = mode.from_real(base);
+  EXPECT_TRUE(fb.is_fake());
+  EXPECT_TRUE(mode.from_real(base).is_same(fb));
+  Tensor fr = mode.from_real(row);
+  EXPECT_TRUE(fr.is_alias_of(fb));
+  EXPECT_EQ(fr.offset(), 4);
+  expect_error([&] { add(base, base); }, ErrorKind::value,
+               "[add] argument 'self' is a real tensor f32[4, 4]@cpu:0 inside FakeMode");
+  EXPECT_EQ(add(fb, 1.0).device(), Device("cpu:0"));  // wrapped numbers are constants
+}
+
+TEST(F3, OutputDeviceRules) {
+  FakeMode mode;
+  Tensor c0 = empty({2}, {.device = Device("cuda:0")});
+  Tensor c1 = empty({2}, {.device = Device("cuda:1")});
+  Tensor cpu_scalar = mode.from_real(scalar_tensor(1.0));
+  Tensor cpu_vec = empty({1});
+  EXPECT_EQ(add(cpu_scalar, c0).device(), Device("cuda:0"));  // 0-dim CPU never wins
+  EXPECT_EQ(add(c0, cpu_scalar).device(), Device("cuda:0"));
+  expect_error([&] { add(cpu_vec, c0); }, ErrorKind::device_mismatch,
+               "[add] Expected all tensors to be on the same device, but found at least two "
+               "devices, cpu:0 (argument 'self') and cuda:0 (argument 'other')");
+  expect_error([&] { add(c0, c1); }, ErrorKind::device_mismatch, "cuda:0 (argument 'self') and cuda:1");
+}
+
+TEST(F4, PreferencePolicyIsScopedAndExact) {
+  FakeMode mode;
+  Tensor c0 = empty({2}, {.device = Device("cuda:0")});
+  Tensor c1 = empty({2}, {.device = Device("cuda:1")});
+  Tensor cpu = empty({2});
+  {
+    DevicePolicyGuard g(DevicePolicy::prefer_type(DeviceType::cuda));
+    EXPECT_EQ(add(c0, cpu).device(), Device("cuda:0"));
+    EXPECT_EQ(add(cpu, c0).device(), Device("cuda:0"));
+    EXPECT_EQ(add(cpu, cpu).device(), Device("cpu:0"));
+    expect_error([&] { add(c0, c1); }, ErrorKind::device_mismatch, "cuda:0");
+  }
+  expect_error([&] { add(c0, cpu); }, ErrorKind::device_mismatch, "cuda:0");  // restored
+  {
+    DevicePolicyGuard g(DevicePolicy::prefer_non_cpu());
+    EXPECT_EQ(add(cpu, c1).device(), Device("cuda:1"));
+    expect_error([&] { add(c0, c1); }, ErrorKind::device_mismatch, "cuda:1");
+  }
+  {
+    DevicePolicyGuard g(DevicePolicy::prefer_type(DeviceType::meta));  // exact type only
+    expect_error([&] { add(c0, cpu); }, ErrorKind::device_mismatch, "cuda:0");
+  }
+}
+
+TEST(D2, PerOpRulesUnderFakeMode) {
+  FakeMode mode;
+  Tensor x_cuda = empty({2, 3}, {.device = Device("cuda:0")});
+  Tensor x_cpu = empty({2, 3});
+  Tensor dst = copy_(x_cpu, x_cuda);  // copy_ from cuda:0 into a cpu tensor -> cpu
+  EXPECT_EQ(dst.device(), Device("cpu:0"));
+  EXPECT_TRUE(dst.is_same(x_cpu));
+  EXPECT_EQ(ones_like(x_cpu, {.device = Device("cuda")}).device(), Device("cuda:0"));
+  EXPECT_EQ(ones_like(x_cuda).device(), Device("cuda:0"));
+  EXPECT_TRUE(to(x_cuda, x_cuda.device()).is_same(x_cuda));  // (D7) in fake mode too
+  Tensor moved = to(x_cuda, Device("cpu:0"));
+  EXPECT_EQ(moved.device(), Device("cpu:0"));
+  EXPECT_TRUE(moved.is_fake());
+  Tensor idx = mode.from_real(from_vector<int64_t>({1}));
+  EXPECT_EQ(index_select(x_cuda, 0, idx).device(), Device("cuda:0"));  // CPU index allowed
+}
+
+TEST(F5, DataDependentReadsFail) {
+  FakeMode mode;
+  Tensor x = randn({3}, {.device = Device("cuda:0")});
+  expect_error([&] { item<float>(sum(x)); }, ErrorKind::data_dependent,
+               "[item] cannot read the value of fake tensor f32[]@cuda:0");
+  expect_error([&] { to_vector<float>(x); }, ErrorKind::data_dependent, "[to_vector]");
+}
+
+TEST(F1, ModelSizedFakeTraceAllocatesNothing) {
+  Device cpu0("cpu:0");
+  AllocatorStats before = allocator_stats(cpu0);
+  {
+    FakeMode mode;
+    Device gpu("cuda:0");
+    Tensor h = empty({8, 4096}, {.device = gpu});
+    for (int layer = 0; layer < 24; ++layer) {
+      Tensor w = empty({4096, 4096}, {.device = gpu});  // 64 MiB each if it were real
+      Tensor b = empty({4096}, {.device = gpu});
+      h = relu(linear(h, w, b));
+    }
+    EXPECT_EQ(h.shape(), (Dims{8, 4096}));
+    EXPECT_EQ(h.device(), gpu);
+  }
+  AllocatorStats after = allocator_stats(cpu0);
+  EXPECT_EQ(after.num_allocs, before.num_allocs);
+  EXPECT_EQ(after.peak_bytes, before.peak_bytes);
+}
+
+}  // namespace
+}  // namespace kiln
