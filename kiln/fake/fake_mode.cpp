@@ -48,7 +48,23 @@ Value FakeMode::convert(const Value& v, ops::OpKind op, std::string_view arg) {
   return v;
 }
 
+namespace {
+bool needs_conversion(const Tensor& t) {
+  return t.defined() && !t.is_fake() && !t.is_wrapped_number();
+}
+bool any_real(std::span<const Value> args) {
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v); t && needs_conversion(*t)) return true;
+    if (auto* l = std::get_if<TensorList>(&v))
+      for (const Tensor& t : *l)
+        if (needs_conversion(t)) return true;
+  }
+  return false;
+}
+}  // namespace
+
 Outputs FakeMode::handle(ops::OpKind op, std::span<const Value> args) {
+  if (!any_real(args)) return dispatch_meta(op, args);  // the common case: nothing to convert
   const auto& specs = ops::op_info(op).schema.args;
   // (F2) Every tensor argument becomes fake (or the call fails).
   std::vector<Value> converted;
