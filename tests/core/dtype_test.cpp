@@ -33,32 +33,27 @@ TEST(DType, PromoteTypesMatchesTorch) {
 }
 
 TEST(DType, ResultTypeCategories) {
-  // A dimensioned i32 tensor plus a 0-dim i64 tensor stays i32; plus a 0-dim f64 is f64
-  // cast to the category's... torch gives the 0-dim's dtype when its category is higher.
-  ResultType a;
-  a.add(i32, ResultType::dim);
-  a.add(i64, ResultType::zero_dim);
-  EXPECT_EQ(a.result(), i32);
-  ResultType b;
-  b.add(i32, ResultType::dim);
-  b.add(f64, ResultType::zero_dim);
-  EXPECT_EQ(b.result(), f64);
-  ResultType c;  // int tensor + python float -> default float
-  c.add(i64, ResultType::dim);
-  c.add(f64, ResultType::wrapped);
-  EXPECT_EQ(c.result(), f32);
-  ResultType d;  // f16 tensor + python float stays f16
-  d.add(f16, ResultType::dim);
-  d.add(f64, ResultType::wrapped);
-  EXPECT_EQ(d.result(), f16);
-  ResultType e;  // bool tensor + python int -> i64
-  e.add(b8, ResultType::dim);
-  e.add(i64, ResultType::wrapped);
-  EXPECT_EQ(e.result(), i64);
-  ResultType f;  // u8 tensor + python int stays u8
-  f.add(u8, ResultType::dim);
-  f.add(i64, ResultType::wrapped);
-  EXPECT_EQ(f.result(), u8);
+  // {dimensioned tensor, 0-dim tensor or wrapped number, rank of the second, expected},
+  // each checked against torch.result_type.
+  struct Case {
+    DType dim, other;
+    ResultType::Rank rank;
+    DType want;
+  };
+  const Case cases[] = {
+      {i32, i64, ResultType::zero_dim, i32},  // 0-dim of the same category ranks lower
+      {i32, f64, ResultType::zero_dim, f64},  // ... unless its category is higher
+      {i64, f64, ResultType::wrapped, f32},   // int tensor + float number -> default float
+      {f16, f64, ResultType::wrapped, f16},   // f16 tensor + float number stays f16
+      {b8, i64, ResultType::wrapped, i64},    // bool tensor + int number -> i64
+      {u8, i64, ResultType::wrapped, u8},     // u8 tensor + int number stays u8
+  };
+  for (const Case& c : cases) {
+    ResultType rt;
+    rt.add(c.dim, ResultType::dim);
+    rt.add(c.other, c.rank);
+    EXPECT_EQ(rt.result(), c.want) << to_string(c.dim) << " with " << to_string(c.other);
+  }
 }
 
 TEST(DType, HalfConversionsRoundTrip) {

@@ -130,30 +130,30 @@ Tensor contiguous(const Tensor& t);
       ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] not implemented for dtype {} on cpu", \
                    op, dtype);                                                               \
   }
-#define KILN_DISPATCH_COMPUTE(dtype, op, ...)                                                    \
-  switch (dtype) {                                                                           \
-    KILN_CASE(f32, __VA_ARGS__)                                                              \
-    KILN_CASE(f64, __VA_ARGS__)                                                              \
-    KILN_CASE(i64, __VA_ARGS__)                                                              \
-    KILN_CASE(i32, __VA_ARGS__)                                                              \
-    KILN_CASE(i16, __VA_ARGS__)                                                              \
-    KILN_CASE(i8, __VA_ARGS__)                                                               \
-    KILN_CASE(u8, __VA_ARGS__)                                                               \
-    KILN_CASE(b8, __VA_ARGS__)                                                               \
-    default:                                                                                 \
+// The integral and bool cases shared by the dispatchers below.
+#define KILN_INTEGRAL_CASES(...)  \
+  KILN_CASE(i64, __VA_ARGS__)     \
+  KILN_CASE(i32, __VA_ARGS__)     \
+  KILN_CASE(i16, __VA_ARGS__)     \
+  KILN_CASE(i8, __VA_ARGS__)      \
+  KILN_CASE(u8, __VA_ARGS__)      \
+  KILN_CASE(b8, __VA_ARGS__)
+// Every dtype arithmetic runs in (no half types: see compute_dtype).
+#define KILN_DISPATCH_COMPUTE(dtype, op, ...)                                                  \
+  switch (dtype) {                                                                             \
+    KILN_CASE(f32, __VA_ARGS__)                                                                \
+    KILN_CASE(f64, __VA_ARGS__)                                                                \
+    KILN_INTEGRAL_CASES(__VA_ARGS__)                                                           \
+    default:                                                                                   \
       ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] not implemented for dtype {} on cpu", \
-                   op, dtype);                                                               \
+                   op, dtype);                                                                 \
   }
-#define KILN_DISPATCH_ALL(dtype, op, ...)                                                    \
-  switch (dtype) {                                                                           \
-    KILN_CASE(f32, __VA_ARGS__)                                                              \
-    KILN_CASE(f64, __VA_ARGS__)                                                              \
-    KILN_CASE(f16, __VA_ARGS__)                                                              \
-    KILN_CASE(bf16, __VA_ARGS__)                                                             \
-    KILN_CASE(i64, __VA_ARGS__)                                                              \
-    KILN_CASE(i32, __VA_ARGS__)                                                              \
-    KILN_CASE(i16, __VA_ARGS__)                                                              \
-    KILN_CASE(i8, __VA_ARGS__)                                                               \
-    KILN_CASE(u8, __VA_ARGS__)                                                               \
-    KILN_CASE(b8, __VA_ARGS__)                                                               \
+// Every dtype (storage-level work: copies, fills, gathers).
+#define KILN_DISPATCH_ALL(dtype, op, ...) \
+  switch (dtype) {                        \
+    KILN_CASE(f32, __VA_ARGS__)           \
+    KILN_CASE(f64, __VA_ARGS__)           \
+    KILN_CASE(f16, __VA_ARGS__)           \
+    KILN_CASE(bf16, __VA_ARGS__)          \
+    KILN_INTEGRAL_CASES(__VA_ARGS__)      \
   }
