@@ -112,7 +112,7 @@ TEST(MetaDevice, ComputesMetadataOnly) {
 
 TEST(Errors, NoKernelIsUnsupported) {
   expect_error([] { mm(ones({2, 2}, {.dtype = b8}), ones({2, 2}, {.dtype = b8})); },
-               ErrorKind::unsupported, "[mm] not implemented for dtype bool");
+               ErrorKind::unsupported, "[mm] does not support dtype bool");
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         default: break;
       }
     }
-    fail(ErrorKind::unsupported, "[{}] not implemented for dtype {} on cpu", c.op, x.dtype());
+    fail(ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", c.op, x.dtype());
   };
   KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
   s.finish();
@@ -212,7 +212,7 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
         return;
       default: break;
     }
-    fail(ErrorKind::unsupported, "[{}] not implemented for dtype {} on cpu", c.op, cd);
+    fail(ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", c.op, cd);
   };
   KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
   s.finish();

@@ -55,7 +55,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
       copy_into(c, cc);
       return;
     }
-    KILN_CHECK(d != DType::b8, unsupported, "[mm] not implemented for dtype bool on cpu");
+    KILN_CHECK(d != DType::b8, unsupported, "[mm] does not support dtype bool on cpu");
     KILN_DISPATCH_COMPUTE(d, "mm", if constexpr (!std::is_same_v<T, bool>) naive_gemm<T>(a, b, c, alpha, beta));
     return;
   }

@@ -127,7 +127,7 @@ Tensor contiguous(const Tensor& t);
     KILN_CASE(f32, __VA_ARGS__)                                                              \
     KILN_CASE(f64, __VA_ARGS__)                                                              \
     default:                                                                                 \
-      ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] not implemented for dtype {} on cpu", \
+      ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", \
                    op, dtype);                                                               \
   }
 // The integral and bool cases shared by the dispatchers below.
@@ -145,7 +145,7 @@ Tensor contiguous(const Tensor& t);
     KILN_CASE(f64, __VA_ARGS__)                                                                \
     KILN_INTEGRAL_CASES(__VA_ARGS__)                                                           \
     default:                                                                                   \
-      ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] not implemented for dtype {} on cpu", \
+      ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", \
                    op, dtype);                                                                 \
   }
 // Every dtype (storage-level work: copies, fills, gathers).
