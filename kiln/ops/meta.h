@@ -22,7 +22,7 @@ bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& ne
 /** The broadcast of matmul's batch dims and its output shape. */
 Dims matmul_shape(const Dims& a, const Dims& b);
 
-// Declares every distinct meta function named in the table (repeats are harmless).
+// The meta functions the op table names (one per op family).
 void meta_factory(const OpCall&, MetaOut&);
 void meta_arange(const OpCall&, MetaOut&);
 void meta_unary(const OpCall&, MetaOut&);
