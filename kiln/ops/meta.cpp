@@ -299,8 +299,8 @@ void check_nonempty_reduce(const OpCall& c, const Tensor& self, const ReduceDims
 void meta_sum(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
   auto r = reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "sum");
-  DType dtype = c.args.is_none(3)                      ? self.dtype()
-                                                       : c.args.dtype(3);
+  // Integers and bools sum into i64 unless a dtype is given (as torch.sum).
+  DType dtype = c.args.is_none(3) ? self.dtype() : c.args.dtype(3);
   if (c.args.is_none(3) && is_integral(dtype, true)) dtype = DType::i64;
   out.fresh(std::move(r.out_shape), dtype);
 }
