@@ -34,6 +34,8 @@ struct Device {
   bool has_index() const { return index >= 0; }
   bool is_cpu() const { return type == DeviceType::cpu; }
   bool operator==(const Device&) const = default;
+  /** A small integer unique per (type, index), for keying per-device tables. */
+  uint32_t key() const { return static_cast<uint32_t>(type) << 16 | static_cast<uint16_t>(index); }
   std::string str() const;
 };
 

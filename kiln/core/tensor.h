@@ -8,6 +8,7 @@
 // same base. Nothing in kiln special-cases fake tensors except the places that read
 // or write data, which check `is_fake()` and fail with a data-dependent error (F5).
 
+#include <atomic>
 #include <memory>
 #include <span>
 #include <string>
@@ -30,6 +31,9 @@ struct StorageImpl {
   Device device;
   Allocator* allocator = nullptr;  // null: not owned (fake, or borrowed memory)
   bool fake = false;
+  /** Id of the stream (on `device`) that last queued a write here; 0 = the default
+   * stream. Host reads synchronise it first (D4). */
+  std::atomic<int> writer_stream{0};
 
   StorageImpl(void* d, size_t n, Device dev, Allocator* a, bool is_fake)
       : data(d), nbytes(n), device(dev), allocator(a), fake(is_fake) {}

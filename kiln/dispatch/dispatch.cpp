@@ -3,7 +3,9 @@
 #include <vector>
 
 #include "kiln/backend/cpu/kernels.h"
+#include "kiln/device/kernel_scope.h"
 #include "kiln/device/registry.h"
+#include "kiln/device/stream.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln {
@@ -195,33 +197,113 @@ Outputs dispatch_meta(OpKind op, std::span<const Value> args) {
   return materialize(info, args, meta, device, /*fake=*/true);
 }
 
+namespace {
+
+// Everything a kernel launch needs besides its arguments; copied into the task when
+// the launch goes to a side stream.
+struct Launch {
+  const OpInfo* info;
+  const ops::KernelTable* table;
+  Device device;
+  ops::MetaOut meta;  // the functional op's, for a derived in-place op's temporary
+};
+
+// Runs one op's kernel under its KernelScope (D3, D8). A derived in-place op runs
+// its functional kernel into a temporary, then copy_ into self.
+void run_kernel(const Launch& l, std::span<const Value> args, std::span<Tensor> outs) {
+  KernelScope scope(l.info->name, l.device);
+  if (l.info->meta) {
+    (*l.table)[static_cast<size_t>(l.info->kind)](ops::OpCall{l.info->kind, args, l.device}, outs);
+    return;
+  }
+  const OpInfo& functional = ops::op_info(l.info->functional);
+  Outputs tmp = materialize(functional, args, l.meta, l.device, false);
+  (*l.table)[static_cast<size_t>(functional.kind)](ops::OpCall{functional.kind, args, l.device},
+                                                   tmp);
+  Value copy_args[3] = {outs[0], tmp[0], false};
+  (*l.table)[static_cast<size_t>(OpKind::copy_)](
+      ops::OpCall{OpKind::copy_, std::span<const Value>(copy_args), l.device}, outs);
+}
+
+// (D4) Makes `stream` wait for every side stream that last wrote one of the tensor
+// arguments (a tensor produced on another stream or device is complete before a kernel
+// reads it). The common case, data written by this stream or inline, costs one load.
+void order_after_writers(std::span<const Value> args, Stream stream) {
+  auto order = [&](const Tensor& t) {
+    if (!t.defined()) return;
+    int w = t.storage()->writer_stream.load(std::memory_order_relaxed);
+    if (w == 0 || (w == stream.id() && t.device() == stream.device())) return;
+    Event written;
+    written.record(stream_by_id(t.device(), w));
+    written.wait(stream);
+  };
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) order(*t);
+    else if (auto* list = std::get_if<TensorList>(&v))
+      for (const Tensor& t : *list) order(t);
+  }
+}
+
+// The source of a copy between devices, or null; `non_blocking` says whether the
+// host may return before the copy has run (D7).
+const Tensor* cross_device_source(const OpInfo& info, std::span<const Value> args, Device device,
+                                  bool& non_blocking) {
+  size_t src = info.device_rule == ops::DeviceRule::to_copy ? 0
+               : info.device_rule == ops::DeviceRule::copy  ? 1
+                                                            : args.size();
+  if (src >= args.size()) return nullptr;
+  const Tensor& t = std::get<Tensor>(args[src]);
+  if (t.device() == device) return nullptr;
+  non_blocking = std::get<bool>(args[info.kind == OpKind::copy_ ? 2 : 3]);
+  return &t;
+}
+
+}  // namespace
+
 Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
   const OpInfo& info = ops::op_info(op);
   Device device = op_device(op, args);
   if (device.type == DeviceType::meta) return dispatch_meta(op, args);
   check_device_available(device);
   ops::MetaOut meta = run_meta(info, args, device);
+  if (info.is_view()) return materialize(info, args, meta, device, false);
   const ops::KernelTable* table = kernel_table(device.type);
   OpKind kernel_op = info.meta ? op : info.functional;
-  ops::Kernel kernel = table ? (*table)[static_cast<size_t>(kernel_op)] : nullptr;
-  if (info.is_view()) return materialize(info, args, meta, device, false);
-  KILN_CHECK(kernel, unsupported, "[{}] has no kernel for device {}", info.name, device);
+  KILN_CHECK(table && (*table)[static_cast<size_t>(kernel_op)], unsupported,
+             "[{}] has no kernel for device {}", info.name, device);
 
-  DeviceGuard guard(device);  // (D3) kernels find their device current
-  if (info.meta) {
-    Outputs outs = materialize(info, args, meta, device, false);
-    kernel(ops::OpCall{op, args, device}, outs);
-    return outs;
-  }
-  // Derived in-place op: compute the functional result, then copy_ it into self.
-  const Tensor& self = std::get<Tensor>(args[info.schema.mutated_arg]);
-  Outputs tmp = materialize(ops::op_info(kernel_op), args, meta, device, false);
-  kernel(ops::OpCall{kernel_op, args, device}, tmp);
-  Value copy_args[3] = {self, tmp[0], false};
   Outputs outs;
-  outs.push_back(self);
-  (*table)[static_cast<size_t>(OpKind::copy_)](ops::OpCall{OpKind::copy_, std::span<const Value>(copy_args), device}, outs);
+  if (info.meta) outs = materialize(info, args, meta, device, false);
+  else outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
+
+  // (D4) Kernels are queued on their device's current stream, after the work that
+  // wrote their inputs.
+  Stream stream = current_stream(device);
+  order_after_writers(args, stream);
+  bool non_blocking = false;
+  const Tensor* src = cross_device_source(info, args, device, non_blocking);
+  for (const Tensor& o : outs) o.storage()->writer_stream.store(stream.id(), std::memory_order_relaxed);
+  Launch launch{&info, table, device, std::move(meta)};
+  if (stream.is_default()) {
+    run_kernel(launch, args, outs);
+  } else {
+    // The task owns copies of every argument and output, so their memory stays alive
+    // until it has run. See Note [CPU streams].
+    stream.enqueue([launch = std::move(launch), a = std::vector<Value>(args.begin(), args.end()),
+                    o = outs]() mutable { run_kernel(launch, a, o); });
+    if (src && !non_blocking) stream.synchronize();
+  }
   return outs;
+}
+
+void launch_kernel(std::string_view op, Device device, std::function<void()> body) {
+  device = resolve_device(device);
+  check_device_available(device);
+  Stream stream = current_stream(device);
+  stream.enqueue([op, device, body = std::move(body)] {
+    KernelScope scope(op, device);
+    body();
+  });
 }
 
 Outputs dispatch(OpKind op, std::span<const Value> args) {

@@ -8,6 +8,7 @@
 // modes below it, and finally the eager path (device check, meta, kernel). A mode
 // never looks at another mode's state.
 
+#include <functional>
 #include <span>
 
 #include "kiln/ops/op_table.h"
@@ -45,6 +46,10 @@ Outputs dispatch_eager(ops::OpKind op, std::span<const Value> args);
 /** Only the metadata an eager call would produce: outputs without data ("fake"),
  * views sharing the input's storage identity. Used by meta tensors and FakeMode. */
 Outputs dispatch_meta(ops::OpKind op, std::span<const Value> args);
+
+/** Runs `body` the way dispatch runs every kernel: queued on `device`'s current
+ * stream, under a KernelScope for `device` (D3, D8). For extension kernels. */
+void launch_kernel(std::string_view op, Device device, std::function<void()> body);
 
 /** (F4) How a device mismatch between tensor arguments is resolved. */
 struct DevicePolicy {

@@ -1,6 +1,7 @@
 #include "kiln/dispatch/functional.h"
 
 #include "kiln/device/registry.h"
+#include "kiln/device/stream.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln {
@@ -409,6 +410,8 @@ std::vector<T> to_vector(const Tensor& x) {
   KILN_CHECK(!x.is_fake(), data_dependent,
              "[to_vector] cannot read the data of fake tensor {}: it has metadata only (F5)",
              x.meta_str());
+  // (D4) A host read waits for the stream that last wrote the data.
+  if (int id = x.storage()->writer_stream.load(); id != 0) stream_by_id(x.device(), id).synchronize();
   Tensor host = to(x, Device(DeviceType::cpu, 0), dtype_of<T>());
   host = contiguous(host);
   std::vector<T> out(static_cast<size_t>(host.numel()));

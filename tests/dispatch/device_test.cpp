@@ -77,6 +77,16 @@ TEST(D2, KernelsAllocateOnTheirDevice) {
   EXPECT_EQ(allocator_stats(Device("cpu:0")).num_allocs, before0.num_allocs);
 }
 
+TEST(D5, KernelsUseTheirDevicesHandle) {
+  Device d("cpu:3");
+  int before0 = blas_handle_count(Device("cpu:0"));
+  Tensor a = ones({8, 8}, {.device = d});
+  Tensor r = mm(a, a);  // the checker (D8) would throw if gemm saw another device
+  EXPECT_GE(blas_handle_count(d), 1);
+  EXPECT_EQ(blas_handle_count(Device("cpu:0")), before0);
+  EXPECT_EQ(item<float>(select(select(r, 0, 0), 0, 0)), 8.0f);
+}
+
 TEST(D7, ToReturnsSelfOrACopy) {
   Tensor x = ones({2}, {.device = Device("cpu:1")});
   EXPECT_TRUE(to(x, Device("cpu:1")).is_same(x));

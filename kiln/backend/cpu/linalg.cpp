@@ -2,6 +2,7 @@
 #include <cblas.h>
 
 #include "kiln/backend/cpu/kernels.h"
+#include "kiln/device/blas.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/ops/meta.h"
 
@@ -60,6 +61,9 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
     return;
   }
   KILN_ASSERT(c.strides()[1] == 1 || m == 1);
+  // (D5) The handle of the kernel's device, bound to its current stream. OpenBLAS
+  // itself takes no handle; the handle carries device, stream and threading.
+  blas_handle(DeviceType::cpu).begin_use();
   BlasMat A = blas_operand(a), B = blas_operand(b);
   auto ta = A.trans ? CblasTrans : CblasNoTrans;
   auto tb = B.trans ? CblasTrans : CblasNoTrans;
