@@ -23,5 +23,12 @@ demo: build
 bench: build
 	@$(BUILD)/bench/kiln_bench --benchmark_min_time=0.2
 
+# ThreadSanitizer build of the stream and device tests (see docs/architecture.md).
+tsan: deps
+	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF \
+	  -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target device_test
+	@cd build-tsan && KILN_CPU_DEVICES=4 TSAN_OPTIONS=halt_on_error=1 ./tests/device_test
+
 clean:
-	@rm -rf $(BUILD)
+	@rm -rf $(BUILD) build-tsan

@@ -23,8 +23,8 @@ void* os_alloc(size_t size) {
 
 size_t CachingHostAllocator::round_size(size_t nbytes) {
   if (nbytes == 0) return 0;
-  size_t g = nbytes < kLargeThreshold ? kSmall : kHuge;
-  return (nbytes + g - 1) / g * g;
+  size_t g = nbytes < kLargeThreshold ? kSmall : kHuge;  // both powers of two
+  return (nbytes + g - 1) & ~(g - 1);
 }
 
 CachingHostAllocator::~CachingHostAllocator() { empty_cache(); }

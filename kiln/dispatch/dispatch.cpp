@@ -138,7 +138,7 @@ Device op_device(OpKind op, std::span<const Value> args) {
 }
 
 Outputs materialize(const OpInfo& info, std::span<const Value> args, const ops::MetaOut& meta,
-                    Device device, bool fake) {
+                    Device device, Allocator* allocator) {
   Outputs outs;
   for (const ops::TensorMeta& m : meta.outs) {
     switch (m.alias) {
@@ -150,8 +150,7 @@ Outputs materialize(const OpInfo& info, std::span<const Value> args, const ops::
                                  m.strides, m.offset));
         break;
       case ops::TensorMeta::Alias::none:
-        outs.push_back(make_tensor(m.shape, m.dtype, device,
-                                   fake ? nullptr : &device_allocator(device)));
+        outs.push_back(make_tensor(m.shape, m.dtype, device, allocator));
         break;
     }
   }
@@ -194,30 +193,29 @@ Outputs dispatch_meta(OpKind op, std::span<const Value> args) {
     outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
     return outs;
   }
-  return materialize(info, args, meta, device, /*fake=*/true);
+  return materialize(info, args, meta, device, /*allocator=*/nullptr);
 }
 
 namespace {
 
-// Everything a kernel launch needs besides its arguments; copied into the task when
-// the launch goes to a side stream.
+// Everything a kernel launch needs besides its arguments.
 struct Launch {
   const OpInfo* info;
   const ops::KernelTable* table;
   Device device;
-  ops::MetaOut meta;  // the functional op's, for a derived in-place op's temporary
 };
 
 // Runs one op's kernel under its KernelScope (D3, D8). A derived in-place op runs
-// its functional kernel into a temporary, then copy_ into self.
-void run_kernel(const Launch& l, std::span<const Value> args, std::span<Tensor> outs) {
+// its functional kernel into a temporary (shaped by `meta`), then copy_ into self.
+void run_kernel(const Launch& l, const ops::MetaOut& meta, std::span<const Value> args,
+                std::span<Tensor> outs) {
   KernelScope scope(l.info->name, l.device);
   if (l.info->meta) {
     (*l.table)[static_cast<size_t>(l.info->kind)](ops::OpCall{l.info->kind, args, l.device}, outs);
     return;
   }
   const OpInfo& functional = ops::op_info(l.info->functional);
-  Outputs tmp = materialize(functional, args, l.meta, l.device, false);
+  Outputs tmp = materialize(functional, args, meta, l.device, &device_allocator(l.device));
   (*l.table)[static_cast<size_t>(functional.kind)](ops::OpCall{functional.kind, args, l.device},
                                                    tmp);
   Value copy_args[3] = {outs[0], tmp[0], false};
@@ -264,16 +262,16 @@ Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
   const OpInfo& info = ops::op_info(op);
   Device device = op_device(op, args);
   if (device.type == DeviceType::meta) return dispatch_meta(op, args);
-  check_device_available(device);
+  Allocator* allocator = &device_allocator(device);  // checks the device exists
   ops::MetaOut meta = run_meta(info, args, device);
-  if (info.is_view()) return materialize(info, args, meta, device, false);
+  if (info.is_view()) return materialize(info, args, meta, device, allocator);
   const ops::KernelTable* table = kernel_table(device.type);
   OpKind kernel_op = info.meta ? op : info.functional;
   KILN_CHECK(table && (*table)[static_cast<size_t>(kernel_op)], unsupported,
              "[{}] has no kernel for device {}", info.name, device);
 
   Outputs outs;
-  if (info.meta) outs = materialize(info, args, meta, device, false);
+  if (info.meta) outs = materialize(info, args, meta, device, allocator);
   else outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
 
   // (D4) Kernels are queued on their device's current stream, after the work that
@@ -283,14 +281,14 @@ Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
   bool non_blocking = false;
   const Tensor* src = cross_device_source(info, args, device, non_blocking);
   for (const Tensor& o : outs) o.storage()->writer_stream.store(stream.id(), std::memory_order_relaxed);
-  Launch launch{&info, table, device, std::move(meta)};
+  Launch launch{&info, table, device};
   if (stream.is_default()) {
-    run_kernel(launch, args, outs);
+    run_kernel(launch, meta, args, outs);
   } else {
     // The task owns copies of every argument and output, so their memory stays alive
     // until it has run. See Note [CPU streams].
-    stream.enqueue([launch = std::move(launch), a = std::vector<Value>(args.begin(), args.end()),
-                    o = outs]() mutable { run_kernel(launch, a, o); });
+    stream.enqueue([launch, meta = std::move(meta), a = std::vector<Value>(args.begin(), args.end()),
+                    o = outs]() mutable { run_kernel(launch, meta, a, o); });
     if (src && !non_blocking) stream.synchronize();
   }
   return outs;

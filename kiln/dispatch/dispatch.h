@@ -82,10 +82,10 @@ class DevicePolicyGuard {
  * arguments. */
 Device op_device(ops::OpKind op, std::span<const Value> args);
 
-/** Turns the metadata of `op`'s outputs into tensors: views share their base's
- * storage, `self` outputs are the argument itself, fresh outputs get memory from
- * `device`'s allocator, or none when `fake`. */
+/** Turns the metadata of `op`'s outputs into tensors on `device`: views share their
+ * base's storage, `self` outputs are the argument itself, fresh outputs get memory
+ * from `allocator` (none, i.e. fake, when it is null). */
 Outputs materialize(const ops::OpInfo& info, std::span<const Value> args, const ops::MetaOut& meta,
-                    Device device, bool fake);
+                    Device device, Allocator* allocator);
 
 }  // namespace kiln

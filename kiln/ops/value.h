@@ -34,7 +34,7 @@ class InlineVec {
   operator std::span<const T>() const { return {items_, size_}; }  // NOLINT
 
  private:
-  T items_[N] = {};
+  T items_[N];  // default-constructed, not zeroed: TensorMeta is large
   size_t size_ = 0;
 };
 
