@@ -12,4 +12,7 @@
 #include "kiln/dispatch/dispatch.h"
 #include "kiln/dispatch/functional.h"
 #include "kiln/fake/fake_mode.h"
+#include "kiln/ir/graph.h"
+#include "kiln/ir/interpreter.h"
 #include "kiln/ops/op_table.h"
+#include "kiln/trace/proxy_mode.h"

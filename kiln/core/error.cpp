@@ -14,6 +14,7 @@ std::string_view to_string(ErrorKind kind) {
     case ErrorKind::data_dependent: return "data_dependent";
     case ErrorKind::frozen_mutation: return "frozen_mutation";
     case ErrorKind::format: return "format";
+    case ErrorKind::invalid_graph: return "invalid_graph";
     case ErrorKind::internal: return "internal";
   }
   return "unknown";

@@ -21,6 +21,7 @@ enum class ErrorKind {
   data_dependent,   // (F5) needs data a fake tensor does not have
   frozen_mutation,  // (X2)
   format,           // a malformed file
+  invalid_graph,    // an IR graph that breaks an invariant
   internal,         // a broken invariant inside kiln
 };
 

@@ -1,0 +1,372 @@
+#include "kiln/ir/graph.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kiln/dispatch/functional.h"
+
+namespace kiln::ir {
+
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+std::string ref_str(const Ref& r) {
+  return r.output == 0 ? "%" + r.node->name() : fmt::format("%{}.{}", r.node->name(), r.output);
+}
+
+std::string ints_str(const IntList& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string arg_str(const Arg& a) {
+  return std::visit(
+      Overloaded{[](std::monostate) -> std::string { return "None"; },
+                 [](const Ref& r) { return ref_str(r); },
+                 [](const RefList& l) {
+                   std::string s = "[";
+                   for (size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + ref_str(l[i]);
+                   return s + "]";
+                 },
+                 [](const Scalar& v) { return v.str(); },
+                 [](int64_t v) { return std::to_string(v); },
+                 [](double v) { return fmt::format("{}", v); },
+                 [](bool v) -> std::string { return v ? "True" : "False"; },
+                 [](const IntList& v) { return ints_str(v); },
+                 [](DType d) { return std::string(to_string(d)); },
+                 [](Device d) { return d.str(); }},
+      a);
+}
+
+// Whether a non-tensor argument equals its schema default (then the printer omits it).
+bool is_default(const Arg& a, const std::optional<Value>& def) {
+  if (!def) return false;
+  return std::visit(
+      Overloaded{[&](std::monostate) { return std::holds_alternative<std::monostate>(*def); },
+                 [](const Ref&) { return false; }, [](const RefList&) { return false; },
+                 [&](const auto& v) {
+                   using T = std::decay_t<decltype(v)>;
+                   auto* d = std::get_if<T>(&*def);
+                   return d && *d == v;
+                 }},
+      a);
+}
+
+bool arg_matches(const Arg& a, ops::ArgType type) {
+  using ops::ArgType;
+  switch (type) {
+    case ArgType::tensor: return std::holds_alternative<Ref>(a);
+    case ArgType::opt_tensor:
+      return std::holds_alternative<Ref>(a) || std::holds_alternative<std::monostate>(a);
+    case ArgType::tensor_list: return std::holds_alternative<RefList>(a);
+    default: break;
+  }
+  // Non-tensor alternatives are the same in Arg and Value.
+  Value v = std::visit(Overloaded{[](const Ref&) -> Value { return Value(); },
+                                  [](const RefList&) -> Value { return Value(); },
+                                  [](const auto& x) -> Value { return Value(x); }},
+                       a);
+  return ops::value_matches(v, type);
+}
+
+std::string constant_str(const Tensor& t) {
+  if (t.is_fake() || t.numel() > 6) return "<" + ValueMeta::of(t).str() + ">";
+  std::vector<double> v = to_vector<double>(t);
+  bool fp = is_floating(t.dtype());
+  auto one = [fp](double d) {  // floats print as 2. or 2.5, integers as 2
+    std::string s = fmt::format("{}", d);
+    return fp && s.find_first_of(".en") == std::string::npos ? s + "." : s;
+  };
+  std::string s = t.dim() == 0 ? "" : "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + one(v[i]);
+  return s + (t.dim() == 0 ? "" : "]");
+}
+
+}  // namespace
+
+ValueMeta ValueMeta::of(const Tensor& t) {
+  return {t.shape(), t.strides(), t.offset(), t.dtype(), t.device()};
+}
+
+std::string ValueMeta::str() const {
+  std::string dims;
+  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? "," : "") + std::to_string(shape[i]);
+  return fmt::format("{}[{}]@{}", dtype, dims, device);
+}
+
+std::vector<Ref> Node::inputs() const {
+  std::vector<Ref> out;
+  for (const Arg& a : args_) {
+    if (auto* r = std::get_if<Ref>(&a)) out.push_back(*r);
+    else if (auto* l = std::get_if<RefList>(&a)) out.insert(out.end(), l->begin(), l->end());
+  }
+  return out;
+}
+
+Graph::~Graph() = default;
+
+std::string Graph::unique_name(std::string base) {
+  if (base.empty()) base = "v";
+  if (base[0] == '_') base = base.substr(1);  // "_to_copy" prints as %to_copy
+  std::string name = base;
+  for (int i = 1; std::find(names_.begin(), names_.end(), name) != names_.end(); ++i)
+    name = fmt::format("{}_{}", base, i);
+  names_.push_back(name);
+  return name;
+}
+
+Node* Graph::append(std::unique_ptr<Node> node) {
+  KILN_CHECK(!output_, invalid_graph, "[graph] cannot add node %{} after the output node",
+             node->name_);
+  Node* n = node.get();
+  n->prev_ = tail_;
+  if (tail_) tail_->next_ = n;
+  else head_ = n;
+  tail_ = n;
+  owned_.push_back(std::move(node));
+  link_uses(n);
+  return n;
+}
+
+void Graph::link_uses(Node* n) {
+  for (const Ref& r : n->inputs()) {
+    auto& u = r.node->users_;
+    if (std::find(u.begin(), u.end(), n) == u.end()) u.push_back(n);
+  }
+}
+
+Node* Graph::add_input(std::string name, ValueMeta meta) {
+  auto n = std::make_unique<Node>();
+  n->opcode_ = Opcode::input;
+  n->name_ = unique_name(std::move(name));
+  n->meta_.push_back(std::move(meta));
+  return append(std::move(n));
+}
+
+Node* Graph::add_constant(Tensor value, std::string name) {
+  auto n = std::make_unique<Node>();
+  n->opcode_ = Opcode::constant;
+  n->name_ = unique_name(name.empty() ? "const" : std::move(name));
+  n->meta_.push_back(ValueMeta::of(value));
+  n->value_ = std::move(value);
+  return append(std::move(n));
+}
+
+Node* Graph::add_call(ops::OpKind op, std::vector<Arg> args, std::vector<ValueMeta> meta,
+                      std::string scope) {
+  auto n = std::make_unique<Node>();
+  n->opcode_ = Opcode::call;
+  n->op_ = op;
+  n->name_ = unique_name(std::string(ops::op_name(op)));
+  n->args_ = std::move(args);
+  n->meta_ = std::move(meta);
+  n->scope_ = std::move(scope);
+  return append(std::move(n));
+}
+
+Node* Graph::set_output(RefList values) {
+  auto n = std::make_unique<Node>();
+  n->opcode_ = Opcode::output;
+  n->name_ = unique_name("output");
+  n->args_.push_back(std::move(values));
+  Node* out = append(std::move(n));
+  output_ = out;
+  return out;
+}
+
+void Graph::erase(Node* node) {
+  KILN_CHECK(node->users_.empty(), value, "[graph] cannot erase %{}: it still has {} user(s), e.g. %{}",
+             node->name_, node->users_.size(), node->users_[0]->name_);
+  for (const Ref& r : node->inputs()) std::erase(r.node->users_, node);
+  if (node->prev_) node->prev_->next_ = node->next_;
+  else head_ = node->next_;
+  if (node->next_) node->next_->prev_ = node->prev_;
+  else tail_ = node->prev_;
+  if (output_ == node) output_ = nullptr;
+  std::erase(names_, node->name_);
+  auto it = std::find_if(owned_.begin(), owned_.end(), [&](auto& p) { return p.get() == node; });
+  owned_.erase(it);
+}
+
+void Graph::replace_all_uses(Node* from, Node* to) {
+  std::vector<Node*> users = from->users_;
+  for (Node* user : users) {
+    auto fix = [&](Ref& r) {
+      if (r.node == from) r.node = to;
+    };
+    for (Arg& a : user->args_) {
+      if (auto* r = std::get_if<Ref>(&a)) fix(*r);
+      else if (auto* l = std::get_if<RefList>(&a))
+        for (Ref& r : *l) fix(r);
+    }
+    link_uses(user);
+  }
+  from->users_.clear();
+}
+
+std::vector<Node*> Graph::nodes() const {
+  std::vector<Node*> out;
+  for (Node* n = head_; n; n = n->next_) out.push_back(n);
+  return out;
+}
+
+std::vector<Node*> Graph::inputs() const {
+  std::vector<Node*> out;
+  for (Node* n = head_; n; n = n->next_)
+    if (n->opcode_ == Opcode::input) out.push_back(n);
+  return out;
+}
+
+size_t Graph::size() const { return owned_.size(); }
+
+std::string Graph::str() const {
+  std::string out;
+  for (Node* n = head_; n; n = n->next_) {
+    std::string meta;
+    if (n->meta_.size() == 1) meta = n->meta_[0].str();
+    for (size_t i = 0; n->meta_.size() > 1 && i < n->meta_.size(); ++i)
+      meta += (i ? ", " : "(") + n->meta_[i].str() + (i + 1 == n->meta_.size() ? ")" : "");
+    switch (n->opcode_) {
+      case Opcode::input: out += fmt::format("%{} : {} = input()", n->name_, meta); break;
+      case Opcode::constant:
+        out += fmt::format("%{} : {} = constant({})", n->name_, meta, constant_str(n->value_));
+        break;
+      case Opcode::call: {
+        const auto& specs = ops::op_info(n->op_).schema.args;
+        std::string args;
+        for (size_t i = 0; i < n->args_.size(); ++i) {
+          const Arg& a = n->args_[i];
+          bool tensor = std::holds_alternative<Ref>(a) || std::holds_alternative<RefList>(a);
+          if (!tensor && i < specs.size() && is_default(a, specs[i].default_value)) continue;
+          if (!args.empty()) args += ", ";
+          args += tensor || i >= specs.size() ? arg_str(a) : specs[i].name + "=" + arg_str(a);
+        }
+        out += fmt::format("%{} : {} = {}({})", n->name_, meta, ops::op_name(n->op_), args);
+        break;
+      }
+      case Opcode::output: {
+        const RefList& refs = std::get<RefList>(n->args_[0]);
+        std::string vals;
+        for (size_t i = 0; i < refs.size(); ++i) vals += (i ? ", " : "") + ref_str(refs[i]);
+        out += refs.size() == 1 ? "return " + vals : "return (" + vals + ")";
+        break;
+      }
+    }
+    if (!n->scope_.empty()) out += "  # " + n->scope_;
+    out += "\n";
+  }
+  return out;
+}
+
+void Graph::verify() const {
+  std::unordered_set<const Node*> owned, seen;
+  for (const auto& p : owned_) owned.insert(p.get());
+  size_t count = 0;
+  for (Node* n = head_; n; n = n->next_, ++count) {
+    auto bad = [&](std::string_view why, const auto&... args) {
+      fail(ErrorKind::invalid_graph, "[verify] node %{}: {}", n->name_,
+           fmt::format(fmt::runtime(why), args...));
+    };
+    if (!owned.count(n)) bad("is not owned by this graph");
+    if (n->next_ && n->next_->prev_ != n) bad("broken list link to the next node");
+    if (n->opcode_ == Opcode::output && n != tail_) bad("the output node must be last");
+    for (const Ref& r : n->inputs()) {
+      if (!owned.count(r.node)) bad("uses a node that is not in this graph");
+      if (!seen.count(r.node)) bad("uses %{} before it is defined", r.node->name_);
+      if (r.output < 0 || r.output >= static_cast<int>(r.node->meta_.size()))
+        bad("uses output {} of %{}, which has {}", r.output, r.node->name_, r.node->meta_.size());
+      const auto& u = r.node->users_;
+      if (std::find(u.begin(), u.end(), n) == u.end())
+        bad("is missing from the users of %{}", r.node->name_);
+    }
+    for (Node* user : n->users_) {
+      auto in = user->inputs();
+      if (std::none_of(in.begin(), in.end(), [&](const Ref& r) { return r.node == n; }))
+        bad("lists %{} as a user, but %{} does not use it", user->name_, user->name_);
+    }
+    switch (n->opcode_) {
+      case Opcode::input:
+      case Opcode::constant:
+        if (n->meta_.size() != 1) bad("must have exactly one meta entry");
+        if (n->opcode_ == Opcode::constant && !n->value_.defined()) bad("constant without a value");
+        break;
+      case Opcode::call: {
+        const ops::OpInfo& info = ops::op_info(n->op_);
+        if (static_cast<int>(n->meta_.size()) != info.schema.num_outputs)
+          bad("has {} meta entries, but {} returns {}", n->meta_.size(), info.name,
+              info.schema.num_outputs);
+        if (n->args_.size() != info.schema.args.size())
+          bad("{} takes {} arguments, got {}", info.name, info.schema.args.size(), n->args_.size());
+        for (size_t i = 0; i < n->args_.size(); ++i)
+          if (!arg_matches(n->args_[i], info.schema.args[i].type))
+            bad("argument '{}' of {} must be {}", info.schema.args[i].name, info.name,
+                ops::to_string(info.schema.args[i].type));
+        break;
+      }
+      case Opcode::output:
+        if (n->args_.size() != 1 || !std::holds_alternative<RefList>(n->args_[0]))
+          bad("the output node takes one list of values");
+        break;
+    }
+    seen.insert(n);
+  }
+  KILN_CHECK(count == owned_.size(), invalid_graph,
+             "[verify] the node list holds {} nodes but the graph owns {}", count, owned_.size());
+  KILN_CHECK(output_ && output_ == tail_, invalid_graph, "[verify] the graph has no output node");
+}
+
+int eliminate_dead_code(Graph& graph) {
+  int removed = 0;
+  for (Node* n = graph.output() ? graph.output()->prev() : nullptr; n;) {
+    Node* prev = n->prev();
+    bool removable = n->opcode() == Opcode::constant ||
+                     (n->opcode() == Opcode::call && !ops::op_info(n->op()).is_inplace());
+    if (removable && n->users().empty()) {
+      graph.erase(n);
+      ++removed;
+    }
+    n = prev;
+  }
+  return removed;
+}
+
+int eliminate_common_subexpressions(Graph& graph) {
+  std::unordered_map<std::string, Node*> seen;
+  int merged = 0;
+  for (Node* n = graph.first(); n;) {
+    Node* next = n->next();
+    if (n->opcode() == Opcode::call) {
+      const ops::OpInfo& info = ops::op_info(n->op());
+      if (info.is_inplace()) {
+        seen.clear();  // a mutation: values computed before may differ after
+      } else if (n->op() != ops::OpKind::rand && n->op() != ops::OpKind::randn) {
+        std::string key(info.name);
+        for (const Arg& a : n->args()) {
+          key += '|';
+          std::visit(Overloaded{[&](const Ref& r) { key += fmt::format("{}.{}", (void*)r.node, r.output); },
+                                [&](const RefList& l) {
+                                  for (const Ref& r : l) key += fmt::format("{}.{},", (void*)r.node, r.output);
+                                },
+                                [&](const auto&) { key += arg_str(a); }},
+                     a);
+        }
+        auto [it, inserted] = seen.emplace(key, n);
+        if (!inserted) {
+          graph.replace_all_uses(n, it->second);
+          graph.erase(n);
+          ++merged;
+        }
+      }
+    }
+    n = next;
+  }
+  return merged;
+}
+
+}  // namespace kiln::ir

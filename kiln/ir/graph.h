@@ -1,0 +1,133 @@
+#pragma once
+// kiln::ir — a small, typed, FX-like graph.
+//
+// Opcodes: input, constant, call, output. Nodes live in a doubly linked list owned
+// by the Graph; every node knows its users, and the lists are maintained by the
+// Graph's own mutators, so they cannot go stale. Each value carries typed meta
+// (shape, strides, offset, dtype, device).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/ops/op_table.h"
+
+namespace kiln::ir {
+
+class Node;
+
+/** One value a node produces: the node and which of its outputs. */
+struct Ref {
+  Node* node = nullptr;
+  int output = 0;
+  bool operator==(const Ref&) const = default;
+};
+using RefList = std::vector<Ref>;
+
+/** A call argument: like kiln::Value with tensors replaced by references. */
+using Arg = std::variant<std::monostate, Ref, RefList, Scalar, int64_t, double, bool, IntList,
+                         DType, Device>;
+
+/** Typed metadata of one value. */
+struct ValueMeta {
+  Dims shape, strides;
+  int64_t offset = 0;
+  DType dtype = DType::f32;
+  Device device;
+  static ValueMeta of(const Tensor& t);
+  /** "f32[8,16]@cpu:0". */
+  std::string str() const;
+  bool operator==(const ValueMeta&) const = default;
+};
+
+enum class Opcode : uint8_t { input, constant, call, output };
+
+class Node {
+ public:
+  Opcode opcode() const { return opcode_; }
+  /** The op of a call node. */
+  ops::OpKind op() const { return op_; }
+  const std::string& name() const { return name_; }
+  const std::vector<Arg>& args() const { return args_; }
+  /** One entry per output (none for the output node). */
+  const std::vector<ValueMeta>& meta() const { return meta_; }
+  /** Nodes that use this node's values, each once. */
+  const std::vector<Node*>& users() const { return users_; }
+  /** The value of a constant node. */
+  const Tensor& value() const { return value_; }
+  /** Where in user code the node came from (a scope path), possibly empty. */
+  const std::string& scope() const { return scope_; }
+  Node* next() const { return next_; }
+  Node* prev() const { return prev_; }
+  /** The node's tensor arguments in order. */
+  std::vector<Ref> inputs() const;
+
+ private:
+  friend class Graph;
+  Opcode opcode_;
+  ops::OpKind op_ = ops::OpKind::empty;
+  std::string name_;
+  std::vector<Arg> args_;
+  std::vector<ValueMeta> meta_;
+  std::vector<Node*> users_;
+  Tensor value_;
+  std::string scope_;
+  Node* prev_ = nullptr;
+  Node* next_ = nullptr;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  Graph(Graph&&) noexcept = default;
+  Graph& operator=(Graph&&) noexcept = default;
+  ~Graph();
+
+  Node* add_input(std::string name, ValueMeta meta);
+  /** A constant holding `value` (a tensor captured from outside the traced code). */
+  Node* add_constant(Tensor value, std::string name = "");
+  /** A call; `meta` has one entry per output of `op`. */
+  Node* add_call(ops::OpKind op, std::vector<Arg> args, std::vector<ValueMeta> meta,
+                 std::string scope = "");
+  /** The single output node, appended last. */
+  Node* set_output(RefList values);
+
+  /** Removes a node; refuses (value Error) while it has users. */
+  void erase(Node* node);
+  /** Points every use of `from` (any output index i) at `to` (same index). */
+  void replace_all_uses(Node* from, Node* to);
+
+  Node* first() const { return head_; }
+  Node* output() const { return output_; }
+  std::vector<Node*> nodes() const;
+  std::vector<Node*> inputs() const;
+  size_t size() const;
+
+  /** One line per node, e.g. `%mm : f32[8,16]@cpu:0 = matmul(%x, %w)`. */
+  std::string str() const;
+  /** Checks ownership, order, users, meta and schemas; throws an invalid_graph Error
+   * naming the node and the broken rule. */
+  void verify() const;
+
+ private:
+  Node* append(std::unique_ptr<Node> node);
+  std::string unique_name(std::string base);
+  void link_uses(Node* n);
+
+  std::vector<std::unique_ptr<Node>> owned_;
+  Node* head_ = nullptr;
+  Node* tail_ = nullptr;
+  Node* output_ = nullptr;
+  std::vector<std::string> names_;
+};
+
+/** Removes call and constant nodes whose values nobody uses, never ops that mutate
+ * an argument; returns how many nodes were removed. */
+int eliminate_dead_code(Graph& graph);
+/** Merges identical call nodes (same op, same arguments) that neither mutate nor draw
+ * random numbers; mutating ops are barriers. Returns how many were merged. */
+int eliminate_common_subexpressions(Graph& graph);
+
+}  // namespace kiln::ir

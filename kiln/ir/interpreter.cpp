@@ -1,0 +1,63 @@
+#include "kiln/ir/interpreter.h"
+
+#include <unordered_map>
+
+#include "kiln/dispatch/dispatch.h"
+
+namespace kiln::ir {
+
+namespace {
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+}  // namespace
+
+TensorList interpret(const Graph& graph, const TensorList& inputs) {
+  std::unordered_map<const Node*, Outputs> env;
+  auto value_of = [&](const Ref& r) -> const Tensor& { return env.at(r.node)[r.output]; };
+  std::vector<Node*> input_nodes = graph.inputs();
+  KILN_CHECK(inputs.size() == input_nodes.size(), value,
+             "[interpret] the graph takes {} inputs, got {}", input_nodes.size(), inputs.size());
+  size_t next_input = 0;
+  for (Node* n = graph.first(); n; n = n->next()) {
+    switch (n->opcode()) {
+      case Opcode::input: {
+        const Tensor& t = inputs[next_input++];
+        const ValueMeta& m = n->meta()[0];
+        KILN_CHECK(t.defined() && t.shape() == m.shape && t.dtype() == m.dtype &&
+                       t.device() == m.device,
+                   value, "[interpret] input %{} expects {}, got {}", n->name(), m.str(),
+                   t.defined() ? ValueMeta::of(t).str() : "an undefined tensor");
+        env[n].push_back(t);
+        break;
+      }
+      case Opcode::constant: env[n].push_back(n->value()); break;
+      case Opcode::call: {
+        std::vector<Value> args;
+        args.reserve(n->args().size());
+        for (const Arg& a : n->args()) {
+          args.push_back(std::visit(
+              Overloaded{[&](const Ref& r) -> Value { return value_of(r); },
+                         [&](const RefList& l) -> Value {
+                           TensorList ts;
+                           for (const Ref& r : l) ts.push_back(value_of(r));
+                           return ts;
+                         },
+                         [](const auto& v) -> Value { return Value(v); }},
+              a));
+        }
+        env[n] = dispatch(n->op(), args);
+        break;
+      }
+      case Opcode::output: {
+        TensorList out;
+        for (const Ref& r : std::get<RefList>(n->args()[0])) out.push_back(value_of(r));
+        return out;
+      }
+    }
+  }
+  fail(ErrorKind::invalid_graph, "[interpret] the graph has no output node");
+}
+
+}  // namespace kiln::ir

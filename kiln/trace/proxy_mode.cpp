@@ -1,0 +1,119 @@
+#include "kiln/trace/proxy_mode.h"
+
+#include <optional>
+
+namespace kiln {
+
+namespace {
+thread_local bool t_no_clobber = false;
+thread_local std::vector<std::string> t_scopes;
+}  // namespace
+
+NoClobberScope::NoClobberScope() : prev_(t_no_clobber) { t_no_clobber = true; }
+NoClobberScope::~NoClobberScope() { t_no_clobber = prev_; }
+bool NoClobberScope::active() { return t_no_clobber; }
+
+ScopeName::ScopeName(std::string name) { t_scopes.push_back(std::move(name)); }
+ScopeName::~ScopeName() { t_scopes.pop_back(); }
+std::string current_scope() {
+  std::string s;
+  for (const std::string& part : t_scopes) s += (s.empty() ? "" : ".") + part;
+  return s;
+}
+
+ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) {}
+
+const ir::Ref* ProxyMode::find(const Tensor& t) const {
+  auto it = table_.find(t.impl());
+  if (it == table_.end() || it->second.tensor.lock() != t.impl_ptr()) return nullptr;
+  return &it->second.ref;
+}
+
+bool ProxyMode::tracked(const Tensor& t) const { return find(t) != nullptr; }
+
+void ProxyMode::bind(const Tensor& t, ir::Ref ref) { table_[t.impl()] = {t.impl_ptr(), ref}; }
+
+ir::Ref ProxyMode::add_input(const Tensor& t, std::string name) {
+  ir::Ref ref{graph_.add_input(std::move(name), ir::ValueMeta::of(t)), 0};
+  bind(t, ref);
+  return ref;
+}
+
+ir::Ref ProxyMode::ref_of(const Tensor& t) {
+  if (const ir::Ref* r = find(t)) return *r;
+  ir::Ref ref{graph_.add_constant(t), 0};  // (T2) captured from outside the trace
+  bind(t, ref);
+  return ref;
+}
+
+Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
+  const ops::OpInfo& info = ops::op_info(op);
+  // (T4) Whether self had a node before this op, i.e. before any constant is made.
+  bool self_tracked = info.is_inplace() &&
+                      tracked(std::get<Tensor>(args[info.schema.mutated_arg]));
+  std::vector<ir::Arg> ir_args;
+  ir_args.reserve(args.size());
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) {
+      ir_args.push_back(t->defined() ? ir::Arg(ref_of(*t)) : ir::Arg());
+    } else if (auto* list = std::get_if<TensorList>(&v)) {
+      ir::RefList refs;
+      for (const Tensor& x : *list) refs.push_back(ref_of(x));
+      ir_args.push_back(std::move(refs));
+    } else {
+      ir_args.push_back(std::visit(
+          [](const auto& x) -> ir::Arg {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, TensorList>) return {};
+            else return x;
+          },
+          v));
+    }
+  }
+  Outputs outs;
+  std::string scope = current_scope();
+  try {
+    outs = dispatch(op, args);
+  } catch (const Error& e) {
+    if (scope.empty()) throw;
+    throw Error(e.kind(), fmt::format("{} (while tracing {})", e.what(), scope));
+  }
+  std::vector<ir::ValueMeta> meta;
+  for (const Tensor& t : outs) meta.push_back(ir::ValueMeta::of(t));
+  ir::Node* node = graph_.add_call(op, std::move(ir_args), std::move(meta), std::move(scope));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    bool is_self = info.is_inplace() && i == 0;
+    if (is_self && NoClobberScope::active() && self_tracked) continue;  // (T4)
+    bind(outs[i], {node, static_cast<int>(i)});  // (T3) in-place ops rebind self
+    // The caller's handle to self too: under FakeMode, outs[0] is self's fake twin.
+    if (is_self) bind(std::get<Tensor>(args[info.schema.mutated_arg]), {node, 0});
+  }
+  return outs;
+}
+
+ir::Graph make_fx(const std::function<TensorList(const TensorList&)>& fn, const TensorList& inputs,
+                  const MakeFxOptions& options) {
+  ir::Graph graph;
+  std::optional<FakeMode> fake;
+  TensorList traced = inputs;
+  if (options.mode == MakeFxOptions::Mode::fake) {
+    fake.emplace(options.fake);
+    for (Tensor& t : traced) t = fake->from_real(t);
+  }
+  {
+    ProxyMode proxy(graph);  // innermost: records, then forwards to FakeMode or eager
+    for (size_t i = 0; i < traced.size(); ++i)
+      proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
+                                                                 : fmt::format("arg{}", i));
+    TensorList results = fn(traced);
+    ir::RefList refs;
+    for (const Tensor& t : results) refs.push_back(proxy.ref_of(t));
+    graph.set_output(std::move(refs));
+  }
+#ifndef NDEBUG
+  graph.verify();
+#endif
+  return graph;
+}
+
+}  // namespace kiln

@@ -1,0 +1,85 @@
+#pragma once
+// Tracing: ProxyMode records every dispatched op into a Graph; make_fx drives it.
+// Rules (T1)-(T4) of SEMANTICS.md.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "kiln/fake/fake_mode.h"
+#include "kiln/ir/graph.h"
+
+namespace kiln {
+
+/** (T4) While alive, an in-place op does not rebind a tensor that already has a
+ * node; a tensor without one still gets one. */
+class NoClobberScope {
+ public:
+  NoClobberScope();
+  ~NoClobberScope();
+  NoClobberScope(const NoClobberScope&) = delete;
+  NoClobberScope& operator=(const NoClobberScope&) = delete;
+  static bool active();
+
+ private:
+  bool prev_;
+};
+
+/** Names the code that runs while it is alive (e.g. a module path); traced nodes record
+ * the joined path as their provenance, and trace-time errors name it. */
+class ScopeName {
+ public:
+  explicit ScopeName(std::string name);
+  ~ScopeName();
+  ScopeName(const ScopeName&) = delete;
+  ScopeName& operator=(const ScopeName&) = delete;
+};
+/** The current scope path, e.g. "blocks.0.attn", or "". */
+std::string current_scope();
+
+/** Records each op into `graph` and forwards it to the modes below. */
+class ProxyMode final : public Mode {
+ public:
+  explicit ProxyMode(ir::Graph& graph);
+
+  /** Adds an input node for `t` and binds it. */
+  ir::Ref add_input(const Tensor& t, std::string name);
+  /** (T2) The node producing `t`'s current value; a tensor from outside the trace
+   * becomes a constant node holding its value. */
+  ir::Ref ref_of(const Tensor& t);
+  /** Whether `t` has a node (a weak lookup: a dead tensor never matches). */
+  bool tracked(const Tensor& t) const;
+
+  Outputs handle(ops::OpKind op, std::span<const Value> args) override;
+
+ private:
+  void bind(const Tensor& t, ir::Ref ref);
+  const ir::Ref* find(const Tensor& t) const;
+
+  ir::Graph& graph_;
+  // (T2) Weak: keyed by impl identity, checked against a weak pointer, so a freed
+  // tensor whose address is reused never inherits an old node.
+  struct Entry {
+    std::weak_ptr<TensorImpl> tensor;
+    ir::Ref ref;
+  };
+  std::unordered_map<const TensorImpl*, Entry> table_;
+  ModeGuard guard_;
+};
+
+struct MakeFxOptions {
+  enum class Mode { fake, real };
+  Mode mode = Mode::fake;
+  /** Options of the FakeMode used in fake mode (outside tensors are converted). */
+  FakeModeOptions fake = {.allow_non_fake_inputs = true};
+  /** Names of the input nodes; default arg0, arg1, ... */
+  std::vector<std::string> input_names;
+};
+
+/** (T1) Traces `fn` on `inputs` into a graph: an input node per input, a call node
+ * per dispatched op, one output node. Fake mode runs no real compute. */
+ir::Graph make_fx(const std::function<TensorList(const TensorList&)>& fn, const TensorList& inputs,
+                  const MakeFxOptions& options = {});
+
+}  // namespace kiln

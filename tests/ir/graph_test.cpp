@@ -1,0 +1,169 @@
+// kiln::ir: construction, user lists, erase, the printer, the verifier, DCE and CSE.
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln::ir {
+namespace {
+
+using kiln::testing::expect_error;
+using ops::OpKind;
+
+ValueMeta meta(Dims shape, DType dtype = f32) {
+  return {shape, contiguous_strides(shape), 0, dtype, Device("cpu:0")};
+}
+
+// x, y -> a = add(x, y); b = mul(a, y); return b
+struct Small {
+  Graph g;
+  Node *x, *y, *a, *b;
+  Small() {
+    x = g.add_input("x", meta({4}));
+    y = g.add_input("y", meta({4}));
+    a = g.add_call(OpKind::add, {Ref{x}, Ref{y}, Scalar(1)}, {meta({4})});
+    b = g.add_call(OpKind::mul, {Ref{a}, Ref{y}}, {meta({4})});
+    g.set_output({Ref{b}});
+  }
+};
+
+TEST(Graph, UsersAreMaintained) {
+  Small s;
+  EXPECT_EQ(s.x->users(), std::vector<Node*>{s.a});
+  EXPECT_EQ(s.y->users(), (std::vector<Node*>{s.a, s.b}));
+  EXPECT_EQ(s.b->users(), std::vector<Node*>{s.g.output()});
+  EXPECT_EQ(s.g.size(), 5u);
+  s.g.verify();
+}
+
+TEST(Graph, EraseRefusesWhileUsed) {
+  Small s;
+  expect_error([&] { s.g.erase(s.a); }, ErrorKind::value,
+               "[graph] cannot erase %add: it still has 1 user(s), e.g. %mul");
+  s.g.replace_all_uses(s.a, s.x);  // b = mul(x, y)
+  EXPECT_TRUE(s.a->users().empty());
+  s.g.erase(s.a);
+  EXPECT_EQ(s.x->users(), std::vector<Node*>{s.b});
+  EXPECT_EQ(s.y->users(), std::vector<Node*>{s.b});
+  s.g.verify();
+  EXPECT_EQ(s.g.str(),
+            "%x : f32[4]@cpu:0 = input()\n"
+            "%y : f32[4]@cpu:0 = input()\n"
+            "%mul : f32[4]@cpu:0 = mul(%x, %y)\n"
+            "return %mul\n");
+}
+
+TEST(Graph, PrinterOmitsDefaultsAndNamesUniquely) {
+  Graph g;
+  Node* x = g.add_input("x", meta({2, 3}));
+  Node* s1 = g.add_call(OpKind::sum, {Ref{x}, IntList{1}, false, std::monostate{}}, {meta({2})});
+  Node* s2 = g.add_call(OpKind::sum, {Ref{x}, IntList{0}, true, f64}, {meta({1, 3}, f64)});
+  Node* c = g.add_constant(tensor({1.5, 2}), "scale");
+  Node* m = g.add_call(OpKind::max, {Ref{x}, int64_t{1}, false}, {meta({2}), meta({2}, i64)});
+  g.set_output({Ref{s1}, Ref{s2}, Ref{c}, Ref{m, 1}});
+  g.verify();
+  EXPECT_EQ(g.str(),
+            "%x : f32[2,3]@cpu:0 = input()\n"
+            "%sum : f32[2]@cpu:0 = sum(%x, dim=[1])\n"
+            "%sum_1 : f64[1,3]@cpu:0 = sum(%x, dim=[0], keepdim=True, dtype=f64)\n"
+            "%scale : f32[2]@cpu:0 = constant([1.5, 2.])\n"
+            "%max : (f32[2]@cpu:0, i64[2]@cpu:0) = max(%x, dim=1)\n"
+            "return (%sum, %sum_1, %scale, %max.1)\n");
+}
+
+TEST(Verifier, ReportsEachBrokenInvariant) {
+  {  // wrong argument type
+    Graph g;
+    Node* x = g.add_input("x", meta({4}));
+    g.add_call(OpKind::add, {Ref{x}, int64_t{1}, Scalar(1)}, {meta({4})});
+    g.set_output({Ref{x}});
+    expect_error([&] { g.verify(); }, ErrorKind::invalid_graph,
+                 "[verify] node %add: argument 'other' of add must be Tensor");
+  }
+  {  // wrong arity
+    Graph g;
+    Node* x = g.add_input("x", meta({4}));
+    g.add_call(OpKind::relu, {Ref{x}, Ref{x}}, {meta({4})});
+    g.set_output({Ref{x}});
+    expect_error([&] { g.verify(); }, ErrorKind::invalid_graph, "relu takes 1 arguments, got 2");
+  }
+  {  // meta count differs from the op's outputs
+    Graph g;
+    Node* x = g.add_input("x", meta({4}));
+    g.add_call(OpKind::max, {Ref{x}, int64_t{0}, false}, {meta({})});
+    g.set_output({Ref{x}});
+    expect_error([&] { g.verify(); }, ErrorKind::invalid_graph,
+                 "has 1 meta entries, but max returns 2");
+  }
+  {  // a node of another graph
+    Graph other;
+    Node* foreign = other.add_input("f", meta({4}));
+    Graph g;
+    Node* x = g.add_input("x", meta({4}));
+    g.add_call(OpKind::add, {Ref{x}, Ref{foreign}, Scalar(1)}, {meta({4})});
+    g.set_output({Ref{x}});
+    expect_error([&] { g.verify(); }, ErrorKind::invalid_graph,
+                 "uses a node that is not in this graph");
+  }
+  {  // an output index the node does not have
+    Graph g;
+    Node* x = g.add_input("x", meta({4}));
+    g.add_call(OpKind::relu, {Ref{x, 1}}, {meta({4})});
+    g.set_output({Ref{x}});
+    expect_error([&] { g.verify(); }, ErrorKind::invalid_graph, "uses output 1 of %x, which has 1");
+  }
+  {  // no output node; nothing may follow the output node
+    Graph g;
+    g.add_input("x", meta({4}));
+    expect_error([&] { g.verify(); }, ErrorKind::invalid_graph, "the graph has no output node");
+    g.set_output({});
+    expect_error([&] { g.add_input("late", meta({4})); }, ErrorKind::invalid_graph,
+                 "cannot add node %late after the output node");
+  }
+}
+
+TEST(Passes, DeadCodeKeepsMutations) {
+  Graph g;
+  Node* x = g.add_input("x", meta({4}));
+  Node* dead = g.add_call(OpKind::exp, {Ref{x}}, {meta({4})});
+  g.add_call(OpKind::relu, {Ref{dead}}, {meta({4})});  // dead too
+  g.add_call(OpKind::fill_, {Ref{x}, Scalar(0)}, {meta({4})});  // mutates: kept
+  g.add_constant(tensor({1}));  // unused constant: removed
+  g.set_output({Ref{x}});
+  EXPECT_EQ(eliminate_dead_code(g), 3);
+  g.verify();
+  EXPECT_EQ(g.str(),
+            "%x : f32[4]@cpu:0 = input()\n"
+            "%fill_ : f32[4]@cpu:0 = fill_(%x, value=0)\n"
+            "return %x\n");
+}
+
+TEST(Passes, CommonSubexpressionsMergeUpToAMutation) {
+  Graph g;
+  Node* x = g.add_input("x", meta({4}));
+  Node* a = g.add_call(OpKind::exp, {Ref{x}}, {meta({4})});
+  Node* b = g.add_call(OpKind::exp, {Ref{x}}, {meta({4})});  // same as a
+  Node* r1 = g.add_call(OpKind::rand, {IntList{4}, f32, Device("cpu:0")}, {meta({4})});
+  Node* r2 = g.add_call(OpKind::rand, {IntList{4}, f32, Device("cpu:0")}, {meta({4})});  // random: kept
+  g.add_call(OpKind::add_, {Ref{x}, Ref{r1}, Scalar(1)}, {meta({4})});
+  Node* c = g.add_call(OpKind::exp, {Ref{x}}, {meta({4})});  // after the mutation: kept
+  Node* sum = g.add_call(OpKind::add, {Ref{a}, Ref{b}, Scalar(1)}, {meta({4})});
+  g.set_output({Ref{sum}, Ref{c}, Ref{r2}});
+  EXPECT_EQ(eliminate_common_subexpressions(g), 1);
+  g.verify();
+  EXPECT_EQ(sum->inputs()[0].node, a);
+  EXPECT_EQ(sum->inputs()[1].node, a);
+}
+
+TEST(Interpreter, RunsThroughDispatchAndChecksInputs) {
+  Small s;
+  Tensor x = tensor({1, 2, 3, 4}), y = tensor({2, 2, 2, 2});
+  TensorList out = interpret(s.g, {x, y});
+  EXPECT_EQ(to_vector<float>(out[0]), (std::vector<float>{6, 8, 10, 12}));
+  expect_error([&] { interpret(s.g, {x}); }, ErrorKind::value, "the graph takes 2 inputs, got 1");
+  expect_error([&] { interpret(s.g, {x, tensor({1, 2})}); }, ErrorKind::value,
+               "[interpret] input %y expects f32[4]@cpu:0, got f32[2]@cpu:0");
+}
+
+}  // namespace
+}  // namespace kiln::ir
