@@ -115,9 +115,12 @@ std::string Graph::unique_name(std::string base) {
   if (base.empty()) base = "v";
   if (base[0] == '_') base = base.substr(1);  // "_to_copy" prints as %to_copy
   std::string name = base;
-  for (int i = 1; std::find(names_.begin(), names_.end(), name) != names_.end(); ++i)
-    name = fmt::format("{}_{}", base, i);
-  names_.push_back(name);
+  if (names_.count(name)) {
+    int& next = next_suffix_[base];
+    do name = fmt::format("{}_{}", base, ++next);
+    while (names_.count(name));
+  }
+  names_.insert(name);
   return name;
 }
 
@@ -134,10 +137,12 @@ Node* Graph::append(std::unique_ptr<Node> node) {
   return n;
 }
 
+// Called for a node just appended, whose repeated uses of one input are adjacent in
+// that input's user list, so checking the last entry keeps each user once.
 void Graph::link_uses(Node* n) {
   for (const Ref& r : n->inputs()) {
     auto& u = r.node->users_;
-    if (std::find(u.begin(), u.end(), n) == u.end()) u.push_back(n);
+    if (u.empty() || u.back() != n) u.push_back(n);
   }
 }
 
@@ -189,7 +194,7 @@ void Graph::erase(Node* node) {
   if (node->next_) node->next_->prev_ = node->prev_;
   else tail_ = node->prev_;
   if (output_ == node) output_ = nullptr;
-  std::erase(names_, node->name_);
+  names_.erase(node->name_);
   auto it = std::find_if(owned_.begin(), owned_.end(), [&](auto& p) { return p.get() == node; });
   owned_.erase(it);
 }
@@ -205,7 +210,8 @@ void Graph::replace_all_uses(Node* from, Node* to) {
       else if (auto* l = std::get_if<RefList>(&a))
         for (Ref& r : *l) fix(r);
     }
-    link_uses(user);
+    auto& u = to->users_;
+    if (std::find(u.begin(), u.end(), user) == u.end()) u.push_back(user);
   }
   from->users_.clear();
 }

@@ -8,6 +8,8 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/ops/op_table.h"
@@ -120,7 +122,8 @@ class Graph {
   Node* head_ = nullptr;
   Node* tail_ = nullptr;
   Node* output_ = nullptr;
-  std::vector<std::string> names_;
+  std::unordered_set<std::string> names_;
+  std::unordered_map<std::string, int> next_suffix_;  // per base name
 };
 
 /** Removes call and constant nodes whose values nobody uses, never ops that mutate

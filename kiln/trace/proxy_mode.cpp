@@ -21,7 +21,7 @@ std::string current_scope() {
   return s;
 }
 
-ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) {}
+ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) { table_.reserve(256); }
 
 const ir::Ref* ProxyMode::find(const Tensor& t) const {
   auto it = table_.find(t.impl());

@@ -1,0 +1,61 @@
+// make_fx cost per call node, fake mode, parameters passed as graph inputs (as the
+// PyTorch peer ../shared/peers/trace_cost.py does with functional_call).
+#include <benchmark/benchmark.h>
+
+#include "models.h"
+
+namespace {
+
+using namespace kiln;
+
+template <typename Model>
+void run_trace(benchmark::State& state, IntList input_shape) {
+  Model model(Device("cpu:0"));
+  TensorList inputs = model.params();
+  inputs.insert(inputs.begin(), randn(input_shape));
+  // Parameters become graph inputs: rebind the model to the traced tensors.
+  auto fn = [&](const TensorList& in) {
+    Model traced = model;
+    traced.load(in, 1);
+    return TensorList{traced.forward(in[0])};
+  };
+  size_t calls = 0;
+  for (auto _ : state) {
+    ir::Graph g = make_fx(fn, inputs);
+    calls = g.size() - inputs.size() - 1;  // all nodes but inputs and the output
+    benchmark::DoNotOptimize(g.first());
+  }
+  state.counters["call_nodes"] = static_cast<double>(calls);
+  state.counters["ns/node"] = benchmark::Counter(
+      static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+void BM_MakeFxFakeMlp(benchmark::State& state) { run_trace<bench::Mlp>(state, {64, 512}); }
+BENCHMARK(BM_MakeFxFakeMlp)->Unit(benchmark::kMicrosecond);
+
+void BM_MakeFxFakeBlock(benchmark::State& state) { run_trace<bench::Block>(state, {4, 128, 256}); }
+BENCHMARK(BM_MakeFxFakeBlock)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+namespace {
+
+// Marginal cost per node: a chain of N dependent adds on small tensors (the peer's
+// "chain slope"); compare N = 32 and N = 256.
+void BM_MakeFxFakeChain(benchmark::State& state) {
+  int64_t n = state.range(0);
+  kiln::TensorList inputs = {kiln::randn({8}), kiln::randn({8})};
+  auto fn = [n](const kiln::TensorList& in) {
+    kiln::Tensor x = in[0];
+    for (int64_t i = 0; i < n; ++i) x = kiln::add(x, in[1]);
+    return kiln::TensorList{x};
+  };
+  for (auto _ : state) {
+    kiln::ir::Graph g = kiln::make_fx(fn, inputs);
+    benchmark::DoNotOptimize(g.first());
+  }
+  state.counters["nodes"] = static_cast<double>(n);
+}
+BENCHMARK(BM_MakeFxFakeChain)->Arg(32)->Arg(256)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
