@@ -339,6 +339,9 @@ int eliminate_dead_code(Graph& graph) {
     }
     n = prev;
   }
+#ifndef NDEBUG
+  graph.verify();  // after every pass in debug builds
+#endif
   return removed;
 }
 
@@ -372,6 +375,9 @@ int eliminate_common_subexpressions(Graph& graph) {
     }
     n = next;
   }
+#ifndef NDEBUG
+  graph.verify();
+#endif
   return merged;
 }
 
