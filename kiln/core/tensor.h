@@ -34,6 +34,9 @@ struct StorageImpl {
   /** Id of the stream (on `device`) that last queued a write here; 0 = the default
    * stream. Host reads synchronise it first (D4). */
   std::atomic<int> writer_stream{0};
+  /** (X2) Set while capturing on the result of a device-preserving to(): names that
+   * call; any in-place op on this storage then fails with a frozen_mutation Error. */
+  std::shared_ptr<const std::string> frozen_by;
 
   StorageImpl(void* d, size_t n, Device dev, Allocator* a, bool is_fake)
       : data(d), nbytes(n), device(dev), allocator(a), fake(is_fake) {}

@@ -304,7 +304,47 @@ void launch_kernel(std::string_view op, Device device, std::function<void()> bod
   });
 }
 
+namespace {
+thread_local int t_capture = 0;
+
+// (X2) The one place every mutation passes while capturing.
+void check_not_frozen(const OpInfo& info, std::span<const Value> args) {
+  const Tensor& self = std::get<Tensor>(args[info.schema.mutated_arg]);
+  const auto& by = self.storage()->frozen_by;
+  if (!by) return;
+  fail(ErrorKind::frozen_mutation,
+       "[{}] cannot mutate the result of {} (or a view of it) in a captured program: whether "
+       "a device-preserving to() aliases its input depends on the device the program runs on "
+       "(X2). Use clone() on it, or to(..., copy=true), before mutating",
+       info.name, *by);
+}
+}  // namespace
+
+namespace {
+thread_local std::vector<std::string> t_scopes;
+}  // namespace
+
+ScopeName::ScopeName(std::string name) { t_scopes.push_back(std::move(name)); }
+ScopeName::~ScopeName() { t_scopes.pop_back(); }
+std::string current_scope() {
+  std::string s;
+  for (const std::string& part : t_scopes) s += (s.empty() ? "" : ".") + part;
+  return s;
+}
+
+CaptureScope::CaptureScope() { ++t_capture; }
+CaptureScope::~CaptureScope() { --t_capture; }
+bool CaptureScope::active() { return t_capture > 0; }
+
+void freeze(const Tensor& t, std::string by) {
+  t.storage()->frozen_by = std::make_shared<const std::string>(std::move(by));
+}
+
 Outputs dispatch(OpKind op, std::span<const Value> args) {
+  if (t_capture) {
+    const OpInfo& info = ops::op_info(op);
+    if (info.is_inplace()) check_not_frozen(info, args);
+  }
   if (t_depth == 0) return dispatch_eager(op, args);
   Mode* mode = t_modes[t_depth - 1];
   struct Pop {  // See Note [Re-dispatch through the mode stack]

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <span>
+#include <string>
 
 #include "kiln/ops/op_table.h"
 
@@ -37,6 +38,34 @@ class ModeGuard {
 
 /** Number of modes that would see a dispatch from here (0 = eager). */
 int active_mode_count();
+
+/** Marks this thread as capturing a program (tracing) for its lifetime. While
+ * capturing, `to()` is always recorded as `_to_copy` (X1) and in-place ops on frozen
+ * storages fail (X2). */
+class CaptureScope {
+ public:
+  CaptureScope();
+  ~CaptureScope();
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+  static bool active();
+};
+
+/** Names the code that runs while it is alive (e.g. a module path). Traced nodes
+ * record the joined path as provenance; trace-time errors name it. */
+class ScopeName {
+ public:
+  explicit ScopeName(std::string name);
+  ~ScopeName();
+  ScopeName(const ScopeName&) = delete;
+  ScopeName& operator=(const ScopeName&) = delete;
+};
+/** The current scope path, e.g. "blocks.0.attn", or "". */
+std::string current_scope();
+
+/** (X2) Freezes `t`'s storage (and so every view of it) while capturing; `by` names the
+ * call that produced it. */
+void freeze(const Tensor& t, std::string by);
 
 /** Runs an op: through the innermost active mode, else eagerly. */
 Outputs dispatch(ops::OpKind op, std::span<const Value> args);

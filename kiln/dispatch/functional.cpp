@@ -26,6 +26,13 @@ Device device_or(const TensorOptions& o, Device d) {
 }
 Device default_device() { return Device(DeviceType::cpu, 0); }
 
+/** `to` with eager semantics (D7) even while capturing: for kiln's own conversions
+ * (building constants, host reads), which are not user-written transfers. */
+Tensor convert(const Tensor& x, Device device, DType dtype) {
+  if (x.device() == device && x.dtype() == dtype) return x;
+  return _to_copy(x, dtype, device);
+}
+
 /** A C++ number as a 0-dim CPU tensor flagged as a wrapped number (it ranks below
  * tensors in type promotion and joins ops on any device, D2). */
 Tensor wrap(Scalar s) {
@@ -87,7 +94,7 @@ Tensor from_vector(const std::vector<T>& values, const IntList& shape, TensorOpt
   Device cpu0 = default_device();
   Tensor t = make_tensor(Dims(sh), dtype_of<T>(), cpu0, &device_allocator(cpu0));
   std::copy(values.begin(), values.end(), t.data<T>());
-  return to(t, device_or(o, cpu0), o.dtype.value_or(dtype_of<T>()));
+  return convert(t, device_or(o, cpu0), o.dtype.value_or(dtype_of<T>()));
 }
 template Tensor from_vector(const std::vector<float>&, const IntList&, TensorOptions);
 template Tensor from_vector(const std::vector<double>&, const IntList&, TensorOptions);
@@ -393,8 +400,20 @@ Tensor to(const Tensor& x, Device device, std::optional<DType> dtype, bool non_b
           bool copy) {
   Device target = resolve_device(device);
   DType d = dtype.value_or(x.dtype());
-  if (!copy && target == x.device() && d == x.dtype()) return x;  // (D7)
-  return _to_copy(x, d, target, non_blocking);
+  if (!CaptureScope::active()) {
+    if (!copy && target == x.device() && d == x.dtype()) return x;  // (D7)
+    return _to_copy(x, d, target, non_blocking);
+  }
+  // (X1) A captured program always records the transfer; (X2) a dtype-preserving one
+  // without copy=true may alias or not depending on the device it later runs on, so
+  // its result is frozen.
+  Tensor y = _to_copy(x, d, target, non_blocking);
+  if (d == x.dtype() && !copy) {
+    std::string scope = current_scope();
+    freeze(y, fmt::format("to({}) of {}{}", target, x.meta_str(),
+                          scope.empty() ? "" : " in '" + scope + "'"));
+  }
+  return y;
 }
 Tensor to(const Tensor& x, DType dtype, bool non_blocking, bool copy) {
   return to(x, x.device(), dtype, non_blocking, copy);
@@ -412,7 +431,7 @@ std::vector<T> to_vector(const Tensor& x) {
              x.meta_str());
   // (D4) A host read waits for the stream that last wrote the data.
   if (int id = x.storage()->writer_stream.load(); id != 0) stream_by_id(x.device(), id).synchronize();
-  Tensor host = to(x, Device(DeviceType::cpu, 0), dtype_of<T>());
+  Tensor host = convert(x, Device(DeviceType::cpu, 0), dtype_of<T>());
   host = contiguous(host);
   std::vector<T> out(static_cast<size_t>(host.numel()));
   const T* p = host.data<T>();
@@ -444,12 +463,12 @@ KILN_INSTANTIATE_HOST(uint8_t)
 
 template <>
 std::vector<bool> to_vector<bool>(const Tensor& x) {
-  std::vector<uint8_t> bytes = to_vector<uint8_t>(to(x, b8));
+  std::vector<uint8_t> bytes = to_vector<uint8_t>(convert(x, x.device(), b8));
   return std::vector<bool>(bytes.begin(), bytes.end());
 }
 template <>
 bool item<bool>(const Tensor& x) {
-  return item<uint8_t>(to(x, b8)) != 0;
+  return item<uint8_t>(convert(x, x.device(), b8)) != 0;
 }
 
 }  // namespace kiln

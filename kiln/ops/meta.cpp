@@ -575,6 +575,34 @@ void meta_as_strided(const OpCall& c, MetaOut& out) {
   view_out(out, self, Dims(size), Dims(stride), offset);
 }
 
+// The output is a contiguous copy of self; the region is addressed in the output's
+// own layout (offset 0), the way functionalization uses it on a flat storage value.
+void meta_as_strided_scatter(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& src = c.args.tensor(1);
+  const IntList& size = c.args.ints(2);
+  const IntList& stride = c.args.ints(3);
+  KILN_CHECK(size.size() == stride.size(), shape,
+             "[as_strided_scatter] mismatch in length of sizes ({}) and strides ({})", size.size(),
+             stride.size());
+  KILN_CHECK(src.shape() == Dims(size), shape,
+             "[as_strided_scatter] src of shape {} does not match size {}", src.shape().str(),
+             ints_str(size));
+  int64_t offset = c.args.is_none(4) ? 0 : c.args.i64(4);
+  int64_t extent = offset + 1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    KILN_CHECK(size[i] >= 0 && stride[i] >= 0, shape,
+               "[as_strided_scatter] sizes and strides must be non-negative");
+    if (size[i] == 0) extent = 0;
+    if (extent) extent += (size[i] - 1) * stride[i];
+  }
+  KILN_CHECK(extent <= self.numel(), shape,
+             "[as_strided_scatter] size {} and stride {} at offset {} need {} elements, but self "
+             "has {}",
+             ints_str(size), ints_str(stride), offset, extent, self.numel());
+  out.fresh(self.shape(), self.dtype());
+}
+
 // ---- data movement ------------------------------------------------------------
 
 void meta_cat(const OpCall& c, MetaOut& out) {

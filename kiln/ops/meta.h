@@ -56,6 +56,7 @@ void meta_expand(const OpCall&, MetaOut&);
 void meta_slice(const OpCall&, MetaOut&);
 void meta_select(const OpCall&, MetaOut&);
 void meta_as_strided(const OpCall&, MetaOut&);
+void meta_as_strided_scatter(const OpCall&, MetaOut&);
 void meta_cat(const OpCall&, MetaOut&);
 void meta_index_select(const OpCall&, MetaOut&);
 void meta_gather(const OpCall&, MetaOut&);

@@ -6,20 +6,12 @@ namespace kiln {
 
 namespace {
 thread_local bool t_no_clobber = false;
-thread_local std::vector<std::string> t_scopes;
 }  // namespace
 
 NoClobberScope::NoClobberScope() : prev_(t_no_clobber) { t_no_clobber = true; }
 NoClobberScope::~NoClobberScope() { t_no_clobber = prev_; }
 bool NoClobberScope::active() { return t_no_clobber; }
 
-ScopeName::ScopeName(std::string name) { t_scopes.push_back(std::move(name)); }
-ScopeName::~ScopeName() { t_scopes.pop_back(); }
-std::string current_scope() {
-  std::string s;
-  for (const std::string& part : t_scopes) s += (s.empty() ? "" : ".") + part;
-  return s;
-}
 
 ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) { table_.reserve(256); }
 

@@ -26,18 +26,6 @@ class NoClobberScope {
   bool prev_;
 };
 
-/** Names the code that runs while it is alive (e.g. a module path); traced nodes record
- * the joined path as their provenance, and trace-time errors name it. */
-class ScopeName {
- public:
-  explicit ScopeName(std::string name);
-  ~ScopeName();
-  ScopeName(const ScopeName&) = delete;
-  ScopeName& operator=(const ScopeName&) = delete;
-};
-/** The current scope path, e.g. "blocks.0.attn", or "". */
-std::string current_scope();
-
 /** Records each op into `graph` and forwards it to the modes below. */
 class ProxyMode final : public Mode {
  public:
@@ -65,6 +53,7 @@ class ProxyMode final : public Mode {
     ir::Ref ref;
   };
   std::unordered_map<const TensorImpl*, Entry> table_;
+  CaptureScope capture_;
   ModeGuard guard_;
 };
 

@@ -61,6 +61,8 @@ std::vector<Value> sample_args(OpKind op) {
     case OpKind::slice: return {a, int64_t{1}, int64_t{1}, Value(), int64_t{2}};
     case OpKind::select: return {a, int64_t{0}, int64_t{-1}};
     case OpKind::as_strided: return {a, IntList{2, 2}, IntList{1, 4}, int64_t{1}};
+    case OpKind::as_strided_scatter:
+      return {randn({12}), randn({2, 2}), IntList{2, 2}, IntList{1, 4}, int64_t{1}};
     case OpKind::cat: return {TensorList{a, randn({2, 4})}, int64_t{0}};
     case OpKind::index_select: return {a, int64_t{0}, idx};
     case OpKind::gather: return {a, int64_t{1}, from_vector<int64_t>({0, 3, 1, 1}, {2, 2})};

@@ -101,6 +101,14 @@ void k_cat(const OpCall& c, std::span<Tensor> outs) {
   }
 }
 
+void k_as_strided_scatter(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  copy_into(out, c.args.tensor(0));
+  int64_t offset = c.args.is_none(4) ? 0 : c.args.i64(4);
+  copy_into(make_view(out, Dims(c.args.ints(2)), Dims(c.args.ints(3)), out.offset() + offset),
+            c.args.tensor(1));
+}
+
 void k_empty(const OpCall&, std::span<Tensor>) {}
 
 void k_full(const OpCall& c, std::span<Tensor> outs) { fill(outs[0], c.args.scalar(1)); }

@@ -40,6 +40,7 @@ ops::KernelTable build() {
   set({OpKind::addmm}, k_addmm);
   set({OpKind::linear}, k_linear);
   set({OpKind::cat}, k_cat);
+  set({OpKind::as_strided_scatter}, k_as_strided_scatter);
   set({OpKind::index_select}, k_index_select);
   set({OpKind::gather}, k_gather);
   set({OpKind::embedding}, k_embedding);
