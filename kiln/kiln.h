@@ -15,4 +15,5 @@
 #include "kiln/ir/graph.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/ops/op_table.h"
+#include "kiln/passes/functionalize.h"
 #include "kiln/trace/proxy_mode.h"

@@ -1,0 +1,258 @@
+#include "kiln/passes/functionalize.h"
+
+#include <optional>
+
+#include "kiln/dispatch/functional.h"
+
+namespace kiln::passes {
+
+using ops::OpInfo;
+using ops::OpKind;
+
+// See Note [Functional storages].
+struct FunctionalizeMode::FStorage {
+  Storage identity;  // what wrappers share: no bytes, only aliasing identity
+  Tensor root;       // a value laid out like the storage (input, or a fresh output)
+  Tensor flat;       // the contents as [numel] once written
+  int64_t numel = 0;
+  uint64_t generation = 0;
+};
+
+struct FunctionalizeMode::FTensor {
+  std::weak_ptr<TensorImpl> user;
+  std::shared_ptr<FStorage> st;
+  Tensor value;
+  uint64_t generation = 0;
+};
+
+FunctionalizeMode::FunctionalizeMode() : guard_(*this) {}
+
+const FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) const {
+  if (!t.defined()) return nullptr;
+  auto it = tensors_.find(t.impl());
+  if (it == tensors_.end() || it->second->user.lock() != t.impl_ptr()) return nullptr;
+  return it->second.get();
+}
+FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) {
+  return const_cast<FTensor*>(std::as_const(*this).find(t));
+}
+
+Tensor FunctionalizeMode::adopt(const Tensor& user, std::shared_ptr<FStorage> st,
+                                const Tensor& value) {
+  uint64_t gen = st->generation;
+  tensors_[user.impl()] =
+      std::make_unique<FTensor>(FTensor{user.impl_ptr(), std::move(st), value, gen});
+  return user;
+}
+
+std::shared_ptr<FunctionalizeMode::FStorage> FunctionalizeMode::storage_for(const Tensor& root) {
+  auto& slot = roots_[root.storage().get()];
+  if (!slot) {
+    slot = std::make_shared<FStorage>();
+    const Storage& s = root.storage();
+    slot->identity = std::make_shared<StorageImpl>(nullptr, s->nbytes, s->device, nullptr, true);
+    slot->root = root;
+    slot->numel = static_cast<int64_t>(s->nbytes / root.itemsize());
+  }
+  return slot;
+}
+
+Tensor FunctionalizeMode::wrap(const Tensor& value) {
+  auto st = storage_for(value);
+  auto impl = std::make_shared<TensorImpl>(*value.impl());
+  impl->storage = st->identity;
+  return adopt(Tensor(std::move(impl)), st, value);
+}
+
+Tensor FunctionalizeMode::flat_of(FStorage& st) {
+  if (!st.flat.defined()) st.flat = as_strided(st.root, {st.numel}, {1}, int64_t{0});
+  return st.flat;
+}
+
+Tensor FunctionalizeMode::value_of(const Tensor& t) {
+  FTensor* f = find(t);
+  if (!f) return t;
+  if (f->generation != f->st->generation) {  // stale: re-read from the storage's contents
+    f->value = as_strided(flat_of(*f->st), t.shape().vec(), t.strides().vec(), t.offset());
+    f->generation = f->st->generation;
+  }
+  return f->value;
+}
+
+bool FunctionalizeMode::mutated(const Tensor& t) const {
+  const FTensor* f = find(t);
+  return f && f->st->generation > 0;
+}
+
+std::vector<Value> FunctionalizeMode::values_of(std::span<const Value> args) {
+  std::vector<Value> out;
+  out.reserve(args.size());
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) {
+      out.push_back(value_of(*t));
+    } else if (auto* list = std::get_if<TensorList>(&v)) {
+      TensorList values;
+      for (const Tensor& x : *list) values.push_back(value_of(x));
+      out.push_back(std::move(values));
+    } else {
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> args) {
+  const Tensor& self = std::get<Tensor>(args[info.schema.mutated_arg]);
+  dispatch_meta(info.kind, args);  // the errors eager would raise (shape, cast, device)
+  FTensor* f = find(self);
+  if (!f) {  // a tensor from outside the program: track it from here on
+    adopt(self, storage_for(self), self);
+    f = find(self);
+  }
+  Tensor next;  // the new value of self
+  switch (info.kind) {
+    case OpKind::copy_: {
+      next = value_of(std::get<Tensor>(args[1]));
+      if (next.shape() != self.shape()) next = expand(next, self.shape().vec());
+      if (next.dtype() != self.dtype() || next.device() != self.device())
+        next = _to_copy(next, self.dtype(), self.device());
+      break;
+    }
+    case OpKind::fill_:
+      next = full(self.shape().vec(), std::get<Scalar>(args[1]),
+                  {.dtype = self.dtype(), .device = self.device()});
+      break;
+    default: {
+      KILN_CHECK(!info.meta, unsupported, "[{}] has no functional form to capture", info.name);
+      std::vector<Value> values = values_of(args);
+      next = dispatch(info.functional, values)[0];
+      if (next.dtype() != self.dtype()) next = _to_copy(next, self.dtype(), self.device());
+    }
+  }
+  FStorage& st = *f->st;
+  bool whole = self.offset() == 0 && self.is_contiguous() && self.numel() == st.numel;
+  if (whole) {
+    st.flat = reshape(next, {st.numel});
+  } else {
+    Value scatter[5] = {flat_of(st), next, self.shape().vec(), self.strides().vec(), self.offset()};
+    st.flat = dispatch(OpKind::as_strided_scatter, scatter)[0];
+  }
+  ++st.generation;
+  f->value = next;
+  f->generation = st.generation;
+  Outputs out;
+  out.push_back(self);
+  return out;
+}
+
+Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
+  const OpInfo& info = ops::op_info(op);
+  if (info.is_inplace()) return mutate(info, args);
+  if (info.is_view()) {
+    const Tensor& self = std::get<Tensor>(args[info.schema.view_of_arg]);
+    FTensor* f = find(self);
+    if (!f) return dispatch(op, args);  // a view of an outside constant
+    // User-level metadata from the wrapper; the value from the current value (or,
+    // for as_strided, whose offsets are storage-relative, from the storage contents).
+    Tensor user = dispatch_meta(op, args)[0];
+    Tensor value;
+    if (op == OpKind::as_strided) {
+      std::vector<Value> a(args.begin(), args.end());
+      a[0] = flat_of(*f->st);
+      if (std::holds_alternative<std::monostate>(a[3])) a[3] = self.offset();
+      value = dispatch(op, a)[0];
+    } else if (op == OpKind::view) {
+      // A value may be laid out differently from its wrapper (a new value is dense),
+      // so it is reshaped: a copy where a view is impossible changes nothing functionally.
+      value = reshape(value_of(self), std::get<IntList>(args[1]));
+    } else {
+      std::vector<Value> values = values_of(args);
+      value = dispatch(op, values)[0];
+    }
+    Outputs out;
+    out.push_back(adopt(user, f->st, value));
+    return out;
+  }
+  std::vector<Value> values = values_of(args);
+  Outputs outs = dispatch(op, values);
+  Outputs users;
+  for (const Tensor& v : outs) users.push_back(wrap(v));
+  return users;
+}
+
+CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
+                        const TensorList& inputs, const CaptureOptions& options) {
+  CapturedProgram program;
+  program.inputs.resize(inputs.size());
+  std::optional<FakeMode> fake;
+  TensorList traced = inputs;
+  if (options.mode == MakeFxOptions::Mode::fake) {
+    fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
+    for (Tensor& t : traced) t = fake->from_real(t);
+  }
+  {
+    ProxyMode proxy(program.graph);
+    for (size_t i = 0; i < traced.size(); ++i)
+      proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
+                                                                 : fmt::format("arg{}", i));
+    TensorList new_values(inputs.size());
+    TensorList results;
+    std::vector<int> result_input(0);
+    {
+      FunctionalizeMode functionalize;
+      TensorList wrappers;
+      for (const Tensor& t : traced) wrappers.push_back(functionalize.wrap(t));
+      TensorList user = fn(wrappers);
+      for (size_t i = 0; i < wrappers.size(); ++i)
+        if (functionalize.mutated(wrappers[i])) new_values[i] = functionalize.value_of(wrappers[i]);
+      for (const Tensor& r : user) {
+        int input = -1;
+        for (size_t i = 0; i < wrappers.size(); ++i)
+          if (r.is_same(wrappers[i])) input = static_cast<int>(i);
+        result_input.push_back(input);
+        results.push_back(functionalize.value_of(r));
+      }
+    }
+    // A new value that still is (a view of) a mutated input would be read after the
+    // write-backs have started overwriting inputs (x.copy_(y); y.mul_(2) writes y, then
+    // reads the old y into x): materialize such values first.
+    auto aliases_mutated_input = [&](const Tensor& v) {
+      for (size_t j = 0; j < traced.size(); ++j)
+        if (new_values[j].defined() && v.is_alias_of(traced[j])) return true;
+      return false;
+    };
+    std::vector<bool> must_clone;
+    for (const Tensor& v : new_values) must_clone.push_back(v.defined() && aliases_mutated_input(v));
+    for (size_t i = 0; i < new_values.size(); ++i)
+      if (must_clone[i]) new_values[i] = clone(new_values[i]);
+    ir::RefList refs;
+    bool in_graph = options.write_back == WriteBack::in_graph;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!new_values[i].defined()) continue;
+      InputMutation& m = program.inputs[i];
+      m.data_mutated = true;
+      if (in_graph) {
+        m.where = InputMutation::Where::in_graph;
+        NoClobberScope keep_inputs;  // (M4) the input node stays the input
+        copy_(traced[i], new_values[i]);
+      } else {
+        m.where = InputMutation::Where::out_of_graph;
+        refs.push_back(proxy.ref_of(new_values[i]));  // (M5) mutations first
+        ++program.num_mutation_outputs;
+      }
+    }
+    for (size_t k = 0; k < results.size(); ++k) {
+      int i = result_input[k];
+      bool returns_mutated_input = in_graph && i >= 0 && new_values[i].defined();
+      refs.push_back(proxy.ref_of(returns_mutated_input ? traced[i] : results[k]));  // (M4)
+    }
+    program.graph.set_output(std::move(refs));
+  }
+  ir::eliminate_dead_code(program.graph);  // stale reads and unused values
+#ifndef NDEBUG
+  program.graph.verify();
+#endif
+  return program;
+}
+
+}  // namespace kiln::passes

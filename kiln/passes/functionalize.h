@@ -1,0 +1,90 @@
+#pragma once
+// Functionalization: captured programs without mutation (M1-M5).
+//
+// Note [Functional storages]
+// FunctionalizeMode hands the traced code user-facing tensors ("wrappers") that carry
+// user-level metadata and share a storage identity per base, exactly like eager
+// aliasing, but no data. Behind each storage it keeps the storage's current contents:
+// first the value it came from (an input, or an op's fresh output), and after the first
+// write a flat [N] value. Every mutation becomes functional ops: the new value of the
+// written tensor, then `as_strided_scatter` of it into the flat value (or, when the
+// tensor covers the whole storage, a reshape of it), and a generation bump. A tensor
+// whose cached value is older than its storage's generation re-reads itself with
+// `as_strided(flat, its size, its strides, its offset)`. So a write through any view is
+// seen by the base and by every other view, and the graph below holds no mutation.
+
+#include <memory>
+#include <unordered_map>
+
+#include "kiln/trace/proxy_mode.h"
+
+namespace kiln::passes {
+
+/** (M1, M2) Turns in-place ops and mutation through views into functional ops. Push it
+ * innermost (after a ProxyMode) to record the functional program. */
+class FunctionalizeMode final : public Mode {
+ public:
+  FunctionalizeMode();
+  FunctionalizeMode(const FunctionalizeMode&) = delete;
+  FunctionalizeMode& operator=(const FunctionalizeMode&) = delete;
+
+  /** The user-facing tensor for `value` (an input of the captured program). Inputs that
+   * share a storage get wrappers that share one too. */
+  Tensor wrap(const Tensor& value);
+  /** The current value behind a wrapper (a tensor from outside is its own value). */
+  Tensor value_of(const Tensor& t);
+  /** Whether anything was written to `t`'s storage. */
+  bool mutated(const Tensor& t) const;
+
+  Outputs handle(ops::OpKind op, std::span<const Value> args) override;
+
+ private:
+  struct FStorage;
+  struct FTensor;
+  FTensor* find(const Tensor& t);
+  const FTensor* find(const Tensor& t) const;
+  Tensor adopt(const Tensor& user, std::shared_ptr<FStorage> st, const Tensor& value);
+  std::shared_ptr<FStorage> storage_for(const Tensor& root);
+  Tensor flat_of(FStorage& st);
+  std::vector<Value> values_of(std::span<const Value> args);
+  Outputs mutate(const ops::OpInfo& info, std::span<const Value> args);
+
+  std::unordered_map<const TensorImpl*, std::unique_ptr<FTensor>> tensors_;
+  std::unordered_map<const StorageImpl*, std::shared_ptr<FStorage>> roots_;
+  ModeGuard guard_;
+};
+
+/** (M3) Where a mutated input's new value is written back. */
+enum class WriteBack : uint8_t { in_graph, out_of_graph };
+
+/** (M3) What a captured program does to one of its inputs. */
+struct InputMutation {
+  bool data_mutated = false;
+  bool metadata_mutated = false;  // no in-place metadata ops exist yet: always false
+  enum class Where : uint8_t { none, in_graph, out_of_graph };
+  Where where = Where::none;
+};
+
+struct CaptureOptions {
+  MakeFxOptions::Mode mode = MakeFxOptions::Mode::fake;
+  WriteBack write_back = WriteBack::in_graph;
+  std::vector<std::string> input_names;
+};
+
+/** A functional graph plus what it does to its inputs. */
+struct CapturedProgram {
+  ir::Graph graph;
+  std::vector<InputMutation> inputs;  // one per input
+  /** (M5) With out-of-graph write-back, the first outputs are the new values of the
+   * mutated inputs, in input order; user outputs follow. */
+  int num_mutation_outputs = 0;
+};
+
+/** Traces `fn` (fake by default) under functionalization: the graph has no in-place op
+ * except epilogue `copy_(input, new_value)` write-backs (in-graph mode, traced in a
+ * NoClobberScope, M4), and user-written to() calls are recorded as _to_copy (X1) whose
+ * device-preserving results may not be mutated (X2). */
+CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
+                        const TensorList& inputs, const CaptureOptions& options = {});
+
+}  // namespace kiln::passes
