@@ -59,3 +59,72 @@ void BM_MakeFxFakeChain(benchmark::State& state) {
 BENCHMARK(BM_MakeFxFakeChain)->Arg(32)->Arg(256)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+namespace {
+
+// Functionalization + tracing (capture), fake mode, per call node.
+template <typename Model>
+void run_capture(benchmark::State& state, kiln::IntList input_shape) {
+  using namespace kiln;
+  Model model(Device("cpu:0"));
+  TensorList inputs = model.params();
+  inputs.insert(inputs.begin(), randn(input_shape));
+  auto fn = [&](const TensorList& in) {
+    Model traced = model;
+    traced.load(in, 1);
+    return TensorList{traced.forward(in[0])};
+  };
+  size_t calls = 0;
+  for (auto _ : state) {
+    passes::CapturedProgram p = passes::capture(fn, inputs);
+    calls = p.graph.size() - inputs.size() - 1;
+    benchmark::DoNotOptimize(p.graph.first());
+  }
+  state.counters["call_nodes"] = static_cast<double>(calls);
+  state.counters["ns/node"] = benchmark::Counter(
+      static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+void BM_CaptureFakeMlp(benchmark::State& state) { run_capture<kiln::bench::Mlp>(state, {64, 512}); }
+BENCHMARK(BM_CaptureFakeMlp)->Unit(benchmark::kMicrosecond);
+void BM_CaptureFakeBlock(benchmark::State& state) { run_capture<kiln::bench::Block>(state, {4, 128, 256}); }
+BENCHMARK(BM_CaptureFakeBlock)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+namespace {
+
+// The peer's functionalization workload (../shared/peers/functionalize_bench.py):
+// in-place ops, mutation through a view of a view, and an input mutation.
+kiln::TensorList mutation_program(const kiln::TensorList& in) {
+  using namespace kiln;
+  Tensor x = in[0];
+  Tensor t = clone(x);
+  for (int i = 0; i < 16; ++i) {
+    add_(t, in[1]);
+    mul_(t, 0.5);
+    Tensor col = select(view(t, {-1, 8}), 1, 0);
+    add_(col, 1.0);
+    relu_(t);
+  }
+  add_(x, t);
+  return {t};
+}
+
+void BM_CaptureFakeMutationProgram(benchmark::State& state) {
+  using namespace kiln;
+  TensorList inputs = {randn({64, 64}), randn({64, 64})};
+  size_t nodes = 0;
+  for (auto _ : state) {
+    passes::CapturedProgram p = passes::capture(mutation_program, inputs);
+    nodes = p.graph.size();
+    benchmark::DoNotOptimize(p.graph.first());
+  }
+  const double source_ops = 1 + 16 * 6 + 1;  // clone, 16 x (add_, mul_, view, select, add_, relu_), add_
+  state.counters["graph_nodes"] = static_cast<double>(nodes);
+  state.counters["per_source_op"] = benchmark::Counter(
+      source_ops, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_CaptureFakeMutationProgram)->Unit(benchmark::kMicrosecond);
+
+}  // namespace

@@ -215,6 +215,10 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value) {
   call(OpKind::masked_fill_, self, mask, value);
   return self;
 }
+Tensor& relu_(Tensor& self) {
+  call(OpKind::relu_, self);
+  return self;
+}
 Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   call(OpKind::copy_, self, src, non_blocking);
   return self;

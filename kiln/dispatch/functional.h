@@ -110,6 +110,7 @@ Tensor& mul_(Tensor& self, Scalar other);
 Tensor& div_(Tensor& self, const Tensor& other);
 Tensor& div_(Tensor& self, Scalar other);
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value);
+Tensor& relu_(Tensor& self);
 /** Copies src (broadcast, converted, from any device) into self (D2). */
 Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false);
 Tensor& fill_(Tensor& self, Scalar value);

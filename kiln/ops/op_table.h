@@ -72,6 +72,7 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(sub_,    same, nullptr, "sub_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)") \
   X(mul_,    same, nullptr, "mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)") \
   X(div_,    same, nullptr, "div_(Tensor(a!) self, Tensor other) -> Tensor(a!)") \
+  X(relu_,   same, nullptr, "relu_(Tensor(a!) self) -> Tensor(a!)") \
   X(masked_fill_, same, nullptr, "masked_fill_(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)") \
   /* in-place primitives */ \
   X(copy_,   copy, meta_copy_, "copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)") \

@@ -146,6 +146,9 @@ TEST(InPlace, ArithmeticWritesSelf) {
   sub_(x, tensor({1, 1, 1}), 2);
   div_(x, 2);
   EXPECT_TRUE(all_close(alias, {1, 2, 3}));
+  Tensor r = tensor({-1, 2});
+  relu_(r);
+  EXPECT_TRUE(all_close(r, {0, 2}));
   Tensor i = arange(3);
   expect_error([&] { div_(i, 2); }, ErrorKind::dtype,
                "[div_] result type f32 can't be cast to the desired output type i64");

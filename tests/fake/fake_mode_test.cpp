@@ -39,6 +39,7 @@ std::vector<Value> sample_args(OpKind op) {
     case OpKind::masked_fill: case OpKind::masked_fill_: return {clone(a), mask, Scalar(0.5)};
     case OpKind::add_: case OpKind::sub_: return {clone(a), b, Scalar(1)};
     case OpKind::mul_: case OpKind::div_: return {clone(a), b};
+    case OpKind::relu_: return {clone(a)};
     case OpKind::copy_: return {clone(a), to(b, f64), false};
     case OpKind::fill_: return {clone(a), Scalar(3)};
     case OpKind::sum: case OpKind::mean: return {a, IntList{1}, true, Value()};
