@@ -37,6 +37,9 @@ struct StorageImpl {
   /** (X2) Set while capturing on the result of a device-preserving to(): names that
    * call; any in-place op on this storage then fails with a frozen_mutation Error. */
   std::shared_ptr<const std::string> frozen_by;
+  /** Keeps borrowed memory alive (e.g. the mapping of a program file); null when the
+   * bytes come from `allocator`. */
+  std::shared_ptr<void> owner;
 
   StorageImpl(void* d, size_t n, Device dev, Allocator* a, bool is_fake)
       : data(d), nbytes(n), device(dev), allocator(a), fake(is_fake) {}

@@ -185,6 +185,21 @@ Node* Graph::set_output(RefList values) {
   return out;
 }
 
+void Graph::rewrite_devices(const std::function<Device(Device)>& f) {
+  for (Node* n = head_; n; n = n->next_) {
+    for (ValueMeta& m : n->meta_) m.device = f(m.device);
+    for (Arg& a : n->args_)
+      if (auto* d = std::get_if<Device>(&a)) *d = f(*d);
+  }
+}
+
+void Graph::set_constant_value(Node* node, Tensor value) {
+  KILN_CHECK(node->opcode_ == Opcode::constant, invalid_graph, "[graph] %{} is not a constant",
+             node->name_);
+  node->meta_[0] = ValueMeta::of(value);
+  node->value_ = std::move(value);
+}
+
 void Graph::erase(Node* node) {
   KILN_CHECK(node->users_.empty(), value, "[graph] cannot erase %{}: it still has {} user(s), e.g. %{}",
              node->name_, node->users_.size(), node->users_[0]->name_);

@@ -6,6 +6,7 @@
 // Graph's own mutators, so they cannot go stale. Each value carries typed meta
 // (shape, strides, offset, dtype, device).
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -95,6 +96,11 @@ class Graph {
                  std::string scope = "");
   /** The single output node, appended last. */
   Node* set_output(RefList values);
+
+  /** Replaces every device in node meta and in Device arguments by `f(device)`. */
+  void rewrite_devices(const std::function<Device(Device)>& f);
+  /** Replaces the value of a constant node (same metadata but the device). */
+  void set_constant_value(Node* node, Tensor value);
 
   /** Removes a node; refuses (value Error) while it has users. */
   void erase(Node* node);

@@ -1,6 +1,7 @@
 // Copies, conversions, fills and factories.
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
+#include "kiln/device/kernel_scope.h"
 
 namespace kiln::cpu {
 
@@ -43,7 +44,10 @@ void copy_into(const Tensor& dst, const Tensor& src) {
 
 Tensor cast(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
-  Tensor out = empty(t.shape(), dtype, t.device());
+  // On the running kernel's device: a 0-dim CPU scalar joining an op on cpu:2 (D2) is
+  // converted into cpu:2's memory, never cpu:0's.
+  const KernelFrame* k = current_kernel();
+  Tensor out = empty(t.shape(), dtype, k ? k->device : t.device());
   copy_into(out, t);
   return out;
 }

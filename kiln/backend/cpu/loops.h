@@ -102,7 +102,8 @@ inline DType compute_dtype(DType d) { return d == DType::f16 || d == DType::bf16
 void copy_into(const Tensor& dst, const Tensor& src);
 /** Writes `v` into every element of `t`. */
 void fill(const Tensor& t, const Scalar& v);
-/** `t` itself if it already has `dtype`, else a converted contiguous copy. */
+/** `t` itself if it already has `dtype`, else a converted contiguous copy on the running
+ * kernel's device. */
 Tensor cast(const Tensor& t, DType dtype);
 /** `t` if it has `dtype`, else a converted copy kept alive in `holder`. */
 inline const Tensor& cast_ref(const Tensor& t, DType dtype, Tensor& holder) {

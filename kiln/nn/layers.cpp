@@ -1,0 +1,204 @@
+#include "kiln/nn/layers.h"
+
+#include <cmath>
+#include <limits>
+
+namespace kiln::nn {
+
+namespace {
+Tensor uniform(const IntList& shape, double bound, Device d) {
+  return sub(mul(rand(shape, {.device = d}), 2 * bound), bound);
+}
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias, Device d)
+    : weight(register_parameter("weight", uniform({out, in}, 1.0 / std::sqrt(double(in)), d))) {
+  if (with_bias) bias = &register_parameter("bias", uniform({out}, 1.0 / std::sqrt(double(in)), d));
+}
+TensorList Linear::forward(const TensorList& in) {
+  return {linear(in[0], weight, bias ? *bias : Tensor())};
+}
+
+Embedding::Embedding(int64_t num, int64_t dim, Device d)
+    : weight(register_parameter("weight", randn({num, dim}, {.device = d}))) {}
+TensorList Embedding::forward(const TensorList& in) { return {embedding(weight, in[0])}; }
+
+LayerNorm::LayerNorm(int64_t d, double e, Device dev)
+    : weight(register_parameter("weight", ones({d}, {.device = dev}))),
+      bias(register_parameter("bias", zeros({d}, {.device = dev}))), dim(d), eps(e) {}
+TensorList LayerNorm::forward(const TensorList& in) {
+  return {layer_norm(in[0], {dim}, weight, bias, eps)};
+}
+
+RMSNorm::RMSNorm(int64_t d, Device dev)
+    : weight(register_parameter("weight", ones({d}, {.device = dev}))), dim(d) {}
+TensorList RMSNorm::forward(const TensorList& in) { return {rms_norm(in[0], {dim}, weight)}; }
+
+TensorList Dropout::forward(const TensorList& in) {
+  if (!training() || p_ == 0) return {in[0]};
+  Tensor keep = ge(rand_like(in[0]), scalar_tensor(p_, {.dtype = in[0].dtype()}));
+  return {where(keep, in[0] / (1 - p_), zeros_like(in[0]))};
+}
+
+BatchNorm1d::BatchNorm1d(int64_t c, double momentum, double eps, Device d)
+    : weight(register_parameter("weight", ones({c}, {.device = d}))),
+      bias(register_parameter("bias", zeros({c}, {.device = d}))),
+      running_mean(register_buffer("running_mean", zeros({c}, {.device = d}))),
+      running_var(register_buffer("running_var", ones({c}, {.device = d}))),
+      num_batches_tracked(register_buffer("num_batches_tracked", zeros({}, {.dtype = i64, .device = d}))),
+      momentum_(momentum), eps_(eps) {}
+
+TensorList BatchNorm1d::forward(const TensorList& in) {
+  const Tensor& x = in[0];
+  Tensor mean_, var_;
+  if (training()) {
+    mean_ = mean(x, {0});
+    var_ = var(x, {0}, /*correction=*/0);
+    // Running statistics use the unbiased variance (as torch.nn.BatchNorm1d).
+    mul_(running_mean, 1 - momentum_);
+    add_(running_mean, mean_, momentum_);
+    mul_(running_var, 1 - momentum_);
+    add_(running_var, var(x, {0}, 1), momentum_);
+    add_(num_batches_tracked, 1);
+  } else {
+    mean_ = running_mean;
+    var_ = running_var;
+  }
+  return {(x - mean_) * rsqrt(var_ + eps_) * weight + bias};
+}
+
+Sequential::Sequential(std::vector<std::shared_ptr<Module>> layers) {
+  for (size_t i = 0; i < layers.size(); ++i)
+    layers_.push_back(register_module(std::to_string(i), layers[i]));
+}
+TensorList Sequential::forward(const TensorList& in) {
+  TensorList x = in;
+  for (auto& l : layers_) x = (*l)(x);
+  return x;
+}
+
+namespace {
+std::vector<std::shared_ptr<Module>> mlp_layers(const std::vector<int64_t>& w, Device d) {
+  std::vector<std::shared_ptr<Module>> out;
+  for (size_t i = 0; i + 1 < w.size(); ++i) {
+    out.push_back(std::make_shared<Linear>(w[i], w[i + 1], true, d));
+    if (i + 2 < w.size()) out.push_back(std::make_shared<ReLU>());
+  }
+  return out;
+}
+}  // namespace
+
+MLP::MLP(const std::vector<int64_t>& widths, Device d) : Sequential(mlp_layers(widths, d)) {}
+
+CausalSelfAttention::CausalSelfAttention(int64_t width, int64_t heads, int64_t context, Device d)
+    : width_(width), heads_(heads),
+      qkv_(register_module("qkv", std::make_shared<Linear>(width, 3 * width, true, d))),
+      proj_(register_module("proj", std::make_shared<Linear>(width, width, true, d))),
+      mask_(register_buffer("mask",
+                            gt(unsqueeze(arange(context, {.device = d}), 0),
+                               unsqueeze(arange(context, {.device = d}), 1)),
+                            /*persistent=*/false)) {
+  KILN_CHECK(width % heads == 0, value, "[CausalSelfAttention] width {} is not divisible by {} heads",
+             width, heads);
+}
+
+TensorList CausalSelfAttention::forward(const TensorList& in) {
+  const Tensor& x = in[0];
+  int64_t B = x.size(0), T = x.size(1), D = width_ / heads_;
+  Tensor t = permute(reshape((*qkv_)(x), {B, T, 3, heads_, D}), {2, 0, 3, 1, 4});
+  Tensor q = select(t, 0, 0), k = select(t, 0, 1), v = select(t, 0, 2);
+  Tensor att = matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(double(D)));
+  Tensor causal = slice(slice(mask_, 0, 0, T), 1, 0, T);
+  att = softmax(masked_fill(att, causal, -std::numeric_limits<double>::infinity()), -1);
+  Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, width_});
+  return {(*proj_)(y)};
+}
+
+TransformerBlock::TransformerBlock(int64_t width, int64_t heads, int64_t context, Device d)
+    : ln1_(register_module("ln1", std::make_shared<LayerNorm>(width, 1e-5, d))),
+      ln2_(register_module("ln2", std::make_shared<LayerNorm>(width, 1e-5, d))),
+      attn_(register_module("attn", std::make_shared<CausalSelfAttention>(width, heads, context, d))),
+      fc_(register_module("fc", std::make_shared<Linear>(width, 4 * width, true, d))),
+      proj_(register_module("proj", std::make_shared<Linear>(4 * width, width, true, d))) {}
+
+TensorList TransformerBlock::forward(const TensorList& in) {
+  Tensor x = in[0] + (*attn_)((*ln1_)(in[0]));
+  return {x + (*proj_)(gelu((*fc_)((*ln2_)(x)), "tanh"))};
+}
+
+GPT::GPT(GPTConfig c, Device d)
+    : config(c),
+      wte_(register_module("wte", std::make_shared<Embedding>(c.vocab, c.width, d))),
+      wpe_(register_module("wpe", std::make_shared<Embedding>(c.context, c.width, d))) {
+  for (int64_t i = 0; i < c.layers; ++i)
+    blocks_.push_back(register_module("blocks." + std::to_string(i),
+                                      std::make_shared<TransformerBlock>(c.width, c.heads, c.context, d)));
+  ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.width, 1e-5, d));
+  head_ = register_module("head", std::make_shared<Linear>(c.width, c.vocab, false, d));
+}
+
+TensorList GPT::forward(const TensorList& in) {
+  const Tensor& ids = in[0];
+  int64_t T = ids.size(1);
+  KILN_CHECK(T <= config.context, shape, "[GPT] sequence length {} exceeds the context {}", T,
+             config.context);
+  Tensor pos = arange(T, {.device = ids.device()});
+  Tensor x = (*wte_)(ids) + (*wpe_)(pos);
+  for (auto& b : blocks_) x = (*b)(x);
+  return {(*head_)((*ln_f_)(x))};
+}
+
+namespace {
+int64_t take(ModelConfig& c, const std::string& key, int64_t fallback) {
+  auto it = c.find(key);
+  if (it == c.end()) return fallback;
+  int64_t v = it->second;
+  KILN_CHECK(v > 0, value, "[model] setting '{}' must be positive, got {}", key, v);
+  c.erase(it);
+  return v;
+}
+}  // namespace
+
+std::vector<std::string> reference_model_names() { return {"mlp", "gpt", "bn_mlp"}; }
+
+ReferenceModel make_reference_model(const std::string& name, const ModelConfig& overrides,
+                                    uint64_t seed) {
+  manual_seed(seed);
+  ModelConfig c = overrides;
+  ReferenceModel m;
+  if (name == "mlp") {  // BENCH.md's MLP: x[64, 512] -> 8 x (Linear 512->512 + ReLU)
+    int64_t batch = take(c, "batch", 64), width = take(c, "width", 512), layers = take(c, "layers", 8);
+    std::vector<std::shared_ptr<Module>> ls;
+    for (int64_t i = 0; i < layers; ++i) {
+      ls.push_back(std::make_shared<Linear>(width, width));
+      ls.push_back(std::make_shared<ReLU>());
+    }
+    m.module = std::make_shared<Sequential>(ls);
+    m.example_inputs = {randn({batch, width})};
+  } else if (name == "gpt") {
+    GPTConfig g;
+    g.vocab = take(c, "vocab", 256);
+    g.context = take(c, "context", 64);
+    g.layers = take(c, "layers", 2);
+    g.heads = take(c, "heads", 4);
+    g.width = take(c, "width", 64);
+    int64_t batch = take(c, "batch", 2), seq = take(c, "seq", 32);
+    m.module = std::make_shared<GPT>(g);
+    Tensor ids = to(mul(rand({batch, seq}), static_cast<double>(g.vocab)), i64);
+    m.example_inputs = {ids};
+  } else if (name == "bn_mlp") {
+    int64_t batch = take(c, "batch", 16), in = take(c, "in", 16), hidden = take(c, "hidden", 32),
+            out = take(c, "out", 8);
+    m.module = std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+        std::make_shared<Linear>(in, hidden), std::make_shared<BatchNorm1d>(hidden),
+        std::make_shared<ReLU>(), std::make_shared<Linear>(hidden, out)});
+    m.example_inputs = {randn({batch, in})};
+  } else {
+    fail(ErrorKind::value, "[model] unknown reference model '{}'; known: {}", name,
+         fmt::join(reference_model_names(), ", "));
+  }
+  KILN_CHECK(c.empty(), value, "[model] '{}' has no setting '{}'", name, c.begin()->first);
+  return m;
+}
+
+}  // namespace kiln::nn

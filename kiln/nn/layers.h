@@ -1,0 +1,154 @@
+#pragma once
+// Layers and the reference models (mlp, gpt, bn_mlp).
+
+#include <map>
+
+#include "kiln/nn/module.h"
+
+namespace kiln::nn {
+
+/** y = x W^T + b; W, b uniform in +-1/sqrt(in) (as torch.nn.Linear's bound). */
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, bool bias = true, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor& weight;
+  Tensor* bias = nullptr;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor& weight;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor &weight, &bias;
+  int64_t dim;
+  double eps;
+};
+
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor& weight;
+  int64_t dim;
+};
+
+class ReLU : public Module {
+ public:
+  TensorList forward(const TensorList& in) override { return {relu(in[0])}; }
+};
+
+class GELU : public Module {
+ public:
+  explicit GELU(bool tanh = false) : tanh_(tanh) {}
+  TensorList forward(const TensorList& in) override {
+    return {gelu(in[0], tanh_ ? "tanh" : "none")};
+  }
+
+ private:
+  bool tanh_;
+};
+
+/** Identity in eval mode; in training, zeroes elements with probability p and scales
+ * the rest by 1/(1-p). */
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p) : p_(p) {}
+  TensorList forward(const TensorList& in) override;
+
+ private:
+  double p_;
+};
+
+/** Batch normalization over [N, C]; running statistics are persistent buffers, updated
+ * in place in training mode (a buffer mutation in exported programs). */
+class BatchNorm1d : public Module {
+ public:
+  explicit BatchNorm1d(int64_t features, double momentum = 0.1, double eps = 1e-5,
+                       Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor &weight, &bias, &running_mean, &running_var, &num_batches_tracked;
+
+ private:
+  double momentum_, eps_;
+};
+
+class Sequential : public Module {
+ public:
+  explicit Sequential(std::vector<std::shared_ptr<Module>> layers);
+  TensorList forward(const TensorList& in) override;
+
+ private:
+  std::vector<std::shared_ptr<Module>> layers_;
+};
+
+/** Linear + ReLU layers of the given widths (no ReLU after the last). */
+class MLP : public Sequential {
+ public:
+  MLP(const std::vector<int64_t>& widths, Device device = Device("cpu:0"));
+};
+
+/** Multi-head causal self-attention; the causal mask is a non-persistent buffer. */
+class CausalSelfAttention : public Module {
+ public:
+  CausalSelfAttention(int64_t width, int64_t heads, int64_t context, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+
+ private:
+  int64_t width_, heads_;
+  std::shared_ptr<Linear> qkv_, proj_;
+  Tensor& mask_;
+};
+
+/** Pre-LN transformer block: x + attn(ln1(x)); x + mlp(ln2(x)) with a 4x GELU MLP. */
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(int64_t width, int64_t heads, int64_t context, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+
+ private:
+  std::shared_ptr<LayerNorm> ln1_, ln2_;
+  std::shared_ptr<CausalSelfAttention> attn_;
+  std::shared_ptr<Linear> fc_, proj_;
+};
+
+struct GPTConfig {
+  int64_t vocab = 256, context = 64, layers = 2, heads = 4, width = 64;
+};
+
+/** A GPT-style language model: token + position embeddings, blocks, final LayerNorm,
+ * a linear head. forward({ids i64[B, T]}) -> {logits f32[B, T, vocab]}. */
+class GPT : public Module {
+ public:
+  explicit GPT(GPTConfig config, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  const GPTConfig config;
+
+ private:
+  std::shared_ptr<Embedding> wte_, wpe_;
+  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::shared_ptr<LayerNorm> ln_f_;
+  std::shared_ptr<Linear> head_;
+};
+
+/** Settings of a reference model; unknown keys are an error. */
+using ModelConfig = std::map<std::string, int64_t>;
+
+/** A reference model by name ("mlp", "gpt", "bn_mlp"), seeded, with example inputs. */
+struct ReferenceModel {
+  std::shared_ptr<Module> module;
+  TensorList example_inputs;
+};
+ReferenceModel make_reference_model(const std::string& name, const ModelConfig& overrides = {},
+                                    uint64_t seed = 0);
+/** The names make_reference_model knows. */
+std::vector<std::string> reference_model_names();
+
+}  // namespace kiln::nn

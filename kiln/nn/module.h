@@ -1,0 +1,84 @@
+#pragma once
+// nn::Module: named parameters, buffers (persistent or not), workspaces and
+// submodules, with fully qualified names (D6).
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/dispatch/functional.h"
+
+namespace kiln::nn {
+
+/** What a registered tensor is to its module. */
+enum class SlotKind : uint8_t { parameter, buffer, workspace };
+
+/** A registered tensor, as module iteration reports it. */
+struct NamedTensor {
+  std::string name;  // fully qualified: "blocks.0.attn.qkv.weight"
+  Tensor* tensor;    // the module's own handle (export swaps it while tracing)
+  SlotKind kind;
+  bool persistent;   // buffers only: serialized in state_dict
+};
+
+/** An ordered name -> tensor map (parameters and persistent buffers). */
+using StateDict = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  /** The computation; call modules through operator() so traces record their path. */
+  virtual TensorList forward(const TensorList& inputs) = 0;
+  /** Runs forward under a ScopeName of this module's path (node provenance). */
+  TensorList operator()(const TensorList& inputs);
+  Tensor operator()(const Tensor& x) { return (*this)(TensorList{x})[0]; }
+
+  /** Every registered tensor of this module and its submodules, in registration order. */
+  std::vector<NamedTensor> named_tensors();
+  std::vector<std::pair<std::string, Tensor>> named_parameters();
+  std::vector<std::pair<std::string, Module*>> named_modules();
+
+  /** (D6) Moves parameters, buffers (persistent or not) and workspaces. */
+  Module& to(Device device);
+  /** (D6) Parameters and persistent buffers only. */
+  StateDict state_dict();
+  /** Copies values in; strict: every key must exist (and only those), shapes must agree. */
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  Module& train(bool on = true);
+  Module& eval() { return train(false); }
+  bool training() const { return training_; }
+  const std::string& name() const { return name_; }
+
+ protected:
+  Tensor& register_parameter(std::string name, Tensor value);
+  Tensor& register_buffer(std::string name, Tensor value, bool persistent = true);
+  /** Scratch memory: follows the module, never serialized; programs store its shape
+   * and dtype and re-create it on load (D6). */
+  Tensor& register_workspace(std::string name, const IntList& shape, DType dtype, Device device);
+  template <typename M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+    module->name_ = name;
+    children_.push_back({std::move(name), module});
+    return module;
+  }
+
+ private:
+  struct Slot {
+    std::string name;
+    Tensor value;
+    SlotKind kind;
+    bool persistent;
+  };
+  Tensor& add_slot(std::string name, Tensor value, SlotKind kind, bool persistent);
+  void collect(const std::string& prefix, std::vector<NamedTensor>& out);
+
+  std::deque<Slot> slots_;  // a deque: references handed to layers stay valid
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::string name_;
+  bool training_ = true;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,537 @@
+// The program file: one safetensors file. Tensors (state, constants) are its tensors;
+// the program (format version, device table, graph, signature, recipes) is JSON stored
+// under the metadata key "kiln.program". See docs/program-format.md.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kiln/program/program.h"
+
+namespace kiln {
+
+using json = nlohmann::json;
+using Kind = InputSpec::Kind;
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+constexpr const char* kProgramKey = "kiln.program";
+
+[[noreturn]] void bad(const std::string& path, const std::string& why) {
+  fail(ErrorKind::format, "[load] {}: {}", path, why);
+}
+
+// ---- dtypes as safetensors names them --------------------------------------------
+
+constexpr std::pair<DType, std::string_view> kSafeDTypes[] = {
+    {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::f16, "F16"}, {DType::bf16, "BF16"},
+    {DType::i64, "I64"}, {DType::i32, "I32"}, {DType::i16, "I16"}, {DType::i8, "I8"},
+    {DType::u8, "U8"},   {DType::b8, "BOOL"}};
+
+std::string_view safe_name(DType d) {
+  for (auto [dt, name] : kSafeDTypes)
+    if (dt == d) return name;
+  return "?";
+}
+
+std::optional<DType> safe_dtype(std::string_view name) {
+  for (auto [dt, n] : kSafeDTypes)
+    if (n == name) return dt;
+  return std::nullopt;
+}
+
+// ---- the device table (X3) ----------------------------------------------------------
+
+struct DeviceTable {
+  std::vector<Device> slots;
+  int slot(Device d) {
+    auto it = std::find(slots.begin(), slots.end(), d);
+    if (it != slots.end()) return static_cast<int>(it - slots.begin());
+    slots.push_back(d);
+    return static_cast<int>(slots.size()) - 1;
+  }
+};
+
+// ---- graph <-> JSON -------------------------------------------------------------------
+
+// JSON has no inf or nan: such floats are written as the strings "inf", "-inf", "nan".
+json number(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+double number_of(const json& j) {
+  if (j.is_string()) return std::stod(j.get<std::string>());
+  return j.get<double>();
+}
+
+json meta_json(const ir::ValueMeta& m, DeviceTable& dt) {
+  return {{"shape", m.shape.vec()}, {"strides", m.strides.vec()}, {"offset", m.offset},
+          {"dtype", to_string(m.dtype)}, {"device", dt.slot(m.device)}};
+}
+
+json ref_json(const ir::Ref& r) { return {{"node", r.node->name()}, {"output", r.output}}; }
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+json arg_json(const ir::Arg& a, DeviceTable& dt) {
+  return std::visit(
+      Overloaded{[](std::monostate) -> json { return {{"none", true}}; },
+                 [](const ir::Ref& r) -> json { return {{"ref", ref_json(r)}}; },
+                 [](const ir::RefList& l) -> json {
+                   json refs = json::array();
+                   for (const ir::Ref& r : l) refs.push_back(ref_json(r));
+                   return {{"refs", refs}};
+                 },
+                 [](const Scalar& s) -> json {
+                   if (s.is_floating()) return {{"scalar", {{"f", number(s.to_double())}}}};
+                   if (s.is_bool()) return {{"scalar", {{"b", s.to_bool()}}}};
+                   return {{"scalar", {{"i", s.to_int()}}}};
+                 },
+                 [](int64_t v) -> json { return {{"int", v}}; },
+                 [](double v) -> json { return {{"float", number(v)}}; },
+                 [](bool v) -> json { return {{"bool", v}}; },
+                 [](const IntList& v) -> json { return {{"ints", v}}; },
+                 [](DType d) -> json { return {{"dtype", to_string(d)}}; },
+                 [&](Device d) -> json { return {{"device", dt.slot(d)}}; }},
+      a);
+}
+
+json graph_json(const ir::Graph& g, DeviceTable& dt) {
+  json nodes = json::array();
+  for (ir::Node* n : g.nodes()) {
+    json j = {{"name", n->name()}};
+    switch (n->opcode()) {
+      case ir::Opcode::input: j["op"] = "input"; break;
+      case ir::Opcode::constant: j["op"] = "constant"; break;
+      case ir::Opcode::call:
+        j["op"] = "call";
+        j["target"] = ops::op_name(n->op());
+        break;
+      case ir::Opcode::output: j["op"] = "output"; break;
+    }
+    json args = json::array();
+    for (const ir::Arg& a : n->args()) args.push_back(arg_json(a, dt));
+    j["args"] = args;
+    json meta = json::array();
+    for (const ir::ValueMeta& m : n->meta()) meta.push_back(meta_json(m, dt));
+    j["meta"] = meta;
+    if (!n->scope().empty()) j["scope"] = n->scope();
+    nodes.push_back(j);
+  }
+  return nodes;
+}
+
+// Readers: every access checked, every failure a format Error naming the file.
+struct Reader {
+  const std::string& path;
+  const std::vector<Device>& devices;
+
+  const json& at(const json& j, const char* key, const std::string& where) const {
+    if (!j.is_object() || !j.contains(key)) bad(path, fmt::format("{} has no '{}'", where, key));
+    return j.at(key);
+  }
+  template <typename T>
+  T get(const json& j, const char* key, const std::string& where) const {
+    try {
+      return at(j, key, where).get<T>();
+    } catch (const json::exception&) {
+      bad(path, fmt::format("'{}' of {} has the wrong type", key, where));
+    }
+  }
+  Device device(const json& j, const std::string& where) const {
+    if (!j.is_number_integer()) bad(path, where + ": a device must be a slot number");
+    int64_t s = j.get<int64_t>();
+    if (s < 0 || s >= static_cast<int64_t>(devices.size()))
+      bad(path, fmt::format("{}: device slot {} is not in the device table ({} slots)", where, s,
+                            devices.size()));
+    return devices[s];
+  }
+  DType dtype(const std::string& name, const std::string& where) const {
+    try {
+      return dtype_from_string(name);
+    } catch (const Error&) {
+      bad(path, fmt::format("{}: unknown dtype '{}'", where, name));
+    }
+  }
+  ir::ValueMeta meta(const json& j, const std::string& where) const {
+    ir::ValueMeta m;
+    m.shape = Dims(get<IntList>(j, "shape", where));
+    m.strides = Dims(get<IntList>(j, "strides", where));
+    m.offset = get<int64_t>(j, "offset", where);
+    m.dtype = dtype(get<std::string>(j, "dtype", where), where);
+    m.device = device(at(j, "device", where), where);
+    return m;
+  }
+};
+
+ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors& constants) {
+  ir::Graph g;
+  std::map<std::string, ir::Node*> by_name;
+  if (!nodes.is_array()) r.path.empty() ? void() : bad(r.path, "'graph' must be a list of nodes");
+  auto ref = [&](const json& j, const std::string& where) -> ir::Ref {
+    std::string name = r.get<std::string>(j, "node", where);
+    auto it = by_name.find(name);
+    if (it == by_name.end()) bad(r.path, fmt::format("{} refers to %{}, which is not defined before it", where, name));
+    return {it->second, r.get<int>(j, "output", where)};
+  };
+  for (const json& n : nodes) {
+    std::string name = r.get<std::string>(n, "name", "a node");
+    std::string where = "node %" + name;
+    std::string op = r.get<std::string>(n, "op", where);
+    std::vector<ir::ValueMeta> meta;
+    for (const json& m : r.at(n, "meta", where)) meta.push_back(r.meta(m, where));
+    ir::Node* node = nullptr;
+    if (op == "input") {
+      if (meta.size() != 1) bad(r.path, where + ": an input has one meta entry");
+      node = g.add_input(name, meta[0]);
+    } else if (op == "constant") {
+      auto it = std::find_if(constants.begin(), constants.end(), [&](const auto& c) { return c.first == name; });
+      if (it == constants.end()) bad(r.path, where + ": no constant tensor named '" + name + "'");
+      node = g.add_constant(it->second, name);
+    } else if (op == "call" || op == "output") {
+      std::vector<ir::Arg> args;
+      for (const json& a : r.at(n, "args", where)) {
+        if (!a.is_object() || a.size() != 1) bad(r.path, where + ": malformed argument");
+        const std::string& tag = a.begin().key();
+        const json& v = a.begin().value();
+        try {
+          if (tag == "none") args.emplace_back(std::monostate{});
+          else if (tag == "ref") args.emplace_back(ref(v, where));
+          else if (tag == "refs") {
+            ir::RefList l;
+            for (const json& x : v) l.push_back(ref(x, where));
+            args.emplace_back(std::move(l));
+          } else if (tag == "scalar") {
+            if (v.contains("f")) args.emplace_back(Scalar(number_of(v.at("f"))));
+            else if (v.contains("b")) args.emplace_back(Scalar(v.at("b").get<bool>()));
+            else args.emplace_back(Scalar(v.at("i").get<int64_t>()));
+          } else if (tag == "int") args.emplace_back(v.get<int64_t>());
+          else if (tag == "float") args.emplace_back(number_of(v));
+          else if (tag == "bool") args.emplace_back(v.get<bool>());
+          else if (tag == "ints") args.emplace_back(v.get<IntList>());
+          else if (tag == "dtype") args.emplace_back(r.dtype(v.get<std::string>(), where));
+          else if (tag == "device") args.emplace_back(r.device(v, where));
+          else bad(r.path, fmt::format("{}: unknown argument kind '{}'", where, tag));
+        } catch (const json::exception&) {
+          bad(r.path, fmt::format("{}: malformed '{}' argument", where, tag));
+        }
+      }
+      if (op == "output") {
+        if (args.size() != 1 || !std::holds_alternative<ir::RefList>(args[0]))
+          bad(r.path, where + ": the output takes one list of values");
+        node = g.set_output(std::get<ir::RefList>(args[0]));
+      } else {
+        std::string target = r.get<std::string>(n, "target", where);
+        ops::OpKind kind;
+        try {
+          kind = ops::op_from_name(target);
+        } catch (const Error&) {
+          bad(r.path, fmt::format("{}: unknown op '{}' (this kiln knows {} ops)", where, target, ops::kNumOps));
+        }
+        node = g.add_call(kind, std::move(args), std::move(meta),
+                          n.contains("scope") ? r.get<std::string>(n, "scope", where) : "");
+      }
+    } else {
+      bad(r.path, fmt::format("{}: unknown node kind '{}'", where, op));
+    }
+    if (node->name() != name) bad(r.path, fmt::format("duplicate node name %{}", name));
+    by_name[name] = node;
+  }
+  try {
+    g.verify();
+  } catch (const Error& e) {
+    bad(r.path, std::string("the graph is invalid: ") + e.what());
+  }
+  return g;
+}
+
+// ---- the file ---------------------------------------------------------------------------
+
+// A read-only view of a whole file, privately mapped (writes to tensors never reach it).
+struct Mapping {
+  void* data = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (data && size) munmap(data, size);
+  }
+};
+
+std::shared_ptr<Mapping> map_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail(ErrorKind::format, "[load] cannot open '{}': {}", path, std::strerror(errno));
+  struct stat st {};
+  fstat(fd, &st);
+  auto m = std::make_shared<Mapping>();
+  m->size = static_cast<size_t>(st.st_size);
+  if (m->size > 0) {
+    m->data = mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (m->data == MAP_FAILED) {
+      ::close(fd);
+      m->data = nullptr;
+      fail(ErrorKind::format, "[load] cannot map '{}': {}", path, std::strerror(errno));
+    }
+  }
+  ::close(fd);
+  return m;
+}
+
+struct SafeFile {
+  json header;
+  NamedTensors tensors;
+};
+
+// Parses and validates a safetensors file; tensors point into the mapping when aligned.
+SafeFile read_safetensors(const std::string& path) {
+  std::shared_ptr<Mapping> m = map_file(path);
+  const auto* bytes = static_cast<const unsigned char*>(m->data);
+  if (m->size < 8) bad(path, fmt::format("truncated: {} bytes, not even a header length", m->size));
+  uint64_t n = 0;
+  std::memcpy(&n, bytes, 8);  // little-endian on every platform kiln supports
+  if (n > m->size - 8) bad(path, fmt::format("truncated: the header claims {} bytes, the file has {}", n, m->size - 8));
+  SafeFile f;
+  try {
+    f.header = json::parse(bytes + 8, bytes + 8 + n);
+  } catch (const json::exception& e) {
+    bad(path, std::string("the header is not valid JSON: ") + e.what());
+  }
+  if (!f.header.is_object()) bad(path, "the header is not a JSON object");
+  const unsigned char* data = bytes + 8 + n;
+  size_t data_size = m->size - 8 - n;
+  Device cpu0(DeviceType::cpu, 0);
+  for (auto it = f.header.begin(); it != f.header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    std::string where = "tensor '" + it.key() + "'";
+    Reader r{path, {}};
+    auto dt = safe_dtype(r.get<std::string>(it.value(), "dtype", where));
+    if (!dt) bad(path, where + ": unknown dtype " + it.value().at("dtype").dump());
+    IntList shape = r.get<IntList>(it.value(), "shape", where);
+    std::vector<uint64_t> off = r.get<std::vector<uint64_t>>(it.value(), "data_offsets", where);
+    for (int64_t s : shape)
+      if (s < 0) bad(path, where + ": negative dimension");
+    if (off.size() != 2 || off[0] > off[1] || off[1] > data_size)
+      bad(path, fmt::format("{}: data offsets [{}, {}] are out of range (the data has {} bytes)",
+                            where, off.empty() ? 0 : off[0], off.size() < 2 ? 0 : off[1], data_size));
+    uint64_t nbytes = static_cast<uint64_t>(numel_of(Dims(shape))) * itemsize(*dt);
+    if (off[1] - off[0] != nbytes)
+      bad(path, fmt::format("{}: {} bytes of data for shape {} of {} ({} bytes expected)", where,
+                            off[1] - off[0], Dims(shape).str(), to_string(*dt), nbytes));
+    const unsigned char* p = data + off[0];
+    Tensor t;
+    if (reinterpret_cast<uintptr_t>(p) % itemsize(*dt) == 0 && nbytes > 0) {  // zero-copy
+      auto impl = std::make_shared<TensorImpl>();
+      impl->shape = Dims(shape);
+      impl->strides = contiguous_strides(impl->shape);
+      impl->dtype = *dt;
+      impl->device = cpu0;
+      impl->storage = std::make_shared<StorageImpl>(const_cast<unsigned char*>(p), nbytes, cpu0, nullptr, false);
+      impl->storage->owner = m;
+      t = Tensor(std::move(impl));
+    } else {
+      t = empty(shape, {.dtype = *dt});
+      if (nbytes) std::memcpy(t.raw_data(), p, nbytes);
+    }
+    f.tensors.emplace_back(it.key(), t);
+  }
+  return f;
+}
+
+void write_file_atomically(const std::string& path, const std::string& header,
+                           const std::vector<std::pair<const void*, size_t>>& chunks) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  KILN_CHECK(f, format, "[save] cannot write '{}': {}", tmp, std::strerror(errno));
+  uint64_t n = header.size();
+  bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(header.data(), 1, n, f) == n;
+  for (const auto& [p, size] : chunks) ok = ok && (size == 0 || std::fwrite(p, 1, size, f) == size);
+  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail(ErrorKind::format, "[save] writing '{}' failed: {}", path, std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+void save(const ExportedProgram& program, const std::string& path) {
+  DeviceTable dt;
+  for (Device d : program.devices()) dt.slot(d);
+  json prog;
+  prog["format_version"] = kFormatVersion;
+  prog["graph"] = graph_json(program.graph, dt);
+  json inputs = json::array(), outputs = json::array();
+  for (const InputSpec& s : program.signature.inputs)
+    inputs.push_back({{"kind", to_string(s.kind)}, {"name", s.name}, {"target", s.target},
+                      {"persistent", s.persistent}});
+  for (const OutputSpec& s : program.signature.outputs)
+    outputs.push_back({{"kind", to_string(s.kind)}, {"target", s.target}});
+  prog["signature"] = {{"inputs", inputs}, {"outputs", outputs}};
+  json workspaces = json::array();
+  for (const WorkspaceRecipe& w : program.workspaces)
+    workspaces.push_back({{"name", w.name}, {"shape", w.shape.vec()}, {"dtype", to_string(w.dtype)},
+                          {"device", dt.slot(w.device)}});
+  prog["workspaces"] = workspaces;
+  json devices = json::array();
+  for (Device d : dt.slots) devices.push_back(d.str());
+  prog["devices"] = devices;
+
+  // Tensors sorted by element size (largest first) keep every offset aligned.
+  struct Entry {
+    std::string key;
+    Tensor t;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [name, t] : program.state) entries.push_back({"state/" + name, t});
+  for (const auto& [name, t] : program.constants) entries.push_back({"constants/" + name, t});
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.t.itemsize() > b.t.itemsize(); });
+  json header = json::object();
+  std::vector<Tensor> hosts;
+  std::vector<std::pair<const void*, size_t>> chunks;
+  uint64_t at = 0;
+  for (const Entry& e : entries) {
+    KILN_CHECK(!e.t.is_fake(), format, "[save] '{}' is a fake tensor: a program file needs its data",
+               e.key);
+    Tensor host = contiguous(to(e.t, Device(DeviceType::cpu, 0)));
+    hosts.push_back(host);
+    uint64_t nbytes = static_cast<uint64_t>(host.numel()) * host.itemsize();
+    header[e.key] = {{"dtype", safe_name(host.dtype())}, {"shape", host.shape().vec()},
+                     {"data_offsets", {at, at + nbytes}}};
+    chunks.emplace_back(host.numel() ? host.raw_data() : nullptr, nbytes);
+    at += nbytes;
+  }
+  header["__metadata__"] = {{kProgramKey, prog.dump()}};
+  std::string text = header.dump();
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // data starts 8-byte aligned
+  write_file_atomically(path, text, chunks);
+}
+
+NamedTensors load_safetensors(const std::string& path) { return read_safetensors(path).tensors; }
+
+ExportedProgram load_program(const std::string& path, const DeviceMap& map) {
+  SafeFile f = read_safetensors(path);
+  Reader top{path, {}};
+  const json& meta = top.at(f.header, "__metadata__", "the header");
+  std::string text = top.get<std::string>(meta, kProgramKey, "the metadata");
+  json prog;
+  try {
+    prog = json::parse(text);
+  } catch (const json::exception& e) {
+    bad(path, std::string("the program is not valid JSON: ") + e.what());
+  }
+  int version = top.get<int>(prog, "format_version", "the program");
+  if (version != kFormatVersion)
+    bad(path, fmt::format("format_version {} is not supported (this kiln reads version {})", version,
+                          kFormatVersion));
+  std::vector<Device> devices;
+  for (const json& d : top.at(prog, "devices", "the program")) {
+    try {
+      devices.push_back(Device(d.get<std::string>()));
+    } catch (const std::exception&) {
+      bad(path, "bad entry in the device table: " + d.dump());
+    }
+  }
+  Reader r{path, devices};
+  ExportedProgram p;
+  auto tensor = [&](const std::string& key) -> Tensor {
+    for (const auto& [k, t] : f.tensors)
+      if (k == key) return t;
+    bad(path, "missing tensor '" + key + "'");
+  };
+  for (const json& s : r.at(prog.at("signature"), "inputs", "the signature")) {
+    InputSpec spec;
+    std::string kind = r.get<std::string>(s, "kind", "a signature input");
+    bool found = false;
+    for (auto k : {Kind::parameter, Kind::buffer, Kind::constant, Kind::workspace, Kind::user_input})
+      if (to_string(k) == kind) spec.kind = k, found = true;
+    if (!found) bad(path, "unknown input kind '" + kind + "'");
+    spec.name = r.get<std::string>(s, "name", "a signature input");
+    spec.target = r.get<std::string>(s, "target", "a signature input");
+    spec.persistent = r.get<bool>(s, "persistent", "a signature input");
+    p.signature.inputs.push_back(spec);
+    bool stateful = spec.kind == Kind::parameter || (spec.kind == Kind::buffer && spec.persistent);
+    if (stateful) p.state.emplace_back(spec.target, tensor("state/" + spec.target));
+    else if (spec.kind != Kind::user_input && spec.kind != Kind::workspace)
+      p.constants.emplace_back(spec.target, tensor("constants/" + spec.target));
+  }
+  for (const json& s : r.at(prog.at("signature"), "outputs", "the signature")) {
+    std::string kind = r.get<std::string>(s, "kind", "a signature output");
+    OutputSpec spec{OutputSpec::Kind::user_output, r.get<std::string>(s, "target", "a signature output")};
+    bool found = false;
+    for (auto k : {OutputSpec::Kind::user_output, OutputSpec::Kind::buffer_mutation,
+                   OutputSpec::Kind::user_input_mutation})
+      if (to_string(k) == kind) spec.kind = k, found = true;
+    if (!found) bad(path, "unknown output kind '" + kind + "'");
+    p.signature.outputs.push_back(spec);
+  }
+  NamedTensors node_constants;
+  for (const json& n : r.at(prog, "graph", "the program"))
+    if (n.is_object() && n.value("op", "") == "constant") {
+      std::string name = r.get<std::string>(n, "name", "a node");
+      node_constants.emplace_back(name, tensor("constants/" + name));
+    }
+  p.graph = graph_from_json(prog.at("graph"), r, node_constants);
+  p.constants.insert(p.constants.end(), node_constants.begin(), node_constants.end());
+  for (const json& w : r.at(prog, "workspaces", "the program"))
+    p.workspaces.push_back({r.get<std::string>(w, "name", "a workspace"),
+                            Dims(r.get<IntList>(w, "shape", "a workspace")),
+                            r.dtype(r.get<std::string>(w, "dtype", "a workspace"), "a workspace"),
+                            r.device(r.at(w, "device", "a workspace"), "a workspace")});
+
+  // Inputs and outputs agree with the graph; state matches the input nodes it feeds.
+  std::vector<ir::Node*> inputs = p.graph.inputs();
+  if (inputs.size() != p.signature.inputs.size())
+    bad(path, fmt::format("the signature lists {} inputs, the graph has {}", p.signature.inputs.size(), inputs.size()));
+  size_t n_out = std::get<ir::RefList>(p.graph.output()->args()[0]).size();
+  if (n_out != p.signature.outputs.size())
+    bad(path, fmt::format("the signature lists {} outputs, the graph has {}", p.signature.outputs.size(), n_out));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InputSpec& s = p.signature.inputs[i];
+    if (inputs[i]->name() != s.name)
+      bad(path, fmt::format("signature input {} is '{}' but the graph's is %{}", i, s.name, inputs[i]->name()));
+    const ir::ValueMeta& m = inputs[i]->meta()[0];
+    const Tensor* t = nullptr;
+    for (auto* list : {&p.state, &p.constants})
+      for (const auto& [name, v] : *list)
+        if (name == s.target) t = &v;
+    if (t && (t->shape() != m.shape || t->dtype() != m.dtype))
+      bad(path, fmt::format("'{}' is {}{} in the file but the program expects {}{}", s.target,
+                            to_string(t->dtype()), t->shape().str(), to_string(m.dtype), m.shape.str()));
+  }
+
+  // (X3) Bind device slots: the map first, then every device must exist here.
+  std::vector<Device> missing;
+  for (Device d : p.devices()) {
+    Device bound = d;
+    for (const auto& [from, to] : map)
+      if (from == d) bound = to;
+    if (bound.type != DeviceType::meta && bound.index >= device_count(bound.type)) missing.push_back(d);
+  }
+  if (!missing.empty()) {
+    std::vector<std::string> names, suggestion;
+    for (Device d : missing) {
+      names.push_back(d.str());
+      suggestion.push_back(fmt::format("{{\"{}\", \"cpu:0\"}}", d.str()));
+    }
+    fail(ErrorKind::device,
+         "[load] {} uses {}, which this machine lacks; pass a device map, e.g. "
+         "load_program(path, {{{}}}) (kiln run: --device-map {}=cpu:0)",
+         path, fmt::join(names, ", "), fmt::join(suggestion, ", "), names[0]);
+  }
+  DeviceMap full = map;
+  for (Device d : p.devices()) full.emplace_back(d, d);  // identity for the unmapped ones
+  move_to_device(p, full);
+  return p;
+}
+
+}  // namespace kiln

@@ -1,0 +1,274 @@
+#include "kiln/program/program.h"
+
+#include <algorithm>
+
+#include "kiln/ir/interpreter.h"
+
+namespace kiln {
+
+using Kind = InputSpec::Kind;
+
+std::string_view to_string(InputSpec::Kind kind) {
+  switch (kind) {
+    case Kind::parameter: return "parameter";
+    case Kind::buffer: return "buffer";
+    case Kind::constant: return "constant";
+    case Kind::workspace: return "workspace";
+    case Kind::user_input: return "user_input";
+  }
+  return "?";
+}
+
+std::string_view to_string(OutputSpec::Kind kind) {
+  switch (kind) {
+    case OutputSpec::Kind::user_output: return "user_output";
+    case OutputSpec::Kind::buffer_mutation: return "buffer_mutation";
+    case OutputSpec::Kind::user_input_mutation: return "user_input_mutation";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string node_name(std::string_view prefix, const std::string& fqn) {
+  std::string s(prefix);
+  for (char c : fqn) s += c == '.' ? '_' : c;
+  return s;
+}
+
+Tensor* find(NamedTensors& list, const std::string& name) {
+  for (auto& [n, t] : list)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+// Swaps the module's registered tensors with traced ones for the duration of a trace.
+struct Swap {
+  std::vector<Tensor*> slots;
+  TensorList saved;
+  Swap(std::vector<Tensor*> s, const TensorList& traced) : slots(std::move(s)) {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      saved.push_back(*slots[i]);
+      *slots[i] = traced[i];
+    }
+  }
+  ~Swap() {
+    for (size_t i = 0; i < slots.size(); ++i) *slots[i] = saved[i];
+  }
+};
+
+}  // namespace
+
+ExportedProgram export_program(nn::Module& module, const TensorList& example_inputs,
+                               const ExportOptions& options) {
+  ExportedProgram program;
+  std::vector<nn::NamedTensor> named = module.named_tensors();
+  Device device = options.device ? resolve_device(*options.device)
+                  : !named.empty()  ? named[0].tensor->device()
+                                    : example_inputs.at(0).device();
+
+  // Inputs in signature order: parameters, buffers, workspaces, user inputs.
+  std::vector<nn::NamedTensor> lifted;
+  for (auto kind : {nn::SlotKind::parameter, nn::SlotKind::buffer, nn::SlotKind::workspace})
+    for (const nn::NamedTensor& t : named)
+      if (t.kind == kind) lifted.push_back(t);
+  std::vector<std::string> names;
+  TensorList traced;
+  {
+    FakeMode fake;  // (F1) twins on the trace device, present or not
+    for (const nn::NamedTensor& t : lifted) traced.push_back(to(fake.from_real(*t.tensor), device));
+    for (const Tensor& x : example_inputs) traced.push_back(to(fake.from_real(x), device));
+  }
+  for (const nn::NamedTensor& t : lifted) {
+    InputSpec spec;
+    switch (t.kind) {
+      case nn::SlotKind::parameter: spec = {Kind::parameter, node_name("p_", t.name), t.name}; break;
+      case nn::SlotKind::buffer:
+        spec = {Kind::buffer, node_name("b_", t.name), t.name, t.persistent};
+        break;
+      case nn::SlotKind::workspace: spec = {Kind::workspace, node_name("w_", t.name), t.name, false}; break;
+    }
+    names.push_back(spec.name);
+    program.signature.inputs.push_back(spec);
+  }
+  for (size_t i = 0; i < example_inputs.size(); ++i) {
+    std::string target = "input_" + std::to_string(i);
+    names.push_back(target);
+    program.signature.inputs.push_back({Kind::user_input, target, target});
+  }
+
+  std::vector<Tensor*> slots;
+  for (const nn::NamedTensor& t : lifted) slots.push_back(t.tensor);
+  size_t n_lifted = lifted.size();
+  auto fn = [&](const TensorList& in) {
+    Swap swap(slots, in);
+    TensorList user(in.begin() + static_cast<std::ptrdiff_t>(n_lifted), in.end());
+    return module(user);
+  };
+  passes::CapturedProgram captured = passes::capture(
+      fn, traced, {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
+  program.graph = std::move(captured.graph);
+
+  // (M5) Mutation outputs first, in input order, then user outputs.
+  for (size_t i = 0; i < captured.inputs.size(); ++i) {
+    if (!captured.inputs[i].data_mutated) continue;
+    const InputSpec& in = program.signature.inputs[i];
+    KILN_CHECK(in.kind != Kind::parameter, unsupported,
+               "[export] parameter '{}' is mutated in forward; only buffers and inputs may be",
+               in.target);
+    program.signature.outputs.push_back(
+        {in.kind == Kind::user_input ? OutputSpec::Kind::user_input_mutation
+                                     : OutputSpec::Kind::buffer_mutation,
+         in.target});
+  }
+  size_t n_outputs = std::get<ir::RefList>(program.graph.output()->args()[0]).size();
+  for (size_t i = program.signature.outputs.size(); i < n_outputs; ++i)
+    program.signature.outputs.push_back({OutputSpec::Kind::user_output, ""});
+
+  // (X4) State: parameters and persistent buffers; constants: non-persistent buffers
+  // and tensor constants; workspaces as recipes.
+  for (const nn::NamedTensor& t : lifted) {
+    if (t.kind == nn::SlotKind::workspace)
+      program.workspaces.push_back({t.name, t.tensor->shape(), t.tensor->dtype(), device});
+    else if (t.kind == nn::SlotKind::parameter || t.persistent)
+      program.state.emplace_back(t.name, *t.tensor);
+    else
+      program.constants.emplace_back(t.name, *t.tensor);
+  }
+  for (ir::Node* n : program.graph.nodes())
+    if (n->opcode() == ir::Opcode::constant) program.constants.emplace_back(n->name(), n->value());
+  return program;
+}
+
+TensorList ExportedProgram::run(const TensorList& user_inputs) {
+  size_t n_user = std::count_if(signature.inputs.begin(), signature.inputs.end(),
+                                [](const InputSpec& s) { return s.kind == Kind::user_input; });
+  KILN_CHECK(user_inputs.size() == n_user, value, "[run] the program takes {} user inputs, got {}",
+             n_user, user_inputs.size());
+  TensorList inputs;
+  size_t next_user = 0;
+  for (const InputSpec& spec : signature.inputs) {
+    Tensor* t = nullptr;
+    switch (spec.kind) {
+      case Kind::parameter: t = find(state, spec.target); break;
+      case Kind::buffer:
+        t = spec.persistent ? find(state, spec.target) : find(constants, spec.target);
+        break;
+      case Kind::constant: t = find(constants, spec.target); break;
+      case Kind::workspace:
+        if (!(t = find(workspace_values_, spec.target))) {
+          auto r = std::find_if(workspaces.begin(), workspaces.end(),
+                                [&](const WorkspaceRecipe& w) { return w.name == spec.target; });
+          KILN_CHECK(r != workspaces.end(), value, "[run] no recipe for workspace '{}'", spec.target);
+          workspace_values_.emplace_back(r->name,
+                                         zeros(r->shape.vec(), {.dtype = r->dtype, .device = r->device}));
+          t = &workspace_values_.back().second;
+        }
+        break;
+      case Kind::user_input: inputs.push_back(user_inputs[next_user++]); continue;
+    }
+    KILN_CHECK(t, value, "[run] the program has no value for input '{}'", spec.target);
+    inputs.push_back(*t);
+  }
+  TensorList outs = ir::interpret(graph, inputs);
+  TensorList user_outputs;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const OutputSpec& spec = signature.outputs[i];
+    if (spec.kind == OutputSpec::Kind::user_output) {
+      user_outputs.push_back(outs[i]);
+      continue;
+    }
+    Tensor* dst = nullptr;
+    if (spec.kind == OutputSpec::Kind::user_input_mutation) {
+      size_t k = std::stoul(spec.target.substr(6));  // "input_N"
+      dst = const_cast<Tensor*>(&user_inputs[k]);
+    } else if (!(dst = find(state, spec.target)) && !(dst = find(constants, spec.target))) {
+      dst = find(workspace_values_, spec.target);
+    }
+    KILN_CHECK(dst, value, "[run] no target '{}' for a mutation output", spec.target);
+    copy_(*dst, outs[i]);
+  }
+  return user_outputs;
+}
+
+std::vector<Device> ExportedProgram::devices() const {
+  std::vector<Device> out;
+  auto add = [&](Device d) {
+    if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+  };
+  for (ir::Node* n : graph.nodes()) {
+    for (const ir::ValueMeta& m : n->meta()) add(m.device);
+    for (const ir::Arg& a : n->args())
+      if (auto* d = std::get_if<Device>(&a)) add(*d);
+  }
+  for (const WorkspaceRecipe& w : workspaces) add(w.device);
+  return out;
+}
+
+std::string ExportedProgram::str() const {
+  std::string out = graph.str() + "signature:\n";
+  for (const InputSpec& s : signature.inputs)
+    out += fmt::format("  input  %{} : {} {}{}\n", s.name, to_string(s.kind), s.target,
+                       s.kind == Kind::buffer && !s.persistent ? " (non-persistent)" : "");
+  for (size_t i = 0; i < signature.outputs.size(); ++i)
+    out += fmt::format("  output {} : {} {}\n", i, to_string(signature.outputs[i].kind),
+                       signature.outputs[i].target);
+  return out;
+}
+
+void move_to_device(ExportedProgram& program, Device target) {
+  DeviceMap map;
+  for (Device d : program.devices()) map.emplace_back(d, target);
+  move_to_device(program, map);
+}
+
+void move_to_device(ExportedProgram& program, const DeviceMap& map) {
+  auto mapped = [&](Device d) {
+    for (const auto& [from, to] : map)
+      if (from == d) return resolve_device(to);
+    return d;
+  };
+  program.graph.rewrite_devices(mapped);
+  // State and constants follow the device of the input node (or constant node) they feed.
+  std::map<std::string, Device> input_device;
+  for (ir::Node* n : program.graph.nodes())
+    if (n->opcode() != ir::Opcode::output && !n->meta().empty())
+      input_device[n->name()] = n->meta()[0].device;
+  auto device_of = [&](const std::string& target) {
+    for (const InputSpec& s : program.signature.inputs)
+      if (s.target == target) return input_device.at(s.name);
+    return input_device.at(target);  // a constant node's name
+  };
+  for (auto& [name, t] : program.state) t = to(t, device_of(name));
+  for (auto& [name, t] : program.constants) t = to(t, device_of(name));
+  for (ir::Node* n : program.graph.nodes())
+    if (n->opcode() == ir::Opcode::constant)
+      program.graph.set_constant_value(n, *find(program.constants, n->name()));
+  for (WorkspaceRecipe& w : program.workspaces) w.device = mapped(w.device);
+  std::vector<Device> gone;
+  for (const auto& [from, to] : map)
+    if (resolve_device(to) != from) gone.push_back(from);
+  // A device that is both a source and a target (a swap) is legitimately still used.
+  std::erase_if(gone, [&](Device d) {
+    return std::any_of(map.begin(), map.end(), [&](const auto& e) { return resolve_device(e.second) == d; });
+  });
+  verify_no_device(program, gone);
+}
+
+void verify_no_device(const ExportedProgram& program, const std::vector<Device>& gone) {
+  auto check = [&](Device d, const std::string& where) {
+    KILN_CHECK(std::find(gone.begin(), gone.end(), d) == gone.end(), device,
+               "[move_to_device] {} still refers to {}", where, d);
+  };
+  for (ir::Node* n : program.graph.nodes()) {
+    for (const ir::ValueMeta& m : n->meta()) check(m.device, "node %" + n->name());
+    for (const ir::Arg& a : n->args())
+      if (auto* d = std::get_if<Device>(&a)) check(*d, "a device argument of %" + n->name());
+    if (n->opcode() == ir::Opcode::constant) check(n->value().device(), "constant %" + n->name());
+  }
+  for (const auto& [name, t] : program.state) check(t.device(), "state '" + name + "'");
+  for (const auto& [name, t] : program.constants) check(t.device(), "constant '" + name + "'");
+  for (const WorkspaceRecipe& w : program.workspaces) check(w.device, "workspace '" + w.name + "'");
+}
+
+}  // namespace kiln

@@ -1,0 +1,103 @@
+#pragma once
+// Exported programs: a functional graph, its signature, state and constants (X1-X4),
+// device-agnostic files, and retargeting.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+#include "kiln/nn/module.h"
+#include "kiln/passes/functionalize.h"
+
+namespace kiln {
+
+/** (X4) What a graph input is. */
+struct InputSpec {
+  enum class Kind : uint8_t { parameter, buffer, constant, workspace, user_input };
+  Kind kind;
+  std::string name;        // the input node's name
+  std::string target;      // module path ("blocks.0.ln1.weight") or "input_N"
+  bool persistent = true;  // buffers: part of the state (else a constant)
+};
+
+/** (X4, M5) What a graph output is; mutations come first. */
+struct OutputSpec {
+  enum class Kind : uint8_t { user_output, buffer_mutation, user_input_mutation };
+  Kind kind;
+  std::string target;  // the buffer / input written, or "" for user outputs
+};
+
+std::string_view to_string(InputSpec::Kind kind);
+std::string_view to_string(OutputSpec::Kind kind);
+
+struct GraphSignature {
+  std::vector<InputSpec> inputs;
+  std::vector<OutputSpec> outputs;
+};
+
+/** (D6) A workspace is stored as a recipe and re-created where the program runs. */
+struct WorkspaceRecipe {
+  std::string name;
+  Dims shape;
+  DType dtype;
+  Device device;
+};
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class ExportedProgram {
+ public:
+  ir::Graph graph;
+  GraphSignature signature;
+  NamedTensors state;      // parameters and persistent buffers
+  NamedTensors constants;  // non-persistent buffers and tensor constants (by constant node name)
+  std::vector<WorkspaceRecipe> workspaces;
+
+  /** Runs the program through the IR interpreter: applies buffer mutations to the state
+   * (or constants, workspaces) and user-input mutations to `user_inputs`; returns the
+   * user outputs. (R3) Inputs are checked first, with errors naming the input. */
+  TensorList run(const TensorList& user_inputs);
+  /** Every distinct device the program refers to, in first-seen order. */
+  std::vector<Device> devices() const;
+  /** The graph followed by the signature, one line per input and output. */
+  std::string str() const;
+
+ private:
+  NamedTensors workspace_values_;
+};
+
+struct ExportOptions {
+  /** Trace for this device (fake tensors: the machine need not have it). Default: the
+   * device of the module's first tensor. */
+  std::optional<Device> device;
+};
+
+/** Captures `module.forward(example_inputs)` into a program: fake tracing, functional,
+ * parameters / buffers / workspaces lifted to inputs, mutations as outputs (X4, M5). */
+ExportedProgram export_program(nn::Module& module, const TensorList& example_inputs,
+                               const ExportOptions& options = {});
+
+/** Old device -> new device. Devices not listed stay as they are. */
+using DeviceMap = std::vector<std::pair<Device, Device>>;
+/** (X3) Rebinds every device of the program to `target`; moves state and constants. */
+void move_to_device(ExportedProgram& program, Device target);
+/** (X3) Rebinds the mapped devices; moves state and constants; then verifies that
+ * nothing refers to a device mapped away. */
+void move_to_device(ExportedProgram& program, const DeviceMap& map);
+/** Throws a device Error naming the first reference (node, argument, state entry,
+ * constant, workspace) to one of `gone`. */
+void verify_no_device(const ExportedProgram& program, const std::vector<Device>& gone);
+
+/** Writes the program as ONE safetensors file (weights and constants as tensors, the
+ * graph, signature and device table as versioned JSON in its metadata). Atomic: a
+ * temporary file is renamed into place. */
+void save(const ExportedProgram& program, const std::string& path);
+/** Reads a program; validates everything (format errors, never a crash); applies
+ * `map`; fails if the machine lacks a device the program uses, naming the map to pass.
+ * Weights are mapped from the file without copying where alignment allows. */
+ExportedProgram load_program(const std::string& path, const DeviceMap& map = {});
+/** Reads a plain safetensors file (any writer). */
+NamedTensors load_safetensors(const std::string& path);
+
+}  // namespace kiln

@@ -1,0 +1,310 @@
+// Modules, export, the program file and retargeting: (D6), (X1)-(X4), (R3).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::all_close;
+using testing::expect_error;
+using json = nlohmann::json;
+
+std::string tmp_path(const std::string& name) {
+  return ::testing::TempDir() + "kiln_" + name + ".kiln";
+}
+
+// A module with one of each: parameter, persistent buffer mutated in forward,
+// non-persistent buffer, workspace, tensor constant, user-input mutation.
+class Everything : public nn::Module {
+ public:
+  explicit Everything(Device d = Device("cpu:0"))
+      : w(register_parameter("w", full({4}, 3.0, {.device = d}))),
+        count(register_buffer("count", zeros({4}, {.device = d}))),
+        scale(register_buffer("scale", full({4}, 2.0, {.device = d}), /*persistent=*/false)),
+        scratch(register_workspace("scratch", {4}, f32, d)),
+        offset_(tensor({1, 2, 3, 4}, {}, {.device = d})) {}
+  TensorList forward(const TensorList& in) override {
+    add_(count, 1);
+    copy_(scratch, in[0] * w);
+    Tensor y = in[1];
+    add_(y, 10);
+    return {scratch * scale + offset_};
+  }
+  Tensor &w, &count, &scale, &scratch;
+
+ private:
+  Tensor offset_;  // not registered: a tensor constant
+};
+
+TEST(Module, RegistryStateDictAndTo) {  // (D6)
+  Everything m;
+  std::vector<std::string> names;
+  for (const auto& t : m.named_tensors()) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"w", "count", "scale", "scratch"}));
+  nn::StateDict sd = m.state_dict();
+  ASSERT_EQ(sd.size(), 2u);
+  EXPECT_EQ(sd[0].first, "w");
+  EXPECT_EQ(sd[1].first, "count");
+  m.to(Device("cpu:2"));
+  for (const auto& t : m.named_tensors()) EXPECT_EQ(t.tensor->device(), Device("cpu:2")) << t.name;
+  EXPECT_EQ(m.w.device(), Device("cpu:2"));  // the layer's handle follows
+  nn::StateDict bad = {{"w", ones({4})}};
+  expect_error([&] { m.load_state_dict(bad); }, ErrorKind::value, "missing key(s): count");
+  bad.push_back({"count", ones({4})});
+  bad.push_back({"extra", ones({1})});
+  expect_error([&] { m.load_state_dict(bad); }, ErrorKind::value, "unexpected key(s): extra");
+  expect_error([&] { m.load_state_dict({{"w", ones({5})}, {"count", ones({4})}}); }, ErrorKind::shape,
+               "'w' has shape [5] in the state dict but [4] in the module");
+  m.load_state_dict({{"w", ones({4})}, {"count", full({4}, 7.0)}});
+  EXPECT_EQ(m.w.device(), Device("cpu:2"));
+  EXPECT_EQ(item<float>(sum(m.count)), 28.0f);
+  auto gpt = nn::make_reference_model("gpt", {{"layers", 1}}).module;
+  std::vector<std::string> mods;
+  for (auto& [name, mod] : gpt->named_modules()) mods.push_back(name);
+  EXPECT_NE(std::find(mods.begin(), mods.end(), "blocks.0.attn.qkv"), mods.end());
+}
+
+TEST(Export, SignatureOfEveryKind) {  // (X4), (M5)
+  Everything m;
+  ExportedProgram p = export_program(m, {ones({4}), zeros({4})});
+  std::vector<std::string> inputs;
+  for (const InputSpec& s : p.signature.inputs)
+    inputs.push_back(fmt::format("{}:{}:{}:{}", to_string(s.kind), s.name, s.target, s.persistent));
+  EXPECT_EQ(inputs, (std::vector<std::string>{
+                        "parameter:p_w:w:true", "buffer:b_count:count:true",
+                        "buffer:b_scale:scale:false", "workspace:w_scratch:scratch:false",
+                        "user_input:input_0:input_0:true", "user_input:input_1:input_1:true"}));
+  std::vector<std::string> outputs;
+  for (const OutputSpec& s : p.signature.outputs)
+    outputs.push_back(fmt::format("{}:{}", to_string(s.kind), s.target));
+  EXPECT_EQ(outputs, (std::vector<std::string>{"buffer_mutation:count", "buffer_mutation:scratch",
+                                               "user_input_mutation:input_1", "user_output:"}));
+  ASSERT_EQ(p.state.size(), 2u);  // parameters and persistent buffers
+  EXPECT_EQ(p.state[0].first, "w");
+  EXPECT_EQ(p.state[1].first, "count");
+  EXPECT_EQ(p.constants[0].first, "scale");  // then the tensor constants of the graph
+  EXPECT_GE(p.constants.size(), 2u);
+  ASSERT_EQ(p.workspaces.size(), 1u);
+  EXPECT_EQ(p.workspaces[0].shape, Dims{4});
+  // Running equals eager, including the write-backs.
+  Everything eager;
+  Tensor ex = ones({4}), ey = zeros({4});
+  Tensor want = eager({ex, ey})[0];
+  Tensor x = ones({4}), y = zeros({4});
+  Tensor got = p.run({x, y})[0];
+  EXPECT_EQ(to_vector<float>(got), to_vector<float>(want));
+  EXPECT_EQ(to_vector<float>(y), to_vector<float>(ey));
+  EXPECT_EQ(to_vector<float>(p.state[1].second), to_vector<float>(eager.count));
+  // Workspaces are never in the file's bytes.
+  std::string path = tmp_path("everything");
+  save(p, path);
+  for (const auto& [key, t] : load_safetensors(path)) EXPECT_EQ(key.find("scratch"), std::string::npos);
+  ExportedProgram loaded = load_program(path);
+  EXPECT_EQ(to_vector<float>(loaded.run({ones({4}), zeros({4})})[0]), to_vector<float>(want));
+  std::remove(path.c_str());
+}
+
+TEST(Export, ToInForwardIsCapturedAndFrozen) {  // (X1), (X2)
+  struct UsesTo : nn::Module {
+    bool mutate = false;
+    TensorList forward(const TensorList& in) override {
+      ScopeName s("head");
+      Tensor y = kiln::to(in[0], in[0].device());
+      if (mutate) add_(y, 1);
+      return {y * 2};
+    }
+  };
+  UsesTo m;
+  ExportedProgram p = export_program(m, {ones({2})});
+  EXPECT_NE(p.graph.str().find("_to_copy(%input_0, dtype=f32, device=cpu:0)"), std::string::npos);
+  m.mutate = true;
+  expect_error([&] { export_program(m, {ones({2})}); }, ErrorKind::frozen_mutation,
+               "in 'head'");
+}
+
+// Export -> save -> load -> run equals eager for every reference model.
+TEST(Export, ReferenceModelsRoundTrip) {
+  struct Case {
+    std::string name;
+    nn::ModelConfig config;
+    bool train;
+  };
+  std::vector<Case> cases = {{"mlp", {{"batch", 4}, {"width", 32}, {"layers", 3}}, false},
+                             {"gpt", {}, false},
+                             {"bn_mlp", {}, false},
+                             {"bn_mlp", {}, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name + (c.train ? " train" : " eval"));
+    nn::ReferenceModel ref = nn::make_reference_model(c.name, c.config, 7);
+    ref.module->train(c.train);
+    ExportedProgram p = export_program(*ref.module, ref.example_inputs);
+    std::string path = tmp_path(c.name);
+    save(p, path);
+    ExportedProgram loaded = load_program(path);
+    TensorList got = loaded.run(ref.example_inputs);
+    TensorList want = (*ref.module)(ref.example_inputs);  // mutates the module's buffers
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(all_close(got[i], to_vector<double>(want[i]), 1e-5, 1e-5));
+    for (const auto& [name, t] : loaded.state)  // buffer mutations (bn running stats)
+      for (const auto& [mname, mt] : ref.module->state_dict())
+        if (mname == name) EXPECT_TRUE(all_close(t, to_vector<double>(mt), 1e-6, 1e-6)) << name;
+    std::remove(path.c_str());
+  }
+}
+
+TEST(Export, TracedForAnAbsentDeviceRunsAnywhere) {  // (X3)
+  nn::ReferenceModel ref = nn::make_reference_model("gpt", {{"layers", 1}}, 3);
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs, {.device = Device("cuda:0")});
+  for (Device d : p.devices()) EXPECT_TRUE(d == Device("cuda:0") || d == Device("cpu:0")) << d.str();
+  EXPECT_NE(p.graph.str().find("@cuda:0"), std::string::npos);
+  std::string path = tmp_path("gpt_cuda");
+  save(p, path);
+  expect_error([&] { load_program(path); }, ErrorKind::device,
+               "uses cuda:0, which this machine lacks; pass a device map, e.g. "
+               "load_program(path, {{\"cuda:0\", \"cpu:0\"}})");
+  ExportedProgram q = load_program(path, {{Device("cuda:0"), Device("cpu:2")}});
+  verify_no_device(q, {Device("cuda:0")});
+  TensorList in = {to(ref.example_inputs[0], Device("cpu:2"))};
+  AllocatorStats before0 = allocator_stats(Device("cpu:0"));
+  AllocatorStats before2 = allocator_stats(Device("cpu:2"));
+  TensorList got = q.run(in);
+  EXPECT_EQ(allocator_stats(Device("cpu:0")).num_allocs, before0.num_allocs);  // (R2)
+  EXPECT_GT(allocator_stats(Device("cpu:2")).num_allocs, before2.num_allocs);
+  EXPECT_EQ(got[0].device(), Device("cpu:2"));
+  TensorList want = (*ref.module)(ref.example_inputs);
+  EXPECT_TRUE(all_close(got[0], to_vector<double>(want[0]), 1e-5, 1e-5));
+  std::remove(path.c_str());
+}
+
+TEST(Export, MoveToDeviceRebindsEverything) {  // (X3)
+  nn::ReferenceModel ref = nn::make_reference_model("bn_mlp", {}, 4);
+  ref.module->to(Device("cpu:1"));
+  ref.module->eval();
+  TensorList in1 = {to(ref.example_inputs[0], Device("cpu:1"))};
+  ExportedProgram p = export_program(*ref.module, in1);
+  EXPECT_EQ(p.devices()[0], Device("cpu:1"));
+  move_to_device(p, Device("cpu:2"));
+  verify_no_device(p, {Device("cpu:1")});
+  for (const auto& [name, t] : p.state) EXPECT_EQ(t.device(), Device("cpu:2")) << name;
+  TensorList got = p.run({to(in1[0], Device("cpu:2"))});
+  EXPECT_EQ(got[0].device(), Device("cpu:2"));
+  EXPECT_TRUE(all_close(got[0], to_vector<double>((*ref.module)(in1)[0]), 1e-5, 1e-6));
+  // By map: back to cpu:3; unmapped devices stay.
+  move_to_device(p, {{Device("cpu:2"), Device("cpu:3")}});
+  verify_no_device(p, {Device("cpu:2")});
+  expect_error([&] { p.run({to(in1[0], Device("cpu:2"))}); }, ErrorKind::value,
+               "[interpret] input %input_0 expects f32[16,16]@cpu:3, got f32[16,16]@cpu:2");  // (R3)
+}
+
+// ---- malformed files: each a format error, never a crash ----
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void write_all(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+// Rewrites the JSON header of a safetensors file with `edit` applied.
+void edit_header(const std::string& path, const std::function<void(json&)>& edit) {
+  std::string bytes = read_all(path);
+  uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  json h = json::parse(bytes.substr(8, n));
+  edit(h);
+  std::string text = h.dump();
+  uint64_t m = text.size();
+  write_all(path, std::string(reinterpret_cast<char*>(&m), 8) + text + bytes.substr(8 + n));
+}
+
+class Malformed : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 2}, {"width", 8}, {"layers", 2}});
+    save(export_program(*ref.module, ref.example_inputs), path);
+  }
+  void TearDown() override { std::remove(path.c_str()); }
+  std::string path = tmp_path("malformed");
+};
+
+TEST_F(Malformed, Truncated) {
+  std::string bytes = read_all(path);
+  write_all(path, bytes.substr(0, bytes.size() / 2));
+  expect_error([&] { load_program(path); }, ErrorKind::format, "truncated");
+  write_all(path, bytes.substr(0, 5));
+  expect_error([&] { load_program(path); }, ErrorKind::format, "truncated: 5 bytes");
+}
+
+TEST_F(Malformed, WrongVersion) {
+  edit_header(path, [](json& h) {
+    json prog = json::parse(h["__metadata__"]["kiln.program"].get<std::string>());
+    prog["format_version"] = 99;
+    h["__metadata__"]["kiln.program"] = prog.dump();
+  });
+  expect_error([&] { load_program(path); }, ErrorKind::format,
+               "format_version 99 is not supported (this kiln reads version 1)");
+}
+
+TEST_F(Malformed, OffsetsOutOfRange) {
+  edit_header(path, [](json& h) { h["state/0.weight"]["data_offsets"] = {0, 1 << 30}; });
+  expect_error([&] { load_program(path); }, ErrorKind::format,
+               "tensor 'state/0.weight': data offsets [0, 1073741824] are out of range");
+}
+
+TEST_F(Malformed, ShapeDisagreesWithSignature) {
+  edit_header(path, [](json& h) {
+    h["state/0.weight"]["shape"] = {4, 16};  // same bytes, another shape
+  });
+  expect_error([&] { load_program(path); }, ErrorKind::format,
+               "'0.weight' is f32[4, 16] in the file but the program expects f32[8, 8]");
+}
+
+TEST_F(Malformed, UnknownOp) {
+  edit_header(path, [](json& h) {
+    json prog = json::parse(h["__metadata__"]["kiln.program"].get<std::string>());
+    for (json& n : prog["graph"])
+      if (n["op"] == "call") n["target"] = "frobnicate";
+    h["__metadata__"]["kiln.program"] = prog.dump();
+  });
+  expect_error([&] { load_program(path); }, ErrorKind::format, "unknown op 'frobnicate'");
+}
+
+TEST_F(Malformed, SaveIsAtomic) {
+  std::string before = read_all(path);
+  struct Bad : nn::Module {
+    TensorList forward(const TensorList& in) override { return {in[0]}; }
+  };
+  ExportedProgram p;
+  {
+    FakeMode fake;
+    Bad m;
+    p = export_program(m, {ones({2})});
+  }
+  p.constants.emplace_back("fake", [] {
+    FakeMode f;
+    return empty({2});
+  }());
+  EXPECT_THROW(save(p, path), Error);  // fails midway: the old file is intact
+  EXPECT_EQ(read_all(path), before);
+}
+
+TEST(Interop, ReadsAnIndependentWriter) {
+  NamedTensors ts = load_safetensors(std::string(KILN_TEST_DATA) + "/golden/interop.safetensors");
+  ASSERT_EQ(ts.size(), 4u);
+  std::map<std::string, Tensor> by(ts.begin(), ts.end());
+  EXPECT_EQ(by["weights"].shape(), (Dims{2, 3}));
+  EXPECT_EQ(to_vector<float>(by["weights"]), (std::vector<float>{0.5, -1, 2.25, 3, -4.5, 1e-3f}));
+  EXPECT_EQ(to_vector<int64_t>(by["ids"]), (std::vector<int64_t>{7, -2, 0, int64_t{1} << 40}));
+  EXPECT_EQ(item<double>(by["scale"]), 3.141592653589793);
+  EXPECT_EQ(to_vector<bool>(by["flags"]), (std::vector<bool>{true, false, true}));
+}
+
+}  // namespace
+}  // namespace kiln
