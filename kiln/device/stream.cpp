@@ -83,7 +83,10 @@ void StreamImpl::run() {
     }
     task = nullptr;  // release the task's tensors before the work counts as done
     std::lock_guard lock(mu);
-    if (err && !error) error = err;
+    // Hand the error over (or drop it) under the lock: the worker keeps no reference
+    // that it could release while the host is handling the rethrown exception.
+    if (err && !error) error = std::move(err);
+    err = nullptr;
     ++completed;
     work_done.notify_all();
   }
