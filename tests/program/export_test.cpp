@@ -70,6 +70,26 @@ TEST(Module, RegistryStateDictAndTo) {  // (D6)
   EXPECT_NE(std::find(mods.begin(), mods.end(), "blocks.0.attn.qkv"), mods.end());
 }
 
+TEST(Layers, DropoutRmsNormAndEmbedding) {
+  nn::Dropout drop(0.25);
+  Tensor x = ones({4000});
+  drop.eval();
+  EXPECT_TRUE(drop(x).is_same(x));
+  drop.train();
+  std::vector<float> v = to_vector<float>(drop(x));
+  size_t zeros_seen = std::count(v.begin(), v.end(), 0.0f);
+  EXPECT_NEAR(zeros_seen / 4000.0, 0.25, 0.03);
+  for (float f : v) EXPECT_TRUE(f == 0.0f || std::abs(f - 1.0f / 0.75f) < 1e-6);
+  nn::RMSNorm norm(3);
+  EXPECT_TRUE(all_close(norm(tensor({3, 4, 0}, {1, 3})), {3 / std::sqrt(25.0 / 3), 4 / std::sqrt(25.0 / 3), 0}, 1e-5));
+  nn::Embedding emb(5, 2);
+  EXPECT_EQ(emb(from_vector<int64_t>({4, 0, 4})).shape(), (Dims{3, 2}));
+  expect_error([] { nn::make_reference_model("resnet"); }, ErrorKind::value,
+               "unknown reference model 'resnet'; known: mlp, gpt, bn_mlp");
+  expect_error([] { nn::make_reference_model("gpt", {{"depth", 3}}); }, ErrorKind::value,
+               "'gpt' has no setting 'depth'");
+}
+
 TEST(Export, SignatureOfEveryKind) {  // (X4), (M5)
   Everything m;
   ExportedProgram p = export_program(m, {ones({4}), zeros({4})});
