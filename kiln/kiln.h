@@ -19,4 +19,5 @@
 #include "kiln/ops/op_table.h"
 #include "kiln/passes/functionalize.h"
 #include "kiln/program/program.h"
+#include "kiln/runtime/executor.h"
 #include "kiln/trace/proxy_mode.h"

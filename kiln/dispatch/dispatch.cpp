@@ -258,6 +258,41 @@ const Tensor* cross_device_source(const OpInfo& info, std::span<const Value> arg
 
 }  // namespace
 
+namespace {
+
+// (D4) Queues a kernel on its device's current stream, after the work that wrote its
+// inputs; `outs` are already allocated.
+void launch(const OpInfo& info, const ops::KernelTable* table, Device device, ops::MetaOut meta,
+            std::span<const Value> args, std::span<Tensor> outs) {
+  Stream stream = current_stream(device);
+  order_after_writers(args, stream);
+  bool non_blocking = false;
+  const Tensor* src = cross_device_source(info, args, device, non_blocking);
+  for (const Tensor& o : outs) o.storage()->writer_stream.store(stream.id(), std::memory_order_relaxed);
+  Launch l{&info, table, device};
+  if (stream.is_default()) {
+    run_kernel(l, meta, args, outs);
+    return;
+  }
+  // The task owns copies of every argument and output, so their memory stays alive
+  // until it has run. See Note [CPU streams].
+  stream.enqueue([l, meta = std::move(meta), a = std::vector<Value>(args.begin(), args.end()),
+                  o = std::vector<Tensor>(outs.begin(), outs.end())]() mutable {
+    run_kernel(l, meta, a, o);
+  });
+  if (src && !non_blocking) stream.synchronize();
+}
+
+const ops::KernelTable& checked_table(const OpInfo& info, Device device) {
+  const ops::KernelTable* table = kernel_table(device.type);
+  OpKind kernel_op = info.meta ? info.kind : info.functional;
+  KILN_CHECK(table && (*table)[static_cast<size_t>(kernel_op)], unsupported,
+             "[{}] has no kernel for device {}", info.name, device);
+  return *table;
+}
+
+}  // namespace
+
 Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
   const OpInfo& info = ops::op_info(op);
   Device device = op_device(op, args);
@@ -265,33 +300,31 @@ Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
   Allocator* allocator = &device_allocator(device);  // checks the device exists
   ops::MetaOut meta = run_meta(info, args, device);
   if (info.is_view()) return materialize(info, args, meta, device, allocator);
-  const ops::KernelTable* table = kernel_table(device.type);
-  OpKind kernel_op = info.meta ? op : info.functional;
-  KILN_CHECK(table && (*table)[static_cast<size_t>(kernel_op)], unsupported,
-             "[{}] has no kernel for device {}", info.name, device);
-
+  const ops::KernelTable& table = checked_table(info, device);
   Outputs outs;
   if (info.meta) outs = materialize(info, args, meta, device, allocator);
   else outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
-
-  // (D4) Kernels are queued on their device's current stream, after the work that
-  // wrote their inputs.
-  Stream stream = current_stream(device);
-  order_after_writers(args, stream);
-  bool non_blocking = false;
-  const Tensor* src = cross_device_source(info, args, device, non_blocking);
-  for (const Tensor& o : outs) o.storage()->writer_stream.store(stream.id(), std::memory_order_relaxed);
-  Launch launch{&info, table, device};
-  if (stream.is_default()) {
-    run_kernel(launch, meta, args, outs);
-  } else {
-    // The task owns copies of every argument and output, so their memory stays alive
-    // until it has run. See Note [CPU streams].
-    stream.enqueue([launch, meta = std::move(meta), a = std::vector<Value>(args.begin(), args.end()),
-                    o = outs]() mutable { run_kernel(launch, meta, a, o); });
-    if (src && !non_blocking) stream.synchronize();
-  }
+  launch(info, &table, device, std::move(meta), args, outs);
   return outs;
+}
+
+void dispatch_into(OpKind op, std::span<const Value> args, std::span<Tensor> outs) {
+  const OpInfo& info = ops::op_info(op);
+  KILN_CHECK(info.meta && !info.is_view() && !info.is_inplace(), value,
+             "[{}] cannot write into given outputs: only ops with fresh outputs can", info.name);
+  Device device = op_device(op, args);
+  check_device_available(device);
+  ops::MetaOut meta = run_meta(info, args, device);
+  KILN_CHECK(meta.outs.size() == outs.size(), value, "[{}] returns {} outputs, {} given", info.name,
+             meta.outs.size(), outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& o = outs[i];
+    KILN_CHECK(o.shape() == meta.outs[i].shape && o.dtype() == meta.outs[i].dtype &&
+                   o.device() == device && o.is_contiguous(),
+               value, "[{}] output {} must be a contiguous {}{}@{}, got {}", info.name, i,
+               to_string(meta.outs[i].dtype), meta.outs[i].shape.str(), device, o.meta_str());
+  }
+  launch(info, &checked_table(info, device), device, std::move(meta), args, outs);
 }
 
 void launch_kernel(std::string_view op, Device device, std::function<void()> body) {

@@ -72,6 +72,10 @@ Outputs dispatch(ops::OpKind op, std::span<const Value> args);
 /** Runs an op eagerly, ignoring modes: device check (D2), meta, then the kernel of
  * the device's backend under a guard for that device (D3). */
 Outputs dispatch_eager(ops::OpKind op, std::span<const Value> args);
+/** Runs an op eagerly into preallocated outputs (contiguous, with the shapes, dtypes
+ * and device its meta function gives): how a runtime with a memory plan calls kernels.
+ * Ops whose outputs alias an input (views, in-place ops) are refused. */
+void dispatch_into(ops::OpKind op, std::span<const Value> args, std::span<Tensor> outs);
 /** Only the metadata an eager call would produce: outputs without data ("fake"),
  * views sharing the input's storage identity. Used by meta tensors and FakeMode. */
 Outputs dispatch_meta(ops::OpKind op, std::span<const Value> args);

@@ -140,14 +140,16 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
   return program;
 }
 
-TensorList ExportedProgram::run(const TensorList& user_inputs) {
+TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs) {
+  std::vector<ir::Node*> nodes = graph.inputs();
   size_t n_user = std::count_if(signature.inputs.begin(), signature.inputs.end(),
                                 [](const InputSpec& s) { return s.kind == Kind::user_input; });
   KILN_CHECK(user_inputs.size() == n_user, value, "[run] the program takes {} user inputs, got {}",
              n_user, user_inputs.size());
   TensorList inputs;
   size_t next_user = 0;
-  for (const InputSpec& spec : signature.inputs) {
+  for (size_t i = 0; i < signature.inputs.size(); ++i) {
+    const InputSpec& spec = signature.inputs[i];
     Tensor* t = nullptr;
     switch (spec.kind) {
       case Kind::parameter: t = find(state, spec.target); break;
@@ -165,12 +167,23 @@ TensorList ExportedProgram::run(const TensorList& user_inputs) {
           t = &workspace_values_.back().second;
         }
         break;
-      case Kind::user_input: inputs.push_back(user_inputs[next_user++]); continue;
+      case Kind::user_input: {
+        const Tensor& u = user_inputs[next_user++];
+        const ir::ValueMeta& m = nodes[i]->meta()[0];
+        KILN_CHECK(u.defined() && u.shape() == m.shape && u.dtype() == m.dtype && u.device() == m.device,
+                   value, "[run] input '{}' expects {}, got {}", spec.target, m.str(),
+                   u.defined() ? ir::ValueMeta::of(u).str() : "an undefined tensor");
+        inputs.push_back(u);
+        continue;
+      }
     }
     KILN_CHECK(t, value, "[run] the program has no value for input '{}'", spec.target);
     inputs.push_back(*t);
   }
-  TensorList outs = ir::interpret(graph, inputs);
+  return inputs;
+}
+
+TensorList ExportedProgram::write_back(const TensorList& outs, const TensorList& user_inputs) {
   TensorList user_outputs;
   for (size_t i = 0; i < outs.size(); ++i) {
     const OutputSpec& spec = signature.outputs[i];
@@ -189,6 +202,10 @@ TensorList ExportedProgram::run(const TensorList& user_inputs) {
     copy_(*dst, outs[i]);
   }
   return user_outputs;
+}
+
+TensorList ExportedProgram::run(const TensorList& user_inputs) {
+  return write_back(ir::interpret(graph, bind_inputs(user_inputs)), user_inputs);
 }
 
 std::vector<Device> ExportedProgram::devices() const {

@@ -58,6 +58,13 @@ class ExportedProgram {
    * (or constants, workspaces) and user-input mutations to `user_inputs`; returns the
    * user outputs. (R3) Inputs are checked first, with errors naming the input. */
   TensorList run(const TensorList& user_inputs);
+  /** (R3) Checks `user_inputs` against the signature (count, shape, dtype, device),
+   * naming the input, and returns the full graph input list: state, constants,
+   * workspaces (created on first use) and user inputs, in signature order. */
+  TensorList bind_inputs(const TensorList& user_inputs);
+  /** Applies the mutation outputs (buffers, workspaces, user inputs) and returns the
+   * user outputs. */
+  TensorList write_back(const TensorList& graph_outputs, const TensorList& user_inputs);
   /** Every distinct device the program refers to, in first-seen order. */
   std::vector<Device> devices() const;
   /** The graph followed by the signature, one line per input and output. */

@@ -1,0 +1,105 @@
+// The runtime executor: (R1)-(R3), the memory plan, write-backs.
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln::runtime {
+namespace {
+
+using kiln::testing::all_close;
+using kiln::testing::expect_error;
+
+struct Case {
+  std::string model;
+  nn::ModelConfig config;
+  bool train;
+};
+const std::vector<Case> kCases = {{"mlp", {{"batch", 8}, {"width", 64}, {"layers", 4}}, false},
+                                  {"gpt", {}, false},
+                                  {"bn_mlp", {}, false},
+                                  {"bn_mlp", {}, true}};
+
+TEST(Executor, EqualsEagerOnEveryReferenceModelAndDevice) {
+  for (const Case& c : kCases) {
+    for (Device d : {Device("cpu:0"), Device("cpu:1")}) {
+      SCOPED_TRACE(c.model + (c.train ? " train " : " eval ") + d.str());
+      nn::ReferenceModel ref = nn::make_reference_model(c.model, c.config, 11);
+      ref.module->train(c.train);
+      ExportedProgram p = export_program(*ref.module, ref.example_inputs);
+      move_to_device(p, d);
+      Executor exec(p);
+      TensorList in;
+      for (const Tensor& t : ref.example_inputs) in.push_back(to(t, d));
+      for (int step = 0; step < 2; ++step) {  // twice: buffers and running stats evolve
+        AllocatorStats other = allocator_stats(d == Device("cpu:0") ? Device("cpu:1") : Device("cpu:0"));
+        TensorList got = exec.run(in);
+        // (R2) nothing lands on another device
+        AllocatorStats other_after = allocator_stats(d == Device("cpu:0") ? Device("cpu:1") : Device("cpu:0"));
+        EXPECT_EQ(other_after.num_allocs, other.num_allocs);
+        TensorList want = (*ref.module)(ref.example_inputs);
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(got[0].device(), d);
+        EXPECT_TRUE(all_close(got[0], to_vector<double>(want[0]), 1e-5, 1e-5));
+      }
+      for (const auto& [name, t] : p.state)  // write-backs (bn running statistics)
+        for (const auto& [mname, mt] : ref.module->state_dict())
+          if (mname == name) EXPECT_TRUE(all_close(t, to_vector<double>(mt), 1e-6, 1e-6)) << name;
+    }
+  }
+}
+
+TEST(Executor, PlanReusesBuffersAndSteadyStateAllocatesOnlyOutputs) {
+  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 8}});
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs);
+  Executor exec(p);
+  const PlanStats& s = exec.stats();
+  EXPECT_EQ(s.planned_values, 15);  // 8 linear + 8 relu, the last relu is the output
+  EXPECT_LE(s.buffers, 2);          // ping-pong between two activation buffers
+  EXPECT_EQ(s.planned_bytes, 2 * 16 * 128 * 4);
+  exec.run(ref.example_inputs);  // warm up the caches
+  Device d("cpu:0");
+  AllocatorStats before = allocator_stats(d);
+  exec.run(ref.example_inputs);
+  AllocatorStats after = allocator_stats(d);
+  EXPECT_EQ(after.num_os_allocs, before.num_os_allocs);  // no fresh pages in steady state
+  EXPECT_LE(after.num_allocs - before.num_allocs, 2);    // the output (and its block)
+}
+
+TEST(Executor, PlannedPeakIsBelowEager) {
+  nn::ReferenceModel ref = nn::make_reference_model("gpt", {{"layers", 4}, {"width", 128}, {"seq", 64}});
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs);
+  move_to_device(p, Device("cpu:3"));
+  Executor exec(p);
+  TensorList in = {to(ref.example_inputs[0], Device("cpu:3"))};
+  Device d("cpu:3");
+  exec.run(in);
+  allocator_stats(d);
+  device_allocator(d).reset_peak();
+  int64_t base = allocator_stats(d).bytes_in_use;
+  exec.run(in);
+  int64_t planned_peak = allocator_stats(d).peak_bytes - base;
+  ref.module->to(d);
+  device_allocator(d).reset_peak();
+  base = allocator_stats(d).bytes_in_use;
+  (*ref.module)(in);
+  int64_t eager_peak = allocator_stats(d).peak_bytes - base;
+  EXPECT_LT(planned_peak, eager_peak) << "planned " << planned_peak << " eager " << eager_peak;
+}
+
+TEST(Executor, InputsAreCheckedBeforeAnythingRuns) {  // (R3)
+  nn::ReferenceModel ref = nn::make_reference_model("bn_mlp", {});
+  ref.module->train();
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs);
+  Executor exec(p);
+  std::vector<float> stats_before = to_vector<float>(p.state[2].second);
+  expect_error([&] { exec.run({}); }, ErrorKind::value, "[run] the program takes 1 user inputs, got 0");
+  expect_error([&] { exec.run({randn({3, 16})}); }, ErrorKind::value,
+               "[run] input 'input_0' expects f32[16,16]@cpu:0, got f32[3,16]@cpu:0");
+  expect_error([&] { exec.run({randn({16, 16}, {.device = Device("cpu:1")})}); }, ErrorKind::value,
+               "got f32[16,16]@cpu:1");
+  EXPECT_EQ(to_vector<float>(p.state[2].second), stats_before);  // nothing ran
+}
+
+}  // namespace
+}  // namespace kiln::runtime
