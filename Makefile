@@ -18,7 +18,7 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: build
-	@$(BUILD)/examples/kiln_demo
+	@$(BUILD)/tools/kiln/kiln demo
 
 bench: build
 	@$(BUILD)/bench/kiln_bench --benchmark_min_time=0.2

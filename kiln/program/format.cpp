@@ -363,6 +363,38 @@ void write_file_atomically(const std::string& path, const std::string& header,
 
 }  // namespace
 
+namespace {
+// Serializes tensors (largest element size first, so every offset stays aligned) with
+// `metadata` into a safetensors file.
+void write_safetensors(const std::string& path, const NamedTensors& tensors, const json& metadata) {
+  NamedTensors entries = tensors;
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const auto& a, const auto& b) { return a.second.itemsize() > b.second.itemsize(); });
+  json header = json::object();
+  std::vector<Tensor> hosts;
+  std::vector<std::pair<const void*, size_t>> chunks;
+  uint64_t at = 0;
+  for (const auto& [key, t] : entries) {
+    KILN_CHECK(!t.is_fake(), format, "[save] '{}' is a fake tensor: a file needs its data", key);
+    Tensor host = contiguous(to(t, Device(DeviceType::cpu, 0)));
+    hosts.push_back(host);
+    uint64_t nbytes = static_cast<uint64_t>(host.numel()) * host.itemsize();
+    header[key] = {{"dtype", safe_name(host.dtype())}, {"shape", host.shape().vec()},
+                   {"data_offsets", {at, at + nbytes}}};
+    chunks.emplace_back(host.numel() ? host.raw_data() : nullptr, nbytes);
+    at += nbytes;
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // data starts 8-byte aligned
+  write_file_atomically(path, text, chunks);
+}
+}  // namespace
+
+void save_safetensors(const NamedTensors& tensors, const std::string& path) {
+  write_safetensors(path, tensors, json::object());
+}
+
 void save(const ExportedProgram& program, const std::string& path) {
   DeviceTable dt;
   for (Device d : program.devices()) dt.slot(d);
@@ -385,40 +417,15 @@ void save(const ExportedProgram& program, const std::string& path) {
   for (Device d : dt.slots) devices.push_back(d.str());
   prog["devices"] = devices;
 
-  // Tensors sorted by element size (largest first) keep every offset aligned.
-  struct Entry {
-    std::string key;
-    Tensor t;
-  };
-  std::vector<Entry> entries;
-  for (const auto& [name, t] : program.state) entries.push_back({"state/" + name, t});
-  for (const auto& [name, t] : program.constants) entries.push_back({"constants/" + name, t});
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const Entry& a, const Entry& b) { return a.t.itemsize() > b.t.itemsize(); });
-  json header = json::object();
-  std::vector<Tensor> hosts;
-  std::vector<std::pair<const void*, size_t>> chunks;
-  uint64_t at = 0;
-  for (const Entry& e : entries) {
-    KILN_CHECK(!e.t.is_fake(), format, "[save] '{}' is a fake tensor: a program file needs its data",
-               e.key);
-    Tensor host = contiguous(to(e.t, Device(DeviceType::cpu, 0)));
-    hosts.push_back(host);
-    uint64_t nbytes = static_cast<uint64_t>(host.numel()) * host.itemsize();
-    header[e.key] = {{"dtype", safe_name(host.dtype())}, {"shape", host.shape().vec()},
-                     {"data_offsets", {at, at + nbytes}}};
-    chunks.emplace_back(host.numel() ? host.raw_data() : nullptr, nbytes);
-    at += nbytes;
-  }
-  header["__metadata__"] = {{kProgramKey, prog.dump()}};
-  std::string text = header.dump();
-  text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // data starts 8-byte aligned
-  write_file_atomically(path, text, chunks);
+  NamedTensors tensors;
+  for (const auto& [name, t] : program.state) tensors.emplace_back("state/" + name, t);
+  for (const auto& [name, t] : program.constants) tensors.emplace_back("constants/" + name, t);
+  write_safetensors(path, tensors, {{kProgramKey, prog.dump()}});
 }
 
 NamedTensors load_safetensors(const std::string& path) { return read_safetensors(path).tensors; }
 
-ExportedProgram load_program(const std::string& path, const DeviceMap& map) {
+ExportedProgram read_program(const std::string& path) {
   SafeFile f = read_safetensors(path);
   Reader top{path, {}};
   const json& meta = top.at(f.header, "__metadata__", "the header");
@@ -509,24 +516,32 @@ ExportedProgram load_program(const std::string& path, const DeviceMap& map) {
                             to_string(t->dtype()), t->shape().str(), to_string(m.dtype), m.shape.str()));
   }
 
+  return p;
+}
+
+ExportedProgram load_program(const std::string& path, const DeviceMap& map) {
+  ExportedProgram p = read_program(path);
   // (X3) Bind device slots: the map first, then every device must exist here.
   std::vector<Device> missing;
+  std::vector<std::string> missing_names, all_names;
   for (Device d : p.devices()) {
     Device bound = d;
     for (const auto& [from, to] : map)
       if (from == d) bound = to;
-    if (bound.type != DeviceType::meta && bound.index >= device_count(bound.type)) missing.push_back(d);
+    all_names.push_back(d.str());
+    if (bound.type != DeviceType::meta && bound.index >= device_count(bound.type)) {
+      missing.push_back(d);
+      missing_names.push_back(bound == d ? d.str() : fmt::format("{} (mapped to {})", d, bound));
+    }
   }
   if (!missing.empty()) {
-    std::vector<std::string> names, suggestion;
-    for (Device d : missing) {
-      names.push_back(d.str());
-      suggestion.push_back(fmt::format("{{\"{}\", \"cpu:0\"}}", d.str()));
-    }
+    std::vector<std::string> suggestion;
+    for (Device d : missing) suggestion.push_back(fmt::format("{{\"{}\", \"cpu:0\"}}", d.str()));
     fail(ErrorKind::device,
-         "[load] {} uses {}, which this machine lacks; pass a device map, e.g. "
-         "load_program(path, {{{}}}) (kiln run: --device-map {}=cpu:0)",
-         path, fmt::join(names, ", "), fmt::join(suggestion, ", "), names[0]);
+         "[load] {} needs {}, which this machine lacks (the program's devices: {}); pass a device "
+         "map, e.g. load_program(path, {{{}}}) (kiln run: --device-map {}=cpu:0)",
+         path, fmt::join(missing_names, ", "), fmt::join(all_names, ", "),
+         fmt::join(suggestion, ", "), missing[0].str());
   }
   DeviceMap full = map;
   for (Device d : p.devices()) full.emplace_back(d, d);  // identity for the unmapped ones

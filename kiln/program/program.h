@@ -104,7 +104,11 @@ void save(const ExportedProgram& program, const std::string& path);
  * `map`; fails if the machine lacks a device the program uses, naming the map to pass.
  * Weights are mapped from the file without copying where alignment allows. */
 ExportedProgram load_program(const std::string& path, const DeviceMap& map = {});
+/** Reads and validates a program without binding its devices (for inspection). */
+ExportedProgram read_program(const std::string& path);
 /** Reads a plain safetensors file (any writer). */
 NamedTensors load_safetensors(const std::string& path);
+/** Writes tensors as a plain safetensors file (atomically). */
+void save_safetensors(const NamedTensors& tensors, const std::string& path);
 
 }  // namespace kiln

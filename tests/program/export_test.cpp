@@ -187,8 +187,8 @@ TEST(Export, TracedForAnAbsentDeviceRunsAnywhere) {  // (X3)
   std::string path = tmp_path("gpt_cuda");
   save(p, path);
   expect_error([&] { load_program(path); }, ErrorKind::device,
-               "uses cuda:0, which this machine lacks; pass a device map, e.g. "
-               "load_program(path, {{\"cuda:0\", \"cpu:0\"}})");
+               "needs cuda:0, which this machine lacks (the program's devices: cuda:0, cpu:0); "
+               "pass a device map, e.g. load_program(path, {{\"cuda:0\", \"cpu:0\"}})");
   ExportedProgram q = load_program(path, {{Device("cuda:0"), Device("cpu:2")}});
   verify_no_device(q, {Device("cuda:0")});
   TensorList in = {to(ref.example_inputs[0], Device("cpu:2"))};

@@ -1,0 +1,332 @@
+// The kiln command: demo, export, show, run. See `kiln --help` and README.md.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "kiln/kiln.h"
+
+namespace {
+
+using namespace kiln;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// "cuda:0=cpu:1,cuda:1=cpu:2"
+DeviceMap parse_device_map(const std::string& text) {
+  DeviceMap map;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t comma = text.find(',', at);
+    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    size_t eq = item.find('=');
+    KILN_CHECK(eq != std::string::npos, value, "--device-map entry '{}' is not OLD=NEW", item);
+    map.emplace_back(Device(std::string_view(item).substr(0, eq)),
+                     Device(std::string_view(item).substr(eq + 1)));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return map;
+}
+
+// "key=value" settings of a reference model.
+nn::ModelConfig parse_settings(const std::vector<std::string>& sets) {
+  nn::ModelConfig c;
+  for (const std::string& s : sets) {
+    size_t eq = s.find('=');
+    KILN_CHECK(eq != std::string::npos, value, "--set '{}' is not key=value", s);
+    try {
+      c[s.substr(0, eq)] = std::stoll(s.substr(eq + 1));
+    } catch (const std::exception&) {
+      fail(ErrorKind::value, "--set '{}': the value must be an integer", s);
+    }
+  }
+  return c;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (b >= 1024 && u < 3) b /= 1024, ++u;
+  return fmt::format("{:.1f} {}", b, units[u]);
+}
+
+int64_t bytes_of(const NamedTensors& ts) {
+  int64_t n = 0;
+  for (const auto& [name, t] : ts) n += t.numel() * static_cast<int64_t>(t.itemsize());
+  return n;
+}
+
+// Seeded inputs matching the program's user inputs (integers in [0, 8): valid ids).
+TensorList random_inputs(const ExportedProgram& p, uint64_t seed) {
+  manual_seed(seed);
+  TensorList out;
+  std::vector<ir::Node*> nodes = p.graph.inputs();
+  for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
+    if (p.signature.inputs[i].kind != InputSpec::Kind::user_input) continue;
+    const ir::ValueMeta& m = nodes[i]->meta()[0];
+    TensorOptions o{.device = m.device};
+    Tensor t = is_floating(m.dtype) ? to(randn(m.shape.vec(), o), m.dtype)
+               : m.dtype == DType::b8 ? gt(rand(m.shape.vec(), o), 0.5)
+                                      : to(mul(rand(m.shape.vec(), o), 8.0), m.dtype);
+    out.push_back(t);
+  }
+  return out;
+}
+
+// ---- kiln show ---------------------------------------------------------------------
+
+std::string show_text(const ExportedProgram& p) {
+  std::string s = p.str();
+  s += "devices:";
+  for (Device d : p.devices()) s += " " + d.str();
+  s += fmt::format("\nstate: {} tensors, {}\nconstants: {} tensors, {}\nworkspaces: {}\n",
+                   p.state.size(), human_bytes(double(bytes_of(p.state))), p.constants.size(),
+                   human_bytes(double(bytes_of(p.constants))), p.workspaces.size());
+  return s;
+}
+
+json show_json(const ExportedProgram& p) {
+  json j;
+  json devices = json::array();
+  for (Device d : p.devices()) devices.push_back(d.str());
+  j["devices"] = devices;
+  json inputs = json::array(), outputs = json::array();
+  for (const InputSpec& s : p.signature.inputs)
+    inputs.push_back({{"kind", to_string(s.kind)}, {"name", s.name}, {"target", s.target},
+                      {"persistent", s.persistent}});
+  for (const OutputSpec& s : p.signature.outputs)
+    outputs.push_back({{"kind", to_string(s.kind)}, {"target", s.target}});
+  j["signature"] = {{"inputs", inputs}, {"outputs", outputs}};
+  auto tensors = [](const NamedTensors& ts) {
+    json a = json::array();
+    for (const auto& [name, t] : ts)
+      a.push_back({{"name", name}, {"dtype", to_string(t.dtype())}, {"shape", t.shape().vec()},
+                   {"bytes", t.numel() * static_cast<int64_t>(t.itemsize())}});
+    return a;
+  };
+  j["state"] = tensors(p.state);
+  j["constants"] = tensors(p.constants);
+  json ws = json::array();
+  for (const WorkspaceRecipe& w : p.workspaces)
+    ws.push_back({{"name", w.name}, {"shape", w.shape.vec()}, {"dtype", to_string(w.dtype)}});
+  j["workspaces"] = ws;
+  json nodes = json::array();
+  std::string text = p.graph.str();
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+    nodes.push_back(text.substr(at, nl - at));
+  j["graph"] = nodes;
+  j["num_nodes"] = p.graph.size();
+  return j;
+}
+
+std::string show_dot(const ExportedProgram& p) {
+  std::string s = "digraph kiln {\n  rankdir=TB;\n  node [shape=box, fontname=monospace];\n";
+  for (ir::Node* n : p.graph.nodes()) {
+    std::string label = n->opcode() == ir::Opcode::call ? std::string(ops::op_name(n->op()))
+                        : n->opcode() == ir::Opcode::input    ? "input"
+                        : n->opcode() == ir::Opcode::constant ? "constant"
+                                                               : "output";
+    std::string meta = n->meta().empty() ? "" : "\\n" + n->meta()[0].str();
+    s += fmt::format("  \"{}\" [label=\"%{}\\n{}{}\"];\n", n->name(), n->name(), label, meta);
+    for (const ir::Ref& r : n->inputs()) s += fmt::format("  \"{}\" -> \"{}\";\n", r.node->name(), n->name());
+  }
+  return s + "}\n";
+}
+
+// ---- commands -----------------------------------------------------------------------
+
+int cmd_demo(const std::string& model, const std::string& trace_device, const std::string& device,
+             uint64_t seed) {
+  Device target = resolve_device(Device(device));
+  std::printf("kiln demo: export %s traced for %s, save, load, retarget to %s, run, compare\n",
+              model.c_str(), trace_device.c_str(), target.str().c_str());
+  nn::ReferenceModel ref = nn::make_reference_model(model, {}, seed);
+  ref.module->eval();
+
+  auto t0 = Clock::now();
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs, {.device = Device(trace_device)});
+  double t_export = ms_since(t0);
+  size_t n_user = 0;
+  for (const InputSpec& s : p.signature.inputs) n_user += s.kind == InputSpec::Kind::user_input;
+  std::printf("  export  %zu nodes; signature: %zu inputs (%zu state, %zu constants, %zu user), %zu outputs   %.1f ms\n",
+              p.graph.size(), p.signature.inputs.size(), p.state.size(), p.constants.size(), n_user,
+              p.signature.outputs.size(), t_export);
+
+  auto dir = std::filesystem::temp_directory_path() / ("kiln-demo-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / (model + ".kiln")).string();
+  t0 = Clock::now();
+  save(p, path);
+  std::printf("  save    %s (%s)   %.1f ms\n", path.c_str(),
+              human_bytes(double(std::filesystem::file_size(path))).c_str(), ms_since(t0));
+
+  t0 = Clock::now();
+  ExportedProgram peek = read_program(path);
+  DeviceMap map;
+  std::string devices;
+  for (Device d : peek.devices()) {
+    devices += (devices.empty() ? "" : ", ") + d.str();
+    if (d != target) map.emplace_back(d, target);
+  }
+  ExportedProgram q = load_program(path, map);
+  std::printf("  load    devices in the file: %s -> all mapped to %s   %.1f ms\n", devices.c_str(),
+              target.str().c_str(), ms_since(t0));
+
+  runtime::Executor exec(q);
+  TensorList in;
+  for (const Tensor& t : ref.example_inputs) in.push_back(to(t, target));
+  exec.run(in);  // warm-up
+  t0 = Clock::now();
+  TensorList got = exec.run(in);
+  double t_run = ms_since(t0);
+  std::printf("  run     executor on %s: %d planned values in %d buffers (%s); output %s   %.2f ms\n",
+              target.str().c_str(), exec.stats().planned_values, exec.stats().buffers,
+              human_bytes(double(exec.stats().planned_bytes)).c_str(), got[0].meta_str().c_str(), t_run);
+
+  ref.module->to(target);
+  t0 = Clock::now();
+  TensorList want = (*ref.module)(in);
+  double t_eager = ms_since(t0);
+  double err = item<double>(amax(abs(to(got[0], f64) - to(want[0], f64))));
+  bool ok = err <= 1e-4;
+  std::printf("  eager   module forward on %s   %.2f ms\n", target.str().c_str(), t_eager);
+  std::printf("  check   max |program - eager| = %.3g -> %s\n", err, ok ? "OK" : "MISMATCH");
+  std::filesystem::remove_all(dir);
+  return ok ? 0 : 1;
+}
+
+int cmd_export(const std::string& model, const std::vector<std::string>& sets,
+               const std::string& trace_device, uint64_t seed, bool train, const std::string& out) {
+  nn::ReferenceModel ref = nn::make_reference_model(model, parse_settings(sets), seed);
+  ref.module->train(train);
+  bool tty = ::isatty(2);
+  if (tty) std::fprintf(stderr, "exporting %s ...", model.c_str());
+  auto t0 = Clock::now();
+  ExportOptions options;
+  if (!trace_device.empty()) options.device = Device(trace_device);
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs, options);
+  save(p, out);
+  if (tty) std::fprintf(stderr, "\r");
+  std::printf("exported %s: %zu nodes, %zu state tensors (%s), devices", model.c_str(), p.graph.size(),
+              p.state.size(), human_bytes(double(bytes_of(p.state))).c_str());
+  for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
+  std::printf(" -> %s (%.1f ms)\n", out.c_str(), ms_since(t0));
+  return 0;
+}
+
+int cmd_show(const std::string& file, const std::string& format) {
+  ExportedProgram p = read_program(file);
+  if (format == "json") std::cout << show_json(p).dump(1) << "\n";
+  else if (format == "dot") std::cout << show_dot(p);
+  else std::cout << show_text(p);
+  return 0;
+}
+
+int cmd_run(const std::string& file, const std::string& device_map, const std::string& inputs_path,
+            const std::string& outputs_path, int repeat, uint64_t seed) {
+  ExportedProgram p = load_program(file, parse_device_map(device_map));
+  TensorList inputs;
+  if (inputs_path.empty()) {
+    inputs = random_inputs(p, seed);
+  } else {
+    NamedTensors given = load_safetensors(inputs_path);
+    for (const InputSpec& s : p.signature.inputs) {
+      if (s.kind != InputSpec::Kind::user_input) continue;
+      auto it = std::find_if(given.begin(), given.end(), [&](const auto& e) { return e.first == s.target; });
+      KILN_CHECK(it != given.end(), value, "{} has no tensor '{}' for the program's input", inputs_path,
+                 s.target);
+      inputs.push_back(it->second);
+    }
+  }
+  runtime::Executor exec(p);
+  std::vector<double> times;
+  TensorList outs;
+  bool tty = ::isatty(2);
+  for (int i = 0; i < std::max(repeat, 1); ++i) {
+    auto t0 = Clock::now();
+    outs = exec.run(inputs);
+    times.push_back(ms_since(t0));
+    if (tty && repeat > 1) std::fprintf(stderr, "\rrun %d/%d", i + 1, repeat);
+  }
+  if (tty && repeat > 1) std::fprintf(stderr, "\n");
+  std::sort(times.begin(), times.end());
+  std::printf("ran %s on", file.c_str());
+  for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
+  std::printf(": %zu run(s), median %.3f ms (min %.3f, max %.3f)\n", times.size(), times[times.size() / 2],
+              times.front(), times.back());
+  for (size_t i = 0; i < outs.size(); ++i)
+    std::printf("  output_%zu: %s\n", i, outs[i].meta_str().c_str());
+  if (!outputs_path.empty()) {
+    NamedTensors named;
+    for (size_t i = 0; i < outs.size(); ++i) named.emplace_back("output_" + std::to_string(i), outs[i]);
+    save_safetensors(named, outputs_path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: export tensor programs to portable graph files and run them on any device"};
+  app.require_subcommand(1);
+
+  std::string model = "gpt", trace_device = "cuda:0", device = "cpu:0", out, file, format = "text",
+              device_map, inputs, outputs;
+  std::vector<std::string> sets;
+  uint64_t seed = 0;
+  int repeat = 1;
+  bool train = false;
+
+  CLI::App* demo = app.add_subcommand("demo", "The main job: export a model traced for cuda:0 (fake), "
+                                              "save, load, retarget to a local device, run, compare with eager");
+  demo->add_option("--model", model, "reference model (mlp, gpt, bn_mlp)")->capture_default_str();
+  demo->add_option("--trace-device", trace_device, "device to trace for")->capture_default_str();
+  demo->add_option("--device", device, "device to run on")->capture_default_str();
+  demo->add_option("--seed", seed, "random seed")->capture_default_str();
+
+  CLI::App* exp = app.add_subcommand("export", "Export a reference model to a program file");
+  exp->add_option("--model", model, "mlp, gpt or bn_mlp")->required();
+  exp->add_option("--set", sets, "model setting key=value (repeatable), e.g. --set layers=4");
+  exp->add_option("--trace-device", trace_device, "device to trace for (fake tensors)");
+  exp->add_option("--seed", seed, "random seed of the weights and example inputs");
+  exp->add_flag("--train", train, "export in training mode (e.g. BatchNorm updates its statistics)");
+  exp->add_option("-o,--output", out, "program file to write")->required();
+
+  CLI::App* show = app.add_subcommand("show", "Print a program: signature, devices, sizes, graph");
+  show->add_option("file", file, "program file")->required();
+  show->add_option("--format", format, "text, json or dot")->check(CLI::IsMember({"text", "json", "dot"}));
+
+  CLI::App* run = app.add_subcommand("run", "Run a program on this machine's devices");
+  run->add_option("file", file, "program file")->required();
+  run->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
+  run->add_option("--inputs", inputs, "safetensors file with input_0, input_1, ...");
+  run->add_option("--outputs", outputs, "write the outputs (output_0, ...) to this safetensors file");
+  run->add_option("--repeat", repeat, "number of runs to time")->check(CLI::PositiveNumber);
+  run->add_option("--seed", seed, "seed of the generated inputs");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (exp->parsed() && trace_device == "cuda:0" && !exp->count("--trace-device")) trace_device.clear();
+  try {
+    if (demo->parsed()) return cmd_demo(model, trace_device, device, seed);
+    if (exp->parsed()) return cmd_export(model, sets, trace_device, seed, train, out);
+    if (show->parsed()) return cmd_show(file, format);
+    if (run->parsed()) return cmd_run(file, device_map, inputs, outputs, repeat, seed);
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
