@@ -1,5 +1,6 @@
-// kiln's demo until export lands: a small MLP forward in eager mode on every
-// configured CPU device, checked against a plain C++ reference.
+// An eager example: a small MLP forward on every configured CPU device
+// (KILN_CPU_DEVICES), checked against a plain C++ reference. The main job (`make demo`)
+// is `kiln demo` in tools/kiln.
 #include <cmath>
 #include <cstdio>
 
