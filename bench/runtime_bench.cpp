@@ -5,41 +5,11 @@
 #include <cblas.h>
 #include <sys/resource.h>
 
-#include <cmath>
-
 #include "kiln/kiln.h"
 
 namespace {
 
 using namespace kiln;
-
-// BLOCK as an nn::Module, op for op as models.Block (no causal mask, erf GELU).
-class BenchBlock : public nn::Module {
- public:
-  BenchBlock()
-      : ln1_(register_module("ln1", std::make_shared<nn::LayerNorm>(256))),
-        qkv_(register_module("qkv", std::make_shared<nn::Linear>(256, 768))),
-        proj_(register_module("proj", std::make_shared<nn::Linear>(256, 256))),
-        ln2_(register_module("ln2", std::make_shared<nn::LayerNorm>(256))),
-        fc1_(register_module("fc1", std::make_shared<nn::Linear>(256, 1024))),
-        fc2_(register_module("fc2", std::make_shared<nn::Linear>(1024, 256))) {}
-  TensorList forward(const TensorList& in) override {
-    const int64_t B = 4, T = 128, C = 256, H = 4, D = 64;
-    Tensor x = in[0];
-    Tensor t = permute(reshape((*qkv_)((*ln1_)(x)), {B, T, 3, H, D}), {2, 0, 3, 1, 4});
-    Tensor q = select(t, 0, 0), k = select(t, 0, 1), v = select(t, 0, 2);
-    Tensor att = softmax(matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(double(D))), -1);
-    Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, C});
-    x = x + (*proj_)(y);
-    return {x + (*fc2_)(gelu((*fc1_)((*ln2_)(x))))};
-  }
-
- private:
-  std::shared_ptr<nn::LayerNorm> ln1_;
-  std::shared_ptr<nn::Linear> qkv_, proj_;
-  std::shared_ptr<nn::LayerNorm> ln2_;
-  std::shared_ptr<nn::Linear> fc1_, fc2_;
-};
 
 struct Workload {
   std::shared_ptr<nn::Module> module;
@@ -48,14 +18,9 @@ struct Workload {
 
 Workload make(const std::string& name) {
   manual_seed(0);
-  if (name == "mlp") {
-    auto ref = nn::make_reference_model("mlp");
-    ref.module->eval();
-    return {ref.module, ref.example_inputs};
-  }
-  auto block = std::make_shared<BenchBlock>();
-  block->eval();
-  return {block, {randn({4, 128, 256})}};
+  auto ref = nn::make_reference_model(name);  // "mlp" or "block": BENCH.md's workloads
+  ref.module->eval();
+  return {ref.module, ref.example_inputs};
 }
 
 long minor_faults() {

@@ -126,6 +126,26 @@ TensorList TransformerBlock::forward(const TensorList& in) {
   return {x + (*proj_)(gelu((*fc_)((*ln2_)(x)), "tanh"))};
 }
 
+BenchBlock::BenchBlock(int64_t width, int64_t heads, int64_t hidden, Device d)
+    : width_(width), heads_(heads),
+      ln1_(register_module("ln1", std::make_shared<LayerNorm>(width, 1e-5, d))),
+      qkv_(register_module("qkv", std::make_shared<Linear>(width, 3 * width, true, d))),
+      proj_(register_module("proj", std::make_shared<Linear>(width, width, true, d))),
+      ln2_(register_module("ln2", std::make_shared<LayerNorm>(width, 1e-5, d))),
+      fc1_(register_module("fc1", std::make_shared<Linear>(width, hidden, true, d))),
+      fc2_(register_module("fc2", std::make_shared<Linear>(hidden, width, true, d))) {}
+
+TensorList BenchBlock::forward(const TensorList& in) {
+  Tensor x = in[0];
+  int64_t B = x.size(0), T = x.size(1), D = width_ / heads_;
+  Tensor t = permute(reshape((*qkv_)((*ln1_)(x)), {B, T, 3, heads_, D}), {2, 0, 3, 1, 4});
+  Tensor q = select(t, 0, 0), k = select(t, 0, 1), v = select(t, 0, 2);
+  Tensor att = softmax(matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(double(D))), -1);
+  Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, width_});
+  x = x + (*proj_)(y);
+  return {x + (*fc2_)(gelu((*fc1_)((*ln2_)(x))))};
+}
+
 GPT::GPT(GPTConfig c, Device d)
     : config(c),
       wte_(register_module("wte", std::make_shared<Embedding>(c.vocab, c.width, d))),
@@ -159,7 +179,7 @@ int64_t take(ModelConfig& c, const std::string& key, int64_t fallback) {
 }
 }  // namespace
 
-std::vector<std::string> reference_model_names() { return {"mlp", "gpt", "bn_mlp"}; }
+std::vector<std::string> reference_model_names() { return {"mlp", "block", "gpt", "bn_mlp"}; }
 
 ReferenceModel make_reference_model(const std::string& name, const ModelConfig& overrides,
                                     uint64_t seed) {
@@ -175,6 +195,11 @@ ReferenceModel make_reference_model(const std::string& name, const ModelConfig& 
     }
     m.module = std::make_shared<Sequential>(ls);
     m.example_inputs = {randn({batch, width})};
+  } else if (name == "block") {  // BENCH.md's BLOCK: x[4, 128, 256], 4 heads, MLP 1024
+    int64_t batch = take(c, "batch", 4), seq = take(c, "seq", 128), width = take(c, "width", 256),
+            heads = take(c, "heads", 4), hidden = take(c, "hidden", 1024);
+    m.module = std::make_shared<BenchBlock>(width, heads, hidden);
+    m.example_inputs = {randn({batch, seq, width})};
   } else if (name == "gpt") {
     GPTConfig g;
     g.vocab = take(c, "vocab", 256);

@@ -119,6 +119,21 @@ class TransformerBlock : public Module {
   std::shared_ptr<Linear> fc_, proj_;
 };
 
+/** BENCH.md's BLOCK, op for op as ../shared/peers/models.py: pre-LN, non-causal softmax
+ * attention written with matmul, erf GELU MLP, two residuals. */
+class BenchBlock : public Module {
+ public:
+  BenchBlock(int64_t width = 256, int64_t heads = 4, int64_t hidden = 1024, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+
+ private:
+  int64_t width_, heads_;
+  std::shared_ptr<LayerNorm> ln1_;
+  std::shared_ptr<Linear> qkv_, proj_;
+  std::shared_ptr<LayerNorm> ln2_;
+  std::shared_ptr<Linear> fc1_, fc2_;
+};
+
 struct GPTConfig {
   int64_t vocab = 256, context = 64, layers = 2, heads = 4, width = 64;
 };
@@ -141,7 +156,8 @@ class GPT : public Module {
 /** Settings of a reference model; unknown keys are an error. */
 using ModelConfig = std::map<std::string, int64_t>;
 
-/** A reference model by name ("mlp", "gpt", "bn_mlp"), seeded, with example inputs. */
+/** A reference model by name ("mlp", "block", "gpt", "bn_mlp"), seeded, with example
+ * inputs; "mlp" and "block" are BENCH.md's workloads. */
 struct ReferenceModel {
   std::shared_ptr<Module> module;
   TensorList example_inputs;

@@ -85,7 +85,7 @@ TEST(Layers, DropoutRmsNormAndEmbedding) {
   nn::Embedding emb(5, 2);
   EXPECT_EQ(emb(from_vector<int64_t>({4, 0, 4})).shape(), (Dims{3, 2}));
   expect_error([] { nn::make_reference_model("resnet"); }, ErrorKind::value,
-               "unknown reference model 'resnet'; known: mlp, gpt, bn_mlp");
+               "unknown reference model 'resnet'; known: mlp, block, gpt, bn_mlp");
   expect_error([] { nn::make_reference_model("gpt", {{"depth", 3}}); }, ErrorKind::value,
                "'gpt' has no setting 'depth'");
 }

@@ -17,6 +17,7 @@ struct Case {
 };
 const std::vector<Case> kCases = {{"mlp", {{"batch", 8}, {"width", 64}, {"layers", 4}}, false},
                                   {"gpt", {}, false},
+                                  {"block", {{"batch", 2}, {"seq", 16}, {"width", 32}, {"hidden", 64}}, false},
                                   {"bn_mlp", {}, false},
                                   {"bn_mlp", {}, true}};
 
