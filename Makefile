@@ -20,8 +20,10 @@ test: build
 demo: build
 	@$(BUILD)/tools/kiln/kiln demo
 
+# Side by side with PyTorch (KILN_WITH_TORCH=1 installs the peers); writes docs/benchmarks.md.
 bench: build
-	@$(BUILD)/bench/kiln_bench --benchmark_min_time=0.2
+	@if [ "$${KILN_WITH_TORCH:-0}" = 1 ] && [ -d ../shared/peers ]; then sh ../shared/peers/build.sh >/dev/null; fi
+	@python3 bench/run_bench.py --build $(BUILD)
 
 # ThreadSanitizer build of the stream and device tests (see docs/architecture.md).
 tsan: deps

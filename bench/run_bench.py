@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""`make bench`: kiln's workloads and the PyTorch peers side by side, one table.
+
+Runs, in alternation for --rounds rounds (so machine drift hits both sides): kiln's
+Google Benchmark suite (JSON), whole-process `kiln export` + `kiln run` of BLOCK, then
+the peer programs of ../shared/peers (libtorch C++ dispatch, memory bandwidth, and the
+Python scripts under Debian's /usr/bin/python3 with torch). Medians over rounds form
+one table -- workload, kiln, peer, ratio, target, pass/fail -- printed and written
+between the markers of docs/benchmarks.md with the date, machine and command.
+
+Standard library only. Peers are optional: without torch (install it with
+KILN_WITH_TORCH=1 make bench) their rows say "peer missing".
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEERS = os.environ.get("KILN_PEERS", os.path.join(ROOT, "..", "shared", "peers"))
+PEER_BUILD = os.environ.get("PEER_BUILD", "/tmp/peers-build")
+TORCH_PY = "/usr/bin/python3"
+MARK_START, MARK_END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(cmd, env=None, timeout=900):
+    e = dict(os.environ, **(env or {}))
+    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-500:]}")
+    return p.stdout
+
+
+def json_lines(text):
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return out
+
+
+# ---- kiln ----------------------------------------------------------------------------
+
+KILN_FILTER = ("BM_TinyAdd$|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M$|BM_FakeMlp|"
+               "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/")
+
+
+def kiln_round(build):
+    out = run([f"{build}/bench/kiln_bench", f"--benchmark_filter={KILN_FILTER}",
+               "--benchmark_format=json", "--benchmark_min_time=0.2"])
+    res = {}
+    for b in json.loads(out)["benchmarks"]:
+        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+        res[b["name"]] = dict(b, seconds=b["real_time"] * scale)
+    # Whole processes: export BLOCK, then run it (BENCH.md: <= 0.1 s together).
+    with tempfile.TemporaryDirectory() as d:
+        f = os.path.join(d, "block.kiln")
+        t0 = time.perf_counter()
+        run([f"{build}/tools/kiln/kiln", "export", "--model", "block", "-o", f])
+        run([f"{build}/tools/kiln/kiln", "run", f])
+        res["process"] = {"seconds": time.perf_counter() - t0}
+    return res
+
+
+# ---- peers ---------------------------------------------------------------------------
+
+def have_torch():
+    try:
+        run([TORCH_PY, "-c", "import torch"], timeout=120)
+        return os.path.isdir(PEERS)
+    except Exception:
+        return False
+
+
+def peer_round():
+    recs = []
+    if os.path.exists(f"{PEER_BUILD}/eager_dispatch_cpp"):
+        recs += json_lines(run([f"{PEER_BUILD}/eager_dispatch_cpp", "100000", "5"]))
+    if os.path.exists(f"{PEER_BUILD}/membw"):
+        recs += json_lines(run([f"{PEER_BUILD}/membw"], env={"OMP_NUM_THREADS": "1"}))
+    for script, args in (("fake_prop.py", ["--reps", "10"]), ("trace_cost.py", ["--reps", "3"]),
+                         ("functionalize_bench.py", ["--reps", "10"]),
+                         ("eager_models.py", ["--reps", "20"])):
+        log(f"  peer {script}")
+        recs += json_lines(run([TORCH_PY, os.path.join(PEERS, script)] + args))
+    t0 = time.perf_counter()
+    run([TORCH_PY, "-c", "import torch"])
+    recs.append({"case": "import torch", "median": time.perf_counter() - t0, "unit": "s"})
+    return recs
+
+
+def peer_value(rounds, case, unit=None):
+    vals = [r["median"] for recs in rounds for r in recs
+            if r.get("case") == case and (unit is None or r.get("unit") == unit)]
+    return statistics.median(vals) if vals else None
+
+
+def kiln_value(rounds, name, key="seconds"):
+    vals = [r[name][key] for r in rounds if name in r and key in r[name]]
+    return statistics.median(vals) if vals else None
+
+
+# ---- the table -------------------------------------------------------------------------
+
+def build_rows(k, p):
+    rows = []
+
+    def row(what, kv, pv, ratio, target, ok, note=""):
+        rows.append((what, kv, pv, ratio, target, ok, note))
+
+    def speedup(what, kiln_s, peer_s, target=1000):
+        if kiln_s is None or peer_s is None:
+            return row(what, fmt_t(kiln_s), fmt_t(peer_s), "-", f">= {target}x faster", None)
+        r = peer_s / kiln_s
+        row(what, fmt_t(kiln_s), fmt_t(peer_s), f"{r:.0f}x faster", f">= {target}x faster", r >= target)
+
+    def ratio(what, kiln_s, peer_s, target):
+        if kiln_s is None or peer_s is None:
+            return row(what, fmt_t(kiln_s), fmt_t(peer_s), "-", f"<= {target}x", None)
+        r = kiln_s / peer_s
+        row(what, fmt_t(kiln_s), fmt_t(peer_s), f"{r:.2f}x", f"<= {target}x", r <= target)
+
+    us = lambda v: None if v is None else v * 1e-6
+    ms = lambda v: None if v is None else v * 1e-3
+    ns = lambda v: None if v is None else v * 1e-9
+    ratio("eager add f32[8], per call (vs libtorch C++)", kiln_value(k, "BM_TinyAdd"),
+          ns(peer_value(p, "at::add(a,b)  [a+b, allocates]")), 0.3)
+    ratio("meta-device add f32[8], per call (vs libtorch C++)", kiln_value(k, "BM_TinyAddMeta"),
+          ns(peer_value(p, "meta: at::add(a,b) [8]")), 0.3)
+    for m in ("mlp", "block"):
+        # Inverted-rate counters come out of Google Benchmark as seconds per item.
+        per_op = kiln_value(k, f"BM_Fake{m.capitalize()}Forward", "ns/op")
+        speedup(f"fake propagation per op, {m.upper()} (vs FakeTensorMode)", per_op,
+                us(peer_value(p, f"{m} FakeTensorMode forward", "us/op")))
+    for m in ("mlp", "block"):
+        per_node = kiln_value(k, f"BM_MakeFxFake{m.capitalize()}", "ns/node")
+        speedup(f"make_fx fake, per call node, {m.upper()}", per_node,
+                us(peer_value(p, f"{m} make_fx fwd tracing_mode=fake", "us/call-node")))
+    c32, c256 = kiln_value(k, "BM_MakeFxFakeChain/32"), kiln_value(k, "BM_MakeFxFakeChain/256")
+    slope = None if c32 is None or c256 is None else (c256 - c32) / 224
+    speedup("make_fx fake, marginal per node (chain)", slope,
+            us(peer_value(p, "chain slope make_fx tracing_mode=fake (marginal cost per add node)")))
+    mut = kiln_value(k, "BM_CaptureFakeMutationProgram")
+    nodes = kiln_value(k, "BM_CaptureFakeMutationProgram", "graph_nodes")
+    speedup("functionalize + trace, per graph node", None if mut is None else mut / nodes,
+            us(peer_value(p, "make_fx(functionalize(prog, remove=mutations)) fake", "us/graph-node")))
+    for m, target in (("mlp", 0.8), ("block", 0.6)):
+        for t in (1, 2):
+            peer = ms(peer_value(p, f"{m} eager nn.Module threads={t}", "ms/forward"))
+            ratio(f"eager {m.upper()} forward, {t} thread(s)", kiln_value(k, f"BM_Eager/{m}/{t}"), peer, target)
+    for m in ("mlp", "block"):
+        for t in (1, 2):
+            peer = ms(peer_value(p, f"{m} eager nn.Module threads={t}", "ms/forward"))
+            ratio(f"program run {m.upper()}, {t} thread(s) (vs PyTorch eager)",
+                  kiln_value(k, f"BM_Program/{m}/{t}"), peer, 0.6)
+    for m in ("mlp", "block"):
+        eager_peak = kiln_value(k, f"BM_Eager/{m}/1", "peak_MiB")
+        prog_peak = kiln_value(k, f"BM_Program/{m}/1", "peak_MiB")
+        if eager_peak and prog_peak is not None:
+            r = prog_peak / eager_peak
+            row(f"program peak memory {m.upper()} (vs kiln eager; peer reports none)",
+                f"{prog_peak:.2f} MiB", f"{eager_peak:.2f} MiB", f"{r:.2f}x", "<= 0.7x", r <= 0.7)
+        faults = max(kiln_value(k, f"BM_Eager/{m}/1", "faults/fwd") or 0,
+                     kiln_value(k, f"BM_Program/{m}/1", "faults/fwd") or 0)
+        row(f"page faults per forward, {m.upper()} (steady state)", f"{faults:.1f}", "-", "-", "0", faults == 0)
+    sk, so = kiln_value(k, "BM_SgemmKiln/1024"), kiln_value(k, "BM_SgemmOpenBlas/1024")
+    if sk and so:
+        row("SGEMM 1024^3 (vs OpenBLAS direct)", fmt_t(sk), fmt_t(so), f"{so / sk:.2f}x", ">= 0.9x", so / sk >= 0.9)
+    add = kiln_value(k, "BM_Add16M", "bytes_per_second")
+    bw = peer_value(p, "triad threads=1", "GB/s")
+    if add and bw:
+        r = bw * 1e9 / add
+        row("add 2 x 16M f32 (vs 1-thread triad bandwidth)", f"{add / 1e9:.1f} GB/s", f"{bw:.1f} GB/s",
+            f"{r:.2f}x of bound", "<= 1.3x", r <= 1.3)
+    proc = kiln_value(k, "process")
+    row("kiln export + kiln run of BLOCK, whole processes", fmt_t(proc),
+        fmt_t(peer_value(p, "import torch", "s")) + " (import torch)", "-", "<= 0.1 s",
+        None if proc is None else proc <= 0.1)
+    return rows
+
+
+def fmt_t(s):
+    if s is None:
+        return "peer missing"
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    if s >= 1e-6:
+        return f"{s * 1e6:.2f} us"
+    return f"{s * 1e9:.0f} ns"
+
+
+def table(rows):
+    head = "| workload | kiln | peer | ratio | target | met |\n|---|---|---|---|---|---|\n"
+    body = "".join(f"| {w} | {kv} | {pv} | {r} | {t} | {'yes' if ok else 'no' if ok is False else '-'} |\n"
+                   for w, kv, pv, r, t, ok, _ in rows)
+    return head + body
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md")
+    args = ap.parse_args()
+    peers = not args.no_peers and have_torch()
+    if not peers:
+        log("bench: PyTorch peers unavailable (KILN_WITH_TORCH=1 make bench installs them); kiln only")
+    k_rounds, p_rounds = [], []
+    for r in range(args.rounds):
+        log(f"bench: round {r + 1}/{args.rounds}: kiln")
+        k_rounds.append(kiln_round(args.build))
+        if peers:
+            log(f"bench: round {r + 1}/{args.rounds}: peers")
+            p_rounds.append(peer_round())
+    rows = build_rows(k_rounds, p_rounds)
+    text = table(rows)
+    print(text)
+    if args.no_write:
+        return
+    stamp = datetime.date.today().isoformat()
+    section = (f"{MARK_START}\n## Latest table ({stamp})\n\nMachine: {machine()}. "
+               f"Command: `make bench` ({args.rounds} alternating rounds, medians; "
+               f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}).\n\n{text}{MARK_END}")
+    path = os.path.join(ROOT, "docs", "benchmarks.md")
+    doc = open(path).read()
+    if MARK_START in doc:
+        doc = doc[:doc.index(MARK_START)] + section + doc[doc.index(MARK_END) + len(MARK_END):]
+    else:
+        head, _, rest = doc.partition("\n\n")
+        doc = head + "\n\n" + section + "\n\n" + rest
+    open(path, "w").write(doc)
+    log(f"bench: wrote the table to {path}")
+
+
+if __name__ == "__main__":
+    main()
