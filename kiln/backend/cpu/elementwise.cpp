@@ -1,6 +1,7 @@
 // Unary, binary, comparison and selection kernels over broadcast, strided operands.
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
+#include "kiln/backend/cpu/vmath.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln::cpu {
@@ -121,10 +122,10 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         case OpKind::cos: unary_loop<T, T>(s.dst, x, [](T v) { return std::cos(v); }); return;
         case OpKind::tanh: unary_loop<T, T>(s.dst, x, [](T v) { return std::tanh(v); }); return;
         case OpKind::sigmoid:
-          unary_loop<T, T>(s.dst, x, [](T v) { return T(1) / (T(1) + std::exp(-v)); });
+          unary_loop<T, T>(s.dst, x, [](T v) { return T(1) / (T(1) + vexp(-v)); });
           return;
         case OpKind::silu:
-          unary_loop<T, T>(s.dst, x, [](T v) { return v / (T(1) + std::exp(-v)); });
+          unary_loop<T, T>(s.dst, x, [](T v) { return v / (T(1) + vexp(-v)); });
           return;
         case OpKind::gelu:
           if (tanh_gelu) {
@@ -134,7 +135,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
             });
           } else {
             unary_loop<T, T>(s.dst, x, [](T v) {
-              return T(0.5) * v * (T(1) + std::erf(v * T(0.70710678118654752440)));
+              return T(0.5) * v * (T(1) + verf(v * T(0.70710678118654752440)));
             });
           }
           return;

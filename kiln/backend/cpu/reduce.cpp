@@ -4,6 +4,7 @@
 
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
+#include "kiln/backend/cpu/vmath.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln::cpu {
@@ -182,8 +183,9 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
       T* orow = o + i * r.inner;
       T mx = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < r.inner; ++j) mx = std::max(mx, row[j]);
+      for (int64_t j = 0; j < r.inner; ++j) orow[j] = vexp(row[j] - mx);  // vectorized
       T sum = 0;
-      for (int64_t j = 0; j < r.inner; ++j) sum += (orow[j] = std::exp(row[j] - mx));
+      for (int64_t j = 0; j < r.inner; ++j) sum += orow[j];
       if (log) {
         T lse = std::log(sum);
         for (int64_t j = 0; j < r.inner; ++j) orow[j] = row[j] - mx - lse;

@@ -1,0 +1,52 @@
+#pragma once
+// Branch-free float exp and erf that compilers vectorize (the libm calls do not):
+// used by softmax, sigmoid, silu and GELU, where they were the largest non-GEMM cost of
+// the transformer block (docs/benchmarks.md).
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace kiln::cpu {
+
+/** e^x for float, relative error < 2e-7; e^x = 0 below -87.3, inf above 88.7, nan kept. */
+inline float fast_exp(float x) {
+  float c = x < -87.3f ? -87.3f : x > 88.7f ? 88.7f : x;
+  float t = c * 1.44269504088896341f;  // x / ln 2
+  // Round to nearest with the 1.5 * 2^23 trick: exact and vectorizable without fast-math.
+  float n = (t + 12582912.0f) - 12582912.0f;
+  float f = (t - n) * 0.69314718055994531f;  // the remainder, |f| <= ln2 / 2
+  // e^f by Taylor to degree 7: error < 5e-9 relative on [-ln2/2, ln2/2].
+  float p = 1.0f + f * (1.0f + f * (0.5f + f * (1.0f / 6 + f * (1.0f / 24 + f * (1.0f / 120 +
+                 f * (1.0f / 720 + f * (1.0f / 5040)))))));
+  float scale = std::bit_cast<float>(static_cast<int32_t>(static_cast<int32_t>(n) + 127) << 23);
+  float r = p * scale;
+  r = x < -87.3f ? 0.0f : r;
+  r = x > 88.7f ? INFINITY : r;
+  return x != x ? x : r;
+}
+
+/** erf(x) for float by Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7). */
+inline float fast_erf(float x) {
+  float a = x < 0 ? -x : x;
+  float t = 1.0f / (1.0f + 0.3275911f * a);
+  float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
+               t * (-1.453152027f + t * 1.061405429f))));
+  float y = 1.0f - poly * fast_exp(-a * a);
+  return x < 0 ? -y : y;
+}
+
+/** exp / erf in T: the vectorizable float versions above, libm for double. */
+template <typename T>
+inline T vexp(T x) {
+  if constexpr (std::is_same_v<T, float>) return fast_exp(x);
+  else return std::exp(x);
+}
+template <typename T>
+inline T verf(T x) {
+  if constexpr (std::is_same_v<T, float>) return fast_erf(x);
+  else return std::erf(x);
+}
+
+}  // namespace kiln::cpu
