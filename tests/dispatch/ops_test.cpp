@@ -335,3 +335,27 @@ TEST(Factories, ShapesDtypesAndValues) {
 
 }  // namespace
 }  // namespace kiln
+
+#include "kiln/backend/cpu/vmath.h"
+
+namespace kiln {
+namespace {
+
+TEST(VectorMath, FastExpAndErfAreAccurate) {
+  double worst_exp = 0, worst_erf = 0;
+  for (float x = -80.0f; x <= 80.0f; x += 0.01237f)
+    worst_exp = std::max(worst_exp, std::abs(cpu::fast_exp(x) / std::exp(double(x)) - 1));
+  for (float x = -6.0f; x <= 6.0f; x += 0.00131f)
+    worst_erf = std::max(worst_erf, std::abs(double(cpu::fast_erf(x)) - std::erf(double(x))));
+  EXPECT_LT(worst_exp, 3e-7);
+  EXPECT_LT(worst_erf, 5e-7);
+  EXPECT_EQ(cpu::fast_exp(-INFINITY), 0.0f);  // masked softmax entries stay exactly 0
+  EXPECT_EQ(cpu::fast_exp(-100.0f), 0.0f);
+  EXPECT_TRUE(std::isinf(cpu::fast_exp(INFINITY)));
+  EXPECT_TRUE(std::isnan(cpu::fast_exp(NAN)));
+  EXPECT_EQ(cpu::fast_exp(0.0f), 1.0f);
+  EXPECT_EQ(cpu::fast_erf(0.0f), 0.0f);
+}
+
+}  // namespace
+}  // namespace kiln
