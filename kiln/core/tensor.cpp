@@ -10,7 +10,7 @@ std::string Scalar::str() const {
   return fmt::format("{}", f_);
 }
 
-int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
+int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op) {
   int64_t r = std::max<int64_t>(rank, 1);  // a 0-dim tensor accepts dim 0 and -1
   KILN_CHECK(dim >= -r && dim < r, index,
              "[{}] Dimension out of range (expected to be in range of [{}, {}], but got {})", op,
@@ -46,8 +46,13 @@ std::string Tensor::meta_str() const {
 }
 
 Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* allocator) {
+  return make_tensor(shape, contiguous_strides(shape), dtype, device, allocator);
+}
+
+Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device device,
+                   Allocator* allocator) {
   auto impl = std::make_shared<TensorImpl>();
-  impl->strides = contiguous_strides(shape);
+  impl->strides = strides;
   impl->shape = shape;
   impl->dtype = dtype;
   impl->device = device;

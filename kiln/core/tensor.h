@@ -105,11 +105,14 @@ class Tensor {
 };
 
 /** Wraps `dim` (may be negative) into [0, rank); throws an index Error naming `op`. */
-int64_t wrap_dim(int64_t dim, int64_t rank, const char* op);
+int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op);
 
 /** Creates a tensor with fresh contiguous storage from `allocator` (or a fake one when
  * `allocator` is null). */
 Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* allocator);
+/** The same with the contiguous strides of `shape` already computed. */
+Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device device,
+                   Allocator* allocator);
 /** Creates a view: new metadata over `base`'s storage. */
 Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset);
 

@@ -150,7 +150,7 @@ Outputs materialize(const OpInfo& info, std::span<const Value> args, const ops::
                                  m.strides, m.offset));
         break;
       case ops::TensorMeta::Alias::none:
-        outs.push_back(make_tensor(m.shape, m.dtype, device, allocator));
+        outs.push_back(make_tensor(m.shape, m.strides, m.dtype, device, allocator));
         break;
     }
   }

@@ -7,7 +7,7 @@ namespace kiln::ops {
 
 namespace {
 
-const char* name_of(const OpCall& c) { return op_info(c.op).name.data(); }
+std::string_view name_of(const OpCall& c) { return op_info(c.op).name; }
 
 std::string ints_str(std::span<const int64_t> v) {
   std::string s = "[";
@@ -93,7 +93,7 @@ bool can_cast(DType from, DType to) {
   return true;
 }
 
-ReduceDims reduce_dims(const Dims& shape, const IntList& dims, bool keepdim, const char* op) {
+ReduceDims reduce_dims(const Dims& shape, const IntList& dims, bool keepdim, std::string_view op) {
   ReduceDims r;
   int64_t rank = static_cast<int64_t>(shape.size());
   r.reduced.assign(shape.size(), dims.empty());

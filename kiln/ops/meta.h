@@ -71,6 +71,6 @@ struct ReduceDims {
   std::vector<bool> reduced;  // per input dim
   Dims out_shape;
 };
-ReduceDims reduce_dims(const Dims& shape, const IntList& dims, bool keepdim, const char* op);
+ReduceDims reduce_dims(const Dims& shape, const IntList& dims, bool keepdim, std::string_view op);
 
 }  // namespace kiln::ops
