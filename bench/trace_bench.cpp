@@ -8,26 +8,42 @@ namespace {
 
 using namespace kiln;
 
+// A bench model whose parameters are graph inputs (as functional_call does for the peer).
 template <typename Model>
-void run_trace(benchmark::State& state, IntList input_shape) {
-  Model model(Device("cpu:0"));
-  TensorList inputs = model.params();
-  inputs.insert(inputs.begin(), randn(input_shape));
-  // Parameters become graph inputs: rebind the model to the traced tensors.
-  auto fn = [&](const TensorList& in) {
-    Model traced = model;
+struct Functional {
+  Model model{Device("cpu:0")};
+  TensorList inputs;
+  explicit Functional(IntList input_shape) : inputs(model.params()) {
+    inputs.insert(inputs.begin(), randn(input_shape));
+  }
+  TensorList operator()(const TensorList& in) const {
+    Model traced = model;  // rebound to the traced tensors
     traced.load(in, 1);
-    return TensorList{traced.forward(in[0])};
-  };
+    return {traced.forward(in[0])};
+  }
+};
+
+// Runs `trace` (returning the graph) and reports time per call node.
+template <typename Model, typename Trace>
+void per_node(benchmark::State& state, IntList input_shape, Trace trace) {
+  Functional<Model> f(std::move(input_shape));
   size_t calls = 0;
   for (auto _ : state) {
-    ir::Graph g = make_fx(fn, inputs);
-    calls = g.size() - inputs.size() - 1;  // all nodes but inputs and the output
-    benchmark::DoNotOptimize(g.first());
+    size_t nodes = trace(f);
+    calls = nodes - f.inputs.size() - 1;  // all nodes but inputs and the output
   }
   state.counters["call_nodes"] = static_cast<double>(calls);
   state.counters["ns/node"] = benchmark::Counter(
       static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+template <typename Model>
+void run_trace(benchmark::State& state, IntList input_shape) {
+  per_node<Model>(state, std::move(input_shape), [](const Functional<Model>& f) {
+    ir::Graph g = make_fx(std::cref(f), f.inputs);
+    benchmark::DoNotOptimize(g.first());
+    return g.size();
+  });
 }
 
 void BM_MakeFxFakeMlp(benchmark::State& state) { run_trace<bench::Mlp>(state, {64, 512}); }
@@ -65,24 +81,11 @@ namespace {
 // Functionalization + tracing (capture), fake mode, per call node.
 template <typename Model>
 void run_capture(benchmark::State& state, kiln::IntList input_shape) {
-  using namespace kiln;
-  Model model(Device("cpu:0"));
-  TensorList inputs = model.params();
-  inputs.insert(inputs.begin(), randn(input_shape));
-  auto fn = [&](const TensorList& in) {
-    Model traced = model;
-    traced.load(in, 1);
-    return TensorList{traced.forward(in[0])};
-  };
-  size_t calls = 0;
-  for (auto _ : state) {
-    passes::CapturedProgram p = passes::capture(fn, inputs);
-    calls = p.graph.size() - inputs.size() - 1;
+  per_node<Model>(state, std::move(input_shape), [](const Functional<Model>& f) {
+    kiln::passes::CapturedProgram p = kiln::passes::capture(std::cref(f), f.inputs);
     benchmark::DoNotOptimize(p.graph.first());
-  }
-  state.counters["call_nodes"] = static_cast<double>(calls);
-  state.counters["ns/node"] = benchmark::Counter(
-      static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+    return p.graph.size();
+  });
 }
 
 void BM_CaptureFakeMlp(benchmark::State& state) { run_capture<kiln::bench::Mlp>(state, {64, 512}); }

@@ -37,6 +37,21 @@ void view_out(MetaOut& out, const Tensor& self, Dims shape, Dims strides, int64_
   out.outs.push_back(std::move(m));
 }
 
+// Elements a strided layout spans from the storage start (0 when it is empty).
+int64_t strided_extent(const IntList& size, const IntList& stride, int64_t offset,
+                       std::string_view op) {
+  KILN_CHECK(size.size() == stride.size(), shape, "[{}] mismatch in length of sizes ({}) and strides ({})",
+             op, size.size(), stride.size());
+  int64_t extent = offset + 1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    KILN_CHECK(size[i] >= 0 && stride[i] >= 0, shape, "[{}] sizes and strides must be non-negative",
+               op);
+    if (size[i] == 0) extent = 0;
+    if (extent) extent += (size[i] - 1) * stride[i];
+  }
+  return extent;
+}
+
 void self_out(MetaOut& out, const Tensor& self) {
   TensorMeta m;
   m.shape = self.shape();
@@ -556,17 +571,8 @@ void meta_as_strided(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
   const IntList& size = c.args.ints(1);
   const IntList& stride = c.args.ints(2);
-  KILN_CHECK(size.size() == stride.size(), shape,
-             "[as_strided] mismatch in length of sizes ({}) and strides ({})", size.size(),
-             stride.size());
   int64_t offset = c.args.is_none(3) ? self.offset() : c.args.i64(3);
-  int64_t extent = offset + 1;
-  for (size_t i = 0; i < size.size(); ++i) {
-    KILN_CHECK(size[i] >= 0 && stride[i] >= 0, shape,
-               "[as_strided] sizes and strides must be non-negative");
-    if (size[i] == 0) extent = 0;
-    if (extent) extent += (size[i] - 1) * stride[i];
-  }
+  int64_t extent = strided_extent(size, stride, offset, "as_strided");
   int64_t capacity = static_cast<int64_t>(self.storage()->nbytes / self.itemsize());
   KILN_CHECK(extent <= capacity, shape,
              "[as_strided] size {} and stride {} at offset {} need {} elements, but the storage "
@@ -582,20 +588,11 @@ void meta_as_strided_scatter(const OpCall& c, MetaOut& out) {
   const Tensor& src = c.args.tensor(1);
   const IntList& size = c.args.ints(2);
   const IntList& stride = c.args.ints(3);
-  KILN_CHECK(size.size() == stride.size(), shape,
-             "[as_strided_scatter] mismatch in length of sizes ({}) and strides ({})", size.size(),
-             stride.size());
   KILN_CHECK(src.shape() == Dims(size), shape,
              "[as_strided_scatter] src of shape {} does not match size {}", src.shape().str(),
              ints_str(size));
   int64_t offset = c.args.is_none(4) ? 0 : c.args.i64(4);
-  int64_t extent = offset + 1;
-  for (size_t i = 0; i < size.size(); ++i) {
-    KILN_CHECK(size[i] >= 0 && stride[i] >= 0, shape,
-               "[as_strided_scatter] sizes and strides must be non-negative");
-    if (size[i] == 0) extent = 0;
-    if (extent) extent += (size[i] - 1) * stride[i];
-  }
+  int64_t extent = strided_extent(size, stride, offset, "as_strided_scatter");
   KILN_CHECK(extent <= self.numel(), shape,
              "[as_strided_scatter] size {} and stride {} at offset {} need {} elements, but self "
              "has {}",
