@@ -251,7 +251,10 @@ class Malformed : public ::testing::Test {
     save(export_program(*ref.module, ref.example_inputs), path);
   }
   void TearDown() override { std::remove(path.c_str()); }
-  std::string path = tmp_path("malformed");
+  // One file per test: ctest runs tests in parallel processes, and truncating a file
+  // another process has mapped would fault there.
+  std::string path =
+      tmp_path(std::string("malformed_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
 };
 
 TEST_F(Malformed, Truncated) {
