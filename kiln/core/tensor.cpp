@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "kiln/core/pool.h"
+
 namespace kiln {
 
 std::string Scalar::str() const {
@@ -51,19 +53,20 @@ Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* all
 
 Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device device,
                    Allocator* allocator) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>());
   impl->strides = strides;
   impl->shape = shape;
   impl->dtype = dtype;
   impl->device = device;
   size_t nbytes = static_cast<size_t>(numel_of(shape)) * kiln::itemsize(dtype);
   void* data = allocator ? allocator->allocate(nbytes) : nullptr;
-  impl->storage = std::make_shared<StorageImpl>(data, nbytes, device, allocator, !allocator);
+  impl->storage = std::allocate_shared<StorageImpl>(PoolAllocator<StorageImpl>(), data, nbytes,
+                                                     device, allocator, !allocator);
   return Tensor(std::move(impl));
 }
 
 Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>());
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);
   impl->offset = offset;
