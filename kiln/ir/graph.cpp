@@ -117,7 +117,7 @@ std::string Graph::unique_name(std::string base) {
   std::string name = base;
   if (names_.count(name)) {
     int& next = next_suffix_[base];
-    do name = fmt::format("{}_{}", base, ++next);
+    do name = base + "_" + std::to_string(++next);
     while (names_.count(name));
   }
   names_.insert(name);
