@@ -1,0 +1,261 @@
+// Meta functions of the view ops: outputs share self's storage, so each computes the
+// output's shape, strides and storage offset (and as_strided_scatter, their inverse).
+#include <algorithm>
+
+#include "kiln/ops/meta.h"
+#include "kiln/ops/meta_util.h"
+
+namespace kiln::ops {
+
+namespace {
+
+// An output that views `self`'s storage with the given layout.
+void view_out(MetaOut& out, const Tensor& self, Dims shape, Dims strides, int64_t offset) {
+  TensorMeta m;
+  m.shape = std::move(shape);
+  m.strides = std::move(strides);
+  m.offset = offset;
+  m.dtype = self.dtype();
+  m.alias = TensorMeta::Alias::view;
+  out.outs.push_back(std::move(m));
+}
+
+// Elements a strided layout spans from the storage start (0 when it is empty).
+int64_t strided_extent(const IntList& size, const IntList& stride, int64_t offset,
+                       std::string_view op) {
+  KILN_CHECK(size.size() == stride.size(), shape, "[{}] mismatch in length of sizes ({}) and strides ({})",
+             op, size.size(), stride.size());
+  int64_t extent = offset + 1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    KILN_CHECK(size[i] >= 0 && stride[i] >= 0, shape, "[{}] sizes and strides must be non-negative",
+               op);
+    if (size[i] == 0) extent = 0;
+    if (extent) extent += (size[i] - 1) * stride[i];
+  }
+  return extent;
+}
+
+}  // namespace
+
+Dims infer_size(const IntList& size, int64_t numel, std::string_view op) {
+  Dims out(size);
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == -1) {
+      KILN_CHECK(infer < 0, shape, "[{}] only one dimension can be inferred", op);
+      infer = static_cast<int>(i);
+    } else {
+      KILN_CHECK(size[i] >= 0, shape, "[{}] invalid shape dimension {}", op, size[i]);
+      known *= size[i];
+    }
+  }
+  if (infer >= 0) {
+    KILN_CHECK(known != 0 && numel % known == 0, shape, "[{}] shape '{}' is invalid for input of size {}",
+               op, ints_str(size), numel);
+    out[infer] = numel / known;
+  } else {
+    KILN_CHECK(known == numel, shape, "[{}] shape '{}' is invalid for input of size {}", op,
+               ints_str(size), numel);
+  }
+  return out;
+}
+
+// Walks the old dims in chunks that are contiguous in memory; each chunk must map to
+// a run of new dims with the same element count.
+bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape,
+                          Dims& out) {
+  out = Dims(new_shape.size());
+  int64_t numel = numel_of(shape);
+  if (numel == 0 || shape.empty()) {
+    out = contiguous_strides(new_shape);
+    return true;
+  }
+  int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+  int64_t chunk_base_stride = strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+// ---- views --------------------------------------------------------------------
+
+void meta_view(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  Dims shape = infer_size(c.args.ints(1), self.numel(), "view");
+  Dims strides;
+  KILN_CHECK(compute_view_strides(self.shape(), self.strides(), shape, strides), shape,
+             "[view] size {} is not compatible with input tensor's size {} and stride {} (at least "
+             "one dimension spans across two contiguous subspaces); use reshape instead",
+             shape.str(), self.shape().str(), self.strides().str());
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_permute(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const IntList& dims = c.args.ints(1);
+  KILN_CHECK(static_cast<int64_t>(dims.size()) == self.dim(), shape,
+             "[permute] number of dims {} does not match the tensor's {} dims", dims.size(),
+             self.dim());
+  Dims shape(dims.size()), strides(dims.size());
+  std::vector<bool> seen(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], self.dim(), "permute");
+    KILN_CHECK(!seen[d], value, "[permute] repeated dim {} in {}", d, ints_str(dims));
+    seen[d] = true;
+    shape[i] = self.shape()[d];
+    strides[i] = self.strides()[d];
+  }
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_transpose(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  Dims shape = self.shape(), strides = self.strides();
+  if (self.dim() > 0) {
+    int64_t a = wrap_dim(c.args.i64(1), self.dim(), "transpose");
+    int64_t b = wrap_dim(c.args.i64(2), self.dim(), "transpose");
+    std::swap(shape[a], shape[b]);
+    std::swap(strides[a], strides[b]);
+  }
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_unsqueeze(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t d = wrap_dim(c.args.i64(1), self.dim() + 1, "unsqueeze");
+  Dims shape = self.shape(), strides = self.strides();
+  int64_t st = d < self.dim() ? shape[d] * strides[d] : 1;
+  shape.insert(d, 1);
+  strides.insert(d, st);
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_squeeze(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  std::vector<bool> drop(self.dim(), c.args.ints(1).empty());
+  for (int64_t d : c.args.ints(1))
+    if (self.dim() > 0) drop[wrap_dim(d, self.dim(), "squeeze")] = true;
+  Dims shape, strides;
+  for (int64_t i = 0; i < self.dim(); ++i) {
+    if (drop[i] && self.shape()[i] == 1) continue;
+    shape.push_back(self.shape()[i]);
+    strides.push_back(self.strides()[i]);
+  }
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_expand(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const IntList& size = c.args.ints(1);
+  KILN_CHECK(static_cast<int64_t>(size.size()) >= self.dim(), shape,
+             "[expand] the number of sizes provided ({}) must be greater or equal to the number "
+             "of dimensions in the tensor ({})",
+             size.size(), self.dim());
+  size_t lead = size.size() - self.dim();
+  Dims shape(size.size()), strides(size.size());
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (i < lead) {
+      KILN_CHECK(size[i] >= 0, shape, "[expand] -1 is not allowed in a leading, new dimension");
+      shape[i] = size[i];
+      strides[i] = 0;
+      continue;
+    }
+    int64_t have = self.shape()[i - lead];
+    int64_t want = size[i] == -1 ? have : size[i];
+    KILN_CHECK(have == want || have == 1, shape,
+               "[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
+               "non-singleton dimension {}; target sizes {}, tensor sizes {}",
+               want, have, i, ints_str(size), self.shape().str());
+    shape[i] = want;
+    strides[i] = have == want ? self.strides()[i - lead] : 0;
+  }
+  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+}
+
+void meta_slice(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  KILN_CHECK(self.dim() > 0, shape, "[slice] cannot be applied to a 0-dim tensor");
+  int64_t d = wrap_dim(c.args.i64(1), self.dim(), "slice");
+  int64_t size = self.shape()[d];
+  int64_t step = c.args.i64(4);
+  KILN_CHECK(step > 0, value, "[slice] step must be positive, got {}", step);
+  auto clamp = [size](int64_t v) {
+    if (v < 0) v += size;
+    return std::clamp<int64_t>(v, 0, size);
+  };
+  int64_t start = c.args.is_none(2) ? 0 : clamp(c.args.i64(2));
+  int64_t end = c.args.is_none(3) ? size : clamp(c.args.i64(3));
+  int64_t len = end > start ? (end - start + step - 1) / step : 0;
+  Dims shape = self.shape(), strides = self.strides();
+  shape[d] = len;
+  strides[d] *= step;
+  view_out(out, self, std::move(shape), std::move(strides),
+           self.offset() + start * self.strides()[d]);
+}
+
+void meta_select(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  KILN_CHECK(self.dim() > 0, shape, "[select] cannot be applied to a 0-dim tensor");
+  int64_t d = wrap_dim(c.args.i64(1), self.dim(), "select");
+  int64_t size = self.shape()[d], index = c.args.i64(2);
+  KILN_CHECK(index >= -size && index < size, index,
+             "[select] index {} out of range for tensor of size {} at dimension {}", index,
+             self.shape().str(), d);
+  if (index < 0) index += size;
+  Dims shape = self.shape(), strides = self.strides();
+  int64_t offset = self.offset() + index * strides[d];
+  shape.erase(d);
+  strides.erase(d);
+  view_out(out, self, std::move(shape), std::move(strides), offset);
+}
+
+void meta_as_strided(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const IntList& size = c.args.ints(1);
+  const IntList& stride = c.args.ints(2);
+  int64_t offset = c.args.is_none(3) ? self.offset() : c.args.i64(3);
+  int64_t extent = strided_extent(size, stride, offset, "as_strided");
+  int64_t capacity = static_cast<int64_t>(self.storage()->nbytes / self.itemsize());
+  KILN_CHECK(extent <= capacity, shape,
+             "[as_strided] size {} and stride {} at offset {} need {} elements, but the storage "
+             "holds {}",
+             ints_str(size), ints_str(stride), offset, extent, capacity);
+  view_out(out, self, Dims(size), Dims(stride), offset);
+}
+
+// The output is a contiguous copy of self; the region is addressed in the output's
+// own layout (offset 0), the way functionalization uses it on a flat storage value.
+void meta_as_strided_scatter(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& src = c.args.tensor(1);
+  const IntList& size = c.args.ints(2);
+  const IntList& stride = c.args.ints(3);
+  KILN_CHECK(src.shape() == Dims(size), shape,
+             "[as_strided_scatter] src of shape {} does not match size {}", src.shape().str(),
+             ints_str(size));
+  int64_t offset = c.args.is_none(4) ? 0 : c.args.i64(4);
+  int64_t extent = strided_extent(size, stride, offset, "as_strided_scatter");
+  KILN_CHECK(extent <= self.numel(), shape,
+             "[as_strided_scatter] size {} and stride {} at offset {} need {} elements, but self "
+             "has {}",
+             ints_str(size), ints_str(stride), offset, extent, self.numel());
+  out.fresh(self.shape(), self.dtype());
+}
+
+}  // namespace kiln::ops
