@@ -155,11 +155,12 @@ int cmd_demo(const std::string& model, const std::string& trace_device, const st
   auto t0 = Clock::now();
   ExportedProgram p = export_program(*ref.module, ref.example_inputs, {.device = Device(trace_device)});
   double t_export = ms_since(t0);
-  size_t n_user = 0;
-  for (const InputSpec& s : p.signature.inputs) n_user += s.kind == InputSpec::Kind::user_input;
-  std::printf("  export  %zu nodes; signature: %zu inputs (%zu state, %zu constants, %zu user), %zu outputs   %.1f ms\n",
-              p.graph.size(), p.signature.inputs.size(), p.state.size(), p.constants.size(), n_user,
-              p.signature.outputs.size(), t_export);
+  size_t kinds[5] = {};
+  for (const InputSpec& s : p.signature.inputs) ++kinds[static_cast<int>(s.kind)];
+  std::printf("  export  %zu nodes; inputs: %zu parameters, %zu buffers, %zu user; %zu output(s); "
+              "%zu constants   %.1f ms\n",
+              p.graph.size(), kinds[0], kinds[1], kinds[4], p.signature.outputs.size(),
+              p.constants.size(), t_export);
 
   auto dir = std::filesystem::temp_directory_path() / ("kiln-demo-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
