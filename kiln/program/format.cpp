@@ -291,7 +291,7 @@ struct SafeFile {
 };
 
 // Parses and validates a safetensors file; tensors point into the mapping when aligned.
-SafeFile read_safetensors(const std::string& path) {
+SafeFile read_safetensors_checked(const std::string& path) {
   std::shared_ptr<Mapping> m = map_file(path);
   const auto* bytes = static_cast<const unsigned char*>(m->data);
   if (m->size < 8) bad(path, fmt::format("truncated: {} bytes, not even a header length", m->size));
@@ -343,6 +343,23 @@ SafeFile read_safetensors(const std::string& path) {
     f.tensors.emplace_back(it.key(), t);
   }
   return f;
+}
+
+// Anything a malformed file trips that is not already a kiln::Error (a JSON value of
+// the wrong type deep inside, a number that does not parse) is a format error too.
+template <typename F>
+auto as_format_errors(const std::string& path, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    bad(path, std::string("malformed file: ") + e.what());
+  }
+}
+
+SafeFile read_safetensors(const std::string& path) {
+  return as_format_errors(path, [&] { return read_safetensors_checked(path); });
 }
 
 void write_file_atomically(const std::string& path, const std::string& header,
@@ -425,7 +442,16 @@ void save(const ExportedProgram& program, const std::string& path) {
 
 NamedTensors load_safetensors(const std::string& path) { return read_safetensors(path).tensors; }
 
+namespace {
+ExportedProgram read_program_checked(const std::string& path);
+}  // namespace
+
 ExportedProgram read_program(const std::string& path) {
+  return as_format_errors(path, [&] { return read_program_checked(path); });
+}
+
+namespace {
+ExportedProgram read_program_checked(const std::string& path) {
   SafeFile f = read_safetensors(path);
   Reader top{path, {}};
   const json& meta = top.at(f.header, "__metadata__", "the header");
@@ -518,6 +544,7 @@ ExportedProgram read_program(const std::string& path) {
 
   return p;
 }
+}  // namespace
 
 ExportedProgram load_program(const std::string& path, const DeviceMap& map) {
   ExportedProgram p = read_program(path);
@@ -545,7 +572,7 @@ ExportedProgram load_program(const std::string& path, const DeviceMap& map) {
   }
   DeviceMap full = map;
   for (Device d : p.devices()) full.emplace_back(d, d);  // identity for the unmapped ones
-  move_to_device(p, full);
+  as_format_errors(path, [&] { move_to_device(p, full); });
   return p;
 }
 

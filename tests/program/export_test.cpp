@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <random>
 
 #include "kiln/kiln.h"
 #include "test_util.h"
@@ -316,6 +317,70 @@ TEST_F(Malformed, SaveIsAtomic) {
   }());
   EXPECT_THROW(save(p, path), Error);  // fails midway: the old file is intact
   EXPECT_EQ(read_all(path), before);
+}
+
+// Random damage to the header (JSON and program text) or the length: every outcome is a
+// clean load or a kiln::Error of kind format -- never another exception, never a crash.
+TEST_F(Malformed, RandomDamageIsAlwaysAFormatError) {
+  std::string good = read_all(path);
+  uint64_t n;
+  std::memcpy(&n, good.data(), 8);
+  std::mt19937 rng(99);
+  int errors = 0;
+  for (int i = 0; i < 400; ++i) {
+    std::string bad = good;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = rng() % (8 + n);  // the length prefix or the header
+      bad[at] = static_cast<char>(rng() % 2 ? rng() % 256 : "{}[]\":,0-9ea"[rng() % 14]);
+    }
+    if (rng() % 5 == 0) bad.resize(rng() % bad.size());
+    write_all(path, bad);
+    try {
+      load_program(path);
+    } catch (const Error& err) {
+      EXPECT_TRUE(err.kind() == ErrorKind::format || err.kind() == ErrorKind::device) << err.what();
+      ++errors;
+    }
+  }
+  EXPECT_GT(errors, 300);
+}
+
+// Structural damage to the program JSON: a random member deleted or given a value of
+// another type. Same contract: a clean load or a format (or device) error.
+TEST_F(Malformed, RandomStructuralDamageIsAlwaysAFormatError) {
+  std::string good = read_all(path);
+  std::mt19937 rng(7);
+  int errors = 0;
+  for (int i = 0; i < 300; ++i) {
+    write_all(path, good);
+    edit_header(path, [&](json& h) {
+      json prog = json::parse(h["__metadata__"]["kiln.program"].get<std::string>());
+      std::vector<json::json_pointer> paths;
+      std::function<void(const json&, const json::json_pointer&)> walk = [&](const json& j, const json::json_pointer& at) {
+        if (!at.empty()) paths.push_back(at);
+        if (j.is_object())
+          for (auto it = j.begin(); it != j.end(); ++it) walk(it.value(), at / it.key());
+        if (j.is_array())
+          for (size_t k = 0; k < j.size(); ++k) walk(j[k], at / k);
+      };
+      walk(prog, json::json_pointer());
+      const json::json_pointer& target = paths[rng() % paths.size()];
+      const json replacements[] = {json("x"), json(7), json(nullptr), json::array(), json::object(), json(-1)};
+      if (rng() % 3 == 0 && prog.at(target.parent_pointer()).is_object())
+        prog.at(target.parent_pointer()).erase(target.back());
+      else
+        prog.at(target) = replacements[rng() % 6];
+      h["__metadata__"]["kiln.program"] = prog.dump();
+    });
+    try {
+      load_program(path);
+    } catch (const Error& err) {
+      EXPECT_TRUE(err.kind() == ErrorKind::format || err.kind() == ErrorKind::device) << err.what();
+      ++errors;
+    }
+  }
+  EXPECT_GT(errors, 200);
 }
 
 TEST(Interop, ReadsAnIndependentWriter) {
