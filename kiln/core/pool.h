@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <functional>
 #include <new>
+#include <unordered_map>
 
 namespace kiln {
 
@@ -38,5 +40,10 @@ struct PoolAllocator {
   template <typename U>
   bool operator==(const PoolAllocator<U>&) const { return true; }
 };
+
+/** An unordered_map whose nodes come from the pool (tables filled on every traced op). */
+template <typename K, typename V>
+using PoolMap = std::unordered_map<K, V, std::hash<K>, std::equal_to<K>,
+                                   PoolAllocator<std::pair<const K, V>>>;
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/core/pool.h"
 #include "kiln/dispatch/dispatch.h"
 
 namespace kiln {
@@ -40,12 +41,12 @@ class FakeMode final : public Mode {
     std::weak_ptr<TensorImpl> real;
     Tensor fake;
   };
-  std::unordered_map<const TensorImpl*, Memo> tensors_;
+  PoolMap<const TensorImpl*, Memo> tensors_;
   struct StorageMemo {
     std::weak_ptr<StorageImpl> real;
     Storage fake;
   };
-  std::unordered_map<const StorageImpl*, StorageMemo> storages_;
+  PoolMap<const StorageImpl*, StorageMemo> storages_;
   DevicePolicyGuard policy_;
   ModeGuard guard_;  // last: pushed after everything else is ready
 };

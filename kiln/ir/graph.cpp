@@ -109,6 +109,15 @@ std::vector<Ref> Node::inputs() const {
   return out;
 }
 
+void NodeDeleter::operator()(Node* node) const {
+  node->~Node();
+  PoolAllocator<Node>().deallocate(node, 1);
+}
+
+namespace {
+NodePtr new_node() { return NodePtr(new (PoolAllocator<Node>().allocate(1)) Node()); }
+}  // namespace
+
 Graph::~Graph() = default;
 
 std::string Graph::unique_name(std::string base) {
@@ -124,7 +133,7 @@ std::string Graph::unique_name(std::string base) {
   return name;
 }
 
-Node* Graph::append(std::unique_ptr<Node> node) {
+Node* Graph::append(NodePtr node) {
   KILN_CHECK(!output_, invalid_graph, "[graph] cannot add node %{} after the output node",
              node->name_);
   Node* n = node.get();
@@ -147,7 +156,7 @@ void Graph::link_uses(Node* n) {
 }
 
 Node* Graph::add_input(std::string name, ValueMeta meta) {
-  auto n = std::make_unique<Node>();
+  auto n = new_node();
   n->opcode_ = Opcode::input;
   n->name_ = unique_name(std::move(name));
   n->meta_.push_back(std::move(meta));
@@ -155,7 +164,7 @@ Node* Graph::add_input(std::string name, ValueMeta meta) {
 }
 
 Node* Graph::add_constant(Tensor value, std::string name) {
-  auto n = std::make_unique<Node>();
+  auto n = new_node();
   n->opcode_ = Opcode::constant;
   n->name_ = unique_name(name.empty() ? "const" : std::move(name));
   n->meta_.push_back(ValueMeta::of(value));
@@ -165,7 +174,7 @@ Node* Graph::add_constant(Tensor value, std::string name) {
 
 Node* Graph::add_call(ops::OpKind op, std::vector<Arg> args, std::vector<ValueMeta> meta,
                       std::string scope) {
-  auto n = std::make_unique<Node>();
+  auto n = new_node();
   n->opcode_ = Opcode::call;
   n->op_ = op;
   n->name_ = unique_name(std::string(ops::op_name(op)));
@@ -176,7 +185,7 @@ Node* Graph::add_call(ops::OpKind op, std::vector<Arg> args, std::vector<ValueMe
 }
 
 Node* Graph::set_output(RefList values) {
-  auto n = std::make_unique<Node>();
+  auto n = new_node();
   n->opcode_ = Opcode::output;
   n->name_ = unique_name("output");
   n->args_.push_back(std::move(values));

@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "kiln/core/pool.h"
 #include "kiln/ops/op_table.h"
 
 namespace kiln::ir {
@@ -79,6 +80,12 @@ class Node {
   Node* next_ = nullptr;
 };
 
+/** Destroys a node and returns its memory to the pool. */
+struct NodeDeleter {
+  void operator()(Node* node) const;
+};
+using NodePtr = std::unique_ptr<Node, NodeDeleter>;
+
 class Graph {
  public:
   Graph() = default;
@@ -120,15 +127,17 @@ class Graph {
   void verify() const;
 
  private:
-  Node* append(std::unique_ptr<Node> node);
+  Node* append(NodePtr node);
   std::string unique_name(std::string base);
   void link_uses(Node* n);
 
-  std::vector<std::unique_ptr<Node>> owned_;
+  std::vector<NodePtr> owned_;
   Node* head_ = nullptr;
   Node* tail_ = nullptr;
   Node* output_ = nullptr;
-  std::unordered_set<std::string> names_;
+  std::unordered_set<std::string, std::hash<std::string>, std::equal_to<std::string>,
+                     PoolAllocator<std::string>>
+      names_;  // pooled: one insert per node
   std::unordered_map<std::string, int> next_suffix_;  // per base name
 };
 

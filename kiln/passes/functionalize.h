@@ -49,8 +49,8 @@ class FunctionalizeMode final : public Mode {
   std::vector<Value> values_of(std::span<const Value> args);
   Outputs mutate(const ops::OpInfo& info, std::span<const Value> args);
 
-  std::unordered_map<const TensorImpl*, std::unique_ptr<FTensor>> tensors_;
-  std::unordered_map<const StorageImpl*, std::shared_ptr<FStorage>> roots_;
+  PoolMap<const TensorImpl*, std::unique_ptr<FTensor>> tensors_;
+  PoolMap<const StorageImpl*, std::shared_ptr<FStorage>> roots_;
   ModeGuard guard_;
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kiln/core/pool.h"
 #include "kiln/fake/fake_mode.h"
 #include "kiln/ir/graph.h"
 
@@ -52,7 +53,7 @@ class ProxyMode final : public Mode {
     std::weak_ptr<TensorImpl> tensor;
     ir::Ref ref;
   };
-  std::unordered_map<const TensorImpl*, Entry> table_;
+  PoolMap<const TensorImpl*, Entry> table_;
   CaptureScope capture_;
   ModeGuard guard_;
 };
