@@ -1,7 +1,8 @@
 #pragma once
 // A thread-local free-list allocator for small, hot objects (tensor descriptors and
-// storages created by every op): std::allocate_shared with it skips malloc on the
-// dispatch path once a thread has warmed up.
+// storages created by every op, graph nodes and their short vectors, tracing tables):
+// with it, a warmed-up thread skips malloc on the dispatch and tracing paths. Blocks are
+// never returned to the system: the pool holds each thread's peak of live objects.
 
 #include <cstddef>
 #include <cstdlib>
@@ -27,14 +28,20 @@ struct PoolAllocator {
   template <typename U>
   PoolAllocator(const PoolAllocator<U>&) {}  // NOLINT
 
-  static constexpr size_t kClass = (sizeof(T) + detail::kPoolGranule - 1) / detail::kPoolGranule;
+  /** The pool class of n objects, or kPoolClasses when they are too big for the pool. */
+  static size_t size_class(size_t n) {
+    size_t c = (n * sizeof(T) + detail::kPoolGranule - 1) / detail::kPoolGranule;
+    return c == 0 ? 1 : c < detail::kPoolClasses ? c : detail::kPoolClasses;
+  }
 
   T* allocate(size_t n) {
-    if (n == 1 && kClass < detail::kPoolClasses) return static_cast<T*>(detail::pool_get(kClass));
+    size_t c = size_class(n);
+    if (c < detail::kPoolClasses) return static_cast<T*>(detail::pool_get(c));
     return static_cast<T*>(::operator new(n * sizeof(T)));
   }
   void deallocate(T* p, size_t n) {
-    if (n == 1 && kClass < detail::kPoolClasses) return detail::pool_put(p, kClass);
+    size_t c = size_class(n);
+    if (c < detail::kPoolClasses) return detail::pool_put(p, c);
     ::operator delete(p);
   }
   template <typename U>

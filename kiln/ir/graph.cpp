@@ -172,8 +172,7 @@ Node* Graph::add_constant(Tensor value, std::string name) {
   return append(std::move(n));
 }
 
-Node* Graph::add_call(ops::OpKind op, std::vector<Arg> args, std::vector<ValueMeta> meta,
-                      std::string scope) {
+Node* Graph::add_call(ops::OpKind op, ArgList args, MetaList meta, std::string scope) {
   auto n = new_node();
   n->opcode_ = Opcode::call;
   n->op_ = op;
@@ -224,7 +223,7 @@ void Graph::erase(Node* node) {
 }
 
 void Graph::replace_all_uses(Node* from, Node* to) {
-  std::vector<Node*> users = from->users_;
+  std::vector<Node*> users(from->users_.begin(), from->users_.end());
   for (Node* user : users) {
     auto fix = [&](Ref& r) {
       if (r.node == from) r.node = to;

@@ -32,6 +32,9 @@ using RefList = std::vector<Ref>;
 using Arg = std::variant<std::monostate, Ref, RefList, Scalar, int64_t, double, bool, IntList,
                          DType, Device>;
 
+/** Arguments of a call node (pool-allocated: one per traced op). */
+using ArgList = std::vector<Arg, PoolAllocator<Arg>>;
+
 /** Typed metadata of one value. */
 struct ValueMeta {
   Dims shape, strides;
@@ -44,6 +47,11 @@ struct ValueMeta {
   bool operator==(const ValueMeta&) const = default;
 };
 
+/** One meta entry per output of a node. */
+using MetaList = std::vector<ValueMeta, PoolAllocator<ValueMeta>>;
+/** A node's users. */
+using NodeList = std::vector<Node*, PoolAllocator<Node*>>;
+
 enum class Opcode : uint8_t { input, constant, call, output };
 
 class Node {
@@ -52,11 +60,11 @@ class Node {
   /** The op of a call node. */
   ops::OpKind op() const { return op_; }
   const std::string& name() const { return name_; }
-  const std::vector<Arg>& args() const { return args_; }
+  const ArgList& args() const { return args_; }
   /** One entry per output (none for the output node). */
-  const std::vector<ValueMeta>& meta() const { return meta_; }
+  const MetaList& meta() const { return meta_; }
   /** Nodes that use this node's values, each once. */
-  const std::vector<Node*>& users() const { return users_; }
+  const NodeList& users() const { return users_; }
   /** The value of a constant node. */
   const Tensor& value() const { return value_; }
   /** Where in user code the node came from (a scope path), possibly empty. */
@@ -71,9 +79,9 @@ class Node {
   Opcode opcode_;
   ops::OpKind op_ = ops::OpKind::empty;
   std::string name_;
-  std::vector<Arg> args_;
-  std::vector<ValueMeta> meta_;
-  std::vector<Node*> users_;
+  ArgList args_;
+  MetaList meta_;
+  NodeList users_;
   Tensor value_;
   std::string scope_;
   Node* prev_ = nullptr;
@@ -99,8 +107,7 @@ class Graph {
   /** A constant holding `value` (a tensor captured from outside the traced code). */
   Node* add_constant(Tensor value, std::string name = "");
   /** A call; `meta` has one entry per output of `op`. */
-  Node* add_call(ops::OpKind op, std::vector<Arg> args, std::vector<ValueMeta> meta,
-                 std::string scope = "");
+  Node* add_call(ops::OpKind op, ArgList args, MetaList meta, std::string scope = "");
   /** The single output node, appended last. */
   Node* set_output(RefList values);
 

@@ -188,7 +188,7 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
     std::string name = r.get<std::string>(n, "name", "a node");
     std::string where = "node %" + name;
     std::string op = r.get<std::string>(n, "op", where);
-    std::vector<ir::ValueMeta> meta;
+    ir::MetaList meta;
     for (const json& m : r.at(n, "meta", where)) meta.push_back(r.meta(m, where));
     ir::Node* node = nullptr;
     if (op == "input") {
@@ -199,7 +199,7 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
       if (it == constants.end()) bad(r.path, where + ": no constant tensor named '" + name + "'");
       node = g.add_constant(it->second, name);
     } else if (op == "call" || op == "output") {
-      std::vector<ir::Arg> args;
+      ir::ArgList args;
       for (const json& a : r.at(n, "args", where)) {
         if (!a.is_object() || a.size() != 1) bad(r.path, where + ": malformed argument");
         const std::string& tag = a.begin().key();

@@ -43,7 +43,7 @@ Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
   // (T4) Whether self had a node before this op, i.e. before any constant is made.
   bool self_tracked = info.is_inplace() &&
                       tracked(std::get<Tensor>(args[info.schema.mutated_arg]));
-  std::vector<ir::Arg> ir_args;
+  ir::ArgList ir_args;
   ir_args.reserve(args.size());
   for (const Value& v : args) {
     if (auto* t = std::get_if<Tensor>(&v)) {
@@ -70,7 +70,7 @@ Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
     if (scope.empty()) throw;
     throw Error(e.kind(), fmt::format("{} (while tracing {})", e.what(), scope));
   }
-  std::vector<ir::ValueMeta> meta;
+  ir::MetaList meta;
   for (const Tensor& t : outs) meta.push_back(ir::ValueMeta::of(t));
   ir::Node* node = graph_.add_call(op, std::move(ir_args), std::move(meta), std::move(scope));
   for (size_t i = 0; i < outs.size(); ++i) {

@@ -29,9 +29,9 @@ struct Small {
 
 TEST(Graph, UsersAreMaintained) {
   Small s;
-  EXPECT_EQ(s.x->users(), std::vector<Node*>{s.a});
-  EXPECT_EQ(s.y->users(), (std::vector<Node*>{s.a, s.b}));
-  EXPECT_EQ(s.b->users(), std::vector<Node*>{s.g.output()});
+  EXPECT_EQ(s.x->users(), NodeList{s.a});
+  EXPECT_EQ(s.y->users(), (NodeList{s.a, s.b}));
+  EXPECT_EQ(s.b->users(), NodeList{s.g.output()});
   EXPECT_EQ(s.g.size(), 5u);
   s.g.verify();
 }
@@ -43,8 +43,8 @@ TEST(Graph, EraseRefusesWhileUsed) {
   s.g.replace_all_uses(s.a, s.x);  // b = mul(x, y)
   EXPECT_TRUE(s.a->users().empty());
   s.g.erase(s.a);
-  EXPECT_EQ(s.x->users(), std::vector<Node*>{s.b});
-  EXPECT_EQ(s.y->users(), std::vector<Node*>{s.b});
+  EXPECT_EQ(s.x->users(), NodeList{s.b});
+  EXPECT_EQ(s.y->users(), NodeList{s.b});
   s.g.verify();
   EXPECT_EQ(s.g.str(),
             "%x : f32[4]@cpu:0 = input()\n"
