@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <vector>
 #include <new>
 #include <unordered_map>
 
@@ -47,6 +49,16 @@ struct PoolAllocator {
   template <typename U>
   bool operator==(const PoolAllocator<U>&) const { return true; }
 };
+
+/** std::make_shared from the pool. */
+template <typename T, typename... A>
+std::shared_ptr<T> make_pooled(A&&... args) {
+  return std::allocate_shared<T>(PoolAllocator<T>(), std::forward<A>(args)...);
+}
+
+/** A vector whose (short) buffer comes from the pool. */
+template <typename T>
+using PoolVector = std::vector<T, PoolAllocator<T>>;
 
 /** An unordered_map whose nodes come from the pool (tables filled on every traced op). */
 template <typename K, typename V>

@@ -53,20 +53,19 @@ Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* all
 
 Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device device,
                    Allocator* allocator) {
-  auto impl = std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>());
+  auto impl = make_pooled<TensorImpl>();
   impl->strides = strides;
   impl->shape = shape;
   impl->dtype = dtype;
   impl->device = device;
   size_t nbytes = static_cast<size_t>(numel_of(shape)) * kiln::itemsize(dtype);
   void* data = allocator ? allocator->allocate(nbytes) : nullptr;
-  impl->storage = std::allocate_shared<StorageImpl>(PoolAllocator<StorageImpl>(), data, nbytes,
-                                                     device, allocator, !allocator);
+  impl->storage = make_pooled<StorageImpl>(data, nbytes, device, allocator, !allocator);
   return Tensor(std::move(impl));
 }
 
 Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset) {
-  auto impl = std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>());
+  auto impl = make_pooled<TensorImpl>();
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);
   impl->offset = offset;

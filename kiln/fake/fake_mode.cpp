@@ -19,10 +19,10 @@ Tensor FakeMode::from_real(const Tensor& real) {
   if (sit != storages_.end() && sit->second.real.lock() == rs) {
     fs = sit->second.fake;
   } else {
-    fs = std::make_shared<StorageImpl>(nullptr, rs->nbytes, rs->device, nullptr, true);
+    fs = make_pooled<StorageImpl>(nullptr, rs->nbytes, rs->device, nullptr, true);
     storages_[rs.get()] = {rs, fs};
   }
-  auto impl = std::make_shared<TensorImpl>(*real.impl());
+  auto impl = make_pooled<TensorImpl>(*real.impl());
   impl->storage = fs;
   Tensor fake(std::move(impl));
   tensors_[real.impl()] = {real.impl_ptr(), fake};
@@ -67,7 +67,7 @@ Outputs FakeMode::handle(ops::OpKind op, std::span<const Value> args) {
   if (!any_real(args)) return dispatch_meta(op, args);  // the common case: nothing to convert
   const auto& specs = ops::op_info(op).schema.args;
   // (F2) Every tensor argument becomes fake (or the call fails).
-  std::vector<Value> converted;
+  PoolVector<Value> converted;
   converted.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i)
     converted.push_back(convert(args[i], op, i < specs.size() ? specs[i].name : "?"));

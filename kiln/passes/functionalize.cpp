@@ -48,9 +48,9 @@ Tensor FunctionalizeMode::adopt(const Tensor& user, std::shared_ptr<FStorage> st
 std::shared_ptr<FunctionalizeMode::FStorage> FunctionalizeMode::storage_for(const Tensor& root) {
   auto& slot = roots_[root.storage().get()];
   if (!slot) {
-    slot = std::make_shared<FStorage>();
+    slot = make_pooled<FStorage>();
     const Storage& s = root.storage();
-    slot->identity = std::make_shared<StorageImpl>(nullptr, s->nbytes, s->device, nullptr, true);
+    slot->identity = make_pooled<StorageImpl>(nullptr, s->nbytes, s->device, nullptr, true);
     slot->root = root;
     slot->numel = static_cast<int64_t>(s->nbytes / root.itemsize());
   }
@@ -59,7 +59,7 @@ std::shared_ptr<FunctionalizeMode::FStorage> FunctionalizeMode::storage_for(cons
 
 Tensor FunctionalizeMode::wrap(const Tensor& value) {
   auto st = storage_for(value);
-  auto impl = std::make_shared<TensorImpl>(*value.impl());
+  auto impl = make_pooled<TensorImpl>(*value.impl());
   impl->storage = st->identity;
   return adopt(Tensor(std::move(impl)), st, value);
 }
@@ -84,8 +84,8 @@ bool FunctionalizeMode::mutated(const Tensor& t) const {
   return f && f->st->generation > 0;
 }
 
-std::vector<Value> FunctionalizeMode::values_of(std::span<const Value> args) {
-  std::vector<Value> out;
+PoolVector<Value> FunctionalizeMode::values_of(std::span<const Value> args) {
+  PoolVector<Value> out;
   out.reserve(args.size());
   for (const Value& v : args) {
     if (auto* t = std::get_if<Tensor>(&v)) {
@@ -124,7 +124,7 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
       break;
     default: {
       KILN_CHECK(!info.meta, unsupported, "[{}] has no functional form to capture", info.name);
-      std::vector<Value> values = values_of(args);
+      PoolVector<Value> values = values_of(args);
       next = dispatch(info.functional, values)[0];
       if (next.dtype() != self.dtype()) next = _to_copy(next, self.dtype(), self.device());
     }
@@ -157,7 +157,7 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
     Tensor user = dispatch_meta(op, args)[0];
     Tensor value;
     if (op == OpKind::as_strided) {
-      std::vector<Value> a(args.begin(), args.end());
+      PoolVector<Value> a(args.begin(), args.end());
       a[0] = flat_of(*f->st);
       if (std::holds_alternative<std::monostate>(a[3])) a[3] = self.offset();
       value = dispatch(op, a)[0];
@@ -166,14 +166,14 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
       // so it is reshaped: a copy where a view is impossible changes nothing functionally.
       value = reshape(value_of(self), std::get<IntList>(args[1]));
     } else {
-      std::vector<Value> values = values_of(args);
+      PoolVector<Value> values = values_of(args);
       value = dispatch(op, values)[0];
     }
     Outputs out;
     out.push_back(adopt(user, f->st, value));
     return out;
   }
-  std::vector<Value> values = values_of(args);
+  PoolVector<Value> values = values_of(args);
   Outputs outs = dispatch(op, values);
   Outputs users;
   for (const Tensor& v : outs) users.push_back(wrap(v));

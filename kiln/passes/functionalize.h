@@ -46,7 +46,7 @@ class FunctionalizeMode final : public Mode {
   Tensor adopt(const Tensor& user, std::shared_ptr<FStorage> st, const Tensor& value);
   std::shared_ptr<FStorage> storage_for(const Tensor& root);
   Tensor flat_of(FStorage& st);
-  std::vector<Value> values_of(std::span<const Value> args);
+  PoolVector<Value> values_of(std::span<const Value> args);
   Outputs mutate(const ops::OpInfo& info, std::span<const Value> args);
 
   PoolMap<const TensorImpl*, std::unique_ptr<FTensor>> tensors_;
