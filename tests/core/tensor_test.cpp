@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -86,6 +88,28 @@ TEST(Printing, LooksLikeTorch) {
   EXPECT_EQ(to_string(tensor({1, 2, 3, 4}, {2, 2}, {.dtype = f64})),
             "tensor([[1., 2.],\n        [3., 4.]], dtype=f64)");
   EXPECT_EQ(to_string(eq(arange(2), arange(2))), "tensor([True, True])");
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A tensor that outlives the thread's pool (destroyed with the statics at exit) must
+// still release cleanly; this process's exit is the test.
+Tensor& static_tensor() {
+  static Tensor t = ones({4});
+  return t;
+}
+
+TEST(Pool, DescriptorsSurviveThreadsAndStatics) {
+  EXPECT_EQ(item<float>(sum(static_tensor())), 4.0f);
+  Tensor made_elsewhere;
+  std::thread([&] { made_elsewhere = arange(8); }).join();  // allocated on a dead thread
+  EXPECT_EQ(item<int64_t>(sum(made_elsewhere)), 28);
+  made_elsewhere = Tensor();  // released here, into this thread's pool
+  for (int i = 0; i < 1000; ++i) ones({2}) + ones({2});
 }
 
 }  // namespace
