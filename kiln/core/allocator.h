@@ -9,6 +9,8 @@
 
 namespace kiln {
 
+struct StreamImpl;
+
 /** Counters every allocator keeps; read them with allocator_stats(device). */
 struct AllocatorStats {
   int64_t bytes_in_use = 0;   // held by live storages (rounded to the block size)
@@ -28,6 +30,9 @@ class Allocator {
   virtual void reset_peak() = 0;
   /** Returns cached blocks to the OS. */
   virtual void empty_cache() = 0;
+  /** Tells a stream-aware allocator that `stream` uses the block at `ptr`: when the
+   * block is freed it is not reused before that stream's work queued so far is done. */
+  virtual void record_stream(void* ptr, StreamImpl* stream) {}
 };
 
 /** Host memory with a cache of freed blocks per rounded size, so a steady-state

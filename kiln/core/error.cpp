@@ -11,6 +11,8 @@ std::string_view to_string(ErrorKind kind) {
     case ErrorKind::dtype: return "dtype";
     case ErrorKind::index: return "index";
     case ErrorKind::unsupported: return "unsupported";
+    case ErrorKind::out_of_memory: return "out_of_memory";
+    case ErrorKind::backend: return "backend";
     case ErrorKind::data_dependent: return "data_dependent";
     case ErrorKind::frozen_mutation: return "frozen_mutation";
     case ErrorKind::format: return "format";

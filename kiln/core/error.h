@@ -23,6 +23,8 @@ enum class ErrorKind {
   format,           // a malformed file
   invalid_graph,    // an IR graph that breaks an invariant
   internal,         // a broken invariant inside kiln
+  out_of_memory,    // a device allocator could not satisfy a request
+  backend,          // a device runtime or library call failed (CUDA, cuBLAS)
 };
 
 /** Printable name of an ErrorKind. */

@@ -23,6 +23,8 @@
 
 namespace kiln {
 
+struct StreamImpl;  // kiln/device/stream_impl.h
+
 /** A block of device memory shared by a tensor and its views. `data == nullptr` with
  * `fake` set means metadata only (see Note [Fake tensors keep their device]). */
 struct StorageImpl {
@@ -31,9 +33,10 @@ struct StorageImpl {
   Device device;
   Allocator* allocator = nullptr;  // null: not owned (fake, or borrowed memory)
   bool fake = false;
-  /** Id of the stream (on `device`) that last queued a write here; 0 = the default
-   * stream. Host reads synchronise it first (D4). */
-  std::atomic<int> writer_stream{0};
+  /** The stream that last queued a write here (of any device: a pinned host buffer
+   * is written by a CUDA stream); null = the inline CPU stream, which is always
+   * caught up. Host reads synchronise it first (D4). */
+  std::atomic<StreamImpl*> writer{nullptr};
   /** (X2) Set while capturing on the result of a device-preserving to(): names that
    * call; any in-place op on this storage then fails with a frozen_mutation Error. */
   std::shared_ptr<const std::string> frozen_by;

@@ -3,12 +3,14 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "kiln/core/error.h"
+#include "kiln/device/stream_impl.h"
 
 namespace kiln {
 
@@ -22,6 +24,9 @@ class CpuBackend final : public DeviceBackend {
   int device_count() const noexcept override { return count_.load(std::memory_order_acquire); }
   Allocator& allocator(int index) override { return slot(index).allocator; }
   Generator& generator(int index) override { return slot(index).generator; }
+  std::unique_ptr<StreamImpl> create_stream(Device device) override {
+    return make_cpu_stream(device);
+  }
 
   void configure(int n) {
     KILN_CHECK(n >= 1 && n <= 1024, value, "[set_cpu_device_count] expected 1..1024, got {}", n);
@@ -79,11 +84,24 @@ thread_local std::array<int16_t, kNumDeviceTypes> t_current = {0, 0, 0};
 
 }  // namespace
 
+void DeviceBackend::copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
+                               size_t nbytes, bool) {
+  KILN_CHECK(dst_device.is_cpu() && src_device.is_cpu(), unsupported,
+             "[copy] no byte copy from {} to {} in this build", src_device, dst_device);
+  std::memcpy(dst, src, nbytes);
+}
+
+#if KILN_WITH_CUDA
+DeviceBackend* cuda_backend();  // device/cuda_runtime.cpp
+#else
+DeviceBackend* cuda_backend() { return nullptr; }
+#endif
+
 // The one registry of backends: add a line here per compiled backend.
 DeviceBackend* device_backend(DeviceType type) {
   switch (type) {
     case DeviceType::cpu: return &cpu_backend();
-    case DeviceType::cuda: return nullptr;  // no CUDA backend in this build
+    case DeviceType::cuda: return cuda_backend();  // null when built without CUDA
     case DeviceType::meta: return nullptr;
   }
   return nullptr;

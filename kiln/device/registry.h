@@ -2,13 +2,17 @@
 // The device runtime's front door: which devices exist, their allocators and
 // generators, and the thread's current device per type (D3).
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "kiln/core/allocator.h"
 #include "kiln/core/device.h"
 #include "kiln/core/random.h"
 
 namespace kiln {
+
+struct StreamImpl;
 
 /** One device type's runtime. A backend that is not compiled in has none. */
 class DeviceBackend {
@@ -19,6 +23,19 @@ class DeviceBackend {
   virtual int device_count() const noexcept = 0;
   virtual Allocator& allocator(int index) = 0;
   virtual Generator& generator(int index) = 0;
+  /** The default stream of device `index`; null when it runs inline on the host. */
+  virtual StreamImpl* default_stream(int index) { return nullptr; }
+  /** A new side stream of `device` (the caller sets its id). */
+  virtual std::unique_ptr<StreamImpl> create_stream(Device device) = 0;
+  /** Copies `nbytes` of plain bytes between memory of this backend's devices and host
+   * memory (or between two of its devices), ordered on the current stream of the
+   * non-CPU side (the destination's when both are). Returns once the copy is done
+   * unless `non_blocking`. */
+  virtual void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device,
+                          size_t nbytes, bool non_blocking);
+  /** The allocator for host memory that device copies read and write without staging
+   * (pinned memory on CUDA); null when ordinary host memory serves. */
+  virtual Allocator* host_transfer_allocator() { return nullptr; }
 };
 
 /** The backend of `type`, or null when this build or machine has none. */

@@ -13,28 +13,58 @@
 #include "kiln/core/error.h"
 #include "kiln/device/kernel_scope.h"
 #include "kiln/device/registry.h"
+#include "kiln/device/stream_impl.h"
 
 namespace kiln {
 
-// A side stream: a FIFO drained by one worker thread. See Note [CPU streams].
-struct StreamImpl {
-  Device device;
-  int id = 0;
+namespace {
+
+// A CPU side stream: a FIFO drained by one worker thread. See Note [CPU streams].
+struct CpuStream final : StreamImpl {
   std::mutex mu;
   std::condition_variable has_work, work_done;
   std::deque<std::function<void()>> queue;
   uint64_t enqueued = 0, completed = 0;
   std::exception_ptr error;
-  std::thread worker;
 
-  void run();
-  void wait_for(uint64_t target) {
-    std::unique_lock lock(mu);
-    work_done.wait(lock, [&] { return completed >= target; });
+  bool host_inline() const override { return false; }
+  void enqueue(std::function<void()> work) override {
+    {
+      std::lock_guard lock(mu);
+      queue.push_back(std::move(work));
+      ++enqueued;
+    }
+    has_work.notify_one();
   }
+  void synchronize() override {
+    std::unique_lock lock(mu);
+    work_done.wait(lock, [&] { return completed >= enqueued; });
+    if (error) std::rethrow_exception(std::exchange(error, nullptr));
+  }
+  bool query() override {
+    std::lock_guard lock(mu);
+    return completed >= enqueued;
+  }
+  void record(uint64_t& mark, std::shared_ptr<void>&) override {
+    std::lock_guard lock(mu);
+    mark = enqueued;
+  }
+  void event_synchronize(uint64_t mark, const std::shared_ptr<void>&) override {
+    std::unique_lock lock(mu);
+    work_done.wait(lock, [&] { return completed >= mark; });
+  }
+  bool event_query(uint64_t mark, const std::shared_ptr<void>&) override {
+    std::lock_guard lock(mu);
+    return completed >= mark;
+  }
+  // Runs in FIFO order on the worker: work queued after the wait starts only once the
+  // event has completed. Waiting on one's own stream cannot deadlock: the recorded
+  // work precedes this task in the queue.
+  void wait(const Event& event) override {
+    enqueue([event] { event.synchronize(); });
+  }
+  void run();
 };
-
-namespace {
 
 // Side streams of every device. Never destroyed: workers may still be parked when
 // the process exits, and nothing they own needs a destructor to run.
@@ -56,15 +86,22 @@ StreamImpl*& current_slot(Device d) {
   return v[d.index];
 }
 
-void check_stream_device(Device d) {
+DeviceBackend& stream_backend(Device d) {
   check_device_available(d);
-  KILN_CHECK(d.type == DeviceType::cpu, unsupported, "[Stream] {} has no streams in this build",
-             d);
+  DeviceBackend* b = device_backend(d.type);
+  KILN_CHECK(b, unsupported, "[Stream] {} has no streams", d);
+  return *b;
+}
+
+// The default stream's impl: null on CPU (inline), the backend's otherwise.
+StreamImpl* default_impl(Device d) {
+  if (d.type == DeviceType::cpu) return nullptr;
+  return stream_backend(d).default_stream(d.index);
 }
 
 }  // namespace
 
-void StreamImpl::run() {
+void CpuStream::run() {
   exchange_device(device);
   current_slot(device) = this;
   for (;;) {
@@ -92,30 +129,41 @@ void StreamImpl::run() {
   }
 }
 
+std::unique_ptr<StreamImpl> make_cpu_stream(Device device) {
+  auto impl = std::make_unique<CpuStream>();
+  impl->device = device;
+  CpuStream* raw = impl.get();
+  std::thread([raw] { raw->run(); }).detach();
+  return impl;
+}
+
 Stream Stream::default_stream(Device device) {
   device = resolve_device(device);
-  check_stream_device(device);
-  return Stream(device, nullptr);
+  stream_backend(device);
+  return Stream(device, default_impl(device));
 }
 
 Stream Stream::create(Device device) {
   device = resolve_device(device);
-  check_stream_device(device);
+  DeviceBackend& backend = stream_backend(device);
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   auto& list = r.streams[device.key()];
-  auto impl = std::make_unique<StreamImpl>();
+  std::unique_ptr<StreamImpl> impl = backend.create_stream(device);
   impl->device = device;
   impl->id = static_cast<int>(list.size()) + 1;
   StreamImpl* raw = impl.get();
   list.push_back(std::move(impl));
-  raw->worker = std::thread([raw] { raw->run(); });
-  raw->worker.detach();
   return Stream(device, raw);
 }
 
+Stream Stream::of(StreamImpl* impl) {
+  KILN_ASSERT(impl);
+  return Stream(impl->device, impl);
+}
+
 Stream stream_by_id(Device device, int id) {
-  if (id == 0) return Stream(device, nullptr);
+  if (id == 0) return Stream(device, default_impl(device));
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   auto& list = r.streams[device.key()];
@@ -126,37 +174,29 @@ Stream stream_by_id(Device device, int id) {
 
 Device Stream::device() const { return device_; }
 int Stream::id() const { return impl_ ? impl_->id : 0; }
+bool Stream::runs_inline() const { return !impl_ || impl_->host_inline(); }
+void* Stream::native_handle() const { return impl_ ? impl_->native() : nullptr; }
 
 void Stream::enqueue(std::function<void()> work) const {
   check_kernel_device(device_, "stream");  // (D8)
-  if (!impl_) {
+  if (runs_inline()) {
     work();
     return;
   }
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->queue.push_back(std::move(work));
-    ++impl_->enqueued;
-  }
-  impl_->has_work.notify_one();
+  impl_->enqueue(std::move(work));
 }
 
 void Stream::synchronize() const {
-  if (!impl_) return;
-  std::unique_lock lock(impl_->mu);
-  impl_->work_done.wait(lock, [&] { return impl_->completed >= impl_->enqueued; });
-  if (impl_->error) std::rethrow_exception(std::exchange(impl_->error, nullptr));
+  if (impl_) impl_->synchronize();
 }
 
-bool Stream::query() const {
-  if (!impl_) return true;
-  std::lock_guard lock(impl_->mu);
-  return impl_->completed >= impl_->enqueued;
-}
+bool Stream::query() const { return !impl_ || impl_->query(); }
 
 Stream current_stream(Device device) {
   device = resolve_device(device);
-  return Stream(device, current_slot(device));
+  StreamImpl* impl = current_slot(device);
+  if (!impl && device.type != DeviceType::cpu) impl = default_impl(device);
+  return Stream(device, impl);
 }
 
 Stream current_stream(DeviceType type) {
@@ -168,7 +208,7 @@ Stream current_stream(DeviceType type) {
 Stream exchange_stream(Stream stream) {
   StreamImpl*& slot = current_slot(stream.device());
   Stream prev = current_stream(stream.device());
-  slot = stream.impl();
+  slot = stream.is_default() ? nullptr : stream.impl();
   return prev;
 }
 
@@ -182,36 +222,29 @@ StreamGuard::~StreamGuard() {
 
 void Event::record(Stream stream) {
   stream_ = stream.impl();
-  if (!stream_) return;  // the inline default stream is always caught up
-  std::lock_guard lock(stream_->mu);
-  target_ = stream_->enqueued;
+  native_ = nullptr;
+  target_ = 0;
+  if (stream_) stream_->record(target_, native_);  // the inline CPU stream is caught up
 }
 
 void Event::wait(Stream stream) const {
   if (!stream_) return;
-  Event self = *this;
-  if (!stream.impl()) {  // an inline stream waits by blocking the host
+  if (!stream.impl()) {  // the inline CPU stream waits by blocking the host
     synchronize();
     return;
   }
-  // Runs on `stream`'s worker in FIFO order: work queued after the wait starts only
-  // once the event has completed. Waiting on one's own stream cannot deadlock: the
-  // recorded work precedes this task in the queue.
-  stream.enqueue([self] { self.synchronize(); });
+  stream.impl()->wait(*this);
 }
 
 void Event::synchronize() const {
-  if (stream_) stream_->wait_for(target_);
+  if (stream_) stream_->event_synchronize(target_, native_);
 }
 
-bool Event::query() const {
-  if (!stream_) return true;
-  std::lock_guard lock(stream_->mu);
-  return stream_->completed >= target_;
-}
+bool Event::query() const { return !stream_ || stream_->event_query(target_, native_); }
 
 void synchronize_device(Device device) {
   device = resolve_device(device);
+  Stream::default_stream(device).synchronize();
   size_t n;
   {
     Registry& r = registry();

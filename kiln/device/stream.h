@@ -9,9 +9,15 @@
 // ThreadSanitizer can catch. Work queued on a side stream holds references to every
 // tensor it touches until it has run: memory in use by a stream is never freed or
 // reused early (the effect of CUDA's record_stream, by construction).
+//
+// A CUDA stream is a cudaStream_t: host code that launches its kernels runs on the
+// calling thread, the kernels run asynchronously on the GPU, and the CUDA caching
+// allocator keeps memory used by a stream until that stream is done with it. Both
+// kinds sit behind the same Stream and Event (see stream_impl.h).
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "kiln/core/device.h"
 
@@ -32,8 +38,8 @@ class Stream {
   /** 0 for the default stream. */
   int id() const;
   bool is_default() const { return id() == 0; }
-  /** Queues `work` (inline on a default CPU stream). Inside a kernel, the stream
-   * must belong to the kernel's device (D8). */
+  /** Queues `work` (runs it now when the stream runs inline). Inside a kernel, the
+   * stream must belong to the kernel's device (D8). */
   void enqueue(std::function<void()> work) const;
   /** Blocks the host until all queued work has run; rethrows the first error a
    * queued task raised. */
@@ -41,9 +47,17 @@ class Stream {
   /** True when all queued work has run. */
   bool query() const;
 
+  /** True when work queued here runs on the calling thread: the CPU default stream
+   * and every CUDA stream (whose device work is asynchronous on the GPU instead). */
+  bool runs_inline() const;
+  /** The backend's stream object (a cudaStream_t for CUDA), or null. */
+  void* native_handle() const;
+
   bool operator==(const Stream& o) const { return device_ == o.device_ && impl_ == o.impl_; }
-  /** Null for a default stream (inline on CPU: it needs no state). */
+  /** Null for the CPU default stream (inline: it needs no state). */
   StreamImpl* impl() const { return impl_; }
+  /** The stream behind a non-null impl. */
+  static Stream of(StreamImpl* impl);
 
  private:
   Stream(Device device, StreamImpl* impl) : device_(device), impl_(impl) {}
@@ -89,13 +103,16 @@ class Event {
   /** Blocks the host until the event has completed. */
   void synchronize() const;
   bool query() const;
+  /** The backend's event object (a cudaEvent_t for CUDA), or null. */
+  void* native_handle() const { return native_.get(); }
 
  private:
-  StreamImpl* stream_ = nullptr;
-  uint64_t target_ = 0;
+  StreamImpl* stream_ = nullptr;      // recorded on; null = complete
+  uint64_t target_ = 0;               // CPU side streams: the queue position
+  std::shared_ptr<void> native_;      // CUDA: the event object
 };
 
-/** Blocks until every stream of `device` has drained. */
+/** Blocks until every stream of `device` (its default stream included) has drained. */
 void synchronize_device(Device device);
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include "kiln/device/kernel_scope.h"
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"
+#include "kiln/device/stream_impl.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln {
@@ -223,16 +224,16 @@ void run_kernel(const Launch& l, const ops::MetaOut& meta, std::span<const Value
       ops::OpCall{OpKind::copy_, std::span<const Value>(copy_args), l.device}, outs);
 }
 
-// (D4) Makes `stream` wait for every side stream that last wrote one of the tensor
+// (D4) Makes `stream` wait for every other stream that last wrote one of the tensor
 // arguments (a tensor produced on another stream or device is complete before a kernel
 // reads it). The common case, data written by this stream or inline, costs one load.
 void order_after_writers(std::span<const Value> args, Stream stream) {
   auto order = [&](const Tensor& t) {
     if (!t.defined()) return;
-    int w = t.storage()->writer_stream.load(std::memory_order_relaxed);
-    if (w == 0 || (w == stream.id() && t.device() == stream.device())) return;
+    StreamImpl* w = t.storage()->writer.load(std::memory_order_relaxed);
+    if (!w || w == stream.impl()) return;
     Event written;
-    written.record(stream_by_id(t.device(), w));
+    written.record(Stream::of(w));
     written.wait(stream);
   };
   for (const Value& v : args) {
@@ -240,6 +241,22 @@ void order_after_writers(std::span<const Value> args, Stream stream) {
     else if (auto* list = std::get_if<TensorList>(&v))
       for (const Tensor& t : *list) order(t);
   }
+}
+
+// Tells stream-aware allocators that `stream` uses every tensor of the call, so their
+// blocks outlive the queued work. See Note [Stream-aware reuse].
+void record_stream_uses(std::span<const Value> args, std::span<Tensor> outs, Stream stream) {
+  auto note = [&](const Tensor& t) {
+    if (!t.defined()) return;
+    StorageImpl* s = t.storage().get();
+    if (s->allocator && s->data) s->allocator->record_stream(s->data, stream.impl());
+  };
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) note(*t);
+    else if (auto* list = std::get_if<TensorList>(&v))
+      for (const Tensor& t : *list) note(t);
+  }
+  for (const Tensor& t : outs) note(t);
 }
 
 // The source of a copy between devices, or null; `non_blocking` says whether the
@@ -256,6 +273,58 @@ const Tensor* cross_device_source(const OpInfo& info, std::span<const Value> arg
   return &t;
 }
 
+// Whether a copy from `src` to `dst` moves bytes between memories no single kernel can
+// address: different device types, or two CUDA devices.
+bool needs_transfer(Device src, Device dst) {
+  return src.type != dst.type || (src.type != DeviceType::cpu && src.index != dst.index);
+}
+
+Tensor fresh(const Dims& shape, DType dtype, Device device) {
+  return make_tensor(shape, dtype, device, &device_allocator(device));
+}
+
+// Note [Copies between backends]
+// (D2) A copy between a CPU and a CUDA device (or two CUDA devices) is three steps: the
+// source is made dense in its own dtype by a kernel on its own device (broadcast
+// included), the bytes move through the backend's copy (cudaMemcpyAsync on the CUDA
+// side's current stream), and a kernel on the destination converts dtype and layout
+// when the destination is not a dense tensor of the source's dtype. Each step is an
+// ordinary op under its own device's guard and stream, so D3/D4/D8 hold throughout.
+void transfer(const Tensor& dst, const Tensor& src_in, bool non_blocking) {
+  if (dst.numel() == 0) return;
+  Tensor src = src_in;
+  if (src.shape() != dst.shape() || !src.is_contiguous()) {
+    Value expand_args[2] = {src_in, IntList(dst.shape().begin(), dst.shape().end())};
+    Value clone_args[1] = {dispatch_eager(OpKind::expand, expand_args)[0]};
+    src = dispatch_eager(OpKind::clone, clone_args)[0];
+  }
+  bool direct = dst.is_contiguous() && dst.dtype() == src.dtype();
+  Tensor land = direct ? dst : fresh(dst.shape(), src.dtype(), dst.device());
+  Device side = dst.device().is_cpu() ? src.device() : dst.device();
+  DeviceBackend* backend = device_backend(side.type);
+  KILN_CHECK(backend, unsupported, "[copy_] no copy from {} to {} in this build", src.device(),
+             dst.device());
+  {
+    KernelScope scope("copy_", side);
+    Stream stream = current_stream(side);
+    Value args[2] = {src, land};
+    order_after_writers(args, stream);
+    Tensor outs[1] = {land};
+    record_stream_uses(args, outs, stream);
+    size_t elem = itemsize(src.dtype());
+    backend->copy_bytes(static_cast<char*>(land.storage()->data) + land.offset() * elem,
+                        land.device(),
+                        static_cast<const char*>(src.storage()->data) + src.offset() * elem,
+                        src.device(), static_cast<size_t>(src.numel()) * elem, non_blocking);
+    // A blocking copy is complete; a non-blocking one is complete once the stream is.
+    land.storage()->writer.store(non_blocking ? stream.impl() : nullptr, std::memory_order_relaxed);
+  }
+  if (!direct) {
+    Value copy_args[3] = {dst, land, non_blocking};
+    dispatch_eager(OpKind::copy_, copy_args);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -264,22 +333,27 @@ namespace {
 // inputs; `outs` are already allocated.
 void launch(const OpInfo& info, const ops::KernelTable* table, Device device, ops::MetaOut meta,
             std::span<const Value> args, std::span<Tensor> outs) {
-  Stream stream = current_stream(device);
-  order_after_writers(args, stream);
   bool non_blocking = false;
   const Tensor* src = cross_device_source(info, args, device, non_blocking);
-  for (const Tensor& o : outs) o.storage()->writer_stream.store(stream.id(), std::memory_order_relaxed);
-  Launch l{&info, table, device};
-  if (stream.is_default()) {
-    run_kernel(l, meta, args, outs);
+  if (src && needs_transfer(src->device(), device)) {
+    transfer(outs[0], *src, non_blocking);
     return;
   }
-  // The task owns copies of every argument and output, so their memory stays alive
-  // until it has run. See Note [CPU streams].
-  stream.enqueue([l, meta = std::move(meta), a = std::vector<Value>(args.begin(), args.end()),
-                  o = std::vector<Tensor>(outs.begin(), outs.end())]() mutable {
-    run_kernel(l, meta, a, o);
-  });
+  Stream stream = current_stream(device);
+  order_after_writers(args, stream);
+  for (const Tensor& o : outs) o.storage()->writer.store(stream.impl(), std::memory_order_relaxed);
+  Launch l{&info, table, device};
+  if (stream.runs_inline()) {
+    if (!device.is_cpu()) record_stream_uses(args, outs, stream);
+    run_kernel(l, meta, args, outs);
+  } else {
+    // The task owns copies of every argument and output, so their memory stays alive
+    // until it has run. See Note [CPU streams].
+    stream.enqueue([l, meta = std::move(meta), a = std::vector<Value>(args.begin(), args.end()),
+                    o = std::vector<Tensor>(outs.begin(), outs.end())]() mutable {
+      run_kernel(l, meta, a, o);
+    });
+  }
   if (src && !non_blocking) stream.synchronize();
 }
 
@@ -301,6 +375,13 @@ Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
   ops::MetaOut meta = run_meta(info, args, device);
   if (info.is_view()) return materialize(info, args, meta, device, allocator);
   const ops::KernelTable& table = checked_table(info, device);
+  if (op == OpKind::_to_copy && std::get<bool>(args[3])) {
+    // (D7) A non-blocking copy to the host lands in memory the device can write without
+    // staging (pinned on CUDA), or it could not be asynchronous.
+    Device from = std::get<Tensor>(args[0]).device();
+    if (DeviceBackend* b = device_backend(from.type); b && device.is_cpu() && !from.is_cpu())
+      if (Allocator* pinned = b->host_transfer_allocator()) allocator = pinned;
+  }
   Outputs outs;
   if (info.meta) outs = materialize(info, args, meta, device, allocator);
   else outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));

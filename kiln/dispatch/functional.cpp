@@ -434,7 +434,7 @@ std::vector<T> to_vector(const Tensor& x) {
              "[to_vector] cannot read the data of fake tensor {}: it has metadata only (F5)",
              x.meta_str());
   // (D4) A host read waits for the stream that last wrote the data.
-  if (int id = x.storage()->writer_stream.load(); id != 0) stream_by_id(x.device(), id).synchronize();
+  if (StreamImpl* w = x.storage()->writer.load()) Stream::of(w).synchronize();
   Tensor host = convert(x, Device(DeviceType::cpu, 0), dtype_of<T>());
   host = contiguous(host);
   std::vector<T> out(static_cast<size_t>(host.numel()));
