@@ -27,7 +27,7 @@ bench: build
 
 # ThreadSanitizer build of the stream and device tests (see docs/architecture.md).
 tsan: deps
-	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF \
+	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF -DKILN_CUDA=OFF \
 	  -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target device_test
 	@cd build-tsan && KILN_CPU_DEVICES=4 TSAN_OPTIONS=halt_on_error=1 ./tests/device_test

@@ -3,6 +3,9 @@
 #include <vector>
 
 #include "kiln/backend/cpu/kernels.h"
+#if KILN_WITH_CUDA
+#include "kiln/backend/cuda/kernels.h"
+#endif
 #include "kiln/device/kernel_scope.h"
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"
@@ -24,6 +27,9 @@ thread_local DevicePolicy t_policy;
 const ops::KernelTable* kernel_table(DeviceType type) {
   switch (type) {
     case DeviceType::cpu: return &cpu::kernels();
+#if KILN_WITH_CUDA
+    case DeviceType::cuda: return &cuda::kernels();
+#endif
     default: return nullptr;
   }
 }

@@ -1,0 +1,224 @@
+#pragma once
+// Internal to the CUDA backend: dtype dispatch, element conversions, strided
+// geometry and the launch helper every elementwise kernel uses.
+//
+// Note [CUDA elementwise kernels]
+// One kernel template walks any strided, broadcast operands: the host merges dims that
+// are contiguous for every operand (a dense tensor becomes one dim, and then the
+// offsets are the index itself) and passes sizes and strides by value. Half types are
+// loaded into f32 ("opmath") and stored back, so f16/bf16 need no temporaries. An op
+// family shares one instantiation per dtype: the op is a runtime switch inside the
+// kernel, uniform across threads, which keeps nvcc's work (and the build) small.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <type_traits>
+
+#include "kiln/backend/cuda/kernels.h"
+#include "kiln/core/error.h"
+#include "kiln/device/cuda_runtime.h"
+#include "kiln/device/registry.h"
+#include "kiln/device/stream.h"
+
+namespace kiln::cuda {
+
+using ops::OpCall;
+using half = __half;
+using bfloat = __nv_bfloat16;
+
+template <typename T> struct OpMath { using type = T; };
+template <> struct OpMath<half> { using type = float; };
+template <> struct OpMath<bfloat> { using type = float; };
+template <typename T> using opmath_t = typename OpMath<T>::type;
+
+template <typename T> constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat>;
+template <typename T> constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
+
+/** Loads an element into its arithmetic type. */
+template <typename T>
+__host__ __device__ inline opmath_t<T> load(T v) {
+  if constexpr (std::is_same_v<T, half>) return __half2float(v);
+  else if constexpr (std::is_same_v<T, bfloat>) return __bfloat162float(v);
+  else return v;
+}
+/** Stores an arithmetic value as element type D. */
+template <typename D, typename W>
+__host__ __device__ inline D store(W w) {
+  if constexpr (std::is_same_v<D, half>) return __float2half(static_cast<float>(w));
+  else if constexpr (std::is_same_v<D, bfloat>) return __float2bfloat16(static_cast<float>(w));
+  else if constexpr (std::is_same_v<D, bool>) return w != W(0);
+  else return static_cast<D>(w);
+}
+template <typename D, typename S>
+__host__ __device__ inline D cast(S v) {
+  if constexpr (std::is_same_v<D, S>) return v;
+  else return store<D>(load(v));
+}
+
+/** The launch stream: the current stream of the kernel's device (D4, checked by D8). */
+inline cudaStream_t stream() {
+  Device d = current_device(DeviceType::cuda);
+  set_device(d.index);
+  return static_cast<cudaStream_t>(current_stream(DeviceType::cuda).native_handle());
+}
+inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+constexpr int kMaxDims = 12;
+
+/** Sizes and per-operand strides (in elements) of a strided walk. */
+template <int N>
+struct Geometry {
+  int ndim = 0;
+  bool dense = true;  // one dim with unit strides: offset = base + index
+  int64_t sizes[kMaxDims];
+  int64_t strides[N][kMaxDims];
+  int64_t base[N];
+
+  __device__ inline void offsets(int64_t i, int64_t* off) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = base[k];
+    if (dense) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += i;
+      return;
+    }
+    for (int d = ndim - 1; d >= 0; --d) {
+      int64_t c = i % sizes[d];
+      i /= sizes[d];
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += c * strides[k][d];
+    }
+  }
+};
+
+/** Strides of `t` seen through a broadcast to `shape` (0 on broadcast dims). */
+inline Dims broadcast_strides(const Tensor& t, const Dims& shape) {
+  Dims st(shape.size(), 0);
+  size_t lead = shape.size() - t.shape().size();
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    st[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return st;
+}
+
+/** The walk of `shape` over operands with the given strides and offsets, with size-1
+ * dims dropped and dims merged where every operand is contiguous across them. */
+template <int N>
+Geometry<N> make_geometry(const Dims& shape, std::array<Dims, N> strides,
+                          std::array<int64_t, N> base) {
+  Geometry<N> g;
+  std::vector<int64_t> sz;
+  std::array<std::vector<int64_t>, N> st;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !sz.empty();
+    for (int k = 0; k < N && merge; ++k) merge = st[k].back() == strides[k][d] * shape[d];
+    if (merge) {
+      sz.back() *= shape[d];
+      for (int k = 0; k < N; ++k) st[k].back() = strides[k][d];
+    } else {
+      sz.push_back(shape[d]);
+      for (int k = 0; k < N; ++k) st[k].push_back(strides[k][d]);
+    }
+  }
+  KILN_CHECK(sz.size() <= kMaxDims, unsupported,
+             "[cuda] tensors with more than {} non-mergeable dims are not supported", kMaxDims);
+  g.ndim = static_cast<int>(sz.size());
+  for (int k = 0; k < N; ++k) g.base[k] = base[k];
+  for (int d = 0; d < g.ndim; ++d) {
+    g.sizes[d] = sz[d];
+    for (int k = 0; k < N; ++k) g.strides[k][d] = st[k][d];
+  }
+  g.dense = g.ndim <= 1;
+  for (int k = 0; k < N && g.dense && g.ndim == 1; ++k) g.dense = g.strides[k][0] == 1;
+  return g;
+}
+
+template <int N, typename F>
+__global__ void elementwise_kernel(int64_t n, Geometry<N> g, F f) {
+  int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t off[N];
+    g.offsets(i, off);
+    f(off);
+  }
+}
+
+/** Runs `f(offsets)` for every element of the walk on the current stream. */
+template <int N, typename F>
+void launch_elementwise(int64_t n, const Geometry<N>& g, F f) {
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 132 * 32);
+  elementwise_kernel<N><<<static_cast<unsigned>(blocks), kThreads, 0, stream()>>>(n, g, f);
+  check_launch("elementwise kernel launch");
+}
+
+/** One input of an elementwise kernel: device memory, or a 0-dim CPU tensor (D2)
+ * whose value travels as a kernel argument. */
+template <typename T>
+struct In {
+  const T* p = nullptr;
+  T value{};
+  __device__ inline T operator[](int64_t off) const { return p ? p[off] : value; }
+};
+
+/** The value of a 0-dim CPU tensor as element type T (read on the host). */
+template <typename T>
+T host_scalar(const Tensor& t);
+
+template <typename T>
+In<T> input(const Tensor& t) {
+  In<T> in;
+  if (t.device().is_cpu()) in.value = host_scalar<T>(t);
+  else in.p = static_cast<const T*>(t.storage()->data);
+  return in;
+}
+/** Strides and offset of an input for the walk (all 0 for a host scalar). */
+inline Dims in_strides(const Tensor& t, const Dims& shape) {
+  return t.device().is_cpu() ? Dims(shape.size(), 0) : broadcast_strides(t, shape);
+}
+inline int64_t in_offset(const Tensor& t) { return t.device().is_cpu() ? 0 : t.offset(); }
+
+template <typename T>
+T* out_ptr(const Tensor& t) {
+  return static_cast<T*>(t.storage()->data);
+}
+
+}  // namespace kiln::cuda
+
+// Runs the statement with `T` bound to the device type of `dtype`.
+#define KILN_CUDA_CASE(D, Type, ...) \
+  case ::kiln::DType::D: {           \
+    using T = Type;                  \
+    __VA_ARGS__;                     \
+    break;                           \
+  }
+#define KILN_CUDA_FLOAT_CASES(...)                    \
+  KILN_CUDA_CASE(f32, float, __VA_ARGS__)             \
+  KILN_CUDA_CASE(f64, double, __VA_ARGS__)            \
+  KILN_CUDA_CASE(f16, ::kiln::cuda::half, __VA_ARGS__) \
+  KILN_CUDA_CASE(bf16, ::kiln::cuda::bfloat, __VA_ARGS__)
+#define KILN_CUDA_INT_CASES(...)          \
+  KILN_CUDA_CASE(i64, int64_t, __VA_ARGS__) \
+  KILN_CUDA_CASE(i32, int32_t, __VA_ARGS__) \
+  KILN_CUDA_CASE(i16, int16_t, __VA_ARGS__) \
+  KILN_CUDA_CASE(i8, int8_t, __VA_ARGS__)   \
+  KILN_CUDA_CASE(u8, uint8_t, __VA_ARGS__)
+#define KILN_CUDA_UNSUPPORTED(dtype, op) \
+  default:                               \
+    ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] does not support dtype {} on cuda", op, dtype);
+#define KILN_CUDA_DISPATCH_FLOAT(dtype, op, ...) \
+  switch (dtype) {                               \
+    KILN_CUDA_FLOAT_CASES(__VA_ARGS__)           \
+    KILN_CUDA_UNSUPPORTED(dtype, op)             \
+  }
+#define KILN_CUDA_DISPATCH_ALL(dtype, op, ...) \
+  switch (dtype) {                             \
+    KILN_CUDA_FLOAT_CASES(__VA_ARGS__)         \
+    KILN_CUDA_INT_CASES(__VA_ARGS__)           \
+    KILN_CUDA_CASE(b8, bool, __VA_ARGS__)      \
+    KILN_CUDA_UNSUPPORTED(dtype, op)           \
+  }

@@ -1,0 +1,126 @@
+// Indexing on CUDA devices: index_select, gather, embedding.
+//
+// Index tensors may live on the CPU (D2): they are checked on the host and copied
+// over. An out-of-range index in a CUDA index tensor cannot be reported without
+// waiting for the GPU, so the kernel stops with a device-side trap, as PyTorch's
+// device assert does; the next CUDA call then fails with a backend Error (and the
+// process's CUDA context is unusable afterwards, also as in PyTorch).
+#include <cstdio>
+
+#include "kiln/backend/cuda/common.cuh"
+
+namespace kiln::cuda {
+
+namespace {
+
+int64_t wrap(int64_t d, int64_t rank) { return d < 0 ? d + std::max<int64_t>(rank, 1) : d; }
+
+// The index as a dense int64 tensor on `device`: a CPU index is bounds-checked on the
+// host, then copied to the device.
+Tensor device_index(const Tensor& index, int64_t bound, Device device, const char* op) {
+  if (!index.device().is_cpu()) return dense(index, DType::i64, device);
+  std::vector<int64_t> host(static_cast<size_t>(index.numel()));
+  Dims pos(index.dim(), 0);
+  for (size_t n = 0; n < host.size(); ++n) {  // odometer over the index's elements
+    int64_t off = index.offset();
+    for (int64_t d = 0; d < index.dim(); ++d) off += pos[d] * index.strides()[d];
+    Tensor one = make_view(index, Dims{}, Dims{}, off);
+    int64_t v = host_scalar<int64_t>(one);
+    KILN_CHECK(v >= -bound && v < bound, index, "[{}] index {} is out of range for size {}", op,
+               v, bound);
+    host[n] = v < 0 ? v + bound : v;
+    for (int64_t d = index.dim(); d-- > 0;) {
+      if (++pos[d] < index.shape()[d]) break;
+      pos[d] = 0;
+    }
+  }
+  Tensor out = empty(index.shape(), DType::i64, device);
+  if (!host.empty())
+    device_backend(DeviceType::cuda)
+        ->copy_bytes(static_cast<int64_t*>(out.storage()->data), device, host.data(),
+                     Device(DeviceType::cpu, 0), host.size() * sizeof(int64_t), false);
+  return out;
+}
+
+__device__ inline int64_t checked(int64_t v, int64_t bound) {
+  if (v < -bound || v >= bound) {
+    printf("kiln: index %lld is out of range for size %lld\n", static_cast<long long>(v),
+           static_cast<long long>(bound));
+    __trap();
+  }
+  return v < 0 ? v + bound : v;
+}
+
+// out[..., i, ...] = self[..., index[i], ...] along `dim`: operand 2 of the walk has
+// unit stride on `dim` only, so its offset is the coordinate along `dim`.
+void select_along(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index) {
+  if (out.numel() == 0) return;
+  Dims self_st = self.strides();
+  int64_t step = self.dim() ? self_st[dim] : 0;
+  int64_t bound = self.dim() ? self.shape()[dim] : 1;
+  if (self.dim()) self_st[dim] = 0;
+  Dims coord(out.dim(), 0);
+  if (out.dim()) coord[dim] = 1;
+  auto g = make_geometry<3>(out.shape(), {out.strides(), self_st, coord},
+                            {out.offset(), self.offset(), 0});
+  const int64_t* idx = static_cast<const int64_t*>(index.storage()->data) + index.offset();
+  switch (itemsize(out.dtype())) {
+#define KILN_SELECT(W)                                                                       \
+  {                                                                                          \
+    W* o = out_ptr<W>(out);                                                                  \
+    const W* s = static_cast<const W*>(self.storage()->data);                                \
+    launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {              \
+      o[off[0]] = s[off[1] + checked(idx[off[2]], bound) * step];                            \
+    });                                                                                      \
+    return;                                                                                  \
+  }
+    case 1: KILN_SELECT(uint8_t)
+    case 2: KILN_SELECT(uint16_t)
+    case 4: KILN_SELECT(uint32_t)
+    case 8: KILN_SELECT(uint64_t)
+#undef KILN_SELECT
+  }
+}
+
+}  // namespace
+
+void k_index_select(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t dim = wrap(c.args.i64(1), self.dim());
+  int64_t bound = self.dim() ? self.shape()[dim] : 1;
+  Tensor index = device_index(c.args.tensor(2), bound, c.device, "index_select");
+  select_along(outs[0], self, dim, index);
+}
+
+void k_embedding(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& weight = c.args.tensor(0);
+  Tensor index = device_index(c.args.tensor(1), weight.shape()[0], c.device, "embedding");
+  const Tensor& out = outs[0];
+  int64_t n = index.numel(), d = weight.shape()[1];
+  select_along(make_view(out, Dims{n, d}, Dims{d, 1}, out.offset()), weight, 0,
+               make_view(index, Dims{n}, Dims{1}, index.offset()));
+}
+
+void k_gather(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& out = outs[0];
+  if (out.numel() == 0) return;
+  int64_t dim = wrap(c.args.i64(1), self.dim());
+  int64_t bound = self.dim() ? self.shape()[dim] : 1;
+  Tensor index = device_index(c.args.tensor(2), bound, c.device, "gather");
+  Dims self_st = self.strides();
+  int64_t step = self.dim() ? self_st[dim] : 0;
+  if (self.dim()) self_st[dim] = 0;
+  auto g = make_geometry<3>(out.shape(), {out.strides(), self_st, index.strides()},
+                            {out.offset(), self.offset(), index.offset()});
+  const int64_t* idx = static_cast<const int64_t*>(index.storage()->data);
+  KILN_CUDA_DISPATCH_ALL(out.dtype(), "gather", {
+    T* o = out_ptr<T>(out);
+    const T* s = static_cast<const T*>(self.storage()->data);
+    launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {
+      o[off[0]] = s[off[1] + checked(idx[off[2]], bound) * step];
+    });
+  });
+}
+
+}  // namespace kiln::cuda

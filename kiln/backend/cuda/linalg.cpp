@@ -1,0 +1,205 @@
+// The matmul family on CUDA devices through cuBLAS (D5): a handle from the device's
+// pool (one per thread), bound to the current stream at each call; f32 uses TF32 only
+// when allow_tf32() says so; f16/bf16 accumulate in f32.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "kiln/backend/cuda/kernels.h"
+#include "kiln/device/cuda_runtime.h"
+#include "kiln/device/handle_pool.h"
+#include "kiln/device/registry.h"
+#include "kiln/device/stream.h"
+#include "kiln/ops/meta.h"
+
+namespace kiln::cuda {
+
+using ops::OpCall;
+
+namespace {
+
+void check_blas(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  fail(ErrorKind::backend, "[cuBLAS] {} failed: {} ({})", what, cublasGetStatusString(s),
+       static_cast<int>(s));
+}
+
+HandlePool& blas_pool() {
+  static auto* pool = new HandlePool("cuBLAS handle", [](Device d) -> void* {
+    set_device(d.index);
+    cublasHandle_t h = nullptr;
+    check_blas(cublasCreate(&h), "cublasCreate");
+    return h;
+  });
+  return *pool;
+}
+
+// The current device's handle, bound to its current stream and the TF32 policy.
+cublasHandle_t handle() {
+  Device d = current_device(DeviceType::cuda);
+  auto h = static_cast<cublasHandle_t>(blas_pool().acquire(d));  // checks D8
+  set_device(d.index);
+  check_blas(cublasSetStream(h, static_cast<cudaStream_t>(current_stream(d).native_handle())),
+             "cublasSetStream");
+  check_blas(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+             "cublasSetMathMode");
+  return h;
+}
+
+// A [batch, rows, cols] operand as cuBLAS (column-major) sees it. A row-major matrix
+// read column-major is its transpose, so `trans` is false for row-major operands.
+struct Operand {
+  Tensor keep;  // owns a dense copy when one was needed
+  const void* p = nullptr;
+  bool trans = false;
+  int64_t ld = 1, batch_stride = 0;
+};
+
+Operand operand(const Tensor& t) {
+  int64_t r = t.shape()[1], c = t.shape()[2];
+  int64_t s1 = t.strides()[1], s2 = t.strides()[2];
+  Operand o;
+  o.keep = t;
+  if ((c == 1 || s2 == 1) && (r == 1 || s1 >= std::max<int64_t>(c, 1))) {
+    o.ld = r == 1 ? std::max<int64_t>(c, 1) : s1;  // row-major
+  } else if ((r == 1 || s1 == 1) && (c == 1 || s2 >= std::max<int64_t>(r, 1))) {
+    o.trans = true, o.ld = c == 1 ? std::max<int64_t>(r, 1) : s2;  // column-major
+  } else {
+    o.keep = dense(t, t.dtype(), t.device());
+    o.ld = std::max<int64_t>(c, 1);
+  }
+  o.batch_stride = t.shape()[0] == 1 ? 0 : o.keep.strides()[0];
+  o.p = static_cast<const char*>(o.keep.storage()->data) + o.keep.offset() * itemsize(t.dtype());
+  return o;
+}
+
+cudaDataType data_type(DType d) {
+  switch (d) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::f64: return CUDA_R_64F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: fail(ErrorKind::unsupported, "[matmul] does not support dtype {} on cuda", d);
+  }
+}
+
+// C = alpha * A @ B + beta * C for [batch, m, k] x [batch, k, n] -> dense [batch, m, n].
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
+  int64_t batch = c.shape()[0], m = c.shape()[1], n = c.shape()[2], k = a.shape()[2];
+  if (batch == 0 || m == 0 || n == 0) return;
+  KILN_CHECK(c.is_contiguous(), internal, "[matmul] cuda gemm output must be dense");
+  DType dt = c.dtype();
+  KILN_CHECK(a.dtype() == dt && b.dtype() == dt, dtype,
+             "[matmul] expected operands of one dtype, got {} and {}", a.dtype(), b.dtype());
+  Operand A = operand(a), B = operand(b);
+  cudaDataType type = data_type(dt);
+  void* cp = static_cast<char*>(c.storage()->data) + c.offset() * itemsize(dt);
+  // Row-major C^T = B^T A^T: cuBLAS's first operand is B, its second A.
+  cublasOperation_t ob = B.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t oa = A.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  bool f64 = dt == DType::f64;
+  float af = static_cast<float>(alpha), bf = static_cast<float>(beta);
+  const void* pa = f64 ? static_cast<const void*>(&alpha) : &af;
+  const void* pb = f64 ? static_cast<const void*>(&beta) : &bf;
+  cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
+                                : (dt == DType::f32 && allow_tf32()) ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                     : CUBLAS_COMPUTE_32F;
+  if (k == 0) {  // an empty sum: C = beta * C
+    KILN_CHECK(beta == 0 || beta == 1, unsupported, "[matmul] k == 0 with beta {}", beta);
+    if (beta == 0)
+      check(cudaMemsetAsync(cp, 0, c.numel() * itemsize(dt),
+                            static_cast<cudaStream_t>(current_stream(c.device()).native_handle())),
+            "cudaMemsetAsync");
+    return;
+  }
+  check_blas(cublasGemmStridedBatchedEx(handle(), ob, oa, static_cast<int>(n), static_cast<int>(m),
+                                        static_cast<int>(k), pa, B.p, type, static_cast<int>(B.ld),
+                                        B.batch_stride, A.p, type, static_cast<int>(A.ld),
+                                        A.batch_stride, pb, cp, type, static_cast<int>(n), m * n,
+                                        static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
+             "cublasGemmStridedBatchedEx");
+}
+
+// A 2-D matrix as a batch of one.
+Tensor batch1(const Tensor& t) {
+  return make_view(t, Dims{1, t.shape()[0], t.shape()[1]}, Dims{0, t.strides()[0], t.strides()[1]},
+                   t.offset());
+}
+
+// `t` ([..., r, c], batch dims broadcast to `batch`) as [nb, r, c] with one batch stride:
+// a view when the batch dims collapse, else a dense copy.
+Tensor batched(const Tensor& t, const Dims& batch) {
+  int64_t r = t.shape()[t.dim() - 2], c = t.shape()[t.dim() - 1];
+  int64_t nb = numel_of(batch);
+  size_t lead = batch.size() - (t.dim() - 2);
+  // Strides of the broadcast batch dims; they collapse into one when each is the next
+  // one's stride times its size (0-stride runs included).
+  std::vector<int64_t> st(batch.size(), 0);
+  for (size_t i = lead; i < batch.size(); ++i)
+    st[i] = t.shape()[i - lead] == 1 ? 0 : t.strides()[i - lead];
+  int64_t bs = 0;    // stride of the innermost non-unit batch dim
+  int64_t next = -1;  // the stride the next outer non-unit dim must have
+  bool collapses = true;
+  for (size_t i = batch.size(); i-- > 0 && collapses;) {
+    if (batch[i] == 1) continue;
+    if (next < 0) bs = st[i];
+    else collapses = st[i] == next;
+    next = st[i] * batch[i];
+  }
+  if (collapses)
+    return make_view(t, Dims{nb, r, c}, Dims{bs, t.strides()[t.dim() - 2], t.strides()[t.dim() - 1]},
+                     t.offset());
+  Dims shape = batch;
+  shape.push_back(r);
+  shape.push_back(c);
+  Tensor d = empty(shape, t.dtype(), t.device());
+  copy_into(d, t);  // broadcasts the batch dims
+  return make_view(d, Dims{nb, r, c}, Dims{r * c, c, 1}, 0);
+}
+
+}  // namespace
+
+void k_mm(const OpCall& c, std::span<Tensor> outs) {
+  gemm(batch1(c.args.tensor(0)), batch1(c.args.tensor(1)), batch1(outs[0]), 1.0, 0.0);
+}
+
+void k_bmm(const OpCall& c, std::span<Tensor> outs) {
+  gemm(c.args.tensor(0), c.args.tensor(1), outs[0], 1.0, 0.0);
+}
+
+void k_addmm(const OpCall& c, std::span<Tensor> outs) {
+  double beta = c.args.scalar(3).to_double(), alpha = c.args.scalar(4).to_double();
+  if (beta != 0) copy_into(outs[0], c.args.tensor(0));
+  gemm(batch1(c.args.tensor(1)), batch1(c.args.tensor(2)), batch1(outs[0]), alpha, beta);
+}
+
+void k_linear(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.args.tensor(0);
+  const Tensor& w = c.args.tensor(1);
+  Tensor bias = c.args.opt_tensor(2);
+  int64_t in = w.shape()[1], outf = w.shape()[0], rows = x.numel() / std::max<int64_t>(in, 1);
+  Tensor xd = dense(x, x.dtype(), x.device());
+  Tensor out2 = make_view(outs[0], Dims{rows, outf}, Dims{outf, 1}, outs[0].offset());
+  if (bias.defined()) copy_into(out2, bias);
+  Tensor wt = make_view(w, Dims{in, outf}, Dims{w.strides()[1], w.strides()[0]}, w.offset());
+  gemm(batch1(make_view(xd, Dims{rows, in}, Dims{in, 1}, xd.offset())), batch1(wt), batch1(out2),
+       1.0, bias.defined() ? 1.0 : 0.0);
+}
+
+void k_matmul(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& a = c.args.tensor(0);
+  const Tensor& b = c.args.tensor(1);
+  const Tensor& out = outs[0];
+  // 1-D operands become matrices; their unit dims are absent from `out` but do not
+  // change its dense layout.
+  Tensor a2 = a.dim() == 1 ? make_view(a, Dims{1, a.shape()[0]}, Dims{0, a.strides()[0]}, a.offset()) : a;
+  Tensor b2 = b.dim() == 1 ? make_view(b, Dims{b.shape()[0], 1}, Dims{b.strides()[0], 0}, b.offset()) : b;
+  int64_t m = a2.shape()[a2.dim() - 2], n = b2.shape()[b2.dim() - 1];
+  Dims batch_a(std::span<const int64_t>(a2.shape().data(), a2.dim() - 2));
+  Dims batch_b(std::span<const int64_t>(b2.shape().data(), b2.dim() - 2));
+  Dims batch = ops::broadcast_shapes(batch_a, batch_b, "matmul");
+  int64_t nb = numel_of(batch);
+  Tensor o = make_view(out, Dims{nb, m, n}, Dims{m * n, n, 1}, out.offset());
+  gemm(batched(a2, batch), batched(b2, batch), o, 1.0, 0.0);
+}
+
+}  // namespace kiln::cuda

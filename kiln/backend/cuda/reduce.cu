@@ -1,0 +1,328 @@
+// Reductions, softmax and normalization on CUDA devices. As on the CPU, each op moves
+// the reduced dims last and makes the data a dense [outer, inner] matrix in the compute
+// dtype; then one thread block works on each row.
+#include <cfloat>
+#include <limits>
+
+#include "kiln/backend/cuda/common.cuh"
+#include "kiln/ops/meta.h"
+
+namespace kiln::cuda {
+
+using ops::OpKind;
+
+namespace {
+
+constexpr int kBlock = 256;  // threads per row; a power of two
+
+struct Rows {
+  Tensor data;  // dense [outer, inner]
+  int64_t outer = 1, inner = 1;
+};
+
+// Kept dims first (in order), then reduced dims; densified in `dtype`.
+Rows to_rows(const Tensor& x, const std::vector<bool>& reduced, DType dtype) {
+  Dims shape, strides;
+  Rows r;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < reduced.size(); ++i)
+      if (reduced[i] == (pass == 1)) {
+        shape.push_back(x.shape()[i]);
+        strides.push_back(x.strides()[i]);
+        (pass ? r.inner : r.outer) *= x.shape()[i];
+      }
+  r.data = dense(make_view(x, shape, strides, x.offset()), dtype, x.device());
+  return r;
+}
+
+// The view of `out` (shaped like x) with dim `d` moved last, matching to_rows.
+Tensor moved_last(const Tensor& out, int64_t d) {
+  if (out.dim() == 0) return out;
+  Dims shape, strides;
+  for (int64_t i = 0; i < out.dim(); ++i) {
+    if (i == d) continue;
+    shape.push_back(out.shape()[i]);
+    strides.push_back(out.strides()[i]);
+  }
+  shape.push_back(out.shape()[d]);
+  strides.push_back(out.strides()[d]);
+  return make_view(out, shape, strides, out.offset());
+}
+
+std::vector<bool> only_dim(int64_t rank, int64_t d) {
+  std::vector<bool> v(rank, false);
+  if (rank) v[d] = true;
+  return v;
+}
+
+int64_t wrap(int64_t d, int64_t rank) { return d < 0 ? d + std::max<int64_t>(rank, 1) : d; }
+
+template <typename T>
+const T* row_ptr(const Rows& r) {
+  return static_cast<const T*>(r.data.storage()->data) + r.data.offset();
+}
+template <typename T>
+T* dense_ptr(const Tensor& t) {
+  return static_cast<T*>(t.storage()->data) + t.offset();
+}
+
+// Tree reduction over the block's kBlock threads; every thread gets the result.
+template <typename A, typename F>
+__device__ A block_reduce(A v, F combine) {
+  __shared__ alignas(16) unsigned char raw[kBlock * sizeof(A)];
+  A* smem = reinterpret_cast<A*>(raw);
+  smem[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kBlock / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) smem[threadIdx.x] = combine(smem[threadIdx.x], smem[threadIdx.x + s]);
+    __syncthreads();
+  }
+  A r = smem[0];
+  __syncthreads();
+  return r;
+}
+struct Plus {
+  template <typename A>
+  __device__ A operator()(A a, A b) const { return a + b; }
+};
+
+template <typename T>
+using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+template <typename T>
+__global__ void sum_rows(const T* in, T* out, int64_t inner, bool mean) {
+  const T* p = in + blockIdx.x * inner;
+  Acc<T> acc = 0;
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) acc += static_cast<Acc<T>>(p[j]);
+  acc = block_reduce(acc, Plus{});
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = mean ? static_cast<T>(static_cast<double>(acc) / static_cast<double>(inner))
+                           : static_cast<T>(acc);
+}
+
+template <typename T>
+__device__ inline bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return isnan(v);
+  else return false;
+}
+
+template <typename T>
+__global__ void extreme_rows(const T* in, T* out, int64_t inner, bool is_max) {
+  const T* p = in + blockIdx.x * inner;
+  T best = is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+  if constexpr (std::is_floating_point_v<T>)
+    best = is_max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  auto pick = [is_max](T a, T b) {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+    return is_max ? (a > b ? a : b) : (a < b ? a : b);
+  };
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) best = pick(best, p[j]);
+  best = block_reduce(best, pick);
+  if (threadIdx.x == 0) out[blockIdx.x] = best;
+}
+
+// (value, index) with the first NaN, else the first extreme, winning.
+template <typename T>
+struct Arg {
+  T v;
+  int64_t i;
+};
+template <typename T>
+__global__ void arg_rows(const T* in, T* values, int64_t* indices, int64_t inner, bool is_max) {
+  const T* p = in + blockIdx.x * inner;
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  auto pick = [is_max](Arg<T> a, Arg<T> b) {
+    if (a.i == kNone) return b;
+    if (b.i == kNone) return a;
+    bool na = is_nan(a.v), nb = is_nan(b.v);
+    if (na || nb) return na && (!nb || a.i < b.i) ? a : b;
+    if (a.v == b.v) return a.i < b.i ? a : b;
+    return (is_max ? a.v > b.v : a.v < b.v) ? a : b;
+  };
+  Arg<T> best{T(0), kNone};
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) best = pick(best, Arg<T>{p[j], j});
+  best = block_reduce(best, pick);
+  if (threadIdx.x == 0) {
+    if (values) values[blockIdx.x] = best.v;
+    indices[blockIdx.x] = best.i;
+  }
+}
+
+__global__ void var_rows(const double* in, double* out, int64_t inner, double correction) {
+  const double* p = in + blockIdx.x * inner;
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) s += p[j];
+  double mean = block_reduce(s, Plus{}) / static_cast<double>(inner);
+  double ss = 0;
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) ss += (p[j] - mean) * (p[j] - mean);
+  ss = block_reduce(ss, Plus{});
+  if (threadIdx.x == 0) out[blockIdx.x] = ss / fmax(0.0, static_cast<double>(inner) - correction);
+}
+
+template <typename T>
+__global__ void softmax_rows(const T* in, T* out, int64_t inner, bool log_form) {
+  const T* p = in + blockIdx.x * inner;
+  T* o = out + blockIdx.x * inner;
+  struct Max {
+    __device__ T operator()(T a, T b) const { return a > b ? a : b; }
+  };
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) mx = p[j] > mx ? p[j] : mx;
+  mx = block_reduce(mx, Max{});
+  T sum = 0;
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) sum += exp(p[j] - mx);
+  sum = block_reduce(sum, Plus{});
+  if (log_form) {
+    T lse = log(sum);
+    for (int64_t j = threadIdx.x; j < inner; j += kBlock) o[j] = p[j] - mx - lse;
+  } else {
+    for (int64_t j = threadIdx.x; j < inner; j += kBlock) o[j] = exp(p[j] - mx) / sum;
+  }
+}
+
+template <typename T>
+__global__ void norm_rows(const T* in, T* out, const T* w, const T* b, int64_t inner, T eps,
+                          bool rms) {
+  const T* p = in + blockIdx.x * inner;
+  T* o = out + blockIdx.x * inner;
+  double mean = 0;
+  if (!rms) {
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < inner; j += kBlock) s += p[j];
+    mean = block_reduce(s, Plus{}) / static_cast<double>(inner);
+  }
+  double ss = 0;
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) ss += (p[j] - mean) * (p[j] - mean);
+  ss = block_reduce(ss, Plus{});
+  T inv = T(1) / sqrt(T(ss / static_cast<double>(inner)) + eps);
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) {
+    T v = (p[j] - T(mean)) * inv;
+    if (w) v *= w[j];
+    if (b) v += b[j];
+    o[j] = v;
+  }
+}
+
+// Launch over `rows` blocks (none when there are no rows).
+template <typename K, typename... A>
+void launch_rows(int64_t rows, K kernel, A... args) {
+  if (rows == 0) return;
+  KILN_CHECK(rows < (int64_t(1) << 31), unsupported, "[cuda] too many rows: {}", rows);
+  kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream()>>>(args...);
+  check_launch("row kernel launch");
+}
+
+#define KILN_CUDA_DISPATCH_COMPUTE(dtype, op, ...) \
+  switch (dtype) {                                 \
+    KILN_CUDA_CASE(f32, float, __VA_ARGS__)        \
+    KILN_CUDA_CASE(f64, double, __VA_ARGS__)       \
+    KILN_CUDA_INT_CASES(__VA_ARGS__)               \
+    KILN_CUDA_UNSUPPORTED(dtype, op)               \
+  }
+
+}  // namespace
+
+void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& out = outs[0];
+  auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "sum");
+  DType cd = compute_dtype(out.dtype());
+  if (cd == DType::b8) cd = DType::i64;
+  Rows r = to_rows(self, rd.reduced, cd);
+  Tensor dst = out.dtype() == cd ? out : empty(out.shape(), cd, out.device());
+  bool mean = c.op == OpKind::mean;
+  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, {
+    launch_rows(r.outer, sum_rows<T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner, mean);
+  });
+  if (!dst.is_same(out)) copy_into(out, dst);
+}
+
+void k_amax(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "amax");
+  DType cd = compute_dtype(self.dtype());
+  if (cd == DType::b8) cd = DType::u8;
+  Rows r = to_rows(self, rd.reduced, cd);
+  Tensor dst = empty(outs[0].shape(), cd, self.device());
+  bool is_max = c.op == OpKind::amax;
+  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, {
+    launch_rows(r.outer, extreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner, is_max);
+  });
+  copy_into(outs[0], dst);
+}
+
+void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  bool argmax = c.op == OpKind::argmax;
+  bool is_max = c.op != OpKind::min;
+  std::vector<bool> reduced;
+  if (argmax && c.args.is_none(1)) reduced.assign(self.dim(), true);
+  else reduced = only_dim(self.dim(), wrap(c.args.i64(1), self.dim()));
+  DType cd = compute_dtype(self.dtype());
+  if (cd == DType::b8) cd = DType::u8;
+  Rows r = to_rows(self, reduced, cd);
+  Tensor values = empty(Dims{r.outer}, cd, self.device());
+  const Tensor& indices = argmax ? outs[0] : outs[1];
+  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, {
+    launch_rows(r.outer, arg_rows<T>, row_ptr<T>(r), dense_ptr<T>(values),
+                dense_ptr<int64_t>(indices), r.inner, is_max);
+  });
+  if (!argmax)
+    copy_into(outs[0], make_view(values, outs[0].shape(), contiguous_strides(outs[0].shape()), 0));
+}
+
+void k_var(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(3), "var");
+  Rows r = to_rows(self, rd.reduced, DType::f64);
+  Tensor dst = empty(outs[0].shape(), DType::f64, self.device());
+  launch_rows(r.outer, var_rows, row_ptr<double>(r), dense_ptr<double>(dst), r.inner,
+              static_cast<double>(c.args.i64(2)));
+  copy_into(outs[0], dst);
+}
+
+void k_softmax(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t d = wrap(c.args.i64(1), self.dim());
+  DType cd = compute_dtype(self.dtype());
+  Rows r = to_rows(self, only_dim(self.dim(), d), cd);
+  Tensor res = empty(r.data.shape(), cd, self.device());
+  bool log_form = c.op == OpKind::log_softmax;
+  switch (cd) {
+    KILN_CUDA_CASE(f32, float, launch_rows(r.outer, softmax_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, log_form))
+    KILN_CUDA_CASE(f64, double, launch_rows(r.outer, softmax_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, log_form))
+    KILN_CUDA_UNSUPPORTED(cd, c.op)
+  }
+  copy_into(moved_last(outs[0], d), res);
+}
+
+void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.args.tensor(0);
+  bool rms = c.op == OpKind::rms_norm;
+  int64_t k = static_cast<int64_t>(c.args.ints(1).size());
+  std::vector<bool> reduced(x.dim(), false);
+  for (int64_t i = x.dim() - k; i < x.dim(); ++i) reduced[i] = true;
+  DType cd = compute_dtype(x.dtype());
+  Rows r = to_rows(x, reduced, cd);
+  Tensor w = c.args.opt_tensor(2), b = rms ? Tensor() : c.args.opt_tensor(3);
+  if (w.defined()) w = dense(w, cd, x.device());
+  if (b.defined()) b = dense(b, cd, x.device());
+  Tensor res = empty(x.shape(), cd, x.device());
+  auto run = [&]<typename T>(T*) {
+    T eps;
+    if (rms) eps = c.args.is_none(3) ? std::numeric_limits<T>::epsilon() : T(c.args.f64(3));
+    else eps = T(c.args.f64(4));
+    launch_rows(r.outer, norm_rows<T>, row_ptr<T>(r), dense_ptr<T>(res),
+                w.defined() ? dense_ptr<T>(w) : static_cast<T*>(nullptr),
+                b.defined() ? dense_ptr<T>(b) : static_cast<T*>(nullptr), r.inner, eps, rms);
+  };
+  switch (cd) {
+    KILN_CUDA_CASE(f32, float, run(static_cast<T*>(nullptr)))
+    KILN_CUDA_CASE(f64, double, run(static_cast<T*>(nullptr)))
+    KILN_CUDA_UNSUPPORTED(cd, c.op)
+  }
+  copy_into(outs[0], res);
+}
+
+}  // namespace kiln::cuda
