@@ -6,6 +6,8 @@
 #include "kiln/core/error.h"
 #include "kiln/core/tensor.h"
 #include "kiln/device/blas.h"
+#include "kiln/device/caching_allocator.h"
+#include "kiln/device/handle_pool.h"
 #include "kiln/device/kernel_scope.h"
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <future>
 #include <string>
 
 #include "kiln/kiln.h"
@@ -35,5 +37,26 @@ inline ::testing::AssertionResult all_close(const Tensor& a, const std::vector<d
   }
   return ::testing::AssertionSuccess();
 }
+
+/** A task that holds its stream until open() is called: makes asynchrony observable. */
+struct Gate {
+  std::promise<void> p;
+  std::shared_future<void> f = p.get_future().share();
+  std::function<void()> task() {
+    return [f = f] { f.wait(); };
+  }
+  void open() { p.set_value(); }
+};
+
+/** Skips the test (with the reason) unless this machine has `n` CUDA devices. */
+#define KILN_REQUIRE_CUDA(n)                                                              \
+  do {                                                                                    \
+    if (::kiln::device_count(::kiln::DeviceType::cuda) < (n))                             \
+      GTEST_SKIP() << "needs " << (n) << " CUDA device(s); this machine has "            \
+                   << ::kiln::device_count(::kiln::DeviceType::cuda)                      \
+                   << (::kiln::device_backend(::kiln::DeviceType::cuda)                   \
+                           ? ""                                                           \
+                           : " (this build has no CUDA backend)");                        \
+  } while (0)
 
 }  // namespace kiln::testing

@@ -60,6 +60,7 @@ void* StreamAwareAllocator::allocate(size_t nbytes) {
 
 void StreamAwareAllocator::record_stream(void* ptr, StreamImpl* stream) {
   std::lock_guard lock(mu_);
+  if (!stream) return;  // the inline CPU stream is always caught up
   auto it = live_.find(ptr);
   if (it == live_.end()) return;  // not ours (a view into borrowed memory)
   Block& b = it->second;
@@ -83,10 +84,11 @@ void StreamAwareAllocator::deallocate(void* ptr, size_t) {
   Pending p{ptr, std::move(b), {}};
   for (StreamImpl* s : p.block.uses) {
     Event e;
-    if (s) e.record(Stream::of(s));
+    e.record(Stream::of(s));
     p.events.push_back(std::move(e));
   }
   pending_.push_back(std::move(p));
+  process_pending();
 }
 
 void StreamAwareAllocator::process_pending() {

@@ -12,18 +12,9 @@ namespace kiln {
 namespace {
 
 using testing::expect_error;
+using testing::Gate;
 
 const Device kCpu1("cpu:1"), kCpu2("cpu:2");
-
-// A task that holds its stream until open() is called: makes asynchrony observable.
-struct Gate {
-  std::promise<void> p;
-  std::shared_future<void> f = p.get_future().share();
-  std::function<void()> task() {
-    return [f = f] { f.wait(); };
-  }
-  void open() { p.set_value(); }
-};
 
 TEST(Streams, DefaultIsInlineSideIsAsynchronous) {
   Stream d = current_stream(kCpu1);

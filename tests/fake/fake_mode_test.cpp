@@ -98,6 +98,70 @@ TEST(F6, FakeAndEagerAgreeOnEveryOp) {
   }
 }
 
+// `args` with every tensor moved to `device` keeping its layout (a transposed input
+// stays transposed), 0-dim CPU tensors left where they are (D2), devices replaced.
+std::vector<Value> moved(std::vector<Value> args, Device device) {
+  auto move = [&](Tensor& t) {
+    if (!t.defined() || (t.dim() == 0 && t.device().is_cpu())) return;
+    int64_t n = static_cast<int64_t>(t.storage()->nbytes / itemsize(t.dtype()));
+    Tensor base = to(make_view(t, Dims{n}, Dims{1}, 0), device);
+    t = make_view(base, t.shape(), t.strides(), t.offset());
+  };
+  for (Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) move(*t);
+    else if (auto* list = std::get_if<TensorList>(&v))
+      for (Tensor& t : *list) move(t);
+    else if (auto* d = std::get_if<Device>(&v)) *d = device;
+  }
+  return args;
+}
+
+// (F6) on another device: every op with fake and eager tensors of `gpu` agrees on
+// metadata, and eager `gpu` agrees with cpu:0 on values within the dtype's tolerance.
+void expect_agrees_with_cpu(Device gpu) {
+  for (int k = 0; k < ops::kNumOps; ++k) {
+    auto op = static_cast<OpKind>(k);
+    SCOPED_TRACE(std::string(ops::op_name(op)));
+    manual_seed(5);
+    std::vector<Value> cpu_args = sample_args(op);
+    std::vector<Value> gpu_args = moved(cpu_args, gpu);
+    Outputs want = dispatch(op, moved(cpu_args, Device("cpu:0")));
+    Outputs got = dispatch(op, gpu_args);
+    Outputs fake;
+    {
+      FakeMode mode({.allow_non_fake_inputs = true});
+      fake = dispatch(op, moved(cpu_args, gpu));
+    }
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(fake.size(), got.size());
+    bool random = op == OpKind::rand || op == OpKind::randn || op == OpKind::empty;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].device(), gpu);
+      EXPECT_EQ(fake[i].device(), gpu);
+      EXPECT_EQ(got[i].shape(), want[i].shape());
+      EXPECT_EQ(got[i].strides(), want[i].strides());
+      EXPECT_EQ(got[i].dtype(), want[i].dtype());
+      EXPECT_EQ(fake[i].shape(), got[i].shape());
+      EXPECT_EQ(fake[i].strides(), got[i].strides());
+      EXPECT_EQ(fake[i].offset(), got[i].offset());
+      EXPECT_EQ(fake[i].dtype(), got[i].dtype());
+      if (random) continue;
+      double tol = got[i].dtype() == f16 ? 1e-3 : 1e-5;
+      EXPECT_TRUE(testing::all_close(to(got[i], Device("cpu:0")), to_vector<double>(want[i]), tol, tol));
+    }
+  }
+}
+
+TEST(F6, CudaAgreesWithFakeAndWithCpuOnEveryOp) {
+  KILN_REQUIRE_CUDA(1);
+  expect_agrees_with_cpu(Device("cuda:0"));
+}
+
+// The same harness on a virtual CPU device, so it is known to work on every machine.
+TEST(F6, VirtualDeviceAgreesWithFakeAndWithCpuOnEveryOp) {
+  expect_agrees_with_cpu(Device("cpu:1"));
+}
+
 TEST(F1, FactoriesMakeFakeTensorsOnAbsentDevices) {
   FakeMode mode;
   Tensor x = randn({2, 3}, {.device = Device("cuda:3")});
