@@ -100,6 +100,9 @@ void fill(const Tensor& t, const Scalar& v) {
 void copy_into(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   if (src.device().is_cpu()) {  // a 0-dim CPU scalar (D2)
+    KILN_CHECK(src.dim() == 0, internal,
+               "[copy_] a CUDA kernel read CPU tensor {}; only 0-dim CPU tensors join CUDA ops",
+               src.meta_str());
     KILN_CUDA_DISPATCH_ALL(dst.dtype(), "copy_", fill_value<T>(dst, host_scalar<T>(src)));
     return;
   }

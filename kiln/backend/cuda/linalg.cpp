@@ -4,6 +4,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
+
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/device/cuda_runtime.h"
 #include "kiln/device/handle_pool.h"
@@ -33,13 +36,29 @@ HandlePool& blas_pool() {
   return *pool;
 }
 
-// The current device's handle, bound to its current stream and the TF32 policy.
+// cuBLAS scratch memory per (handle, stream): a handle used on two streams must not
+// share one workspace between them. Taken from the device's caching allocator while the
+// stream is current, so it belongs to that stream; kept for the process.
+void* workspace(cublasHandle_t h, cudaStream_t s, Device d, size_t bytes) {
+  static std::mutex mu;
+  static auto* spaces = new std::map<std::pair<void*, void*>, void*>;
+  std::lock_guard lock(mu);
+  void*& w = (*spaces)[{static_cast<void*>(h), static_cast<void*>(s)}];
+  if (!w) w = device_allocator(d).allocate(bytes);
+  return w;
+}
+
+// The current device's handle, bound to its current stream, its workspace for that
+// stream and the TF32 policy.
 cublasHandle_t handle() {
+  constexpr size_t kWorkspace = 32 << 20;  // what cuBLAS recommends for Hopper
   Device d = current_device(DeviceType::cuda);
   auto h = static_cast<cublasHandle_t>(blas_pool().acquire(d));  // checks D8
   set_device(d.index);
-  check_blas(cublasSetStream(h, static_cast<cudaStream_t>(current_stream(d).native_handle())),
-             "cublasSetStream");
+  auto s = static_cast<cudaStream_t>(current_stream(d).native_handle());
+  check_blas(cublasSetStream(h, s), "cublasSetStream");
+  check_blas(cublasSetWorkspace(h, workspace(h, s, d, kWorkspace), kWorkspace),
+             "cublasSetWorkspace");
   check_blas(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
              "cublasSetMathMode");
   return h;

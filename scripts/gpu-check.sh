@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU check of issue #9, for one H200 in under 10 minutes: builds kiln with CUDA for
+# sm_90, runs the CUDA tests (and F6's CUDA leg), runs the model benchmark (kiln eager
+# and exported program vs PyTorch eager on identical weights), prints a table last.
+# Results also go to $OUT (or /tmp/kiln-gpu) as gpu.jsonl and tests.log.
+#
+# On a machine without apt access, first run scripts/gpu-deps.sh where apt works and
+# carry .gpu-deps along; this script unpacks it under /tmp/kiln-root.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/kiln-gpu}
+BUILD=${BUILD:-build-gpu}
+REPS=${REPS:-50}
+mkdir -p "$OUT"
+log() { echo "gpu-check: $*"; }
+
+if compgen -G ".gpu-deps/*.deb" >/dev/null; then
+  mkdir -p /tmp/kiln-root
+  for f in .gpu-deps/*.deb; do dpkg -x "$f" /tmp/kiln-root; done
+  export CMAKE_PREFIX_PATH=/tmp/kiln-root/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+  export CPATH=/tmp/kiln-root/usr/include:/tmp/kiln-root/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}
+  export LIBRARY_PATH=/tmp/kiln-root/usr/lib/x86_64-linux-gnu:/tmp/kiln-root/usr/lib/x86_64-linux-gnu/openblas-pthread${LIBRARY_PATH:+:$LIBRARY_PATH}
+  export LD_LIBRARY_PATH=$LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  log "using the carried packages under /tmp/kiln-root"
+elif command -v apt-get >/dev/null; then
+  bash scripts/install-deps.sh || log "could not install dependencies; using what is present"
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi -L
+
+log "configure + build ($BUILD, sm_90)"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+cmake --build "$BUILD" -j "$(nproc)" --target cuda_test fake_test device_test kiln_gpu_models \
+  >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
+
+log "tests"
+status=0
+for t in "cuda_test" "fake_test --gtest_filter=F6*" "device_test"; do
+  # shellcheck disable=SC2086
+  KILN_CPU_DEVICES=4 "$BUILD"/tests/$t --gtest_brief=1 >>"$OUT/tests.log" 2>&1 || status=1
+done
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error" "$OUT/tests.log" | head -40
+
+log "model benchmark ($REPS calls each)"
+"$BUILD"/bench/kiln_gpu_models "$OUT" "$REPS" | tee "$OUT/gpu.jsonl"
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  PYTHONUNBUFFERED=1 python3 bench/gpu_peer.py "$OUT" --reps "$REPS" | tee -a "$OUT/gpu.jsonl"
+else
+  log "no PyTorch with CUDA here: peer skipped"
+fi
+rm -f "$OUT"/*.safetensors
+
+python3 - "$OUT/gpu.jsonl" "$status" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+by = {}
+for r in rows:
+    if "model" in r:
+        by.setdefault(r["model"], {})[r["impl"].split(" ")[0] + " " + r["impl"].split(" ")[-1]] = r
+print("\n| model | kiln eager ms | kiln program ms | torch eager ms | eager ratio | program ratio | max |kiln-torch| |")
+print("|---|---|---|---|---|---|---|")
+for m, r in by.items():
+    ke, kp, te = (r.get(k, {}).get("ms") for k in ("kiln eager", "kiln program", "torch eager"))
+    diff = r.get("torch eager", {}).get("max_abs_diff_vs_kiln", "n/a")
+    ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "n/a"
+    print(f"| {m} | {ke} | {kp} | {te} | {ratio(ke, te)} | {ratio(kp, te)} | {diff} |")
+if not by:
+    print("(no GPU measurements: " + json.dumps(rows) + ")")
+print("\ntests:", "PASSED" if sys.argv[2] == "0" else "FAILED (see tests.log)")
+PY
+exit $status
