@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "kiln/backend/cuda/kernels.h"
+#include "kiln/backend/cuda/plan.h"
 #include "kiln/core/error.h"
 #include "kiln/device/cuda_runtime.h"
 #include "kiln/device/registry.h"
@@ -66,74 +67,9 @@ inline cudaStream_t stream() {
 }
 inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
-constexpr int kMaxDims = 12;
-
-/** Sizes and per-operand strides (in elements) of a strided walk. */
-template <int N>
-struct Geometry {
-  int ndim = 0;
-  bool dense = true;  // one dim with unit strides: offset = base + index
-  int64_t sizes[kMaxDims];
-  int64_t strides[N][kMaxDims];
-  int64_t base[N];
-
-  __device__ inline void offsets(int64_t i, int64_t* off) const {
-#pragma unroll
-    for (int k = 0; k < N; ++k) off[k] = base[k];
-    if (dense) {
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += i;
-      return;
-    }
-    for (int d = ndim - 1; d >= 0; --d) {
-      int64_t c = i % sizes[d];
-      i /= sizes[d];
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += c * strides[k][d];
-    }
-  }
-};
-
 /** Strides of `t` seen through a broadcast to `shape` (0 on broadcast dims). */
 inline Dims broadcast_strides(const Tensor& t, const Dims& shape) {
-  Dims st(shape.size(), 0);
-  size_t lead = shape.size() - t.shape().size();
-  for (size_t i = 0; i < t.shape().size(); ++i)
-    st[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
-  return st;
-}
-
-/** The walk of `shape` over operands with the given strides and offsets, with size-1
- * dims dropped and dims merged where every operand is contiguous across them. */
-template <int N>
-Geometry<N> make_geometry(const Dims& shape, std::array<Dims, N> strides,
-                          std::array<int64_t, N> base) {
-  Geometry<N> g;
-  std::vector<int64_t> sz;
-  std::array<std::vector<int64_t>, N> st;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !sz.empty();
-    for (int k = 0; k < N && merge; ++k) merge = st[k].back() == strides[k][d] * shape[d];
-    if (merge) {
-      sz.back() *= shape[d];
-      for (int k = 0; k < N; ++k) st[k].back() = strides[k][d];
-    } else {
-      sz.push_back(shape[d]);
-      for (int k = 0; k < N; ++k) st[k].push_back(strides[k][d]);
-    }
-  }
-  KILN_CHECK(sz.size() <= kMaxDims, unsupported,
-             "[cuda] tensors with more than {} non-mergeable dims are not supported", kMaxDims);
-  g.ndim = static_cast<int>(sz.size());
-  for (int k = 0; k < N; ++k) g.base[k] = base[k];
-  for (int d = 0; d < g.ndim; ++d) {
-    g.sizes[d] = sz[d];
-    for (int k = 0; k < N; ++k) g.strides[k][d] = st[k][d];
-  }
-  g.dense = g.ndim <= 1;
-  for (int k = 0; k < N && g.dense && g.ndim == 1; ++k) g.dense = g.strides[k][0] == 1;
-  return g;
+  return broadcast_strides(t.shape(), t.strides(), shape);
 }
 
 template <int N, typename F>

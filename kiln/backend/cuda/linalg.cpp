@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "kiln/backend/cuda/kernels.h"
+#include "kiln/backend/cuda/plan.h"
 #include "kiln/device/cuda_runtime.h"
 #include "kiln/device/handle_pool.h"
 #include "kiln/device/registry.h"
@@ -64,29 +65,19 @@ cublasHandle_t handle() {
   return h;
 }
 
-// A [batch, rows, cols] operand as cuBLAS (column-major) sees it. A row-major matrix
-// read column-major is its transpose, so `trans` is false for row-major operands.
+// A [batch, rows, cols] operand as cuBLAS sees it (plan_operand), with the dense copy
+// when its layout needs one.
 struct Operand {
-  Tensor keep;  // owns a dense copy when one was needed
+  Tensor keep;
+  GemmOperand plan;
   const void* p = nullptr;
-  bool trans = false;
-  int64_t ld = 1, batch_stride = 0;
 };
 
 Operand operand(const Tensor& t) {
-  int64_t r = t.shape()[1], c = t.shape()[2];
-  int64_t s1 = t.strides()[1], s2 = t.strides()[2];
   Operand o;
-  o.keep = t;
-  if ((c == 1 || s2 == 1) && (r == 1 || s1 >= std::max<int64_t>(c, 1))) {
-    o.ld = r == 1 ? std::max<int64_t>(c, 1) : s1;  // row-major
-  } else if ((r == 1 || s1 == 1) && (c == 1 || s2 >= std::max<int64_t>(r, 1))) {
-    o.trans = true, o.ld = c == 1 ? std::max<int64_t>(r, 1) : s2;  // column-major
-  } else {
-    o.keep = dense(t, t.dtype(), t.device());
-    o.ld = std::max<int64_t>(c, 1);
-  }
-  o.batch_stride = t.shape()[0] == 1 ? 0 : o.keep.strides()[0];
+  o.plan = plan_operand(t.shape()[0], t.shape()[1], t.shape()[2], t.strides()[0], t.strides()[1],
+                        t.strides()[2]);
+  o.keep = o.plan.copy ? dense(t, t.dtype(), t.device()) : t;
   o.p = static_cast<const char*>(o.keep.storage()->data) + o.keep.offset() * itemsize(t.dtype());
   return o;
 }
@@ -110,11 +101,11 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
   KILN_CHECK(a.dtype() == dt && b.dtype() == dt, dtype,
              "[matmul] expected operands of one dtype, got {} and {}", a.dtype(), b.dtype());
   Operand A = operand(a), B = operand(b);
+  GemmCall g = plan_gemm(batch, m, n, k, A.plan, B.plan);
   cudaDataType type = data_type(dt);
   void* cp = static_cast<char*>(c.storage()->data) + c.offset() * itemsize(dt);
-  // Row-major C^T = B^T A^T: cuBLAS's first operand is B, its second A.
-  cublasOperation_t ob = B.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t oa = A.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  auto op = [](bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; };
+  auto i32 = [](int64_t v) { return static_cast<int>(v); };
   bool f64 = dt == DType::f64;
   float af = static_cast<float>(alpha), bf = static_cast<float>(beta);
   const void* pa = f64 ? static_cast<const void*>(&alpha) : &af;
@@ -122,19 +113,15 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
   cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
                                 : (dt == DType::f32 && allow_tf32()) ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                      : CUBLAS_COMPUTE_32F;
-  if (k == 0) {  // an empty sum: C = beta * C
-    KILN_CHECK(beta == 0 || beta == 1, unsupported, "[matmul] k == 0 with beta {}", beta);
-    if (beta == 0)
-      check(cudaMemsetAsync(cp, 0, c.numel() * itemsize(dt),
-                            static_cast<cudaStream_t>(current_stream(c.device()).native_handle())),
-            "cudaMemsetAsync");
-    return;
-  }
-  check_blas(cublasGemmStridedBatchedEx(handle(), ob, oa, static_cast<int>(n), static_cast<int>(m),
-                                        static_cast<int>(k), pa, B.p, type, static_cast<int>(B.ld),
-                                        B.batch_stride, A.p, type, static_cast<int>(A.ld),
-                                        A.batch_stride, pb, cp, type, static_cast<int>(n), m * n,
-                                        static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
+  // k == 0 is valid for cuBLAS: C = beta * C.
+  for (int64_t v : {g.rows, g.cols, g.inner, g.ld_first, g.ld_second, g.batch})
+    KILN_CHECK(v < (int64_t(1) << 31), unsupported, "[matmul] size {} exceeds cuBLAS's int range", v);
+  check_blas(cublasGemmStridedBatchedEx(handle(), op(g.trans_first), op(g.trans_second),
+                                        i32(g.rows), i32(g.cols), i32(g.inner), pa, B.p, type,
+                                        i32(g.ld_first), g.stride_first, A.p, type,
+                                        i32(g.ld_second), g.stride_second, pb, cp, type,
+                                        i32(g.ldc), g.stride_c, i32(g.batch), compute,
+                                        CUBLAS_GEMM_DEFAULT),
              "cublasGemmStridedBatchedEx");
 }
 
@@ -150,22 +137,11 @@ Tensor batched(const Tensor& t, const Dims& batch) {
   int64_t r = t.shape()[t.dim() - 2], c = t.shape()[t.dim() - 1];
   int64_t nb = numel_of(batch);
   size_t lead = batch.size() - (t.dim() - 2);
-  // Strides of the broadcast batch dims; they collapse into one when each is the next
-  // one's stride times its size (0-stride runs included).
-  std::vector<int64_t> st(batch.size(), 0);
+  Dims st(batch.size(), 0);  // strides of the broadcast batch dims
   for (size_t i = lead; i < batch.size(); ++i)
     st[i] = t.shape()[i - lead] == 1 ? 0 : t.strides()[i - lead];
-  int64_t bs = 0;    // stride of the innermost non-unit batch dim
-  int64_t next = -1;  // the stride the next outer non-unit dim must have
-  bool collapses = true;
-  for (size_t i = batch.size(); i-- > 0 && collapses;) {
-    if (batch[i] == 1) continue;
-    if (next < 0) bs = st[i];
-    else collapses = st[i] == next;
-    next = st[i] * batch[i];
-  }
-  if (collapses)
-    return make_view(t, Dims{nb, r, c}, Dims{bs, t.strides()[t.dim() - 2], t.strides()[t.dim() - 1]},
+  if (auto bs = collapsed_batch_stride(batch, st))
+    return make_view(t, Dims{nb, r, c}, Dims{*bs, t.strides()[t.dim() - 2], t.strides()[t.dim() - 1]},
                      t.offset());
   Dims shape = batch;
   shape.push_back(r);
