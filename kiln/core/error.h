@@ -41,19 +41,10 @@ class Error : public std::runtime_error {
 };
 
 /** Throws an Error of `kind` with a fmt-formatted message. */
-#if defined(__CUDACC__)
-// nvcc's front end cannot run fmt's compile-time format checks, so CUDA sources check
-// their format strings when they format (on failure) instead.
-template <typename... Args>
-[[noreturn]] void fail(ErrorKind kind, fmt::string_view f, Args&&... args) {
-  throw Error(kind, fmt::vformat(f, fmt::make_format_args(args...)));
-}
-#else
 template <typename... Args>
 [[noreturn]] void fail(ErrorKind kind, fmt::format_string<Args...> f, Args&&... args) {
   throw Error(kind, fmt::format(f, std::forward<Args>(args)...));
 }
-#endif
 
 }  // namespace kiln
 
