@@ -105,9 +105,11 @@ class CudaBackend final : public DeviceBackend {
   Generator& generator(int index) override { return slot(index).generator; }
   StreamImpl* default_stream(int index) override { return &slot(index).default_stream; }
 
-  std::unique_ptr<StreamImpl> create_stream(Device device) override {
+  std::unique_ptr<StreamImpl> create_stream(Device device, int id) override {
     set_device(device.index);
     auto s = std::make_unique<CudaStream>();
+    s->device = device;
+    s->id = id;
     check(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     return s;
   }

@@ -24,8 +24,8 @@ class CpuBackend final : public DeviceBackend {
   int device_count() const noexcept override { return count_.load(std::memory_order_acquire); }
   Allocator& allocator(int index) override { return slot(index).allocator; }
   Generator& generator(int index) override { return slot(index).generator; }
-  std::unique_ptr<StreamImpl> create_stream(Device device) override {
-    return make_cpu_stream(device);
+  std::unique_ptr<StreamImpl> create_stream(Device device, int id) override {
+    return make_cpu_stream(device, id);
   }
 
   void configure(int n) {

@@ -25,8 +25,8 @@ class DeviceBackend {
   virtual Generator& generator(int index) = 0;
   /** The default stream of device `index`; null when it runs inline on the host. */
   virtual StreamImpl* default_stream(int index) { return nullptr; }
-  /** A new side stream of `device` (the caller sets its id). */
-  virtual std::unique_ptr<StreamImpl> create_stream(Device device) = 0;
+  /** A new side stream of `device` with stream id `id` (ids are per device, from 1). */
+  virtual std::unique_ptr<StreamImpl> create_stream(Device device, int id) = 0;
   /** Copies `nbytes` of plain bytes between memory of this backend's devices and host
    * memory (or between two of its devices), ordered on the current stream of the
    * non-CPU side (the destination's when both are). Returns once the copy is done

@@ -71,6 +71,11 @@ struct CpuStream final : StreamImpl {
 struct Registry {
   std::mutex mu;
   std::unordered_map<uint32_t, std::vector<std::unique_ptr<StreamImpl>>> streams;
+  struct Pool {
+    std::vector<StreamImpl*> streams;
+    size_t next = 0;
+  };
+  std::unordered_map<uint32_t, Pool> pools;
 };
 Registry& registry() {
   static auto* r = new Registry;
@@ -129,9 +134,10 @@ void CpuStream::run() {
   }
 }
 
-std::unique_ptr<StreamImpl> make_cpu_stream(Device device) {
+std::unique_ptr<StreamImpl> make_cpu_stream(Device device, int id) {
   auto impl = std::make_unique<CpuStream>();
   impl->device = device;
+  impl->id = id;
   CpuStream* raw = impl.get();
   std::thread([raw] { raw->run(); }).detach();
   return impl;
@@ -143,18 +149,31 @@ Stream Stream::default_stream(Device device) {
   return Stream(device, default_impl(device));
 }
 
+namespace {
+StreamImpl* new_stream(Registry& r, DeviceBackend& backend, Device device) {  // r.mu held
+  auto& list = r.streams[device.key()];
+  list.push_back(backend.create_stream(device, static_cast<int>(list.size()) + 1));
+  return list.back().get();
+}
+}  // namespace
+
 Stream Stream::create(Device device) {
   device = resolve_device(device);
   DeviceBackend& backend = stream_backend(device);
   Registry& r = registry();
   std::lock_guard lock(r.mu);
-  auto& list = r.streams[device.key()];
-  std::unique_ptr<StreamImpl> impl = backend.create_stream(device);
-  impl->device = device;
-  impl->id = static_cast<int>(list.size()) + 1;
-  StreamImpl* raw = impl.get();
-  list.push_back(std::move(impl));
-  return Stream(device, raw);
+  return Stream(device, new_stream(r, backend, device));
+}
+
+Stream Stream::from_pool(Device device) {
+  device = resolve_device(device);
+  DeviceBackend& backend = stream_backend(device);
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  Registry::Pool& pool = r.pools[device.key()];
+  if (pool.streams.size() < kPoolSize) pool.streams.push_back(new_stream(r, backend, device));
+  StreamImpl* s = pool.streams[pool.next++ % kPoolSize];
+  return Stream(device, s);
 }
 
 Stream Stream::of(StreamImpl* impl) {

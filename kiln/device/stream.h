@@ -31,8 +31,13 @@ class Stream {
  public:
   /** The default stream of `device` (inline on CPU). */
   static Stream default_stream(Device device);
-  /** A new side stream on `device`. */
+  /** A new side stream on `device` (streams live as long as the process). */
   static Stream create(Device device);
+  /** A side stream from `device`'s pool: kPoolSize streams created on first use and
+   * handed out round-robin, so code that wants "some other stream" per call does not
+   * create one each time (PyTorch's getStreamFromPool). */
+  static Stream from_pool(Device device);
+  static constexpr int kPoolSize = 8;
 
   Device device() const;
   /** 0 for the default stream. */

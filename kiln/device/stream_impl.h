@@ -39,7 +39,8 @@ struct StreamImpl {
   virtual void wait(const Event& event) = 0;
 };
 
-/** A CPU side stream (a FIFO with its own worker thread). */
-std::unique_ptr<StreamImpl> make_cpu_stream(Device device);
+/** A CPU side stream (a FIFO with its own worker thread, started once the stream is
+ * fully set up). */
+std::unique_ptr<StreamImpl> make_cpu_stream(Device device, int id);
 
 }  // namespace kiln

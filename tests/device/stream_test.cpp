@@ -16,6 +16,20 @@ using testing::Gate;
 
 const Device kCpu1("cpu:1"), kCpu2("cpu:2");
 
+TEST(Streams, PoolHandsOutItsStreamsRoundRobin) {
+  const Device d("cpu:3");
+  std::vector<Stream> first;
+  for (int i = 0; i < Stream::kPoolSize; ++i) first.push_back(Stream::from_pool(d));
+  for (int i = 0; i < Stream::kPoolSize; ++i) {
+    EXPECT_FALSE(first[i].is_default());
+    EXPECT_EQ(first[i].device(), d);
+    for (int j = 0; j < i; ++j) EXPECT_FALSE(first[i] == first[j]);
+  }
+  for (int i = 0; i < Stream::kPoolSize; ++i) EXPECT_EQ(Stream::from_pool(d), first[i]);
+  Stream extra = Stream::create(d);  // created streams are not the pool's
+  for (const Stream& s : first) EXPECT_FALSE(s == extra);
+}
+
 TEST(Streams, DefaultIsInlineSideIsAsynchronous) {
   Stream d = current_stream(kCpu1);
   EXPECT_TRUE(d.is_default());
