@@ -1,5 +1,6 @@
 // Comparisons on CUDA devices: inputs in their promoted dtype, a bool result.
 #include "kiln/backend/cuda/common.cuh"
+#include "kiln/backend/cuda/element_ops.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln::cuda {
@@ -21,19 +22,7 @@ void k_compare(const OpCall& c, std::span<Tensor> outs) {
   KILN_CUDA_DISPATCH_ALL(cd, op, {
     In<T> pa = input<T>(a), pb = input<T>(b);
     launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {
-      auto x = load(pa[off[1]]);
-      auto y = load(pb[off[2]]);
-      bool r = false;
-      switch (op) {
-        case OpKind::eq: r = x == y; break;
-        case OpKind::ne: r = x != y; break;
-        case OpKind::lt: r = x < y; break;
-        case OpKind::le: r = x <= y; break;
-        case OpKind::gt: r = x > y; break;
-        case OpKind::ge: r = x >= y; break;
-        default: break;
-      }
-      o[off[0]] = r;
+      o[off[0]] = compare_w(op, load(pa[off[1]]), load(pb[off[2]]));
     });
   });
 }

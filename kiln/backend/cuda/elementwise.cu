@@ -1,5 +1,6 @@
 // Unary and binary arithmetic on CUDA devices. See Note [CUDA elementwise kernels].
 #include "kiln/backend/cuda/common.cuh"
+#include "kiln/backend/cuda/element_ops.h"
 
 namespace kiln::cuda {
 
@@ -7,89 +8,14 @@ using ops::OpKind;
 
 namespace {
 
-template <typename W>
-__device__ inline W gelu_of(W v, bool tanh_form) {
-  if (tanh_form) {
-    const W k = W(0.7978845608028654);  // sqrt(2 / pi)
-    return W(0.5) * v * (W(1) + tanh(k * (v + W(0.044715) * v * v * v)));
-  }
-  return W(0.5) * v * (W(1) + erf(v * W(0.7071067811865476)));
-}
-
 template <typename T>
 __device__ inline T unary_op(OpKind op, T x, bool flag) {
-  using W = opmath_t<T>;
-  W v = load(x);
-  if constexpr (std::is_same_v<T, bool>) {
-    return x;  // abs and relu of bool are the identity
-  } else {
-    switch (op) {
-      case OpKind::neg: return store<T>(-v);
-      case OpKind::abs: if constexpr (std::is_unsigned_v<W>) return x; else return store<T>(v < W(0) ? -v : v);
-      case OpKind::relu: return store<T>(v > W(0) ? v : W(0));
-      default: break;
-    }
-    if constexpr (std::is_floating_point_v<W>) {
-      switch (op) {
-        case OpKind::exp: return store<T>(exp(v));
-        case OpKind::log: return store<T>(log(v));
-        case OpKind::sqrt: return store<T>(sqrt(v));
-        case OpKind::rsqrt: return store<T>(W(1) / sqrt(v));
-        case OpKind::sin: return store<T>(sin(v));
-        case OpKind::cos: return store<T>(cos(v));
-        case OpKind::tanh: return store<T>(tanh(v));
-        case OpKind::sigmoid: return store<T>(W(1) / (W(1) + exp(-v)));
-        case OpKind::silu: return store<T>(v / (W(1) + exp(-v)));
-        case OpKind::gelu: return store<T>(gelu_of(v, flag));
-        default: break;
-      }
-    }
-    return x;
-  }
-}
-
-template <typename W>
-__device__ inline W int_pow(W base, W e) {
-  if (e < 0) return base == 1 ? 1 : 0;
-  W r = 1;
-  while (e) {
-    if (e & 1) r *= base;
-    base *= base;
-    e >>= 1;
-  }
-  return r;
+  return store<T>(unary_w(op, load(x), flag));
 }
 
 template <typename T>
 __device__ inline T binary_op(OpKind op, T a, T b, opmath_t<T> alpha) {
-  using W = opmath_t<T>;
-  if constexpr (std::is_same_v<T, bool>) {
-    switch (op) {
-      case OpKind::add: case OpKind::sub: return a || (alpha && b);
-      case OpKind::mul: return a && b;
-      case OpKind::pow: return a || !b;
-      case OpKind::maximum: return a || b;
-      case OpKind::minimum: return a && b;
-      default: return a;
-    }
-  } else {
-    W x = load(a), y = load(b);
-    switch (op) {
-      case OpKind::add: return store<T>(x + alpha * y);
-      case OpKind::sub: return store<T>(x - alpha * y);
-      case OpKind::mul: return store<T>(x * y);
-      case OpKind::div: return store<T>(x / y);
-      case OpKind::pow:
-        if constexpr (std::is_floating_point_v<W>) return store<T>(pow(x, y));
-        else return store<T>(int_pow(x, y));
-      case OpKind::maximum:
-      case OpKind::minimum:
-        if constexpr (std::is_floating_point_v<W>)
-          if (isnan(x) || isnan(y)) return store<T>(x + y);
-        return store<T>(op == OpKind::maximum ? (x > y ? x : y) : (x < y ? x : y));
-      default: return a;
-    }
-  }
+  return store<T>(binary_w(op, load(a), load(b), alpha));
 }
 
 // The input converted to the kernel's dtype (host scalars convert on the host).

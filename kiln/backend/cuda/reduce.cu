@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kiln/backend/cuda/common.cuh"
+#include "kiln/backend/cuda/element_ops.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln::cuda {
@@ -101,46 +102,20 @@ __global__ void sum_rows(const T* in, T* out, int64_t inner, bool mean) {
 }
 
 template <typename T>
-__device__ inline bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return isnan(v);
-  else return false;
-}
-
-template <typename T>
 __global__ void extreme_rows(const T* in, T* out, int64_t inner, bool is_max) {
   const T* p = in + blockIdx.x * inner;
-  T best = is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-  if constexpr (std::is_floating_point_v<T>)
-    best = is_max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
-  auto pick = [is_max](T a, T b) {
-    if (is_nan(a)) return a;
-    if (is_nan(b)) return b;
-    return is_max ? (a > b ? a : b) : (a < b ? a : b);
-  };
+  auto pick = [is_max](T a, T b) { return pick_extreme(a, b, is_max); };
+  T best = extreme_identity<T>(is_max);
   for (int64_t j = threadIdx.x; j < inner; j += kBlock) best = pick(best, p[j]);
   best = block_reduce(best, pick);
   if (threadIdx.x == 0) out[blockIdx.x] = best;
 }
 
-// (value, index) with the first NaN, else the first extreme, winning.
-template <typename T>
-struct Arg {
-  T v;
-  int64_t i;
-};
 template <typename T>
 __global__ void arg_rows(const T* in, T* values, int64_t* indices, int64_t inner, bool is_max) {
   const T* p = in + blockIdx.x * inner;
-  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-  auto pick = [is_max](Arg<T> a, Arg<T> b) {
-    if (a.i == kNone) return b;
-    if (b.i == kNone) return a;
-    bool na = is_nan(a.v), nb = is_nan(b.v);
-    if (na || nb) return na && (!nb || a.i < b.i) ? a : b;
-    if (a.v == b.v) return a.i < b.i ? a : b;
-    return (is_max ? a.v > b.v : a.v < b.v) ? a : b;
-  };
-  Arg<T> best{T(0), kNone};
+  auto pick = [is_max](Arg<T> a, Arg<T> b) { return pick_arg(a, b, is_max); };
+  Arg<T> best{T(0), kNoIndex};
   for (int64_t j = threadIdx.x; j < inner; j += kBlock) best = pick(best, Arg<T>{p[j], j});
   best = block_reduce(best, pick);
   if (threadIdx.x == 0) {

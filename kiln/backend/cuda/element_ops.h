@@ -1,0 +1,169 @@
+#pragma once
+// The per-element arithmetic of the CUDA kernels, on the arithmetic type W (f32 for
+// f16/bf16, else the element type), free of CUDA headers: the kernels call it on the
+// GPU and tests call it on the host, against the CPU backend.
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "kiln/backend/cuda/plan.h"  // KILN_HOST_DEVICE
+#include "kiln/ops/op_table.h"
+
+namespace kiln::cuda {
+
+template <typename W>
+KILN_HOST_DEVICE inline bool is_nan(W v) {
+  if constexpr (std::is_floating_point_v<W>) return v != v;
+  else return false;
+}
+
+template <typename W>
+KILN_HOST_DEVICE inline W gelu_of(W v, bool tanh_form) {
+  using std::erf;
+  using std::tanh;
+  if (tanh_form) {
+    const W k = W(0.7978845608028654);  // sqrt(2 / pi)
+    return W(0.5) * v * (W(1) + tanh(k * (v + W(0.044715) * v * v * v)));
+  }
+  return W(0.5) * v * (W(1) + erf(v * W(0.7071067811865476)));
+}
+
+/** The unary op `op` of `v`; `flag` is gelu's tanh form. Integer and bool types support
+ * neg, abs and relu (dispatch checks before launching). */
+template <typename W>
+KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
+  using ops::OpKind;
+  using std::cos;
+  using std::exp;
+  using std::log;
+  using std::sin;
+  using std::sqrt;
+  using std::tanh;
+  if constexpr (std::is_same_v<W, bool>) {
+    return v;  // abs and relu of bool are the identity
+  } else {
+    switch (op) {
+      case OpKind::neg: return static_cast<W>(-v);
+      case OpKind::abs:
+        if constexpr (std::is_unsigned_v<W>) return v;
+        else return v < W(0) ? static_cast<W>(-v) : v;
+      case OpKind::relu: return v > W(0) ? v : W(0);
+      default: break;
+    }
+    if constexpr (std::is_floating_point_v<W>) {
+      switch (op) {
+        case OpKind::exp: return exp(v);
+        case OpKind::log: return log(v);
+        case OpKind::sqrt: return sqrt(v);
+        case OpKind::rsqrt: return W(1) / sqrt(v);
+        case OpKind::sin: return sin(v);
+        case OpKind::cos: return cos(v);
+        case OpKind::tanh: return tanh(v);
+        case OpKind::sigmoid: return W(1) / (W(1) + exp(-v));
+        case OpKind::silu: return v / (W(1) + exp(-v));
+        case OpKind::gelu: return gelu_of(v, flag);
+        default: break;
+      }
+    }
+    return v;
+  }
+}
+
+template <typename W>
+KILN_HOST_DEVICE inline W int_pow(W base, W e) {
+  if constexpr (std::is_signed_v<W>)
+    if (e < 0) return base == 1 ? 1 : 0;
+  W r = 1;
+  while (e) {
+    if (e & 1) r *= base;
+    base *= base;
+    e >>= 1;
+  }
+  return r;
+}
+
+/** The binary op `op` of (x, y); add/sub scale y by `alpha`. */
+template <typename W>
+KILN_HOST_DEVICE inline W binary_w(ops::OpKind op, W x, W y, W alpha) {
+  using ops::OpKind;
+  using std::pow;
+  if constexpr (std::is_same_v<W, bool>) {
+    switch (op) {
+      case OpKind::add: case OpKind::sub: return x || (alpha && y);
+      case OpKind::mul: return x && y;
+      case OpKind::pow: return x || !y;
+      case OpKind::maximum: return x || y;
+      case OpKind::minimum: return x && y;
+      default: return x;
+    }
+  } else {
+    switch (op) {
+      case OpKind::add: return static_cast<W>(x + alpha * y);
+      case OpKind::sub: return static_cast<W>(x - alpha * y);
+      case OpKind::mul: return static_cast<W>(x * y);
+      case OpKind::div: return static_cast<W>(x / y);
+      case OpKind::pow:
+        if constexpr (std::is_floating_point_v<W>) return pow(x, y);
+        else return int_pow(x, y);
+      case OpKind::maximum:
+      case OpKind::minimum:
+        if (is_nan(x) || is_nan(y)) return static_cast<W>(x + y);
+        return op == OpKind::maximum ? (x > y ? x : y) : (x < y ? x : y);
+      default: return x;
+    }
+  }
+}
+
+/** The comparison `op` of (x, y). */
+template <typename W>
+KILN_HOST_DEVICE inline bool compare_w(ops::OpKind op, W x, W y) {
+  using ops::OpKind;
+  switch (op) {
+    case OpKind::eq: return x == y;
+    case OpKind::ne: return x != y;
+    case OpKind::lt: return x < y;
+    case OpKind::le: return x <= y;
+    case OpKind::gt: return x > y;
+    case OpKind::ge: return x >= y;
+    default: return false;
+  }
+}
+
+/** amax/amin's combine: NaN wins, else the larger (smaller). */
+template <typename W>
+KILN_HOST_DEVICE inline W pick_extreme(W a, W b, bool is_max) {
+  if (is_nan(a)) return a;
+  if (is_nan(b)) return b;
+  return is_max ? (a > b ? a : b) : (a < b ? a : b);
+}
+/** The identity of pick_extreme. */
+template <typename W>
+KILN_HOST_DEVICE inline W extreme_identity(bool is_max) {
+  if constexpr (std::is_floating_point_v<W>)
+    return is_max ? -std::numeric_limits<W>::infinity() : std::numeric_limits<W>::infinity();
+  else return is_max ? std::numeric_limits<W>::lowest() : std::numeric_limits<W>::max();
+}
+
+/** A (value, index) candidate of max/min/argmax; index kNoIndex is "none yet". */
+template <typename W>
+struct Arg {
+  W v;
+  int64_t i;
+};
+constexpr int64_t kNoIndex = std::numeric_limits<int64_t>::max();
+
+/** max/min/argmax's combine, order-independent: the first NaN, else the extreme value
+ * with the smallest index. */
+template <typename W>
+KILN_HOST_DEVICE inline Arg<W> pick_arg(Arg<W> a, Arg<W> b, bool is_max) {
+  if (a.i == kNoIndex) return b;
+  if (b.i == kNoIndex) return a;
+  bool na = is_nan(a.v), nb = is_nan(b.v);
+  if (na || nb) return na && (!nb || a.i < b.i) ? a : b;
+  if (a.v == b.v) return a.i < b.i ? a : b;
+  return (is_max ? a.v > b.v : a.v < b.v) ? a : b;
+}
+
+}  // namespace kiln::cuda
