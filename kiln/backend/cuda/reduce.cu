@@ -219,12 +219,12 @@ void k_amax(const OpCall& c, std::span<Tensor> outs) {
   DType cd = compute_dtype(self.dtype());
   if (cd == DType::b8) cd = DType::u8;
   Rows r = to_rows(self, rd.reduced, cd);
-  Tensor dst = empty(outs[0].shape(), cd, self.device());
+  Tensor dst = outs[0].dtype() == cd ? outs[0] : empty(outs[0].shape(), cd, self.device());
   bool is_max = c.op == OpKind::amax;
   KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, {
     launch_rows(r.outer, extreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner, is_max);
   });
-  copy_into(outs[0], dst);
+  if (!dst.is_same(outs[0])) copy_into(outs[0], dst);
 }
 
 void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
@@ -251,10 +251,10 @@ void k_var(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& self = c.args.tensor(0);
   auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(3), "var");
   Rows r = to_rows(self, rd.reduced, DType::f64);
-  Tensor dst = empty(outs[0].shape(), DType::f64, self.device());
+  Tensor dst = outs[0].dtype() == DType::f64 ? outs[0] : empty(outs[0].shape(), DType::f64, self.device());
   launch_rows(r.outer, var_rows, row_ptr<double>(r), dense_ptr<double>(dst), r.inner,
               static_cast<double>(c.args.i64(2)));
-  copy_into(outs[0], dst);
+  if (!dst.is_same(outs[0])) copy_into(outs[0], dst);
 }
 
 void k_softmax(const OpCall& c, std::span<Tensor> outs) {
@@ -262,14 +262,17 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
   int64_t d = wrap(c.args.i64(1), self.dim());
   DType cd = compute_dtype(self.dtype());
   Rows r = to_rows(self, only_dim(self.dim(), d), cd);
-  Tensor res = empty(r.data.shape(), cd, self.device());
+  // Straight into the output when it is already the dense row layout (dim last).
+  Tensor target = moved_last(outs[0], d);
+  bool direct = target.is_contiguous() && target.dtype() == cd;
+  Tensor res = direct ? target : empty(r.data.shape(), cd, self.device());
   bool log_form = c.op == OpKind::log_softmax;
   switch (cd) {
     KILN_CUDA_CASE(f32, float, launch_rows(r.outer, softmax_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, log_form))
     KILN_CUDA_CASE(f64, double, launch_rows(r.outer, softmax_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, log_form))
     KILN_CUDA_UNSUPPORTED(cd, c.op)
   }
-  copy_into(moved_last(outs[0], d), res);
+  if (!direct) copy_into(target, res);
 }
 
 void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
@@ -283,7 +286,7 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
   Tensor w = c.args.opt_tensor(2), b = rms ? Tensor() : c.args.opt_tensor(3);
   if (w.defined()) w = dense(w, cd, x.device());
   if (b.defined()) b = dense(b, cd, x.device());
-  Tensor res = empty(x.shape(), cd, x.device());
+  Tensor res = outs[0].dtype() == cd ? outs[0] : empty(x.shape(), cd, x.device());
   auto run = [&]<typename T>(T*) {
     T eps;
     if (rms) eps = c.args.is_none(3) ? std::numeric_limits<T>::epsilon() : T(c.args.f64(3));
@@ -297,7 +300,7 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
     KILN_CUDA_CASE(f64, double, run(static_cast<T*>(nullptr)))
     KILN_CUDA_UNSUPPORTED(cd, c.op)
   }
-  copy_into(outs[0], res);
+  if (!res.is_same(outs[0])) copy_into(outs[0], res);
 }
 
 }  // namespace kiln::cuda
