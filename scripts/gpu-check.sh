@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check of issue #9, for one H200 in under 10 minutes: builds kiln with CUDA for
-# sm_90, runs the CUDA tests (and F6's CUDA leg), runs the model benchmark (kiln eager
-# and exported program vs PyTorch eager on identical weights), prints a table last.
+# sm_90, runs the CUDA tests (and F6's CUDA leg) and `kiln demo --device cuda:0`, runs
+# the model benchmark (kiln eager and exported program vs PyTorch eager on identical
+# weights), and prints a table last.
 # Results also go to $OUT (or /tmp/kiln-gpu) as gpu.jsonl and tests.log.
 #
 # On a machine without apt access, first run scripts/gpu-deps.sh where apt works and
@@ -25,12 +26,12 @@ if compgen -G ".gpu-deps/*.deb" >/dev/null; then
 elif command -v apt-get >/dev/null; then
   bash scripts/install-deps.sh || log "could not install dependencies; using what is present"
 fi
-command -v nvidia-smi >/dev/null && nvidia-smi -L
+nvidia-smi -L 2>/dev/null || log "nvidia-smi finds no GPU"
 
 log "configure + build ($BUILD, sm_90)"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build "$BUILD" -j "$(nproc)" --target cuda_test fake_test device_test kiln_gpu_models \
+cmake --build "$BUILD" -j "$(nproc)" --target cuda_test fake_test device_test kiln_gpu_models kiln_cli \
   >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 
 log "tests"
@@ -40,6 +41,12 @@ for t in "cuda_test" "fake_test --gtest_filter=F6*" "device_test"; do
   KILN_CPU_DEVICES=4 "$BUILD"/tests/$t --gtest_brief=1 >>"$OUT/tests.log" 2>&1 || status=1
 done
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error" "$OUT/tests.log" | head -40
+if nvidia-smi -L >/dev/null 2>&1; then
+  log "kiln demo on the GPU (traced for cuda:0 with fake tensors, run on cuda:0)"
+  "$BUILD"/tools/kiln/kiln demo --device cuda:0 2>&1 | tee -a "$OUT/tests.log" || status=1
+else
+  log "no GPU here: the CUDA tests skipped; demo on cuda:0 skipped"
+fi
 
 log "model benchmark ($REPS calls each)"
 "$BUILD"/bench/kiln_gpu_models "$OUT" "$REPS" | tee "$OUT/gpu.jsonl"
