@@ -18,10 +18,6 @@ namespace kiln {
 
 namespace cuda {
 
-namespace {
-thread_local int t_device = -1;  // the CUDA runtime's current device, as last set here
-}  // namespace
-
 void check(int status, const char* what) {
   if (status == cudaSuccess) return;
   auto e = static_cast<cudaError_t>(status);
@@ -29,10 +25,12 @@ void check(int status, const char* what) {
        cudaGetErrorName(e));
 }
 
+// Asks the runtime rather than caching: other code in the process may call
+// cudaSetDevice too, and cudaGetDevice is a thread-local read.
 void set_device(int index) {
-  if (t_device == index) return;
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == index) return;
   check(cudaSetDevice(index), "cudaSetDevice");
-  t_device = index;
 }
 
 namespace {

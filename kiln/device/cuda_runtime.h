@@ -4,9 +4,9 @@
 
 namespace kiln::cuda {
 
-/** Makes device `index` the CUDA runtime's current device on this thread (cached: a
- * no-op when it already is). Every CUDA runtime call that depends on the current
- * device goes through this first. */
+/** Makes device `index` the CUDA runtime's current device on this thread (a no-op
+ * when it already is). Every CUDA runtime call that depends on the current device
+ * goes through this first. */
 void set_device(int index);
 
 /** Throws a backend Error naming `what` and CUDA's message unless `status` (a
