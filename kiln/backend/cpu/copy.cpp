@@ -60,17 +60,9 @@ Tensor contiguous(const Tensor& t) {
 }
 
 void k_copy_(const OpCall& c, std::span<Tensor> outs) {
-  Tensor src = c.args.tensor(1);
   const Tensor& dst = outs[0];
-  // A source that overlaps the destination in another layout is read out completely
-  // before anything is written.
-  bool same_view = src.offset() == dst.offset() && src.strides() == dst.strides();
-  if (src.is_alias_of(dst) && !same_view) {
-    Tensor tmp = empty(src.shape(), src.dtype(), src.device());
-    copy_into(tmp, src);
-    src = tmp;
-  }
-  copy_into(dst, src);
+  backend::copy_overlapping(dst, c.args.tensor(1), copy_into,
+                            [&](const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); });
 }
 
 void fill(const Tensor& t, const Scalar& v) {
@@ -93,24 +85,11 @@ void k_clone(const OpCall& c, std::span<Tensor> outs) { copy_into(outs[0], c.arg
 void k_to_copy(const OpCall& c, std::span<Tensor> outs) { copy_into(outs[0], c.args.tensor(0)); }
 
 void k_cat(const OpCall& c, std::span<Tensor> outs) {
-  const Tensor& out = outs[0];
-  int64_t d = wrap_dim(c.args.i64(1), out.dim(), "cat");
-  int64_t at = 0;
-  for (const Tensor& t : c.args.tensors(0)) {
-    int64_t len = t.shape()[d];
-    Dims shape = out.shape();
-    shape[d] = len;
-    copy_into(make_view(out, shape, out.strides(), out.offset() + at * out.strides()[d]), t);
-    at += len;
-  }
+  backend::cat_into(outs[0], c.args.tensors(0), c.args.i64(1), copy_into);
 }
 
 void k_as_strided_scatter(const OpCall& c, std::span<Tensor> outs) {
-  const Tensor& out = outs[0];
-  copy_into(out, c.args.tensor(0));
-  int64_t offset = c.args.is_none(4) ? 0 : c.args.i64(4);
-  copy_into(make_view(out, Dims(c.args.ints(2)), Dims(c.args.ints(3)), out.offset() + offset),
-            c.args.tensor(1));
+  backend::as_strided_scatter_into(outs[0], c, copy_into);
 }
 
 void k_empty(const OpCall&, std::span<Tensor>) {}

@@ -13,50 +13,18 @@ using ops::OpKind;
 
 namespace {
 
-struct Rows {
-  Tensor data;  // dense [outer, inner]
-  int64_t outer = 1, inner = 1;
-};
+using backend::moved_last;
+using backend::only_dim;
+using backend::Rows;
 
 // Kept dims first (in order), then reduced dims; densified in `dtype`.
 Rows to_rows(const Tensor& x, const std::vector<bool>& reduced, DType dtype) {
-  Dims shape, strides;
-  Rows r;
-  for (int pass = 0; pass < 2; ++pass)
-    for (size_t i = 0; i < reduced.size(); ++i)
-      if (reduced[i] == (pass == 1)) {
-        shape.push_back(x.shape()[i]);
-        strides.push_back(x.strides()[i]);
-        (pass ? r.inner : r.outer) *= x.shape()[i];
-      }
-  Tensor view = make_view(x, shape, strides, x.offset());
-  if (view.is_contiguous() && x.dtype() == dtype) {
-    r.data = view;
-  } else {
-    r.data = empty(shape, dtype, x.device());
-    copy_into(r.data, view);
-  }
-  return r;
-}
-
-// The view of `out` (shaped like x) with dim `d` moved last, matching to_rows.
-Tensor moved_last(const Tensor& out, int64_t d) {
-  if (out.dim() == 0) return out;
-  Dims shape, strides;
-  for (int64_t i = 0; i < out.dim(); ++i) {
-    if (i == d) continue;
-    shape.push_back(out.shape()[i]);
-    strides.push_back(out.strides()[i]);
-  }
-  shape.push_back(out.shape()[d]);
-  strides.push_back(out.strides()[d]);
-  return make_view(out, shape, strides, out.offset());
-}
-
-std::vector<bool> only_dim(int64_t rank, int64_t d) {
-  std::vector<bool> v(rank, false);
-  if (rank) v[d] = true;
-  return v;
+  return backend::to_rows(x, reduced, dtype, [&](const Tensor& view, DType d) {
+    if (view.is_contiguous() && view.dtype() == d) return view;
+    Tensor out = empty(view.shape(), d, x.device());
+    copy_into(out, view);
+    return out;
+  });
 }
 
 template <typename T>
@@ -200,11 +168,8 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
 void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& x = c.args.tensor(0);
   bool rms = c.op == OpKind::rms_norm;
-  int64_t k = static_cast<int64_t>(c.args.ints(1).size());
-  std::vector<bool> reduced(x.dim(), false);
-  for (int64_t i = x.dim() - k; i < x.dim(); ++i) reduced[i] = true;
   DType cd = compute_dtype(x.dtype());
-  Rows r = to_rows(x, reduced, cd);
+  Rows r = to_rows(x, backend::last_dims(x.dim(), static_cast<int64_t>(c.args.ints(1).size())), cd);
   Tensor w = c.args.opt_tensor(2), b = rms ? Tensor() : c.args.opt_tensor(3);
   if (w.defined()) w = contiguous(cast(w, cd));
   if (b.defined()) b = contiguous(cast(b, cd));

@@ -184,10 +184,7 @@ void k_matmul(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& a = c.args.tensor(0);
   const Tensor& b = c.args.tensor(1);
   const Tensor& out = outs[0];
-  // 1-D operands become matrices; their unit dims are absent from `out` but do not
-  // change its dense layout.
-  Tensor a2 = a.dim() == 1 ? make_view(a, Dims{1, a.shape()[0]}, Dims{0, a.strides()[0]}, a.offset()) : a;
-  Tensor b2 = b.dim() == 1 ? make_view(b, Dims{b.shape()[0], 1}, Dims{b.strides()[0], 0}, b.offset()) : b;
+  Tensor a2 = backend::as_left_matrix(a), b2 = backend::as_right_matrix(b);
   int64_t m = a2.shape()[a2.dim() - 2], n = b2.shape()[b2.dim() - 1];
   Dims batch_a(std::span<const int64_t>(a2.shape().data(), a2.dim() - 2));
   Dims batch_b(std::span<const int64_t>(b2.shape().data(), b2.dim() - 2));

@@ -1,0 +1,180 @@
+#pragma once
+// What every backend's kernels share: the list of kernels and the ops they serve (one
+// list, so every backend covers the same ops), and the host-side layout logic that
+// does not depend on where the data is. Backends pass their own copy/allocation.
+
+#include <vector>
+
+#include "kiln/ops/op_table.h"
+
+// X(kernel, ops...): the kernel functions a backend defines and the ops each serves.
+// View ops need no kernel (dispatch builds them from meta); derived in-place ops use
+// their functional kernel plus copy_.
+#define KILN_KERNELS(X)                                                                      \
+  X(k_empty, empty)                                                                          \
+  X(k_full, full)                                                                            \
+  X(k_arange, arange)                                                                        \
+  X(k_rand, rand)                                                                            \
+  X(k_randn, randn)                                                                          \
+  X(k_unary, neg, abs, relu, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu, gelu)    \
+  X(k_logical_not, logical_not)                                                              \
+  X(k_binary, add, sub, mul, div, pow, maximum, minimum)                                     \
+  X(k_compare, eq, ne, lt, le, gt, ge)                                                       \
+  X(k_where, where)                                                                          \
+  X(k_masked_fill, masked_fill)                                                              \
+  X(k_copy_, copy_)                                                                          \
+  X(k_fill_, fill_)                                                                          \
+  X(k_sum_mean, sum, mean)                                                                   \
+  X(k_amax, amax, amin)                                                                      \
+  X(k_max_dim, max, min, argmax)                                                             \
+  X(k_var, var)                                                                              \
+  X(k_softmax, softmax, log_softmax)                                                         \
+  X(k_mm, mm)                                                                                \
+  X(k_bmm, bmm)                                                                              \
+  X(k_matmul, matmul)                                                                        \
+  X(k_addmm, addmm)                                                                          \
+  X(k_linear, linear)                                                                        \
+  X(k_cat, cat)                                                                              \
+  X(k_as_strided_scatter, as_strided_scatter)                                                \
+  X(k_index_select, index_select)                                                            \
+  X(k_gather, gather)                                                                        \
+  X(k_embedding, embedding)                                                                  \
+  X(k_clone, clone)                                                                          \
+  X(k_layer_norm, layer_norm, rms_norm)                                                      \
+  X(k_to_copy, _to_copy)
+
+/** Declares a backend's kernels (inside its namespace). */
+#define KILN_DECLARE_KERNEL(name, ...) void name(const ::kiln::ops::OpCall&, std::span<::kiln::Tensor>);
+
+/** The kernel table of the backend whose namespace this expands in. */
+#define KILN_BIND_KERNEL(name, ...)                                              \
+  for (::kiln::ops::OpKind op : {KILN_OP_KINDS(__VA_ARGS__)}) t[static_cast<size_t>(op)] = name;
+#define KILN_OP_KIND(op) ::kiln::ops::OpKind::op,
+#define KILN_OP_KINDS(...) KILN_FOR_EACH(KILN_OP_KIND, __VA_ARGS__)
+#define KILN_BUILD_KERNEL_TABLE()         \
+  [] {                                    \
+    ::kiln::ops::KernelTable t{};         \
+    KILN_KERNELS(KILN_BIND_KERNEL)        \
+    return t;                             \
+  }()
+
+// A small FOR_EACH over up to 13 arguments (the longest KILN_KERNELS line).
+#define KILN_FE_1(m, a) m(a)
+#define KILN_FE_2(m, a, ...) m(a) KILN_FE_1(m, __VA_ARGS__)
+#define KILN_FE_3(m, a, ...) m(a) KILN_FE_2(m, __VA_ARGS__)
+#define KILN_FE_4(m, a, ...) m(a) KILN_FE_3(m, __VA_ARGS__)
+#define KILN_FE_5(m, a, ...) m(a) KILN_FE_4(m, __VA_ARGS__)
+#define KILN_FE_6(m, a, ...) m(a) KILN_FE_5(m, __VA_ARGS__)
+#define KILN_FE_7(m, a, ...) m(a) KILN_FE_6(m, __VA_ARGS__)
+#define KILN_FE_8(m, a, ...) m(a) KILN_FE_7(m, __VA_ARGS__)
+#define KILN_FE_9(m, a, ...) m(a) KILN_FE_8(m, __VA_ARGS__)
+#define KILN_FE_10(m, a, ...) m(a) KILN_FE_9(m, __VA_ARGS__)
+#define KILN_FE_11(m, a, ...) m(a) KILN_FE_10(m, __VA_ARGS__)
+#define KILN_FE_12(m, a, ...) m(a) KILN_FE_11(m, __VA_ARGS__)
+#define KILN_FE_13(m, a, ...) m(a) KILN_FE_12(m, __VA_ARGS__)
+#define KILN_FE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, name, ...) name
+#define KILN_FOR_EACH(m, ...)                                                                    \
+  KILN_FE_PICK(__VA_ARGS__, KILN_FE_13, KILN_FE_12, KILN_FE_11, KILN_FE_10, KILN_FE_9, KILN_FE_8, \
+               KILN_FE_7, KILN_FE_6, KILN_FE_5, KILN_FE_4, KILN_FE_3, KILN_FE_2, KILN_FE_1)      \
+  (m, __VA_ARGS__)
+
+namespace kiln::backend {
+
+/** A reduction's input as a dense [outer, inner] matrix: kept dims first (in order),
+ * then reduced dims. */
+struct Rows {
+  Tensor data;
+  int64_t outer = 1, inner = 1;
+};
+
+/** `x` as Rows in `dtype`; `dense(view, dtype)` is the backend's "this view, dense, in
+ * that dtype" (the view itself when it already is). */
+template <typename Dense>
+Rows to_rows(const Tensor& x, const std::vector<bool>& reduced, DType dtype, Dense&& dense) {
+  Dims shape, strides;
+  Rows r;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < reduced.size(); ++i)
+      if (reduced[i] == (pass == 1)) {
+        shape.push_back(x.shape()[i]);
+        strides.push_back(x.strides()[i]);
+        (pass ? r.inner : r.outer) *= x.shape()[i];
+      }
+  r.data = dense(make_view(x, shape, strides, x.offset()), dtype);
+  return r;
+}
+
+/** The view of `out` (shaped like x) with dim `d` moved last, matching to_rows. */
+inline Tensor moved_last(const Tensor& out, int64_t d) {
+  if (out.dim() == 0) return out;
+  Dims shape, strides;
+  for (int64_t i = 0; i < out.dim(); ++i) {
+    if (i == d) continue;
+    shape.push_back(out.shape()[i]);
+    strides.push_back(out.strides()[i]);
+  }
+  shape.push_back(out.shape()[d]);
+  strides.push_back(out.strides()[d]);
+  return make_view(out, shape, strides, out.offset());
+}
+
+/** The `reduced` mask of a reduction over dim `d` alone. */
+inline std::vector<bool> only_dim(int64_t rank, int64_t d) {
+  std::vector<bool> v(rank, false);
+  if (rank) v[d] = true;
+  return v;
+}
+
+/** The `reduced` mask of the last `k` dims (a norm's normalized shape). */
+inline std::vector<bool> last_dims(int64_t rank, int64_t k) {
+  std::vector<bool> v(rank, false);
+  for (int64_t i = rank - k; i < rank; ++i) v[i] = true;
+  return v;
+}
+
+/** copy_: a source that overlaps the destination in another layout is read out
+ * completely (into `scratch(src)`, a fresh tensor like it) before anything is written. */
+template <typename CopyInto, typename Scratch>
+void copy_overlapping(const Tensor& dst, Tensor src, CopyInto&& copy_into, Scratch&& scratch) {
+  bool same_view = src.offset() == dst.offset() && src.strides() == dst.strides();
+  if (src.is_alias_of(dst) && !same_view) {
+    Tensor tmp = scratch(src);
+    copy_into(tmp, src);
+    src = tmp;
+  }
+  copy_into(dst, src);
+}
+
+/** cat: each input copied into its slice of `out` along `dim` (wrapped). */
+template <typename CopyInto>
+void cat_into(const Tensor& out, const TensorList& inputs, int64_t dim, CopyInto&& copy_into) {
+  int64_t d = dim < 0 ? dim + out.dim() : dim;
+  int64_t at = 0;
+  for (const Tensor& t : inputs) {
+    int64_t len = t.shape()[d];
+    Dims shape = out.shape();
+    shape[d] = len;
+    copy_into(make_view(out, shape, out.strides(), out.offset() + at * out.strides()[d]), t);
+    at += len;
+  }
+}
+
+/** as_strided_scatter(self, src, size, stride, offset) into `out`. */
+template <typename CopyInto>
+void as_strided_scatter_into(const Tensor& out, const ops::OpCall& c, CopyInto&& copy_into) {
+  copy_into(out, c.args.tensor(0));
+  int64_t offset = c.args.is_none(4) ? 0 : c.args.i64(4);
+  copy_into(make_view(out, Dims(c.args.ints(2)), Dims(c.args.ints(3)), out.offset() + offset),
+            c.args.tensor(1));
+}
+
+/** matmul's 1-D operands as matrices ([1, k] and [k, 1]); their unit dims are absent
+ * from the output but do not change its dense layout. */
+inline Tensor as_left_matrix(const Tensor& a) {
+  return a.dim() == 1 ? make_view(a, Dims{1, a.shape()[0]}, Dims{0, a.strides()[0]}, a.offset()) : a;
+}
+inline Tensor as_right_matrix(const Tensor& b) {
+  return b.dim() == 1 ? make_view(b, Dims{b.shape()[0], 1}, Dims{b.strides()[0], 0}, b.offset()) : b;
+}
+
+}  // namespace kiln::backend
