@@ -61,7 +61,15 @@ struct CpuStream final : StreamImpl {
   // event has completed. Waiting on one's own stream cannot deadlock: the recorded
   // work precedes this task in the queue.
   void wait(const Event& event) override {
-    enqueue([event] { event.synchronize(); });
+    if (event.native_handle()) {
+      enqueue([event] { event.synchronize(); });
+      return;
+    }
+    // A CPU event is (stream, mark): 16 trivially copyable bytes, which std::function
+    // stores without a heap allocation.
+    StreamImpl* s = recorded_on(event);
+    uint64_t mark = mark_of(event);
+    enqueue([s, mark] { s->event_synchronize(mark, nullptr); });
   }
   void run();
 };

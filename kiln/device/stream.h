@@ -115,6 +115,7 @@ class Event {
   StreamImpl* stream_ = nullptr;      // recorded on; null = complete
   uint64_t target_ = 0;               // CPU side streams: the queue position
   std::shared_ptr<void> native_;      // CUDA: the event object
+  friend struct StreamImpl;
 };
 
 /** Blocks until every stream of `device` (its default stream included) has drained. */

@@ -11,10 +11,9 @@
 #include <memory>
 
 #include "kiln/core/device.h"
+#include "kiln/device/stream.h"
 
 namespace kiln {
-
-class Event;
 
 struct StreamImpl {
   Device device;
@@ -37,7 +36,16 @@ struct StreamImpl {
   virtual bool event_query(uint64_t mark, const std::shared_ptr<void>& native) = 0;
   /** Makes this stream's later work wait for `event` (recorded on any stream). */
   virtual void wait(const Event& event) = 0;
+
+ protected:
+  /** The stream an event was recorded on and its mark (for events without a native
+   * object, whose state is just these two). */
+  static StreamImpl* recorded_on(const Event& e);
+  static uint64_t mark_of(const Event& e);
 };
+
+inline StreamImpl* StreamImpl::recorded_on(const Event& e) { return e.stream_; }
+inline uint64_t StreamImpl::mark_of(const Event& e) { return e.target_; }
 
 /** A CPU side stream (a FIFO with its own worker thread, started once the stream is
  * fully set up). */
