@@ -357,5 +357,23 @@ TEST(VectorMath, FastExpAndErfAreAccurate) {
   EXPECT_EQ(cpu::fast_erf(0.0f), 0.0f);
 }
 
+TEST(VectorMath, FastTanhIsAccurateNearZeroAndSaturates) {
+  double worst = 0;
+  for (float x = -12.0f; x <= 12.0f; x += 0.000913f) {
+    double want = std::tanh(double(x));
+    worst = std::max(worst, std::abs(cpu::fast_tanh(x) - want) / std::max(std::abs(want), 1e-30));
+  }
+  for (float x = 1e-6f; x < 1.0f; x *= 1.37f) {  // relative precision kept for tiny |x|
+    worst = std::max(worst, std::abs(cpu::fast_tanh(x) / std::tanh(double(x)) - 1));
+    worst = std::max(worst, std::abs(cpu::fast_tanh(-x) / std::tanh(double(-x)) - 1));
+  }
+  EXPECT_LT(worst, 5e-7);
+  EXPECT_EQ(cpu::fast_tanh(0.0f), 0.0f);
+  EXPECT_EQ(cpu::fast_tanh(INFINITY), 1.0f);
+  EXPECT_EQ(cpu::fast_tanh(-INFINITY), -1.0f);
+  EXPECT_EQ(cpu::fast_tanh(30.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(cpu::fast_tanh(NAN)));
+}
+
 }  // namespace
 }  // namespace kiln

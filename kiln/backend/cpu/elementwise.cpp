@@ -120,7 +120,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         case OpKind::rsqrt: unary_loop<T, T>(s.dst, x, [](T v) { return T(1) / std::sqrt(v); }); return;
         case OpKind::sin: unary_loop<T, T>(s.dst, x, [](T v) { return std::sin(v); }); return;
         case OpKind::cos: unary_loop<T, T>(s.dst, x, [](T v) { return std::cos(v); }); return;
-        case OpKind::tanh: unary_loop<T, T>(s.dst, x, [](T v) { return std::tanh(v); }); return;
+        case OpKind::tanh: unary_loop<T, T>(s.dst, x, [](T v) { return vtanh(v); }); return;
         case OpKind::sigmoid:
           unary_loop<T, T>(s.dst, x, [](T v) { return T(1) / (T(1) + vexp(-v)); });
           return;
@@ -131,7 +131,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
           if (tanh_gelu) {
             unary_loop<T, T>(s.dst, x, [](T v) {
               const T k = std::sqrt(T(2) / T(3.14159265358979323846));
-              return T(0.5) * v * (T(1) + std::tanh(k * (v + T(0.044715) * v * v * v)));
+              return T(0.5) * v * (T(1) + vtanh(k * (v + T(0.044715) * v * v * v)));
             });
           } else {
             unary_loop<T, T>(s.dst, x, [](T v) {

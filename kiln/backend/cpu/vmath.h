@@ -1,7 +1,7 @@
 #pragma once
-// Branch-free float exp and erf that compilers vectorize (the libm calls do not):
-// used by softmax, sigmoid, silu and GELU, where they were the largest non-GEMM cost of
-// the transformer block (docs/benchmarks.md).
+// Branch-free float exp, erf and tanh that compilers vectorize (the libm calls do not):
+// used by softmax, sigmoid, silu, tanh and both GELU forms, where they were the largest
+// non-GEMM cost of the transformer block and of the GPT's tanh-GELU (docs/benchmarks.md).
 
 #include <bit>
 #include <cmath>
@@ -40,7 +40,22 @@ inline float fast_erf(float x) {
   return x < 0 ? -y : y;
 }
 
-/** exp / erf in T: the vectorizable float versions above, libm for double. */
+/** tanh(x) for float as expm1(2x) / (expm1(2x) + 2), with expm1 by Taylor near 0 (so
+ * small |x| keep full relative precision) and by fast_exp elsewhere; |x| >= 9 is +-1
+ * in float. Relative error < 5e-7. */
+inline float fast_tanh(float x) {
+  float c = x < -9.0f ? -9.0f : x > 9.0f ? 9.0f : x;
+  float y = 2.0f * c;
+  float a = y < 0 ? -y : y;
+  // expm1 on |y| < 0.5 by Taylor to degree 8 (remainder < 6e-9 relative).
+  float small = y * (1.0f + y * (0.5f + y * (1.0f / 6 + y * (1.0f / 24 + y * (1.0f / 120 +
+                y * (1.0f / 720 + y * (1.0f / 5040 + y * (1.0f / 40320))))))));
+  float em1 = a < 0.5f ? small : fast_exp(y) - 1.0f;
+  float r = em1 / (em1 + 2.0f);
+  return x != x ? x : r;
+}
+
+/** exp / erf / tanh in T: the vectorizable float versions above, libm for double. */
 template <typename T>
 inline T vexp(T x) {
   if constexpr (std::is_same_v<T, float>) return fast_exp(x);
@@ -50,6 +65,11 @@ template <typename T>
 inline T verf(T x) {
   if constexpr (std::is_same_v<T, float>) return fast_erf(x);
   else return std::erf(x);
+}
+template <typename T>
+inline T vtanh(T x) {
+  if constexpr (std::is_same_v<T, float>) return fast_tanh(x);
+  else return std::tanh(x);
 }
 
 }  // namespace kiln::cpu
