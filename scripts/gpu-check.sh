@@ -14,10 +14,14 @@ BUILD=${BUILD:-build-gpu}
 REPS=${REPS:-50}
 mkdir -p "$OUT"
 log() { echo "gpu-check: $*"; }
+CMAKE_EXTRA=()
 
 if compgen -G ".gpu-deps/*.deb" >/dev/null; then
   mkdir -p /tmp/kiln-root
   for f in .gpu-deps/*.deb; do dpkg -x "$f" /tmp/kiln-root; done
+  # What Debian's alternatives would link: OpenBLAS as the generic libopenblas.so.
+  ln -sf openblas-pthread/libopenblas.so /tmp/kiln-root/usr/lib/x86_64-linux-gnu/libopenblas.so
+  CMAKE_EXTRA+=(-DKILN_CBLAS_INCLUDE=/tmp/kiln-root/usr/include/x86_64-linux-gnu/openblas-pthread)
   export CMAKE_PREFIX_PATH=/tmp/kiln-root/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
   export CPATH=/tmp/kiln-root/usr/include:/tmp/kiln-root/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}
   export LIBRARY_PATH=/tmp/kiln-root/usr/lib/x86_64-linux-gnu:/tmp/kiln-root/usr/lib/x86_64-linux-gnu/openblas-pthread${LIBRARY_PATH:+:$LIBRARY_PATH}
@@ -30,7 +34,7 @@ nvidia-smi -L 2>/dev/null || log "nvidia-smi finds no GPU"
 
 log "configure + build ($BUILD, sm_90)"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+  -DCMAKE_CUDA_ARCHITECTURES=90 "${CMAKE_EXTRA[@]}" >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build "$BUILD" -j "$(nproc)" --target cuda_test fake_test device_test kiln_gpu_models kiln_cli \
   >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 
