@@ -337,8 +337,8 @@ namespace {
 
 // (D4) Queues a kernel on its device's current stream, after the work that wrote its
 // inputs; `outs` are already allocated.
-void launch(const OpInfo& info, const ops::KernelTable* table, Device device, ops::MetaOut meta,
-            std::span<const Value> args, std::span<Tensor> outs) {
+void launch(const OpInfo& info, const ops::KernelTable* table, Device device,
+            const ops::MetaOut& meta, std::span<const Value> args, std::span<Tensor> outs) {
   bool non_blocking = false;
   const Tensor* src = cross_device_source(info, args, device, non_blocking);
   if (src && needs_transfer(src->device(), device)) {
@@ -355,7 +355,7 @@ void launch(const OpInfo& info, const ops::KernelTable* table, Device device, op
   } else {
     // The task owns copies of every argument and output, so their memory stays alive
     // until it has run. See Note [CPU streams].
-    stream.enqueue([l, meta = std::move(meta), a = std::vector<Value>(args.begin(), args.end()),
+    stream.enqueue([l, meta, a = std::vector<Value>(args.begin(), args.end()),
                     o = std::vector<Tensor>(outs.begin(), outs.end())]() mutable {
       run_kernel(l, meta, a, o);
     });
@@ -391,7 +391,7 @@ Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
   Outputs outs;
   if (info.meta) outs = materialize(info, args, meta, device, allocator);
   else outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
-  launch(info, &table, device, std::move(meta), args, outs);
+  launch(info, &table, device, meta, args, outs);
   return outs;
 }
 
@@ -411,7 +411,7 @@ void dispatch_into(OpKind op, std::span<const Value> args, std::span<Tensor> out
                value, "[{}] output {} must be a contiguous {}{}@{}, got {}", info.name, i,
                to_string(meta.outs[i].dtype), meta.outs[i].shape.str(), device, o.meta_str());
   }
-  launch(info, &checked_table(info, device), device, std::move(meta), args, outs);
+  launch(info, &checked_table(info, device), device, meta, args, outs);
 }
 
 void launch_kernel(std::string_view op, Device device, std::function<void()> body) {

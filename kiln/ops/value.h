@@ -19,6 +19,21 @@ class InlineVec {
   InlineVec(std::initializer_list<T> v) {
     for (const T& x : v) push_back(x);
   }
+  // Copies and moves touch the used slots only (most ops have one output of four).
+  InlineVec(const InlineVec& o) : size_(o.size_) {
+    for (size_t i = 0; i < size_; ++i) items_[i] = o.items_[i];
+  }
+  InlineVec(InlineVec&& o) noexcept : size_(o.size_) {
+    for (size_t i = 0; i < size_; ++i) items_[i] = std::move(o.items_[i]);
+  }
+  InlineVec& operator=(const InlineVec& o) {
+    if (this != &o) assign(o.items_, o.size_, [](const T& x) -> const T& { return x; });
+    return *this;
+  }
+  InlineVec& operator=(InlineVec&& o) noexcept {
+    if (this != &o) assign(o.items_, o.size_, [](T& x) -> T&& { return std::move(x); });
+    return *this;
+  }
   void push_back(T v) {
     KILN_ASSERT(size_ < N);
     items_[size_++] = std::move(v);
@@ -34,6 +49,13 @@ class InlineVec {
   operator std::span<const T>() const { return {items_, size_}; }  // NOLINT
 
  private:
+  template <typename U, typename F>
+  void assign(U* from, size_t n, F&& take) {
+    for (size_t i = 0; i < n; ++i) items_[i] = take(from[i]);
+    for (size_t i = n; i < size_; ++i) items_[i] = T();  // release what the old slots held
+    size_ = n;
+  }
+
   T items_[N];  // default-constructed, not zeroed: TensorMeta is large
   size_t size_ = 0;
 };
