@@ -6,6 +6,9 @@
 #include <random>
 
 #include "kiln/backend/cuda/plan.h"
+#if KILN_TEST_WITH_CUDA
+#include "kiln/backend/cuda/kernels.h"
+#endif
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -127,6 +130,12 @@ TEST(CudaPlan, BatchDimsCollapseOnlyWhenOneStrideDescribesThem) {
   EXPECT_FALSE(collapsed_batch_stride(Dims{2, 3}, Dims{0, 20}));  // broadcast outer dim
   EXPECT_FALSE(collapsed_batch_stride(Dims{2, 3}, Dims{100, 20}));  // padded
 }
+
+#if KILN_TEST_WITH_CUDA
+// cuBLAS is dlopen'ed at first use: its library and every symbol kiln calls must
+// resolve, which this checks without a GPU.
+TEST(CudaPlan, CublasLoadsWithEverySymbol) { EXPECT_NO_THROW(load_cublas()); }
+#endif
 
 }  // namespace
 }  // namespace kiln::cuda

@@ -20,6 +20,9 @@ Tensor empty(const Dims& shape, DType dtype, Device device);
 void copy_into(const Tensor& dst, const Tensor& src);
 /** `t` if it has `dtype` and is dense, else a converted dense copy on `device`. */
 Tensor dense(const Tensor& t, DType dtype, Device device);
+/** Opens cuBLAS (it is loaded on first use, not linked) and resolves the functions kiln
+ * calls; throws a backend Error naming what is missing. Needs no GPU. */
+void load_cublas();
 /** f16/bf16 arithmetic runs in f32 where a kernel needs a separate buffer. */
 inline DType compute_dtype(DType d) { return d == DType::f16 || d == DType::bf16 ? DType::f32 : d; }
 

@@ -3,9 +3,11 @@
 // when allow_tf32() says so; f16/bf16 accumulate in f32.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "kiln/backend/cuda/kernels.h"
 #include "kiln/backend/cuda/plan.h"
@@ -21,9 +23,56 @@ using ops::OpCall;
 
 namespace {
 
+// cuBLAS is opened on first use rather than linked: mapping libcublas and libcublasLt
+// (about 600 MB) would cost every kiln process ~150 ms at start, GPU or not.
+struct Cublas {
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasSetWorkspace_v2) set_workspace;
+  decltype(&cublasSetMathMode) set_math_mode;
+  decltype(&cublasGetStatusString) status_string;
+  cublasStatus_t (*gemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                         int, int, const void*, const void*, cudaDataType, int,
+                                         long long, const void*, cudaDataType, int, long long,
+                                         const void*, void*, cudaDataType, int, long long, int,
+                                         cublasComputeType_t, cublasGemmAlgo_t);
+};
+
+const Cublas& cublas() {
+  static const Cublas api = [] {
+    // By soname (the loader's paths), else from the toolkit kiln was built against.
+    std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) lib = dlopen((std::string(KILN_CUDA_LIBDIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+    KILN_CHECK(lib, backend, "[cuBLAS] cannot load {} (also tried {}): {}", name, KILN_CUDA_LIBDIR,
+               dlerror());
+    auto sym = [&](const char* symbol) {
+      void* f = dlsym(lib, symbol);
+      KILN_CHECK(f, backend, "[cuBLAS] {} has no {}", name, symbol);
+      return f;
+    };
+    Cublas c;
+    c.create = reinterpret_cast<decltype(c.create)>(sym("cublasCreate_v2"));
+    c.set_stream = reinterpret_cast<decltype(c.set_stream)>(sym("cublasSetStream_v2"));
+    c.set_workspace = reinterpret_cast<decltype(c.set_workspace)>(sym("cublasSetWorkspace_v2"));
+    c.set_math_mode = reinterpret_cast<decltype(c.set_math_mode)>(sym("cublasSetMathMode"));
+    c.status_string = reinterpret_cast<decltype(c.status_string)>(sym("cublasGetStatusString"));
+    c.gemm_strided_batched =
+        reinterpret_cast<decltype(c.gemm_strided_batched)>(sym("cublasGemmStridedBatchedEx"));
+    return c;
+  }();
+  return api;
+}
+
+}  // namespace
+
+void load_cublas() { cublas(); }
+
+namespace {
+
 void check_blas(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
-  fail(ErrorKind::backend, "[cuBLAS] {} failed: {} ({})", what, cublasGetStatusString(s),
+  fail(ErrorKind::backend, "[cuBLAS] {} failed: {} ({})", what, cublas().status_string(s),
        static_cast<int>(s));
 }
 
@@ -31,7 +80,7 @@ HandlePool& blas_pool() {
   static auto* pool = new HandlePool("cuBLAS handle", [](Device d) -> void* {
     set_device(d.index);
     cublasHandle_t h = nullptr;
-    check_blas(cublasCreate(&h), "cublasCreate");
+    check_blas(cublas().create(&h), "cublasCreate");
     return h;
   });
   return *pool;
@@ -57,10 +106,11 @@ cublasHandle_t handle() {
   auto h = static_cast<cublasHandle_t>(blas_pool().acquire(d));  // checks D8
   set_device(d.index);
   auto s = static_cast<cudaStream_t>(current_stream(d).native_handle());
-  check_blas(cublasSetStream(h, s), "cublasSetStream");
-  check_blas(cublasSetWorkspace(h, workspace(h, s, d, kWorkspace), kWorkspace),
+  const Cublas& api = cublas();
+  check_blas(api.set_stream(h, s), "cublasSetStream");
+  check_blas(api.set_workspace(h, workspace(h, s, d, kWorkspace), kWorkspace),
              "cublasSetWorkspace");
-  check_blas(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+  check_blas(api.set_math_mode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
              "cublasSetMathMode");
   return h;
 }
@@ -84,11 +134,16 @@ Operand operand(const Tensor& t) {
 
 cudaDataType data_type(DType d) {
   switch (d) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::f64: return CUDA_R_64F;
-    case DType::f16: return CUDA_R_16F;
-    case DType::bf16: return CUDA_R_16BF;
-    default: fail(ErrorKind::unsupported, "[matmul] does not support dtype {} on cuda", d);
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::f64:
+      return CUDA_R_64F;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    default:
+      fail(ErrorKind::unsupported, "[matmul] does not support dtype {} on cuda", d);
   }
 }
 
@@ -110,18 +165,18 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
   float af = static_cast<float>(alpha), bf = static_cast<float>(beta);
   const void* pa = f64 ? static_cast<const void*>(&alpha) : &af;
   const void* pb = f64 ? static_cast<const void*>(&beta) : &bf;
-  cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
+  cublasComputeType_t compute = f64                                  ? CUBLAS_COMPUTE_64F
                                 : (dt == DType::f32 && allow_tf32()) ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                      : CUBLAS_COMPUTE_32F;
   // k == 0 is valid for cuBLAS: C = beta * C.
   for (int64_t v : {g.rows, g.cols, g.inner, g.ld_first, g.ld_second, g.batch})
-    KILN_CHECK(v < (int64_t(1) << 31), unsupported, "[matmul] size {} exceeds cuBLAS's int range", v);
-  check_blas(cublasGemmStridedBatchedEx(handle(), op(g.trans_first), op(g.trans_second),
-                                        i32(g.rows), i32(g.cols), i32(g.inner), pa, B.p, type,
-                                        i32(g.ld_first), g.stride_first, A.p, type,
-                                        i32(g.ld_second), g.stride_second, pb, cp, type,
-                                        i32(g.ldc), g.stride_c, i32(g.batch), compute,
-                                        CUBLAS_GEMM_DEFAULT),
+    KILN_CHECK(v < (int64_t(1) << 31), unsupported, "[matmul] size {} exceeds cuBLAS's int range",
+               v);
+  check_blas(cublas().gemm_strided_batched(
+                 handle(), op(g.trans_first), op(g.trans_second), i32(g.rows), i32(g.cols),
+                 i32(g.inner), pa, B.p, type, i32(g.ld_first), g.stride_first, A.p, type,
+                 i32(g.ld_second), g.stride_second, pb, cp, type, i32(g.ldc), g.stride_c,
+                 i32(g.batch), compute, CUBLAS_GEMM_DEFAULT),
              "cublasGemmStridedBatchedEx");
 }
 
@@ -141,8 +196,8 @@ Tensor batched(const Tensor& t, const Dims& batch) {
   for (size_t i = lead; i < batch.size(); ++i)
     st[i] = t.shape()[i - lead] == 1 ? 0 : t.strides()[i - lead];
   if (auto bs = collapsed_batch_stride(batch, st))
-    return make_view(t, Dims{nb, r, c}, Dims{*bs, t.strides()[t.dim() - 2], t.strides()[t.dim() - 1]},
-                     t.offset());
+    return make_view(t, Dims{nb, r, c},
+                     Dims{*bs, t.strides()[t.dim() - 2], t.strides()[t.dim() - 1]}, t.offset());
   Dims shape = batch;
   shape.push_back(r);
   shape.push_back(c);
