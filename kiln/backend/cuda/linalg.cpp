@@ -43,7 +43,8 @@ const Cublas& cublas() {
     // By soname (the loader's paths), else from the toolkit kiln was built against.
     std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
     void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) lib = dlopen((std::string(KILN_CUDA_LIBDIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+      lib = dlopen((std::string(KILN_CUDA_LIBDIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
     KILN_CHECK(lib, backend, "[cuBLAS] cannot load {} (also tried {}): {}", name, KILN_CUDA_LIBDIR,
                dlerror());
     auto sym = [&](const char* symbol) {
