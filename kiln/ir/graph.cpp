@@ -123,13 +123,12 @@ Graph::~Graph() = default;
 std::string Graph::unique_name(std::string base) {
   if (base.empty()) base = "v";
   if (base[0] == '_') base = base.substr(1);  // "_to_copy" prints as %to_copy
-  std::string name = base;
-  if (names_.count(name)) {
-    int& next = next_suffix_[base];
-    do name = base + "_" + std::to_string(++next);
-    while (names_.count(name));
-  }
-  names_.insert(name);
+  // A base seen before goes straight to its next suffix: two hash lookups per node.
+  auto [it, first_use] = next_suffix_.try_emplace(base, 0);
+  if (first_use && names_.insert(base).second) return base;
+  std::string name;
+  do name = base + "_" + std::to_string(++it->second);
+  while (!names_.insert(name).second);
   return name;
 }
 

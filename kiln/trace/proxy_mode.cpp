@@ -17,7 +17,11 @@ ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) { table_.r
 
 const ir::Ref* ProxyMode::find(const Tensor& t) const {
   auto it = table_.find(t.impl());
-  if (it == table_.end() || it->second.tensor.lock() != t.impl_ptr()) return nullptr;
+  if (it == table_.end()) return nullptr;
+  // The same live object, not a new one at a recycled address: same control block
+  // (compared without locking the weak pointer, i.e. without atomic reference counts).
+  const std::weak_ptr<TensorImpl>& w = it->second.tensor;
+  if (w.owner_before(t.impl_ptr()) || t.impl_ptr().owner_before(w)) return nullptr;
   return &it->second.ref;
 }
 
