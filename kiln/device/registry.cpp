@@ -97,8 +97,17 @@ DeviceBackend* cuda_backend();  // device/cuda_runtime.cpp
 DeviceBackend* cuda_backend() { return nullptr; }
 #endif
 
+namespace {
+DeviceBackend* g_test_backend[kNumDeviceTypes] = {};
+}  // namespace
+
+void set_device_backend_for_testing(DeviceType type, DeviceBackend* backend) {
+  g_test_backend[static_cast<int>(type)] = backend;
+}
+
 // The one registry of backends: add a line here per compiled backend.
 DeviceBackend* device_backend(DeviceType type) {
+  if (DeviceBackend* b = g_test_backend[static_cast<int>(type)]) return b;
   switch (type) {
     case DeviceType::cpu: return &cpu_backend();
     case DeviceType::cuda: return cuda_backend();  // null when built without CUDA

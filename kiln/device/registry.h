@@ -41,6 +41,11 @@ class DeviceBackend {
 /** The backend of `type`, or null when this build or machine has none. */
 DeviceBackend* device_backend(DeviceType type);
 
+/** Replaces the backend of `type` (null restores the built-in one): tests run the device
+ * runtime and dispatch logic of a backend this machine lacks against a stand-in (see
+ * tests/mock_cuda.h). Not synchronised with concurrent device use. */
+void set_device_backend_for_testing(DeviceType type, DeviceBackend* backend);
+
 /** Number of devices of `type` (0 for an absent backend; meta reports 1). Never throws. */
 int device_count(DeviceType type) noexcept;
 

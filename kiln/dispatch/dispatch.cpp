@@ -23,8 +23,11 @@ thread_local std::vector<Mode*> t_modes;
 thread_local size_t t_depth = 0;  // modes [0, t_depth) are active for the next dispatch
 thread_local DevicePolicy t_policy;
 
+const ops::KernelTable* g_test_tables[kNumDeviceTypes] = {};
+
 // The one registry of kernel tables: add a line per compiled backend.
 const ops::KernelTable* kernel_table(DeviceType type) {
+  if (const ops::KernelTable* t = g_test_tables[static_cast<int>(type)]) return t;
   switch (type) {
     case DeviceType::cpu: return &cpu::kernels();
 #if KILN_WITH_CUDA
@@ -412,6 +415,10 @@ void dispatch_into(OpKind op, std::span<const Value> args, std::span<Tensor> out
                to_string(meta.outs[i].dtype), meta.outs[i].shape.str(), device, o.meta_str());
   }
   launch(info, &checked_table(info, device), device, meta, args, outs);
+}
+
+void set_kernel_table_for_testing(DeviceType type, const ops::KernelTable* table) {
+  g_test_tables[static_cast<int>(type)] = table;
 }
 
 void launch_kernel(std::string_view op, Device device, std::function<void()> body) {

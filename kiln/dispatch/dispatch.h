@@ -80,6 +80,10 @@ void dispatch_into(ops::OpKind op, std::span<const Value> args, std::span<Tensor
  * views sharing the input's storage identity. Used by meta tensors and FakeMode. */
 Outputs dispatch_meta(ops::OpKind op, std::span<const Value> args);
 
+/** Replaces the kernel table of `type` (null restores the built-in one); with
+ * set_device_backend_for_testing, tests run a backend this machine lacks. */
+void set_kernel_table_for_testing(DeviceType type, const ops::KernelTable* table);
+
 /** Runs `body` the way dispatch runs every kernel: queued on `device`'s current
  * stream, under a KernelScope for `device` (D3, D8). For extension kernels. */
 void launch_kernel(std::string_view op, Device device, std::function<void()> body);

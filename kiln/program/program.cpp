@@ -170,9 +170,11 @@ TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs) {
       case Kind::user_input: {
         const Tensor& u = user_inputs[next_user++];
         const ir::ValueMeta& m = nodes[i]->meta()[0];
-        KILN_CHECK(u.defined() && u.shape() == m.shape && u.dtype() == m.dtype && u.device() == m.device,
-                   value, "[run] input '{}' expects {}, got {}", spec.target, m.str(),
-                   u.defined() ? ir::ValueMeta::of(u).str() : "an undefined tensor");
+        bool fits = u.defined() && u.shape() == m.shape && u.dtype() == m.dtype;
+        if (!fits || u.device() != m.device)  // (R3) a wrong device alone is a device mismatch
+          fail(fits ? ErrorKind::device_mismatch : ErrorKind::value,
+               "[run] input '{}' expects {}, got {}", spec.target, m.str(),
+               u.defined() ? ir::ValueMeta::of(u).str() : "an undefined tensor");
         inputs.push_back(u);
         continue;
       }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "mock_cuda.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -154,6 +155,13 @@ void expect_agrees_with_cpu(Device gpu) {
 
 TEST(F6, CudaAgreesWithFakeAndWithCpuOnEveryOp) {
   KILN_REQUIRE_CUDA(1);
+  expect_agrees_with_cpu(Device("cuda:0"));
+}
+
+// The same harness on the stand-in CUDA backend (CPU kernels behind cuda:0): device
+// rules, copies between backends and metadata of every op on a cuda device, anywhere.
+TEST(F6, MockCudaAgreesWithFakeAndWithCpuOnEveryOp) {
+  testing::MockCuda mock;
   expect_agrees_with_cpu(Device("cuda:0"));
 }
 

@@ -220,7 +220,7 @@ TEST(Export, MoveToDeviceRebindsEverything) {  // (X3)
   // By map: back to cpu:3; unmapped devices stay.
   move_to_device(p, {{Device("cpu:2"), Device("cpu:3")}});
   verify_no_device(p, {Device("cpu:2")});
-  expect_error([&] { p.run({to(in1[0], Device("cpu:2"))}); }, ErrorKind::value,
+  expect_error([&] { p.run({to(in1[0], Device("cpu:2"))}); }, ErrorKind::device_mismatch,
                "[run] input 'input_0' expects f32[16,16]@cpu:3, got f32[16,16]@cpu:2");  // (R3)
 }
 
