@@ -45,6 +45,13 @@ for t in "cuda_test" "fake_test --gtest_filter=F6*" "device_test"; do
   KILN_CPU_DEVICES=4 "$BUILD"/tests/$t --gtest_brief=1 >>"$OUT/tests.log" 2>&1 || status=1
 done
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|error" "$OUT/tests.log" | head -40
+if nvidia-smi -L >/dev/null 2>&1 && command -v compute-sanitizer >/dev/null; then
+  # Out-of-bounds and misaligned accesses in the kernels, on every op once (F6's leg).
+  log "compute-sanitizer memcheck on F6's CUDA leg (report only)"
+  timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$BUILD"/tests/fake_test --gtest_filter=F6.Cuda* >"$OUT/memcheck.log" 2>&1 \
+    && log "memcheck: clean" || log "memcheck: see memcheck.log (exit $?)"
+fi
 if nvidia-smi -L >/dev/null 2>&1; then
   log "kiln demo on the GPU (traced for cuda:0 with fake tensors, run on cuda:0)"
   "$BUILD"/tools/kiln/kiln demo --device cuda:0 2>&1 | tee -a "$OUT/tests.log" || status=1
