@@ -35,9 +35,6 @@ template <> struct OpMath<half> { using type = float; };
 template <> struct OpMath<bfloat> { using type = float; };
 template <typename T> using opmath_t = typename OpMath<T>::type;
 
-template <typename T> constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat>;
-template <typename T> constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
-
 /** Loads an element into its arithmetic type. */
 template <typename T>
 __host__ __device__ inline opmath_t<T> load(T v) {
@@ -66,6 +63,8 @@ inline cudaStream_t stream() {
   return static_cast<cudaStream_t>(current_stream(DeviceType::cuda).native_handle());
 }
 inline void check_launch(const char* what) { check(cudaGetLastError(), what); }
+/** A dim argument wrapped into [0, rank) (meta already checked its range). */
+inline int64_t wrap(int64_t d, int64_t rank) { return d < 0 ? d + std::max<int64_t>(rank, 1) : d; }
 
 /** Strides of `t` seen through a broadcast to `shape` (0 on broadcast dims). */
 inline Dims broadcast_strides(const Tensor& t, const Dims& shape) {

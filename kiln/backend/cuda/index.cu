@@ -13,8 +13,6 @@ namespace kiln::cuda {
 
 namespace {
 
-int64_t wrap(int64_t d, int64_t rank) { return d < 0 ? d + std::max<int64_t>(rank, 1) : d; }
-
 // The index as a dense int64 tensor on `device`: a CPU index is bounds-checked on the
 // host, then copied to the device.
 Tensor device_index(const Tensor& index, int64_t bound, Device device, const char* op) {

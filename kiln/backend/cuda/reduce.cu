@@ -1,7 +1,6 @@
 // Reductions, softmax and normalization on CUDA devices. As on the CPU, each op moves
 // the reduced dims last and makes the data a dense [outer, inner] matrix in the compute
 // dtype; then one thread block works on each row.
-#include <cfloat>
 #include <limits>
 
 #include "kiln/backend/cuda/common.cuh"
@@ -25,8 +24,6 @@ Rows to_rows(const Tensor& x, const std::vector<bool>& reduced, DType dtype) {
   return backend::to_rows(x, reduced, dtype,
                           [&](const Tensor& view, DType d) { return dense(view, d, x.device()); });
 }
-
-int64_t wrap(int64_t d, int64_t rank) { return d < 0 ? d + std::max<int64_t>(rank, 1) : d; }
 
 template <typename T>
 const T* row_ptr(const Rows& r) {
