@@ -331,17 +331,17 @@ void meta_addmm(const OpCall& c, MetaOut& out) {
 void meta_linear(const OpCall& c, MetaOut& out) {
   const Tensor& x = c.args.tensor(0);
   const Tensor& w = c.args.tensor(1);
-  Tensor bias = c.args.opt_tensor(2);
+  const Tensor* bias = c.args.opt_tensor_ptr(2);
   KILN_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), shape,
              "[linear] input {} and weight {} cannot be multiplied (expected weight [out, {}])",
              x.shape().str(), w.shape().str(), x.dim() ? x.size(-1) : 0);
   check_same_dtype(c, x, w);
   Dims shape = x.shape();
   shape[shape.size() - 1] = w.size(0);
-  if (bias.defined()) {
-    check_same_dtype(c, x, bias);
-    KILN_CHECK(bias.dim() <= 1 && bias.numel() == w.size(0), shape,
-               "[linear] bias of shape {} does not match {} output features", bias.shape().str(),
+  if (bias) {
+    check_same_dtype(c, x, *bias);
+    KILN_CHECK(bias->dim() <= 1 && bias->numel() == w.size(0), shape,
+               "[linear] bias of shape {} does not match {} output features", bias->shape().str(),
                w.size(0));
   }
   out.fresh(std::move(shape), x.dtype());
@@ -431,11 +431,12 @@ void meta_layer_norm(const OpCall& c, MetaOut& out) {
              name_of(c), ints_str(norm), x.shape().str());
   size_t n_affine = c.op == OpKind::layer_norm ? 2 : 1;
   for (size_t i = 0; i < n_affine; ++i) {
-    Tensor p = c.args.opt_tensor(2 + i);
-    KILN_CHECK(!p.defined() || p.shape() == Dims(norm), shape,
+    const Tensor* p = c.args.opt_tensor_ptr(2 + i);
+    if (!p) continue;
+    KILN_CHECK(p->shape() == Dims(norm), shape,
                "[{}] {} of shape {} does not match normalized_shape {}", name_of(c),
-               i == 0 ? "weight" : "bias", p.defined() ? p.shape().str() : "", ints_str(norm));
-    if (p.defined()) check_same_dtype(c, x, p);
+               i == 0 ? "weight" : "bias", p->shape().str(), ints_str(norm));
+    check_same_dtype(c, x, *p);
   }
   out.fresh(x.shape(), x.dtype());
 }

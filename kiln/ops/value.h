@@ -82,6 +82,8 @@ class Args {
   const Tensor& tensor(size_t i) const { return std::get<Tensor>(v_[i]); }
   /** An undefined Tensor for None. */
   Tensor opt_tensor(size_t i) const { return is_none(i) ? Tensor() : tensor(i); }
+  /** An optional tensor without copying the handle (meta functions run per op). */
+  const Tensor* opt_tensor_ptr(size_t i) const { return is_none(i) ? nullptr : &tensor(i); }
   const TensorList& tensors(size_t i) const { return std::get<TensorList>(v_[i]); }
   const Scalar& scalar(size_t i) const { return std::get<Scalar>(v_[i]); }
   int64_t i64(size_t i) const { return std::get<int64_t>(v_[i]); }
