@@ -96,7 +96,10 @@ ValueMeta ValueMeta::of(const Tensor& t) {
 
 std::string ValueMeta::str() const {
   std::string dims;
-  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? "," : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) dims += ',';
+    dims += std::to_string(shape[i]);
+  }
   return fmt::format("{}[{}]@{}", dtype, dims, device);
 }
 
