@@ -111,7 +111,9 @@ TEST(CudaPlan, GemmCallsComputeTheRowMajorProduct) {
         Tensor a = operand_in_layout(batch, m, k, la), b = operand_in_layout(batch, k, n, lb);
         GemmOperand pa = plan_operand(batch, m, k, a.strides()[0], a.strides()[1], a.strides()[2]);
         GemmOperand pb = plan_operand(batch, k, n, b.strides()[0], b.strides()[1], b.strides()[2]);
-        if (m > 0) EXPECT_EQ(pa.copy, la == 5 && m > 1 && k > 1);  // only odd strides copy
+        if (m > 0) {  // only odd strides copy
+          EXPECT_EQ(pa.copy, la == 5 && m > 1 && k > 1);
+        }
         // What the backend hands over: the view itself, or a dense copy.
         Tensor da = pa.copy ? contiguous(a) : a, db = pb.copy ? contiguous(b) : b;
         Tensor c = zeros({batch, m, n}, {.dtype = f64});

@@ -30,12 +30,6 @@ void expect_functional(const ir::Graph& g) {
   }
 }
 
-TensorList clones(const TensorList& ts) {
-  TensorList out;
-  for (const Tensor& t : ts) out.push_back(clone(t));
-  return out;
-}
-
 TEST(Functionalize, InputMutationInGraph) {  // (M3), (M4)
   Fn fn = [](const TensorList& in) {
     Tensor a = in[0];
@@ -362,7 +356,9 @@ TEST(Functionalize, RandomProgramsMatchEager) {  // (M1)-(M5)
         ASSERT_EQ(to_vector<double>(run_in[i]), to_vector<double>(eager_in[i]))
             << "input " << i << "\n" << p.graph.str();
         bool changed = to_vector<double>(eager_in[i]) != to_vector<double>(i ? y0 : x0);
-        if (changed) EXPECT_TRUE(p.inputs[i].data_mutated);
+        if (changed) {
+          EXPECT_TRUE(p.inputs[i].data_mutated);
+        }
       }
       ++checked;
     }

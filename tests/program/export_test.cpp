@@ -175,7 +175,9 @@ TEST(Export, ReferenceModelsRoundTrip) {
       EXPECT_TRUE(all_close(got[i], to_vector<double>(want[i]), 1e-5, 1e-5));
     for (const auto& [name, t] : loaded.state)  // buffer mutations (bn running stats)
       for (const auto& [mname, mt] : ref.module->state_dict())
-        if (mname == name) EXPECT_TRUE(all_close(t, to_vector<double>(mt), 1e-6, 1e-6)) << name;
+        if (mname == name) {
+          EXPECT_TRUE(all_close(t, to_vector<double>(mt), 1e-6, 1e-6)) << name;
+        }
     std::remove(path.c_str());
   }
 }

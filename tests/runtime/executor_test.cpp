@@ -45,7 +45,9 @@ TEST(Executor, EqualsEagerOnEveryReferenceModelAndDevice) {
       }
       for (const auto& [name, t] : p.state)  // write-backs (bn running statistics)
         for (const auto& [mname, mt] : ref.module->state_dict())
-          if (mname == name) EXPECT_TRUE(all_close(t, to_vector<double>(mt), 1e-6, 1e-6)) << name;
+          if (mname == name) {
+            EXPECT_TRUE(all_close(t, to_vector<double>(mt), 1e-6, 1e-6)) << name;
+          }
     }
   }
 }
