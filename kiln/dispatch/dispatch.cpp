@@ -194,9 +194,9 @@ ops::MetaOut run_meta(const OpInfo& info, std::span<const Value> args, Device de
 
 }  // namespace
 
-Outputs dispatch_meta(OpKind op, std::span<const Value> args) {
-  const OpInfo& info = ops::op_info(op);
-  Device device = op_device(op, args);
+namespace {
+// Metadata-only outputs of `op` on `device` (already folded from the arguments).
+Outputs meta_outputs(const OpInfo& info, std::span<const Value> args, Device device) {
   ops::MetaOut meta = run_meta(info, args, device);
   if (!info.meta) {  // derived in-place: the output is self
     Outputs outs;
@@ -204,6 +204,11 @@ Outputs dispatch_meta(OpKind op, std::span<const Value> args) {
     return outs;
   }
   return materialize(info, args, meta, device, /*allocator=*/nullptr);
+}
+}  // namespace
+
+Outputs dispatch_meta(OpKind op, std::span<const Value> args) {
+  return meta_outputs(ops::op_info(op), args, op_device(op, args));
 }
 
 namespace {
@@ -379,7 +384,7 @@ const ops::KernelTable& checked_table(const OpInfo& info, Device device) {
 Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
   const OpInfo& info = ops::op_info(op);
   Device device = op_device(op, args);
-  if (device.type == DeviceType::meta) return dispatch_meta(op, args);
+  if (device.type == DeviceType::meta) return meta_outputs(info, args, device);
   Allocator* allocator = &device_allocator(device);  // checks the device exists
   ops::MetaOut meta = run_meta(info, args, device);
   if (info.is_view()) return materialize(info, args, meta, device, allocator);
