@@ -31,6 +31,7 @@ class CpuBackend final : public DeviceBackend {
   void configure(int n) {
     KILN_CHECK(n >= 1 && n <= 1024, value, "[set_cpu_device_count] expected 1..1024, got {}", n);
     std::lock_guard lock(mu_);
+    env_error_.clear();  // an explicit count replaces the environment's
     if (n == count_.load()) return;
     KILN_CHECK(!used_, value,
                "[set_cpu_device_count] cannot change the CPU device count from {} to {} after "
@@ -40,20 +41,23 @@ class CpuBackend final : public DeviceBackend {
     count_.store(n, std::memory_order_release);
   }
 
-  static int env_count() {
-    const char* env = std::getenv("KILN_CPU_DEVICES");
-    if (!env || !*env) return 1;
-    char* end = nullptr;
-    long n = std::strtol(env, &end, 10);
-    KILN_CHECK(*end == '\0' && n >= 1 && n <= 1024, value,
-               "KILN_CPU_DEVICES must be an integer in 1..1024, got '{}'", env);
-    return static_cast<int>(n);
-  }
-
+  // A malformed KILN_CPU_DEVICES is reported when a CPU device is first used (every use
+  // checks availability), never from device_count(), which must not throw.
   CpuBackend() {
-    int n = env_count();
+    int n = 1;
+    if (const char* env = std::getenv("KILN_CPU_DEVICES"); env && *env) {
+      char* end = nullptr;
+      long v = std::strtol(env, &end, 10);
+      if (*end == '\0' && v >= 1 && v <= 1024) n = static_cast<int>(v);
+      else env_error_ = fmt::format("KILN_CPU_DEVICES must be an integer in 1..1024, got '{}'", env);
+    }
     for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>());
     count_ = n;
+  }
+
+  void check_env() const {
+    if (!env_error_.empty()) [[unlikely]]
+      fail(ErrorKind::value, "{}", env_error_);
   }
 
  private:
@@ -73,6 +77,7 @@ class CpuBackend final : public DeviceBackend {
   std::vector<std::unique_ptr<Slot>> slots_;  // grows only; never shrinks
   std::atomic<int> count_{1};
   std::atomic<bool> used_{false};
+  std::string env_error_;  // cleared by an explicit set_cpu_device_count
 };
 
 CpuBackend& cpu_backend() {
@@ -126,6 +131,7 @@ void set_cpu_device_count(int n) { cpu_backend().configure(n); }
 
 void check_device_available(Device device) {
   if (device.type == DeviceType::meta) return;
+  if (device.type == DeviceType::cpu) cpu_backend().check_env();
   int n = device_count(device.type);
   KILN_CHECK(n > 0, device, "[device] {} is not available: this build or machine has no {} devices",
              device, device.type);

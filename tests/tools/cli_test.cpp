@@ -117,6 +117,13 @@ TEST(Cli, ErrorsAreOneLineWithNonZeroExit) {
   EXPECT_TRUE(has(model.out, "unknown reference model 'resnet'")) << model.out;
   Result usage = kiln_cmd("frobnicate");
   EXPECT_NE(usage.code, 0);
+  // A malformed environment is an error on first use, never a crash.
+  for (const char* cmd : {"demo", "export --model mlp -o /dev/null"}) {
+    Result env = kiln_cmd(cmd, "KILN_CPU_DEVICES=abc");
+    EXPECT_EQ(env.code, 1) << cmd;
+    EXPECT_TRUE(has(env.out, "kiln: error: KILN_CPU_DEVICES must be an integer in 1..1024, got 'abc'"))
+        << env.out;
+  }
 }
 
 TEST(Cli, DemoPerformsTheMainJob) {
