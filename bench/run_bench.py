@@ -19,6 +19,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 
@@ -59,7 +60,7 @@ KILN_FILTER = ("BM_TinyAdd$|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add1
                "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/")
 
 
-def kiln_round(build):
+def kiln_round(build, work):
     out = run([f"{build}/bench/kiln_bench", f"--benchmark_filter={KILN_FILTER}",
                "--benchmark_format=json", "--benchmark_min_time=0.2"])
     res = {}
@@ -73,6 +74,10 @@ def kiln_round(build):
         run([f"{build}/tools/kiln/kiln", "export", "--model", "block", "-o", f])
         run([f"{build}/tools/kiln/kiln", "run", f])
         res["process"] = {"seconds": time.perf_counter() - t0}
+    # The demo's GPT (and BENCH's MLP) on cpu:0, eager and as a program; the weights and
+    # input land in `work` for the PyTorch side (bench/gpu_peer.py) to run identically.
+    for r in json_lines(run([f"{build}/bench/kiln_gpu_models", work, "200", "cpu:0"])):
+        res[f"{r['model']} {r['impl']}"] = {"seconds": r["ms"] * 1e-3}
     return res
 
 
@@ -86,8 +91,11 @@ def have_torch():
         return False
 
 
-def peer_round():
+def peer_round(work):
     recs = []
+    for r in json_lines(run([TORCH_PY, os.path.join(ROOT, "bench", "gpu_peer.py"), work,
+                             "--reps", "200", "--device", "cpu"])):
+        recs.append({"case": f"{r['model']} torch eager cpu", "median": r["ms"], "unit": "ms"})
     if os.path.exists(f"{PEER_BUILD}/eager_dispatch_cpp"):
         recs += json_lines(run([f"{PEER_BUILD}/eager_dispatch_cpp", "100000", "5"]))
     if os.path.exists(f"{PEER_BUILD}/membw"):
@@ -186,6 +194,13 @@ def build_rows(k, p):
         r = bw * 1e9 / add
         row("add 2 x 16M f32 (vs 1-thread triad bandwidth)", f"{add / 1e9:.1f} GB/s", f"{bw:.1f} GB/s",
             f"{r:.2f}x of bound", "<= 1.3x", r <= 1.3)
+    # No BENCH.md target: reported so the demo model's speed is visible (same weights).
+    gpt_peer = ms(peer_value(p, "gpt torch eager cpu", "ms"))
+    for impl in ("eager", "program"):
+        kv = kiln_value(k, f"gpt kiln {impl}")
+        r = "-" if kv is None or gpt_peer is None else f"{kv / gpt_peer:.2f}x"
+        row(f"GPT of `kiln demo` (2 x 64 wide, 2 x 32 tokens), kiln {impl} vs PyTorch eager",
+            fmt_t(kv), fmt_t(gpt_peer), r, "- (none set)", None)
     proc = kiln_value(k, "process")
     row("kiln export + kiln run of BLOCK, whole processes", fmt_t(proc),
         fmt_t(peer_value(p, "import torch", "s")) + " (import torch)", "-", "<= 0.1 s",
@@ -236,12 +251,14 @@ def main():
     if not peers:
         log("bench: PyTorch peers unavailable (KILN_WITH_TORCH=1 make bench installs them); kiln only")
     k_rounds, p_rounds = [], []
+    work = tempfile.mkdtemp(prefix="kiln-bench-")
     for r in range(args.rounds):
         log(f"bench: round {r + 1}/{args.rounds}: kiln")
-        k_rounds.append(kiln_round(args.build))
+        k_rounds.append(kiln_round(args.build, work))
         if peers:
             log(f"bench: round {r + 1}/{args.rounds}: peers")
-            p_rounds.append(peer_round())
+            p_rounds.append(peer_round(work))
+    shutil.rmtree(work, ignore_errors=True)
     rows = build_rows(k_rounds, p_rounds)
     text = table(rows)
     print(text)
