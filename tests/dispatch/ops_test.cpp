@@ -357,6 +357,19 @@ TEST(VectorMath, FastExpAndErfAreAccurate) {
   EXPECT_EQ(cpu::fast_erf(0.0f), 0.0f);
 }
 
+TEST(VectorMath, TanhGeluMatchesItsDefinition) {
+  std::vector<float> xs;
+  for (float x = -12.0f; x <= 12.0f; x += 0.00731f) xs.push_back(x);
+  std::vector<float> got = to_vector<float>(gelu(from_vector<float>(xs), "tanh"));
+  double worst = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double x = xs[i];
+    double want = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    worst = std::max(worst, std::abs(got[i] - want) / (1e-6 + std::abs(want)));
+  }
+  EXPECT_LT(worst, 2e-6);
+}
+
 TEST(VectorMath, FastTanhIsAccurateNearZeroAndSaturates) {
   double worst = 0;
   for (float x = -12.0f; x <= 12.0f; x += 0.000913f) {

@@ -129,9 +129,10 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
           return;
         case OpKind::gelu:
           if (tanh_gelu) {
+            // 0.5 v (1 + tanh(z)) = v sigmoid(2z): one exp and one division per element.
             unary_loop<T, T>(s.dst, x, [](T v) {
-              const T k = std::sqrt(T(2) / T(3.14159265358979323846));
-              return T(0.5) * v * (T(1) + vtanh(k * (v + T(0.044715) * v * v * v)));
+              const T k2 = T(2) * std::sqrt(T(2) / T(3.14159265358979323846));
+              return v / (T(1) + vexp(-k2 * (v + T(0.044715) * v * v * v)));
             });
           } else {
             unary_loop<T, T>(s.dst, x, [](T v) {
