@@ -140,6 +140,13 @@ TEST(MockCuda, ProgramsAndModulesRunOnTheGpu) {  // (R1, X3)
   EXPECT_TRUE(all_close(to(got[0], kCpu), to_vector<double>(want[0]), 1e-5, 1e-5));
   expect_error([&] { exec.run(ref.example_inputs); }, ErrorKind::device_mismatch,
                "[run] input 'input_0' expects i64[2,32]@cuda:0, got i64[2,32]@cpu:0");  // (R3)
+  // A program whose state lives on a GPU saves (through host copies) and loads back.
+  std::string again = ::testing::TempDir() + "kiln_mock_cuda_gpt_again.kiln";
+  save(loaded, again);
+  ExportedProgram reloaded = load_program(again);
+  runtime::Executor exec2(reloaded);
+  EXPECT_TRUE(all_close(to(exec2.run(inputs)[0], kCpu), to_vector<double>(want[0]), 1e-5, 1e-5));
+  std::remove(again.c_str());
   ExportedProgram moved = load_program(path, {{kGpu, kGpu1}});
   runtime::Executor exec1(moved);
   EXPECT_TRUE(all_close(to(exec1.run({to(ref.example_inputs[0], kGpu1)})[0], kCpu),
