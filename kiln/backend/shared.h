@@ -3,9 +3,19 @@
 // list, so every backend covers the same ops), and the host-side layout logic that
 // does not depend on where the data is. Backends pass their own copy/allocation.
 
+#include <span>
+#include <type_traits>
 #include <vector>
 
+#include "kiln/ops/meta.h"
 #include "kiln/ops/op_table.h"
+
+// Functions both the CPU kernels and the CUDA kernels (on the GPU) call.
+#if defined(__CUDACC__)
+#define KILN_HOST_DEVICE __host__ __device__
+#else
+#define KILN_HOST_DEVICE
+#endif
 
 // X(kernel, ops...): the kernel functions a backend defines and the ops each serves.
 // View ops need no kernel (dispatch builds them from meta); derived in-place ops use
@@ -79,6 +89,20 @@
   (m, __VA_ARGS__)
 
 namespace kiln::backend {
+
+/** base^e for integers (torch's semantics: negative exponents give 0 unless base is 1). */
+template <typename W>
+KILN_HOST_DEVICE inline W int_pow(W base, W e) {
+  if constexpr (std::is_signed_v<W>)
+    if (e < 0) return base == 1 ? 1 : 0;
+  W r = 1;
+  while (e) {
+    if (e & 1) r *= base;
+    base *= base;
+    e >>= 1;
+  }
+  return r;
+}
 
 /** A reduction's input as a dense [outer, inner] matrix: kept dims first (in order),
  * then reduced dims. */
@@ -175,6 +199,26 @@ inline Tensor as_left_matrix(const Tensor& a) {
 }
 inline Tensor as_right_matrix(const Tensor& b) {
   return b.dim() == 1 ? make_view(b, Dims{b.shape()[0], 1}, Dims{b.strides()[0], 0}, b.offset()) : b;
+}
+
+/** The broadcast batch shape of matmul's (matrix-promoted) operands. */
+inline Dims matmul_batch(const Tensor& a2, const Tensor& b2) {
+  Dims batch_a(std::span<const int64_t>(a2.shape().data(), a2.dim() - 2));
+  Dims batch_b(std::span<const int64_t>(b2.shape().data(), b2.dim() - 2));
+  return ops::broadcast_shapes(batch_a, batch_b, "matmul");
+}
+
+/** `t` ([..., r, c]) broadcast to batch dims `batch`, as a dense [nb, r, c] copy made with
+ * the backend's `empty(shape, like)` and `copy_into(dst, src)`. */
+template <typename Empty, typename CopyInto>
+Tensor dense_batch(const Tensor& t, const Dims& batch, Empty&& empty, CopyInto&& copy_into) {
+  int64_t r = t.shape()[t.dim() - 2], c = t.shape()[t.dim() - 1];
+  Dims shape = batch;
+  shape.push_back(r);
+  shape.push_back(c);
+  Tensor d = empty(shape, t);
+  copy_into(d, t);  // broadcasts the batch dims
+  return make_view(d, Dims{numel_of(batch), r, c}, Dims{r * c, c, 1}, 0);
 }
 
 }  // namespace kiln::backend

@@ -60,18 +60,6 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
       });
 }
 
-template <typename T>
-T int_pow(T base, T exp) {
-  if (exp < 0) return base == 1 ? 1 : 0;
-  T r = 1;
-  while (exp) {
-    if (exp & 1) r *= base;
-    base *= base;
-    exp >>= 1;
-  }
-  return r;
-}
-
 // Output goes straight into `out` when its dtype is the compute dtype, else through
 // a temporary that is converted at the end.
 struct Staged {
@@ -196,7 +184,7 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
           binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return std::pow(x, y); });
         else if constexpr (is_bool)
           binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x || !y; });
-        else binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return int_pow(x, y); });
+        else binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return backend::int_pow(x, y); });
         return;
       case OpKind::maximum:
         binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T {

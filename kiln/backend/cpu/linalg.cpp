@@ -127,19 +127,13 @@ void k_matmul(const OpCall& c, std::span<Tensor> outs) {
     gemm(mat(contiguous(a2), rows, k), b2, mat(out, rows, m), 1.0, 0.0);
     return;
   }
-  Dims batch_a(std::span<const int64_t>(a2.shape().data(), a2.dim() - 2));
-  Dims batch_b(std::span<const int64_t>(b2.shape().data(), b2.dim() - 2));
-  Dims batch = ops::broadcast_shapes(batch_a, batch_b, "matmul");
+  Dims batch = backend::matmul_batch(a2, b2);
   int64_t nb = numel_of(batch);
-  auto dense_batch = [&](const Tensor& t, int64_t r, int64_t cc) {
-    Dims shape = batch;
-    shape.push_back(r);
-    shape.push_back(cc);
-    Tensor d = empty(shape, t.dtype(), t.device());
-    copy_into(d, t);  // broadcasts the batch dims
-    return make_view(d, Dims{nb, r, cc}, Dims{r * cc, cc, 1}, 0);
+  auto fresh = [](const Dims& shape, const Tensor& like) {
+    return empty(shape, like.dtype(), like.device());
   };
-  Tensor A = dense_batch(a2, n, k), B = dense_batch(b2, k, m);
+  Tensor A = backend::dense_batch(a2, batch, fresh, copy_into);
+  Tensor B = backend::dense_batch(b2, batch, fresh, copy_into);
   Tensor O = make_view(out, Dims{nb, n, m}, Dims{n * m, m, 1}, out.offset());
   for (int64_t i = 0; i < nb; ++i) gemm(batch_slice(A, i), batch_slice(B, i), batch_slice(O, i), 1.0, 0.0);
 }

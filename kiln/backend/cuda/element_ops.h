@@ -8,7 +8,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kiln/backend/cuda/plan.h"  // KILN_HOST_DEVICE
+#include "kiln/backend/shared.h"  // KILN_HOST_DEVICE, int_pow
 #include "kiln/ops/op_table.h"
 
 namespace kiln::cuda {
@@ -71,19 +71,6 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
   }
 }
 
-template <typename W>
-KILN_HOST_DEVICE inline W int_pow(W base, W e) {
-  if constexpr (std::is_signed_v<W>)
-    if (e < 0) return base == 1 ? 1 : 0;
-  W r = 1;
-  while (e) {
-    if (e & 1) r *= base;
-    base *= base;
-    e >>= 1;
-  }
-  return r;
-}
-
 /** The binary op `op` of (x, y); add/sub scale y by `alpha`. */
 template <typename W>
 KILN_HOST_DEVICE inline W binary_w(ops::OpKind op, W x, W y, W alpha) {
@@ -106,7 +93,7 @@ KILN_HOST_DEVICE inline W binary_w(ops::OpKind op, W x, W y, W alpha) {
       case OpKind::div: return static_cast<W>(x / y);
       case OpKind::pow:
         if constexpr (std::is_floating_point_v<W>) return pow(x, y);
-        else return int_pow(x, y);
+        else return backend::int_pow(x, y);
       case OpKind::maximum:
       case OpKind::minimum:
         if (is_nan(x) || is_nan(y)) return static_cast<W>(x + y);

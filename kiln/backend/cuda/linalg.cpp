@@ -199,12 +199,10 @@ Tensor batched(const Tensor& t, const Dims& batch) {
   if (auto bs = collapsed_batch_stride(batch, st))
     return make_view(t, Dims{nb, r, c},
                      Dims{*bs, t.strides()[t.dim() - 2], t.strides()[t.dim() - 1]}, t.offset());
-  Dims shape = batch;
-  shape.push_back(r);
-  shape.push_back(c);
-  Tensor d = empty(shape, t.dtype(), t.device());
-  copy_into(d, t);  // broadcasts the batch dims
-  return make_view(d, Dims{nb, r, c}, Dims{r * c, c, 1}, 0);
+  auto fresh = [](const Dims& shape, const Tensor& like) {
+    return empty(shape, like.dtype(), like.device());
+  };
+  return backend::dense_batch(t, batch, fresh, copy_into);
 }
 
 }  // namespace
@@ -242,9 +240,7 @@ void k_matmul(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   Tensor a2 = backend::as_left_matrix(a), b2 = backend::as_right_matrix(b);
   int64_t m = a2.shape()[a2.dim() - 2], n = b2.shape()[b2.dim() - 1];
-  Dims batch_a(std::span<const int64_t>(a2.shape().data(), a2.dim() - 2));
-  Dims batch_b(std::span<const int64_t>(b2.shape().data(), b2.dim() - 2));
-  Dims batch = ops::broadcast_shapes(batch_a, batch_b, "matmul");
+  Dims batch = backend::matmul_batch(a2, b2);
   int64_t nb = numel_of(batch);
   Tensor o = make_view(out, Dims{nb, m, n}, Dims{m * n, n, 1}, out.offset());
   gemm(batched(a2, batch), batched(b2, batch), o, 1.0, 0.0);

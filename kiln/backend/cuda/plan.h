@@ -9,14 +9,9 @@
 #include <optional>
 #include <vector>
 
+#include "kiln/backend/shared.h"  // KILN_HOST_DEVICE
 #include "kiln/core/dims.h"
 #include "kiln/core/error.h"
-
-#if defined(__CUDACC__)
-#define KILN_HOST_DEVICE __host__ __device__
-#else
-#define KILN_HOST_DEVICE
-#endif
 
 namespace kiln::cuda {
 
