@@ -90,15 +90,39 @@
 
 namespace kiln::backend {
 
-/** base^e for integers (torch's semantics: negative exponents give 0 unless base is 1). */
+/** x + y and x * y with two's-complement wrap-around for signed integers (the result
+ * PyTorch's kernels give; signed overflow is undefined in C++). Other types as usual. */
+template <typename T>
+KILN_HOST_DEVICE inline T wrap_add(T x, T y) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(x) + static_cast<U>(y)));
+  } else {
+    return x + y;
+  }
+}
+template <typename T>
+KILN_HOST_DEVICE inline T wrap_mul(T x, T y) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    using P = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, U>;  // no int promotion
+    return static_cast<T>(static_cast<U>(static_cast<P>(static_cast<U>(x)) * static_cast<P>(static_cast<U>(y))));
+  } else {
+    return x * y;
+  }
+}
+
+/** base^e for integers, wrapping on overflow. Negative exponents (reached only with a
+ * tensor exponent; a negative scalar exponent is an error) give 1 for base 1, +-1 for
+ * base -1 and 0 otherwise, as in PyTorch. */
 template <typename W>
 KILN_HOST_DEVICE inline W int_pow(W base, W e) {
   if constexpr (std::is_signed_v<W>)
-    if (e < 0) return base == 1 ? 1 : 0;
+    if (e < 0) return base == 1 ? W(1) : base == W(-1) ? W(e % 2 ? -1 : 1) : W(0);
   W r = 1;
   while (e) {
-    if (e & 1) r *= base;
-    base *= base;
+    if (e & 1) r = wrap_mul(r, base);
+    base = wrap_mul(base, base);
     e >>= 1;
   }
   return r;
@@ -175,6 +199,7 @@ void cat_into(const Tensor& out, const TensorList& inputs, int64_t dim, CopyInto
   int64_t d = dim < 0 ? dim + out.dim() : dim;
   int64_t at = 0;
   for (const Tensor& t : inputs) {
+    if (t.numel() == 0) continue;  // nothing to copy (and legacy [0] tensors have another rank)
     int64_t len = t.shape()[d];
     Dims shape = out.shape();
     shape[d] = len;

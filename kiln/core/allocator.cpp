@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "kiln/core/error.h"
+
 namespace kiln {
 
 namespace {
@@ -12,17 +14,18 @@ constexpr size_t kSmall = 512;          // granularity below 1 MiB
 constexpr size_t kLargeThreshold = 1 << 20;
 constexpr size_t kHuge = 2 << 20;       // granularity and alignment of large blocks
 
+// Null when the OS refuses.
 void* os_alloc(size_t size) {
   size_t align = size >= kLargeThreshold ? kHuge : 64;
   void* p = std::aligned_alloc(align, size);
-  if (!p) throw std::bad_alloc();
-  if (size >= kLargeThreshold) madvise(p, size, MADV_HUGEPAGE);
+  if (p && size >= kLargeThreshold) madvise(p, size, MADV_HUGEPAGE);
   return p;
 }
 }  // namespace
 
 size_t CachingHostAllocator::round_size(size_t nbytes) {
   if (nbytes == 0) return 0;
+  if (nbytes > SIZE_MAX - kHuge) return SIZE_MAX;  // rounding would wrap; the OS refuses it
   size_t g = nbytes < kLargeThreshold ? kSmall : kHuge;  // both powers of two
   return (nbytes + g - 1) & ~(g - 1);
 }
@@ -41,7 +44,15 @@ void* CachingHostAllocator::allocate(size_t nbytes) {
   } else {
     lock.unlock();
     p = os_alloc(size);
+    if (!p) {  // give the cache back to the OS and try once more
+      empty_cache();
+      p = os_alloc(size);
+    }
     lock.lock();
+    KILN_CHECK(p, out_of_memory,
+               "[alloc] {} is out of memory: tried to allocate {} bytes ({:.2f} GiB) with {} bytes "
+               "in use",
+               device_, nbytes, double(nbytes) / double(1ull << 30), stats_.bytes_in_use);
     ++stats_.num_os_allocs;
   }
   ++stats_.num_allocs;

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -40,6 +41,8 @@ class Allocator {
  * Blocks are 64-byte aligned; large ones are 2 MiB aligned and asked to use huge pages. */
 class CachingHostAllocator final : public Allocator {
  public:
+  /** `device` names the allocator in out-of-memory errors ("cpu:1"). */
+  explicit CachingHostAllocator(std::string device = "cpu") : device_(std::move(device)) {}
   ~CachingHostAllocator() override;
   void* allocate(size_t nbytes) override;
   void deallocate(void* ptr, size_t nbytes) override;
@@ -51,6 +54,7 @@ class CachingHostAllocator final : public Allocator {
   static size_t round_size(size_t nbytes);
 
  private:
+  std::string device_;
   mutable std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   AllocatorStats stats_;

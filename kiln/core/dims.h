@@ -103,7 +103,7 @@ class Dims {
   void assign(const int64_t* p, size_t n) {
     size_ = 0;
     reserve(n);
-    std::memcpy(data(), p, n * sizeof(int64_t));
+    if (n) std::memcpy(data(), p, n * sizeof(int64_t));  // p may be null when n == 0
     size_ = static_cast<uint32_t>(n);
   }
   void release() {
@@ -126,23 +126,25 @@ class Dims {
   int64_t* heap_ = nullptr;
   uint32_t size_ = 0;
   uint32_t cap_ = 0;
-  int64_t inline_[kInline];
+  int64_t inline_[kInline] = {};  // zeroed: whole-buffer copies never read indeterminate bytes
 };
 
-/** Number of elements of a shape. */
+/** Number of elements of a shape. Never overflows: a count past int64 saturates at
+ * INT64_MAX, which every tensor constructor rejects (see check_sizes in tensor.h). */
 inline int64_t numel_of(const Dims& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(n, s, &n)) return INT64_MAX;
   return n;
 }
 
-/** Row-major strides of a shape. */
+/** Row-major strides of a shape (saturating, like numel_of). */
 inline Dims contiguous_strides(const Dims& shape) {
   Dims st(shape.size());
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(shape[i], 1), &acc)) acc = INT64_MAX;
   }
   return st;
 }

@@ -47,24 +47,60 @@ std::string Tensor::meta_str() const {
   return fmt::format("{}{}@{}", impl_->dtype, impl_->shape.str(), impl_->device);
 }
 
-Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* allocator) {
-  return make_tensor(shape, contiguous_strides(shape), dtype, device, allocator);
+namespace {
+// Element count of `shape`, with the product of max(size, 1) (the largest contiguous
+// stride) checked as well; -1 when either overflows int64.
+int64_t checked_count(const Dims& shape, std::string_view op) {
+  int64_t n = 1, span = 1;
+  for (int64_t s : shape) {
+    KILN_CHECK(s >= 0, shape, "[{}] Trying to create tensor with negative dimension {}: {}", op,
+               s, shape.str());
+    if (__builtin_mul_overflow(n, s, &n) ||
+        __builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span))
+      return -1;
+  }
+  return n;
+}
+}  // namespace
+
+size_t check_sizes(const Dims& shape, DType dtype, std::string_view op) {
+  int64_t n = checked_count(shape, op);
+  KILN_CHECK(n >= 0, shape, "[{}] size {} has more elements than int64 can hold", op,
+             shape.str());
+  int64_t nbytes = 0;
+  KILN_CHECK(!__builtin_mul_overflow(n, static_cast<int64_t>(kiln::itemsize(dtype)), &nbytes),
+             shape, "[{}] size {} of {} needs more bytes than the address space", op,
+             shape.str(), to_string(dtype));
+  return static_cast<size_t>(nbytes);
+}
+
+Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* allocator,
+                   std::string_view op) {
+  return make_tensor(shape, contiguous_strides(shape), dtype, device, allocator, op);
 }
 
 Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device device,
-                   Allocator* allocator) {
+                   Allocator* allocator, std::string_view op) {
+  size_t nbytes = check_sizes(shape, dtype, op);
   auto impl = make_pooled<TensorImpl>();
   impl->strides = strides;
   impl->shape = shape;
   impl->dtype = dtype;
   impl->device = device;
-  size_t nbytes = static_cast<size_t>(numel_of(shape)) * kiln::itemsize(dtype);
   void* data = allocator ? allocator->allocate(nbytes) : nullptr;
   impl->storage = make_pooled<StorageImpl>(data, nbytes, device, allocator, !allocator);
   return Tensor(std::move(impl));
 }
 
-Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset) {
+Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset,
+                 std::string_view op) {
+  KILN_CHECK(offset >= 0, shape, "[{}] invalid storage offset {}: offsets must be non-negative",
+             op, offset);
+  KILN_CHECK(checked_count(shape, op) >= 0, shape,
+             "[{}] size {} has more elements than int64 can hold", op, shape.str());
+  for (int64_t st : strides)
+    KILN_CHECK(st >= 0, shape, "[{}] negative stride {} in {}: kiln views need non-negative strides",
+               op, st, strides.str());
   auto impl = make_pooled<TensorImpl>();
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);

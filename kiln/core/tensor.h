@@ -110,13 +110,21 @@ class Tensor {
 /** Wraps `dim` (may be negative) into [0, rank); throws an index Error naming `op`. */
 int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op);
 
+/** Checks that `shape` can describe a tensor of `dtype`: no negative size, an element
+ * count (and every contiguous stride) that fits int64, and a byte size that fits the
+ * address space. Returns the byte size; throws a shape Error naming `op` otherwise. */
+size_t check_sizes(const Dims& shape, DType dtype, std::string_view op);
+
 /** Creates a tensor with fresh contiguous storage from `allocator` (or a fake one when
- * `allocator` is null). */
-Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* allocator);
+ * `allocator` is null). `op` names the caller in errors (see check_sizes). */
+Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* allocator,
+                   std::string_view op = "empty");
 /** The same with the contiguous strides of `shape` already computed. */
 Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device device,
-                   Allocator* allocator);
-/** Creates a view: new metadata over `base`'s storage. */
-Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset);
+                   Allocator* allocator, std::string_view op = "empty");
+/** Creates a view: new metadata over `base`'s storage. Sizes, strides and the offset
+ * must be non-negative and the element count must fit int64 (a shape Error otherwise). */
+Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset,
+                 std::string_view op = "view");
 
 }  // namespace kiln

@@ -37,7 +37,7 @@ class CpuBackend final : public DeviceBackend {
                "[set_cpu_device_count] cannot change the CPU device count from {} to {} after "
                "CPU devices were used; call it first (or set KILN_CPU_DEVICES)",
                count_.load(), n);
-    while (static_cast<int>(slots_.size()) < n) slots_.push_back(std::make_unique<Slot>());
+    while (static_cast<int>(slots_.size()) < n) slots_.push_back(std::make_unique<Slot>(static_cast<int>(slots_.size())));
     count_.store(n, std::memory_order_release);
   }
 
@@ -51,7 +51,7 @@ class CpuBackend final : public DeviceBackend {
       if (*end == '\0' && v >= 1 && v <= 1024) n = static_cast<int>(v);
       else env_error_ = fmt::format("KILN_CPU_DEVICES must be an integer in 1..1024, got '{}'", env);
     }
-    for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>());
+    for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>(i));
     count_ = n;
   }
 
@@ -62,6 +62,7 @@ class CpuBackend final : public DeviceBackend {
 
  private:
   struct Slot {
+    explicit Slot(int index) : allocator("cpu:" + std::to_string(index)) {}
     CachingHostAllocator allocator;
     Generator generator;
   };

@@ -143,7 +143,7 @@ Device op_device(OpKind op, std::span<const Value> args) {
         fold.add((*list)[j], specs[i].name, static_cast<int>(j), false);
     }
   }
-  KILN_CHECK(fold.have, internal, "[{}] has no tensor argument to take a device from", info.name);
+  KILN_CHECK(fold.have, value, "[{}] expected a non-empty list of tensors", info.name);
   return fold.device;
 }
 
@@ -157,10 +157,10 @@ Outputs materialize(const OpInfo& info, std::span<const Value> args, const ops::
         break;
       case ops::TensorMeta::Alias::view:
         outs.push_back(make_view(std::get<Tensor>(args[info.schema.view_of_arg]), m.shape,
-                                 m.strides, m.offset));
+                                 m.strides, m.offset, info.name));
         break;
       case ops::TensorMeta::Alias::none:
-        outs.push_back(make_tensor(m.shape, m.strides, m.dtype, device, allocator));
+        outs.push_back(make_tensor(m.shape, m.strides, m.dtype, device, allocator, info.name));
         break;
     }
   }

@@ -161,7 +161,12 @@ Tensor mul(const Tensor& a, Scalar b) { return mul(a, wrap(b)); }
 Tensor div(const Tensor& a, const Tensor& b) { return call1(OpKind::div, a, b); }
 Tensor div(const Tensor& a, Scalar b) { return div(a, wrap(b)); }
 Tensor pow(const Tensor& a, const Tensor& e) { return call1(OpKind::pow, a, e); }
-Tensor pow(const Tensor& a, Scalar e) { return pow(a, wrap(e)); }
+Tensor pow(const Tensor& a, Scalar e) {
+  KILN_CHECK(!(is_integral(a.dtype(), false) && !e.is_floating() && !e.is_bool() && e.to_int() < 0),
+             value, "[pow] Integers to negative integer powers are not allowed (exponent {})",
+             e.to_int());
+  return pow(a, wrap(e));
+}
 Tensor maximum(const Tensor& a, const Tensor& b) { return call1(OpKind::maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return call1(OpKind::minimum, a, b); }
 Tensor eq(const Tensor& a, const Tensor& b) { return call1(OpKind::eq, a, b); }

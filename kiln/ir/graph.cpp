@@ -1,3 +1,4 @@
+#include "kiln/core/overloaded.h"
 #include "kiln/ir/graph.h"
 
 #include <algorithm>
@@ -9,11 +10,6 @@
 namespace kiln::ir {
 
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 std::string ref_str(const Ref& r) {
   return r.output == 0 ? "%" + r.node->name() : fmt::format("%{}.{}", r.node->name(), r.output);

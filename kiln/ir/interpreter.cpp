@@ -1,3 +1,4 @@
+#include "kiln/core/overloaded.h"
 #include "kiln/ir/interpreter.h"
 
 #include <unordered_map>
@@ -7,10 +8,6 @@
 namespace kiln::ir {
 
 namespace {
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 }  // namespace
 
 TensorList interpret(const Graph& graph, const TensorList& inputs) {

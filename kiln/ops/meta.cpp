@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "kiln/ops/meta_util.h"
 
@@ -18,6 +19,29 @@ void check_same_dtype(const OpCall& c, const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dtype() == b.dtype(), dtype,
              "[{}] expected both operands to have the same dtype, but got {} and {}", name_of(c),
              a.dtype(), b.dtype());
+}
+
+// A fill value must be representable in the tensor's dtype (PyTorch's overflow check):
+// NaN, inf or an out-of-range number for an integer dtype, or a finite number past
+// f16's range, is an error instead of an undefined conversion.
+void check_fits(std::string_view op, const Scalar& v, DType d) {
+  bool ok = true;
+  if (is_integral(d, false)) {
+    int64_t lo = d == DType::i64 ? INT64_MIN : d == DType::i32 ? INT32_MIN : d == DType::i16 ? INT16_MIN
+                 : d == DType::i8 ? INT8_MIN : 0;
+    int64_t hi = d == DType::i64 ? INT64_MAX : d == DType::i32 ? INT32_MAX : d == DType::i16 ? INT16_MAX
+                 : d == DType::i8 ? INT8_MAX : UINT8_MAX;
+    if (v.is_floating()) {
+      double x = v.to_double();
+      ok = x >= static_cast<double>(lo) && x < static_cast<double>(hi) + 1.0;  // NaN fails
+    } else {
+      ok = v.to_int() >= lo && v.to_int() <= hi;
+    }
+  } else if (d == DType::f16 && v.is_floating() && std::isfinite(v.to_double())) {
+    ok = std::abs(v.to_double()) <= 65504.0;
+  }
+  KILN_CHECK(ok, value, "[{}] value {} cannot be converted to type {} without overflow", op,
+             v.str(), d);
 }
 
 void self_out(MetaOut& out, const Tensor& self) {
@@ -119,6 +143,7 @@ void meta_factory(const OpCall& c, MetaOut& out) {
     KILN_CHECK(s >= 0, shape, "[{}] negative dimension {} in size {}", name_of(c), s,
                ints_str(size));
   DType dtype = c.args.dtype(c.args.size() - 2);
+  if (c.op == OpKind::full) check_fits("full", c.args.scalar(1), dtype);
   if (c.op == OpKind::rand || c.op == OpKind::randn)
     KILN_CHECK(is_floating(dtype), dtype, "[{}] needs a floating point dtype, got {}", name_of(c),
                dtype);
@@ -128,13 +153,18 @@ void meta_factory(const OpCall& c, MetaOut& out) {
 void meta_arange(const OpCall& c, MetaOut& out) {
   double start = c.args.scalar(0).to_double(), end = c.args.scalar(1).to_double(),
          step = c.args.scalar(2).to_double();
+  KILN_CHECK(std::isfinite(start) && std::isfinite(end), value,
+             "[arange] unsupported range: {} -> {}", start, end);
   KILN_CHECK(step != 0, value, "[arange] step must be nonzero");
   KILN_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), value,
              "[arange] upper bound and larger bound inconsistent with step sign (start {}, end {}, "
              "step {})",
              start, end, step);
-  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  out.fresh(Dims{n}, c.args.dtype(3));
+  double count = std::ceil((end - start) / step);
+  KILN_CHECK(count < 0x1p63, shape,
+             "[arange] the range {} -> {} with step {} has more elements than int64 can hold",
+             start, end, step);
+  out.fresh(Dims{static_cast<int64_t>(count)}, c.args.dtype(3));
 }
 
 // ---- elementwise --------------------------------------------------------------
@@ -210,7 +240,10 @@ void meta_copy_(const OpCall& c, MetaOut& out) {
   self_out(out, self);
 }
 
-void meta_fill_(const OpCall& c, MetaOut& out) { self_out(out, c.args.tensor(0)); }
+void meta_fill_(const OpCall& c, MetaOut& out) {
+  check_fits("fill_", c.args.scalar(1), c.args.tensor(0).dtype());
+  self_out(out, c.args.tensor(0));
+}
 
 // ---- reductions ---------------------------------------------------------------
 
@@ -352,13 +385,20 @@ void meta_linear(const OpCall& c, MetaOut& out) {
 void meta_cat(const OpCall& c, MetaOut& out) {
   const TensorList& ts = c.args.tensors(0);
   KILN_CHECK(!ts.empty(), value, "[cat] expected a non-empty list of tensors");
-  const Tensor& first = ts[0];
-  KILN_CHECK(first.dim() > 0, shape, "[cat] zero-dimensional tensor cannot be concatenated");
+  for (size_t i = 0; i < ts.size(); ++i)
+    KILN_CHECK(ts[i].dim() > 0, shape,
+               "[cat] zero-dimensional tensor (at position {}) cannot be concatenated", i);
+  // As in PyTorch, 1-D tensors of size 0 (the legacy "empty" tensor) are skipped in the
+  // shape checks, whatever the rank of the others.
+  auto legacy_empty = [](const Tensor& t) { return t.dim() == 1 && t.shape()[0] == 0; };
+  auto ref = std::find_if(ts.begin(), ts.end(), [&](const Tensor& t) { return !legacy_empty(t); });
+  const Tensor& first = ref == ts.end() ? ts[0] : *ref;
   int64_t d = wrap_dim(c.args.i64(1), first.dim(), "cat");
   Dims shape = first.shape();
   shape[d] = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     const Tensor& t = ts[i];
+    if (legacy_empty(t)) continue;
     KILN_CHECK(t.dim() == first.dim(), shape,
                "[cat] tensors must have the same number of dimensions: got {} and {} (tensor {})",
                first.dim(), t.dim(), i);

@@ -25,13 +25,21 @@ int64_t strided_extent(const IntList& size, const IntList& stride, int64_t offse
                        std::string_view op) {
   KILN_CHECK(size.size() == stride.size(), shape, "[{}] mismatch in length of sizes ({}) and strides ({})",
              op, size.size(), stride.size());
+  KILN_CHECK(offset >= 0, shape, "[{}] invalid storage offset {}: offsets must be non-negative",
+             op, offset);
+  // One past the last element addressed, computed without overflow.
   int64_t extent = offset + 1;
+  bool overflow = false;
   for (size_t i = 0; i < size.size(); ++i) {
     KILN_CHECK(size[i] >= 0 && stride[i] >= 0, shape, "[{}] sizes and strides must be non-negative",
                op);
-    if (size[i] == 0) extent = 0;
-    if (extent) extent += (size[i] - 1) * stride[i];
+    if (size[i] == 0) return 0;
+    int64_t reach = 0;
+    overflow |= __builtin_mul_overflow(size[i] - 1, stride[i], &reach) ||
+                __builtin_add_overflow(extent, reach, &extent);
   }
+  KILN_CHECK(!overflow, shape, "[{}] size {} and stride {} at offset {} address more elements "
+             "than int64 can hold", op, ints_str(size), ints_str(stride), offset);
   return extent;
 }
 

@@ -2,16 +2,21 @@
 // the program (format version, device table, graph, signature, recipes) is JSON stored
 // under the metadata key "kiln.program". See docs/program-format.md.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "kiln/core/overloaded.h"
 #include "kiln/program/program.h"
 
 namespace kiln {
@@ -78,11 +83,6 @@ json meta_json(const ir::ValueMeta& m, DeviceTable& dt) {
 
 json ref_json(const ir::Ref& r) { return {{"node", r.node->name()}, {"output", r.output}}; }
 
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-
 json arg_json(const ir::Arg& a, DeviceTable& dt) {
   return std::visit(
       Overloaded{[](std::monostate) -> json { return {{"none", true}}; },
@@ -131,7 +131,9 @@ json graph_json(const ir::Graph& g, DeviceTable& dt) {
   return nodes;
 }
 
-// Readers: every access checked, every failure a format Error naming the file.
+// Readers: every access checked, every failure a format Error naming the file. Integer
+// fields must be JSON integers within range (a float is never truncated into one), and
+// every tensor description is bounded before anything is allocated from it.
 struct Reader {
   const std::string& path;
   const std::vector<Device>& devices;
@@ -140,17 +142,43 @@ struct Reader {
     if (!j.is_object() || !j.contains(key)) bad(path, fmt::format("{} has no '{}'", where, key));
     return j.at(key);
   }
+  int64_t integer(const json& j, const std::string& what) const {
+    if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > INT64_MAX)) {
+      std::string text = j.dump();
+      if (text.size() > 40) text = text.substr(0, 37) + "...";
+      bad(path, fmt::format("{} must be an integer within int64, got {}", what, text));
+    }
+    return j.get<int64_t>();
+  }
+  IntList integers(const json& j, const std::string& what) const {
+    if (!j.is_array()) bad(path, what + " must be a list of integers");
+    IntList v;
+    v.reserve(j.size());
+    for (const json& x : j) v.push_back(integer(x, what));
+    return v;
+  }
   template <typename T>
   T get(const json& j, const char* key, const std::string& where) const {
-    try {
-      return at(j, key, where).get<T>();
-    } catch (const json::exception&) {
-      bad(path, fmt::format("'{}' of {} has the wrong type", key, where));
+    const json& v = at(j, key, where);
+    std::string what = fmt::format("'{}' of {}", key, where);
+    if constexpr (std::is_same_v<T, IntList>) {
+      return integers(v, what);
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      int64_t i = integer(v, what);
+      if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max())
+        bad(path, fmt::format("{} is out of range: {}", what, i));
+      return static_cast<T>(i);
+    } else {
+      try {
+        return v.get<T>();
+      } catch (const json::exception&) {
+        bad(path, fmt::format("{} has the wrong type", what));
+      }
     }
   }
   Device device(const json& j, const std::string& where) const {
     if (!j.is_number_integer()) bad(path, where + ": a device must be a slot number");
-    int64_t s = j.get<int64_t>();
+    int64_t s = integer(j, where + ": a device slot");
     if (s < 0 || s >= static_cast<int64_t>(devices.size()))
       bad(path, fmt::format("{}: device slot {} is not in the device table ({} slots)", where, s,
                             devices.size()));
@@ -163,13 +191,38 @@ struct Reader {
       bad(path, fmt::format("{}: unknown dtype '{}'", where, name));
     }
   }
+  // A shape that describes a tensor kiln can hold (see check_sizes).
+  Dims shape(const IntList& v, DType dtype, const std::string& where) const {
+    Dims shape(v);
+    try {
+      check_sizes(shape, dtype, "load");
+    } catch (const Error& e) {
+      bad(path, fmt::format("{}: {}", where, e.what()));
+    }
+    return shape;
+  }
   ir::ValueMeta meta(const json& j, const std::string& where) const {
     ir::ValueMeta m;
-    m.shape = Dims(get<IntList>(j, "shape", where));
+    m.dtype = dtype(get<std::string>(j, "dtype", where), where);
+    m.shape = shape(get<IntList>(j, "shape", where), m.dtype, where);
     m.strides = Dims(get<IntList>(j, "strides", where));
     m.offset = get<int64_t>(j, "offset", where);
-    m.dtype = dtype(get<std::string>(j, "dtype", where), where);
     m.device = device(at(j, "device", where), where);
+    if (m.strides.size() != m.shape.size())
+      bad(path, fmt::format("{}: {} strides for a shape of rank {}", where, m.strides.size(),
+                            m.shape.size()));
+    // The elements addressed must fit int64: offset + sum((size - 1) * stride).
+    bool ok = m.offset >= 0;
+    int64_t last = m.offset;
+    for (size_t i = 0; ok && i < m.shape.size(); ++i) {
+      int64_t reach = 0;
+      ok = m.strides[i] >= 0 && (m.shape[i] == 0 || (!__builtin_mul_overflow(m.shape[i] - 1, m.strides[i], &reach) &&
+                                                   !__builtin_add_overflow(last, reach, &last)));
+    }
+    if (!ok)
+      bad(path, fmt::format("{}: strides {} at offset {} for shape {} are negative or address more "
+                            "elements than int64 can hold",
+                            where, m.strides.str(), m.offset, m.shape.str()));
     return m;
   }
 };
@@ -182,7 +235,12 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
     std::string name = r.get<std::string>(j, "node", where);
     auto it = by_name.find(name);
     if (it == by_name.end()) bad(r.path, fmt::format("{} refers to %{}, which is not defined before it", where, name));
-    return {it->second, r.get<int>(j, "output", where)};
+    ir::Node* node = it->second;
+    int output = r.get<int>(j, "output", where);
+    if (output < 0 || static_cast<size_t>(output) >= std::max<size_t>(node->meta().size(), 1))
+      bad(r.path, fmt::format("{} refers to output {} of %{}, which has {}", where, output, name,
+                              node->meta().size()));
+    return {node, output};
   };
   for (const json& n : nodes) {
     std::string name = r.get<std::string>(n, "name", "a node");
@@ -214,11 +272,11 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
           } else if (tag == "scalar") {
             if (v.contains("f")) args.emplace_back(Scalar(number_of(v.at("f"))));
             else if (v.contains("b")) args.emplace_back(Scalar(v.at("b").get<bool>()));
-            else args.emplace_back(Scalar(v.at("i").get<int64_t>()));
-          } else if (tag == "int") args.emplace_back(v.get<int64_t>());
+            else args.emplace_back(Scalar(r.integer(v.at("i"), where + ": an integer scalar")));
+          } else if (tag == "int") args.emplace_back(r.integer(v, where + ": an int argument"));
           else if (tag == "float") args.emplace_back(number_of(v));
           else if (tag == "bool") args.emplace_back(v.get<bool>());
-          else if (tag == "ints") args.emplace_back(v.get<IntList>());
+          else if (tag == "ints") args.emplace_back(r.integers(v, where + ": an ints argument"));
           else if (tag == "dtype") args.emplace_back(r.dtype(v.get<std::string>(), where));
           else if (tag == "device") args.emplace_back(r.device(v, where));
           else bad(r.path, fmt::format("{}: unknown argument kind '{}'", where, tag));
@@ -314,14 +372,14 @@ SafeFile read_safetensors_checked(const std::string& path) {
     Reader r{path, {}};
     auto dt = safe_dtype(r.get<std::string>(it.value(), "dtype", where));
     if (!dt) bad(path, where + ": unknown dtype " + it.value().at("dtype").dump());
-    IntList shape = r.get<IntList>(it.value(), "shape", where);
-    std::vector<uint64_t> off = r.get<std::vector<uint64_t>>(it.value(), "data_offsets", where);
-    for (int64_t s : shape)
-      if (s < 0) bad(path, where + ": negative dimension");
-    if (off.size() != 2 || off[0] > off[1] || off[1] > data_size)
-      bad(path, fmt::format("{}: data offsets [{}, {}] are out of range (the data has {} bytes)",
-                            where, off.empty() ? 0 : off[0], off.size() < 2 ? 0 : off[1], data_size));
-    uint64_t nbytes = static_cast<uint64_t>(numel_of(Dims(shape))) * itemsize(*dt);
+    IntList shape = r.shape(r.get<IntList>(it.value(), "shape", where), *dt, where).vec();
+    IntList offsets = r.get<IntList>(it.value(), "data_offsets", where);
+    if (offsets.size() != 2 || offsets[0] < 0 || offsets[0] > offsets[1] ||
+        static_cast<uint64_t>(offsets[1]) > data_size)
+      bad(path, fmt::format("{}: data offsets {} are out of range (the data has {} bytes)", where,
+                            Dims(offsets).str(), data_size));
+    uint64_t off[2] = {static_cast<uint64_t>(offsets[0]), static_cast<uint64_t>(offsets[1])};
+    uint64_t nbytes = check_sizes(Dims(shape), *dt, "load");
     if (off[1] - off[0] != nbytes)
       bad(path, fmt::format("{}: {} bytes of data for shape {} of {} ({} bytes expected)", where,
                             off[1] - off[0], Dims(shape).str(), to_string(*dt), nbytes));
@@ -362,9 +420,30 @@ SafeFile read_safetensors(const std::string& path) {
   return as_format_errors(path, [&] { return read_safetensors_checked(path); });
 }
 
+// Temporary files are named "<path>.kiln-tmp.<pid>" so that they are recognisable: a save
+// killed before its rename leaves one behind, and the next save to the same path removes
+// those whose process is gone (a live writer's file is left alone).
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string prefix = target.filename().string() + ".kiln-tmp.";
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      fs::remove(e.path(), ec);
+  }
+}
+
+// Writes a complete new file beside `path`, flushes it to disk, then renames it over
+// `path`: a reader (or a crash at any moment) sees the whole old file or the whole new one.
 void write_file_atomically(const std::string& path, const std::string& header,
                            const std::vector<std::pair<const void*, size_t>>& chunks) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  remove_stale_temporaries(path);
+  std::string tmp = path + ".kiln-tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   KILN_CHECK(f, format, "[save] cannot write '{}': {}", tmp, std::strerror(errno));
   uint64_t n = header.size();
@@ -373,8 +452,9 @@ void write_file_atomically(const std::string& path, const std::string& header,
   ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
     std::remove(tmp.c_str());
-    fail(ErrorKind::format, "[save] writing '{}' failed: {}", path, std::strerror(errno));
+    fail(ErrorKind::format, "[save] writing '{}' failed: {}", path, std::strerror(err));
   }
 }
 
@@ -515,11 +595,12 @@ ExportedProgram read_program_checked(const std::string& path) {
     }
   p.graph = graph_from_json(prog.at("graph"), r, node_constants);
   p.constants.insert(p.constants.end(), node_constants.begin(), node_constants.end());
-  for (const json& w : r.at(prog, "workspaces", "the program"))
+  for (const json& w : r.at(prog, "workspaces", "the program")) {
+    DType dtype = r.dtype(r.get<std::string>(w, "dtype", "a workspace"), "a workspace");
     p.workspaces.push_back({r.get<std::string>(w, "name", "a workspace"),
-                            Dims(r.get<IntList>(w, "shape", "a workspace")),
-                            r.dtype(r.get<std::string>(w, "dtype", "a workspace"), "a workspace"),
-                            r.device(r.at(w, "device", "a workspace"), "a workspace")});
+                            r.shape(r.get<IntList>(w, "shape", "a workspace"), dtype, "a workspace"),
+                            dtype, r.device(r.at(w, "device", "a workspace"), "a workspace")});
+  }
 
   // Inputs and outputs agree with the graph; state matches the input nodes it feeds.
   std::vector<ir::Node*> inputs = p.graph.inputs();
@@ -541,7 +622,25 @@ ExportedProgram read_program_checked(const std::string& path) {
       bad(path, fmt::format("'{}' is {}{} in the file but the program expects {}{}", s.target,
                             to_string(t->dtype()), t->shape().str(), to_string(m.dtype), m.shape.str()));
   }
-
+  // Mutation outputs name something the runtime can write back.
+  size_t n_user = std::count_if(p.signature.inputs.begin(), p.signature.inputs.end(),
+                                [](const InputSpec& s) { return s.kind == Kind::user_input; });
+  for (const OutputSpec& o : p.signature.outputs) {
+    if (o.kind == OutputSpec::Kind::user_input_mutation) {
+      size_t k = 0;
+      auto [end, ec] = std::from_chars(o.target.data() + std::min<size_t>(6, o.target.size()),
+                                       o.target.data() + o.target.size(), k);
+      if (o.target.rfind("input_", 0) != 0 || ec != std::errc() ||
+          end != o.target.data() + o.target.size() || k >= n_user)
+        bad(path, fmt::format("the mutated user input '{}' is not one of input_0..input_{}",
+                              o.target, static_cast<int64_t>(n_user) - 1));
+    } else if (o.kind == OutputSpec::Kind::buffer_mutation) {
+      bool known = std::any_of(p.signature.inputs.begin(), p.signature.inputs.end(), [&](const InputSpec& s) {
+        return s.kind != Kind::user_input && s.target == o.target;
+      });
+      if (!known) bad(path, fmt::format("the mutated buffer '{}' is not an input of the program", o.target));
+    }
+  }
   return p;
 }
 }  // namespace

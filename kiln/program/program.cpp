@@ -207,7 +207,16 @@ TensorList ExportedProgram::write_back(const TensorList& outs, const TensorList&
 }
 
 TensorList ExportedProgram::run(const TensorList& user_inputs) {
+  auto lock = lock_for_run();
   return write_back(ir::interpret(graph, bind_inputs(user_inputs)), user_inputs);
+}
+
+std::unique_lock<std::mutex> ExportedProgram::lock_for_run() const {
+  bool writes_own = !workspaces.empty() ||
+                    std::any_of(signature.outputs.begin(), signature.outputs.end(), [](const OutputSpec& s) {
+                      return s.kind == OutputSpec::Kind::buffer_mutation;
+                    });
+  return writes_own ? std::unique_lock(*run_mutex_) : std::unique_lock<std::mutex>();
 }
 
 std::vector<Device> ExportedProgram::devices() const {

@@ -2,6 +2,8 @@
 // Exported programs: a functional graph, its signature, state and constants (X1-X4),
 // device-agnostic files, and retargeting.
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +48,15 @@ struct WorkspaceRecipe {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// Note [Programs across threads]
+// A program's state, constants and workspaces are shared by everything that runs it: its
+// own run(), every Executor over it, and copies of it (a copy shares the tensors). A
+// program that writes its own state (buffer mutations, e.g. BatchNorm in training) or
+// has workspaces therefore runs one call at a time: run() and Executor::run hold the
+// program's run lock from binding the inputs to the last write-back, so concurrent
+// callers queue and every update lands exactly once. Programs that write nothing of
+// their own run concurrently. An Executor owns its planned buffers, so one Executor
+// serves one thread at a time; a second concurrent run on it is an Error, not a race.
 class ExportedProgram {
  public:
   ir::Graph graph;
@@ -67,11 +78,15 @@ class ExportedProgram {
   TensorList write_back(const TensorList& graph_outputs, const TensorList& user_inputs);
   /** Every distinct device the program refers to, in first-seen order. */
   std::vector<Device> devices() const;
+  /** The lock a run holds (see Note [Programs across threads]): the program's run lock
+   * when it writes its own state or has workspaces, else an empty lock. */
+  std::unique_lock<std::mutex> lock_for_run() const;
   /** The graph followed by the signature, one line per input and output. */
   std::string str() const;
 
  private:
   NamedTensors workspace_values_;
+  std::shared_ptr<std::mutex> run_mutex_ = std::make_shared<std::mutex>();
 };
 
 struct ExportOptions {

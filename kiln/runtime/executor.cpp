@@ -1,3 +1,4 @@
+#include "kiln/core/overloaded.h"
 #include "kiln/runtime/executor.h"
 
 #include <algorithm>
@@ -7,11 +8,6 @@
 namespace kiln::runtime {
 
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 // A tensor over `storage` with contiguous layout.
 Tensor over(const Storage& storage, const ir::ValueMeta& m) {
@@ -97,6 +93,14 @@ Executor::Executor(ExportedProgram& program) : program_(program) {
 }
 
 TensorList Executor::run(const TensorList& user_inputs) {
+  KILN_CHECK(!running_.exchange(true), value,
+             "[run] this Executor is already running on another thread; an Executor owns its "
+             "planned buffers, so use one Executor per thread (they may share the program)");
+  struct Done {
+    std::atomic<bool>& flag;
+    ~Done() { flag = false; }
+  } done{running_};
+  auto lock = program_.lock_for_run();
   TensorList inputs = program_.bind_inputs(user_inputs);  // (R3) before anything runs
   std::vector<Outputs> env(nodes_.size());
   std::unordered_map<const ir::Node*, size_t> index;

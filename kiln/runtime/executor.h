@@ -1,6 +1,8 @@
 #pragma once
 // The runtime: runs an ExportedProgram on its devices with a static memory plan.
 
+#include <atomic>
+
 #include "kiln/program/program.h"
 
 namespace kiln::runtime {
@@ -21,7 +23,8 @@ struct PlanStats {
 class Executor {
  public:
   explicit Executor(ExportedProgram& program);
-  /** Runs once; applies mutations as the signature says; returns the user outputs. */
+  /** Runs once; applies mutations as the signature says; returns the user outputs.
+   * One thread at a time per Executor (see Note [Programs across threads]). */
   TensorList run(const TensorList& user_inputs);
   const PlanStats& stats() const { return stats_; }
 
@@ -30,6 +33,7 @@ class Executor {
   std::vector<ir::Node*> nodes_;
   std::vector<Outputs> planned_;  // per node: preallocated outputs, or empty
   PlanStats stats_;
+  std::atomic<bool> running_{false};
 };
 
 }  // namespace kiln::runtime

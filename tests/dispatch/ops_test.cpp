@@ -288,7 +288,14 @@ TEST(DataMovement, IndexingOps) {
   Tensor x = view(arange(0, 12, 1, {.dtype = f32}), {3, 4});
   Tensor idx = from_vector<int64_t>({2, 0, 2});
   EXPECT_TRUE(all_close(index_select(x, 0, idx), {8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11}));
-  EXPECT_TRUE(all_close(index_select(x, 1, from_vector<int32_t>({3, -1})), {3, 3, 7, 7, 11, 11}));
+  EXPECT_TRUE(all_close(index_select(x, 1, from_vector<int32_t>({3, 3})), {3, 3, 7, 7, 11, 11}));
+  // Negative indices are out of bounds, as in PyTorch (no wrapping).
+  for (Tensor bad : {from_vector<int32_t>({3, -1}), from_vector<int64_t>({-4})})
+    expect_error([&] { index_select(x, 1, bad); }, ErrorKind::index, "[index_select] index -");
+  expect_error([&] { gather(x, 1, from_vector<int64_t>({-1}, {1, 1})); }, ErrorKind::index,
+               "[gather] index -1 is out of bounds");
+  expect_error([&] { embedding(x, from_vector<int64_t>({-1})); }, ErrorKind::index,
+               "[embedding] index -1 is out of bounds");
   Tensor g = gather(x, 1, from_vector<int64_t>({0, 3, 1, 1, 2, 0}, {3, 2}));
   EXPECT_TRUE(all_close(g, {0, 3, 5, 5, 10, 8}));
   Tensor e = embedding(x, from_vector<int64_t>({1, 1, 0, 2}, {2, 2}));

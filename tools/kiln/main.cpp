@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <random>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "kiln/kiln.h"
@@ -81,6 +83,38 @@ TensorList random_inputs(const ExportedProgram& p, uint64_t seed) {
   }
   return out;
 }
+
+// Run times in constant memory: exact count, min and max, and a uniform reservoir of at
+// most kKeep samples (Vitter's algorithm R) for the median and p90.
+class Timings {
+ public:
+  void add(double ms) {
+    ++n_;
+    lo_ = std::min(lo_, ms);
+    hi_ = std::max(hi_, ms);
+    if (kept_.size() < kKeep) {
+      kept_.push_back(ms);
+    } else if (uint64_t j = rng_() % static_cast<uint64_t>(n_); j < kKeep) {
+      kept_[j] = ms;
+    }
+  }
+  int64_t count() const { return n_; }
+  double min() const { return lo_; }
+  double max() const { return hi_; }
+  double quantile(double q) const {
+    std::vector<double> v = kept_;
+    size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    return v[k];
+  }
+
+ private:
+  static constexpr size_t kKeep = 4096;
+  std::vector<double> kept_;
+  std::mt19937_64 rng_{12345};
+  int64_t n_ = 0;
+  double lo_ = INFINITY, hi_ = -INFINITY;
+};
 
 // ---- kiln show ---------------------------------------------------------------------
 
@@ -164,6 +198,13 @@ int cmd_demo(const std::string& model, const std::string& trace_device, const st
 
   auto dir = std::filesystem::temp_directory_path() / ("kiln-demo-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  struct RemoveDir {  // on every way out, errors included
+    std::filesystem::path dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{dir};
   std::string path = (dir / (model + ".kiln")).string();
   t0 = Clock::now();
   save(p, path);
@@ -201,7 +242,6 @@ int cmd_demo(const std::string& model, const std::string& trace_device, const st
   bool ok = err <= 1e-4;
   std::printf("  eager   module forward on %s   %.2f ms\n", target.str().c_str(), t_eager);
   std::printf("  check   max |program - eager| = %.3g -> %s\n", err, ok ? "OK" : "MISMATCH");
-  std::filesystem::remove_all(dir);
   return ok ? 0 : 1;
 }
 
@@ -249,21 +289,21 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
     }
   }
   runtime::Executor exec(p);
-  std::vector<double> times;
+  Timings times;
   TensorList outs;
   bool tty = ::isatty(2);
   for (int i = 0; i < std::max(repeat, 1); ++i) {
     auto t0 = Clock::now();
     outs = exec.run(inputs);
-    times.push_back(ms_since(t0));
+    times.add(ms_since(t0));
     if (tty && repeat > 1) std::fprintf(stderr, "\rrun %d/%d", i + 1, repeat);
   }
   if (tty && repeat > 1) std::fprintf(stderr, "\n");
-  std::sort(times.begin(), times.end());
   std::printf("ran %s on", file.c_str());
   for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
-  std::printf(": %zu run(s), median %.3f ms (min %.3f, max %.3f)\n", times.size(), times[times.size() / 2],
-              times.front(), times.back());
+  std::printf(": %lld run(s), median %.3f ms, p90 %.3f ms (min %.3f, max %.3f)\n",
+              static_cast<long long>(times.count()), times.quantile(0.5), times.quantile(0.9),
+              times.min(), times.max());
   for (size_t i = 0; i < outs.size(); ++i)
     std::printf("  output_%zu: %s\n", i, outs[i].meta_str().c_str());
   if (!outputs_path.empty()) {
@@ -326,6 +366,9 @@ int main(int argc, char** argv) {
     if (show->parsed()) return cmd_show(file, format);
     if (run->parsed()) return cmd_run(file, device_map, inputs, outputs, repeat, seed);
   } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {  // anything else (e.g. the OS refusing memory) too
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
     return 1;
   }

@@ -96,7 +96,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         });
         return;
       case OpKind::relu:
-        unary_loop<T, T>(s.dst, x, [](T v) -> T { return v > T(0) ? v : T(0); });
+        unary_loop<T, T>(s.dst, x, [](T v) -> T { return v > T(0) || v != v ? v : T(0); });  // NaN stays
         return;
       default: break;
     }
@@ -160,18 +160,21 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
         if constexpr (is_bool) {
           binary_loop<T, T>(s.dst, a, b, [alpha](T x, T y) -> T { return x || (alpha && y); });
         } else if (alpha == T(1) && !sub) {
-          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x + y; });
+          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return backend::wrap_add(x, y); });
         } else if (alpha == T(1)) {
-          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x - y; });
+          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T {
+            return backend::wrap_add(x, backend::wrap_mul(T(-1), y));
+          });
         } else {
-          T k = sub ? T(-alpha) : alpha;
-          binary_loop<T, T>(s.dst, a, b, [k](T x, T y) -> T { return x + k * y; });
+          T k = sub ? backend::wrap_mul(T(-1), alpha) : alpha;
+          binary_loop<T, T>(s.dst, a, b,
+                            [k](T x, T y) -> T { return backend::wrap_add(x, backend::wrap_mul(k, y)); });
         }
         return;
       }
       case OpKind::mul:
         if constexpr (is_bool) binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x && y; });
-        else binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x * y; });
+        else binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return backend::wrap_mul(x, y); });
         return;
       case OpKind::div:
         if constexpr (std::is_floating_point_v<T>) {

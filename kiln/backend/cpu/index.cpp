@@ -6,12 +6,13 @@ namespace kiln::cpu {
 
 namespace {
 
-// Index values as a dense i64 array, each checked against `size`.
+// Index values as a dense i64 array, each checked against `size`. Negative indices are
+// out of bounds, as in PyTorch's index_select, gather and embedding.
 Tensor checked_index(const char* op, const Tensor& index, int64_t size, int64_t dim) {
   Tensor idx = contiguous(cast(index, DType::i64));
   const int64_t* p = idx.data<int64_t>();
   for (int64_t i = 0; i < idx.numel(); ++i)
-    KILN_CHECK(p[i] >= -size && p[i] < size, index,
+    KILN_CHECK(p[i] >= 0 && p[i] < size, index,
                "[{}] index {} is out of bounds for dimension {} with size {}", op, p[i], dim, size);
   return idx;
 }

@@ -85,6 +85,7 @@ inline D convert(S s) {
   else if constexpr (s_half) return convert<D>(static_cast<float>(s));
   else if constexpr (d_half) return D(static_cast<float>(s));
   else if constexpr (std::is_same_v<D, bool>) return s != S(0);
+  else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) return float_to_int<D>(s);
   else return static_cast<D>(s);
 }
 

@@ -46,7 +46,7 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
     for (int64_t i = 0; i < r.outer; ++i) {
       Acc<T> acc = 0;
       const T* row = p + i * r.inner;
-      for (int64_t j = 0; j < r.inner; ++j) acc += static_cast<Acc<T>>(row[j]);
+      for (int64_t j = 0; j < r.inner; ++j) acc = backend::wrap_add(acc, static_cast<Acc<T>>(row[j]));
       if (mean) o[i] = static_cast<T>(static_cast<double>(acc) / static_cast<double>(r.inner));
       else o[i] = static_cast<T>(acc);
     }

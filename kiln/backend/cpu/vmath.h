@@ -13,6 +13,7 @@ namespace kiln::cpu {
 /** e^x for float, relative error < 3e-7; e^x = 0 below -87.3, inf above 88.7, nan kept. */
 inline float fast_exp(float x) {
   float c = x < -87.3f ? -87.3f : x > 88.7f ? 88.7f : x;
+  c = c == c ? c : 0.0f;  // NaN: compute on 0 (never convert NaN to int), return x below
   // n = round(x / ln 2) with the 1.5 * 2^23 trick (exact, vectorizable without
   // fast-math); the remainder x - n ln2 in two steps (Cody-Waite) so it stays exact for
   // large |x|.

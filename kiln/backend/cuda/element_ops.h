@@ -49,7 +49,7 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
       case OpKind::abs:
         if constexpr (std::is_unsigned_v<W>) return v;
         else return v < W(0) ? static_cast<W>(-v) : v;
-      case OpKind::relu: return v > W(0) ? v : W(0);
+      case OpKind::relu: return v > W(0) || v != v ? v : W(0);  // NaN stays
       default: break;
     }
     if constexpr (std::is_floating_point_v<W>) {

@@ -24,7 +24,7 @@ Tensor device_index(const Tensor& index, int64_t bound, Device device, const cha
     for (int64_t d = 0; d < index.dim(); ++d) off += pos[d] * index.strides()[d];
     Tensor one = make_view(index, Dims{}, Dims{}, off);
     int64_t v = host_scalar<int64_t>(one);
-    KILN_CHECK(v >= -bound && v < bound, index, "[{}] index {} is out of range for size {}", op,
+    KILN_CHECK(v >= 0 && v < bound, index, "[{}] index {} is out of range for size {}", op,
                v, bound);
     host[n] = v < 0 ? v + bound : v;
     for (int64_t d = index.dim(); d-- > 0;) {
@@ -41,7 +41,7 @@ Tensor device_index(const Tensor& index, int64_t bound, Device device, const cha
 }
 
 __device__ inline int64_t checked(int64_t v, int64_t bound) {
-  if (v < -bound || v >= bound) {
+  if (v < 0 || v >= bound) {
     printf("kiln: index %lld is out of range for size %lld\n", static_cast<long long>(v),
            static_cast<long long>(bound));
     __trap();
