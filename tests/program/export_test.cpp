@@ -321,9 +321,90 @@ TEST_F(Malformed, SaveIsAtomic) {
   EXPECT_EQ(read_all(path), before);
 }
 
+void edit_program(const std::string& path, const std::function<void(json&)>& edit) {
+  edit_header(path, [&](json& h) {
+    json prog = json::parse(h["__metadata__"]["kiln.program"].get<std::string>());
+    edit(prog);
+    h["__metadata__"]["kiln.program"] = prog.dump();
+  });
+}
+// The meta of the program's user input node.
+json& user_input_meta(json& prog) {
+  std::string name;
+  for (const json& s : prog["signature"]["inputs"])
+    if (s["kind"] == "user_input") name = s["name"];
+  for (json& n : prog["graph"])
+    if (n["name"] == name) return n["meta"][0];
+  throw std::runtime_error("no user input");
+}
+
+// Shapes, strides and offsets in the graph are bounded at load, before anything is
+// allocated or indexed from them.
+TEST_F(Malformed, TensorDescriptionsAreBoundedAtLoad) {
+  std::string good = read_all(path);
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string message;
+  } cases[] = {
+      {[](json& m) { m["shape"] = {int64_t{1} << 62}; m["strides"] = {1}; },
+       "size [4611686018427387904] of f32 needs more bytes than the address space"},
+      {[](json& m) { m["shape"] = {int64_t{1} << 32, int64_t{1} << 32}; },
+       "size [4294967296, 4294967296] has more elements than int64 can hold"},
+      {[](json& m) { m["shape"] = {-2, 8}; }, "negative dimension -2"},
+      {[](json& m) { m["offset"] = -1; }, "are negative or address more elements than int64"},
+      {[](json& m) { m["strides"] = {INT64_MAX, 1}; }, "address more elements than int64"},
+      {[](json& m) { m["strides"] = {1}; }, "1 strides for a shape of rank 2"},
+      {[](json& m) { m["shape"] = {2.5, 8}; }, "must be an integer within int64, got 2.5"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    write_all(path, good);
+    edit_program(path, [&](json& prog) { c.edit(user_input_meta(prog)); });
+    expect_error([&] { load_program(path); }, ErrorKind::format, c.message);
+  }
+}
+
+// A number where an integer belongs is a format error, never a truncation (or the
+// undefined conversion of 1e300 to int).
+TEST_F(Malformed, IntegerFieldsTakeOnlyIntegers) {
+  std::string good = read_all(path);
+  edit_program(path, [](json& prog) { prog["format_version"] = 1e300; });
+  expect_error([&] { load_program(path); }, ErrorKind::format,
+               "'format_version' of the program must be an integer within int64, got 1e+300");
+  write_all(path, good);
+  edit_header(path, [](json& h) { h["state/0.weight"]["data_offsets"] = {0.0, 1e300}; });
+  expect_error([&] { load_program(path); }, ErrorKind::format, "must be an integer within int64");
+  write_all(path, good);
+  edit_header(path, [](json& h) { h["state/0.weight"]["data_offsets"] = {-8, 0}; });
+  expect_error([&] { load_program(path); }, ErrorKind::format, "data offsets [-8, 0] are out of range");
+  write_all(path, good);
+  edit_program(path, [](json& prog) {
+    for (json& n : prog["graph"])
+      for (json& a : n["args"])
+        if (a.contains("ref")) a["ref"]["output"] = 1.5;
+  });
+  expect_error([&] { load_program(path); }, ErrorKind::format, "must be an integer");
+}
+
+TEST_F(Malformed, MutationTargetsMustExist) {
+  std::string good = read_all(path);
+  edit_program(path, [](json& prog) {
+    prog["signature"]["outputs"][0] = {{"kind", "user_input_mutation"}, {"target", "input_9"}};
+  });
+  expect_error([&] { load_program(path); }, ErrorKind::format,
+               "the mutated user input 'input_9' is not one of input_0..input_0");
+  write_all(path, good);
+  edit_program(path, [](json& prog) {
+    prog["signature"]["outputs"][0] = {{"kind", "buffer_mutation"}, {"target", "nowhere"}};
+  });
+  expect_error([&] { load_program(path); }, ErrorKind::format,
+               "the mutated buffer 'nowhere' is not an input of the program");
+}
+
 // Random damage to the header (JSON and program text) or the length: every outcome is a
 // clean load or a kiln::Error of kind format -- never another exception, never a crash.
 TEST_F(Malformed, RandomDamageIsAlwaysAFormatError) {
+  static constexpr char kAlphabet[] = "{}[]\":,0-9ea";
   std::string good = read_all(path);
   uint64_t n;
   std::memcpy(&n, good.data(), 8);
@@ -334,7 +415,7 @@ TEST_F(Malformed, RandomDamageIsAlwaysAFormatError) {
     int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) {
       size_t at = rng() % (8 + n);  // the length prefix or the header
-      bad[at] = static_cast<char>(rng() % 2 ? rng() % 256 : "{}[]\":,0-9ea"[rng() % 14]);
+      bad[at] = static_cast<char>(rng() % 2 ? rng() % 256 : kAlphabet[rng() % (sizeof(kAlphabet) - 1)]);
     }
     if (rng() % 5 == 0) bad.resize(rng() % bad.size());
     write_all(path, bad);

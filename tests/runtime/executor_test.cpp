@@ -1,6 +1,9 @@
 // The runtime executor: (R1)-(R3), the memory plan, write-backs.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -102,6 +105,60 @@ TEST(Executor, InputsAreCheckedBeforeAnythingRuns) {  // (R3)
   expect_error([&] { exec.run({randn({16, 16}, {.device = Device("cpu:1")})}); },
                ErrorKind::device_mismatch, "got f32[16,16]@cpu:1");
   EXPECT_EQ(to_vector<float>(p.state[2].second), stats_before);  // nothing ran
+}
+
+// See Note [Programs across threads]: executors on several threads over one program that
+// writes its state (BatchNorm in training) queue on the program's run lock, so every
+// update lands exactly once and the state equals the same number of sequential runs.
+TEST(Executor, ThreadsSharingAStatefulProgramSerialiseTheirUpdates) {
+  nn::ReferenceModel ref = nn::make_reference_model("bn_mlp", {}, 3);
+  ref.module->train();
+  ExportedProgram shared = export_program(*ref.module, ref.example_inputs);
+  nn::ReferenceModel twin = nn::make_reference_model("bn_mlp", {}, 3);  // its own state
+  twin.module->train();
+  ExportedProgram alone = export_program(*twin.module, twin.example_inputs);
+  constexpr int kThreads = 4, kRuns = 25;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      Executor exec(shared);
+      for (int i = 0; i < kRuns; ++i) exec.run(ref.example_inputs);
+    });
+  for (std::thread& t : threads) t.join();
+  Executor exec(alone);
+  for (int i = 0; i < kThreads * kRuns; ++i) exec.run(ref.example_inputs);
+  ASSERT_EQ(shared.state.size(), alone.state.size());
+  for (size_t i = 0; i < shared.state.size(); ++i) {
+    SCOPED_TRACE(shared.state[i].first);
+    EXPECT_TRUE(all_close(shared.state[i].second, to_vector<double>(alone.state[i].second), 1e-6, 1e-6));
+    if (shared.state[i].first.ends_with("num_batches_tracked"))
+      EXPECT_EQ(item<int64_t>(shared.state[i].second), kThreads * kRuns);
+  }
+}
+
+// One Executor on two threads at once is refused with a clear error (it owns its planned
+// buffers); whatever the interleaving, every run either completes or throws that error.
+TEST(Executor, OneExecutorOnTwoThreadsIsAnErrorNotARace) {
+  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 64}, {"width", 128}, {"layers", 4}}, 5);
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs);
+  Executor exec(p);
+  TensorList want = exec.run(ref.example_inputs);
+  std::atomic<int> refused{0};
+  auto worker = [&] {
+    for (int i = 0; i < 200; ++i) {
+      try {
+        TensorList got = exec.run(ref.example_inputs);
+        EXPECT_EQ(got[0].shape(), want[0].shape());
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("already running on another thread"), std::string::npos) << e.what();
+        ++refused;
+      }
+    }
+  };
+  std::thread a(worker), b(worker);
+  a.join();
+  b.join();
+  EXPECT_TRUE(all_close(exec.run(ref.example_inputs)[0], to_vector<double>(want[0])));
 }
 
 }  // namespace

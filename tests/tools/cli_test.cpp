@@ -1,10 +1,15 @@
 // The kiln command, run as a user would: export -> show -> run, device maps, errors.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
 
 #include "kiln/kiln.h"
 
@@ -132,6 +137,80 @@ TEST(Cli, DemoPerformsTheMainJob) {
   EXPECT_TRUE(has(d.out, "export")) << d.out;
   EXPECT_TRUE(has(d.out, "-> all mapped to cpu:0")) << d.out;
   EXPECT_TRUE(has(d.out, "-> OK")) << d.out;
+}
+
+// Sizes no machine can hold are one-line errors with exit 1, never a hang, a crash or an
+// escaped std::bad_alloc.
+TEST(Cli, ImpossibleSizesAreOneLineErrors) {
+  Result wide = kiln_cmd("export --model mlp --set width=4294967296 --set batch=1 --set layers=1 -o " +
+                         tmp("wide.kiln"));
+  EXPECT_EQ(wide.code, 1) << wide.out;
+  EXPECT_TRUE(has(wide.out, "kiln: error: [rand] size [4294967296, 4294967296] has more elements "
+                            "than int64 can hold")) << wide.out;
+  Result oom = kiln_cmd("export --model mlp --set width=100000000 --set layers=1 -o " + tmp("oom.kiln"));
+  EXPECT_EQ(oom.code, 1) << oom.out;
+  EXPECT_TRUE(has(oom.out, "kiln: error: [alloc] cpu:0 is out of memory")) << oom.out;
+  EXPECT_EQ(std::count(oom.out.begin(), oom.out.end(), '\n'), 1) << oom.out;
+}
+
+TEST(Cli, RunReportsMedianAndP90) {
+  std::string file = tmp("timed.kiln");
+  ASSERT_EQ(kiln_cmd("export --model mlp --set batch=2 -o " + file).code, 0);
+  Result r = kiln_cmd("run " + file + " --repeat 50");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, ": 50 run(s), median ")) << r.out;
+  EXPECT_TRUE(has(r.out, " ms, p90 ")) << r.out;
+}
+
+// kill -9 at random moments of a save: the file is always the complete old or the
+// complete new program, and the temporaries killed saves leave are removed by the next
+// save to the same path.
+TEST(Cli, KilledSavesNeverCorruptTheFile) {
+  using namespace kiln;
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(::testing::TempDir()) / "kiln_crash";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string a = (dir / "a.kiln").string(), b = (dir / "b.kiln").string(),
+              target = (dir / "target.kiln").string();
+  for (int seed : {1, 2}) {
+    nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"width", 512}, {"layers", 4}}, seed);
+    save(export_program(*ref.module, ref.example_inputs), seed == 1 ? a : b);
+  }
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string bytes_a = read(a), bytes_b = read(b);
+  ASSERT_NE(bytes_a, bytes_b);
+  fs::copy_file(a, target);
+  std::mt19937 rng(2024);
+  int saw_b = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    pid_t pid = ::fork();
+    if (pid == 0) {  // the child only execs: no library state crosses the fork
+      ::dup2(ready[1], 1);
+      ::execl(KILN_SAVE_LOOP, KILN_SAVE_LOOP, a.c_str(), b.c_str(), target.c_str(), nullptr);
+      ::_exit(127);
+    }
+    ::close(ready[1]);
+    char buf[8];
+    ASSERT_GT(::read(ready[0], buf, sizeof buf), 0);  // both programs loaded; saving starts
+    ::close(ready[0]);
+    ::usleep(static_cast<useconds_t>(rng() % 30000));
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    std::string now = read(target);
+    ASSERT_TRUE(now == bytes_a || now == bytes_b) << "trial " << trial << ": " << now.size() << " bytes";
+    saw_b += now == bytes_b;
+    EXPECT_NO_THROW(load_program(target));
+  }
+  EXPECT_GT(saw_b, 0);  // the saves did land
+  save(read_program(a), target);
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find("kiln-tmp"), std::string::npos) << e.path();
 }
 
 }  // namespace
