@@ -3,7 +3,7 @@ BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build test demo bench tsan clean
+.PHONY: deps configure build test demo bench tsan asan fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -32,5 +32,24 @@ tsan: deps
 	@cmake --build build-tsan -j $(JOBS) --target device_test
 	@cd build-tsan && KILN_CPU_DEVICES=4 TSAN_OPTIONS=halt_on_error=1 ./tests/device_test
 
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (any report fails).
+# allocator_may_return_null: the out-of-memory tests ask for more than any machine has.
+SAN_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+asan: deps
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF -DKILN_CUDA=OFF \
+	  -DKILN_NATIVE=OFF -DCMAKE_CXX_FLAGS="$(SAN_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS="$(SAN_FLAGS)" >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@cd build-asan && ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -E install_consumer
+
+# libFuzzer (clang) on the program loader, the program JSON, safetensors, device strings
+# and `kiln run --inputs`; FUZZ_SECONDS each (see docs/hardening.md). Also the clang build.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF \
+	  -DKILN_BUILD_TESTS=OFF -DKILN_CUDA=OFF -DKILN_NATIVE=OFF -DKILN_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
+
 clean:
-	@rm -rf $(BUILD) build-tsan
+	@rm -rf $(BUILD) build-tsan build-asan build-fuzz

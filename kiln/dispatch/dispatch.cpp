@@ -37,7 +37,9 @@ const ops::KernelTable* kernel_table(DeviceType type) {
   }
 }
 
-bool is_cpu_scalar(const Tensor& t) { return t.dim() == 0 && t.device().is_cpu(); }
+// (D2) The host is cpu:0; virtual CPU devices cpu:1.. stand in for accelerators.
+constexpr Device kHost(DeviceType::cpu, 0);
+bool is_host_scalar(const Tensor& t) { return t.dim() == 0 && t.device() == kHost; }
 
 // (F3)/(F4) Folds one more tensor argument into the running common device. Argument
 // names are kept as (name, list index) and only formatted for an error.
@@ -55,9 +57,11 @@ struct DeviceFold {
     return index < 0 ? std::string(name) : fmt::format("{}[{}]", name, index);
   }
 
-  void add(const Tensor& t, std::string_view name, int index, bool cpu_ok) {
+  // `host_ok`: an index argument, which may live on the host; `written`: the argument
+  // the op writes, which is never exempt (D2).
+  void add(const Tensor& t, std::string_view name, int index, bool host_ok, bool written) {
     Device d = t.device();
-    bool scalar = is_cpu_scalar(t);
+    bool scalar = !written && is_host_scalar(t);
     if (!have) {
       have = true, device = d, from_scalar = scalar, arg = name, arg_index = index;
       return;
@@ -66,7 +70,7 @@ struct DeviceFold {
       from_scalar = from_scalar && scalar;
       return;
     }
-    if (scalar || (cpu_ok && d.is_cpu())) return;  // a CPU scalar never wins (D2)
+    if (scalar || (host_ok && d == kHost)) return;  // a host scalar never wins (D2)
     if (from_scalar) {                             // ... so a later device replaces it
       device = d, from_scalar = false, arg = name, arg_index = index;
       return;
@@ -137,10 +141,12 @@ Device op_device(OpKind op, std::span<const Value> args) {
   const auto& specs = info.schema.args;
   for (size_t i = 0; i < args.size(); ++i) {
     if (auto* t = std::get_if<Tensor>(&args[i])) {
-      if (t->defined()) fold.add(*t, specs[i].name, -1, index_rule && fold.have);
+      if (t->defined())
+        fold.add(*t, specs[i].name, -1, index_rule && fold.have,
+                 static_cast<int>(i) == info.schema.mutated_arg);
     } else if (auto* list = std::get_if<TensorList>(&args[i])) {
       for (size_t j = 0; j < list->size(); ++j)
-        fold.add((*list)[j], specs[i].name, static_cast<int>(j), false);
+        fold.add((*list)[j], specs[i].name, static_cast<int>(j), false, false);
     }
   }
   KILN_CHECK(fold.have, value, "[{}] expected a non-empty list of tensors", info.name);

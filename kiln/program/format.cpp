@@ -522,6 +522,19 @@ void save(const ExportedProgram& program, const std::string& path) {
 
 NamedTensors load_safetensors(const std::string& path) { return read_safetensors(path).tensors; }
 
+TensorList load_inputs(const ExportedProgram& program, const std::string& path) {
+  NamedTensors given = load_safetensors(path);
+  TensorList inputs;
+  for (const InputSpec& s : program.signature.inputs) {
+    if (s.kind != Kind::user_input) continue;
+    auto it = std::find_if(given.begin(), given.end(), [&](const auto& e) { return e.first == s.target; });
+    KILN_CHECK(it != given.end(), value, "[run] {} has no tensor '{}' for the program's input", path,
+               s.target);
+    inputs.push_back(it->second);
+  }
+  return inputs;
+}
+
 namespace {
 ExportedProgram read_program_checked(const std::string& path);
 }  // namespace

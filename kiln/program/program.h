@@ -125,5 +125,9 @@ ExportedProgram read_program(const std::string& path);
 NamedTensors load_safetensors(const std::string& path);
 /** Writes tensors as a plain safetensors file (atomically). */
 void save_safetensors(const NamedTensors& tensors, const std::string& path);
+/** The user inputs of `program` from a safetensors file holding input_0, input_1, ...
+ * (what `kiln run --inputs` reads); a missing tensor is a value Error naming it. Shapes,
+ * dtypes and devices are checked when the program runs (R3). */
+TensorList load_inputs(const ExportedProgram& program, const std::string& path);
 
 }  // namespace kiln

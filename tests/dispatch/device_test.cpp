@@ -44,6 +44,33 @@ TEST(D2, ZeroDimCpuTensorJoinsAnyDevice) {
   expect_error([&] { add(a, one); }, ErrorKind::device_mismatch, "cpu:2 (argument 'self')");
 }
 
+// (D2) The exemption is for the host (cpu:0) only: virtual devices cpu:1.. are as strict
+// as GPUs. And it never covers the tensor an op writes.
+TEST(D2, OnlyHostScalarsAreExemptAndNeverTheWrittenTensor) {
+  Tensor a = rand({3}, {.device = Device("cpu:1")});
+  expect_error([&] { add(a, full({}, 1.0, {.device = Device("cpu:2")})); }, ErrorKind::device_mismatch,
+               "cpu:1 (argument 'self') and cpu:2 (argument 'other')");
+  Tensor x = ones({2, 3}, {.device = Device("cpu:1")});
+  expect_error([&] { index_select(x, 1, from_vector<int64_t>({0}, {1}, {.device = Device("cpu:2")})); },
+               ErrorKind::device_mismatch, "cpu:1 (argument 'self') and cpu:2 (argument 'index')");
+  Tensor host = scalar_tensor(1.0);
+  Tensor other = full({}, 2.0, {.device = Device("cpu:1")});
+  expect_error([&] { add_(host, other); }, ErrorKind::device_mismatch,
+               "[add_] Expected all tensors to be on the same device, but found at least two devices, "
+               "cpu:0 (argument 'self') and cpu:1 (argument 'other')");
+  EXPECT_EQ(item<double>(host), 1.0);  // nothing was written
+  Tensor dev = full({}, 2.0, {.device = Device("cpu:1")});
+  add_(dev, host);  // the host scalar still joins an op that writes a device tensor
+  EXPECT_EQ(item<double>(dev), 3.0);
+  {
+    FakeMode mode;  // (F3) the same fold under fake tensors
+    Tensor s = mode.from_real(scalar_tensor(1.0));
+    Tensor g = empty({4}, {.device = Device("cuda:0")});
+    expect_error([&] { add_(s, g); }, ErrorKind::device_mismatch, "cpu:0 (argument 'self') and cuda:0");
+    EXPECT_EQ(add(s, g).device(), Device("cuda:0"));
+  }
+}
+
 TEST(D2, PerOpRules) {
   Tensor x = ones({2, 3}, {.device = Device("cpu:1")});
   // factories: the device option, else cpu:0

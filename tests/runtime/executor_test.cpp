@@ -131,8 +131,9 @@ TEST(Executor, ThreadsSharingAStatefulProgramSerialiseTheirUpdates) {
   for (size_t i = 0; i < shared.state.size(); ++i) {
     SCOPED_TRACE(shared.state[i].first);
     EXPECT_TRUE(all_close(shared.state[i].second, to_vector<double>(alone.state[i].second), 1e-6, 1e-6));
-    if (shared.state[i].first.ends_with("num_batches_tracked"))
+    if (shared.state[i].first.ends_with("num_batches_tracked")) {
       EXPECT_EQ(item<int64_t>(shared.state[i].second), kThreads * kRuns);
+    }
   }
 }
 

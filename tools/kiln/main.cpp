@@ -279,14 +279,7 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
   if (inputs_path.empty()) {
     inputs = random_inputs(p, seed);
   } else {
-    NamedTensors given = load_safetensors(inputs_path);
-    for (const InputSpec& s : p.signature.inputs) {
-      if (s.kind != InputSpec::Kind::user_input) continue;
-      auto it = std::find_if(given.begin(), given.end(), [&](const auto& e) { return e.first == s.target; });
-      KILN_CHECK(it != given.end(), value, "{} has no tensor '{}' for the program's input", inputs_path,
-                 s.target);
-      inputs.push_back(it->second);
-    }
+    inputs = load_inputs(p, inputs_path);
   }
   runtime::Executor exec(p);
   Timings times;
