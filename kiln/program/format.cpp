@@ -384,6 +384,9 @@ SafeFile read_safetensors_checked(const std::string& path) {
       bad(path, fmt::format("{}: {} bytes of data for shape {} of {} ({} bytes expected)", where,
                             off[1] - off[0], Dims(shape).str(), to_string(*dt), nbytes));
     const unsigned char* p = data + off[0];
+    if (*dt == DType::b8)  // any other byte is not a bool (reading it would be undefined)
+      for (uint64_t i = 0; i < nbytes; ++i)
+        if (p[i] > 1) bad(path, fmt::format("{}: byte {} of a BOOL tensor is {}, not 0 or 1", where, i, p[i]));
     Tensor t;
     if (reinterpret_cast<uintptr_t>(p) % itemsize(*dt) == 0 && nbytes > 0) {  // zero-copy
       auto impl = std::make_shared<TensorImpl>();

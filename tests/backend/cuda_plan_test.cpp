@@ -72,6 +72,7 @@ void emulate(const GemmCall& g, const double* first, const double* second, doubl
   ASSERT_GE(g.ld_first, std::max<int64_t>(1, g.trans_first ? g.inner : g.rows));
   ASSERT_GE(g.ld_second, std::max<int64_t>(1, g.trans_second ? g.cols : g.inner));
   ASSERT_GE(g.ldc, std::max<int64_t>(1, g.rows));
+  if (g.rows == 0 || g.cols == 0) return;  // nothing to write (and c may be null)
   for (int64_t p = 0; p < g.batch; ++p) {
     const double* x = first + p * g.stride_first;
     const double* y = second + p * g.stride_second;

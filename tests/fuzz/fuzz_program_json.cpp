@@ -55,7 +55,8 @@ void mutate_tree(json& prog, std::mt19937_64& rng) {
       break;
     default:
       if (v.is_array() && !v.empty()) v.erase(rng() % v.size());
-      else if (v.is_number_integer()) v = v.get<int64_t>() + static_cast<int64_t>(rng() % 3) - 1;
+      else if (v.is_number_integer())  // one step up or down, wrapping (no overflow here)
+        v = static_cast<int64_t>(static_cast<uint64_t>(v.get<int64_t>()) + rng() % 3 - 1);
       break;
   }
 }

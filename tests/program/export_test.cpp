@@ -386,6 +386,17 @@ TEST_F(Malformed, IntegerFieldsTakeOnlyIntegers) {
   expect_error([&] { load_program(path); }, ErrorKind::format, "must be an integer");
 }
 
+TEST(Safetensors, BoolBytesAreZeroOrOne) {  // found by make fuzz (undefined bool loads)
+  std::string file = tmp_path("bools.safetensors");
+  save_safetensors({{"flags", from_vector(std::vector<bool>{true, false, true}, {3}, {})}}, file);
+  std::string bytes = read_all(file);
+  bytes[bytes.size() - 2] = 61;
+  write_all(file, bytes);
+  expect_error([&] { load_safetensors(file); }, ErrorKind::format,
+               "tensor 'flags': byte 1 of a BOOL tensor is 61, not 0 or 1");
+  std::remove(file.c_str());
+}
+
 TEST_F(Malformed, MutationTargetsMustExist) {
   std::string good = read_all(path);
   edit_program(path, [](json& prog) {
