@@ -126,7 +126,7 @@ class Dims {
   int64_t* heap_ = nullptr;
   uint32_t size_ = 0;
   uint32_t cap_ = 0;
-  int64_t inline_[kInline] = {};  // zeroed: whole-buffer copies never read indeterminate bytes
+  int64_t inline_[kInline];
 };
 
 /** Number of elements of a shape. Never overflows: a count past int64 saturates at

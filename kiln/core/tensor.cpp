@@ -48,29 +48,49 @@ std::string Tensor::meta_str() const {
 }
 
 namespace {
-// Element count of `shape`, with the product of max(size, 1) (the largest contiguous
-// stride) checked as well; -1 when either overflows int64.
-int64_t checked_count(const Dims& shape, std::string_view op) {
+// The element count of `shape` as one branch-free pass: a count in [1, INT64_MAX] with
+// no negative size and no overflow (nothing else to check then, since the largest
+// contiguous stride is at most the count); 0 for everything else, which the slow path
+// below sorts out. This runs for every tensor and view kiln creates.
+inline uint64_t fast_count(const Dims& shape) {
+  uint64_t n = 1;
+  bool bad = false;
+  for (int64_t s : shape) {
+    bad |= s < 0;
+    bad |= __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n);
+  }
+  return bad || n > static_cast<uint64_t>(INT64_MAX) ? 0 : n;
+}
+
+// The slow path: a shape Error for a negative size, or a count (or, for shapes with a
+// zero size, a contiguous stride: the product of max(size, 1)) past int64; else the count.
+[[gnu::noinline, gnu::cold]] int64_t checked_count(const Dims& shape, std::string_view op) {
   int64_t n = 1, span = 1;
+  bool overflow = false;
   for (int64_t s : shape) {
     KILN_CHECK(s >= 0, shape, "[{}] Trying to create tensor with negative dimension {}: {}", op,
                s, shape.str());
-    if (__builtin_mul_overflow(n, s, &n) ||
-        __builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span))
-      return -1;
+    overflow |= __builtin_mul_overflow(n, s, &n);
+    overflow |= __builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span);
   }
+  KILN_CHECK(!overflow, shape, "[{}] size {} has more elements than int64 can hold", op,
+             shape.str());
   return n;
+}
+
+[[gnu::noinline, gnu::cold]] void too_many_bytes(const Dims& shape, DType dtype, std::string_view op) {
+  fail(ErrorKind::shape, "[{}] size {} of {} needs more bytes than the address space", op,
+       shape.str(), to_string(dtype));
 }
 }  // namespace
 
 size_t check_sizes(const Dims& shape, DType dtype, std::string_view op) {
-  int64_t n = checked_count(shape, op);
-  KILN_CHECK(n >= 0, shape, "[{}] size {} has more elements than int64 can hold", op,
-             shape.str());
+  uint64_t n = fast_count(shape);
+  if (n == 0) [[unlikely]]
+    n = static_cast<uint64_t>(checked_count(shape, op));
   int64_t nbytes = 0;
-  KILN_CHECK(!__builtin_mul_overflow(n, static_cast<int64_t>(kiln::itemsize(dtype)), &nbytes),
-             shape, "[{}] size {} of {} needs more bytes than the address space", op,
-             shape.str(), to_string(dtype));
+  if (__builtin_mul_overflow(static_cast<int64_t>(n), static_cast<int64_t>(kiln::itemsize(dtype)), &nbytes))
+    [[unlikely]] too_many_bytes(shape, dtype, op);
   return static_cast<size_t>(nbytes);
 }
 
@@ -94,13 +114,16 @@ Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device d
 
 Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset,
                  std::string_view op) {
-  KILN_CHECK(offset >= 0, shape, "[{}] invalid storage offset {}: offsets must be non-negative",
-             op, offset);
-  KILN_CHECK(checked_count(shape, op) >= 0, shape,
-             "[{}] size {} has more elements than int64 can hold", op, shape.str());
-  for (int64_t st : strides)
-    KILN_CHECK(st >= 0, shape, "[{}] negative stride {} in {}: kiln views need non-negative strides",
-               op, st, strides.str());
+  int64_t any_negative = offset;
+  for (int64_t st : strides) any_negative |= st;
+  if (any_negative < 0) [[unlikely]] {
+    KILN_CHECK(offset >= 0, shape, "[{}] invalid storage offset {}: offsets must be non-negative",
+               op, offset);
+    fail(ErrorKind::shape, "[{}] negative stride in {}: kiln views need non-negative strides", op,
+         strides.str());
+  }
+  if (fast_count(shape) == 0) [[unlikely]]
+    checked_count(shape, op);
   auto impl = make_pooled<TensorImpl>();
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 
 #include "kiln/ops/meta_util.h"
 
@@ -27,15 +26,17 @@ void check_same_dtype(const OpCall& c, const Tensor& a, const Tensor& b) {
 void check_fits(std::string_view op, const Scalar& v, DType d) {
   bool ok = true;
   if (is_integral(d, false)) {
-    int64_t lo = d == DType::i64 ? INT64_MIN : d == DType::i32 ? INT32_MIN : d == DType::i16 ? INT16_MIN
-                 : d == DType::i8 ? INT8_MIN : 0;
-    int64_t hi = d == DType::i64 ? INT64_MAX : d == DType::i32 ? INT32_MAX : d == DType::i16 ? INT16_MAX
-                 : d == DType::i8 ? INT8_MAX : UINT8_MAX;
+    int bits = static_cast<int>(itemsize(d)) * 8;
+    bool is_unsigned = d == DType::u8;
+    // [lo, hi] as doubles are exact: -2^(bits-1) .. 2^(bits-1), or 0 .. 2^bits for u8.
+    double lo = is_unsigned ? 0.0 : -std::ldexp(1.0, bits - 1);
+    double hi = is_unsigned ? std::ldexp(1.0, bits) : std::ldexp(1.0, bits - 1);  // exclusive
     if (v.is_floating()) {
       double x = v.to_double();
-      ok = x >= static_cast<double>(lo) && x < static_cast<double>(hi) + 1.0;  // NaN fails
+      ok = x >= lo && x < hi;  // NaN fails
     } else {
-      ok = v.to_int() >= lo && v.to_int() <= hi;
+      int64_t i = v.to_int();  // within int64, so a comparison in double is exact at the bounds
+      ok = bits == 64 || (static_cast<double>(i) >= lo && static_cast<double>(i) < hi);
     }
   } else if (d == DType::f16 && v.is_floating() && std::isfinite(v.to_double())) {
     ok = std::abs(v.to_double()) <= 65504.0;

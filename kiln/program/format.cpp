@@ -177,7 +177,6 @@ struct Reader {
     }
   }
   Device device(const json& j, const std::string& where) const {
-    if (!j.is_number_integer()) bad(path, where + ": a device must be a slot number");
     int64_t s = integer(j, where + ": a device slot");
     if (s < 0 || s >= static_cast<int64_t>(devices.size()))
       bad(path, fmt::format("{}: device slot {} is not in the device table ({} slots)", where, s,
@@ -237,7 +236,7 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
     if (it == by_name.end()) bad(r.path, fmt::format("{} refers to %{}, which is not defined before it", where, name));
     ir::Node* node = it->second;
     int output = r.get<int>(j, "output", where);
-    if (output < 0 || static_cast<size_t>(output) >= std::max<size_t>(node->meta().size(), 1))
+    if (output < 0 || static_cast<size_t>(output) >= node->meta().size())
       bad(r.path, fmt::format("{} refers to output {} of %{}, which has {}", where, output, name,
                               node->meta().size()));
     return {node, output};
