@@ -1,5 +1,7 @@
 #include "kiln/core/device.h"
 
+#include <ostream>
+
 #include "kiln/core/error.h"
 
 namespace kiln {
@@ -43,6 +45,8 @@ Device::Device(std::string_view spec) {
   for (char c : digits) value = value * 10 + (c - '0');
   index = static_cast<int16_t>(value);
 }
+
+std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
 
 std::string Device::str() const {
   if (!has_index() || type == DeviceType::meta) return std::string(to_string(type));

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,9 @@ struct Device {
   uint32_t key() const { return static_cast<uint32_t>(type) << 16 | static_cast<uint16_t>(index); }
   std::string str() const;
 };
+
+/** Prints "cpu:1" (as Device::str). */
+std::ostream& operator<<(std::ostream& os, Device d);
 
 }  // namespace kiln
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <iosfwd>
 #include <span>
 #include <string>
 #include <vector>
@@ -128,6 +129,9 @@ class Dims {
   uint32_t cap_ = 0;
   int64_t inline_[kInline];
 };
+
+/** Prints "[2, 3]" (as Dims::str). */
+std::ostream& operator<<(std::ostream& os, const Dims& dims);
 
 /** Number of elements of a shape. Never overflows: a count past int64 saturates at
  * INT64_MAX, which every tensor constructor rejects (see check_sizes in tensor.h). */

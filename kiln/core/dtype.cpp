@@ -1,6 +1,7 @@
 #include "kiln/core/dtype.h"
 
 #include <cmath>
+#include <ostream>
 
 #include "kiln/core/error.h"
 
@@ -22,6 +23,8 @@ DType dtype_from_string(std::string_view name) {
     if (kNames[i] == name) return static_cast<DType>(i);
   fail(ErrorKind::dtype, "unknown dtype '{}'", name);
 }
+
+std::ostream& operator<<(std::ostream& os, DType dtype) { return os << to_string(dtype); }
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;

@@ -6,7 +6,9 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <iosfwd>
 #include <string_view>
+#include <type_traits>
 
 namespace kiln {
 
@@ -20,6 +22,8 @@ inline constexpr DType f32 = DType::f32, f64 = DType::f64, f16 = DType::f16,
 
 /** The short name ("f32", "bool", ...). */
 std::string_view to_string(DType dtype);
+/** Prints the short name ("f32"). */
+std::ostream& operator<<(std::ostream& os, DType dtype);
 /** Parses a short name back; throws kiln::Error on unknown names. */
 DType dtype_from_string(std::string_view name);
 /** Bytes per element. */
@@ -79,6 +83,31 @@ template <> struct CppType<DType::i16> { using type = int16_t; };
 template <> struct CppType<DType::i8> { using type = int8_t; };
 template <> struct CppType<DType::u8> { using type = uint8_t; };
 template <> struct CppType<DType::b8> { using type = bool; };
+
+/** The dtype whose elements are C++ type T (cv-qualifiers ignored); false for types
+ * that are no dtype's element. */
+template <typename T>
+inline constexpr bool kIsElement =
+    std::is_same_v<std::remove_cv_t<T>, float> || std::is_same_v<std::remove_cv_t<T>, double> ||
+    std::is_same_v<std::remove_cv_t<T>, Half> || std::is_same_v<std::remove_cv_t<T>, BFloat16> ||
+    std::is_same_v<std::remove_cv_t<T>, int64_t> || std::is_same_v<std::remove_cv_t<T>, int32_t> ||
+    std::is_same_v<std::remove_cv_t<T>, int16_t> || std::is_same_v<std::remove_cv_t<T>, int8_t> ||
+    std::is_same_v<std::remove_cv_t<T>, uint8_t> || std::is_same_v<std::remove_cv_t<T>, bool>;
+template <typename T>
+  requires kIsElement<T>
+constexpr DType dtype_of() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, float>) return DType::f32;
+  else if constexpr (std::is_same_v<U, double>) return DType::f64;
+  else if constexpr (std::is_same_v<U, Half>) return DType::f16;
+  else if constexpr (std::is_same_v<U, BFloat16>) return DType::bf16;
+  else if constexpr (std::is_same_v<U, int64_t>) return DType::i64;
+  else if constexpr (std::is_same_v<U, int32_t>) return DType::i32;
+  else if constexpr (std::is_same_v<U, int16_t>) return DType::i16;
+  else if constexpr (std::is_same_v<U, int8_t>) return DType::i8;
+  else if constexpr (std::is_same_v<U, uint8_t>) return DType::u8;
+  else return DType::b8;
+}
 
 }  // namespace kiln
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <ostream>
+
 #include "kiln/core/pool.h"
 
 namespace kiln {
@@ -11,6 +13,8 @@ std::string Scalar::str() const {
   if (kind_ == Kind::i) return std::to_string(i_);
   return fmt::format("{}", f_);
 }
+
+std::ostream& operator<<(std::ostream& os, const Dims& dims) { return os << dims.str(); }
 
 int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op) {
   int64_t r = std::max<int64_t>(rank, 1);  // a 0-dim tensor accepts dim 0 and -1
@@ -41,6 +45,11 @@ void* Tensor::raw_data() const {
              "[data] tensor {} is fake: it has metadata but no data to read or write",
              meta_str());
   return static_cast<char*>(s->data) + impl_->offset * static_cast<int64_t>(itemsize());
+}
+
+void Tensor::wrong_element_type(DType requested) const {
+  fail(ErrorKind::dtype, "[data] expected a tensor of dtype {} for this element type, but got {}",
+       requested, meta_str());
 }
 
 std::string Tensor::meta_str() const {

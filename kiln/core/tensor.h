@@ -93,8 +93,13 @@ class Tensor {
 
   /** Pointer to the first element; throws for fake tensors. */
   void* raw_data() const;
+  /** Typed pointer to the first element; T must be this tensor's element type (a dtype
+   * Error otherwise, as libtorch's data_ptr<T>). Other T (bytes) are not checked. */
   template <typename T>
   T* data() const {
+    if constexpr (kIsElement<T>)
+      if (dtype_of<T>() != impl_->dtype) [[unlikely]]
+        wrong_element_type(dtype_of<T>());
     return static_cast<T*>(raw_data());
   }
 
@@ -104,6 +109,7 @@ class Tensor {
   std::string meta_str() const;
 
  private:
+  [[noreturn]] void wrong_element_type(DType requested) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -49,18 +49,6 @@ Tensor wrap(Scalar s) {
 
 IntList shape_of(const Tensor& t) { return t.shape().vec(); }
 
-template <typename T>
-constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::f32;
-  else if constexpr (std::is_same_v<T, double>) return DType::f64;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
-  else if constexpr (std::is_same_v<T, int16_t>) return DType::i16;
-  else if constexpr (std::is_same_v<T, int8_t>) return DType::i8;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::u8;
-  else return DType::b8;
-}
-
 }  // namespace
 
 // ---- factories ----------------------------------------------------------------
@@ -194,6 +182,30 @@ Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(wrap(a), b); }
+Tensor operator-(Scalar a, const Tensor& b) { return sub(wrap(a), b); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(wrap(a), b); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(wrap(a), b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, Scalar b) { return lt(a, wrap(b)); }
+Tensor operator<=(const Tensor& a, Scalar b) { return le(a, wrap(b)); }
+Tensor operator>(const Tensor& a, Scalar b) { return gt(a, wrap(b)); }
+Tensor operator>=(const Tensor& a, Scalar b) { return ge(a, wrap(b)); }
+Tensor operator==(const Tensor& a, Scalar b) { return eq(a, wrap(b)); }
+Tensor operator!=(const Tensor& a, Scalar b) { return ne(a, wrap(b)); }
+Tensor& operator+=(Tensor& a, const Tensor& b) { return add_(a, b); }
+Tensor& operator-=(Tensor& a, const Tensor& b) { return sub_(a, b); }
+Tensor& operator*=(Tensor& a, const Tensor& b) { return mul_(a, b); }
+Tensor& operator/=(Tensor& a, const Tensor& b) { return div_(a, b); }
+Tensor& operator+=(Tensor& a, Scalar b) { return add_(a, b); }
+Tensor& operator-=(Tensor& a, Scalar b) { return sub_(a, wrap(b)); }
+Tensor& operator*=(Tensor& a, Scalar b) { return mul_(a, b); }
+Tensor& operator/=(Tensor& a, Scalar b) { return div_(a, b); }
 
 // ---- in-place -----------------------------------------------------------------
 

@@ -100,6 +100,33 @@ Tensor operator-(const Tensor& a, Scalar b);
 Tensor operator*(const Tensor& a, Scalar b);
 Tensor operator/(const Tensor& a, Scalar b);
 Tensor operator-(const Tensor& a);
+/** A number on the left: `2.0 * x`, `1 - x` (computed as PyTorch's rsub), `1 / x`. */
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
+/** Elementwise comparisons, bool results (lt, le, gt, ge, eq, ne). */
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, Scalar b);
+Tensor operator<=(const Tensor& a, Scalar b);
+Tensor operator>(const Tensor& a, Scalar b);
+Tensor operator>=(const Tensor& a, Scalar b);
+Tensor operator==(const Tensor& a, Scalar b);
+Tensor operator!=(const Tensor& a, Scalar b);
+/** In place on `a` (add_, sub_, mul_, div_): the same device rules as those ops (D2). */
+Tensor& operator+=(Tensor& a, const Tensor& b);
+Tensor& operator-=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, const Tensor& b);
+Tensor& operator/=(Tensor& a, const Tensor& b);
+Tensor& operator+=(Tensor& a, Scalar b);
+Tensor& operator-=(Tensor& a, Scalar b);
+Tensor& operator*=(Tensor& a, Scalar b);
+Tensor& operator/=(Tensor& a, Scalar b);
 
 // ---- in-place (return self) ---------------------------------------------------
 Tensor& add_(Tensor& self, const Tensor& other, Scalar alpha = 1);

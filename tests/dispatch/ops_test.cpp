@@ -2,6 +2,8 @@
 // promotion, non-contiguous inputs.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <cmath>
 #include <functional>
 
@@ -393,6 +395,51 @@ TEST(VectorMath, FastTanhIsAccurateNearZeroAndSaturates) {
   EXPECT_EQ(cpu::fast_tanh(-INFINITY), -1.0f);
   EXPECT_EQ(cpu::fast_tanh(30.0f), 1.0f);
   EXPECT_TRUE(std::isnan(cpu::fast_tanh(NAN)));
+}
+
+// The operators users reach for first, each the op it names.
+TEST(Operators, ArithmeticComparisonsAndCompoundAssignment) {
+  Tensor a = tensor({1, 2, 3});
+  Tensor b = tensor({3, 2, 1});
+  EXPECT_TRUE(all_close(2.0 * a, {2, 4, 6}));
+  EXPECT_TRUE(all_close(1 - a, {0, -1, -2}));
+  EXPECT_TRUE(all_close(6 / a, {6, 3, 2}));
+  EXPECT_TRUE(all_close(1 + a, {2, 3, 4}));
+  EXPECT_EQ((1 - from_vector<int64_t>({5})).dtype(), i64);  // promotion as rsub
+  EXPECT_EQ(to_vector<bool>(a > b), (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(to_vector<bool>(a >= b), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(to_vector<bool>(a < b), (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(to_vector<bool>(a <= 2), (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(to_vector<bool>(a == b), (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(to_vector<bool>(a != 2), (std::vector<bool>{true, false, true}));
+  Tensor c = a;
+  c += b;
+  EXPECT_TRUE(c.is_same(a));  // in place, like add_
+  EXPECT_TRUE(all_close(a, {4, 4, 4}));
+  c -= 1;
+  c *= b;
+  c /= 3;
+  EXPECT_TRUE(all_close(a, {3, 2, 1}));
+  c *= 2.0;
+  c -= b;
+  EXPECT_TRUE(all_close(-a, {-3, -2, -1}));
+  Tensor elsewhere = ones({3}, {.device = Device("cpu:1")});
+  expect_error([&] { c += elsewhere; }, ErrorKind::device_mismatch, "[add_]");  // (D2)
+}
+
+TEST(Operators, TypedDataChecksTheDtype) {
+  Tensor f = tensor({1, 2});
+  EXPECT_EQ(f.data<float>()[1], 2.0f);
+  expect_error([&] { f.data<int64_t>(); }, ErrorKind::dtype,
+               "[data] expected a tensor of dtype i64 for this element type, but got f32[2]@cpu:0");
+  expect_error([&] { f.data<const double>(); }, ErrorKind::dtype, "dtype f64");
+  EXPECT_NE(f.data<char>(), nullptr);  // bytes are not checked
+}
+
+TEST(Operators, PrintingDevicesDtypesAndShapes) {
+  std::ostringstream os;
+  os << Device("cpu:1") << " " << f16 << " " << Dims{2, 3};
+  EXPECT_EQ(os.str(), "cpu:1 f16 [2, 3]");
 }
 
 }  // namespace
