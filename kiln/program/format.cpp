@@ -660,8 +660,9 @@ ExportedProgram read_program_checked(const std::string& path) {
 }
 }  // namespace
 
-ExportedProgram load_program(const std::string& path, const DeviceMap& map) {
+ExportedProgram load_program(const std::string& path, const DeviceMap& requested) {
   ExportedProgram p = read_program(path);
+  DeviceMap map = resolve_device_map(p.devices(), requested);
   // (X3) Bind device slots: the map first, then every device must exist here.
   std::vector<Device> missing;
   std::vector<std::string> missing_names, all_names;

@@ -250,7 +250,29 @@ void move_to_device(ExportedProgram& program, Device target) {
   move_to_device(program, map);
 }
 
-void move_to_device(ExportedProgram& program, const DeviceMap& map) {
+DeviceMap resolve_device_map(const std::vector<Device>& devices, const DeviceMap& map) {
+  auto matches = [](Device key, Device d) { return key.has_index() ? key == d : key.type == d.type; };
+  for (const auto& [key, to] : map) {
+    if (std::none_of(devices.begin(), devices.end(), [&](Device d) { return matches(key, d); })) {
+      std::vector<std::string> names;
+      for (Device d : devices) names.push_back(d.str());
+      fail(ErrorKind::device, "[device map] '{}' matches no device of the program (its devices: {})",
+           key, fmt::join(names, ", "));
+    }
+  }
+  DeviceMap out;
+  for (Device d : devices) {
+    const std::pair<Device, Device>* chosen = nullptr;
+    for (const auto& entry : map)  // the first explicit key, else the first type key
+      if (matches(entry.first, d) && (!chosen || (entry.first.has_index() && !chosen->first.has_index())))
+        chosen = &entry;
+    if (chosen) out.emplace_back(d, chosen->second);
+  }
+  return out;
+}
+
+void move_to_device(ExportedProgram& program, const DeviceMap& requested) {
+  DeviceMap map = resolve_device_map(program.devices(), requested);
   auto mapped = [&](Device d) {
     for (const auto& [from, to] : map)
       if (from == d) return resolve_device(to);

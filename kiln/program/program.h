@@ -100,8 +100,14 @@ struct ExportOptions {
 ExportedProgram export_program(nn::Module& module, const TensorList& example_inputs,
                                const ExportOptions& options = {});
 
-/** Old device -> new device. Devices not listed stay as they are. */
+/** Old device -> new device. Devices not listed stay as they are. A key without an
+ * index ("cpu", "cuda") stands for every device of that type (X3). */
 using DeviceMap = std::vector<std::pair<Device, Device>>;
+/** (X3) `map` made concrete for a program with `devices`: one entry per program device
+ * it moves, keyed by that device. A key with an index wins over a type key; a key that
+ * matches no device of the program is a device Error listing the program's devices
+ * (a typo must not silently leave a program where it was). */
+DeviceMap resolve_device_map(const std::vector<Device>& devices, const DeviceMap& map);
 /** (X3) Rebinds every device of the program to `target`; moves state and constants. */
 void move_to_device(ExportedProgram& program, Device target);
 /** (X3) Rebinds the mapped devices; moves state and constants; then verifies that

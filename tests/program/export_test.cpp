@@ -226,6 +226,39 @@ TEST(Export, MoveToDeviceRebindsEverything) {  // (X3)
                "[run] input 'input_0' expects f32[16,16]@cpu:3, got f32[16,16]@cpu:2");  // (R3)
 }
 
+// (X3) Map keys: a type key matches every device of that type, a key with an index wins
+// over it, and a key matching no device of the program is an error listing its devices.
+TEST(Export, DeviceMapKeysFollowX3) {
+  std::vector<Device> devices = {Device("cuda:0"), Device("cpu:0"), Device("cuda:1")};
+  DeviceMap m = resolve_device_map(devices, {{Device("cuda"), Device("cpu:1")},
+                                             {Device("cuda:1"), Device("cpu:2")}});
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0], std::make_pair(Device("cuda:0"), Device("cpu:1")));
+  EXPECT_EQ(m[1], std::make_pair(Device("cuda:1"), Device("cpu:2")));
+  expect_error([&] { resolve_device_map(devices, {{Device("cpu:3"), Device("cpu:1")}}); },
+               ErrorKind::device,
+               "[device map] 'cpu:3' matches no device of the program (its devices: cuda:0, cpu:0, cuda:1)");
+  expect_error([&] { resolve_device_map(devices, {{Device("meta"), Device("cpu:1")}}); },
+               ErrorKind::device, "'meta' matches no device");
+
+  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 2}, {"width", 8}, {"layers", 2}});
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs);  // on cpu:0
+  move_to_device(p, {{Device("cpu"), Device("cpu:1")}});  // the type key moves cpu:0
+  verify_no_device(p, {Device("cpu:0")});
+  EXPECT_EQ(p.devices(), std::vector<Device>{Device("cpu:1")});
+  expect_error([&] { move_to_device(p, {{Device("cuda"), Device("cpu:2")}}); }, ErrorKind::device,
+               "'cuda' matches no device of the program (its devices: cpu:1)");
+
+  std::string path = tmp_path("x3_cuda.kiln");
+  {
+    ExportedProgram traced = export_program(*ref.module, ref.example_inputs, {.device = Device("cuda:0")});
+    save(traced, path);
+  }
+  ExportedProgram q = load_program(path, {{Device("cuda"), Device("cpu:1")}});  // no "cuda:0 is not available"
+  EXPECT_EQ(q.run({to(ref.example_inputs[0], Device("cpu:1"))})[0].device(), Device("cpu:1"));
+  std::remove(path.c_str());
+}
+
 // ---- malformed files: each a format error, never a crash ----
 
 std::string read_all(const std::string& path) {

@@ -86,6 +86,13 @@ TEST(Cli, DeviceMapRetargets) {
   Result malformed = kiln_cmd("run " + file + " --device-map cuda:0");
   EXPECT_EQ(malformed.code, 1);
   EXPECT_TRUE(has(malformed.out, "--device-map entry 'cuda:0' is not OLD=NEW")) << malformed.out;
+  Result by_type = kiln_cmd("run " + file + " --device-map cuda=cpu:1");  // (X3) a type key
+  ASSERT_EQ(by_type.code, 0) << by_type.out;
+  EXPECT_TRUE(has(by_type.out, "output_0: f32[2, 32, 256]@cpu:1")) << by_type.out;
+  Result typo = kiln_cmd("run " + file + " --device-map cuda:1=cpu:1");
+  EXPECT_EQ(typo.code, 1);
+  EXPECT_TRUE(has(typo.out, "'cuda:1' matches no device of the program (its devices: cuda:0, cpu:0)"))
+      << typo.out;
   Result bad_device = kiln_cmd("run " + file + " --device-map cuda:0=gpu:1");
   EXPECT_EQ(bad_device.code, 1);
   EXPECT_TRUE(has(bad_device.out, "unknown device type 'gpu'")) << bad_device.out;
