@@ -21,6 +21,13 @@ namespace {
 
 thread_local std::vector<Mode*> t_modes;
 thread_local size_t t_depth = 0;  // modes [0, t_depth) are active for the next dispatch
+
+// Pops the innermost mode while it handles a call. See Note [Re-dispatch through the
+// mode stack].
+struct PopMode {
+  PopMode() { --t_depth; }
+  ~PopMode() { ++t_depth; }
+};
 thread_local DevicePolicy t_policy;
 
 const ops::KernelTable* g_test_tables[kNumDeviceTypes] = {};
@@ -485,11 +492,17 @@ Outputs dispatch(OpKind op, std::span<const Value> args) {
   }
   if (t_depth == 0) return dispatch_eager(op, args);
   Mode* mode = t_modes[t_depth - 1];
-  struct Pop {  // See Note [Re-dispatch through the mode stack]
-    Pop() { --t_depth; }
-    ~Pop() { ++t_depth; }
-  } pop;
+  PopMode pop;
   return mode->handle(op, args);
 }
+
+Tensor lift_literal(const Tensor& literal) {
+  if (t_depth == 0) return literal;
+  Mode* mode = t_modes[t_depth - 1];
+  PopMode pop;
+  return mode->lift(literal);
+}
+
+Tensor Mode::lift(const Tensor& literal) { return lift_literal(literal); }
 
 }  // namespace kiln

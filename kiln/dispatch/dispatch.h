@@ -22,7 +22,15 @@ class Mode {
   virtual ~Mode() = default;
   /** Handles one call. Calling dispatch() from here reaches the modes below. */
   virtual Outputs handle(ops::OpKind op, std::span<const Value> args) = 0;
+  /** A tensor literal the user made while this mode is active (real data on the host):
+   * returns what the user's code sees. The default hands it to the modes below
+   * (lift_literal); FakeMode makes it fake, ProxyMode records it as a constant. */
+  virtual Tensor lift(const Tensor& literal);
 };
+
+/** Hands a freshly made tensor literal (tensor({..}), from_vector) to the active modes,
+ * innermost first, the way dispatch() hands them a call. Eagerly: the literal itself. */
+Tensor lift_literal(const Tensor& literal);
 
 /** Pushes `mode` on this thread's stack for the guard's lifetime. */
 class ModeGuard {

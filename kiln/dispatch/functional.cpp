@@ -1,5 +1,7 @@
 #include "kiln/dispatch/functional.h"
 
+#include <array>
+
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"
 #include "kiln/ops/meta.h"
@@ -74,15 +76,30 @@ Tensor randn(const IntList& size, TensorOptions o) {
   return call1(OpKind::randn, size, dtype_or(o, f32), device_or(o, default_device()));
 }
 
+namespace {
+// A tensor literal: the values become a host tensor in the requested dtype (eagerly,
+// whatever modes are active: a literal's data is known), are handed to the active modes
+// (FakeMode makes it fake, ProxyMode records a constant), then move to the requested
+// device through the modes.
+template <typename T>
+Tensor literal(const std::vector<T>& values, const Dims& shape, TensorOptions o) {
+  KILN_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), shape,
+             "[tensor] {} values cannot fill shape {}", values.size(), shape.str());
+  Device cpu0 = default_device();
+  Tensor t = make_tensor(shape, dtype_of<T>(), cpu0, &device_allocator(cpu0), "tensor");
+  std::copy(values.begin(), values.end(), t.data<T>());
+  DType dtype = o.dtype.value_or(dtype_of<T>());
+  if (dtype != t.dtype()) {
+    std::array<Value, 4> args = {t, dtype, cpu0, false};
+    t = dispatch_eager(OpKind::_to_copy, args)[0];
+  }
+  return convert(lift_literal(t), device_or(o, cpu0), dtype);
+}
+}  // namespace
+
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const IntList& shape, TensorOptions o) {
-  IntList sh = shape.empty() ? IntList{static_cast<int64_t>(values.size())} : shape;
-  KILN_CHECK(numel_of(Dims(sh)) == static_cast<int64_t>(values.size()), shape,
-             "[tensor] {} values cannot fill shape {}", values.size(), Dims(sh).str());
-  Device cpu0 = default_device();
-  Tensor t = make_tensor(Dims(sh), dtype_of<T>(), cpu0, &device_allocator(cpu0));
-  std::copy(values.begin(), values.end(), t.data<T>());
-  return convert(t, device_or(o, cpu0), o.dtype.value_or(dtype_of<T>()));
+  return literal(values, shape.empty() ? Dims{static_cast<int64_t>(values.size())} : Dims(shape), o);
 }
 template Tensor from_vector(const std::vector<float>&, const IntList&, TensorOptions);
 template Tensor from_vector(const std::vector<double>&, const IntList&, TensorOptions);
@@ -104,6 +121,12 @@ Tensor tensor(std::initializer_list<double> values, const IntList& shape, Tensor
 }
 
 Tensor scalar_tensor(Scalar value, TensorOptions o) { return full({}, value, o); }
+
+Tensor tensor(Scalar value, TensorOptions o) {
+  if (value.is_floating()) return literal(std::vector<double>{value.to_double()}, Dims{}, {.dtype = o.dtype.value_or(f32), .device = o.device});
+  if (value.is_bool()) return literal(std::vector<uint8_t>{value.to_bool()}, Dims{}, {.dtype = o.dtype.value_or(b8), .device = o.device});
+  return literal(std::vector<int64_t>{value.to_int()}, Dims{}, o);
+}
 
 namespace {
 TensorOptions like(const Tensor& t, TensorOptions o) {

@@ -39,6 +39,9 @@ Tensor from_vector(const std::vector<T>& values, const IntList& shape = {},
 /** A tensor from floating literals, f32 unless a dtype is given: tensor({1, 2, 3}). */
 Tensor tensor(std::initializer_list<double> values, const IntList& shape = {},
               TensorOptions options = {});
+/** A 0-dim literal: tensor(0.5) is f32[] (PyTorch's default dtype), tensor(3) is
+ * i64[], tensor(true) is bool[]. Inside FakeMode literals are fake (F1). */
+Tensor tensor(Scalar value, TensorOptions options = {});
 /** A 0-dim tensor. */
 Tensor scalar_tensor(Scalar value, TensorOptions options = {});
 

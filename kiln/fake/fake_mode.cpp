@@ -29,6 +29,8 @@ Tensor FakeMode::from_real(const Tensor& real) {
   return fake;
 }
 
+Tensor FakeMode::lift(const Tensor& literal) { return from_real(lift_literal(literal)); }
+
 Value FakeMode::convert(const Value& v, ops::OpKind op, std::string_view arg) {
   auto one = [&](const Tensor& t) -> Tensor {
     // A C++ number wrapped as a 0-dim CPU tensor is a constant, not an input.

@@ -32,6 +32,9 @@ class FakeMode final : public Mode {
   Tensor from_real(const Tensor& real);
 
   Outputs handle(ops::OpKind op, std::span<const Value> args) override;
+  /** (F1) A tensor literal made inside the mode is fake (its data is dropped here; a
+   * tracer above keeps it as a constant). */
+  Tensor lift(const Tensor& literal) override;
 
  private:
   Value convert(const Value& v, ops::OpKind op, std::string_view arg);

@@ -37,9 +37,22 @@ ir::Ref ProxyMode::add_input(const Tensor& t, std::string name) {
 
 ir::Ref ProxyMode::ref_of(const Tensor& t) {
   if (const ir::Ref* r = find(t)) return *r;
-  ir::Ref ref{graph_.add_constant(t), 0};  // (T2) captured from outside the trace
+  // (T2) Captured from outside the trace, or a literal made in it: a constant node that
+  // holds the real value (a literal made fake below keeps its data in literals_).
+  Tensor value = t;
+  if (auto it = literals_.find(t.impl()); it != literals_.end()) {
+    if (it->second.tensor.lock() == t.impl_ptr()) value = it->second.value;
+    literals_.erase(it);
+  }
+  ir::Ref ref{graph_.add_constant(value), 0};
   bind(t, ref);
   return ref;
+}
+
+Tensor ProxyMode::lift(const Tensor& literal) {
+  Tensor seen = lift_literal(literal);
+  if (!seen.is_same(literal)) literals_[seen.impl()] = {seen.impl_ptr(), literal};
+  return seen;
 }
 
 Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {

@@ -41,6 +41,9 @@ class ProxyMode final : public Mode {
   bool tracked(const Tensor& t) const;
 
   Outputs handle(ops::OpKind op, std::span<const Value> args) override;
+  /** (T2) A literal made during the trace becomes, at its first use, a constant node
+   * holding its real value, even when the modes below made it fake. */
+  Tensor lift(const Tensor& literal) override;
 
  private:
   void bind(const Tensor& t, ir::Ref ref);
@@ -54,6 +57,12 @@ class ProxyMode final : public Mode {
     ir::Ref ref;
   };
   PoolMap<const TensorImpl*, Entry> table_;
+  // Literals made fake below this mode, with their real values, until first use.
+  struct Literal {
+    std::weak_ptr<TensorImpl> tensor;
+    Tensor value;
+  };
+  PoolMap<const TensorImpl*, Literal> literals_;
   CaptureScope capture_;
   ModeGuard guard_;
 };

@@ -170,6 +170,33 @@ TEST(F6, VirtualDeviceAgreesWithFakeAndWithCpuOnEveryOp) {
   expect_agrees_with_cpu(Device("cpu:1"));
 }
 
+// (F1) Tensor literals made inside FakeMode are fake, whatever their dtype or device;
+// no op the user did not call fails on the way.
+TEST(F1, LiteralsInsideFakeModeAreFake) {
+  FakeMode mode;
+  Tensor a = tensor({0.});  // doubles converted to f32: used to fail in _to_copy
+  EXPECT_TRUE(a.is_fake());
+  EXPECT_EQ(a.meta_str(), "f32[1]@cpu:0");
+  Tensor b = from_vector<int64_t>({1, 2, 3, 4}, {2, 2});
+  EXPECT_TRUE(b.is_fake());
+  EXPECT_EQ(b.meta_str(), "i64[2, 2]@cpu:0");
+  Tensor c = tensor({1, 2}, {}, {.device = Device("cuda:3")});
+  EXPECT_TRUE(c.is_fake());
+  EXPECT_EQ(c.meta_str(), "f32[2]@cuda:3");
+  Tensor s = tensor(0.5);  // a 0-dim literal, no scalar_tensor needed
+  EXPECT_TRUE(s.is_fake());
+  EXPECT_EQ(s.meta_str(), "f32[]@cpu:0");
+  EXPECT_EQ(add(c, s).meta_str(), "f32[2]@cuda:3");  // a host scalar joins (D2)
+}
+
+TEST(F1, ZeroDimLiteralsEagerly) {
+  EXPECT_EQ(tensor(0.5).meta_str(), "f32[]@cpu:0");
+  EXPECT_EQ(item<double>(tensor(0.5)), 0.5);
+  EXPECT_EQ(tensor(3).dtype(), i64);
+  EXPECT_EQ(tensor(true).dtype(), b8);
+  EXPECT_EQ(tensor(2.5, {.dtype = f64, .device = Device("cpu:1")}).meta_str(), "f64[]@cpu:1");
+}
+
 TEST(F1, FactoriesMakeFakeTensorsOnAbsentDevices) {
   FakeMode mode;
   Tensor x = randn({2, 3}, {.device = Device("cuda:3")});

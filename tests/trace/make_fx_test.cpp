@@ -129,6 +129,18 @@ TEST(MakeFx, NoClobberScopeStillTracksNewIntermediates) {  // (T4), second half
   }
 }
 
+// (T2) A literal made during a fake trace is a constant node holding its real value, so
+// the graph runs and saves; the fake tensor the code saw is bound to it.
+TEST(MakeFx, LiteralsInAFakeTraceAreRealConstants) {
+  Fn fn = [](const TensorList& in) { return TensorList{mul(in[0], tensor({2, 3}))}; };
+  ir::Graph g = make_fx(fn, {ones({2})}, {.mode = Mode::fake, .input_names = {"x"}});
+  g.verify();
+  std::string s = g.str();
+  EXPECT_NE(s.find("= constant([2., 3.])"), std::string::npos) << s;
+  TensorList out = ir::interpret(g, {tensor({5, 7})});
+  EXPECT_EQ(to_vector<float>(out[0]), (std::vector<float>{10, 21}));
+}
+
 TEST(MakeFx, OutsideTensorsBecomeConstants) {  // (T2)
   Tensor bias = tensor({0.5, -0.5});
   Fn fn = [&](const TensorList& in) { return TensorList{add(in[0], bias)}; };
