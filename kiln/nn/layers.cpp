@@ -1,5 +1,6 @@
 #include "kiln/nn/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -168,61 +169,73 @@ TensorList GPT::forward(const TensorList& in) {
   return {(*head_)((*ln_f_)(x))};
 }
 
-namespace {
-int64_t take(ModelConfig& c, const std::string& key, int64_t fallback) {
-  auto it = c.find(key);
-  if (it == c.end()) return fallback;
-  int64_t v = it->second;
-  KILN_CHECK(v > 0, value, "[model] setting '{}' must be positive, got {}", key, v);
-  c.erase(it);
-  return v;
+const std::vector<ReferenceModelInfo>& reference_models() {
+  static const std::vector<ReferenceModelInfo> models = {
+      {"mlp", "BENCH.md's MLP: x[batch, width] through layers x (Linear + ReLU)",
+       {{"batch", 64}, {"width", 512}, {"layers", 8}}},
+      {"block", "BENCH.md's transformer block: x[batch, seq, width], heads, MLP of hidden",
+       {{"batch", 4}, {"seq", 128}, {"width", 256}, {"heads", 4}, {"hidden", 1024}}},
+      {"gpt", "a small GPT: token ids[batch, seq] -> logits over vocab",
+       {{"vocab", 256}, {"context", 64}, {"layers", 2}, {"heads", 4}, {"width", 64}, {"batch", 2},
+        {"seq", 32}}},
+      {"bn_mlp", "Linear -> BatchNorm1d -> ReLU -> Linear (buffers that train mode updates)",
+       {{"batch", 16}, {"in", 16}, {"hidden", 32}, {"out", 8}}},
+  };
+  return models;
 }
-}  // namespace
 
-std::vector<std::string> reference_model_names() { return {"mlp", "block", "gpt", "bn_mlp"}; }
+std::vector<std::string> reference_model_names() {
+  std::vector<std::string> names;
+  for (const ReferenceModelInfo& m : reference_models()) names.push_back(m.name);
+  return names;
+}
 
 ReferenceModel make_reference_model(const std::string& name, const ModelConfig& overrides,
                                     uint64_t seed) {
+  const auto& models = reference_models();
+  auto info = std::find_if(models.begin(), models.end(), [&](const auto& m) { return m.name == name; });
+  KILN_CHECK(info != models.end(), value, "[model] unknown reference model '{}'; known: {}", name,
+             fmt::join(reference_model_names(), ", "));
+  ModelConfig c = info->defaults;
+  for (const auto& [key, value] : overrides) {
+    if (!c.contains(key)) {
+      std::vector<std::string> keys;
+      for (const auto& [k, v] : info->defaults) keys.push_back(fmt::format("{} (default {})", k, v));
+      fail(ErrorKind::value, "[model] '{}' has no setting '{}'; its settings: {}", name, key,
+           fmt::join(keys, ", "));
+    }
+    KILN_CHECK(value > 0, value, "[model] setting '{}' must be positive, got {}", key, value);
+    c[key] = value;
+  }
   manual_seed(seed);
-  ModelConfig c = overrides;
   ReferenceModel m;
-  if (name == "mlp") {  // BENCH.md's MLP: x[64, 512] -> 8 x (Linear 512->512 + ReLU)
-    int64_t batch = take(c, "batch", 64), width = take(c, "width", 512), layers = take(c, "layers", 8);
+  if (name == "mlp") {
     std::vector<std::shared_ptr<Module>> ls;
-    for (int64_t i = 0; i < layers; ++i) {
-      ls.push_back(std::make_shared<Linear>(width, width));
+    for (int64_t i = 0; i < c["layers"]; ++i) {
+      ls.push_back(std::make_shared<Linear>(c["width"], c["width"]));
       ls.push_back(std::make_shared<ReLU>());
     }
     m.module = std::make_shared<Sequential>(ls);
-    m.example_inputs = {randn({batch, width})};
-  } else if (name == "block") {  // BENCH.md's BLOCK: x[4, 128, 256], 4 heads, MLP 1024
-    int64_t batch = take(c, "batch", 4), seq = take(c, "seq", 128), width = take(c, "width", 256),
-            heads = take(c, "heads", 4), hidden = take(c, "hidden", 1024);
-    m.module = std::make_shared<BenchBlock>(width, heads, hidden);
-    m.example_inputs = {randn({batch, seq, width})};
+    m.example_inputs = {randn({c["batch"], c["width"]})};
+  } else if (name == "block") {
+    m.module = std::make_shared<BenchBlock>(c["width"], c["heads"], c["hidden"]);
+    m.example_inputs = {randn({c["batch"], c["seq"], c["width"]})};
   } else if (name == "gpt") {
     GPTConfig g;
-    g.vocab = take(c, "vocab", 256);
-    g.context = take(c, "context", 64);
-    g.layers = take(c, "layers", 2);
-    g.heads = take(c, "heads", 4);
-    g.width = take(c, "width", 64);
-    int64_t batch = take(c, "batch", 2), seq = take(c, "seq", 32);
+    g.vocab = c["vocab"];
+    g.context = c["context"];
+    g.layers = c["layers"];
+    g.heads = c["heads"];
+    g.width = c["width"];
     m.module = std::make_shared<GPT>(g);
-    Tensor ids = to(mul(rand({batch, seq}), static_cast<double>(g.vocab)), i64);
+    Tensor ids = to(mul(rand({c["batch"], c["seq"]}), static_cast<double>(g.vocab)), i64);
     m.example_inputs = {ids};
-  } else if (name == "bn_mlp") {
-    int64_t batch = take(c, "batch", 16), in = take(c, "in", 16), hidden = take(c, "hidden", 32),
-            out = take(c, "out", 8);
+  } else {  // bn_mlp
     m.module = std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
-        std::make_shared<Linear>(in, hidden), std::make_shared<BatchNorm1d>(hidden),
-        std::make_shared<ReLU>(), std::make_shared<Linear>(hidden, out)});
-    m.example_inputs = {randn({batch, in})};
-  } else {
-    fail(ErrorKind::value, "[model] unknown reference model '{}'; known: {}", name,
-         fmt::join(reference_model_names(), ", "));
+        std::make_shared<Linear>(c["in"], c["hidden"]), std::make_shared<BatchNorm1d>(c["hidden"]),
+        std::make_shared<ReLU>(), std::make_shared<Linear>(c["hidden"], c["out"])});
+    m.example_inputs = {randn({c["batch"], c["in"]})};
   }
-  KILN_CHECK(c.empty(), value, "[model] '{}' has no setting '{}'", name, c.begin()->first);
   return m;
 }
 

@@ -162,6 +162,16 @@ struct ReferenceModel {
   std::shared_ptr<Module> module;
   TensorList example_inputs;
 };
+/** A reference model: its name, what it is, and every setting with its default. */
+struct ReferenceModelInfo {
+  std::string name;
+  std::string about;
+  ModelConfig defaults;
+};
+/** Every model make_reference_model knows (the one list its settings come from). */
+const std::vector<ReferenceModelInfo>& reference_models();
+/** Builds a model; `overrides` must name settings it has (positive integers), else a
+ * value Error listing them. */
 ReferenceModel make_reference_model(const std::string& name, const ModelConfig& overrides = {},
                                     uint64_t seed = 0);
 /** The names make_reference_model knows. */

@@ -494,7 +494,7 @@ void save_safetensors(const NamedTensors& tensors, const std::string& path) {
   write_safetensors(path, tensors, json::object());
 }
 
-void save(const ExportedProgram& program, const std::string& path) {
+std::string program_json(const ExportedProgram& program) {
   DeviceTable dt;
   for (Device d : program.devices()) dt.slot(d);
   json prog;
@@ -515,11 +515,14 @@ void save(const ExportedProgram& program, const std::string& path) {
   json devices = json::array();
   for (Device d : dt.slots) devices.push_back(d.str());
   prog["devices"] = devices;
+  return prog.dump();
+}
 
+void save(const ExportedProgram& program, const std::string& path) {
   NamedTensors tensors;
   for (const auto& [name, t] : program.state) tensors.emplace_back("state/" + name, t);
   for (const auto& [name, t] : program.constants) tensors.emplace_back("constants/" + name, t);
-  write_safetensors(path, tensors, {{kProgramKey, prog.dump()}});
+  write_safetensors(path, tensors, {{kProgramKey, program_json(program)}});
 }
 
 NamedTensors load_safetensors(const std::string& path) { return read_safetensors(path).tensors; }
@@ -666,6 +669,7 @@ ExportedProgram load_program(const std::string& path, const DeviceMap& requested
   // (X3) Bind device slots: the map first, then every device must exist here.
   std::vector<Device> missing;
   std::vector<std::string> missing_names, all_names;
+  int cpus_needed = 0;  // virtual CPU devices a map asks for beyond the configured ones
   for (Device d : p.devices()) {
     Device bound = d;
     for (const auto& [from, to] : map)
@@ -674,16 +678,21 @@ ExportedProgram load_program(const std::string& path, const DeviceMap& requested
     if (bound.type != DeviceType::meta && bound.index >= device_count(bound.type)) {
       missing.push_back(d);
       missing_names.push_back(bound == d ? d.str() : fmt::format("{} (mapped to {})", d, bound));
+      if (bound.type == DeviceType::cpu) cpus_needed = std::max(cpus_needed, bound.index + 1);
     }
   }
   if (!missing.empty()) {
     std::vector<std::string> suggestion;
     for (Device d : missing) suggestion.push_back(fmt::format("{{\"{}\", \"cpu:0\"}}", d.str()));
+    std::string more_cpus =
+        cpus_needed ? fmt::format("; or set KILN_CPU_DEVICES={} for virtual CPU devices cpu:0..cpu:{}",
+                                  cpus_needed, cpus_needed - 1)
+                    : "";
     fail(ErrorKind::device,
          "[load] {} needs {}, which this machine lacks (the program's devices: {}); pass a device "
-         "map, e.g. load_program(path, {{{}}}) (kiln run: --device-map {}=cpu:0)",
+         "map, e.g. load_program(path, {{{}}}) (kiln run: --device-map {}=cpu:0){}",
          path, fmt::join(missing_names, ", "), fmt::join(all_names, ", "),
-         fmt::join(suggestion, ", "), missing[0].str());
+         fmt::join(suggestion, ", "), missing[0].str(), more_cpus);
   }
   DeviceMap full = map;
   for (Device d : p.devices()) full.emplace_back(d, d);  // identity for the unmapped ones

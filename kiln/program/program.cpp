@@ -233,8 +233,10 @@ std::vector<Device> ExportedProgram::devices() const {
   return out;
 }
 
-std::string ExportedProgram::str() const {
-  std::string out = graph.str() + "signature:\n";
+std::string ExportedProgram::str() const { return graph.str() + signature_str(); }
+
+std::string ExportedProgram::signature_str() const {
+  std::string out = "signature:\n";
   for (const InputSpec& s : signature.inputs)
     out += fmt::format("  input  %{} : {} {}{}\n", s.name, to_string(s.kind), s.target,
                        s.kind == Kind::buffer && !s.persistent ? " (non-persistent)" : "");

@@ -83,6 +83,8 @@ class ExportedProgram {
   std::unique_lock<std::mutex> lock_for_run() const;
   /** The graph followed by the signature, one line per input and output. */
   std::string str() const;
+  /** "signature:" and one line per input and output. */
+  std::string signature_str() const;
 
  private:
   NamedTensors workspace_values_;
@@ -131,6 +133,10 @@ ExportedProgram read_program(const std::string& path);
 NamedTensors load_safetensors(const std::string& path);
 /** Writes tensors as a plain safetensors file (atomically). */
 void save_safetensors(const NamedTensors& tensors, const std::string& path);
+/** The program as the JSON a file stores (format version, device table, graph nodes
+ * with op, arguments, output metadata and scope, signature, workspaces; devices as slots
+ * of the table). See docs/program-format.md. */
+std::string program_json(const ExportedProgram& program);
 /** The user inputs of `program` from a safetensors file holding input_0, input_1, ...
  * (what `kiln run --inputs` reads); a missing tensor is a value Error naming it. Shapes,
  * dtypes and devices are checked when the program runs (R3). */

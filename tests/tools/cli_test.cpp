@@ -129,6 +129,7 @@ TEST(Cli, ErrorsAreOneLineWithNonZeroExit) {
   EXPECT_TRUE(has(model.out, "unknown reference model 'resnet'")) << model.out;
   Result usage = kiln_cmd("frobnicate");
   EXPECT_NE(usage.code, 0);
+  EXPECT_EQ(usage.code, 2);
   // A malformed environment is an error on first use, never a crash.
   for (const char* cmd : {"demo", "export --model mlp -o /dev/null"}) {
     Result env = kiln_cmd(cmd, "KILN_CPU_DEVICES=abc");
@@ -144,6 +145,51 @@ TEST(Cli, DemoPerformsTheMainJob) {
   EXPECT_TRUE(has(d.out, "export")) << d.out;
   EXPECT_TRUE(has(d.out, "-> all mapped to cpu:0")) << d.out;
   EXPECT_TRUE(has(d.out, "-> OK")) << d.out;
+}
+
+// The first hour: exit codes, --version, what export can build, a summary before the
+// graph, structured JSON nodes, and errors that say what to do.
+TEST(Cli, FirstHour) {
+  EXPECT_EQ(kiln_cmd("frobnicate").code, 2);  // usage errors are 2, failures 1
+  EXPECT_EQ(kiln_cmd("run").code, 2);
+  Result version = kiln_cmd("--version");
+  EXPECT_EQ(version.code, 0);
+  EXPECT_TRUE(has(version.out, "kiln 0.")) << version.out;
+  Result help = kiln_cmd("export --help");
+  EXPECT_EQ(help.code, 0);
+  for (const kiln::nn::ReferenceModelInfo& m : kiln::nn::reference_models()) {
+    EXPECT_TRUE(has(help.out, m.name)) << help.out;
+    for (const auto& [key, value] : m.defaults) EXPECT_TRUE(has(help.out, key + "=" + std::to_string(value)));
+  }
+  Result key = kiln_cmd("export --model mlp --set depth=3 -o " + tmp("k.kiln"));
+  EXPECT_EQ(key.code, 1);
+  EXPECT_TRUE(has(key.out, "'mlp' has no setting 'depth'; its settings: batch (default 64), layers "
+                           "(default 8), width (default 512)")) << key.out;
+
+  std::string file = tmp("first.kiln");
+  ASSERT_EQ(kiln_cmd("export --model mlp --set batch=2 --set layers=1 -o " + file).code, 0);
+  Result show = kiln_cmd("show " + file);
+  ASSERT_EQ(show.code, 0) << show.out;
+  EXPECT_EQ(show.out.find("program: 6 nodes\ndevices: cpu:0\nstate: 2 tensors"), 0u) << show.out;
+  EXPECT_LT(show.out.find("signature:"), show.out.find("graph:")) << show.out;
+  nlohmann::json j = nlohmann::json::parse(kiln_cmd("show " + file + " --format json").out);
+  ASSERT_EQ(j["nodes"].size(), 6u);  // 2 parameters, the input, linear, relu, output
+  EXPECT_EQ(j["nodes"][3]["target"], "linear");
+  EXPECT_EQ(j["nodes"][3]["meta"][0]["shape"], nlohmann::json({2, 512}));
+  EXPECT_EQ(j["device_table"], nlohmann::json({"cpu:0"}));
+
+  Result more = kiln_cmd("run " + file + " --device-map cpu:0=cpu:7");
+  EXPECT_EQ(more.code, 1);
+  EXPECT_TRUE(has(more.out, "or set KILN_CPU_DEVICES=8 for virtual CPU devices cpu:0..cpu:7")) << more.out;
+  Result warm = kiln_cmd("run " + file + " --warmup 3 --repeat 2");
+  EXPECT_EQ(warm.code, 0) << warm.out;
+  EXPECT_TRUE(has(warm.out, ": 2 run(s), median")) << warm.out;
+  if (kiln::device_count(kiln::DeviceType::cuda) == 0) {  // fails before exporting anything
+    Result gpu = kiln_cmd("demo --device cuda:0");
+    EXPECT_EQ(gpu.code, 1);
+    EXPECT_EQ(gpu.out.find("kiln: error: [demo] cannot run on cuda:0: this machine has 0 cuda device(s); "
+                           "run on a local device, e.g. --device cpu:0"), 0u) << gpu.out;
+  }
 }
 
 // Sizes no machine can hold are one-line errors with exit 1, never a hang, a crash or an

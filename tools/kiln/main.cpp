@@ -116,16 +116,27 @@ class Timings {
   double lo_ = INFINITY, hi_ = -INFINITY;
 };
 
+// "Models and their --set keys (defaults): ..." for `kiln export --help`.
+std::string models_help() {
+  std::string s = "Models and their --set keys (defaults):\n";
+  for (const nn::ReferenceModelInfo& m : nn::reference_models()) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : m.defaults) keys.push_back(fmt::format("{}={}", k, v));
+    s += fmt::format("  {:<7} {}\n          {}\n", m.name, m.about, fmt::join(keys, " "));
+  }
+  return s;
+}
+
 // ---- kiln show ---------------------------------------------------------------------
 
+// The summary (size, devices, state, signature) first, then the graph.
 std::string show_text(const ExportedProgram& p) {
-  std::string s = p.str();
-  s += "devices:";
+  std::string s = fmt::format("program: {} nodes\ndevices:", p.graph.size());
   for (Device d : p.devices()) s += " " + d.str();
   s += fmt::format("\nstate: {} tensors, {}\nconstants: {} tensors, {}\nworkspaces: {}\n",
                    p.state.size(), human_bytes(double(bytes_of(p.state))), p.constants.size(),
                    human_bytes(double(bytes_of(p.constants))), p.workspaces.size());
-  return s;
+  return s + p.signature_str() + "graph:\n" + p.graph.str();
 }
 
 json show_json(const ExportedProgram& p) {
@@ -157,7 +168,12 @@ json show_json(const ExportedProgram& p) {
   std::string text = p.graph.str();
   for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
     nodes.push_back(text.substr(at, nl - at));
-  j["graph"] = nodes;
+  j["graph"] = nodes;  // the printed graph, a line per node
+  // Structured nodes as the file stores them (docs/program-format.md): op, target,
+  // arguments, output metadata with devices as slots of "device_table", scope.
+  json stored = json::parse(program_json(p));
+  j["nodes"] = stored["graph"];
+  j["device_table"] = stored["devices"];
   j["num_nodes"] = p.graph.size();
   return j;
 }
@@ -181,6 +197,10 @@ std::string show_dot(const ExportedProgram& p) {
 int cmd_demo(const std::string& model, const std::string& trace_device, const std::string& device,
              uint64_t seed) {
   Device target = resolve_device(Device(device));
+  KILN_CHECK(target.type == DeviceType::meta || target.index < device_count(target.type), device,
+             "[demo] cannot run on {}: this machine has {} {} device(s); run on a local device, e.g. "
+             "--device cpu:0 (KILN_CPU_DEVICES=N gives cpu:0..cpu:N-1)",
+             target, device_count(target.type), to_string(target.type));
   std::printf("kiln demo: export %s traced for %s, save, load, retarget to %s, run, compare\n",
               model.c_str(), trace_device.c_str(), target.str().c_str());
   nn::ReferenceModel ref = nn::make_reference_model(model, {}, seed);
@@ -273,7 +293,7 @@ int cmd_show(const std::string& file, const std::string& format) {
 }
 
 int cmd_run(const std::string& file, const std::string& device_map, const std::string& inputs_path,
-            const std::string& outputs_path, int repeat, uint64_t seed) {
+            const std::string& outputs_path, int repeat, int warmup, uint64_t seed) {
   ExportedProgram p = load_program(file, parse_device_map(device_map));
   TensorList inputs;
   if (inputs_path.empty()) {
@@ -284,6 +304,7 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
   runtime::Executor exec(p);
   Timings times;
   TensorList outs;
+  for (int i = 0; i < warmup; ++i) outs = exec.run(inputs);
   bool tty = ::isatty(2);
   for (int i = 0; i < std::max(repeat, 1); ++i) {
     auto t0 = Clock::now();
@@ -312,28 +333,31 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
 int main(int argc, char** argv) {
   CLI::App app{"kiln: export tensor programs to portable graph files and run them on any device"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln " KILN_VERSION);
+  app.footer("Exit status: 0 on success, 1 when a command fails (one line on stderr), 2 for usage errors.");
 
   std::string model = "gpt", trace_device = "cuda:0", device = "cpu:0", out, file, format = "text",
               device_map, inputs, outputs;
   std::vector<std::string> sets;
   uint64_t seed = 0;
-  int repeat = 1;
+  int repeat = 1, warmup = 1;
   bool train = false;
 
   CLI::App* demo = app.add_subcommand("demo", "The main job: export a model traced for cuda:0 (fake), "
                                               "save, load, retarget to a local device, run, compare with eager");
-  demo->add_option("--model", model, "reference model (mlp, gpt, bn_mlp)")->capture_default_str();
+  demo->add_option("--model", model, "reference model (see `kiln export --help`)")->capture_default_str();
   demo->add_option("--trace-device", trace_device, "device to trace for")->capture_default_str();
   demo->add_option("--device", device, "device to run on")->capture_default_str();
   demo->add_option("--seed", seed, "random seed")->capture_default_str();
 
   CLI::App* exp = app.add_subcommand("export", "Export a reference model to a program file");
-  exp->add_option("--model", model, "mlp, gpt or bn_mlp")->required();
+  exp->add_option("--model", model, "reference model (listed below)")->required();
   exp->add_option("--set", sets, "model setting key=value (repeatable), e.g. --set layers=4");
   exp->add_option("--trace-device", trace_device, "device to trace for (fake tensors)");
   exp->add_option("--seed", seed, "random seed of the weights and example inputs");
   exp->add_flag("--train", train, "export in training mode (e.g. BatchNorm updates its statistics)");
   exp->add_option("-o,--output", out, "program file to write")->required();
+  exp->footer(models_help());
 
   CLI::App* show = app.add_subcommand("show", "Print a program: signature, devices, sizes, graph");
   show->add_option("file", file, "program file")->required();
@@ -345,19 +369,20 @@ int main(int argc, char** argv) {
   run->add_option("--inputs", inputs, "safetensors file with input_0, input_1, ...");
   run->add_option("--outputs", outputs, "write the outputs (output_0, ...) to this safetensors file");
   run->add_option("--repeat", repeat, "number of runs to time")->check(CLI::PositiveNumber);
+  run->add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
   run->add_option("--seed", seed, "seed of the generated inputs");
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // --help and --version succeed; usage errors are 2
   }
   if (exp->parsed() && trace_device == "cuda:0" && !exp->count("--trace-device")) trace_device.clear();
   try {
     if (demo->parsed()) return cmd_demo(model, trace_device, device, seed);
     if (exp->parsed()) return cmd_export(model, sets, trace_device, seed, train, out);
     if (show->parsed()) return cmd_show(file, format);
-    if (run->parsed()) return cmd_run(file, device_map, inputs, outputs, repeat, seed);
+    if (run->parsed()) return cmd_run(file, device_map, inputs, outputs, repeat, warmup, seed);
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
     return 1;
