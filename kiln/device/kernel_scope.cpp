@@ -21,7 +21,7 @@ void check_kernel_device(Device used, std::string_view what) {
   const KernelFrame* f = t_frame;
   if (!f || used == f->device) return;
   fail(ErrorKind::device_mismatch,
-       "[{}] kernel for {} used the {} of {} (D8): every kernel must run with its tensors' "
+       "[{}] kernel for {} used the {} of {}: every kernel must run with its tensors' "
        "device current and use that device's streams and BLAS handles",
        f->op, f->device, what, used);
 }

@@ -459,8 +459,8 @@ void check_not_frozen(const OpInfo& info, std::span<const Value> args) {
   if (!by) return;
   fail(ErrorKind::frozen_mutation,
        "[{}] cannot mutate the result of {} (or a view of it) in a captured program: whether "
-       "a device-preserving to() aliases its input depends on the device the program runs on "
-       "(X2). Use clone() on it, or to(..., copy=true), before mutating",
+       "a device-preserving to() aliases its input depends on the device the program runs on. "
+       "Use clone() on it, or to(..., copy=true), before mutating",
        info.name, *by);
 }
 }  // namespace

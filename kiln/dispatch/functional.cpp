@@ -471,7 +471,7 @@ Tensor _to_copy(const Tensor& x, DType dtype, Device device, bool non_blocking) 
 template <typename T>
 std::vector<T> to_vector(const Tensor& x) {
   KILN_CHECK(!x.is_fake(), data_dependent,
-             "[to_vector] cannot read the data of fake tensor {}: it has metadata only (F5)",
+             "[to_vector] cannot read the data of fake tensor {}: it has metadata only",
              x.meta_str());
   // (D4) A host read waits for the stream that last wrote the data.
   if (StreamImpl* w = x.storage()->writer.load()) Stream::of(w).synchronize();
@@ -486,7 +486,7 @@ std::vector<T> to_vector(const Tensor& x) {
 template <typename T>
 T item(const Tensor& x) {
   KILN_CHECK(!x.is_fake(), data_dependent,
-             "[item] cannot read the value of fake tensor {}: it has metadata only (F5)",
+             "[item] cannot read the value of fake tensor {}: it has metadata only",
              x.meta_str());
   KILN_CHECK(x.numel() == 1, value,
              "[item] a tensor with {} elements cannot be converted to a scalar", x.numel());

@@ -37,7 +37,7 @@ Value FakeMode::convert(const Value& v, ops::OpKind op, std::string_view arg) {
     if (!t.defined() || t.is_fake() || t.is_wrapped_number()) return t;
     KILN_CHECK(options_.allow_non_fake_inputs, value,
                "[{}] argument '{}' is a real tensor {} inside FakeMode; convert it with "
-               "FakeMode::from_real first, or set allow_non_fake_inputs (F2)",
+               "FakeMode::from_real first, or set allow_non_fake_inputs",
                ops::op_name(op), arg, t.meta_str());
     return from_real(t);
   };

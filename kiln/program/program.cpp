@@ -173,8 +173,11 @@ TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs) {
         bool fits = u.defined() && u.shape() == m.shape && u.dtype() == m.dtype;
         if (!fits || u.device() != m.device)  // (R3) a wrong device alone is a device mismatch
           fail(fits ? ErrorKind::device_mismatch : ErrorKind::value,
-               "[run] input '{}' expects {}, got {}", spec.target, m.str(),
-               u.defined() ? ir::ValueMeta::of(u).str() : "an undefined tensor");
+               "[run] input '{}' expects {}, got {}{}", spec.target, m.str(),
+               u.defined() ? ir::ValueMeta::of(u).str() : "an undefined tensor",
+               u.defined() && u.shape() != m.shape
+                   ? " (programs have static shapes: export again for this shape)"
+                   : "");
         inputs.push_back(u);
         continue;
       }

@@ -178,7 +178,7 @@ TEST(HandlePool, InsideAKernelOnlyTheKernelsDevice) {  // (D8)
   KernelScope k("mm", kCpu1);
   EXPECT_NE(c.pool.acquire(kCpu1), nullptr);
   expect_error([&] { c.pool.acquire(kCpu2); }, ErrorKind::device_mismatch,
-               "[mm] kernel for cpu:1 used the test handle of cpu:2 (D8)");
+               "[mm] kernel for cpu:1 used the test handle of cpu:2: every kernel");
 }
 
 TEST(HandlePool, ManyThreadsGetDistinctHandles) {
