@@ -88,6 +88,38 @@ TEST(Printing, LooksLikeTorch) {
   EXPECT_EQ(to_string(tensor({1, 2, 3, 4}, {2, 2}, {.dtype = f64})),
             "tensor([[1., 2.],\n        [3., 4.]], dtype=f64)");
   EXPECT_EQ(to_string(eq(arange(2), arange(2))), "tensor([True, True])");
+  // PyTorch's number formats: one for the whole tensor, right-aligned to one width.
+  EXPECT_EQ(to_string(tensor({1e-5, 1.})), "tensor([1.0000e-05, 1.0000e+00])");
+  EXPECT_EQ(to_string(tensor({0.5, 123.456})), "tensor([  0.5000, 123.4560])");
+  EXPECT_EQ(to_string(tensor({0.1, 123.456})), "tensor([1.0000e-01, 1.2346e+02])");  // ratio > 1000
+  EXPECT_EQ(to_string(tensor({NAN, 1., -INFINITY})), "tensor([nan, 1., -inf])");
+  EXPECT_EQ(to_string(tensor({0., 0.})), "tensor([0., 0.])");
+  EXPECT_EQ(to_string(tensor({-2., 10.})), "tensor([-2., 10.])");
+  EXPECT_EQ(to_string(tensor(0.5)), "tensor(0.5000)");
+  EXPECT_EQ(to_string(from_vector<bool>({true, false}, {2}, {})), "tensor([ True, False])");
+  // Rows wrap at 80 columns; more than 1000 elements are summarised (3 at each edge).
+  EXPECT_EQ(to_string(arange(0, 30, 1, {.dtype = f32})),
+            "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12., 13.,\n"
+            "        14., 15., 16., 17., 18., 19., 20., 21., 22., 23., 24., 25., 26., 27.,\n"
+            "        28., 29.])");
+  EXPECT_EQ(to_string(arange(1001)), "tensor([   0,    1,    2,  ...,  998,  999, 1000])");
+  EXPECT_EQ(to_string(arange(0, 2000, 1, {.dtype = f32})),
+            "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n"
+            "        1.9990e+03])");
+  EXPECT_EQ(to_string(view(arange(0, 2000, 1, {.dtype = f64}), {1000, 2})),
+            "tensor([[0.0000e+00, 1.0000e+00],\n"
+            "        [2.0000e+00, 3.0000e+00],\n"
+            "        [4.0000e+00, 5.0000e+00],\n"
+            "        ...,\n"
+            "        [1.9940e+03, 1.9950e+03],\n"
+            "        [1.9960e+03, 1.9970e+03],\n"
+            "        [1.9980e+03, 1.9990e+03]], dtype=f64)");
+  EXPECT_EQ(to_string(empty({0, 3})), "tensor([], size=(0, 3))");
+  {
+    FakeMode mode;
+    EXPECT_EQ(to_string(empty({5}, {.device = Device("cuda:0")})), "tensor(..., device='cuda:0', size=(5,))");
+  }
+  EXPECT_EQ(to_string(empty({0}, {.dtype = i64})), "tensor([], dtype=i64)");
 }
 
 }  // namespace
