@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "kiln/core/pool.h"
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"
 #include "kiln/ops/meta.h"
@@ -35,11 +36,21 @@ Tensor convert(const Tensor& x, Device device, DType dtype) {
   return _to_copy(x, dtype, device);
 }
 
-/** A C++ number as a 0-dim CPU tensor flagged as a wrapped number (it ranks below
- * tensors in type promotion and joins ops on any device, D2). */
-Tensor wrap(Scalar s) {
-  Device cpu0 = default_device();
-  Tensor t = make_tensor(Dims{}, s.dtype(), cpu0, &device_allocator(cpu0));
+IntList shape_of(const Tensor& t) { return t.shape().vec(); }
+
+}  // namespace
+
+Tensor wrapped_number(Scalar s) {
+  // Its 8 bytes live in a block of its own, not in cpu:0's allocator: a number joining
+  // an op on another device allocates nothing on any device (R2).
+  auto bytes = std::make_shared<std::array<std::byte, 8>>();
+  Device host(DeviceType::cpu, 0);
+  auto impl = make_pooled<TensorImpl>();
+  impl->dtype = s.dtype();
+  impl->device = host;
+  impl->storage = make_pooled<StorageImpl>(bytes->data(), bytes->size(), host, nullptr, false);
+  impl->storage->owner = bytes;
+  Tensor t(std::move(impl));
   switch (s.kind()) {
     case Scalar::Kind::f: *t.data<double>() = s.to_double(); break;
     case Scalar::Kind::i: *t.data<int64_t>() = s.to_int(); break;
@@ -49,9 +60,14 @@ Tensor wrap(Scalar s) {
   return t;
 }
 
-IntList shape_of(const Tensor& t) { return t.shape().vec(); }
-
-}  // namespace
+Scalar wrapped_value(const Tensor& t) {
+  KILN_CHECK(t.is_wrapped_number(), internal, "[wrapped_value] {} is not a wrapped number", t.meta_str());
+  switch (t.dtype()) {
+    case DType::f64: return Scalar(*t.data<double>());
+    case DType::i64: return Scalar(*t.data<int64_t>());
+    default: return Scalar(*t.data<bool>());
+  }
+}
 
 // ---- factories ----------------------------------------------------------------
 
@@ -164,19 +180,19 @@ Tensor silu(const Tensor& x) { return call1(OpKind::silu, x); }
 Tensor logical_not(const Tensor& x) { return call1(OpKind::logical_not, x); }
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return call1(OpKind::add, a, b, alpha); }
-Tensor add(const Tensor& a, Scalar b) { return add(a, wrap(b)); }
+Tensor add(const Tensor& a, Scalar b) { return add(a, wrapped_number(b)); }
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { return call1(OpKind::sub, a, b, alpha); }
-Tensor sub(const Tensor& a, Scalar b) { return sub(a, wrap(b)); }
+Tensor sub(const Tensor& a, Scalar b) { return sub(a, wrapped_number(b)); }
 Tensor mul(const Tensor& a, const Tensor& b) { return call1(OpKind::mul, a, b); }
-Tensor mul(const Tensor& a, Scalar b) { return mul(a, wrap(b)); }
+Tensor mul(const Tensor& a, Scalar b) { return mul(a, wrapped_number(b)); }
 Tensor div(const Tensor& a, const Tensor& b) { return call1(OpKind::div, a, b); }
-Tensor div(const Tensor& a, Scalar b) { return div(a, wrap(b)); }
+Tensor div(const Tensor& a, Scalar b) { return div(a, wrapped_number(b)); }
 Tensor pow(const Tensor& a, const Tensor& e) { return call1(OpKind::pow, a, e); }
 Tensor pow(const Tensor& a, Scalar e) {
   KILN_CHECK(!(is_integral(a.dtype(), false) && !e.is_floating() && !e.is_bool() && e.to_int() < 0),
              value, "[pow] Integers to negative integer powers are not allowed (exponent {})",
              e.to_int());
-  return pow(a, wrap(e));
+  return pow(a, wrapped_number(e));
 }
 Tensor maximum(const Tensor& a, const Tensor& b) { return call1(OpKind::maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return call1(OpKind::minimum, a, b); }
@@ -186,9 +202,9 @@ Tensor lt(const Tensor& a, const Tensor& b) { return call1(OpKind::lt, a, b); }
 Tensor le(const Tensor& a, const Tensor& b) { return call1(OpKind::le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return call1(OpKind::gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return call1(OpKind::ge, a, b); }
-Tensor eq(const Tensor& a, Scalar b) { return eq(a, wrap(b)); }
-Tensor gt(const Tensor& a, Scalar b) { return gt(a, wrap(b)); }
-Tensor lt(const Tensor& a, Scalar b) { return lt(a, wrap(b)); }
+Tensor eq(const Tensor& a, Scalar b) { return eq(a, wrapped_number(b)); }
+Tensor gt(const Tensor& a, Scalar b) { return gt(a, wrapped_number(b)); }
+Tensor lt(const Tensor& a, Scalar b) { return lt(a, wrapped_number(b)); }
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   return call1(OpKind::where, c, a, b);
 }
@@ -205,28 +221,28 @@ Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator+(Scalar a, const Tensor& b) { return add(wrap(a), b); }
-Tensor operator-(Scalar a, const Tensor& b) { return sub(wrap(a), b); }
-Tensor operator*(Scalar a, const Tensor& b) { return mul(wrap(a), b); }
-Tensor operator/(Scalar a, const Tensor& b) { return div(wrap(a), b); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(wrapped_number(a), b); }
+Tensor operator-(Scalar a, const Tensor& b) { return sub(wrapped_number(a), b); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(wrapped_number(a), b); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(wrapped_number(a), b); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
-Tensor operator<(const Tensor& a, Scalar b) { return lt(a, wrap(b)); }
-Tensor operator<=(const Tensor& a, Scalar b) { return le(a, wrap(b)); }
-Tensor operator>(const Tensor& a, Scalar b) { return gt(a, wrap(b)); }
-Tensor operator>=(const Tensor& a, Scalar b) { return ge(a, wrap(b)); }
-Tensor operator==(const Tensor& a, Scalar b) { return eq(a, wrap(b)); }
-Tensor operator!=(const Tensor& a, Scalar b) { return ne(a, wrap(b)); }
+Tensor operator<(const Tensor& a, Scalar b) { return lt(a, wrapped_number(b)); }
+Tensor operator<=(const Tensor& a, Scalar b) { return le(a, wrapped_number(b)); }
+Tensor operator>(const Tensor& a, Scalar b) { return gt(a, wrapped_number(b)); }
+Tensor operator>=(const Tensor& a, Scalar b) { return ge(a, wrapped_number(b)); }
+Tensor operator==(const Tensor& a, Scalar b) { return eq(a, wrapped_number(b)); }
+Tensor operator!=(const Tensor& a, Scalar b) { return ne(a, wrapped_number(b)); }
 Tensor& operator+=(Tensor& a, const Tensor& b) { return add_(a, b); }
 Tensor& operator-=(Tensor& a, const Tensor& b) { return sub_(a, b); }
 Tensor& operator*=(Tensor& a, const Tensor& b) { return mul_(a, b); }
 Tensor& operator/=(Tensor& a, const Tensor& b) { return div_(a, b); }
 Tensor& operator+=(Tensor& a, Scalar b) { return add_(a, b); }
-Tensor& operator-=(Tensor& a, Scalar b) { return sub_(a, wrap(b)); }
+Tensor& operator-=(Tensor& a, Scalar b) { return sub_(a, wrapped_number(b)); }
 Tensor& operator*=(Tensor& a, Scalar b) { return mul_(a, b); }
 Tensor& operator/=(Tensor& a, Scalar b) { return div_(a, b); }
 
@@ -236,7 +252,7 @@ Tensor& add_(Tensor& self, const Tensor& other, Scalar alpha) {
   call(OpKind::add_, self, other, alpha);
   return self;
 }
-Tensor& add_(Tensor& self, Scalar other) { return add_(self, wrap(other)); }
+Tensor& add_(Tensor& self, Scalar other) { return add_(self, wrapped_number(other)); }
 Tensor& sub_(Tensor& self, const Tensor& other, Scalar alpha) {
   call(OpKind::sub_, self, other, alpha);
   return self;
@@ -245,12 +261,12 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
   call(OpKind::mul_, self, other);
   return self;
 }
-Tensor& mul_(Tensor& self, Scalar other) { return mul_(self, wrap(other)); }
+Tensor& mul_(Tensor& self, Scalar other) { return mul_(self, wrapped_number(other)); }
 Tensor& div_(Tensor& self, const Tensor& other) {
   call(OpKind::div_, self, other);
   return self;
 }
-Tensor& div_(Tensor& self, Scalar other) { return div_(self, wrap(other)); }
+Tensor& div_(Tensor& self, Scalar other) { return div_(self, wrapped_number(other)); }
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value) {
   call(OpKind::masked_fill_, self, mask, value);
   return self;

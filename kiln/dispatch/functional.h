@@ -21,6 +21,13 @@ struct TensorOptions {
 };
 
 // ---- factories ----------------------------------------------------------------
+/** A C++ number as a 0-dim host tensor flagged as a wrapped number: it ranks below
+ * tensors in type promotion and joins ops on any device (D2). Traced graphs record it
+ * as a scalar argument (`mul(%x, 0.125)`), as PyTorch's graphs do. */
+Tensor wrapped_number(Scalar value);
+/** The number a wrapped-number tensor holds. */
+Scalar wrapped_value(const Tensor& t);
+
 Tensor empty(const IntList& size, TensorOptions options = {});
 Tensor zeros(const IntList& size, TensorOptions options = {});
 Tensor ones(const IntList& size, TensorOptions options = {});

@@ -1,10 +1,11 @@
-#include "kiln/core/overloaded.h"
 #include "kiln/ir/graph.h"
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kiln/core/overloaded.h"
 #include "kiln/dispatch/functional.h"
 
 namespace kiln::ir {
@@ -57,7 +58,8 @@ bool is_default(const Arg& a, const std::optional<Value>& def) {
 bool arg_matches(const Arg& a, ops::ArgType type) {
   using ops::ArgType;
   switch (type) {
-    case ArgType::tensor: return std::holds_alternative<Ref>(a);
+    case ArgType::tensor:  // a scalar stands for a wrapped number (see wrapped_number)
+      return std::holds_alternative<Ref>(a) || std::holds_alternative<Scalar>(a);
     case ArgType::opt_tensor:
       return std::holds_alternative<Ref>(a) || std::holds_alternative<std::monostate>(a);
     case ArgType::tensor_list: return std::holds_alternative<RefList>(a);
@@ -269,7 +271,9 @@ std::string Graph::str() const {
         std::string args;
         for (size_t i = 0; i < n->args_.size(); ++i) {
           const Arg& a = n->args_[i];
-          bool tensor = std::holds_alternative<Ref>(a) || std::holds_alternative<RefList>(a);
+          // Tensor positions print positionally, numbers in them too: mul(%x, 0.125).
+          bool tensor = std::holds_alternative<Ref>(a) || std::holds_alternative<RefList>(a) ||
+                        (i < specs.size() && specs[i].type == ops::ArgType::tensor);
           if (!tensor && i < specs.size() && is_default(a, specs[i].default_value)) continue;
           if (!args.empty()) args += ", ";
           args += tensor || i >= specs.size() ? arg_str(a) : specs[i].name + "=" + arg_str(a);
@@ -399,6 +403,39 @@ int eliminate_common_subexpressions(Graph& graph) {
 #ifndef NDEBUG
   graph.verify();
 #endif
+  return merged;
+}
+
+int merge_equal_constants(Graph& graph) {
+  std::unordered_set<const Node*> mutated;
+  for (Node* n : graph.nodes())
+    if (n->opcode() == Opcode::call && ops::op_info(n->op()).is_inplace())
+      mutated.insert(std::get<Ref>(n->args()[ops::op_info(n->op()).schema.mutated_arg]).node);
+  auto mergeable = [&](const Node* n) {
+    const Tensor& v = n->value();
+    return !mutated.contains(n) && !v.is_fake() && v.device().is_cpu() && v.is_contiguous();
+  };
+  auto equal = [](const Tensor& a, const Tensor& b) {
+    return a.dtype() == b.dtype() && a.shape() == b.shape() && a.device() == b.device() &&
+           (a.numel() == 0 ||
+            std::memcmp(a.raw_data(), b.raw_data(), static_cast<size_t>(a.numel()) * a.itemsize()) == 0);
+  };
+  std::vector<Node*> kept;
+  int merged = 0;
+  for (Node* n = graph.first(); n;) {
+    Node* next = n->next();
+    if (n->opcode() == Opcode::constant && mergeable(n)) {
+      auto same = std::find_if(kept.begin(), kept.end(), [&](Node* k) { return equal(k->value(), n->value()); });
+      if (same != kept.end()) {
+        graph.replace_all_uses(n, *same);
+        graph.erase(n);
+        ++merged;
+      } else {
+        kept.push_back(n);
+      }
+    }
+    n = next;
+  }
   return merged;
 }
 

@@ -154,5 +154,8 @@ int eliminate_dead_code(Graph& graph);
 /** Merges identical call nodes (same op, same arguments) that neither mutate nor draw
  * random numbers; mutating ops are barriers. Returns how many were merged. */
 int eliminate_common_subexpressions(Graph& graph);
+/** Merges constant nodes holding equal values (dtype, shape, device and bytes; dense
+ * host data), unless an op mutates one. Returns how many were merged. */
+int merge_equal_constants(Graph& graph);
 
 }  // namespace kiln::ir

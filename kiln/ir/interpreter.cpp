@@ -1,4 +1,3 @@
-#include "kiln/core/overloaded.h"
 #include "kiln/ir/interpreter.h"
 
 #include <unordered_map>
@@ -6,9 +5,6 @@
 #include "kiln/dispatch/dispatch.h"
 
 namespace kiln::ir {
-
-namespace {
-}  // namespace
 
 TensorList interpret(const Graph& graph, const TensorList& inputs) {
   std::unordered_map<const Node*, Outputs> env;
@@ -33,17 +29,7 @@ TensorList interpret(const Graph& graph, const TensorList& inputs) {
       case Opcode::call: {
         std::vector<Value> args;
         args.reserve(n->args().size());
-        for (const Arg& a : n->args()) {
-          args.push_back(std::visit(
-              Overloaded{[&](const Ref& r) -> Value { return value_of(r); },
-                         [&](const RefList& l) -> Value {
-                           TensorList ts;
-                           for (const Ref& r : l) ts.push_back(value_of(r));
-                           return ts;
-                         },
-                         [](const auto& v) -> Value { return Value(v); }},
-              a));
-        }
+        call_args(*n, value_of, args);
         env[n] = dispatch(n->op(), args);
         break;
       }

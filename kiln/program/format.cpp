@@ -26,7 +26,10 @@ using Kind = InputSpec::Kind;
 
 namespace {
 
-constexpr int kFormatVersion = 1;
+// Version 2 records C++ numbers as scalar arguments of nodes (`mul(%x, 0.125)`) instead
+// of constant nodes; version 1 files have none and still load.
+constexpr int kFormatVersion = 2;
+constexpr int kOldestFormatVersion = 1;
 constexpr const char* kProgramKey = "kiln.program";
 
 [[noreturn]] void bad(const std::string& path, const std::string& why) {
@@ -561,9 +564,10 @@ ExportedProgram read_program_checked(const std::string& path) {
     bad(path, std::string("the program is not valid JSON: ") + e.what());
   }
   int version = top.get<int>(prog, "format_version", "the program");
-  if (version != kFormatVersion)
-    bad(path, fmt::format("format_version {} is not supported (this kiln reads version {})", version,
-                          kFormatVersion));
+  if (version < kOldestFormatVersion || version > kFormatVersion)
+    bad(path, fmt::format("format_version {} is not supported (this kiln reads versions {} to {}); "
+                          "export the program again with this kiln",
+                          version, kOldestFormatVersion, kFormatVersion));
   std::vector<Device> devices;
   for (const json& d : top.at(prog, "devices", "the program")) {
     try {

@@ -108,6 +108,7 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
   passes::CapturedProgram captured = passes::capture(
       fn, traced, {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
   program.graph = std::move(captured.graph);
+  ir::merge_equal_constants(program.graph);  // equal constants are stored once
 
   // (M5) Mutation outputs first, in input order, then user outputs.
   for (size_t i = 0; i < captured.inputs.size(); ++i) {

@@ -1,9 +1,10 @@
-#include "kiln/core/overloaded.h"
 #include "kiln/runtime/executor.h"
 
 #include <algorithm>
 #include <map>
 #include <unordered_map>
+
+#include "kiln/ir/interpreter.h"
 
 namespace kiln::runtime {
 
@@ -117,16 +118,7 @@ TensorList Executor::run(const TensorList& user_inputs) {
       case ir::Opcode::constant: env[i].push_back(n->value()); break;
       case ir::Opcode::call: {
         args.clear();
-        for (const ir::Arg& a : n->args())
-          args.push_back(std::visit(
-              Overloaded{[&](const ir::Ref& r) -> Value { return value_of(r); },
-                         [&](const ir::RefList& l) -> Value {
-                           TensorList ts;
-                           for (const ir::Ref& r : l) ts.push_back(value_of(r));
-                           return ts;
-                         },
-                         [](const auto& v) -> Value { return Value(v); }},
-              a));
+        ir::call_args(*n, value_of, args);
         if (!planned_[i].size()) {
           env[i] = dispatch(n->op(), args);
         } else {

@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "kiln/dispatch/functional.h"
+
 namespace kiln {
 
 namespace {
@@ -64,7 +66,10 @@ Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
   ir_args.reserve(args.size());
   for (const Value& v : args) {
     if (auto* t = std::get_if<Tensor>(&v)) {
-      ir_args.push_back(t->defined() ? ir::Arg(ref_of(*t)) : ir::Arg());
+      if (t->defined() && t->is_wrapped_number() && !tracked(*t))  // a C++ number: a scalar
+        ir_args.push_back(wrapped_value(*t));                      // argument, not a constant
+      else
+        ir_args.push_back(t->defined() ? ir::Arg(ref_of(*t)) : ir::Arg());
     } else if (auto* list = std::get_if<TensorList>(&v)) {
       ir::RefList refs;
       for (const Tensor& x : *list) refs.push_back(ref_of(x));

@@ -40,10 +40,8 @@ TEST(Functionalize, InputMutationInGraph) {  // (M3), (M4)
   expect_functional(p.graph);
   EXPECT_EQ(p.graph.str(),
             "%a : f32[2]@cpu:0 = input()\n"
-            "%const : i64[]@cpu:0 = constant(2)\n"
-            "%mul : f32[2]@cpu:0 = mul(%a, %const)\n"
-            "%const_1 : i64[]@cpu:0 = constant(3)\n"
-            "%mul_1 : f32[2]@cpu:0 = mul(%mul, %const_1)\n"
+            "%mul : f32[2]@cpu:0 = mul(%a, 2)\n"  // numbers are scalar arguments, not constants
+            "%mul_1 : f32[2]@cpu:0 = mul(%mul, 3)\n"
             "%copy_ : f32[2]@cpu:0 = copy_(%a, %mul)\n"
             "return %mul_1\n");
   ASSERT_EQ(p.inputs.size(), 1u);

@@ -190,7 +190,7 @@ TEST(Export, TracedForAnAbsentDeviceRunsAnywhere) {  // (X3)
   std::string path = tmp_path("gpt_cuda");
   save(p, path);
   expect_error([&] { load_program(path); }, ErrorKind::device,
-               "needs cuda:0, which this machine lacks (the program's devices: cuda:0, cpu:0); "
+               "needs cuda:0, which this machine lacks (the program's devices: cuda:0); "
                "pass a device map, e.g. load_program(path, {{\"cuda:0\", \"cpu:0\"}})");
   ExportedProgram q = load_program(path, {{Device("cuda:0"), Device("cpu:2")}});
   verify_no_device(q, {Device("cuda:0")});
@@ -224,6 +224,34 @@ TEST(Export, MoveToDeviceRebindsEverything) {  // (X3)
   verify_no_device(p, {Device("cpu:2")});
   expect_error([&] { p.run({to(in1[0], Device("cpu:2"))}); }, ErrorKind::device_mismatch,
                "[run] input 'input_0' expects f32[16,16]@cpu:3, got f32[16,16]@cpu:2");  // (R3)
+}
+
+// C++ numbers in traced code are scalar arguments of their node, as in PyTorch's graphs
+// (`mul(%x, 0.125)`): a program traced for cuda:0 names only cuda:0, and a tensor
+// constant that is really needed is stored once however often it is used.
+TEST(Export, NumbersAreScalarArgumentsAndConstantsAreStoredOnce) {
+  nn::ReferenceModel gpt = nn::make_reference_model("gpt", {{"layers", 1}});
+  ExportedProgram p = export_program(*gpt.module, gpt.example_inputs, {.device = Device("cuda:0")});
+  EXPECT_EQ(p.devices(), std::vector<Device>{Device("cuda:0")}) << p.str();
+  bool scalar_arg = false;
+  for (ir::Node* n : p.graph.nodes())
+    for (const ir::Arg& a : n->args()) scalar_arg |= std::holds_alternative<Scalar>(a);
+  EXPECT_TRUE(scalar_arg) << p.graph.str();
+
+  struct TwoLiterals : nn::Module {
+    TensorList forward(const TensorList& in) override {
+      Tensor a = in[0] * tensor({1, 2, 3});
+      return {a + tensor({1, 2, 3}) + 0.5};  // the same values twice
+    }
+  } m;
+  ExportedProgram q = export_program(m, {ones({3})});
+  EXPECT_EQ(q.constants.size(), 1u) << q.str();
+  EXPECT_NE(q.graph.str().find("add(%add, 0.5)"), std::string::npos) << q.graph.str();
+  std::string path = tmp_path("scalars.kiln");
+  save(q, path);
+  ExportedProgram back = load_program(path);
+  EXPECT_EQ(to_vector<float>(back.run({ones({3})})[0]), (std::vector<float>{2.5, 4.5, 6.5}));
+  std::remove(path.c_str());
 }
 
 // (X3) Map keys: a type key matches every device of that type, a key with an index wins
@@ -308,7 +336,17 @@ TEST_F(Malformed, WrongVersion) {
     h["__metadata__"]["kiln.program"] = prog.dump();
   });
   expect_error([&] { load_program(path); }, ErrorKind::format,
-               "format_version 99 is not supported (this kiln reads version 1)");
+               "format_version 99 is not supported (this kiln reads versions 1 to 2); export the "
+               "program again with this kiln");
+}
+
+TEST_F(Malformed, VersionOneFilesStillLoad) {  // they hold no scalars in tensor positions
+  edit_header(path, [](json& h) {
+    json prog = json::parse(h["__metadata__"]["kiln.program"].get<std::string>());
+    prog["format_version"] = 1;
+    h["__metadata__"]["kiln.program"] = prog.dump();
+  });
+  EXPECT_EQ(load_program(path).graph.inputs().size(), 5u);
 }
 
 TEST_F(Malformed, OffsetsOutOfRange) {

@@ -75,7 +75,7 @@ TEST(Cli, DeviceMapRetargets) {
   Result missing = kiln_cmd("run " + file);
   EXPECT_EQ(missing.code, 1);
   EXPECT_TRUE(has(missing.out, "kiln: error: [load]")) << missing.out;
-  EXPECT_TRUE(has(missing.out, "the program's devices: cuda:0, cpu:0")) << missing.out;
+  EXPECT_TRUE(has(missing.out, "the program's devices: cuda:0)")) << missing.out;  // numbers name no device
   EXPECT_TRUE(has(missing.out, "--device-map cuda:0=cpu:0")) << missing.out;
   Result r = kiln_cmd("run " + file + " --device-map cuda:0=cpu:1");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -91,7 +91,7 @@ TEST(Cli, DeviceMapRetargets) {
   EXPECT_TRUE(has(by_type.out, "output_0: f32[2, 32, 256]@cpu:1")) << by_type.out;
   Result typo = kiln_cmd("run " + file + " --device-map cuda:1=cpu:1");
   EXPECT_EQ(typo.code, 1);
-  EXPECT_TRUE(has(typo.out, "'cuda:1' matches no device of the program (its devices: cuda:0, cpu:0)"))
+  EXPECT_TRUE(has(typo.out, "'cuda:1' matches no device of the program (its devices: cuda:0)"))
       << typo.out;
   Result bad_device = kiln_cmd("run " + file + " --device-map cuda:0=gpu:1");
   EXPECT_EQ(bad_device.code, 1);
