@@ -172,9 +172,7 @@ Tensor tanh(const Tensor& x) { return call1(OpKind::tanh, x); }
 Tensor sigmoid(const Tensor& x) { return call1(OpKind::sigmoid, x); }
 Tensor relu(const Tensor& x) { return call1(OpKind::relu, x); }
 Tensor gelu(const Tensor& x, std::string_view approximate) {
-  KILN_CHECK(approximate == "none" || approximate == "tanh", value,
-             "[gelu] approximate must be 'none' or 'tanh', got '{}'", approximate);
-  return call1(OpKind::gelu, x, approximate == "tanh");
+  return call1(OpKind::gelu, x, Str(approximate));
 }
 Tensor silu(const Tensor& x) { return call1(OpKind::silu, x); }
 Tensor logical_not(const Tensor& x) { return call1(OpKind::logical_not, x); }

@@ -37,7 +37,8 @@ std::string arg_str(const Arg& a) {
                  [](bool v) -> std::string { return v ? "True" : "False"; },
                  [](const IntList& v) { return ints_str(v); },
                  [](DType d) { return std::string(to_string(d)); },
-                 [](Device d) { return d.str(); }},
+                 [](Device d) { return d.str(); },
+                 [](Str s) { return fmt::format("'{}'", s.view()); }},
       a);
 }
 

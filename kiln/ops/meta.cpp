@@ -179,6 +179,9 @@ void meta_unary(const OpCall& c, MetaOut& out) {
 
 void meta_unary_float(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
+  if (c.op == OpKind::gelu)
+    KILN_CHECK(c.args.str(1) == "none" || c.args.str(1) == "tanh", value,
+               "[gelu] approximate must be 'none' or 'tanh', got '{}'", c.args.str(1));
   out.fresh(self.shape(), is_floating(self.dtype()) ? self.dtype() : DType::f32);
 }
 

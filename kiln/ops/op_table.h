@@ -49,7 +49,7 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(tanh,    same, meta_unary_float, "tanh(Tensor self) -> Tensor") \
   X(sigmoid, same, meta_unary_float, "sigmoid(Tensor self) -> Tensor") \
   X(silu,    same, meta_unary_float, "silu(Tensor self) -> Tensor") \
-  X(gelu,    same, meta_unary_float, "gelu(Tensor self, *, bool tanh=False) -> Tensor") \
+  X(gelu,    same, meta_unary_float, "gelu(Tensor self, *, str approximate='none') -> Tensor") \
   X(logical_not, same, meta_unary_bool, "logical_not(Tensor self) -> Tensor") \
   /* binary, broadcasting with type promotion */ \
   X(add,     same, meta_binary,       "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor") \

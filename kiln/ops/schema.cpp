@@ -1,9 +1,25 @@
 #include "kiln/ops/schema.h"
 
+#include <mutex>
+#include <set>
+
 #include <fmt/format.h>
 
 #include <cctype>
 #include <charconv>
+
+namespace kiln {
+
+const std::string& Str::intern(std::string_view s) {
+  static std::mutex mu;
+  static std::set<std::string, std::less<>> strings;  // nodes never move: stable addresses
+  std::lock_guard lock(mu);
+  auto it = strings.find(s);
+  if (it == strings.end()) it = strings.emplace(s).first;
+  return *it;
+}
+
+}  // namespace kiln
 
 namespace kiln::ops {
 
@@ -21,7 +37,7 @@ constexpr TypeName kTypes[] = {
     {"float", ArgType::float_},        {"float?", ArgType::opt_float},
     {"bool", ArgType::bool_},          {"ScalarType", ArgType::dtype},
     {"ScalarType?", ArgType::opt_dtype}, {"Device", ArgType::device},
-    {"Device?", ArgType::opt_device},
+    {"Device?", ArgType::opt_device},  {"str", ArgType::str},
 };
 
 std::string_view trim(std::string_view s) {
@@ -54,6 +70,10 @@ Value parse_default(std::string_view text, ArgType type, std::string_view schema
   if (text == "None") return std::monostate{};
   if (text == "True") return true;
   if (text == "False") return false;
+  if (type == ArgType::str) {
+    if (text.size() < 2 || text.front() != '\'' || text.back() != '\'') bad(schema, "a str default is quoted");
+    return Str(text.substr(1, text.size() - 2));
+  }
   if (type == ArgType::int_list) {
     if (text == "[]") return IntList{};
     bad(schema, "only [] is supported as a list default");
@@ -72,6 +92,7 @@ Value parse_default(std::string_view text, ArgType type, std::string_view schema
 }
 
 }  // namespace
+
 
 std::string_view to_string(ArgType type) {
   for (const auto& t : kTypes)
@@ -140,6 +161,7 @@ bool value_matches(const Value& v, ArgType type) {
     case ArgType::opt_dtype: return none || std::holds_alternative<DType>(v);
     case ArgType::device: return std::holds_alternative<Device>(v);
     case ArgType::opt_device: return none || std::holds_alternative<Device>(v);
+    case ArgType::str: return std::holds_alternative<Str>(v);
   }
   return false;
 }

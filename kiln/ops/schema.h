@@ -13,7 +13,7 @@ namespace kiln::ops {
 
 enum class ArgType : uint8_t {
   tensor, opt_tensor, tensor_list, scalar, opt_scalar, int_, opt_int, int_list,
-  float_, opt_float, bool_, dtype, opt_dtype, device, opt_device,
+  float_, opt_float, bool_, dtype, opt_dtype, device, opt_device, str,
 };
 std::string_view to_string(ArgType type);
 

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -61,12 +63,27 @@ class InlineVec {
 };
 
 using IntList = std::vector<int64_t>;
+
+/** A string argument (gelu's approximate='tanh'). Interned: a pointer-sized value that
+ * compares by identity, so Values stay small and cheap to copy. */
+class Str {
+ public:
+  Str() : Str(std::string_view()) {}
+  explicit Str(std::string_view s) : s_(&intern(s)) {}
+  std::string_view view() const { return *s_; }
+  bool operator==(const Str& o) const { return s_ == o.s_; }
+  bool operator==(std::string_view s) const { return *s_ == s; }
+
+ private:
+  static const std::string& intern(std::string_view s);  // ops/schema.cpp
+  const std::string* s_;
+};
 using TensorList = std::vector<Tensor>;
 
 /** None, a tensor, a tensor list, a Scalar, an int, a float, a bool, an int list, a
- * dtype or a device. */
+ * dtype, a device or a string. */
 using Value = std::variant<std::monostate, Tensor, TensorList, Scalar, int64_t, double, bool,
-                           IntList, DType, Device>;
+                           IntList, DType, Device, Str>;
 
 /** Up to four tensors an op returns. */
 inline constexpr size_t kMaxOutputs = 4;
@@ -92,6 +109,7 @@ class Args {
   const IntList& ints(size_t i) const { return std::get<IntList>(v_[i]); }
   DType dtype(size_t i) const { return std::get<DType>(v_[i]); }
   Device device(size_t i) const { return std::get<Device>(v_[i]); }
+  std::string_view str(size_t i) const { return std::get<Str>(v_[i]).view(); }
   std::span<const Value> values() const { return v_; }
 
  private:

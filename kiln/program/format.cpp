@@ -105,7 +105,8 @@ json arg_json(const ir::Arg& a, DeviceTable& dt) {
                  [](bool v) -> json { return {{"bool", v}}; },
                  [](const IntList& v) -> json { return {{"ints", v}}; },
                  [](DType d) -> json { return {{"dtype", to_string(d)}}; },
-                 [&](Device d) -> json { return {{"device", dt.slot(d)}}; }},
+                 [&](Device d) -> json { return {{"device", dt.slot(d)}}; },
+                 [](Str s) -> json { return {{"str", s.view()}}; }},
       a);
 }
 
@@ -140,6 +141,7 @@ json graph_json(const ir::Graph& g, DeviceTable& dt) {
 struct Reader {
   const std::string& path;
   const std::vector<Device>& devices;
+  int version = kFormatVersion;
 
   const json& at(const json& j, const char* key, const std::string& where) const {
     if (!j.is_object() || !j.contains(key)) bad(path, fmt::format("{} has no '{}'", where, key));
@@ -281,6 +283,7 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
           else if (tag == "ints") args.emplace_back(r.integers(v, where + ": an ints argument"));
           else if (tag == "dtype") args.emplace_back(r.dtype(v.get<std::string>(), where));
           else if (tag == "device") args.emplace_back(r.device(v, where));
+          else if (tag == "str") args.emplace_back(Str(v.get<std::string>()));
           else bad(r.path, fmt::format("{}: unknown argument kind '{}'", where, tag));
         } catch (const json::exception&) {
           bad(r.path, fmt::format("{}: malformed '{}' argument", where, tag));
@@ -298,6 +301,9 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
         } catch (const Error&) {
           bad(r.path, fmt::format("{}: unknown op '{}' (this kiln knows {} ops)", where, target, ops::kNumOps));
         }
+        // Version 1 wrote gelu's form as `bool tanh`; version 2 has approximate='none'|'tanh'.
+        if (r.version == 1 && kind == ops::OpKind::gelu && args.size() == 2 && std::holds_alternative<bool>(args[1]))
+          args[1] = Str(std::get<bool>(args[1]) ? "tanh" : "none");
         node = g.add_call(kind, std::move(args), std::move(meta),
                           n.contains("scope") ? r.get<std::string>(n, "scope", where) : "");
       }
@@ -576,7 +582,7 @@ ExportedProgram read_program_checked(const std::string& path) {
       bad(path, "bad entry in the device table: " + d.dump());
     }
   }
-  Reader r{path, devices};
+  Reader r{path, devices, version};
   ExportedProgram p;
   auto tensor = [&](const std::string& key) -> Tensor {
     for (const auto& [k, t] : f.tensors)

@@ -29,7 +29,7 @@ std::vector<Value> sample_args(OpKind op) {
     case OpKind::silu: case OpKind::logical_not:
       return {transpose(a, 0, 1)};
     case OpKind::log: case OpKind::sqrt: case OpKind::rsqrt: return {pos};
-    case OpKind::gelu: return {a, true};
+    case OpKind::gelu: return {a, Str("tanh")};
     case OpKind::add: case OpKind::sub: return {a, b, Scalar(2)};
     case OpKind::mul: case OpKind::div: case OpKind::maximum: case OpKind::minimum:
     case OpKind::eq: case OpKind::ne: case OpKind::lt: case OpKind::le: case OpKind::gt:

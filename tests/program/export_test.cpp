@@ -254,6 +254,25 @@ TEST(Export, NumbersAreScalarArgumentsAndConstantsAreStoredOnce) {
   std::remove(path.c_str());
 }
 
+// gelu reads as in PyTorch's graphs: approximate='none'|'tanh', a string argument that
+// prints, saves and loads.
+TEST(Export, GeluApproximateIsAStringArgument) {
+  struct Act : nn::Module {
+    TensorList forward(const TensorList& in) override { return {gelu(in[0], "tanh") + gelu(in[0])}; }
+  } m;
+  Tensor x = tensor({-1, 0.5, 2});
+  ExportedProgram p = export_program(m, {x});
+  EXPECT_NE(p.graph.str().find("gelu(%input_0, approximate='tanh')"), std::string::npos) << p.graph.str();
+  EXPECT_NE(p.graph.str().find("= gelu(%input_0)\n"), std::string::npos) << p.graph.str();  // the default
+  std::string path = tmp_path("gelu.kiln");
+  save(p, path);
+  ExportedProgram back = load_program(path);
+  EXPECT_EQ(back.graph.str(), p.graph.str());
+  EXPECT_TRUE(all_close(back.run({x})[0], to_vector<double>(m.forward({x})[0])));
+  std::remove(path.c_str());
+  expect_error([&] { gelu(x, "fast"); }, ErrorKind::value, "[gelu] approximate must be 'none' or 'tanh', got 'fast'");
+}
+
 // (X3) Map keys: a type key matches every device of that type, a key with an index wins
 // over it, and a key matching no device of the program is an error listing its devices.
 TEST(Export, DeviceMapKeysFollowX3) {
@@ -466,6 +485,22 @@ TEST(Safetensors, BoolBytesAreZeroOrOne) {  // found by make fuzz (undefined boo
   expect_error([&] { load_safetensors(file); }, ErrorKind::format,
                "tensor 'flags': byte 1 of a BOOL tensor is 61, not 0 or 1");
   std::remove(file.c_str());
+}
+
+TEST(Format, VersionOneGeluFlagIsReadAsApproximate) {
+  struct Act : nn::Module {
+    TensorList forward(const TensorList& in) override { return {gelu(in[0], "tanh")}; }
+  } m;
+  std::string path = tmp_path("gelu_v1.kiln");
+  save(export_program(m, {ones({2})}), path);
+  std::string v2 = load_program(path).graph.str();
+  edit_program(path, [](json& prog) {  // what version 1 wrote
+    prog["format_version"] = 1;
+    for (json& n : prog["graph"])
+      if (n.value("target", "") == "gelu") n["args"][1] = {{"bool", true}};
+  });
+  EXPECT_EQ(load_program(path).graph.str(), v2);
+  std::remove(path.c_str());
 }
 
 TEST_F(Malformed, MutationTargetsMustExist) {

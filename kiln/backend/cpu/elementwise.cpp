@@ -82,7 +82,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
   Tensor tx;
   const Tensor& x = cast_ref(c.args.tensor(0), cd, tx);
   Staged s(outs[0], cd);
-  bool tanh_gelu = c.op == OpKind::gelu && c.args.flag(1);
+  bool tanh_gelu = c.op == OpKind::gelu && c.args.str(1) == "tanh";
   auto run = [&]<typename T>(T*) {
     constexpr bool fp = std::is_floating_point_v<T>;
     switch (c.op) {

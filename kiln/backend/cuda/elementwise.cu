@@ -29,7 +29,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   Tensor x = as_dtype(c.args.tensor(0), out.dtype(), out.device());
   OpKind op = c.op;
-  bool flag = op == OpKind::gelu && c.args.flag(1);
+  bool flag = op == OpKind::gelu && c.args.str(1) == "tanh";
   if (!is_floating(out.dtype()) && op != OpKind::neg && op != OpKind::abs && op != OpKind::relu)
     fail(ErrorKind::unsupported, "[{}] does not support dtype {} on cuda", op, out.dtype());
   auto g = make_geometry<2>(out.shape(), {out.strides(), broadcast_strides(x, out.shape())},
