@@ -258,7 +258,8 @@ void move_to_device(ExportedProgram& program, Device target) {
 
 DeviceMap resolve_device_map(const std::vector<Device>& devices, const DeviceMap& map) {
   auto matches = [](Device key, Device d) { return key.has_index() ? key == d : key.type == d.type; };
-  for (const auto& [key, to] : map) {
+  for (const auto& entry : map) {
+    Device key = entry.first;  // (a named copy: clang 14 cannot capture structured bindings)
     if (std::none_of(devices.begin(), devices.end(), [&](Device d) { return matches(key, d); })) {
       std::vector<std::string> names;
       for (Device d : devices) names.push_back(d.str());
