@@ -1,6 +1,7 @@
 #pragma once
 // The umbrella header: everything a kiln user needs.
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/core/device.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"

@@ -26,7 +26,7 @@
   X(k_arange, arange)                                                                        \
   X(k_rand, rand)                                                                            \
   X(k_randn, randn)                                                                          \
-  X(k_unary, neg, abs, relu, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu, gelu)    \
+  X(k_unary, neg, abs, relu, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu, gelu, erf) \
   X(k_logical_not, logical_not)                                                              \
   X(k_binary, add, sub, mul, div, pow, maximum, minimum)                                     \
   X(k_compare, eq, ne, lt, le, gt, ge)                                                       \
@@ -49,6 +49,7 @@
   X(k_index_select, index_select)                                                            \
   X(k_gather, gather)                                                                        \
   X(k_embedding, embedding)                                                                  \
+  X(k_scatter_add, scatter_add)                                                              \
   X(k_clone, clone)                                                                          \
   X(k_layer_norm, layer_norm, rms_norm)                                                      \
   X(k_to_copy, _to_copy)
@@ -68,7 +69,7 @@
     return t;                             \
   }()
 
-// A small FOR_EACH over up to 13 arguments (the longest KILN_KERNELS line).
+// A small FOR_EACH over up to 16 arguments (the longest KILN_KERNELS line).
 #define KILN_FE_1(m, a) m(a)
 #define KILN_FE_2(m, a, ...) m(a) KILN_FE_1(m, __VA_ARGS__)
 #define KILN_FE_3(m, a, ...) m(a) KILN_FE_2(m, __VA_ARGS__)
@@ -82,10 +83,16 @@
 #define KILN_FE_11(m, a, ...) m(a) KILN_FE_10(m, __VA_ARGS__)
 #define KILN_FE_12(m, a, ...) m(a) KILN_FE_11(m, __VA_ARGS__)
 #define KILN_FE_13(m, a, ...) m(a) KILN_FE_12(m, __VA_ARGS__)
-#define KILN_FE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, name, ...) name
-#define KILN_FOR_EACH(m, ...)                                                                    \
-  KILN_FE_PICK(__VA_ARGS__, KILN_FE_13, KILN_FE_12, KILN_FE_11, KILN_FE_10, KILN_FE_9, KILN_FE_8, \
-               KILN_FE_7, KILN_FE_6, KILN_FE_5, KILN_FE_4, KILN_FE_3, KILN_FE_2, KILN_FE_1)      \
+#define KILN_FE_14(m, a, ...) m(a) KILN_FE_13(m, __VA_ARGS__)
+#define KILN_FE_15(m, a, ...) m(a) KILN_FE_14(m, __VA_ARGS__)
+#define KILN_FE_16(m, a, ...) m(a) KILN_FE_15(m, __VA_ARGS__)
+#define KILN_FE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, name, \
+                     ...)                                                                     \
+  name
+#define KILN_FOR_EACH(m, ...)                                                                 \
+  KILN_FE_PICK(__VA_ARGS__, KILN_FE_16, KILN_FE_15, KILN_FE_14, KILN_FE_13, KILN_FE_12,       \
+               KILN_FE_11, KILN_FE_10, KILN_FE_9, KILN_FE_8, KILN_FE_7, KILN_FE_6, KILN_FE_5, \
+               KILN_FE_4, KILN_FE_3, KILN_FE_2, KILN_FE_1)                                    \
   (m, __VA_ARGS__)
 
 namespace kiln::backend {

@@ -24,6 +24,11 @@
 namespace kiln {
 
 struct StreamImpl;  // kiln/device/stream_impl.h
+class Tensor;
+namespace autograd {
+struct AutogradMeta;  // kiln/autograd/autograd.h
+class Node;
+}  // namespace autograd
 
 /** A block of device memory shared by a tensor and its views. `data == nullptr` with
  * `fake` set means metadata only (see Note [Fake tensors keep their device]). */
@@ -43,6 +48,12 @@ struct StorageImpl {
   /** Keeps borrowed memory alive (e.g. the mapping of a program file); null when the
    * bytes come from `allocator`. */
   std::shared_ptr<void> owner;
+  /** (G4) Bumped by every in-place op on this storage (so shared by a tensor, its views
+   * and its detached aliases); saved tensors remember it to detect later writes. */
+  uint32_t version = 0;
+  /** (G4) The version left by the last in-place op that autograd recorded; views made
+   * before it have a stale history. */
+  uint32_t recorded_write = 0;
 
   StorageImpl(void* d, size_t n, Device dev, Allocator* a, bool is_fake)
       : data(d), nbytes(n), device(dev), allocator(a), fake(is_fake) {}
@@ -63,6 +74,10 @@ struct TensorImpl {
   Device device;          // always has an index
   Storage storage;        // shared with views; never null
   bool wrapped_number = false;  // a 0-dim CPU tensor made from a C++ number (promotion)
+  /** 1 + the storage version when this tensor was made by a view op; 0 otherwise. */
+  uint32_t view_made_at = 0;
+  /** Gradient state; null for tensors autograd has never seen (G1). */
+  std::shared_ptr<autograd::AutogradMeta> autograd;
 };
 
 /** A value handle to a TensorImpl; copying a Tensor shares the impl (like torch). */
@@ -102,6 +117,28 @@ class Tensor {
         wrong_element_type(dtype_of<T>());
     return static_cast<T*>(raw_data());
   }
+
+  // ---- autograd (G1-G5; defined in kiln/autograd/variable.cpp) ----
+  /** A leaf that asked for gradients, or the output of a recorded differentiable op. */
+  bool requires_grad() const;
+  /** Makes a leaf require gradients (floating dtypes only); false detaches it. */
+  Tensor& set_requires_grad(bool on = true);
+  /** No recorded history: a tensor made by the user, or by an op nobody differentiates. */
+  bool is_leaf() const;
+  /** The gradient accumulated by backward (leaves, and non-leaves that retain_grad). */
+  const Tensor& grad() const;
+  /** The same, writable (optimizers and zero_grad update it in place or reset it). */
+  Tensor& mutable_grad() const;
+  /** Keeps this non-leaf's gradient in grad() after backward. */
+  void retain_grad() const;
+  /** The node that computes this tensor's gradient inputs; null for leaves. */
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  /** The same data without history, requiring no gradient (shares storage and version). */
+  Tensor detach() const;
+  /** (G5) Gradients of this tensor w.r.t. the leaves: a scalar needs no `grad`. */
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  /** The in-place write counter of this tensor's storage (G4). */
+  uint32_t version() const { return impl_->storage->version; }
 
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

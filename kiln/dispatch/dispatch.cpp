@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "kiln/autograd/record.h"
 #include "kiln/backend/cpu/kernels.h"
 #if KILN_WITH_CUDA
 #include "kiln/backend/cuda/kernels.h"
@@ -168,10 +169,12 @@ Outputs materialize(const OpInfo& info, std::span<const Value> args, const ops::
       case ops::TensorMeta::Alias::self:
         outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
         break;
-      case ops::TensorMeta::Alias::view:
-        outs.push_back(make_view(std::get<Tensor>(args[info.schema.view_of_arg]), m.shape,
-                                 m.strides, m.offset, info.name));
+      case ops::TensorMeta::Alias::view: {
+        const Tensor& base = std::get<Tensor>(args[info.schema.view_of_arg]);
+        outs.push_back(make_view(base, m.shape, m.strides, m.offset, info.name));
+        outs[outs.size() - 1].impl()->view_made_at = base.storage()->version + 1;  // (G4)
         break;
+      }
       case ops::TensorMeta::Alias::none:
         outs.push_back(make_tensor(m.shape, m.strides, m.dtype, device, allocator, info.name));
         break;
@@ -486,6 +489,16 @@ void freeze(const Tensor& t, std::string by) {
 }
 
 Outputs dispatch(OpKind op, std::span<const Value> args) {
+  // The user's call (not a mode's re-dispatch): autograd's turn first. See Note
+  // [Autograd sits above the modes].
+  if (t_depth == t_modes.size()) [[likely]] {
+    if (autograd::detail::should_record(args)) return autograd::detail::record(op, args);
+    if (ops::op_info(op).is_inplace()) autograd::detail::count_write(op, args);
+  }
+  return redispatch(op, args);
+}
+
+Outputs redispatch(OpKind op, std::span<const Value> args) {
   if (t_capture) {
     const OpInfo& info = ops::op_info(op);
     if (info.is_inplace()) check_not_frozen(info, args);

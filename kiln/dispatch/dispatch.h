@@ -75,8 +75,11 @@ std::string current_scope();
  * call that produced it. */
 void freeze(const Tensor& t, std::string by);
 
-/** Runs an op: through the innermost active mode, else eagerly. */
+/** Runs an op: through autograd when it records gradients, then the innermost active
+ * mode, else eagerly. */
 Outputs dispatch(ops::OpKind op, std::span<const Value> args);
+/** Runs an op below autograd: through the innermost active mode, else eagerly. */
+Outputs redispatch(ops::OpKind op, std::span<const Value> args);
 /** Runs an op eagerly, ignoring modes: device check (D2), meta, then the kernel of
  * the device's backend under a guard for that device (D3). */
 Outputs dispatch_eager(ops::OpKind op, std::span<const Value> args);

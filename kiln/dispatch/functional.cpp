@@ -71,25 +71,35 @@ Scalar wrapped_value(const Tensor& t) {
 
 // ---- factories ----------------------------------------------------------------
 
+namespace {
+// (G1) A factory's result is a leaf; it requires grad when the options ask.
+Tensor made(Tensor t, const TensorOptions& o) {
+  if (o.requires_grad) t.set_requires_grad(true);
+  return t;
+}
+}  // namespace
+
 Tensor empty(const IntList& size, TensorOptions o) {
-  return call1(OpKind::empty, size, dtype_or(o, f32), device_or(o, default_device()));
+  return made(call1(OpKind::empty, size, dtype_or(o, f32), device_or(o, default_device())), o);
 }
 Tensor full(const IntList& size, Scalar value, TensorOptions o) {
-  return call1(OpKind::full, size, value, dtype_or(o, f32), device_or(o, default_device()));
+  return made(call1(OpKind::full, size, value, dtype_or(o, f32), device_or(o, default_device())),
+              o);
 }
 Tensor zeros(const IntList& size, TensorOptions o) { return full(size, 0, o); }
 Tensor ones(const IntList& size, TensorOptions o) { return full(size, 1, o); }
 Tensor arange(Scalar end, TensorOptions o) { return arange(0, end, 1, o); }
 Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
   bool fp = start.is_floating() || end.is_floating() || step.is_floating();
-  return call1(OpKind::arange, start, end, step, dtype_or(o, fp ? f32 : i64),
-               device_or(o, default_device()));
+  return made(call1(OpKind::arange, start, end, step, dtype_or(o, fp ? f32 : i64),
+                    device_or(o, default_device())),
+              o);
 }
 Tensor rand(const IntList& size, TensorOptions o) {
-  return call1(OpKind::rand, size, dtype_or(o, f32), device_or(o, default_device()));
+  return made(call1(OpKind::rand, size, dtype_or(o, f32), device_or(o, default_device())), o);
 }
 Tensor randn(const IntList& size, TensorOptions o) {
-  return call1(OpKind::randn, size, dtype_or(o, f32), device_or(o, default_device()));
+  return made(call1(OpKind::randn, size, dtype_or(o, f32), device_or(o, default_device())), o);
 }
 
 namespace {
@@ -109,7 +119,7 @@ Tensor literal(const std::vector<T>& values, const Dims& shape, TensorOptions o)
     std::array<Value, 4> args = {t, dtype, cpu0, false};
     t = dispatch_eager(OpKind::_to_copy, args)[0];
   }
-  return convert(lift_literal(t), device_or(o, cpu0), dtype);
+  return made(convert(lift_literal(t), device_or(o, cpu0), dtype), o);
 }
 }  // namespace
 
@@ -128,25 +138,31 @@ template Tensor from_vector(const std::vector<uint8_t>&, const IntList&, TensorO
 template <>
 Tensor from_vector(const std::vector<bool>& values, const IntList& shape, TensorOptions o) {
   std::vector<uint8_t> bytes(values.begin(), values.end());
-  return from_vector(bytes, shape, {.dtype = o.dtype.value_or(b8), .device = o.device});
+  return from_vector(bytes, shape,
+                     {.dtype = o.dtype.value_or(b8), .device = o.device, .requires_grad = o.requires_grad});
 }
 
 Tensor tensor(std::initializer_list<double> values, const IntList& shape, TensorOptions o) {
   return from_vector(std::vector<double>(values), shape,
-                     {.dtype = o.dtype.value_or(f32), .device = o.device});
+                     {.dtype = o.dtype.value_or(f32), .device = o.device, .requires_grad = o.requires_grad});
 }
 
 Tensor scalar_tensor(Scalar value, TensorOptions o) { return full({}, value, o); }
 
 Tensor tensor(Scalar value, TensorOptions o) {
-  if (value.is_floating()) return literal(std::vector<double>{value.to_double()}, Dims{}, {.dtype = o.dtype.value_or(f32), .device = o.device});
-  if (value.is_bool()) return literal(std::vector<uint8_t>{value.to_bool()}, Dims{}, {.dtype = o.dtype.value_or(b8), .device = o.device});
+  if (value.is_floating())
+    return literal(std::vector<double>{value.to_double()}, Dims{},
+                   {.dtype = o.dtype.value_or(f32), .device = o.device, .requires_grad = o.requires_grad});
+  if (value.is_bool())
+    return literal(std::vector<uint8_t>{value.to_bool()}, Dims{},
+                   {.dtype = o.dtype.value_or(b8), .device = o.device, .requires_grad = o.requires_grad});
   return literal(std::vector<int64_t>{value.to_int()}, Dims{}, o);
 }
 
 namespace {
 TensorOptions like(const Tensor& t, TensorOptions o) {
-  return {.dtype = o.dtype.value_or(t.dtype()), .device = o.device.value_or(t.device())};
+  return {.dtype = o.dtype.value_or(t.dtype()), .device = o.device.value_or(t.device()),
+          .requires_grad = o.requires_grad};
 }
 }  // namespace
 Tensor empty_like(const Tensor& t, TensorOptions o) { return empty(shape_of(t), like(t, o)); }
@@ -175,6 +191,7 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
   return call1(OpKind::gelu, x, Str(approximate));
 }
 Tensor silu(const Tensor& x) { return call1(OpKind::silu, x); }
+Tensor erf(const Tensor& x) { return call1(OpKind::erf, x); }
 Tensor logical_not(const Tensor& x) { return call1(OpKind::logical_not, x); }
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return call1(OpKind::add, a, b, alpha); }
@@ -384,6 +401,10 @@ Tensor as_strided(const Tensor& x, const IntList& size, const IntList& stride,
                   std::optional<int64_t> offset) {
   return call1(OpKind::as_strided, x, size, stride, offset ? Value(*offset) : Value());
 }
+Tensor as_strided_scatter(const Tensor& x, const Tensor& src, const IntList& size,
+                          const IntList& stride, std::optional<int64_t> offset) {
+  return call1(OpKind::as_strided_scatter, x, src, size, stride, offset ? Value(*offset) : Value());
+}
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
 
 // ---- data movement ------------------------------------------------------------
@@ -430,6 +451,9 @@ TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return call1(OpKind::index_select, x, dim, index);
+}
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return call1(OpKind::scatter_add, x, dim, index, src);
 }
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return call1(OpKind::gather, x, dim, index);

@@ -18,6 +18,8 @@ namespace kiln {
 struct TensorOptions {
   std::optional<DType> dtype;
   std::optional<Device> device;
+  /** (G1) The new tensor is a leaf that accumulates gradients (floating dtypes only). */
+  bool requires_grad = false;
 };
 
 // ---- factories ----------------------------------------------------------------
@@ -75,6 +77,7 @@ Tensor relu(const Tensor& x);
 /** approximate: "none" (erf) or "tanh". */
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 Tensor silu(const Tensor& x);
+Tensor erf(const Tensor& x);
 Tensor logical_not(const Tensor& x);
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
@@ -202,6 +205,9 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor as_strided(const Tensor& x, const IntList& size, const IntList& stride,
                   std::optional<int64_t> storage_offset = std::nullopt);
+/** A copy of x (read as a flat row-major array) with the strided region replaced by src. */
+Tensor as_strided_scatter(const Tensor& x, const Tensor& src, const IntList& size,
+                          const IntList& stride, std::optional<int64_t> storage_offset = std::nullopt);
 /** x itself when contiguous, else a contiguous copy. */
 Tensor contiguous(const Tensor& x);
 
@@ -214,6 +220,8 @@ TensorList split(const Tensor& x, const IntList& sizes, int64_t dim = 0);
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+/** x with src[i] added at x[..., index[i], ...] along dim (repeated indices add up). */
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor clone(const Tensor& x);
 

@@ -449,6 +449,26 @@ void meta_gather(const OpCall& c, MetaOut& out) {
   out.fresh(index.shape(), self.dtype());
 }
 
+void meta_scatter_add(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& index = c.args.tensor(2);
+  const Tensor& src = c.args.tensor(3);
+  check_index_dtype("scatter_add", index);
+  int64_t d = wrap_dim(c.args.i64(1), self.dim(), "scatter_add");
+  KILN_CHECK(src.dtype() == self.dtype(), dtype,
+             "[scatter_add] self ({}) and src ({}) must have the same dtype", self.dtype(),
+             src.dtype());
+  KILN_CHECK(index.dim() == self.dim() && src.dim() == self.dim(), shape,
+             "[scatter_add] index, src and self must have the same number of dimensions ({}, {} "
+             "and {})",
+             index.dim(), src.dim(), self.dim());
+  for (int64_t i = 0; i < self.dim(); ++i)
+    KILN_CHECK(index.shape()[i] <= src.shape()[i] && (i == d || index.shape()[i] <= self.shape()[i]),
+               shape, "[scatter_add] index {} is larger than src {} or self {} at dimension {}",
+               index.shape().str(), src.shape().str(), self.shape().str(), i);
+  out.fresh(self.shape(), self.dtype());
+}
+
 void meta_embedding(const OpCall& c, MetaOut& out) {
   const Tensor& weight = c.args.tensor(0);
   const Tensor& indices = c.args.tensor(1);

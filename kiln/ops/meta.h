@@ -61,6 +61,7 @@ void meta_cat(const OpCall&, MetaOut&);
 void meta_index_select(const OpCall&, MetaOut&);
 void meta_gather(const OpCall&, MetaOut&);
 void meta_embedding(const OpCall&, MetaOut&);
+void meta_scatter_add(const OpCall&, MetaOut&);
 void meta_clone(const OpCall&, MetaOut&);
 void meta_layer_norm(const OpCall&, MetaOut&);
 void meta_to_copy(const OpCall&, MetaOut&);

@@ -50,6 +50,7 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(sigmoid, same, meta_unary_float, "sigmoid(Tensor self) -> Tensor") \
   X(silu,    same, meta_unary_float, "silu(Tensor self) -> Tensor") \
   X(gelu,    same, meta_unary_float, "gelu(Tensor self, *, str approximate='none') -> Tensor") \
+  X(erf,     same, meta_unary_float, "erf(Tensor self) -> Tensor") \
   X(logical_not, same, meta_unary_bool, "logical_not(Tensor self) -> Tensor") \
   /* binary, broadcasting with type promotion */ \
   X(add,     same, meta_binary,       "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor") \
@@ -111,6 +112,8 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(index_select, index, meta_index_select, "index_select(Tensor self, int dim, Tensor index) -> Tensor") \
   X(gather,       same,  meta_gather,       "gather(Tensor self, int dim, Tensor index) -> Tensor") \
   X(embedding,    index, meta_embedding,    "embedding(Tensor weight, Tensor indices) -> Tensor") \
+  /* self with src added at the positions index names along dim (gather's gradient) */ \
+  X(scatter_add,  same,  meta_scatter_add,  "scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor") \
   X(clone,        same,  meta_clone,        "clone(Tensor self) -> Tensor") \
   /* normalization */ \
   X(layer_norm, same, meta_layer_norm, "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor") \

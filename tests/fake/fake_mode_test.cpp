@@ -3,6 +3,7 @@
 
 #include "kiln/kiln.h"
 #include "mock_cuda.h"
+#include "op_samples.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -10,72 +11,7 @@ namespace {
 
 using ops::OpKind;
 using testing::expect_error;
-
-// One representative call per op; an op without an entry fails the consistency test,
-// so adding an op to the table without covering it here is impossible.
-std::vector<Value> sample_args(OpKind op) {
-  Tensor a = randn({3, 4}), b = randn({4}), m = randn({4, 5}), i = arange(3);
-  Tensor pos = add(abs(a), 1.0);
-  Tensor mask = gt(a, 0.0);
-  Tensor idx = from_vector<int64_t>({2, 0});
-  Tensor scalar = scalar_tensor(2.0);
-  switch (op) {
-    case OpKind::empty: case OpKind::rand: case OpKind::randn:
-      return {IntList{2, 3}, f32, Device("cpu:0")};
-    case OpKind::full: return {IntList{2, 3}, Scalar(1.5), f64, Device("cpu:0")};
-    case OpKind::arange: return {Scalar(0), Scalar(10), Scalar(3), i64, Device("cpu:0")};
-    case OpKind::neg: case OpKind::abs: case OpKind::relu: case OpKind::exp:
-    case OpKind::sin: case OpKind::cos: case OpKind::tanh: case OpKind::sigmoid:
-    case OpKind::silu: case OpKind::logical_not:
-      return {transpose(a, 0, 1)};
-    case OpKind::log: case OpKind::sqrt: case OpKind::rsqrt: return {pos};
-    case OpKind::gelu: return {a, Str("tanh")};
-    case OpKind::add: case OpKind::sub: return {a, b, Scalar(2)};
-    case OpKind::mul: case OpKind::div: case OpKind::maximum: case OpKind::minimum:
-    case OpKind::eq: case OpKind::ne: case OpKind::lt: case OpKind::le: case OpKind::gt:
-    case OpKind::ge:
-      return {a, scalar};
-    case OpKind::pow: return {pos, b};
-    case OpKind::where: return {mask, a, to(b, f64)};
-    case OpKind::masked_fill: case OpKind::masked_fill_: return {clone(a), mask, Scalar(0.5)};
-    case OpKind::add_: case OpKind::sub_: return {clone(a), b, Scalar(1)};
-    case OpKind::mul_: case OpKind::div_: return {clone(a), b};
-    case OpKind::relu_: return {clone(a)};
-    case OpKind::copy_: return {clone(a), to(b, f64), false};
-    case OpKind::fill_: return {clone(a), Scalar(3)};
-    case OpKind::sum: case OpKind::mean: return {a, IntList{1}, true, Value()};
-    case OpKind::amax: case OpKind::amin: return {a, IntList{0}, false};
-    case OpKind::max: case OpKind::min: return {a, int64_t{1}, true};
-    case OpKind::argmax: return {a, int64_t{0}, false};
-    case OpKind::var: return {a, IntList{1}, int64_t{1}, false};
-    case OpKind::softmax: case OpKind::log_softmax: return {a, int64_t{0}};
-    case OpKind::mm: return {a, m};
-    case OpKind::bmm: return {randn({2, 3, 4}), randn({2, 4, 5})};
-    case OpKind::matmul: return {randn({2, 1, 3, 4}), m};
-    case OpKind::addmm: return {randn({5}), a, m, Scalar(1), Scalar(1)};
-    case OpKind::linear: return {a, randn({6, 4}), randn({6})};
-    case OpKind::view: return {a, IntList{2, -1}};
-    case OpKind::permute: return {a, IntList{1, 0}};
-    case OpKind::transpose: return {a, int64_t{0}, int64_t{1}};
-    case OpKind::unsqueeze: return {a, int64_t{1}};
-    case OpKind::squeeze: return {randn({3, 1, 4}), IntList{}};
-    case OpKind::expand: return {b, IntList{2, 4}};
-    case OpKind::slice: return {a, int64_t{1}, int64_t{1}, Value(), int64_t{2}};
-    case OpKind::select: return {a, int64_t{0}, int64_t{-1}};
-    case OpKind::as_strided: return {a, IntList{2, 2}, IntList{1, 4}, int64_t{1}};
-    case OpKind::as_strided_scatter:
-      return {randn({12}), randn({2, 2}), IntList{2, 2}, IntList{1, 4}, int64_t{1}};
-    case OpKind::cat: return {TensorList{a, randn({2, 4})}, int64_t{0}};
-    case OpKind::index_select: return {a, int64_t{0}, idx};
-    case OpKind::gather: return {a, int64_t{1}, from_vector<int64_t>({0, 3, 1, 1}, {2, 2})};
-    case OpKind::embedding: return {m, from_vector<int64_t>({1, 2, 3}, {3, 1})};
-    case OpKind::clone: return {transpose(a, 0, 1)};
-    case OpKind::layer_norm: return {a, IntList{4}, b, b, 1e-5};
-    case OpKind::rms_norm: return {a, IntList{4}, b, Value()};
-    case OpKind::_to_copy: return {a, f16, Device("cpu:1"), false};
-  }
-  return {};
-}
+using testing::sample_args;
 
 TEST(F6, FakeAndEagerAgreeOnEveryOp) {
   for (int k = 0; k < ops::kNumOps; ++k) {

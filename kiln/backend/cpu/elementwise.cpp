@@ -108,6 +108,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         case OpKind::rsqrt: unary_loop<T, T>(s.dst, x, [](T v) { return T(1) / std::sqrt(v); }); return;
         case OpKind::sin: unary_loop<T, T>(s.dst, x, [](T v) { return std::sin(v); }); return;
         case OpKind::cos: unary_loop<T, T>(s.dst, x, [](T v) { return std::cos(v); }); return;
+        case OpKind::erf: unary_loop<T, T>(s.dst, x, [](T v) { return verf(v); }); return;
         case OpKind::tanh: unary_loop<T, T>(s.dst, x, [](T v) { return vtanh(v); }); return;
         case OpKind::sigmoid:
           unary_loop<T, T>(s.dst, x, [](T v) { return T(1) / (T(1) + vexp(-v)); });

@@ -1,4 +1,4 @@
-// Indexing kernels: index_select, gather, embedding.
+// Indexing kernels: index_select, gather, embedding, scatter_add.
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
 
@@ -78,6 +78,37 @@ void k_gather(const OpCall& c, std::span<Tensor> outs) {
       dst[lin] = src[so];
       for (int64_t d = rank; d-- > 0;) {
         if (++pos[d] < out.shape()[d]) break;
+        pos[d] = 0;
+      }
+    }
+  });
+}
+
+void k_scatter_add(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& src = c.args.tensor(3);
+  const Tensor& out = outs[0];
+  copy_into(out, self);
+  int64_t dim = wrap_dim(c.args.i64(1), self.dim(), "scatter_add");
+  int64_t size = self.dim() ? self.shape()[dim] : 1;
+  Tensor idx = checked_index("scatter_add", c.args.tensor(2), size, dim);
+  if (idx.numel() == 0) return;
+  int64_t rank = idx.dim();
+  KILN_DISPATCH_ALL(self.dtype(), "scatter_add", {
+    T* dst = static_cast<T*>(out.storage()->data);
+    const T* from = static_cast<const T*>(src.storage()->data);
+    const int64_t* ip = idx.data<int64_t>();
+    Dims pos(rank, 0);
+    for (int64_t lin = 0; lin < idx.numel(); ++lin) {  // odometer over the index
+      int64_t to = out.offset(), so = src.offset();
+      for (int64_t d = 0; d < rank; ++d) {
+        to += (d == dim ? ip[lin] : pos[d]) * out.strides()[d];
+        so += pos[d] * src.strides()[d];
+      }
+      if constexpr (std::is_same_v<T, bool>) dst[to] = dst[to] || from[so];
+      else dst[to] = static_cast<T>(dst[to] + from[so]);
+      for (int64_t d = rank; d-- > 0;) {
+        if (++pos[d] < idx.shape()[d]) break;
         pos[d] = 0;
       }
     }

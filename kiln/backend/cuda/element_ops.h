@@ -64,6 +64,7 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
         case OpKind::sigmoid: return W(1) / (W(1) + exp(-v));
         case OpKind::silu: return v / (W(1) + exp(-v));
         case OpKind::gelu: return gelu_of(v, flag);
+        case OpKind::erf: return erf(v);
         default: break;
       }
     }

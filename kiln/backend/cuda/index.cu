@@ -1,4 +1,4 @@
-// Indexing on CUDA devices: index_select, gather, embedding.
+// Indexing on CUDA devices: index_select, gather, embedding, scatter_add.
 //
 // Index tensors may live on the CPU (D2): they are checked on the host and copied
 // over. An out-of-range index in a CUDA index tensor cannot be reported without
@@ -117,6 +117,32 @@ void k_gather(const OpCall& c, std::span<Tensor> outs) {
     const T* s = static_cast<const T*>(self.storage()->data);
     launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {
       o[off[0]] = s[off[1] + checked(idx[off[2]], bound) * step];
+    });
+  });
+}
+
+void k_scatter_add(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& src = c.args.tensor(3);
+  const Tensor& out = outs[0];
+  copy_into(out, self);
+  int64_t dim = wrap(c.args.i64(1), self.dim());
+  int64_t bound = self.dim() ? self.shape()[dim] : 1;
+  Tensor index = device_index(c.args.tensor(2), bound, c.device, "scatter_add");
+  if (index.numel() == 0) return;
+  Dims out_st = out.strides();
+  int64_t step = out.dim() ? out_st[dim] : 0;
+  if (out.dim()) out_st[dim] = 0;
+  auto g = make_geometry<3>(index.shape(), {out_st, src.strides(), index.strides()},
+                            {out.offset(), src.offset(), index.offset()});
+  const int64_t* idx = static_cast<const int64_t*>(index.storage()->data);
+  // Several index entries may name one position: the additions are atomic, so their
+  // order (and a float sum's last bits) may differ from the CPU's, as in PyTorch.
+  KILN_CUDA_DISPATCH_FLOAT(out.dtype(), "scatter_add", {
+    T* o = static_cast<T*>(out.storage()->data);
+    const T* s = static_cast<const T*>(src.storage()->data);
+    launch_elementwise<3>(index.numel(), g, [=] __device__(const int64_t* off) {
+      atomicAdd(o + off[0] + checked(idx[off[2]], bound) * step, s[off[1]]);
     });
   });
 }

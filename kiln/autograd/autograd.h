@@ -1,0 +1,136 @@
+#pragma once
+// Reverse-mode automatic differentiation (G1-G5).
+//
+// Note [Autograd sits above the modes]
+// dispatch() hands a call to autograd first when gradients are being recorded (grad
+// mode on, some tensor argument requires grad). Autograd runs the op through the mode
+// stack like any other call, then attaches to each floating output a node holding
+// what the op's backward formula reads (kiln/autograd/derivatives.cpp). backward()
+// walks those nodes and runs the formulas, which are ordinary kiln ops dispatched
+// from the top again: under FakeMode the backward is fake, under ProxyMode it is
+// traced, under FunctionalizeMode it is functional. Backward itself records nothing
+// (no create_graph: double backward is out of scope).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/dispatch/functional.h"
+
+namespace kiln::autograd {
+
+class Node;
+
+/** Where a gradient goes: input `input_nr` of `node` (the node's forward output number). */
+struct Edge {
+  std::shared_ptr<Node> node;
+  uint32_t input_nr = 0;
+  bool valid() const { return node != nullptr; }
+};
+
+/** Gradient state of one tensor (TensorImpl::autograd). */
+struct AutogradMeta {
+  bool requires_grad = false;  // a leaf that asked for gradients
+  bool retains_grad = false;
+  uint32_t output_nr = 0;      // which output of grad_fn this tensor is
+  std::shared_ptr<Node> grad_fn;
+  std::weak_ptr<Node> grad_accumulator;  // leaves: shared by every edge into them
+  Tensor grad;
+};
+
+/** Shape, dtype and device of one forward output of a node: what its gradient must be. */
+struct GradMeta {
+  Dims shape;
+  DType dtype = DType::f32;
+  Device device;
+};
+
+/** A step of the backward graph: turns gradients of its forward outputs into gradients
+ * of its forward inputs (one per edge in `next`). */
+class Node {
+ public:
+  virtual ~Node() = default;
+  /** "MulBackward0", "AccumulateGrad". */
+  virtual std::string name() const = 0;
+  /** grads[i]: the gradient of forward output i (undefined: none flowed). Returns one
+   * gradient per edge of `next` (undefined: none). */
+  virtual TensorList apply(TensorList& grads) = 0;
+  /** Frees what the node saved (after a backward without retain_graph). */
+  virtual void release() {}
+
+  std::vector<Edge> next;        // per differentiable input, in argument order
+  std::vector<GradMeta> inputs;  // per forward output: the gradient this node expects
+  Device device;                 // (G3) backward runs under this device's guard
+  uint64_t sequence = 0;         // creation order: later nodes run first
+  /** Non-leaf outputs that retain their gradient: (output number, tensor state). */
+  std::vector<std::pair<uint32_t, std::weak_ptr<AutogradMeta>>> retained;
+};
+
+// ---- grad mode ------------------------------------------------------------------
+/** Whether ops record gradients on this thread (true unless a guard below is alive). */
+bool grad_enabled();
+
+/** Records no gradients while alive (thread-local, restored on exit and on exceptions). */
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/** Turns recording on (or off) while alive, e.g. to train inside a NoGradGuard. */
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/** NoGradGuard that also skips version counting: for pure inference. Tensors made here
+ * are ordinary tensors (kiln does not mark "inference tensors"). */
+class InferenceModeGuard {
+ public:
+  InferenceModeGuard();
+  ~InferenceModeGuard();
+  InferenceModeGuard(const InferenceModeGuard&) = delete;
+  InferenceModeGuard& operator=(const InferenceModeGuard&) = delete;
+  static bool active();
+
+ private:
+  bool prev_grad_, prev_inference_;
+};
+
+// ---- the engine -----------------------------------------------------------------
+/** (G5) Accumulates d(sum of outputs[i] * grad_outputs[i]) / d(leaf) into every leaf's
+ * grad(). A scalar output may omit its gradient (1); others need one. Without
+ * `retain_graph` the graph's saved tensors are freed. */
+void backward(const TensorList& outputs, const TensorList& grad_outputs = {},
+              bool retain_graph = false);
+
+/** The gradients of `outputs` w.r.t. `inputs` (leaves or not), returned instead of
+ * accumulated: nothing's grad() changes. An input the outputs do not depend on is an
+ * error unless `allow_unused` (then its gradient is undefined). */
+TensorList grad(const TensorList& outputs, const TensorList& inputs,
+                const TensorList& grad_outputs = {}, bool retain_graph = false,
+                bool allow_unused = false);
+
+/** The edge through which a gradient reaches `t` (its grad_fn, or its accumulator when
+ * it is a leaf requiring grad); invalid when `t` needs no gradient. */
+Edge gradient_edge(const Tensor& t);
+
+// ---- the derivative table (derivatives.cpp) ---------------------------------------
+/** How an op is differentiated: one entry per op of the table (G2). */
+enum class Differentiable : uint8_t { missing, no, yes };
+/** `no`: the op has no gradient (comparisons, indices, factories); `yes`: it has a
+ * backward formula (in-place ops use their functional op's formula). */
+Differentiable differentiability(ops::OpKind op);
+
+}  // namespace kiln::autograd

@@ -1,0 +1,498 @@
+// THE derivative table (G2): one entry per op of kiln/ops/op_table.h, in the same
+// order, in the spirit of PyTorch's derivatives.yaml. Each entry says which tensors the
+// formula reads (`saves`: only those are kept alive between forward and backward) and
+// gives the formula in ordinary kiln ops, so backward is dispatched like forward.
+// In-place ops use their functional op's entry. An op with neither a formula nor a
+// `none` entry fails AutogradTable.EveryOpIsDifferentiableOrMarked.
+#include <array>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "kiln/autograd/function.h"
+
+namespace kiln::autograd {
+
+using ops::OpKind;
+
+Tensor sum_to(const Tensor& g, const Dims& shape) {
+  if (g.shape() == shape) return g;
+  int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
+  IntList dims;
+  for (int64_t i = 0; i < g.dim(); ++i)
+    if (i < lead || (shape[i - lead] == 1 && g.size(i) != 1)) dims.push_back(i);
+  Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
+  return reshape(r, IntList(shape.begin(), shape.end()));
+}
+
+namespace {
+
+IntList ints(const Dims& d) { return IntList(d.begin(), d.end()); }
+TensorOptions like(const GradMeta& m) { return {.dtype = m.dtype, .device = m.device}; }
+Tensor zeros_for(const GradMeta& m) { return zeros(ints(m.shape), like(m)); }
+
+// The dimensions a reduction over `dims` (empty: all) of a rank-`rank` tensor removes,
+// wrapped and sorted.
+IntList reduced_dims(const IntList& dims, int64_t rank, std::string_view op) {
+  IntList out;
+  if (dims.empty()) {
+    for (int64_t i = 0; i < rank; ++i) out.push_back(i);
+  } else {
+    for (int64_t d : dims) out.push_back(wrap_dim(d, rank, op));
+    std::sort(out.begin(), out.end());
+  }
+  return out;
+}
+
+// `g` of a reduction's output with the reduced dimensions put back (size 1).
+Tensor keep_dims(Tensor g, const IntList& reduced, bool keepdim) {
+  if (keepdim) return g;
+  for (int64_t d : reduced) g = unsqueeze(g, d);
+  return g;
+}
+
+// Number of elements each output element of a reduction over `reduced` summed.
+int64_t reduced_count(const Dims& shape, const IntList& reduced) {
+  int64_t n = 1;
+  for (int64_t d : reduced) n *= shape[d];
+  return n;
+}
+
+// The normalized (trailing) dimensions of layer_norm / rms_norm.
+IntList trailing_dims(int64_t rank, size_t count) {
+  IntList dims;
+  for (int64_t d = rank - static_cast<int64_t>(count); d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+
+// `g` written into zeros shaped like the input at the view `make_view` picks out of it
+// (the gradient of slice and select).
+template <typename F>
+Tensor into_zeros(const GradMeta& m, const Tensor& g, F make_view) {
+  Tensor z = zeros_for(m);
+  Tensor region = make_view(z);
+  copy_(region, g);
+  return z;
+}
+
+// The last element a strided layout reaches, plus one.
+int64_t extent(const Dims& shape, const Dims& strides, int64_t offset) {
+  int64_t end = offset;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) return offset;
+    end += (shape[i] - 1) * strides[i];
+  }
+  return end + 1;
+}
+
+bool overlaps(const IntList& size, const IntList& stride) {
+  for (size_t i = 0; i < size.size(); ++i)
+    if (size[i] > 1 && stride[i] == 0) return true;
+  return false;
+}
+
+// A dense copy of `g` whose element order is its logical order from storage offset 0.
+Tensor dense(const Tensor& g) { return g.is_contiguous() && g.offset() == 0 ? g : clone(g); }
+
+// Gradients of mm/bmm/matmul-like products a @ b: d a = g @ b^T, d b = a^T @ g.
+void matmul_grads(GradCtx& c, const Tensor& a, const Tensor& b, int ia, int ib) {
+  const Tensor& g = c.grad();
+  // 1-D operands are a row / a column, as in the forward.
+  Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
+  Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
+  Tensor g2 = g;
+  if (a.dim() == 1) g2 = unsqueeze(g2, g2.dim() - (b.dim() == 1 ? 0 : 1));
+  if (b.dim() == 1) g2 = unsqueeze(g2, g2.dim());
+  if (c.needs(ia)) {
+    Tensor ga = sum_to(matmul(g2, transpose(b2, -1, -2)), a2.shape());
+    c.set(ia, reshape(ga, ints(a.shape())));
+  }
+  if (c.needs(ib)) {
+    Tensor gb = sum_to(matmul(transpose(a2, -1, -2), g2), b2.shape());
+    c.set(ib, reshape(gb, ints(b.shape())));
+  }
+}
+
+void extremum(GradCtx& c, bool is_max) {
+  const Tensor &a = c.t(0), &b = c.t(1), &g = c.grad();
+  Tensor split = where(eq(a, b), g / 2, g);
+  Tensor a_loses = is_max ? lt(a, b) : gt(a, b);
+  Tensor b_loses = is_max ? gt(a, b) : lt(a, b);
+  if (c.needs(0)) c.set(0, sum_to(masked_fill(split, a_loses, 0), c.input(0).shape));
+  if (c.needs(1)) c.set(1, sum_to(masked_fill(split, b_loses, 0), c.input(1).shape));
+}
+
+void extreme_value(GradCtx& c) {
+  const Tensor& x = c.t(0);
+  IntList dims = reduced_dims(c.args().ints(1), x.dim(), "amax");
+  bool keepdim = c.args().flag(2);
+  Tensor mask = to(eq(x, keep_dims(c.result(), dims, keepdim)), x.dtype());
+  Tensor count = sum(mask, dims, /*keepdim=*/true);
+  c.set(0, mask * keep_dims(c.grad(), dims, keepdim) / count);
+}
+
+void picked(GradCtx& c) {
+  const GradMeta& in = c.input(0);
+  int64_t dim = wrap_dim(c.args().i64(1), static_cast<int64_t>(in.shape.size()), "max");
+  IntList dims{dim};
+  bool keepdim = c.args().flag(2);
+  if (in.shape.size() == 0) return c.set(0, c.grad());
+  Tensor idx = keep_dims(c.result(1), dims, keepdim);
+  c.set(0, scatter_add(zeros_for(in), dim, idx, keep_dims(c.grad(), dims, keepdim)));
+}
+
+constexpr uint32_t arg(int i) { return 1u << i; }
+constexpr uint32_t kResult = kSavesResult;
+
+struct Table {
+  std::array<Derivative, ops::kNumOps> entries{};
+  void none(OpKind op) { entries[static_cast<size_t>(op)] = {Differentiable::no, 0, nullptr}; }
+  void def(OpKind op, uint32_t saves, void (*f)(GradCtx&)) {
+    entries[static_cast<size_t>(op)] = {Differentiable::yes, saves, f};
+  }
+};
+
+Table build() {
+  Table d;
+  using O = OpKind;
+  // ---- factories: no inputs to differentiate ----
+  for (O op : {O::empty, O::full, O::arange, O::rand, O::randn}) d.none(op);
+
+  // ---- unary ----
+  d.def(O::neg, 0, [](GradCtx& c) { c.set(0, neg(c.grad())); });
+  d.def(O::abs, arg(0), [](GradCtx& c) {  // g * sgn(x)
+    const Tensor& x = c.t(0);
+    c.set(0, masked_fill(where(x < 0, neg(c.grad()), c.grad()), x == 0, 0));
+  });
+  d.def(O::relu, kResult, [](GradCtx& c) {
+    c.set(0, masked_fill(c.grad(), c.result() <= 0, 0));
+  });
+  d.def(O::exp, kResult, [](GradCtx& c) { c.set(0, c.grad() * c.result()); });
+  d.def(O::log, arg(0), [](GradCtx& c) { c.set(0, c.grad() / c.t(0)); });
+  d.def(O::sqrt, kResult, [](GradCtx& c) { c.set(0, c.grad() / (c.result() * 2)); });
+  d.def(O::rsqrt, kResult, [](GradCtx& c) {  // -1/2 x^(-3/2) = -1/2 r^3
+    const Tensor& r = c.result();
+    c.set(0, c.grad() * (r * r * r) * -0.5);
+  });
+  d.def(O::sin, arg(0), [](GradCtx& c) { c.set(0, c.grad() * cos(c.t(0))); });
+  d.def(O::cos, arg(0), [](GradCtx& c) { c.set(0, c.grad() * neg(sin(c.t(0)))); });
+  d.def(O::tanh, kResult, [](GradCtx& c) {
+    const Tensor& r = c.result();
+    c.set(0, c.grad() * (1 - r * r));
+  });
+  d.def(O::sigmoid, kResult, [](GradCtx& c) {
+    const Tensor& r = c.result();
+    c.set(0, c.grad() * (r * (1 - r)));
+  });
+  d.def(O::silu, arg(0), [](GradCtx& c) {  // s (1 + x (1 - s))
+    const Tensor& x = c.t(0);
+    Tensor s = sigmoid(x);
+    c.set(0, c.grad() * (s * (1 + x * (1 - s))));
+  });
+  d.def(O::gelu, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    Tensor d;
+    if (c.args().str(1) == "tanh") {
+      // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2), t = tanh(k (x + a x^3))
+      const double k = std::sqrt(2.0 / std::numbers::pi), a = 0.044715;
+      Tensor x2 = x * x;
+      Tensor th = tanh((x + x2 * x * a) * k);
+      d = (1 + th) * 0.5 + x * (1 - th * th) * (1 + x2 * (3 * a)) * (0.5 * k);
+    } else {
+      // Phi(x) + x phi(x)
+      Tensor cdf = (1 + erf(x * (1 / std::numbers::sqrt2))) * 0.5;
+      Tensor pdf = exp(x * x * -0.5) * (1 / std::sqrt(2 * std::numbers::pi));
+      d = cdf + x * pdf;
+    }
+    c.set(0, c.grad() * d);
+  });
+  d.def(O::erf, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    c.set(0, c.grad() * (exp(neg(x * x)) * (2 / std::sqrt(std::numbers::pi))));
+  });
+  d.none(O::logical_not);
+
+  // ---- binary (gradients reduced back over broadcast dimensions) ----
+  d.def(O::add, 0, [](GradCtx& c) {
+    const Tensor& g = c.grad();
+    Scalar alpha = c.args().scalar(2);
+    if (c.needs(0)) c.set(0, sum_to(g, c.input(0).shape));
+    if (c.needs(1)) c.set(1, sum_to(alpha.to_double() == 1 ? g : g * alpha, c.input(1).shape));
+  });
+  d.def(O::sub, 0, [](GradCtx& c) {
+    const Tensor& g = c.grad();
+    Scalar alpha = c.args().scalar(2);
+    if (c.needs(0)) c.set(0, sum_to(g, c.input(0).shape));
+    if (c.needs(1)) c.set(1, sum_to(g * -alpha.to_double(), c.input(1).shape));
+  });
+  d.def(O::mul, arg(0) | arg(1), [](GradCtx& c) {
+    if (c.needs(0)) c.set(0, sum_to(c.grad() * c.t(1), c.input(0).shape));
+    if (c.needs(1)) c.set(1, sum_to(c.grad() * c.t(0), c.input(1).shape));
+  });
+  d.def(O::div, arg(0) | arg(1), [](GradCtx& c) {
+    const Tensor &a = c.t(0), &b = c.t(1);
+    if (c.needs(0)) c.set(0, sum_to(c.grad() / b, c.input(0).shape));
+    if (c.needs(1)) c.set(1, sum_to(neg(c.grad()) * a / (b * b), c.input(1).shape));
+  });
+  d.def(O::pow, arg(0) | arg(1) | kResult, [](GradCtx& c) {
+    const Tensor &x = c.t(0), &e = c.t(1);
+    if (c.needs(0)) c.set(0, sum_to(c.grad() * e * pow(x, e - 1), c.input(0).shape));
+    if (c.needs(1)) {  // x^e log x, 0 where x == 0 and e >= 0 (the limit)
+      Tensor d = masked_fill(c.result() * log(x), mul(x == 0, ge(e, wrapped_number(0))), 0);
+      c.set(1, sum_to(c.grad() * d, c.input(1).shape));
+    }
+  });
+  // maximum / minimum: the larger (smaller) side takes the gradient; ties split it.
+  d.def(O::maximum, arg(0) | arg(1), [](GradCtx& c) { extremum(c, true); });
+  d.def(O::minimum, arg(0) | arg(1), [](GradCtx& c) { extremum(c, false); });
+  for (O op : {O::eq, O::ne, O::lt, O::le, O::gt, O::ge}) d.none(op);
+  d.def(O::where, arg(0), [](GradCtx& c) {
+    const Tensor &cond = c.t(0), &g = c.grad();
+    if (c.needs(1)) c.set(1, sum_to(masked_fill(g, logical_not(cond), 0), c.input(1).shape));
+    if (c.needs(2)) c.set(2, sum_to(masked_fill(g, cond, 0), c.input(2).shape));
+  });
+  d.def(O::masked_fill, arg(1), [](GradCtx& c) {
+    c.set(0, sum_to(masked_fill(c.grad(), c.t(1), 0), c.input(0).shape));
+  });
+
+  // ---- in-place primitives (the derived in-place ops use their functional entry) ----
+  d.def(O::copy_, 0, [](GradCtx& c) {  // self's old value is gone: only src gets one
+    if (!c.needs(1)) return;
+    const GradMeta& src = c.input(1);
+    Tensor g = sum_to(c.grad(), src.shape);
+    c.set(1, g.device() == src.device && g.dtype() == src.dtype ? g
+                                                                : _to_copy(g, src.dtype, src.device));
+  });
+  d.def(O::fill_, 0, [](GradCtx&) {});  // the old value is gone, the new one is a constant
+
+  // ---- reductions ----
+  d.def(O::sum, 0, [](GradCtx& c) {
+    const GradMeta& in = c.input(0);
+    IntList dims = reduced_dims(c.args().ints(1), static_cast<int64_t>(in.shape.size()), "sum");
+    c.set(0, expand(keep_dims(c.grad(), dims, c.args().flag(2)), ints(in.shape)));
+  });
+  d.def(O::mean, 0, [](GradCtx& c) {
+    const GradMeta& in = c.input(0);
+    IntList dims = reduced_dims(c.args().ints(1), static_cast<int64_t>(in.shape.size()), "mean");
+    Tensor g = keep_dims(c.grad(), dims, c.args().flag(2)) /
+               static_cast<double>(reduced_count(in.shape, dims));
+    c.set(0, expand(g, ints(in.shape)));
+  });
+  // amax/amin: shared evenly between the elements equal to the extremum.
+  d.def(O::amax, arg(0) | kResult, extreme_value);
+  d.def(O::amin, arg(0) | kResult, extreme_value);
+  // max/min along a dim: the gradient goes to the index the forward picked.
+  d.def(O::max, kResult, picked);
+  d.def(O::min, kResult, picked);
+  d.none(O::argmax);
+  d.def(O::var, arg(0), [](GradCtx& c) {  // 2 (x - mean) / (N - correction)
+    const Tensor& x = c.t(0);
+    IntList dims = reduced_dims(c.args().ints(1), x.dim(), "var");
+    double n = static_cast<double>(reduced_count(x.shape(), dims) - c.args().i64(2));
+    Tensor centered = x - mean(x, dims, /*keepdim=*/true);
+    c.set(0, keep_dims(c.grad(), dims, c.args().flag(3)) * centered * (2.0 / n));
+  });
+  d.def(O::softmax, kResult, [](GradCtx& c) {  // y (g - sum(g y))
+    const Tensor &y = c.result(), &g = c.grad();
+    int64_t dim = c.args().i64(1);
+    c.set(0, y * (g - sum(g * y, {dim}, /*keepdim=*/true)));
+  });
+  d.def(O::log_softmax, kResult, [](GradCtx& c) {  // g - exp(y) sum(g)
+    const Tensor &y = c.result(), &g = c.grad();
+    int64_t dim = c.args().i64(1);
+    c.set(0, g - exp(y) * sum(g, {dim}, /*keepdim=*/true));
+  });
+
+  // ---- linear algebra ----
+  d.def(O::mm, arg(0) | arg(1), [](GradCtx& c) {
+    if (c.needs(0)) c.set(0, mm(c.grad(), t(c.t(1))));
+    if (c.needs(1)) c.set(1, mm(t(c.t(0)), c.grad()));
+  });
+  d.def(O::bmm, arg(0) | arg(1), [](GradCtx& c) {
+    if (c.needs(0)) c.set(0, bmm(c.grad(), transpose(c.t(1), 1, 2)));
+    if (c.needs(1)) c.set(1, bmm(transpose(c.t(0), 1, 2), c.grad()));
+  });
+  d.def(O::matmul, arg(0) | arg(1), [](GradCtx& c) { matmul_grads(c, c.t(0), c.t(1), 0, 1); });
+  d.def(O::addmm, arg(1) | arg(2), [](GradCtx& c) {
+    const Tensor& g = c.grad();
+    double beta = c.args().scalar(3).to_double(), alpha = c.args().scalar(4).to_double();
+    if (c.needs(0)) c.set(0, sum_to(beta == 1 ? g : g * beta, c.input(0).shape));
+    if (c.needs(1)) {
+      Tensor d = mm(g, t(c.t(2)));
+      c.set(1, alpha == 1 ? d : d * alpha);
+    }
+    if (c.needs(2)) {
+      Tensor d = mm(t(c.t(1)), g);
+      c.set(2, alpha == 1 ? d : d * alpha);
+    }
+  });
+  d.def(O::linear, arg(0) | arg(1), [](GradCtx& c) {  // y = x W^T + b
+    const Tensor &x = c.t(0), &w = c.t(1), &g = c.grad();
+    if (c.needs(0)) c.set(0, matmul(g, w));
+    if (c.needs(1)) {
+      Tensor g2 = reshape(g, {-1, w.size(0)});
+      Tensor x2 = reshape(x, {-1, w.size(1)});
+      c.set(1, mm(t(g2), x2));
+    }
+    if (c.needs(2)) c.set(2, sum_to(g, c.input(2).shape));
+  });
+
+  // ---- views: the gradient is the inverse view of the gradient ----
+  d.def(O::view, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), ints(c.input(0).shape))); });
+  d.def(O::permute, 0, [](GradCtx& c) {
+    const IntList& dims = c.args().ints(1);
+    int64_t rank = static_cast<int64_t>(dims.size());
+    IntList inverse(dims.size());
+    for (int64_t i = 0; i < rank; ++i) inverse[wrap_dim(dims[i], rank, "permute")] = i;
+    c.set(0, permute(c.grad(), inverse));
+  });
+  d.def(O::transpose, 0, [](GradCtx& c) {
+    c.set(0, transpose(c.grad(), c.args().i64(1), c.args().i64(2)));
+  });
+  d.def(O::unsqueeze, 0, [](GradCtx& c) {
+    c.set(0, reshape(c.grad(), ints(c.input(0).shape)));
+  });
+  d.def(O::squeeze, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), ints(c.input(0).shape))); });
+  d.def(O::expand, 0, [](GradCtx& c) { c.set(0, sum_to(c.grad(), c.input(0).shape)); });
+  d.def(O::slice, 0, [](GradCtx& c) {
+    Args a = c.args();
+    auto opt = [&](size_t i) { return a.is_none(i) ? std::nullopt : std::optional(a.i64(i)); };
+    c.set(0, into_zeros(c.input(0), c.grad(), [&](const Tensor& z) {
+            return slice(z, a.i64(1), opt(2), opt(3), a.i64(4));
+          }));
+  });
+  d.def(O::select, 0, [](GradCtx& c) {
+    Args a = c.args();
+    c.set(0, into_zeros(c.input(0), c.grad(),
+                        [&](const Tensor& z) { return select(z, a.i64(1), a.i64(2)); }));
+  });
+  // Through the storage: scatter the gradient into a zero storage at the output's
+  // layout, read it back at the input's. Self-overlapping layouts would need sums there.
+  d.def(O::as_strided, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    Args a = c.args();
+    const IntList &size = a.ints(1), &stride = a.ints(2);
+    int64_t offset = a.is_none(3) ? x.offset() : a.i64(3);
+    KILN_CHECK(!overlaps(size, stride) && !overlaps(ints(x.shape()), ints(x.strides())),
+               unsupported, "[as_strided] backward of a layout that reads an element twice "
+               "(a stride 0) is not supported");
+    int64_t n = std::max(extent(Dims(size), Dims(stride), offset),
+                         extent(x.shape(), x.strides(), x.offset()));
+    Tensor flat = zeros({n}, {.dtype = c.grad().dtype(), .device = c.grad().device()});
+    flat = as_strided_scatter(flat, contiguous(c.grad()), size, stride, offset);
+    c.set(0, contiguous(as_strided(flat, ints(x.shape()), ints(x.strides()), x.offset())));
+  });
+  d.def(O::as_strided_scatter, 0, [](GradCtx& c) {
+    Args a = c.args();
+    const IntList &size = a.ints(2), &stride = a.ints(3);
+    std::optional<int64_t> offset = a.is_none(4) ? std::nullopt : std::optional(a.i64(4));
+    Tensor g = dense(c.grad());
+    if (c.needs(0))
+      c.set(0, as_strided_scatter(g, zeros(size, {.dtype = g.dtype(), .device = g.device()}), size,
+                                  stride, offset));
+    if (c.needs(1)) c.set(1, contiguous(as_strided(g, size, stride, offset)));
+  });
+
+  // ---- data movement ----
+  d.def(O::cat, 0, [](GradCtx& c) {
+    const Tensor& g = c.grad();
+    int64_t dim = wrap_dim(c.args().i64(1), g.dim(), "cat");
+    int64_t at = 0;
+    const std::vector<Dims>& shapes = c.list_shapes();
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      const Dims& s = shapes[j];
+      if (s.size() == 1 && s[0] == 0 && g.dim() != 1) continue;  // a skipped legacy [0]
+      c.set(0, narrow(g, dim, at, s[static_cast<size_t>(dim)]), static_cast<int>(j));
+      at += s[static_cast<size_t>(dim)];
+    }
+  });
+  d.def(O::index_select, arg(2), [](GradCtx& c) {
+    const GradMeta& in = c.input(0);
+    const Tensor& g = c.grad();
+    int64_t dim = wrap_dim(c.args().i64(1), g.dim(), "index_select");
+    if (g.dim() == 0) return c.set(0, reshape(g, ints(in.shape)));
+    IntList along(static_cast<size_t>(g.dim()), 1);
+    along[static_cast<size_t>(dim)] = g.size(dim);
+    Tensor idx = expand(reshape(to(c.t(2), g.device()), along), ints(g.shape()));
+    c.set(0, scatter_add(zeros_for(in), dim, idx, g));
+  });
+  d.def(O::gather, arg(2), [](GradCtx& c) {
+    int64_t dim = c.args().i64(1);
+    c.set(0, scatter_add(zeros_for(c.input(0)), dim, to(c.t(2), c.grad().device()), c.grad()));
+  });
+  d.def(O::embedding, arg(1), [](GradCtx& c) {
+    const GradMeta& w = c.input(0);
+    int64_t d = w.shape[1];
+    Tensor g2 = reshape(c.grad(), {-1, d});
+    Tensor idx = expand(reshape(to(c.t(1), g2.device()), {-1, 1}), ints(g2.shape()));
+    c.set(0, scatter_add(zeros_for(w), 0, idx, g2));
+  });
+  d.def(O::scatter_add, arg(2), [](GradCtx& c) {
+    c.set(0, c.grad());
+    if (!c.needs(3)) return;
+    // src positions the index does not reach got added nowhere: their gradient is 0.
+    const Tensor& index = c.t(2);
+    Tensor picked = gather(c.grad(), c.args().i64(1), index);
+    const GradMeta& src = c.input(3);
+    c.set(3, picked.shape() == src.shape ? picked : into_zeros(src, picked, [&](Tensor z) {
+      for (int64_t d = 0; d < z.dim(); ++d) z = narrow(z, d, 0, index.size(d));
+      return z;
+    }));
+  });
+  d.def(O::clone, 0, [](GradCtx& c) { c.set(0, c.grad()); });
+
+  // ---- normalization (statistics recomputed from the saved input) ----
+  d.def(O::layer_norm, arg(0) | arg(2), [](GradCtx& c) {
+    const Tensor &x = c.t(0), &g = c.grad();
+    Args a = c.args();
+    const Tensor* w = a.opt_tensor_ptr(2);
+    IntList dims = trailing_dims(x.dim(), a.ints(1).size());
+    Tensor centered = x - mean(x, dims, true);
+    Tensor rstd = rsqrt(mean(centered * centered, dims, true) + a.f64(4));
+    Tensor xhat = centered * rstd;
+    if (c.needs(2)) c.set(2, sum_to(g * xhat, c.input(2).shape));
+    if (c.needs(3)) c.set(3, sum_to(g, c.input(3).shape));
+    if (c.needs(0)) {
+      Tensor gh = w ? g * *w : g;
+      c.set(0, rstd * (gh - mean(gh, dims, true) - xhat * mean(gh * xhat, dims, true)));
+    }
+  });
+  d.def(O::rms_norm, arg(0) | arg(2), [](GradCtx& c) {
+    const Tensor &x = c.t(0), &g = c.grad();
+    Args a = c.args();
+    const Tensor* w = a.opt_tensor_ptr(2);
+    IntList dims = trailing_dims(x.dim(), a.ints(1).size());
+    double eps = !a.is_none(3)          ? a.f64(3)
+                 : x.dtype() == DType::f64 ? std::numeric_limits<double>::epsilon()
+                                           : std::numeric_limits<float>::epsilon();
+    Tensor rr = rsqrt(mean(x * x, dims, true) + eps);
+    if (c.needs(2)) c.set(2, sum_to(g * (x * rr), c.input(2).shape));
+    if (c.needs(0)) {
+      Tensor gh = w ? g * *w : g;
+      c.set(0, rr * (gh - x * (rr * rr) * mean(gh * x, dims, true)));
+    }
+  });
+
+  // ---- conversion: the gradient goes back to the source's device and dtype ----
+  d.def(O::_to_copy, 0, [](GradCtx& c) {
+    const GradMeta& in = c.input(0);
+    c.set(0, _to_copy(c.grad(), in.dtype, in.device));
+  });
+  return d;
+}
+
+const Table& table() {
+  static const Table t = build();
+  return t;
+}
+
+}  // namespace
+
+const Derivative& derivative(OpKind op) {
+  const ops::OpInfo& info = ops::op_info(op);
+  return table().entries[static_cast<size_t>(info.meta ? op : info.functional)];
+}
+
+Differentiable differentiability(OpKind op) { return derivative(op).kind; }
+
+}  // namespace kiln::autograd

@@ -1,0 +1,259 @@
+// The backward engine: dependency-counted execution of the recorded graph (G3, G5).
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kiln/autograd/function.h"
+#include "kiln/device/registry.h"
+
+namespace kiln::autograd {
+
+namespace {
+
+// Sums a leaf's gradients into its grad().
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {
+    inputs.push_back({leaf_.shape(), leaf_.dtype(), leaf_.device()});
+    device = leaf_.device();
+  }
+  std::string name() const override { return "AccumulateGrad"; }
+  TensorList apply(TensorList& grads) override {
+    accumulate(leaf_.impl()->autograd->grad, grads[0]);
+    return {};
+  }
+  // A first gradient is kept as is when nothing else can see it; a later one is added
+  // in place, so a grad() handle the user (or an optimizer) holds stays current.
+  static void accumulate(Tensor& into, const Tensor& g) {
+    if (!into.defined()) {
+      bool own = g.is_contiguous() && g.offset() == 0 && g.impl_ptr().use_count() <= 2 &&
+                 g.storage().use_count() == 1 && !g.is_wrapped_number();
+      into = own ? g : clone(g);
+    } else {
+      add_(into, g);
+    }
+  }
+
+ private:
+  Tensor leaf_;
+};
+
+// The start of a backward: hands the given output gradients to the outputs' nodes.
+class GraphRoot final : public Node {
+ public:
+  GraphRoot(std::vector<Edge> roots, TensorList grads) : grads_(std::move(grads)) {
+    next = std::move(roots);
+    sequence = UINT64_MAX;
+  }
+  std::string name() const override { return "GraphRoot"; }
+  TensorList apply(TensorList&) override { return grads_; }
+
+ private:
+  TensorList grads_;
+};
+
+struct ByLatest {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence < b->sequence; }
+};
+
+// (G4, G5) Checked before anything runs, so a failing backward changes no grad().
+void check_saved(const FormulaNode& node) {
+  KILN_CHECK(!node.released, value,
+             "[{}] backward through the graph a second time: the tensors this node saved were "
+             "freed by the first backward. Pass retain_graph=true to the first backward (or "
+             "grad) to run it again",
+             node.name());
+  for (const SavedTensor& s : node.saved) {
+    uint32_t now = s.value.storage()->version;
+    if (now == s.version) continue;
+    std::string what = s.arg >= 0 ? fmt::format("argument '{}'", ops::op_info(node.called).schema.args[s.arg].name)
+                                  : fmt::format("output {}", -1 - s.arg);
+    fail(ErrorKind::value,
+         "[{}] one of the tensors needed for gradient computation has been modified by an "
+         "in-place operation: {} of {} ({}) is at version {}; expected version {} instead",
+         node.name(), what, ops::op_name(node.called), s.value.meta_str(), now, s.version);
+  }
+}
+
+// The gradient a node hands an edge, checked against what the edge expects: the same
+// shape and device (a formula that breaks this is a bug, G3), converted to its dtype.
+Tensor validated(const Node& from, const Edge& e, Tensor g) {
+  const GradMeta& want = e.node->inputs[e.input_nr];
+  KILN_CHECK(g.shape() == want.shape, internal,
+             "[{}] produced a gradient of shape {} for an input of shape {}", from.name(),
+             g.shape().str(), want.shape.str());
+  KILN_CHECK(g.device() == want.device, device_mismatch,
+             "[{}] produced a gradient on {} for an input on {}", from.name(), g.device(),
+             want.device);
+  if (g.dtype() != want.dtype) g = to(g, want.dtype);
+  return g;
+}
+
+struct Run {
+  bool keep_graph = false;
+  const std::vector<Edge>* capture = nullptr;  // grad(): record these, accumulate nothing
+};
+
+TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& run) {
+  NoGradGuard no_grad;  // backward records nothing (no double backward)
+  auto root = std::make_shared<GraphRoot>(std::move(roots), std::move(root_grads));
+
+  // Dependencies (edges into each node) and a post-order, by an explicit-stack DFS.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> post;
+  {
+    std::unordered_set<Node*> seen{root.get()};
+    std::vector<std::pair<Node*, size_t>> stack{{root.get(), 0}};
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      if (i < n->next.size()) {
+        Node* child = n->next[i++].node.get();
+        if (!child) continue;
+        ++deps[child];
+        if (seen.insert(child).second) {
+          if (auto* f = dynamic_cast<FormulaNode*>(child)) check_saved(*f);
+          stack.push_back({child, 0});
+        }
+      } else {
+        post.push_back(n);
+        stack.pop_back();
+      }
+    }
+  }
+  // grad(): only nodes on a path to a requested input run.
+  std::unordered_set<Node*> needed;
+  if (run.capture) {
+    std::unordered_set<Node*> targets;
+    for (const Edge& e : *run.capture) targets.insert(e.node.get());
+    for (Node* n : post) {  // children before parents
+      bool need = targets.count(n) > 0;
+      for (const Edge& e : n->next) need = need || needed.count(e.node.get());
+      if (need) needed.insert(n);
+    }
+  }
+
+  TensorList captured(run.capture ? run.capture->size() : 0);
+  std::unordered_map<Node*, TensorList> buffers;
+  buffers[root.get()] = {};
+  std::priority_queue<Node*, std::vector<Node*>, ByLatest> ready;
+  ready.push(root.get());
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    TensorList grads = std::move(buffers[n]);
+    buffers.erase(n);
+    grads.resize(n->inputs.size());
+    if (run.capture)
+      for (size_t k = 0; k < run.capture->size(); ++k)
+        if ((*run.capture)[k].node.get() == n) captured[k] = grads[(*run.capture)[k].input_nr];
+    for (auto& [nr, weak] : n->retained)
+      if (auto m = weak.lock(); m && grads[nr].defined()) AccumulateGrad::accumulate(m->grad, grads[nr]);
+
+    bool any = n == root.get();
+    for (const Tensor& g : grads) any = any || g.defined();
+    bool skip = !any || (run.capture && (!needed.count(n) || dynamic_cast<AccumulateGrad*>(n)));
+    TensorList outs;
+    if (!skip) {
+      for (size_t i = 0; i < grads.size(); ++i)  // a differentiable output nobody used
+        if (!grads[i].defined() && is_floating(n->inputs[i].dtype))
+          grads[i] = zeros(IntList(n->inputs[i].shape.begin(), n->inputs[i].shape.end()),
+                           {.dtype = n->inputs[i].dtype, .device = n->inputs[i].device});
+      OptionalDeviceGuard guard;  // (G3) the op's device is current while its formula runs
+      if (n != root.get() && n->device.type != DeviceType::meta) guard.set_device(n->device);
+      outs = n->apply(grads);
+      if (!run.keep_graph) n->release();
+    }
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      const Edge& e = n->next[i];
+      if (!e.valid()) continue;
+      if (i < outs.size() && outs[i].defined()) {
+        Tensor g = validated(*n, e, std::move(outs[i]));
+        TensorList& buf = buffers[e.node.get()];
+        buf.resize(e.node->inputs.size());
+        Tensor& slot = buf[e.input_nr];
+        if (slot.defined()) {
+          DeviceGuard guard(g.device());  // (G3) sums run where the gradients live
+          slot = add(slot, g);
+        } else {
+          slot = std::move(g);
+        }
+      }
+      if (--deps[e.node.get()] == 0) ready.push(e.node.get());
+    }
+  }
+  return captured;
+}
+
+// The output gradients of backward()/grad(): given ones checked, missing ones 1 for
+// one-element outputs (G5).
+TensorList output_grads(const char* api, const TensorList& outputs, const TensorList& given) {
+  KILN_CHECK(given.empty() || given.size() == outputs.size(), value,
+             "[{}] got {} gradients for {} outputs", api, given.size(), outputs.size());
+  TensorList grads;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    KILN_CHECK(out.defined() && out.requires_grad(), value,
+               "[{}] element {} of tensors does not require grad and does not have a grad_fn{}",
+               api, i, out.defined() ? fmt::format(" ({})", out.meta_str()) : "");
+    if (i < given.size() && given[i].defined()) {
+      KILN_CHECK(given[i].shape() == out.shape(), shape,
+                 "[{}] gradient {} has shape {} but output {} has shape {}", api, i,
+                 given[i].shape().str(), i, out.shape().str());
+      grads.push_back(given[i].device() == out.device() ? given[i] : to(given[i], out.device()));
+    } else {
+      KILN_CHECK(out.numel() == 1, value,
+                 "[{}] grad can be implicitly created only for scalar outputs: output {} is {}; "
+                 "pass a gradient of its shape",
+                 api, i, out.meta_str());
+      DeviceGuard guard(out.device());  // (G3) the seed is made on its output's device
+      grads.push_back(ones_like(out));
+    }
+  }
+  return grads;
+}
+
+}  // namespace
+
+Edge gradient_edge(const Tensor& t) {
+  AutogradMeta* m = t.defined() ? t.impl()->autograd.get() : nullptr;
+  if (!m) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (!m->requires_grad) return {};
+  std::shared_ptr<Node> acc = m->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    m->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void backward(const TensorList& outputs, const TensorList& grad_outputs, bool retain_graph) {
+  TensorList grads = output_grads("backward", outputs, grad_outputs);
+  std::vector<Edge> roots;
+  for (const Tensor& out : outputs) roots.push_back(gradient_edge(out));
+  execute(std::move(roots), std::move(grads), {.keep_graph = retain_graph});
+}
+
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
+                bool retain_graph, bool allow_unused) {
+  TensorList grads = output_grads("grad", outputs, grad_outputs);
+  std::vector<Edge> capture;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK(inputs[i].defined() && inputs[i].requires_grad(), value,
+               "[grad] input {} ({}) does not require grad", i,
+               inputs[i].defined() ? inputs[i].meta_str() : "undefined");
+    capture.push_back(gradient_edge(inputs[i]));
+  }
+  std::vector<Edge> roots;
+  for (const Tensor& out : outputs) roots.push_back(gradient_edge(out));
+  TensorList result = execute(std::move(roots), std::move(grads),
+                              {.keep_graph = retain_graph, .capture = &capture});
+  for (size_t i = 0; i < result.size(); ++i)
+    KILN_CHECK(result[i].defined() || allow_unused, value,
+               "[grad] input {} ({}) was not used to compute the outputs; pass allow_unused=true "
+               "to get an undefined gradient for it",
+               i, inputs[i].meta_str());
+  return result;
+}
+
+}  // namespace kiln::autograd

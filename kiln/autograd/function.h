@@ -1,0 +1,81 @@
+#pragma once
+// Internals shared by the recorder (record.cpp) and the derivative table
+// (derivatives.cpp): what a backward formula sees, and the node that runs it.
+
+#include <vector>
+
+#include "kiln/autograd/autograd.h"
+
+namespace kiln::autograd {
+
+class FormulaNode;
+
+/** What a backward formula reads and writes. Arguments are addressed as in the op's
+ * schema: `arg` is the argument index, `j` the position in a tensor list (cat). */
+class GradCtx {
+ public:
+  GradCtx(const FormulaNode& node, TensorList& grads, TensorList& out)
+      : node_(node), grads_(grads), out_(out) {}
+
+  /** The call's arguments; tensors the formula does not save are undefined. */
+  Args args() const;
+  const Tensor& t(int arg) const { return args().tensor(static_cast<size_t>(arg)); }
+  /** Output `i` of the forward call (saved when the formula reads results). */
+  const Tensor& result(int i = 0) const;
+  /** The gradient of output `i` (zeros when none flowed into a differentiable output). */
+  const Tensor& grad(int i = 0) const { return grads_[static_cast<size_t>(i)]; }
+  /** Whether input `arg` ([j]) needs a gradient: formulas skip work nobody uses. */
+  bool needs(int arg, int j = 0) const;
+  /** The shape, dtype and device the gradient of input `arg` ([j]) must have. */
+  const GradMeta& input(int arg, int j = 0) const;
+  /** The shapes of the tensor-list argument's elements (cat). */
+  const std::vector<Dims>& list_shapes() const;
+  /** Sets the gradient of input `arg` ([j]); ignored when it is not needed. */
+  void set(int arg, Tensor g, int j = 0);
+
+ private:
+  int slot(int arg, int j) const;
+  const FormulaNode& node_;
+  TensorList& grads_;
+  TensorList& out_;
+};
+
+/** One op's derivative: which inputs and outputs its formula reads, and the formula. */
+struct Derivative {
+  Differentiable kind = Differentiable::missing;
+  uint32_t saves = 0;  // bit i: tensor argument i; kSavesResult: the outputs
+  void (*formula)(GradCtx&) = nullptr;
+};
+inline constexpr uint32_t kSavesResult = 1u << 31;
+
+/** The table entry of `op` (in-place ops answer with their functional op's entry). */
+const Derivative& derivative(ops::OpKind op);
+
+/** A tensor a node keeps for its formula, with the storage version it had (G4). */
+struct SavedTensor {
+  Tensor value;
+  uint32_t version = 0;
+  int arg = -1;  // the argument it stands for, or -(1 + output number) for results
+};
+
+/** The node of one recorded op call. */
+class FormulaNode final : public Node {
+ public:
+  std::string name() const override;
+  TensorList apply(TensorList& grads) override;
+  void release() override;
+
+  ops::OpKind op;              // the functional op whose formula runs
+  ops::OpKind called;          // the op the user called (add_ for add)
+  std::vector<Value> args;     // unsaved tensors are undefined
+  TensorList results;          // saved outputs (aliases without history), or empty
+  std::vector<SavedTensor> saved;
+  std::vector<int> first_slot;  // per argument: its first slot in `next` (-1: none)
+  std::vector<Dims> list_shapes;  // the tensor-list argument's shapes (cat)
+  bool released = false;
+};
+
+/** Gradient of `g` reduced to `shape` (summing the broadcast dimensions). */
+Tensor sum_to(const Tensor& g, const Dims& shape);
+
+}  // namespace kiln::autograd

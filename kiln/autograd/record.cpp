@@ -1,0 +1,250 @@
+// Recording: what autograd does to each op call while gradients are on (G1, G4).
+#include "kiln/autograd/record.h"
+
+#include <atomic>
+
+#include "kiln/autograd/function.h"
+#include "kiln/dispatch/dispatch.h"
+
+namespace kiln::autograd {
+
+using ops::OpInfo;
+using ops::OpKind;
+
+namespace {
+thread_local bool t_grad = true;
+thread_local bool t_inference = false;
+std::atomic<uint64_t> g_sequence{0};
+
+bool wants_grad(const Tensor& t) {
+  const AutogradMeta* m = t.defined() ? t.impl()->autograd.get() : nullptr;
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+// "layer_norm" -> "LayerNormBackward0", "_to_copy" -> "ToCopyBackward0" (PyTorch's names).
+std::string backward_name(std::string_view op) {
+  std::string name;
+  bool upper = true;
+  for (char c : op) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    name += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return name + "Backward0";
+}
+
+// A handle to `t`'s data and metadata without its history: what a node keeps of its
+// own outputs (keeping the output itself would make a cycle through its grad_fn).
+Tensor alias_without_history(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->autograd.reset();
+  return Tensor(std::move(impl));
+}
+
+AutogradMeta& meta_of(const Tensor& t) {
+  auto& m = t.impl()->autograd;
+  if (!m) m = std::make_shared<AutogradMeta>();
+  return *m;
+}
+
+// (G4) A view made before a recorded in-place write to its storage has a history that
+// no longer describes its data: kiln does not rebase views (documented in
+// docs/autograd.md), so using one is an error rather than a wrong gradient.
+void check_view_current(const OpInfo& info, const Tensor& t, std::string_view arg) {
+  uint32_t made = t.impl()->view_made_at;
+  if (made == 0 || made > t.storage()->recorded_write) return;
+  fail(ErrorKind::value,
+       "[{}] argument '{}' ({}) is a view made before its base was modified in place by an op "
+       "autograd recorded; its gradient history is stale. Make the view after the in-place op",
+       info.name, arg, t.meta_str());
+}
+
+}  // namespace
+
+bool grad_enabled() { return t_grad; }
+NoGradGuard::NoGradGuard() : prev_(t_grad) { t_grad = false; }
+NoGradGuard::~NoGradGuard() { t_grad = prev_; }
+GradModeGuard::GradModeGuard(bool enabled) : prev_(t_grad) { t_grad = enabled; }
+GradModeGuard::~GradModeGuard() { t_grad = prev_; }
+InferenceModeGuard::InferenceModeGuard() : prev_grad_(t_grad), prev_inference_(t_inference) {
+  t_grad = false;
+  t_inference = true;
+}
+InferenceModeGuard::~InferenceModeGuard() {
+  t_grad = prev_grad_;
+  t_inference = prev_inference_;
+}
+bool InferenceModeGuard::active() { return t_inference; }
+
+Edge gradient_edge(const Tensor& t);  // engine.cpp
+
+// ---- FormulaNode and GradCtx --------------------------------------------------------
+
+std::string FormulaNode::name() const { return backward_name(ops::op_name(op)); }
+
+void FormulaNode::release() {
+  if (saved.empty()) return;  // nothing saved: running it again needs nothing freed
+  for (const SavedTensor& s : saved)
+    if (s.arg >= 0) args[static_cast<size_t>(s.arg)] = Tensor();
+  results.clear();
+  saved.clear();
+  released = true;
+}
+
+TensorList FormulaNode::apply(TensorList& grads) {
+  TensorList out(next.size());
+  GradCtx ctx(*this, grads, out);
+  derivative(op).formula(ctx);
+  return out;
+}
+
+Args GradCtx::args() const { return Args(node_.args); }
+const std::vector<Dims>& GradCtx::list_shapes() const { return node_.list_shapes; }
+const Tensor& GradCtx::result(int i) const { return node_.results[static_cast<size_t>(i)]; }
+int GradCtx::slot(int arg, int j) const { return node_.first_slot[static_cast<size_t>(arg)] + j; }
+bool GradCtx::needs(int arg, int j) const {
+  int s = node_.first_slot[static_cast<size_t>(arg)];
+  return s >= 0 && node_.next[static_cast<size_t>(s + j)].valid();
+}
+const GradMeta& GradCtx::input(int arg, int j) const {
+  KILN_CHECK(needs(arg, j), internal, "[{}] formula reads the metadata of input {} that needs no "
+             "gradient", node_.name(), arg);
+  const Edge& e = node_.next[static_cast<size_t>(slot(arg, j))];
+  return e.node->inputs[e.input_nr];
+}
+void GradCtx::set(int arg, Tensor g, int j) {
+  if (needs(arg, j)) out_[static_cast<size_t>(slot(arg, j))] = std::move(g);
+}
+
+// ---- dispatch's entry points --------------------------------------------------------
+
+namespace detail {
+
+bool should_record(std::span<const Value> args) {
+  if (!t_grad) return false;
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) {
+      if (wants_grad(*t)) return true;
+    } else if (auto* list = std::get_if<TensorList>(&v)) {
+      for (const Tensor& x : *list)
+        if (wants_grad(x)) return true;
+    }
+  }
+  return false;
+}
+
+void count_write(OpKind op, std::span<const Value> args) {
+  if (t_inference) return;
+  ++std::get<Tensor>(args[ops::op_info(op).schema.mutated_arg]).storage()->version;
+}
+
+Outputs record(OpKind op, std::span<const Value> args) {
+  const OpInfo& info = ops::op_info(op);
+  const Derivative& d = derivative(op);
+  KILN_CHECK(d.kind != Differentiable::missing, internal,
+             "[{}] has no entry in the derivative table", info.name);
+  if (d.kind == Differentiable::no) {  // outputs need no gradient
+    if (info.is_inplace()) count_write(op, args);
+    return redispatch(op, args);
+  }
+  const auto& specs = info.schema.args;
+  auto node = std::make_shared<FormulaNode>();
+  node->op = info.functional;
+  node->called = op;
+  node->first_slot.assign(args.size(), -1);
+  // One edge per tensor input (list elements included), in argument order.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (auto* t = std::get_if<Tensor>(&args[i])) {
+      node->first_slot[i] = static_cast<int>(node->next.size());
+      node->next.push_back(gradient_edge(*t));
+      if (wants_grad(*t)) check_view_current(info, *t, specs[i].name);
+    } else if (auto* list = std::get_if<TensorList>(&args[i])) {
+      node->first_slot[i] = static_cast<int>(node->next.size());
+      for (const Tensor& x : *list) {
+        node->list_shapes.push_back(x.shape());
+        node->next.push_back(gradient_edge(x));
+        if (wants_grad(x)) check_view_current(info, x, specs[i].name);
+      }
+    }
+  }
+
+  int mutated = info.schema.mutated_arg;
+  const Tensor* self = mutated >= 0 ? &std::get<Tensor>(args[static_cast<size_t>(mutated)]) : nullptr;
+  if (self) {
+    const AutogradMeta* m = self->impl()->autograd.get();
+    KILN_CHECK(!(m && m->requires_grad && !m->grad_fn), value,
+               "[{}] cannot modify in place a leaf tensor that requires grad ({}): its gradient "
+               "would describe a value that no longer exists. Write to a clone, or under "
+               "NoGradGuard",
+               info.name, self->meta_str());
+    KILN_CHECK(self->impl()->view_made_at == 0, unsupported,
+               "[{}] modifies in place a view ({}) while recording gradients; kiln does not "
+               "rebase the history of views. Compute the new value out of place, or clone the "
+               "view first",
+               info.name, self->meta_str());
+  }
+
+  // What the formula reads: the saved tensor arguments (for an in-place op, self's value
+  // *before* the write: a copy, and any argument that is self reads the copy too).
+  node->args.assign(args.begin(), args.end());
+  Tensor before;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool saved = i < 31 && (d.saves >> i) & 1u;
+    if (auto* list = std::get_if<TensorList>(&node->args[i])) {
+      if (!saved) list->clear();
+      continue;
+    }
+    auto* t = std::get_if<Tensor>(&node->args[i]);
+    if (!t) continue;
+    if (!saved || !t->defined()) {
+      *t = Tensor();
+      continue;
+    }
+    if (self && t->is_same(*self)) {
+      if (!before.defined()) {
+        Value clone_args[1] = {*self};
+        before = redispatch(OpKind::clone, clone_args)[0];
+      }
+      *t = before;
+    }
+    node->saved.push_back({*t, t->storage()->version, static_cast<int>(i)});
+  }
+
+  Outputs outs = redispatch(op, args);
+  if (self) {  // (G4) the write, counted after what was saved before it
+    StorageImpl& s = *self->storage();
+    s.recorded_write = ++s.version;
+  }
+
+  node->device = outs.size() ? outs[0].device() : Device();
+  node->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
+  node->inputs.reserve(outs.size());
+  for (const Tensor& o : outs) node->inputs.push_back({o.shape(), o.dtype(), o.device()});
+  if (d.saves & kSavesResult) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      node->results.push_back(alias_without_history(outs[i]));
+      node->saved.push_back({node->results.back(), outs[i].storage()->version,
+                             -1 - static_cast<int>(i)});
+    }
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!is_floating(outs[i].dtype())) continue;  // integer outputs have no gradient
+    AutogradMeta& m = meta_of(outs[i]);
+    m.grad_fn = node;
+    m.output_nr = static_cast<uint32_t>(i);
+    m.requires_grad = false;
+  }
+  if (self && !outs[0].is_same(*self)) {  // a mode handed back self's twin: rebase self too
+    AutogradMeta& m = meta_of(*self);
+    m.grad_fn = node;
+    m.output_nr = 0;
+  }
+  return outs;
+}
+
+}  // namespace detail
+
+}  // namespace kiln::autograd

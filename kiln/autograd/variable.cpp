@@ -1,0 +1,73 @@
+// The autograd side of Tensor (declared in kiln/core/tensor.h): G1's state.
+#include "kiln/autograd/autograd.h"
+
+namespace kiln {
+
+using autograd::AutogradMeta;
+
+namespace {
+AutogradMeta& meta_of(const Tensor& t) {
+  auto& m = t.impl()->autograd;
+  if (!m) m = std::make_shared<AutogradMeta>();
+  return *m;
+}
+const Tensor kUndefined;
+const std::shared_ptr<autograd::Node> kNoNode;
+}  // namespace
+
+bool Tensor::requires_grad() const {
+  const AutogradMeta* m = impl_->autograd.get();
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  AutogradMeta* m = impl_->autograd.get();
+  KILN_CHECK(!(m && m->grad_fn), value,
+             "[requires_grad] {} is not a leaf (it has grad_fn {}): only leaves can change "
+             "requires_grad; use detach() to make a leaf",
+             meta_str(), m ? m->grad_fn->name() : "");
+  KILN_CHECK(!on || is_floating(dtype()), dtype,
+             "[requires_grad] only tensors of floating dtype can require gradients, got {}",
+             meta_str());
+  if (on || m) meta_of(*this).requires_grad = on;
+  return *this;
+}
+
+bool Tensor::is_leaf() const {
+  const AutogradMeta* m = impl_->autograd.get();
+  return !m || !m->grad_fn;
+}
+
+const Tensor& Tensor::grad() const {
+  const AutogradMeta* m = impl_->autograd.get();
+  return m ? m->grad : kUndefined;
+}
+
+Tensor& Tensor::mutable_grad() const { return meta_of(*this).grad; }
+
+void Tensor::retain_grad() const {
+  AutogradMeta& m = meta_of(*this);
+  KILN_CHECK(m.requires_grad || m.grad_fn, value,
+             "[retain_grad] {} does not require grad: there is no gradient to retain", meta_str());
+  if (!m.grad_fn || m.retains_grad) return;  // leaves keep their gradient anyway
+  m.retains_grad = true;
+  m.grad_fn->retained.push_back({m.output_nr, impl_->autograd});
+}
+
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  const AutogradMeta* m = impl_->autograd.get();
+  return m ? m->grad_fn : kNoNode;
+}
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>(*impl_);
+  impl->autograd.reset();
+  impl->view_made_at = 0;
+  return Tensor(std::move(impl));
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  autograd::backward({*this}, grad.defined() ? TensorList{grad} : TensorList{}, retain_graph);
+}
+
+}  // namespace kiln

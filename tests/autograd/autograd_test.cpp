@@ -1,0 +1,311 @@
+// Autograd state and the engine: (G1) requires_grad, leaves, grad_fn, detach,
+// retain_grad, guards; (G3) devices in backward; (G4) versions and in-place; (G5) the
+// engine's errors; backward through the mode stack (fake, traced).
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::all_close;
+using testing::expect_error;
+
+std::vector<double> values(const Tensor& t) { return to_vector<double>(t); }
+
+TEST(G1, LeavesNonLeavesAndGradFn) {
+  Tensor x = tensor({1, 2, 3}, {}, {.requires_grad = true});
+  Tensor c = tensor({4, 5, 6});
+  EXPECT_TRUE(x.requires_grad());
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_EQ(x.grad_fn(), nullptr);
+  EXPECT_FALSE(c.requires_grad());
+
+  Tensor y = x * c;
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_FALSE(y.is_leaf());
+  ASSERT_NE(y.grad_fn(), nullptr);
+  EXPECT_EQ(y.grad_fn()->name(), "MulBackward0");
+  EXPECT_EQ(_to_copy(y, f64, Device("cpu:0")).grad_fn()->name(), "ToCopyBackward0");
+  EXPECT_EQ(layer_norm(y, {3}).grad_fn()->name(), "LayerNormBackward0");
+  EXPECT_FALSE((c * c).requires_grad());  // no input requires grad: nothing recorded
+  EXPECT_EQ((c * c).grad_fn(), nullptr);
+
+  Tensor loss = sum(y);
+  loss.backward();
+  EXPECT_TRUE(all_close(x.grad(), {4, 5, 6}));
+  EXPECT_FALSE(y.grad().defined());  // non-leaves keep no gradient unless asked
+  EXPECT_FALSE(c.grad().defined());
+}
+
+TEST(G1, RequiresGradSetterAndFactoryOption) {
+  Tensor w = zeros({2, 2});
+  EXPECT_FALSE(w.requires_grad());
+  w.set_requires_grad();
+  EXPECT_TRUE(w.requires_grad());
+  w.set_requires_grad(false);
+  EXPECT_FALSE(w.requires_grad());
+  EXPECT_TRUE(randn({2}, {.requires_grad = true}).requires_grad());
+  EXPECT_TRUE(ones_like(w, {.requires_grad = true}).requires_grad());
+  expect_error([] { arange(3).set_requires_grad(); }, ErrorKind::dtype,
+               "only tensors of floating dtype can require gradients");
+  Tensor x = ones({2}, {.requires_grad = true});
+  Tensor y = x * 2.0;
+  expect_error([&] { y.set_requires_grad(false); }, ErrorKind::value, "is not a leaf");
+}
+
+TEST(G1, GradientsAccumulateAcrossUsesAndCalls) {
+  Tensor x = tensor({1, 2, 3}, {}, {.requires_grad = true});
+  sum(x * x + x).backward();  // 2x + 1, x used three times
+  EXPECT_TRUE(all_close(x.grad(), {3, 5, 7}));
+  Tensor held = x.grad();
+  sum(x * 2.0).backward();  // accumulates in place: a held handle sees it
+  EXPECT_TRUE(all_close(held, {5, 7, 9}));
+  x.mutable_grad() = Tensor();
+  sum(x).backward();
+  EXPECT_TRUE(all_close(x.grad(), {1, 1, 1}));
+}
+
+TEST(G1, DetachAndRetainGrad) {
+  Tensor x = tensor({1, 2}, {}, {.requires_grad = true});
+  Tensor y = x * 3.0;
+  Tensor d = y.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.is_alias_of(y));
+  y.retain_grad();
+  Tensor z = y * y;
+  sum(z).backward();
+  EXPECT_TRUE(all_close(y.grad(), {6, 12}));  // 2y
+  EXPECT_TRUE(all_close(x.grad(), {18, 36}));  // 2y * 3
+}
+
+TEST(G1, NoGradAndInferenceModeAreScopedAndExceptionSafe) {
+  Tensor x = ones({2}, {.requires_grad = true});
+  {
+    autograd::NoGradGuard g;
+    EXPECT_FALSE(autograd::grad_enabled());
+    EXPECT_FALSE((x * 2.0).requires_grad());
+    {
+      autograd::GradModeGuard on(true);
+      EXPECT_TRUE((x * 2.0).requires_grad());
+    }
+    EXPECT_FALSE(autograd::grad_enabled());
+  }
+  EXPECT_TRUE(autograd::grad_enabled());
+  try {
+    autograd::InferenceModeGuard g;
+    EXPECT_TRUE(autograd::InferenceModeGuard::active());
+    uint32_t v = x.version();
+    Tensor y = clone(x);
+    add_(y, 1.0);
+    EXPECT_EQ(y.version(), 0u);  // inference mode counts no versions
+    EXPECT_EQ(x.version(), v);
+    throw Error(ErrorKind::value, "boom");
+  } catch (const Error&) {
+  }
+  EXPECT_TRUE(autograd::grad_enabled());
+  EXPECT_FALSE(autograd::InferenceModeGuard::active());
+  EXPECT_TRUE((x * 2.0).requires_grad());
+}
+
+TEST(G4, VersionsCountInPlaceWritesOnTheStorage) {
+  Tensor x = zeros({4});
+  Tensor v = slice(x, 0, 1, 3);
+  EXPECT_EQ(x.version(), 0u);
+  add_(x, 1.0);
+  fill_(v, 2.0);
+  EXPECT_EQ(x.version(), 2u);
+  EXPECT_EQ(v.version(), 2u);
+  EXPECT_EQ(x.detach().version(), 2u);
+}
+
+TEST(G4, ModifiedSavedTensorIsAnErrorNamingTheOp) {
+  Tensor x = tensor({1, 2}, {}, {.requires_grad = true});
+  Tensor y = x * 2.0;
+  Tensor z = exp(y);  // saves its result
+  add_(z, 1.0);
+  expect_error([&] { sum(z).backward(); }, ErrorKind::value,
+               "[ExpBackward0] one of the tensors needed for gradient computation has been "
+               "modified by an in-place operation: output 0 of exp");
+  EXPECT_FALSE(x.grad().defined());  // nothing was accumulated
+
+  Tensor a = x * 1.0;
+  Tensor b = a * a;  // saves a
+  mul_(a, 2.0);
+  expect_error([&] { sum(b).backward(); }, ErrorKind::value, "argument 'self' of mul");
+}
+
+TEST(G4, InPlaceOnNonLeavesIsDifferentiated) {
+  Tensor x = tensor({1, 2, 3}, {}, {.requires_grad = true});
+  Tensor y = x * 2.0;
+  add_(y, 1.0);  // y = 2x + 1
+  mul_(y, y);    // y = (2x + 1)^2: mul_ reads the value before its write
+  EXPECT_EQ(y.grad_fn()->name(), "MulBackward0");
+  sum(y).backward();
+  EXPECT_TRUE(all_close(x.grad(), {12, 20, 28}));  // 4 (2x + 1)
+
+  Tensor buf = zeros({3});  // a tensor without grad written with one that has it
+  Tensor w = ones({3}, {.requires_grad = true});
+  add_(buf, w * 3.0);
+  EXPECT_TRUE(buf.requires_grad());
+  sum(buf).backward();
+  EXPECT_TRUE(all_close(w.grad(), {3, 3, 3}));
+}
+
+TEST(G4, InPlaceOnLeafOrViewIsAClearError) {
+  Tensor x = ones({3}, {.requires_grad = true});
+  expect_error([&] { add_(x, 1.0); }, ErrorKind::value,
+               "[add_] cannot modify in place a leaf tensor that requires grad");
+  EXPECT_EQ(x.version(), 0u);  // nothing written
+  {
+    autograd::NoGradGuard g;  // the way to update parameters
+    add_(x, 1.0);
+  }
+  EXPECT_TRUE(all_close(x, {2, 2, 2}));
+
+  Tensor y = x * 1.0;
+  Tensor v = slice(y, 0, 0, 2);
+  expect_error([&] { mul_(v, 2.0); }, ErrorKind::unsupported, "modifies in place a view");
+  Tensor before = slice(y, 0, 1, 3);
+  add_(y, 1.0);
+  expect_error([&] { sum(before * 2.0); }, ErrorKind::value,
+               "is a view made before its base was modified in place");
+  Tensor after = slice(y, 0, 1, 3);
+  sum(after * 2.0).backward();
+  EXPECT_TRUE(all_close(x.grad(), {0, 2, 2}));
+}
+
+TEST(G5, EngineErrors) {
+  Tensor x = tensor({1, 2}, {}, {.requires_grad = true});
+  Tensor y = x * x;
+  expect_error([&] { y.backward(); }, ErrorKind::value,
+               "grad can be implicitly created only for scalar outputs");
+  expect_error([&] { y.backward(ones({3})); }, ErrorKind::shape, "gradient 0 has shape [3]");
+  Tensor loss = sum(y);
+  loss.backward();
+  expect_error([&] { loss.backward(); }, ErrorKind::value,
+               "[MulBackward0] backward through the graph a second time");
+  EXPECT_TRUE(all_close(x.grad(), {2, 4}));  // unchanged by the failed call
+
+  Tensor c = tensor({1.0});
+  expect_error([&] { c.backward(); }, ErrorKind::value,
+               "element 0 of tensors does not require grad and does not have a grad_fn");
+  expect_error([&] { autograd::grad({sum(x * 2.0)}, {c}); }, ErrorKind::value,
+               "input 0 (f32[1]@cpu:0) does not require grad");
+  Tensor unused = ones({1}, {.requires_grad = true});
+  expect_error([&] { autograd::grad({sum(x * 2.0)}, {unused}); }, ErrorKind::value,
+               "was not used to compute the outputs");
+  EXPECT_FALSE(autograd::grad({sum(x * 2.0)}, {unused}, {}, false, true)[0].defined());
+}
+
+TEST(G5, RetainGraphAllowsASecondBackward) {
+  Tensor x = tensor({1, 2}, {}, {.requires_grad = true});
+  Tensor loss = sum(x * x);
+  loss.backward({}, /*retain_graph=*/true);
+  loss.backward();
+  EXPECT_TRUE(all_close(x.grad(), {4, 8}));
+}
+
+TEST(G5, GradReturnsWithoutAccumulating) {
+  Tensor x = tensor({1, 2}, {}, {.requires_grad = true});
+  Tensor h = sin(x);
+  Tensor loss = sum(h * h);
+  TensorList g = autograd::grad({loss}, {x, h});
+  EXPECT_TRUE(all_close(g[0], {std::sin(2.0), std::sin(4.0)}, 1e-5, 1e-6));  // sin 2x
+  EXPECT_TRUE(all_close(g[1], {2 * std::sin(1.0), 2 * std::sin(2.0)}, 1e-5, 1e-6));
+  EXPECT_FALSE(x.grad().defined());
+  // Several outputs with their gradients.
+  Tensor a = x * 2.0, b = x * 3.0;
+  TensorList gg = autograd::grad({a, b}, {x}, {tensor({1, 1}), tensor({1, 0})});
+  EXPECT_TRUE(all_close(gg[0], {5, 2}));
+}
+
+// (G3) A mode below autograd that notes, for each op backward dispatches, the op's
+// device and the current CPU device at that moment.
+struct DeviceLog final : Mode {
+  std::vector<std::pair<Device, Device>> seen;  // (op device, current device)
+  Outputs handle(ops::OpKind op, std::span<const Value> args) override {
+    Outputs outs = dispatch(op, args);
+    // Copies between devices run under their source side's node; every other op is
+    // on the device of its node.
+    if (op == ops::OpKind::_to_copy || op == ops::OpKind::copy_) return outs;
+    if (!outs.size() || outs[0].device().type != DeviceType::cpu) return outs;
+    seen.push_back({outs[0].device(), current_device(DeviceType::cpu)});
+    return outs;
+  }
+};
+
+TEST(G3, BackwardRunsEachNodeOnItsDeviceAndSendsGradientsBack) {
+  Device d1("cpu:1"), d2("cpu:2");
+  Tensor w1 = randn({4, 3}, {.device = d1, .requires_grad = true});
+  Tensor w2 = randn({2, 4}, {.device = d2, .requires_grad = true});
+  Tensor x = randn({5, 3}, {.device = d1});
+  Tensor h = relu(linear(x, w1));  // on cpu:1
+  Tensor out = linear(to(h, d2), w2);  // on cpu:2
+  Tensor loss = sum(out * out);
+  DeviceLog log;
+  {
+    ModeGuard g(log);
+    loss.backward();
+  }
+  ASSERT_TRUE(w1.grad().defined());
+  EXPECT_EQ(w1.grad().device(), d1);  // back across the to()
+  EXPECT_EQ(w2.grad().device(), d2);
+  int on1 = 0, on2 = 0;
+  for (auto [op_device, current] : log.seen) {
+    if (op_device == d1) ++on1;
+    if (op_device == d2) ++on2;
+    EXPECT_EQ(current, op_device);
+  }
+  EXPECT_GT(on1, 0);
+  EXPECT_GT(on2, 0);
+
+  // The same model on one device gives the same gradients.
+  Tensor w1c = to(w1.detach(), d1).detach(), w2c = to(w2.detach(), d1).detach();
+  w1c.set_requires_grad();
+  w2c.set_requires_grad();
+  Tensor out1 = linear(relu(linear(x, w1c)), w2c);
+  sum(out1 * out1).backward();
+  EXPECT_TRUE(all_close(to(w1.grad(), d1), values(w1c.grad()), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(to(w2.grad(), d1), values(w2c.grad()), 1e-6, 1e-6));
+}
+
+TEST(G3, CopyIntoAnotherDeviceSendsTheGradientBack) {
+  Tensor src = randn({3}, {.device = Device("cpu:2"), .requires_grad = true});
+  Tensor dst = zeros({2, 3}, {.device = Device("cpu:1")});
+  copy_(dst, src);  // broadcast across devices
+  sum(dst * 2.0).backward();
+  EXPECT_EQ(src.grad().device(), Device("cpu:2"));
+  EXPECT_TRUE(all_close(src.grad(), {4, 4, 4}));
+}
+
+// (G2) Backward is made of ordinary ops dispatched through the modes: traced, it shows
+// up in the graph; under FakeMode it runs on fake tensors.
+TEST(G2, BackwardIsTracedThroughTheModeStack) {
+  ir::Graph g = make_fx(
+      [](const TensorList& in) {
+        Tensor x = in[0].detach();
+        x.set_requires_grad();
+        Tensor loss = sum(sin(x));
+        return autograd::grad({loss}, {x});
+      },
+      {randn({3})});
+  std::string text = g.str();
+  EXPECT_NE(text.find("sin("), std::string::npos) << text;
+  EXPECT_NE(text.find("cos("), std::string::npos) << text;
+  EXPECT_NE(text.find("mul("), std::string::npos) << text;
+
+  FakeMode fake;
+  Tensor x = fake.from_real(randn({4, 3}, {.device = Device("cpu:1")}));
+  x.set_requires_grad();
+  Tensor w = fake.from_real(randn({2, 3}, {.device = Device("cpu:1")}));
+  Tensor loss = sum(linear(x, w));
+  TensorList grads = autograd::grad({loss}, {x});
+  EXPECT_TRUE(grads[0].is_fake());
+  EXPECT_EQ(grads[0].device(), Device("cpu:1"));
+  EXPECT_EQ(grads[0].shape(), x.shape());
+}
+
+}  // namespace
+}  // namespace kiln
