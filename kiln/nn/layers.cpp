@@ -1,5 +1,7 @@
 #include "kiln/nn/layers.h"
 
+#include "kiln/autograd/autograd.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -56,6 +58,7 @@ TensorList BatchNorm1d::forward(const TensorList& in) {
     mean_ = mean(x, {0});
     var_ = var(x, {0}, /*correction=*/0);
     // Running statistics use the unbiased variance (as torch.nn.BatchNorm1d).
+    autograd::NoGradGuard no_grad;  // running statistics are not differentiated
     mul_(running_mean, 1 - momentum_);
     add_(running_mean, mean_, momentum_);
     mul_(running_var, 1 - momentum_);

@@ -1,5 +1,7 @@
 #include "kiln/nn/module.h"
 
+#include "kiln/autograd/autograd.h"
+
 namespace kiln::nn {
 
 TensorList Module::operator()(const TensorList& inputs) {
@@ -16,7 +18,10 @@ Tensor& Module::add_slot(std::string name, Tensor value, SlotKind kind, bool per
 }
 
 Tensor& Module::register_parameter(std::string name, Tensor value) {
-  return add_slot(std::move(name), std::move(value), SlotKind::parameter, true);
+  // (G1) A parameter is a leaf that accumulates its gradient.
+  Tensor leaf = value.is_leaf() ? value : value.detach();
+  if (is_floating(leaf.dtype())) leaf.set_requires_grad(true);
+  return add_slot(std::move(name), std::move(leaf), SlotKind::parameter, true);
 }
 Tensor& Module::register_buffer(std::string name, Tensor value, bool persistent) {
   return add_slot(std::move(name), std::move(value), SlotKind::buffer, persistent);
@@ -54,8 +59,24 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
 }
 
 Module& Module::to(Device device) {
-  for (const NamedTensor& t : named_tensors()) *t.tensor = kiln::to(*t.tensor, device);
+  // Moved parameters are new leaves (not outputs of a recorded copy) that still require
+  // grad; gradients accumulated so far move with them.
+  autograd::NoGradGuard no_grad;
+  for (const NamedTensor& t : named_tensors()) {
+    Tensor moved = kiln::to(*t.tensor, device);
+    if (moved.is_same(*t.tensor)) continue;
+    if (t.tensor->requires_grad()) {
+      moved.set_requires_grad(true);
+      if (t.tensor->grad().defined()) moved.mutable_grad() = kiln::to(t.tensor->grad(), device);
+    }
+    *t.tensor = moved;
+  }
   return *this;
+}
+
+void Module::zero_grad() {
+  for (const NamedTensor& t : named_tensors())
+    if (t.kind == SlotKind::parameter && t.tensor->grad().defined()) t.tensor->mutable_grad() = Tensor();
 }
 
 StateDict Module::state_dict() {
@@ -67,9 +88,11 @@ StateDict Module::state_dict() {
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
+  // Everything is checked before anything is copied: a bad state dict changes nothing.
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) given[name] = &t;
   std::vector<std::string> missing;
+  std::vector<std::pair<Tensor*, const Tensor*>> copies;
   for (const NamedTensor& t : named_tensors()) {
     if (t.kind == SlotKind::workspace || (t.kind == SlotKind::buffer && !t.persistent)) continue;
     auto it = given.find(t.name);
@@ -80,16 +103,19 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     KILN_CHECK(it->second->shape() == t.tensor->shape(), shape,
                "[load_state_dict] '{}' has shape {} in the state dict but {} in the module",
                t.name, it->second->shape().str(), t.tensor->shape().str());
-    copy_(*t.tensor, *it->second);
+    copies.emplace_back(t.tensor, it->second);
     given.erase(it);
   }
-  if (!strict) return;
-  KILN_CHECK(missing.empty(), value, "[load_state_dict] missing key(s): {}",
-             fmt::join(missing, ", "));
-  std::vector<std::string> unexpected;
-  for (const auto& [name, t] : given) unexpected.push_back(name);
-  KILN_CHECK(unexpected.empty(), value, "[load_state_dict] unexpected key(s): {}",
-             fmt::join(unexpected, ", "));
+  if (strict) {
+    KILN_CHECK(missing.empty(), value, "[load_state_dict] missing key(s): {}",
+               fmt::join(missing, ", "));
+    std::vector<std::string> unexpected;
+    for (const auto& [name, t] : given) unexpected.push_back(name);
+    KILN_CHECK(unexpected.empty(), value, "[load_state_dict] unexpected key(s): {}",
+               fmt::join(unexpected, ", "));
+  }
+  autograd::NoGradGuard no_grad;  // writing parameters is not part of any gradient
+  for (auto [dst, src] : copies) copy_(*dst, *src);
 }
 
 Module& Module::train(bool on) {

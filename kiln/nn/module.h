@@ -47,12 +47,16 @@ class Module {
   /** Copies values in; strict: every key must exist (and only those), shapes must agree. */
   void load_state_dict(const StateDict& state, bool strict = true);
 
+  /** Resets every parameter's gradient (to undefined, as PyTorch's set_to_none). */
+  void zero_grad();
+
   Module& train(bool on = true);
   Module& eval() { return train(false); }
   bool training() const { return training_; }
   const std::string& name() const { return name_; }
 
  protected:
+  /** (G1) Registers `value` as a leaf that requires grad (floating dtypes). */
   Tensor& register_parameter(std::string name, Tensor value);
   Tensor& register_buffer(std::string name, Tensor value, bool persistent = true);
   /** Scratch memory: follows the module, never serialized; programs store its shape

@@ -1,0 +1,82 @@
+#pragma once
+// Optimizers with PyTorch's update formulas (torch.optim.SGD and AdamW), applied
+// foreach-style: each step of the formula runs over the whole parameter list before the
+// next. Updates are not recorded by autograd; each parameter's state lives on its device.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/dispatch/functional.h"
+
+namespace kiln::nn {
+
+/** Named state tensors of an optimizer: "state.<param index>.<name>". */
+using OptimizerState = std::vector<std::pair<std::string, Tensor>>;
+
+class Optimizer {
+ public:
+  explicit Optimizer(TensorList params);
+  virtual ~Optimizer() = default;
+  /** Updates every parameter that has a gradient. */
+  virtual void step() = 0;
+  /** Resets the parameters' gradients (to undefined, as PyTorch's set_to_none). */
+  void zero_grad();
+  /** The per-parameter state (momentum buffers, moments, step counts). */
+  OptimizerState state_dict() const;
+  /** Replaces the state: keys and shapes must match what step() would create. */
+  void load_state_dict(const OptimizerState& state);
+  const TensorList& params() const { return params_; }
+
+ protected:
+  /** The state tensor `name` of parameter `i` (undefined until created). */
+  Tensor& state(size_t i, const std::string& name);
+  /** Names of the state each parameter holds once step() has run. */
+  virtual std::vector<std::string> state_names() const = 0;
+
+  TensorList params_;
+  std::vector<std::vector<std::pair<std::string, Tensor>>> state_;
+};
+
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+  bool maximize = false;
+};
+
+/** torch.optim.SGD: d = g + wd p; b = mu b + (1 - dampening) d (b = d at the first step);
+ * d = nesterov ? d + mu b : b; p -= lr d. */
+class SGD final : public Optimizer {
+ public:
+  SGD(TensorList params, SGDOptions options);
+  void step() override;
+  SGDOptions options;
+
+ protected:
+  std::vector<std::string> state_names() const override;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool maximize = false;
+};
+
+/** torch.optim.AdamW: p *= 1 - lr wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+ * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). */
+class AdamW final : public Optimizer {
+ public:
+  AdamW(TensorList params, AdamWOptions options);
+  void step() override;
+  AdamWOptions options;
+
+ protected:
+  std::vector<std::string> state_names() const override;
+};
+
+}  // namespace kiln::nn
