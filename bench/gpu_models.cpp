@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
     for (const Tensor& t : ref.example_inputs) inputs.push_back(to(t, kGpu));
 
     Tensor out;
+    autograd::NoGradGuard no_grad;  // inference, as the peer's torch.no_grad
     double eager = ms_per_call([&] { out = (*ref.module)(inputs)[0]; }, reps);
     std::printf("{\"model\": \"%s\", \"impl\": \"kiln eager\", \"device\": \"%s\", \"ms\": %.4f}\n",
                 c.name.c_str(), kGpu.str().c_str(), eager);

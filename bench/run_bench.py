@@ -57,7 +57,8 @@ def json_lines(text):
 # ---- kiln ----------------------------------------------------------------------------
 
 KILN_FILTER = ("BM_TinyAdd$|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M$|BM_FakeMlp|"
-               "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/")
+               "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/|"
+               "BM_TrainStep/|BM_TinyAddBackward")
 
 
 def kiln_round(build, work):
@@ -78,10 +79,27 @@ def kiln_round(build, work):
     # input land in `work` for the PyTorch side (bench/gpu_peer.py) to run identically.
     for r in json_lines(run([f"{build}/bench/kiln_gpu_models", work, "200", "cpu:0"])):
         res[f"{r['model']} {r['impl']}"] = {"seconds": r["ms"] * 1e-3}
+    # One BLOCK training step's peak extra RSS in a fresh process (as train_peer.py --memory).
+    for r in json_lines(run([f"{build}/bench/kiln_train_memory", "block"])):
+        res["block train memory"] = {"MiB": r["median"]}
     return res
 
 
 # ---- peers ---------------------------------------------------------------------------
+
+def build_autograd_peer():
+    """libtorch C++ peer of BM_TinyAddBackward (needs Debian's libtorch-dev)."""
+    out = f"{PEER_BUILD}/autograd_peer"
+    src = os.path.join(ROOT, "bench", "autograd_peer.cpp")
+    if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(src):
+        return
+    if not os.path.isdir("/usr/include/torch/csrc/api/include"):
+        return
+    os.makedirs(PEER_BUILD, exist_ok=True)
+    log("bench: building bench/autograd_peer.cpp against libtorch")
+    run(["g++", "-O2", "-std=c++17", src, "-I/usr/include/torch/csrc/api/include", "-ltorch",
+         "-ltorch_cpu", "-lc10", "-o", out], timeout=600)
+
 
 def have_torch():
     try:
@@ -98,6 +116,13 @@ def peer_round(work):
         recs.append({"case": f"{r['model']} torch eager cpu", "median": r["ms"], "unit": "ms"})
     if os.path.exists(f"{PEER_BUILD}/eager_dispatch_cpp"):
         recs += json_lines(run([f"{PEER_BUILD}/eager_dispatch_cpp", "100000", "5"]))
+    if os.path.exists(f"{PEER_BUILD}/autograd_peer"):
+        recs += json_lines(run([f"{PEER_BUILD}/autograd_peer", "50000", "5"]))
+    log("  peer train_peer.py")
+    recs += json_lines(run([TORCH_PY, os.path.join(ROOT, "bench", "train_peer.py"), "--reps", "20"],
+                           env={"KILN_PEERS": PEERS}))
+    recs += json_lines(run([TORCH_PY, os.path.join(ROOT, "bench", "train_peer.py"), "--memory", "block"],
+                           env={"KILN_PEERS": PEERS}))
     if os.path.exists(f"{PEER_BUILD}/membw"):
         recs += json_lines(run([f"{PEER_BUILD}/membw"], env={"OMP_NUM_THREADS": "1"}))
     for script, args in (("fake_prop.py", ["--reps", "10"]), ("trace_cost.py", ["--reps", "3"]),
@@ -175,6 +200,19 @@ def build_rows(k, p):
             peer = ms(peer_value(p, f"{m} eager nn.Module threads={t}", "ms/forward"))
             ratio(f"program run {m.upper()}, {t} thread(s) (vs PyTorch eager)",
                   kiln_value(k, f"BM_Program/{m}/{t}"), peer, 0.6)
+    # Training (issue 16): forward + mse_loss + backward + SGD step, same shapes both sides.
+    for m in ("mlp", "block"):
+        for t in (1, 2):
+            peer = ms(peer_value(p, f"{m} train step threads={t}", "ms/step"))
+            ratio(f"train step {m.upper()} (fwd + bwd + SGD), {t} thread(s)",
+                  kiln_value(k, f"BM_TrainStep/{m}/{t}"), peer, 0.8)
+    ratio("autograd a + b f32[8], forward + backward (vs libtorch C++)",
+          kiln_value(k, "BM_TinyAddBackward"), ns(peer_value(p, "a+b requires_grad fwd+bwd")), 0.5)
+    mem_k = kiln_value(k, "block train memory", "MiB")
+    mem_p = peer_value(p, "block train step peak extra RSS", "MiB")
+    if mem_k is not None and mem_p is not None:
+        row("BLOCK train step peak extra RSS, fresh process", f"{mem_k:.1f} MiB", f"{mem_p:.1f} MiB",
+            f"{mem_k / mem_p:.2f}x", "<= 1.0x", mem_k <= mem_p)
     for m in ("mlp", "block"):
         eager_peak = kiln_value(k, f"BM_Eager/{m}/1", "peak_MiB")
         prog_peak = kiln_value(k, f"BM_Program/{m}/1", "peak_MiB")
@@ -248,6 +286,8 @@ def main():
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md")
     args = ap.parse_args()
     peers = not args.no_peers and have_torch()
+    if peers:
+        build_autograd_peer()
     if not peers:
         log("bench: PyTorch peers unavailable (KILN_WITH_TORCH=1 make bench installs them); kiln only")
     k_rounds, p_rounds = [], []

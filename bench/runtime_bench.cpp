@@ -48,6 +48,7 @@ void measure(benchmark::State& state, Run&& run) {
 
 void BM_Eager(benchmark::State& state, const std::string& name) {
   Workload w = make(name);
+  autograd::NoGradGuard no_grad;  // inference, as the peer's torch.no_grad
   measure(state, [&] { benchmark::DoNotOptimize((*w.module)(w.inputs)[0].impl()); });
 }
 

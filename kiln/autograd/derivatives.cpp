@@ -190,21 +190,29 @@ Table build() {
     c.set(0, c.grad() * (s * (1 + x * (1 - s))));
   });
   d.def(O::gelu, arg(0), [](GradCtx& c) {
-    const Tensor& x = c.t(0);
-    Tensor d;
-    if (c.args().str(1) == "tanh") {
-      // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2), t = tanh(k (x + a x^3))
+    c.set(0, gelu_backward(c.grad(), c.t(0), c.args().str(1)));
+  });
+  d.def(O::gelu_backward, arg(0) | arg(1), [](GradCtx& c) {  // g gelu'(x): d/dg, d/dx
+    const Tensor &g = c.t(0), &x = c.t(1), &G = c.grad();
+    std::string_view approximate = c.args().str(2);
+    if (c.needs(0)) c.set(0, sum_to(gelu_backward(G, x, approximate), c.input(0).shape));
+    if (!c.needs(1)) return;
+    Tensor second;  // gelu''(x)
+    if (approximate == "tanh") {
+      // d = 0.5 (1 + t) + 0.5 x s, s = (1 - t^2) u, u = k (1 + 3 a x^2), t = tanh(k (x + a x^3))
+      // d' = s + 0.5 x (-2 t s u + (1 - t^2) 6 a k x)
       const double k = std::sqrt(2.0 / std::numbers::pi), a = 0.044715;
       Tensor x2 = x * x;
-      Tensor th = tanh((x + x2 * x * a) * k);
-      d = (1 + th) * 0.5 + x * (1 - th * th) * (1 + x2 * (3 * a)) * (0.5 * k);
+      Tensor t = tanh((x + x2 * x * a) * k);
+      Tensor one_minus = 1 - t * t;
+      Tensor u = (1 + x2 * (3 * a)) * k;
+      Tensor s = one_minus * u;
+      second = s + x * (t * s * u * -2.0 + one_minus * x * (6 * a * k)) * 0.5;
     } else {
-      // Phi(x) + x phi(x)
-      Tensor cdf = (1 + erf(x * (1 / std::numbers::sqrt2))) * 0.5;
-      Tensor pdf = exp(x * x * -0.5) * (1 / std::sqrt(2 * std::numbers::pi));
-      d = cdf + x * pdf;
+      // phi(x) (2 - x^2)
+      second = exp(x * x * -0.5) * (1 / std::sqrt(2 * std::numbers::pi)) * (2 - x * x);
     }
-    c.set(0, c.grad() * d);
+    c.set(1, sum_to(G * g * second, c.input(1).shape));
   });
   d.def(O::erf, arg(0), [](GradCtx& c) {
     const Tensor& x = c.t(0);

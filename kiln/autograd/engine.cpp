@@ -173,7 +173,12 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
         Tensor& slot = buf[e.input_nr];
         if (slot.defined()) {
           DeviceGuard guard(g.device());  // (G3) sums run where the gradients live
-          slot = add(slot, g);
+          // A sum nothing else holds is added to in place (no new buffer); one that
+          // another node or a saved tensor may see is not.
+          bool owned = slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 &&
+                       !slot.is_wrapped_number();
+          if (owned) add_(slot, g);
+          else slot = add(slot, g);
         } else {
           slot = std::move(g);
         }

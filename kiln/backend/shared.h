@@ -31,6 +31,7 @@
   X(k_binary, add, sub, mul, div, pow, maximum, minimum)                                     \
   X(k_compare, eq, ne, lt, le, gt, ge)                                                       \
   X(k_where, where)                                                                          \
+  X(k_gelu_backward, gelu_backward)                                                          \
   X(k_masked_fill, masked_fill)                                                              \
   X(k_copy_, copy_)                                                                          \
   X(k_fill_, fill_)                                                                          \
@@ -53,6 +54,22 @@
   X(k_clone, clone)                                                                          \
   X(k_layer_norm, layer_norm, rms_norm)                                                      \
   X(k_to_copy, _to_copy)
+
+namespace kiln::backend {
+/** d gelu(v) / dv, erf or tanh form, written with the caller's erf/exp/tanh (vectorizable
+ * ones on the CPU, CUDA's on the GPU). */
+template <typename W, typename Erf, typename Exp, typename Tanh>
+KILN_HOST_DEVICE inline W gelu_derivative(W v, bool tanh_form, Erf erf_, Exp exp_, Tanh tanh_) {
+  if (tanh_form) {
+    const W k = W(0.7978845608028654), a = W(0.044715);  // sqrt(2 / pi)
+    W t = tanh_(k * (v + a * v * v * v));
+    return W(0.5) * (W(1) + t) + W(0.5) * v * (W(1) - t * t) * k * (W(1) + W(3) * a * v * v);
+  }
+  // Phi(v) + v phi(v)
+  return W(0.5) * (W(1) + erf_(v * W(0.7071067811865476))) +
+         v * exp_(W(-0.5) * v * v) * W(0.3989422804014327);
+}
+}  // namespace kiln::backend
 
 /** Declares a backend's kernels (inside its namespace). */
 #define KILN_DECLARE_KERNEL(name, ...) void name(const ::kiln::ops::OpCall&, std::span<::kiln::Tensor>);

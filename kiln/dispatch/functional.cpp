@@ -190,6 +190,9 @@ Tensor relu(const Tensor& x) { return call1(OpKind::relu, x); }
 Tensor gelu(const Tensor& x, std::string_view approximate) {
   return call1(OpKind::gelu, x, Str(approximate));
 }
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, std::string_view approximate) {
+  return call1(OpKind::gelu_backward, grad, x, Str(approximate));
+}
 Tensor silu(const Tensor& x) { return call1(OpKind::silu, x); }
 Tensor erf(const Tensor& x) { return call1(OpKind::erf, x); }
 Tensor logical_not(const Tensor& x) { return call1(OpKind::logical_not, x); }

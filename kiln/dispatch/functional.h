@@ -76,6 +76,8 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 /** approximate: "none" (erf) or "tanh". */
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+/** grad * gelu'(x), gelu's gradient in one pass. */
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, std::string_view approximate = "none");
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor logical_not(const Tensor& x);

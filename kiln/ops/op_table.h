@@ -67,6 +67,8 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(gt,      same, meta_compare,      "gt(Tensor self, Tensor other) -> Tensor") \
   X(ge,      same, meta_compare,      "ge(Tensor self, Tensor other) -> Tensor") \
   X(where,   same, meta_where,        "where(Tensor condition, Tensor self, Tensor other) -> Tensor") \
+  /* grad_output * gelu'(self): gelu's gradient in one pass */ \
+  X(gelu_backward, same, meta_binary_float, "gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor") \
   X(masked_fill, same, meta_masked_fill, "masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor") \
   /* in-place: derived from the functional op of the same name without '_' */ \
   X(add_,    same, nullptr, "add_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)") \

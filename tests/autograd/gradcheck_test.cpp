@@ -42,6 +42,8 @@ std::vector<std::vector<Value>> extra_samples(OpKind op) {
     case OpKind::softmax: return {{a3, int64_t{-1}}};
     case OpKind::log_softmax: return {{transpose(a3, 1, 2), int64_t{1}}};
     case OpKind::layer_norm: return {{a3, IntList{3, 4}, Value(), Value(), 1e-5}};
+    case OpKind::gelu: return {{a3, Str("none")}};
+    case OpKind::gelu_backward: return {{randn({3, 4}, o), randn({4}, o), Str("none")}};
     case OpKind::index_select:
       return {{a3, int64_t{2}, from_vector<int64_t>({3, 3, 0})}};
     case OpKind::embedding: return {{randn({5, 3}, o), from_vector<int64_t>({1, 1, 4, 0}, {2, 2})}};

@@ -138,6 +138,34 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
   s.finish();
 }
 
+void k_gelu_backward(const OpCall& c, std::span<Tensor> outs) {
+  DType cd = compute_dtype(outs[0].dtype());
+  Tensor tg, tx;
+  const Tensor& g = cast_ref(c.args.tensor(0), cd, tg);
+  const Tensor& x = cast_ref(c.args.tensor(1), cd, tx);
+  Staged s(outs[0], cd);
+  bool tanh_form = c.args.str(2) == "tanh";
+  auto run = [&]<typename T>(T*) {
+    if constexpr (std::is_floating_point_v<T>) {
+      auto erf_ = [](T v) { return verf(v); };
+      auto exp_ = [](T v) { return vexp(v); };
+      auto tanh_ = [](T v) { return vtanh(v); };
+      if (tanh_form)
+        binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) {
+          return gv * backend::gelu_derivative(v, true, erf_, exp_, tanh_);
+        });
+      else
+        binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) {
+          return gv * backend::gelu_derivative(v, false, erf_, exp_, tanh_);
+        });
+    } else {
+      fail(ErrorKind::unsupported, "[gelu_backward] does not support dtype {} on cpu", cd);
+    }
+  };
+  KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
+  s.finish();
+}
+
 void k_logical_not(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& self = c.args.tensor(0);
   Tensor x = cast(self, compute_dtype(self.dtype()));

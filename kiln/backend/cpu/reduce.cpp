@@ -30,6 +30,35 @@ Rows to_rows(const Tensor& x, const std::vector<bool>& reduced, DType dtype) {
 template <typename T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
+// Rows of `x` (contiguous) summed over its leading dims [0, lead): the reduction of a
+// bias gradient. Columns accumulate side by side (vectorizable) in the same order as
+// the row-wise path would add them, without moving the reduced dims last first.
+template <typename T>
+void sum_leading(const Tensor& x, int64_t rows, bool mean, T* o) {
+  int64_t cols = x.numel() / rows;
+  std::vector<Acc<T>> acc(static_cast<size_t>(cols), Acc<T>(0));
+  const T* p = x.data<T>();
+  for (int64_t i = 0; i < rows; ++i) {
+    const T* row = p + i * cols;
+    for (int64_t j = 0; j < cols; ++j) acc[j] = backend::wrap_add(acc[j], static_cast<Acc<T>>(row[j]));
+  }
+  for (int64_t j = 0; j < cols; ++j)
+    o[j] = mean ? static_cast<T>(static_cast<double>(acc[j]) / static_cast<double>(rows))
+                : static_cast<T>(acc[j]);
+}
+
+// The number of rows when exactly the leading dims are reduced (and some are kept), else 0.
+int64_t leading_rows(const Tensor& x, const std::vector<bool>& reduced) {
+  size_t lead = 0;
+  while (lead < reduced.size() && reduced[lead]) ++lead;
+  if (lead == 0 || lead == reduced.size()) return 0;
+  for (size_t d = lead; d < reduced.size(); ++d)
+    if (reduced[d]) return 0;
+  int64_t rows = 1;
+  for (size_t d = 0; d < lead; ++d) rows *= x.shape()[d];
+  return rows;
+}
+
 }  // namespace
 
 void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
@@ -37,9 +66,15 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "sum");
   DType cd = compute_dtype(out.dtype());
-  Rows r = to_rows(self, rd.reduced, cd);
-  Tensor dst = out.dtype() == cd ? out : empty(out.shape(), cd, out.device());
+  Tensor dst = out.dtype() == cd && out.is_contiguous() ? out : empty(out.shape(), cd, out.device());
   bool mean = c.op == OpKind::mean;
+  if (int64_t rows = leading_rows(self, rd.reduced); rows > 0 && self.is_contiguous() &&
+                                                     self.dtype() == cd && self.numel() > 0) {
+    KILN_DISPATCH_COMPUTE(cd, c.op, sum_leading<T>(self, rows, mean, dst.data<T>()));
+    if (!dst.is_same(out)) copy_into(out, dst);
+    return;
+  }
+  Rows r = to_rows(self, rd.reduced, cd);
   KILN_DISPATCH_COMPUTE(cd, c.op, {
     const T* p = r.data.data<T>();
     T* o = dst.data<T>();

@@ -59,6 +59,28 @@ void k_logical_not(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
+void k_gelu_backward(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  Tensor g = as_dtype(c.args.tensor(0), out.dtype(), out.device());
+  Tensor x = as_dtype(c.args.tensor(1), out.dtype(), out.device());
+  bool tanh_form = c.args.str(2) == "tanh";
+  const Dims& shape = out.shape();
+  auto geo = make_geometry<3>(shape, {out.strides(), in_strides(g, shape), in_strides(x, shape)},
+                              {out.offset(), in_offset(g), in_offset(x)});
+  KILN_CUDA_DISPATCH_FLOAT(out.dtype(), "gelu_backward", {
+    using W = opmath_t<T>;
+    T* o = out_ptr<T>(out);
+    In<T> pg = input<T>(g), px = input<T>(x);
+    launch_elementwise<3>(out.numel(), geo, [=] __device__(const int64_t* off) {
+      W v = load(px[off[2]]);
+      W d = backend::gelu_derivative(
+          v, tanh_form, [](W u) { return erf(u); }, [](W u) { return exp(u); },
+          [](W u) { return tanh(u); });
+      o[off[0]] = store<T>(load(pg[off[1]]) * d);
+    });
+  });
+}
+
 void k_binary(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   Tensor a = as_dtype(c.args.tensor(0), out.dtype(), out.device());

@@ -1,0 +1,63 @@
+// Training costs, side by side with bench/train_peer.py (PyTorch eager, same shapes):
+//  - BM_TrainStep/{mlp,block}/{threads}: forward, mse_loss, backward, SGD (momentum 0.9)
+//    step of BENCH.md's MLP and BLOCK; counter peak_MiB = allocator peak above the
+//    baseline during one step.
+//  - BM_TinyAddBackward: a + b with a requiring grad, forward and backward with a given
+//    gradient (compare libtorch C++, bench/autograd_peer.cpp).
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include "kiln/kiln.h"
+
+namespace {
+
+using namespace kiln;
+
+struct Step {
+  std::shared_ptr<nn::Module> model;
+  Tensor x, target;
+  std::unique_ptr<nn::SGD> opt;
+  void operator()() {
+    opt->zero_grad();
+    Tensor loss = nn::mse_loss((*model)(x), target);
+    loss.backward();
+    opt->step();
+  }
+};
+
+Step make_step(const std::string& name) {
+  manual_seed(0);
+  auto ref = nn::make_reference_model(name);
+  Step s{ref.module, ref.example_inputs[0], randn_like(ref.example_inputs[0]), nullptr};
+  TensorList params;
+  for (auto& [k, p] : s.model->named_parameters()) params.push_back(p);
+  s.opt = std::make_unique<nn::SGD>(params, nn::SGDOptions{.lr = 1e-3, .momentum = 0.9});
+  return s;
+}
+
+void BM_TrainStep(benchmark::State& state, const std::string& name) {
+  openblas_set_num_threads(static_cast<int>(state.range(0)));
+  Step step = make_step(name);
+  for (int i = 0; i < 3; ++i) step();  // warm-up: caches and optimizer state filled
+  Device d("cpu:0");
+  device_allocator(d).reset_peak();
+  int64_t base = allocator_stats(d).bytes_in_use;
+  step();
+  state.counters["peak_MiB"] = static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0;
+  for (auto _ : state) step();
+  openblas_set_num_threads(2);
+}
+BENCHMARK_CAPTURE(BM_TrainStep, mlp, std::string("mlp"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainStep, block, std::string("block"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+void BM_TinyAddBackward(benchmark::State& state) {
+  Tensor a = randn({8}, {.requires_grad = true}), b = randn({8}), g = ones({8});
+  for (auto _ : state) {
+    Tensor r = add(a, b);
+    r.backward(g);
+    benchmark::DoNotOptimize(a.grad().impl());
+  }
+}
+BENCHMARK(BM_TinyAddBackward);
+
+}  // namespace
