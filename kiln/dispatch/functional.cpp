@@ -1,5 +1,7 @@
 #include "kiln/dispatch/functional.h"
 
+#include "kiln/autograd/autograd.h"
+
 #include <array>
 
 #include "kiln/core/pool.h"
@@ -516,6 +518,7 @@ std::vector<T> to_vector(const Tensor& x) {
              x.meta_str());
   // (D4) A host read waits for the stream that last wrote the data.
   if (StreamImpl* w = x.storage()->writer.load()) Stream::of(w).synchronize();
+  autograd::NoGradGuard no_grad;  // reading values is not part of any gradient
   Tensor host = convert(x, Device(DeviceType::cpu, 0), dtype_of<T>());
   host = contiguous(host);
   std::vector<T> out(static_cast<size_t>(host.numel()));

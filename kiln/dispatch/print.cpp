@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "kiln/dispatch/functional.h"
+#include "kiln/autograd/autograd.h"
 
 namespace kiln {
 
@@ -141,6 +142,9 @@ std::string to_string(const Tensor& x) {
     body = x.dim() == 0 ? format(values[0]) : Printer{values, x.shape(), summarize, format}.tensor(0, kIndent);
     if (!default_dtype) suffixes.push_back(fmt::format("dtype={}", x.dtype()));
   }
+  // PyTorch's order: device, dtype, then the gradient state.
+  if (const auto& fn = x.grad_fn()) suffixes.push_back("grad_fn=<" + fn->name() + ">");
+  else if (x.requires_grad()) suffixes.push_back("requires_grad=True");
   std::string out = "tensor(" + body;
   for (const std::string& s : suffixes) out += ", " + s;
   return out + ")";
