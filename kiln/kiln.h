@@ -23,6 +23,7 @@
 #include "kiln/nn/optim.h"
 #include "kiln/ops/op_table.h"
 #include "kiln/passes/functionalize.h"
+#include "kiln/passes/joint.h"
 #include "kiln/program/program.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/trace/proxy_mode.h"

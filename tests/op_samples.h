@@ -61,6 +61,7 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::slice: return {a, int64_t{1}, int64_t{1}, Value(), int64_t{2}};
     case OpKind::select: return {a, int64_t{0}, int64_t{-1}};
     case OpKind::as_strided: return {a, IntList{2, 2}, IntList{1, 4}, int64_t{1}};
+    case OpKind::alias: return {transpose(a, 0, 1)};
     case OpKind::as_strided_scatter:
       return {randn({12}, o), randn({2, 2}, o), IntList{2, 2}, IntList{1, 4}, int64_t{1}};
     case OpKind::cat: return {TensorList{a, randn({2, 4}, o)}, int64_t{0}};

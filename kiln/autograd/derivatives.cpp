@@ -361,6 +361,7 @@ Table build() {
     c.set(0, reshape(c.grad(), ints(c.input(0).shape)));
   });
   d.def(O::squeeze, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), ints(c.input(0).shape))); });
+  d.def(O::alias, 0, [](GradCtx& c) { c.set(0, c.grad()); });
   d.def(O::expand, 0, [](GradCtx& c) { c.set(0, sum_to(c.grad(), c.input(0).shape)); });
   d.def(O::slice, 0, [](GradCtx& c) {
     Args a = c.args();

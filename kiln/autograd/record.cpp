@@ -37,8 +37,15 @@ std::string backward_name(std::string_view op) {
 }
 
 // A handle to `t`'s data and metadata without its history: what a node keeps of its
-// own outputs (keeping the output itself would make a cycle through its grad_fn).
+// own outputs (keeping the output itself would make a cycle through its grad_fn). Under
+// modes it is an `alias` op dispatched through them, so they know the new tensor (a
+// traced graph saves `alias(%relu)`, as PyTorch's saves `detach(%relu)`); eagerly, a
+// plain copy of the descriptor.
 Tensor alias_without_history(const Tensor& t) {
+  if (active_mode_count() > 0) {
+    Value args[1] = {t};
+    return redispatch(OpKind::alias, args)[0];
+  }
   auto impl = std::make_shared<TensorImpl>(*t.impl());
   impl->autograd.reset();
   return Tensor(std::move(impl));

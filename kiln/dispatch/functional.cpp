@@ -410,6 +410,7 @@ Tensor as_strided_scatter(const Tensor& x, const Tensor& src, const IntList& siz
                           const IntList& stride, std::optional<int64_t> offset) {
   return call1(OpKind::as_strided_scatter, x, src, size, stride, offset ? Value(*offset) : Value());
 }
+Tensor alias(const Tensor& x) { return call1(OpKind::alias, x); }
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
 
 // ---- data movement ------------------------------------------------------------

@@ -210,6 +210,8 @@ Tensor as_strided(const Tensor& x, const IntList& size, const IntList& stride,
 /** A copy of x (read as a flat row-major array) with the strided region replaced by src. */
 Tensor as_strided_scatter(const Tensor& x, const Tensor& src, const IntList& size,
                           const IntList& stride, std::optional<int64_t> storage_offset = std::nullopt);
+/** A new tensor viewing exactly what x views (PyTorch's alias). */
+Tensor alias(const Tensor& x);
 /** x itself when contiguous, else a contiguous copy. */
 Tensor contiguous(const Tensor& x);
 

@@ -50,6 +50,7 @@ void meta_linear(const OpCall&, MetaOut&);
 void meta_view(const OpCall&, MetaOut&);
 void meta_permute(const OpCall&, MetaOut&);
 void meta_transpose(const OpCall&, MetaOut&);
+void meta_alias(const OpCall&, MetaOut&);
 void meta_unsqueeze(const OpCall&, MetaOut&);
 void meta_squeeze(const OpCall&, MetaOut&);
 void meta_expand(const OpCall&, MetaOut&);

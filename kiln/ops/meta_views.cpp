@@ -132,6 +132,11 @@ void meta_permute(const OpCall& c, MetaOut& out) {
   view_out(out, self, std::move(shape), std::move(strides), self.offset());
 }
 
+void meta_alias(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  view_out(out, self, self.shape(), self.strides(), self.offset());
+}
+
 void meta_transpose(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
   Dims shape = self.shape(), strides = self.strides();

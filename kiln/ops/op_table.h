@@ -107,6 +107,8 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(slice,      same, meta_slice,      "slice(Tensor(a) self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor(a)") \
   X(select,     same, meta_select,     "select(Tensor(a) self, int dim, int index) -> Tensor(a)") \
   X(as_strided, same, meta_as_strided, "as_strided(Tensor(a) self, int[] size, int[] stride, int? storage_offset=None) -> Tensor(a)") \
+  /* the same view of the same data as a new tensor (what autograd saves of an output) */ \
+  X(alias,      same, meta_alias,      "alias(Tensor(a) self) -> Tensor(a)") \
   /* functional inverse of as_strided: self with the strided region replaced by src */ \
   X(as_strided_scatter, same, meta_as_strided_scatter, "as_strided_scatter(Tensor self, Tensor src, int[] size, int[] stride, int? storage_offset=None) -> Tensor") \
   /* data movement */ \

@@ -26,6 +26,7 @@ struct FunctionalizeMode::FTensor {
 };
 
 FunctionalizeMode::FunctionalizeMode() : guard_(*this) {}
+FunctionalizeMode::~FunctionalizeMode() = default;
 
 const FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) const {
   if (!t.defined()) return nullptr;

@@ -25,6 +25,7 @@ namespace kiln::passes {
 class FunctionalizeMode final : public Mode {
  public:
   FunctionalizeMode();
+  ~FunctionalizeMode() override;
   FunctionalizeMode(const FunctionalizeMode&) = delete;
   FunctionalizeMode& operator=(const FunctionalizeMode&) = delete;
 

@@ -1,0 +1,312 @@
+#include "kiln/passes/joint.h"
+
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kiln/autograd/autograd.h"
+#include "kiln/ir/interpreter.h"
+
+namespace kiln::passes {
+
+namespace {
+
+// Passes gradients through: the history given to a differentiable input, so the traced
+// function may write it in place (a leaf requiring grad could not be) while gradients
+// still reach the input's leaf.
+class InputIdentity final : public autograd::Node {
+ public:
+  std::string name() const override { return "InputBackward0"; }
+  TensorList apply(TensorList& grads) override { return {grads[0]}; }
+};
+
+// Makes `w` a non-leaf whose gradient flows to a fresh leaf; returns the leaf.
+Tensor give_history(const Tensor& w) {
+  Tensor leaf = w.detach();
+  leaf.set_requires_grad(true);
+  auto node = std::make_shared<InputIdentity>();
+  node->inputs.push_back({w.shape(), w.dtype(), w.device()});
+  node->device = w.device();
+  node->next.push_back(autograd::gradient_edge(leaf));
+  auto meta = std::make_shared<autograd::AutogradMeta>();
+  meta->grad_fn = std::move(node);
+  w.impl()->autograd = std::move(meta);
+  return leaf;
+}
+
+// Copies the nodes of a joint graph into a forward or backward graph.
+struct Copier {
+  ir::Graph& to;
+  std::unordered_map<const ir::Node*, ir::Node*> map;
+  ir::Ref ref(const ir::Ref& r) const { return {map.at(r.node), r.output}; }
+  ir::Arg arg(const ir::Arg& a) const {
+    if (auto* r = std::get_if<ir::Ref>(&a)) return ref(*r);
+    if (auto* l = std::get_if<ir::RefList>(&a)) {
+      ir::RefList out;
+      for (const ir::Ref& r : *l) out.push_back(ref(r));
+      return out;
+    }
+    return a;
+  }
+  void copy(const ir::Node* n) {
+    if (n->opcode() == ir::Opcode::constant) {
+      map[n] = to.add_constant(n->value(), n->name());
+      return;
+    }
+    ir::ArgList args;
+    for (const ir::Arg& a : n->args()) args.push_back(arg(a));
+    map[n] = to.add_call(n->op(), std::move(args), n->meta(), n->scope());
+  }
+};
+
+// Marks `n` and every node it reads.
+void mark_ancestors(const ir::Node* n, std::unordered_set<const ir::Node*>& set) {
+  std::vector<const ir::Node*> stack{n};
+  while (!stack.empty()) {
+    const ir::Node* x = stack.back();
+    stack.pop_back();
+    if (!set.insert(x).second) continue;
+    for (const ir::Ref& r : x->inputs()) stack.push_back(r.node);
+  }
+}
+
+}  // namespace
+
+int64_t JointProgram::saved_bytes() const {
+  int64_t bytes = 0;
+  const auto& outs = std::get<ir::RefList>(forward.output()->args()[0]);
+  for (size_t i = outs.size() - static_cast<size_t>(num_saved); i < outs.size(); ++i) {
+    const ir::ValueMeta& m = outs[i].node->meta()[static_cast<size_t>(outs[i].output)];
+    bytes += numel_of(m.shape) * static_cast<int64_t>(itemsize(m.dtype));
+  }
+  return bytes;
+}
+
+JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& fn,
+                           const TensorList& inputs, const JointOptions& options) {
+  JointProgram program;
+  program.inputs.resize(inputs.size());
+  std::vector<bool> wants(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    wants[i] = i < options.requires_grad.size() ? options.requires_grad[i] : inputs[i].requires_grad();
+    KILN_CHECK(!wants[i] || is_floating(inputs[i].dtype()), dtype,
+               "[capture_joint] input {} ({}) cannot require grad: not a floating dtype", i,
+               inputs[i].meta_str());
+  }
+
+  // ---- trace forward + backward into one graph ----
+  ir::Graph joint;
+  std::optional<FakeMode> fake;
+  TensorList traced;
+  for (const Tensor& t : inputs) traced.push_back(t.detach());
+  if (options.mode == MakeFxOptions::Mode::fake) {
+    fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
+    for (Tensor& t : traced) t = fake->from_real(t);
+  }
+  size_t n_primals = inputs.size();
+  ir::RefList fw_refs, grad_refs;
+  std::vector<int> in_graph_copies;  // inputs written back by epilogue copy_ nodes
+  std::vector<ir::Node*> tangent_nodes;
+  {
+    autograd::GradModeGuard grad_on(true);
+    ProxyMode proxy(joint);
+    for (size_t i = 0; i < n_primals; ++i)
+      proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
+                                                                 : fmt::format("primals_{}", i));
+    TensorList new_values(n_primals), results, grads;
+    {
+      FunctionalizeMode functionalize;
+      TensorList wrappers, leaves;
+      for (size_t i = 0; i < n_primals; ++i) {
+        wrappers.push_back(functionalize.wrap(traced[i]));
+        if (wants[i]) leaves.push_back(give_history(wrappers[i]));
+      }
+      TensorList user = fn(wrappers);
+      for (size_t i = 0; i < n_primals; ++i)
+        if (functionalize.mutated(wrappers[i])) new_values[i] = functionalize.value_of(wrappers[i]);
+      TensorList diff_outputs, tangents;
+      for (size_t k = 0; k < user.size(); ++k) {
+        results.push_back(functionalize.value_of(user[k]));
+        if (!user[k].requires_grad()) continue;
+        // A tangent: a graph input shaped like the output, wrapped like the primals.
+        Device d = user[k].device();
+        Tensor t = make_tensor(user[k].shape(), user[k].dtype(), d,
+                               fake ? nullptr : &device_allocator(d), "tangent");
+        tangent_nodes.push_back(proxy.add_input(t, fmt::format("tangents_{}", tangents.size())).node);
+        program.tangent_of.push_back(static_cast<int>(k));
+        diff_outputs.push_back(user[k]);
+        tangents.push_back(functionalize.wrap(t));
+      }
+      if (!diff_outputs.empty() && !leaves.empty()) {
+        TensorList g = autograd::grad(diff_outputs, leaves, tangents, false, /*allow_unused=*/true);
+        for (Tensor& x : g) grads.push_back(x.defined() ? functionalize.value_of(x) : Tensor());
+      }
+    }
+    // (J2) Out-of-graph mutations first; inputs that need no gradient are written back by
+    // epilogue copies when asked (J3: traced last, rebinding nothing).
+    for (size_t i = 0; i < n_primals; ++i) {
+      if (!new_values[i].defined()) continue;
+      InputMutation& m = program.inputs[i];
+      m.data_mutated = true;
+      if (!wants[i] && options.write_back == WriteBack::in_graph) {
+        m.where = InputMutation::Where::in_graph;
+        in_graph_copies.push_back(static_cast<int>(i));
+      } else {
+        m.where = InputMutation::Where::out_of_graph;
+        fw_refs.push_back(proxy.ref_of(new_values[i]));
+        ++program.num_mutation_outputs;
+      }
+    }
+    for (const Tensor& r : results) fw_refs.push_back(proxy.ref_of(r));
+    program.num_user_outputs = static_cast<int>(results.size());
+    size_t k = 0;
+    for (size_t i = 0; i < n_primals; ++i) {
+      if (!wants[i]) continue;
+      const Tensor& g = k < grads.size() ? grads[k] : Tensor();
+      ++k;
+      if (!g.defined()) continue;
+      grad_refs.push_back(proxy.ref_of(g));
+      program.grad_of.push_back(static_cast<int>(i));
+    }
+    for (int i : in_graph_copies) {
+      NoClobberScope keep_inputs;  // (M4, J3) the input node stays the input
+      copy_(traced[static_cast<size_t>(i)], new_values[static_cast<size_t>(i)]);
+    }
+    ir::RefList all = fw_refs;
+    all.insert(all.end(), grad_refs.begin(), grad_refs.end());
+    joint.set_output(std::move(all));
+  }
+
+  // ---- partition ----
+  std::vector<ir::Node*> nodes = joint.nodes();
+  std::unordered_set<const ir::Node*> tangent_set(tangent_nodes.begin(), tangent_nodes.end());
+  std::unordered_set<const ir::Node*> forward;
+  for (const ir::Ref& r : fw_refs) mark_ancestors(r.node, forward);
+  for (ir::Node* n : nodes)  // epilogue copies (and any in-place op) belong to forward
+    if (n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace()) mark_ancestors(n, forward);
+  for (const ir::Node* n : forward)
+    KILN_CHECK(!tangent_set.count(n), internal, "[capture_joint] forward node {} reads a tangent",
+               n->name());
+  std::unordered_set<const ir::Node*> backward;
+  for (const ir::Ref& r : grad_refs) mark_ancestors(r.node, backward);
+
+  // Saved: forward values the backward reads (inputs of backward-only nodes, or
+  // gradients that are forward values themselves), in forward order.
+  std::vector<ir::Ref> saved;
+  auto save = [&](const ir::Ref& r) {
+    // Constants are copied into the backward graph rather than saved.
+    if (!forward.count(r.node) || r.node->opcode() == ir::Opcode::constant) return;
+    for (const ir::Ref& s : saved)
+      if (s == r) return;
+    saved.push_back(r);
+  };
+  for (ir::Node* n : nodes)
+    if (backward.count(n) && !forward.count(n) && !tangent_set.count(n))
+      for (const ir::Ref& r : n->inputs()) save(r);
+  for (const ir::Ref& r : grad_refs) save(r);
+
+  {  // forward graph: primals -> mutations, user outputs, saved values
+    Copier c{program.forward, {}};
+    for (ir::Node* n : nodes) {
+      if (n->opcode() == ir::Opcode::input && !tangent_set.count(n))
+        c.map[n] = program.forward.add_input(n->name(), n->meta()[0]);
+    }
+    // A saved primal that an epilogue copy overwrites is saved as a copy taken first.
+    std::unordered_set<const ir::Node*> overwritten;
+    for (int i : in_graph_copies) overwritten.insert(joint.inputs()[static_cast<size_t>(i)]);
+    std::unordered_map<const ir::Node*, ir::Node*> saved_copy;
+    for (const ir::Ref& r : saved)
+      if (overwritten.count(r.node) && !saved_copy.count(r.node))
+        saved_copy[r.node] = program.forward.add_call(ops::OpKind::clone, {c.ref(r)}, r.node->meta());
+    for (ir::Node* n : nodes)
+      if (forward.count(n) && n->opcode() != ir::Opcode::input) c.copy(n);
+    ir::RefList outs;
+    for (const ir::Ref& r : fw_refs) outs.push_back(c.ref(r));
+    for (const ir::Ref& r : saved)
+      outs.push_back(saved_copy.count(r.node) ? ir::Ref{saved_copy[r.node], 0} : c.ref(r));
+    program.forward.set_output(std::move(outs));
+    program.num_saved = static_cast<int>(saved.size());
+  }
+  {  // backward graph: saved values, tangents -> gradients
+    Copier c{program.backward, {}};
+    std::unordered_map<std::string, int> used;
+    std::vector<std::pair<ir::Ref, ir::Node*>> saved_inputs;
+    for (const ir::Ref& r : saved) {
+      std::string name = "saved_" + r.node->name() + (r.output ? "_" + std::to_string(r.output) : "");
+      saved_inputs.push_back({r, program.backward.add_input(name, r.node->meta()[static_cast<size_t>(r.output)])});
+    }
+    for (ir::Node* t : tangent_nodes) c.map[t] = program.backward.add_input(t->name(), t->meta()[0]);
+    auto ref = [&](const ir::Ref& r) -> ir::Ref {
+      for (auto& [s, in] : saved_inputs)
+        if (s == r) return {in, 0};
+      return c.ref(r);
+    };
+    for (ir::Node* n : nodes) {
+      if (!backward.count(n) || tangent_set.count(n)) continue;
+      if (n->opcode() == ir::Opcode::constant) {
+        c.copy(n);
+        continue;
+      }
+      if (forward.count(n)) continue;
+      ir::ArgList args;
+      for (const ir::Arg& a : n->args()) {
+        if (auto* r = std::get_if<ir::Ref>(&a)) args.push_back(ref(*r));
+        else if (auto* l = std::get_if<ir::RefList>(&a)) {
+          ir::RefList out;
+          for (const ir::Ref& x : *l) out.push_back(ref(x));
+          args.push_back(out);
+        } else {
+          args.push_back(a);
+        }
+      }
+      c.map[n] = program.backward.add_call(n->op(), std::move(args), n->meta(), n->scope());
+    }
+    ir::RefList outs;
+    for (const ir::Ref& r : grad_refs) outs.push_back(ref(r));
+    program.backward.set_output(std::move(outs));
+  }
+  ir::eliminate_dead_code(program.forward);
+  ir::eliminate_dead_code(program.backward);
+#ifndef NDEBUG
+  program.forward.verify();
+  program.backward.verify();
+#endif
+  return program;
+}
+
+JointRun run_joint(const JointProgram& program, const TensorList& inputs, const TensorList& tangents) {
+  autograd::NoGradGuard no_grad;
+  TensorList fw = ir::interpret(program.forward, inputs);
+  size_t m = static_cast<size_t>(program.num_mutation_outputs);
+  size_t u = static_cast<size_t>(program.num_user_outputs);
+  // (M5) out-of-graph mutations are applied by the caller's side, as eager would have.
+  size_t k = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (program.inputs[i].where != InputMutation::Where::out_of_graph) continue;
+    Tensor dst = inputs[i];
+    copy_(dst, fw[k++]);
+  }
+  JointRun run;
+  run.outputs.assign(fw.begin() + static_cast<std::ptrdiff_t>(m),
+                     fw.begin() + static_cast<std::ptrdiff_t>(m + u));
+  TensorList bw_in(fw.begin() + static_cast<std::ptrdiff_t>(m + u), fw.end());
+  for (size_t t = 0; t < program.tangent_of.size(); ++t) {
+    const Tensor& out = run.outputs[static_cast<size_t>(program.tangent_of[t])];
+    if (t < tangents.size() && tangents[t].defined()) {
+      bw_in.push_back(tangents[t]);
+      continue;
+    }
+    KILN_CHECK(out.numel() == 1, value,
+               "[run_joint] output {} is not a scalar ({}): pass its tangent",
+               program.tangent_of[t], out.meta_str());
+    bw_in.push_back(ones_like(out));
+  }
+  run.grads.resize(inputs.size());
+  if (!program.grad_of.empty()) {
+    TensorList g = ir::interpret(program.backward, bw_in);
+    for (size_t j = 0; j < g.size(); ++j) run.grads[static_cast<size_t>(program.grad_of[j])] = g[j];
+  }
+  return run;
+}
+
+}  // namespace kiln::passes

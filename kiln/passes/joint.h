@@ -1,0 +1,69 @@
+#pragma once
+// Joint capture: forward and backward traced together into one functional graph, then
+// partitioned into a forward and a backward graph (J1-J3, kiln's AOTAutograd).
+//
+// Note [Joint capture]
+// The function runs under ProxyMode -> FunctionalizeMode -> FakeMode on wrappers of its
+// inputs; inputs that require grad are given a history (an identity node in front of a
+// leaf), so the function may even write them in place, and autograd::grad of the
+// outputs w.r.t. those leaves then runs the backward formulas through the same modes:
+// one graph holds forward, backward and the mutations' new values. Write-backs of inputs
+// that need no gradient are traced last as epilogue copy_ nodes under NoClobberScope
+// (J3: they never rebind earlier nodes). The partition keeps in the forward graph what
+// the forward outputs and write-backs need; every forward value the backward reads
+// becomes a saved output of the forward graph and an input of the backward graph ("save
+// what the formulas read"; values the formulas derive from them, like cos(x) for sin,
+// are recomputed in backward).
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kiln/passes/functionalize.h"
+
+namespace kiln::passes {
+
+struct JointOptions {
+  MakeFxOptions::Mode mode = MakeFxOptions::Mode::fake;
+  /** (J2) Where data mutations of inputs that need no gradient are written back; those
+   * of inputs that require grad are always out of graph. */
+  WriteBack write_back = WriteBack::in_graph;
+  std::vector<std::string> input_names;
+  /** Which inputs to differentiate; default: those whose requires_grad() is true. */
+  std::vector<bool> requires_grad;
+};
+
+/** A partitioned training graph. Forward: primals -> [out-of-graph mutations, user
+ * outputs, saved values]; in-graph mutations are epilogue copy_ nodes. Backward: [saved
+ * values, tangents] -> one gradient per differentiable input that the outputs use. */
+struct JointProgram {
+  ir::Graph forward;
+  ir::Graph backward;
+  std::vector<InputMutation> inputs;  // per primal input
+  int num_mutation_outputs = 0;       // out-of-graph mutations, in input order
+  int num_user_outputs = 0;
+  int num_saved = 0;
+  std::vector<int> tangent_of;  // per backward tangent input: the user output it is for
+  std::vector<int> grad_of;     // per backward output: the primal input it is the gradient of
+  /** Bytes of the saved values (from their metadata). */
+  int64_t saved_bytes() const;
+};
+
+/** (J1-J3) Traces fn's forward and backward into one functional graph and partitions it.
+ * A metadata mutation of an input cannot occur: kiln has no in-place metadata ops. */
+JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& fn,
+                           const TensorList& inputs, const JointOptions& options = {});
+
+/** What running a JointProgram gives. */
+struct JointRun {
+  TensorList outputs;  // the user outputs
+  TensorList grads;    // per primal input: its gradient, undefined when none
+};
+
+/** Runs forward on `inputs` (applying in-graph and out-of-graph input mutations to
+ * them, as eager would), then backward with `tangents` (default: ones for scalar
+ * outputs), through the IR interpreter. */
+JointRun run_joint(const JointProgram& program, const TensorList& inputs,
+                   const TensorList& tangents = {});
+
+}  // namespace kiln::passes
