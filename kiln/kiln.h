@@ -25,5 +25,6 @@
 #include "kiln/passes/functionalize.h"
 #include "kiln/passes/joint.h"
 #include "kiln/program/program.h"
+#include "kiln/program/train.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/trace/proxy_mode.h"

@@ -173,11 +173,12 @@ Node* Graph::add_constant(Tensor value, std::string name) {
   return append(std::move(n));
 }
 
-Node* Graph::add_call(ops::OpKind op, ArgList args, MetaList meta, std::string scope) {
+Node* Graph::add_call(ops::OpKind op, ArgList args, MetaList meta, std::string scope,
+                      std::string name) {
   auto n = new_node();
   n->opcode_ = Opcode::call;
   n->op_ = op;
-  n->name_ = unique_name(std::string(ops::op_name(op)));
+  n->name_ = unique_name(name.empty() ? std::string(ops::op_name(op)) : std::move(name));
   n->args_ = std::move(args);
   n->meta_ = std::move(meta);
   n->scope_ = std::move(scope);

@@ -106,8 +106,9 @@ class Graph {
   Node* add_input(std::string name, ValueMeta meta);
   /** A constant holding `value` (a tensor captured from outside the traced code). */
   Node* add_constant(Tensor value, std::string name = "");
-  /** A call; `meta` has one entry per output of `op`. */
-  Node* add_call(ops::OpKind op, ArgList args, MetaList meta, std::string scope = "");
+  /** A call; `meta` has one entry per output of `op`; named after the op unless `name`. */
+  Node* add_call(ops::OpKind op, ArgList args, MetaList meta, std::string scope = "",
+                 std::string name = "");
   /** The single output node, appended last. */
   Node* set_output(RefList values);
 

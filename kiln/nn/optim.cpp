@@ -17,6 +17,11 @@ void Optimizer::zero_grad() {
   for (Tensor& p : params_) p.mutable_grad() = Tensor();
 }
 
+void Optimizer::set_state(size_t i, const std::string& name, Tensor value) {
+  KILN_CHECK(i < params_.size(), index, "[optimizer] no parameter {}", i);
+  state(i, name) = std::move(value);
+}
+
 Tensor& Optimizer::state(size_t i, const std::string& name) {
   for (auto& [n, t] : state_[i])
     if (n == name) return t;
@@ -46,7 +51,8 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
     KILN_CHECK(scalar ? t.numel() == 1 : t.shape() == params_[i].shape(), shape,
                "[optimizer] state '{}' has shape {}, expected {}", key, t.shape().str(),
                scalar ? "[]" : params_[i].shape().str());
-    next[i].emplace_back(name, clone(to(t.detach(), scalar ? Device("cpu:0") : params_[i].device())));
+    Tensor value = clone(to(t.detach(), params_[i].device()));
+    next[i].emplace_back(name, scalar ? reshape(to(value, f32), {}) : value);
   }
   state_ = std::move(next);
 }
@@ -81,6 +87,11 @@ SGD::SGD(TensorList params, SGDOptions o) : Optimizer(std::move(params)), option
 
 std::vector<std::string> SGD::state_names() const { return {"momentum_buffer"}; }
 
+OptimizerState SGD::fresh_state(const Tensor& param) const {
+  if (options.momentum == 0) return {};
+  return {{"momentum_buffer", zeros_like(param)}};
+}
+
 void SGD::step() {
   autograd::NoGradGuard no_grad;
   Active a = active(params_, options.maximize);
@@ -114,17 +125,20 @@ AdamW::AdamW(TensorList params, AdamWOptions o) : Optimizer(std::move(params)), 
 
 std::vector<std::string> AdamW::state_names() const { return {"step", "exp_avg", "exp_avg_sq"}; }
 
+OptimizerState AdamW::fresh_state(const Tensor& param) const {
+  return {{"step", zeros({}, {.dtype = f32, .device = param.device()})},
+          {"exp_avg", zeros_like(param)},
+          {"exp_avg_sq", zeros_like(param)}};
+}
+
 void AdamW::step() {
   autograd::NoGradGuard no_grad;
   Active a = active(params_, options.maximize);
   const double lr = options.lr, b1 = options.beta1, b2 = options.beta2;
   for (size_t k = 0; k < a.params.size(); ++k) {  // state on first use, as PyTorch
     size_t i = a.index[k];
-    if (!state(i, "step").defined()) {
-      state(i, "step") = zeros({}, {.dtype = f32});
-      state(i, "exp_avg") = zeros_like(a.params[k]);
-      state(i, "exp_avg_sq") = zeros_like(a.params[k]);
-    }
+    if (!state(i, "step").defined())
+      for (auto& [name, t] : fresh_state(a.params[k])) state(i, name) = t;
   }
   for (size_t k = 0; k < a.params.size(); ++k) add_(state(a.index[k], "step"), 1.0);
   if (options.weight_decay != 0)
@@ -141,10 +155,14 @@ void AdamW::step() {
   }
   for (size_t k = 0; k < a.params.size(); ++k) {
     size_t i = a.index[k];
-    double t = item<double>(state(i, "step"));
-    double bias1 = 1 - std::pow(b1, t), bias2_sqrt = std::sqrt(1 - std::pow(b2, t));
+    // Bias corrections from the step tensor, on its device, in f64 (0-dim: the updates
+    // below stay in the parameter's dtype).
+    Tensor t = to(state(i, "step"), f64);
+    TensorOptions o{.dtype = f64, .device = t.device()};
+    Tensor bias1 = 1 - pow(full({}, b1, o), t);
+    Tensor bias2_sqrt = sqrt(1 - pow(full({}, b2, o), t));
     Tensor denom = add(div(sqrt(state(i, "exp_avg_sq")), bias2_sqrt), options.eps);
-    add_(a.params[k], div(state(i, "exp_avg"), denom), -lr / bias1);
+    add_(a.params[k], mul(div(state(i, "exp_avg"), denom), neg(lr / bias1)));
   }
 }
 

@@ -28,11 +28,17 @@ class Optimizer {
   void load_state_dict(const OptimizerState& state);
   const TensorList& params() const { return params_; }
 
+  /** Names of the state each parameter holds once step() has run. */
+  virtual std::vector<std::string> state_names() const = 0;
+  /** The state a parameter starts with (zeros), as step() creates it on first use. */
+  virtual OptimizerState fresh_state(const Tensor& param) const = 0;
+  /** Makes `value` the state `name` of parameter `i`, without copying: step() then
+   * updates `value` in place (how a train-step program threads its state through). */
+  void set_state(size_t i, const std::string& name, Tensor value);
+
  protected:
   /** The state tensor `name` of parameter `i` (undefined until created). */
   Tensor& state(size_t i, const std::string& name);
-  /** Names of the state each parameter holds once step() has run. */
-  virtual std::vector<std::string> state_names() const = 0;
 
   TensorList params_;
   std::vector<std::vector<std::pair<std::string, Tensor>>> state_;
@@ -53,10 +59,9 @@ class SGD final : public Optimizer {
  public:
   SGD(TensorList params, SGDOptions options);
   void step() override;
-  SGDOptions options;
-
- protected:
   std::vector<std::string> state_names() const override;
+  OptimizerState fresh_state(const Tensor& param) const override;
+  SGDOptions options;
 };
 
 struct AdamWOptions {
@@ -68,15 +73,17 @@ struct AdamWOptions {
 };
 
 /** torch.optim.AdamW: p *= 1 - lr wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
- * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). */
+ * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). The step count t is a
+ * tensor on the parameter's device and the bias corrections are computed from it there
+ * (in f64), as PyTorch's capturable AdamW: no host read, so a traced step is the same
+ * computation as an eager one. */
 class AdamW final : public Optimizer {
  public:
   AdamW(TensorList params, AdamWOptions options);
   void step() override;
-  AdamWOptions options;
-
- protected:
   std::vector<std::string> state_names() const override;
+  OptimizerState fresh_state(const Tensor& param) const override;
+  AdamWOptions options;
 };
 
 }  // namespace kiln::nn

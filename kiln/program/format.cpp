@@ -305,7 +305,7 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
         if (r.version == 1 && kind == ops::OpKind::gelu && args.size() == 2 && std::holds_alternative<bool>(args[1]))
           args[1] = Str(std::get<bool>(args[1]) ? "tanh" : "none");
         node = g.add_call(kind, std::move(args), std::move(meta),
-                          n.contains("scope") ? r.get<std::string>(n, "scope", where) : "");
+                          n.contains("scope") ? r.get<std::string>(n, "scope", where) : "", name);
       }
     } else {
       bad(r.path, fmt::format("{}: unknown node kind '{}'", where, op));
@@ -593,14 +593,16 @@ ExportedProgram read_program_checked(const std::string& path) {
     InputSpec spec;
     std::string kind = r.get<std::string>(s, "kind", "a signature input");
     bool found = false;
-    for (auto k : {Kind::parameter, Kind::buffer, Kind::constant, Kind::workspace, Kind::user_input})
+    for (auto k : {Kind::parameter, Kind::buffer, Kind::constant, Kind::workspace, Kind::user_input,
+                   Kind::optimizer_state})
       if (to_string(k) == kind) spec.kind = k, found = true;
     if (!found) bad(path, "unknown input kind '" + kind + "'");
     spec.name = r.get<std::string>(s, "name", "a signature input");
     spec.target = r.get<std::string>(s, "target", "a signature input");
     spec.persistent = r.get<bool>(s, "persistent", "a signature input");
     p.signature.inputs.push_back(spec);
-    bool stateful = spec.kind == Kind::parameter || (spec.kind == Kind::buffer && spec.persistent);
+    bool stateful = spec.kind == Kind::parameter || spec.kind == Kind::optimizer_state ||
+                    (spec.kind == Kind::buffer && spec.persistent);
     if (stateful) p.state.emplace_back(spec.target, tensor("state/" + spec.target));
     else if (spec.kind != Kind::user_input && spec.kind != Kind::workspace)
       p.constants.emplace_back(spec.target, tensor("constants/" + spec.target));
@@ -610,7 +612,9 @@ ExportedProgram read_program_checked(const std::string& path) {
     OutputSpec spec{OutputSpec::Kind::user_output, r.get<std::string>(s, "target", "a signature output")};
     bool found = false;
     for (auto k : {OutputSpec::Kind::user_output, OutputSpec::Kind::buffer_mutation,
-                   OutputSpec::Kind::user_input_mutation})
+                   OutputSpec::Kind::user_input_mutation, OutputSpec::Kind::loss_output,
+                   OutputSpec::Kind::gradient_to_parameter, OutputSpec::Kind::parameter_mutation,
+                   OutputSpec::Kind::optimizer_state_mutation})
       if (to_string(k) == kind) spec.kind = k, found = true;
     if (!found) bad(path, "unknown output kind '" + kind + "'");
     p.signature.outputs.push_back(spec);
@@ -662,11 +666,11 @@ ExportedProgram read_program_checked(const std::string& path) {
           end != o.target.data() + o.target.size() || k >= n_user)
         bad(path, fmt::format("the mutated user input '{}' is not one of input_0..input_{}",
                               o.target, static_cast<int64_t>(n_user) - 1));
-    } else if (o.kind == OutputSpec::Kind::buffer_mutation) {
+    } else if (o.is_mutation()) {
       bool known = std::any_of(p.signature.inputs.begin(), p.signature.inputs.end(), [&](const InputSpec& s) {
         return s.kind != Kind::user_input && s.target == o.target;
       });
-      if (!known) bad(path, fmt::format("the mutated buffer '{}' is not an input of the program", o.target));
+      if (!known) bad(path, fmt::format("the mutated state '{}' is not an input of the program", o.target));
     }
   }
   return p;

@@ -15,6 +15,7 @@ std::string_view to_string(InputSpec::Kind kind) {
     case Kind::constant: return "constant";
     case Kind::workspace: return "workspace";
     case Kind::user_input: return "user_input";
+    case Kind::optimizer_state: return "optimizer_state";
   }
   return "?";
 }
@@ -24,6 +25,10 @@ std::string_view to_string(OutputSpec::Kind kind) {
     case OutputSpec::Kind::user_output: return "user_output";
     case OutputSpec::Kind::buffer_mutation: return "buffer_mutation";
     case OutputSpec::Kind::user_input_mutation: return "user_input_mutation";
+    case OutputSpec::Kind::loss_output: return "loss_output";
+    case OutputSpec::Kind::gradient_to_parameter: return "gradient_to_parameter";
+    case OutputSpec::Kind::parameter_mutation: return "parameter_mutation";
+    case OutputSpec::Kind::optimizer_state_mutation: return "optimizer_state_mutation";
   }
   return "?";
 }
@@ -153,7 +158,8 @@ TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs) {
     const InputSpec& spec = signature.inputs[i];
     Tensor* t = nullptr;
     switch (spec.kind) {
-      case Kind::parameter: t = find(state, spec.target); break;
+      case Kind::parameter:
+      case Kind::optimizer_state: t = find(state, spec.target); break;
       case Kind::buffer:
         t = spec.persistent ? find(state, spec.target) : find(constants, spec.target);
         break;
@@ -193,7 +199,7 @@ TensorList ExportedProgram::write_back(const TensorList& outs, const TensorList&
   TensorList user_outputs;
   for (size_t i = 0; i < outs.size(); ++i) {
     const OutputSpec& spec = signature.outputs[i];
-    if (spec.kind == OutputSpec::Kind::user_output) {
+    if (!spec.is_mutation()) {
       user_outputs.push_back(outs[i]);
       continue;
     }
@@ -218,7 +224,7 @@ TensorList ExportedProgram::run(const TensorList& user_inputs) {
 std::unique_lock<std::mutex> ExportedProgram::lock_for_run() const {
   bool writes_own = !workspaces.empty() ||
                     std::any_of(signature.outputs.begin(), signature.outputs.end(), [](const OutputSpec& s) {
-                      return s.kind == OutputSpec::Kind::buffer_mutation;
+                      return s.is_mutation() && s.kind != OutputSpec::Kind::user_input_mutation;
                     });
   return writes_own ? std::unique_lock(*run_mutex_) : std::unique_lock<std::mutex>();
 }

@@ -16,18 +16,27 @@ namespace kiln {
 
 /** (X4) What a graph input is. */
 struct InputSpec {
-  enum class Kind : uint8_t { parameter, buffer, constant, workspace, user_input };
+  enum class Kind : uint8_t { parameter, buffer, constant, workspace, user_input, optimizer_state };
   Kind kind;
   std::string name;        // the input node's name
   std::string target;      // module path ("blocks.0.ln1.weight") or "input_N"
   bool persistent = true;  // buffers: part of the state (else a constant)
 };
 
-/** (X4, M5) What a graph output is; mutations come first. */
+/** (X4, M5, J4) What a graph output is; mutations come first. A train step adds its
+ * loss, the parameters' gradients, and the writes of parameters and optimizer state. */
 struct OutputSpec {
-  enum class Kind : uint8_t { user_output, buffer_mutation, user_input_mutation };
+  enum class Kind : uint8_t {
+    user_output, buffer_mutation, user_input_mutation,
+    loss_output, gradient_to_parameter, parameter_mutation, optimizer_state_mutation
+  };
   Kind kind;
-  std::string target;  // the buffer / input written, or "" for user outputs
+  std::string target;  // the state / input written, the parameter of a gradient, or ""
+  /** Whether the runtime writes this output into state or an input (else it is returned). */
+  bool is_mutation() const {
+    return kind == Kind::buffer_mutation || kind == Kind::user_input_mutation ||
+           kind == Kind::parameter_mutation || kind == Kind::optimizer_state_mutation;
+  }
 };
 
 std::string_view to_string(InputSpec::Kind kind);
@@ -61,7 +70,7 @@ class ExportedProgram {
  public:
   ir::Graph graph;
   GraphSignature signature;
-  NamedTensors state;      // parameters and persistent buffers
+  NamedTensors state;      // parameters, persistent buffers, optimizer state
   NamedTensors constants;  // non-persistent buffers and tensor constants (by constant node name)
   std::vector<WorkspaceRecipe> workspaces;
 

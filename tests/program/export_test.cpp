@@ -515,7 +515,7 @@ TEST_F(Malformed, MutationTargetsMustExist) {
     prog["signature"]["outputs"][0] = {{"kind", "buffer_mutation"}, {"target", "nowhere"}};
   });
   expect_error([&] { load_program(path); }, ErrorKind::format,
-               "the mutated buffer 'nowhere' is not an input of the program");
+               "the mutated state 'nowhere' is not an input of the program");
 }
 
 // Random damage to the header (JSON and program text) or the length: every outcome is a

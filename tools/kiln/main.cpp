@@ -209,7 +209,7 @@ int cmd_demo(const std::string& model, const std::string& trace_device, const st
   auto t0 = Clock::now();
   ExportedProgram p = export_program(*ref.module, ref.example_inputs, {.device = Device(trace_device)});
   double t_export = ms_since(t0);
-  size_t kinds[5] = {};
+  size_t kinds[6] = {};
   for (const InputSpec& s : p.signature.inputs) ++kinds[static_cast<int>(s.kind)];
   std::printf("  export  %zu nodes; inputs: %zu parameters, %zu buffers, %zu user; %zu output(s); "
               "%zu constants   %.1f ms\n",

@@ -1,0 +1,189 @@
+#include "kiln/program/train.h"
+
+#include "kiln/autograd/autograd.h"
+#include "kiln/core/overloaded.h"
+
+namespace kiln {
+
+using Kind = InputSpec::Kind;
+using OutKind = OutputSpec::Kind;
+
+namespace {
+
+std::string node_name(std::string_view prefix, const std::string& fqn) {
+  std::string s(prefix);
+  for (char c : fqn) s += c == '.' || c == '-' ? '_' : c;
+  return s;
+}
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const OptimizerConfig& config, TensorList params) {
+  return std::visit(Overloaded{[&](const nn::SGDOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                                 return std::make_unique<nn::SGD>(std::move(params), o);
+                               },
+                               [&](const nn::AdamWOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                                 return std::make_unique<nn::AdamW>(std::move(params), o);
+                               }},
+                    config);
+}
+
+}  // namespace
+
+ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const TensorList& example_batch,
+                                  const TrainStepOptions& options) {
+  std::vector<nn::NamedTensor> named = module.named_tensors();
+  std::vector<nn::NamedTensor> params, others;
+  for (const nn::NamedTensor& t : named) {
+    if (t.kind == nn::SlotKind::parameter && t.tensor->requires_grad()) params.push_back(t);
+    else others.push_back(t);
+  }
+  KILN_CHECK(!params.empty(), value,
+             "[export_train_step] the module has no parameter that requires grad: nothing to train");
+  if (auto* sgd = std::get_if<nn::SGDOptions>(&options.optimizer))
+    KILN_CHECK(sgd->momentum == 0 || sgd->dampening == 0, unsupported,
+               "[export_train_step] SGD with momentum {} and dampening {}: its first step differs "
+               "from the later ones, which a program cannot branch on; use dampening 0",
+               sgd->momentum, sgd->dampening);
+  Device device = options.device ? resolve_device(*options.device) : params[0].tensor->device();
+
+  // The optimizer's starting state (and a check of its options) on real parameters.
+  TensorList real_params;
+  for (const nn::NamedTensor& p : params) real_params.push_back(*p.tensor);
+  std::unique_ptr<nn::Optimizer> probe = make_optimizer(options.optimizer, real_params);
+  struct StateSlot {
+    size_t param;
+    std::string name, target;
+    Tensor value;
+  };
+  std::vector<StateSlot> opt_state;
+  for (size_t i = 0; i < params.size(); ++i)
+    for (auto& [name, value] : probe->fresh_state(real_params[i]))
+      opt_state.push_back({i, name, "optimizer." + params[i].name + "." + name, value});
+
+  // Signature inputs: parameters, buffers, optimizer state, workspaces, the batch.
+  ExportedProgram program;
+  std::vector<std::string> names;
+  TensorList real;
+  auto add = [&](InputSpec spec, const Tensor& value) {
+    names.push_back(spec.name);
+    program.signature.inputs.push_back(std::move(spec));
+    real.push_back(value);
+  };
+  for (const nn::NamedTensor& p : params) add({Kind::parameter, node_name("p_", p.name), p.name}, *p.tensor);
+  std::vector<nn::NamedTensor> buffers, workspaces;
+  for (const nn::NamedTensor& t : others) (t.kind == nn::SlotKind::workspace ? workspaces : buffers).push_back(t);
+  for (const nn::NamedTensor& b : buffers)
+    add({b.kind == nn::SlotKind::parameter ? Kind::parameter : Kind::buffer, node_name("b_", b.name), b.name,
+         b.persistent},
+        *b.tensor);
+  for (const StateSlot& s : opt_state) add({Kind::optimizer_state, node_name("o_", s.target), s.target}, s.value);
+  for (const nn::NamedTensor& w : workspaces) add({Kind::workspace, node_name("w_", w.name), w.name, false}, *w.tensor);
+  size_t n_lifted = real.size();
+  for (size_t i = 0; i < example_batch.size(); ++i) {
+    std::string target = "input_" + std::to_string(i);
+    add({Kind::user_input, target, target}, example_batch[i]);
+  }
+  TensorList traced;
+  {
+    FakeMode fake;  // (F1) twins on the trace device, present or not
+    for (const Tensor& t : real) traced.push_back(to(fake.from_real(t.detach()), device));
+  }
+
+  // The step, on the traced inputs: swap them into the module, compute the loss and
+  // its gradients, let the optimizer update parameters and state in place (the
+  // functionalized writes become the program's mutation outputs).
+  std::vector<Tensor*> slots;
+  for (const nn::NamedTensor& p : params) slots.push_back(p.tensor);
+  for (const nn::NamedTensor& b : buffers) slots.push_back(b.tensor);
+  size_t n_params = params.size(), n_buffers = buffers.size();
+  std::vector<int> grad_of;
+  auto step = [&](const TensorList& in) {
+    TensorList p(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n_params));
+    for (Tensor& t : p) t.set_requires_grad(true);
+    TensorList saved;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      saved.push_back(*slots[i]);
+      *slots[i] = i < n_params ? p[i] : in[i];
+    }
+    for (size_t w = 0; w < workspaces.size(); ++w) {
+      saved.push_back(*workspaces[w].tensor);
+      *workspaces[w].tensor = in[n_params + n_buffers + opt_state.size() + w];
+    }
+    struct Restore {
+      std::vector<Tensor*>& slots;
+      std::vector<nn::NamedTensor>& workspaces;
+      TensorList& saved;
+      ~Restore() {
+        for (size_t i = 0; i < slots.size(); ++i) *slots[i] = saved[i];
+        for (size_t w = 0; w < workspaces.size(); ++w) *workspaces[w].tensor = saved[slots.size() + w];
+      }
+    } restore{slots, workspaces, saved};
+    TensorList batch(in.begin() + static_cast<std::ptrdiff_t>(n_lifted), in.end());
+    Tensor l = loss(module, batch);
+    KILN_CHECK(l.defined() && l.numel() == 1 && is_floating(l.dtype()), value,
+               "[export_train_step] the loss must be a floating scalar, got {}",
+               l.defined() ? l.meta_str() : "an undefined tensor");
+    KILN_CHECK(l.requires_grad(), value,
+               "[export_train_step] the loss does not depend on any parameter that requires grad");
+    TensorList grads = autograd::grad({l}, p, {}, false, /*allow_unused=*/true);
+    std::unique_ptr<nn::Optimizer> opt = make_optimizer(options.optimizer, p);
+    for (size_t k = 0; k < opt_state.size(); ++k)
+      opt->set_state(opt_state[k].param, opt_state[k].name, in[n_params + n_buffers + k]);
+    TensorList out{l};
+    grad_of.clear();
+    for (size_t i = 0; i < n_params; ++i) {
+      if (!grads[i].defined()) continue;
+      p[i].mutable_grad() = grads[i];
+      out.push_back(grads[i]);
+      grad_of.push_back(static_cast<int>(i));
+    }
+    opt->step();
+    return out;
+  };
+  passes::CapturedProgram captured;
+  {
+    autograd::GradModeGuard grad_on(true);
+    captured = passes::capture(step, traced,
+                               {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
+  }
+  program.graph = std::move(captured.graph);
+  ir::merge_equal_constants(program.graph);
+
+  // (J4) Writes first, in input order; then the loss and the gradients.
+  for (size_t i = 0; i < captured.inputs.size(); ++i) {
+    if (!captured.inputs[i].data_mutated) continue;
+    const InputSpec& in = program.signature.inputs[i];
+    OutKind kind = in.kind == Kind::parameter         ? OutKind::parameter_mutation
+                   : in.kind == Kind::optimizer_state ? OutKind::optimizer_state_mutation
+                   : in.kind == Kind::user_input      ? OutKind::user_input_mutation
+                                                      : OutKind::buffer_mutation;
+    program.signature.outputs.push_back({kind, in.target});
+  }
+  program.signature.outputs.push_back({OutKind::loss_output, ""});
+  for (int i : grad_of) program.signature.outputs.push_back({OutKind::gradient_to_parameter, params[static_cast<size_t>(i)].name});
+
+  // State: parameters, persistent buffers, optimizer state; constants: the rest.
+  for (const nn::NamedTensor& p : params) program.state.emplace_back(p.name, *p.tensor);
+  for (const nn::NamedTensor& b : buffers) {
+    if (b.kind == nn::SlotKind::parameter || b.persistent) program.state.emplace_back(b.name, *b.tensor);
+    else program.constants.emplace_back(b.name, *b.tensor);
+  }
+  for (const StateSlot& s : opt_state) program.state.emplace_back(s.target, s.value);
+  for (const nn::NamedTensor& w : workspaces)
+    program.workspaces.push_back({w.name, w.tensor->shape(), w.tensor->dtype(), device});
+  for (ir::Node* n : program.graph.nodes())
+    if (n->opcode() == ir::Opcode::constant) program.constants.emplace_back(n->name(), n->value());
+  // The program owns its state: training it must not write the module's tensors.
+  for (auto& [name, t] : program.state) t = clone(t.detach());
+  return program;
+}
+
+NamedTensors trained_parameters(const ExportedProgram& program) {
+  NamedTensors out;
+  for (const InputSpec& s : program.signature.inputs)
+    if (s.kind == Kind::parameter)
+      for (const auto& [name, t] : program.state)
+        if (name == s.target) out.emplace_back(name, t);
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,167 @@
+// A whole train step as one program (J4, J5): export, run N steps like eager training,
+// save / load / retarget, the executor, and the errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::all_close;
+using testing::expect_error;
+
+std::vector<double> values(const Tensor& t) { return to_vector<double>(t); }
+
+std::shared_ptr<nn::Module> small_mlp(Device d) {
+  manual_seed(7);
+  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(6, 16, true, d), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(16, 3, true, d)});
+}
+
+Tensor mse(nn::Module& m, const TensorList& b) { return nn::mse_loss(m(b[0]), b[1]); }
+
+TensorList params_of(nn::Module& m) {
+  TensorList out;
+  for (auto& [k, p] : m.named_parameters()) out.push_back(p);
+  return out;
+}
+
+// N steps of the program equal N eager steps on the same device, bitwise: the program
+// is the eager step's own ops (the same kernels in the same order; AdamW's bias
+// corrections are tensors in both).
+void expect_like_eager(const OptimizerConfig& config, int steps) {
+  Device d("cpu:1");
+  auto eager = small_mlp(d), traced = small_mlp(d);
+  Tensor x = randn({5, 6}, {.device = d}), y = randn({5, 3}, {.device = d});
+  ExportedProgram p = export_train_step(*traced, mse, {x, y}, {.optimizer = config});
+  std::unique_ptr<nn::Optimizer> opt;
+  if (auto* s = std::get_if<nn::SGDOptions>(&config)) opt = std::make_unique<nn::SGD>(params_of(*eager), *s);
+  else opt = std::make_unique<nn::AdamW>(params_of(*eager), std::get<nn::AdamWOptions>(config));
+  for (int s = 0; s < steps; ++s) {
+    opt->zero_grad();
+    Tensor loss = mse(*eager, {x, y});
+    loss.backward();
+    opt->step();
+    TensorList out = p.run({x, y});
+    ASSERT_EQ(out.size(), 1u + 4u);  // loss, 4 gradients
+    EXPECT_TRUE(all_close(out[0], values(loss), 0, 0)) << "step " << s;
+  }
+  NamedTensors trained = trained_parameters(p);
+  ASSERT_EQ(trained.size(), 4u);
+  auto named = eager->named_parameters();
+  for (size_t i = 0; i < trained.size(); ++i) {
+    EXPECT_EQ(trained[i].first, named[i].first);
+    EXPECT_TRUE(all_close(trained[i].second, values(named[i].second), 0, 0)) << named[i].first;
+  }
+}
+
+TEST(J5, SgdStepsEqualEagerBitwise) {
+  expect_like_eager(nn::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}, 4);
+}
+
+TEST(J5, AdamWStepsEqualEagerBitwise) { expect_like_eager(nn::AdamWOptions{.lr = 1e-2}, 4); }
+
+TEST(J4, SignatureKinds) {
+  auto m = small_mlp(Device("cpu:0"));
+  Tensor x = randn({5, 6}), y = randn({5, 3});
+  ExportedProgram p = export_train_step(*m, mse, {x, y}, {.optimizer = nn::AdamWOptions{}});
+  std::string sig = p.signature_str();
+  EXPECT_NE(sig.find("parameter_mutation"), std::string::npos) << sig;
+  EXPECT_NE(sig.find("optimizer_state_mutation"), std::string::npos) << sig;
+  EXPECT_NE(sig.find("loss_output"), std::string::npos) << sig;
+  EXPECT_NE(sig.find("gradient_to_parameter"), std::string::npos) << sig;
+  int params = 0, state = 0;
+  for (const InputSpec& s : p.signature.inputs) {
+    params += s.kind == InputSpec::Kind::parameter;
+    state += s.kind == InputSpec::Kind::optimizer_state;
+  }
+  EXPECT_EQ(params, 4);
+  EXPECT_EQ(state, 12);  // step, exp_avg, exp_avg_sq per parameter
+  // The module itself is untouched by running the program.
+  Tensor w = clone(m->named_parameters()[0].second.detach());
+  p.run({x, y});
+  EXPECT_TRUE(all_close(m->named_parameters()[0].second, values(w), 0, 0));
+}
+
+// Traced for cuda:0 with fake tensors (no GPU here), saved, loaded onto cpu:1, trained
+// there like eager on cpu:1; BatchNorm's statistics are written back too.
+TEST(J4, TracedForCudaSavedLoadedAndTrainedOnCpu) {
+  manual_seed(3);
+  auto make = [] {
+    manual_seed(3);
+    return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::BatchNorm1d>(8),
+        std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 2)});
+  };
+  auto m = make();
+  Tensor x = randn({6, 4}), y = randn({6, 2});
+  ExportedProgram p = export_train_step(*m, mse, {x, y},
+                                        {.optimizer = nn::SGDOptions{.lr = 0.1, .momentum = 0.9},
+                                         .device = Device("cuda:0")});
+  EXPECT_EQ(p.devices(), std::vector<Device>{Device("cuda:0")});
+  auto path = std::filesystem::temp_directory_path() / "kiln_train_step.kiln";
+  save(p, path.string());
+  ExportedProgram q = load_program(path.string(), {{Device("cuda:0"), Device("cpu:1")}});
+  std::filesystem::remove(path);
+
+  Device d("cpu:1");
+  auto eager = make();
+  eager->to(d);
+  nn::SGD opt(params_of(*eager), {.lr = 0.1, .momentum = 0.9});
+  Tensor xd = to(x, d), yd = to(y, d);
+  for (int s = 0; s < 3; ++s) {
+    opt.zero_grad();
+    mse(*eager, {xd, yd}).backward();
+    opt.step();
+    runtime::Executor exec(q);
+    exec.run({xd, yd});
+  }
+  std::map<std::string, Tensor> state(q.state.begin(), q.state.end());
+  for (auto& [k, v] : eager->state_dict())
+    EXPECT_TRUE(all_close(state.at(k), values(v), 1e-6, 1e-7)) << k;
+}
+
+TEST(J4, ExecutorPlansTheWholeStep) {
+  auto m = small_mlp(Device("cpu:0"));
+  Tensor x = randn({5, 6}), y = randn({5, 3});
+  ExportedProgram p = export_train_step(*m, mse, {x, y}, {.optimizer = nn::AdamWOptions{}});
+  ExportedProgram ref = export_train_step(*m, mse, {x, y}, {.optimizer = nn::AdamWOptions{}});
+  runtime::Executor exec(p);
+  for (int s = 0; s < 3; ++s) {
+    TensorList a = exec.run({x, y});
+    TensorList b = ref.run({x, y});
+    EXPECT_TRUE(all_close(a[0], values(b[0]), 0, 0));
+  }
+  Device d("cpu:0");
+  int64_t before = allocator_stats(d).num_os_allocs;
+  exec.run({x, y});
+  EXPECT_EQ(allocator_stats(d).num_os_allocs, before) << "a steady-state step took new memory";
+}
+
+TEST(J4, BadInputIsAnErrorBeforeAnythingRuns) {
+  auto m = small_mlp(Device("cpu:0"));
+  Tensor x = randn({5, 6}), y = randn({5, 3});
+  for (auto& [k, p] : m->named_parameters()) p.set_requires_grad(false);
+  expect_error([&] { export_train_step(*m, mse, {x, y}); }, ErrorKind::value,
+               "has no parameter that requires grad");
+  auto m2 = small_mlp(Device("cpu:0"));
+  expect_error([&] {
+    export_train_step(*m2, [](nn::Module& mm, const TensorList& b) { return mm(b[0]); }, {x, y});
+  }, ErrorKind::value, "the loss must be a floating scalar, got f32[5, 3]");
+  expect_error([&] { export_train_step(*m2, mse, {x, y}, {.optimizer = nn::AdamWOptions{.beta1 = 1.5}}); },
+               ErrorKind::value, "betas must be in [0, 1)");
+  expect_error([&] { export_train_step(*m2, mse, {x, y}, {.optimizer = nn::SGDOptions{.lr = -1}}); },
+               ErrorKind::value, "must be >= 0");
+  expect_error([&] {
+    export_train_step(*m2, mse, {x, y}, {.optimizer = nn::SGDOptions{.momentum = 0.9, .dampening = 0.1}});
+  }, ErrorKind::unsupported, "use dampening 0");
+  ExportedProgram p = export_train_step(*m2, mse, {x, y});
+  expect_error([&] { p.run({x, randn({5, 4})}); }, ErrorKind::value, "input 'input_1' expects");
+}
+
+}  // namespace
+}  // namespace kiln
