@@ -1,5 +1,7 @@
 // The kiln command, run as a user would: export -> show -> run, device maps, errors.
 #include <gtest/gtest.h>
+
+#include <map>
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
@@ -268,3 +270,49 @@ TEST(Cli, KilledSavesNeverCorruptTheFile) {
 }
 
 }  // namespace
+
+namespace kiln {
+namespace {
+
+// (J4) `kiln export --train sgd|adamw` writes a train-step program; `kiln train` runs it
+// (here on cpu:1 although it was traced for cuda:0) and saves the trained parameters.
+TEST(CliTrain, ExportTrainAndSave) {
+  std::string file = tmp("mlp_train.kiln"), weights = tmp("mlp_weights.safetensors");
+  Result e = kiln_cmd("export --model mlp --set width=32 --set layers=2 --train sgd --trace-device cuda:0 -o " + file);
+  ASSERT_EQ(e.code, 0) << e.out;
+  ExportedProgram p = read_program(file);
+  EXPECT_EQ(p.signature.outputs.back().kind, OutputSpec::Kind::gradient_to_parameter);
+  Result t = kiln_cmd("train " + file + " --steps 25 --device-map cuda:0=cpu:1 --save " + weights);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_TRUE(has(t.out, "25 step(s), loss")) << t.out;
+  NamedTensors saved = load_safetensors(weights);
+  ASSERT_EQ(saved.size(), 4u);
+  std::map<std::string, Tensor> by_name(saved.begin(), saved.end());
+  ASSERT_TRUE(by_name.count("0.weight"));
+  EXPECT_EQ(by_name["0.weight"].shape(), Dims({32, 32}));
+  EXPECT_EQ(by_name["2.bias"].shape(), Dims({32}));
+  // The loss falls on the synthetic batch.
+  double first = std::stod(t.out.substr(t.out.find("loss ") + 5));
+  double last = std::stod(t.out.substr(t.out.find("-> ") + 3));
+  EXPECT_LT(last, first) << t.out;
+}
+
+TEST(CliTrain, BadInputIsAClearErrorAndWritesNothing) {
+  std::string fwd = tmp("fwd.kiln"), file = tmp("train_bad.kiln"), weights = tmp("never.safetensors");
+  ASSERT_EQ(kiln_cmd("export --model mlp --set width=16 --set layers=1 -o " + fwd).code, 0);
+  Result no_loss = kiln_cmd("train " + fwd + " --save " + weights);
+  EXPECT_EQ(no_loss.code, 1);
+  EXPECT_TRUE(has(no_loss.out, "has no loss output")) << no_loss.out;
+  ASSERT_EQ(kiln_cmd("export --model mlp --set width=16 --set layers=1 --train adamw -o " + file).code, 0);
+  std::string data = tmp("bad_batch.safetensors");
+  save_safetensors({{"input_0", zeros({3, 16})}, {"input_1", zeros({64, 16})}}, data);
+  Result bad = kiln_cmd("train " + file + " --data " + data + " --save " + weights);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_TRUE(has(bad.out, "input 'input_0' expects")) << bad.out;
+  EXPECT_FALSE(std::filesystem::exists(weights));
+  Result bad_opt = kiln_cmd("export --model mlp --train rmsprop -o " + file);
+  EXPECT_EQ(bad_opt.code, 2) << bad_opt.out;
+}
+
+}  // namespace
+}  // namespace kiln

@@ -192,7 +192,113 @@ std::string show_dot(const ExportedProgram& p) {
   return s + "}\n";
 }
 
+// ---- training ---------------------------------------------------------------------
+
+// The loss a reference model trains with, and a target batch for its example inputs:
+// next-token cross-entropy for the GPT (targets in [0, vocab)), mean squared error
+// against a seeded random target otherwise.
+struct Task {
+  LossFn loss;
+  TensorList batch;  // example inputs + target
+};
+Task reference_task(const std::string& model, nn::ReferenceModel& ref, uint64_t seed) {
+  manual_seed(seed + 1);
+  Task t;
+  t.batch = ref.example_inputs;
+  if (model == "gpt") {
+    auto* gpt = dynamic_cast<nn::GPT*>(ref.module.get());
+    int64_t vocab = gpt->config.vocab;
+    const Tensor& ids = ref.example_inputs[0];
+    t.batch.push_back(to(mul(rand(ids.shape().vec(), {.device = ids.device()}), static_cast<double>(vocab)), i64));
+    t.loss = [vocab](nn::Module& m, const TensorList& b) {
+      return nn::cross_entropy(reshape(m(b[0]), {-1, vocab}), reshape(b[1], {-1}));
+    };
+  } else {
+    Tensor out;
+    {
+      autograd::NoGradGuard no_grad;
+      out = (*ref.module)(ref.example_inputs)[0];
+    }
+    t.batch.push_back(randn_like(out));
+    t.loss = [](nn::Module& m, const TensorList& b) {
+      TensorList in(b.begin(), b.end() - 1);
+      return nn::mse_loss(m(in)[0], b.back());
+    };
+  }
+  return t;
+}
+
+OptimizerConfig optimizer_config(const std::string& name) {
+  if (name == "adamw") return nn::AdamWOptions{.lr = 1e-3};
+  return nn::SGDOptions{.lr = 0.05, .momentum = 0.9};
+}
+
+// The position of the loss among a train-step program's returned outputs.
+size_t loss_index(const ExportedProgram& p) {
+  size_t k = 0;
+  for (const OutputSpec& s : p.signature.outputs) {
+    if (s.is_mutation()) continue;
+    if (s.kind == OutputSpec::Kind::loss_output) return k;
+    ++k;
+  }
+  fail(ErrorKind::value, "[train] the program has no loss output: export it with --train sgd|adamw");
+}
+
 // ---- commands -----------------------------------------------------------------------
+
+// The demo's training leg (J4, J5): a whole AdamW train step traced for `trace_device`,
+// saved, loaded onto `target`, run 20 times, and compared with 20 eager steps there.
+bool demo_training(const std::string& model, const std::string& trace_device, Device target,
+                   uint64_t seed, const std::filesystem::path& dir) {
+  const int steps = 20;
+  nn::AdamWOptions adamw{.lr = 3e-3};
+  nn::ReferenceModel ref = nn::make_reference_model(model, {}, seed);
+  Task task = reference_task(model, ref, seed);
+  auto t0 = Clock::now();
+  ExportedProgram p = export_train_step(*ref.module, task.loss, task.batch,
+                                        {.optimizer = adamw, .device = Device(trace_device)});
+  std::string path = (dir / (model + "_train.kiln")).string();
+  save(p, path);
+  DeviceMap map;
+  for (Device d : p.devices())
+    if (d != target) map.emplace_back(d, target);
+  ExportedProgram q = load_program(path, map);
+  std::printf("  train   export a train step (forward, loss, backward, AdamW) traced for %s: %zu nodes, "
+              "saved, loaded onto %s   %.1f ms\n",
+              trace_device.c_str(), q.graph.size(), target.str().c_str(), ms_since(t0));
+  TensorList batch;
+  for (const Tensor& t : task.batch) batch.push_back(to(t, target));
+  runtime::Executor exec(q);
+  size_t li = loss_index(q);
+  std::string losses;
+  t0 = Clock::now();
+  for (int s = 1; s <= steps; ++s) {
+    double loss = item<double>(exec.run(batch)[li]);
+    if (s == 1 || s % 5 == 0) losses += fmt::format("{}{:.3f}", losses.empty() ? "" : " -> ", loss);
+  }
+  std::printf("  steps   %d program steps on %s, loss %s   %.2f ms/step\n", steps, target.str().c_str(),
+              losses.c_str(), ms_since(t0) / steps);
+
+  nn::ReferenceModel eager = nn::make_reference_model(model, {}, seed);  // the same weights
+  eager.module->to(target);
+  TensorList params;
+  for (auto& [name, t] : eager.module->named_parameters()) params.push_back(t);
+  nn::AdamW opt(params, adamw);
+  for (int s = 1; s <= steps; ++s) {
+    opt.zero_grad();
+    task.loss(*eager.module, batch).backward();
+    opt.step();
+  }
+  double diff = 0;
+  NamedTensors trained = trained_parameters(q);
+  auto named = eager.module->named_parameters();
+  for (size_t i = 0; i < trained.size() && i < named.size(); ++i)
+    diff = std::max(diff, item<double>(amax(abs(to(trained[i].second, f64) - to(named[i].second, f64)))));
+  bool ok = trained.size() == named.size() && diff <= 1e-5;
+  std::printf("  check   max |program - eager| over the parameters after %d steps = %.3g -> %s\n", steps,
+              diff, ok ? "OK" : "MISMATCH");
+  return ok;
+}
 
 int cmd_demo(const std::string& model, const std::string& trace_device, const std::string& device,
              uint64_t seed) {
@@ -262,19 +368,27 @@ int cmd_demo(const std::string& model, const std::string& trace_device, const st
   bool ok = err <= 1e-4;
   std::printf("  eager   module forward on %s   %.2f ms\n", target.str().c_str(), t_eager);
   std::printf("  check   max |program - eager| = %.3g -> %s\n", err, ok ? "OK" : "MISMATCH");
-  return ok ? 0 : 1;
+  return ok && demo_training(model, trace_device, target, seed, dir) ? 0 : 1;
 }
 
 int cmd_export(const std::string& model, const std::vector<std::string>& sets,
-               const std::string& trace_device, uint64_t seed, bool train, const std::string& out) {
+               const std::string& trace_device, uint64_t seed, bool train,
+               const std::string& optimizer, const std::string& out) {
   nn::ReferenceModel ref = nn::make_reference_model(model, parse_settings(sets), seed);
   ref.module->train(train);
   bool tty = ::isatty(2);
   if (tty) std::fprintf(stderr, "exporting %s ...", model.c_str());
   auto t0 = Clock::now();
-  ExportOptions options;
-  if (!trace_device.empty()) options.device = Device(trace_device);
-  ExportedProgram p = export_program(*ref.module, ref.example_inputs, options);
+  std::optional<Device> device;
+  if (!trace_device.empty()) device = Device(trace_device);
+  ExportedProgram p;
+  if (optimizer.empty()) {
+    p = export_program(*ref.module, ref.example_inputs, {.device = device});
+  } else {  // (J4) a whole train step; the batch is the example inputs and a target
+    Task task = reference_task(model, ref, seed);
+    p = export_train_step(*ref.module, task.loss, task.batch,
+                          {.optimizer = optimizer_config(optimizer), .device = device});
+  }
   save(p, out);
   if (tty) std::fprintf(stderr, "\r");
   std::printf("exported %s: %zu nodes, %zu state tensors (%s), devices", model.c_str(), p.graph.size(),
@@ -289,6 +403,50 @@ int cmd_show(const std::string& file, const std::string& format) {
   if (format == "json") std::cout << show_json(p).dump(1) << "\n";
   else if (format == "dot") std::cout << show_dot(p);
   else std::cout << show_text(p);
+  return 0;
+}
+
+int cmd_train(const std::string& file, const std::string& device_map, const std::string& data,
+              int steps, const std::string& save_path, uint64_t seed) {
+  ExportedProgram p = load_program(file, parse_device_map(device_map));
+  size_t li = loss_index(p);
+  TensorList batch = data.empty() ? random_inputs(p, seed) : load_inputs(p, data);
+  if (data.empty()) {  // a seeded synthetic task: one fixed batch to fit
+    std::vector<ir::Node*> nodes = p.graph.inputs();
+    size_t u = 0;
+    for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
+      if (p.signature.inputs[i].kind != InputSpec::Kind::user_input) continue;
+      const ir::ValueMeta& m = nodes[i]->meta()[0];
+      if (!is_floating(m.dtype) && m.dtype != DType::b8)  // class ids / tokens: in [0, 8)
+        batch[u] = to(mul(rand(m.shape.vec(), {.device = m.device}), 8.0), m.dtype);
+      ++u;
+    }
+  }
+  runtime::Executor exec(p);
+  bool tty = ::isatty(2);
+  double first = 0, last = 0;
+  auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    TensorList out = exec.run(batch);
+    last = item<double>(out[li]);
+    if (s == 0) first = last;
+    if (tty) {
+      double secs = ms_since(t0) / 1e3;
+      int width = 30, done = static_cast<int>(width * (s + 1) / steps);
+      std::fprintf(stderr, "\r[%s%s] step %d/%d  loss %.4f  %.1f steps/s", std::string(done, '#').c_str(),
+                   std::string(width - done, ' ').c_str(), s + 1, steps, last, (s + 1) / std::max(secs, 1e-9));
+    }
+  }
+  double secs = ms_since(t0) / 1e3;
+  if (tty) std::fprintf(stderr, "\n");
+  std::printf("trained %s on", file.c_str());
+  for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
+  std::printf(": %d step(s), loss %.4f -> %.4f, %.1f steps/s\n", steps, first, last,
+              steps / std::max(secs, 1e-9));
+  if (!save_path.empty()) {
+    save_safetensors(trained_parameters(p), save_path);  // atomic: never a partial file
+    std::printf("  saved the trained parameters to %s\n", save_path.c_str());
+  }
   return 0;
 }
 
@@ -355,13 +513,29 @@ int main(int argc, char** argv) {
   exp->add_option("--set", sets, "model setting key=value (repeatable), e.g. --set layers=4");
   exp->add_option("--trace-device", trace_device, "device to trace for (fake tensors)");
   exp->add_option("--seed", seed, "random seed of the weights and example inputs");
-  exp->add_flag("--train", train, "export in training mode (e.g. BatchNorm updates its statistics)");
+  std::string optimizer;
+  exp->add_option("--train", optimizer,
+                  "without a value: export the forward in training mode (e.g. BatchNorm updates its "
+                  "statistics); sgd or adamw: export a whole train step (forward, loss, backward, update)")
+      ->expected(0, 1)
+      ->check(CLI::IsMember({"", "sgd", "adamw"}));
   exp->add_option("-o,--output", out, "program file to write")->required();
   exp->footer(models_help());
 
   CLI::App* show = app.add_subcommand("show", "Print a program: signature, devices, sizes, graph");
   show->add_option("file", file, "program file")->required();
   show->add_option("--format", format, "text, json or dot")->check(CLI::IsMember({"text", "json", "dot"}));
+
+  CLI::App* trn = app.add_subcommand("train", "Run a train-step program (kiln export --train sgd|adamw) N times");
+  int steps = 20;
+  std::string data, save_to;
+  trn->add_option("file", file, "train-step program file")->required();
+  trn->add_option("--steps", steps, "number of steps")->check(CLI::PositiveNumber)->capture_default_str();
+  trn->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
+  trn->add_option("--data", data, "safetensors file with the batch input_0, input_1, ... (default: a "
+                                  "seeded synthetic batch)");
+  trn->add_option("--save", save_to, "write the trained parameters to this safetensors file (atomically)");
+  trn->add_option("--seed", seed, "seed of the synthetic batch");
 
   CLI::App* run = app.add_subcommand("run", "Run a program on this machine's devices");
   run->add_option("file", file, "program file")->required();
@@ -380,7 +554,11 @@ int main(int argc, char** argv) {
   if (exp->parsed() && trace_device == "cuda:0" && !exp->count("--trace-device")) trace_device.clear();
   try {
     if (demo->parsed()) return cmd_demo(model, trace_device, device, seed);
-    if (exp->parsed()) return cmd_export(model, sets, trace_device, seed, train, out);
+    if (exp->parsed()) {
+      train = exp->count("--train") > 0 && optimizer.empty();
+      return cmd_export(model, sets, trace_device, seed, train, optimizer, out);
+    }
+    if (trn->parsed()) return cmd_train(file, device_map, data, steps, save_to, seed);
     if (show->parsed()) return cmd_show(file, format);
     if (run->parsed()) return cmd_run(file, device_map, inputs, outputs, repeat, warmup, seed);
   } catch (const kiln::Error& e) {
