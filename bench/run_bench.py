@@ -58,7 +58,7 @@ def json_lines(text):
 
 KILN_FILTER = ("BM_TinyAdd$|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M$|BM_FakeMlp|"
                "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/|"
-               "BM_TrainStep/|BM_TinyAddBackward")
+               "BM_TrainStep/|BM_TinyAddBackward|BM_CaptureJoint|BM_TrainProgram/")
 
 
 def kiln_round(build, work):
@@ -82,6 +82,9 @@ def kiln_round(build, work):
     # One BLOCK training step's peak extra RSS in a fresh process (as train_peer.py --memory).
     for r in json_lines(run([f"{build}/bench/kiln_train_memory", "block"])):
         res["block train memory"] = {"MiB": r["median"]}
+    for m in ("mlp", "block"):
+        for r in json_lines(run([f"{build}/bench/kiln_train_memory", m, "program"])):
+            res[f"{m} train program memory"] = {"MiB": r["median"]}
     return res
 
 
@@ -121,8 +124,9 @@ def peer_round(work):
     log("  peer train_peer.py")
     recs += json_lines(run([TORCH_PY, os.path.join(ROOT, "bench", "train_peer.py"), "--reps", "20"],
                            env={"KILN_PEERS": PEERS}))
-    recs += json_lines(run([TORCH_PY, os.path.join(ROOT, "bench", "train_peer.py"), "--memory", "block"],
-                           env={"KILN_PEERS": PEERS}))
+    for m in ("mlp", "block"):
+        recs += json_lines(run([TORCH_PY, os.path.join(ROOT, "bench", "train_peer.py"), "--memory", m],
+                               env={"KILN_PEERS": PEERS}))
     if os.path.exists(f"{PEER_BUILD}/membw"):
         recs += json_lines(run([f"{PEER_BUILD}/membw"], env={"OMP_NUM_THREADS": "1"}))
     for script, args in (("fake_prop.py", ["--reps", "10"]), ("trace_cost.py", ["--reps", "3"]),
@@ -208,6 +212,22 @@ def build_rows(k, p):
                   kiln_value(k, f"BM_TrainStep/{m}/{t}"), peer, 0.8)
     ratio("autograd a + b f32[8], forward + backward (vs libtorch C++)",
           kiln_value(k, "BM_TinyAddBackward"), ns(peer_value(p, "a+b requires_grad fwd+bwd")), 0.5)
+    # Issue 17: joint capture, and the train step as one program.
+    for m in ("mlp", "block"):
+        per_node = kiln_value(k, f"BM_CaptureJoint{m.capitalize()}", "ns/node")
+        speedup(f"joint capture (fwd + bwd) fake, per call node, {m.upper()}", per_node,
+                us(peer_value(p, f"{m} make_fx fwd+bwd tracing_mode=fake", "us/call-node")))
+    for m in ("mlp", "block"):
+        for t in (1, 2):
+            peer = ms(peer_value(p, f"{m} train step threads={t}", "ms/step"))
+            ratio(f"train-step program {m.upper()}, {t} thread(s) (vs PyTorch eager step)",
+                  kiln_value(k, f"BM_TrainProgram/{m}/{t}"), peer, 0.8)
+    for m in ("mlp", "block"):
+        mk = kiln_value(k, f"{m} train program memory", "MiB")
+        mp = peer_value(p, f"{m} train step peak extra RSS", "MiB")
+        if mk is not None and mp is not None:
+            row(f"{m.upper()} train-step program peak extra RSS (vs PyTorch eager step)", f"{mk:.1f} MiB",
+                f"{mp:.1f} MiB", f"{mk / mp:.2f}x", "<= 0.7x", mk <= 0.7 * mp)
     mem_k = kiln_value(k, "block train memory", "MiB")
     mem_p = peer_value(p, "block train step peak extra RSS", "MiB")
     if mem_k is not None and mem_p is not None:

@@ -131,3 +131,33 @@ void BM_CaptureFakeMutationProgram(benchmark::State& state) {
 BENCHMARK(BM_CaptureFakeMutationProgram)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+namespace {
+
+// Joint capture (forward + backward, AOTAutograd style) per call node of the joint
+// graph, fake mode: loss = sum(model(x)), gradients w.r.t. every parameter (as the
+// peer's "make_fx fwd+bwd tracing_mode=fake").
+template <typename Model>
+void run_joint(benchmark::State& state, IntList input_shape) {
+  Functional<Model> f(std::move(input_shape));
+  std::vector<bool> wants(f.inputs.size(), true);
+  wants[0] = false;  // x
+  auto loss = [&f](const TensorList& in) { return TensorList{sum(f(in)[0])}; };
+  size_t calls = 0;
+  for (auto _ : state) {
+    passes::JointProgram p = passes::capture_joint(loss, f.inputs, {.requires_grad = wants});
+    benchmark::DoNotOptimize(p.forward.first());
+    calls = 0;
+    for (const ir::Graph* g : {&p.forward, &p.backward})
+      for (ir::Node* n : g->nodes()) calls += n->opcode() == ir::Opcode::call;
+  }
+  state.counters["call_nodes"] = static_cast<double>(calls);
+  state.counters["ns/node"] = benchmark::Counter(
+      static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+void BM_CaptureJointMlp(benchmark::State& state) { run_joint<bench::Mlp>(state, {64, 512}); }
+BENCHMARK(BM_CaptureJointMlp)->Unit(benchmark::kMicrosecond);
+void BM_CaptureJointBlock(benchmark::State& state) { run_joint<bench::Block>(state, {4, 128, 256}); }
+BENCHMARK(BM_CaptureJointBlock)->Unit(benchmark::kMicrosecond);
+
+}  // namespace

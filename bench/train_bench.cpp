@@ -61,3 +61,31 @@ void BM_TinyAddBackward(benchmark::State& state) {
 BENCHMARK(BM_TinyAddBackward);
 
 }  // namespace
+
+namespace {
+
+// The same step as one exported program run by the executor (J4), vs the same peer.
+void BM_TrainProgram(benchmark::State& state, const std::string& name) {
+  openblas_set_num_threads(static_cast<int>(state.range(0)));
+  manual_seed(0);
+  auto ref = nn::make_reference_model(name);
+  Tensor x = ref.example_inputs[0], target = randn_like(x);
+  ExportedProgram p = export_train_step(
+      *ref.module, [](nn::Module& m, const TensorList& b) { return nn::mse_loss(m(b[0]), b[1]); },
+      {x, target}, {.optimizer = nn::SGDOptions{.lr = 1e-3, .momentum = 0.9}});
+  runtime::Executor exec(p);
+  TensorList batch{x, target};
+  for (int i = 0; i < 3; ++i) exec.run(batch);
+  Device d("cpu:0");
+  device_allocator(d).reset_peak();
+  int64_t base = allocator_stats(d).bytes_in_use;
+  exec.run(batch);
+  state.counters["peak_MiB"] = static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0;
+  state.counters["planned_MiB"] = exec.stats().planned_bytes / 1048576.0;
+  for (auto _ : state) benchmark::DoNotOptimize(exec.run(batch)[0].impl());
+  openblas_set_num_threads(2);
+}
+BENCHMARK_CAPTURE(BM_TrainProgram, mlp, std::string("mlp"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainProgram, block, std::string("block"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+}  // namespace

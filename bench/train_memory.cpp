@@ -2,11 +2,14 @@
 // fresh process, measured as bench/train_peer.py --memory measures PyTorch: VmHWM after
 // the step minus VmRSS before it (/proc/self/clear_refs resets the high-water mark).
 // Also reports the allocator's own peak above its baseline. One JSON line.
-//   kiln_train_memory [block|mlp]
+//   kiln_train_memory [block|mlp] [eager|program]
+// `program`: the step as one exported train-step program run by the executor (its
+// planned buffers are allocated by the first run, which is the step measured).
 #include <cblas.h>
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "kiln/kiln.h"
@@ -24,6 +27,7 @@ long status_kib(const std::string& field) {
 int main(int argc, char** argv) {
   using namespace kiln;
   std::string name = argc > 1 ? argv[1] : "block";
+  bool program = argc > 2 && std::string(argv[2]) == "program";
   openblas_set_num_threads(1);
   manual_seed(0);
   auto ref = nn::make_reference_model(name);
@@ -31,17 +35,29 @@ int main(int argc, char** argv) {
   TensorList params;
   for (auto& [k, p] : ref.module->named_parameters()) params.push_back(p);
   nn::SGD opt(params, {.lr = 1e-3, .momentum = 0.9});
+  std::optional<ExportedProgram> p;
+  std::optional<runtime::Executor> exec;
+  if (program) {
+    p.emplace(export_train_step(
+        *ref.module, [](nn::Module& m, const TensorList& b) { return nn::mse_loss(m(b[0]), b[1]); },
+        {x, target}, {.optimizer = nn::SGDOptions{.lr = 1e-3, .momentum = 0.9}}));
+    exec.emplace(*p);
+  }
   Device d("cpu:0");
   device_allocator(d).reset_peak();
   int64_t base = allocator_stats(d).bytes_in_use;
   std::ofstream("/proc/self/clear_refs") << "5";
   long before = status_kib("VmRSS");
-  opt.zero_grad();
-  nn::mse_loss((*ref.module)(x), target).backward();
-  opt.step();
+  if (program) {
+    exec->run({x, target});
+  } else {
+    opt.zero_grad();
+    nn::mse_loss((*ref.module)(x), target).backward();
+    opt.step();
+  }
   long peak = status_kib("VmHWM");
-  std::printf("{\"bench\": \"kiln_train_memory\", \"case\": \"%s train step peak extra RSS\", "
+  std::printf("{\"bench\": \"kiln_train_memory\", \"case\": \"%s train step%s peak extra RSS\", "
               "\"unit\": \"MiB\", \"median\": %.2f, \"allocator_peak_MiB\": %.2f}\n",
-              name.c_str(), (peak - before) / 1024.0,
+              name.c_str(), program ? " program" : "", (peak - before) / 1024.0,
               static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0);
 }

@@ -224,6 +224,11 @@ void Graph::erase(Node* node) {
   owned_.erase(it);
 }
 
+void Graph::set_op(Node* n, ops::OpKind op) {
+  KILN_CHECK(n->opcode_ == Opcode::call, invalid_graph, "[graph] %{} is not a call", n->name_);
+  n->op_ = op;
+}
+
 void Graph::replace_all_uses(Node* from, Node* to) {
   std::vector<Node*> users(from->users_.begin(), from->users_.end());
   for (Node* user : users) {

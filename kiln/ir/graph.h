@@ -121,6 +121,9 @@ class Graph {
   void erase(Node* node);
   /** Points every use of `from` (any output index i) at `to` (same index). */
   void replace_all_uses(Node* from, Node* to);
+  /** Makes call node `n` call `op` instead (same arguments and outputs), e.g. its
+   * in-place variant. */
+  void set_op(Node* n, ops::OpKind op);
 
   Node* first() const { return head_; }
   Node* output() const { return output_; }

@@ -211,7 +211,11 @@ TensorList ExportedProgram::write_back(const TensorList& outs, const TensorList&
       dst = find(workspace_values_, spec.target);
     }
     KILN_CHECK(dst, value, "[run] no target '{}' for a mutation output", spec.target);
-    copy_(*dst, outs[i]);
+    const Tensor& src = outs[i];
+    bool itself = src.storage() == dst->storage() && src.offset() == dst->offset() &&
+                  src.shape() == dst->shape() && src.strides() == dst->strides() &&
+                  src.dtype() == dst->dtype();
+    if (!itself) copy_(*dst, src);  // re-inplaced updates already wrote it
   }
   return user_outputs;
 }

@@ -2,6 +2,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/overloaded.h"
+#include "kiln/passes/reinplace.h"
 
 namespace kiln {
 
@@ -147,6 +148,18 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
   }
   program.graph = std::move(captured.graph);
   ir::merge_equal_constants(program.graph);
+  {  // Parameters and optimizer state are updated in place (no second copy of them).
+    std::vector<ir::Node*> in_nodes = program.graph.inputs();
+    std::vector<std::pair<ir::Node*, int>> write_backs;
+    int k = 0;
+    for (size_t i = 0; i < captured.inputs.size(); ++i) {
+      if (!captured.inputs[i].data_mutated) continue;
+      Kind kind = program.signature.inputs[i].kind;
+      if (kind == Kind::parameter || kind == Kind::optimizer_state) write_backs.push_back({in_nodes[i], k});
+      ++k;
+    }
+    passes::reinplace_write_backs(program.graph, write_backs);
+  }
 
   // (J4) Writes first, in input order; then the loss and the gradients.
   for (size_t i = 0; i < captured.inputs.size(); ++i) {
