@@ -236,8 +236,34 @@ struct Launch {
   Device device;
 };
 
-// Runs one op's kernel under its KernelScope (D3, D8). A derived in-place op runs
-// its functional kernel into a temporary (shaped by `meta`), then copy_ into self.
+// Whether a derived in-place op may run its functional kernel straight into self: the
+// result has self's dtype, self has no element twice (no 0 stride), and every other
+// tensor argument either does not share self's storage or is exactly self's view (an
+// elementwise kernel reads each element before writing it).
+bool writes_self_directly(const OpInfo& info, std::span<const Value> args, const ops::MetaOut& meta) {
+  const Tensor& self = std::get<Tensor>(args[info.schema.mutated_arg]);
+  if (meta.outs[0].dtype != self.dtype()) return false;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (self.strides()[d] == 0 && self.shape()[d] > 1) return false;
+  auto harmless = [&](const Tensor& t) {
+    if (!t.defined() || &t == &self || t.storage() != self.storage()) return true;
+    return t.offset() == self.offset() && t.shape() == self.shape() && t.strides() == self.strides();
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) == info.schema.mutated_arg) continue;
+    if (auto* t = std::get_if<Tensor>(&args[i])) {
+      if (!harmless(*t)) return false;
+    } else if (auto* list = std::get_if<TensorList>(&args[i])) {
+      for (const Tensor& x : *list)
+        if (!harmless(x)) return false;
+    }
+  }
+  return true;
+}
+
+// Runs one op's kernel under its KernelScope (D3, D8). A derived in-place op runs its
+// functional kernel into self when that is safe (writes_self_directly), else into a
+// temporary (shaped by `meta`) that is then copied into self.
 void run_kernel(const Launch& l, const ops::MetaOut& meta, std::span<const Value> args,
                 std::span<Tensor> outs) {
   KernelScope scope(l.info->name, l.device);
@@ -246,6 +272,11 @@ void run_kernel(const Launch& l, const ops::MetaOut& meta, std::span<const Value
     return;
   }
   const OpInfo& functional = ops::op_info(l.info->functional);
+  if (writes_self_directly(*l.info, args, meta)) {
+    (*l.table)[static_cast<size_t>(functional.kind)](ops::OpCall{functional.kind, args, l.device},
+                                                     outs);
+    return;
+  }
   Outputs tmp = materialize(functional, args, meta, l.device, &device_allocator(l.device));
   (*l.table)[static_cast<size_t>(functional.kind)](ops::OpCall{functional.kind, args, l.device},
                                                    tmp);
