@@ -287,8 +287,23 @@ void k_where(const OpCall& c, std::span<Tensor> outs) {
 
 void k_masked_fill(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
+  const Tensor& self = c.args.tensor(0);
   const Tensor& mask = c.args.tensor(1);
-  copy_into(out, c.args.tensor(0));
+  if (self.dtype() == out.dtype() && self.shape() == out.shape() && mask.shape() == out.shape() &&
+      self.is_contiguous() && mask.is_contiguous() && out.is_contiguous()) {
+    // The dense case (relu's gradient): one branch-free pass.
+    KILN_DISPATCH_ALL(out.dtype(), "masked_fill", {
+      T value = scalar_as<T>(c.args.scalar(2));
+      T* o = out.data<T>();
+      const T* s = self.data<T>();
+      const bool* m = mask.data<bool>();
+      for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = m[i] ? value : s[i];
+    });
+    return;
+  }
+  bool in_place = self.storage() == out.storage() && self.offset() == out.offset() &&
+                  self.strides() == out.strides() && self.shape() == out.shape();
+  if (!in_place) copy_into(out, self);
   KILN_DISPATCH_ALL(out.dtype(), "masked_fill", {
     T value = scalar_as<T>(c.args.scalar(2));
     T* o = static_cast<T*>(out.storage()->data);
