@@ -11,8 +11,9 @@ namespace kiln::autograd {
 using ops::OpInfo;
 using ops::OpKind;
 
+using detail::t_grad_enabled;
+
 namespace {
-thread_local bool t_grad = true;
 thread_local bool t_inference = false;
 std::atomic<uint64_t> g_sequence{0};
 
@@ -71,17 +72,17 @@ void check_view_current(const OpInfo& info, const Tensor& t, std::string_view ar
 
 }  // namespace
 
-bool grad_enabled() { return t_grad; }
-NoGradGuard::NoGradGuard() : prev_(t_grad) { t_grad = false; }
-NoGradGuard::~NoGradGuard() { t_grad = prev_; }
-GradModeGuard::GradModeGuard(bool enabled) : prev_(t_grad) { t_grad = enabled; }
-GradModeGuard::~GradModeGuard() { t_grad = prev_; }
-InferenceModeGuard::InferenceModeGuard() : prev_grad_(t_grad), prev_inference_(t_inference) {
-  t_grad = false;
+bool grad_enabled() { return t_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+GradModeGuard::GradModeGuard(bool enabled) : prev_(t_grad_enabled) { t_grad_enabled = enabled; }
+GradModeGuard::~GradModeGuard() { t_grad_enabled = prev_; }
+InferenceModeGuard::InferenceModeGuard() : prev_grad_(t_grad_enabled), prev_inference_(t_inference) {
+  t_grad_enabled = false;
   t_inference = true;
 }
 InferenceModeGuard::~InferenceModeGuard() {
-  t_grad = prev_grad_;
+  t_grad_enabled = prev_grad_;
   t_inference = prev_inference_;
 }
 bool InferenceModeGuard::active() { return t_inference; }
@@ -131,7 +132,7 @@ void GradCtx::set(int arg, Tensor g, int j) {
 namespace detail {
 
 bool should_record(std::span<const Value> args) {
-  if (!t_grad) return false;
+  if (!t_grad_enabled) return false;
   for (const Value& v : args) {
     if (auto* t = std::get_if<Tensor>(&v)) {
       if (wants_grad(*t)) return true;

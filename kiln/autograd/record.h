@@ -8,6 +8,9 @@
 
 namespace kiln::autograd::detail {
 
+/** This thread's grad mode; defined in dispatch.cpp, whose hot path reads it. */
+extern thread_local bool t_grad_enabled;
+
 /** Whether a call records a node: grad mode is on and a tensor argument requires grad. */
 bool should_record(std::span<const Value> args);
 /** Runs `op` below autograd and records its backward node on the outputs. */

@@ -22,6 +22,7 @@ namespace {
 
 thread_local std::vector<Mode*> t_modes;
 thread_local size_t t_depth = 0;  // modes [0, t_depth) are active for the next dispatch
+thread_local size_t t_pushed = 0;  // t_modes.size(), readable without the vector's TLS init
 
 // Pops the innermost mode while it handles a call. See Note [Re-dispatch through the
 // mode stack].
@@ -121,12 +122,12 @@ ModeGuard::ModeGuard(Mode& mode) : mode_(&mode) {
   KILN_CHECK(t_depth == t_modes.size(), value,
              "modes must be pushed outside of a mode's handler");
   t_modes.push_back(mode_);
-  t_depth = t_modes.size();
+  t_depth = t_pushed = t_modes.size();
 }
 
 ModeGuard::~ModeGuard() {
   if (!t_modes.empty() && t_modes.back() == mode_) t_modes.pop_back();
-  t_depth = t_modes.size();
+  t_depth = t_pushed = t_modes.size();
 }
 
 int active_mode_count() { return static_cast<int>(t_depth); }
@@ -519,12 +520,35 @@ void freeze(const Tensor& t, std::string by) {
   t.storage()->frozen_by = std::make_shared<const std::string>(std::move(by));
 }
 
+namespace autograd::detail {
+thread_local bool t_grad_enabled = true;
+}  // namespace autograd::detail
+
+namespace {
+bool wants_grad(const Tensor& t) {
+  return t.defined() && t.impl()->autograd && (t.requires_grad());
+}
+// Whether any tensor argument requires grad (the check every eager call makes).
+bool any_wants_grad(std::span<const Value> args) {
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) {
+      if (t->defined() && t->impl()->autograd) [[unlikely]]
+        if (wants_grad(*t)) return true;
+    } else if (auto* list = std::get_if<TensorList>(&v)) {
+      for (const Tensor& x : *list)
+        if (wants_grad(x)) return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
 Outputs dispatch(OpKind op, std::span<const Value> args) {
   // The user's call (not a mode's re-dispatch): autograd's turn first. See Note
   // [Autograd sits above the modes].
-  if (t_depth == t_modes.size()) [[likely]] {
-    if (autograd::detail::should_record(args)) return autograd::detail::record(op, args);
-    if (ops::op_info(op).is_inplace()) autograd::detail::count_write(op, args);
+  if (t_depth == t_pushed) [[likely]] {
+    if (autograd::detail::t_grad_enabled && any_wants_grad(args)) return autograd::detail::record(op, args);
+    if (ops::kOpIsInplace[static_cast<size_t>(op)]) autograd::detail::count_write(op, args);
   }
   return redispatch(op, args);
 }

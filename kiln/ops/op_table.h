@@ -139,6 +139,14 @@ inline constexpr int kNumOps = 0
 #undef KILN_OP_COUNT
     ;
 
+/** Whether each op is in-place, known at compile time (the table's in-place ops are the
+ * names ending in '_'; a test checks this agrees with their schemas). */
+inline constexpr bool kOpIsInplace[] = {
+#define KILN_OP_INPLACE(name, rule, meta, schema) (sizeof(#name) > 2 && #name[sizeof(#name) - 2] == '_'),
+    KILN_OPS(KILN_OP_INPLACE)
+#undef KILN_OP_INPLACE
+};
+
 /** What the table knows about one op. */
 struct OpInfo {
   OpKind kind;

@@ -55,6 +55,12 @@ TEST(OpTable, EveryOpRunsOnCpu) {
   }
 }
 
+// dispatch's compile-time in-place flags agree with the schemas' alias annotations.
+TEST(OpTable, InplaceFlagsMatchSchemas) {
+  for (int i = 0; i < kNumOps; ++i)
+    EXPECT_EQ(kOpIsInplace[i], op_info(static_cast<OpKind>(i)).is_inplace()) << op_info(static_cast<OpKind>(i)).name;
+}
+
 TEST(OpTable, SchemaChecksArguments) {
   const Schema& s = op_info(OpKind::add).schema;
   std::vector<Value> ok = {zeros({1}), zeros({1}), Scalar(1)};
