@@ -8,6 +8,7 @@ packages=(
   libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libfmt-dev libcli11-dev
   clang libclang-rt-14-dev  # make fuzz: libFuzzer and the sanitizers' runtimes for clang
+  libopenmpi-dev openmpi-bin  # kiln/distributed's MPI engine and mpirun for its tests
 )
 # The PyTorch peer (golden files, side-by-side benchmarks) is optional:
 # KILN_WITH_TORCH=1 scripts/install-deps.sh adds it.

@@ -1,0 +1,183 @@
+// The MPI engine under mpirun (C1, C3, C4): every rank runs every test; ctest runs this
+// at np=2 and np=4 (oversubscribed on 2 cores). Rank r works on the virtual device
+// cpu:(r % 4), so collectives move data between devices of different processes.
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using dist::ReduceOp;
+using testing::all_close;
+using testing::expect_error;
+
+std::shared_ptr<dist::ProcessGroup> world() { return dist::mpi_world(); }
+Device my_device() { return Device(DeviceType::cpu, world()->rank() % 4); }
+
+// Rank r's values: r + 1 + i / 8 (exact in every dtype used here).
+Tensor values_of(int r, const IntList& shape, DType dtype) {
+  Tensor base = add(div(arange(0, numel_of(Dims(shape)), 1, {.dtype = f64}), 8.0), double(r + 1));
+  return to(reshape(base, shape), my_device(), dtype);
+}
+
+TEST(Mpi, RankAndSize) {
+  EXPECT_GE(world()->size(), 2);
+  EXPECT_LT(world()->rank(), world()->size());
+  EXPECT_EQ(world()->engine(), "mpi");
+}
+
+TEST(Mpi, AllReduceEveryOpAndDtype) {
+  int n = world()->size(), r = world()->rank();
+  for (DType dtype : {f32, f64, f16, bf16, i64, i32}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product}) {
+      if (op == ReduceOp::avg && !is_floating(dtype)) continue;
+      if (op == ReduceOp::product && n > 2 && (dtype == f16 || dtype == bf16)) continue;  // range
+      SCOPED_TRACE(fmt::format("{} {}", to_string(dtype), dist::to_string(op)));
+      bool integral = !is_floating(dtype);
+      Tensor t = integral ? to(full({5}, r + 1, {.dtype = f64}), my_device(), dtype) : values_of(r, {5}, dtype);
+      world()->all_reduce(t, op)->wait();
+      // What every rank must hold, computed here in f64.
+      Tensor want;
+      for (int k = 0; k < n; ++k) {
+        Tensor v = integral ? full({5}, k + 1, {.dtype = f64}) : to(values_of(k, {5}, dtype), Device("cpu:0"), f64);
+        if (!want.defined()) want = v;
+        else if (op == ReduceOp::max) want = maximum(want, v);
+        else if (op == ReduceOp::min) want = minimum(want, v);
+        else if (op == ReduceOp::product) want = mul(want, v);
+        else want = add(want, v);
+      }
+      if (op == ReduceOp::avg) want = div(want, double(n));
+      EXPECT_EQ(t.device(), my_device());
+      double tol = dtype == f16 || dtype == bf16 ? 2e-2 : 1e-6;
+      EXPECT_TRUE(all_close(t, to_vector<double>(want), tol, tol));
+    }
+  }
+  Tensor flags = to(full({3}, r == 0, {.dtype = b8}), my_device());
+  world()->all_reduce(flags, ReduceOp::max)->wait();  // any
+  EXPECT_TRUE(all_close(flags, {1, 1, 1}));
+}
+
+TEST(Mpi, NonContiguousTensorsAreStagedAndWrittenBack) {
+  int n = world()->size(), r = world()->rank();
+  Tensor base = values_of(r, {4, 3}, f32);
+  Tensor t = transpose(base, 0, 1);  // [3, 4], strided
+  world()->all_reduce(t)->wait();
+  double sum_ranks = n * (n + 1) / 2.0;
+  std::vector<double> got = to_vector<double>(base);
+  for (int64_t i = 0; i < 12; ++i) EXPECT_DOUBLE_EQ(got[i], sum_ranks + n * (i / 8.0));
+}
+
+TEST(Mpi, GatherScatterAllToAllBroadcast) {
+  int n = world()->size(), r = world()->rank();
+  Device d = my_device();
+  Tensor in = full({2, 3}, r, {.device = d});
+  Tensor gathered = empty({2 * n, 3}, {.device = d});
+  world()->all_gather(gathered, in)->wait();
+  for (int k = 0; k < n; ++k) EXPECT_TRUE(all_close(slice(gathered, 0, 2 * k, 2 * k + 2), std::vector<double>(6, k)));
+
+  Tensor big = values_of(r, {2 * n, 2}, f64);
+  Tensor part = empty({2, 2}, {.dtype = f64, .device = d});
+  world()->reduce_scatter(part, big)->wait();
+  Tensor sum_all = full({2 * n, 2}, 0.0, {.dtype = f64});
+  for (int k = 0; k < n; ++k) sum_all = add(sum_all, to(values_of(k, {2 * n, 2}, f64), Device("cpu:0")));
+  EXPECT_TRUE(all_close(part, to_vector<double>(slice(sum_all, 0, 2 * r, 2 * r + 2))));
+
+  // all_to_all: chunk j of rank i is (i, j); rank r receives (k, r) from every k.
+  Tensor send = empty({n, 2}, {.dtype = i64, .device = d});
+  for (int j = 0; j < n; ++j) {
+    Tensor row = select(send, 0, j);
+    copy_(row, from_vector<int64_t>({r, j}));
+  }
+  Tensor got = empty({n, 2}, {.dtype = i64, .device = d});
+  world()->all_to_all(got, send)->wait();
+  for (int k = 0; k < n; ++k) EXPECT_TRUE(all_close(select(got, 0, k), {double(k), double(r)}));
+
+  Tensor b = full({4}, r == 1 ? 7.0 : -1.0, {.device = d});
+  world()->broadcast(b, 1)->wait();
+  EXPECT_TRUE(all_close(b, {7, 7, 7, 7}));
+  world()->barrier();
+}
+
+TEST(Mpi, SendRecvRing) {
+  int n = world()->size(), r = world()->rank();
+  Tensor out = full({3}, r, {.device = my_device()}), in = empty({3}, {.device = my_device()});
+  auto s = world()->send(out, (r + 1) % n, 5);
+  auto v = world()->recv(in, (r + n - 1) % n, 5);
+  v->wait();
+  s->wait();
+  EXPECT_TRUE(all_close(in, std::vector<double>(3, (r + n - 1) % n)));
+}
+
+TEST(Mpi, AsyncHandlesOverlap) {
+  int n = world()->size(), r = world()->rank();
+  Tensor a = full({1000}, 1.0, {.device = my_device()}), b = full({1000}, r, {.device = my_device()});
+  auto wa = world()->all_reduce(a);
+  auto wb = world()->all_reduce(b, ReduceOp::max);
+  wb->wait();
+  wa->wait();
+  EXPECT_TRUE(wa->completed());
+  EXPECT_TRUE(all_close(a, std::vector<double>(1000, n)));
+  EXPECT_TRUE(all_close(b, std::vector<double>(1000, n - 1)));
+}
+
+TEST(Mpi, SplitIntoSubGroups) {
+  int n = world()->size(), r = world()->rank();
+  std::vector<int> even, odd;
+  for (int k = 0; k < n; ++k) (k % 2 ? odd : even).push_back(k);
+  auto ge = world()->split(even);
+  auto go = world()->split(odd);
+  auto mine = r % 2 ? go : ge;
+  ASSERT_TRUE(mine);
+  EXPECT_FALSE(r % 2 ? ge : go);
+  EXPECT_EQ(mine->size(), static_cast<int>((r % 2 ? odd : even).size()));
+  EXPECT_EQ(mine->rank(), r / 2);
+  Tensor t = full({2}, r, {.device = my_device()});
+  mine->all_reduce(t)->wait();
+  double want = 0;
+  for (int k : (r % 2 ? odd : even)) want += k;
+  EXPECT_TRUE(all_close(t, {want, want}));
+}
+
+// (C4) Collectives that do not match across ranks fail on every rank, naming the
+// collective and its number; the group stays usable.
+TEST(Mpi, MismatchedCollectivesAreAnErrorOnEveryRank) {
+  int r = world()->rank();
+  Tensor t = zeros({r == 0 ? 3 : 4}, {.device = my_device()});
+  expect_error([&] { world()->all_reduce(t)->wait(); }, ErrorKind::value, "does not match across the ranks");
+  Tensor u = zeros({2}, {.device = my_device()});
+  if (r == 0) expect_error([&] { world()->all_reduce(u, ReduceOp::max)->wait(); }, ErrorKind::value, "all_reduce");
+  else expect_error([&] { world()->broadcast(u, 0)->wait(); }, ErrorKind::value, "broadcast");
+  world()->barrier();
+  Tensor ok = ones({2}, {.device = my_device()});
+  world()->all_reduce(ok)->wait();
+  EXPECT_TRUE(all_close(ok, std::vector<double>(2, world()->size())));
+}
+
+TEST(Mpi, BadArgumentsAreClearErrors) {
+  Tensor t = zeros({3}, {.device = my_device()});
+  expect_error([&] { world()->all_gather(zeros({3}), t); }, ErrorKind::shape, "[all_gather] output");
+  expect_error([&] { world()->broadcast(t, 99); }, ErrorKind::index, "rank 99 is not in a group");
+  expect_error([&] { world()->all_reduce(arange(3), ReduceOp::avg); }, ErrorKind::dtype, "avg needs a floating dtype");
+  FakeMode fake;
+  Tensor f = empty({2});
+  expect_error([&] { world()->all_reduce(f); }, ErrorKind::device, "CPU tensors with data");
+}
+
+// (C1) The fake group checks metadata only, for tracing N ranks in one process.
+TEST(Mpi, FakeGroupChecksMetadataOnly) {
+  auto g = dist::fake_group(3, 8);
+  EXPECT_EQ(g->rank(), 3);
+  EXPECT_EQ(g->size(), 8);
+  FakeMode fake;
+  Tensor in = empty({2, 4}, {.device = Device("cuda:0")});
+  g->all_gather(empty({16, 4}, {.device = Device("cuda:0")}), in)->wait();
+  expect_error([&] { g->all_gather(empty({8, 4}, {.device = Device("cuda:0")}), in); }, ErrorKind::shape,
+               "must be f32[16, 4]@cuda:0");
+  EXPECT_EQ(g->split({1, 3, 5})->rank(), 1);
+  EXPECT_EQ(g->split({0, 2}), nullptr);
+}
+
+}  // namespace
+}  // namespace kiln
