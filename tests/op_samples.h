@@ -74,6 +74,18 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::layer_norm: return {a, IntList{4}, b, b, 1e-5};
     case OpKind::rms_norm: return {a, IntList{4}, b, Value()};
     case OpKind::_to_copy: return {a, f16, Device("cpu:1"), false};
+    // Collectives on a group of this process alone.
+    case OpKind::all_reduce: dist::bind_group("samples", dist::local_group()); return {a, Str("sum"), Str("samples")};
+    case OpKind::all_gather_into_tensor:
+      dist::bind_group("samples", dist::local_group());
+      return {a, int64_t{1}, Str("samples")};
+    case OpKind::reduce_scatter_tensor:
+      dist::bind_group("samples", dist::local_group());
+      return {a, Str("avg"), int64_t{1}, Str("samples")};
+    case OpKind::all_to_all_single:
+      dist::bind_group("samples", dist::local_group());
+      return {a, int64_t{1}, Str("samples")};
+    case OpKind::wait_tensor: return {transpose(a, 0, 1)};
   }
   return {};
 }

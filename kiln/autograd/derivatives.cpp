@@ -482,6 +482,29 @@ Table build() {
     }
   });
 
+  // ---- collectives (SPMD: every rank runs the same backward) ----
+  d.def(O::all_reduce, 0, [](GradCtx& c) {  // y = sum_r x_r on every rank: dx = sum_r dy_r
+    std::string_view op = c.args().str(1);
+    KILN_CHECK(op == "sum" || op == "avg", unsupported,
+               "[AllReduceBackward0] an all_reduce({}) has no gradient (sum and avg do)", op);
+    c.set(0, all_reduce(c.grad(), op, c.args().str(2)));
+  });
+  d.def(O::all_gather_into_tensor, 0, [](GradCtx& c) {
+    c.set(0, reduce_scatter_tensor(c.grad(), "sum", c.args().i64(1), c.args().str(2)));
+  });
+  d.def(O::reduce_scatter_tensor, 0, [](GradCtx& c) {
+    std::string_view op = c.args().str(1);
+    KILN_CHECK(op == "sum" || op == "avg", unsupported,
+               "[ReduceScatterTensorBackward0] a reduce_scatter({}) has no gradient (sum and avg do)", op);
+    int64_t n = c.args().i64(2);
+    Tensor g = all_gather_into_tensor(c.grad(), n, c.args().str(3));
+    c.set(0, op == "avg" ? g / static_cast<double>(n) : g);
+  });
+  d.def(O::all_to_all_single, 0, [](GradCtx& c) {
+    c.set(0, all_to_all_single(c.grad(), c.args().i64(1), c.args().str(2)));
+  });
+  d.def(O::wait_tensor, 0, [](GradCtx& c) { c.set(0, c.grad()); });
+
   // ---- conversion: the gradient goes back to the source's device and dtype ----
   d.def(O::_to_copy, 0, [](GradCtx& c) {
     const GradMeta& in = c.input(0);

@@ -411,6 +411,21 @@ Tensor as_strided_scatter(const Tensor& x, const Tensor& src, const IntList& siz
   return call1(OpKind::as_strided_scatter, x, src, size, stride, offset ? Value(*offset) : Value());
 }
 Tensor alias(const Tensor& x) { return call1(OpKind::alias, x); }
+
+Tensor all_reduce(const Tensor& x, std::string_view reduce_op, std::string_view group) {
+  return call1(OpKind::all_reduce, x, Str(reduce_op), Str(group));
+}
+Tensor all_gather_into_tensor(const Tensor& x, int64_t group_size, std::string_view group) {
+  return call1(OpKind::all_gather_into_tensor, x, group_size, Str(group));
+}
+Tensor reduce_scatter_tensor(const Tensor& x, std::string_view reduce_op, int64_t group_size,
+                             std::string_view group) {
+  return call1(OpKind::reduce_scatter_tensor, x, Str(reduce_op), group_size, Str(group));
+}
+Tensor all_to_all_single(const Tensor& x, int64_t group_size, std::string_view group) {
+  return call1(OpKind::all_to_all_single, x, group_size, Str(group));
+}
+Tensor wait_tensor(const Tensor& x) { return call1(OpKind::wait_tensor, x); }
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
 
 // ---- data movement ------------------------------------------------------------

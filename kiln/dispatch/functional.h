@@ -236,6 +236,21 @@ Tensor layer_norm(const Tensor& x, const IntList& normalized_shape,
 Tensor rms_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
 
+// ---- collectives (C2) -----------------------------------------------------------
+// Functional: a new output, computed by the process group bound to `group` (a mesh
+// axis name, kiln/device/process_group.h) when the call runs; traced, they are nodes.
+/** Every rank's `x` reduced ("sum", "avg", "max", "min", "product"). */
+Tensor all_reduce(const Tensor& x, std::string_view reduce_op, std::string_view group);
+/** The ranks' `x` concatenated along dim 0 (group_size ranks). */
+Tensor all_gather_into_tensor(const Tensor& x, int64_t group_size, std::string_view group);
+/** This rank's dim-0 slice of the reduction of the ranks' `x`. */
+Tensor reduce_scatter_tensor(const Tensor& x, std::string_view reduce_op, int64_t group_size,
+                             std::string_view group);
+/** Dim-0 chunk j of `x` goes to rank j; chunk i of the result came from rank i. */
+Tensor all_to_all_single(const Tensor& x, int64_t group_size, std::string_view group);
+/** Waits for a collective's result (they complete within their call today: the identity). */
+Tensor wait_tensor(const Tensor& x);
+
 // ---- conversion ---------------------------------------------------------------
 /** (D7) `x` itself when the resolved device and the dtype are unchanged and `copy` is
  * false; otherwise a new tensor (a _to_copy). */

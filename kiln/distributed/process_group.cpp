@@ -2,17 +2,6 @@
 
 namespace kiln::dist {
 
-std::string_view to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-    case ReduceOp::product: return "product";
-  }
-  return "?";
-}
-
 namespace {
 
 class DoneWork final : public Work {
@@ -84,9 +73,50 @@ class FakeGroup final : public ProcessGroup {
   int rank_, size_;
 };
 
+// This process alone: every collective of one rank is a copy (or nothing).
+class LocalGroup final : public ProcessGroup {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string_view engine() const override { return "local"; }
+  std::shared_ptr<Work> all_reduce(const Tensor&, ReduceOp) override { return done(); }
+  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) override { return copy(out, in); }
+  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp) override {
+    return copy(out, in);
+  }
+  std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in) override { return copy(out, in); }
+  std::shared_ptr<Work> broadcast(const Tensor&, int root) override {
+    KILN_CHECK(root == 0, index, "[broadcast] rank {} is not in a group of 1 rank", root);
+    return done();
+  }
+  std::shared_ptr<Work> send(const Tensor&, int dst, int) override {
+    fail(ErrorKind::value, "[send] the local group has no other rank (asked for {})", dst);
+  }
+  std::shared_ptr<Work> recv(const Tensor&, int src, int) override {
+    fail(ErrorKind::value, "[recv] the local group has no other rank (asked for {})", src);
+  }
+  void barrier() override {}
+  std::shared_ptr<ProcessGroup> split(const std::vector<int>& ranks) override {
+    KILN_CHECK(ranks.size() <= 1 && (ranks.empty() || ranks[0] == 0), index,
+               "[split] the local group has only rank 0");
+    return ranks.empty() ? nullptr : std::make_shared<LocalGroup>();
+  }
+
+ private:
+  static std::shared_ptr<Work> done() { return std::make_shared<DoneWork>(); }
+  static std::shared_ptr<Work> copy(const Tensor& out, const Tensor& in) {
+    KILN_CHECK(out.shape() == in.shape() && out.dtype() == in.dtype(), shape,
+               "[collective] output {} must match input {} in a group of 1 rank", out.meta_str(), in.meta_str());
+    Tensor dst = out;
+    copy_(dst, in);
+    return done();
+  }
+};
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> fake_group(int rank, int size) { return std::make_shared<FakeGroup>(rank, size); }
+std::shared_ptr<ProcessGroup> local_group() { return std::make_shared<LocalGroup>(); }
 
 #if !KILN_WITH_MPI
 bool mpi_available() { return false; }

@@ -183,6 +183,8 @@ const std::vector<ReferenceModelInfo>& reference_models() {
         {"seq", 32}}},
       {"bn_mlp", "Linear -> BatchNorm1d -> ReLU -> Linear (buffers that train mode updates)",
        {{"batch", 16}, {"in", 16}, {"hidden", 32}, {"out", 8}}},
+      {"dp_linear", "Linear whose output is summed over the ranks of mesh axis 'dp' (run under mpirun)",
+       {{"batch", 4}, {"in", 8}, {"out", 4}}},
   };
   return models;
 }
@@ -233,6 +235,10 @@ ReferenceModel make_reference_model(const std::string& name, const ModelConfig& 
     m.module = std::make_shared<GPT>(g);
     Tensor ids = to(mul(rand({c["batch"], c["seq"]}), static_cast<double>(g.vocab)), i64);
     m.example_inputs = {ids};
+  } else if (name == "dp_linear") {
+    m.module = std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+        std::make_shared<Linear>(c["in"], c["out"]), std::make_shared<AllReduce>("sum", "dp")});
+    m.example_inputs = {randn({c["batch"], c["in"]})};
   } else {  // bn_mlp
     m.module = std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
         std::make_shared<Linear>(c["in"], c["hidden"]), std::make_shared<BatchNorm1d>(c["hidden"]),

@@ -80,6 +80,16 @@ class BatchNorm1d : public Module {
   double momentum_, eps_;
 };
 
+/** all_reduce of its input over the process group bound to `group` (a mesh axis). */
+class AllReduce : public Module {
+ public:
+  AllReduce(std::string reduce_op, std::string group) : op_(std::move(reduce_op)), group_(std::move(group)) {}
+  TensorList forward(const TensorList& in) override { return {all_reduce(in[0], op_, group_)}; }
+
+ private:
+  std::string op_, group_;
+};
+
 class Sequential : public Module {
  public:
   explicit Sequential(std::vector<std::shared_ptr<Module>> layers);

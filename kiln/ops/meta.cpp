@@ -469,6 +469,50 @@ void meta_scatter_add(const OpCall& c, MetaOut& out) {
   out.fresh(self.shape(), self.dtype());
 }
 
+// ---- collectives (C2): shapes from the group size the program was traced for ----
+namespace {
+void check_reduction(const OpCall& c, size_t arg) {
+  std::string_view r = c.args.str(arg);
+  KILN_CHECK(r == "sum" || r == "avg" || r == "max" || r == "min" || r == "product", value,
+             "[{}] unknown reduction '{}' (sum, avg, max, min or product)", name_of(c), r);
+}
+int64_t group_size_of(const OpCall& c, size_t arg) {
+  int64_t n = c.args.i64(arg);
+  KILN_CHECK(n > 0, value, "[{}] group_size must be positive, got {}", name_of(c), n);
+  return n;
+}
+Dims rows_scaled(const OpCall& c, int64_t n, bool gather) {
+  const Tensor& self = c.args.tensor(0);
+  KILN_CHECK(self.dim() > 0, shape, "[{}] needs a tensor with a dim 0, got {}", name_of(c), self.meta_str());
+  Dims shape = self.shape();
+  if (gather) {
+    shape[0] *= n;
+  } else {
+    KILN_CHECK(shape[0] % n == 0, shape, "[{}] dim 0 of {} is not divisible by the group size {}",
+               name_of(c), self.meta_str(), n);
+    shape[0] /= n;
+  }
+  return shape;
+}
+}  // namespace
+
+void meta_all_reduce(const OpCall& c, MetaOut& out) {
+  check_reduction(c, 1);
+  out.fresh(c.args.tensor(0).shape(), c.args.tensor(0).dtype());
+}
+void meta_all_gather(const OpCall& c, MetaOut& out) {
+  out.fresh(rows_scaled(c, group_size_of(c, 1), true), c.args.tensor(0).dtype());
+}
+void meta_reduce_scatter(const OpCall& c, MetaOut& out) {
+  check_reduction(c, 1);
+  out.fresh(rows_scaled(c, group_size_of(c, 2), false), c.args.tensor(0).dtype());
+}
+void meta_all_to_all(const OpCall& c, MetaOut& out) {
+  int64_t n = group_size_of(c, 1);
+  rows_scaled(c, n, false);  // divisible into chunks
+  out.fresh(c.args.tensor(0).shape(), c.args.tensor(0).dtype());
+}
+
 void meta_embedding(const OpCall& c, MetaOut& out) {
   const Tensor& weight = c.args.tensor(0);
   const Tensor& indices = c.args.tensor(1);

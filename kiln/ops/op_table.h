@@ -122,6 +122,12 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   /* normalization */ \
   X(layer_norm, same, meta_layer_norm, "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor") \
   X(rms_norm,   same, meta_layer_norm, "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor") \
+  /* collectives (C2): functional, run on the process group bound to `group` (a mesh axis) */ \
+  X(all_reduce,             same, meta_all_reduce,     "all_reduce(Tensor self, str reduce_op, str group) -> Tensor") \
+  X(all_gather_into_tensor, same, meta_all_gather,     "all_gather_into_tensor(Tensor self, int group_size, str group) -> Tensor") \
+  X(reduce_scatter_tensor,  same, meta_reduce_scatter, "reduce_scatter_tensor(Tensor self, str reduce_op, int group_size, str group) -> Tensor") \
+  X(all_to_all_single,      same, meta_all_to_all,     "all_to_all_single(Tensor self, int group_size, str group) -> Tensor") \
+  X(wait_tensor,            same, meta_alias,          "wait_tensor(Tensor(a) self) -> Tensor(a)") \
   /* conversion */ \
   X(_to_copy, to_copy, meta_to_copy, "_to_copy(Tensor self, *, ScalarType dtype, Device device, bool non_blocking=False) -> Tensor")
 // clang-format on

@@ -181,3 +181,27 @@ TEST(Mpi, FakeGroupChecksMetadataOnly) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// (C2) A program with a collective, traced for cuda:0 with fake tensors, run on every
+// rank's own device with its group ("dp") bound to the MPI world.
+TEST(Mpi, ExportedProgramWithCollectivesRunsOnEveryRank) {
+  int n = world()->size(), r = world()->rank();
+  nn::ReferenceModel ref = nn::make_reference_model("dp_linear", {}, 3);  // same weights everywhere
+  Tensor x = full({4, 8}, r + 1.0);
+  ExportedProgram p = export_program(*ref.module, {x}, {.device = Device("cuda:0")});
+  move_to_device(p, my_device());
+  dist::bind_group("dp", world());
+  runtime::Executor exec(p);
+  Tensor got = exec.run({to(x, my_device())})[0];
+  autograd::NoGradGuard no_grad;
+  dist::bind_group("dp", dist::local_group());
+  Tensor want = zeros({4, 4});
+  for (int k = 0; k < n; ++k) want = add(want, (*ref.module)(full({4, 8}, k + 1.0)));
+  EXPECT_TRUE(all_close(got, to_vector<double>(want), 1e-5, 1e-5));
+}
+
+}  // namespace
+}  // namespace kiln

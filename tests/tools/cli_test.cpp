@@ -316,3 +316,30 @@ TEST(CliTrain, BadInputIsAClearErrorAndWritesNothing) {
 
 }  // namespace
 }  // namespace kiln
+
+#ifdef KILN_MPIEXEC
+namespace kiln {
+namespace {
+// (C2) `kiln run` under mpirun: the program's groups bound to the MPI world, rank 0
+// alone prints the summary.
+TEST(CliMpi, RunUnderMpirunPrintsRankZerosSummaryOnly) {
+  std::string file = tmp("dp.kiln");
+  ASSERT_EQ(kiln_cmd("export --model dp_linear --trace-device cuda:0 -o " + file).code, 0);
+  std::string cmd = std::string("KILN_CPU_DEVICES=2 ") + KILN_MPIEXEC +
+                    " -np 2 --allow-run-as-root --oversubscribe " + KILN_CLI + " run " + file +
+                    " --device-map cuda:0=cpu:0 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[512];
+  while (size_t got = fread(buf, 1, sizeof buf, pipe)) out.append(buf, got);
+  int status = pclose(pipe);
+  EXPECT_EQ(status, 0) << out;
+  size_t summaries = 0;
+  for (size_t at = out.find("ran "); at != std::string::npos; at = out.find("ran ", at + 1)) ++summaries;
+  EXPECT_EQ(summaries, 1u) << out;
+  EXPECT_TRUE(has(out, "output_0: f32[4, 4]@cpu:0")) << out;
+}
+}  // namespace
+}  // namespace kiln
+#endif

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <set>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -450,9 +451,28 @@ int cmd_train(const std::string& file, const std::string& device_map, const std:
   return 0;
 }
 
+// (C2) A program's collectives name their groups (mesh axes); bind each to the MPI world
+// when launched by mpirun, else to this process alone. Returns this process's rank.
+int bind_program_groups(const ExportedProgram& p) {
+  std::set<std::string> names;
+  for (ir::Node* n : p.graph.nodes()) {
+    if (n->opcode() != ir::Opcode::call) continue;
+    const auto& specs = ops::op_info(n->op()).schema.args;
+    for (size_t i = 0; i < n->args().size() && i < specs.size(); ++i)
+      if (specs[i].name == "group")
+        if (auto* s = std::get_if<Str>(&n->args()[i])) names.insert(std::string(s->view()));
+  }
+  if (names.empty()) return 0;
+  bool mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_SIZE");
+  auto group = mpirun && dist::mpi_available() ? dist::mpi_world() : dist::local_group();
+  for (const std::string& name : names) dist::bind_group(name, group);
+  return group->rank();
+}
+
 int cmd_run(const std::string& file, const std::string& device_map, const std::string& inputs_path,
             const std::string& outputs_path, int repeat, int warmup, uint64_t seed) {
   ExportedProgram p = load_program(file, parse_device_map(device_map));
+  int rank = bind_program_groups(p);
   TensorList inputs;
   if (inputs_path.empty()) {
     inputs = random_inputs(p, seed);
@@ -463,7 +483,7 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
   Timings times;
   TensorList outs;
   for (int i = 0; i < warmup; ++i) outs = exec.run(inputs);
-  bool tty = ::isatty(2);
+  bool tty = ::isatty(2) && rank == 0;
   for (int i = 0; i < std::max(repeat, 1); ++i) {
     auto t0 = Clock::now();
     outs = exec.run(inputs);
@@ -471,6 +491,7 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
     if (tty && repeat > 1) std::fprintf(stderr, "\rrun %d/%d", i + 1, repeat);
   }
   if (tty && repeat > 1) std::fprintf(stderr, "\n");
+  if (rank != 0) return 0;  // under mpirun, rank 0 speaks for all
   std::printf("ran %s on", file.c_str());
   for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
   std::printf(": %lld run(s), median %.3f ms, p90 %.3f ms (min %.3f, max %.3f)\n",

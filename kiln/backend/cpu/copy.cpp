@@ -1,4 +1,5 @@
 // Copies, conversions, fills and factories.
+#include "kiln/backend/collective.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/device/kernel_scope.h"
@@ -83,6 +84,10 @@ void k_fill_(const OpCall& c, std::span<Tensor> outs) { fill(outs[0], c.args.sca
 void k_clone(const OpCall& c, std::span<Tensor> outs) { copy_into(outs[0], c.args.tensor(0)); }
 
 void k_to_copy(const OpCall& c, std::span<Tensor> outs) { copy_into(outs[0], c.args.tensor(0)); }
+
+void k_collective(const OpCall& c, std::span<Tensor> outs) {
+  backend::run_collective(c, outs, [](const Tensor& d, const Tensor& s) { copy_into(d, s); });
+}
 
 void k_cat(const OpCall& c, std::span<Tensor> outs) {
   backend::cat_into(outs[0], c.args.tensors(0), c.args.i64(1), copy_into);

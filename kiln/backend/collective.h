@@ -1,0 +1,43 @@
+#pragma once
+// The kernel of the collective ops (C2), the same for every backend: it runs the call on
+// the process group bound to the op's `group` argument (kiln/device/process_group.h);
+// the group's engine moves the data. `copy_into` is the backend's copy.
+
+#include <span>
+
+#include "kiln/device/process_group.h"
+#include "kiln/ops/op_table.h"
+
+namespace kiln::backend {
+
+template <typename CopyInto>
+void run_collective(const ops::OpCall& c, std::span<Tensor> outs, CopyInto copy_into) {
+  using ops::OpKind;
+  std::string_view op = ops::op_name(c.op);
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& out = outs[0];
+  auto group = dist::bound_group(c.args.str(c.args.size() - 1), op);
+  KILN_CHECK(group->engine() != "fake", value,
+             "[{}] group '{}' is bound to the fake process group, which moves no data: bind a real one to run",
+             op, c.args.str(c.args.size() - 1));
+  if (c.op != OpKind::all_reduce) {
+    int64_t n = c.args.i64(c.op == OpKind::reduce_scatter_tensor ? 2 : 1);
+    KILN_CHECK(n == group->size(), value,
+               "[{}] was traced for a group of {} ranks, but '{}' has {}", op, n,
+               c.args.str(c.args.size() - 1), group->size());
+  }
+  switch (c.op) {
+    case OpKind::all_reduce:
+      copy_into(out, self);
+      group->all_reduce(out, dist::reduce_op_from_name(c.args.str(1)))->wait();
+      return;
+    case OpKind::all_gather_into_tensor: group->all_gather(out, self)->wait(); return;
+    case OpKind::reduce_scatter_tensor:
+      group->reduce_scatter(out, self, dist::reduce_op_from_name(c.args.str(1)))->wait();
+      return;
+    case OpKind::all_to_all_single: group->all_to_all(out, self)->wait(); return;
+    default: fail(ErrorKind::internal, "[{}] is not a collective", op);
+  }
+}
+
+}  // namespace kiln::backend

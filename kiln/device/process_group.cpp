@@ -1,0 +1,49 @@
+#include "kiln/device/process_group.h"
+
+#include <map>
+#include <mutex>
+
+namespace kiln::dist {
+
+std::string_view to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+    case ReduceOp::product: return "product";
+  }
+  return "?";
+}
+
+ReduceOp reduce_op_from_name(std::string_view name) {
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product})
+    if (to_string(op) == name) return op;
+  fail(ErrorKind::value, "[collective] unknown reduction '{}' (sum, avg, max, min or product)", name);
+}
+
+namespace {
+std::mutex g_mutex;
+std::map<std::string, std::shared_ptr<ProcessGroup>, std::less<>>& groups() {
+  static std::map<std::string, std::shared_ptr<ProcessGroup>, std::less<>> g;
+  return g;
+}
+}  // namespace
+
+void bind_group(const std::string& name, std::shared_ptr<ProcessGroup> group) {
+  std::lock_guard lock(g_mutex);
+  if (group) groups()[name] = std::move(group);
+  else groups().erase(name);
+}
+
+std::shared_ptr<ProcessGroup> bound_group(std::string_view name, std::string_view op) {
+  std::lock_guard lock(g_mutex);
+  auto it = groups().find(name);
+  KILN_CHECK(it != groups().end(), value,
+             "[{}] no process group is bound to '{}': bind one before running (dist::bind_group, or "
+             "`kiln run`, which binds every group of a program to the MPI world)",
+             op, name);
+  return it->second;
+}
+
+}  // namespace kiln::dist

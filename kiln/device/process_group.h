@@ -1,0 +1,70 @@
+#pragma once
+// The process-group interface collectives run on (C1, C2), and the names programs use for
+// groups: a program's collective ops name a group (a mesh axis, e.g. "dp"), and running
+// the program looks the name up here. The engines (MPI, a local group of one process,
+// the fake group) live in kiln/distributed; the kernels of the collective ops call them
+// through this interface.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+
+namespace kiln::dist {
+
+enum class ReduceOp : uint8_t { sum, avg, max, min, product };
+std::string_view to_string(ReduceOp op);
+
+/** An asynchronous collective; its outputs are valid after wait(). */
+class Work {
+ public:
+  virtual ~Work() = default;
+  /** Blocks until the collective is complete (staged outputs copied back). */
+  virtual void wait() = 0;
+  /** Whether wait() would return at once. */
+  virtual bool completed() = 0;
+};
+
+/** A set of ranks that run collectives together. Every rank of the group must call the
+ * same collectives in the same order, with tensors of the same dtype and shape. */
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /** "mpi" or "fake". */
+  virtual std::string_view engine() const = 0;
+
+  /** In place: every rank's `tensor` becomes the reduction of all ranks' values. */
+  virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum) = 0;
+  /** `output` ([size * n, ...]) gets the ranks' `input`s ([n, ...]) in rank order along dim 0. */
+  virtual std::shared_ptr<Work> all_gather(const Tensor& output, const Tensor& input) = 0;
+  /** `output` ([n / size, ...]) gets this rank's slice (along dim 0) of the reduction of the
+   * ranks' `input`s ([n, ...]). */
+  virtual std::shared_ptr<Work> reduce_scatter(const Tensor& output, const Tensor& input,
+                                               ReduceOp op = ReduceOp::sum) = 0;
+  /** `input` is split along dim 0 in `size` equal chunks; chunk j goes to rank j, and
+   * `output`'s chunk i comes from rank i. */
+  virtual std::shared_ptr<Work> all_to_all(const Tensor& output, const Tensor& input) = 0;
+  /** In place: every rank's `tensor` becomes rank `root`'s. */
+  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) = 0;
+  /** Point to point (not checked across ranks: a send and its recv must agree). */
+  virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0) = 0;
+  virtual std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag = 0) = 0;
+  virtual void barrier() = 0;
+  /** A group of the listed ranks (of this group), in that order. Every rank of this group
+   * calls it with the same list; ranks not listed get null. */
+  virtual std::shared_ptr<ProcessGroup> split(const std::vector<int>& ranks) = 0;
+};
+
+/** The reduction named "sum", "avg", "max", "min" or "product" (a value Error otherwise). */
+ReduceOp reduce_op_from_name(std::string_view name);
+
+/** Binds a group name (a mesh axis) to `group` for this process; null unbinds it. */
+void bind_group(const std::string& name, std::shared_ptr<ProcessGroup> group);
+/** The group bound to `name`; a value Error naming `op` and the name when there is none. */
+std::shared_ptr<ProcessGroup> bound_group(std::string_view name, std::string_view op);
+
+}  // namespace kiln::dist

@@ -1,0 +1,86 @@
+// Collectives as ops (C2) in one process: meta functions, tracing for any number of
+// ranks with fake tensors, export and load, group binding by name, and running on the
+// local group (one rank). The multi-process runs are in mpi_test.cpp.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::all_close;
+using testing::expect_error;
+
+TEST(C2, CollectivesTraceForAnyGroupSizeWithFakeTensors) {
+  auto fn = [](const TensorList& in) {
+    Tensor g = all_gather_into_tensor(in[0], 8, "dp");                  // [16, 4]
+    Tensor r = reduce_scatter_tensor(g * 2.0, "sum", 8, "dp");          // [2, 4]
+    Tensor a = wait_tensor(all_reduce(r, "avg", "tp"));
+    return TensorList{a, all_to_all_single(in[0], 2, "dp")};
+  };
+  ir::Graph g = make_fx(fn, {empty({2, 4}, {.device = Device("cpu:1")})});
+  std::string text = g.str();
+  EXPECT_NE(text.find("f32[16,4]@cpu:1 = all_gather_into_tensor(%arg0, group_size=8, group='dp')"), std::string::npos) << text;
+  EXPECT_NE(text.find("reduce_scatter_tensor("), std::string::npos) << text;
+  EXPECT_NE(text.find("all_reduce(%reduce_scatter_tensor, reduce_op='avg', group='tp')"), std::string::npos) << text;
+  EXPECT_NE(text.find("wait_tensor("), std::string::npos) << text;
+}
+
+TEST(C2, MetaFunctionsCheckArguments) {
+  FakeMode fake;
+  Tensor x = empty({6, 2});
+  expect_error([&] { reduce_scatter_tensor(x, "sum", 4, "dp"); }, ErrorKind::shape,
+               "dim 0 of f32[6, 2]@cpu:0 is not divisible by the group size 4");
+  expect_error([&] { all_reduce(x, "mean", "dp"); }, ErrorKind::value, "unknown reduction 'mean'");
+  expect_error([&] { all_gather_into_tensor(x, 0, "dp"); }, ErrorKind::value, "group_size must be positive");
+}
+
+TEST(C2, RunningBindsGroupsByName) {
+  Tensor x = tensor({1, 2, 3, 4}, {2, 2});
+  dist::bind_group("nowhere", nullptr);
+  expect_error([&] { all_reduce(x, "sum", "nowhere"); }, ErrorKind::value,
+               "[all_reduce] no process group is bound to 'nowhere'");
+  dist::bind_group("one", dist::local_group());
+  EXPECT_TRUE(all_close(all_reduce(x, "sum", "one"), {1, 2, 3, 4}));
+  EXPECT_TRUE(all_close(all_gather_into_tensor(x, 1, "one"), {1, 2, 3, 4}));
+  expect_error([&] { all_gather_into_tensor(x, 2, "one"); }, ErrorKind::value,
+               "was traced for a group of 2 ranks, but 'one' has 1");
+  dist::bind_group("pretend", dist::fake_group(0, 4));
+  expect_error([&] { all_reduce(x, "sum", "pretend"); }, ErrorKind::value, "moves no data");
+  // Gradients flow through collectives (here a group of one).
+  Tensor w = tensor({1, 2}, {}, {.requires_grad = true});
+  sum(all_reduce(w * w, "sum", "one")).backward();
+  EXPECT_TRUE(all_close(w.grad(), {2, 4}));
+}
+
+// A model whose output is summed over the ranks of axis "dp".
+struct AllReduceLinear : nn::Module {
+  Tensor& weight = register_parameter("weight", randn({2, 3}));
+  TensorList forward(const TensorList& in) override {
+    return {all_reduce(linear(in[0], weight), "sum", "dp")};
+  }
+};
+
+TEST(C2, ProgramsWithCollectivesExportLoadAndRun) {
+  manual_seed(1);
+  AllReduceLinear m;
+  Tensor x = randn({4, 3});
+  ExportedProgram p = export_program(m, {x}, {.device = Device("cuda:0")});
+  auto path = std::filesystem::temp_directory_path() / "kiln_collective.kiln";
+  save(p, path.string());
+  ExportedProgram q = load_program(path.string(), {{Device("cuda:0"), Device("cpu:1")}});
+  std::filesystem::remove(path);
+  std::string text = q.graph.str();
+  EXPECT_NE(text.find("all_reduce(%linear, reduce_op='sum', group='dp')"), std::string::npos) << text;
+  dist::bind_group("dp", dist::local_group());
+  runtime::Executor exec(q);
+  Tensor got = exec.run({to(x, Device("cpu:1"))})[0];
+  autograd::NoGradGuard no_grad;
+  EXPECT_TRUE(all_close(got, to_vector<double>(linear(x, m.weight)), 1e-6, 1e-6));
+}
+
+}  // namespace
+}  // namespace kiln
