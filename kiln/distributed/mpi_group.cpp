@@ -1,6 +1,7 @@
 // The MPI engine (C1, C3, C4). See Note [Collectives on the engine].
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <limits>
@@ -24,6 +25,11 @@ void check_mpi(int rc, std::string_view what) {
   fail(ErrorKind::backend, "[{}] MPI failed: {}", what, std::string_view(msg, static_cast<size_t>(len)));
 }
 
+// Set when a collective timed out: the job is broken (a rank is gone or stuck), so
+// nothing may wait on MPI again, and exit aborts the job instead of finalising (which
+// would wait for the missing rank).
+std::atomic<bool> g_broken{false};
+
 // MPI for the life of the process: initialised on first use, finalised at exit.
 struct Runtime {
   bool owned = false;
@@ -39,7 +45,9 @@ struct Runtime {
   ~Runtime() {
     int done = 0;
     MPI_Finalized(&done);
-    if (owned && !done) MPI_Finalize();
+    if (!owned || done) return;
+    if (g_broken) MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Finalize();
   }
 };
 Runtime& runtime() {
@@ -125,12 +133,14 @@ class MpiWork final : public Work {
   MpiWork(std::string what, MPI_Request request, std::function<void()> finish)
       : what_(std::move(what)), request_(request), finish_(std::move(finish)) {}
   ~MpiWork() override {
-    if (done_ || finalized()) return;
+    if (done_ || finalized() || g_broken) return;  // a broken job is aborted at exit
     MPI_Wait(&request_, MPI_STATUS_IGNORE);  // never leave the engine writing freed memory
     done_ = true;
   }
   void wait() override {
     if (done_) return;
+    KILN_CHECK(!g_broken, backend, "[{}] an earlier collective timed out: this job's MPI engine is broken",
+               what_);
     auto start = std::chrono::steady_clock::now();
     auto nap = std::chrono::microseconds(1);
     for (;;) {  // polled, so a collective that never completes ends in an Error (C4)
@@ -138,10 +148,13 @@ class MpiWork final : public Work {
       check_mpi(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), what_);
       if (flag) break;
       double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      KILN_CHECK(waited < timeout_seconds(), backend,
-                 "[{}] did not complete within {:.0f} s (KILN_COLLECTIVE_TIMEOUT): a rank of the group "
-                 "died or stopped calling collectives",
-                 what_, timeout_seconds());
+      if (waited >= timeout_seconds()) {
+        g_broken = true;
+        fail(ErrorKind::backend,
+             "[{}] did not complete within {:.0f} s (KILN_COLLECTIVE_TIMEOUT): a rank of the group died "
+             "or stopped calling collectives; the job will abort at exit",
+             what_, timeout_seconds());
+      }
       std::this_thread::sleep_for(nap);
       nap = std::min(nap * 2, std::chrono::microseconds(1000));
     }
@@ -174,7 +187,7 @@ class MpiGroup final : public ProcessGroup {
     MPI_Comm_size(comm_, &size_);
   }
   ~MpiGroup() override {
-    if (owned_ && !finalized()) MPI_Comm_free(&comm_);
+    if (owned_ && !finalized() && !g_broken) MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }

@@ -1,6 +1,7 @@
 // The kiln command, run as a user would: export -> show -> run, device maps, errors.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <signal.h>
@@ -339,6 +340,37 @@ TEST(CliMpi, RunUnderMpirunPrintsRankZerosSummaryOnly) {
   for (size_t at = out.find("ran "); at != std::string::npos; at = out.find("ran ", at + 1)) ++summaries;
   EXPECT_EQ(summaries, 1u) << out;
   EXPECT_TRUE(has(out, "output_0: f32[4, 4]@cpu:0")) << out;
+}
+
+// (C4) A rank that dies, or leaves, while another waits in a collective: the job ends
+// with an error naming what happened, within the deadline, never a hang.
+struct Job {
+  int status;
+  double seconds;
+  std::string out;
+};
+Job run_dead_rank(const std::string& mode) {
+  std::string cmd = std::string("KILN_COLLECTIVE_TIMEOUT=3 timeout 120 ") + KILN_MPIEXEC +
+                    " -np 2 --allow-run-as-root --oversubscribe " + KILN_MPI_DEAD_RANK + " " + mode + " 2>&1";
+  auto t0 = std::chrono::steady_clock::now();
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (size_t got = fread(buf, 1, sizeof buf, pipe)) out.append(buf, got);
+  int status = pclose(pipe);
+  return {status, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), out};
+}
+
+TEST(CliMpi, DeadRankEndsTheJobWithAClearError) {
+  Job died = run_dead_rank("die");
+  EXPECT_NE(died.status, 0) << died.out;
+  EXPECT_LT(died.seconds, 60) << died.out;
+  EXPECT_TRUE(has(died.out, "exited with non-zero status") || has(died.out, "did not complete within"))
+      << died.out;
+  Job left = run_dead_rank("leave");
+  EXPECT_NE(left.status, 0) << left.out;
+  EXPECT_LT(left.seconds, 60) << left.out;
+  EXPECT_TRUE(has(left.out, "[all_reduce(sum) #1] did not complete within 3 s")) << left.out;
 }
 }  // namespace
 }  // namespace kiln
