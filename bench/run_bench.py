@@ -85,6 +85,13 @@ def kiln_round(build, work):
     for m in ("mlp", "block"):
         for r in json_lines(run([f"{build}/bench/kiln_train_memory", m, "program"])):
             res[f"{m} train program memory"] = {"MiB": r["median"]}
+    # all_reduce at 2 ranks: kiln's MPI engine and the same loop over MPI_Allreduce in C.
+    mpirun = shutil.which("mpirun")
+    if mpirun and os.path.exists(f"{build}/bench/kiln_allreduce_bench"):
+        launch = [mpirun, "-np", "2", "--allow-run-as-root", "--oversubscribe"]
+        for name, exe in (("kiln", "kiln_allreduce_bench"), ("mpi", "mpi_allreduce_peer")):
+            for r in json_lines(run(launch + [f"{build}/bench/{exe}"])):
+                res[f"{name} allreduce {r['bytes']}"] = {"seconds": r["us"] * 1e-6, "busbw": r["busbw_GBps"]}
     return res
 
 
@@ -228,6 +235,14 @@ def build_rows(k, p):
         if mk is not None and mp is not None:
             row(f"{m.upper()} train-step program peak extra RSS (vs PyTorch eager step)", f"{mk:.1f} MiB",
                 f"{mp:.1f} MiB", f"{mk / mp:.2f}x", "<= 0.7x", mk <= 0.7 * mp)
+    # Issue 18: all_reduce through the MPI engine vs MPI_Allreduce from C, 2 ranks.
+    small_k, small_c = kiln_value(k, "kiln allreduce 4096"), kiln_value(k, "mpi allreduce 4096")
+    if small_k is not None and small_c is not None:
+        row("all_reduce 4 KiB at 2 ranks: per-call overhead over MPI_Allreduce", fmt_t(small_k),
+            fmt_t(small_c), f"+{fmt_t(max(small_k - small_c, 0))}", "- (reported)", None)
+    for size, label in ((1 << 20, "1 MiB"), (4 << 20, "4 MiB"), (16 << 20, "16 MiB"), (64 << 20, "64 MiB")):
+        kk, cc = kiln_value(k, f"kiln allreduce {size}"), kiln_value(k, f"mpi allreduce {size}")
+        ratio(f"all_reduce {label} at 2 ranks (vs MPI_Allreduce from C)", kk, cc, 1.05)
     mem_k = kiln_value(k, "block train memory", "MiB")
     mem_p = peer_value(p, "block train step peak extra RSS", "MiB")
     if mem_k is not None and mem_p is not None:

@@ -142,12 +142,16 @@ class MpiWork final : public Work {
     KILN_CHECK(!g_broken, backend, "[{}] an earlier collective timed out: this job's MPI engine is broken",
                what_);
     auto start = std::chrono::steady_clock::now();
-    auto nap = std::chrono::microseconds(1);
-    for (;;) {  // polled, so a collective that never completes ends in an Error (C4)
+    // Polled as MPI_Wait polls (MPI's progress engine yields when the job is
+    // oversubscribed), then, past 2 ms, with 50 us naps, so a collective that never
+    // completes ends in an Error (C4) instead of blocking forever.
+    for (uint64_t spins = 1;; ++spins) {
       int flag = 0;
       check_mpi(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), what_);
       if (flag) break;
+      if (spins % 64) continue;
       double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > 2e-3) std::this_thread::sleep_for(std::chrono::microseconds(50));
       if (waited >= timeout_seconds()) {
         g_broken = true;
         fail(ErrorKind::backend,
@@ -155,8 +159,6 @@ class MpiWork final : public Work {
              "or stopped calling collectives; the job will abort at exit",
              what_, timeout_seconds());
       }
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
     }
     done_ = true;
     if (finish_) finish_();
