@@ -118,6 +118,14 @@ class LocalGroup final : public ProcessGroup {
 std::shared_ptr<ProcessGroup> fake_group(int rank, int size) { return std::make_shared<FakeGroup>(rank, size); }
 std::shared_ptr<ProcessGroup> local_group() { return std::make_shared<LocalGroup>(); }
 
+#if !KILN_WITH_NCCL
+bool nccl_available() { return false; }
+std::shared_ptr<ProcessGroup> nccl_group(const std::shared_ptr<ProcessGroup>&, Device device) {
+  fail(ErrorKind::unsupported, "[nccl_group] this kiln was built without CUDA, so without NCCL (asked for {})",
+       device);
+}
+#endif
+
 #if !KILN_WITH_MPI
 bool mpi_available() { return false; }
 std::shared_ptr<ProcessGroup> mpi_world() {

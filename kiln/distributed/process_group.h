@@ -36,5 +36,12 @@ std::shared_ptr<ProcessGroup> fake_group(int rank, int size);
 /** The group of this process alone (size 1, any device): what a program for one rank
  * binds its groups to. */
 std::shared_ptr<ProcessGroup> local_group();
+/** Whether this build has the NCCL engine and this machine a CUDA device. */
+bool nccl_available();
+/** NCCL for CUDA tensors on `device` (one device per process), for the ranks of
+ * `bootstrap` (e.g. mpi_world()), which carries NCCL's unique id from rank 0. Collectives
+ * queue on the device's current stream (C3). A device Error without that CUDA device;
+ * unsupported in a build without CUDA. */
+std::shared_ptr<ProcessGroup> nccl_group(const std::shared_ptr<ProcessGroup>& bootstrap, Device device);
 
 }  // namespace kiln::dist

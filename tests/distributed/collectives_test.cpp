@@ -82,5 +82,25 @@ TEST(C2, ProgramsWithCollectivesExportLoadAndRun) {
   EXPECT_TRUE(all_close(got, to_vector<double>(linear(x, m.weight)), 1e-6, 1e-6));
 }
 
+// (C1) NCCL for CUDA tensors: compiled with the CUDA backend; here it must say why it
+// cannot run, and on a GPU a group of one process moves data on the device.
+TEST(C1, NcclGroupOnAGpuOrAClearError) {
+  if (device_count(DeviceType::cuda) == 0) {
+    EXPECT_FALSE(dist::nccl_available());
+    expect_error([] { dist::nccl_group(dist::local_group(), Device("cuda:0")); },
+                 KILN_TEST_WITH_CUDA ? ErrorKind::device : ErrorKind::unsupported,
+                 KILN_TEST_WITH_CUDA ? "needs a CUDA device" : "without CUDA");
+    return;
+  }
+  auto g = dist::nccl_group(dist::local_group(), Device("cuda:0"));
+  EXPECT_EQ(g->engine(), "nccl");
+  Tensor x = to(tensor({1, 2, 3}), Device("cuda:0"));
+  g->all_reduce(x)->wait();
+  EXPECT_TRUE(all_close(x, {1, 2, 3}));
+  Tensor out = empty({3, 1}, {.device = Device("cuda:0")});
+  g->all_gather(out, to(tensor({4, 5, 6}, {3, 1}), Device("cuda:0")))->wait();
+  EXPECT_TRUE(all_close(out, {4, 5, 6}));
+}
+
 }  // namespace
 }  // namespace kiln
