@@ -3,6 +3,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
 #include <cstdlib>
 #include <limits>
 #include <functional>
@@ -113,8 +117,10 @@ void after_writer(const Tensor& t) {
   if (StreamImpl* w = t.storage()->writer.load()) Stream::of(w).synchronize();
 }
 
-// A dense buffer of `dtype` holding `t`'s values: `t` itself when it already is one.
+// A dense buffer of `dtype` holding `t`'s values: `t` itself when it already is one. The
+// engine reads it after the stream that last wrote it (D4).
 Tensor staged(const Tensor& t, DType dtype, bool read) {
+  after_writer(t);
   if (t.is_contiguous() && t.dtype() == dtype) return t;
   autograd::NoGradGuard no_grad;
   if (!read) return empty(IntList(t.shape().begin(), t.shape().end()), {.dtype = dtype, .device = t.device()});
@@ -128,67 +134,81 @@ int count_of(const Tensor& t, std::string_view op) {
   return static_cast<int>(t.numel());
 }
 
-class MpiWork final : public Work {
+// Runs a group's engine calls one after another on its own thread, so collectives use
+// MPI's tuned blocking algorithms while callers get asynchronous Work, and every rank
+// issues them in the order they were called.
+class Worker {
  public:
-  MpiWork(std::string what, MPI_Request request, std::function<void()> finish)
-      : what_(std::move(what)), request_(request), finish_(std::move(finish)) {}
-  ~MpiWork() override {
-    if (done_ || finalized() || g_broken) return;  // a broken job is aborted at exit
-    MPI_Wait(&request_, MPI_STATUS_IGNORE);  // never leave the engine writing freed memory
-    done_ = true;
-  }
-  void wait() override {
-    if (done_) return;
-    KILN_CHECK(!g_broken, backend, "[{}] an earlier collective timed out: this job's MPI engine is broken",
-               what_);
-    auto start = std::chrono::steady_clock::now();
-    // Polled as MPI_Wait polls (MPI's progress engine yields when the job is
-    // oversubscribed), then, past 2 ms, with 50 us naps, so a collective that never
-    // completes ends in an Error (C4) instead of blocking forever.
-    for (uint64_t spins = 1;; ++spins) {
-      int flag = 0;
-      check_mpi(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), what_);
-      if (flag) break;
-      if (spins % 64) continue;
-      double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (waited > 2e-3) std::this_thread::sleep_for(std::chrono::microseconds(50));
-      if (waited >= timeout_seconds()) {
-        g_broken = true;
-        fail(ErrorKind::backend,
-             "[{}] did not complete within {:.0f} s (KILN_COLLECTIVE_TIMEOUT): a rank of the group died "
-             "or stopped calling collectives; the job will abort at exit",
-             what_, timeout_seconds());
-      }
+  Worker() : thread_([this] { loop(); }) {}
+  ~Worker() {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
     }
-    done_ = true;
-    if (finish_) finish_();
+    cv_.notify_one();
+    if (g_broken) thread_.detach();  // it may be stuck in MPI for good; exit aborts the job
+    else thread_.join();
   }
-  bool completed() override {
-    if (done_) return true;
-    int flag = 0;
-    check_mpi(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), what_);
-    if (flag) {
-      done_ = true;
-      if (finish_) finish_();
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(m_);
+      tasks_.push_back(std::move(task));
     }
-    return done_;
+    cv_.notify_one();
   }
 
  private:
+  void loop() {
+    autograd::NoGradGuard no_grad;  // staging and landing copies are not differentiated
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// A collective queued on a Worker: its outputs are valid once the future is ready.
+class QueuedWork final : public Work {
+ public:
+  QueuedWork(std::string what, std::shared_future<void> done) : what_(std::move(what)), done_(std::move(done)) {}
+  void wait() override {
+    if (done_.wait_for(std::chrono::duration<double>(timeout_seconds())) != std::future_status::ready) {
+      g_broken = true;  // (C4) never a hang: the job is broken and aborts at exit
+      fail(ErrorKind::backend,
+           "[{}] did not complete within {:.0f} s (KILN_COLLECTIVE_TIMEOUT): a rank of the group died "
+           "or stopped calling collectives; the job will abort at exit",
+           what_, timeout_seconds());
+    }
+    done_.get();  // rethrows the engine's Error (a mismatch, an MPI failure)
+  }
+  bool completed() override { return done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+
+ private:
   std::string what_;
-  MPI_Request request_;
-  std::function<void()> finish_;
-  bool done_ = false;
+  std::shared_future<void> done_;
 };
 
 class MpiGroup final : public ProcessGroup {
  public:
-  MpiGroup(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+  MpiGroup(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned), worker_(std::make_unique<Worker>()) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
   }
   ~MpiGroup() override {
+    worker_.reset();  // drains what was queued
     if (owned_ && !finalized() && !g_broken) MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
@@ -196,96 +216,98 @@ class MpiGroup final : public ProcessGroup {
   std::string_view engine() const override { return "mpi"; }
 
   std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp op) override {
-    std::string what = begin("all_reduce", t, fmt::format("all_reduce({})", to_string(op)), static_cast<int>(op));
+    check_cpu("all_reduce", t);
     KILN_CHECK(op != ReduceOp::avg || is_floating(t.dtype()), dtype,
                "[all_reduce] avg needs a floating dtype, got {}", t.meta_str());
     EngineType e = engine_type(t.dtype());
-    Tensor buf = staged(t, e.dtype, true);
-    MPI_Request req;
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data_of(buf), count_of(buf, what), e.type, engine_op(op, t.dtype()),
-                             comm_, &req),
-              what);
-    return work(what, req, [t, buf, op, n = size_] {
-      if (op == ReduceOp::avg) div_(const_cast<Tensor&>(buf), static_cast<double>(n));
-      land(t, buf);
-    });
+    count_of(t, "all_reduce");
+    return queue("all_reduce", fmt::format("all_reduce({})", to_string(op)), t, static_cast<int>(op),
+                 [=, this] {
+                   Tensor buf = staged(t, e.dtype, true);
+                   check_mpi(MPI_Allreduce(MPI_IN_PLACE, data_of(buf), static_cast<int>(buf.numel()), e.type,
+                                           engine_op(op, t.dtype()), comm_),
+                             "all_reduce");
+                   if (op == ReduceOp::avg) div_(buf, static_cast<double>(size_));
+                   land(t, buf);
+                 });
   }
   std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) override {
-    std::string what = begin("all_gather", in, "all_gather", 0);
+    check_cpu("all_gather", in);
     check_rows("all_gather", out, in, in.dim() ? in.size(0) * size_ : 0);
     EngineType e = engine_type(in.dtype());
-    Tensor src = staged(in, e.dtype, true), dst = staged(out, e.dtype, false);
-    MPI_Request req;
-    int n = count_of(src, what);
-    check_mpi(MPI_Iallgather(data_of(src), n, e.type, data_of(dst), n, e.type, comm_, &req), what);
-    return work(what, req, [out, src, dst] { land(out, dst); });
+    int n = count_of(in, "all_gather");
+    return queue("all_gather", "all_gather", in, 0, [=, this] {
+      Tensor src = staged(in, e.dtype, true), dst = staged(out, e.dtype, false);
+      check_mpi(MPI_Allgather(data_of(src), n, e.type, data_of(dst), n, e.type, comm_), "all_gather");
+      land(out, dst);
+    });
   }
   std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
-    std::string what = begin("reduce_scatter", in, fmt::format("reduce_scatter({})", to_string(op)), static_cast<int>(op));
+    check_cpu("reduce_scatter", in);
     KILN_CHECK(in.dim() > 0 && in.size(0) % size_ == 0, shape,
                "[reduce_scatter] input {} is not divisible into {} chunks along dim 0", in.meta_str(), size_);
     KILN_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), dtype,
                "[reduce_scatter] avg needs a floating dtype, got {}", in.meta_str());
     check_rows("reduce_scatter", out, in, in.size(0) / size_);
     EngineType e = engine_type(in.dtype());
-    Tensor src = staged(in, e.dtype, true), dst = staged(out, e.dtype, false);
-    MPI_Request req;
-    check_mpi(MPI_Ireduce_scatter_block(data_of(src), data_of(dst), count_of(dst, what), e.type,
-                                        engine_op(op, in.dtype()), comm_, &req),
-              what);
-    return work(what, req, [out, src, dst, op, n = size_] {
-      if (op == ReduceOp::avg) div_(const_cast<Tensor&>(dst), static_cast<double>(n));
-      land(out, dst);
-    });
+    int n = count_of(out, "reduce_scatter");
+    return queue("reduce_scatter", fmt::format("reduce_scatter({})", to_string(op)), in, static_cast<int>(op),
+                 [=, this] {
+                   Tensor src = staged(in, e.dtype, true), dst = staged(out, e.dtype, false);
+                   check_mpi(MPI_Reduce_scatter_block(data_of(src), data_of(dst), n, e.type,
+                                                      engine_op(op, in.dtype()), comm_),
+                             "reduce_scatter");
+                   if (op == ReduceOp::avg) div_(dst, static_cast<double>(size_));
+                   land(out, dst);
+                 });
   }
   std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in) override {
-    std::string what = begin("all_to_all", in, "all_to_all", 0);
+    check_cpu("all_to_all", in);
     KILN_CHECK(in.dim() > 0 && in.size(0) % size_ == 0, shape,
                "[all_to_all] input {} is not divisible into {} chunks along dim 0", in.meta_str(), size_);
     check_rows("all_to_all", out, in, in.size(0));
     EngineType e = engine_type(in.dtype());
-    Tensor src = staged(in, e.dtype, true), dst = staged(out, e.dtype, false);
-    MPI_Request req;
-    int chunk = count_of(src, what) / size_;
-    check_mpi(MPI_Ialltoall(data_of(src), chunk, e.type, data_of(dst), chunk, e.type, comm_, &req), what);
-    return work(what, req, [out, src, dst] { land(out, dst); });
+    int chunk = count_of(in, "all_to_all") / size_;
+    return queue("all_to_all", "all_to_all", in, 0, [=, this] {
+      Tensor src = staged(in, e.dtype, true), dst = staged(out, e.dtype, false);
+      check_mpi(MPI_Alltoall(data_of(src), chunk, e.type, data_of(dst), chunk, e.type, comm_), "all_to_all");
+      land(out, dst);
+    });
   }
   std::shared_ptr<Work> broadcast(const Tensor& t, int root) override {
     check_rank("broadcast", root);
-    std::string what = begin("broadcast", t, fmt::format("broadcast(root={})", root), root);
+    check_cpu("broadcast", t);
     EngineType e = engine_type(t.dtype());
-    Tensor buf = staged(t, e.dtype, true);
-    MPI_Request req;
-    check_mpi(MPI_Ibcast(data_of(buf), count_of(buf, what), e.type, root, comm_, &req), what);
-    return work(what, req, [t, buf] { land(t, buf); });
+    int n = count_of(t, "broadcast");
+    return queue("broadcast", fmt::format("broadcast(root={})", root), t, root, [=, this] {
+      Tensor buf = staged(t, e.dtype, true);
+      check_mpi(MPI_Bcast(data_of(buf), n, e.type, root, comm_), "broadcast");
+      land(t, buf);
+    });
   }
   std::shared_ptr<Work> send(const Tensor& t, int dst, int tag) override {
     check_rank("send", dst);
     check_cpu("send", t);
-    after_writer(t);
     EngineType e = engine_type(t.dtype());
-    Tensor buf = staged(t, e.dtype, true);
-    MPI_Request req;
-    std::string what = fmt::format("send to rank {}", dst);
-    check_mpi(MPI_Isend(data_of(buf), count_of(buf, what), e.type, dst, tag, comm_, &req), what);
-    return work(what, req, [buf] {});
+    int n = count_of(t, "send");
+    return queue_unchecked(fmt::format("send to rank {}", dst), t, [=, this] {
+      Tensor buf = staged(t, e.dtype, true);
+      check_mpi(MPI_Send(data_of(buf), n, e.type, dst, tag, comm_), "send");
+    });
   }
   std::shared_ptr<Work> recv(const Tensor& t, int src, int tag) override {
     check_rank("recv", src);
     check_cpu("recv", t);
-    after_writer(t);
     EngineType e = engine_type(t.dtype());
-    Tensor buf = staged(t, e.dtype, false);
-    MPI_Request req;
-    std::string what = fmt::format("recv from rank {}", src);
-    check_mpi(MPI_Irecv(data_of(buf), count_of(buf, what), e.type, src, tag, comm_, &req), what);
-    return work(what, req, [t, buf] { land(t, buf); });
+    int n = count_of(t, "recv");
+    return queue_unchecked(fmt::format("recv from rank {}", src), t, [=, this] {
+      Tensor buf = staged(t, e.dtype, false);
+      check_mpi(MPI_Recv(data_of(buf), n, e.type, src, tag, comm_, MPI_STATUS_IGNORE), "recv");
+      land(t, buf);
+    });
   }
   void barrier() override {
-    std::string what = begin("barrier", Tensor(), "barrier", 0);
-    MPI_Request req;
-    check_mpi(MPI_Ibarrier(comm_, &req), what);
-    work(what, req, nullptr)->wait();
+    queue("barrier", "barrier", Tensor(), 0, [this] { check_mpi(MPI_Barrier(comm_), "barrier"); })->wait();
   }
   std::shared_ptr<ProcessGroup> split(const std::vector<int>& ranks) override {
     int64_t h = 0;
@@ -293,48 +315,73 @@ class MpiGroup final : public ProcessGroup {
       check_rank("split", r);
       h = h * 1000003 + r + 1;
     }
-    begin("split", Tensor(), "split", h);
     int color = MPI_UNDEFINED, key = 0;
     for (size_t i = 0; i < ranks.size(); ++i)
       if (ranks[i] == rank_) color = 0, key = static_cast<int>(i);
-    MPI_Comm sub;
-    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "split");
+    MPI_Comm sub = MPI_COMM_NULL;
+    queue("split", "split", Tensor(), h, [&, this] { check_mpi(MPI_Comm_split(comm_, color, key, &sub), "split"); })
+        ->wait();
     if (sub == MPI_COMM_NULL) return nullptr;
     return std::make_shared<MpiGroup>(sub, true);
   }
 
  private:
-  // Checks `t`, numbers the collective and (C4) compares it across the ranks; returns
-  // its name for messages: "all_reduce(sum) #7".
-  std::string begin(std::string_view op, const Tensor& t, std::string call, int64_t extra) {
-    if (t.defined()) {
-      check_cpu(op, t);
-      after_writer(t);
-    }
+  // Numbers the collective, and queues on the worker: (C4) the check that every rank
+  // calls the same thing, then `engine`. The Work fails with the check's Error.
+  template <typename Engine>
+  std::shared_ptr<Work> queue(std::string_view op, std::string call, const Tensor& t, int64_t extra, Engine engine) {
     uint64_t n = ++sequence_;
     std::string what = fmt::format("{} #{}", call, n);
-    if (!checks_enabled()) return what;
-    // One number for the call; every rank's must be equal: max == min.
+    uint64_t key = signature(op, n, extra, t);
+    std::string described = t.defined() ? call + " of " + t.meta_str() : call;
+    return post(what, [=, this, op = std::string(op)] {
+      if (checks_enabled()) {
+        int64_t v[2] = {static_cast<int64_t>(key), -static_cast<int64_t>(key)};
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_MAX, comm_), what);
+        KILN_CHECK(v[0] == -v[1], value,
+                   "[{}] collective #{} does not match across the ranks of its group: rank {} called {}, "
+                   "another rank a different collective, reduction, dtype or shape",
+                   op, n, rank_, described);
+      }
+      engine();
+    });
+  }
+  template <typename Engine>
+  std::shared_ptr<Work> queue_unchecked(std::string what, const Tensor&, Engine engine) {
+    return post(std::move(what), engine);
+  }
+  template <typename Task>
+  std::shared_ptr<Work> post(std::string what, Task task) {
+    auto promise = std::make_shared<std::promise<void>>();
+    std::shared_future<void> done = promise->get_future().share();
+    worker_->post([promise, fn = std::function<void()>(std::move(task))]() mutable {
+      std::exception_ptr error;
+      try {
+        fn();
+      } catch (...) {  // handed to the caller's wait(), which rethrows it
+        error = std::current_exception();
+      }
+      // The tensors the task holds are released before the caller is woken: once it
+      // returns from wait() it may free what they use (or leave main).
+      fn = nullptr;
+      if (error) promise->set_exception(error);
+      else promise->set_value();
+    });
+    return std::make_shared<QueuedWork>(std::move(what), std::move(done));
+  }
+  // A 62-bit number for the call (mixed with splitmix64's finalizer so every input bit
+  // reaches the bits kept); every rank's must be equal.
+  static uint64_t signature(std::string_view op, uint64_t n, int64_t extra, const Tensor& t) {
     uint64_t h = std::hash<std::string_view>{}(op) ^ (n * 0x9e3779b97f4a7c15ull) ^
                  (static_cast<uint64_t>(extra) * 0xbf58476d1ce4e5b9ull);
     if (t.defined()) {
       h = h * 31 + static_cast<uint64_t>(t.dtype());
       for (int64_t s : t.shape()) h = h * 1000003 + static_cast<uint64_t>(s);
     }
-    // Mixed (splitmix64's finalizer) so every input bit reaches the low 62 bits kept.
     h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
     h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
     h ^= h >> 31;
-    int64_t key = static_cast<int64_t>(h & 0x3fffffffffffffffull);
-    int64_t v[2] = {key, -key};
-    MPI_Request req;
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_MAX, comm_, &req), what);
-    work(what, req, nullptr)->wait();
-    KILN_CHECK(v[0] == -v[1], value,
-               "[{}] collective #{} does not match across the ranks of its group: rank {} called {}{}, "
-               "another rank a different collective, reduction, dtype or shape",
-               op, n, rank_, call, t.defined() ? " of " + t.meta_str() : "");
-    return what;
+    return h & 0x3fffffffffffffffull;
   }
   void check_cpu(std::string_view op, const Tensor& t) const {
     KILN_CHECK(t.defined() && t.device().is_cpu() && !t.is_fake(), device,
@@ -352,23 +399,20 @@ class MpiGroup final : public ProcessGroup {
                "[{}] output {} must be {}{}@{} for input {} on {} ranks", op, out.meta_str(),
                to_string(in.dtype()), want.str(), in.device(), in.meta_str(), size_);
   }
-  // The engine wrote `buf`; `t` gets its values (when it was staged) on the host.
+  // The engine wrote `buf`; `t` gets its values (when it was staged).
   static void land(const Tensor& t, const Tensor& buf) {
     if (!buf.is_same(t)) {
-      autograd::NoGradGuard no_grad;
       Tensor dst = t;
       copy_(dst, buf);
     }
     t.storage()->writer.store(nullptr);
-  }
-  std::shared_ptr<Work> work(const std::string& what, MPI_Request req, std::function<void()> finish) {
-    return std::make_shared<MpiWork>(what, req, std::move(finish));
   }
 
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;
   uint64_t sequence_ = 0;
+  std::unique_ptr<Worker> worker_;
 };
 
 }  // namespace
