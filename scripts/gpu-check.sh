@@ -35,12 +35,14 @@ nvidia-smi -L 2>/dev/null || log "nvidia-smi finds no GPU"
 log "configure + build ($BUILD, sm_90)"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 "${CMAKE_EXTRA[@]}" >"$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build "$BUILD" -j "$(nproc)" --target cuda_test fake_test device_test kiln_gpu_models kiln_cli \
+cmake --build "$BUILD" -j "$(nproc)" --target cuda_test fake_test device_test distributed_test kiln_gpu_models kiln_cli \
   >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 
 log "tests"
 status=0
-for t in "cuda_test" "fake_test --gtest_filter=F6*" "device_test"; do
+# distributed_test: NCCL on one GPU (a group of this process; MPI-bootstrapped groups
+# need mpirun and more GPUs), and the collective ops on cuda tensors.
+for t in "cuda_test" "fake_test --gtest_filter=F6*" "device_test" "distributed_test"; do
   # shellcheck disable=SC2086
   KILN_CPU_DEVICES=4 "$BUILD"/tests/$t --gtest_brief=1 >>"$OUT/tests.log" 2>&1 || status=1
 done

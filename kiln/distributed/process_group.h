@@ -4,16 +4,19 @@
 // metadata only, so programs for N ranks can be traced in one process.
 //
 // Note [Collectives on the engine]
-// A collective reads and writes dense buffers of an engine dtype. Inputs that are not
-// contiguous (or whose dtype the engine lacks: f16, bf16 go through f32) are staged in a
-// dense copy, and outputs staged that way are copied back when the work completes. Before
-// an engine call the tensors' last writer streams are waited for (D4) and the call runs
-// under a guard for the tensors' device (D3); its writes are complete when wait()
-// returns. Each collective is numbered per group; unless KILN_CHECK_COLLECTIVES=0, the
-// ranks first compare what they are about to call (kind, reduction, dtype, shape, root)
-// with one small all-reduce, so a mismatch is an Error on every rank naming the
-// collective and its number instead of a hang or garbage (C4). A wait longer than
-// KILN_COLLECTIVE_TIMEOUT seconds (default 300) is an Error too.
+// An MPI group runs its engine calls on a worker thread of its own, one after another in
+// call order (so every rank issues them in the same order, and MPI's tuned blocking
+// algorithms do the work); a call returns a Work at once, and wait() blocks on its
+// completion. A collective reads and writes dense buffers of an engine dtype: inputs that
+// are not contiguous (or whose dtype the engine lacks: f16, bf16 go through f32) are
+// staged in a dense copy, after the stream that last wrote them (D4), and outputs staged
+// that way are copied back before the work completes; the outputs then carry no pending
+// stream. Callers must not touch a collective's tensors before wait(). Each collective is
+// numbered per group; unless KILN_CHECK_COLLECTIVES=0, the ranks first compare what they
+// are about to call (kind, reduction, dtype, shape, root) with one 16-byte all-reduce, so
+// a mismatch is an Error on every rank, raised by wait(), naming the collective and its
+// number instead of a hang or garbage (C4). A wait longer than KILN_COLLECTIVE_TIMEOUT
+// seconds (default 300) is an Error too, after which the broken job aborts at exit.
 
 #include <memory>
 #include <string>

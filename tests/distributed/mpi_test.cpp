@@ -30,10 +30,11 @@ TEST(Mpi, RankAndSize) {
 
 TEST(Mpi, AllReduceEveryOpAndDtype) {
   int n = world()->size(), r = world()->rank();
-  for (DType dtype : {f32, f64, f16, bf16, i64, i32}) {
+  for (DType dtype : {f32, f64, f16, bf16, i64, i32, i16, i8, u8}) {
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product}) {
       if (op == ReduceOp::avg && !is_floating(dtype)) continue;
       if (op == ReduceOp::product && n > 2 && (dtype == f16 || dtype == bf16)) continue;  // range
+      if (op == ReduceOp::product && (dtype == i8 || dtype == u8) && n > 4) continue;
       SCOPED_TRACE(fmt::format("{} {}", to_string(dtype), dist::to_string(op)));
       bool integral = !is_floating(dtype);
       Tensor t = integral ? to(full({5}, r + 1, {.dtype = f64}), my_device(), dtype) : values_of(r, {5}, dtype);
