@@ -4,6 +4,7 @@
 #include "kiln/device/cuda_runtime.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <memory>
 #include <mutex>
@@ -23,6 +24,19 @@ void check(int status, const char* what) {
   auto e = static_cast<cudaError_t>(status);
   fail(ErrorKind::backend, "[CUDA] {} failed: {} ({})", what, cudaGetErrorString(e),
        cudaGetErrorName(e));
+}
+
+void* load_library(const std::string& soname, const char* what) {
+  void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) lib = dlopen((std::string(KILN_CUDA_LIBDIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+  KILN_CHECK(lib, backend, "[{}] cannot load {} (also tried {}): {}", what, soname, KILN_CUDA_LIBDIR, dlerror());
+  return lib;
+}
+
+void* library_symbol(void* lib, const char* symbol, const std::string& soname, const char* what) {
+  void* f = dlsym(lib, symbol);
+  KILN_CHECK(f, backend, "[{}] {} has no {}", what, soname, symbol);
+  return f;
 }
 
 // Asks the runtime rather than caching: other code in the process may call

@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 #include <cstring>
 #include <functional>
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include "kiln/autograd/autograd.h"
@@ -39,14 +38,8 @@ struct Nccl {
 const Nccl& nccl() {
   static const Nccl api = [] {
     std::string name = "libnccl.so.2";
-    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) lib = dlopen((std::string(KILN_CUDA_LIBDIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
-    KILN_CHECK(lib, backend, "[NCCL] cannot load {} (also tried {}): {}", name, KILN_CUDA_LIBDIR, dlerror());
-    auto sym = [&](const char* symbol) {
-      void* f = dlsym(lib, symbol);
-      KILN_CHECK(f, backend, "[NCCL] {} has no {}", name, symbol);
-      return f;
-    };
+    void* lib = cuda::load_library(name, "NCCL");
+    auto sym = [&](const char* symbol) { return cuda::library_symbol(lib, symbol, name, "NCCL"); };
     Nccl n;
     n.get_unique_id = reinterpret_cast<decltype(n.get_unique_id)>(sym("ncclGetUniqueId"));
     n.comm_init_rank = reinterpret_cast<decltype(n.comm_init_rank)>(sym("ncclCommInitRank"));

@@ -3,7 +3,6 @@
 // when allow_tf32() says so; f16/bf16 accumulate in f32.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <map>
 #include <mutex>
@@ -42,16 +41,8 @@ const Cublas& cublas() {
   static const Cublas api = [] {
     // By soname (the loader's paths), else from the toolkit kiln was built against.
     std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-      lib = dlopen((std::string(KILN_CUDA_LIBDIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
-    KILN_CHECK(lib, backend, "[cuBLAS] cannot load {} (also tried {}): {}", name, KILN_CUDA_LIBDIR,
-               dlerror());
-    auto sym = [&](const char* symbol) {
-      void* f = dlsym(lib, symbol);
-      KILN_CHECK(f, backend, "[cuBLAS] {} has no {}", name, symbol);
-      return f;
-    };
+    void* lib = load_library(name, "cuBLAS");
+    auto sym = [&](const char* symbol) { return library_symbol(lib, symbol, name, "cuBLAS"); };
     Cublas c;
     c.create = reinterpret_cast<decltype(c.create)>(sym("cublasCreate_v2"));
     c.set_stream = reinterpret_cast<decltype(c.set_stream)>(sym("cublasSetStream_v2"));
