@@ -49,14 +49,14 @@ Executor::Executor(ExportedProgram& program) : program_(program) {
       d = nodes_[i]->opcode() == ir::Opcode::output ? kForever : std::max(d, static_cast<int>(i));
     }
 
-  // Greedy best fit over free buffers of the same device, in program order.
-  struct Buffer {
-    Storage storage;
-    size_t bytes;
+  // The values to plan: fresh outputs that die within the program, with their live
+  // interval [defined at, last read at].
+  struct Planned {
+    size_t node, output, bytes;
+    int start, end;
+    Device device;
   };
-  std::vector<Buffer> buffers;
-  std::multimap<std::pair<uint32_t, size_t>, int> free;  // (device, bytes) -> buffer
-  std::map<int, std::vector<int>> release_at;             // position -> buffers
+  std::vector<Planned> values;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     ir::Node* n = nodes_[i];
     bool plannable = n->opcode() == ir::Opcode::call && death[i] != kForever;
@@ -65,30 +65,52 @@ Executor::Executor(ExportedProgram& program) : program_(program) {
       plannable = info.meta && !info.is_view() && !info.is_inplace();
     }
     if (plannable) {
-      for (const ir::ValueMeta& m : n->meta()) {
-        size_t bytes = static_cast<size_t>(numel_of(m.shape)) * itemsize(m.dtype);
-        auto it = free.lower_bound({m.device.key(), bytes});
-        int b;
-        if (it != free.end() && it->first.first == m.device.key()) {
-          b = it->second;
-          free.erase(it);
-        } else {
-          Allocator& a = device_allocator(m.device);
-          b = static_cast<int>(buffers.size());
-          size_t size = std::max<size_t>(bytes, 1);
-          buffers.push_back({std::make_shared<StorageImpl>(a.allocate(size), size, m.device, &a, false), size});
-          stats_.planned_bytes += static_cast<int64_t>(size);
-        }
-        planned_[i].push_back(over(buffers[b].storage, m));
-        release_at[death[i]].push_back(b);
-        ++stats_.planned_values;
+      for (size_t k = 0; k < n->meta().size(); ++k) {
+        planned_[i].push_back(Tensor());  // filled below
+        const ir::ValueMeta& m = n->meta()[k];
+        values.push_back({i, k, static_cast<size_t>(numel_of(m.shape)) * itemsize(m.dtype), static_cast<int>(i),
+                          death[i], m.device});
       }
     } else if (n->opcode() == ir::Opcode::call && death[i] == kForever && root[i] == static_cast<int>(i)) {
       for (const ir::ValueMeta& m : n->meta())
         stats_.unplanned_bytes += numel_of(m.shape) * static_cast<int64_t>(itemsize(m.dtype));
     }
-    for (int b : release_at[static_cast<int>(i)])
-      free.insert({{buffers[b].storage->device.key(), buffers[b].bytes}, b});
+  }
+  // Greedy by size: the largest values first, each into the first buffer of its device
+  // that is big enough and free for its whole interval, else a new buffer of its size.
+  // (Placing big values first lets small ones fill their gaps; planning in program
+  // order instead took ~20% more memory on a BLOCK train step.)
+  std::vector<size_t> order(values.size());
+  for (size_t v = 0; v < order.size(); ++v) order[v] = v;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a].bytes > values[b].bytes; });
+  struct Buffer {
+    Storage storage;
+    size_t bytes;
+    std::vector<std::pair<int, int>> busy;  // live intervals of the values it holds
+  };
+  std::vector<Buffer> buffers;
+  for (size_t v : order) {
+    const Planned& p = values[v];
+    Buffer* home = nullptr;
+    for (Buffer& b : buffers) {
+      if (b.storage->device != p.device || b.bytes < p.bytes) continue;
+      bool free = true;
+      for (auto [s, e] : b.busy) free = free && (p.end < s || e < p.start);
+      if (free) {
+        home = &b;
+        break;
+      }
+    }
+    if (!home) {
+      Allocator& a = device_allocator(p.device);
+      size_t size = std::max<size_t>(p.bytes, 1);
+      buffers.push_back({std::make_shared<StorageImpl>(a.allocate(size), size, p.device, &a, false), size, {}});
+      stats_.planned_bytes += static_cast<int64_t>(size);
+      home = &buffers.back();
+    }
+    home->busy.push_back({p.start, p.end});
+    planned_[p.node][p.output] = over(home->storage, nodes_[p.node]->meta()[p.output]);
+    ++stats_.planned_values;
   }
   stats_.buffers = static_cast<int>(buffers.size());
 }
