@@ -75,6 +75,11 @@ class FormulaNode final : public Node {
   bool released = false;
 };
 
+namespace detail {
+/** `t`'s gradient state, created on first use. */
+AutogradMeta& meta_of(const Tensor& t);
+}  // namespace detail
+
 /** Gradient of `g` reduced to `shape` (summing the broadcast dimensions). */
 Tensor sum_to(const Tensor& g, const Dims& shape);
 

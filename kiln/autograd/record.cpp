@@ -17,11 +17,6 @@ namespace {
 thread_local bool t_inference = false;
 std::atomic<uint64_t> g_sequence{0};
 
-bool wants_grad(const Tensor& t) {
-  const AutogradMeta* m = t.defined() ? t.impl()->autograd.get() : nullptr;
-  return m && (m->requires_grad || m->grad_fn);
-}
-
 // "layer_norm" -> "LayerNormBackward0", "_to_copy" -> "ToCopyBackward0" (PyTorch's names).
 std::string backward_name(std::string_view op) {
   std::string name;
@@ -40,22 +35,14 @@ std::string backward_name(std::string_view op) {
 // A handle to `t`'s data and metadata without its history: what a node keeps of its
 // own outputs (keeping the output itself would make a cycle through its grad_fn). Under
 // modes it is an `alias` op dispatched through them, so they know the new tensor (a
-// traced graph saves `alias(%relu)`, as PyTorch's saves `detach(%relu)`); eagerly, a
-// plain copy of the descriptor.
+// traced graph saves `alias(%relu)`, as PyTorch's saves `detach(%relu)`); eagerly,
+// detach() (a copy of the descriptor).
 Tensor alias_without_history(const Tensor& t) {
   if (active_mode_count() > 0) {
     Value args[1] = {t};
     return redispatch(OpKind::alias, args)[0];
   }
-  auto impl = std::make_shared<TensorImpl>(*t.impl());
-  impl->autograd.reset();
-  return Tensor(std::move(impl));
-}
-
-AutogradMeta& meta_of(const Tensor& t) {
-  auto& m = t.impl()->autograd;
-  if (!m) m = std::make_shared<AutogradMeta>();
-  return *m;
+  return t.detach();
 }
 
 // (G4) A view made before a recorded in-place write to its storage has a history that
@@ -131,19 +118,6 @@ void GradCtx::set(int arg, Tensor g, int j) {
 
 namespace detail {
 
-bool should_record(std::span<const Value> args) {
-  if (!t_grad_enabled) return false;
-  for (const Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) {
-      if (wants_grad(*t)) return true;
-    } else if (auto* list = std::get_if<TensorList>(&v)) {
-      for (const Tensor& x : *list)
-        if (wants_grad(x)) return true;
-    }
-  }
-  return false;
-}
-
 void count_write(OpKind op, std::span<const Value> args) {
   if (t_inference) return;
   ++std::get<Tensor>(args[ops::op_info(op).schema.mutated_arg]).storage()->version;
@@ -168,13 +142,13 @@ Outputs record(OpKind op, std::span<const Value> args) {
     if (auto* t = std::get_if<Tensor>(&args[i])) {
       node->first_slot[i] = static_cast<int>(node->next.size());
       node->next.push_back(gradient_edge(*t));
-      if (wants_grad(*t)) check_view_current(info, *t, specs[i].name);
+      if (detail::wants_grad(*t)) check_view_current(info, *t, specs[i].name);
     } else if (auto* list = std::get_if<TensorList>(&args[i])) {
       node->first_slot[i] = static_cast<int>(node->next.size());
       for (const Tensor& x : *list) {
         node->list_shapes.push_back(x.shape());
         node->next.push_back(gradient_edge(x));
-        if (wants_grad(x)) check_view_current(info, x, specs[i].name);
+        if (detail::wants_grad(x)) check_view_current(info, x, specs[i].name);
       }
     }
   }
@@ -240,13 +214,13 @@ Outputs record(OpKind op, std::span<const Value> args) {
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!is_floating(outs[i].dtype())) continue;  // integer outputs have no gradient
-    AutogradMeta& m = meta_of(outs[i]);
+    AutogradMeta& m = detail::meta_of(outs[i]);
     m.grad_fn = node;
     m.output_nr = static_cast<uint32_t>(i);
     m.requires_grad = false;
   }
   if (self && !outs[0].is_same(*self)) {  // a mode handed back self's twin: rebase self too
-    AutogradMeta& m = meta_of(*self);
+    AutogradMeta& m = detail::meta_of(*self);
     m.grad_fn = node;
     m.output_nr = 0;
   }

@@ -5,14 +5,30 @@
 #include <span>
 
 #include "kiln/ops/op_table.h"
+#include "kiln/ops/value.h"
 
 namespace kiln::autograd::detail {
 
 /** This thread's grad mode; defined in dispatch.cpp, whose hot path reads it. */
 extern thread_local bool t_grad_enabled;
 
-/** Whether a call records a node: grad mode is on and a tensor argument requires grad. */
-bool should_record(std::span<const Value> args);
+/** Whether `t` requires grad; the common case (no gradient state at all) is inline. */
+inline bool wants_grad(const Tensor& t) { return t.defined() && t.impl()->autograd && t.requires_grad(); }
+
+/** Whether a call records a node: grad mode is on and a tensor argument requires grad
+ * (the check every call from user code makes). */
+inline bool should_record(std::span<const Value> args) {
+  if (!t_grad_enabled) return false;
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) {
+      if (wants_grad(*t)) return true;
+    } else if (auto* list = std::get_if<TensorList>(&v)) {
+      for (const Tensor& x : *list)
+        if (wants_grad(x)) return true;
+    }
+  }
+  return false;
+}
 /** Runs `op` below autograd and records its backward node on the outputs. */
 Outputs record(ops::OpKind op, std::span<const Value> args);
 /** (G4) Counts an in-place write that autograd does not record. */

@@ -1,16 +1,21 @@
 // The autograd side of Tensor (declared in kiln/core/tensor.h): G1's state.
-#include "kiln/autograd/autograd.h"
+#include "kiln/autograd/function.h"
 
 namespace kiln {
 
 using autograd::AutogradMeta;
 
-namespace {
+namespace autograd::detail {
 AutogradMeta& meta_of(const Tensor& t) {
   auto& m = t.impl()->autograd;
   if (!m) m = std::make_shared<AutogradMeta>();
   return *m;
 }
+}  // namespace autograd::detail
+
+using autograd::detail::meta_of;
+
+namespace {
 const Tensor kUndefined;
 const std::shared_ptr<autograd::Node> kNoNode;
 }  // namespace

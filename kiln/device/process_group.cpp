@@ -22,6 +22,22 @@ ReduceOp reduce_op_from_name(std::string_view name) {
   fail(ErrorKind::value, "[collective] unknown reduction '{}' (sum, avg, max, min or product)", name);
 }
 
+void ProcessGroup::check_rank(std::string_view op, int r) const {
+  KILN_CHECK(r >= 0 && r < size(), index, "[{}] rank {} is not in a group of {} ranks", op, r, size());
+}
+
+void ProcessGroup::check_output(std::string_view op, const Tensor& out, const Tensor& in, Rows rows) const {
+  int64_t n = size();
+  KILN_CHECK(in.dim() > 0 && (rows == Rows::gather || in.size(0) % n == 0), shape,
+             "[{}] input {} needs a dim 0 that divides into {} chunks", op, in.meta_str(), n);
+  Dims want = in.shape();
+  if (rows == Rows::gather) want[0] *= n;
+  if (rows == Rows::scatter) want[0] /= n;
+  KILN_CHECK(out.shape() == want && out.dtype() == in.dtype() && out.device() == in.device(), shape,
+             "[{}] output {} must be {}{}@{} for input {} on {} ranks", op, out.meta_str(),
+             to_string(in.dtype()), want.str(), in.device(), in.meta_str(), n);
+}
+
 namespace {
 std::mutex g_mutex;
 std::map<std::string, std::shared_ptr<ProcessGroup>, std::less<>>& groups() {

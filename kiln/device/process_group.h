@@ -57,6 +57,18 @@ class ProcessGroup {
   /** A group of the listed ranks (of this group), in that order. Every rank of this group
    * calls it with the same list; ranks not listed get null. */
   virtual std::shared_ptr<ProcessGroup> split(const std::vector<int>& ranks) = 0;
+
+ protected:
+  // Argument checks every engine makes.
+  /** An index Error naming `op` unless 0 <= r < size(). */
+  void check_rank(std::string_view op, int r) const;
+  /** How a collective's output relates to its input along dim 0 (of size n): gather
+   * makes n * size(), scatter n / size(), same n (all_to_all); scatter and same need n
+   * to divide into size() chunks. */
+  enum class Rows : uint8_t { gather, scatter, same };
+  /** A shape Error naming `op` unless `in` has such a dim 0 and `out` is the matching
+   * tensor (shape, dtype, device). */
+  void check_output(std::string_view op, const Tensor& out, const Tensor& in, Rows rows) const;
 };
 
 /** The reduction named "sum", "avg", "max", "min" or "product" (a value Error otherwise). */

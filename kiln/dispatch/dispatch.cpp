@@ -524,30 +524,11 @@ namespace autograd::detail {
 thread_local bool t_grad_enabled = true;
 }  // namespace autograd::detail
 
-namespace {
-bool wants_grad(const Tensor& t) {
-  return t.defined() && t.impl()->autograd && (t.requires_grad());
-}
-// Whether any tensor argument requires grad (the check every eager call makes).
-bool any_wants_grad(std::span<const Value> args) {
-  for (const Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) {
-      if (t->defined() && t->impl()->autograd) [[unlikely]]
-        if (wants_grad(*t)) return true;
-    } else if (auto* list = std::get_if<TensorList>(&v)) {
-      for (const Tensor& x : *list)
-        if (wants_grad(x)) return true;
-    }
-  }
-  return false;
-}
-}  // namespace
-
 Outputs dispatch(OpKind op, std::span<const Value> args) {
   // The user's call (not a mode's re-dispatch): autograd's turn first. See Note
   // [Autograd sits above the modes].
   if (t_depth == t_pushed) [[likely]] {
-    if (autograd::detail::t_grad_enabled && any_wants_grad(args)) return autograd::detail::record(op, args);
+    if (autograd::detail::should_record(args)) return autograd::detail::record(op, args);
     if (ops::kOpIsInplace[static_cast<size_t>(op)]) autograd::detail::count_write(op, args);
   }
   return redispatch(op, args);

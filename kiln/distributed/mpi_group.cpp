@@ -233,7 +233,8 @@ class MpiGroup final : public ProcessGroup {
   }
   std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) override {
     check_cpu("all_gather", in);
-    check_rows("all_gather", out, in, in.dim() ? in.size(0) * size_ : 0);
+    check_cpu("all_gather", out);
+    check_output("all_gather", out, in, Rows::gather);
     EngineType e = engine_type(in.dtype());
     int n = count_of(in, "all_gather");
     return queue("all_gather", "all_gather", in, 0, [=, this] {
@@ -244,11 +245,10 @@ class MpiGroup final : public ProcessGroup {
   }
   std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
     check_cpu("reduce_scatter", in);
-    KILN_CHECK(in.dim() > 0 && in.size(0) % size_ == 0, shape,
-               "[reduce_scatter] input {} is not divisible into {} chunks along dim 0", in.meta_str(), size_);
     KILN_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), dtype,
                "[reduce_scatter] avg needs a floating dtype, got {}", in.meta_str());
-    check_rows("reduce_scatter", out, in, in.size(0) / size_);
+    check_cpu("reduce_scatter", out);
+    check_output("reduce_scatter", out, in, Rows::scatter);
     EngineType e = engine_type(in.dtype());
     int n = count_of(out, "reduce_scatter");
     return queue("reduce_scatter", fmt::format("reduce_scatter({})", to_string(op)), in, static_cast<int>(op),
@@ -263,9 +263,8 @@ class MpiGroup final : public ProcessGroup {
   }
   std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in) override {
     check_cpu("all_to_all", in);
-    KILN_CHECK(in.dim() > 0 && in.size(0) % size_ == 0, shape,
-               "[all_to_all] input {} is not divisible into {} chunks along dim 0", in.meta_str(), size_);
-    check_rows("all_to_all", out, in, in.size(0));
+    check_cpu("all_to_all", out);
+    check_output("all_to_all", out, in, Rows::same);
     EngineType e = engine_type(in.dtype());
     int chunk = count_of(in, "all_to_all") / size_;
     return queue("all_to_all", "all_to_all", in, 0, [=, this] {
@@ -290,7 +289,7 @@ class MpiGroup final : public ProcessGroup {
     check_cpu("send", t);
     EngineType e = engine_type(t.dtype());
     int n = count_of(t, "send");
-    return queue_unchecked(fmt::format("send to rank {}", dst), t, [=, this] {
+    return post(fmt::format("send to rank {}", dst), [=, this] {
       Tensor buf = staged(t, e.dtype, true);
       check_mpi(MPI_Send(data_of(buf), n, e.type, dst, tag, comm_), "send");
     });
@@ -300,7 +299,7 @@ class MpiGroup final : public ProcessGroup {
     check_cpu("recv", t);
     EngineType e = engine_type(t.dtype());
     int n = count_of(t, "recv");
-    return queue_unchecked(fmt::format("recv from rank {}", src), t, [=, this] {
+    return post(fmt::format("recv from rank {}", src), [=, this] {
       Tensor buf = staged(t, e.dtype, false);
       check_mpi(MPI_Recv(data_of(buf), n, e.type, src, tag, comm_, MPI_STATUS_IGNORE), "recv");
       land(t, buf);
@@ -346,10 +345,6 @@ class MpiGroup final : public ProcessGroup {
       engine();
     });
   }
-  template <typename Engine>
-  std::shared_ptr<Work> queue_unchecked(std::string what, const Tensor&, Engine engine) {
-    return post(std::move(what), engine);
-  }
   template <typename Task>
   std::shared_ptr<Work> post(std::string what, Task task) {
     auto promise = std::make_shared<std::promise<void>>();
@@ -387,17 +382,6 @@ class MpiGroup final : public ProcessGroup {
     KILN_CHECK(t.defined() && t.device().is_cpu() && !t.is_fake(), device,
                "[{}] the MPI engine moves CPU tensors with data (any cpu:N), got {}", op,
                t.defined() ? t.meta_str() : "an undefined tensor");
-  }
-  void check_rank(std::string_view op, int r) const {
-    KILN_CHECK(r >= 0 && r < size_, index, "[{}] rank {} is not in a group of {} ranks", op, r, size_);
-  }
-  void check_rows(std::string_view op, const Tensor& out, const Tensor& in, int64_t rows) const {
-    check_cpu(op, out);
-    Dims want = in.shape();
-    if (want.size()) want[0] = rows;
-    KILN_CHECK(out.shape() == want && out.dtype() == in.dtype() && out.device() == in.device(), shape,
-               "[{}] output {} must be {}{}@{} for input {} on {} ranks", op, out.meta_str(),
-               to_string(in.dtype()), want.str(), in.device(), in.meta_str(), size_);
   }
   // The engine wrote `buf`; `t` gets its values (when it was staged).
   static void land(const Tensor& t, const Tensor& buf) {

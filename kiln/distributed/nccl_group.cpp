@@ -124,7 +124,7 @@ class NcclGroup final : public ProcessGroup {
     });
   }
   std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) override {
-    rows("all_gather", out, in, in.dim() ? in.size(0) * size_ : 0);
+    check_output("all_gather", out, in, Rows::gather);
     return run("all_gather", {in}, {out}, [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
       check_nccl(nccl().all_gather(ptr(i[0]), ptr(o[0]), static_cast<size_t>(in.numel()),
                                    nccl_type(in.dtype(), "all_gather"), comm_, s),
@@ -132,9 +132,7 @@ class NcclGroup final : public ProcessGroup {
     });
   }
   std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
-    KILN_CHECK(in.dim() > 0 && in.size(0) % size_ == 0, shape,
-               "[reduce_scatter] input {} is not divisible into {} chunks along dim 0", in.meta_str(), size_);
-    rows("reduce_scatter", out, in, in.size(0) / size_);
+    check_output("reduce_scatter", out, in, Rows::scatter);
     return run("reduce_scatter", {in}, {out}, [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
       check_nccl(nccl().reduce_scatter(ptr(i[0]), ptr(o[0]), static_cast<size_t>(out.numel()),
                                        nccl_type(in.dtype(), "reduce_scatter"), nccl_op(op), comm_, s),
@@ -142,9 +140,7 @@ class NcclGroup final : public ProcessGroup {
     });
   }
   std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in) override {
-    KILN_CHECK(in.dim() > 0 && in.size(0) % size_ == 0, shape,
-               "[all_to_all] input {} is not divisible into {} chunks along dim 0", in.meta_str(), size_);
-    rows("all_to_all", out, in, in.size(0));
+    check_output("all_to_all", out, in, Rows::same);
     return run("all_to_all", {in}, {out}, [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
       size_t chunk = static_cast<size_t>(in.numel() / size_);
       size_t bytes = chunk * in.itemsize();
@@ -193,16 +189,6 @@ class NcclGroup final : public ProcessGroup {
 
  private:
   static void* ptr(const Tensor& t) { return static_cast<char*>(t.storage()->data) + t.offset() * t.itemsize(); }
-  void check_rank(std::string_view op, int r) const {
-    KILN_CHECK(r >= 0 && r < size_, index, "[{}] rank {} is not in a group of {} ranks", op, r, size_);
-  }
-  void rows(std::string_view op, const Tensor& out, const Tensor& in, int64_t n) const {
-    Dims want = in.shape();
-    if (want.size()) want[0] = n;
-    KILN_CHECK(out.shape() == want && out.dtype() == in.dtype() && out.device() == in.device(), shape,
-               "[{}] output {} must be {}{}@{} for input {} on {} ranks", op, out.meta_str(),
-               to_string(in.dtype()), want.str(), in.device(), in.meta_str(), size_);
-  }
   // Stages inputs and outputs densely, queues `call` on the device's current stream
   // under its guard (C3), and lands staged outputs when the work is waited for.
   template <typename Call>

@@ -22,19 +22,15 @@ class FakeGroup final : public ProcessGroup {
 
   std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp) override { return done(); }
   std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) override {
-    expect_dim0("all_gather", out, in, in.dim() ? in.size(0) * size_ : 0);
+    check_output("all_gather", out, in, Rows::gather);
     return done();
   }
   std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp) override {
-    KILN_CHECK(in.dim() > 0 && in.size(0) % size_ == 0, shape,
-               "[reduce_scatter] input {} is not divisible into {} chunks along dim 0", in.meta_str(), size_);
-    expect_dim0("reduce_scatter", out, in, in.size(0) / size_);
+    check_output("reduce_scatter", out, in, Rows::scatter);
     return done();
   }
   std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in) override {
-    KILN_CHECK(in.dim() > 0 && in.size(0) % size_ == 0, shape,
-               "[all_to_all] input {} is not divisible into {} chunks along dim 0", in.meta_str(), size_);
-    expect_dim0("all_to_all", out, in, in.size(0));
+    check_output("all_to_all", out, in, Rows::same);
     return done();
   }
   std::shared_ptr<Work> broadcast(const Tensor&, int root) override {
@@ -60,16 +56,6 @@ class FakeGroup final : public ProcessGroup {
 
  private:
   static std::shared_ptr<Work> done() { return std::make_shared<DoneWork>(); }
-  void check_rank(const char* op, int r) const {
-    KILN_CHECK(r >= 0 && r < size_, index, "[{}] rank {} is not in a group of {} ranks", op, r, size_);
-  }
-  void expect_dim0(const char* op, const Tensor& out, const Tensor& in, int64_t rows) const {
-    Dims want = in.shape();
-    if (want.size()) want[0] = rows;
-    KILN_CHECK(out.shape() == want && out.dtype() == in.dtype() && out.device() == in.device(), shape,
-               "[{}] output {} must be {}{}@{} for input {} on {} ranks", op, out.meta_str(),
-               to_string(in.dtype()), want.str(), in.device(), in.meta_str(), size_);
-  }
   int rank_, size_;
 };
 
@@ -86,7 +72,7 @@ class LocalGroup final : public ProcessGroup {
   }
   std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in) override { return copy(out, in); }
   std::shared_ptr<Work> broadcast(const Tensor&, int root) override {
-    KILN_CHECK(root == 0, index, "[broadcast] rank {} is not in a group of 1 rank", root);
+    check_rank("broadcast", root);
     return done();
   }
   std::shared_ptr<Work> send(const Tensor&, int dst, int) override {
