@@ -229,7 +229,6 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   }
   {  // backward graph: saved values, tangents -> gradients
     Copier c{program.backward, {}};
-    std::unordered_map<std::string, int> used;
     std::vector<std::pair<ir::Ref, ir::Node*>> saved_inputs;
     for (const ir::Ref& r : saved) {
       std::string name = "saved_" + r.node->name() + (r.output ? "_" + std::to_string(r.output) : "");

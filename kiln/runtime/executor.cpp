@@ -1,7 +1,6 @@
 #include "kiln/runtime/executor.h"
 
 #include <algorithm>
-#include <map>
 #include <unordered_map>
 
 #include "kiln/ir/interpreter.h"
