@@ -10,6 +10,7 @@
 #include <numbers>
 
 #include "kiln/autograd/function.h"
+#include "kiln/ops/extension.h"
 
 namespace kiln::autograd {
 
@@ -520,9 +521,19 @@ const Table& table() {
 
 }  // namespace
 
-const Derivative& derivative(OpKind op) {
+Derivative derivative(OpKind op) {
   const ops::OpInfo& info = ops::op_info(op);
-  return table().entries[static_cast<size_t>(info.meta ? op : info.functional)];
+  OpKind f = info.meta ? op : info.functional;
+  if (ops::is_builtin(f)) [[likely]]
+    return table().entries[static_cast<size_t>(f)];
+  const ops::ExtensionOp& e = *ops::extension_op(f);  // its registration (E1)
+  using Grad = ops::ExtensionOp::Grad;
+  switch (e.grad) {
+    case Grad::missing: return {};
+    case Grad::none: return {Differentiable::no, 0, nullptr};
+    case Grad::formula: return {Differentiable::yes, e.grad_saves, e.grad_formula};
+  }
+  return {};
 }
 
 Differentiable differentiability(OpKind op) { return derivative(op).kind; }

@@ -48,8 +48,9 @@ struct Derivative {
 };
 inline constexpr uint32_t kSavesResult = 1u << 31;
 
-/** The table entry of `op` (in-place ops answer with their functional op's entry). */
-const Derivative& derivative(ops::OpKind op);
+/** The table entry of `op` (in-place ops answer with their functional op's entry; an
+ * extension op with its registration's). */
+Derivative derivative(ops::OpKind op);
 
 /** A tensor a node keeps for its formula, with the storage version it had (G4). */
 struct SavedTensor {

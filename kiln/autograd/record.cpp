@@ -125,9 +125,14 @@ void count_write(OpKind op, std::span<const Value> args) {
 
 Outputs record(OpKind op, std::span<const Value> args) {
   const OpInfo& info = ops::op_info(op);
-  const Derivative& d = derivative(op);
-  KILN_CHECK(d.kind != Differentiable::missing, internal,
-             "[{}] has no entry in the derivative table", info.name);
+  const Derivative d = derivative(op);
+  if (d.kind == Differentiable::missing) {
+    KILN_CHECK(!ops::is_builtin(op), internal, "[{}] has no entry in the derivative table", info.name);
+    fail(ErrorKind::unsupported,
+         "[{}] has no backward formula and an argument requires grad: register one "
+         "(OpDefinition::backward), declare the op not differentiable, or call it under NoGradGuard",
+         info.name);
+  }
   if (d.kind == Differentiable::no) {  // outputs need no gradient
     if (info.is_inplace()) count_write(op, args);
     return redispatch(op, args);

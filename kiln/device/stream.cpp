@@ -202,7 +202,10 @@ Stream stream_by_id(Device device, int id) {
 Device Stream::device() const { return device_; }
 int Stream::id() const { return impl_ ? impl_->id : 0; }
 bool Stream::runs_inline() const { return !impl_ || impl_->host_inline(); }
-void* Stream::native_handle() const { return impl_ ? impl_->native() : nullptr; }
+void* Stream::native_handle() const {
+  check_kernel_device(device_, "stream");  // (D8) a launch on another device's stream
+  return impl_ ? impl_->native() : nullptr;
+}
 
 void Stream::enqueue(std::function<void()> work) const {
   check_kernel_device(device_, "stream");  // (D8)

@@ -11,6 +11,7 @@
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"
 #include "kiln/device/stream_impl.h"
+#include "kiln/ops/extension.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln {
@@ -44,6 +45,14 @@ const ops::KernelTable* kernel_table(DeviceType type) {
 #endif
     default: return nullptr;
   }
+}
+
+// The kernel of `op` for `type`: the backend's table entry for a built-in op, the
+// registration's for an extension op (E1).
+ops::Kernel kernel_of(const ops::KernelTable* table, OpKind op, DeviceType type) {
+  if (ops::is_builtin(op)) [[likely]]
+    return table ? (*table)[static_cast<size_t>(op)] : nullptr;
+  return ops::extension_kernel(op, type);
 }
 
 // (D2) The host is cpu:0; virtual CPU devices cpu:1.. stand in for accelerators.
@@ -269,18 +278,17 @@ void run_kernel(const Launch& l, const ops::MetaOut& meta, std::span<const Value
                 std::span<Tensor> outs) {
   KernelScope scope(l.info->name, l.device);
   if (l.info->meta) {
-    (*l.table)[static_cast<size_t>(l.info->kind)](ops::OpCall{l.info->kind, args, l.device}, outs);
+    kernel_of(l.table, l.info->kind, l.device.type)(ops::OpCall{l.info->kind, args, l.device}, outs);
     return;
   }
   const OpInfo& functional = ops::op_info(l.info->functional);
+  ops::Kernel kernel = kernel_of(l.table, functional.kind, l.device.type);
   if (writes_self_directly(*l.info, args, meta)) {
-    (*l.table)[static_cast<size_t>(functional.kind)](ops::OpCall{functional.kind, args, l.device},
-                                                     outs);
+    kernel(ops::OpCall{functional.kind, args, l.device}, outs);
     return;
   }
   Outputs tmp = materialize(functional, args, meta, l.device, &device_allocator(l.device));
-  (*l.table)[static_cast<size_t>(functional.kind)](ops::OpCall{functional.kind, args, l.device},
-                                                   tmp);
+  kernel(ops::OpCall{functional.kind, args, l.device}, tmp);
   Value copy_args[3] = {outs[0], tmp[0], false};
   (*l.table)[static_cast<size_t>(OpKind::copy_)](
       ops::OpCall{OpKind::copy_, std::span<const Value>(copy_args), l.device}, outs);
@@ -419,12 +427,12 @@ void launch(const OpInfo& info, const ops::KernelTable* table, Device device,
   if (src && !non_blocking) stream.synchronize();
 }
 
-const ops::KernelTable& checked_table(const OpInfo& info, Device device) {
+const ops::KernelTable* checked_table(const OpInfo& info, Device device) {
   const ops::KernelTable* table = kernel_table(device.type);
   OpKind kernel_op = info.meta ? info.kind : info.functional;
-  KILN_CHECK(table && (*table)[static_cast<size_t>(kernel_op)], unsupported,
-             "[{}] has no kernel for device {}", info.name, device);
-  return *table;
+  KILN_CHECK(kernel_of(table, kernel_op, device.type), unsupported, "[{}] has no kernel for device {}",
+             info.name, device);
+  return table;
 }
 
 }  // namespace
@@ -436,7 +444,7 @@ Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
   Allocator* allocator = &device_allocator(device);  // checks the device exists
   ops::MetaOut meta = run_meta(info, args, device);
   if (info.is_view()) return materialize(info, args, meta, device, allocator);
-  const ops::KernelTable& table = checked_table(info, device);
+  const ops::KernelTable* table = checked_table(info, device);
   if (op == OpKind::_to_copy && std::get<bool>(args[3])) {
     // (D7) A non-blocking copy to the host lands in memory the device can write without
     // staging (pinned on CUDA), or it could not be asynchronous.
@@ -447,7 +455,7 @@ Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
   Outputs outs;
   if (info.meta) outs = materialize(info, args, meta, device, allocator);
   else outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
-  launch(info, &table, device, meta, args, outs);
+  launch(info, table, device, meta, args, outs);
   return outs;
 }
 
@@ -467,7 +475,7 @@ void dispatch_into(OpKind op, std::span<const Value> args, std::span<Tensor> out
                value, "[{}] output {} must be a contiguous {}{}@{}, got {}", info.name, i,
                to_string(meta.outs[i].dtype), meta.outs[i].shape.str(), device, o.meta_str());
   }
-  launch(info, &checked_table(info, device), device, meta, args, outs);
+  launch(info, checked_table(info, device), device, meta, args, outs);
 }
 
 void set_kernel_table_for_testing(DeviceType type, const ops::KernelTable* table) {
@@ -529,7 +537,7 @@ Outputs dispatch(OpKind op, std::span<const Value> args) {
   // [Autograd sits above the modes].
   if (t_depth == t_pushed) [[likely]] {
     if (autograd::detail::should_record(args)) return autograd::detail::record(op, args);
-    if (ops::kOpIsInplace[static_cast<size_t>(op)]) autograd::detail::count_write(op, args);
+    if (ops::op_is_inplace(op)) autograd::detail::count_write(op, args);
   }
   return redispatch(op, args);
 }

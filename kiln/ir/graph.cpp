@@ -178,7 +178,12 @@ Node* Graph::add_call(ops::OpKind op, ArgList args, MetaList meta, std::string s
   auto n = new_node();
   n->opcode_ = Opcode::call;
   n->op_ = op;
-  n->name_ = unique_name(name.empty() ? std::string(ops::op_name(op)) : std::move(name));
+  if (name.empty()) {  // named after the op; an extension op without its namespace
+    std::string_view op_name = ops::op_name(op);
+    size_t sep = op_name.rfind("::");
+    name = sep == std::string_view::npos ? op_name : op_name.substr(sep + 2);
+  }
+  n->name_ = unique_name(std::move(name));
   n->args_ = std::move(args);
   n->meta_ = std::move(meta);
   n->scope_ = std::move(scope);

@@ -13,6 +13,10 @@
 
 #include "kiln/ops/schema.h"
 
+namespace kiln::autograd {
+class GradCtx;
+}  // namespace kiln::autograd
+
 namespace kiln::ops {
 
 /** How an op's device is chosen and checked (D2). */
@@ -153,6 +157,10 @@ inline constexpr bool kOpIsInplace[] = {
 #undef KILN_OP_INPLACE
 };
 
+/** Whether `op` is one of the table's (the others are registered extension ops, see
+ * kiln/ops/extension.h; their OpKind values follow the table's). */
+inline bool is_builtin(OpKind op) { return static_cast<int>(op) < kNumOps; }
+
 /** What the table knows about one op. */
 struct OpInfo {
   OpKind kind;
@@ -165,11 +173,16 @@ struct OpInfo {
   bool is_view() const { return schema.view_of_arg >= 0; }
 };
 
-/** The table entry of an op. */
+/** The table entry of an op (built-in or registered). */
 const OpInfo& op_info(OpKind op);
 inline std::string_view op_name(OpKind op) { return op_info(op).name; }
-/** Looks an op up by name; throws an unsupported Error for unknown names. */
+/** Looks an op up by name (built-in or registered); throws an unsupported Error for
+ * unknown names. */
 OpKind op_from_name(std::string_view name);
+/** Whether `op` writes its `Tensor(a!)` argument; a table lookup for built-ins. */
+inline bool op_is_inplace(OpKind op) {
+  return is_builtin(op) ? kOpIsInplace[static_cast<size_t>(op)] : op_info(op).is_inplace();
+}
 
 /** One op call as dispatch sees it: which op, its arguments, and the device it
  * runs on (chosen by the op's DeviceRule). */

@@ -23,6 +23,12 @@ const std::array<OpKind, ops::kNumOps>& inplace_variants() {
   return table;
 }
 
+// The in-place variant of a functional op, or the op itself when it has none (extension
+// ops are never rewritten: their kernels need not support it).
+OpKind inplace_variant(OpKind op) {
+  return ops::is_builtin(op) ? inplace_variants()[static_cast<size_t>(op)] : op;
+}
+
 bool same_value_shape(const ir::ValueMeta& a, const ir::ValueMeta& b) {
   return a.shape == b.shape && a.dtype == b.dtype && a.device == b.device;
 }
@@ -52,7 +58,7 @@ int reinplace_write_backs(ir::Graph& graph, const std::vector<std::pair<ir::Node
     std::vector<ir::Node*> chain;
     for (ir::Node* n = r.node; n != input;) {
       if (n->opcode() != ir::Opcode::call || n->meta().size() != 1 ||
-          !same_value_shape(n->meta()[0], input->meta()[0]) || inplace_variants()[static_cast<size_t>(n->op())] == n->op())
+          !same_value_shape(n->meta()[0], input->meta()[0]) || inplace_variant(n->op()) == n->op())
         break;
       const auto* self = std::get_if<ir::Ref>(&n->args()[0]);
       if (!self || self->output != 0) break;
@@ -75,7 +81,7 @@ int reinplace_write_backs(ir::Graph& graph, const std::vector<std::pair<ir::Node
     }
     if (!ok) continue;
     for (ir::Node* n : chain) {
-      graph.set_op(n, inplace_variants()[static_cast<size_t>(n->op())]);
+      graph.set_op(n, inplace_variant(n->op()));
       ++rewritten;
     }
   }

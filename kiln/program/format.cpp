@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/overloaded.h"
+#include "kiln/ops/extension.h"
 #include "kiln/program/program.h"
 
 namespace kiln {
@@ -521,6 +522,17 @@ std::string program_json(const ExportedProgram& program) {
     workspaces.push_back({{"name", w.name}, {"shape", w.shape.vec()}, {"dtype", to_string(w.dtype)},
                           {"device", dt.slot(w.device)}});
   prog["workspaces"] = workspaces;
+  // (E3) The extension ops the graph calls, with the schema they were traced with.
+  json extensions = json::array();
+  std::vector<ops::OpKind> listed;
+  for (ir::Node* n : program.graph.nodes()) {
+    if (n->opcode() != ir::Opcode::call || ops::is_builtin(n->op())) continue;
+    if (std::find(listed.begin(), listed.end(), n->op()) != listed.end()) continue;
+    listed.push_back(n->op());
+    const ops::ExtensionOp& e = *ops::extension_op(n->op());
+    extensions.push_back({{"name", e.name}, {"schema", e.schema_text}, {"library", e.library}});
+  }
+  if (!extensions.empty()) prog["extension_ops"] = extensions;
   json devices = json::array();
   for (Device d : dt.slots) devices.push_back(d.str());
   prog["devices"] = devices;
@@ -558,6 +570,37 @@ ExportedProgram read_program(const std::string& path) {
 }
 
 namespace {
+// (E3) Every extension op the program lists must be registered in this process, with
+// the schema the program was traced with. Returns the listed names.
+std::vector<std::string> check_extension_ops(const json& prog, const Reader& r) {
+  std::vector<std::string> names;
+  if (!prog.contains("extension_ops")) return names;
+  for (const json& e : r.at(prog, "extension_ops", "the program")) {
+    std::string name = r.get<std::string>(e, "name", "an extension op");
+    std::string schema = r.get<std::string>(e, "schema", "an extension op");
+    std::string library = r.get<std::string>(e, "library", "an extension op");
+    std::string from = library.empty() ? "" : fmt::format(" (from {})", library);
+    ops::OpKind kind;
+    try {
+      kind = ops::op_from_name(name);
+    } catch (const Error&) {
+      fail(ErrorKind::unsupported,
+           "[load] {} uses the extension op '{}'{}, which is not registered in this process: load "
+           "the library that defines it before loading the program",
+           r.path, name, from);
+    }
+    const ops::ExtensionOp* registered = ops::extension_op(kind);
+    if (!registered) bad(r.path, fmt::format("'{}' is listed as an extension op but is built in", name));
+    if (registered->schema_text != ops::canonical_schema(schema))
+      fail(ErrorKind::unsupported,
+           "[load] {} was exported with the extension op '{}'{} as '{}', but the registered op is "
+           "'{}': export the program again with this version of the library",
+           r.path, name, from, schema, registered->schema_text);
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
 ExportedProgram read_program_checked(const std::string& path) {
   SafeFile f = read_safetensors(path);
   Reader top{path, {}};
@@ -619,6 +662,7 @@ ExportedProgram read_program_checked(const std::string& path) {
     if (!found) bad(path, "unknown output kind '" + kind + "'");
     p.signature.outputs.push_back(spec);
   }
+  std::vector<std::string> extensions = check_extension_ops(prog, r);
   NamedTensors node_constants;
   for (const json& n : r.at(prog, "graph", "the program"))
     if (n.is_object() && n.value("op", "") == "constant") {
@@ -626,6 +670,12 @@ ExportedProgram read_program_checked(const std::string& path) {
       node_constants.emplace_back(name, tensor("constants/" + name));
     }
   p.graph = graph_from_json(prog.at("graph"), r, node_constants);
+  for (ir::Node* n : p.graph.nodes())
+    if (n->opcode() == ir::Opcode::call && !ops::is_builtin(n->op()) &&
+        std::find(extensions.begin(), extensions.end(), ops::op_name(n->op())) == extensions.end())
+      bad(path, fmt::format("node %{} calls the extension op '{}', which the program's extension_ops "
+                            "table does not list",
+                            n->name(), ops::op_name(n->op())));
   p.constants.insert(p.constants.end(), node_constants.begin(), node_constants.end());
   for (const json& w : r.at(prog, "workspaces", "the program")) {
     DType dtype = r.dtype(r.get<std::string>(w, "dtype", "a workspace"), "a workspace");

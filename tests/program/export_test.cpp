@@ -7,12 +7,17 @@
 #include <random>
 
 #include "kiln/kiln.h"
+#include "program_file.h"
 #include "test_util.h"
 
 namespace kiln {
 namespace {
 
 using testing::all_close;
+using testing::edit_header;
+using testing::edit_program;
+using testing::read_all;
+using testing::write_all;
 using testing::expect_error;
 using json = nlohmann::json;
 
@@ -308,25 +313,6 @@ TEST(Export, DeviceMapKeysFollowX3) {
 
 // ---- malformed files: each a format error, never a crash ----
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-void write_all(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-// Rewrites the JSON header of a safetensors file with `edit` applied.
-void edit_header(const std::string& path, const std::function<void(json&)>& edit) {
-  std::string bytes = read_all(path);
-  uint64_t n;
-  std::memcpy(&n, bytes.data(), 8);
-  json h = json::parse(bytes.substr(8, n));
-  edit(h);
-  std::string text = h.dump();
-  uint64_t m = text.size();
-  write_all(path, std::string(reinterpret_cast<char*>(&m), 8) + text + bytes.substr(8 + n));
-}
-
 class Malformed : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -411,13 +397,6 @@ TEST_F(Malformed, SaveIsAtomic) {
   EXPECT_EQ(read_all(path), before);
 }
 
-void edit_program(const std::string& path, const std::function<void(json&)>& edit) {
-  edit_header(path, [&](json& h) {
-    json prog = json::parse(h["__metadata__"]["kiln.program"].get<std::string>());
-    edit(prog);
-    h["__metadata__"]["kiln.program"] = prog.dump();
-  });
-}
 // The meta of the program's user input node.
 json& user_input_meta(json& prog) {
   std::string name;

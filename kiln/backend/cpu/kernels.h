@@ -11,4 +11,8 @@ const ops::KernelTable& kernels();
 
 KILN_KERNELS(KILN_DECLARE_KERNEL)
 
+/** c = beta * c + alpha * a @ b for 2-D tensors on the current device, c's rows
+ * contiguous (what mm/addmm/linear and extension kernels call, kiln::gemm). */
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
+
 }  // namespace kiln::cpu

@@ -43,6 +43,8 @@ void naive_gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
     }
 }
 
+}  // namespace
+
 // c = beta * c + alpha * a @ b, with c's rows contiguous.
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
   int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
@@ -75,6 +77,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
     cblas_dgemm(CblasRowMajor, ta, tb, n, m, k, alpha, A.t.data<double>(), A.ld,
                 B.t.data<double>(), B.ld, beta, c.data<double>(), ldc);
 }
+
+namespace {
 
 Tensor mat(const Tensor& t, int64_t rows, int64_t cols) {
   // A dense [rows, cols] view of a contiguous tensor.

@@ -12,6 +12,10 @@ const ops::KernelTable& kernels();
 
 KILN_KERNELS(KILN_DECLARE_KERNEL)
 
+/** c = beta * c + alpha * a @ b for [batch, m, k] x [batch, k, n] into a dense
+ * [batch, m, n] on the current device (matmul's kernels and kiln::gemm call it). */
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
+
 // Host-side helpers (copy.cu), for kernels on the current CUDA device.
 /** A fresh contiguous tensor on `device`. */
 Tensor empty(const Dims& shape, DType dtype, Device device);

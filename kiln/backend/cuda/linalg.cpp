@@ -139,6 +139,8 @@ cudaDataType data_type(DType d) {
   }
 }
 
+}  // namespace
+
 // C = alpha * A @ B + beta * C for [batch, m, k] x [batch, k, n] -> dense [batch, m, n].
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
   int64_t batch = c.shape()[0], m = c.shape()[1], n = c.shape()[2], k = a.shape()[2];
@@ -171,6 +173,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
                  i32(g.batch), compute, CUBLAS_GEMM_DEFAULT),
              "cublasGemmStridedBatchedEx");
 }
+
+namespace {
 
 // A 2-D matrix as a batch of one.
 Tensor batch1(const Tensor& t) {
