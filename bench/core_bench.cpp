@@ -1,11 +1,14 @@
 // Foundation benchmarks (see ../shared/BENCH.md and docs/benchmarks.md):
-//  - tiny-op dispatch: add of two 8-element f32 tensors, per call
+//  - tiny-op dispatch: add of two 8-element f32 tensors, per call; the same add
+//    registered as an extension op (define_op) to measure what registration costs
 //  - SGEMM 1024^3 through kiln's matmul vs OpenBLAS called directly
 //  - elementwise add of 2 x 16M floats, reported as bytes/s against the bandwidth bound
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include "kiln/backend/cpu/kernels.h"
 #include "kiln/kiln.h"
+#include "kiln/ops/meta.h"
 
 namespace {
 
@@ -19,6 +22,23 @@ void BM_TinyAdd(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_TinyAdd);
+
+// The built-in add's meta function and CPU kernel, registered as an extension op: the
+// difference from BM_TinyAdd is what going through the registry costs per call (E1).
+void BM_TinyExtensionAdd(benchmark::State& state) {
+  static const ops::OpKind op = define_op(
+      {.schema = "bench::add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+       .meta = ops::meta_binary,
+       .cpu = [](const ops::OpCall& c, std::span<Tensor> outs) {
+         cpu::k_binary(ops::OpCall{ops::OpKind::add, c.args, c.device}, outs);
+       }});
+  Tensor a = ones({8}), b = ones({8});
+  for (auto _ : state) {
+    Tensor c = std::move(call_op(op, {a, b, Scalar(1)})[0]);  // boxed per call, as add() does
+    benchmark::DoNotOptimize(c.impl());
+  }
+}
+BENCHMARK(BM_TinyExtensionAdd);
 
 void BM_TinyAddMeta(benchmark::State& state) {
   Tensor a = empty({8}, {.device = Device("meta")}), b = empty({8}, {.device = Device("meta")});

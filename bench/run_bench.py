@@ -56,7 +56,7 @@ def json_lines(text):
 
 # ---- kiln ----------------------------------------------------------------------------
 
-KILN_FILTER = ("BM_TinyAdd$|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M$|BM_FakeMlp|"
+KILN_FILTER = ("BM_TinyAdd$|BM_TinyExtensionAdd|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M$|BM_FakeMlp|"
                "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/|"
                "BM_TrainStep/|BM_TinyAddBackward|BM_CaptureJoint|BM_TrainProgram/")
 
@@ -185,6 +185,9 @@ def build_rows(k, p):
           ns(peer_value(p, "at::add(a,b)  [a+b, allocates]")), 0.3)
     ratio("meta-device add f32[8], per call (vs libtorch C++)", kiln_value(k, "BM_TinyAddMeta"),
           ns(peer_value(p, "meta: at::add(a,b) [8]")), 0.3)
+    # Issue 20: the same add registered with define_op, vs the built-in (both kiln).
+    ratio("extension op add f32[8], per call (vs the built-in add)", kiln_value(k, "BM_TinyExtensionAdd"),
+          kiln_value(k, "BM_TinyAdd"), 1.1)
     for m in ("mlp", "block"):
         # Inverted-rate counters come out of Google Benchmark as seconds per item.
         per_op = kiln_value(k, f"BM_Fake{m.capitalize()}Forward", "ns/op")

@@ -8,8 +8,10 @@
 
 using namespace kiln;
 
+// Usage: kx_demo [PROGRAM]: with a path, the program is kept there (for kx-kiln show/run).
 int main(int argc, char** argv) {
-  std::string path = argc > 1 ? argv[1] : "gated_mlp.kiln";
+  bool keep = argc > 1;
+  std::string path = keep ? argv[1] : "gated_mlp.kiln";
   kx::register_ops();
   try {
     autograd::NoGradGuard no_grad;
@@ -26,7 +28,7 @@ int main(int argc, char** argv) {
     Tensor ran = executor.run({x})[0];
     double diff = item<double>(max(abs(ran - eager)));
     std::printf("traced for cuda:0, ran on %s: max |program - eager| = %g\n", ran.device().str().c_str(), diff);
-    std::remove(path.c_str());
+    if (!keep) std::remove(path.c_str());
     return diff <= 1e-6 ? 0 : 1;
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

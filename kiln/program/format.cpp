@@ -585,8 +585,9 @@ std::vector<std::string> check_extension_ops(const json& prog, const Reader& r) 
       kind = ops::op_from_name(name);
     } catch (const Error&) {
       fail(ErrorKind::unsupported,
-           "[load] {} uses the extension op '{}'{}, which is not registered in this process: load "
-           "the library that defines it before loading the program",
+           "[load] {} uses the extension op '{}'{}, which is not registered in this process: "
+           "register it (link the library that defines it; on the command line, use a kiln command "
+           "built with it, see kiln/cli.h) before loading the program",
            r.path, name, from);
     }
     const ops::ExtensionOp* registered = ops::extension_op(kind);

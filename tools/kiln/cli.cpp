@@ -1,0 +1,602 @@
+// The kiln command: demo, export, show, run, train. See `kiln --help` and README.md.
+// A library (kiln::cli) so that an extension can build the command with its ops in it.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <set>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "kiln/cli.h"
+#include "kiln/kiln.h"
+
+namespace {
+
+using namespace kiln;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// "cuda:0=cpu:1,cuda:1=cpu:2"
+DeviceMap parse_device_map(const std::string& text) {
+  DeviceMap map;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t comma = text.find(',', at);
+    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    size_t eq = item.find('=');
+    KILN_CHECK(eq != std::string::npos, value, "--device-map entry '{}' is not OLD=NEW", item);
+    map.emplace_back(Device(std::string_view(item).substr(0, eq)),
+                     Device(std::string_view(item).substr(eq + 1)));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return map;
+}
+
+// "key=value" settings of a reference model.
+nn::ModelConfig parse_settings(const std::vector<std::string>& sets) {
+  nn::ModelConfig c;
+  for (const std::string& s : sets) {
+    size_t eq = s.find('=');
+    KILN_CHECK(eq != std::string::npos, value, "--set '{}' is not key=value", s);
+    try {
+      c[s.substr(0, eq)] = std::stoll(s.substr(eq + 1));
+    } catch (const std::exception&) {
+      fail(ErrorKind::value, "--set '{}': the value must be an integer", s);
+    }
+  }
+  return c;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (b >= 1024 && u < 3) b /= 1024, ++u;
+  return fmt::format("{:.1f} {}", b, units[u]);
+}
+
+int64_t bytes_of(const NamedTensors& ts) {
+  int64_t n = 0;
+  for (const auto& [name, t] : ts) n += t.numel() * static_cast<int64_t>(t.itemsize());
+  return n;
+}
+
+// Seeded inputs matching the program's user inputs (integers in [0, 8): valid ids).
+TensorList random_inputs(const ExportedProgram& p, uint64_t seed) {
+  manual_seed(seed);
+  TensorList out;
+  std::vector<ir::Node*> nodes = p.graph.inputs();
+  for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
+    if (p.signature.inputs[i].kind != InputSpec::Kind::user_input) continue;
+    const ir::ValueMeta& m = nodes[i]->meta()[0];
+    TensorOptions o{.device = m.device};
+    Tensor t = is_floating(m.dtype) ? to(randn(m.shape.vec(), o), m.dtype)
+               : m.dtype == DType::b8 ? gt(rand(m.shape.vec(), o), 0.5)
+                                      : to(mul(rand(m.shape.vec(), o), 8.0), m.dtype);
+    out.push_back(t);
+  }
+  return out;
+}
+
+// Run times in constant memory: exact count, min and max, and a uniform reservoir of at
+// most kKeep samples (Vitter's algorithm R) for the median and p90.
+class Timings {
+ public:
+  void add(double ms) {
+    ++n_;
+    lo_ = std::min(lo_, ms);
+    hi_ = std::max(hi_, ms);
+    if (kept_.size() < kKeep) {
+      kept_.push_back(ms);
+    } else if (uint64_t j = rng_() % static_cast<uint64_t>(n_); j < kKeep) {
+      kept_[j] = ms;
+    }
+  }
+  int64_t count() const { return n_; }
+  double min() const { return lo_; }
+  double max() const { return hi_; }
+  double quantile(double q) const {
+    std::vector<double> v = kept_;
+    size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    return v[k];
+  }
+
+ private:
+  static constexpr size_t kKeep = 4096;
+  std::vector<double> kept_;
+  std::mt19937_64 rng_{12345};
+  int64_t n_ = 0;
+  double lo_ = INFINITY, hi_ = -INFINITY;
+};
+
+// "Models and their --set keys (defaults): ..." for `kiln export --help`.
+std::string models_help() {
+  std::string s = "Models and their --set keys (defaults):\n";
+  for (const nn::ReferenceModelInfo& m : nn::reference_models()) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : m.defaults) keys.push_back(fmt::format("{}={}", k, v));
+    s += fmt::format("  {:<7} {}\n          {}\n", m.name, m.about, fmt::join(keys, " "));
+  }
+  return s;
+}
+
+// ---- kiln show ---------------------------------------------------------------------
+
+// The summary (size, devices, state, signature) first, then the graph.
+std::string show_text(const ExportedProgram& p) {
+  std::string s = fmt::format("program: {} nodes\ndevices:", p.graph.size());
+  for (Device d : p.devices()) s += " " + d.str();
+  s += fmt::format("\nstate: {} tensors, {}\nconstants: {} tensors, {}\nworkspaces: {}\n",
+                   p.state.size(), human_bytes(double(bytes_of(p.state))), p.constants.size(),
+                   human_bytes(double(bytes_of(p.constants))), p.workspaces.size());
+  std::vector<std::string_view> extensions;  // (E3) ops from outside kiln's table
+  for (ir::Node* n : p.graph.nodes())
+    if (n->opcode() == ir::Opcode::call && !ops::is_builtin(n->op()) &&
+        std::find(extensions.begin(), extensions.end(), ops::op_name(n->op())) == extensions.end())
+      extensions.push_back(ops::op_name(n->op()));
+  if (!extensions.empty()) s += fmt::format("extension ops: {}\n", fmt::join(extensions, " "));
+  return s + p.signature_str() + "graph:\n" + p.graph.str();
+}
+
+json show_json(const ExportedProgram& p) {
+  json j;
+  json devices = json::array();
+  for (Device d : p.devices()) devices.push_back(d.str());
+  j["devices"] = devices;
+  json inputs = json::array(), outputs = json::array();
+  for (const InputSpec& s : p.signature.inputs)
+    inputs.push_back({{"kind", to_string(s.kind)}, {"name", s.name}, {"target", s.target},
+                      {"persistent", s.persistent}});
+  for (const OutputSpec& s : p.signature.outputs)
+    outputs.push_back({{"kind", to_string(s.kind)}, {"target", s.target}});
+  j["signature"] = {{"inputs", inputs}, {"outputs", outputs}};
+  auto tensors = [](const NamedTensors& ts) {
+    json a = json::array();
+    for (const auto& [name, t] : ts)
+      a.push_back({{"name", name}, {"dtype", to_string(t.dtype())}, {"shape", t.shape().vec()},
+                   {"bytes", t.numel() * static_cast<int64_t>(t.itemsize())}});
+    return a;
+  };
+  j["state"] = tensors(p.state);
+  j["constants"] = tensors(p.constants);
+  json ws = json::array();
+  for (const WorkspaceRecipe& w : p.workspaces)
+    ws.push_back({{"name", w.name}, {"shape", w.shape.vec()}, {"dtype", to_string(w.dtype)}});
+  j["workspaces"] = ws;
+  json nodes = json::array();
+  std::string text = p.graph.str();
+  for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+    nodes.push_back(text.substr(at, nl - at));
+  j["graph"] = nodes;  // the printed graph, a line per node
+  // Structured nodes as the file stores them (docs/program-format.md): op, target,
+  // arguments, output metadata with devices as slots of "device_table", scope.
+  json stored = json::parse(program_json(p));
+  j["nodes"] = stored["graph"];
+  j["extension_ops"] = stored.value("extension_ops", json::array());
+  j["device_table"] = stored["devices"];
+  j["num_nodes"] = p.graph.size();
+  return j;
+}
+
+std::string show_dot(const ExportedProgram& p) {
+  std::string s = "digraph kiln {\n  rankdir=TB;\n  node [shape=box, fontname=monospace];\n";
+  for (ir::Node* n : p.graph.nodes()) {
+    std::string label = n->opcode() == ir::Opcode::call ? std::string(ops::op_name(n->op()))
+                        : n->opcode() == ir::Opcode::input    ? "input"
+                        : n->opcode() == ir::Opcode::constant ? "constant"
+                                                               : "output";
+    std::string meta = n->meta().empty() ? "" : "\\n" + n->meta()[0].str();
+    s += fmt::format("  \"{}\" [label=\"%{}\\n{}{}\"];\n", n->name(), n->name(), label, meta);
+    for (const ir::Ref& r : n->inputs()) s += fmt::format("  \"{}\" -> \"{}\";\n", r.node->name(), n->name());
+  }
+  return s + "}\n";
+}
+
+// ---- training ---------------------------------------------------------------------
+
+// The loss a reference model trains with, and a target batch for its example inputs:
+// next-token cross-entropy for the GPT (targets in [0, vocab)), mean squared error
+// against a seeded random target otherwise.
+struct Task {
+  LossFn loss;
+  TensorList batch;  // example inputs + target
+};
+Task reference_task(const std::string& model, nn::ReferenceModel& ref, uint64_t seed) {
+  manual_seed(seed + 1);
+  Task t;
+  t.batch = ref.example_inputs;
+  if (model == "gpt") {
+    auto* gpt = dynamic_cast<nn::GPT*>(ref.module.get());
+    int64_t vocab = gpt->config.vocab;
+    const Tensor& ids = ref.example_inputs[0];
+    t.batch.push_back(to(mul(rand(ids.shape().vec(), {.device = ids.device()}), static_cast<double>(vocab)), i64));
+    t.loss = [vocab](nn::Module& m, const TensorList& b) {
+      return nn::cross_entropy(reshape(m(b[0]), {-1, vocab}), reshape(b[1], {-1}));
+    };
+  } else {
+    Tensor out;
+    {
+      autograd::NoGradGuard no_grad;
+      out = (*ref.module)(ref.example_inputs)[0];
+    }
+    t.batch.push_back(randn_like(out));
+    t.loss = [](nn::Module& m, const TensorList& b) {
+      TensorList in(b.begin(), b.end() - 1);
+      return nn::mse_loss(m(in)[0], b.back());
+    };
+  }
+  return t;
+}
+
+OptimizerConfig optimizer_config(const std::string& name) {
+  if (name == "adamw") return nn::AdamWOptions{.lr = 1e-3};
+  return nn::SGDOptions{.lr = 0.05, .momentum = 0.9};
+}
+
+// The position of the loss among a train-step program's returned outputs.
+size_t loss_index(const ExportedProgram& p) {
+  size_t k = 0;
+  for (const OutputSpec& s : p.signature.outputs) {
+    if (s.is_mutation()) continue;
+    if (s.kind == OutputSpec::Kind::loss_output) return k;
+    ++k;
+  }
+  fail(ErrorKind::value, "[train] the program has no loss output: export it with --train sgd|adamw");
+}
+
+// ---- commands -----------------------------------------------------------------------
+
+// The demo's training leg (J4, J5): a whole AdamW train step traced for `trace_device`,
+// saved, loaded onto `target`, run 20 times, and compared with 20 eager steps there.
+bool demo_training(const std::string& model, const std::string& trace_device, Device target,
+                   uint64_t seed, const std::filesystem::path& dir) {
+  const int steps = 20;
+  nn::AdamWOptions adamw{.lr = 3e-3};
+  nn::ReferenceModel ref = nn::make_reference_model(model, {}, seed);
+  Task task = reference_task(model, ref, seed);
+  auto t0 = Clock::now();
+  ExportedProgram p = export_train_step(*ref.module, task.loss, task.batch,
+                                        {.optimizer = adamw, .device = Device(trace_device)});
+  std::string path = (dir / (model + "_train.kiln")).string();
+  save(p, path);
+  DeviceMap map;
+  for (Device d : p.devices())
+    if (d != target) map.emplace_back(d, target);
+  ExportedProgram q = load_program(path, map);
+  std::printf("  train   export a train step (forward, loss, backward, AdamW) traced for %s: %zu nodes, "
+              "saved, loaded onto %s   %.1f ms\n",
+              trace_device.c_str(), q.graph.size(), target.str().c_str(), ms_since(t0));
+  TensorList batch;
+  for (const Tensor& t : task.batch) batch.push_back(to(t, target));
+  runtime::Executor exec(q);
+  size_t li = loss_index(q);
+  std::string losses;
+  t0 = Clock::now();
+  for (int s = 1; s <= steps; ++s) {
+    double loss = item<double>(exec.run(batch)[li]);
+    if (s == 1 || s % 5 == 0) losses += fmt::format("{}{:.3f}", losses.empty() ? "" : " -> ", loss);
+  }
+  std::printf("  steps   %d program steps on %s, loss %s   %.2f ms/step\n", steps, target.str().c_str(),
+              losses.c_str(), ms_since(t0) / steps);
+
+  nn::ReferenceModel eager = nn::make_reference_model(model, {}, seed);  // the same weights
+  eager.module->to(target);
+  TensorList params;
+  for (auto& [name, t] : eager.module->named_parameters()) params.push_back(t);
+  nn::AdamW opt(params, adamw);
+  for (int s = 1; s <= steps; ++s) {
+    opt.zero_grad();
+    task.loss(*eager.module, batch).backward();
+    opt.step();
+  }
+  double diff = 0;
+  NamedTensors trained = trained_parameters(q);
+  auto named = eager.module->named_parameters();
+  for (size_t i = 0; i < trained.size() && i < named.size(); ++i)
+    diff = std::max(diff, item<double>(amax(abs(to(trained[i].second, f64) - to(named[i].second, f64)))));
+  bool ok = trained.size() == named.size() && diff <= 1e-5;
+  std::printf("  check   max |program - eager| over the parameters after %d steps = %.3g -> %s\n", steps,
+              diff, ok ? "OK" : "MISMATCH");
+  return ok;
+}
+
+int cmd_demo(const std::string& model, const std::string& trace_device, const std::string& device,
+             uint64_t seed) {
+  Device target = resolve_device(Device(device));
+  KILN_CHECK(target.type == DeviceType::meta || target.index < device_count(target.type), device,
+             "[demo] cannot run on {}: this machine has {} {} device(s); run on a local device, e.g. "
+             "--device cpu:0 (KILN_CPU_DEVICES=N gives cpu:0..cpu:N-1)",
+             target, device_count(target.type), to_string(target.type));
+  std::printf("kiln demo: export %s traced for %s, save, load, retarget to %s, run, compare\n",
+              model.c_str(), trace_device.c_str(), target.str().c_str());
+  nn::ReferenceModel ref = nn::make_reference_model(model, {}, seed);
+  ref.module->eval();
+
+  auto t0 = Clock::now();
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs, {.device = Device(trace_device)});
+  double t_export = ms_since(t0);
+  size_t kinds[6] = {};
+  for (const InputSpec& s : p.signature.inputs) ++kinds[static_cast<int>(s.kind)];
+  std::printf("  export  %zu nodes; inputs: %zu parameters, %zu buffers, %zu user; %zu output(s); "
+              "%zu constants   %.1f ms\n",
+              p.graph.size(), kinds[0], kinds[1], kinds[4], p.signature.outputs.size(),
+              p.constants.size(), t_export);
+
+  auto dir = std::filesystem::temp_directory_path() / ("kiln-demo-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  struct RemoveDir {  // on every way out, errors included
+    std::filesystem::path dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  std::string path = (dir / (model + ".kiln")).string();
+  t0 = Clock::now();
+  save(p, path);
+  std::printf("  save    %s (%s)   %.1f ms\n", path.c_str(),
+              human_bytes(double(std::filesystem::file_size(path))).c_str(), ms_since(t0));
+
+  t0 = Clock::now();
+  ExportedProgram peek = read_program(path);
+  DeviceMap map;
+  std::string devices;
+  for (Device d : peek.devices()) {
+    devices += (devices.empty() ? "" : ", ") + d.str();
+    if (d != target) map.emplace_back(d, target);
+  }
+  ExportedProgram q = load_program(path, map);
+  std::printf("  load    devices in the file: %s -> all mapped to %s   %.1f ms\n", devices.c_str(),
+              target.str().c_str(), ms_since(t0));
+
+  runtime::Executor exec(q);
+  TensorList in;
+  for (const Tensor& t : ref.example_inputs) in.push_back(to(t, target));
+  exec.run(in);  // warm-up
+  t0 = Clock::now();
+  TensorList got = exec.run(in);
+  double t_run = ms_since(t0);
+  std::printf("  run     executor on %s: %d planned values in %d buffers (%s); output %s   %.2f ms\n",
+              target.str().c_str(), exec.stats().planned_values, exec.stats().buffers,
+              human_bytes(double(exec.stats().planned_bytes)).c_str(), got[0].meta_str().c_str(), t_run);
+
+  ref.module->to(target);
+  t0 = Clock::now();
+  TensorList want = (*ref.module)(in);
+  double t_eager = ms_since(t0);
+  double err = item<double>(amax(abs(to(got[0], f64) - to(want[0], f64))));
+  bool ok = err <= 1e-4;
+  std::printf("  eager   module forward on %s   %.2f ms\n", target.str().c_str(), t_eager);
+  std::printf("  check   max |program - eager| = %.3g -> %s\n", err, ok ? "OK" : "MISMATCH");
+  return ok && demo_training(model, trace_device, target, seed, dir) ? 0 : 1;
+}
+
+int cmd_export(const std::string& model, const std::vector<std::string>& sets,
+               const std::string& trace_device, uint64_t seed, bool train,
+               const std::string& optimizer, const std::string& out) {
+  nn::ReferenceModel ref = nn::make_reference_model(model, parse_settings(sets), seed);
+  ref.module->train(train);
+  bool tty = ::isatty(2);
+  if (tty) std::fprintf(stderr, "exporting %s ...", model.c_str());
+  auto t0 = Clock::now();
+  std::optional<Device> device;
+  if (!trace_device.empty()) device = Device(trace_device);
+  ExportedProgram p;
+  if (optimizer.empty()) {
+    p = export_program(*ref.module, ref.example_inputs, {.device = device});
+  } else {  // (J4) a whole train step; the batch is the example inputs and a target
+    Task task = reference_task(model, ref, seed);
+    p = export_train_step(*ref.module, task.loss, task.batch,
+                          {.optimizer = optimizer_config(optimizer), .device = device});
+  }
+  save(p, out);
+  if (tty) std::fprintf(stderr, "\r");
+  std::printf("exported %s: %zu nodes, %zu state tensors (%s), devices", model.c_str(), p.graph.size(),
+              p.state.size(), human_bytes(double(bytes_of(p.state))).c_str());
+  for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
+  std::printf(" -> %s (%.1f ms)\n", out.c_str(), ms_since(t0));
+  return 0;
+}
+
+int cmd_show(const std::string& file, const std::string& format) {
+  ExportedProgram p = read_program(file);
+  if (format == "json") std::cout << show_json(p).dump(1) << "\n";
+  else if (format == "dot") std::cout << show_dot(p);
+  else std::cout << show_text(p);
+  return 0;
+}
+
+int cmd_train(const std::string& file, const std::string& device_map, const std::string& data,
+              int steps, const std::string& save_path, uint64_t seed) {
+  ExportedProgram p = load_program(file, parse_device_map(device_map));
+  size_t li = loss_index(p);
+  TensorList batch = data.empty() ? random_inputs(p, seed) : load_inputs(p, data);
+  if (data.empty()) {  // a seeded synthetic task: one fixed batch to fit
+    std::vector<ir::Node*> nodes = p.graph.inputs();
+    size_t u = 0;
+    for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
+      if (p.signature.inputs[i].kind != InputSpec::Kind::user_input) continue;
+      const ir::ValueMeta& m = nodes[i]->meta()[0];
+      if (!is_floating(m.dtype) && m.dtype != DType::b8)  // class ids / tokens: in [0, 8)
+        batch[u] = to(mul(rand(m.shape.vec(), {.device = m.device}), 8.0), m.dtype);
+      ++u;
+    }
+  }
+  runtime::Executor exec(p);
+  bool tty = ::isatty(2);
+  double first = 0, last = 0;
+  auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    TensorList out = exec.run(batch);
+    last = item<double>(out[li]);
+    if (s == 0) first = last;
+    if (tty) {
+      double secs = ms_since(t0) / 1e3;
+      int width = 30, done = static_cast<int>(width * (s + 1) / steps);
+      std::fprintf(stderr, "\r[%s%s] step %d/%d  loss %.4f  %.1f steps/s", std::string(done, '#').c_str(),
+                   std::string(width - done, ' ').c_str(), s + 1, steps, last, (s + 1) / std::max(secs, 1e-9));
+    }
+  }
+  double secs = ms_since(t0) / 1e3;
+  if (tty) std::fprintf(stderr, "\n");
+  std::printf("trained %s on", file.c_str());
+  for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
+  std::printf(": %d step(s), loss %.4f -> %.4f, %.1f steps/s\n", steps, first, last,
+              steps / std::max(secs, 1e-9));
+  if (!save_path.empty()) {
+    save_safetensors(trained_parameters(p), save_path);  // atomic: never a partial file
+    std::printf("  saved the trained parameters to %s\n", save_path.c_str());
+  }
+  return 0;
+}
+
+// (C2) A program's collectives name their groups (mesh axes); bind each to the MPI world
+// when launched by mpirun, else to this process alone. Returns this process's rank.
+int bind_program_groups(const ExportedProgram& p) {
+  std::set<std::string> names;
+  for (ir::Node* n : p.graph.nodes()) {
+    if (n->opcode() != ir::Opcode::call) continue;
+    const auto& specs = ops::op_info(n->op()).schema.args;
+    for (size_t i = 0; i < n->args().size() && i < specs.size(); ++i)
+      if (specs[i].name == "group")
+        if (auto* s = std::get_if<Str>(&n->args()[i])) names.insert(std::string(s->view()));
+  }
+  if (names.empty()) return 0;
+  bool mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_SIZE");
+  auto group = mpirun && dist::mpi_available() ? dist::mpi_world() : dist::local_group();
+  for (const std::string& name : names) dist::bind_group(name, group);
+  return group->rank();
+}
+
+int cmd_run(const std::string& file, const std::string& device_map, const std::string& inputs_path,
+            const std::string& outputs_path, int repeat, int warmup, uint64_t seed) {
+  ExportedProgram p = load_program(file, parse_device_map(device_map));
+  int rank = bind_program_groups(p);
+  TensorList inputs;
+  if (inputs_path.empty()) {
+    inputs = random_inputs(p, seed);
+  } else {
+    inputs = load_inputs(p, inputs_path);
+  }
+  runtime::Executor exec(p);
+  Timings times;
+  TensorList outs;
+  for (int i = 0; i < warmup; ++i) outs = exec.run(inputs);
+  bool tty = ::isatty(2) && rank == 0;
+  for (int i = 0; i < std::max(repeat, 1); ++i) {
+    auto t0 = Clock::now();
+    outs = exec.run(inputs);
+    times.add(ms_since(t0));
+    if (tty && repeat > 1) std::fprintf(stderr, "\rrun %d/%d", i + 1, repeat);
+  }
+  if (tty && repeat > 1) std::fprintf(stderr, "\n");
+  if (rank != 0) return 0;  // under mpirun, rank 0 speaks for all
+  std::printf("ran %s on", file.c_str());
+  for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
+  std::printf(": %lld run(s), median %.3f ms, p90 %.3f ms (min %.3f, max %.3f)\n",
+              static_cast<long long>(times.count()), times.quantile(0.5), times.quantile(0.9),
+              times.min(), times.max());
+  for (size_t i = 0; i < outs.size(); ++i)
+    std::printf("  output_%zu: %s\n", i, outs[i].meta_str().c_str());
+  if (!outputs_path.empty()) {
+    NamedTensors named;
+    for (size_t i = 0; i < outs.size(); ++i) named.emplace_back("output_" + std::to_string(i), outs[i]);
+    save_safetensors(named, outputs_path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int kiln::cli_main(int argc, char** argv) {
+  CLI::App app{"kiln: export tensor programs to portable graph files and run them on any device"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln " KILN_VERSION);
+  app.footer("Exit status: 0 on success, 1 when a command fails (one line on stderr), 2 for usage errors.");
+
+  std::string model = "gpt", trace_device = "cuda:0", device = "cpu:0", out, file, format = "text",
+              device_map, inputs, outputs;
+  std::vector<std::string> sets;
+  uint64_t seed = 0;
+  int repeat = 1, warmup = 1;
+  bool train = false;
+
+  CLI::App* demo = app.add_subcommand("demo", "The main job: export a model traced for cuda:0 (fake), "
+                                              "save, load, retarget to a local device, run, compare with eager");
+  demo->add_option("--model", model, "reference model (see `kiln export --help`)")->capture_default_str();
+  demo->add_option("--trace-device", trace_device, "device to trace for")->capture_default_str();
+  demo->add_option("--device", device, "device to run on")->capture_default_str();
+  demo->add_option("--seed", seed, "random seed")->capture_default_str();
+
+  CLI::App* exp = app.add_subcommand("export", "Export a reference model to a program file");
+  exp->add_option("--model", model, "reference model (listed below)")->required();
+  exp->add_option("--set", sets, "model setting key=value (repeatable), e.g. --set layers=4");
+  exp->add_option("--trace-device", trace_device, "device to trace for (fake tensors)");
+  exp->add_option("--seed", seed, "random seed of the weights and example inputs");
+  std::string optimizer;
+  exp->add_option("--train", optimizer,
+                  "without a value: export the forward in training mode (e.g. BatchNorm updates its "
+                  "statistics); sgd or adamw: export a whole train step (forward, loss, backward, update)")
+      ->expected(0, 1)
+      ->check(CLI::IsMember({"", "sgd", "adamw"}));
+  exp->add_option("-o,--output", out, "program file to write")->required();
+  exp->footer(models_help());
+
+  CLI::App* show = app.add_subcommand("show", "Print a program: signature, devices, sizes, graph");
+  show->add_option("file", file, "program file")->required();
+  show->add_option("--format", format, "text, json or dot")->check(CLI::IsMember({"text", "json", "dot"}));
+
+  CLI::App* trn = app.add_subcommand("train", "Run a train-step program (kiln export --train sgd|adamw) N times");
+  int steps = 20;
+  std::string data, save_to;
+  trn->add_option("file", file, "train-step program file")->required();
+  trn->add_option("--steps", steps, "number of steps")->check(CLI::PositiveNumber)->capture_default_str();
+  trn->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
+  trn->add_option("--data", data, "safetensors file with the batch input_0, input_1, ... (default: a "
+                                  "seeded synthetic batch)");
+  trn->add_option("--save", save_to, "write the trained parameters to this safetensors file (atomically)");
+  trn->add_option("--seed", seed, "seed of the synthetic batch");
+
+  CLI::App* run = app.add_subcommand("run", "Run a program on this machine's devices");
+  run->add_option("file", file, "program file")->required();
+  run->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
+  run->add_option("--inputs", inputs, "safetensors file with input_0, input_1, ...");
+  run->add_option("--outputs", outputs, "write the outputs (output_0, ...) to this safetensors file");
+  run->add_option("--repeat", repeat, "number of runs to time")->check(CLI::PositiveNumber);
+  run->add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  run->add_option("--seed", seed, "seed of the generated inputs");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help and --version succeed; usage errors are 2
+  }
+  if (exp->parsed() && trace_device == "cuda:0" && !exp->count("--trace-device")) trace_device.clear();
+  try {
+    if (demo->parsed()) return cmd_demo(model, trace_device, device, seed);
+    if (exp->parsed()) {
+      train = exp->count("--train") > 0 && optimizer.empty();
+      return cmd_export(model, sets, trace_device, seed, train, optimizer, out);
+    }
+    if (trn->parsed()) return cmd_train(file, device_map, data, steps, save_to, seed);
+    if (show->parsed()) return cmd_show(file, format);
+    if (run->parsed()) return cmd_run(file, device_map, inputs, outputs, repeat, warmup, seed);
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {  // anything else (e.g. the OS refusing memory) too
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
