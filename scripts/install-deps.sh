@@ -15,6 +15,11 @@ packages=(
 if [[ "${KILN_WITH_TORCH:-0}" == 1 ]]; then
   packages+=(python3-torch python3-numpy libtorch-dev hyperfine)
 fi
+# A headless browser for the HTML program viewer's test (tests/tools/html_viewer):
+# KILN_WITH_BROWSER=1 adds Debian's chromium; without it that test is skipped, saying so.
+if [[ "${KILN_WITH_BROWSER:-0}" == 1 ]]; then
+  packages+=(chromium)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -23,9 +23,9 @@ struct Result {
   std::string out;  // stdout and stderr
 };
 
-Result kiln_cmd(const std::string& args, const std::string& env = "KILN_CPU_DEVICES=2") {
-  std::string cmd = env + " " + KILN_CLI + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
+// Runs a shell command; its exit status and what it printed (stdout and stderr).
+Result shell(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   Result r{-1, ""};
   std::array<char, 4096> buf;
   size_t n;
@@ -33,6 +33,10 @@ Result kiln_cmd(const std::string& args, const std::string& env = "KILN_CPU_DEVI
   int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+Result kiln_cmd(const std::string& args, const std::string& env = "KILN_CPU_DEVICES=2") {
+  return shell(env + " " + KILN_CLI + " " + args);
 }
 
 std::string tmp(const std::string& name) { return ::testing::TempDir() + "cli_" + name; }
@@ -114,6 +118,101 @@ TEST(Cli, ShowJsonMatchesTheProgram) {
   EXPECT_EQ(j["state"].size(), p.state.size());
   Result dot = kiln_cmd("show " + file + " --format dot");
   EXPECT_TRUE(has(dot.out, "digraph kiln {")) << dot.out;
+}
+
+// ---- kiln show --format html: the viewer page, and the page in a real browser ----
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// The program JSON embedded in a viewer page.
+nlohmann::json embedded_program(const std::string& page) {
+  const std::string open = "<script type=\"application/json\" id=\"program\">";
+  size_t at = page.find(open);
+  EXPECT_NE(at, std::string::npos);
+  at += open.size();
+  std::string data = page.substr(at, page.find("</script>", at) - at);
+  for (size_t i = 0; (i = data.find("<\\/", i)) != std::string::npos;) data.erase(i + 1, 1);
+  return nlohmann::json::parse(data);
+}
+
+TEST(CliShowHtml, OneSelfContainedPage) {
+  std::string file = tmp("html_gpt.kiln"), page = tmp("html_gpt.html");
+  ASSERT_EQ(kiln_cmd("export --model gpt -o " + file).code, 0);
+  Result r = kiln_cmd("show " + file + " --format html -o " + page);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "");  // the page went to the file
+  std::string html = read_file(page);
+  for (const char* outside : {"http:", "https:", "<link", "src=", "@import", "url("})
+    EXPECT_FALSE(has(html, outside)) << "the page refers to something outside it: " << outside;
+  nlohmann::json j = embedded_program(html);
+  kiln::ExportedProgram p = kiln::read_program(file);
+  EXPECT_EQ(j["nodes"].size(), p.graph.size());
+  EXPECT_EQ(j["state"].size(), p.state.size());
+  Result bad = kiln_cmd("show " + tmp("absent.kiln") + " --format html -o " + page);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(read_file(page), html) << "a failed show must leave the file as it was";
+}
+
+TEST(CliShowHtml, DotHasModuleClustersAndDeviceColours) {
+  std::string file = tmp("dot_gpt.kiln");
+  ASSERT_EQ(kiln_cmd("export --model gpt -o " + file).code, 0);
+  Result dot = kiln_cmd("show " + file + " --format dot");
+  ASSERT_EQ(dot.code, 0) << dot.out;
+  EXPECT_TRUE(has(dot.out, "subgraph \"cluster_blocks\" {")) << dot.out;
+  EXPECT_TRUE(has(dot.out, "subgraph \"cluster_blocks.0.attn\" {")) << dot.out;
+  EXPECT_TRUE(has(dot.out, "fillcolor=\"#b2d7ff\"")) << dot.out;  // slot 0
+  // a parameter sits in its module's cluster
+  size_t cluster = dot.out.find("subgraph \"cluster_blocks.0.ln1\""), param = dot.out.find("\"p_blocks_0_ln1_weight\" [");
+  EXPECT_LT(cluster, param);
+}
+
+// The page in a headless Chromium: `#selftest` makes the page count its nodes and
+// modules, expand a module, click a node, search, render everything, and write what it
+// saw into the DOM, which --dump-dom prints. A screenshot is kept next to the test.
+TEST(CliShowHtml, WorksInABrowser) {
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "chromium is not installed: KILN_WITH_BROWSER=1 scripts/install-deps.sh installs it";
+  for (const std::string layers : {"2", "12"}) {
+    SCOPED_TRACE("layers=" + layers);
+    std::string file = tmp("browser_gpt" + layers + ".kiln"), page = tmp("browser_gpt" + layers + ".html");
+    ASSERT_EQ(kiln_cmd("export --model gpt --set layers=" + layers + " -o " + file).code, 0);
+    ASSERT_EQ(kiln_cmd("show " + file + " --format html -o " + page).code, 0);
+    std::string url = "file://" + std::filesystem::absolute(page).string() + "#selftest";
+    std::string browser = "timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+                          "--window-size=1400,900 --virtual-time-budget=10000 ";
+    Result dom = shell(browser + "--dump-dom '" + url + "' 2>/dev/null");
+    ASSERT_EQ(dom.code, 0) << dom.out;
+    const std::string open = "<pre id=\"selftest-result\">";
+    size_t at = dom.out.find(open);
+    ASSERT_NE(at, std::string::npos) << "the page did not run its self-test:\n" << dom.out.substr(0, 2000);
+    at += open.size();
+    nlohmann::json r = nlohmann::json::parse(dom.out.substr(at, dom.out.find("</pre>", at) - at));
+    kiln::ExportedProgram p = kiln::read_program(file);
+    int blocks = std::stoi(layers);
+    EXPECT_EQ(r["nodes"].get<size_t>(), p.graph.size());
+    // wte, wpe, blocks, ln_f, head, and per block: itself, ln1, ln2, attn, attn.qkv,
+    // attn.proj, fc, proj
+    EXPECT_EQ(r["modules"].get<int>(), 5 + 8 * blocks) << r;
+    EXPECT_LT(r["units_collapsed"].get<int>(), 12) << r;  // the top-level modules, folded
+    EXPECT_EQ(r["expanded"], "blocks") << r;
+    EXPECT_EQ(r["units_expanded"].get<int>(), r["units_collapsed"].get<int>() - 1 + blocks) << r;
+    EXPECT_EQ(r["panel_title"], "%" + r["clicked"].get<std::string>()) << r;
+    EXPECT_EQ(r["search_hits"].get<int>(), 1) << r;  // the parameter wte.weight
+    EXPECT_EQ(r["state_rows"].get<size_t>(), p.state.size()) << r;
+    EXPECT_EQ(r["units_all"].get<size_t>(), p.graph.size()) << r;  // all expanded: every node
+    EXPECT_LT(r["full_render_ms"].get<double>(), 1000) << r;
+    EXPECT_LT(r["page_ms"].get<double>(), 1000) << r;
+    // The screenshot stays in the test's working directory (build/tests) as an artifact.
+    std::string shot = std::filesystem::absolute("kiln_viewer_gpt" + layers + ".png").string();
+    std::filesystem::remove(shot);
+    Result s = shell(browser + "--screenshot=" + shot + " '" + url + "'");
+    ASSERT_EQ(s.code, 0) << s.out;
+    EXPECT_GT(std::filesystem::file_size(shot), 10000u) << "screenshot " << shot;
+    std::printf("screenshot of the viewer: %s\n", shot.c_str());
+  }
 }
 
 TEST(Cli, ErrorsAreOneLineWithNonZeroExit) {

@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <set>
@@ -14,6 +17,8 @@
 
 #include "kiln/cli.h"
 #include "kiln/kiln.h"
+
+extern const char kViewerHtml[];  // viewer_html.cpp, generated from viewer.html
 
 namespace {
 
@@ -188,17 +193,74 @@ json show_json(const ExportedProgram& p) {
   return j;
 }
 
+// One self-contained page (tools/kiln/viewer.html) with the program's JSON in it.
+std::string show_html(const ExportedProgram& p) {
+  std::string data = show_json(p).dump();
+  for (size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3)
+    data.replace(at, 2, "<\\/");  // nothing in the data may close the <script> holding it
+  std::string page = kViewerHtml;
+  const std::string slot = "/*KILN_PROGRAM_JSON*/";
+  page.replace(page.find(slot), slot.size(), data);
+  return page;
+}
+
+// The module a node belongs to: its scope; for a parameter, buffer or other state
+// input, the path of the module that owns it ("blocks.0.ln1" for blocks.0.ln1.weight).
+std::string module_of(const ExportedProgram& p, const ir::Node* n) {
+  if (!n->scope().empty() || n->opcode() != ir::Opcode::input) return n->scope();
+  for (const InputSpec& s : p.signature.inputs)
+    if (s.name == n->name() && s.kind != InputSpec::Kind::user_input) {
+      size_t dot = s.target.rfind('.');
+      return dot == std::string::npos ? "" : s.target.substr(0, dot);
+    }
+  return "";
+}
+
+// Graphviz: nodes in nested clusters by module, filled by device slot (the HTML
+// viewer's colours), edges after all clusters.
 std::string show_dot(const ExportedProgram& p) {
-  std::string s = "digraph kiln {\n  rankdir=TB;\n  node [shape=box, fontname=monospace];\n";
-  for (ir::Node* n : p.graph.nodes()) {
+  static constexpr const char* kPalette[] = {"#b2d7ff", "#ffd8a8", "#b2f2bb", "#ffc9c9",
+                                             "#d0bfff", "#fff3bf", "#c3fae8", "#eebefa"};
+  std::vector<Device> devices = p.devices();
+  std::map<std::string, std::vector<const ir::Node*>> direct;  // module path -> its own nodes
+  for (const ir::Node* n : p.graph.nodes()) {
+    std::string path = module_of(p, n);
+    direct[path].push_back(n);
+    for (size_t dot = path.rfind('.'); dot != std::string::npos; dot = path.rfind('.', dot - 1)) {
+      direct[path.substr(0, dot)];  // every ancestor is a cluster, even without nodes of its own
+      if (dot == 0) break;
+    }
+  }
+  auto node_line = [&](const ir::Node* n, const std::string& indent) {
     std::string label = n->opcode() == ir::Opcode::call ? std::string(ops::op_name(n->op()))
                         : n->opcode() == ir::Opcode::input    ? "input"
                         : n->opcode() == ir::Opcode::constant ? "constant"
                                                                : "output";
     std::string meta = n->meta().empty() ? "" : "\\n" + n->meta()[0].str();
-    s += fmt::format("  \"{}\" [label=\"%{}\\n{}{}\"];\n", n->name(), n->name(), label, meta);
+    size_t slot = 0;
+    if (!n->meta().empty())
+      slot = std::find(devices.begin(), devices.end(), n->meta()[0].device) - devices.begin();
+    return fmt::format("{}\"{}\" [label=\"%{}\\n{}{}\", fillcolor=\"{}\"];\n", indent, n->name(), n->name(),
+                       label, meta, n->meta().empty() ? "#e9ecef" : kPalette[slot % std::size(kPalette)]);
+  };
+  std::string s = "digraph kiln {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=monospace];\n";
+  // Clusters nest by path: a module's children are the paths one component longer.
+  std::function<void(const std::string&, const std::string&)> emit = [&](const std::string& path,
+                                                                        const std::string& indent) {
+    for (const ir::Node* n : direct[path]) s += node_line(n, indent);
+    for (const auto& [child, nodes] : direct) {
+      bool is_child = path.empty() ? !child.empty() && child.find('.') == std::string::npos
+                                   : child.size() > path.size() + 1 && child.starts_with(path + ".") &&
+                                         child.find('.', path.size() + 1) == std::string::npos;
+      if (!is_child) continue;
+      s += fmt::format("{}subgraph \"cluster_{}\" {{\n{}  label=\"{}\"; style=dashed;\n", indent, child, indent, child);
+      emit(child, indent + "  ");
+      s += indent + "}\n";
+    }
+  };
+  emit("", "  ");
+  for (const ir::Node* n : p.graph.nodes())
     for (const ir::Ref& r : n->inputs()) s += fmt::format("  \"{}\" -> \"{}\";\n", r.node->name(), n->name());
-  }
   return s + "}\n";
 }
 
@@ -408,11 +470,35 @@ int cmd_export(const std::string& model, const std::vector<std::string>& sets,
   return 0;
 }
 
-int cmd_show(const std::string& file, const std::string& format) {
+// Writes `text` to `path` through a temporary file and a rename: an existing file is
+// replaced whole or not at all.
+void write_atomically(const std::string& path, const std::string& text) {
+  std::string tmp = fmt::format("{}.kiln-tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.close();
+    if (!out) {
+      std::filesystem::remove(tmp);
+      fail(ErrorKind::value, "[show] cannot write {}", path);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    fail(ErrorKind::value, "[show] cannot write {}: {}", path, ec.message());
+  }
+}
+
+int cmd_show(const std::string& file, const std::string& format, const std::string& out) {
   ExportedProgram p = read_program(file);
-  if (format == "json") std::cout << show_json(p).dump(1) << "\n";
-  else if (format == "dot") std::cout << show_dot(p);
-  else std::cout << show_text(p);
+  std::string text = format == "json" ? show_json(p).dump(1) + "\n"
+                     : format == "dot" ? show_dot(p)
+                     : format == "html" ? show_html(p)
+                                        : show_text(p);
+  if (out.empty()) std::cout << text;
+  else write_atomically(out, text);
   return 0;
 }
 
@@ -554,7 +640,10 @@ int kiln::cli_main(int argc, char** argv) {
 
   CLI::App* show = app.add_subcommand("show", "Print a program: signature, devices, sizes, graph");
   show->add_option("file", file, "program file")->required();
-  show->add_option("--format", format, "text, json or dot")->check(CLI::IsMember({"text", "json", "dot"}));
+  show->add_option("--format", format, "text, json, dot or html (one self-contained page: the graph by "
+                                      "module, searchable)")
+      ->check(CLI::IsMember({"text", "json", "dot", "html"}));
+  show->add_option("-o,--output", out, "write to this file instead of stdout");
 
   CLI::App* trn = app.add_subcommand("train", "Run a train-step program (kiln export --train sgd|adamw) N times");
   int steps = 20;
@@ -589,7 +678,7 @@ int kiln::cli_main(int argc, char** argv) {
       return cmd_export(model, sets, trace_device, seed, train, optimizer, out);
     }
     if (trn->parsed()) return cmd_train(file, device_map, data, steps, save_to, seed);
-    if (show->parsed()) return cmd_show(file, format);
+    if (show->parsed()) return cmd_show(file, format, out);
     if (run->parsed()) return cmd_run(file, device_map, inputs, outputs, repeat, warmup, seed);
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
