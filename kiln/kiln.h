@@ -30,3 +30,4 @@
 #include "kiln/program/train.h"
 #include "kiln/runtime/executor.h"
 #include "kiln/trace/proxy_mode.h"
+#include "kiln/version.h"

@@ -1,7 +1,5 @@
-# Builds the consumer project against the installed package and runs it.
+# Builds the consumer project against the installed package (CONSUMER_ARGS: extra
+# configure arguments, e.g. -DKILN_SHARED=ON) and runs it.
 include(${CMAKE_CURRENT_LIST_DIR}/build_consumer.cmake)
-execute_process(COMMAND ${WORK}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out)
-message(STATUS "consumer says: ${out}")
-if(rc OR NOT out MATCHES "sum=6")
-  message(FATAL_ERROR "the consumer did not run correctly: rc=${rc} out=${out}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/check_consumer.cmake)
+check_consumer(${WORK}/build/consumer ${SHARED})

@@ -607,7 +607,7 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
 int kiln::cli_main(int argc, char** argv) {
   CLI::App app{"kiln: export tensor programs to portable graph files and run them on any device"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "kiln " KILN_VERSION);
+  app.set_version_flag("--version", std::string("kiln ") + kiln::version());
   app.footer("Exit status: 0 on success, 1 when a command fails (one line on stderr), 2 for usage errors.");
 
   std::string model = "gpt", trace_device = "cuda:0", device = "cpu:0", out, file, format = "text",

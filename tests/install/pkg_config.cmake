@@ -1,0 +1,25 @@
+# Installs kiln and compiles the consumer without CMake, with what
+# `pkg-config --cflags --libs kiln` says, against the shared library.
+include(${CMAKE_CURRENT_LIST_DIR}/install_kiln.cmake)
+file(GLOB_RECURSE pc ${WORK}/prefix/*/kiln.pc)
+if(NOT pc)
+  message(FATAL_ERROR "no kiln.pc was installed")
+endif()
+get_filename_component(pc_dir ${pc} DIRECTORY)
+execute_process(COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${pc_dir} pkg-config --cflags --libs kiln
+                RESULT_VARIABLE rc OUTPUT_VARIABLE flags ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(rc)
+  message(FATAL_ERROR "pkg-config failed: ${err}")
+endif()
+message(STATUS "pkg-config --cflags --libs kiln: ${flags}")
+separate_arguments(flags UNIX_COMMAND "${flags}")
+file(MAKE_DIRECTORY ${WORK}/build)
+execute_process(COMMAND c++ ${KILN_SOURCE}/main.cpp ${flags} -o ${WORK}/build/consumer
+                RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(rc)
+  message(FATAL_ERROR "compiling the consumer with pkg-config's flags failed: ${err}")
+endif()
+get_filename_component(libdir ${pc_dir} DIRECTORY)
+set(ENV{LD_LIBRARY_PATH} ${libdir})
+include(${CMAKE_CURRENT_LIST_DIR}/check_consumer.cmake)
+check_consumer(${WORK}/build/consumer ON)
