@@ -29,6 +29,9 @@ namespace autograd {
 struct AutogradMeta;  // kiln/autograd/autograd.h
 class Node;
 }  // namespace autograd
+namespace dist {
+struct DTensorState;  // kiln/distributed/dtensor.h
+}  // namespace dist
 
 /** A block of device memory shared by a tensor and its views. `data == nullptr` with
  * `fake` set means metadata only (see Note [Fake tensors keep their device]). */
@@ -78,6 +81,9 @@ struct TensorImpl {
   uint32_t view_made_at = 0;
   /** Gradient state; null for tensors autograd has never seen (G1). */
   std::shared_ptr<autograd::AutogradMeta> autograd;
+  /** (S1) Set for a distributed tensor: its local shard, mesh and placements. The impl's
+   * own shape and strides are then the global ones, and it holds no data. */
+  std::shared_ptr<const dist::DTensorState> dtensor;
 };
 
 /** A value handle to a TensorImpl; copying a Tensor shares the impl (like torch). */
@@ -101,6 +107,8 @@ class Tensor {
   bool is_contiguous() const;
   bool is_fake() const { return impl_->storage->fake; }
   bool is_wrapped_number() const { return impl_->wrapped_number; }
+  /** (S1) A distributed tensor (kiln/distributed/dtensor.h). */
+  bool is_dtensor() const { return impl_->dtensor != nullptr; }
   const Storage& storage() const { return impl_->storage; }
   /** True when both share one storage (one is a view of the other, or both of a base). */
   bool is_alias_of(const Tensor& other) const { return impl_->storage == other.impl_->storage; }

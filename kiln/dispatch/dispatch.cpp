@@ -1,5 +1,6 @@
 #include "kiln/dispatch/dispatch.h"
 
+#include <atomic>
 #include <vector>
 
 #include "kiln/autograd/record.h"
@@ -542,7 +543,28 @@ Outputs dispatch(OpKind op, std::span<const Value> args) {
   return redispatch(op, args);
 }
 
+namespace {
+std::atomic<DTensorHandler> g_dtensor_handler{nullptr};
+
+bool any_dtensor(std::span<const Value> args) {
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) {
+      if (t->defined() && t->is_dtensor()) return true;
+    } else if (auto* list = std::get_if<TensorList>(&v)) {
+      for (const Tensor& x : *list)
+        if (x.defined() && x.is_dtensor()) return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+void set_dtensor_handler(DTensorHandler handler) { g_dtensor_handler.store(handler); }
+
 Outputs redispatch(OpKind op, std::span<const Value> args) {
+  // (S2) Distributed tensors first: the handler runs the op on their local shards.
+  if (DTensorHandler h = g_dtensor_handler.load(std::memory_order_relaxed)) [[unlikely]]
+    if (any_dtensor(args)) return h(op, args);
   if (t_capture) {
     const OpInfo& info = ops::op_info(op);
     if (info.is_inplace()) check_not_frozen(info, args);

@@ -91,6 +91,12 @@ void dispatch_into(ops::OpKind op, std::span<const Value> args, std::span<Tensor
  * views sharing the input's storage identity. Used by meta tensors and FakeMode. */
 Outputs dispatch_meta(ops::OpKind op, std::span<const Value> args);
 
+/** The layer between autograd and the modes that runs ops on distributed tensors (S2):
+ * redispatch() hands it every call with a DTensor argument. Installed by
+ * kiln/distributed when the first DTensor is made; it calls redispatch() on local shards. */
+using DTensorHandler = Outputs (*)(ops::OpKind op, std::span<const Value> args);
+void set_dtensor_handler(DTensorHandler handler);
+
 /** Replaces the kernel table of `type` (null restores the built-in one); with
  * set_device_backend_for_testing, tests run a backend this machine lacks. */
 void set_kernel_table_for_testing(DeviceType type, const ops::KernelTable* table);

@@ -166,11 +166,37 @@ TensorOptions like(const Tensor& t, TensorOptions o) {
   return {.dtype = o.dtype.value_or(t.dtype()), .device = o.device.value_or(t.device()),
           .requires_grad = o.requires_grad};
 }
+// (S1) A DTensor's *_like is a DTensor of the same global shape and mesh: its shards
+// filled through an op the DTensor layer places (Partial values become Replicate), so
+// autograd's seeds and formulas stay DTensors. No history, as for a factory.
+Tensor dtensor_filled_like(const Tensor& t, Scalar v, TensorOptions o) {
+  KILN_CHECK(!o.device || resolve_device(*o.device) == t.device(), unsupported,
+             "[full_like] of a DTensor on another device ({})", *o.device);
+  autograd::NoGradGuard no_grad;
+  Tensor like_t = o.dtype && *o.dtype != t.dtype() ? to(t, *o.dtype) : t;
+  Tensor r = masked_fill(like_t, wrapped_number(true), v);
+  if (o.requires_grad) r.set_requires_grad(true);
+  return r;
+}
 }  // namespace
-Tensor empty_like(const Tensor& t, TensorOptions o) { return empty(shape_of(t), like(t, o)); }
-Tensor zeros_like(const Tensor& t, TensorOptions o) { return zeros(shape_of(t), like(t, o)); }
-Tensor ones_like(const Tensor& t, TensorOptions o) { return ones(shape_of(t), like(t, o)); }
+Tensor empty_like(const Tensor& t, TensorOptions o) {
+  if (t.is_dtensor()) [[unlikely]]
+    return dtensor_filled_like(t, 0, o);
+  return empty(shape_of(t), like(t, o));
+}
+Tensor zeros_like(const Tensor& t, TensorOptions o) {
+  if (t.is_dtensor()) [[unlikely]]
+    return dtensor_filled_like(t, 0, o);
+  return zeros(shape_of(t), like(t, o));
+}
+Tensor ones_like(const Tensor& t, TensorOptions o) {
+  if (t.is_dtensor()) [[unlikely]]
+    return dtensor_filled_like(t, 1, o);
+  return ones(shape_of(t), like(t, o));
+}
 Tensor full_like(const Tensor& t, Scalar v, TensorOptions o) {
+  if (t.is_dtensor()) [[unlikely]]
+    return dtensor_filled_like(t, v, o);
   return full(shape_of(t), v, like(t, o));
 }
 Tensor rand_like(const Tensor& t, TensorOptions o) { return rand(shape_of(t), like(t, o)); }

@@ -1,0 +1,823 @@
+#include "kiln/distributed/dtensor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <numeric>
+
+#include "kiln/autograd/autograd.h"
+#include "kiln/core/pool.h"
+#include "kiln/dispatch/dispatch.h"
+
+namespace kiln::dist {
+
+using ops::OpKind;
+
+// ---- placements -------------------------------------------------------------------
+
+std::string Placement::str() const {
+  switch (kind) {
+    case Kind::shard: return fmt::format("S({})", dim);
+    case Kind::replicate: return "R";
+    case Kind::partial: return fmt::format("P({})", to_string(op));
+  }
+  return "?";
+}
+Placement Shard(int64_t dim) { return {Placement::Kind::shard, dim, ReduceOp::sum}; }
+Placement Replicate() { return {}; }
+Placement Partial(ReduceOp op) { return {Placement::Kind::partial, 0, op}; }
+std::string to_string(const Placements& p) {
+  std::string s = "(";
+  for (size_t i = 0; i < p.size(); ++i) s += (i ? ", " : "") + p[i].str();
+  return s + ")";
+}
+
+std::pair<int64_t, int64_t> chunk_of(int64_t size, int64_t n, int64_t index) {
+  int64_t chunk = (size + n - 1) / n;  // torch.chunk: ceil, trailing chunks may be short or empty
+  int64_t begin = std::min(size, chunk * index);
+  return {begin, std::min(size, begin + chunk) - begin};
+}
+
+// ---- the mesh ---------------------------------------------------------------------
+
+struct DeviceMesh::Impl {
+  std::vector<int64_t> shape;
+  std::vector<std::string> names;
+  std::vector<int64_t> coords;
+  std::vector<std::shared_ptr<ProcessGroup>> groups;
+  Device device;
+};
+
+namespace {
+void check_names(const std::vector<int64_t>& shape, const std::vector<std::string>& names) {
+  KILN_CHECK(!shape.empty() && shape.size() == names.size(), value,
+             "[DeviceMesh] needs one name per dimension: shape has {} dims, {} names given", shape.size(),
+             names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    KILN_CHECK(shape[i] > 0, value, "[DeviceMesh] dimension '{}' has size {}", names[i], shape[i]);
+    for (size_t j = 0; j < i; ++j)
+      KILN_CHECK(names[i] != names[j], value, "[DeviceMesh] dimension name '{}' is used twice", names[i]);
+  }
+}
+std::vector<int64_t> coords_of(int64_t rank, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> c(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) c[i] = rank % shape[i], rank /= shape[i];
+  return c;
+}
+}  // namespace
+
+DeviceMesh::DeviceMesh(const std::shared_ptr<ProcessGroup>& world, std::vector<int64_t> shape,
+                       std::vector<std::string> names, Device device) {
+  check_names(shape, names);
+  int64_t n = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  KILN_CHECK(world && n == world->size(), value,
+             "[DeviceMesh] a mesh of {} ranks over a group of {}", n, world ? world->size() : 0);
+  auto impl = std::make_shared<Impl>();
+  impl->coords = coords_of(world->rank(), shape);
+  impl->device = resolve_device(device);
+  // Every rank walks every group of every dimension in the same order (split's contract).
+  for (size_t d = 0; d < shape.size(); ++d) {
+    std::shared_ptr<ProcessGroup> mine;
+    for (int64_t base = 0; base < n; ++base) {
+      std::vector<int64_t> c = coords_of(base, shape);
+      if (c[d] != 0) continue;  // one group per line along d, named by its first rank
+      std::vector<int> ranks;
+      int64_t stride = 1;
+      for (size_t k = d + 1; k < shape.size(); ++k) stride *= shape[k];
+      for (int64_t i = 0; i < shape[d]; ++i) ranks.push_back(static_cast<int>(base + i * stride));
+      if (auto g = world->split(ranks)) mine = g;
+    }
+    impl->groups.push_back(mine);
+    bind_group(names[d], mine);
+  }
+  impl->shape = std::move(shape);
+  impl->names = std::move(names);
+  impl_ = std::move(impl);
+}
+
+DeviceMesh DeviceMesh::fake(std::vector<int64_t> shape, std::vector<std::string> names, int64_t rank,
+                            Device device) {
+  check_names(shape, names);
+  int64_t n = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  KILN_CHECK(rank >= 0 && rank < n, index, "[DeviceMesh] rank {} of a mesh of {}", rank, n);
+  auto impl = std::make_shared<Impl>();
+  impl->coords = coords_of(rank, shape);
+  impl->device = resolve_device(device);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    impl->groups.push_back(fake_group(static_cast<int>(impl->coords[d]), static_cast<int>(shape[d])));
+    bind_group(names[d], impl->groups.back());
+  }
+  impl->shape = std::move(shape);
+  impl->names = std::move(names);
+  return DeviceMesh(std::move(impl));
+}
+
+int64_t DeviceMesh::ndim() const { return static_cast<int64_t>(impl_->shape.size()); }
+int64_t DeviceMesh::size(int64_t dim) const { return impl_->shape[static_cast<size_t>(dim)]; }
+int64_t DeviceMesh::size() const {
+  return std::accumulate(impl_->shape.begin(), impl_->shape.end(), int64_t{1}, std::multiplies<>());
+}
+const std::vector<int64_t>& DeviceMesh::shape() const { return impl_->shape; }
+const std::vector<std::string>& DeviceMesh::names() const { return impl_->names; }
+int64_t DeviceMesh::coordinate(int64_t dim) const { return impl_->coords[static_cast<size_t>(dim)]; }
+Device DeviceMesh::device() const { return impl_->device; }
+const std::shared_ptr<ProcessGroup>& DeviceMesh::group(int64_t dim) const {
+  return impl_->groups[static_cast<size_t>(dim)];
+}
+int64_t DeviceMesh::dim_of(const std::string& name) const {
+  for (size_t i = 0; i < impl_->names.size(); ++i)
+    if (impl_->names[i] == name) return static_cast<int64_t>(i);
+  fail(ErrorKind::value, "[DeviceMesh] has no dimension '{}'; its dimensions are {}", name, str());
+}
+DeviceMesh DeviceMesh::operator[](const std::string& name) const {
+  int64_t d = dim_of(name);
+  auto impl = std::make_shared<Impl>();
+  impl->shape = {size(d)};
+  impl->names = {name};
+  impl->coords = {coordinate(d)};
+  impl->groups = {group(d)};
+  impl->device = impl_->device;
+  return DeviceMesh(std::move(impl));
+}
+std::string DeviceMesh::str() const {
+  std::string shape, names;
+  for (size_t i = 0; i < impl_->shape.size(); ++i) {
+    shape += (i ? ", " : "") + std::to_string(impl_->shape[i]);
+    names += (i ? ", '" : "'") + impl_->names[i] + "'";
+  }
+  if (impl_->shape.size() == 1) shape += ",", names += ",";
+  return fmt::format("DeviceMesh(({}), names=({}))", shape, names);
+}
+
+// ---- DTensors ---------------------------------------------------------------------
+
+namespace {
+
+Outputs handle(OpKind op, std::span<const Value> args);
+
+// (S1) This rank's shard shape of a tensor of `global` shape.
+Dims local_shape(const Dims& global, const DeviceMesh& mesh, const Placements& placements,
+                 std::string_view op) {
+  Dims local = global;
+  std::vector<bool> sharded(global.size(), false);
+  for (int64_t i = 0; i < mesh.ndim(); ++i) {
+    const Placement& p = placements[static_cast<size_t>(i)];
+    if (!p.is_shard()) continue;
+    KILN_CHECK(p.dim >= 0 && p.dim < static_cast<int64_t>(global.size()), index,
+               "[{}] placement {} of a {}-d tensor", op, p.str(), global.size());
+    KILN_CHECK(!sharded[p.dim], unsupported,
+               "[{}] tensor dim {} is sharded by two mesh dimensions {}; kiln shards a tensor dim "
+               "along one mesh dimension at most",
+               op, p.dim, to_string(placements));
+    sharded[p.dim] = true;
+    local[p.dim] = chunk_of(global[p.dim], mesh.size(i), mesh.coordinate(i)).second;
+  }
+  return local;
+}
+
+void check_placements(const DeviceMesh& mesh, const Placements& placements, int64_t ndim, std::string_view op) {
+  KILN_CHECK(static_cast<int64_t>(placements.size()) == mesh.ndim(), value,
+             "[{}] {} placements for a mesh of {} dimensions", op, placements.size(), mesh.ndim());
+  for (const Placement& p : placements)
+    KILN_CHECK(!p.is_shard() || (p.dim >= 0 && p.dim < ndim), index,
+               "[{}] placement {} of a {}-d tensor", op, p.str(), ndim);
+}
+
+// Attaches the DTensor state to `outer` (an impl with global metadata, no data).
+void attach(const Tensor& outer, Tensor local, const DeviceMesh& mesh, Placements placements) {
+  Dims want = local_shape(outer.shape(), mesh, placements, "dtensor");
+  KILN_CHECK(local.shape() == want, internal, "DTensor of {} with placements {}: local shard {} should be {}",
+             outer.shape().str(), to_string(placements), local.shape().str(), want.str());
+  outer.impl()->dtensor = std::make_shared<DTensorState>(DTensorState{std::move(local), mesh, std::move(placements)});
+}
+
+Tensor make_dtensor(const Tensor& local, const Dims& global, const DeviceMesh& mesh, const Placements& placements) {
+  static std::once_flag installed;
+  std::call_once(installed, [] { set_dtensor_handler(&handle); });
+  size_t bytes = check_sizes(global, local.dtype(), "dtensor");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = global;
+  impl->strides = contiguous_strides(global);
+  impl->dtype = local.dtype();
+  impl->device = local.device();
+  impl->storage = std::make_shared<StorageImpl>(nullptr, bytes, local.device(), nullptr, true);
+  Tensor outer(std::move(impl));
+  attach(outer, local, mesh, placements);
+  return outer;
+}
+
+}  // namespace
+
+const DTensorState& dtensor_state(const Tensor& t, std::string_view op) {
+  KILN_CHECK(t.defined() && t.is_dtensor(), value, "[{}] expected a DTensor, got {}", op,
+             t.defined() ? t.meta_str() : "an undefined tensor");
+  return *t.impl()->dtensor;
+}
+
+Tensor to_local(const Tensor& dtensor) { return dtensor_state(dtensor, "to_local").local; }
+
+Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements& placements,
+                  std::optional<Dims> global_shape) {
+  KILN_CHECK(!local.is_dtensor(), value, "[from_local] the local tensor is a DTensor already");
+  check_placements(mesh, placements, local.dim(), "from_local");
+  KILN_CHECK(local.device() == mesh.device(), device_mismatch,
+             "[from_local] the local tensor is on {} but the mesh's device is {}", local.device(), mesh.device());
+  Dims global = local.shape();
+  if (global_shape) {
+    global = *global_shape;
+    Dims want = local_shape(global, mesh, placements, "from_local");
+    KILN_CHECK(want == local.shape(), shape,
+               "[from_local] a {} shard of a {} tensor with placements {} is {} on this rank", local.shape().str(),
+               global.str(), to_string(placements), want.str());
+  } else {
+    for (int64_t i = 0; i < mesh.ndim(); ++i)
+      if (placements[i].is_shard()) global[placements[i].dim] *= mesh.size(i);  // even shards
+  }
+  return make_dtensor(local, global, mesh, placements);
+}
+
+Tensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, const Placements& placements) {
+  KILN_CHECK(!full.is_dtensor(), value, "[distribute_tensor] the tensor is a DTensor already");
+  check_placements(mesh, placements, full.dim(), "distribute_tensor");
+  Tensor local;
+  {
+    autograd::NoGradGuard no_grad;  // the DTensor is the leaf, not its shard
+    local = full.device() == mesh.device() ? full : to(full, mesh.device());
+    for (int64_t i = 0; i < mesh.ndim(); ++i) {
+      const Placement& p = placements[static_cast<size_t>(i)];
+      if (p.is_shard()) {
+        auto [begin, len] = chunk_of(full.size(p.dim), mesh.size(i), mesh.coordinate(i));
+        local = narrow(local, p.dim, begin, len);
+      } else if (p.is_partial() && p.op == ReduceOp::sum && mesh.coordinate(i) != 0) {
+        local = zeros_like(local);
+      }
+    }
+    local = contiguous(local);
+    if (local.is_alias_of(full)) local = clone(local);  // a DTensor's shard is its own
+  }
+  Tensor dt = make_dtensor(local, full.shape(), mesh, placements);
+  if (full.requires_grad()) dt.set_requires_grad(true);
+  return dt;
+}
+
+std::string describe(const Tensor& t) {
+  const DTensorState& s = dtensor_state(t, "describe");
+  return fmt::format("DTensor({}{}, mesh={}, placements={}, local={})", to_string(t.dtype()), t.shape().str(),
+                     s.mesh.str(), to_string(s.placements), s.local.meta_str());
+}
+
+// ---- redistribution ---------------------------------------------------------------
+
+namespace {
+
+// One mesh dimension's transition of a local shard; `global` is the tensor's global
+// shape (the sizes the chunks come from).
+Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMesh& mesh, int64_t i,
+                        const Placement& from, const Placement& to) {
+  if (from == to) return local;
+  const std::string& axis = mesh.names()[static_cast<size_t>(i)];
+  int64_t n = mesh.size(i), me = mesh.coordinate(i);
+  auto gather = [&](const Tensor& x, int64_t d) {  // S(d) -> R: all_gather, uneven chunks padded
+    int64_t chunk = (global[d] + n - 1) / n;
+    Tensor padded = x;
+    if (x.size(d) < chunk) {
+      Dims pad_shape = x.shape();
+      pad_shape[d] = chunk - x.size(d);
+      padded = cat({x, zeros(pad_shape.vec(), {.dtype = x.dtype(), .device = x.device()})}, d);
+    }
+    Tensor front = contiguous(transpose(padded, 0, d));
+    Tensor all = transpose(all_gather_into_tensor(front, n, axis), 0, d);
+    return contiguous(narrow(all, d, 0, global[d]));
+  };
+  auto my_chunk = [&](const Tensor& x, int64_t d) {  // R -> S(d): this coordinate's chunk, owned
+    auto [begin, len] = chunk_of(global[d], n, me);
+    Tensor c = contiguous(narrow(x, d, begin, len));
+    return c.is_alias_of(x) ? clone(c) : c;
+  };
+  auto reduce = [&](const Tensor& x, ReduceOp op) { return all_reduce(x, to_string(op), axis); };
+  if (from.is_shard() && to.is_replicate()) return gather(local, from.dim);
+  if (from.is_replicate() && to.is_shard()) return my_chunk(local, to.dim);
+  if (from.is_partial() && to.is_replicate()) return reduce(local, from.op);
+  if (from.is_partial() && to.is_shard()) {
+    if (to.dim == 0 && from.op == ReduceOp::sum && global[0] % n == 0)
+      return reduce_scatter_tensor(contiguous(local), "sum", n, axis);
+    return my_chunk(reduce(local, from.op), to.dim);
+  }
+  if (from.is_replicate() && to.is_partial()) {
+    if (to.op != ReduceOp::sum || me == 0) return local;  // max/min of equal values is the value
+    return zeros_like(local);
+  }
+  if (from.is_shard() && to.is_shard()) {
+    int64_t d = from.dim, e = to.dim;
+    if (global[d] % n == 0 && global[e] % n == 0 && local.size(e) == global[e]) {
+      // all_to_all: my d-chunk, split along e, goes out in pieces; I receive every rank's
+      // d-chunk of my e-chunk and stack them along d.
+      TensorList pieces;
+      int64_t c = global[e] / n;
+      for (int64_t r = 0; r < n; ++r) pieces.push_back(narrow(local, e, r * c, c));
+      Tensor got = all_to_all_single(stack(pieces, 0), n, axis);
+      TensorList parts;
+      for (int64_t r = 0; r < n; ++r) parts.push_back(select(got, 0, r));
+      return cat(parts, d);
+    }
+    return my_chunk(gather(local, d), e);
+  }
+  // S -> P: through R
+  return redistribute_dim(gather(local, from.dim), global, mesh, i, Replicate(), to);
+}
+
+}  // namespace
+
+Tensor redistribute(const Tensor& dtensor, const Placements& placements) {
+  const DTensorState& s = dtensor_state(dtensor, "redistribute");
+  check_placements(s.mesh, placements, dtensor.dim(), "redistribute");
+  Tensor local = s.local;
+  Placements now = s.placements;
+  // Gathers first (so a later chunk sees the full dim), then everything else.
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t i = 0; i < s.mesh.ndim(); ++i) {
+      const Placement& want = placements[static_cast<size_t>(i)];
+      Placement& have = now[static_cast<size_t>(i)];
+      if (have == want) continue;
+      bool gathers = have.is_shard() && !want.is_shard();
+      if ((pass == 0) != gathers) continue;
+      local = redistribute_dim(local, dtensor.shape(), s.mesh, i, have, want);
+      have = want;
+    }
+  return make_dtensor(local, dtensor.shape(), s.mesh, placements);
+}
+
+Tensor full_tensor(const Tensor& dtensor) {
+  const DTensorState& s = dtensor_state(dtensor, "full_tensor");
+  return to_local(redistribute(dtensor, Placements(static_cast<size_t>(s.mesh.ndim()), Replicate())));
+}
+
+// ---- sharding propagation (S2) ------------------------------------------------------
+
+namespace {
+
+// What the rule decided: the placements each DTensor argument is redistributed to
+// (indexed like the call's arguments; list elements in order), and the outputs'.
+struct Decision {
+  std::vector<Placements> inputs;  // per DTensor argument, in argument order
+  Placements output;
+};
+
+// The DTensor arguments of a call, in order (list elements included).
+struct Operands {
+  std::vector<const Tensor*> tensors;
+  std::vector<int> arg;  // the argument each came from
+};
+
+[[noreturn]] void no_rule(OpKind op, const Operands& in) {
+  std::string placements;
+  for (const Tensor* t : in.tensors)
+    placements += (placements.empty() ? "" : ", ") + to_string(t->impl()->dtensor->placements);
+  fail(ErrorKind::unsupported, "[{}] has no sharding rule for DTensor arguments with placements {}", ops::op_name(op),
+       placements);
+}
+
+bool is_pointwise(OpKind op) {
+  switch (op) {
+    case OpKind::neg: case OpKind::abs: case OpKind::relu: case OpKind::exp: case OpKind::log:
+    case OpKind::sqrt: case OpKind::rsqrt: case OpKind::sin: case OpKind::cos: case OpKind::tanh:
+    case OpKind::sigmoid: case OpKind::silu: case OpKind::gelu: case OpKind::erf: case OpKind::logical_not:
+    case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div: case OpKind::pow:
+    case OpKind::maximum: case OpKind::minimum: case OpKind::eq: case OpKind::ne: case OpKind::lt:
+    case OpKind::le: case OpKind::gt: case OpKind::ge: case OpKind::where: case OpKind::gelu_backward:
+    case OpKind::masked_fill: case OpKind::add_: case OpKind::sub_: case OpKind::mul_: case OpKind::div_:
+    case OpKind::relu_: case OpKind::masked_fill_: case OpKind::fill_: case OpKind::clone:
+    case OpKind::alias: case OpKind::_to_copy: case OpKind::copy_:
+      return true;
+    default: return false;
+  }
+}
+
+// Whether a Partial input may stay partial through `op`: sums of partial sums, and
+// scaling by a plain number, commute with the reduction.
+bool keeps_partial(OpKind op, const Operands& in, std::span<const Value> args) {
+  switch (op) {
+    case OpKind::neg: case OpKind::clone: case OpKind::alias: return true;
+    case OpKind::add: case OpKind::sub: case OpKind::add_: case OpKind::sub_: case OpKind::copy_:
+      return in.tensors.size() == 2;  // both operands partial (checked by the caller)
+    case OpKind::mul: case OpKind::div: case OpKind::mul_: case OpKind::div_: {
+      if (in.tensors.size() != 1 || in.arg[0] != 0) return op == OpKind::mul && in.tensors.size() == 1;
+      return std::holds_alternative<Tensor>(args[1]) && std::get<Tensor>(args[1]).numel() == 1;
+    }
+    default: return false;
+  }
+}
+
+// Maps a placement of an input of rank `in_rank` into the coordinates of an output of
+// rank `out_rank` under broadcasting; nullopt when the input dim is broadcast.
+std::optional<int64_t> out_dim(const Tensor& t, int64_t d, const Dims& out) {
+  int64_t od = d + static_cast<int64_t>(out.size()) - t.dim();
+  if (t.size(d) == 1 && out[od] != 1) return std::nullopt;
+  return od;
+}
+
+Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const DeviceMesh& mesh,
+                        std::span<const Value> args, bool inplace) {
+  Decision d;
+  d.inputs.resize(in.tensors.size());
+  for (auto& p : d.inputs) p.resize(static_cast<size_t>(mesh.ndim()));
+  d.output.resize(static_cast<size_t>(mesh.ndim()));
+  for (int64_t i = 0; i < mesh.ndim(); ++i) {
+    auto at = [&](size_t k) { return in.tensors[k]->impl()->dtensor->placements[static_cast<size_t>(i)]; };
+    Placement target = Replicate();
+    bool all_partial = true;
+    std::optional<ReduceOp> pop;
+    for (size_t k = 0; k < in.tensors.size(); ++k) {
+      all_partial = all_partial && at(k).is_partial();
+      if (at(k).is_partial()) pop = pop.value_or(at(k).op);
+    }
+    bool same_op = true;
+    for (size_t k = 0; k < in.tensors.size(); ++k)
+      same_op = same_op && (!at(k).is_partial() || at(k).op == *pop);
+    if (inplace) {
+      target = at(0);  // self keeps its placement
+      if (target.is_shard() && !out_dim(*in.tensors[0], target.dim, out)) target = Replicate();
+      if (target.is_partial() && !(all_partial && same_op && keeps_partial(op, in, args)))
+        fail(ErrorKind::unsupported,
+             "[{}] writes a Partial({}) DTensor in place, which would mix partial values; "
+             "redistribute it to Replicate first",
+             ops::op_name(op), to_string(target.op));
+    } else if (pop && all_partial && same_op && keeps_partial(op, in, args)) {
+      target = Partial(*pop);
+    } else {
+      for (size_t k = 0; k < in.tensors.size() && target.is_replicate(); ++k)
+        if (at(k).is_shard())
+          if (auto od = out_dim(*in.tensors[k], at(k).dim, out)) target = Shard(*od);
+    }
+    d.output[static_cast<size_t>(i)] = target;
+    for (size_t k = 0; k < in.tensors.size(); ++k) {
+      const Tensor& t = *in.tensors[k];
+      Placement want = target;
+      if (target.is_shard()) {
+        int64_t td = target.dim - (static_cast<int64_t>(out.size()) - t.dim());
+        want = td >= 0 && out_dim(t, td, out) ? Shard(td) : Replicate();  // broadcast dims stay whole
+      }
+      d.inputs[k][static_cast<size_t>(i)] = want;
+    }
+  }
+  return d;
+}
+
+// Reductions over `dims` (empty: all). sum keeps partial sums partial and turns a
+// sharded reduced dim into Partial(sum); amax/amin into Partial(max/min); other
+// reductions gather the reduced dims first.
+Decision reduce_rule(OpKind op, const Tensor& x, const IntList& dims_in, bool keepdim, const DeviceMesh& mesh) {
+  std::vector<bool> reduced(static_cast<size_t>(x.dim()), dims_in.empty());
+  for (int64_t d : dims_in) reduced[static_cast<size_t>(wrap_dim(d, x.dim(), ops::op_name(op)))] = true;
+  Decision dec;
+  dec.inputs.assign(1, Placements(static_cast<size_t>(mesh.ndim())));
+  dec.output.resize(static_cast<size_t>(mesh.ndim()));
+  const Placements& have = x.impl()->dtensor->placements;
+  for (int64_t i = 0; i < mesh.ndim(); ++i) {
+    const Placement& p = have[static_cast<size_t>(i)];
+    Placement in = p, out = p;
+    if (p.is_partial()) {
+      bool ok = op == OpKind::sum && p.op == ReduceOp::sum;
+      if (!ok) in = out = Replicate();
+    } else if (p.is_shard() && reduced[static_cast<size_t>(p.dim)]) {
+      if (op == OpKind::sum) out = Partial(ReduceOp::sum);
+      else if (op == OpKind::amax) out = Partial(ReduceOp::max);
+      else if (op == OpKind::amin) out = Partial(ReduceOp::min);
+      else in = out = Replicate();
+    } else if (p.is_shard() && !keepdim) {
+      int64_t before = 0;
+      for (int64_t d = 0; d < p.dim; ++d) before += reduced[static_cast<size_t>(d)];
+      out = Shard(p.dim - before);
+    }
+    dec.inputs[0][static_cast<size_t>(i)] = in;
+    dec.output[static_cast<size_t>(i)] = out;
+  }
+  return dec;
+}
+
+// Every DTensor argument whole along `dims` (gathered where sharded), partial values
+// reduced; other shards kept. Outputs are placed like the first input.
+Decision keep_shards_except(const Operands& in, const std::vector<bool>& whole, const DeviceMesh& mesh) {
+  Decision d;
+  for (const Tensor* t : in.tensors) {
+    Placements p = t->impl()->dtensor->placements;
+    for (Placement& x : p)
+      if (x.is_partial() || (x.is_shard() && (static_cast<size_t>(x.dim) >= whole.size() || whole[x.dim])))
+        x = Replicate();
+    d.inputs.push_back(std::move(p));
+  }
+  d.output = d.inputs[0];
+  (void)mesh;
+  return d;
+}
+
+// Bytes moved to turn `from` into `to` along a mesh dim of `n` ranks, for a tensor of
+// `bytes` (ring algorithms; local chunking is free).
+double move_cost(const Placement& from, const Placement& to, double bytes, int64_t n) {
+  if (from == to || (from.is_replicate() && !to.is_replicate())) return 0;
+  double f = double(n - 1) / double(n);
+  if (from.is_shard() && to.is_replicate()) return bytes * f;
+  if (from.is_partial() && to.is_replicate()) return 2 * bytes * f;
+  if (from.is_partial() && to.is_shard()) return bytes * f;
+  if (from.is_shard() && to.is_shard()) return bytes * f / double(n);
+  return 2 * bytes;  // through Replicate
+}
+
+// a [..., m, k] @ b [k, n] or [..., k, n] with the same batch dims: per mesh dim the
+// cheapest of the strategies that need no communication after the local product:
+// shard a's batch/row dims (b whole), shard b's columns (a whole), shard the contracted
+// dim of both (partial sums), or everything whole.
+Decision matmul_rule(const Tensor& a, const Tensor& b, const Dims& out, const DeviceMesh& mesh) {
+  KILN_CHECK(a.dim() >= 2 && b.dim() >= 2, unsupported,
+             "[matmul] of DTensors needs operands of at least 2 dims, got {} and {}", a.meta_str(), b.meta_str());
+  int64_t ak = a.dim() - 1, bk = b.dim() - 2, bn = b.dim() - 1, on = static_cast<int64_t>(out.size()) - 1;
+  Decision d;
+  d.inputs.assign(2, Placements(static_cast<size_t>(mesh.ndim())));
+  d.output.resize(static_cast<size_t>(mesh.ndim()));
+  double abytes = double(a.numel() * a.itemsize()), bbytes = double(b.numel() * b.itemsize());
+  for (int64_t i = 0; i < mesh.ndim(); ++i) {
+    const Placement& pa = a.impl()->dtensor->placements[static_cast<size_t>(i)];
+    const Placement& pb = b.impl()->dtensor->placements[static_cast<size_t>(i)];
+    struct Strategy {
+      Placement a, b, out;
+    };
+    std::vector<Strategy> options = {{Replicate(), Replicate(), Replicate()},
+                                     {Shard(ak), Shard(bk), Partial()},
+                                     {Replicate(), Shard(bn), Shard(on)}};
+    for (int64_t dim = 0; dim < ak; ++dim)  // a's batch and row dims
+      if (b.dim() == 2 || dim == ak - 1)
+        options.push_back({Shard(dim), Replicate(), Shard(dim + static_cast<int64_t>(out.size()) - a.dim())});
+    if (pa.is_partial() && pa.op == ReduceOp::sum) options.push_back({pa, Replicate(), Partial()});
+    if (pb.is_partial() && pb.op == ReduceOp::sum) options.push_back({Replicate(), pb, Partial()});
+    const Strategy* best = nullptr;
+    double best_cost = 0;
+    for (const Strategy& s : options) {
+      double c = move_cost(pa, s.a, abytes, mesh.size(i)) + move_cost(pb, s.b, bbytes, mesh.size(i));
+      if (!best || c < best_cost) best = &s, best_cost = c;
+    }
+    d.inputs[0][static_cast<size_t>(i)] = best->a;
+    d.inputs[1][static_cast<size_t>(i)] = best->b;
+    d.output[static_cast<size_t>(i)] = best->out;
+  }
+  return d;
+}
+
+// Where a shard of input dim `d` lands after a view to `out` (nullopt: it does not
+// survive as a whole dim, so the input is gathered first).
+std::optional<int64_t> view_dim(const Dims& in, int64_t d, const Dims& out) {
+  int64_t before = 1;
+  for (int64_t k = 0; k < d; ++k) before *= in[k];
+  int64_t acc = 1;
+  for (size_t od = 0; od < out.size(); ++od) {
+    if (acc == before && out[od] == in[d]) return static_cast<int64_t>(od);
+    acc *= out[od];
+  }
+  return std::nullopt;
+}
+
+// The placements of a view's output, and whether the input must be gathered first.
+Decision view_rule(OpKind op, const Tensor& x, std::span<const Value> args, const Dims& out, const DeviceMesh& mesh) {
+  Decision d;
+  Placements in = x.impl()->dtensor->placements, res = in;
+  for (size_t i = 0; i < in.size(); ++i) {
+    Placement& p = in[i];
+    Placement& o = res[i];
+    if (!p.is_shard()) continue;
+    int64_t dim = p.dim;
+    std::optional<int64_t> to;
+    switch (op) {
+      case OpKind::transpose: {
+        int64_t a = wrap_dim(std::get<int64_t>(args[1]), x.dim(), "transpose");
+        int64_t b = wrap_dim(std::get<int64_t>(args[2]), x.dim(), "transpose");
+        to = dim == a ? b : dim == b ? a : dim;
+        break;
+      }
+      case OpKind::permute: {
+        const IntList& perm = std::get<IntList>(args[1]);
+        for (size_t k = 0; k < perm.size(); ++k)
+          if (wrap_dim(perm[k], x.dim(), "permute") == dim) to = static_cast<int64_t>(k);
+        break;
+      }
+      case OpKind::unsqueeze: {
+        int64_t at = wrap_dim(std::get<int64_t>(args[1]), x.dim() + 1, "unsqueeze");
+        to = dim + (dim >= at);
+        break;
+      }
+      case OpKind::view: case OpKind::squeeze: to = view_dim(x.shape(), dim, out); break;
+      case OpKind::expand: to = x.size(dim) == out[dim + out.size() - x.dim()] ? std::optional(dim + int64_t(out.size()) - x.dim()) : std::nullopt; break;
+      case OpKind::alias: to = dim; break;
+      case OpKind::slice: case OpKind::select: {
+        int64_t along = wrap_dim(std::get<int64_t>(args[1]), x.dim(), ops::op_name(op));
+        if (along != dim) to = op == OpKind::select && dim > along ? dim - 1 : dim;
+        break;
+      }
+      default: break;
+    }
+    if (to) o = Shard(*to);
+    else p = o = Replicate();
+  }
+  (void)mesh;
+  d.inputs.push_back(in);
+  d.output = res;
+  return d;
+}
+
+// ---- running a call on the shards -------------------------------------------------
+
+Operands operands_of(OpKind op, std::span<const Value> args, DeviceMesh*& mesh) {
+  Operands in;
+  const auto& specs = ops::op_info(op).schema.args;
+  auto take = [&](const Tensor& t, size_t i) {
+    if (!t.defined()) return;
+    if (!t.is_dtensor()) {
+      KILN_CHECK(t.numel() == 1, value,
+                 "[{}] mixed Tensor and DTensor: argument '{}' is a plain tensor {}; only a 0-dim or "
+                 "one-element tensor joins a DTensor op (as a replicated scalar). Make it a DTensor first "
+                 "(distribute_tensor or from_local)",
+                 ops::op_name(op), i < specs.size() ? specs[i].name : "?", t.meta_str());
+      return;
+    }
+    const DTensorState& s = *t.impl()->dtensor;
+    if (!mesh) mesh = const_cast<DeviceMesh*>(&s.mesh);
+    KILN_CHECK(s.mesh == *mesh, value,
+               "[{}] DTensor arguments on different meshes: {} and {} (argument '{}')", ops::op_name(op),
+               mesh->str(), s.mesh.str(), i < specs.size() ? specs[i].name : "?");
+    in.tensors.push_back(&t);
+    in.arg.push_back(static_cast<int>(i));
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (auto* t = std::get_if<Tensor>(&args[i])) take(*t, i);
+    else if (auto* l = std::get_if<TensorList>(&args[i]))
+      for (const Tensor& t : *l) take(t, i);
+  }
+  return in;
+}
+
+Decision decide(OpKind op, std::span<const Value> args, const Operands& in, const Dims& out,
+                const DeviceMesh& mesh) {
+  const ops::OpInfo& info = ops::op_info(op);
+  auto placements = [&](size_t k) { return in.tensors[k]->impl()->dtensor->placements; };
+  if (is_pointwise(op)) {
+    if (op == OpKind::copy_) {  // (S4) the source takes self's placements
+      KILN_CHECK(in.arg[0] == 0, value, "[copy_] into a plain tensor from a DTensor; use full_tensor()");
+      return pointwise_rule(op, in, out, mesh, args, true);
+    }
+    return pointwise_rule(op, in, out, mesh, args, info.is_inplace());
+  }
+  switch (op) {
+    case OpKind::sum: case OpKind::amax: case OpKind::amin:
+      return reduce_rule(op, *in.tensors[0], std::get<IntList>(args[1]), std::get<bool>(args[2]), mesh);
+    case OpKind::mm: case OpKind::matmul: case OpKind::bmm:
+      return matmul_rule(*in.tensors[0], *in.tensors[1], out, mesh);
+    case OpKind::view: case OpKind::transpose: case OpKind::permute: case OpKind::unsqueeze:
+    case OpKind::squeeze: case OpKind::expand: case OpKind::alias: case OpKind::slice: case OpKind::select:
+      return view_rule(op, *in.tensors[0], args, out, mesh);
+    case OpKind::softmax: case OpKind::log_softmax: case OpKind::max: case OpKind::min: case OpKind::argmax:
+    case OpKind::var: case OpKind::cat: case OpKind::layer_norm: case OpKind::rms_norm: {
+      const Tensor& x = *in.tensors[0];
+      std::vector<bool> whole(static_cast<size_t>(x.dim()), false);
+      auto mark = [&](int64_t d) { whole[static_cast<size_t>(wrap_dim(d, x.dim(), info.name))] = true; };
+      if (op == OpKind::softmax || op == OpKind::log_softmax || op == OpKind::max || op == OpKind::min ||
+          op == OpKind::cat)
+        mark(std::get<int64_t>(args[1]));
+      else if (op == OpKind::argmax) {
+        if (auto* d = std::get_if<int64_t>(&args[1])) mark(*d);
+        else whole.assign(whole.size(), true);
+      } else if (op == OpKind::var) {
+        const IntList& dims = std::get<IntList>(args[1]);
+        if (dims.empty()) whole.assign(whole.size(), true);
+        for (int64_t d : dims) mark(d);
+      } else {  // norms: the normalized trailing dims; weight and bias whole
+        int64_t k = static_cast<int64_t>(std::get<IntList>(args[1]).size());
+        for (int64_t d = x.dim() - k; d < x.dim(); ++d) mark(d);
+      }
+      Decision d = keep_shards_except(in, whole, mesh);
+      if (op == OpKind::layer_norm || op == OpKind::rms_norm)
+        for (size_t k = 1; k < d.inputs.size(); ++k) d.inputs[k].assign(d.inputs[k].size(), Replicate());
+      if (op == OpKind::cat)  // every input like the first, shards of the cat dim gathered
+        for (size_t k = 1; k < d.inputs.size(); ++k) d.inputs[k] = d.inputs[0];
+      if (op == OpKind::var || op == OpKind::max || op == OpKind::min || op == OpKind::argmax) {
+        bool keepdim = std::get<bool>(args[op == OpKind::var ? 3 : 2]);
+        if (!keepdim)
+          for (Placement& p : d.output)
+            if (p.is_shard()) {
+              int64_t before = 0;
+              for (int64_t q = 0; q < p.dim; ++q) before += whole[static_cast<size_t>(q)];
+              p = Shard(p.dim - before);
+            }
+      }
+      return d;
+    }
+    case OpKind::embedding: {  // the table whole, the indices' shards carried to the output
+      Decision d;
+      d.inputs.push_back(Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
+      if (in.tensors.size() == 2) {
+        d.inputs.push_back(placements(1));
+        d.output = placements(1);
+      } else {
+        d.output = d.inputs[0];
+      }
+      return d;
+    }
+    default: break;
+  }
+  // Any op on operands that are all Replicate is the same computation on every rank.
+  for (size_t k = 0; k < in.tensors.size(); ++k)
+    for (const Placement& p : placements(k))
+      if (!p.is_replicate()) no_rule(op, in);
+  Decision d;
+  for (size_t k = 0; k < in.tensors.size(); ++k) d.inputs.push_back(placements(k));
+  d.output = Placements(static_cast<size_t>(mesh.ndim()), Replicate());
+  return d;
+}
+
+// linear(x, w, b) = matmul(x, w^T) + b, each a DTensor op: colwise (w sharded on its
+// rows) gives column shards, rowwise (w on its columns, x on its last dim) partial sums,
+// which adding the bias reduces (one all_reduce).
+Outputs linear_as_matmul(std::span<const Value> args) {
+  Value t_args[3] = {args[1], int64_t{0}, int64_t{1}};
+  Tensor wt = redispatch(OpKind::transpose, t_args)[0];
+  Value mm_args[2] = {args[0], wt};
+  Tensor y = redispatch(OpKind::matmul, mm_args)[0];
+  if (std::holds_alternative<Tensor>(args[2])) {
+    Value add_args[3] = {y, args[2], Scalar(1)};
+    y = redispatch(OpKind::add, add_args)[0];
+  }
+  Outputs out;
+  out.push_back(y);
+  return out;
+}
+
+// mean = sum / count, so that a sharded reduced dim gives partial sums, not a gather.
+Outputs mean_as_sum(std::span<const Value> args, const Tensor& x) {
+  const IntList& dims = std::get<IntList>(args[1]);
+  int64_t count = 1;
+  if (dims.empty()) count = x.numel();
+  for (int64_t d : dims) count *= x.size(wrap_dim(d, x.dim(), "mean"));
+  Value sum_args[4] = {args[0], args[1], args[2], args[3]};
+  Tensor s = redispatch(OpKind::sum, sum_args)[0];
+  Value div_args[2] = {s, wrapped_number(double(count))};
+  Outputs out;
+  out.push_back(redispatch(OpKind::div, div_args)[0]);
+  return out;
+}
+
+// The local form of an argument that names global sizes (view, expand): the local shape.
+Value local_arg(OpKind op, size_t i, const Value& v, const Tensor& global_out, const DeviceMesh& mesh,
+                const Placements& out) {
+  if ((op == OpKind::view || op == OpKind::expand) && i == 1)
+    return local_shape(global_out.shape(), mesh, out, ops::op_name(op)).vec();
+  return v;
+}
+
+Outputs handle(OpKind op, std::span<const Value> args) {
+  // Below autograd: what runs here on shards is never recorded (the DTensor op is).
+  autograd::NoGradGuard no_grad;
+  DeviceMesh* mesh = nullptr;
+  Operands in = operands_of(op, args, mesh);
+  const ops::OpInfo& info = ops::op_info(op);
+  if (op == OpKind::linear) return linear_as_matmul(args);
+  if (op == OpKind::mean) return mean_as_sum(args, *in.tensors[0]);
+  if (op == OpKind::_to_copy)
+    KILN_CHECK(std::get<Device>(args[2]) == mesh->device(), unsupported,
+               "[_to_copy] moves a DTensor off its mesh's device {}; use to_local() or full_tensor()",
+               mesh->device());
+  // Global metadata from kiln's own meta function, on the global shapes (errors too).
+  Outputs global = dispatch_meta(op, args);
+  Decision d = decide(op, args, in, global[0].shape(), *mesh);
+  // Redistribute and unwrap.
+  PoolVector<Value> local(args.begin(), args.end());
+  size_t k = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto unwrap = [&](const Tensor& t) -> Tensor {
+      if (!t.defined() || !t.is_dtensor()) return t;
+      const Placements& want = d.inputs[k++];
+      if (t.impl()->dtensor->placements == want) return t.impl()->dtensor->local;
+      KILN_CHECK(!(info.is_inplace() && static_cast<int>(i) == info.schema.mutated_arg), internal,
+                 "[{}] the rule redistributes the tensor the op writes", info.name);
+      return to_local(redistribute(t, want));
+    };
+    if (auto* t = std::get_if<Tensor>(&args[i])) {
+      local[i] = unwrap(*t);
+    } else if (auto* l = std::get_if<TensorList>(&args[i])) {
+      TensorList ls;
+      for (const Tensor& t : *l) ls.push_back(unwrap(t));
+      local[i] = std::move(ls);
+    } else {
+      local[i] = local_arg(op, i, args[i], global[0], *mesh, d.output);
+    }
+  }
+  Outputs shards = redispatch(op, local);
+  if (info.is_inplace()) return global;  // self, whose shard was written in place
+  for (size_t o = 0; o < global.size(); ++o) {
+    Placements p = d.output;
+    if (!is_floating(global[o].dtype()))  // indices and masks are never partial sums
+      for (Placement& x : p)
+        KILN_CHECK(!x.is_partial(), internal, "[{}] partial integer output", info.name);
+    attach(global[o], shards[o], *mesh, p);
+  }
+  return global;
+}
+
+}  // namespace
+
+}  // namespace kiln::dist

@@ -1,0 +1,118 @@
+#pragma once
+// Distributed tensors (S1-S3): a device mesh over process groups, placements, and the
+// DTensor -- a kiln::Tensor whose impl carries its local shard, mesh and placements.
+//
+// Note [DTensor is a layer between autograd and the modes]
+// A DTensor is an ordinary Tensor handle: its impl has the *global* shape, strides and
+// dtype, the device of this rank's shard, no data, and a DTensorState (local shard,
+// mesh, placements). Every op call reaches redispatch(), which hands calls with a
+// DTensor argument to this layer (set_dtensor_handler): it checks the mesh and the plain
+// tensors (S3), computes the output's global metadata with kiln's own meta function on
+// the global shapes, picks the output placements from the op's sharding rule --
+// redistributing inputs where the rule needs it, the cheapest way (S2) -- and runs the
+// op on the local shards through redispatch(), so fake tensors, tracing and
+// functionalization see local ops and functional collectives naming mesh axes (C2).
+// Autograd sits above: it records the op on the DTensors, and backward formulas are
+// DTensor ops again, so gradients of sharded tensors are DTensors.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/distributed/process_group.h"
+
+namespace kiln::dist {
+
+/** How a tensor is laid out along one mesh dimension (S1). */
+struct Placement {
+  enum class Kind : uint8_t { shard, replicate, partial };
+  Kind kind = Kind::replicate;
+  int64_t dim = 0;              // shard: the tensor dim split across the mesh dim
+  ReduceOp op = ReduceOp::sum;  // partial: how the ranks' values combine
+
+  bool is_shard() const { return kind == Kind::shard; }
+  bool is_shard(int64_t d) const { return kind == Kind::shard && dim == d; }
+  bool is_replicate() const { return kind == Kind::replicate; }
+  bool is_partial() const { return kind == Kind::partial; }
+  bool operator==(const Placement&) const = default;
+  /** "S(0)", "R", "P(sum)". */
+  std::string str() const;
+};
+Placement Shard(int64_t dim);
+Placement Replicate();
+Placement Partial(ReduceOp op = ReduceOp::sum);
+using Placements = std::vector<Placement>;
+std::string to_string(const Placements& p);
+
+/** An n-dimensional grid of ranks with named dimensions. Each dimension's ranks form a
+ * process group, bound under the dimension's name (bind_group) so that collective ops
+ * name it. Copies share one mesh. */
+class DeviceMesh {
+ public:
+  /** Every rank of `world`, laid out row-major in `shape` (whose product must be the
+   * world size); `device` is where this rank's shards live. Every rank of `world` calls it. */
+  DeviceMesh(const std::shared_ptr<ProcessGroup>& world, std::vector<int64_t> shape,
+             std::vector<std::string> names, Device device);
+  /** A mesh of fake groups, seen from `rank`: for tracing a program for any world size in
+   * one process (shards are fake; collectives check metadata only). */
+  static DeviceMesh fake(std::vector<int64_t> shape, std::vector<std::string> names, int64_t rank,
+                         Device device);
+
+  int64_t ndim() const;
+  int64_t size(int64_t dim) const;
+  int64_t size() const;  // all ranks
+  const std::vector<int64_t>& shape() const;
+  const std::vector<std::string>& names() const;
+  /** This rank's index along `dim`. */
+  int64_t coordinate(int64_t dim) const;
+  Device device() const;
+  const std::shared_ptr<ProcessGroup>& group(int64_t dim) const;
+  /** The 1-d mesh of this rank's group along the dimension named `name`. */
+  DeviceMesh operator[](const std::string& name) const;
+  /** The dimension named `name`; a value Error listing the names otherwise. */
+  int64_t dim_of(const std::string& name) const;
+  bool operator==(const DeviceMesh& other) const { return impl_ == other.impl_; }
+  /** "DeviceMesh((2, 2), names=('dp', 'tp'))". */
+  std::string str() const;
+
+  struct Impl;
+
+ private:
+  explicit DeviceMesh(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+/** What a DTensor's impl carries besides its global metadata. */
+struct DTensorState {
+  Tensor local;
+  DeviceMesh mesh;
+  Placements placements;  // one per mesh dimension
+};
+
+/** Whether `t` is a DTensor, and its state (a value Error naming `op` otherwise). */
+const DTensorState& dtensor_state(const Tensor& t, std::string_view op = "to_local");
+
+/** `full` (the same on every rank) laid out on `mesh`: each rank keeps its chunk of the
+ * sharded dims (torch.chunk semantics: uneven sizes allowed, trailing ranks may be
+ * empty); Partial keeps the value on coordinate 0 and zeros elsewhere (sum) or the value
+ * everywhere (max, min). */
+Tensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, const Placements& placements);
+/** Wraps this rank's `local` shard. The global shape is inferred assuming even shards
+ * unless given. */
+Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements& placements,
+                  std::optional<Dims> global_shape = std::nullopt);
+/** This rank's shard. */
+Tensor to_local(const Tensor& dtensor);
+/** The whole tensor on every rank (redistributes to Replicate: collectives). */
+Tensor full_tensor(const Tensor& dtensor);
+/** The same tensor with other placements: all_gather, all_reduce, reduce_scatter,
+ * all_to_all or local chunking, one mesh dimension at a time. */
+Tensor redistribute(const Tensor& dtensor, const Placements& placements);
+/** "DTensor(f32[8, 4], mesh=..., placements=(S(0)), local=f32[4, 4]@cpu:1)". */
+std::string describe(const Tensor& dtensor);
+
+/** The chunk of a dim of `size` that coordinate `index` of `n` holds: (offset, length). */
+std::pair<int64_t, int64_t> chunk_of(int64_t size, int64_t n, int64_t index);
+
+}  // namespace kiln::dist
