@@ -1,0 +1,229 @@
+// DTensors across processes (S1-S3) under mpirun at 2 and 4 ranks: every placement
+// transition (uneven shards included), sharding propagation of each rule family compared
+// with the unsharded computation (integer-valued data: exact), tensor-parallel MLP, the
+// founding program with its gradient, and errors on every rank.
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using dist::Partial;
+using dist::Placement;
+using dist::Placements;
+using dist::Replicate;
+using dist::Shard;
+using testing::expect_error;
+
+std::shared_ptr<dist::ProcessGroup> world() { return dist::mpi_world(); }
+Device my_device() { return Device(DeviceType::cpu, world()->rank() % 4); }
+dist::DeviceMesh mesh_1d() { return dist::DeviceMesh(world(), {world()->size()}, {"tp"}, my_device()); }
+
+// 0, 1, 2, ... in `shape`, the same on every rank, on this rank's device.
+Tensor iota(const IntList& shape) {
+  return to(reshape(arange(0, numel_of(Dims(shape)), 1, {.dtype = DType::f32}), shape), my_device());
+}
+// Whether a and b hold the same values (exactly, unless tol).
+::testing::AssertionResult same(const Tensor& a, const Tensor& b, double tol = 0) {
+  if (a.shape() != b.shape()) return ::testing::AssertionFailure() << a.meta_str() << " vs " << b.meta_str();
+  double diff = a.numel() ? item<double>(max(abs(to(a, DType::f64) - to(b, DType::f64)))) : 0;
+  if (diff > tol) return ::testing::AssertionFailure() << "max difference " << diff;
+  return ::testing::AssertionSuccess();
+}
+Placements one(Placement p) { return {p}; }
+Tensor on_me(const Tensor& t) { return to(t, my_device()); }
+
+TEST(DTensorMpi, EveryTransitionEvenAndUneven) {
+  dist::DeviceMesh mesh = mesh_1d();
+  int64_t n = mesh.size(0), me = mesh.coordinate(0);
+  for (IntList shape : {IntList{8, 4}, IntList{7, 6}, IntList{3, 5}}) {
+    Tensor full = iota(shape);
+    for (Placement from : {Shard(0), Shard(1), Replicate(), Partial()})
+      for (Placement to : {Shard(0), Shard(1), Replicate(), Partial()}) {
+        SCOPED_TRACE(fmt::format("{} {} -> {}", Dims(shape).str(), from.str(), to.str()));
+        Tensor dt = dist::distribute_tensor(full, mesh, {from});
+        Tensor r = dist::redistribute(dt, {to});
+        EXPECT_EQ(dist::dtensor_state(r).placements, one(to));
+        EXPECT_EQ(r.shape(), Dims(shape));
+        EXPECT_TRUE(same(dist::full_tensor(r), full));
+        Tensor local = dist::to_local(r);
+        if (to.is_shard()) {
+          auto [begin, len] = dist::chunk_of(shape[to.dim], n, me);
+          EXPECT_TRUE(same(local, narrow(full, to.dim, begin, len)));  // torch.chunk's piece
+        } else if (to.is_replicate()) {
+          EXPECT_TRUE(same(local, full));
+        }
+        EXPECT_EQ(local.device(), my_device());
+      }
+  }
+}
+
+TEST(DTensorMpi, PointwiseBroadcastsAndKeepsShards) {
+  dist::DeviceMesh mesh = mesh_1d();
+  Tensor a = iota({6, 5}), b = add(iota({5}), 1.0);
+  Tensor da = dist::distribute_tensor(a, mesh, {Shard(0)});
+  Tensor db = dist::distribute_tensor(b, mesh, {Replicate()});
+  Tensor c = mul(add(da, db), 2.0);  // a broadcast vector joins row shards
+  EXPECT_EQ(dist::dtensor_state(c).placements, one(Shard(0)));
+  EXPECT_TRUE(same(dist::full_tensor(c), (a + b) * 2.0));
+  Tensor cols = dist::distribute_tensor(a, mesh, {Shard(1)});
+  Tensor mixed = add(da, cols);  // two shardings: one is redistributed
+  EXPECT_TRUE(same(dist::full_tensor(mixed), a + a));
+  // Partial sums stay partial through sums and scaling, and are reduced before sin.
+  Tensor p = dist::distribute_tensor(a, mesh, {Partial()});
+  Tensor p2 = mul(add(p, p), 0.5);
+  EXPECT_TRUE(dist::dtensor_state(p2).placements[0].is_partial());
+  EXPECT_TRUE(same(dist::full_tensor(p2), a));
+  Tensor s = sin(p);
+  EXPECT_TRUE(dist::dtensor_state(s).placements[0].is_replicate());
+  EXPECT_TRUE(same(dist::full_tensor(s), sin(a), 1e-6));
+  // in place on shards; a scalar joins as a replicated value
+  add_(da, wrapped_number(3.0));
+  EXPECT_TRUE(same(dist::full_tensor(da), a + 3.0));
+  EXPECT_TRUE(same(dist::full_tensor(ones_like(p)), on_me(ones({6, 5}))));
+}
+
+TEST(DTensorMpi, ReductionsGivePartialsOrKeepShards) {
+  dist::DeviceMesh mesh = mesh_1d();
+  Tensor a = iota({7, 3});
+  Tensor rows = dist::distribute_tensor(a, mesh, {Shard(0)});
+  Tensor over_rows = sum(rows, {0});
+  EXPECT_EQ(dist::dtensor_state(over_rows).placements, one(Partial()));
+  EXPECT_TRUE(same(dist::full_tensor(over_rows), sum(a, {0})));
+  Tensor over_cols = sum(rows, {1});
+  EXPECT_EQ(dist::dtensor_state(over_cols).placements, one(Shard(0)));
+  EXPECT_TRUE(same(dist::full_tensor(over_cols), sum(a, {1})));
+  EXPECT_TRUE(same(dist::full_tensor(mean(rows)), mean(a), 1e-6));
+  Tensor top = amax(rows, {0});
+  EXPECT_EQ(dist::dtensor_state(top).placements, one(Partial(dist::ReduceOp::max)));
+  EXPECT_TRUE(same(dist::full_tensor(top), amax(a, {0})));
+  EXPECT_TRUE(same(dist::full_tensor(softmax(rows, 0)), softmax(a, 0), 1e-6));  // gathers dim 0
+  Tensor sm = softmax(rows, 1);
+  EXPECT_EQ(dist::dtensor_state(sm).placements, one(Shard(0)));
+  EXPECT_TRUE(same(dist::full_tensor(sm), softmax(a, 1), 1e-6));
+  Tensor ln = layer_norm(rows, {3});
+  EXPECT_EQ(dist::dtensor_state(ln).placements, one(Shard(0)));
+  EXPECT_TRUE(same(dist::full_tensor(ln), layer_norm(a, {3}), 1e-5));
+}
+
+TEST(DTensorMpi, MatmulStrategies) {
+  dist::DeviceMesh mesh = mesh_1d();
+  int64_t n = mesh.size(0);
+  Tensor x = iota({4 * n, 2 * n}), w = sub(iota({2 * n, 3 * n}), 5.0);
+  Tensor want = matmul(x, w);
+  struct Case {
+    Placement x, w, out;
+  };
+  for (Case c : {Case{Shard(0), Replicate(), Shard(0)}, Case{Replicate(), Shard(1), Shard(1)},
+                 Case{Shard(1), Shard(0), Partial()}, Case{Replicate(), Replicate(), Replicate()}}) {
+    SCOPED_TRACE(c.x.str() + " @ " + c.w.str());
+    Tensor y = matmul(dist::distribute_tensor(x, mesh, {c.x}), dist::distribute_tensor(w, mesh, {c.w}));
+    EXPECT_EQ(dist::dtensor_state(y).placements, one(c.out));
+    EXPECT_TRUE(same(dist::full_tensor(y), want));
+  }
+}
+
+// Colwise then rowwise linear (Megatron's MLP): equal to the unsharded MLP.
+TEST(DTensorMpi, TensorParallelMlp) {
+  dist::DeviceMesh mesh = mesh_1d();
+  int64_t n = mesh.size(0), width = 4, hidden = 4 * n;
+  manual_seed(7);  // the same weights on every rank
+  Tensor x = on_me(randn({3, width})), w1 = on_me(randn({hidden, width})),
+         b1 = on_me(randn({hidden})), w2 = on_me(randn({width, hidden})),
+         b2 = on_me(randn({width}));
+  Tensor want = linear(gelu(linear(x, w1, b1)), w2, b2);
+  Tensor dx = dist::distribute_tensor(x, mesh, {Replicate()});
+  Tensor h = gelu(linear(dx, dist::distribute_tensor(w1, mesh, {Shard(0)}), dist::distribute_tensor(b1, mesh, {Shard(0)})));
+  EXPECT_EQ(dist::dtensor_state(h).placements, one(Shard(1)));
+  Tensor y = linear(h, dist::distribute_tensor(w2, mesh, {Shard(1)}), dist::distribute_tensor(b2, mesh, {Replicate()}));
+  EXPECT_EQ(dist::dtensor_state(y).placements, one(Replicate()));
+  EXPECT_TRUE(same(dist::to_local(y), want, 1e-5));
+}
+
+TEST(DTensorMpi, ViewsMoveShards) {
+  dist::DeviceMesh mesh = mesh_1d();
+  Tensor a = iota({6, 4, 2});
+  Tensor d = dist::distribute_tensor(a, mesh, {Shard(0)});
+  Tensor tr = transpose(d, 0, 1);
+  EXPECT_EQ(dist::dtensor_state(tr).placements, one(Shard(1)));
+  EXPECT_TRUE(same(dist::full_tensor(tr), transpose(a, 0, 1)));
+  Tensor v = view(d, {6, 8});  // trailing dims merged: the row shards survive
+  EXPECT_EQ(dist::dtensor_state(v).placements, one(Shard(0)));
+  EXPECT_TRUE(same(dist::full_tensor(v), view(a, {6, 8})));
+  Tensor flat = view(dist::distribute_tensor(a, mesh, {Shard(1)}), {48});
+  EXPECT_EQ(dist::dtensor_state(flat).placements, one(Replicate()));
+  EXPECT_TRUE(same(dist::full_tensor(flat), view(a, {48})));
+}
+
+// pytorch#170467's program on sharded tensors: fn(x, y): y.add_(2); return x.sin(), with
+// x requiring grad. Outputs, the mutation of y and x.grad equal the unsharded run.
+TEST(DTensorMpi, FoundingProgramEager) {
+  dist::DeviceMesh mesh = mesh_1d();
+  Tensor xf = div(iota({5, 3}), 7.0), yf = iota({5, 3});
+  Tensor x = dist::distribute_tensor(xf, mesh, {Shard(0)});
+  x.set_requires_grad(true);
+  Tensor y = dist::distribute_tensor(yf, mesh, {Shard(0)});
+  add_(y, wrapped_number(2.0));
+  Tensor out = sin(x);
+  sum(out).backward();
+  EXPECT_TRUE(same(dist::full_tensor(out), sin(xf), 1e-6));
+  EXPECT_TRUE(same(dist::full_tensor(y), yf + 2.0));
+  ASSERT_TRUE(x.grad().defined());
+  ASSERT_TRUE(x.grad().is_dtensor());
+  EXPECT_EQ(dist::dtensor_state(x.grad()).placements, one(Shard(0)));
+  EXPECT_TRUE(same(dist::full_tensor(x.grad()), cos(xf), 1e-6));
+}
+
+// Gradients of sharded parameters through the TP MLP, reduced where PyTorch reduces.
+TEST(DTensorMpi, TensorParallelGradients) {
+  dist::DeviceMesh mesh = mesh_1d();
+  int64_t n = mesh.size(0), width = 4, hidden = 2 * n;
+  manual_seed(11);
+  Tensor x = on_me(randn({3, width})), w1 = on_me(randn({hidden, width})),
+         w2 = on_me(randn({width, hidden}));
+  Tensor rw1 = w1.detach(), rw2 = w2.detach();
+  rw1.set_requires_grad(true), rw2.set_requires_grad(true);
+  sum(linear(relu(linear(x, rw1)), rw2)).backward();
+  Tensor dw1 = dist::distribute_tensor(w1, mesh, {Shard(0)}), dw2 = dist::distribute_tensor(w2, mesh, {Shard(1)});
+  dw1.set_requires_grad(true), dw2.set_requires_grad(true);
+  Tensor dx = dist::distribute_tensor(x, mesh, {Replicate()});
+  sum(linear(relu(linear(dx, dw1)), dw2)).backward();
+  EXPECT_EQ(dist::dtensor_state(dw1.grad()).placements, one(Shard(0)));
+  EXPECT_EQ(dist::dtensor_state(dw2.grad()).placements, one(Shard(1)));
+  EXPECT_TRUE(same(dist::full_tensor(dw1.grad()), rw1.grad(), 1e-5));
+  EXPECT_TRUE(same(dist::full_tensor(dw2.grad()), rw2.grad(), 1e-5));
+}
+
+TEST(DTensorMpi, TwoDimensionalMesh) {
+  int64_t n = world()->size();
+  dist::DeviceMesh mesh(world(), {2, n / 2}, {"dp", "tp"}, my_device());
+  Tensor a = iota({6, 5});
+  Tensor d = dist::distribute_tensor(a, mesh, {Shard(0), Shard(1)});
+  EXPECT_TRUE(same(dist::full_tensor(d), a));
+  Tensor r = dist::redistribute(d, {Replicate(), Shard(0)});
+  EXPECT_TRUE(same(dist::full_tensor(r), a));
+  EXPECT_TRUE(same(dist::full_tensor(mul(d, 3.0)), a * 3.0));
+  Tensor s = sum(d, {0});  // partial along dp, column shards along tp
+  EXPECT_TRUE(dist::dtensor_state(s).placements[0].is_partial());
+  EXPECT_TRUE(same(dist::full_tensor(s), sum(a, {0})));
+  dist::DeviceMesh tp = mesh["tp"];
+  EXPECT_EQ(tp.size(0), n / 2);
+  EXPECT_TRUE(same(dist::full_tensor(dist::distribute_tensor(a, tp, {Shard(0)})), a));
+}
+
+TEST(DTensorMpi, ErrorsOnEveryRank) {
+  dist::DeviceMesh mesh = mesh_1d();
+  Tensor d = dist::distribute_tensor(iota({4, 4}), mesh, {Shard(0)});
+  expect_error([&] { add(d, iota({4, 4})); }, ErrorKind::value, "[add] mixed Tensor and DTensor: argument 'other'");
+  dist::DeviceMesh other = mesh_1d();
+  Tensor e = dist::distribute_tensor(iota({4, 4}), other, {Shard(0)});
+  expect_error([&] { add(d, e); }, ErrorKind::value, "[add] DTensor arguments on different meshes");
+  expect_error([&] { index_select(d, 0, arange(0, 2, 1, {.dtype = DType::i64})); }, ErrorKind::value,
+               "mixed Tensor and DTensor");
+  expect_error([&] { dist::redistribute(d, {Shard(2)}); }, ErrorKind::index, "placement S(2) of a 2-d tensor");
+}
+
+}  // namespace
+}  // namespace kiln
