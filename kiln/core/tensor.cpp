@@ -41,6 +41,10 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::raw_data() const {
   const Storage& s = impl_->storage;
+  KILN_CHECK(!impl_->dtensor, value,
+             "[data] tensor {} is a DTensor: its data is in shards; read to_local() (this rank's) "
+             "or full_tensor() (all of it)",
+             meta_str());
   KILN_CHECK(!s->fake, data_dependent,
              "[data] tensor {} is fake: it has metadata but no data to read or write",
              meta_str());

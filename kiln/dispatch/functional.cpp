@@ -553,11 +553,21 @@ Tensor _to_copy(const Tensor& x, DType dtype, Device device, bool non_blocking) 
 
 // ---- host access --------------------------------------------------------------
 
+namespace {
+// Host reads need data: not a DTensor's (its shards are elsewhere), not a fake tensor's.
+void check_readable(const Tensor& x, std::string_view op) {
+  KILN_CHECK(!x.is_dtensor(), value,
+             "[{}] tensor {} is a DTensor: its data is in shards; read to_local() (this rank's) or "
+             "full_tensor() (all of it)",
+             op, x.meta_str());
+  KILN_CHECK(!x.is_fake(), data_dependent, "[{}] cannot read the value of fake tensor {}: it has metadata only",
+             op, x.meta_str());
+}
+}  // namespace
+
 template <typename T>
 std::vector<T> to_vector(const Tensor& x) {
-  KILN_CHECK(!x.is_fake(), data_dependent,
-             "[to_vector] cannot read the data of fake tensor {}: it has metadata only",
-             x.meta_str());
+  check_readable(x, "to_vector");
   // (D4) A host read waits for the stream that last wrote the data.
   if (StreamImpl* w = x.storage()->writer.load()) Stream::of(w).synchronize();
   autograd::NoGradGuard no_grad;  // reading values is not part of any gradient
@@ -571,9 +581,7 @@ std::vector<T> to_vector(const Tensor& x) {
 
 template <typename T>
 T item(const Tensor& x) {
-  KILN_CHECK(!x.is_fake(), data_dependent,
-             "[item] cannot read the value of fake tensor {}: it has metadata only",
-             x.meta_str());
+  check_readable(x, "item");
   KILN_CHECK(x.numel() == 1, value,
              "[item] a tensor with {} elements cannot be converted to a scalar", x.numel());
   return to_vector<T>(x)[0];

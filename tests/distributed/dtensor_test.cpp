@@ -1,0 +1,131 @@
+// DTensors in one process (S1-S3): placements and chunks, meshes of fake groups, tracing
+// a tensor-parallel program for 8 ranks with fake tensors (a per-rank graph whose
+// collectives name mesh axes), and the errors. The multi-process runs are in
+// dtensor_mpi_test.cpp.
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using dist::Partial;
+using dist::Replicate;
+using dist::Shard;
+using testing::expect_error;
+
+TEST(S1, ChunksFollowTorchChunk) {
+  // 10 over 4: 3, 3, 3, 1; 5 over 4: 2, 2, 1, 0; 2 over 4: 1, 1, 0, 0
+  std::vector<std::pair<int64_t, int64_t>> want = {{0, 3}, {3, 3}, {6, 3}, {9, 1}};
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(dist::chunk_of(10, 4, i), want[i]);
+  EXPECT_EQ(dist::chunk_of(5, 4, 3), std::make_pair(int64_t{5}, int64_t{0}));
+  EXPECT_EQ(dist::chunk_of(2, 4, 1), std::make_pair(int64_t{1}, int64_t{1}));
+  EXPECT_EQ(dist::chunk_of(2, 4, 2), std::make_pair(int64_t{2}, int64_t{0}));
+  EXPECT_EQ(Shard(1).str(), "S(1)");
+  EXPECT_EQ(Replicate().str(), "R");
+  EXPECT_EQ(Partial(dist::ReduceOp::max).str(), "P(max)");
+}
+
+TEST(S1, FakeMeshes) {
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({2, 4}, {"dp", "tp"}, 6, Device("cpu:0"));
+  EXPECT_EQ(mesh.size(), 8);
+  EXPECT_EQ(mesh.coordinate(0), 1);
+  EXPECT_EQ(mesh.coordinate(1), 2);
+  EXPECT_EQ(mesh.str(), "DeviceMesh((2, 4), names=('dp', 'tp'))");
+  dist::DeviceMesh tp = mesh["tp"];
+  EXPECT_EQ(tp.str(), "DeviceMesh((4,), names=('tp',))");
+  EXPECT_EQ(tp.coordinate(0), 2);
+  EXPECT_EQ(dist::bound_group("tp", "test")->size(), 4);
+  expect_error([&] { mesh["pp"]; }, ErrorKind::value, "has no dimension 'pp'");
+  expect_error([] { dist::DeviceMesh::fake({2, 2}, {"a"}, 0, Device("cpu:0")); }, ErrorKind::value,
+               "needs one name per dimension");
+  expect_error([] { dist::DeviceMesh::fake({2, 2}, {"a", "a"}, 0, Device("cpu:0")); }, ErrorKind::value,
+               "'a' is used twice");
+  expect_error([] { dist::DeviceMesh(dist::local_group(), {2}, {"a"}, Device("cpu:0")); }, ErrorKind::value,
+               "a mesh of 2 ranks over a group of 1");
+}
+
+// On a mesh of one rank every placement holds the whole tensor: the rules and the
+// redistributions run, and the results are exact.
+TEST(S2, OneRankMeshComputesLikePlainTensors) {
+  dist::DeviceMesh mesh(dist::local_group(), {1}, {"solo"}, Device("cpu:0"));
+  Tensor a = reshape(arange(0, 12, 1, {.dtype = DType::f32}), {3, 4});
+  Tensor d = dist::distribute_tensor(a, mesh, {Shard(0)});
+  EXPECT_TRUE(d.is_dtensor());
+  EXPECT_EQ(dist::describe(d), "DTensor(f32[3, 4], mesh=DeviceMesh((1,), names=('solo',)), placements=(S(0)), "
+                               "local=f32[3, 4]@cpu:0)");
+  Tensor y = matmul(relu(d - 2.0), t(d));
+  EXPECT_TRUE(testing::all_close(dist::full_tensor(y), to_vector<double>(matmul(relu(a - 2.0), t(a)))));
+  Tensor z = zeros_like(sum(d, {0}));  // *_like of a DTensor is a DTensor (Partial becomes Replicate)
+  ASSERT_TRUE(z.is_dtensor());
+  EXPECT_TRUE(dist::dtensor_state(z).placements[0].is_replicate());
+  expect_error([&] { item<float>(sum(d)); }, ErrorKind::value, "is a DTensor: its data is in shards");
+}
+
+// (S4, C2) A tensor-parallel MLP traced for rank 3 of 8 with fake tensors on a GPU this
+// machine lacks: the per-rank graph has local shapes and exactly one all_reduce on 'tp'.
+TEST(S2, TensorParallelMlpTracesForEightRanks) {
+  Device gpu("cuda:0");
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, 3, gpu);
+  auto fn = [&](const TensorList& in) {
+    Tensor x = dist::from_local(in[0], mesh, {Replicate()});
+    Tensor w1 = dist::from_local(in[1], mesh, {Shard(0)}), b1 = dist::from_local(in[2], mesh, {Shard(0)});
+    Tensor w2 = dist::from_local(in[3], mesh, {Shard(1)}), b2 = dist::from_local(in[4], mesh, {Replicate()});
+    Tensor y = linear(gelu(linear(x, w1, b1)), w2, b2);
+    EXPECT_EQ(y.shape(), Dims({4, 16}));
+    EXPECT_TRUE(dist::dtensor_state(y).placements[0].is_replicate());
+    return TensorList{dist::to_local(y)};
+  };
+  FakeMode fake;
+  TensorList locals = {empty({4, 16}, {.device = gpu}), empty({8, 16}, {.device = gpu}), empty({8}, {.device = gpu}),
+                       empty({16, 8}, {.device = gpu}), empty({16}, {.device = gpu})};
+  ir::Graph g = make_fx(fn, locals);
+  std::string text = g.str();
+  size_t reduces = 0;
+  for (size_t at = text.find("= all_reduce("); at != std::string::npos; at = text.find("= all_reduce(", at + 1)) ++reduces;
+  EXPECT_EQ(reduces, 1u) << text;
+  EXPECT_NE(text.find("f32[4,8]@cuda:0 = matmul("), std::string::npos) << text;  // this rank's columns
+  EXPECT_NE(text.find("reduce_op='sum', group='tp')"), std::string::npos) << text;
+}
+
+TEST(S1, UnevenShardsOnAFakeMesh) {
+  FakeMode fake;
+  Tensor full = empty({10, 4});
+  for (auto [rank, rows] : {std::pair{3, 2}, std::pair{4, 2}, std::pair{5, 0}}) {
+    dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, rank, Device("cpu:0"));
+    Tensor d = dist::distribute_tensor(full, mesh, {Shard(0)});
+    EXPECT_EQ(dist::to_local(d).shape(), Dims({rows, 4})) << "rank " << rank;
+    EXPECT_EQ(d.shape(), Dims({10, 4}));
+    EXPECT_EQ(dist::full_tensor(d).shape(), Dims({10, 4}));  // gathered (metadata only)
+  }
+}
+
+TEST(S3, Errors) {
+  FakeMode fake;
+  dist::DeviceMesh a = dist::DeviceMesh::fake({4}, {"tp"}, 0, Device("cpu:0"));
+  dist::DeviceMesh b = dist::DeviceMesh::fake({4}, {"tp"}, 0, Device("cpu:0"));
+  Tensor x = dist::distribute_tensor(empty({8, 4}), a, {Shard(0)});
+  Tensor y = dist::distribute_tensor(empty({8, 4}), b, {Shard(0)});
+  expect_error([&] { add(x, empty({8, 4})); }, ErrorKind::value,
+               "[add] mixed Tensor and DTensor: argument 'other' is a plain tensor f32[8, 4]@cpu:0");
+  EXPECT_NO_THROW(add(x, empty({})));     // a 0-dim tensor joins as a replicated scalar
+  EXPECT_NO_THROW(add(x, empty({1, 1})));  // so does a one-element tensor
+  expect_error([&] { add(x, y); }, ErrorKind::value, "[add] DTensor arguments on different meshes");
+  expect_error([&] { as_strided(x, {2, 2}, {1, 1}); }, ErrorKind::unsupported,
+               "[as_strided] has no sharding rule for DTensor arguments with placements (S(0))");
+  expect_error([&] { dist::from_local(empty({2, 4}, {.device = Device("cpu:1")}), a, {Shard(0)}); },
+               ErrorKind::device_mismatch, "[from_local] the local tensor is on cpu:1 but the mesh's device is cpu:0");
+  expect_error([&] { dist::from_local(empty({3, 4}), a, {Shard(0)}, Dims{8, 4}); }, ErrorKind::shape,
+               "a [3, 4] shard of a [8, 4] tensor with placements (S(0)) is [2, 4] on this rank");
+  expect_error([&] { dist::redistribute(x, {Shard(0), Shard(1)}); }, ErrorKind::value,
+               "[redistribute] 2 placements for a mesh of 1 dimensions");
+  expect_error([&] { dist::to_local(empty({2})); }, ErrorKind::value, "[to_local] expected a DTensor");
+  Tensor p = dist::distribute_tensor(empty({8}), a, {Partial()});
+  EXPECT_NO_THROW(mul_(p, empty({})));  // scaling partial sums keeps them partial
+  expect_error([&] { add_(p, empty({})); }, ErrorKind::unsupported,
+               "[add_] writes a Partial(sum) DTensor in place, which would mix partial values");
+}
+
+}  // namespace
+}  // namespace kiln
