@@ -544,7 +544,7 @@ Outputs dispatch(OpKind op, std::span<const Value> args) {
 }
 
 namespace {
-std::atomic<DTensorHandler> g_dtensor_handler{nullptr};
+std::atomic<const DTensorLayer*> g_dtensor_layer{nullptr};
 
 bool any_dtensor(std::span<const Value> args) {
   for (const Value& v : args) {
@@ -559,12 +559,27 @@ bool any_dtensor(std::span<const Value> args) {
 }
 }  // namespace
 
-void set_dtensor_handler(DTensorHandler handler) { g_dtensor_handler.store(handler); }
+void set_dtensor_layer(const DTensorLayer* layer) { g_dtensor_layer.store(layer); }
+
+Tensor subclass_inner(const Tensor& t) {
+  if (!t.defined() || !t.is_dtensor()) return t;
+  return g_dtensor_layer.load()->inner(t);
+}
+
+Tensor subclass_rewrap(const Tensor& like, const Tensor& inner) {
+  if (!like.defined() || !like.is_dtensor()) return inner;
+  return g_dtensor_layer.load()->rewrap(like, inner);
+}
+
+Tensor subclass_rewrap_gradient(const Tensor& like, const Tensor& inner) {
+  if (!like.defined() || !like.is_dtensor()) return inner;
+  return g_dtensor_layer.load()->rewrap_gradient(like, inner);
+}
 
 Outputs redispatch(OpKind op, std::span<const Value> args) {
-  // (S2) Distributed tensors first: the handler runs the op on their local shards.
-  if (DTensorHandler h = g_dtensor_handler.load(std::memory_order_relaxed)) [[unlikely]]
-    if (any_dtensor(args)) return h(op, args);
+  // (S2) Distributed tensors first: their layer runs the op on the local shards.
+  if (const DTensorLayer* layer = g_dtensor_layer.load(std::memory_order_relaxed)) [[unlikely]]
+    if (any_dtensor(args)) return layer->handle(op, args);
   if (t_capture) {
     const OpInfo& info = ops::op_info(op);
     if (info.is_inplace()) check_not_frozen(info, args);

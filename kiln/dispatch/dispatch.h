@@ -92,10 +92,34 @@ void dispatch_into(ops::OpKind op, std::span<const Value> args, std::span<Tensor
 Outputs dispatch_meta(ops::OpKind op, std::span<const Value> args);
 
 /** The layer between autograd and the modes that runs ops on distributed tensors (S2):
- * redispatch() hands it every call with a DTensor argument. Installed by
- * kiln/distributed when the first DTensor is made; it calls redispatch() on local shards. */
-using DTensorHandler = Outputs (*)(ops::OpKind op, std::span<const Value> args);
-void set_dtensor_handler(DTensorHandler handler);
+ * redispatch() hands it every call with a DTensor argument (`handle`, which calls
+ * redispatch() on local shards). Installed by kiln/distributed when the first DTensor is
+ * made. See Note [DTensor is a layer between autograd and the modes]. */
+struct DTensorLayer {
+  Outputs (*handle)(ops::OpKind op, std::span<const Value> args);
+  /** A DTensor's local shard. */
+  Tensor (*inner)(const Tensor& t);
+  /** A DTensor like `like` (mesh, placements, global shape) around another local shard. */
+  Tensor (*rewrap)(const Tensor& like, const Tensor& inner);
+  /** The same for a gradient of `like`: placed like it except that partial values are
+   * replicated (the gradient of a sum of partial values is the same on every rank). */
+  Tensor (*rewrap_gradient)(const Tensor& like, const Tensor& inner);
+};
+void set_dtensor_layer(const DTensorLayer* layer);
+
+// Note [Tensor subclasses under capture]
+// Captures (make_fx's functionalize capture, capture_joint) trace what a tensor subclass
+// does on its inner tensors: each subclass input is unwrapped to its inner tensor, the
+// trace runs on those, and the traced function gets subclass tensors rewrapped around the
+// traced inner tensors (PyTorch's __tensor_flatten__ / __tensor_unflatten__). Graph
+// inputs and outputs are inner tensors: for a DTensor, this rank's shard.
+/** `t`'s inner tensor (a DTensor's local shard), or `t` itself. */
+Tensor subclass_inner(const Tensor& t);
+/** `inner` wrapped like `like` (a DTensor with like's spec), or `inner` itself when
+ * `like` is a plain tensor. */
+Tensor subclass_rewrap(const Tensor& like, const Tensor& inner);
+/** The same for a tangent (an incoming gradient) of `like`. */
+Tensor subclass_rewrap_gradient(const Tensor& like, const Tensor& inner);
 
 /** Replaces the kernel table of `type` (null restores the built-in one); with
  * set_device_backend_for_testing, tests run a backend this machine lacks. */

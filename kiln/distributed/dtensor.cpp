@@ -190,9 +190,14 @@ void attach(const Tensor& outer, Tensor local, const DeviceMesh& mesh, Placement
   outer.impl()->dtensor = std::make_shared<DTensorState>(DTensorState{std::move(local), mesh, std::move(placements)});
 }
 
+Tensor rewrap(const Tensor& like, const Tensor& inner);
+Tensor rewrap_gradient(const Tensor& like, const Tensor& inner);
+Tensor inner_of(const Tensor& t) { return t.impl()->dtensor->local; }
+constexpr DTensorLayer kLayer{&handle, &inner_of, &rewrap, &rewrap_gradient};
+
 Tensor make_dtensor(const Tensor& local, const Dims& global, const DeviceMesh& mesh, const Placements& placements) {
   static std::once_flag installed;
-  std::call_once(installed, [] { set_dtensor_handler(&handle); });
+  std::call_once(installed, [] { set_dtensor_layer(&kLayer); });
   size_t bytes = check_sizes(global, local.dtype(), "dtensor");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = global;
@@ -203,6 +208,19 @@ Tensor make_dtensor(const Tensor& local, const Dims& global, const DeviceMesh& m
   Tensor outer(std::move(impl));
   attach(outer, local, mesh, placements);
   return outer;
+}
+
+// (Note [Tensor subclasses under capture]) `like`'s spec around another shard.
+Tensor rewrap(const Tensor& like, const Tensor& inner) {
+  const DTensorState& s = *like.impl()->dtensor;
+  return make_dtensor(inner, like.shape(), s.mesh, s.placements);
+}
+Tensor rewrap_gradient(const Tensor& like, const Tensor& inner) {
+  const DTensorState& s = *like.impl()->dtensor;
+  Placements p = s.placements;
+  for (Placement& x : p)
+    if (x.is_partial()) x = Replicate();  // a partial value's shard is the whole tensor, as R's
+  return make_dtensor(inner, like.shape(), s.mesh, p);
 }
 
 }  // namespace
@@ -309,15 +327,29 @@ Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMes
   if (from.is_shard() && to.is_shard()) {
     int64_t d = from.dim, e = to.dim;
     if (global[d] % n == 0 && global[e] % n == 0 && local.size(e) == global[e]) {
-      // all_to_all: my d-chunk, split along e, goes out in pieces; I receive every rank's
-      // d-chunk of my e-chunk and stack them along d.
-      TensorList pieces;
-      int64_t c = global[e] / n;
-      for (int64_t r = 0; r < n; ++r) pieces.push_back(narrow(local, e, r * c, c));
-      Tensor got = all_to_all_single(stack(pieces, 0), n, axis);
-      TensorList parts;
-      for (int64_t r = 0; r < n; ++r) parts.push_back(select(got, 0, r));
-      return cat(parts, d);
+      // all_to_all: my d-chunk, split along e into n pieces (piece r to rank r); I get
+      // every rank's d-chunk of my e-chunk, which laid side by side along d is my shard.
+      int64_t c = global[e] / n, k = local.dim();
+      IntList split;  // dim e as [n, c]
+      for (int64_t q = 0; q < k; ++q) {
+        if (q == e) split.push_back(n);
+        split.push_back(q == e ? c : local.size(q));
+      }
+      IntList front;  // the piece index first
+      front.push_back(e);
+      for (int64_t q = 0; q <= k; ++q)
+        if (q != e) front.push_back(q);
+      Tensor out = contiguous(permute(reshape(local, split), front));
+      Tensor got = all_to_all_single(out, n, axis);  // [n, my e-chunk of rank r's d-chunk]
+      IntList back;  // the rank index next to d, then merged into it
+      for (int64_t q = 1; q <= k; ++q) {
+        if (q == d + 1) back.push_back(0);
+        back.push_back(q);
+      }
+      IntList merged = got.shape().vec();
+      merged.erase(merged.begin());
+      merged[static_cast<size_t>(d)] *= n;
+      return reshape(permute(got, back), merged);
     }
     return my_chunk(gather(local, d), e);
   }

@@ -6,7 +6,7 @@
 // A DTensor is an ordinary Tensor handle: its impl has the *global* shape, strides and
 // dtype, the device of this rank's shard, no data, and a DTensorState (local shard,
 // mesh, placements). Every op call reaches redispatch(), which hands calls with a
-// DTensor argument to this layer (set_dtensor_handler): it checks the mesh and the plain
+// DTensor argument to this layer (set_dtensor_layer): it checks the mesh and the plain
 // tensors (S3), computes the output's global metadata with kiln's own meta function on
 // the global shapes, picks the output placements from the op's sharding rule --
 // redistributing inputs where the rule needs it, the cheapest way (S2) -- and runs the

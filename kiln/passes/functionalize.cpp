@@ -186,7 +186,10 @@ CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
   CapturedProgram program;
   program.inputs.resize(inputs.size());
   std::optional<FakeMode> fake;
-  TensorList traced = inputs;
+  // Subclass inputs (DTensors) are traced on their inner tensors (Note [Tensor subclasses
+  // under capture]).
+  TensorList traced;
+  for (const Tensor& t : inputs) traced.push_back(subclass_inner(t));
   if (options.mode == MakeFxOptions::Mode::fake) {
     fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
     for (Tensor& t : traced) t = fake->from_real(t);
@@ -201,17 +204,21 @@ CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
     std::vector<int> result_input(0);
     {
       FunctionalizeMode functionalize;
-      TensorList wrappers;
-      for (const Tensor& t : traced) wrappers.push_back(functionalize.wrap(t));
-      TensorList user = fn(wrappers);
+      TensorList wrappers, fn_inputs;
+      for (size_t i = 0; i < traced.size(); ++i) {
+        wrappers.push_back(functionalize.wrap(traced[i]));
+        fn_inputs.push_back(subclass_rewrap(inputs[i], wrappers[i]));
+      }
+      TensorList user = fn(fn_inputs);
       for (size_t i = 0; i < wrappers.size(); ++i)
         if (functionalize.mutated(wrappers[i])) new_values[i] = functionalize.value_of(wrappers[i]);
       for (const Tensor& r : user) {
+        Tensor inner = subclass_inner(r);
         int input = -1;
         for (size_t i = 0; i < wrappers.size(); ++i)
-          if (r.is_same(wrappers[i])) input = static_cast<int>(i);
+          if (inner.is_same(wrappers[i])) input = static_cast<int>(i);
         result_input.push_back(input);
-        results.push_back(functionalize.value_of(r));
+        results.push_back(functionalize.value_of(inner));
       }
     }
     // A new value that still is (a view of) a mutated input would be read after the

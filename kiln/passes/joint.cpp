@@ -98,7 +98,9 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   ir::Graph joint;
   std::optional<FakeMode> fake;
   TensorList traced;
-  for (const Tensor& t : inputs) traced.push_back(t.detach());
+  // Subclass inputs (DTensors) are traced on their inner tensors (Note [Tensor subclasses
+  // under capture]): the graph is this rank's.
+  for (const Tensor& t : inputs) traced.push_back(subclass_inner(t).detach());
   if (options.mode == MakeFxOptions::Mode::fake) {
     fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
     for (Tensor& t : traced) t = fake->from_real(t);
@@ -116,30 +118,32 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
     TensorList new_values(n_primals), results, grads;
     {
       FunctionalizeMode functionalize;
-      TensorList wrappers, leaves;
+      TensorList wrappers, fn_inputs, leaves;
       for (size_t i = 0; i < n_primals; ++i) {
         wrappers.push_back(functionalize.wrap(traced[i]));
-        if (wants[i]) leaves.push_back(give_history(wrappers[i]));
+        fn_inputs.push_back(subclass_rewrap(inputs[i], wrappers[i]));
+        if (wants[i]) leaves.push_back(give_history(fn_inputs[i]));
       }
-      TensorList user = fn(wrappers);
+      TensorList user = fn(fn_inputs);
       for (size_t i = 0; i < n_primals; ++i)
         if (functionalize.mutated(wrappers[i])) new_values[i] = functionalize.value_of(wrappers[i]);
       TensorList diff_outputs, tangents;
       for (size_t k = 0; k < user.size(); ++k) {
-        results.push_back(functionalize.value_of(user[k]));
+        Tensor inner = subclass_inner(user[k]);
+        results.push_back(functionalize.value_of(inner));
         if (!user[k].requires_grad()) continue;
-        // A tangent: a graph input shaped like the output, wrapped like the primals.
-        Device d = user[k].device();
-        Tensor t = make_tensor(user[k].shape(), user[k].dtype(), d,
-                               fake ? nullptr : &device_allocator(d), "tangent");
+        // A tangent: a graph input shaped like the output's inner tensor, wrapped like the
+        // primals (and like the output, for a subclass).
+        Device d = inner.device();
+        Tensor t = make_tensor(inner.shape(), inner.dtype(), d, fake ? nullptr : &device_allocator(d), "tangent");
         tangent_nodes.push_back(proxy.add_input(t, fmt::format("tangents_{}", tangents.size())).node);
         program.tangent_of.push_back(static_cast<int>(k));
         diff_outputs.push_back(user[k]);
-        tangents.push_back(functionalize.wrap(t));
+        tangents.push_back(subclass_rewrap_gradient(user[k], functionalize.wrap(t)));
       }
       if (!diff_outputs.empty() && !leaves.empty()) {
         TensorList g = autograd::grad(diff_outputs, leaves, tangents, false, /*allow_unused=*/true);
-        for (Tensor& x : g) grads.push_back(x.defined() ? functionalize.value_of(x) : Tensor());
+        for (Tensor& x : g) grads.push_back(x.defined() ? functionalize.value_of(subclass_inner(x)) : Tensor());
       }
     }
     // (J2) Out-of-graph mutations first; inputs that need no gradient are written back by
@@ -273,8 +277,11 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   return program;
 }
 
-JointRun run_joint(const JointProgram& program, const TensorList& inputs, const TensorList& tangents) {
+JointRun run_joint(const JointProgram& program, const TensorList& given, const TensorList& given_tangents) {
   autograd::NoGradGuard no_grad;
+  TensorList inputs, tangents;  // subclass tensors (DTensors) run as their inner tensors
+  for (const Tensor& t : given) inputs.push_back(subclass_inner(t));
+  for (const Tensor& t : given_tangents) tangents.push_back(subclass_inner(t));
   TensorList fw = ir::interpret(program.forward, inputs);
   size_t m = static_cast<size_t>(program.num_mutation_outputs);
   size_t u = static_cast<size_t>(program.num_user_outputs);

@@ -50,7 +50,9 @@ struct JointProgram {
 };
 
 /** (J1-J3) Traces fn's forward and backward into one functional graph and partitions it.
- * A metadata mutation of an input cannot occur: kiln has no in-place metadata ops. */
+ * A metadata mutation of an input cannot occur: kiln has no in-place metadata ops.
+ * DTensor inputs are traced on their shards (S4, Note [Tensor subclasses under
+ * capture]): the graphs are this rank's, with functional collectives naming mesh axes. */
 JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& fn,
                            const TensorList& inputs, const JointOptions& options = {});
 
@@ -62,7 +64,8 @@ struct JointRun {
 
 /** Runs forward on `inputs` (applying in-graph and out-of-graph input mutations to
  * them, as eager would), then backward with `tangents` (default: ones for scalar
- * outputs), through the IR interpreter. */
+ * outputs), through the IR interpreter. DTensor inputs and tangents run as their local
+ * shards, and outputs and gradients are this rank's shards. */
 JointRun run_joint(const JointProgram& program, const TensorList& inputs,
                    const TensorList& tangents = {});
 

@@ -176,6 +176,35 @@ TEST(DTensorMpi, FoundingProgramEager) {
   EXPECT_TRUE(same(dist::full_tensor(x.grad()), cos(xf), 1e-6));
 }
 
+// The same program captured with fake tensors on every rank (forward + backward, this
+// rank's graphs), then run on the real shards: outputs, y and x.grad equal eager.
+TEST(DTensorMpi, FoundingProgramCapturedEqualsEager) {
+  dist::DeviceMesh mesh = mesh_1d();
+  Tensor xf = div(iota({5, 3}), 7.0), yf = iota({5, 3});
+  auto fn = [](const TensorList& in) {
+    Tensor y = in[1];
+    add_(y, wrapped_number(2.0));
+    return TensorList{sin(in[0])};
+  };
+  // eager
+  Tensor x = dist::distribute_tensor(xf, mesh, {Shard(0)});
+  x.set_requires_grad(true);
+  Tensor y = dist::distribute_tensor(yf, mesh, {Shard(0)});
+  Tensor out = fn({x, y})[0];
+  Tensor tangent = dist::distribute_tensor(add(iota({5, 3}), 1.0), mesh, {Shard(0)});
+  out.backward(tangent);
+  // captured and run
+  Tensor x2 = dist::distribute_tensor(xf, mesh, {Shard(0)});
+  x2.set_requires_grad(true);
+  Tensor y2 = dist::distribute_tensor(yf, mesh, {Shard(0)});
+  passes::JointProgram j = passes::capture_joint(fn, {x2, y2});
+  passes::JointRun run = passes::run_joint(j, {x2, y2}, {tangent});
+  EXPECT_TRUE(same(run.outputs[0], dist::to_local(out)));
+  EXPECT_TRUE(same(dist::to_local(y2), dist::to_local(y)));  // the epilogue wrote y's shard
+  EXPECT_TRUE(same(run.grads[0], dist::to_local(x.grad())));
+  EXPECT_TRUE(same(dist::full_tensor(y2), yf + 2.0));
+}
+
 // Gradients of sharded parameters through the TP MLP, reduced where PyTorch reduces.
 TEST(DTensorMpi, TensorParallelGradients) {
   dist::DeviceMesh mesh = mesh_1d();
@@ -194,6 +223,33 @@ TEST(DTensorMpi, TensorParallelGradients) {
   EXPECT_EQ(dist::dtensor_state(dw2.grad()).placements, one(Shard(1)));
   EXPECT_TRUE(same(dist::full_tensor(dw1.grad()), rw1.grad(), 1e-5));
   EXPECT_TRUE(same(dist::full_tensor(dw2.grad()), rw2.grad(), 1e-5));
+}
+
+// The TP MLP's forward and backward captured per rank and run on the shards: the loss
+// (a partial sum) and the sharded weight gradients equal eager.
+TEST(DTensorMpi, TensorParallelTrainingCaptured) {
+  dist::DeviceMesh mesh = mesh_1d();
+  int64_t n = mesh.size(0), width = 4, hidden = 2 * n;
+  manual_seed(5);
+  Tensor x = on_me(randn({3, width})), w1 = on_me(randn({hidden, width})), w2 = on_me(randn({width, hidden}));
+  auto fn = [](const TensorList& in) { return TensorList{sum(linear(relu(linear(in[0], in[1])), in[2]))}; };
+  auto params = [&] {
+    Tensor a = dist::distribute_tensor(w1, mesh, {Shard(0)}), b = dist::distribute_tensor(w2, mesh, {Shard(1)});
+    a.set_requires_grad(true), b.set_requires_grad(true);
+    return std::pair{a, b};
+  };
+  Tensor dx = dist::distribute_tensor(x, mesh, {Replicate()});
+  auto [ea, eb] = params();
+  Tensor loss = fn({dx, ea, eb})[0];
+  loss.backward();
+  auto [ca, cb] = params();
+  passes::JointProgram j = passes::capture_joint(fn, {dx, ca, cb});
+  // the loss stays a partial sum (no bias): the graphs need no collective at all
+  EXPECT_EQ(j.forward.str().find("all_reduce("), std::string::npos) << j.forward.str();
+  passes::JointRun run = passes::run_joint(j, {dx, ca, cb});
+  EXPECT_TRUE(same(run.outputs[0], dist::to_local(loss), 1e-5));
+  EXPECT_TRUE(same(run.grads[1], dist::to_local(ea.grad()), 1e-5));
+  EXPECT_TRUE(same(run.grads[2], dist::to_local(eb.grad()), 1e-5));
 }
 
 TEST(DTensorMpi, TwoDimensionalMesh) {

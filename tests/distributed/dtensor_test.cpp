@@ -127,5 +127,59 @@ TEST(S3, Errors) {
                "[add_] writes a Partial(sum) DTensor in place, which would mix partial values");
 }
 
+// (S4, J3) copy_ into a DTensor from a differently placed source, captured for rank 2 of
+// 8: the redistribution (an all_to_all) is traced into fresh nodes, the write-back is
+// the epilogue copy_ into y's input node, and no earlier node is rebound.
+TEST(S4, CopyFromAnotherPlacementRedistributesInTheCapture) {
+  Device gpu("cuda:0");
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, 2, gpu);
+  FakeMode fake;
+  Tensor y = dist::distribute_tensor(empty({16, 16}, {.device = gpu}), mesh, {Shard(0)});
+  Tensor z = dist::distribute_tensor(empty({16, 16}, {.device = gpu}), mesh, {Shard(1)});
+  passes::CapturedProgram p = passes::capture(
+      [](const TensorList& in) {
+        Tensor y = in[0];
+        copy_(y, in[1]);
+        return TensorList{mul(in[1], 2.0)};
+      },
+      {y, z}, {.input_names = {"y", "z"}});
+  std::string text = p.graph.str();
+  EXPECT_TRUE(p.inputs[0].data_mutated) << text;
+  EXPECT_FALSE(p.inputs[1].data_mutated) << text;
+  EXPECT_NE(text.find("%y : f32[2,16]@cuda:0 = input()"), std::string::npos) << text;  // this rank's shards
+  EXPECT_NE(text.find("%z : f32[16,2]@cuda:0 = input()"), std::string::npos) << text;
+  EXPECT_NE(text.find("= all_to_all_single("), std::string::npos) << text;
+  std::vector<ir::Node*> nodes = p.graph.nodes();
+  ir::Node* last = nodes[nodes.size() - 2];  // the epilogue, before the output
+  ASSERT_EQ(last->opcode(), ir::Opcode::call) << text;
+  EXPECT_EQ(last->op(), ops::OpKind::copy_) << text;
+  EXPECT_EQ(std::get<ir::Ref>(last->args()[0]).node->name(), "y") << text;  // into the input
+  const auto& outs = std::get<ir::RefList>(p.graph.output()->args()[0]);
+  EXPECT_EQ(outs.back().node->op(), ops::OpKind::mul) << text;  // the user output is its own node
+  EXPECT_EQ(std::get<ir::Ref>(outs.back().node->args()[0]).node->name(), "z") << text;
+}
+
+// The founding program (pytorch#170467) captured with forward and backward for rank 1 of
+// 4: y's write-back is the epilogue, the backward is cos(x) * grad on this rank's shard.
+TEST(S4, FoundingProgramJointCaptureForOneRank) {
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({4}, {"tp"}, 1, Device("cpu:0"));
+  Tensor x = dist::distribute_tensor(randn({8, 3}), mesh, {Shard(0)});
+  x.set_requires_grad(true);
+  Tensor y = dist::distribute_tensor(randn({8, 3}), mesh, {Shard(0)});
+  passes::JointProgram j = passes::capture_joint(
+      [](const TensorList& in) {
+        Tensor yy = in[1];
+        add_(yy, wrapped_number(2.0));
+        return TensorList{sin(in[0])};
+      },
+      {x, y});
+  std::string fw = j.forward.str(), bw = j.backward.str();
+  EXPECT_NE(fw.find("%primals_0 : f32[2,3]@cpu:0 = input()"), std::string::npos) << fw;
+  EXPECT_NE(fw.find("= sin(%primals_0)"), std::string::npos) << fw;
+  EXPECT_NE(fw.find("= copy_(%primals_1, %add)"), std::string::npos) << fw;
+  EXPECT_NE(bw.find("cos("), std::string::npos) << bw;
+  EXPECT_EQ(j.inputs[1].where, passes::InputMutation::Where::in_graph);
+}
+
 }  // namespace
 }  // namespace kiln
