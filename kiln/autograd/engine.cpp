@@ -19,7 +19,7 @@ class AccumulateGrad final : public Node {
   }
   std::string name() const override { return "AccumulateGrad"; }
   TensorList apply(TensorList& grads) override {
-    accumulate(leaf_.impl()->autograd->grad, grads[0]);
+    accumulate(leaf_.impl()->autograd->grad, subclass_like(leaf_, grads[0]));
     return {};
   }
   // A first gradient is kept as is when nothing else can see it; a later one is added
@@ -253,11 +253,13 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
   for (const Tensor& out : outputs) roots.push_back(gradient_edge(out));
   TensorList result = execute(std::move(roots), std::move(grads),
                               {.keep_graph = retain_graph, .capture = &capture});
-  for (size_t i = 0; i < result.size(); ++i)
+  for (size_t i = 0; i < result.size(); ++i) {
     KILN_CHECK(result[i].defined() || allow_unused, value,
                "[grad] input {} ({}) was not used to compute the outputs; pass allow_unused=true "
                "to get an undefined gradient for it",
                i, inputs[i].meta_str());
+    if (result[i].defined()) result[i] = subclass_like(inputs[i], result[i]);
+  }
   return result;
 }
 

@@ -576,6 +576,12 @@ Tensor subclass_rewrap_gradient(const Tensor& like, const Tensor& inner) {
   return g_dtensor_layer.load()->rewrap_gradient(like, inner);
 }
 
+Tensor subclass_like(const Tensor& like, const Tensor& t) {
+  if (!like.defined() || !like.is_dtensor() || !t.defined() || t.is_dtensor()) [[likely]]
+    return t;
+  return g_dtensor_layer.load()->distribute_like(like, t);
+}
+
 Outputs redispatch(OpKind op, std::span<const Value> args) {
   // (S2) Distributed tensors first: their layer runs the op on the local shards.
   if (const DTensorLayer* layer = g_dtensor_layer.load(std::memory_order_relaxed)) [[unlikely]]

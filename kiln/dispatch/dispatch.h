@@ -104,6 +104,9 @@ struct DTensorLayer {
   /** The same for a gradient of `like`: placed like it except that partial values are
    * replicated (the gradient of a sum of partial values is the same on every rank). */
   Tensor (*rewrap_gradient)(const Tensor& like, const Tensor& inner);
+  /** A plain tensor holding a whole value (a gradient a formula built from plain
+   * zeros) as a DTensor placed like `like`. */
+  Tensor (*distribute_like)(const Tensor& like, const Tensor& whole);
 };
 void set_dtensor_layer(const DTensorLayer* layer);
 
@@ -120,6 +123,10 @@ Tensor subclass_inner(const Tensor& t);
 Tensor subclass_rewrap(const Tensor& like, const Tensor& inner);
 /** The same for a tangent (an incoming gradient) of `like`. */
 Tensor subclass_rewrap_gradient(const Tensor& like, const Tensor& inner);
+/** `t` itself, unless `like` is a DTensor and `t` a plain tensor with the same global
+ * value on every rank: then a DTensor placed like `like` (what autograd hands a DTensor
+ * leaf when a backward formula built its gradient from plain zeros). */
+Tensor subclass_like(const Tensor& like, const Tensor& t);
 
 /** Replaces the kernel table of `type` (null restores the built-in one); with
  * set_device_backend_for_testing, tests run a backend this machine lacks. */

@@ -7,6 +7,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/pool.h"
 #include "kiln/dispatch/dispatch.h"
+#include "kiln/nn/module.h"
 
 namespace kiln::dist {
 
@@ -192,8 +193,9 @@ void attach(const Tensor& outer, Tensor local, const DeviceMesh& mesh, Placement
 
 Tensor rewrap(const Tensor& like, const Tensor& inner);
 Tensor rewrap_gradient(const Tensor& like, const Tensor& inner);
+Tensor distribute_like(const Tensor& like, const Tensor& whole);
 Tensor inner_of(const Tensor& t) { return t.impl()->dtensor->local; }
-constexpr DTensorLayer kLayer{&handle, &inner_of, &rewrap, &rewrap_gradient};
+constexpr DTensorLayer kLayer{&handle, &inner_of, &rewrap, &rewrap_gradient, &distribute_like};
 
 Tensor make_dtensor(const Tensor& local, const Dims& global, const DeviceMesh& mesh, const Placements& placements) {
   static std::once_flag installed;
@@ -214,6 +216,13 @@ Tensor make_dtensor(const Tensor& local, const Dims& global, const DeviceMesh& m
 Tensor rewrap(const Tensor& like, const Tensor& inner) {
   const DTensorState& s = *like.impl()->dtensor;
   return make_dtensor(inner, like.shape(), s.mesh, s.placements);
+}
+Tensor distribute_like(const Tensor& like, const Tensor& whole) {
+  const DTensorState& s = *like.impl()->dtensor;
+  Placements p = s.placements;
+  for (Placement& x : p)
+    if (x.is_partial()) x = Replicate();
+  return distribute_tensor(whole, s.mesh, p);
 }
 Tensor rewrap_gradient(const Tensor& like, const Tensor& inner) {
   const DTensorState& s = *like.impl()->dtensor;
@@ -801,7 +810,47 @@ Value local_arg(OpKind op, size_t i, const Value& v, const Tensor& global_out, c
   return v;
 }
 
+thread_local bool t_implicit_replication = false;
+
+// Under ImplicitReplication: plain tensors (other than scalars) as Replicate DTensors on
+// the mesh of the call's DTensors.
+PoolVector<Value> replicate_plain(std::span<const Value> args) {
+  const DeviceMesh* mesh = nullptr;
+  auto find = [&](const Tensor& t) {
+    if (!mesh && t.defined() && t.is_dtensor()) mesh = &t.impl()->dtensor->mesh;
+  };
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) find(*t);
+    else if (auto* l = std::get_if<TensorList>(&v))
+      for (const Tensor& t : *l) find(t);
+  }
+  auto lift = [&](const Tensor& t) {
+    if (!t.defined() || t.is_dtensor() || t.numel() == 1) return t;
+    return from_local(t, *mesh, Placements(static_cast<size_t>(mesh->ndim()), Replicate()));
+  };
+  PoolVector<Value> out(args.begin(), args.end());
+  for (Value& v : out) {
+    if (auto* t = std::get_if<Tensor>(&v)) v = lift(*t);
+    else if (auto* l = std::get_if<TensorList>(&v)) {
+      TensorList lifted;
+      for (const Tensor& t : *l) lifted.push_back(lift(t));
+      v = std::move(lifted);
+    }
+  }
+  return out;
+}
+
+Outputs handle_call(OpKind op, std::span<const Value> args);
+
 Outputs handle(OpKind op, std::span<const Value> args) {
+  if (t_implicit_replication) {
+    PoolVector<Value> lifted = replicate_plain(args);
+    return handle_call(op, lifted);
+  }
+  return handle_call(op, args);
+}
+
+Outputs handle_call(OpKind op, std::span<const Value> args) {
   // Below autograd: what runs here on shards is never recorded (the DTensor op is).
   autograd::NoGradGuard no_grad;
   DeviceMesh* mesh = nullptr;
@@ -851,5 +900,43 @@ Outputs handle(OpKind op, std::span<const Value> args) {
 }
 
 }  // namespace
+
+ImplicitReplication::ImplicitReplication() : prev_(t_implicit_replication) { t_implicit_replication = true; }
+ImplicitReplication::~ImplicitReplication() { t_implicit_replication = prev_; }
+
+namespace {
+// Whether module path `path` matches `pattern` ('*' matches one component).
+bool path_matches(std::string_view pattern, std::string_view path) {
+  while (true) {
+    size_t pd = pattern.find('.'), qd = path.find('.');
+    std::string_view p = pattern.substr(0, pd), q = path.substr(0, qd);
+    if (p != "*" && p != q) return false;
+    if (pd == std::string_view::npos || qd == std::string_view::npos) return pd == qd;
+    pattern.remove_prefix(pd + 1), path.remove_prefix(qd + 1);
+  }
+}
+}  // namespace
+
+void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
+                        const std::vector<std::pair<std::string, ParallelStyle>>& plan) {
+  KILN_CHECK(mesh.ndim() == 1, unsupported, "[parallelize_module] needs a 1-d mesh, got {}", mesh.str());
+  for (const nn::NamedTensor& nt : module.named_tensors()) {
+    size_t dot = nt.name.rfind('.');
+    std::string owner = dot == std::string::npos ? "" : nt.name.substr(0, dot);
+    std::string leaf = nt.name.substr(dot == std::string::npos ? 0 : dot + 1);
+    Placement p = Replicate();
+    for (const auto& [pattern, style] : plan) {
+      if (!path_matches(pattern, owner)) continue;
+      bool weight = leaf == "weight";
+      if (style == ParallelStyle::colwise) p = Shard(0);
+      else if (weight) p = Shard(1);
+    }
+    Tensor value = nt.tensor->is_dtensor() ? full_tensor(*nt.tensor) : *nt.tensor;
+    bool grad = nt.kind == nn::SlotKind::parameter;
+    Tensor d = distribute_tensor(value.detach(), mesh, {p});
+    if (grad) d.set_requires_grad(true);
+    *nt.tensor = d;
+  }
+}
 
 }  // namespace kiln::dist

@@ -22,6 +22,10 @@
 
 #include "kiln/distributed/process_group.h"
 
+namespace kiln::nn {
+class Module;
+}  // namespace kiln::nn
+
 namespace kiln::dist {
 
 /** How a tensor is laid out along one mesh dimension (S1). */
@@ -111,6 +115,33 @@ Tensor full_tensor(const Tensor& dtensor);
 Tensor redistribute(const Tensor& dtensor, const Placements& placements);
 /** "DTensor(f32[8, 4], mesh=..., placements=(S(0)), local=f32[4, 4]@cpu:1)". */
 std::string describe(const Tensor& dtensor);
+
+/** (S3) While alive, plain tensors joining a DTensor op on this thread are taken as
+ * Replicate DTensors on its mesh (torch's implicit_replication), for models that make
+ * tensors in forward (positions, masks). Without it, such a call is an error. */
+class ImplicitReplication {
+ public:
+  ImplicitReplication();
+  ~ImplicitReplication();
+  ImplicitReplication(const ImplicitReplication&) = delete;
+  ImplicitReplication& operator=(const ImplicitReplication&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/** How parallelize_module lays out a Linear's parameters (Megatron-style). */
+enum class ParallelStyle : uint8_t {
+  colwise,  // weight S(0), bias S(0): outputs sharded on their last dim
+  rowwise,  // weight S(1), bias R: inputs sharded on their last dim, outputs summed
+};
+/** Makes every parameter, buffer and workspace of `module` a DTensor on the 1-d `mesh`:
+ * those of the modules whose path matches a plan entry ('*' matches one path component,
+ * e.g. "blocks.*.fc") get the entry's style, all others Replicate. Parameters stay leaves
+ * that require grad. Run forward with plain inputs under ImplicitReplication (or pass
+ * DTensors). */
+void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
+                        const std::vector<std::pair<std::string, ParallelStyle>>& plan);
 
 /** The chunk of a dim of `size` that coordinate `index` of `n` holds: (offset, length). */
 std::pair<int64_t, int64_t> chunk_of(int64_t size, int64_t n, int64_t index);
