@@ -51,3 +51,32 @@ void BM_FakeBlockForward(benchmark::State& state) { run_fake<Block>(state, {4, 1
 BENCHMARK(BM_FakeBlockForward)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+// Sharding propagation (issue 19): the same ops on DTensors of a fake 8-rank mesh
+// (global metadata, the rule, the local op, the wrapper) vs on their plain local shards,
+// both under FakeMode. Per op.
+namespace {
+using namespace kiln;
+
+template <bool kDistributed>
+void run_sharded_ops(benchmark::State& state) {
+  FakeMode fake;
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, 3, Device("cpu:0"));
+  Tensor x = empty({64, 256}), w = empty({256});
+  if constexpr (kDistributed) {
+    x = dist::distribute_tensor(empty({512, 256}), mesh, {dist::Shard(0)});
+    w = dist::distribute_tensor(w, mesh, {dist::Replicate()});
+  }
+  for (auto _ : state) {
+    Tensor y = relu(add(mul(x, w), 1.0));  // three pointwise ops, shards kept
+    Tensor s = sum(y, {1});                // a reduction over an unsharded dim
+    benchmark::DoNotOptimize(s.impl());
+  }
+  state.counters["ns/op"] = benchmark::Counter(double(state.iterations()) * 4,
+                                               benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+void BM_ShardedOpsDTensor(benchmark::State& state) { run_sharded_ops<true>(state); }
+void BM_ShardedOpsLocal(benchmark::State& state) { run_sharded_ops<false>(state); }
+BENCHMARK(BM_ShardedOpsDTensor);
+BENCHMARK(BM_ShardedOpsLocal);
+}  // namespace

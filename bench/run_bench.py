@@ -56,7 +56,7 @@ def json_lines(text):
 
 # ---- kiln ----------------------------------------------------------------------------
 
-KILN_FILTER = ("BM_TinyAdd$|BM_TinyExtensionAdd|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M$|BM_FakeMlp|"
+KILN_FILTER = ("BM_TinyAdd$|BM_TinyExtensionAdd|BM_ShardedOps|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M$|BM_FakeMlp|"
                "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/|"
                "BM_TrainStep/|BM_TinyAddBackward|BM_CaptureJoint|BM_TrainProgram/")
 
@@ -92,6 +92,11 @@ def kiln_round(build, work):
         for name, exe in (("kiln", "kiln_allreduce_bench"), ("mpi", "mpi_allreduce_peer")):
             for r in json_lines(run(launch + [f"{build}/bench/{exe}"])):
                 res[f"{name} allreduce {r['bytes']}"] = {"seconds": r["us"] * 1e-6, "busbw": r["busbw_GBps"]}
+        # Issue 19: the TP GPT training step at 2 ranks vs one process, and its traffic.
+        for r in json_lines(run(launch + [f"{build}/bench/kiln_tp_bench"])):
+            res["tp gpt step"] = {"seconds": r["tp_ms"] * 1e-3}
+            res["single gpt step"] = {"seconds": r["single_ms"] * 1e-3}
+            res["tp gpt bytes"] = {"moved": r["bytes_moved"], "minimum": r["bytes_minimum"]}
     return res
 
 
@@ -246,6 +251,16 @@ def build_rows(k, p):
     for size, label in ((1 << 20, "1 MiB"), (4 << 20, "4 MiB"), (16 << 20, "16 MiB"), (64 << 20, "64 MiB")):
         kk, cc = kiln_value(k, f"kiln allreduce {size}"), kiln_value(k, f"mpi allreduce {size}")
         ratio(f"all_reduce {label} at 2 ranks (vs MPI_Allreduce from C)", kk, cc, 1.05)
+    # Issue 19: DTensor sharding propagation per op vs fake propagation of the same local op;
+    # the TP GPT step at 2 ranks vs one process (both kiln) and the bytes its collectives move.
+    ratio("DTensor sharding propagation per op, fake 8-rank mesh (vs fake propagation of the local op)",
+          kiln_value(k, "BM_ShardedOpsDTensor", "ns/op"), kiln_value(k, "BM_ShardedOpsLocal", "ns/op"), 2.0)
+    ratio("TP GPT train step at 2 ranks (vs the same step in one process)", kiln_value(k, "tp gpt step"),
+          kiln_value(k, "single gpt step"), 1.0)
+    moved, least = kiln_value(k, "tp gpt bytes", "moved"), kiln_value(k, "tp gpt bytes", "minimum")
+    if moved is not None and least:
+        row("TP GPT step: bytes moved per rank (vs Megatron's analytical minimum)", f"{moved / 2**20:.2f} MiB",
+            f"{least / 2**20:.2f} MiB", f"{moved / least:.2f}x", "- (reported)", None)
     mem_k = kiln_value(k, "block train memory", "MiB")
     mem_p = peer_value(p, "block train step peak extra RSS", "MiB")
     if mem_k is not None and mem_p is not None:

@@ -592,7 +592,9 @@ Decision matmul_rule(const Tensor& a, const Tensor& b, const Dims& out, const De
     const Strategy* best = nullptr;
     double best_cost = 0;
     for (const Strategy& s : options) {
-      double c = move_cost(pa, s.a, abytes, mesh.size(i)) + move_cost(pb, s.b, bbytes, mesh.size(i));
+      // ties (a mesh dim of one rank moves nothing) go to the strategy that changes least
+      double c = move_cost(pa, s.a, abytes, mesh.size(i)) + move_cost(pb, s.b, bbytes, mesh.size(i)) +
+                 1e-9 * ((pa != s.a) + (pb != s.b));
       if (!best || c < best_cost) best = &s, best_cost = c;
     }
     d.inputs[0][static_cast<size_t>(i)] = best->a;
