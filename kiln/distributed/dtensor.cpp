@@ -433,31 +433,29 @@ bool is_pointwise(OpKind op) {
   }
 }
 
-// Whether a Partial input may stay partial through `op`: sums of partial sums, and
-// scaling by a plain number, commute with the reduction.
-bool keeps_partial(OpKind op, const Operands& in, std::span<const Value> args) {
+// Whether Partial inputs (all of the call's DTensors, with one reduction) may stay
+// partial through `op`: sums and differences of partial sums, and scaling by a number,
+// commute with the reduction. With one DTensor operand, the other is a plain number (S3).
+bool keeps_partial(OpKind op, const Operands& in) {
   switch (op) {
     case OpKind::neg: case OpKind::clone: case OpKind::alias: return true;
     case OpKind::add: case OpKind::sub: case OpKind::add_: case OpKind::sub_: case OpKind::copy_:
-      return in.tensors.size() == 2;  // both operands partial (checked by the caller)
-    case OpKind::mul: case OpKind::div: case OpKind::mul_: case OpKind::div_: {
-      if (in.tensors.size() != 1 || in.arg[0] != 0) return op == OpKind::mul && in.tensors.size() == 1;
-      return std::holds_alternative<Tensor>(args[1]) && std::get<Tensor>(args[1]).numel() == 1;
-    }
+      return in.tensors.size() == 2;
+    case OpKind::mul: case OpKind::mul_: return in.tensors.size() == 1;
+    case OpKind::div: case OpKind::div_: return in.tensors.size() == 1 && in.arg[0] == 0;
     default: return false;
   }
 }
 
-// Maps a placement of an input of rank `in_rank` into the coordinates of an output of
-// rank `out_rank` under broadcasting; nullopt when the input dim is broadcast.
+// Where dim `d` of input `t` lands in a broadcast output of shape `out`; nullopt when the
+// input is broadcast along it.
 std::optional<int64_t> out_dim(const Tensor& t, int64_t d, const Dims& out) {
   int64_t od = d + static_cast<int64_t>(out.size()) - t.dim();
   if (t.size(d) == 1 && out[od] != 1) return std::nullopt;
   return od;
 }
 
-Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const DeviceMesh& mesh,
-                        std::span<const Value> args, bool inplace) {
+Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const DeviceMesh& mesh, bool inplace) {
   Decision d;
   d.inputs.resize(in.tensors.size());
   for (auto& p : d.inputs) p.resize(static_cast<size_t>(mesh.ndim()));
@@ -477,12 +475,12 @@ Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const De
     if (inplace) {
       target = at(0);  // self keeps its placement
       if (target.is_shard() && !out_dim(*in.tensors[0], target.dim, out)) target = Replicate();
-      if (target.is_partial() && !(all_partial && same_op && keeps_partial(op, in, args)))
+      if (target.is_partial() && !(all_partial && same_op && keeps_partial(op, in)))
         fail(ErrorKind::unsupported,
              "[{}] writes a Partial({}) DTensor in place, which would mix partial values; "
              "redistribute it to Replicate first",
              ops::op_name(op), to_string(target.op));
-    } else if (pop && all_partial && same_op && keeps_partial(op, in, args)) {
+    } else if (pop && all_partial && same_op && keeps_partial(op, in)) {
       target = Partial(*pop);
     } else {
       for (size_t k = 0; k < in.tensors.size() && target.is_replicate(); ++k)
@@ -537,7 +535,7 @@ Decision reduce_rule(OpKind op, const Tensor& x, const IntList& dims_in, bool ke
 
 // Every DTensor argument whole along `dims` (gathered where sharded), partial values
 // reduced; other shards kept. Outputs are placed like the first input.
-Decision keep_shards_except(const Operands& in, const std::vector<bool>& whole, const DeviceMesh& mesh) {
+Decision keep_shards_except(const Operands& in, const std::vector<bool>& whole) {
   Decision d;
   for (const Tensor* t : in.tensors) {
     Placements p = t->impl()->dtensor->placements;
@@ -547,7 +545,6 @@ Decision keep_shards_except(const Operands& in, const std::vector<bool>& whole, 
     d.inputs.push_back(std::move(p));
   }
   d.output = d.inputs[0];
-  (void)mesh;
   return d;
 }
 
@@ -618,7 +615,7 @@ std::optional<int64_t> view_dim(const Dims& in, int64_t d, const Dims& out) {
 }
 
 // The placements of a view's output, and whether the input must be gathered first.
-Decision view_rule(OpKind op, const Tensor& x, std::span<const Value> args, const Dims& out, const DeviceMesh& mesh) {
+Decision view_rule(OpKind op, const Tensor& x, std::span<const Value> args, const Dims& out) {
   Decision d;
   Placements in = x.impl()->dtensor->placements, res = in;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -658,7 +655,6 @@ Decision view_rule(OpKind op, const Tensor& x, std::span<const Value> args, cons
     if (to) o = Shard(*to);
     else p = o = Replicate();
   }
-  (void)mesh;
   d.inputs.push_back(in);
   d.output = res;
   return d;
@@ -702,9 +698,9 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
   if (is_pointwise(op)) {
     if (op == OpKind::copy_) {  // (S4) the source takes self's placements
       KILN_CHECK(in.arg[0] == 0, value, "[copy_] into a plain tensor from a DTensor; use full_tensor()");
-      return pointwise_rule(op, in, out, mesh, args, true);
+      return pointwise_rule(op, in, out, mesh, true);
     }
-    return pointwise_rule(op, in, out, mesh, args, info.is_inplace());
+    return pointwise_rule(op, in, out, mesh, info.is_inplace());
   }
   switch (op) {
     case OpKind::sum: case OpKind::amax: case OpKind::amin:
@@ -713,7 +709,7 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
       return matmul_rule(*in.tensors[0], *in.tensors[1], out, mesh);
     case OpKind::view: case OpKind::transpose: case OpKind::permute: case OpKind::unsqueeze:
     case OpKind::squeeze: case OpKind::expand: case OpKind::alias: case OpKind::slice: case OpKind::select:
-      return view_rule(op, *in.tensors[0], args, out, mesh);
+      return view_rule(op, *in.tensors[0], args, out);
     case OpKind::softmax: case OpKind::log_softmax: case OpKind::max: case OpKind::min: case OpKind::argmax:
     case OpKind::var: case OpKind::cat: case OpKind::layer_norm: case OpKind::rms_norm: {
       const Tensor& x = *in.tensors[0];
@@ -733,7 +729,7 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
         int64_t k = static_cast<int64_t>(std::get<IntList>(args[1]).size());
         for (int64_t d = x.dim() - k; d < x.dim(); ++d) mark(d);
       }
-      Decision d = keep_shards_except(in, whole, mesh);
+      Decision d = keep_shards_except(in, whole);
       if (op == OpKind::layer_norm || op == OpKind::rms_norm)
         for (size_t k = 1; k < d.inputs.size(); ++k) d.inputs[k].assign(d.inputs[k].size(), Replicate());
       if (op == OpKind::cat)  // every input like the first, shards of the cat dim gathered
