@@ -15,6 +15,7 @@
 #include "kiln/dispatch/dispatch.h"
 #include "kiln/dispatch/functional.h"
 #include "kiln/dispatch/library.h"
+#include "kiln/distributed/dprogram.h"
 #include "kiln/distributed/dtensor.h"
 #include "kiln/distributed/process_group.h"
 #include "kiln/fake/fake_mode.h"

@@ -124,6 +124,10 @@ Device DeviceMesh::device() const { return impl_->device; }
 const std::shared_ptr<ProcessGroup>& DeviceMesh::group(int64_t dim) const {
   return impl_->groups[static_cast<size_t>(dim)];
 }
+void DeviceMesh::bind() const {
+  for (size_t d = 0; d < impl_->names.size(); ++d) bind_group(impl_->names[d], impl_->groups[d]);
+}
+
 int64_t DeviceMesh::dim_of(const std::string& name) const {
   for (size_t i = 0; i < impl_->names.size(); ++i)
     if (impl_->names[i] == name) return static_cast<int64_t>(i);

@@ -74,6 +74,9 @@ class DeviceMesh {
   const std::shared_ptr<ProcessGroup>& group(int64_t dim) const;
   /** The 1-d mesh of this rank's group along the dimension named `name`. */
   DeviceMesh operator[](const std::string& name) const;
+  /** Binds each dimension's group under its name again (bind_group), e.g. after
+   * another mesh reused the names: collective ops name groups by axis. */
+  void bind() const;
   /** The dimension named `name`; a value Error listing the names otherwise. */
   int64_t dim_of(const std::string& name) const;
   bool operator==(const DeviceMesh& other) const { return impl_ == other.impl_; }

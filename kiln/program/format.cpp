@@ -546,6 +546,15 @@ void save(const ExportedProgram& program, const std::string& path) {
   write_safetensors(path, tensors, {{kProgramKey, program_json(program)}});
 }
 
+void save_graph(const ExportedProgram& program, const std::string& path, const std::string& distribution) {
+  NamedTensors tensors;  // the graph's constant nodes only: the state is in the shards
+  for (const ir::Node* n : program.graph.nodes())
+    if (n->opcode() == ir::Opcode::constant) tensors.emplace_back("constants/" + n->name(), n->value());
+  json prog = json::parse(program_json(program));
+  prog["distribution"] = json::parse(distribution);
+  write_safetensors(path, tensors, {{kProgramKey, prog.dump()}});
+}
+
 NamedTensors load_safetensors(const std::string& path) { return read_safetensors(path).tensors; }
 
 TensorList load_inputs(const ExportedProgram& program, const std::string& path) {
@@ -562,11 +571,17 @@ TensorList load_inputs(const ExportedProgram& program, const std::string& path) 
 }
 
 namespace {
-ExportedProgram read_program_checked(const std::string& path);
+// `distribution` null: a whole program (state in the file); else a distributed program's
+// graph, whose distribution JSON is stored there (its state is in shard files).
+ExportedProgram read_program_checked(const std::string& path, std::string* distribution);
 }  // namespace
 
 ExportedProgram read_program(const std::string& path) {
-  return as_format_errors(path, [&] { return read_program_checked(path); });
+  return as_format_errors(path, [&] { return read_program_checked(path, nullptr); });
+}
+
+ExportedProgram read_graph(const std::string& path, std::string& distribution) {
+  return as_format_errors(path, [&] { return read_program_checked(path, &distribution); });
 }
 
 namespace {
@@ -602,7 +617,7 @@ std::vector<std::string> check_extension_ops(const json& prog, const Reader& r) 
   return names;
 }
 
-ExportedProgram read_program_checked(const std::string& path) {
+ExportedProgram read_program_checked(const std::string& path, std::string* distribution) {
   SafeFile f = read_safetensors(path);
   Reader top{path, {}};
   const json& meta = top.at(f.header, "__metadata__", "the header");
@@ -627,6 +642,13 @@ ExportedProgram read_program_checked(const std::string& path) {
     }
   }
   Reader r{path, devices, version};
+  bool distributed = prog.contains("distribution");
+  KILN_CHECK(!distributed || distribution, unsupported,
+             "[load] {} is a distributed program: its state is in shard files next to it; load it with "
+             "dist::load_distributed (under mpirun)",
+             path);
+  if (distribution && !distributed) bad(path, "not a distributed program (no 'distribution')");
+  if (distribution) *distribution = prog.at("distribution").dump();
   ExportedProgram p;
   auto tensor = [&](const std::string& key) -> Tensor {
     for (const auto& [k, t] : f.tensors)
@@ -647,6 +669,7 @@ ExportedProgram read_program_checked(const std::string& path) {
     p.signature.inputs.push_back(spec);
     bool stateful = spec.kind == Kind::parameter || spec.kind == Kind::optimizer_state ||
                     (spec.kind == Kind::buffer && spec.persistent);
+    if (distributed) continue;  // the shards hold state and constants
     if (stateful) p.state.emplace_back(spec.target, tensor("state/" + spec.target));
     else if (spec.kind != Kind::user_input && spec.kind != Kind::workspace)
       p.constants.emplace_back(spec.target, tensor("constants/" + spec.target));

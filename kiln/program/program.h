@@ -138,6 +138,11 @@ void save(const ExportedProgram& program, const std::string& path);
 ExportedProgram load_program(const std::string& path, const DeviceMap& map = {});
 /** Reads and validates a program without binding its devices (for inspection). */
 ExportedProgram read_program(const std::string& path);
+/** A program without its state: graph, signature, the graph's constants, and
+ * `distribution` (JSON: how the state is laid out in shard files). What
+ * dist::save_distributed writes next to the shards; read_graph reads it back. */
+void save_graph(const ExportedProgram& program, const std::string& path, const std::string& distribution);
+ExportedProgram read_graph(const std::string& path, std::string& distribution);
 /** Reads a plain safetensors file (any writer). */
 NamedTensors load_safetensors(const std::string& path);
 /** Writes tensors as a plain safetensors file (atomically). */

@@ -296,6 +296,53 @@ TEST(DTensorMpi, TensorParallelGpt) {
   }
 }
 
+// (S5) A tensor-parallel MLP saved as a distributed program (global graph, abstract
+// mesh, shards with offsets) and loaded onto the same mesh and onto a mesh of another
+// size: both run to the single-process result. Missing shards are an error.
+struct TpMlp : nn::Module {
+  explicit TpMlp(int64_t width, int64_t hidden)
+      : fc(register_module("fc", std::make_shared<nn::Linear>(width, hidden, true, Device("cpu:0")))),
+        proj(register_module("proj", std::make_shared<nn::Linear>(hidden, width, true, Device("cpu:0")))) {}
+  TensorList forward(const TensorList& in) override { return {(*proj)(gelu((*fc)(in[0])))}; }
+  std::shared_ptr<nn::Linear> fc, proj;
+};
+
+TEST(DTensorMpi, DistributedProgramLoadsAtAnotherWorldSize) {
+  int64_t n = world()->size();
+  dist::DeviceMesh mesh = mesh_1d();
+  manual_seed(21);
+  TpMlp ref(4, 3 * n), model(4, 3 * n);  // 3n hidden: uneven shards at the other size
+  model.load_state_dict(ref.state_dict());
+  ref.to(my_device()), model.to(my_device());
+  Tensor x = on_me(randn({5, 4}));
+  Tensor want;
+  {
+    autograd::NoGradGuard no_grad;
+    want = ref(TensorList{x})[0];
+  }
+  dist::parallelize_module(model, mesh, {{"fc", dist::ParallelStyle::colwise}, {"proj", dist::ParallelStyle::rowwise}});
+  std::string path = ::testing::TempDir() + "kiln_dtensor_mlp_np" + std::to_string(n) + ".kiln";
+  dist::save_distributed(model, {dist::distribute_tensor(x, mesh, {Replicate()})}, path);
+  // a whole program file refuses to pretend it has its state
+  expect_error([&] { load_program(path); }, ErrorKind::unsupported, "is a distributed program");
+  // the same mesh, then a mesh of n / 2 ranks (or 1) along 'tp'
+  dist::DeviceMesh half(world(), {2, n / 2}, {"dp", "tp"}, my_device());
+  for (const dist::DeviceMesh& target : {mesh, half["tp"]}) {
+    SCOPED_TRACE(target.str());
+    dist::LoadedProgram loaded = dist::load_distributed(path, target);
+    ASSERT_EQ(loaded.input_placements.size(), 1u);
+    Tensor local_x = dist::to_local(dist::distribute_tensor(x, target, loaded.input_placements[0]));
+    Tensor y = loaded.program.run({local_x})[0];
+    EXPECT_TRUE(same(y, want, 1e-5));  // rowwise + bias: the output is replicated
+  }
+  expect_error([&] { dist::load_distributed(path, dist::DeviceMesh(world(), {n}, {"dp"}, my_device())); },
+               ErrorKind::value, "was saved for a mesh with axes [\"tp\"]");
+  world()->barrier();
+  if (world()->rank() == 0) std::remove((path + ".shard-" + std::to_string(n - 1) + "-of-" + std::to_string(n)).c_str());
+  world()->barrier();
+  expect_error([&] { dist::load_distributed(path, mesh); }, ErrorKind::value, "is missing");
+}
+
 TEST(DTensorMpi, TwoDimensionalMesh) {
   int64_t n = world()->size();
   dist::DeviceMesh mesh(world(), {2, n / 2}, {"dp", "tp"}, my_device());

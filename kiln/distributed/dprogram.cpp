@@ -1,0 +1,260 @@
+#include "kiln/distributed/dprogram.h"
+
+#include <charconv>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kiln/autograd/autograd.h"
+#include "kiln/fake/fake_mode.h"
+#include "kiln/ir/interpreter.h"
+#include "kiln/nn/module.h"
+#include "kiln/passes/functionalize.h"
+
+namespace kiln::dist {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string shard_path(const std::string& path, int64_t rank, int64_t n) {
+  return fmt::format("{}.shard-{}-of-{}", path, rank, n);
+}
+
+// This rank's index in the mesh (row-major over its coordinates).
+int64_t mesh_rank(const DeviceMesh& mesh) {
+  int64_t r = 0;
+  for (int64_t i = 0; i < mesh.ndim(); ++i) r = r * mesh.size(i) + mesh.coordinate(i);
+  return r;
+}
+
+Placement parse_placement(const std::string& s, const std::string& where) {
+  if (s == "R") return Replicate();
+  if (s.rfind("S(", 0) == 0 && s.back() == ')') {
+    int64_t d = -1;
+    auto [end, ec] = std::from_chars(s.data() + 2, s.data() + s.size() - 1, d);
+    if (ec == std::errc() && end == s.data() + s.size() - 1 && d >= 0) return Shard(d);
+  }
+  if (s.rfind("P(", 0) == 0 && s.back() == ')') return Partial(reduce_op_from_name(s.substr(2, s.size() - 3)));
+  fail(ErrorKind::format, "[load_distributed] {}: bad placement '{}'", where, s);
+}
+
+json placements_json(const Placements& p) {
+  json a = json::array();
+  for (const Placement& x : p) a.push_back(x.str());
+  return a;
+}
+
+Placements placements_of(const json& a, const DeviceMesh& mesh, int64_t ndim, const std::string& where) {
+  KILN_CHECK(a.is_array() && static_cast<int64_t>(a.size()) == mesh.ndim(), format,
+             "[load_distributed] {}: expected {} placements", where, mesh.ndim());
+  Placements p;
+  for (const json& x : a) {
+    KILN_CHECK(x.is_string(), format, "[load_distributed] {}: placements are strings", where);
+    p.push_back(parse_placement(x.get<std::string>(), where));
+    KILN_CHECK(!p.back().is_shard() || p.back().dim < ndim, format,
+               "[load_distributed] {}: placement {} of a {}-d tensor", where, p.back().str(), ndim);
+  }
+  return p;
+}
+
+// Restores a module's tensor slots when it dies (the global trace swaps them).
+struct SlotRestore {
+  std::vector<std::pair<Tensor*, Tensor>> saved;
+  ~SlotRestore() {
+    for (auto& [slot, value] : saved) *slot = value;
+  }
+};
+
+}  // namespace
+
+void save_distributed(nn::Module& module, const TensorList& example_inputs, const std::string& path) {
+  std::vector<nn::NamedTensor> named = module.named_tensors();
+  const DeviceMesh* mesh = nullptr;
+  for (const nn::NamedTensor& t : named)
+    if (t.tensor->is_dtensor()) {
+      mesh = &dtensor_state(*t.tensor).mesh;
+      break;
+    }
+  KILN_CHECK(mesh, value, "[save_distributed] the module has no DTensor (use parallelize_module first)");
+  DeviceMesh m = *mesh;
+  json placements = json::object();
+  for (const nn::NamedTensor& t : named) {
+    KILN_CHECK(t.tensor->is_dtensor() && dtensor_state(*t.tensor).mesh == m, value,
+               "[save_distributed] '{}' is not a DTensor on the module's mesh {}", t.name, m.str());
+    placements[t.name] = placements_json(dtensor_state(*t.tensor).placements);
+  }
+  json inputs = json::array();
+  for (const Tensor& x : example_inputs)
+    inputs.push_back(placements_json(x.is_dtensor() ? dtensor_state(x).placements
+                                                    : Placements(static_cast<size_t>(m.ndim()), Replicate())));
+
+  // The global graph: the module traced on plain fake tensors of the global shapes.
+  ExportedProgram global;
+  {
+    FakeMode fake;
+    SlotRestore restore;
+    for (const nn::NamedTensor& t : named) {
+      restore.saved.emplace_back(t.tensor, *t.tensor);
+      bool grad = t.tensor->requires_grad();
+      *t.tensor = empty(t.tensor->shape().vec(), {.dtype = t.tensor->dtype(), .device = m.device()});
+      if (grad) t.tensor->set_requires_grad(true);
+    }
+    TensorList globals;
+    for (const Tensor& x : example_inputs)
+      globals.push_back(empty(x.shape().vec(), {.dtype = x.dtype(), .device = m.device()}));
+    global = export_program(module, globals);
+  }
+  int64_t n = m.size(), me = mesh_rank(m);
+  json distribution = {{"mesh", {{"shape", m.shape()}, {"names", m.names()}}},
+                       {"world", n},
+                       {"placements", placements},
+                       {"inputs", inputs}};
+  if (me == 0) save_graph(global, path, distribution.dump());
+
+  // This rank's shards, with their global offsets; a replicated shard only from the
+  // ranks at coordinate 0 of the dims it is replicated along; partial values reduced.
+  NamedTensors shards;
+  for (const nn::NamedTensor& t : named) {
+    const DTensorState& s = dtensor_state(*t.tensor);
+    Placements whole = s.placements;
+    for (Placement& p : whole)
+      if (p.is_partial()) p = Replicate();
+    Tensor local = whole == s.placements ? s.local : to_local(redistribute(*t.tensor, whole));
+    bool owner = true;
+    std::vector<int64_t> offsets(static_cast<size_t>(t.tensor->dim()), 0);
+    for (int64_t i = 0; i < m.ndim(); ++i) {
+      const Placement& p = whole[static_cast<size_t>(i)];
+      if (p.is_shard()) offsets[p.dim] = chunk_of(t.tensor->size(p.dim), m.size(i), m.coordinate(i)).first;
+      else owner = owner && m.coordinate(i) == 0;
+    }
+    if (!owner || local.numel() == 0) continue;
+    std::string key = t.name + "@";
+    for (size_t d = 0; d < offsets.size(); ++d) key += (d ? "," : "") + std::to_string(offsets[d]);
+    shards.emplace_back(key, contiguous(local.detach()));
+  }
+  save_safetensors(shards, shard_path(path, me, n));
+  // Every file is written when any rank returns (a barrier along each mesh dim in turn
+  // orders every rank after every other's writes).
+  for (int64_t i = 0; i < m.ndim(); ++i) m.group(i)->barrier();
+}
+
+LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) {
+  std::string text;
+  ExportedProgram global = read_graph(path, text);
+  move_to_device(global, mesh.device());  // traced on the saving rank's device
+  json d = json::parse(text);
+  KILN_CHECK(d.is_object() && d.contains("mesh") && d.contains("world") && d.contains("placements") &&
+                 d.contains("inputs") && d["world"].is_number_integer() && d["mesh"].contains("names"),
+             format, "[load_distributed] {}: malformed distribution", path);
+  std::vector<std::string> names;
+  for (const json& x : d["mesh"]["names"]) names.push_back(x.is_string() ? x.get<std::string>() : "");
+  KILN_CHECK(names == mesh.names(), value,
+             "[load_distributed] {} was saved for a mesh with axes {}, but the mesh given is {}", path,
+             d["mesh"]["names"].dump(), mesh.str());
+  int64_t saved_world = d["world"].get<int64_t>();
+  KILN_CHECK(saved_world > 0 && saved_world <= 65536, format, "[load_distributed] {}: bad world size {}", path,
+             saved_world);
+  std::vector<NamedTensors> files;
+  for (int64_t r = 0; r < saved_world; ++r) {
+    std::string file = shard_path(path, r, saved_world);
+    KILN_CHECK(std::ifstream(file).good(), value,
+               "[load_distributed] shard file {} is missing: every rank that saved the program writes one", file);
+    files.push_back(load_safetensors(file));
+  }
+
+  // Each tensor whole again, from shards that must cover it exactly once.
+  autograd::NoGradGuard no_grad;
+  std::vector<ir::Node*> graph_inputs = global.graph.inputs();
+  TensorList inputs;
+  LoadedProgram out;
+  NamedTensors local_state, local_constants;
+  for (size_t k = 0; k < global.signature.inputs.size(); ++k) {
+    const InputSpec& spec = global.signature.inputs[k];
+    const ir::ValueMeta& meta = graph_inputs[k]->meta()[0];
+    if (spec.kind == InputSpec::Kind::user_input) {
+      size_t j = static_cast<size_t>(std::count_if(global.signature.inputs.begin(), global.signature.inputs.begin() + k,
+                                                   [](const InputSpec& s) { return s.kind == InputSpec::Kind::user_input; }));
+      KILN_CHECK(j < d["inputs"].size(), format, "[load_distributed] {}: no placements for input {}", path, j);
+      out.input_placements.push_back(placements_of(d["inputs"][j], mesh, static_cast<int64_t>(meta.shape.size()), spec.target));
+      FakeMode fake;
+      inputs.push_back(distribute_tensor(empty(meta.shape.vec(), {.dtype = meta.dtype, .device = mesh.device()}), mesh,
+                                         out.input_placements.back()));
+      continue;
+    }
+    KILN_CHECK(d["placements"].contains(spec.target), format, "[load_distributed] {}: no placements for '{}'", path,
+               spec.target);
+    Placements p = placements_of(d["placements"][spec.target], mesh, static_cast<int64_t>(meta.shape.size()), spec.target);
+    Tensor whole = zeros(meta.shape.vec(), {.dtype = meta.dtype, .device = mesh.device()});
+    if (spec.kind != InputSpec::Kind::workspace) {
+      Tensor cover = zeros(meta.shape.vec(), {.dtype = DType::i32, .device = mesh.device()});
+      std::string prefix = spec.target + "@";
+      for (const NamedTensors& f : files)
+        for (const auto& [key, shard] : f) {
+          if (key.rfind(prefix, 0) != 0) continue;
+          std::vector<int64_t> offsets;
+          std::string rest = key.substr(prefix.size());
+          for (size_t at = 0; at <= rest.size();) {
+            size_t comma = std::min(rest.find(',', at), rest.size());
+            int64_t o = -1;
+            auto [end, ec] = std::from_chars(rest.data() + at, rest.data() + comma, o);
+            KILN_CHECK(ec == std::errc() && end == rest.data() + comma && o >= 0, format,
+                       "[load_distributed] shard '{}': bad offsets", key);
+            offsets.push_back(o);
+            at = comma + 1;
+          }
+          KILN_CHECK(offsets.size() == meta.shape.size() && shard.dim() == static_cast<int64_t>(offsets.size()) &&
+                         shard.dtype() == meta.dtype,
+                     format, "[load_distributed] shard '{}' ({}) does not fit {}{}", key, shard.meta_str(),
+                     to_string(meta.dtype), meta.shape.str());
+          Tensor into = whole, seen = cover;
+          for (size_t q = 0; q < offsets.size(); ++q) {
+            KILN_CHECK(offsets[q] + shard.size(static_cast<int64_t>(q)) <= meta.shape[q], format,
+                       "[load_distributed] shard '{}' ({}) reaches past {}", key, shard.meta_str(), meta.shape.str());
+            into = narrow(into, static_cast<int64_t>(q), offsets[q], shard.size(static_cast<int64_t>(q)));
+            seen = narrow(seen, static_cast<int64_t>(q), offsets[q], shard.size(static_cast<int64_t>(q)));
+          }
+          copy_(into, to(shard, mesh.device()));
+          add_(seen, wrapped_number(1));
+        }
+      KILN_CHECK(whole.numel() == 0 ||
+                     (item<int64_t>(amin(cover)) == 1 && item<int64_t>(amax(cover)) == 1),
+                 value, "[load_distributed] '{}': its shards do not cover it exactly once (a shard file is incomplete)",
+                 spec.target);
+    }
+    Tensor dt = distribute_tensor(whole, mesh, p);
+    inputs.push_back(dt);
+    bool stateful = spec.kind == InputSpec::Kind::parameter || spec.kind == InputSpec::Kind::optimizer_state ||
+                    (spec.kind == InputSpec::Kind::buffer && spec.persistent);
+    if (stateful) local_state.emplace_back(spec.target, to_local(dt));
+    else if (spec.kind != InputSpec::Kind::workspace) local_constants.emplace_back(spec.target, to_local(dt));
+  }
+
+  // This rank's graph: the global graph through the DTensor layer, captured (S4). Its
+  // collectives name the mesh's axes, bound to this mesh's groups from here on.
+  mesh.bind();
+  std::vector<std::string> input_names;
+  for (const InputSpec& s : global.signature.inputs) input_names.push_back(s.name);
+  const ir::Graph& g = global.graph;
+  passes::CapturedProgram local = passes::capture(
+      [&](const TensorList& in) {
+        ImplicitReplication implicit;  // tensors the graph makes (positions, masks) are replicated
+        return ir::interpret(g, in);
+      },
+      inputs, {.input_names = input_names});
+  out.program.graph = std::move(local.graph);
+  out.program.signature = global.signature;
+  out.program.state = std::move(local_state);
+  out.program.constants = std::move(local_constants);
+  for (ir::Node* n : out.program.graph.nodes())
+    if (n->opcode() == ir::Opcode::constant) out.program.constants.emplace_back(n->name(), n->value());
+  for (WorkspaceRecipe w : global.workspaces) {
+    w.device = mesh.device();
+    for (size_t k = 0; k < global.signature.inputs.size(); ++k)
+      if (global.signature.inputs[k].target == w.name && global.signature.inputs[k].kind == InputSpec::Kind::workspace)
+        w.shape = to_local(inputs[k]).shape();
+    out.program.workspaces.push_back(w);
+  }
+  return out;
+}
+
+}  // namespace kiln::dist

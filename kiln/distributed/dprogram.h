@@ -1,0 +1,43 @@
+#pragma once
+// (S5) Distributed programs: a model laid out with DTensors, saved once for any world
+// size and loaded onto another mesh.
+//
+// Note [Distributed programs are global graphs plus shards]
+// What a DTensor model computes does not depend on how it is laid out, so the program
+// keeps the *global* graph: the model traced on plain tensors of the global shapes. Next
+// to it: the abstract mesh (shape and axis names, never ranks) and every state tensor's
+// placements. The state is saved sharded: each rank writes its shards with their global
+// offsets (a replicated shard once). Loading onto a mesh with the same axis names and
+// any sizes reads every shard (checking they cover each tensor exactly once), lays each
+// tensor out on the new mesh with its placements (resharding), and lowers the global
+// graph to this rank's graph by running it through the DTensor layer under capture (S4):
+// local shapes, functional collectives naming mesh axes.
+
+#include <string>
+#include <vector>
+
+#include "kiln/distributed/dtensor.h"
+#include "kiln/program/program.h"
+
+namespace kiln::dist {
+
+/** Saves `module` (its parameters, buffers and workspaces DTensors on one mesh, e.g.
+ * after parallelize_module) called on `example_inputs` (DTensors, or plain tensors:
+ * replicated). `path` gets the global program with the abstract mesh and placements
+ * (written by the mesh's first rank); `path.shard-R-of-N` rank R's shards. Every rank
+ * of the mesh calls it; it returns when every file is written. */
+void save_distributed(nn::Module& module, const TensorList& example_inputs, const std::string& path);
+
+/** A distributed program lowered for this rank. */
+struct LoadedProgram {
+  ExportedProgram program;                 // run it with this rank's shards of the inputs
+  std::vector<Placements> input_placements;  // how the user inputs were laid out at export
+};
+
+/** Every rank of `mesh` calls it: reads the program and every shard file, lays the
+ * state out on `mesh` (the saved axis names, any sizes), lowers the global graph to
+ * this rank's program, and binds the mesh's axis names to its groups (mesh.bind()). Missing or incomplete shards, or other axis names, are errors
+ * naming the file or tensor. */
+LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh);
+
+}  // namespace kiln::dist
