@@ -138,6 +138,24 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
   for (int64_t i = 0; i < m.ndim(); ++i) m.group(i)->barrier();
 }
 
+std::optional<SavedMesh> saved_mesh(const std::string& path) {
+  std::string text;
+  try {
+    read_graph(path, text);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::format && std::string_view(e.what()).find("no 'distribution'") != std::string_view::npos)
+      return std::nullopt;
+    throw;
+  }
+  json d = json::parse(text);
+  SavedMesh m;
+  KILN_CHECK(d.contains("mesh") && d["mesh"].contains("shape") && d["mesh"].contains("names"), format,
+             "[load_distributed] {}: malformed distribution", path);
+  for (const json& x : d["mesh"]["shape"]) m.shape.push_back(x.is_number_integer() ? x.get<int64_t>() : 0);
+  for (const json& x : d["mesh"]["names"]) m.names.push_back(x.is_string() ? x.get<std::string>() : "");
+  return m;
+}
+
 LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) {
   std::string text;
   ExportedProgram global = read_graph(path, text);
@@ -176,6 +194,7 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
                                                    [](const InputSpec& s) { return s.kind == InputSpec::Kind::user_input; }));
       KILN_CHECK(j < d["inputs"].size(), format, "[load_distributed] {}: no placements for input {}", path, j);
       out.input_placements.push_back(placements_of(d["inputs"][j], mesh, static_cast<int64_t>(meta.shape.size()), spec.target));
+      out.input_meta.push_back(meta);
       FakeMode fake;
       inputs.push_back(distribute_tensor(empty(meta.shape.vec(), {.dtype = meta.dtype, .device = mesh.device()}), mesh,
                                          out.input_placements.back()));

@@ -32,7 +32,17 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
 struct LoadedProgram {
   ExportedProgram program;                 // run it with this rank's shards of the inputs
   std::vector<Placements> input_placements;  // how the user inputs were laid out at export
+  std::vector<ir::ValueMeta> input_meta;     // their global metadata
 };
+
+/** The mesh a distributed program was saved for: its shape and axis names. */
+struct SavedMesh {
+  std::vector<int64_t> shape;
+  std::vector<std::string> names;
+};
+/** The saved mesh of the distributed program at `path`, or nullopt when the file is a
+ * whole program (errors for unreadable files as load_program's). */
+std::optional<SavedMesh> saved_mesh(const std::string& path);
 
 /** Every rank of `mesh` calls it: reads the program and every shard file, lays the
  * state out on `mesh` (the saved axis names, any sizes), lowers the global graph to

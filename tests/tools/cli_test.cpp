@@ -442,6 +442,27 @@ TEST(CliMpi, RunUnderMpirunPrintsRankZerosSummaryOnly) {
   EXPECT_TRUE(has(out, "output_0: f32[4, 4]@cpu:0")) << out;
 }
 
+// (S5) A tensor-parallel GPT saved by 2 ranks runs under `mpirun kiln run` at 2 and at
+// 4 ranks (resharded on load), rank 0 printing one summary.
+TEST(CliMpi, DistributedProgramRunsAtAnotherWorldSize) {
+  std::string file = tmp("tp_gpt.kiln");
+  std::string mpi = std::string("KILN_CPU_DEVICES=4 ASAN_OPTIONS=detect_leaks=0 timeout 120 ") + KILN_MPIEXEC +
+                    " --allow-run-as-root --oversubscribe -np ";
+  Result saved = shell(mpi + "2 " + KILN_MPI_SAVE_TP + " " + file);
+  ASSERT_EQ(saved.code, 0) << saved.out;
+  for (const char* np : {"2", "4"}) {
+    Result r = shell(mpi + np + " " + KILN_CLI + " run " + file + " --repeat 2");
+    EXPECT_EQ(r.code, 0) << r.out;
+    size_t summaries = 0;
+    for (size_t at = r.out.find("ran "); at != std::string::npos; at = r.out.find("ran ", at + 1)) ++summaries;
+    EXPECT_EQ(summaries, 1u) << r.out;
+    EXPECT_TRUE(has(r.out, std::string("on ") + np + " ranks (DeviceMesh((" + np + ",), names=('tp',)))")) << r.out;
+    EXPECT_TRUE(has(r.out, "output_0 (rank 0's shard): f32[2, 8, 32]@cpu:0")) << r.out;
+  }
+  Result plain = kiln_cmd("run " + file);  // outside mpirun: one rank, still resharded
+  EXPECT_EQ(plain.code, 0) << plain.out;
+}
+
 // (C4) A rank that dies, or leaves, while another waits in a collective: the job ends
 // with an error naming what happened, within the deadline, never a hang.
 struct Job {
