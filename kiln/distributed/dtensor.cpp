@@ -588,6 +588,8 @@ Decision matmul_rule(const Tensor& a, const Tensor& b, const Dims& out, const De
     for (int64_t dim = 0; dim < ak; ++dim)  // a's batch and row dims
       if (b.dim() == 2 || dim == ak - 1)
         options.push_back({Shard(dim), Replicate(), Shard(dim + static_cast<int64_t>(out.size()) - a.dim())});
+    if (a.dim() == b.dim())  // batch dims sharded alike on both (attention heads)
+      for (int64_t dim = 0; dim < ak - 1; ++dim) options.push_back({Shard(dim), Shard(dim), Shard(dim)});
     if (pa.is_partial() && pa.op == ReduceOp::sum) options.push_back({pa, Replicate(), Partial()});
     if (pb.is_partial() && pb.op == ReduceOp::sum) options.push_back({Replicate(), pb, Partial()});
     const Strategy* best = nullptr;
@@ -605,21 +607,35 @@ Decision matmul_rule(const Tensor& a, const Tensor& b, const Dims& out, const De
   return d;
 }
 
-// Where a shard of input dim `d` lands after a view to `out` (nullopt: it does not
-// survive as a whole dim, so the input is gathered first).
-std::optional<int64_t> view_dim(const Dims& in, int64_t d, const Dims& out) {
-  int64_t before = 1;
-  for (int64_t k = 0; k < d; ++k) before *= in[k];
-  int64_t acc = 1;
-  for (size_t od = 0; od < out.size(); ++od) {
-    if (acc == before && out[od] == in[d]) return static_cast<int64_t>(od);
-    acc *= out[od];
+// Where a shard of input dim `d` (over `n` ranks) lands after a view to `out`, or
+// nullopt when the view would cut through the shards (the input is gathered first). A
+// view maps groups of input dims onto groups of output dims with equal products; the
+// shard survives when its dim is kept whole, when it is split and the first output dim
+// of the split divides into the shards (heads out of a sharded hidden dim), or when it
+// is the first of the dims merged and divides evenly (heads back into the hidden dim).
+std::optional<int64_t> view_dim(const Dims& in, int64_t d, const Dims& out, int64_t n) {
+  size_t i = 0, o = 0;
+  while (i < in.size() || o < out.size()) {
+    size_t i0 = i, o0 = o;
+    int64_t pi = i < in.size() ? in[i++] : 1, po = o < out.size() ? out[o++] : 1;
+    while (pi != po) {
+      if (pi < po && i < in.size()) pi *= in[i++];
+      else if (po < pi && o < out.size()) po *= out[o++];
+      else return std::nullopt;
+    }
+    if (static_cast<size_t>(d) < i0 || static_cast<size_t>(d) >= i) continue;
+    bool first_in = static_cast<size_t>(d) == i0;
+    if (i - i0 == 1 && o - o0 == 1) return static_cast<int64_t>(o0);                   // kept
+    if (i - i0 == 1 && out[o0] % n == 0) return static_cast<int64_t>(o0);               // split
+    if (o - o0 == 1 && first_in && in[d] % n == 0) return static_cast<int64_t>(o0);    // merged
+    return std::nullopt;
   }
   return std::nullopt;
 }
 
 // The placements of a view's output, and whether the input must be gathered first.
-Decision view_rule(OpKind op, const Tensor& x, std::span<const Value> args, const Dims& out) {
+Decision view_rule(OpKind op, const Tensor& x, std::span<const Value> args, const Dims& out,
+                   const DeviceMesh& mesh) {
   Decision d;
   Placements in = x.impl()->dtensor->placements, res = in;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -646,7 +662,7 @@ Decision view_rule(OpKind op, const Tensor& x, std::span<const Value> args, cons
         to = dim + (dim >= at);
         break;
       }
-      case OpKind::view: case OpKind::squeeze: to = view_dim(x.shape(), dim, out); break;
+      case OpKind::view: case OpKind::squeeze: to = view_dim(x.shape(), dim, out, mesh.size(i)); break;
       case OpKind::expand: to = x.size(dim) == out[dim + out.size() - x.dim()] ? std::optional(dim + int64_t(out.size()) - x.dim()) : std::nullopt; break;
       case OpKind::alias: to = dim; break;
       case OpKind::slice: case OpKind::select: {
@@ -713,7 +729,7 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
       return matmul_rule(*in.tensors[0], *in.tensors[1], out, mesh);
     case OpKind::view: case OpKind::transpose: case OpKind::permute: case OpKind::unsqueeze:
     case OpKind::squeeze: case OpKind::expand: case OpKind::alias: case OpKind::slice: case OpKind::select:
-      return view_rule(op, *in.tensors[0], args, out);
+      return view_rule(op, *in.tensors[0], args, out, mesh);
     case OpKind::softmax: case OpKind::log_softmax: case OpKind::max: case OpKind::min: case OpKind::argmax:
     case OpKind::var: case OpKind::cat: case OpKind::layer_norm: case OpKind::rms_norm: {
       const Tensor& x = *in.tensors[0];

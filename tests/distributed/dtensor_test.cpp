@@ -89,6 +89,48 @@ TEST(S2, TensorParallelMlpTracesForEightRanks) {
   EXPECT_NE(text.find("reduce_op='sum', group='tp')"), std::string::npos) << text;
 }
 
+// Attention with its heads sharded: q, k and v colwise split into heads without a
+// gather, the per-head products shard their batch dim, the heads merge back into column
+// shards, and the rowwise projection's all_reduce is the only collective.
+struct HeadParallelAttention : nn::Module {
+  HeadParallelAttention(int64_t width, int64_t heads, Device d)
+      : heads(heads),
+        q(register_module("q", std::make_shared<nn::Linear>(width, width, true, d))),
+        k(register_module("k", std::make_shared<nn::Linear>(width, width, true, d))),
+        v(register_module("v", std::make_shared<nn::Linear>(width, width, true, d))),
+        proj(register_module("proj", std::make_shared<nn::Linear>(width, width, true, d))) {}
+  TensorList forward(const TensorList& in) override {
+    const Tensor& x = in[0];
+    int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+    auto split = [&](const Tensor& t) { return transpose(view(t, {B, T, heads, C / heads}), 1, 2); };
+    Tensor att = softmax(matmul(split((*q)(x)), transpose(split((*k)(x)), 2, 3)) * 0.5, -1);
+    Tensor y = transpose(matmul(att, split((*v)(x))), 1, 2);
+    return {(*proj)(reshape(y, {B, T, C}))};
+  }
+  int64_t heads;
+  std::shared_ptr<nn::Linear> q, k, v, proj;
+};
+std::vector<std::pair<std::string, dist::ParallelStyle>> head_plan() {
+  return {{"q", dist::ParallelStyle::colwise}, {"k", dist::ParallelStyle::colwise},
+          {"v", dist::ParallelStyle::colwise}, {"proj", dist::ParallelStyle::rowwise}};
+}
+
+TEST(S2, AttentionHeadsShardedTraceForEightRanks) {
+  Device gpu("cuda:0");
+  FakeMode fake;
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, 5, gpu);
+  HeadParallelAttention attn(64, 8, gpu);
+  dist::parallelize_module(attn, mesh, head_plan());
+  Tensor x = dist::distribute_tensor(empty({2, 4, 64}, {.device = gpu}), mesh, {Replicate()});
+  passes::CapturedProgram p = passes::capture([&](const TensorList& in) { return attn(in); }, {x});
+  std::string text = p.graph.str();
+  size_t reduces = 0;
+  for (size_t at = text.find("= all_reduce("); at != std::string::npos; at = text.find("= all_reduce(", at + 1)) ++reduces;
+  EXPECT_EQ(reduces, 1u) << text;
+  EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
+  EXPECT_NE(text.find("f32[2,1,4,4]@cuda:0 = softmax("), std::string::npos) << text;  // one head per rank
+}
+
 TEST(S1, UnevenShardsOnAFakeMesh) {
   FakeMode fake;
   Tensor full = empty({10, 4});
