@@ -329,9 +329,12 @@ Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMes
   if (from.is_replicate() && to.is_shard()) return my_chunk(local, to.dim);
   if (from.is_partial() && to.is_replicate()) return reduce(local, from.op);
   if (from.is_partial() && to.is_shard()) {
-    if (to.dim == 0 && from.op == ReduceOp::sum && global[0] % n == 0)
-      return reduce_scatter_tensor(contiguous(local), "sum", n, axis);
-    return my_chunk(reduce(local, from.op), to.dim);
+    int64_t d = to.dim;
+    if (from.op == ReduceOp::sum && global[d] % n == 0) {  // reduce_scatter along dim d
+      Tensor front = contiguous(transpose(local, 0, d));
+      return contiguous(transpose(reduce_scatter_tensor(front, "sum", n, axis), 0, d));
+    }
+    return my_chunk(reduce(local, from.op), d);
   }
   if (from.is_replicate() && to.is_partial()) {
     if (to.op != ReduceOp::sum || me == 0) return local;  // max/min of equal values is the value

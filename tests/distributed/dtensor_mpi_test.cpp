@@ -339,6 +339,19 @@ TEST(DTensorMpi, AttentionWithHeadsSharded) {
   }
 }
 
+// The sequence-parallel MLP (sequence shards in and out) equals the unsharded one.
+TEST(DTensorMpi, SequenceParallelMlp) {
+  dist::DeviceMesh mesh = mesh_1d();
+  int64_t n = mesh.size(0);
+  manual_seed(17);
+  Tensor x = on_me(randn({2, 2 * n, 8})), w1 = on_me(randn({4 * n, 8})), w2 = on_me(randn({8, 4 * n}));
+  Tensor want = linear(gelu(linear(layer_norm(x, {8}), w1)), w2);
+  Tensor h = gelu(linear(layer_norm(dist::distribute_tensor(x, mesh, {Shard(1)}), {8}),
+                         dist::distribute_tensor(w1, mesh, {Shard(0)})));
+  Tensor y = dist::redistribute(linear(h, dist::distribute_tensor(w2, mesh, {Shard(1)})), {Shard(1)});
+  EXPECT_TRUE(same(dist::full_tensor(y), want, 1e-4));
+}
+
 // (S5) A tensor-parallel MLP saved as a distributed program (global graph, abstract
 // mesh, shards with offsets) and loaded onto the same mesh and onto a mesh of another
 // size: both run to the single-process result. Missing shards are an error.

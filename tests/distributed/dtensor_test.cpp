@@ -131,6 +131,33 @@ TEST(S2, AttentionHeadsShardedTraceForEightRanks) {
   EXPECT_NE(text.find("f32[2,1,4,4]@cuda:0 = softmax("), std::string::npos) << text;  // one head per rank
 }
 
+// Sequence parallelism: the sequence-sharded input of an MLP is gathered once before the
+// colwise layer, and the rowwise layer's partial sums are reduce-scattered back to
+// sequence shards (no all_reduce).
+TEST(S2, SequenceParallelMlpTracesForEightRanks) {
+  FakeMode fake;
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, 1, Device("cpu:0"));
+  Tensor x = dist::distribute_tensor(empty({2, 16, 64}), mesh, {Shard(1)});
+  Tensor w1 = dist::distribute_tensor(empty({256, 64}), mesh, {Shard(0)});
+  Tensor w2 = dist::distribute_tensor(empty({64, 256}), mesh, {Shard(1)});
+  passes::CapturedProgram p = passes::capture(
+      [&](const TensorList& in) {
+        Tensor h = gelu(linear(layer_norm(in[0], {64}), in[1]));
+        return TensorList{dist::redistribute(linear(h, in[2]), {Shard(1)})};
+      },
+      {x, w1, w2});
+  std::string text = p.graph.str();
+  auto count = [&](const std::string& what) {
+    size_t c = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++c;
+    return c;
+  };
+  EXPECT_EQ(count("= all_gather_into_tensor("), 1u) << text;
+  EXPECT_EQ(count("= reduce_scatter_tensor("), 1u) << text;
+  EXPECT_EQ(count("= all_reduce("), 0u) << text;
+  EXPECT_NE(text.find("f32[2,2,64]@cpu:0 = layer_norm("), std::string::npos) << text;  // on sequence shards
+}
+
 TEST(S1, UnevenShardsOnAFakeMesh) {
   FakeMode fake;
   Tensor full = empty({10, 4});
