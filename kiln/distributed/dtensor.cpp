@@ -66,33 +66,58 @@ std::vector<int64_t> coords_of(int64_t rank, const std::vector<int64_t>& shape) 
 }
 }  // namespace
 
-DeviceMesh::DeviceMesh(const std::shared_ptr<ProcessGroup>& world, std::vector<int64_t> shape,
-                       std::vector<std::string> names, Device device) {
-  check_names(shape, names);
+namespace {
+// Each dimension's group of this rank, split off `world` (row-major layout). Every rank
+// walks every group of every dimension in the same order (split's contract).
+std::vector<std::shared_ptr<ProcessGroup>> split_dims(const std::shared_ptr<ProcessGroup>& world,
+                                                      const std::vector<int64_t>& shape) {
   int64_t n = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
-  KILN_CHECK(world && n == world->size(), value,
-             "[DeviceMesh] a mesh of {} ranks over a group of {}", n, world ? world->size() : 0);
-  auto impl = std::make_shared<Impl>();
-  impl->coords = coords_of(world->rank(), shape);
-  impl->device = resolve_device(device);
-  // Every rank walks every group of every dimension in the same order (split's contract).
+  KILN_CHECK(world && n == world->size(), value, "[DeviceMesh] a mesh of {} ranks over a group of {}", n,
+             world ? world->size() : 0);
+  std::vector<std::shared_ptr<ProcessGroup>> groups;
   for (size_t d = 0; d < shape.size(); ++d) {
     std::shared_ptr<ProcessGroup> mine;
+    int64_t stride = 1;
+    for (size_t k = d + 1; k < shape.size(); ++k) stride *= shape[k];
     for (int64_t base = 0; base < n; ++base) {
-      std::vector<int64_t> c = coords_of(base, shape);
-      if (c[d] != 0) continue;  // one group per line along d, named by its first rank
+      if (coords_of(base, shape)[d] != 0) continue;  // one group per line along d, named by its first rank
       std::vector<int> ranks;
-      int64_t stride = 1;
-      for (size_t k = d + 1; k < shape.size(); ++k) stride *= shape[k];
       for (int64_t i = 0; i < shape[d]; ++i) ranks.push_back(static_cast<int>(base + i * stride));
       if (auto g = world->split(ranks)) mine = g;
     }
-    impl->groups.push_back(mine);
-    bind_group(names[d], mine);
+    groups.push_back(mine);
   }
+  return groups;
+}
+}  // namespace
+
+DeviceMesh::DeviceMesh(const std::shared_ptr<ProcessGroup>& world, std::vector<int64_t> shape,
+                       std::vector<std::string> names, Device device) {
+  check_names(shape, names);
+  auto impl = std::make_shared<Impl>();
+  impl->groups = split_dims(world, shape);
+  impl->coords = coords_of(world->rank(), shape);
+  impl->device = resolve_device(device);
   impl->shape = std::move(shape);
   impl->names = std::move(names);
   impl_ = std::move(impl);
+  bind();
+}
+
+DeviceMesh DeviceMesh::nccl(const std::shared_ptr<ProcessGroup>& bootstrap, std::vector<int64_t> shape,
+                            std::vector<std::string> names, Device device) {
+  check_names(shape, names);
+  auto impl = std::make_shared<Impl>();
+  // Each dimension's NCCL communicator, bootstrapped over that dimension's group.
+  for (const std::shared_ptr<ProcessGroup>& g : split_dims(bootstrap, shape))
+    impl->groups.push_back(nccl_group(g, device));
+  impl->coords = coords_of(bootstrap->rank(), shape);
+  impl->device = resolve_device(device);
+  impl->shape = std::move(shape);
+  impl->names = std::move(names);
+  DeviceMesh mesh(std::move(impl));
+  mesh.bind();
+  return mesh;
 }
 
 DeviceMesh DeviceMesh::fake(std::vector<int64_t> shape, std::vector<std::string> names, int64_t rank,
@@ -103,13 +128,13 @@ DeviceMesh DeviceMesh::fake(std::vector<int64_t> shape, std::vector<std::string>
   auto impl = std::make_shared<Impl>();
   impl->coords = coords_of(rank, shape);
   impl->device = resolve_device(device);
-  for (size_t d = 0; d < shape.size(); ++d) {
+  for (size_t d = 0; d < shape.size(); ++d)
     impl->groups.push_back(fake_group(static_cast<int>(impl->coords[d]), static_cast<int>(shape[d])));
-    bind_group(names[d], impl->groups.back());
-  }
   impl->shape = std::move(shape);
   impl->names = std::move(names);
-  return DeviceMesh(std::move(impl));
+  DeviceMesh mesh(std::move(impl));
+  mesh.bind();
+  return mesh;
 }
 
 int64_t DeviceMesh::ndim() const { return static_cast<int64_t>(impl_->shape.size()); }

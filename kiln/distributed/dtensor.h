@@ -58,6 +58,11 @@ class DeviceMesh {
    * world size); `device` is where this rank's shards live. Every rank of `world` calls it. */
   DeviceMesh(const std::shared_ptr<ProcessGroup>& world, std::vector<int64_t> shape,
              std::vector<std::string> names, Device device);
+  /** A mesh of NCCL groups for CUDA tensors on `device` (one GPU per rank): each
+   * dimension's communicator is bootstrapped over that dimension's group of `bootstrap`
+   * (e.g. mpi_world()). Errors as nccl_group's where NCCL or the GPU is missing. */
+  static DeviceMesh nccl(const std::shared_ptr<ProcessGroup>& bootstrap, std::vector<int64_t> shape,
+                         std::vector<std::string> names, Device device);
   /** A mesh of fake groups, seen from `rank`: for tracing a program for any world size in
    * one process (shards are fake; collectives check metadata only). */
   static DeviceMesh fake(std::vector<int64_t> shape, std::vector<std::string> names, int64_t rank,

@@ -44,6 +44,16 @@ TEST(S1, FakeMeshes) {
                "'a' is used twice");
   expect_error([] { dist::DeviceMesh(dist::local_group(), {2}, {"a"}, Device("cpu:0")); }, ErrorKind::value,
                "a mesh of 2 ranks over a group of 1");
+  // A mesh of NCCL groups for CUDA: where this machine has no GPU (or the build no CUDA),
+  // making its communicators is nccl_group's clear error.
+  if (!dist::nccl_available()) {
+    try {
+      dist::DeviceMesh::nccl(dist::local_group(), {1}, {"tp"}, Device("cuda:0"));
+      ADD_FAILURE() << "an NCCL mesh without a GPU";
+    } catch (const Error& e) {
+      EXPECT_TRUE(e.kind() == ErrorKind::device || e.kind() == ErrorKind::unsupported) << e.what();
+    }
+  }
 }
 
 // On a mesh of one rank every placement holds the whole tensor: the rules and the
