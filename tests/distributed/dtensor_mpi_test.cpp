@@ -142,6 +142,29 @@ TEST(DTensorMpi, TensorParallelMlp) {
   EXPECT_TRUE(same(dist::to_local(y), want, 1e-5));
 }
 
+TEST(DTensorMpi, EmbeddingCatCopyAndTo) {
+  dist::DeviceMesh mesh = mesh_1d();
+  Tensor table = iota({10, 3});
+  Tensor ids = on_me(reshape(arange(0, 12, 1, {.dtype = DType::i64}), {4, 3}));
+  ids = to(div(to(ids, DType::f64), 2.0), DType::i64);  // 0, 0, 1, 1, ... < 10
+  Tensor e = embedding(dist::distribute_tensor(table, mesh, {Replicate()}), dist::distribute_tensor(ids, mesh, {Shard(0)}));
+  EXPECT_EQ(dist::dtensor_state(e).placements, one(Shard(0)));
+  EXPECT_TRUE(same(dist::full_tensor(e), embedding(table, ids)));
+  Tensor a = iota({4, 6}), b = add(iota({4, 2}), 100.0);
+  Tensor c = cat({dist::distribute_tensor(a, mesh, {Shard(0)}), dist::distribute_tensor(b, mesh, {Shard(0)})}, 1);
+  EXPECT_EQ(dist::dtensor_state(c).placements, one(Shard(0)));  // rows stay sharded along a column cat
+  EXPECT_TRUE(same(dist::full_tensor(c), cat({a, b}, 1)));
+  Tensor rows = cat({dist::distribute_tensor(a, mesh, {Shard(0)}), dist::distribute_tensor(a, mesh, {Shard(0)})}, 0);
+  EXPECT_TRUE(same(dist::full_tensor(rows), cat({a, a}, 0)));
+  Tensor dst = dist::distribute_tensor(zeros_like(a), mesh, {Shard(1)});
+  copy_(dst, dist::distribute_tensor(a, mesh, {Shard(0)}));  // (S4) redistributed to dst's placement
+  EXPECT_EQ(dist::dtensor_state(dst).placements, one(Shard(1)));
+  EXPECT_TRUE(same(dist::full_tensor(dst), a));
+  Tensor half = to(dist::distribute_tensor(a, mesh, {Shard(0)}), DType::f64);
+  EXPECT_EQ(half.dtype(), DType::f64);
+  EXPECT_TRUE(same(dist::full_tensor(half), to(a, DType::f64)));
+}
+
 TEST(DTensorMpi, ViewsMoveShards) {
   dist::DeviceMesh mesh = mesh_1d();
   Tensor a = iota({6, 4, 2});
