@@ -149,8 +149,9 @@ std::optional<SavedMesh> saved_mesh(const std::string& path) {
   }
   json d = json::parse(text);
   SavedMesh m;
-  KILN_CHECK(d.contains("mesh") && d["mesh"].contains("shape") && d["mesh"].contains("names"), format,
-             "[load_distributed] {}: malformed distribution", path);
+  KILN_CHECK(d.is_object() && d.contains("mesh") && d["mesh"].is_object() && d["mesh"].contains("shape") &&
+                 d["mesh"]["shape"].is_array() && d["mesh"].contains("names") && d["mesh"]["names"].is_array(),
+             format, "[load_distributed] {}: malformed distribution", path);
   for (const json& x : d["mesh"]["shape"]) m.shape.push_back(x.is_number_integer() ? x.get<int64_t>() : 0);
   for (const json& x : d["mesh"]["names"]) m.names.push_back(x.is_string() ? x.get<std::string>() : "");
   return m;
@@ -162,7 +163,9 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
   move_to_device(global, mesh.device());  // traced on the saving rank's device
   json d = json::parse(text);
   KILN_CHECK(d.is_object() && d.contains("mesh") && d.contains("world") && d.contains("placements") &&
-                 d.contains("inputs") && d["world"].is_number_integer() && d["mesh"].contains("names"),
+                 d.contains("inputs") && d["world"].is_number_integer() && d["mesh"].is_object() &&
+                 d["mesh"].contains("names") && d["mesh"]["names"].is_array() && d["placements"].is_object() &&
+                 d["inputs"].is_array(),
              format, "[load_distributed] {}: malformed distribution", path);
   std::vector<std::string> names;
   for (const json& x : d["mesh"]["names"]) names.push_back(x.is_string() ? x.get<std::string>() : "");

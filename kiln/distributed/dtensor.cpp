@@ -710,7 +710,7 @@ Decision view_rule(OpKind op, const Tensor& x, std::span<const Value> args, cons
 
 // ---- running a call on the shards -------------------------------------------------
 
-Operands operands_of(OpKind op, std::span<const Value> args, DeviceMesh*& mesh) {
+Operands operands_of(OpKind op, std::span<const Value> args, const DeviceMesh*& mesh) {
   Operands in;
   const auto& specs = ops::op_info(op).schema.args;
   auto take = [&](const Tensor& t, size_t i) {
@@ -724,7 +724,7 @@ Operands operands_of(OpKind op, std::span<const Value> args, DeviceMesh*& mesh) 
       return;
     }
     const DTensorState& s = *t.impl()->dtensor;
-    if (!mesh) mesh = const_cast<DeviceMesh*>(&s.mesh);
+    if (!mesh) mesh = &s.mesh;
     KILN_CHECK(s.mesh == *mesh, value,
                "[{}] DTensor arguments on different meshes: {} and {} (argument '{}')", ops::op_name(op),
                mesh->str(), s.mesh.str(), i < specs.size() ? specs[i].name : "?");
@@ -899,7 +899,7 @@ Outputs handle(OpKind op, std::span<const Value> args) {
 Outputs handle_call(OpKind op, std::span<const Value> args) {
   // Below autograd: what runs here on shards is never recorded (the DTensor op is).
   autograd::NoGradGuard no_grad;
-  DeviceMesh* mesh = nullptr;
+  const DeviceMesh* mesh = nullptr;
   Operands in = operands_of(op, args, mesh);
   const ops::OpInfo& info = ops::op_info(op);
   if (op == OpKind::linear) return linear_as_matmul(args);

@@ -154,17 +154,13 @@ std::string show_text(const ExportedProgram& p) {
 }
 
 json show_json(const ExportedProgram& p) {
+  // The file's own JSON (docs/program-format.md) gives the signature and the nodes.
+  json stored = json::parse(program_json(p));
   json j;
   json devices = json::array();
   for (Device d : p.devices()) devices.push_back(d.str());
   j["devices"] = devices;
-  json inputs = json::array(), outputs = json::array();
-  for (const InputSpec& s : p.signature.inputs)
-    inputs.push_back({{"kind", to_string(s.kind)}, {"name", s.name}, {"target", s.target},
-                      {"persistent", s.persistent}});
-  for (const OutputSpec& s : p.signature.outputs)
-    outputs.push_back({{"kind", to_string(s.kind)}, {"target", s.target}});
-  j["signature"] = {{"inputs", inputs}, {"outputs", outputs}};
+  j["signature"] = stored["signature"];
   auto tensors = [](const NamedTensors& ts) {
     json a = json::array();
     for (const auto& [name, t] : ts)
@@ -183,9 +179,8 @@ json show_json(const ExportedProgram& p) {
   for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
     nodes.push_back(text.substr(at, nl - at));
   j["graph"] = nodes;  // the printed graph, a line per node
-  // Structured nodes as the file stores them (docs/program-format.md): op, target,
-  // arguments, output metadata with devices as slots of "device_table", scope.
-  json stored = json::parse(program_json(p));
+  // Structured nodes as the file stores them: op, target, arguments, output metadata
+  // with devices as slots of "device_table", scope.
   j["nodes"] = stored["graph"];
   j["extension_ops"] = stored.value("extension_ops", json::array());
   j["device_table"] = stored["devices"];
