@@ -28,7 +28,7 @@ bench: build
 # ThreadSanitizer build of the stream and device tests (see docs/architecture.md).
 tsan: deps
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF -DKILN_CUDA=OFF -DKILN_BUILD_SHARED=OFF \
-	  -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
+	  -DKILN_OPENMP=OFF -DKILN_ONEDNN=OFF -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target device_test
 	@cd build-tsan && KILN_CPU_DEVICES=4 TSAN_OPTIONS=halt_on_error=1 ./tests/device_test
 
@@ -47,7 +47,8 @@ asan: deps
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF \
-	  -DKILN_BUILD_TESTS=OFF -DKILN_CUDA=OFF -DKILN_NATIVE=OFF -DKILN_FUZZ=ON -DKILN_BUILD_SHARED=OFF >/dev/null
+	  -DKILN_BUILD_TESTS=OFF -DKILN_CUDA=OFF -DKILN_NATIVE=OFF -DKILN_FUZZ=ON -DKILN_BUILD_SHARED=OFF \
+	  -DKILN_OPENMP=OFF -DKILN_ONEDNN=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
 	@bash scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 

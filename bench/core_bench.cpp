@@ -79,6 +79,35 @@ void BM_SgemmOpenBlas(benchmark::State& state) {
 }
 BENCHMARK(BM_SgemmOpenBlas)->Arg(1024)->Unit(benchmark::kMillisecond);
 
+// One MLP layer of BENCH.md (x[64,512] -> Linear 512->512 -> ReLU) at 1 and 2 threads:
+// the GEMM library and intra-op threads (Note [oneDNN for f32 GEMM]).
+void BM_MlpLayer(benchmark::State& state) {
+  kiln::set_num_threads(static_cast<int>(state.range(0)));
+  Tensor x = randn({64, 512}), w = randn({512, 512}), b = randn({512});
+  for (auto _ : state) {
+    Tensor y = relu(linear(x, w, b));
+    benchmark::DoNotOptimize(y.impl());
+  }
+  kiln::set_num_threads(2);
+}
+BENCHMARK(BM_MlpLayer)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+
+// Small square products through each library: where the automatic choice switches.
+void BM_GemmSmall(benchmark::State& state, cpu::GemmLibrary lib) {
+  kiln::set_num_threads(1);
+  cpu::set_gemm_library(lib);
+  int64_t n = state.range(0);
+  Tensor a = randn({n, n}), b = randn({n, n});
+  for (auto _ : state) {
+    Tensor c = mm(a, b);
+    benchmark::DoNotOptimize(c.impl());
+  }
+  cpu::set_gemm_library(cpu::GemmLibrary::automatic);
+  kiln::set_num_threads(2);
+}
+BENCHMARK_CAPTURE(BM_GemmSmall, openblas, cpu::GemmLibrary::openblas)->RangeMultiplier(2)->Range(8, 64);
+BENCHMARK_CAPTURE(BM_GemmSmall, onednn, cpu::GemmLibrary::onednn)->RangeMultiplier(2)->Range(8, 64);
+
 // Reads 2 x 64 MiB and writes 64 MiB per call; the output block is reused by the
 // caching allocator, so no page is touched for the first time after warm-up.
 void BM_Add16M(benchmark::State& state) {

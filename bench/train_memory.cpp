@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   using namespace kiln;
   std::string name = argc > 1 ? argv[1] : "block";
   bool program = argc > 2 && std::string(argv[2]) == "program";
-  openblas_set_num_threads(1);
+  kiln::set_num_threads(1);
   manual_seed(0);
   auto ref = nn::make_reference_model(name);
   Tensor x = ref.example_inputs[0], target = randn_like(x);

@@ -12,6 +12,7 @@
 #include "kiln/device/kernel_scope.h"
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"
+#include "kiln/device/threads.h"
 #include "kiln/dispatch/dispatch.h"
 #include "kiln/dispatch/functional.h"
 #include "kiln/dispatch/library.h"

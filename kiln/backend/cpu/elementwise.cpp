@@ -17,7 +17,9 @@ void unary_loop(const Tensor& out, const Tensor& x, F f) {
   if (out.is_contiguous() && x.is_contiguous()) {
     R* oo = o + out.offset();
     const T* pp = p + x.offset();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) oo[i] = f(pp[i]);
+    parallel_for(out.numel(), 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) oo[i] = f(pp[i]);
+    });
     return;
   }
   for_each_run<2>(out.shape(), {out.strides(), broadcast_strides(x, out.shape())},
@@ -38,7 +40,9 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
     R* oo = o + out.offset();
     const T* xa = pa + a.offset();
     const T* xb = pb + b.offset();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) oo[i] = f(xa[i], xb[i]);
+    parallel_for(out.numel(), 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) oo[i] = f(xa[i], xb[i]);
+    });
     return;
   }
   for_each_run<3>(
@@ -297,7 +301,9 @@ void k_masked_fill(const OpCall& c, std::span<Tensor> outs) {
       T* o = out.data<T>();
       const T* s = self.data<T>();
       const bool* m = mask.data<bool>();
-      for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = m[i] ? value : s[i];
+      parallel_for(out.numel(), 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = m[i] ? value : s[i];
+      });
     });
     return;
   }

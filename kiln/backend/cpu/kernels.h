@@ -15,4 +15,11 @@ KILN_KERNELS(KILN_DECLARE_KERNEL)
  * contiguous (what mm/addmm/linear and extension kernels call, kiln::gemm). */
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
 
+/** Which library f32 products use (Note [oneDNN for f32 GEMM]): automatic (oneDNN
+ * above a size, OpenBLAS below), or one of them for everything. KILN_GEMM=openblas or
+ * =onednn sets the initial choice. */
+enum class GemmLibrary { automatic, openblas, onednn };
+void set_gemm_library(GemmLibrary library);
+GemmLibrary gemm_library();
+
 }  // namespace kiln::cpu

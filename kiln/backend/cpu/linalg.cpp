@@ -1,14 +1,55 @@
-// Matrix products through OpenBLAS (f32, f64); other dtypes use a plain loop.
+// Matrix products: f32 through oneDNN or OpenBLAS (Note [oneDNN for f32 GEMM]), f64
+// through OpenBLAS; other dtypes use a plain loop.
 #include <cblas.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "kiln/backend/cpu/kernels.h"
-#include "kiln/device/blas.h"
 #include "kiln/backend/cpu/loops.h"
+#include "kiln/backend/cpu/onednn.h"
+#include "kiln/backend/cpu/parallel.h"
+#include "kiln/device/blas.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln::cpu {
 
 namespace {
+
+GemmLibrary library_from_env() {
+  const char* env = std::getenv("KILN_GEMM");
+  if (env && std::strcmp(env, "openblas") == 0) return GemmLibrary::openblas;
+  if (env && std::strcmp(env, "onednn") == 0 && onednn_available()) return GemmLibrary::onednn;
+  return GemmLibrary::automatic;
+}
+
+std::atomic<GemmLibrary>& library_choice() {
+  static std::atomic<GemmLibrary> lib{library_from_env()};
+  return lib;
+}
+
+// Below this many multiply-adds a product stays on OpenBLAS: a oneDNN primitive lookup
+// costs ~3.5 us; OpenBLAS (pinned to Haswell) wins up to about 80^3 (bench/core_bench.cpp,
+// BM_GemmSmall).
+constexpr int64_t kOneDnnMinWork = 96 * 96 * 96;
+
+bool use_onednn(int64_t n, int64_t m, int64_t k) {
+  if (k == 0 || !onednn_available()) return false;
+  switch (library_choice().load(std::memory_order_relaxed)) {
+    case GemmLibrary::openblas: return false;
+    case GemmLibrary::onednn: return true;
+    case GemmLibrary::automatic: return n * m * k >= kOneDnnMinWork;
+  }
+  return false;
+}
+
+// OpenBLAS keeps one global thread count; tell it the running kernel's budget.
+void use_kernel_threads_for_openblas() {
+  static std::atomic<int> last{0};
+  int want = kernel_threads();
+  if (last.exchange(want, std::memory_order_relaxed) != want) openblas_set_num_threads(want);
+}
 
 // A 2-D operand as BLAS sees it: row-major with a leading dimension, maybe transposed.
 struct BlasMat {
@@ -25,6 +66,12 @@ BlasMat blas_operand(const Tensor& m) {
   Tensor dense = empty(m.shape(), m.dtype(), m.device());
   copy_into(dense, m);
   return {dense, false, std::max<int64_t>(cols, 1)};
+}
+
+// The operand as oneDNN takes it: element strides of rows and columns.
+MatrixBatch matrix_of(const BlasMat& m) {
+  auto* p = const_cast<float*>(m.t.data<float>());
+  return m.trans ? MatrixBatch{p, 0, 1, m.ld} : MatrixBatch{p, 0, m.ld, 1};
 }
 
 template <typename T>
@@ -45,6 +92,14 @@ void naive_gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
 
 }  // namespace
 
+void set_gemm_library(GemmLibrary library) {
+  KILN_CHECK(library != GemmLibrary::onednn || onednn_available(), unsupported,
+             "[set_gemm_library] this kiln was built without oneDNN");
+  library_choice().store(library, std::memory_order_relaxed);
+}
+
+GemmLibrary gemm_library() { return library_choice().load(std::memory_order_relaxed); }
+
 // c = beta * c + alpha * a @ b, with c's rows contiguous.
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
   int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
@@ -63,13 +118,19 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
     return;
   }
   KILN_ASSERT(c.strides()[1] == 1 || m == 1);
-  // (D5) The handle of the kernel's device, bound to its current stream. OpenBLAS
-  // itself takes no handle; the handle carries device, stream and threading.
+  // (D5) The handle of the kernel's device, bound to its current stream. Neither
+  // library takes a handle; kiln's carries device, stream and threading.
   blas_handle(DeviceType::cpu).begin_use();
   BlasMat A = blas_operand(a), B = blas_operand(b);
+  auto ldc = std::max<int64_t>(c.strides()[0], std::max<int64_t>(m, 1));
+  if (d == DType::f32 && use_onednn(n, m, k)) {
+    onednn_matmul(1, n, m, k, matrix_of(A), matrix_of(B), {c.data<float>(), 0, ldc, 1},
+                  static_cast<float>(alpha), static_cast<float>(beta));
+    return;
+  }
+  use_kernel_threads_for_openblas();
   auto ta = A.trans ? CblasTrans : CblasNoTrans;
   auto tb = B.trans ? CblasTrans : CblasNoTrans;
-  auto ldc = std::max<int64_t>(c.strides()[0], std::max<int64_t>(m, 1));
   if (d == DType::f32)
     cblas_sgemm(CblasRowMajor, ta, tb, n, m, k, static_cast<float>(alpha), A.t.data<float>(), A.ld,
                 B.t.data<float>(), B.ld, static_cast<float>(beta), c.data<float>(), ldc);
@@ -90,6 +151,28 @@ Tensor batch_slice(const Tensor& t, int64_t i) {
                    t.offset() + i * t.strides()[0]);
 }
 
+// One matrix of a batch is a row-major or column-major block (what both libraries take).
+bool blockwise(const Tensor& t) {
+  return t.strides()[2] == 1 || t.strides()[1] == 1;
+}
+
+MatrixBatch batch_of(const Tensor& t) {
+  return {const_cast<float*>(t.data<float>()), t.strides()[0], t.strides()[1], t.strides()[2]};
+}
+
+// c[i] = a[i] @ b[i] over the leading dim: one oneDNN primitive for the whole batch
+// when it takes the product, else a GEMM per matrix.
+void gemm_batched(const Tensor& a, const Tensor& b, const Tensor& c) {
+  int64_t nb = a.shape()[0], n = a.shape()[1], k = a.shape()[2], m = b.shape()[2];
+  if (nb > 1 && c.dtype() == DType::f32 && use_onednn(n, m, k) && blockwise(a) && blockwise(b) &&
+      c.strides()[2] == 1) {
+    blas_handle(DeviceType::cpu).begin_use();  // (D5), as gemm
+    onednn_matmul(nb, n, m, k, batch_of(a), batch_of(b), batch_of(c), 1.0f, 0.0f);
+    return;
+  }
+  for (int64_t i = 0; i < nb; ++i) gemm(batch_slice(a, i), batch_slice(b, i), batch_slice(c, i), 1.0, 0.0);
+}
+
 }  // namespace
 
 void k_mm(const OpCall& c, std::span<Tensor> outs) {
@@ -97,10 +180,7 @@ void k_mm(const OpCall& c, std::span<Tensor> outs) {
 }
 
 void k_bmm(const OpCall& c, std::span<Tensor> outs) {
-  const Tensor& a = c.args.tensor(0);
-  const Tensor& b = c.args.tensor(1);
-  for (int64_t i = 0; i < a.shape()[0]; ++i)
-    gemm(batch_slice(a, i), batch_slice(b, i), batch_slice(outs[0], i), 1.0, 0.0);
+  gemm_batched(c.args.tensor(0), c.args.tensor(1), outs[0]);
 }
 
 void k_addmm(const OpCall& c, std::span<Tensor> outs) {
@@ -139,7 +219,7 @@ void k_matmul(const OpCall& c, std::span<Tensor> outs) {
   Tensor A = backend::dense_batch(a2, batch, fresh, copy_into);
   Tensor B = backend::dense_batch(b2, batch, fresh, copy_into);
   Tensor O = make_view(out, Dims{nb, n, m}, Dims{n * m, m, 1}, out.offset());
-  for (int64_t i = 0; i < nb; ++i) gemm(batch_slice(A, i), batch_slice(B, i), batch_slice(O, i), 1.0, 0.0);
+  gemm_batched(A, B, O);
 }
 
 }  // namespace kiln::cpu

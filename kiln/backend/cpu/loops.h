@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "kiln/backend/cpu/parallel.h"
 #include "kiln/device/registry.h"
 #include "kiln/ops/op_table.h"
 
@@ -27,7 +28,9 @@ inline Dims broadcast_strides(const Tensor& t, const Dims& shape) {
 
 /** Runs `f(n, offsets, inner_strides)` over 1-D runs of `shape`, for N operands with
  * the given element strides. Adjacent dims that are contiguous for every operand are
- * merged first, so dense tensors become one run. */
+ * merged first, so dense tensors become one run. Runs are spread over the kernel's
+ * intra-op threads (parallel_for's rules for `f`: it only computes, and each run
+ * writes only its own elements). */
 template <size_t N, typename F>
 void for_each_run(const Dims& shape, std::array<Dims, N> strides, std::array<int64_t, N> base,
                   F&& f) {
@@ -60,19 +63,35 @@ void for_each_run(const Dims& shape, std::array<Dims, N> strides, std::array<int
   std::array<int64_t, N> inner_st;
   for (size_t k = 0; k < N; ++k) inner_st[k] = strides[k][rank - 1];
   int64_t outer = numel_of(sh) / inner;
-  Dims idx(rank, 0);
-  std::array<int64_t, N> off = base;
-  for (int64_t o = 0; o < outer; ++o) {
-    f(inner, off, inner_st);
-    for (size_t d = rank - 1; d-- > 0;) {  // odometer over the outer dims
-      if (++idx[d] < sh[d]) {
-        for (size_t k = 0; k < N; ++k) off[k] += strides[k][d];
-        break;
-      }
-      for (size_t k = 0; k < N; ++k) off[k] -= strides[k][d] * (sh[d] - 1);
-      idx[d] = 0;
-    }
+  if (outer == 1 && inner >= 2 * kGrain) {  // one long run: split it
+    parallel_for(inner, 1, [&](int64_t b, int64_t e) {
+      std::array<int64_t, N> off = base;
+      for (size_t k = 0; k < N; ++k) off[k] += b * inner_st[k];
+      f(e - b, off, inner_st);
+    });
+    return;
   }
+  parallel_for(outer, inner, [&](int64_t ob, int64_t oe) {
+    // The odometer's position at run `ob`.
+    Dims idx(rank, 0);
+    std::array<int64_t, N> off = base;
+    for (size_t d = rank - 1, r = static_cast<size_t>(ob); d-- > 0;) {
+      idx[d] = static_cast<int64_t>(r % static_cast<size_t>(sh[d]));
+      r /= static_cast<size_t>(sh[d]);
+      for (size_t k = 0; k < N; ++k) off[k] += idx[d] * strides[k][d];
+    }
+    for (int64_t o = ob; o < oe; ++o) {
+      f(inner, off, inner_st);
+      for (size_t d = rank - 1; d-- > 0;) {  // odometer over the outer dims
+        if (++idx[d] < sh[d]) {
+          for (size_t k = 0; k < N; ++k) off[k] += strides[k][d];
+          break;
+        }
+        for (size_t k = 0; k < N; ++k) off[k] -= strides[k][d] * (sh[d] - 1);
+        idx[d] = 0;
+      }
+    }
+  });
 }
 
 /** The dtype arithmetic runs in: f16/bf16 compute in f32. */

@@ -38,10 +38,13 @@ void sum_leading(const Tensor& x, int64_t rows, bool mean, T* o) {
   int64_t cols = x.numel() / rows;
   std::vector<Acc<T>> acc(static_cast<size_t>(cols), Acc<T>(0));
   const T* p = x.data<T>();
-  for (int64_t i = 0; i < rows; ++i) {
-    const T* row = p + i * cols;
-    for (int64_t j = 0; j < cols; ++j) acc[j] = backend::wrap_add(acc[j], static_cast<Acc<T>>(row[j]));
-  }
+  // Threads take column blocks, so each sum adds in the same order on any thread count.
+  parallel_for(cols, rows, [&](int64_t c0, int64_t c1) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* row = p + i * cols;
+      for (int64_t j = c0; j < c1; ++j) acc[j] = backend::wrap_add(acc[j], static_cast<Acc<T>>(row[j]));
+    }
+  });
   for (int64_t j = 0; j < cols; ++j)
     o[j] = mean ? static_cast<T>(static_cast<double>(acc[j]) / static_cast<double>(rows))
                 : static_cast<T>(acc[j]);
@@ -78,13 +81,15 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
   KILN_DISPATCH_COMPUTE(cd, c.op, {
     const T* p = r.data.data<T>();
     T* o = dst.data<T>();
-    for (int64_t i = 0; i < r.outer; ++i) {
-      Acc<T> acc = 0;
-      const T* row = p + i * r.inner;
-      for (int64_t j = 0; j < r.inner; ++j) acc = backend::wrap_add(acc, static_cast<Acc<T>>(row[j]));
-      if (mean) o[i] = static_cast<T>(static_cast<double>(acc) / static_cast<double>(r.inner));
-      else o[i] = static_cast<T>(acc);
-    }
+    parallel_for(r.outer, r.inner, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        Acc<T> acc = 0;
+        const T* row = p + i * r.inner;
+        for (int64_t j = 0; j < r.inner; ++j) acc = backend::wrap_add(acc, static_cast<Acc<T>>(row[j]));
+        if (mean) o[i] = static_cast<T>(static_cast<double>(acc) / static_cast<double>(r.inner));
+        else o[i] = static_cast<T>(acc);
+      }
+    });
   });
   if (!dst.is_same(out)) copy_into(out, dst);
 }
@@ -99,7 +104,8 @@ void k_amax(const OpCall& c, std::span<Tensor> outs) {
   KILN_DISPATCH_COMPUTE(cd, c.op, {
     const T* p = r.data.data<T>();
     T* o = dst.data<T>();
-    for (int64_t i = 0; i < r.outer; ++i) {
+    parallel_for(r.outer, r.inner, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
       const T* row = p + i * r.inner;
       T best = row[0];
       for (int64_t j = 1; j < r.inner; ++j) {
@@ -112,6 +118,7 @@ void k_amax(const OpCall& c, std::span<Tensor> outs) {
       }
       o[i] = best;
     }
+    });
   });
   copy_into(outs[0], dst);
 }
@@ -132,7 +139,8 @@ void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
     const T* p = r.data.data<T>();
     T* vo = values.data<T>();
     int64_t* io = indices.data<int64_t>();
-    for (int64_t i = 0; i < r.outer; ++i) {
+    parallel_for(r.outer, r.inner, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
       const T* row = p + i * r.inner;
       int64_t best = 0;
       for (int64_t j = 1; j < r.inner; ++j) {
@@ -148,6 +156,7 @@ void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
       vo[i] = row[best];
       io[i] = best;
     }
+    });
   });
   if (!argmax) copy_into(outs[0], make_view(values, outs[0].shape(), contiguous_strides(outs[0].shape()), 0));
 }
@@ -160,17 +169,21 @@ void k_var(const OpCall& c, std::span<Tensor> outs) {
   double correction = static_cast<double>(c.args.i64(2));
   const double* p = r.data.data<double>();
   double* o = dst.data<double>();
-  for (int64_t i = 0; i < r.outer; ++i) {
-    const double* row = p + i * r.inner;
-    double mean = 0, ss = 0;
-    for (int64_t j = 0; j < r.inner; ++j) mean += row[j];
-    mean /= static_cast<double>(r.inner);
-    for (int64_t j = 0; j < r.inner; ++j) ss += (row[j] - mean) * (row[j] - mean);
-    o[i] = ss / std::max(0.0, static_cast<double>(r.inner) - correction);
-  }
+  parallel_for(r.outer, r.inner, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const double* row = p + i * r.inner;
+      double mean = 0, ss = 0;
+      for (int64_t j = 0; j < r.inner; ++j) mean += row[j];
+      mean /= static_cast<double>(r.inner);
+      for (int64_t j = 0; j < r.inner; ++j) ss += (row[j] - mean) * (row[j] - mean);
+      o[i] = ss / std::max(0.0, static_cast<double>(r.inner) - correction);
+    }
+  });
   copy_into(outs[0], dst);
 }
 
+// Rows are independent: threads take blocks of rows (a row kernel costs a few
+// operations per element, hence the weight given to parallel_for).
 void k_softmax(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& self = c.args.tensor(0);
   int64_t d = wrap_dim(c.args.i64(1), self.dim(), "softmax");
@@ -181,21 +194,23 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
   KILN_DISPATCH_FLOAT(cd, c.op, {
     const T* p = r.data.data<T>();
     T* o = res.data<T>();
-    for (int64_t i = 0; i < r.outer; ++i) {
-      const T* row = p + i * r.inner;
-      T* orow = o + i * r.inner;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < r.inner; ++j) mx = std::max(mx, row[j]);
-      for (int64_t j = 0; j < r.inner; ++j) orow[j] = vexp(row[j] - mx);  // vectorized
-      T sum = 0;
-      for (int64_t j = 0; j < r.inner; ++j) sum += orow[j];
-      if (log) {
-        T lse = std::log(sum);
-        for (int64_t j = 0; j < r.inner; ++j) orow[j] = row[j] - mx - lse;
-      } else {
-        for (int64_t j = 0; j < r.inner; ++j) orow[j] /= sum;
+    int64_t n = r.inner;
+    parallel_for(r.outer, 4 * n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const T* row = p + i * n;
+        T* orow = o + i * n;
+        if (n == 0) continue;
+        T mx = row_max(row, n);
+        for (int64_t j = 0; j < n; ++j) orow[j] = vexp(row[j] - mx);  // vectorized
+        T sum = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return orow[j]; }));
+        if (log) {
+          T lse = std::log(sum);
+          for (int64_t j = 0; j < n; ++j) orow[j] = row[j] - mx - lse;
+        } else {
+          for (int64_t j = 0; j < n; ++j) orow[j] /= sum;
+        }
       }
-    }
+    });
   });
   copy_into(moved_last(outs[0], d), res);
 }
@@ -217,23 +232,25 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
     T* o = res.data<T>();
     const T* pw = w.defined() ? w.data<T>() : nullptr;
     const T* pb = b.defined() ? b.data<T>() : nullptr;
-    for (int64_t i = 0; i < r.outer; ++i) {
-      const T* row = p + i * r.inner;
-      T* orow = o + i * r.inner;
-      double mean = 0, ss = 0;
-      if (!rms) {
-        for (int64_t j = 0; j < r.inner; ++j) mean += row[j];
-        mean /= static_cast<double>(r.inner);
+    int64_t n = r.inner;
+    double dn = static_cast<double>(n);
+    parallel_for(r.outer, 4 * n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const T* row = p + i * n;
+        T* orow = o + i * n;
+        T mean = rms ? T(0) : static_cast<T>(row_sum<T>(n, [&](int64_t j) { return row[j]; }) / dn);
+        double ss = row_sum<T>(n, [&](int64_t j) { return (row[j] - mean) * (row[j] - mean); });
+        T inv = T(1) / std::sqrt(T(ss / dn) + eps);
+        if (pw && pb)
+          for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv * pw[j] + pb[j];
+        else if (pw)
+          for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv * pw[j];
+        else if (pb)
+          for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv + pb[j];
+        else
+          for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv;
       }
-      for (int64_t j = 0; j < r.inner; ++j) ss += (row[j] - mean) * (row[j] - mean);
-      T inv = T(1) / std::sqrt(T(ss / static_cast<double>(r.inner)) + eps);
-      for (int64_t j = 0; j < r.inner; ++j) {
-        T v = (row[j] - T(mean)) * inv;
-        if (pw) v *= pw[j];
-        if (pb) v += pb[j];
-        orow[j] = v;
-      }
-    }
+    });
   });
   copy_into(outs[0], res);
 }

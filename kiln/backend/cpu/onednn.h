@@ -1,0 +1,23 @@
+#pragma once
+// Internal to the CPU backend: f32 matrix products through oneDNN's matmul primitive.
+
+#include <cstdint>
+
+namespace kiln::cpu {
+
+/** A batch of matrices in memory: element strides between matrices, rows and columns. */
+struct MatrixBatch {
+  float* data;
+  int64_t batch_stride, row_stride, col_stride;
+};
+
+/** Whether this build has oneDNN. */
+bool onednn_available();
+
+/** c[i] = beta * c[i] + alpha * a[i] @ b[i] for i < batch, with a[i] [n, k], b[i] [k, m]
+ * and c[i] [n, m]; on the running kernel's intra-op threads. Throws an internal Error
+ * when oneDNN refuses the shapes (callers only pass what it takes). */
+void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b,
+                   MatrixBatch c, float alpha, float beta);
+
+}  // namespace kiln::cpu

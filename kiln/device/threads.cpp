@@ -1,0 +1,65 @@
+#include "kiln/device/threads.h"
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include "kiln/core/error.h"
+
+namespace kiln {
+
+namespace {
+
+int default_threads() {
+  if (const char* env = std::getenv("KILN_NUM_THREADS")) {
+    char* end = nullptr;
+    long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n >= 1 && n <= 4096) return static_cast<int>(n);
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::atomic<int>& process_budget() {
+  static std::atomic<int> n{default_threads()};
+  return n;
+}
+
+// Per-device budgets of the first virtual CPU devices (more are rare; they share the
+// process budget).
+constexpr int kMaxBudgets = 64;
+std::array<std::atomic<int>, kMaxBudgets>& device_budgets() {
+  static std::array<std::atomic<int>, kMaxBudgets> b{};
+  return b;
+}
+
+}  // namespace
+
+void set_num_threads(int n) {
+  KILN_CHECK(n >= 1, value, "[set_num_threads] needs at least 1 thread, got {}", n);
+  process_budget().store(n, std::memory_order_relaxed);
+}
+
+int get_num_threads() { return process_budget().load(std::memory_order_relaxed); }
+
+void set_num_threads(Device device, int n) {
+  KILN_CHECK(device.type == DeviceType::cpu && device.index >= 0, value,
+             "[set_num_threads] per-device budgets are for CPU devices with an index, got {}",
+             device);
+  KILN_CHECK(device.index < kMaxBudgets, value,
+             "[set_num_threads] per-device budgets cover cpu:0..cpu:{}, got {}", kMaxBudgets - 1,
+             device);
+  KILN_CHECK(n >= 0, value, "[set_num_threads] needs 0 (the process budget) or more threads, got {}",
+             n);
+  device_budgets()[static_cast<size_t>(device.index)].store(n, std::memory_order_relaxed);
+}
+
+int get_num_threads(Device device) {
+  if (device.type == DeviceType::cpu && device.index >= 0 && device.index < kMaxBudgets) {
+    int n = device_budgets()[static_cast<size_t>(device.index)].load(std::memory_order_relaxed);
+    if (n > 0) return n;
+  }
+  return get_num_threads();
+}
+
+}  // namespace kiln

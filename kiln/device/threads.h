@@ -1,0 +1,29 @@
+#pragma once
+// Intra-op threads: how many threads one CPU kernel may use.
+//
+// Note [Intra-op threads]
+// A CPU kernel above a grain size splits its work over an OpenMP team (the runtime
+// oneDNN, kiln's GEMM, uses too, so the two never compete with separate pools). The
+// team size is a budget:
+//  - the process budget, set_num_threads (default: the machine's hardware threads, or
+//    KILN_NUM_THREADS when set);
+//  - a per-device budget for virtual CPU devices, set_num_threads(device, n): kernels of
+//    cpu:1 and cpu:2 driven from two host threads each use their own share instead of
+//    both taking the whole machine. 0 (the default) means "the process budget".
+// OpenBLAS (f64 GEMMs and small f32 ones) is told the same count before each call.
+// Without OpenMP in the build every kernel runs on its calling thread.
+
+#include "kiln/core/device.h"
+
+namespace kiln {
+
+/** Sets the process's intra-op budget (>= 1). */
+void set_num_threads(int n);
+/** The process's intra-op budget. */
+int get_num_threads();
+/** Sets `device`'s budget (a CPU device; 0 = use the process budget). */
+void set_num_threads(Device device, int n);
+/** The budget of kernels running on `device`. */
+int get_num_threads(Device device);
+
+}  // namespace kiln

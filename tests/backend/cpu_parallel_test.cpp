@@ -1,0 +1,214 @@
+// The CPU backend's performance machinery, checked for correctness: both GEMM libraries
+// (Note [oneDNN for f32 GEMM]) and intra-op threads (Note [Intra-op threads]).
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "kiln/backend/cpu/kernels.h"
+#include "kiln/backend/cpu/onednn.h"
+#include "kiln/backend/cpu/parallel.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::expect_error;
+
+// Same shape and bitwise the same values (NaNs equal).
+::testing::AssertionResult same(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return ::testing::AssertionFailure() << "shape or dtype";
+  std::vector<double> av = to_vector<double>(a), bv = to_vector<double>(b);
+  for (size_t i = 0; i < av.size(); ++i)
+    if (!(av[i] == bv[i] || (std::isnan(av[i]) && std::isnan(bv[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << av[i] << " vs " << bv[i];
+  return ::testing::AssertionSuccess();
+}
+
+// Restores the GEMM library and thread budgets a test changed.
+struct Restore {
+  cpu::GemmLibrary lib = cpu::gemm_library();
+  int threads = get_num_threads();
+  ~Restore() {
+    cpu::set_gemm_library(lib);
+    set_num_threads(threads);
+    for (int i = 0; i < 4; ++i) set_num_threads(Device(DeviceType::cpu, i), 0);
+  }
+};
+
+std::vector<cpu::GemmLibrary> libraries() {
+  std::vector<cpu::GemmLibrary> libs{cpu::GemmLibrary::openblas, cpu::GemmLibrary::automatic};
+  if (cpu::onednn_available()) libs.push_back(cpu::GemmLibrary::onednn);
+  return libs;
+}
+
+// f32 results against the same product in f64.
+void expect_matches_f64(const Tensor& got, const Tensor& ref64, const std::string& what) {
+  EXPECT_EQ(got.dtype(), DType::f32) << what;
+  EXPECT_TRUE(testing::all_close(got, to_vector<double>(ref64), 1e-5, 1e-4)) << what;
+}
+
+TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
+  Restore restore;
+  manual_seed(3);
+  struct Shape {
+    int64_t n, k, m;
+  };
+  std::vector<Shape> shapes{{1, 1, 1}, {3, 5, 2}, {64, 512, 512}, {130, 67, 129}, {1, 300, 200}, {200, 300, 1}};
+  for (cpu::GemmLibrary lib : libraries()) {
+    cpu::set_gemm_library(lib);
+    for (Shape s : shapes)
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          Tensor a = ta ? t(randn({s.k, s.n})) : randn({s.n, s.k});
+          Tensor b = tb ? t(randn({s.m, s.k})) : randn({s.k, s.m});
+          Tensor a64 = to(a, DType::f64), b64 = to(b, DType::f64);
+          std::string what = fmt::format("lib {} [{}x{}]{} @ [{}x{}]{}", static_cast<int>(lib), s.n,
+                                         s.k, ta ? "T" : "", s.k, s.m, tb ? "T" : "");
+          expect_matches_f64(mm(a, b), mm(a64, b64), what);
+          Tensor c = randn({s.n, s.m});
+          expect_matches_f64(addmm(c, a, b, 0.5, -2.0), addmm(to(c, DType::f64), a64, b64, 0.5, -2.0),
+                             "addmm " + what);
+        }
+    // linear with and without bias, batch dims folded into rows
+    Tensor x = randn({4, 33, 96}), w = randn({80, 96}), bias = randn({80});
+    Tensor x64 = to(x, DType::f64), w64 = to(w, DType::f64);
+    expect_matches_f64(linear(x, w, bias), linear(x64, w64, to(bias, DType::f64)), "linear");
+    expect_matches_f64(linear(x, w), linear(x64, w64), "linear without bias");
+    // batched: contiguous, transposed inside the batch, broadcast batch of matmul
+    Tensor p = randn({6, 40, 50}), q = randn({6, 50, 70}), qt = transpose(randn({6, 70, 50}), 1, 2);
+    expect_matches_f64(bmm(p, q), bmm(to(p, DType::f64), to(q, DType::f64)), "bmm");
+    expect_matches_f64(bmm(p, qt), bmm(to(p, DType::f64), to(qt, DType::f64)), "bmm transposed");
+    Tensor r = randn({2, 1, 40, 50}), u = randn({3, 50, 60});
+    expect_matches_f64(matmul(r, u), matmul(to(r, DType::f64), to(u, DType::f64)), "matmul broadcast");
+    // an empty inner dimension: zeros, and addmm keeps beta * self
+    Tensor z = mm(zeros({3, 0}), zeros({0, 4}));
+    EXPECT_TRUE(testing::all_close(z, std::vector<double>(12, 0.0)));
+    Tensor self = ones({3, 4});
+    EXPECT_TRUE(testing::all_close(addmm(self, zeros({3, 0}), zeros({0, 4}), 2.0),
+                                   std::vector<double>(12, 2.0)));
+  }
+}
+
+TEST(GemmLibraries, OneDnnCanBeChosenExactlyWhenBuiltIn) {
+  Restore restore;
+  if (cpu::onednn_available()) {
+    cpu::set_gemm_library(cpu::GemmLibrary::onednn);
+    EXPECT_EQ(cpu::gemm_library(), cpu::GemmLibrary::onednn);
+  } else {
+    expect_error([] { cpu::set_gemm_library(cpu::GemmLibrary::onednn); }, ErrorKind::unsupported,
+                 "without oneDNN");
+    EXPECT_NE(cpu::gemm_library(), cpu::GemmLibrary::onednn);
+  }
+}
+
+TEST(IntraOpThreads, BudgetsAndTheirErrors) {
+  Restore restore;
+  set_num_threads(3);
+  EXPECT_EQ(get_num_threads(), 3);
+  EXPECT_EQ(get_num_threads(Device("cpu:1")), 3);  // no device budget: the process's
+  set_num_threads(Device("cpu:1"), 1);
+  EXPECT_EQ(get_num_threads(Device("cpu:1")), 1);
+  EXPECT_EQ(get_num_threads(Device("cpu:2")), 3);
+  {
+    KernelScope scope("test", Device("cpu:1"));  // kernels use their device's budget
+    EXPECT_EQ(cpu::kernel_threads(), 1);
+    EXPECT_EQ(cpu::threads_for(int64_t{1} << 30, cpu::kGrain), 1);
+  }
+  {
+    KernelScope scope("test", Device("cpu:2"));
+    EXPECT_EQ(cpu::kernel_threads(), 3);
+    EXPECT_LE(cpu::threads_for(int64_t{1} << 30, cpu::kGrain), 3);
+    EXPECT_EQ(cpu::threads_for(cpu::kGrain, cpu::kGrain), 1);  // below two grains: one thread
+  }
+  expect_error([] { set_num_threads(0); }, ErrorKind::value, "at least 1 thread");
+  expect_error([] { set_num_threads(Device("meta"), 2); }, ErrorKind::value, "CPU devices");
+  expect_error([] { set_num_threads(Device("cpu:1"), -1); }, ErrorKind::value, "got -1");
+  EXPECT_EQ(get_num_threads(), 3);  // a refused setting changes nothing
+}
+
+TEST(IntraOpThreads, AnExceptionInAChunkReachesTheCaller) {
+  Restore restore;
+  set_num_threads(2);
+  std::vector<int> hit(1 << 20, 0);
+  EXPECT_THROW(cpu::parallel_for(static_cast<int64_t>(hit.size()), 1,
+                                 [&](int64_t b, int64_t e) {
+                                   for (int64_t i = b; i < e; ++i) hit[i] = 1;
+                                   if (e == static_cast<int64_t>(hit.size())) throw std::runtime_error("last chunk");
+                                 }),
+               std::runtime_error);
+  // every chunk still ran: the team finished before the error was rethrown
+  EXPECT_EQ(std::count(hit.begin(), hit.end(), 1), static_cast<long>(hit.size()));
+}
+
+// Every parallel kernel gives bitwise the same result on 1, 2 and 3 threads: work is
+// split by output element, row or column, never inside one sum.
+TEST(IntraOpThreads, ResultsDoNotDependOnTheThreadCount) {
+  Restore restore;
+  manual_seed(5);
+  Tensor x = randn({256, 1024}), y = randn({256, 1024}), row = randn({1024}), w = randn({1024});
+  Tensor xt = transpose(randn({1024, 256}), 0, 1);  // strided: for_each_run's runs
+  Tensor mask = gt(y, 0.5);
+  auto run_all = [&] {
+    std::vector<Tensor> r;
+    r.push_back(add(x, y));
+    r.push_back(mul(x, row));  // broadcast
+    r.push_back(sub(x, xt));
+    r.push_back(relu(x));
+    r.push_back(gelu(x, "tanh"));
+    r.push_back(gelu(xt));
+    r.push_back(contiguous(xt));
+    r.push_back(masked_fill(x, mask, 7.0));
+    r.push_back(masked_fill(xt, mask, 7.0));
+    r.push_back(sum(x, {0}));  // column sums
+    r.push_back(sum(x, {1}));
+    r.push_back(mean(xt, {1}));
+    r.push_back(amax(x, {1}));
+    r.push_back(max(x, 1).first);
+    r.push_back(max(x, 1).second);
+    r.push_back(var(x, {1}));
+    r.push_back(softmax(x, 1));
+    r.push_back(softmax(xt, 0));
+    r.push_back(log_softmax(x, 1));
+    r.push_back(layer_norm(x, {1024}, w, row));
+    r.push_back(layer_norm(x, {1024}, Tensor(), row));
+    r.push_back(layer_norm(x, {1024}));
+    r.push_back(rms_norm(x, {1024}, w));
+    r.push_back(to(x, DType::f64));
+    return r;
+  };
+  set_num_threads(1);
+  std::vector<Tensor> one = run_all();
+  for (int threads : {2, 3}) {
+    set_num_threads(threads);
+    std::vector<Tensor> many = run_all();
+    ASSERT_EQ(one.size(), many.size());
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_TRUE(same(one[i], many[i])) << "result " << i << " on " << threads << " threads";
+  }
+}
+
+// The row kernels' float accumulation stays within 1e-6 relative of a double reference
+// (long rows, a large common offset that naive float sums lose).
+TEST(RowKernels, FloatAccumulationMatchesDouble) {
+  manual_seed(9);
+  Tensor x = add(randn({64, 4096}), 1000.0);
+  Tensor w = randn({4096}), b = randn({4096});
+  Tensor x64 = to(x, DType::f64);
+  auto close = [](const Tensor& got, const Tensor& ref) {
+    return testing::all_close(got, to_vector<double>(ref), 1e-6, 1e-6);
+  };
+  EXPECT_TRUE(close(softmax(x, 1), softmax(x64, 1)));
+  EXPECT_TRUE(close(log_softmax(x, 1), log_softmax(x64, 1)));
+  // layer_norm's output is (x - mean) / std: relative to its O(1) values
+  EXPECT_TRUE(testing::all_close(layer_norm(x, {4096}, w, b),
+                                 to_vector<double>(layer_norm(x64, {4096}, to(w, DType::f64), to(b, DType::f64))),
+                                 1e-4, 2e-4));
+  EXPECT_TRUE(testing::all_close(layer_norm(x, {4096}, Tensor(), b),
+                                 to_vector<double>(layer_norm(x64, {4096}, Tensor(), to(b, DType::f64))),
+                                 1e-4, 2e-4));
+  EXPECT_TRUE(close(rms_norm(x, {4096}), rms_norm(x64, {4096})));
+  EXPECT_TRUE(close(mean(x, {1}), mean(x64, {1})));
+}
+
+}  // namespace
+}  // namespace kiln
