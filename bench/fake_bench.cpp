@@ -45,10 +45,10 @@ void run_fake(benchmark::State& state, std::vector<int64_t> input_shape) {
 }
 
 void BM_FakeMlpForward(benchmark::State& state) { run_fake<Mlp>(state, {64, 512}); }
-BENCHMARK(BM_FakeMlpForward)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FakeMlpForward)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_FakeBlockForward(benchmark::State& state) { run_fake<Block>(state, {4, 128, 256}); }
-BENCHMARK(BM_FakeBlockForward)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FakeBlockForward)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 
@@ -77,6 +77,6 @@ void run_sharded_ops(benchmark::State& state) {
 }
 void BM_ShardedOpsDTensor(benchmark::State& state) { run_sharded_ops<true>(state); }
 void BM_ShardedOpsLocal(benchmark::State& state) { run_sharded_ops<false>(state); }
-BENCHMARK(BM_ShardedOpsDTensor);
-BENCHMARK(BM_ShardedOpsLocal);
+BENCHMARK(BM_ShardedOpsDTensor)->UseRealTime();
+BENCHMARK(BM_ShardedOpsLocal)->UseRealTime();
 }  // namespace

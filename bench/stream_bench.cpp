@@ -25,7 +25,7 @@ void BM_AddSideStream(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * 256);
 }
-BENCHMARK(BM_AddSideStream);
+BENCHMARK(BM_AddSideStream)->UseRealTime();
 
 void BM_EventRecordWait(benchmark::State& state) {
   Device cpu0("cpu:0");
@@ -37,6 +37,6 @@ void BM_EventRecordWait(benchmark::State& state) {
   }
   b.synchronize();
 }
-BENCHMARK(BM_EventRecordWait);
+BENCHMARK(BM_EventRecordWait)->UseRealTime();
 
 }  // namespace

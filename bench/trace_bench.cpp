@@ -47,10 +47,10 @@ void run_trace(benchmark::State& state, IntList input_shape) {
 }
 
 void BM_MakeFxFakeMlp(benchmark::State& state) { run_trace<bench::Mlp>(state, {64, 512}); }
-BENCHMARK(BM_MakeFxFakeMlp)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MakeFxFakeMlp)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_MakeFxFakeBlock(benchmark::State& state) { run_trace<bench::Block>(state, {4, 128, 256}); }
-BENCHMARK(BM_MakeFxFakeBlock)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MakeFxFakeBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 
@@ -72,7 +72,7 @@ void BM_MakeFxFakeChain(benchmark::State& state) {
   }
   state.counters["nodes"] = static_cast<double>(n);
 }
-BENCHMARK(BM_MakeFxFakeChain)->Arg(32)->Arg(256)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MakeFxFakeChain)->Arg(32)->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 
@@ -89,9 +89,9 @@ void run_capture(benchmark::State& state, kiln::IntList input_shape) {
 }
 
 void BM_CaptureFakeMlp(benchmark::State& state) { run_capture<kiln::bench::Mlp>(state, {64, 512}); }
-BENCHMARK(BM_CaptureFakeMlp)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CaptureFakeMlp)->Unit(benchmark::kMicrosecond)->UseRealTime();
 void BM_CaptureFakeBlock(benchmark::State& state) { run_capture<kiln::bench::Block>(state, {4, 128, 256}); }
-BENCHMARK(BM_CaptureFakeBlock)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CaptureFakeBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 
@@ -128,7 +128,7 @@ void BM_CaptureFakeMutationProgram(benchmark::State& state) {
   state.counters["per_source_op"] = benchmark::Counter(
       source_ops, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_CaptureFakeMutationProgram)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CaptureFakeMutationProgram)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 
@@ -156,8 +156,8 @@ void run_joint(benchmark::State& state, IntList input_shape) {
       static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 void BM_CaptureJointMlp(benchmark::State& state) { run_joint<bench::Mlp>(state, {64, 512}); }
-BENCHMARK(BM_CaptureJointMlp)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CaptureJointMlp)->Unit(benchmark::kMicrosecond)->UseRealTime();
 void BM_CaptureJointBlock(benchmark::State& state) { run_joint<bench::Block>(state, {4, 128, 256}); }
-BENCHMARK(BM_CaptureJointBlock)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CaptureJointBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace

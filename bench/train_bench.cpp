@@ -47,8 +47,8 @@ void BM_TrainStep(benchmark::State& state, const std::string& name) {
   for (auto _ : state) step();
   kiln::set_num_threads(2);
 }
-BENCHMARK_CAPTURE(BM_TrainStep, mlp, std::string("mlp"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_TrainStep, block, std::string("block"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainStep, mlp, std::string("mlp"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TrainStep, block, std::string("block"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_TinyAddBackward(benchmark::State& state) {
   Tensor a = randn({8}, {.requires_grad = true}), b = randn({8}), g = ones({8});
@@ -58,7 +58,7 @@ void BM_TinyAddBackward(benchmark::State& state) {
     benchmark::DoNotOptimize(a.grad().impl());
   }
 }
-BENCHMARK(BM_TinyAddBackward);
+BENCHMARK(BM_TinyAddBackward)->UseRealTime();
 
 }  // namespace
 
@@ -85,7 +85,7 @@ void BM_TrainProgram(benchmark::State& state, const std::string& name) {
   for (auto _ : state) benchmark::DoNotOptimize(exec.run(batch)[0].impl());
   kiln::set_num_threads(2);
 }
-BENCHMARK_CAPTURE(BM_TrainProgram, mlp, std::string("mlp"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_TrainProgram, block, std::string("block"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TrainProgram, mlp, std::string("mlp"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TrainProgram, block, std::string("block"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -2,9 +2,11 @@
 // fresh process, measured as bench/train_peer.py --memory measures PyTorch: VmHWM after
 // the step minus VmRSS before it (/proc/self/clear_refs resets the high-water mark).
 // Also reports the allocator's own peak above its baseline. One JSON line.
-//   kiln_train_memory [block|mlp] [eager|program]
+//   kiln_train_memory [block|mlp] [eager|program|forward]
 // `program`: the step as one exported train-step program run by the executor (its
 // planned buffers are allocated by the first run, which is the step measured).
+// `forward`: no training; the inference program's first run (planned buffers included),
+// against bench/train_peer.py --forward-memory (PyTorch's eager forward, no_grad).
 #include <cblas.h>
 
 #include <cstdio>
@@ -27,7 +29,8 @@ long status_kib(const std::string& field) {
 int main(int argc, char** argv) {
   using namespace kiln;
   std::string name = argc > 1 ? argv[1] : "block";
-  bool program = argc > 2 && std::string(argv[2]) == "program";
+  std::string mode = argc > 2 ? argv[2] : "eager";
+  bool program = mode == "program", forward = mode == "forward";
   kiln::set_num_threads(1);
   manual_seed(0);
   auto ref = nn::make_reference_model(name);
@@ -37,7 +40,11 @@ int main(int argc, char** argv) {
   nn::SGD opt(params, {.lr = 1e-3, .momentum = 0.9});
   std::optional<ExportedProgram> p;
   std::optional<runtime::Executor> exec;
-  if (program) {
+  if (forward) {
+    ref.module->eval();
+    p.emplace(export_program(*ref.module, {x}));
+    exec.emplace(*p);
+  } else if (program) {
     p.emplace(export_train_step(
         *ref.module, [](nn::Module& m, const TensorList& b) { return nn::mse_loss(m(b[0]), b[1]); },
         {x, target}, {.optimizer = nn::SGDOptions{.lr = 1e-3, .momentum = 0.9}}));
@@ -48,7 +55,9 @@ int main(int argc, char** argv) {
   int64_t base = allocator_stats(d).bytes_in_use;
   std::ofstream("/proc/self/clear_refs") << "5";
   long before = status_kib("VmRSS");
-  if (program) {
+  if (forward) {
+    exec->run({x});
+  } else if (program) {
     exec->run({x, target});
   } else {
     opt.zero_grad();
@@ -56,8 +65,9 @@ int main(int argc, char** argv) {
     opt.step();
   }
   long peak = status_kib("VmHWM");
-  std::printf("{\"bench\": \"kiln_train_memory\", \"case\": \"%s train step%s peak extra RSS\", "
+  std::string what = forward ? " forward program" : program ? " train step program" : " train step";
+  std::printf("{\"bench\": \"kiln_train_memory\", \"case\": \"%s%s peak extra RSS\", "
               "\"unit\": \"MiB\", \"median\": %.2f, \"allocator_peak_MiB\": %.2f}\n",
-              name.c_str(), program ? " program" : "", (peak - before) / 1024.0,
+              name.c_str(), what.c_str(), (peak - before) / 1024.0,
               static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0);
 }

@@ -50,7 +50,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--memory", choices=models.MODELS)
+    ap.add_argument("--forward-memory", choices=models.MODELS,
+                    help="peak extra RSS of one eager forward (eval, no_grad) instead of a step")
     args = ap.parse_args()
+    if args.forward_memory:
+        models.set_threads(1)
+        mod, x, _ = models.make(args.forward_memory)
+        mod.eval()
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = rss_kib("VmRSS")
+        with torch.no_grad():
+            mod(x)
+        peak = rss_kib("VmHWM")
+        print(json.dumps({"bench": "train_peer", "case": f"{args.forward_memory} forward peak extra RSS",
+                          "unit": "MiB", "median": (peak - before) / 1024.0}), flush=True)
+        return
     if args.memory:
         models.set_threads(1)
         step = setup(args.memory)

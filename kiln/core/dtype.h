@@ -48,12 +48,23 @@ struct ResultType {
   int8_t state_[3] = {-1, -1, -1};
 };
 
-/** IEEE binary16 storage; arithmetic happens in float. */
+/** Round-to-nearest-even float -> binary16 bits and back, in portable integer code. */
+uint16_t half_bits_from_float(float f);
+float float_from_half_bits(uint16_t bits);
+
+/** IEEE binary16 storage; arithmetic happens in float. Where the compiler has _Float16
+ * the conversions are the compiler's: one instruction in code built for F16C (the CPU
+ * kernels' x86-64-v3 and v4 variants, Note [Portable kernels]), which then vectorizes. */
 struct Half {
   uint16_t bits = 0;
   Half() = default;
-  Half(float f);  // NOLINT
-  operator float() const;  // NOLINT
+#if defined(__FLT16_MAX__) && !defined(__CUDACC__)
+  Half(float f) : bits(std::bit_cast<uint16_t>(static_cast<_Float16>(f))) {}  // NOLINT
+  operator float() const { return static_cast<float>(std::bit_cast<_Float16>(bits)); }  // NOLINT
+#else
+  Half(float f) : bits(half_bits_from_float(f)) {}  // NOLINT
+  operator float() const { return float_from_half_bits(bits); }  // NOLINT
+#endif
 };
 
 /** bfloat16 storage (the top half of a float, round-to-nearest-even). */

@@ -2,8 +2,10 @@
 // (Note [oneDNN for f32 GEMM]) and intra-op threads (Note [Intra-op threads]).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <stdexcept>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/onednn.h"
 #include "kiln/backend/cpu/parallel.h"
@@ -208,6 +210,60 @@ TEST(RowKernels, FloatAccumulationMatchesDouble) {
                                  1e-4, 2e-4));
   EXPECT_TRUE(close(rms_norm(x, {4096}), rms_norm(x64, {4096})));
   EXPECT_TRUE(close(mean(x, {1}), mean(x64, {1})));
+}
+
+// Note [Portable kernels]: every level this CPU has computes the same results (up to
+// FMA contraction), and a level above the CPU's is refused.
+TEST(PortableKernels, EveryLevelTheCpuHasAgrees) {
+  cpu::Isa best = cpu::cpu_isa_supported(), before = cpu::cpu_isa();
+  manual_seed(11);
+  Tensor x = randn({64, 1000}), y = randn({64, 1000}), w = randn({1000});
+  Tensor h = to(x, DType::f16), bh = to(x, DType::bf16);
+  auto run_all = [&] {
+    return std::vector<Tensor>{add(x, y),         mul(x, w),
+                               gelu(x, "tanh"),   gelu(x),
+                               softmax(x, 1),     layer_norm(x, {1000}, w, w),
+                               sum(x, {0}),       masked_fill(x, gt(y, 0.0), 2.0),
+                               to(h, DType::f32), to(x, DType::f16),
+                               add(h, h),         to(bh, DType::f32),
+                               contiguous(t(x))};
+  };
+  cpu::set_cpu_isa(cpu::Isa::base);
+  std::vector<Tensor> base = run_all();
+  for (cpu::Isa isa : {cpu::Isa::avx2, cpu::Isa::avx512}) {
+    if (isa > best) {
+      expect_error([&] { cpu::set_cpu_isa(isa); }, ErrorKind::unsupported, "at most");
+      continue;
+    }
+    cpu::set_cpu_isa(isa);
+    std::vector<Tensor> got = run_all();
+    for (size_t i = 0; i < base.size(); ++i)
+      EXPECT_TRUE(testing::all_close(got[i], to_vector<double>(base[i]), 1e-6, 1e-6))
+          << "result " << i << " at " << cpu::isa_name(isa);
+  }
+  cpu::set_cpu_isa(before);
+}
+
+// Half's conversions (the compiler's _Float16 where it has one) agree with kiln's
+// portable integer code on every binary16 value and on float edge cases.
+TEST(PortableKernels, HalfConversionsAgreeWithThePortableCode) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    Half h;
+    h.bits = static_cast<uint16_t>(b);
+    float want = float_from_half_bits(h.bits), got = h;
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << b;
+      continue;
+    }
+    ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << b;
+    ASSERT_EQ(Half(got).bits, h.bits) << b;  // exact values round-trip
+  }
+  std::vector<float> edges{0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e-8f, 2.98e-8f,
+                           5.96e-8f, 6.1e-5f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, INFINITY,
+                           -INFINITY, 3.14159f, -2.71828e4f};
+  manual_seed(2);
+  for (double v : to_vector<double>(mul(randn({4096}), 300.0))) edges.push_back(static_cast<float>(v));
+  for (float f : edges) EXPECT_EQ(Half(f).bits, half_bits_from_float(f)) << f;
 }
 
 }  // namespace

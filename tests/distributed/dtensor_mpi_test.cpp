@@ -295,11 +295,15 @@ TEST(DTensorMpi, TensorParallelGpt) {
     EXPECT_TRUE(p.requires_grad()) << name;
   }
   for (const auto& [name, p] : params) {
-    if (name == "blocks.0.attn.qkv.weight" || name == "blocks.1.fc.bias")
+    if (name == "blocks.0.attn.qkv.weight" || name == "blocks.1.fc.bias") {
       EXPECT_EQ(dist::dtensor_state(p).placements, one(Shard(0))) << name;
-    if (name == "blocks.0.proj.weight") EXPECT_EQ(dist::dtensor_state(p).placements, one(Shard(1))) << name;
-    if (name == "blocks.0.proj.bias" || name == "wte.weight")
+    }
+    if (name == "blocks.0.proj.weight") {
+      EXPECT_EQ(dist::dtensor_state(p).placements, one(Shard(1))) << name;
+    }
+    if (name == "blocks.0.proj.bias" || name == "wte.weight") {
       EXPECT_EQ(dist::dtensor_state(p).placements, one(Replicate())) << name;
+    }
   }
   Tensor ids = on_me(reshape(arange(0, 16, 1, {.dtype = DType::i64}), {2, 8}));
   Tensor want = ref(TensorList{ids})[0];

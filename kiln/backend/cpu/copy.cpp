@@ -1,5 +1,6 @@
 // Copies, conversions, fills and factories.
 #include "kiln/backend/collective.h"
+#include "kiln/backend/cpu/convert.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/device/kernel_scope.h"
@@ -20,11 +21,17 @@ void copy_typed(const Tensor& dst, const Tensor& src) {
                     if (st[0] == 1 && st[1] == 1) {
                       if constexpr (std::is_same_v<D, S>) {
                         std::memcpy(dp, sp, n * sizeof(D));
+                      } else if constexpr (requires { convert_dense(sp, dp, n); }) {
+                        convert_dense(sp, dp, n);  // float <-> f16/bf16: F16C (Note [Portable kernels])
                       } else {
-                        for (int64_t i = 0; i < n; ++i) dp[i] = convert<D>(sp[i]);
+                        with_best_isa([&] {
+                          for (int64_t i = 0; i < n; ++i) dp[i] = convert<D>(sp[i]);
+                        });
                       }
                     } else {
-                      for (int64_t i = 0; i < n; ++i) dp[i * st[0]] = convert<D>(sp[i * st[1]]);
+                      with_best_isa([&] {
+                        for (int64_t i = 0; i < n; ++i) dp[i * st[0]] = convert<D>(sp[i * st[1]]);
+                      });
                     }
                   });
 }

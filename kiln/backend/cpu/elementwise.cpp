@@ -1,4 +1,5 @@
 // Unary, binary, comparison and selection kernels over broadcast, strided operands.
+#include "kiln/backend/cpu/convert.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/vmath.h"
@@ -18,15 +19,19 @@ void unary_loop(const Tensor& out, const Tensor& x, F f) {
     R* oo = o + out.offset();
     const T* pp = p + x.offset();
     parallel_for(out.numel(), 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) oo[i] = f(pp[i]);
+      with_best_isa([&] {
+        for (int64_t i = b; i < e; ++i) oo[i] = f(pp[i]);
+      });
     });
     return;
   }
   for_each_run<2>(out.shape(), {out.strides(), broadcast_strides(x, out.shape())},
                   {out.offset(), x.offset()},
                   [&](int64_t n, std::array<int64_t, 2> off, std::array<int64_t, 2> st) {
-                    for (int64_t i = 0; i < n; ++i)
-                      o[off[0] + i * st[0]] = f(p[off[1] + i * st[1]]);
+                    with_best_isa([&] {
+                      for (int64_t i = 0; i < n; ++i)
+                        o[off[0] + i * st[0]] = f(p[off[1] + i * st[1]]);
+                    });
                   });
 }
 
@@ -41,7 +46,9 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
     const T* xa = pa + a.offset();
     const T* xb = pb + b.offset();
     parallel_for(out.numel(), 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) oo[i] = f(xa[i], xb[i]);
+      with_best_isa([&] {
+        for (int64_t i = lo; i < hi; ++i) oo[i] = f(xa[i], xb[i]);
+      });
     });
     return;
   }
@@ -53,14 +60,16 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
         R* oo = o + off[0];
         const T* xa = pa + off[1];
         const T* xb = pb + off[2];
-        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-          for (int64_t i = 0; i < n; ++i) oo[i] = f(xa[i], xb[i]);
-        } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
-          T y = *xb;
-          for (int64_t i = 0; i < n; ++i) oo[i] = f(xa[i], y);
-        } else {
-          for (int64_t i = 0; i < n; ++i) oo[i * st[0]] = f(xa[i * st[1]], xb[i * st[2]]);
-        }
+        with_best_isa([&] {
+          if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+            for (int64_t i = 0; i < n; ++i) oo[i] = f(xa[i], xb[i]);
+          } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+            T y = *xb;
+            for (int64_t i = 0; i < n; ++i) oo[i] = f(xa[i], y);
+          } else {
+            for (int64_t i = 0; i < n; ++i) oo[i * st[0]] = f(xa[i * st[1]], xb[i * st[2]]);
+          }
+        });
       });
 }
 
@@ -79,56 +88,115 @@ struct Staged {
   }
 };
 
+// The half types, dense: blocks converted to float on the stack, computed, converted
+// back, so an f16 op reads and writes f16 once instead of going through f32 tensors.
+template <typename H>
+inline constexpr bool is_half_v = std::is_same_v<H, Half> || std::is_same_v<H, BFloat16>;
+
+bool dense_half_case(const Tensor& out, std::initializer_list<const Tensor*> ins) {
+  if ((out.dtype() != DType::f16 && out.dtype() != DType::bf16) || !out.is_contiguous()) return false;
+  for (const Tensor* t : ins)
+    if (t->dtype() != out.dtype() || t->shape() != out.shape() || !t->is_contiguous()) return false;
+  return true;
+}
+
+template <typename H, typename F>
+void half_unary(const Tensor& out, const Tensor& x, F f) {
+  H* o = out.data<H>();
+  const H* p = x.data<H>();
+  parallel_for(out.numel(), 1, [&](int64_t lo, int64_t hi) {
+    float buf[kHalfBlock];
+    for (int64_t i = lo; i < hi; i += kHalfBlock) {
+      int64_t m = std::min(kHalfBlock, hi - i);
+      convert_dense(p + i, buf, m);
+      with_best_isa([&] {
+        for (int64_t j = 0; j < m; ++j) buf[j] = f(buf[j]);
+      });
+      convert_dense(buf, o + i, m);
+    }
+  });
+}
+
+template <typename H, typename F>
+void half_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  H* o = out.data<H>();
+  const H* pa = a.data<H>();
+  const H* pb = b.data<H>();
+  parallel_for(out.numel(), 1, [&](int64_t lo, int64_t hi) {
+    float ba[kHalfBlock], bb[kHalfBlock];
+    for (int64_t i = lo; i < hi; i += kHalfBlock) {
+      int64_t m = std::min(kHalfBlock, hi - i);
+      convert_dense(pa + i, ba, m);
+      convert_dense(pb + i, bb, m);
+      with_best_isa([&] {
+        for (int64_t j = 0; j < m; ++j) ba[j] = f(ba[j], bb[j]);
+      });
+      convert_dense(ba, o + i, m);
+    }
+  });
+}
+
 }  // namespace
 
 void k_unary(const OpCall& c, std::span<Tensor> outs) {
   DType cd = compute_dtype(outs[0].dtype());
+  bool half = dense_half_case(outs[0], {&c.args.tensor(0)});
   Tensor tx;
-  const Tensor& x = cast_ref(c.args.tensor(0), cd, tx);
-  Staged s(outs[0], cd);
+  const Tensor& x = cast_ref(c.args.tensor(0), half ? outs[0].dtype() : cd, tx);
+  Staged s(outs[0], half ? outs[0].dtype() : cd);
   bool tanh_gelu = c.op == OpKind::gelu && c.args.str(1) == "tanh";
   auto run = [&]<typename T>(T*) {
     constexpr bool fp = std::is_floating_point_v<T>;
+    auto apply = [&](auto f) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (half) {
+          if (x.dtype() == DType::f16) half_unary<Half>(s.dst, x, f);
+          else half_unary<BFloat16>(s.dst, x, f);
+          return;
+        }
+      }
+      unary_loop<T, T>(s.dst, x, f);
+    };
     switch (c.op) {
       case OpKind::neg:
-        if constexpr (!std::is_same_v<T, bool>) unary_loop<T, T>(s.dst, x, [](T v) -> T { return -v; });
+        if constexpr (!std::is_same_v<T, bool>) apply([](T v) -> T { return -v; });
         return;
       case OpKind::abs:
-        unary_loop<T, T>(s.dst, x, [](T v) -> T {
+        apply([](T v) -> T {
           if constexpr (std::is_unsigned_v<T> || std::is_same_v<T, bool>) return v;
           else return v < 0 ? -v : v;
         });
         return;
       case OpKind::relu:
-        unary_loop<T, T>(s.dst, x, [](T v) -> T { return v > T(0) || v != v ? v : T(0); });  // NaN stays
+        apply([](T v) -> T { return v > T(0) || v != v ? v : T(0); });  // NaN stays
         return;
       default: break;
     }
     if constexpr (fp) {
       switch (c.op) {
-        case OpKind::exp: unary_loop<T, T>(s.dst, x, [](T v) { return std::exp(v); }); return;
-        case OpKind::log: unary_loop<T, T>(s.dst, x, [](T v) { return std::log(v); }); return;
-        case OpKind::sqrt: unary_loop<T, T>(s.dst, x, [](T v) { return std::sqrt(v); }); return;
-        case OpKind::rsqrt: unary_loop<T, T>(s.dst, x, [](T v) { return T(1) / std::sqrt(v); }); return;
-        case OpKind::sin: unary_loop<T, T>(s.dst, x, [](T v) { return std::sin(v); }); return;
-        case OpKind::cos: unary_loop<T, T>(s.dst, x, [](T v) { return std::cos(v); }); return;
-        case OpKind::erf: unary_loop<T, T>(s.dst, x, [](T v) { return verf(v); }); return;
-        case OpKind::tanh: unary_loop<T, T>(s.dst, x, [](T v) { return vtanh(v); }); return;
+        case OpKind::exp: apply([](T v) { return std::exp(v); }); return;
+        case OpKind::log: apply([](T v) { return std::log(v); }); return;
+        case OpKind::sqrt: apply([](T v) { return std::sqrt(v); }); return;
+        case OpKind::rsqrt: apply([](T v) { return T(1) / std::sqrt(v); }); return;
+        case OpKind::sin: apply([](T v) { return std::sin(v); }); return;
+        case OpKind::cos: apply([](T v) { return std::cos(v); }); return;
+        case OpKind::erf: apply([](T v) { return verf(v); }); return;
+        case OpKind::tanh: apply([](T v) { return vtanh(v); }); return;
         case OpKind::sigmoid:
-          unary_loop<T, T>(s.dst, x, [](T v) { return T(1) / (T(1) + vexp(-v)); });
+          apply([](T v) { return T(1) / (T(1) + vexp(-v)); });
           return;
         case OpKind::silu:
-          unary_loop<T, T>(s.dst, x, [](T v) { return v / (T(1) + vexp(-v)); });
+          apply([](T v) { return v / (T(1) + vexp(-v)); });
           return;
         case OpKind::gelu:
           if (tanh_gelu) {
             // 0.5 v (1 + tanh(z)) = v sigmoid(2z): one exp and one division per element.
-            unary_loop<T, T>(s.dst, x, [](T v) {
+            apply([](T v) {
               const T k2 = T(2) * std::sqrt(T(2) / T(3.14159265358979323846));
               return v / (T(1) + vexp(-k2 * (v + T(0.044715) * v * v * v)));
             });
           } else {
-            unary_loop<T, T>(s.dst, x, [](T v) {
+            apply([](T v) {
               return T(0.5) * v * (T(1) + verf(v * T(0.70710678118654752440)));
             });
           }
@@ -179,23 +247,35 @@ void k_logical_not(const OpCall& c, std::span<Tensor> outs) {
 
 void k_binary(const OpCall& c, std::span<Tensor> outs) {
   DType cd = compute_dtype(outs[0].dtype());
+  bool half = dense_half_case(outs[0], {&c.args.tensor(0), &c.args.tensor(1)});
+  DType work = half ? outs[0].dtype() : cd;
   Tensor ta, tb;  // converted copies, only when needed
-  const Tensor& a = cast_ref(c.args.tensor(0), cd, ta);
-  const Tensor& b = cast_ref(c.args.tensor(1), cd, tb);
-  Staged s(outs[0], cd);
+  const Tensor& a = cast_ref(c.args.tensor(0), work, ta);
+  const Tensor& b = cast_ref(c.args.tensor(1), work, tb);
+  Staged s(outs[0], work);
   auto run = [&]<typename T>(T*) {
     constexpr bool is_bool = std::is_same_v<T, bool>;
+    auto apply = [&](auto f) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (half) {
+          if (a.dtype() == DType::f16) half_binary<Half>(s.dst, a, b, f);
+          else half_binary<BFloat16>(s.dst, a, b, f);
+          return;
+        }
+      }
+      binary_loop<T, T>(s.dst, a, b, f);
+    };
     switch (c.op) {
       case OpKind::add:
       case OpKind::sub: {
         T alpha = scalar_as<T>(c.args.scalar(2));
         bool sub = c.op == OpKind::sub;
         if constexpr (is_bool) {
-          binary_loop<T, T>(s.dst, a, b, [alpha](T x, T y) -> T { return x || (alpha && y); });
+          apply([alpha](T x, T y) -> T { return x || (alpha && y); });
         } else if (alpha == T(1) && !sub) {
-          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return backend::wrap_add(x, y); });
+          apply([](T x, T y) -> T { return backend::wrap_add(x, y); });
         } else if (alpha == T(1)) {
-          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T {
+          apply([](T x, T y) -> T {
             return backend::wrap_add(x, backend::wrap_mul(T(-1), y));
           });
         } else {
@@ -206,31 +286,31 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
         return;
       }
       case OpKind::mul:
-        if constexpr (is_bool) binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x && y; });
-        else binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return backend::wrap_mul(x, y); });
+        if constexpr (is_bool) apply([](T x, T y) -> T { return x && y; });
+        else apply([](T x, T y) -> T { return backend::wrap_mul(x, y); });
         return;
       case OpKind::div:
         if constexpr (std::is_floating_point_v<T>) {
-          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x / y; });
+          apply([](T x, T y) -> T { return x / y; });
           return;
         }
         break;
       case OpKind::pow:
         if constexpr (std::is_floating_point_v<T>)
-          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return std::pow(x, y); });
+          apply([](T x, T y) -> T { return std::pow(x, y); });
         else if constexpr (is_bool)
-          binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return x || !y; });
-        else binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T { return backend::int_pow(x, y); });
+          apply([](T x, T y) -> T { return x || !y; });
+        else apply([](T x, T y) -> T { return backend::int_pow(x, y); });
         return;
       case OpKind::maximum:
-        binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T {
+        apply([](T x, T y) -> T {
           if constexpr (std::is_floating_point_v<T>)
             if (std::isnan(x) || std::isnan(y)) return x + y;
           return x > y ? x : y;
         });
         return;
       case OpKind::minimum:
-        binary_loop<T, T>(s.dst, a, b, [](T x, T y) -> T {
+        apply([](T x, T y) -> T {
           if constexpr (std::is_floating_point_v<T>)
             if (std::isnan(x) || std::isnan(y)) return x + y;
           return x < y ? x : y;
@@ -302,7 +382,12 @@ void k_masked_fill(const OpCall& c, std::span<Tensor> outs) {
       const T* s = self.data<T>();
       const bool* m = mask.data<bool>();
       parallel_for(out.numel(), 1, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) o[i] = m[i] ? value : s[i];
+        with_best_isa([&] {
+          for (int64_t i = b; i < e; ++i) {  // both loaded first: a select, not a branch
+            T keep = s[i];
+            o[i] = m[i] ? value : keep;
+          }
+        });
       });
     });
     return;

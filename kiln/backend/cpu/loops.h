@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/device/registry.h"
 #include "kiln/ops/op_table.h"

@@ -12,6 +12,8 @@
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/error.h"
 
+#include <memory>
+
 #if KILN_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
@@ -47,6 +49,9 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
   thread_local dnnl::stream stream(eng);
   auto ad = desc_of(batch, n, k, a), bd = desc_of(batch, k, m, b), cd = desc_of(batch, n, m, c);
   dnnl::primitive_attr attr;
+  // Its scratch memory comes from us: oneDNN's own is malloc'ed (mmap'ed when large) and
+  // freed on every call, which page-faults fresh memory on every product.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (beta != 0.0f) {
     dnnl::post_ops po;
@@ -56,9 +61,18 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
   try {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, eng);
     dnnl::matmul mm(pd);  // oneDNN's primitive cache makes this a lookup after the first time
+    // One scratch buffer per host thread, grown as needed and kept.
+    thread_local std::unique_ptr<char[]> scratch;
+    thread_local size_t scratch_size = 0;
+    dnnl::memory::desc sd = pd.scratchpad_desc();
+    if (sd.get_size() > scratch_size) {
+      scratch_size = sd.get_size();
+      scratch.reset(new char[scratch_size]);
+    }
     mm.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(ad, eng, a.data)},
                         {DNNL_ARG_WEIGHTS, dnnl::memory(bd, eng, b.data)},
-                        {DNNL_ARG_DST, dnnl::memory(cd, eng, c.data)}});
+                        {DNNL_ARG_DST, dnnl::memory(cd, eng, c.data)},
+                        {DNNL_ARG_SCRATCHPAD, dnnl::memory(sd, eng, scratch.get())}});
     stream.wait();
   } catch (const dnnl::error& e) {
     fail(ErrorKind::internal, "[mm] oneDNN refused a [{}, {}, {}] x [{}, {}] product: {}", batch, n,

@@ -68,3 +68,70 @@ void run_parallel(int threads, int64_t n, ChunkFn fn, void* ctx) {
 }  // namespace detail
 
 }  // namespace kiln::cpu
+
+// ---- Note [Portable kernels]: the CPU's level ------------------------------------------
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "kiln/backend/cpu/isa.h"
+#include "kiln/core/error.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+Isa detect() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+            __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return v4 ? Isa::avx512 : v3 ? Isa::avx2 : Isa::base;
+#else
+  return Isa::base;
+#endif
+}
+
+Isa from_env(Isa best) {
+  const char* env = std::getenv("KILN_CPU_ISA");
+  if (!env) return best;
+  Isa want = std::strcmp(env, "base") == 0   ? Isa::base
+             : std::strcmp(env, "avx2") == 0 ? Isa::avx2
+                                             : Isa::avx512;
+  return want < best ? want : best;
+}
+
+std::atomic<Isa>& chosen() {
+  static std::atomic<Isa> isa{from_env(cpu_isa_supported())};
+  return isa;
+}
+
+}  // namespace
+
+Isa cpu_isa_supported() {
+  static const Isa best = detect();
+  return best;
+}
+
+Isa cpu_isa() { return chosen().load(std::memory_order_relaxed); }
+
+void set_cpu_isa(Isa isa) {
+  KILN_CHECK(isa <= cpu_isa_supported(), unsupported,
+             "[set_cpu_isa] this CPU has {} kernels at most, not {}", isa_name(cpu_isa_supported()),
+             isa_name(isa));
+  chosen().store(isa, std::memory_order_relaxed);
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    case Isa::base: return "base";
+  }
+  return "?";
+}
+
+}  // namespace kiln::cpu

@@ -40,10 +40,12 @@ void sum_leading(const Tensor& x, int64_t rows, bool mean, T* o) {
   const T* p = x.data<T>();
   // Threads take column blocks, so each sum adds in the same order on any thread count.
   parallel_for(cols, rows, [&](int64_t c0, int64_t c1) {
-    for (int64_t i = 0; i < rows; ++i) {
-      const T* row = p + i * cols;
-      for (int64_t j = c0; j < c1; ++j) acc[j] = backend::wrap_add(acc[j], static_cast<Acc<T>>(row[j]));
-    }
+    with_best_isa([&] {
+      for (int64_t i = 0; i < rows; ++i) {
+        const T* row = p + i * cols;
+        for (int64_t j = c0; j < c1; ++j) acc[j] = backend::wrap_add(acc[j], static_cast<Acc<T>>(row[j]));
+      }
+    });
   });
   for (int64_t j = 0; j < cols; ++j)
     o[j] = mean ? static_cast<T>(static_cast<double>(acc[j]) / static_cast<double>(rows))
@@ -196,6 +198,7 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
     T* o = res.data<T>();
     int64_t n = r.inner;
     parallel_for(r.outer, 4 * n, [&](int64_t b, int64_t e) {
+      with_best_isa([&] {
       for (int64_t i = b; i < e; ++i) {
         const T* row = p + i * n;
         T* orow = o + i * n;
@@ -210,6 +213,7 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
           for (int64_t j = 0; j < n; ++j) orow[j] /= sum;
         }
       }
+      });
     });
   });
   copy_into(moved_last(outs[0], d), res);
@@ -235,6 +239,7 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
     int64_t n = r.inner;
     double dn = static_cast<double>(n);
     parallel_for(r.outer, 4 * n, [&](int64_t lo, int64_t hi) {
+      with_best_isa([&] {
       for (int64_t i = lo; i < hi; ++i) {
         const T* row = p + i * n;
         T* orow = o + i * n;
@@ -250,6 +255,7 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
         else
           for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv;
       }
+      });
     });
   });
   copy_into(outs[0], res);

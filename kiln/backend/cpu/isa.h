@@ -1,0 +1,60 @@
+#pragma once
+// Internal to the CPU backend: hot loops compiled for several x86-64 levels, the best
+// one the running CPU has picked at run time.
+//
+// Note [Portable kernels]
+// kiln is built for the baseline x86-64 (no -march=native unless KILN_NATIVE=ON), so a
+// binary runs on any x86-64 CPU. The loops that profit from wider vectors -- dense
+// elementwise runs, conversions (F16C), softmax and norm rows -- are written once as a
+// lambda and handed to with_best_isa, which calls it through one of three functions
+// compiled for x86-64-v4 (AVX-512), x86-64-v3 (AVX2, FMA, F16C) or the baseline.
+// `flatten` inlines the lambda and everything it calls into each variant, so every
+// instruction of the loop is compiled for that variant's level; each (variant, lambda)
+// pair is its own template instance, so no code of one level is shared with another
+// (which an object file compiled for several levels would risk). KILN_CPU_ISA=base|avx2|
+// avx512 lowers the choice (never above what the CPU has); the tests run every level the
+// machine has.
+
+#include <cstdint>
+
+namespace kiln::cpu {
+
+enum class Isa : uint8_t { base, avx2, avx512 };
+
+/** The level the kernels use: the best the CPU has, lowered by KILN_CPU_ISA. */
+Isa cpu_isa();
+/** The best level the CPU has. */
+Isa cpu_isa_supported();
+/** Sets the level (tests and benchmarks); Error above cpu_isa_supported(). */
+void set_cpu_isa(Isa isa);
+const char* isa_name(Isa isa);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename F>
+[[gnu::flatten, gnu::target("arch=x86-64-v4")]] void call_avx512(F& f) {
+  f();
+}
+template <typename F>
+[[gnu::flatten, gnu::target("arch=x86-64-v3")]] void call_avx2(F& f) {
+  f();
+}
+#endif
+template <typename F>
+[[gnu::flatten]] void call_base(F& f) {
+  f();
+}
+
+/** Runs `f()` compiled for the level cpu_isa() picks. */
+template <typename F>
+inline void with_best_isa(F&& f) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  switch (cpu_isa()) {
+    case Isa::avx512: return call_avx512(f);
+    case Isa::avx2: return call_avx2(f);
+    case Isa::base: break;
+  }
+#endif
+  call_base(f);
+}
+
+}  // namespace kiln::cpu
