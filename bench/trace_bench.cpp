@@ -57,7 +57,8 @@ BENCHMARK(BM_MakeFxFakeBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
 namespace {
 
 // Marginal cost per node: a chain of N dependent adds on small tensors (the peer's
-// "chain slope"); compare N = 32 and N = 256.
+// "chain slope"); compare N = 32 and N = 256. Up to 100k nodes: tracing cost must stay
+// linear (issue 21: 32k nodes < 3x the per-node cost of 512).
 void BM_MakeFxFakeChain(benchmark::State& state) {
   int64_t n = state.range(0);
   kiln::TensorList inputs = {kiln::randn({8}), kiln::randn({8})};
@@ -71,8 +72,10 @@ void BM_MakeFxFakeChain(benchmark::State& state) {
     benchmark::DoNotOptimize(g.first());
   }
   state.counters["nodes"] = static_cast<double>(n);
+  state.counters["ns/node"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                                          benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_MakeFxFakeChain)->Arg(32)->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_MakeFxFakeChain)->Arg(32)->Arg(256)->Arg(512)->Arg(4096)->Arg(32768)->Arg(100000)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 

@@ -122,15 +122,36 @@ NodePtr new_node() { return NodePtr(new (PoolAllocator<Node>().allocate(1)) Node
 
 Graph::~Graph() = default;
 
+// Note [Node names]
+bool Graph::name_taken(const std::string& name) const {
+  if (names_.contains(name)) return true;
+  // base_k, k a number without leading zeros, is taken when base has counted to k
+  size_t sep = name.rfind('_');
+  if (sep == std::string::npos || sep + 1 == name.size() || name[sep + 1] == '0' ||
+      name.size() - sep - 1 > 9)
+    return false;
+  int k = 0;
+  for (size_t i = sep + 1; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    k = k * 10 + (name[i] - '0');
+  }
+  auto it = next_suffix_.find(name.substr(0, sep));
+  return it != next_suffix_.end() && it->second >= k;
+}
+
 std::string Graph::unique_name(std::string base) {
   if (base.empty()) base = "v";
   if (base[0] == '_') base = base.substr(1);  // "_to_copy" prints as %to_copy
-  // A base seen before goes straight to its next suffix: two hash lookups per node.
+  // A base seen before goes straight to its next number: two small lookups per node.
   auto [it, first_use] = next_suffix_.try_emplace(base, 0);
-  if (first_use && names_.insert(base).second) return base;
+  if (first_use && !name_taken(base)) {
+    names_.insert(base);
+    return base;
+  }
+  // base_k can only be taken as given (numbered names of base are all below k)
   std::string name;
   do name = base + "_" + std::to_string(++it->second);
-  while (!names_.insert(name).second);
+  while (names_.contains(name));
   return name;
 }
 
@@ -142,6 +163,7 @@ Node* Graph::append(NodePtr node) {
   if (tail_) tail_->next_ = n;
   else head_ = n;
   tail_ = n;
+  n->owner_slot_ = owned_.size();
   owned_.push_back(std::move(node));
   link_uses(n);
   return n;
@@ -224,9 +246,11 @@ void Graph::erase(Node* node) {
   if (node->next_) node->next_->prev_ = node->prev_;
   else tail_ = node->prev_;
   if (output_ == node) output_ = nullptr;
-  names_.erase(node->name_);
-  auto it = std::find_if(owned_.begin(), owned_.end(), [&](auto& p) { return p.get() == node; });
-  owned_.erase(it);
+  names_.erase(node->name_);  // a numbered name stays taken (Note [Node names])
+  size_t slot = node->owner_slot_;  // swap with the last owned node, then drop it
+  std::swap(owned_[slot], owned_.back());
+  owned_[slot]->owner_slot_ = slot;
+  owned_.pop_back();
 }
 
 void Graph::set_op(Node* n, ops::OpKind op) {

@@ -86,6 +86,7 @@ class Node {
   std::string scope_;
   Node* prev_ = nullptr;
   Node* next_ = nullptr;
+  size_t owner_slot_ = 0;  // index in Graph::owned_ (erase is O(1))
 };
 
 /** Destroys a node and returns its memory to the pool. */
@@ -140,16 +141,18 @@ class Graph {
  private:
   Node* append(NodePtr node);
   std::string unique_name(std::string base);
+  bool name_taken(const std::string& name) const;
   void link_uses(Node* n);
 
   std::vector<NodePtr> owned_;
   Node* head_ = nullptr;
   Node* tail_ = nullptr;
   Node* output_ = nullptr;
-  std::unordered_set<std::string, std::hash<std::string>, std::equal_to<std::string>,
-                     PoolAllocator<std::string>>
-      names_;  // pooled: one insert per node
-  std::unordered_map<std::string, int> next_suffix_;  // per base name
+  // Note [Node names]: names taken as given (inputs, first use of a base); the names
+  // made by numbering a base ("add_7") are not stored: every base_k with k up to the
+  // base's counter is taken, so a chain of 100k adds keeps two small tables.
+  std::unordered_set<std::string> names_;
+  std::unordered_map<std::string, int> next_suffix_;  // per base name: its last k
 };
 
 /** Removes call and constant nodes whose values nobody uses, never ops that mutate

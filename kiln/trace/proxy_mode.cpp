@@ -29,7 +29,16 @@ const ir::Ref* ProxyMode::find(const Tensor& t) const {
 
 bool ProxyMode::tracked(const Tensor& t) const { return find(t) != nullptr; }
 
-void ProxyMode::bind(const Tensor& t, ir::Ref ref) { table_[t.impl()] = {t.impl_ptr(), ref}; }
+void ProxyMode::bind(const Tensor& t, ir::Ref ref) {
+  table_[t.impl()] = {t.impl_ptr(), ref};
+  // Entries of freed tensors are dropped whenever the table has doubled since the last
+  // sweep: amortized O(1), and the table (with the memory its weak pointers hold) stays
+  // proportional to the live tensors, not to the graph -- tracing stays linear.
+  if (table_.size() >= sweep_at_) {
+    std::erase_if(table_, [](const auto& kv) { return kv.second.tensor.expired(); });
+    sweep_at_ = std::max<size_t>(kMinSweep, 2 * table_.size());
+  }
+}
 
 ir::Ref ProxyMode::add_input(const Tensor& t, std::string name) {
   ir::Ref ref{graph_.add_input(std::move(name), ir::ValueMeta::of(t)), 0};

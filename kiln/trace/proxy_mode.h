@@ -57,6 +57,8 @@ class ProxyMode final : public Mode {
     ir::Ref ref;
   };
   PoolMap<const TensorImpl*, Entry> table_;
+  static constexpr size_t kMinSweep = 1024;
+  size_t sweep_at_ = kMinSweep;
   // Literals made fake below this mode, with their real values, until first use.
   struct Literal {
     std::weak_ptr<TensorImpl> tensor;
