@@ -217,7 +217,7 @@ void attach(const Tensor& outer, Tensor local, const DeviceMesh& mesh, Placement
   Dims want = local_shape(outer.shape(), mesh, placements, "dtensor");
   KILN_CHECK(local.shape() == want, internal, "DTensor of {} with placements {}: local shard {} should be {}",
              outer.shape().str(), to_string(placements), local.shape().str(), want.str());
-  outer.impl()->dtensor = std::make_shared<DTensorState>(DTensorState{std::move(local), mesh, std::move(placements)});
+  outer.impl()->dtensor = make_pooled<DTensorState>(DTensorState{std::move(local), mesh, std::move(placements)});
 }
 
 Tensor rewrap(const Tensor& like, const Tensor& inner);
@@ -431,14 +431,14 @@ namespace {
 // What the rule decided: the placements each DTensor argument is redistributed to
 // (indexed like the call's arguments; list elements in order), and the outputs'.
 struct Decision {
-  std::vector<Placements> inputs;  // per DTensor argument, in argument order
+  PoolVector<Placements> inputs;  // per DTensor argument, in argument order
   Placements output;
 };
 
 // The DTensor arguments of a call, in order (list elements included).
 struct Operands {
-  std::vector<const Tensor*> tensors;
-  std::vector<int> arg;  // the argument each came from
+  PoolVector<const Tensor*> tensors;
+  PoolVector<int> arg;  // the argument each came from
 };
 
 [[noreturn]] void no_rule(OpKind op, const Operands& in) {
@@ -487,8 +487,22 @@ std::optional<int64_t> out_dim(const Tensor& t, int64_t d, const Dims& out) {
   return od;
 }
 
+// The common case in one pass: every DTensor operand has the output's shape and the
+// same placements, none partial. They keep them, and so does the output.
+bool same_layout(const Operands& in, const Dims& out, Decision& d) {
+  const Placements& first = in.tensors[0]->impl()->dtensor->placements;
+  for (const Placement& p : first)
+    if (p.is_partial()) return false;
+  for (const Tensor* t : in.tensors)
+    if (t->shape() != out || !(t->impl()->dtensor->placements == first)) return false;
+  d.inputs.assign(in.tensors.size(), first);
+  d.output = first;
+  return true;
+}
+
 Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const DeviceMesh& mesh, bool inplace) {
   Decision d;
+  if (same_layout(in, out, d)) return d;
   d.inputs.resize(in.tensors.size());
   for (auto& p : d.inputs) p.resize(static_cast<size_t>(mesh.ndim()));
   d.output.resize(static_cast<size_t>(mesh.ndim()));
@@ -911,8 +925,8 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
   // Global metadata from kiln's own meta function, on the global shapes (errors too).
   Outputs global = dispatch_meta(op, args);
   Decision d = decide(op, args, in, global[0].shape(), *mesh);
-  // Redistribute and unwrap.
-  PoolVector<Value> local(args.begin(), args.end());
+  // Redistribute and unwrap (each argument built once: no copies of the DTensors).
+  PoolVector<Value> local(args.size());
   size_t k = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     auto unwrap = [&](const Tensor& t) -> Tensor {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/small_vector.h"
 #include "kiln/distributed/process_group.h"
 
 namespace kiln::nn {
@@ -46,7 +47,9 @@ struct Placement {
 Placement Shard(int64_t dim);
 Placement Replicate();
 Placement Partial(ReduceOp op = ReduceOp::sum);
-using Placements = std::vector<Placement>;
+/** One placement per mesh dimension; inline for meshes of up to 4 dimensions, so
+ * sharding propagation allocates nothing for them. */
+using Placements = SmallVector<Placement, 4>;
 std::string to_string(const Placements& p);
 
 /** An n-dimensional grid of ranks with named dimensions. Each dimension's ranks form a
