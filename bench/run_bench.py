@@ -60,7 +60,8 @@ def json_lines(text):
 
 KILN_FILTER = ("BM_TinyAdd$|BM_TinyExtensionAdd|BM_ShardedOps|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M$|BM_FakeMlp|"
                "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/|"
-               "BM_TrainStep/|BM_TinyAddBackward|BM_CaptureJoint|BM_TrainProgram/")
+               "BM_TrainStep/|BM_TinyAddBackward|BM_CaptureJoint|BM_TrainProgram/|BM_Elementwise1M|"
+               "BM_MakeFxFakeChain/(32|256|512|32768|100000)/")
 
 
 def kiln_round(build, work):
@@ -69,7 +70,8 @@ def kiln_round(build, work):
     res = {}
     for b in json.loads(out)["benchmarks"]:
         scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
-        res[b["name"]] = dict(b, seconds=b["real_time"] * scale)
+        name = b["name"].removesuffix("/real_time")  # every benchmark uses UseRealTime()
+        res[name] = dict(b, seconds=b["real_time"] * scale)
     # Whole processes: export BLOCK, then run it (BENCH.md: <= 0.1 s together); one
     # warm-up pair, then the median and minimum of PROCESS_SAMPLES warm pairs.
     with tempfile.TemporaryDirectory() as d:
@@ -221,6 +223,13 @@ def build_rows(k, p):
     slope = None if c32 is None or c256 is None else (c256 - c32) / 224
     speedup("make_fx fake, marginal per node (chain)", slope,
             us(peer_value(p, "chain slope make_fx tracing_mode=fake (marginal cost per add node)")))
+    # Issue 21: tracing stays linear -- per node at 32k and 100k nodes vs at 512.
+    n512 = kiln_value(k, "BM_MakeFxFakeChain/512", "ns/node")
+    for n in (32768, 100000):
+        big = kiln_value(k, f"BM_MakeFxFakeChain/{n}", "ns/node")
+        if n512 and big:
+            row(f"make_fx chain, per node at {n} nodes (vs at 512 nodes)", fmt_t(big), fmt_t(n512),
+                f"{big / n512:.2f}x", "< 3x", big / n512 < 3)
     mut = kiln_value(k, "BM_CaptureFakeMutationProgram")
     nodes = kiln_value(k, "BM_CaptureFakeMutationProgram", "graph_nodes")
     speedup("functionalize + trace, per graph node", None if mut is None else mut / nodes,
@@ -310,6 +319,13 @@ def build_rows(k, p):
         r = bw * 1e9 / add
         row("add 2 x 16M f32 (vs 1-thread triad bandwidth)", f"{add / 1e9:.1f} GB/s", f"{bw:.1f} GB/s",
             f"{r:.2f}x of bound", "<= 1.3x", r <= 1.3)
+    # Issue 21: the half types on the CPU, 1M elements, one thread, vs the same op in f32.
+    for op in ("add", "gelu"):
+        f32 = kiln_value(k, f"BM_Elementwise1M/{op}_f32")
+        for dt in ("f16", "bf16"):
+            v = kiln_value(k, f"BM_Elementwise1M/{op}_{dt}")
+            if f32 and v:
+                ratio(f"{op} of 1M {dt} elements (vs the same in f32), 1 thread", v, f32, 1.5)
     # No BENCH.md target: reported so the demo model's speed is visible (same weights).
     gpt_peer = ms(peer_value(p, "gpt torch eager cpu", "ms"))
     for impl in ("eager", "program"):

@@ -96,10 +96,12 @@ void SGD::step() {
   autograd::NoGradGuard no_grad;
   Active a = active(params_, options.maximize);
   TensorList& d = a.grads;
-  if (options.weight_decay != 0)
-    for (size_t k = 0; k < d.size(); ++k) d[k] = add(d[k], a.params[k], options.weight_decay);
-  if (options.momentum != 0) {
-    for (size_t k = 0; k < d.size(); ++k) {
+  // Parameter by parameter, all of its update at once: the same ops in the same order
+  // per parameter as a pass per op over the list, with each parameter's buffers still
+  // in cache for the next op (the momentum buffer is read twice).
+  for (size_t k = 0; k < d.size(); ++k) {
+    if (options.weight_decay != 0) d[k] = add(d[k], a.params[k], options.weight_decay);
+    if (options.momentum != 0) {
       Tensor& buf = state(a.index[k], "momentum_buffer");
       if (!buf.defined()) {
         buf = clone(d[k]);
@@ -107,13 +109,10 @@ void SGD::step() {
         mul_(buf, options.momentum);
         add_(buf, d[k], 1 - options.dampening);
       }
-    }
-    for (size_t k = 0; k < d.size(); ++k) {
-      const Tensor& buf = state(a.index[k], "momentum_buffer");
       d[k] = options.nesterov ? add(d[k], buf, options.momentum) : buf;
     }
+    add_(a.params[k], d[k], -options.lr);
   }
-  for (size_t k = 0; k < d.size(); ++k) add_(a.params[k], d[k], -options.lr);
 }
 
 AdamW::AdamW(TensorList params, AdamWOptions o) : Optimizer(std::move(params)), options(o) {
