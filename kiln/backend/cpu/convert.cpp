@@ -5,7 +5,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 // GCC 12's AVX-512 conversion intrinsics start from an "undefined" register it then
 // reports as maybe uninitialized.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define KILN_X86 1
 #endif

@@ -78,6 +78,10 @@ void run_parallel(int threads, int64_t n, ChunkFn fn, void* ctx) {
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/core/error.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 namespace kiln::cpu {
 
 namespace {
@@ -85,8 +89,11 @@ namespace {
 Isa detect() {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-            __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  // F16C and BMI2 from CPUID itself (clang's __builtin_cpu_supports lacks their names).
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+  bool bmi2 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_BMI2);
+  bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c && bmi2;
   bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   return v4 ? Isa::avx512 : v3 ? Isa::avx2 : Isa::base;
