@@ -58,7 +58,7 @@ def json_lines(text):
 
 # ---- kiln ----------------------------------------------------------------------------
 
-KILN_FILTER = ("BM_TinyAdd$|BM_TinyExtensionAdd|BM_ShardedOps|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M$|BM_FakeMlp|"
+KILN_FILTER = ("BM_TinyAdd/|BM_TinyExtensionAdd|BM_ShardedOps|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M/|BM_FakeMlp|"
                "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/|"
                "BM_TrainStep/|BM_TinyAddBackward|BM_CaptureJoint|BM_TrainProgram/|BM_Elementwise1M|"
                "BM_MakeFxFakeChain/(32|256|512|32768|100000)/")

@@ -13,9 +13,22 @@
 #include "kiln/device/blas.h"
 #include "kiln/ops/meta.h"
 
+// OpenBLAS's pthread build starts its worker threads when it is loaded, and each spins
+// in sched_yield for ~0.1 s before sleeping (its THREAD_TIMEOUT): every kiln process
+// began with a core taken, and OpenMP teams that needed it waited, making short runs
+// 2-4x slower. kiln hands OpenBLAS only small products (and f64), so its workers are
+// stopped at load; OpenBLAS starts them again by itself if a big product needs them.
+// Weak: builds of OpenBLAS without a thread server (serial, OpenMP) lack the symbol.
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
+
 namespace kiln::cpu {
 
 namespace {
+
+[[maybe_unused]] const bool openblas_workers_stopped = [] {
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
+  return true;
+}();
 
 GemmLibrary library_from_env() {
   const char* env = std::getenv("KILN_GEMM");
@@ -44,10 +57,13 @@ bool use_onednn(int64_t n, int64_t m, int64_t k) {
   return false;
 }
 
-// OpenBLAS keeps one global thread count; tell it the running kernel's budget.
-void use_kernel_threads_for_openblas() {
+// OpenBLAS keeps one global thread count: the running kernel's budget for a product
+// big enough to share, else 1. (Its workers spin in sched_yield after each threaded
+// call; woken for every small product they competed with the OpenMP team for the
+// cores and made whole runs up to 4x slower.)
+void use_kernel_threads_for_openblas(int64_t work) {
   static std::atomic<int> last{0};
-  int want = kernel_threads();
+  int want = work >= kOneDnnMinWork ? kernel_threads() : 1;
   if (last.exchange(want, std::memory_order_relaxed) != want) openblas_set_num_threads(want);
 }
 
@@ -128,7 +144,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
                   static_cast<float>(alpha), static_cast<float>(beta));
     return;
   }
-  use_kernel_threads_for_openblas();
+  use_kernel_threads_for_openblas(n * m * k);
   auto ta = A.trans ? CblasTrans : CblasNoTrans;
   auto tb = B.trans ? CblasTrans : CblasNoTrans;
   if (d == DType::f32)
