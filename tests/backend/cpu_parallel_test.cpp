@@ -5,6 +5,7 @@
 #include <bit>
 #include <stdexcept>
 
+#include "kiln/backend/cpu/convert.h"
 #include "kiln/backend/cpu/isa.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/onednn.h"
@@ -264,6 +265,47 @@ TEST(PortableKernels, HalfConversionsAgreeWithThePortableCode) {
   manual_seed(2);
   for (double v : to_vector<double>(mul(randn({4096}), 300.0))) edges.push_back(static_cast<float>(v));
   for (float f : edges) EXPECT_EQ(Half(f).bits, half_bits_from_float(f)) << f;
+}
+
+// The dense conversions (intrinsics at each level) against the scalar ones: every 16-bit
+// pattern up, and float edge cases (ties, NaN, infinities, overflow) down.
+TEST(PortableKernels, DenseConversionsAgreeOnEveryLevel) {
+  cpu::Isa before = cpu::cpu_isa();
+  std::vector<uint16_t> bits(65536 + 7);  // + 7: a tail that is not a whole vector
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint16_t>(i);
+  std::vector<float> floats{0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, 65504.0f, 65520.0f, 1e-8f,
+                            INFINITY, -INFINITY, NAN, -NAN, 3.4e38f, -1.17549435e-38f, 2.5f, -7.75f};
+  manual_seed(4);
+  for (double v : to_vector<double>(mul(randn({1000}), 1000.0))) floats.push_back(static_cast<float>(v));
+  for (uint32_t u : {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7fc00001u, 0xff800001u, 0x00008000u})
+    floats.push_back(std::bit_cast<float>(u));  // exact bf16 ties, NaN payloads, subnormals
+  for (cpu::Isa isa : {cpu::Isa::base, cpu::Isa::avx2, cpu::Isa::avx512}) {
+    if (isa > cpu::cpu_isa_supported()) continue;
+    cpu::set_cpu_isa(isa);
+    std::vector<float> up(bits.size());
+    cpu::convert_dense(reinterpret_cast<const Half*>(bits.data()), up.data(), static_cast<int64_t>(bits.size()));
+    for (size_t i = 0; i < bits.size(); ++i) {
+      float want = float_from_half_bits(bits[i]);
+      ASSERT_TRUE(std::bit_cast<uint32_t>(up[i]) == std::bit_cast<uint32_t>(want) ||
+                  (std::isnan(up[i]) && std::isnan(want)))
+          << "f16 " << bits[i] << " at " << cpu::isa_name(isa);
+    }
+    cpu::convert_dense(reinterpret_cast<const BFloat16*>(bits.data()), up.data(), static_cast<int64_t>(bits.size()));
+    for (size_t i = 0; i < bits.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(up[i]), uint32_t(bits[i]) << 16) << "bf16 " << bits[i];
+    std::vector<Half> h(floats.size());
+    std::vector<BFloat16> b(floats.size());
+    cpu::convert_dense(floats.data(), h.data(), static_cast<int64_t>(floats.size()));
+    cpu::convert_dense(floats.data(), b.data(), static_cast<int64_t>(floats.size()));
+    for (size_t i = 0; i < floats.size(); ++i) {
+      uint16_t want_h = half_bits_from_float(floats[i]), want_b = BFloat16(floats[i]).bits;
+      bool h_nan = (want_h & 0x7c00) == 0x7c00 && (want_h & 0x3ff);
+      if (h_nan) EXPECT_TRUE((h[i].bits & 0x7c00) == 0x7c00 && (h[i].bits & 0x3ff)) << floats[i];
+      else EXPECT_EQ(h[i].bits, want_h) << floats[i] << " at " << cpu::isa_name(isa);
+      EXPECT_EQ(b[i].bits, want_b) << floats[i] << " at " << cpu::isa_name(isa);
+    }
+  }
+  cpu::set_cpu_isa(before);
 }
 
 }  // namespace
