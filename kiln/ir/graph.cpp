@@ -1,6 +1,7 @@
 #include "kiln/ir/graph.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
@@ -125,33 +126,49 @@ Graph::~Graph() = default;
 // Note [Node names]
 bool Graph::name_taken(const std::string& name) const {
   if (names_.contains(name)) return true;
-  // base_k, k a number without leading zeros, is taken when base has counted to k
+  auto [base, k] = split_number(name);
+  if (k == 0) return false;
+  auto it = next_suffix_.find(std::string(base));
+  return it != next_suffix_.end() && it->second.last >= k;
+}
+
+// "base_k" with k a number without leading zeros -> (base, k); else (name, 0).
+std::pair<std::string_view, int> Graph::split_number(std::string_view name) {
   size_t sep = name.rfind('_');
-  if (sep == std::string::npos || sep + 1 == name.size() || name[sep + 1] == '0' ||
+  if (sep == std::string_view::npos || sep + 1 == name.size() || name[sep + 1] == '0' ||
       name.size() - sep - 1 > 9)
-    return false;
+    return {name, 0};
   int k = 0;
   for (size_t i = sep + 1; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return false;
+    if (name[i] < '0' || name[i] > '9') return {name, 0};
     k = k * 10 + (name[i] - '0');
   }
-  auto it = next_suffix_.find(name.substr(0, sep));
-  return it != next_suffix_.end() && it->second >= k;
+  return {name.substr(0, sep), k};
 }
 
 std::string Graph::unique_name(std::string base) {
   if (base.empty()) base = "v";
   if (base[0] == '_') base = base.substr(1);  // "_to_copy" prints as %to_copy
-  // A base seen before goes straight to its next number: two small lookups per node.
-  auto [it, first_use] = next_suffix_.try_emplace(base, 0);
-  if (first_use && !name_taken(base)) {
-    names_.insert(base);
-    return base;
+  // A base seen before goes straight to its next number: one small lookup per node.
+  auto it = next_suffix_.try_emplace(base).first;
+  if (!it->second.base_tried) {  // the base itself, once
+    it->second.base_tried = true;
+    if (!name_taken(base)) {
+      names_.insert(base);
+      // A name given as "b_k" may later collide with b's own numbering: mark b.
+      if (auto [b, k] = split_number(base); k > 0) next_suffix_[std::string(b)].given_numbered = true;
+      return base;
+    }
   }
   // base_k can only be taken as given (numbered names of base are all below k)
   std::string name;
-  do name = base + "_" + std::to_string(++it->second);
-  while (names_.contains(name));
+  name.reserve(base.size() + 8);
+  char digits[16];
+  do {
+    auto end = std::to_chars(digits, digits + sizeof digits, ++it->second.last).ptr;
+    name.assign(base).push_back('_');
+    name.append(digits, end);
+  } while (it->second.given_numbered && names_.contains(name));
   return name;
 }
 

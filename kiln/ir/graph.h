@@ -142,6 +142,7 @@ class Graph {
   Node* append(NodePtr node);
   std::string unique_name(std::string base);
   bool name_taken(const std::string& name) const;
+  static std::pair<std::string_view, int> split_number(std::string_view name);
   void link_uses(Node* n);
 
   std::vector<NodePtr> owned_;
@@ -152,7 +153,12 @@ class Graph {
   // made by numbering a base ("add_7") are not stored: every base_k with k up to the
   // base's counter is taken, so a chain of 100k adds keeps two small tables.
   std::unordered_set<std::string> names_;
-  std::unordered_map<std::string, int> next_suffix_;  // per base name: its last k
+  struct Numbering {
+    int last = 0;                 // base_1 .. base_last are taken
+    bool given_numbered = false;  // some name "base_k" was given as such
+    bool base_tried = false;      // the base was asked for (taken by it or before it)
+  };
+  std::unordered_map<std::string, Numbering> next_suffix_;  // per base name
 };
 
 /** Removes call and constant nodes whose values nobody uses, never ops that mutate

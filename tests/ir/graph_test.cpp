@@ -1,6 +1,8 @@
 // kiln::ir: construction, user lists, erase, the printer, the verifier, DCE and CSE.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -69,6 +71,31 @@ TEST(Graph, PrinterOmitsDefaultsAndNamesUniquely) {
             "%scale : f32[2]@cpu:0 = constant([1.5, 2.])\n"
             "%max : (f32[2]@cpu:0, i64[2]@cpu:0) = max(%x, dim=1)\n"
             "return (%sum, %sum_1, %scale, %max.1)\n");
+}
+
+// Note [Node names]: numbered names are implied by counters, yet never collide with
+// names given as such, before or after the numbering reaches them.
+TEST(Graph, NumberedNamesNeverCollideWithGivenNames) {
+  Graph g;
+  Node* given_early = g.add_input("neg_2", meta({4}));  // given before the numbering reaches it
+  std::vector<std::string> names;
+  Node* last = given_early;
+  for (int i = 0; i < 4; ++i) {
+    last = g.add_call(OpKind::neg, {Ref{last}}, {meta({4})});
+    names.push_back(last->name());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"neg", "neg_1", "neg_3", "neg_4"}));
+  // given after: neg_1 and neg_4 are taken by numbering, neg_9 is free, "neg" is taken
+  EXPECT_EQ(g.add_input("neg_1", meta({4}))->name(), "neg_1_1");
+  EXPECT_EQ(g.add_input("neg_4", meta({4}))->name(), "neg_4_1");
+  EXPECT_EQ(g.add_input("neg_9", meta({4}))->name(), "neg_9");
+  EXPECT_EQ(g.add_input("neg", meta({4}))->name(), "neg_5");
+  // "neg_05" and "neg_x" are not numbered names: taken as given
+  EXPECT_EQ(g.add_input("neg_05", meta({4}))->name(), "neg_05");
+  for (int i = 0; i < 4; ++i) last = g.add_call(OpKind::neg, {Ref{last}}, {meta({4})});
+  EXPECT_EQ(last->name(), "neg_10");  // neg_6, neg_7, neg_8, then neg_9 (given) is skipped
+  std::set<std::string> seen;
+  for (const Node* n : g.nodes()) EXPECT_TRUE(seen.insert(n->name()).second) << n->name();
 }
 
 TEST(Verifier, ReportsEachBrokenInvariant) {
