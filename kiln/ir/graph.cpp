@@ -189,9 +189,14 @@ Node* Graph::append(NodePtr node) {
 // Called for a node just appended, whose repeated uses of one input are adjacent in
 // that input's user list, so checking the last entry keeps each user once.
 void Graph::link_uses(Node* n) {
-  for (const Ref& r : n->inputs()) {
+  auto use = [n](const Ref& r) {
     auto& u = r.node->users_;
     if (u.empty() || u.back() != n) u.push_back(n);
+  };
+  for (const Arg& a : n->args_) {  // the inputs in order, without building their list
+    if (auto* r = std::get_if<Ref>(&a)) use(*r);
+    else if (auto* l = std::get_if<RefList>(&a))
+      for (const Ref& r : *l) use(r);
   }
 }
 
