@@ -10,6 +10,8 @@
 #include "kiln/kiln.h"
 #include "kiln/ops/meta.h"
 
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));  // OpenBLAS (pthreads)
+
 namespace {
 
 using namespace kiln;
@@ -76,6 +78,9 @@ void BM_SgemmOpenBlas(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
   }
   report_gflops(state, n);
+  // OpenBLAS's workers spin for ~0.1 s after a threaded call: stop them, or the next
+  // benchmark's OpenMP team would share its cores with them.
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
 }
 BENCHMARK(BM_SgemmOpenBlas)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -41,6 +41,15 @@ dnnl::memory::desc desc_of(int64_t batch, int64_t rows, int64_t cols, const Matr
 
 }  // namespace
 
+void onednn_warm_up() {
+  using dnnl::memory;
+  memory::desc d({32, 32}, memory::data_type::f32, {32, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(d, d, d), attr, cpu_engine());
+  (void)pd;
+}
+
 void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b,
                    MatrixBatch c, float alpha, float beta) {
   use_kernel_threads_for_openmp();
@@ -83,6 +92,8 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
 #else
 
 bool onednn_available() { return false; }
+
+void onednn_warm_up() {}
 
 void onednn_matmul(int64_t, int64_t, int64_t, int64_t, MatrixBatch, MatrixBatch, MatrixBatch,
                    float, float) {
