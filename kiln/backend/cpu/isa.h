@@ -15,14 +15,19 @@
 // avx512 lowers the choice (never above what the CPU has); the tests run every level the
 // machine has.
 
+#include <atomic>
 #include <cstdint>
 
 namespace kiln::cpu {
 
 enum class Isa : uint8_t { base, avx2, avx512 };
 
+namespace detail {
+extern std::atomic<Isa> g_cpu_isa;
+}  // namespace detail
+
 /** The level the kernels use: the best the CPU has, lowered by KILN_CPU_ISA. */
-Isa cpu_isa();
+inline Isa cpu_isa() { return detail::g_cpu_isa.load(std::memory_order_relaxed); }
 /** The best level the CPU has. */
 Isa cpu_isa_supported();
 /** Sets the level (tests and benchmarks); Error above cpu_isa_supported(). */

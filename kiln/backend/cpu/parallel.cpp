@@ -18,7 +18,7 @@ int kernel_threads() {
   return k ? get_num_threads(k->device) : get_num_threads();
 }
 
-int threads_for(int64_t work, int64_t grain) {
+int detail::threads_for_large(int64_t work, int64_t grain) {
 #if KILN_WITH_OPENMP
   if (work < 2 * grain || omp_in_parallel()) return 1;
   int budget = kernel_threads();
@@ -111,25 +111,21 @@ Isa from_env(Isa best) {
   return want < best ? want : best;
 }
 
-std::atomic<Isa>& chosen() {
-  static std::atomic<Isa> isa{from_env(cpu_isa_supported())};
-  return isa;
-}
-
 }  // namespace
+
+// Set when the library loads; zero (base) for kernels run by static initializers before.
+std::atomic<Isa> detail::g_cpu_isa{from_env(cpu_isa_supported())};
 
 Isa cpu_isa_supported() {
   static const Isa best = detect();
   return best;
 }
 
-Isa cpu_isa() { return chosen().load(std::memory_order_relaxed); }
-
 void set_cpu_isa(Isa isa) {
   KILN_CHECK(isa <= cpu_isa_supported(), unsupported,
              "[set_cpu_isa] this CPU has {} kernels at most, not {}", isa_name(cpu_isa_supported()),
              isa_name(isa));
-  chosen().store(isa, std::memory_order_relaxed);
+  detail::g_cpu_isa.store(isa, std::memory_order_relaxed);
 }
 
 const char* isa_name(Isa isa) {

@@ -11,9 +11,15 @@ namespace kiln::cpu {
  * PyTorch's grain; a team costs a few microseconds to wake). */
 inline constexpr int64_t kGrain = 32768;
 
+namespace detail {
+int threads_for_large(int64_t work, int64_t grain);
+}  // namespace detail
+
 /** The number of threads the running kernel may use for `work` units of work at `grain`
  * per thread: 1 below two grains, inside another parallel region, or on a budget of 1. */
-int threads_for(int64_t work, int64_t grain);
+inline int threads_for(int64_t work, int64_t grain) {
+  return work < 2 * grain ? 1 : detail::threads_for_large(work, grain);  // tiny ops: no call
+}
 
 /** Sets the calling thread's OpenMP team size for a library that uses OpenMP itself
  * (oneDNN) to the running kernel's budget. */
