@@ -87,19 +87,18 @@ BENCHMARK(BM_SgemmOpenBlas)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTi
 // One MLP layer of BENCH.md (x[64,512] -> Linear 512->512 -> ReLU) at 1 and 2 threads:
 // the GEMM library and intra-op threads (Note [oneDNN for f32 GEMM]).
 void BM_MlpLayer(benchmark::State& state) {
-  kiln::set_num_threads(static_cast<int>(state.range(0)));
+  kiln::NumThreadsGuard threads(static_cast<int>(state.range(0)));
   Tensor x = randn({64, 512}), w = randn({512, 512}), b = randn({512});
   for (auto _ : state) {
     Tensor y = relu(linear(x, w, b));
     benchmark::DoNotOptimize(y.impl());
   }
-  kiln::set_num_threads(2);
 }
 BENCHMARK(BM_MlpLayer)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Small square products through each library: where the automatic choice switches.
 void BM_GemmSmall(benchmark::State& state, cpu::GemmLibrary lib) {
-  kiln::set_num_threads(1);
+  kiln::NumThreadsGuard threads(1);
   cpu::set_gemm_library(lib);
   int64_t n = state.range(0);
   Tensor a = randn({n, n}), b = randn({n, n});
@@ -108,7 +107,6 @@ void BM_GemmSmall(benchmark::State& state, cpu::GemmLibrary lib) {
     benchmark::DoNotOptimize(c.impl());
   }
   cpu::set_gemm_library(cpu::GemmLibrary::automatic);
-  kiln::set_num_threads(2);
 }
 BENCHMARK_CAPTURE(BM_GemmSmall, openblas, cpu::GemmLibrary::openblas)->RangeMultiplier(2)->Range(8, 64)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemmSmall, onednn, cpu::GemmLibrary::onednn)->RangeMultiplier(2)->Range(8, 64)->UseRealTime();
@@ -116,13 +114,12 @@ BENCHMARK_CAPTURE(BM_GemmSmall, onednn, cpu::GemmLibrary::onednn)->RangeMultipli
 // Elementwise add and GELU of 1M elements in f32, f16 and bf16, one thread (issue 21:
 // the half types within 1.5x of f32, F16C conversions in the kernels).
 void BM_Elementwise1M(benchmark::State& state, DType dtype, bool gelu_op) {
-  kiln::set_num_threads(1);
+  kiln::NumThreadsGuard threads(1);
   Tensor a = to(randn({1 << 20}), dtype), b = to(randn({1 << 20}), dtype);
   for (auto _ : state) {
     Tensor c = gelu_op ? gelu(a) : add(a, b);
     benchmark::DoNotOptimize(c.impl());
   }
-  kiln::set_num_threads(2);
 }
 BENCHMARK_CAPTURE(BM_Elementwise1M, add_f32, DType::f32, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Elementwise1M, add_f16, DType::f16, false)->Unit(benchmark::kMicrosecond)->UseRealTime();

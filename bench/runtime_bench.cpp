@@ -31,7 +31,7 @@ long minor_faults() {
 
 template <typename Run>
 void measure(benchmark::State& state, Run&& run) {
-  kiln::set_num_threads(static_cast<int>(state.range(0)));
+  kiln::NumThreadsGuard threads(static_cast<int>(state.range(0)));
   Device d("cpu:0");
   for (int i = 0; i < 3; ++i) run();  // warm-up: caches filled
   device_allocator(d).reset_peak();
@@ -43,7 +43,6 @@ void measure(benchmark::State& state, Run&& run) {
   state.counters["faults/fwd"] =
       static_cast<double>(minor_faults() - faults) / static_cast<double>(state.iterations());
   state.counters["peak_MiB"] = peak / 1048576.0;
-  kiln::set_num_threads(2);
 }
 
 void BM_Eager(benchmark::State& state, const std::string& name) {

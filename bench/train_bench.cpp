@@ -36,7 +36,7 @@ Step make_step(const std::string& name) {
 }
 
 void BM_TrainStep(benchmark::State& state, const std::string& name) {
-  kiln::set_num_threads(static_cast<int>(state.range(0)));
+  kiln::NumThreadsGuard threads(static_cast<int>(state.range(0)));
   Step step = make_step(name);
   for (int i = 0; i < 3; ++i) step();  // warm-up: caches and optimizer state filled
   Device d("cpu:0");
@@ -45,7 +45,6 @@ void BM_TrainStep(benchmark::State& state, const std::string& name) {
   step();
   state.counters["peak_MiB"] = static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0;
   for (auto _ : state) step();
-  kiln::set_num_threads(2);
 }
 BENCHMARK_CAPTURE(BM_TrainStep, mlp, std::string("mlp"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TrainStep, block, std::string("block"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -66,7 +65,7 @@ namespace {
 
 // The same step as one exported program run by the executor (J4), vs the same peer.
 void BM_TrainProgram(benchmark::State& state, const std::string& name) {
-  kiln::set_num_threads(static_cast<int>(state.range(0)));
+  kiln::NumThreadsGuard threads(static_cast<int>(state.range(0)));
   manual_seed(0);
   auto ref = nn::make_reference_model(name);
   Tensor x = ref.example_inputs[0], target = randn_like(x);
@@ -83,7 +82,6 @@ void BM_TrainProgram(benchmark::State& state, const std::string& name) {
   state.counters["peak_MiB"] = static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0;
   state.counters["planned_MiB"] = exec.stats().planned_bytes / 1048576.0;
   for (auto _ : state) benchmark::DoNotOptimize(exec.run(batch)[0].impl());
-  kiln::set_num_threads(2);
 }
 BENCHMARK_CAPTURE(BM_TrainProgram, mlp, std::string("mlp"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_TrainProgram, block, std::string("block"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -69,32 +69,27 @@ DType ResultType::result() const {
 
 // IEEE half conversions, round-to-nearest-even, with subnormals, inf and nan.
 uint16_t half_bits_from_float(float f) {
-  uint16_t bits;
   uint32_t x = std::bit_cast<uint32_t>(f);
   uint32_t sign = (x >> 16) & 0x8000;
   uint32_t abs = x & 0x7fffffff;
   if (abs >= 0x7f800000) {  // inf or nan
-    bits = static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
-    return bits;
+    return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
   }
   if (abs >= 0x477ff000) {  // rounds to >= 65520: overflow to inf
-    bits = static_cast<uint16_t>(sign | 0x7c00);
-    return bits;
+    return static_cast<uint16_t>(sign | 0x7c00);
   }
   if (abs < 0x38800000) {  // subnormal half (or zero)
     float af = std::bit_cast<float>(abs);
     // Scale so the half subnormal step (2^-24) becomes 1, then round to even.
     float scaled = af * 16777216.0f;
-    bits = static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
-    return bits;
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled)));
   }
   uint32_t mant = abs & 0x7fffff;
   uint32_t exp = (abs >> 23) - 127 + 15;
   uint32_t h = (exp << 10) | (mant >> 13);
   uint32_t rest = mant & 0x1fff;
   if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
-  bits = static_cast<uint16_t>(sign | h);
-  return bits;
+  return static_cast<uint16_t>(sign | h);
 }
 
 float float_from_half_bits(uint16_t bits) {

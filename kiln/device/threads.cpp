@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "kiln/core/error.h"
@@ -11,17 +12,29 @@ namespace kiln {
 
 namespace {
 
-int default_threads() {
-  if (const char* env = std::getenv("KILN_NUM_THREADS")) {
-    char* end = nullptr;
-    long n = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && n >= 1 && n <= 4096) return static_cast<int>(n);
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+// KILN_NUM_THREADS, read once; a malformed value is kept as an error for the first use
+// (as KILN_CPU_DEVICES), the budget then being the hardware threads.
+struct EnvBudget {
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string error;
+};
+
+const EnvBudget& env_budget() {
+  static const EnvBudget b = [] {
+    EnvBudget r;
+    if (const char* env = std::getenv("KILN_NUM_THREADS"); env && *env) {
+      char* end = nullptr;
+      long n = std::strtol(env, &end, 10);
+      if (*end == '\0' && n >= 1 && n <= 4096) r.threads = static_cast<int>(n);
+      else r.error = fmt::format("KILN_NUM_THREADS must be an integer in 1..4096, got '{}'", env);
+    }
+    return r;
+  }();
+  return b;
 }
 
 std::atomic<int>& process_budget() {
-  static std::atomic<int> n{default_threads()};
+  static std::atomic<int> n{env_budget().threads};
   return n;
 }
 
@@ -40,7 +53,11 @@ void set_num_threads(int n) {
   process_budget().store(n, std::memory_order_relaxed);
 }
 
-int get_num_threads() { return process_budget().load(std::memory_order_relaxed); }
+int get_num_threads() {
+  if (!env_budget().error.empty()) [[unlikely]]
+    fail(ErrorKind::value, "{}", env_budget().error);
+  return process_budget().load(std::memory_order_relaxed);
+}
 
 void set_num_threads(Device device, int n) {
   KILN_CHECK(device.type == DeviceType::cpu && device.index >= 0, value,

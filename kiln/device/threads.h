@@ -19,11 +19,23 @@ namespace kiln {
 
 /** Sets the process's intra-op budget (>= 1). */
 void set_num_threads(int n);
-/** The process's intra-op budget. */
+/** The process's intra-op budget; a value Error when KILN_NUM_THREADS is malformed. */
 int get_num_threads();
 /** Sets `device`'s budget (a CPU device; 0 = use the process budget). */
 void set_num_threads(Device device, int n);
 /** The budget of kernels running on `device`. */
 int get_num_threads(Device device);
+
+/** Sets the process budget for a scope and restores the previous one. */
+class NumThreadsGuard {
+ public:
+  explicit NumThreadsGuard(int n) : before_(get_num_threads()) { set_num_threads(n); }
+  ~NumThreadsGuard() { set_num_threads(before_); }
+  NumThreadsGuard(const NumThreadsGuard&) = delete;
+  NumThreadsGuard& operator=(const NumThreadsGuard&) = delete;
+
+ private:
+  int before_;
+};
 
 }  // namespace kiln

@@ -1,7 +1,9 @@
 #pragma once
-// Optimizers with PyTorch's update formulas (torch.optim.SGD and AdamW), applied
-// foreach-style: each step of the formula runs over the whole parameter list before the
-// next. Updates are not recorded by autograd; each parameter's state lives on its device.
+// Optimizers with PyTorch's update formulas (torch.optim.SGD and AdamW). AdamW applies
+// each step of the formula over the whole parameter list before the next (foreach-style);
+// SGD runs each parameter's whole update before the next parameter's (the same ops in
+// the same order per parameter, its buffers still in cache). Updates are not recorded by
+// autograd; each parameter's state lives on its device.
 
 #include <string>
 #include <utility>

@@ -129,6 +129,18 @@ TEST(IntraOpThreads, BudgetsAndTheirErrors) {
   EXPECT_EQ(get_num_threads(), 3);  // a refused setting changes nothing
 }
 
+TEST(IntraOpThreads, GuardRestoresTheBudget) {
+  Restore restore;
+  set_num_threads(3);
+  {
+    NumThreadsGuard one(1);
+    EXPECT_EQ(get_num_threads(), 1);
+  }
+  EXPECT_EQ(get_num_threads(), 3);
+  expect_error([] { NumThreadsGuard none(0); }, ErrorKind::value, "at least 1 thread");
+  EXPECT_EQ(get_num_threads(), 3);
+}
+
 TEST(IntraOpThreads, AnExceptionInAChunkReachesTheCaller) {
   Restore restore;
   set_num_threads(2);

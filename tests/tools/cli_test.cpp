@@ -239,6 +239,20 @@ TEST(Cli, ErrorsAreOneLineWithNonZeroExit) {
     EXPECT_TRUE(has(env.out, "kiln: error: KILN_CPU_DEVICES must be an integer in 1..1024, got 'abc'"))
         << env.out;
   }
+  // So are the CPU backend's switches (Note [Intra-op threads], [oneDNN for f32 GEMM],
+  // [Portable kernels]): reported at the first CPU kernel, nothing written.
+  for (const auto& [env, message] : std::vector<std::pair<std::string, std::string>>{
+           {"KILN_NUM_THREADS=0", "KILN_NUM_THREADS must be an integer in 1..4096, got '0'"},
+           {"KILN_NUM_THREADS=two", "KILN_NUM_THREADS must be an integer in 1..4096, got 'two'"},
+           {"KILN_GEMM=mkl", "KILN_GEMM must be 'openblas' or 'onednn', got 'mkl'"},
+           {"KILN_CPU_ISA=sse9", "KILN_CPU_ISA must be 'base', 'avx2' or 'avx512', got 'sse9'"}}) {
+    std::string out = tmp("env.kiln");
+    std::remove(out.c_str());
+    Result r = kiln_cmd("export --model mlp -o " + out, "KILN_CPU_DEVICES=2 " + env);
+    EXPECT_EQ(r.code, 1) << env;
+    EXPECT_TRUE(has(r.out, "kiln: error: " + message)) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << env;
+  }
 }
 
 TEST(Cli, DemoPerformsTheMainJob) {

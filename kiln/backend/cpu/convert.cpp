@@ -103,48 +103,43 @@ void convert_scalar(const S* src, D* dst, int64_t i, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+// The conversion at the running level: AVX-512 and AVX2 intrinsics, else the scalar
+// conversion (the types' own, through _Float16 or integer code).
+template <typename S, typename D>
+void convert_at_level([[maybe_unused]] void (*avx512)(const S*, D*, int64_t),
+                      [[maybe_unused]] void (*avx2)(const S*, D*, int64_t), const S* src, D* dst,
+                      int64_t n) {
+#if KILN_X86
+  switch (cpu_isa()) {
+    case Isa::avx512: return avx512(src, dst, n);
+    case Isa::avx2: return avx2(src, dst, n);
+    case Isa::base: break;
+  }
+#endif
+  convert_scalar(src, dst, 0, n);
+}
+
+#if KILN_X86
+#define KILN_CONVERT_VARIANTS(name) &name##_avx512, &name##_avx2
+#else
+#define KILN_CONVERT_VARIANTS(name) nullptr, nullptr
+#endif
+
+}  // namespace
+
 void convert_dense(const Half* src, float* dst, int64_t n) {
-#if KILN_X86
-  switch (cpu_isa()) {
-    case Isa::avx512: return half_to_float_avx512(src, dst, n);
-    case Isa::avx2: return half_to_float_avx2(src, dst, n);
-    case Isa::base: break;
-  }
-#endif
-  convert_scalar(src, dst, 0, n);
+  convert_at_level(KILN_CONVERT_VARIANTS(half_to_float), src, dst, n);
 }
-
 void convert_dense(const float* src, Half* dst, int64_t n) {
-#if KILN_X86
-  switch (cpu_isa()) {
-    case Isa::avx512: return float_to_half_avx512(src, dst, n);
-    case Isa::avx2: return float_to_half_avx2(src, dst, n);
-    case Isa::base: break;
-  }
-#endif
-  convert_scalar(src, dst, 0, n);
+  convert_at_level(KILN_CONVERT_VARIANTS(float_to_half), src, dst, n);
 }
-
 void convert_dense(const BFloat16* src, float* dst, int64_t n) {
-#if KILN_X86
-  switch (cpu_isa()) {
-    case Isa::avx512: return bf16_to_float_avx512(src, dst, n);
-    case Isa::avx2: return bf16_to_float_avx2(src, dst, n);
-    case Isa::base: break;
-  }
-#endif
-  convert_scalar(src, dst, 0, n);
+  convert_at_level(KILN_CONVERT_VARIANTS(bf16_to_float), src, dst, n);
 }
-
 void convert_dense(const float* src, BFloat16* dst, int64_t n) {
-#if KILN_X86
-  switch (cpu_isa()) {
-    case Isa::avx512: return float_to_bf16_avx512(src, dst, n);
-    case Isa::avx2: return float_to_bf16_avx2(src, dst, n);
-    case Isa::base: break;
-  }
-#endif
-  convert_scalar(src, dst, 0, n);
+  convert_at_level(KILN_CONVERT_VARIANTS(float_to_bf16), src, dst, n);
 }
 
 }  // namespace kiln::cpu

@@ -90,9 +90,6 @@ struct Staged {
 
 // The half types, dense: blocks converted to float on the stack, computed, converted
 // back, so an f16 op reads and writes f16 once instead of going through f32 tensors.
-template <typename H>
-inline constexpr bool is_half_v = std::is_same_v<H, Half> || std::is_same_v<H, BFloat16>;
-
 bool dense_half_case(const Tensor& out, std::initializer_list<const Tensor*> ins) {
   if ((out.dtype() != DType::f16 && out.dtype() != DType::bf16) || !out.is_contiguous()) return false;
   for (const Tensor* t : ins)

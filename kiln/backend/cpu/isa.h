@@ -32,6 +32,8 @@ inline Isa cpu_isa() { return detail::g_cpu_isa.load(std::memory_order_relaxed);
 Isa cpu_isa_supported();
 /** Sets the level (tests and benchmarks); Error above cpu_isa_supported(). */
 void set_cpu_isa(Isa isa);
+/** A value Error when KILN_CPU_ISA is malformed. */
+void check_isa_environment();
 const char* isa_name(Isa isa);
 
 #if defined(__x86_64__) && defined(__GNUC__)

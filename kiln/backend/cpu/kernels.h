@@ -21,5 +21,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
 enum class GemmLibrary { automatic, openblas, onednn };
 void set_gemm_library(GemmLibrary library);
 GemmLibrary gemm_library();
+/** A value Error when KILN_GEMM is malformed or names a library this build lacks. */
+void check_gemm_environment();
 
 }  // namespace kiln::cpu

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
@@ -30,15 +31,28 @@ namespace {
   return true;
 }();
 
-GemmLibrary library_from_env() {
-  const char* env = std::getenv("KILN_GEMM");
-  if (env && std::strcmp(env, "openblas") == 0) return GemmLibrary::openblas;
-  if (env && std::strcmp(env, "onednn") == 0 && onednn_available()) return GemmLibrary::onednn;
-  return GemmLibrary::automatic;
+// KILN_GEMM, read once; a bad value is kept as an error for check_gemm_environment().
+struct EnvLibrary {
+  GemmLibrary library = GemmLibrary::automatic;
+  std::string error;
+};
+
+const EnvLibrary& env_library() {
+  static const EnvLibrary e = [] {
+    EnvLibrary r;
+    const char* env = std::getenv("KILN_GEMM");
+    if (!env || !*env) return r;
+    if (std::strcmp(env, "openblas") == 0) r.library = GemmLibrary::openblas;
+    else if (std::strcmp(env, "onednn") == 0 && onednn_available()) r.library = GemmLibrary::onednn;
+    else if (std::strcmp(env, "onednn") == 0) r.error = "KILN_GEMM=onednn, but this kiln was built without oneDNN";
+    else r.error = fmt::format("KILN_GEMM must be 'openblas' or 'onednn', got '{}'", env);
+    return r;
+  }();
+  return e;
 }
 
 std::atomic<GemmLibrary>& library_choice() {
-  static std::atomic<GemmLibrary> lib{library_from_env()};
+  static std::atomic<GemmLibrary> lib{env_library().library};
   return lib;
 }
 
@@ -115,6 +129,10 @@ void set_gemm_library(GemmLibrary library) {
 }
 
 GemmLibrary gemm_library() { return library_choice().load(std::memory_order_relaxed); }
+
+void check_gemm_environment() {
+  if (!env_library().error.empty()) fail(ErrorKind::value, "{}", env_library().error);
+}
 
 // c = beta * c + alpha * a @ b, with c's rows contiguous.
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {

@@ -9,10 +9,10 @@
 // product. KILN_GEMM=openblas sends everything to OpenBLAS (both paths are tested).
 #include "kiln/backend/cpu/onednn.h"
 
+#include <memory>
+
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/error.h"
-
-#include <memory>
 
 #if KILN_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>

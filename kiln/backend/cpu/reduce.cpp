@@ -107,19 +107,19 @@ void k_amax(const OpCall& c, std::span<Tensor> outs) {
     const T* p = r.data.data<T>();
     T* o = dst.data<T>();
     parallel_for(r.outer, r.inner, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const T* row = p + i * r.inner;
-      T best = row[0];
-      for (int64_t j = 1; j < r.inner; ++j) {
-        if constexpr (std::is_floating_point_v<T>)
-          if (std::isnan(best)) break;
-        T v = row[j];
-        bool nan = false;
-        if constexpr (std::is_floating_point_v<T>) nan = std::isnan(v);
-        if (nan || (is_max ? v > best : v < best)) best = v;
+      for (int64_t i = b; i < e; ++i) {
+        const T* row = p + i * r.inner;
+        T best = row[0];
+        for (int64_t j = 1; j < r.inner; ++j) {
+          if constexpr (std::is_floating_point_v<T>)
+            if (std::isnan(best)) break;
+          T v = row[j];
+          bool nan = false;
+          if constexpr (std::is_floating_point_v<T>) nan = std::isnan(v);
+          if (nan || (is_max ? v > best : v < best)) best = v;
+        }
+        o[i] = best;
       }
-      o[i] = best;
-    }
     });
   });
   copy_into(outs[0], dst);
@@ -142,22 +142,22 @@ void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
     T* vo = values.data<T>();
     int64_t* io = indices.data<int64_t>();
     parallel_for(r.outer, r.inner, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const T* row = p + i * r.inner;
-      int64_t best = 0;
-      for (int64_t j = 1; j < r.inner; ++j) {
-        if constexpr (std::is_floating_point_v<T>) {
-          if (std::isnan(row[best])) break;
-          if (std::isnan(row[j])) {
-            best = j;
-            break;
+      for (int64_t i = b; i < e; ++i) {
+        const T* row = p + i * r.inner;
+        int64_t best = 0;
+        for (int64_t j = 1; j < r.inner; ++j) {
+          if constexpr (std::is_floating_point_v<T>) {
+            if (std::isnan(row[best])) break;
+            if (std::isnan(row[j])) {
+              best = j;
+              break;
+            }
           }
+          if (is_max ? row[j] > row[best] : row[j] < row[best]) best = j;
         }
-        if (is_max ? row[j] > row[best] : row[j] < row[best]) best = j;
+        vo[i] = row[best];
+        io[i] = best;
       }
-      vo[i] = row[best];
-      io[i] = best;
-    }
     });
   });
   if (!argmax) copy_into(outs[0], make_view(values, outs[0].shape(), contiguous_strides(outs[0].shape()), 0));
@@ -199,20 +199,20 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
     int64_t n = r.inner;
     parallel_for(r.outer, 4 * n, [&](int64_t b, int64_t e) {
       with_best_isa([&] {
-      for (int64_t i = b; i < e; ++i) {
-        const T* row = p + i * n;
-        T* orow = o + i * n;
-        if (n == 0) continue;
-        T mx = row_max(row, n);
-        for (int64_t j = 0; j < n; ++j) orow[j] = vexp(row[j] - mx);  // vectorized
-        T sum = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return orow[j]; }));
-        if (log) {
-          T lse = std::log(sum);
-          for (int64_t j = 0; j < n; ++j) orow[j] = row[j] - mx - lse;
-        } else {
-          for (int64_t j = 0; j < n; ++j) orow[j] /= sum;
+        for (int64_t i = b; i < e; ++i) {
+          const T* row = p + i * n;
+          T* orow = o + i * n;
+          if (n == 0) continue;
+          T mx = row_max(row, n);
+          for (int64_t j = 0; j < n; ++j) orow[j] = vexp(row[j] - mx);  // vectorized
+          T sum = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return orow[j]; }));
+          if (log) {
+            T lse = std::log(sum);
+            for (int64_t j = 0; j < n; ++j) orow[j] = row[j] - mx - lse;
+          } else {
+            for (int64_t j = 0; j < n; ++j) orow[j] /= sum;
+          }
         }
-      }
       });
     });
   });
@@ -240,21 +240,21 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
     double dn = static_cast<double>(n);
     parallel_for(r.outer, 4 * n, [&](int64_t lo, int64_t hi) {
       with_best_isa([&] {
-      for (int64_t i = lo; i < hi; ++i) {
-        const T* row = p + i * n;
-        T* orow = o + i * n;
-        T mean = rms ? T(0) : static_cast<T>(row_sum<T>(n, [&](int64_t j) { return row[j]; }) / dn);
-        double ss = row_sum<T>(n, [&](int64_t j) { return (row[j] - mean) * (row[j] - mean); });
-        T inv = T(1) / std::sqrt(T(ss / dn) + eps);
-        if (pw && pb)
-          for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv * pw[j] + pb[j];
-        else if (pw)
-          for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv * pw[j];
-        else if (pb)
-          for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv + pb[j];
-        else
-          for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv;
-      }
+        for (int64_t i = lo; i < hi; ++i) {
+          const T* row = p + i * n;
+          T* orow = o + i * n;
+          T mean = rms ? T(0) : static_cast<T>(row_sum<T>(n, [&](int64_t j) { return row[j]; }) / dn);
+          double ss = row_sum<T>(n, [&](int64_t j) { return (row[j] - mean) * (row[j] - mean); });
+          T inv = T(1) / std::sqrt(T(ss / dn) + eps);
+          if (pw && pb)
+            for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv * pw[j] + pb[j];
+          else if (pw)
+            for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv * pw[j];
+          else if (pb)
+            for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv + pb[j];
+          else
+            for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv;
+        }
       });
     });
   });
