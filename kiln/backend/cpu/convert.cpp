@@ -22,26 +22,26 @@ void convert_scalar(const S* src, D* dst, int64_t i, int64_t n) {
 }
 
 #if KILN_X86
-[[gnu::target("arch=x86-64-v4")]] void half_to_float_avx512(const Half* s, float* d, int64_t n) {
+[[KILN_TARGET_AVX512]] void half_to_float_avx512(const Half* s, float* d, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
   convert_scalar(s, d, i, n);
 }
-[[gnu::target("arch=x86-64-v3")]] void half_to_float_avx2(const Half* s, float* d, int64_t n) {
+[[KILN_TARGET_AVX2]] void half_to_float_avx2(const Half* s, float* d, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
   convert_scalar(s, d, i, n);
 }
-[[gnu::target("arch=x86-64-v4")]] void float_to_half_avx512(const float* s, Half* d, int64_t n) {
+[[KILN_TARGET_AVX512]] void float_to_half_avx512(const float* s, Half* d, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
                         _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
   convert_scalar(s, d, i, n);
 }
-[[gnu::target("arch=x86-64-v3")]] void float_to_half_avx2(const float* s, Half* d, int64_t n) {
+[[KILN_TARGET_AVX2]] void float_to_half_avx2(const float* s, Half* d, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
@@ -51,7 +51,7 @@ void convert_scalar(const S* src, D* dst, int64_t i, int64_t n) {
 
 // bfloat16: the top half of a float; rounding to nearest even by adding 0x7fff plus the
 // kept part's lowest bit, NaN to the quiet 0x7fc0 (as BFloat16(float)).
-[[gnu::target("arch=x86-64-v4")]] void bf16_to_float_avx512(const BFloat16* s, float* d, int64_t n) {
+[[KILN_TARGET_AVX512]] void bf16_to_float_avx512(const BFloat16* s, float* d, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
@@ -59,7 +59,7 @@ void convert_scalar(const S* src, D* dst, int64_t i, int64_t n) {
   }
   convert_scalar(s, d, i, n);
 }
-[[gnu::target("arch=x86-64-v4")]] void float_to_bf16_avx512(const float* s, BFloat16* d, int64_t n) {
+[[KILN_TARGET_AVX512]] void float_to_bf16_avx512(const float* s, BFloat16* d, int64_t n) {
   const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1),
                 abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000),
                 qnan = _mm512_set1_epi32(0x7fc0);
@@ -74,7 +74,7 @@ void convert_scalar(const S* src, D* dst, int64_t i, int64_t n) {
   }
   convert_scalar(s, d, i, n);
 }
-[[gnu::target("arch=x86-64-v3")]] void bf16_to_float_avx2(const BFloat16* s, float* d, int64_t n) {
+[[KILN_TARGET_AVX2]] void bf16_to_float_avx2(const BFloat16* s, float* d, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
@@ -82,7 +82,7 @@ void convert_scalar(const S* src, D* dst, int64_t i, int64_t n) {
   }
   convert_scalar(s, d, i, n);
 }
-[[gnu::target("arch=x86-64-v3")]] void float_to_bf16_avx2(const float* s, BFloat16* d, int64_t n) {
+[[KILN_TARGET_AVX2]] void float_to_bf16_avx2(const float* s, BFloat16* d, int64_t n) {
   const __m256i round = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1),
                 abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000),
                 qnan = _mm256_set1_epi32(0x7fc0);

@@ -37,12 +37,26 @@ void check_isa_environment();
 const char* isa_name(Isa isa);
 
 #if defined(__x86_64__) && defined(__GNUC__)
+// The attribute that compiles a function for a level, empty where the whole build already
+// targets it (KILN_NATIVE=ON on such a CPU): a target attribute below the build's own
+// flags would stop the intrinsics and the lambda from being inlined.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#define KILN_TARGET_AVX512
+#else
+#define KILN_TARGET_AVX512 gnu::target("arch=x86-64-v4")
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && defined(__BMI2__)
+#define KILN_TARGET_AVX2
+#else
+#define KILN_TARGET_AVX2 gnu::target("arch=x86-64-v3")
+#endif
+
 template <typename F>
-[[gnu::flatten, gnu::target("arch=x86-64-v4")]] void call_avx512(F& f) {
+[[gnu::flatten, KILN_TARGET_AVX512]] void call_avx512(F& f) {
   f();
 }
 template <typename F>
-[[gnu::flatten, gnu::target("arch=x86-64-v3")]] void call_avx2(F& f) {
+[[gnu::flatten, KILN_TARGET_AVX2]] void call_avx2(F& f) {
   f();
 }
 #endif
