@@ -1,38 +1,34 @@
 #include "kiln/core/pool.h"
 
-#include <vector>
-
 namespace kiln::detail {
 
-namespace {
-// Trivially destructible, so it stays readable while the thread's other thread_locals
-// are being destroyed: objects released after that (a static holding a tensor, freed
-// at process exit) go straight back to the system.
-thread_local bool t_lists_gone = false;
+constinit thread_local PoolLists t_pool{};
 
-struct Lists {
-  std::vector<void*> free[kPoolClasses];
-  ~Lists() {
-    t_lists_gone = true;
-    for (auto& list : free)
-      for (void* p : list) ::operator delete(p);
+namespace {
+// Frees the thread's blocks when it exits. Blocks released after that (a static
+// holding a tensor, freed at process exit) go straight back to the system.
+struct Cleanup {
+  ~Cleanup() {
+    t_pool.gone = true;
+    t_pool.ready = false;
+    for (void*& head : t_pool.head)
+      while (head) {
+        void* next = *static_cast<void**>(head);
+        ::operator delete(head);
+        head = next;
+      }
   }
 };
-thread_local Lists t_lists;
 }  // namespace
 
-void* pool_get(size_t size_class) {
-  if (t_lists_gone) return ::operator new(size_class * kPoolGranule);
-  std::vector<void*>& list = t_lists.free[size_class];
-  if (list.empty()) return ::operator new(size_class * kPoolGranule);
-  void* p = list.back();
-  list.pop_back();
-  return p;
-}
+void* pool_get_slow(size_t size_class) { return ::operator new(size_class * kPoolGranule); }
 
-void pool_put(void* p, size_t size_class) {
-  if (t_lists_gone) return ::operator delete(p);
-  t_lists.free[size_class].push_back(p);
+void pool_put_slow(void* p, size_t size_class) {
+  if (t_pool.gone) return ::operator delete(p);
+  thread_local Cleanup cleanup;  // constructed once per thread, on its first release
+  (void)cleanup;
+  t_pool.ready = true;
+  pool_put(p, size_class);
 }
 
 }  // namespace kiln::detail

@@ -15,12 +15,33 @@
 namespace kiln {
 
 namespace detail {
-/** Free blocks of one size class, per thread; blocks freed on another thread join that
- * thread's list (memory moves, it is never lost). */
-void* pool_get(size_t size_class);
-void pool_put(void* p, size_t size_class);
 inline constexpr size_t kPoolGranule = 64;
 inline constexpr size_t kPoolClasses = 8;  // objects up to 512 bytes
+
+/** Free blocks of each size class, per thread, as intrusive lists (a free block holds
+ * the next one's address). Trivial, so reading it costs no TLS guard. */
+struct PoolLists {
+  void* head[kPoolClasses];
+  bool ready;  // the thread's cleanup is registered
+  bool gone;   // the thread's cleanup ran
+};
+extern constinit thread_local PoolLists t_pool;
+void* pool_get_slow(size_t size_class);
+void pool_put_slow(void* p, size_t size_class);
+
+/** A block of size_class granules. Blocks freed on another thread join that thread's
+ * list (memory moves, it is never lost). */
+inline void* pool_get(size_t size_class) {
+  void* p = t_pool.head[size_class];
+  if (!p) return pool_get_slow(size_class);
+  t_pool.head[size_class] = *static_cast<void**>(p);
+  return p;
+}
+inline void pool_put(void* p, size_t size_class) {
+  if (!t_pool.ready) return pool_put_slow(p, size_class);
+  *static_cast<void**>(p) = t_pool.head[size_class];
+  t_pool.head[size_class] = p;
+}
 }  // namespace detail
 
 template <typename T>

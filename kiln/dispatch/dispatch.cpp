@@ -510,16 +510,17 @@ void check_not_frozen(const OpInfo& info, std::span<const Value> args) {
 }  // namespace
 
 namespace {
-thread_local std::vector<std::string> t_scopes;
+// The joined path, kept as scopes open and close; each scope remembers where its part
+// began, so closing one truncates.
+thread_local std::string t_scope_path;
 }  // namespace
 
-ScopeName::ScopeName(std::string name) { t_scopes.push_back(std::move(name)); }
-ScopeName::~ScopeName() { t_scopes.pop_back(); }
-std::string current_scope() {
-  std::string s;
-  for (const std::string& part : t_scopes) s += (s.empty() ? "" : ".") + part;
-  return s;
+ScopeName::ScopeName(std::string name) : mark_(t_scope_path.size()) {
+  if (!t_scope_path.empty()) t_scope_path += '.';
+  t_scope_path += name;
 }
+ScopeName::~ScopeName() { t_scope_path.resize(mark_); }
+const std::string& current_scope() { return t_scope_path; }
 
 CaptureScope::CaptureScope() { ++t_capture; }
 CaptureScope::~CaptureScope() { --t_capture; }

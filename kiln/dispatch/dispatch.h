@@ -67,9 +67,12 @@ class ScopeName {
   ~ScopeName();
   ScopeName(const ScopeName&) = delete;
   ScopeName& operator=(const ScopeName&) = delete;
+
+ private:
+  size_t mark_;  // the path's length before this scope
 };
-/** The current scope path, e.g. "blocks.0.attn", or "". */
-std::string current_scope();
+/** The current scope path, e.g. "blocks.0.attn", or "" (this thread's). */
+const std::string& current_scope();
 
 /** (X2) Freezes `t`'s storage (and so every view of it) while capturing; `by` names the
  * call that produced it. */

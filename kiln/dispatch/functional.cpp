@@ -538,7 +538,7 @@ Tensor to(const Tensor& x, Device device, std::optional<DType> dtype, bool non_b
   // its result is frozen.
   Tensor y = _to_copy(x, d, target, non_blocking);
   if (d == x.dtype() && !copy) {
-    std::string scope = current_scope();
+    const std::string& scope = current_scope();
     freeze(y, fmt::format("to({}) of {}{}", target, x.meta_str(),
                           scope.empty() ? "" : " in '" + scope + "'"));
   }

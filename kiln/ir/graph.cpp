@@ -124,12 +124,18 @@ NodePtr new_node() { return NodePtr(new (PoolAllocator<Node>().allocate(1)) Node
 Graph::~Graph() = default;
 
 // Note [Node names]
-bool Graph::name_taken(const std::string& name) const {
-  if (names_.contains(name)) return true;
+Graph::Numbering& Graph::entry(std::string_view name) {
+  auto it = names_.find(name);
+  if (it == names_.end()) it = names_.emplace(std::string(name), Numbering{}).first;
+  return it->second;
+}
+
+bool Graph::name_taken(std::string_view name) const {
+  if (auto it = names_.find(name); it != names_.end() && it->second.given) return true;
   auto [base, k] = split_number(name);
   if (k == 0) return false;
-  auto it = next_suffix_.find(std::string(base));
-  return it != next_suffix_.end() && it->second.last >= k;
+  auto it = names_.find(base);
+  return it != names_.end() && it->second.last >= k;
 }
 
 // "base_k" with k a number without leading zeros -> (base, k); else (name, 0).
@@ -146,30 +152,35 @@ std::pair<std::string_view, int> Graph::split_number(std::string_view name) {
   return {name.substr(0, sep), k};
 }
 
-std::string Graph::unique_name(std::string base) {
+void Graph::unique_name(std::string_view base, std::string& name, Numbering** cache) {
   if (base.empty()) base = "v";
-  if (base[0] == '_') base = base.substr(1);  // "_to_copy" prints as %to_copy
-  // A base seen before goes straight to its next number: one small lookup per node.
-  auto it = next_suffix_.try_emplace(base).first;
-  if (!it->second.base_tried) {  // the base itself, once
-    it->second.base_tried = true;
-    if (!name_taken(base)) {
-      names_.insert(base);
+  if (base[0] == '_') base.remove_prefix(1);  // "_to_copy" prints as %to_copy
+  // A base seen before goes straight to its next number: one lookup per node, none for
+  // a call node whose op was named before.
+  Numbering* num = cache && *cache ? *cache : &entry(base);
+  if (cache) *cache = num;
+  if (!num->base_tried) {  // the base itself, once
+    num->base_tried = true;
+    auto [b, k] = split_number(base);
+    Numbering* of_b = k > 0 ? &entry(b) : nullptr;
+    if (!num->given && !(of_b && of_b->last >= k)) {  // free: not given, not b's number
+      num->given = true;
       // A name given as "b_k" may later collide with b's own numbering: mark b.
-      if (auto [b, k] = split_number(base); k > 0) next_suffix_[std::string(b)].given_numbered = true;
-      return base;
+      if (of_b) of_b->given_numbered = true;
+      name.assign(base);
+      return;
     }
   }
   // base_k can only be taken as given (numbered names of base are all below k)
-  std::string name;
-  name.reserve(base.size() + 8);
   char digits[16];
   do {
-    auto end = std::to_chars(digits, digits + sizeof digits, ++it->second.last).ptr;
+    auto end = std::to_chars(digits, digits + sizeof digits, ++num->last).ptr;
     name.assign(base).push_back('_');
     name.append(digits, end);
-  } while (it->second.given_numbered && names_.contains(name));
-  return name;
+  } while (num->given_numbered && [&] {
+    auto it = names_.find(name);
+    return it != names_.end() && it->second.given;
+  }());
 }
 
 Node* Graph::append(NodePtr node) {
@@ -181,6 +192,7 @@ Node* Graph::append(NodePtr node) {
   else head_ = n;
   tail_ = n;
   n->owner_slot_ = owned_.size();
+  n->id_ = next_id_++;
   owned_.push_back(std::move(node));
   link_uses(n);
   return n;
@@ -203,7 +215,7 @@ void Graph::link_uses(Node* n) {
 Node* Graph::add_input(std::string name, ValueMeta meta) {
   auto n = new_node();
   n->opcode_ = Opcode::input;
-  n->name_ = unique_name(std::move(name));
+  unique_name(name, n->name_);
   n->meta_.push_back(std::move(meta));
   return append(std::move(n));
 }
@@ -211,7 +223,7 @@ Node* Graph::add_input(std::string name, ValueMeta meta) {
 Node* Graph::add_constant(Tensor value, std::string name) {
   auto n = new_node();
   n->opcode_ = Opcode::constant;
-  n->name_ = unique_name(name.empty() ? "const" : std::move(name));
+  unique_name(name.empty() ? std::string_view("const") : std::string_view(name), n->name_);
   n->meta_.push_back(ValueMeta::of(value));
   n->value_ = std::move(value);
   return append(std::move(n));
@@ -222,12 +234,15 @@ Node* Graph::add_call(ops::OpKind op, ArgList args, MetaList meta, std::string s
   auto n = new_node();
   n->opcode_ = Opcode::call;
   n->op_ = op;
-  if (name.empty()) {  // named after the op; an extension op without its namespace
+  if (!name.empty()) {
+    unique_name(name, n->name_);
+  } else {  // named after the op; an extension op without its namespace
+    size_t k = static_cast<size_t>(op);
+    if (k >= op_names_.size()) op_names_.resize(k + 1);
     std::string_view op_name = ops::op_name(op);
     size_t sep = op_name.rfind("::");
-    name = sep == std::string_view::npos ? op_name : op_name.substr(sep + 2);
+    unique_name(sep == std::string_view::npos ? op_name : op_name.substr(sep + 2), n->name_, &op_names_[k]);
   }
-  n->name_ = unique_name(std::move(name));
   n->args_ = std::move(args);
   n->meta_ = std::move(meta);
   n->scope_ = std::move(scope);
@@ -237,7 +252,7 @@ Node* Graph::add_call(ops::OpKind op, ArgList args, MetaList meta, std::string s
 Node* Graph::set_output(RefList values) {
   auto n = new_node();
   n->opcode_ = Opcode::output;
-  n->name_ = unique_name("output");
+  unique_name("output", n->name_);
   n->args_.push_back(std::move(values));
   Node* out = append(std::move(n));
   output_ = out;
@@ -268,7 +283,8 @@ void Graph::erase(Node* node) {
   if (node->next_) node->next_->prev_ = node->prev_;
   else tail_ = node->prev_;
   if (output_ == node) output_ = nullptr;
-  names_.erase(node->name_);  // a numbered name stays taken (Note [Node names])
+  // A numbered name stays taken (Note [Node names]); a given one is free again.
+  if (auto it = names_.find(node->name_); it != names_.end()) it->second.given = false;
   size_t slot = node->owner_slot_;  // swap with the last owned node, then drop it
   std::swap(owned_[slot], owned_.back());
   owned_[slot]->owner_slot_ = slot;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -69,6 +70,9 @@ class Node {
   const Tensor& value() const { return value_; }
   /** Where in user code the node came from (a scope path), possibly empty. */
   const std::string& scope() const { return scope_; }
+  /** Dense per-graph index in creation order (never reused): passes keep per-node
+   * facts in vectors of Graph::id_bound() entries instead of hash maps. */
+  uint32_t id() const { return id_; }
   Node* next() const { return next_; }
   Node* prev() const { return prev_; }
   /** The node's tensor arguments in order. */
@@ -87,6 +91,7 @@ class Node {
   Node* prev_ = nullptr;
   Node* next_ = nullptr;
   size_t owner_slot_ = 0;  // index in Graph::owned_ (erase is O(1))
+  uint32_t id_ = 0;
 };
 
 /** Destroys a node and returns its memory to the pool. */
@@ -131,6 +136,8 @@ class Graph {
   std::vector<Node*> nodes() const;
   std::vector<Node*> inputs() const;
   size_t size() const;
+  /** One more than the largest node id so far. */
+  uint32_t id_bound() const { return next_id_; }
 
   /** One line per node, e.g. `%mm : f32[8,16]@cpu:0 = matmul(%x, %w)`. */
   std::string str() const;
@@ -140,8 +147,7 @@ class Graph {
 
  private:
   Node* append(NodePtr node);
-  std::string unique_name(std::string base);
-  bool name_taken(const std::string& name) const;
+  bool name_taken(std::string_view name) const;
   static std::pair<std::string_view, int> split_number(std::string_view name);
   void link_uses(Node* n);
 
@@ -149,16 +155,32 @@ class Graph {
   Node* head_ = nullptr;
   Node* tail_ = nullptr;
   Node* output_ = nullptr;
-  // Note [Node names]: names taken as given (inputs, first use of a base); the names
-  // made by numbering a base ("add_7") are not stored: every base_k with k up to the
-  // base's counter is taken, so a chain of 100k adds keeps two small tables.
-  std::unordered_set<std::string> names_;
+  // Note [Node names]: one table entry per base name or name given as such. A given
+  // name is marked taken; the names made by numbering a base ("add_7") are not stored:
+  // every base_k with k up to the base's counter is taken, so a chain of 100k adds keeps
+  // one small table. Call nodes find their op's entry through op_names_ (no hashing).
   struct Numbering {
     int last = 0;                 // base_1 .. base_last are taken
+    bool given = false;           // the name itself is taken as given
     bool given_numbered = false;  // some name "base_k" was given as such
     bool base_tried = false;      // the base was asked for (taken by it or before it)
   };
-  std::unordered_map<std::string, Numbering> next_suffix_;  // per base name
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const {  // FNV-1a: names are short
+      uint64_t h = 14695981039346656037ull;
+      for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+      return h;
+    }
+  };
+  using NameTable = std::unordered_map<std::string, Numbering, NameHash, std::equal_to<>,
+                                       PoolAllocator<std::pair<const std::string, Numbering>>>;
+  Numbering& entry(std::string_view name);
+  /** Writes a name not taken yet, made from `base`, into `name`. */
+  void unique_name(std::string_view base, std::string& name, Numbering** cache = nullptr);
+  NameTable names_;
+  std::vector<Numbering*> op_names_;  // by OpKind; entries of a node-based map are stable
+  uint32_t next_id_ = 0;
 };
 
 /** Removes call and constant nodes whose values nobody uses, never ops that mutate

@@ -43,7 +43,11 @@ std::array<OpInfo, kNumOps> build_table() {
 }
 
 const std::array<OpInfo, kNumOps>& table() {
-  static const std::array<OpInfo, kNumOps> t = build_table();
+  static const std::array<OpInfo, kNumOps>& t = []() -> const std::array<OpInfo, kNumOps>& {
+    static const std::array<OpInfo, kNumOps> built = build_table();
+    detail::g_builtin_ops.store(built.data(), std::memory_order_release);
+    return built;
+  }();
   return t;
 }
 
@@ -176,7 +180,11 @@ std::vector<OpKind> extension_ops() {
   return r.order;
 }
 
-const OpInfo& op_info(OpKind op) {
+namespace detail {
+std::atomic<const OpInfo*> g_builtin_ops{nullptr};
+}  // namespace detail
+
+const OpInfo& detail::op_info_slow(OpKind op) {
   if (is_builtin(op)) [[likely]]
     return table()[static_cast<size_t>(op)];
   const ExtensionOp* e = extension_op(op);

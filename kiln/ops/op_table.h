@@ -8,6 +8,7 @@
 // in the table take `nullptr` as meta: dispatch derives them from the functional op
 // (compute into a temporary, then copy_ into self), so no shape logic is repeated.
 
+#include <atomic>
 #include <array>
 #include <string_view>
 
@@ -173,8 +174,18 @@ struct OpInfo {
   bool is_view() const { return schema.view_of_arg >= 0; }
 };
 
+namespace detail {
+// The built-in table, published once it is built (null before: op_info_slow builds it).
+extern std::atomic<const OpInfo*> g_builtin_ops;
+const OpInfo& op_info_slow(OpKind op);
+}  // namespace detail
 /** The table entry of an op (built-in or registered). */
-const OpInfo& op_info(OpKind op);
+inline const OpInfo& op_info(OpKind op) {
+  const OpInfo* builtins = detail::g_builtin_ops.load(std::memory_order_acquire);
+  if (is_builtin(op) && builtins) [[likely]]
+    return builtins[static_cast<size_t>(op)];
+  return detail::op_info_slow(op);
+}
 inline std::string_view op_name(OpKind op) { return op_info(op).name; }
 /** Looks an op up by name (built-in or registered); throws an unsupported Error for
  * unknown names. */

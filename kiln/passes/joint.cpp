@@ -37,8 +37,14 @@ Tensor give_history(const Tensor& w) {
 // Copies the nodes of a joint graph into a forward or backward graph.
 struct Copier {
   ir::Graph& to;
-  std::unordered_map<const ir::Node*, ir::Node*> map;
-  ir::Ref ref(const ir::Ref& r) const { return {map.at(r.node), r.output}; }
+  std::vector<ir::Node*> map;  // by joint node id
+  Copier(ir::Graph& to, const ir::Graph& from) : to(to), map(from.id_bound()) {}
+  ir::Node*& operator[](const ir::Node* n) { return map[n->id()]; }
+  ir::Ref ref(const ir::Ref& r) const {
+    ir::Node* n = map[r.node->id()];
+    KILN_ASSERT(n);
+    return {n, r.output};
+  }
   ir::Arg arg(const ir::Arg& a) const {
     if (auto* r = std::get_if<ir::Ref>(&a)) return ref(*r);
     if (auto* l = std::get_if<ir::RefList>(&a)) {
@@ -50,23 +56,36 @@ struct Copier {
   }
   void copy(const ir::Node* n) {
     if (n->opcode() == ir::Opcode::constant) {
-      map[n] = to.add_constant(n->value(), n->name());
+      (*this)[n] = to.add_constant(n->value(), n->name());
       return;
     }
     ir::ArgList args;
+    args.reserve(n->args().size());
     for (const ir::Arg& a : n->args()) args.push_back(arg(a));
-    map[n] = to.add_call(n->op(), std::move(args), n->meta(), n->scope());
+    (*this)[n] = to.add_call(n->op(), std::move(args), n->meta(), n->scope());
   }
 };
 
+// Per-node flags of one graph, by node id.
+struct NodeSet {
+  std::vector<char> in;
+  explicit NodeSet(const ir::Graph& g) : in(g.id_bound()) {}
+  bool count(const ir::Node* n) const { return in[n->id()]; }
+  bool insert(const ir::Node* n) { return !std::exchange(in[n->id()], 1); }
+};
+
 // Marks `n` and every node it reads.
-void mark_ancestors(const ir::Node* n, std::unordered_set<const ir::Node*>& set) {
+void mark_ancestors(const ir::Node* n, NodeSet& set) {
   std::vector<const ir::Node*> stack{n};
   while (!stack.empty()) {
     const ir::Node* x = stack.back();
     stack.pop_back();
-    if (!set.insert(x).second) continue;
-    for (const ir::Ref& r : x->inputs()) stack.push_back(r.node);
+    if (!set.insert(x)) continue;
+    for (const ir::Arg& a : x->args()) {
+      if (auto* r = std::get_if<ir::Ref>(&a)) stack.push_back(r->node);
+      else if (auto* l = std::get_if<ir::RefList>(&a))
+        for (const ir::Ref& r : *l) stack.push_back(r.node);
+    }
   }
 }
 
@@ -183,26 +202,24 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
 
   // ---- partition ----
   std::vector<ir::Node*> nodes = joint.nodes();
-  std::unordered_set<const ir::Node*> tangent_set(tangent_nodes.begin(), tangent_nodes.end());
-  std::unordered_set<const ir::Node*> forward;
+  NodeSet tangent_set(joint), forward(joint), backward(joint);
+  for (const ir::Node* t : tangent_nodes) tangent_set.insert(t);
   for (const ir::Ref& r : fw_refs) mark_ancestors(r.node, forward);
   for (ir::Node* n : nodes)  // epilogue copies (and any in-place op) belong to forward
     if (n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace()) mark_ancestors(n, forward);
-  for (const ir::Node* n : forward)
-    KILN_CHECK(!tangent_set.count(n), internal, "[capture_joint] forward node {} reads a tangent",
-               n->name());
-  std::unordered_set<const ir::Node*> backward;
+  for (const ir::Node* t : tangent_nodes)
+    KILN_CHECK(!forward.count(t), internal, "[capture_joint] the forward reads tangent {}", t->name());
   for (const ir::Ref& r : grad_refs) mark_ancestors(r.node, backward);
 
   // Saved: forward values the backward reads (inputs of backward-only nodes, or
   // gradients that are forward values themselves), in forward order.
   std::vector<ir::Ref> saved;
+  auto key = [](const ir::Ref& r) { return uint64_t{r.node->id()} << 32 | static_cast<uint32_t>(r.output); };
+  std::unordered_map<uint64_t, size_t> saved_at;  // index in `saved` by key(ref)
   auto save = [&](const ir::Ref& r) {
     // Constants are copied into the backward graph rather than saved.
     if (!forward.count(r.node) || r.node->opcode() == ir::Opcode::constant) return;
-    for (const ir::Ref& s : saved)
-      if (s == r) return;
-    saved.push_back(r);
+    if (saved_at.emplace(key(r), saved.size()).second) saved.push_back(r);
   };
   for (ir::Node* n : nodes)
     if (backward.count(n) && !forward.count(n) && !tangent_set.count(n))
@@ -210,10 +227,10 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   for (const ir::Ref& r : grad_refs) save(r);
 
   {  // forward graph: primals -> mutations, user outputs, saved values
-    Copier c{program.forward, {}};
+    Copier c(program.forward, joint);
     for (ir::Node* n : nodes) {
       if (n->opcode() == ir::Opcode::input && !tangent_set.count(n))
-        c.map[n] = program.forward.add_input(n->name(), n->meta()[0]);
+        c[n] = program.forward.add_input(n->name(), n->meta()[0]);
     }
     // A saved primal that an epilogue copy overwrites is saved as a copy taken first.
     std::unordered_set<const ir::Node*> overwritten;
@@ -232,16 +249,15 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
     program.num_saved = static_cast<int>(saved.size());
   }
   {  // backward graph: saved values, tangents -> gradients
-    Copier c{program.backward, {}};
-    std::vector<std::pair<ir::Ref, ir::Node*>> saved_inputs;
+    Copier c(program.backward, joint);
+    std::vector<ir::Node*> saved_inputs;  // parallel to `saved`
     for (const ir::Ref& r : saved) {
       std::string name = "saved_" + r.node->name() + (r.output ? "_" + std::to_string(r.output) : "");
-      saved_inputs.push_back({r, program.backward.add_input(name, r.node->meta()[static_cast<size_t>(r.output)])});
+      saved_inputs.push_back(program.backward.add_input(name, r.node->meta()[static_cast<size_t>(r.output)]));
     }
-    for (ir::Node* t : tangent_nodes) c.map[t] = program.backward.add_input(t->name(), t->meta()[0]);
+    for (ir::Node* t : tangent_nodes) c[t] = program.backward.add_input(t->name(), t->meta()[0]);
     auto ref = [&](const ir::Ref& r) -> ir::Ref {
-      for (auto& [s, in] : saved_inputs)
-        if (s == r) return {in, 0};
+      if (auto it = saved_at.find(key(r)); it != saved_at.end()) return {saved_inputs[it->second], 0};
       return c.ref(r);
     };
     for (ir::Node* n : nodes) {
@@ -262,7 +278,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
           args.push_back(a);
         }
       }
-      c.map[n] = program.backward.add_call(n->op(), std::move(args), n->meta(), n->scope());
+      c[n] = program.backward.add_call(n->op(), std::move(args), n->meta(), n->scope());
     }
     ir::RefList outs;
     for (const ir::Ref& r : grad_refs) outs.push_back(ref(r));

@@ -15,7 +15,7 @@ NoClobberScope::~NoClobberScope() { t_no_clobber = prev_; }
 bool NoClobberScope::active() { return t_no_clobber; }
 
 
-ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) { table_.reserve(256); }
+ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) {}
 
 const ir::Ref* ProxyMode::find(const Tensor& t) const {
   auto it = table_.find(t.impl());
@@ -94,7 +94,7 @@ Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
     }
   }
   Outputs outs;
-  std::string scope = current_scope();
+  const std::string& scope = current_scope();
   try {
     outs = dispatch(op, args);
   } catch (const Error& e) {
@@ -103,7 +103,7 @@ Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
   }
   ir::MetaList meta;
   for (const Tensor& t : outs) meta.push_back(ir::ValueMeta::of(t));
-  ir::Node* node = graph_.add_call(op, std::move(ir_args), std::move(meta), std::move(scope));
+  ir::Node* node = graph_.add_call(op, std::move(ir_args), std::move(meta), scope);
   for (size_t i = 0; i < outs.size(); ++i) {
     bool is_self = info.is_inplace() && i == 0;
     if (is_self && NoClobberScope::active() && self_tracked) continue;  // (T4)

@@ -98,6 +98,36 @@ TEST(Graph, NumberedNamesNeverCollideWithGivenNames) {
   for (const Node* n : g.nodes()) EXPECT_TRUE(seen.insert(n->name()).second) << n->name();
 }
 
+TEST(Graph, OpNamesMeetGivenNamesAndErasedNamesAreNotReused) {
+  Graph g;
+  Node* x = g.add_input("relu", meta({4}));  // an input that takes an op's base name
+  Node* a = g.add_call(OpKind::relu, {Ref{x}}, {meta({4})});
+  Node* b = g.add_call(OpKind::relu, {Ref{a}}, {meta({4})});
+  EXPECT_EQ(a->name(), "relu_1");
+  EXPECT_EQ(b->name(), "relu_2");
+  Node* c = g.add_call(OpKind::_to_copy, {Ref{b}, DType::f32, Device("cpu:0"), false}, {meta({4})});
+  EXPECT_EQ(c->name(), "to_copy");  // a leading underscore is dropped
+  g.erase(c);
+  EXPECT_EQ(g.add_input("to_copy", meta({4}))->name(), "to_copy_1");
+  g.erase(b);
+  EXPECT_EQ(g.add_input("relu_2", meta({4}))->name(), "relu_2_1");
+}
+
+TEST(Graph, NodeIdsAreDenseAndNeverReused) {
+  Graph g;
+  Node* x = g.add_input("x", meta({4}));
+  Node* a = g.add_call(OpKind::neg, {Ref{x}}, {meta({4})});
+  Node* b = g.add_call(OpKind::neg, {Ref{a}}, {meta({4})});
+  EXPECT_EQ(x->id(), 0u);
+  EXPECT_EQ(a->id(), 1u);
+  EXPECT_EQ(b->id(), 2u);
+  g.erase(b);
+  Node* c = g.add_call(OpKind::relu, {Ref{a}}, {meta({4})});
+  EXPECT_EQ(c->id(), 3u);
+  EXPECT_EQ(g.id_bound(), 4u);
+  EXPECT_EQ(g.size(), 3u);
+}
+
 TEST(Verifier, ReportsEachBrokenInvariant) {
   {  // wrong argument type
     Graph g;
