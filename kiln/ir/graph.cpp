@@ -173,10 +173,13 @@ void Graph::unique_name(std::string_view base, std::string& name, Numbering** ca
   }
   // base_k can only be taken as given (numbered names of base are all below k)
   char digits[16];
-  do {
-    auto end = std::to_chars(digits, digits + sizeof digits, ++num->last).ptr;
-    name.assign(base).push_back('_');
-    name.append(digits, end);
+  do {  // written in place: base, '_', digits
+    size_t n = static_cast<size_t>(std::to_chars(digits, digits + sizeof digits, ++num->last).ptr - digits);
+    name.resize(base.size() + 1 + n);
+    char* out = name.data();
+    std::memcpy(out, base.data(), base.size());
+    out[base.size()] = '_';
+    std::memcpy(out + base.size() + 1, digits, n);
   } while (num->given_numbered && [&] {
     auto it = names_.find(name);
     return it != names_.end() && it->second.given;

@@ -18,21 +18,18 @@ struct FunctionalizeMode::FStorage {
   uint64_t generation = 0;
 };
 
-struct FunctionalizeMode::FTensor {
-  std::weak_ptr<TensorImpl> user;
-  std::shared_ptr<FStorage> st;
-  Tensor value;
-  uint64_t generation = 0;
-};
-
 FunctionalizeMode::FunctionalizeMode() : guard_(*this) {}
 FunctionalizeMode::~FunctionalizeMode() = default;
 
 const FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) const {
   if (!t.defined()) return nullptr;
   auto it = tensors_.find(t.impl());
-  if (it == tensors_.end() || it->second->user.lock() != t.impl_ptr()) return nullptr;
-  return it->second.get();
+  if (it == tensors_.end()) return nullptr;
+  // The same live object, not a new one at a recycled address: same control block
+  // (compared without locking the weak pointer, i.e. without atomic reference counts).
+  const std::weak_ptr<TensorImpl>& w = it->second.user;
+  if (w.owner_before(t.impl_ptr()) || t.impl_ptr().owner_before(w)) return nullptr;
+  return &it->second;
 }
 FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) {
   return const_cast<FTensor*>(std::as_const(*this).find(t));
@@ -41,8 +38,7 @@ FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) {
 Tensor FunctionalizeMode::adopt(const Tensor& user, std::shared_ptr<FStorage> st,
                                 const Tensor& value) {
   uint64_t gen = st->generation;
-  tensors_[user.impl()] =
-      std::make_unique<FTensor>(FTensor{user.impl_ptr(), std::move(st), value, gen});
+  tensors_[user.impl()] = FTensor{user.impl_ptr(), std::move(st), value, gen};
   return user;
 }
 

@@ -41,7 +41,12 @@ class FunctionalizeMode final : public Mode {
 
  private:
   struct FStorage;
-  struct FTensor;
+  struct FTensor {  // what a wrapper (the user's tensor) stands for
+    std::weak_ptr<TensorImpl> user;
+    std::shared_ptr<FStorage> st;
+    Tensor value;
+    uint64_t generation = 0;
+  };
   FTensor* find(const Tensor& t);
   const FTensor* find(const Tensor& t) const;
   Tensor adopt(const Tensor& user, std::shared_ptr<FStorage> st, const Tensor& value);
@@ -50,7 +55,7 @@ class FunctionalizeMode final : public Mode {
   PoolVector<Value> values_of(std::span<const Value> args);
   Outputs mutate(const ops::OpInfo& info, std::span<const Value> args);
 
-  PoolMap<const TensorImpl*, std::unique_ptr<FTensor>> tensors_;
+  PoolMap<const TensorImpl*, FTensor> tensors_;  // node-based: entries never move
   PoolMap<const StorageImpl*, std::shared_ptr<FStorage>> roots_;
   ModeGuard guard_;
 };
