@@ -1,9 +1,8 @@
 // The backward engine: dependency-counted execution of the recorded graph (G3, G5).
 #include <queue>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "kiln/autograd/function.h"
+#include "kiln/core/pool.h"
 #include "kiln/device/registry.h"
 
 namespace kiln::autograd {
@@ -98,19 +97,27 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
   NoGradGuard no_grad;  // backward records nothing (no double backward)
   auto root = std::make_shared<GraphRoot>(std::move(roots), std::move(root_grads));
 
-  // Dependencies (edges into each node) and a post-order, by an explicit-stack DFS.
-  std::unordered_map<Node*, int> deps;
+  // What the run knows of each node reachable from the root, found by an explicit-stack
+  // DFS that also gives a post-order: one table, one lookup per node or edge.
+  struct Info {
+    int deps = 0;         // edges into the node not yet run
+    bool needed = false;  // grad(): on a path to a requested input
+    bool target = false;  // grad(): a requested input's node
+    TensorList buffer;    // gradients gathered for its inputs
+  };
+  PoolMap<Node*, Info> info;
   std::vector<Node*> post;
   {
-    std::unordered_set<Node*> seen{root.get()};
+    info[root.get()];
     std::vector<std::pair<Node*, size_t>> stack{{root.get(), 0}};
     while (!stack.empty()) {
       auto& [n, i] = stack.back();
       if (i < n->next.size()) {
         Node* child = n->next[i++].node.get();
         if (!child) continue;
-        ++deps[child];
-        if (seen.insert(child).second) {
+        auto [it, fresh] = info.try_emplace(child);
+        ++it->second.deps;
+        if (fresh) {
           if (auto* f = dynamic_cast<FormulaNode*>(child)) check_saved(*f);
           stack.push_back({child, 0});
         }
@@ -121,27 +128,25 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
     }
   }
   // grad(): only nodes on a path to a requested input run.
-  std::unordered_set<Node*> needed;
   if (run.capture) {
-    std::unordered_set<Node*> targets;
-    for (const Edge& e : *run.capture) targets.insert(e.node.get());
+    for (const Edge& e : *run.capture)
+      if (auto it = info.find(e.node.get()); it != info.end()) it->second.target = true;
     for (Node* n : post) {  // children before parents
-      bool need = targets.count(n) > 0;
-      for (const Edge& e : n->next) need = need || needed.count(e.node.get());
-      if (need) needed.insert(n);
+      Info& in = info.find(n)->second;
+      bool need = in.target;
+      for (const Edge& e : n->next) need = need || (e.node && info.find(e.node.get())->second.needed);
+      in.needed = need;
     }
   }
 
   TensorList captured(run.capture ? run.capture->size() : 0);
-  std::unordered_map<Node*, TensorList> buffers;
-  buffers[root.get()] = {};
   std::priority_queue<Node*, std::vector<Node*>, ByLatest> ready;
   ready.push(root.get());
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
-    TensorList grads = std::move(buffers[n]);
-    buffers.erase(n);
+    Info& self = info.find(n)->second;
+    TensorList grads = std::move(self.buffer);
     grads.resize(n->inputs.size());
     if (run.capture)
       for (size_t k = 0; k < run.capture->size(); ++k)
@@ -151,7 +156,7 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
 
     bool any = n == root.get();
     for (const Tensor& g : grads) any = any || g.defined();
-    bool skip = !any || (run.capture && (!needed.count(n) || dynamic_cast<AccumulateGrad*>(n)));
+    bool skip = !any || (run.capture && (!self.needed || dynamic_cast<AccumulateGrad*>(n)));
     TensorList outs;
     if (!skip) {
       for (size_t i = 0; i < grads.size(); ++i)  // a differentiable output nobody used
@@ -166,9 +171,10 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
     for (size_t i = 0; i < n->next.size(); ++i) {
       const Edge& e = n->next[i];
       if (!e.valid()) continue;
+      Info& next = info.find(e.node.get())->second;
       if (i < outs.size() && outs[i].defined()) {
         Tensor g = validated(*n, e, std::move(outs[i]));
-        TensorList& buf = buffers[e.node.get()];
+        TensorList& buf = next.buffer;
         buf.resize(e.node->inputs.size());
         Tensor& slot = buf[e.input_nr];
         if (slot.defined()) {
@@ -183,7 +189,7 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
           slot = std::move(g);
         }
       }
-      if (--deps[e.node.get()] == 0) ready.push(e.node.get());
+      if (--next.deps == 0) ready.push(e.node.get());
     }
   }
   return captured;

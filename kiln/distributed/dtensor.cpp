@@ -6,6 +6,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/pool.h"
+#include "kiln/core/small_vector.h"
 #include "kiln/dispatch/dispatch.h"
 #include "kiln/nn/module.h"
 
@@ -184,11 +185,14 @@ namespace {
 
 Outputs handle(OpKind op, std::span<const Value> args);
 
+// One flag per tensor dimension (sharded, reduced, kept whole), inline for usual ranks.
+using DimFlags = SmallVector<char, 8>;
+
 // (S1) This rank's shard shape of a tensor of `global` shape.
 Dims local_shape(const Dims& global, const DeviceMesh& mesh, const Placements& placements,
                  std::string_view op) {
   Dims local = global;
-  std::vector<bool> sharded(global.size(), false);
+  DimFlags sharded(global.size(), 0);
   for (int64_t i = 0; i < mesh.ndim(); ++i) {
     const Placement& p = placements[static_cast<size_t>(i)];
     if (!p.is_shard()) continue;
@@ -551,7 +555,7 @@ Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const De
 // sharded reduced dim into Partial(sum); amax/amin into Partial(max/min); other
 // reductions gather the reduced dims first.
 Decision reduce_rule(OpKind op, const Tensor& x, const IntList& dims_in, bool keepdim, const DeviceMesh& mesh) {
-  std::vector<bool> reduced(static_cast<size_t>(x.dim()), dims_in.empty());
+  DimFlags reduced(static_cast<size_t>(x.dim()), dims_in.empty());
   for (int64_t d : dims_in) reduced[static_cast<size_t>(wrap_dim(d, x.dim(), ops::op_name(op)))] = true;
   Decision dec;
   dec.inputs.assign(1, Placements(static_cast<size_t>(mesh.ndim())));
@@ -581,7 +585,7 @@ Decision reduce_rule(OpKind op, const Tensor& x, const IntList& dims_in, bool ke
 
 // Every DTensor argument whole along `dims` (gathered where sharded), partial values
 // reduced; other shards kept. Outputs are placed like the first input.
-Decision keep_shards_except(const Operands& in, const std::vector<bool>& whole) {
+Decision keep_shards_except(const Operands& in, const DimFlags& whole) {
   Decision d;
   for (const Tensor* t : in.tensors) {
     Placements p = t->impl()->dtensor->placements;
@@ -775,17 +779,17 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
     case OpKind::softmax: case OpKind::log_softmax: case OpKind::max: case OpKind::min: case OpKind::argmax:
     case OpKind::var: case OpKind::cat: case OpKind::layer_norm: case OpKind::rms_norm: {
       const Tensor& x = *in.tensors[0];
-      std::vector<bool> whole(static_cast<size_t>(x.dim()), false);
+      DimFlags whole(static_cast<size_t>(x.dim()), 0);
       auto mark = [&](int64_t d) { whole[static_cast<size_t>(wrap_dim(d, x.dim(), info.name))] = true; };
       if (op == OpKind::softmax || op == OpKind::log_softmax || op == OpKind::max || op == OpKind::min ||
           op == OpKind::cat)
         mark(std::get<int64_t>(args[1]));
       else if (op == OpKind::argmax) {
         if (auto* d = std::get_if<int64_t>(&args[1])) mark(*d);
-        else whole.assign(whole.size(), true);
+        else whole = DimFlags(whole.size(), 1);
       } else if (op == OpKind::var) {
         const IntList& dims = std::get<IntList>(args[1]);
-        if (dims.empty()) whole.assign(whole.size(), true);
+        if (dims.empty()) whole = DimFlags(whole.size(), 1);
         for (int64_t d : dims) mark(d);
       } else {  // norms: the normalized trailing dims; weight and bias whole
         int64_t k = static_cast<int64_t>(std::get<IntList>(args[1]).size());
