@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "kiln/autograd/function.h"
+#include "kiln/core/pool.h"
 #include "kiln/dispatch/dispatch.h"
 
 namespace kiln::autograd {
@@ -138,7 +139,7 @@ Outputs record(OpKind op, std::span<const Value> args) {
     return redispatch(op, args);
   }
   const auto& specs = info.schema.args;
-  auto node = std::make_shared<FormulaNode>();
+  auto node = make_pooled<FormulaNode>();
   node->op = info.functional;
   node->called = op;
   node->first_slot.assign(args.size(), -1);

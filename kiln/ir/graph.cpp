@@ -204,15 +204,10 @@ Node* Graph::append(NodePtr node) {
 // Called for a node just appended, whose repeated uses of one input are adjacent in
 // that input's user list, so checking the last entry keeps each user once.
 void Graph::link_uses(Node* n) {
-  auto use = [n](const Ref& r) {
+  n->for_each_input([n](const Ref& r) {
     auto& u = r.node->users_;
     if (u.empty() || u.back() != n) u.push_back(n);
-  };
-  for (const Arg& a : n->args_) {  // the inputs in order, without building their list
-    if (auto* r = std::get_if<Ref>(&a)) use(*r);
-    else if (auto* l = std::get_if<RefList>(&a))
-      for (const Ref& r : *l) use(r);
-  }
+  });
 }
 
 Node* Graph::add_input(std::string name, ValueMeta meta) {
@@ -280,7 +275,7 @@ void Graph::set_constant_value(Node* node, Tensor value) {
 void Graph::erase(Node* node) {
   KILN_CHECK(node->users_.empty(), value, "[graph] cannot erase %{}: it still has {} user(s), e.g. %{}",
              node->name_, node->users_.size(), node->users_[0]->name_);
-  for (const Ref& r : node->inputs()) std::erase(r.node->users_, node);
+  node->for_each_input([node](const Ref& r) { std::erase(r.node->users_, node); });
   if (node->prev_) node->prev_->next_ = node->next_;
   else head_ = node->next_;
   if (node->next_) node->next_->prev_ = node->prev_;

@@ -77,6 +77,15 @@ class Node {
   Node* prev() const { return prev_; }
   /** The node's tensor arguments in order. */
   std::vector<Ref> inputs() const;
+  /** Calls `f(ref)` for each tensor argument in order (inputs() without a vector). */
+  template <typename F>
+  void for_each_input(F&& f) const {
+    for (const Arg& a : args_) {
+      if (auto* r = std::get_if<Ref>(&a)) f(*r);
+      else if (auto* l = std::get_if<RefList>(&a))
+        for (const Ref& x : *l) f(x);
+    }
+  }
 
  private:
   friend class Graph;

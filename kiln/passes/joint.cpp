@@ -80,12 +80,7 @@ void mark_ancestors(const ir::Node* n, NodeSet& set) {
   while (!stack.empty()) {
     const ir::Node* x = stack.back();
     stack.pop_back();
-    if (!set.insert(x)) continue;
-    for (const ir::Arg& a : x->args()) {
-      if (auto* r = std::get_if<ir::Ref>(&a)) stack.push_back(r->node);
-      else if (auto* l = std::get_if<ir::RefList>(&a))
-        for (const ir::Ref& r : *l) stack.push_back(r.node);
-    }
+    if (set.insert(x)) x->for_each_input([&](const ir::Ref& r) { stack.push_back(r.node); });
   }
 }
 
@@ -223,7 +218,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   };
   for (ir::Node* n : nodes)
     if (backward.count(n) && !forward.count(n) && !tangent_set.count(n))
-      for (const ir::Ref& r : n->inputs()) save(r);
+      n->for_each_input(save);
   for (const ir::Ref& r : grad_refs) save(r);
 
   {  // forward graph: primals -> mutations, user outputs, saved values
