@@ -6,9 +6,9 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include "extension_add.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/kiln.h"
-#include "kiln/ops/meta.h"
 
 extern "C" int blas_thread_shutdown_(void) __attribute__((weak));  // OpenBLAS (pthreads)
 
@@ -25,15 +25,10 @@ void BM_TinyAdd(benchmark::State& state) {
 }
 BENCHMARK(BM_TinyAdd)->UseRealTime();
 
-// The built-in add's meta function and CPU kernel, registered as an extension op: the
-// difference from BM_TinyAdd is what going through the registry costs per call (E1).
+// The built-in add registered as an extension op: the difference from BM_TinyAdd is
+// what going through the registry costs per call (E1).
 void BM_TinyExtensionAdd(benchmark::State& state) {
-  static const ops::OpKind op = define_op(
-      {.schema = "bench::add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-       .meta = ops::meta_binary,
-       .cpu = [](const ops::OpCall& c, std::span<Tensor> outs) {
-         cpu::k_binary(ops::OpCall{ops::OpKind::add, c.args, c.device}, outs);
-       }});
+  const ops::OpKind op = bench::extension_add_op();
   Tensor a = ones({8}), b = ones({8});
   for (auto _ : state) {
     Tensor c = std::move(call_op(op, {a, b, Scalar(1)})[0]);  // boxed per call, as add() does

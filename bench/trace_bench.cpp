@@ -7,21 +7,7 @@
 namespace {
 
 using namespace kiln;
-
-// A bench model whose parameters are graph inputs (as functional_call does for the peer).
-template <typename Model>
-struct Functional {
-  Model model{Device("cpu:0")};
-  TensorList inputs;
-  explicit Functional(IntList input_shape) : inputs(model.params()) {
-    inputs.insert(inputs.begin(), randn(input_shape));
-  }
-  TensorList operator()(const TensorList& in) const {
-    Model traced = model;  // rebound to the traced tensors
-    traced.load(in, 1);
-    return {traced.forward(in[0])};
-  }
-};
+using bench::Functional;
 
 // Runs `trace` (returning the graph) and reports time per call node.
 template <typename Model, typename Trace>
