@@ -129,7 +129,10 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
     }
     if (!owner || local.numel() == 0) continue;
     std::string key = t.name + "@";
-    for (size_t d = 0; d < offsets.size(); ++d) key += (d ? "," : "") + std::to_string(offsets[d]);
+    for (size_t d = 0; d < offsets.size(); ++d) {
+      if (d) key += ',';
+      key += std::to_string(offsets[d]);
+    }
     shards.emplace_back(key, contiguous(local.detach()));
   }
   save_safetensors(shards, shard_path(path, me, n));

@@ -130,14 +130,6 @@ Graph::Numbering& Graph::entry(std::string_view name) {
   return it->second;
 }
 
-bool Graph::name_taken(std::string_view name) const {
-  if (auto it = names_.find(name); it != names_.end() && it->second.given) return true;
-  auto [base, k] = split_number(name);
-  if (k == 0) return false;
-  auto it = names_.find(base);
-  return it != names_.end() && it->second.last >= k;
-}
-
 // "base_k" with k a number without leading zeros -> (base, k); else (name, 0).
 std::pair<std::string_view, int> Graph::split_number(std::string_view name) {
   size_t sep = name.rfind('_');

@@ -156,7 +156,6 @@ class Graph {
 
  private:
   Node* append(NodePtr node);
-  bool name_taken(std::string_view name) const;
   static std::pair<std::string_view, int> split_number(std::string_view name);
   void link_uses(Node* n);
 
