@@ -24,12 +24,7 @@ FunctionalizeMode::~FunctionalizeMode() = default;
 const FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) const {
   if (!t.defined()) return nullptr;
   auto it = tensors_.find(t.impl());
-  if (it == tensors_.end()) return nullptr;
-  // The same live object, not a new one at a recycled address: same control block
-  // (compared without locking the weak pointer, i.e. without atomic reference counts).
-  const std::weak_ptr<TensorImpl>& w = it->second.user;
-  if (w.owner_before(t.impl_ptr()) || t.impl_ptr().owner_before(w)) return nullptr;
-  return &it->second;
+  return it != tensors_.end() && refers_to(it->second.user, t) ? &it->second : nullptr;
 }
 FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) {
   return const_cast<FTensor*>(std::as_const(*this).find(t));

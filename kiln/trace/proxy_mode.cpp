@@ -20,11 +20,7 @@ ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) {}
 const ir::Ref* ProxyMode::find(const Tensor& t) const {
   auto it = table_.find(t.impl());
   if (it == table_.end()) return nullptr;
-  // The same live object, not a new one at a recycled address: same control block
-  // (compared without locking the weak pointer, i.e. without atomic reference counts).
-  const std::weak_ptr<TensorImpl>& w = it->second.tensor;
-  if (w.owner_before(t.impl_ptr()) || t.impl_ptr().owner_before(w)) return nullptr;
-  return &it->second.ref;
+  return refers_to(it->second.tensor, t) ? &it->second.ref : nullptr;
 }
 
 bool ProxyMode::tracked(const Tensor& t) const { return find(t) != nullptr; }
@@ -52,7 +48,7 @@ ir::Ref ProxyMode::ref_of(const Tensor& t) {
   // holds the real value (a literal made fake below keeps its data in literals_).
   Tensor value = t;
   if (auto it = literals_.find(t.impl()); it != literals_.end()) {
-    if (it->second.tensor.lock() == t.impl_ptr()) value = it->second.value;
+    if (refers_to(it->second.tensor, t)) value = it->second.value;
     literals_.erase(it);
   }
   ir::Ref ref{graph_.add_constant(value), 0};
