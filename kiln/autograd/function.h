@@ -62,12 +62,14 @@ struct SavedTensor {
 /** The node of one recorded op call. */
 class FormulaNode final : public Node {
  public:
+  // User-provided: make_pooled value-initializes (see TensorImpl).
+  FormulaNode() {}  // NOLINT(modernize-use-equals-default)
   std::string name() const override;
   TensorList apply(TensorList& grads) override;
   void release() override;
 
-  ops::OpKind op;              // the functional op whose formula runs
-  ops::OpKind called;          // the op the user called (add_ for add)
+  ops::OpKind op = ops::OpKind::empty;      // the functional op whose formula runs
+  ops::OpKind called = ops::OpKind::empty;  // the op the user called (add_ for add)
   std::vector<Value> args;     // unsaved tensors are undefined
   TensorList results;          // saved outputs (aliases without history), or empty
   std::vector<SavedTensor> saved;

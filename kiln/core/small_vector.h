@@ -17,7 +17,9 @@ class SmallVector {
 
  public:
   using value_type = T;
-  SmallVector() = default;
+  // User-provided, so that value-initialization (a vector of SmallVectors resized)
+  // does not zero the inline buffer first: only the size is set.
+  SmallVector() noexcept {}  // NOLINT(modernize-use-equals-default)
   explicit SmallVector(size_t n, const T& value = T()) { resize(n, value); }
   SmallVector(std::initializer_list<T> values) : SmallVector(values.begin(), values.end()) {}
   template <typename It>

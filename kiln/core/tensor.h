@@ -70,6 +70,11 @@ using Storage = std::shared_ptr<StorageImpl>;
 
 /** The descriptor behind a Tensor: a plain struct, no virtuals. */
 struct TensorImpl {
+  // User-provided: make_pooled<TensorImpl>() value-initializes, which for an implicit
+  // constructor zeroes the whole struct first (a `rep stos` on every new tensor).
+  // Every member has its own initializer.
+  TensorImpl() {}  // NOLINT(modernize-use-equals-default)
+
   Dims shape;
   Dims strides;           // in elements
   int64_t offset = 0;     // in elements, into storage

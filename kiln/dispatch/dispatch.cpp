@@ -142,6 +142,10 @@ ModeGuard::~ModeGuard() {
 
 int active_mode_count() { return static_cast<int>(t_depth); }
 
+bool redispatch_is_meta(std::span<const Value> args) {
+  return t_depth == 1 && t_modes[0]->only_propagates(args);
+}
+
 DevicePolicy current_device_policy() { return t_policy; }
 DevicePolicyGuard::DevicePolicyGuard(DevicePolicy policy) : prev_(t_policy) { t_policy = policy; }
 DevicePolicyGuard::~DevicePolicyGuard() { t_policy = prev_; }
@@ -155,6 +159,23 @@ Device op_device(OpKind op, std::span<const Value> args) {
     case ops::DeviceRule::same:
     case ops::DeviceRule::index: break;
   }
+  // The common case first: every tensor argument on one device, which the fold below
+  // would return whatever the policy (host scalars and index arguments only matter
+  // when devices differ).
+  const Device* first = nullptr;
+  bool uniform = true;
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) {
+      if (!t->defined()) continue;
+      const Device& d = t->impl()->device;
+      if (!first) first = &d;
+      else if (d != *first) uniform = false;
+    } else if (std::holds_alternative<TensorList>(v)) {
+      uniform = false;
+    }
+  }
+  if (uniform && first) [[likely]]
+    return *first;
   DeviceFold fold{info, t_policy};
   bool index_rule = info.device_rule == ops::DeviceRule::index;
   const auto& specs = info.schema.args;
@@ -605,5 +626,7 @@ Tensor lift_literal(const Tensor& literal) {
 }
 
 Tensor Mode::lift(const Tensor& literal) { return lift_literal(literal); }
+
+bool Mode::only_propagates(std::span<const Value>) const { return false; }
 
 }  // namespace kiln

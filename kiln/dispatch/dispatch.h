@@ -26,6 +26,10 @@ class Mode {
    * returns what the user's code sees. The default hands it to the modes below
    * (lift_literal); FakeMode makes it fake, ProxyMode records it as a constant. */
   virtual Tensor lift(const Tensor& literal);
+  /** Whether handle(op, args) would be exactly dispatch_meta(op, args): nothing recorded,
+   * nothing converted (FakeMode on fake arguments). Lets a layer above that already
+   * knows the outputs' metadata skip the call (see redispatch_is_meta). */
+  virtual bool only_propagates(std::span<const Value> args) const;
 };
 
 /** Hands a freshly made tensor literal (tensor({..}), from_vector) to the active modes,
@@ -46,6 +50,11 @@ class ModeGuard {
 
 /** Number of modes that would see a dispatch from here (0 = eager). */
 int active_mode_count();
+
+/** Whether redispatch(op, args) from here would only propagate metadata: one mode
+ * below, and it neither records nor converts (Mode::only_propagates). A caller that
+ * can compute the outputs' metadata itself may then make them instead of calling. */
+bool redispatch_is_meta(std::span<const Value> args);
 
 /** Marks this thread as capturing a program (tracing) for its lifetime. While
  * capturing, `to()` is always recorded as `_to_copy` (X1) and in-place ops on frozen

@@ -24,9 +24,6 @@ std::string Placement::str() const {
   }
   return "?";
 }
-Placement Shard(int64_t dim) { return {Placement::Kind::shard, dim, ReduceOp::sum}; }
-Placement Replicate() { return {}; }
-Placement Partial(ReduceOp op) { return {Placement::Kind::partial, 0, op}; }
 std::string to_string(const Placements& p) {
   std::string s = "(";
   for (size_t i = 0; i < p.size(); ++i) s += (i ? ", " : "") + p[i].str();
@@ -191,19 +188,21 @@ using DimFlags = SmallVector<char, 8>;
 // (S1) This rank's shard shape of a tensor of `global` shape.
 Dims local_shape(const Dims& global, const DeviceMesh& mesh, const Placements& placements,
                  std::string_view op) {
+  KILN_CHECK(static_cast<int64_t>(placements.size()) == mesh.ndim(), internal,
+             "[{}] {} placements for a mesh of {} dimensions", op, placements.size(), mesh.ndim());
   Dims local = global;
-  DimFlags sharded(global.size(), 0);
-  for (int64_t i = 0; i < mesh.ndim(); ++i) {
-    const Placement& p = placements[static_cast<size_t>(i)];
+  for (size_t i = 0; i < placements.size(); ++i) {
+    const Placement& p = placements[i];
     if (!p.is_shard()) continue;
     KILN_CHECK(p.dim >= 0 && p.dim < static_cast<int64_t>(global.size()), index,
                "[{}] placement {} of a {}-d tensor", op, p.str(), global.size());
-    KILN_CHECK(!sharded[p.dim], unsupported,
-               "[{}] tensor dim {} is sharded by two mesh dimensions {}; kiln shards a tensor dim "
-               "along one mesh dimension at most",
-               op, p.dim, to_string(placements));
-    sharded[p.dim] = true;
-    local[p.dim] = chunk_of(global[p.dim], mesh.size(i), mesh.coordinate(i)).second;
+    for (size_t j = 0; j < i; ++j)  // a mesh has a few dimensions: no set needed
+      KILN_CHECK(!(placements[j].is_shard() && placements[j].dim == p.dim), unsupported,
+                 "[{}] tensor dim {} is sharded by two mesh dimensions {}; kiln shards a tensor dim "
+                 "along one mesh dimension at most",
+                 op, p.dim, to_string(placements));
+    int64_t m = static_cast<int64_t>(i);
+    local[p.dim] = chunk_of(global[p.dim], mesh.size(m), mesh.coordinate(m)).second;
   }
   return local;
 }
@@ -441,8 +440,8 @@ struct Decision {
 
 // The DTensor arguments of a call, in order (list elements included).
 struct Operands {
-  PoolVector<const Tensor*> tensors;
-  PoolVector<int> arg;  // the argument each came from
+  SmallVector<const Tensor*, 4> tensors;
+  SmallVector<int, 4> arg;  // the argument each came from
 };
 
 [[noreturn]] void no_rule(OpKind op, const Operands& in) {
@@ -487,7 +486,7 @@ bool keeps_partial(OpKind op, const Operands& in) {
 // input is broadcast along it.
 std::optional<int64_t> out_dim(const Tensor& t, int64_t d, const Dims& out) {
   int64_t od = d + static_cast<int64_t>(out.size()) - t.dim();
-  if (t.size(d) == 1 && out[od] != 1) return std::nullopt;
+  if (t.shape()[static_cast<size_t>(d)] == 1 && out[od] != 1) return std::nullopt;
   return od;
 }
 
@@ -511,7 +510,7 @@ Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const De
   for (auto& p : d.inputs) p.resize(static_cast<size_t>(mesh.ndim()));
   d.output.resize(static_cast<size_t>(mesh.ndim()));
   for (int64_t i = 0; i < mesh.ndim(); ++i) {
-    auto at = [&](size_t k) { return in.tensors[k]->impl()->dtensor->placements[static_cast<size_t>(i)]; };
+    auto at = [&](size_t k) -> const Placement& { return in.tensors[k]->impl()->dtensor->placements[static_cast<size_t>(i)]; };
     Placement target = Replicate();
     bool all_partial = true;
     std::optional<ReduceOp> pop;
@@ -760,7 +759,7 @@ Operands operands_of(OpKind op, std::span<const Value> args, const DeviceMesh*& 
 Decision decide(OpKind op, std::span<const Value> args, const Operands& in, const Dims& out,
                 const DeviceMesh& mesh) {
   const ops::OpInfo& info = ops::op_info(op);
-  auto placements = [&](size_t k) { return in.tensors[k]->impl()->dtensor->placements; };
+  auto placements = [&](size_t k) -> const Placements& { return in.tensors[k]->impl()->dtensor->placements; };
   if (is_pointwise(op)) {
     if (op == OpKind::copy_) {  // (S4) the source takes self's placements
       KILN_CHECK(in.arg[0] == 0, value, "[copy_] into a plain tensor from a DTensor; use full_tensor()");
@@ -906,6 +905,22 @@ PoolVector<Value> replicate_plain(std::span<const Value> args) {
 
 Outputs handle_call(OpKind op, std::span<const Value> args);
 
+// Indices and masks are never partial sums.
+void check_output_placements(const ops::OpInfo& info, const Tensor& out, const Placements& p) {
+  if (is_floating(out.dtype())) return;
+  for (const Placement& x : p) KILN_CHECK(!x.is_partial(), internal, "[{}] partial integer output", info.name);
+}
+
+// Whether running the op on the shards would only propagate metadata (FakeMode below,
+// nothing recording, every shard already fake) for fresh outputs, which the rule then
+// determines: no in-place or view op, whose outputs are the inputs' own shards.
+bool derives_shards(const ops::OpInfo& info, std::span<const Value> args, const Operands& in) {
+  if (info.is_inplace() || info.is_view() || !redispatch_is_meta(args)) return false;
+  for (const Tensor* t : in.tensors)
+    if (!t->impl()->dtensor->local.is_fake()) return false;
+  return true;
+}
+
 Outputs handle(OpKind op, std::span<const Value> args) {
   if (t_implicit_replication) {
     PoolVector<Value> lifted = replicate_plain(args);
@@ -929,6 +944,21 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
   // Global metadata from kiln's own meta function, on the global shapes (errors too).
   Outputs global = dispatch_meta(op, args);
   Decision d = decide(op, args, in, global[0].shape(), *mesh);
+  if (derives_shards(info, args, in)) {
+    // Under plain fake propagation a fresh output's shard follows from the rule (S1): a
+    // contiguous tensor of the global output's dtype, shaped by its placements -- the
+    // metadata the local op's meta function would give, without redistributing the
+    // (fake) inputs and dispatching the op a second time.
+    for (size_t o = 0; o < global.size(); ++o) {
+      const Tensor& g = global[o];
+      check_output_placements(info, g, d.output);
+      Tensor shard = make_tensor(local_shape(g.shape(), *mesh, d.output, info.name), g.dtype(), g.device(),
+                                 /*allocator=*/nullptr, info.name);
+      g.impl()->dtensor = make_pooled<DTensorState>(
+          DTensorState{std::move(shard), *mesh, o + 1 == global.size() ? std::move(d.output) : d.output});
+    }
+    return global;
+  }
   // Redistribute and unwrap (each argument built once: no copies of the DTensors).
   PoolVector<Value> local(args.size());
   size_t k = 0;
@@ -954,11 +984,8 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
   Outputs shards = redispatch(op, local);
   if (info.is_inplace()) return global;  // self, whose shard was written in place
   for (size_t o = 0; o < global.size(); ++o) {
-    Placements p = d.output;
-    if (!is_floating(global[o].dtype()))  // indices and masks are never partial sums
-      for (Placement& x : p)
-        KILN_CHECK(!x.is_partial(), internal, "[{}] partial integer output", info.name);
-    attach(global[o], shards[o], *mesh, p);
+    check_output_placements(info, global[o], d.output);
+    attach(global[o], shards[o], *mesh, d.output);
   }
   return global;
 }

@@ -44,9 +44,9 @@ struct Placement {
   /** "S(0)", "R", "P(sum)". */
   std::string str() const;
 };
-Placement Shard(int64_t dim);
-Placement Replicate();
-Placement Partial(ReduceOp op = ReduceOp::sum);
+inline Placement Shard(int64_t dim) { return {Placement::Kind::shard, dim, ReduceOp::sum}; }
+inline Placement Replicate() { return {}; }
+inline Placement Partial(ReduceOp op = ReduceOp::sum) { return {Placement::Kind::partial, 0, op}; }
 /** One placement per mesh dimension; inline for meshes of up to 4 dimensions, so
  * sharding propagation allocates nothing for them. */
 using Placements = SmallVector<Placement, 4>;

@@ -65,6 +65,8 @@ bool any_real(std::span<const Value> args) {
 }
 }  // namespace
 
+bool FakeMode::only_propagates(std::span<const Value> args) const { return !any_real(args); }
+
 Outputs FakeMode::handle(ops::OpKind op, std::span<const Value> args) {
   if (!any_real(args)) return dispatch_meta(op, args);  // the common case: nothing to convert
   const auto& specs = ops::op_info(op).schema.args;

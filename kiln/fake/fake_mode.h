@@ -35,6 +35,8 @@ class FakeMode final : public Mode {
   /** (F1) A tensor literal made inside the mode is fake (its data is dropped here; a
    * tracer above keeps it as a constant). */
   Tensor lift(const Tensor& literal) override;
+  /** True when every tensor argument is already fake (handle() is dispatch_meta). */
+  bool only_propagates(std::span<const Value> args) const override;
 
  private:
   Value convert(const Value& v, ops::OpKind op, std::string_view arg);

@@ -87,9 +87,12 @@ class Node {
     }
   }
 
+  // User-provided, so that `new Node()` does not zero the node before constructing it.
+  Node() {}  // NOLINT(modernize-use-equals-default)
+
  private:
   friend class Graph;
-  Opcode opcode_;
+  Opcode opcode_ = Opcode::call;
   ops::OpKind op_ = ops::OpKind::empty;
   std::string name_;
   ArgList args_;

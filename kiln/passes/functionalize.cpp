@@ -189,7 +189,7 @@ CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
     ProxyMode proxy(program.graph);
     for (size_t i = 0; i < traced.size(); ++i)
       proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
-                                                                 : fmt::format("arg{}", i));
+                                                                 : "arg" + std::to_string(i));
     TensorList new_values(inputs.size());
     TensorList results;
     std::vector<int> result_input(0);

@@ -128,7 +128,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
     ProxyMode proxy(joint);
     for (size_t i = 0; i < n_primals; ++i)
       proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
-                                                                 : fmt::format("primals_{}", i));
+                                                                 : "primals_" + std::to_string(i));
     TensorList new_values(n_primals), results, grads;
     {
       FunctionalizeMode functionalize;
@@ -150,7 +150,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         // primals (and like the output, for a subclass).
         Device d = inner.device();
         Tensor t = make_tensor(inner.shape(), inner.dtype(), d, fake ? nullptr : &device_allocator(d), "tangent");
-        tangent_nodes.push_back(proxy.add_input(t, fmt::format("tangents_{}", tangents.size())).node);
+        tangent_nodes.push_back(proxy.add_input(t, "tangents_" + std::to_string(tangents.size())).node);
         program.tangent_of.push_back(static_cast<int>(k));
         diff_outputs.push_back(user[k]);
         tangents.push_back(subclass_rewrap_gradient(user[k], functionalize.wrap(t)));

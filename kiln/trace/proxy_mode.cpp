@@ -123,7 +123,7 @@ ir::Graph make_fx(const std::function<TensorList(const TensorList&)>& fn, const 
     ProxyMode proxy(graph);  // innermost: records, then forwards to FakeMode or eager
     for (size_t i = 0; i < traced.size(); ++i)
       proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
-                                                                 : fmt::format("arg{}", i));
+                                                                 : "arg" + std::to_string(i));
     TensorList results = fn(traced);
     ir::RefList refs;
     for (const Tensor& t : results) refs.push_back(proxy.ref_of(t));

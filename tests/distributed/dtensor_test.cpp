@@ -4,6 +4,8 @@
 // dtensor_mpi_test.cpp.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -177,6 +179,46 @@ TEST(S1, UnevenShardsOnAFakeMesh) {
     EXPECT_EQ(dist::to_local(d).shape(), Dims({rows, 4})) << "rank " << rank;
     EXPECT_EQ(d.shape(), Dims({10, 4}));
     EXPECT_EQ(dist::full_tensor(d).shape(), Dims({10, 4}));  // gathered (metadata only)
+  }
+}
+
+// (S1, S2) Under plain fake propagation the shards of fresh outputs are made from the
+// rule (no second dispatch): they must be what running the op on the shards gives. A
+// mode that only passes calls on sits between, so that the second run takes the
+// dispatching path; every op family, uneven shards and integer outputs are compared.
+TEST(S2, ShardsDerivedUnderFakePropagationMatchTheLocalOps) {
+  struct PassOn final : Mode {
+    Outputs handle(ops::OpKind op, std::span<const Value> args) override { return redispatch(op, args); }
+  };
+  auto run = [](int64_t rank, bool dispatch_shards) {
+    FakeMode fake;
+    std::optional<PassOn> pass;
+    std::optional<ModeGuard> guard;
+    if (dispatch_shards) pass.emplace(), guard.emplace(*pass);
+    dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, rank, Device("cpu:0"));
+    Tensor x = dist::distribute_tensor(empty({10, 12}), mesh, {Shard(0)});
+    Tensor c = dist::distribute_tensor(empty({10, 12}), mesh, {Shard(1)});
+    Tensor w = dist::distribute_tensor(empty({12}), mesh, {Replicate()});
+    Tensor m = dist::distribute_tensor(empty({12, 6}), mesh, {Replicate()});
+    Tensor idx = dist::distribute_tensor(empty({5, 3}, {.dtype = DType::i64}), mesh, {Shard(0)});
+    TensorList outs = {mul(x, w), add(x, 1.0), relu(c), sum(x, {1}), sum(c, {1}), sum(x, {0}, true),
+                       matmul(x, m), matmul(c, m), softmax(x, 1),
+                       layer_norm(x, {12}), gt(x, 0.0), embedding(m, idx), mean(x, {1})};
+    auto [values, indices] = max(x, 1, false);
+    outs.push_back(values);
+    outs.push_back(indices);
+    std::vector<std::string> seen;
+    for (const Tensor& t : outs) {
+      const Tensor& l = dist::to_local(t);
+      seen.push_back(t.meta_str() + " " + dist::to_string(dist::dtensor_state(t).placements) + " local " +
+                     l.meta_str() + " strides " + l.strides().str() + (l.is_fake() ? " fake" : " real"));
+    }
+    return seen;
+  };
+  for (int64_t rank : {0, 3, 5, 7}) {
+    std::vector<std::string> derived = run(rank, false), dispatched = run(rank, true);
+    ASSERT_EQ(derived.size(), dispatched.size());
+    for (size_t i = 0; i < derived.size(); ++i) EXPECT_EQ(derived[i], dispatched[i]) << "rank " << rank << " output " << i;
   }
 }
 
