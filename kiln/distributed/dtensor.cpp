@@ -508,7 +508,6 @@ Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const De
   if (same_layout(in, out, d)) return d;
   d.inputs.resize(in.tensors.size());
   for (auto& p : d.inputs) p.resize(static_cast<size_t>(mesh.ndim()));
-  d.output.resize(static_cast<size_t>(mesh.ndim()));
   for (int64_t i = 0; i < mesh.ndim(); ++i) {
     auto at = [&](size_t k) -> const Placement& { return in.tensors[k]->impl()->dtensor->placements[static_cast<size_t>(i)]; };
     Placement target = Replicate();
@@ -536,7 +535,7 @@ Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const De
         if (at(k).is_shard())
           if (auto od = out_dim(*in.tensors[k], at(k).dim, out)) target = Shard(*od);
     }
-    d.output[static_cast<size_t>(i)] = target;
+    d.output.push_back(target);  // mesh dims in order
     for (size_t k = 0; k < in.tensors.size(); ++k) {
       const Tensor& t = *in.tensors[k];
       Placement want = target;

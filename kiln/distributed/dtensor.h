@@ -32,9 +32,11 @@ namespace kiln::dist {
 /** How a tensor is laid out along one mesh dimension (S1). */
 struct Placement {
   enum class Kind : uint8_t { shard, replicate, partial };
+  // Eight bytes, so that a placement is built and copied in one register (as a
+  // 16-byte struct, field-wise stores read back by vector copies stalled the rules).
   Kind kind = Kind::replicate;
-  int64_t dim = 0;              // shard: the tensor dim split across the mesh dim
   ReduceOp op = ReduceOp::sum;  // partial: how the ranks' values combine
+  int32_t dim = 0;              // shard: the tensor dim split across the mesh dim
 
   bool is_shard() const { return kind == Kind::shard; }
   bool is_shard(int64_t d) const { return kind == Kind::shard && dim == d; }
@@ -44,9 +46,9 @@ struct Placement {
   /** "S(0)", "R", "P(sum)". */
   std::string str() const;
 };
-inline Placement Shard(int64_t dim) { return {Placement::Kind::shard, dim, ReduceOp::sum}; }
+inline Placement Shard(int64_t dim) { return {Placement::Kind::shard, ReduceOp::sum, static_cast<int32_t>(dim)}; }
 inline Placement Replicate() { return {}; }
-inline Placement Partial(ReduceOp op = ReduceOp::sum) { return {Placement::Kind::partial, 0, op}; }
+inline Placement Partial(ReduceOp op = ReduceOp::sum) { return {Placement::Kind::partial, op, 0}; }
 /** One placement per mesh dimension; inline for meshes of up to 4 dimensions, so
  * sharding propagation allocates nothing for them. */
 using Placements = SmallVector<Placement, 4>;

@@ -10,7 +10,7 @@ FakeMode::FakeMode(FakeModeOptions options)
 Tensor FakeMode::from_real(const Tensor& real) {
   if (!real.defined() || real.is_fake()) return real;
   auto it = tensors_.find(real.impl());
-  if (it != tensors_.end() && it->second.real.lock() == real.impl_ptr()) return it->second.fake;
+  if (it != tensors_.end() && refers_to(it->second.real, real)) return it->second.fake;
 
   // One fake storage per real storage keeps aliasing (views of one base) intact.
   const Storage& rs = real.storage();

@@ -10,6 +10,13 @@
 
 namespace kiln {
 
+/** Whether `w` (a tracing table's weak key) still refers to `t`'s impl: the same live
+ * object, not a new one at a recycled address. Compares control blocks, so no atomic
+ * reference count is touched. */
+inline bool refers_to(const std::weak_ptr<TensorImpl>& w, const Tensor& t) {
+  return !w.owner_before(t.impl_ptr()) && !t.impl_ptr().owner_before(w);
+}
+
 struct FakeModeOptions {
   /** (F2) Convert real tensors that reach an op automatically instead of failing. */
   bool allow_non_fake_inputs = false;

@@ -13,13 +13,6 @@
 
 namespace kiln {
 
-/** Whether `w` (a tracing table's weak key) still refers to `t`'s impl: the same live
- * object, not a new one at a recycled address. Compares control blocks, so no atomic
- * reference count is touched. */
-inline bool refers_to(const std::weak_ptr<TensorImpl>& w, const Tensor& t) {
-  return !w.owner_before(t.impl_ptr()) && !t.impl_ptr().owner_before(w);
-}
-
 /** (T4) While alive, an in-place op does not rebind a tensor that already has a
  * node; a tensor without one still gets one. */
 class NoClobberScope {
