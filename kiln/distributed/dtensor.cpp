@@ -492,21 +492,23 @@ std::optional<int64_t> out_dim(const Tensor& t, int64_t d, const Dims& out) {
 
 // The common case in one pass: every DTensor operand has the output's shape and the
 // same placements, none partial. They keep them, and so does the output.
-bool same_layout(const Operands& in, const Dims& out, Decision& d) {
+bool same_layout(const Operands& in, const Dims& out, Decision& d, bool outputs_only) {
   const Placements& first = in.tensors[0]->impl()->dtensor->placements;
   for (const Placement& p : first)
     if (p.is_partial()) return false;
   for (const Tensor* t : in.tensors)
     if (t->shape() != out || !(t->impl()->dtensor->placements == first)) return false;
-  d.inputs.assign(in.tensors.size(), first);
+  if (!outputs_only) d.inputs.assign(in.tensors.size(), first);
   d.output = first;
   return true;
 }
 
-Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const DeviceMesh& mesh, bool inplace) {
+// `outputs_only`: the caller needs the output placements alone (d.inputs stays empty).
+Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const DeviceMesh& mesh, bool inplace,
+                        bool outputs_only) {
   Decision d;
-  if (same_layout(in, out, d)) return d;
-  d.inputs.resize(in.tensors.size());
+  if (same_layout(in, out, d, outputs_only)) return d;
+  if (!outputs_only) d.inputs.resize(in.tensors.size());
   for (auto& p : d.inputs) p.resize(static_cast<size_t>(mesh.ndim()));
   for (int64_t i = 0; i < mesh.ndim(); ++i) {
     auto at = [&](size_t k) -> const Placement& { return in.tensors[k]->impl()->dtensor->placements[static_cast<size_t>(i)]; };
@@ -536,7 +538,7 @@ Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const De
           if (auto od = out_dim(*in.tensors[k], at(k).dim, out)) target = Shard(*od);
     }
     d.output.push_back(target);  // mesh dims in order
-    for (size_t k = 0; k < in.tensors.size(); ++k) {
+    for (size_t k = 0; k < d.inputs.size(); ++k) {
       const Tensor& t = *in.tensors[k];
       Placement want = target;
       if (target.is_shard()) {
@@ -755,16 +757,17 @@ Operands operands_of(OpKind op, std::span<const Value> args, const DeviceMesh*& 
   return in;
 }
 
+// `outputs_only`: see pointwise_rule (other rules fill the inputs' placements anyway).
 Decision decide(OpKind op, std::span<const Value> args, const Operands& in, const Dims& out,
-                const DeviceMesh& mesh) {
+                const DeviceMesh& mesh, bool outputs_only) {
   const ops::OpInfo& info = ops::op_info(op);
   auto placements = [&](size_t k) -> const Placements& { return in.tensors[k]->impl()->dtensor->placements; };
   if (is_pointwise(op)) {
     if (op == OpKind::copy_) {  // (S4) the source takes self's placements
       KILN_CHECK(in.arg[0] == 0, value, "[copy_] into a plain tensor from a DTensor; use full_tensor()");
-      return pointwise_rule(op, in, out, mesh, true);
+      return pointwise_rule(op, in, out, mesh, true, outputs_only);
     }
-    return pointwise_rule(op, in, out, mesh, info.is_inplace());
+    return pointwise_rule(op, in, out, mesh, info.is_inplace(), outputs_only);
   }
   switch (op) {
     case OpKind::sum: case OpKind::amax: case OpKind::amin:
@@ -942,8 +945,9 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
                mesh->device());
   // Global metadata from kiln's own meta function, on the global shapes (errors too).
   Outputs global = dispatch_meta(op, args);
-  Decision d = decide(op, args, in, global[0].shape(), *mesh);
-  if (derives_shards(info, args, in)) {
+  bool derive = derives_shards(info, args, in);
+  Decision d = decide(op, args, in, global[0].shape(), *mesh, derive);
+  if (derive) {
     // Under plain fake propagation a fresh output's shard follows from the rule (S1): a
     // contiguous tensor of the global output's dtype, shaped by its placements -- the
     // metadata the local op's meta function would give, without redistributing the
