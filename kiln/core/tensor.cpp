@@ -8,6 +8,19 @@
 
 namespace kiln {
 
+namespace detail {
+constinit thread_local IdBlock t_tensor_ids = {0, 0};
+
+// Threads take ids in blocks from one counter: an atomic step per 65536 impls.
+uint64_t refill_tensor_ids() {
+  constexpr uint64_t kBlock = 1 << 16;
+  static std::atomic<uint64_t> next_block{1};
+  uint64_t base = next_block.fetch_add(kBlock, std::memory_order_relaxed);
+  t_tensor_ids = {base + 1, base + kBlock};
+  return base;
+}
+}  // namespace detail
+
 std::string Scalar::str() const {
   if (kind_ == Kind::b) return i_ ? "True" : "False";
   if (kind_ == Kind::i) return std::to_string(i_);

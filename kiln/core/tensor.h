@@ -68,6 +68,35 @@ struct StorageImpl {
 };
 using Storage = std::shared_ptr<StorageImpl>;
 
+namespace detail {
+struct IdBlock {  // ids this thread may hand out: [next, end)
+  uint64_t next, end;
+};
+extern constinit thread_local IdBlock t_tensor_ids;
+uint64_t refill_tensor_ids();
+}  // namespace detail
+
+/** A number no other TensorImpl of the process ever has: fresh for every impl, copies
+ * included. The tracing tables keep (address, id) for a tensor instead of a weak
+ * pointer: no atomic reference counts per traced op, no freed impl's memory held, and
+ * a new impl at a recycled address never matches an old entry. */
+class TensorId {
+ public:
+  TensorId() : value_(next()) {}
+  TensorId(const TensorId&) : value_(next()) {}
+  TensorId& operator=(const TensorId&) { return *this; }  // an impl keeps its identity
+  uint64_t value() const { return value_; }
+
+ private:
+  static uint64_t next() {
+    detail::IdBlock& b = detail::t_tensor_ids;
+    if (b.next == b.end) [[unlikely]]
+      return detail::refill_tensor_ids();
+    return b.next++;
+  }
+  uint64_t value_;
+};
+
 /** The descriptor behind a Tensor: a plain struct, no virtuals. */
 struct TensorImpl {
   // User-provided: make_pooled<TensorImpl>() value-initializes, which for an implicit
@@ -89,6 +118,7 @@ struct TensorImpl {
   /** (S1) Set for a distributed tensor: its local shard, mesh and placements. The impl's
    * own shape and strides are then the global ones, and it holds no data. */
   std::shared_ptr<const dist::DTensorState> dtensor;
+  TensorId id;
 };
 
 /** A value handle to a TensorImpl; copying a Tensor shares the impl (like torch). */

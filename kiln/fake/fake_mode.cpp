@@ -25,7 +25,7 @@ Tensor FakeMode::from_real(const Tensor& real) {
   auto impl = make_pooled<TensorImpl>(*real.impl());
   impl->storage = fs;
   Tensor fake(std::move(impl));
-  tensors_[real.impl()] = {real.impl_ptr(), fake};
+  tensors_[real.impl()] = {real.impl()->id.value(), fake};
   return fake;
 }
 

@@ -10,12 +10,9 @@
 
 namespace kiln {
 
-/** Whether `w` (a tracing table's weak key) still refers to `t`'s impl: the same live
- * object, not a new one at a recycled address. Compares control blocks, so no atomic
- * reference count is touched. */
-inline bool refers_to(const std::weak_ptr<TensorImpl>& w, const Tensor& t) {
-  return !w.owner_before(t.impl_ptr()) && !t.impl_ptr().owner_before(w);
-}
+/** Whether a tracing table's entry for `t`'s address, made for the impl with `id`, is
+ * about `t` (not about a freed impl whose address `t`'s reuses). See TensorId. */
+inline bool refers_to(uint64_t id, const Tensor& t) { return t.impl()->id.value() == id; }
 
 struct FakeModeOptions {
   /** (F2) Convert real tensors that reach an op automatically instead of failing. */
@@ -50,7 +47,7 @@ class FakeMode final : public Mode {
 
   FakeModeOptions options_;
   struct Memo {
-    std::weak_ptr<TensorImpl> real;
+    uint64_t real;  // the real impl's id
     Tensor fake;
   };
   PoolMap<const TensorImpl*, Memo> tensors_;

@@ -33,7 +33,7 @@ FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) {
 Tensor FunctionalizeMode::adopt(const Tensor& user, std::shared_ptr<FStorage> st,
                                 const Tensor& value) {
   uint64_t gen = st->generation;
-  tensors_[user.impl()] = FTensor{user.impl_ptr(), std::move(st), value, gen};
+  tensors_[user.impl()] = FTensor{user.impl()->id.value(), std::move(st), value, gen};
   return user;
 }
 

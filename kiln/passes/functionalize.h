@@ -42,7 +42,7 @@ class FunctionalizeMode final : public Mode {
  private:
   struct FStorage;
   struct FTensor {  // what a wrapper (the user's tensor) stands for
-    std::weak_ptr<TensorImpl> user;
+    uint64_t user;  // the wrapper's impl id (TensorId): the table holds no wrapper
     std::shared_ptr<FStorage> st;
     Tensor value;
     uint64_t generation = 0;

@@ -20,20 +20,15 @@ ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) {}
 const ir::Ref* ProxyMode::find(const Tensor& t) const {
   auto it = table_.find(t.impl());
   if (it == table_.end()) return nullptr;
-  return refers_to(it->second.tensor, t) ? &it->second.ref : nullptr;
+  return refers_to(it->second.id, t) ? &it->second.ref : nullptr;
 }
 
 bool ProxyMode::tracked(const Tensor& t) const { return find(t) != nullptr; }
 
 void ProxyMode::bind(const Tensor& t, ir::Ref ref) {
-  table_[t.impl()] = {t.impl_ptr(), ref};
-  // Entries of freed tensors are dropped whenever the table has doubled since the last
-  // sweep: amortized O(1), and the table (with the memory its weak pointers hold) stays
-  // proportional to the live tensors, not to the graph -- tracing stays linear.
-  if (table_.size() >= sweep_at_) {
-    std::erase_if(table_, [](const auto& kv) { return kv.second.tensor.expired(); });
-    sweep_at_ = std::max<size_t>(kMinSweep, 2 * table_.size());
-  }
+  // An entry of a freed tensor stays (a few words, no memory of the tensor's held):
+  // the table grows with the graph, not with the live tensors, at O(1) per op.
+  table_[t.impl()] = {t.impl()->id.value(), ref};
 }
 
 ir::Ref ProxyMode::add_input(const Tensor& t, std::string name) {
@@ -48,7 +43,7 @@ ir::Ref ProxyMode::ref_of(const Tensor& t) {
   // holds the real value (a literal made fake below keeps its data in literals_).
   Tensor value = t;
   if (auto it = literals_.find(t.impl()); it != literals_.end()) {
-    if (refers_to(it->second.tensor, t)) value = it->second.value;
+    if (refers_to(it->second.id, t)) value = it->second.value;
     literals_.erase(it);
   }
   ir::Ref ref{graph_.add_constant(value), 0};
@@ -58,7 +53,7 @@ ir::Ref ProxyMode::ref_of(const Tensor& t) {
 
 Tensor ProxyMode::lift(const Tensor& literal) {
   Tensor seen = lift_literal(literal);
-  if (!seen.is_same(literal)) literals_[seen.impl()] = {seen.impl_ptr(), literal};
+  if (!seen.is_same(literal)) literals_[seen.impl()] = {seen.impl()->id.value(), literal};
   return seen;
 }
 

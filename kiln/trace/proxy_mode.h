@@ -50,18 +50,16 @@ class ProxyMode final : public Mode {
   const ir::Ref* find(const Tensor& t) const;
 
   ir::Graph& graph_;
-  // (T2) Weak: keyed by impl identity, checked against a weak pointer, so a freed
-  // tensor whose address is reused never inherits an old node.
+  // (T2) Keyed by impl address, checked against the impl's id (TensorId), so a freed
+  // tensor whose address is reused never inherits an old node; holds no tensor.
   struct Entry {
-    std::weak_ptr<TensorImpl> tensor;
+    uint64_t id;
     ir::Ref ref;
   };
   PoolMap<const TensorImpl*, Entry> table_;
-  static constexpr size_t kMinSweep = 1024;
-  size_t sweep_at_ = kMinSweep;
   // Literals made fake below this mode, with their real values, until first use.
   struct Literal {
-    std::weak_ptr<TensorImpl> tensor;
+    uint64_t id;
     Tensor value;
   };
   PoolMap<const TensorImpl*, Literal> literals_;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "kiln/kiln.h"
@@ -22,6 +23,35 @@ TEST(Dims, InlineAndHeap) {
   EXPECT_EQ(d[0], 7);
   EXPECT_EQ(Dims({2, 3}).str(), "[2, 3]");
   EXPECT_EQ(contiguous_strides(Dims{2, 3, 4}), (Dims{12, 4, 1}));
+}
+
+// TensorId: what the tracing tables check an address against (T2).
+TEST(Tensor, IdsAreNeverReused) {
+  const TensorImpl* at = nullptr;
+  uint64_t first = 0;
+  {
+    Tensor a = empty({2});
+    at = a.impl();
+    first = a.impl()->id.value();
+  }
+  Tensor b = empty({2});
+  EXPECT_EQ(b.impl(), at);  // the pool hands the freed descriptor back: the case ids guard
+  EXPECT_NE(b.impl()->id.value(), first);
+  TensorImpl copy = *b.impl();  // a copy is another impl
+  EXPECT_NE(copy.id.value(), b.impl()->id.value());
+  uint64_t kept = copy.id.value();
+  copy = *b.impl();  // assigning keeps the impl's identity
+  EXPECT_EQ(copy.id.value(), kept);
+  std::vector<uint64_t> ids[2];
+  auto take = [&ids](int k) {
+    for (int i = 0; i < 70000; ++i) ids[k].push_back(empty({1}).impl()->id.value());  // past a block
+  };
+  std::thread t0(take, 0), t1(take, 1);
+  t0.join(), t1.join();
+  std::vector<uint64_t> all = ids[0];
+  all.insert(all.end(), ids[1].begin(), ids[1].end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end());  // unique across threads
 }
 
 TEST(Tensor, MetadataOfAFreshTensor) {

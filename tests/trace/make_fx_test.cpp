@@ -167,6 +167,23 @@ TEST(MakeFx, ProxyTableIsWeak) {  // (T2): a dead tensor never lends its node
   EXPECT_EQ(to_vector<float>(ir::interpret(g, {ones({2})})[0]), (std::vector<float>{8, 8}));
 }
 
+// (T2) The same with the address certainly reused: the proxy table keys on addresses and
+// tells impls apart by TensorId.
+TEST(MakeFx, ARecycledAddressNeverInheritsANode) {
+  Fn fn = [](const TensorList& in) {
+    Tensor tmp = exp(in[0]);  // traced: the table has an entry at its address
+    const TensorImpl* at = tmp.impl();
+    tmp = Tensor();
+    Tensor outside = from_vector(std::vector<float>{7, 7});
+    EXPECT_EQ(outside.impl(), at);  // the freed descriptor, handed back by the pool
+    return TensorList{add(in[0], outside)};
+  };
+  ir::Graph g = make_fx(fn, {ones({2})}, {.mode = Mode::real});
+  ir::Node* add = g.output()->inputs()[0].node;
+  EXPECT_EQ(add->inputs()[1].node->opcode(), ir::Opcode::constant) << g.str();
+  EXPECT_EQ(to_vector<float>(ir::interpret(g, {ones({2})})[0]), (std::vector<float>{8, 8}));
+}
+
 TEST(MakeFx, RoundTripEqualsEagerInBothModes) {
   manual_seed(11);
   struct Case {
