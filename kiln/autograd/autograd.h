@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/pool.h"
 #include "kiln/dispatch/functional.h"
 
 namespace kiln::autograd {
@@ -58,8 +59,9 @@ class Node {
   /** Frees what the node saved (after a backward without retain_graph). */
   virtual void release() {}
 
-  std::vector<Edge> next;        // per differentiable input, in argument order
-  std::vector<GradMeta> inputs;  // per forward output: the gradient this node expects
+  // Pool-allocated: a node is made per recorded op.
+  PoolVector<Edge> next;         // per differentiable input, in argument order
+  PoolVector<GradMeta> inputs;   // per forward output: the gradient this node expects
   Device device;                 // (G3) backward runs under this device's guard
   uint64_t sequence = 0;         // creation order: later nodes run first
   /** Non-leaf outputs that retain their gradient: (output number, tensor state). */

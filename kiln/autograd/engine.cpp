@@ -41,7 +41,7 @@ class AccumulateGrad final : public Node {
 class GraphRoot final : public Node {
  public:
   GraphRoot(std::vector<Edge> roots, TensorList grads) : grads_(std::move(grads)) {
-    next = std::move(roots);
+    next.assign(roots.begin(), roots.end());
     sequence = UINT64_MAX;
   }
   std::string name() const override { return "GraphRoot"; }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/pool.h"
 
 namespace kiln::autograd {
 
@@ -70,10 +71,10 @@ class FormulaNode final : public Node {
 
   ops::OpKind op = ops::OpKind::empty;      // the functional op whose formula runs
   ops::OpKind called = ops::OpKind::empty;  // the op the user called (add_ for add)
-  std::vector<Value> args;     // unsaved tensors are undefined
+  PoolVector<Value> args;      // unsaved tensors are undefined
   TensorList results;          // saved outputs (aliases without history), or empty
-  std::vector<SavedTensor> saved;
-  std::vector<int> first_slot;  // per argument: its first slot in `next` (-1: none)
+  PoolVector<SavedTensor> saved;
+  PoolVector<int> first_slot;  // per argument: its first slot in `next` (-1: none)
   std::vector<Dims> list_shapes;  // the tensor-list argument's shapes (cat)
   bool released = false;
 };
