@@ -143,13 +143,17 @@ inline int64_t numel_of(const Dims& shape) {
 }
 
 /** Row-major strides of a shape (saturating, like numel_of). */
-inline Dims contiguous_strides(const Dims& shape) {
-  Dims st(shape.size());
+inline void contiguous_strides_into(const Dims& shape, Dims& st) {
+  st.resize(shape.size());
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     st[i] = acc;
     if (__builtin_mul_overflow(acc, std::max<int64_t>(shape[i], 1), &acc)) acc = INT64_MAX;
   }
+}
+inline Dims contiguous_strides(const Dims& shape) {
+  Dims st;
+  contiguous_strides_into(shape, st);
   return st;
 }
 

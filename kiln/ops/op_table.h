@@ -216,11 +216,14 @@ struct MetaOut {
   InlineVec<TensorMeta, kMaxOutputs> outs;
   /** Appends a fresh contiguous output. */
   void fresh(Dims shape, DType dtype) {
-    TensorMeta m;
-    m.strides = contiguous_strides(shape);
+    // Built in its slot: the strides, written entry by entry, are not moved again
+    // (vector loads of just-written entries stall: no store forwarding).
+    TensorMeta& m = outs.append_slot();
     m.shape = std::move(shape);
+    contiguous_strides_into(m.shape, m.strides);
+    m.offset = 0;
     m.dtype = dtype;
-    outs.push_back(std::move(m));
+    m.alias = TensorMeta::Alias::none;
   }
 };
 

@@ -40,6 +40,12 @@ class InlineVec {
     KILN_ASSERT(size_ < N);
     items_[size_++] = std::move(v);
   }
+  /** Appends the next slot as it is (default-constructed, released or moved from) for
+   * the caller to assign every field: no temporary to move in. */
+  T& append_slot() {
+    KILN_ASSERT(size_ < N);
+    return items_[size_++];
+  }
   size_t size() const { return size_; }
   T& operator[](size_t i) { return items_[i]; }
   const T& operator[](size_t i) const { return items_[i]; }
