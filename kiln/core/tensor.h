@@ -213,4 +213,8 @@ Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device d
 Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset,
                  std::string_view op = "view");
 
+/** Whether a table entry for `t`'s address, made for the impl with `id`, is about `t`
+ * (not about a freed impl whose address `t`'s reuses). See TensorId. */
+inline bool refers_to(uint64_t id, const Tensor& t) { return t.impl()->id.value() == id; }
+
 }  // namespace kiln

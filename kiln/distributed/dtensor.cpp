@@ -952,13 +952,11 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
     // contiguous tensor of the global output's dtype, shaped by its placements -- the
     // metadata the local op's meta function would give, without redistributing the
     // (fake) inputs and dispatching the op a second time.
-    for (size_t o = 0; o < global.size(); ++o) {
-      const Tensor& g = global[o];
+    for (const Tensor& g : global) {
       check_output_placements(info, g, d.output);
       Tensor shard = make_tensor(local_shape(g.shape(), *mesh, d.output, info.name), g.dtype(), g.device(),
                                  /*allocator=*/nullptr, info.name);
-      g.impl()->dtensor = make_pooled<DTensorState>(
-          DTensorState{std::move(shard), *mesh, o + 1 == global.size() ? std::move(d.output) : d.output});
+      g.impl()->dtensor = make_pooled<DTensorState>(DTensorState{std::move(shard), *mesh, d.output});
     }
     return global;
   }

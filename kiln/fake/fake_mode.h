@@ -10,10 +10,6 @@
 
 namespace kiln {
 
-/** Whether a tracing table's entry for `t`'s address, made for the impl with `id`, is
- * about `t` (not about a freed impl whose address `t`'s reuses). See TensorId. */
-inline bool refers_to(uint64_t id, const Tensor& t) { return t.impl()->id.value() == id; }
-
 struct FakeModeOptions {
   /** (F2) Convert real tensors that reach an op automatically instead of failing. */
   bool allow_non_fake_inputs = false;

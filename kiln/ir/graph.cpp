@@ -164,18 +164,14 @@ void Graph::unique_name(std::string_view base, std::string& name, Numbering** ca
     }
   }
   // base_k can only be taken as given (numbered names of base are all below k)
-  char buf[64];
-  do {  // base, '_', digits: assembled on the stack (short names), written in one copy
-    if (base.size() + 21 > sizeof buf) [[unlikely]] {
-      name.assign(base);
-      name += '_';
-      name += std::to_string(++num->last);
-      continue;
-    }
-    std::memcpy(buf, base.data(), base.size());
-    buf[base.size()] = '_';
-    char* end = std::to_chars(buf + base.size() + 1, buf + sizeof buf, ++num->last).ptr;
-    name.assign(buf, static_cast<size_t>(end - buf));
+  char digits[16];
+  do {  // written in place: base, '_', digits
+    size_t n = static_cast<size_t>(std::to_chars(digits, digits + sizeof digits, ++num->last).ptr - digits);
+    name.resize(base.size() + 1 + n);
+    char* out = name.data();
+    std::memcpy(out, base.data(), base.size());
+    out[base.size()] = '_';
+    std::memcpy(out + base.size() + 1, digits, n);
   } while (num->given_numbered && [&] {
     auto it = names_.find(name);
     return it != names_.end() && it->second.given;
