@@ -5,7 +5,8 @@
 //   scripts/instr-count.sh make_fx block      # prints instructions per trace
 //
 // Workloads (the same models and shapes as bench/trace_bench.cpp and fake_bench.cpp):
-//   make_fx mlp|block, capture mlp|block, joint mlp|block, chain N (make_fx of N adds),
+//   make_fx mlp|block, capture mlp|block|mutation (BM_CaptureFakeMutationProgram),
+//   joint mlp|block, chain N (make_fx of N adds),
 //   dtensor local|sharded (the four ops of BM_ShardedOps*, per iteration),
 //   eager add|extension_add (BM_TinyAdd / BM_TinyExtensionAdd: one add of 8 floats).
 // Not a benchmark: it times nothing and reports nothing but what valgrind counts.
@@ -88,7 +89,11 @@ int main(int argc, char** argv) {
   if (what == "chain") rc = chain(std::atoll(arg.c_str()), n);
   else if (what == "eager") rc = arg == "add" || arg == "extension_add" ? eager_add(arg == "extension_add", n) : 2;
   else if (what == "dtensor") rc = arg == "local" || arg == "sharded" ? dtensor_ops(arg == "sharded", n) : 2;
-  else if (arg == "mlp") rc = trace<bench::Mlp>(what, {64, 512}, n);
+  else if (what == "capture" && arg == "mutation") {
+    TensorList inputs = {randn({64, 64}), randn({64, 64})};
+    for (int i = 0; i < n; ++i) passes::capture(bench::mutation_program, inputs);
+    rc = 0;
+  } else if (arg == "mlp") rc = trace<bench::Mlp>(what, {64, 512}, n);
   else if (arg == "block") rc = trace<bench::Block>(what, {4, 128, 256}, n);
   if (rc) std::fprintf(stderr, "unknown workload: %s %s\n", argv[1], argv[2]);
   return rc;

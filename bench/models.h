@@ -99,4 +99,20 @@ struct Functional {
   }
 };
 
+// The peer's functionalization workload (../shared/peers/functionalize_bench.py):
+// in-place ops, mutation through a view of a view, and an input mutation.
+inline TensorList mutation_program(const TensorList& in) {
+  Tensor x = in[0];
+  Tensor t = clone(x);
+  for (int i = 0; i < 16; ++i) {
+    add_(t, in[1]);
+    mul_(t, 0.5);
+    Tensor col = select(view(t, {-1, 8}), 1, 0);
+    add_(col, 1.0);
+    relu_(t);
+  }
+  add_(x, t);
+  return {t};
+}
+
 }  // namespace kiln::bench

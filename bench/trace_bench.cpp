@@ -86,29 +86,13 @@ BENCHMARK(BM_CaptureFakeBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 namespace {
 
-// The peer's functionalization workload (../shared/peers/functionalize_bench.py):
-// in-place ops, mutation through a view of a view, and an input mutation.
-kiln::TensorList mutation_program(const kiln::TensorList& in) {
-  using namespace kiln;
-  Tensor x = in[0];
-  Tensor t = clone(x);
-  for (int i = 0; i < 16; ++i) {
-    add_(t, in[1]);
-    mul_(t, 0.5);
-    Tensor col = select(view(t, {-1, 8}), 1, 0);
-    add_(col, 1.0);
-    relu_(t);
-  }
-  add_(x, t);
-  return {t};
-}
 
 void BM_CaptureFakeMutationProgram(benchmark::State& state) {
   using namespace kiln;
   TensorList inputs = {randn({64, 64}), randn({64, 64})};
   size_t nodes = 0;
   for (auto _ : state) {
-    passes::CapturedProgram p = passes::capture(mutation_program, inputs);
+    passes::CapturedProgram p = passes::capture(bench::mutation_program, inputs);
     nodes = p.graph.size();
     benchmark::DoNotOptimize(p.graph.first());
   }

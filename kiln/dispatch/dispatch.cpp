@@ -140,6 +140,13 @@ ModeGuard::~ModeGuard() {
   t_depth = t_pushed = t_modes.size();
 }
 
+BelowMode::BelowMode(const Mode& mode) : popped_(t_depth > 0 && t_modes[t_depth - 1] == &mode) {
+  if (popped_) --t_depth;
+}
+BelowMode::~BelowMode() {
+  if (popped_) ++t_depth;
+}
+
 int active_mode_count() { return static_cast<int>(t_depth); }
 
 bool redispatch_is_meta(std::span<const Value> args) {
@@ -229,18 +236,21 @@ ops::MetaOut run_meta(const OpInfo& info, std::span<const Value> args, Device de
   const OpInfo& functional = ops::op_info(info.functional);
   call.op = functional.kind;
   functional.meta(call, meta);
-  const Tensor& self = std::get<Tensor>(args[info.schema.mutated_arg]);
-  const ops::TensorMeta& r = meta.outs[0];
-  KILN_CHECK(r.shape == self.shape(), shape,
-             "[{}] output with shape {} doesn't match the broadcast shape {}", info.name,
-             self.shape().str(), r.shape.str());
-  KILN_CHECK(ops::can_cast(r.dtype, self.dtype()), dtype,
-             "[{}] result type {} can't be cast to the desired output type {}", info.name, r.dtype,
-             self.dtype());
+  check_inplace_result(info, std::get<Tensor>(args[info.schema.mutated_arg]), meta.outs[0].shape,
+                       meta.outs[0].dtype);
   return meta;
 }
 
 }  // namespace
+
+void check_inplace_result(const OpInfo& info, const Tensor& self, const Dims& shape, DType dtype) {
+  KILN_CHECK(shape == self.shape(), shape,
+             "[{}] output with shape {} doesn't match the broadcast shape {}", info.name,
+             self.shape().str(), shape.str());
+  KILN_CHECK(ops::can_cast(dtype, self.dtype()), dtype,
+             "[{}] result type {} can't be cast to the desired output type {}", info.name, dtype,
+             self.dtype());
+}
 
 namespace {
 // Metadata-only outputs of `op` on `device` (already folded from the arguments).
@@ -319,9 +329,14 @@ void run_kernel(const Launch& l, const ops::MetaOut& meta, std::span<const Value
 // (D4) Makes `stream` wait for every other stream that last wrote one of the tensor
 // arguments (a tensor produced on another stream or device is complete before a kernel
 // reads it). The common case, data written by this stream or inline, costs one load.
-void order_after_writers(std::span<const Value> args, Stream stream) {
+// Also the one place a fake tensor (metadata only, F1) that reached a kernel is caught:
+// a constant holding one in a graph run for real, say.
+void order_after_writers(const OpInfo& info, std::span<const Value> args, Stream stream) {
   auto order = [&](const Tensor& t) {
     if (!t.defined()) return;
+    KILN_CHECK(!t.storage()->fake, value,
+               "[{}] got a fake tensor ({}): it has metadata but no data to compute with", info.name,
+               t.meta_str());
     StreamImpl* w = t.storage()->writer.load(std::memory_order_relaxed);
     if (!w || w == stream.impl()) return;
     Event written;
@@ -400,7 +415,7 @@ void transfer(const Tensor& dst, const Tensor& src_in, bool non_blocking) {
     KernelScope scope("copy_", side);
     Stream stream = current_stream(side);
     Value args[2] = {src, land};
-    order_after_writers(args, stream);
+    order_after_writers(ops::op_info(OpKind::copy_), args, stream);
     Tensor outs[1] = {land};
     record_stream_uses(args, outs, stream);
     size_t elem = itemsize(src.dtype());
@@ -432,7 +447,7 @@ void launch(const OpInfo& info, const ops::KernelTable* table, Device device,
     return;
   }
   Stream stream = current_stream(device);
-  order_after_writers(args, stream);
+  order_after_writers(info, args, stream);
   for (const Tensor& o : outs) o.storage()->writer.store(stream.impl(), std::memory_order_relaxed);
   Launch l{&info, table, device};
   if (stream.runs_inline()) {

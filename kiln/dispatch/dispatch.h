@@ -48,6 +48,20 @@ class ModeGuard {
   Mode* mode_;
 };
 
+/** While alive, dispatches go to the modes below `mode` when `mode` would see them
+ * first (else it changes nothing): a mode's helpers called from outside its handle()
+ * reach the modes below, as handle() does, and autograd records nothing. */
+class BelowMode {
+ public:
+  explicit BelowMode(const Mode& mode);
+  ~BelowMode();
+  BelowMode(const BelowMode&) = delete;
+  BelowMode& operator=(const BelowMode&) = delete;
+
+ private:
+  bool popped_;
+};
+
 /** Number of modes that would see a dispatch from here (0 = eager). */
 int active_mode_count();
 
@@ -102,6 +116,9 @@ void dispatch_into(ops::OpKind op, std::span<const Value> args, std::span<Tensor
 /** Only the metadata an eager call would produce: outputs without data ("fake"),
  * views sharing the input's storage identity. Used by meta tensors and FakeMode. */
 Outputs dispatch_meta(ops::OpKind op, std::span<const Value> args);
+/** The checks an in-place op without a meta function of its own makes on its
+ * functional form's result (shape and dtype of that result): it must fit `self`. */
+void check_inplace_result(const ops::OpInfo& info, const Tensor& self, const Dims& shape, DType dtype);
 
 /** The layer between autograd and the modes that runs ops on distributed tensors (S2):
  * redispatch() hands it every call with a DTensor argument (`handle`, which calls

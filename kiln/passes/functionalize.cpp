@@ -11,23 +11,39 @@ using ops::OpKind;
 
 // See Note [Functional storages].
 struct FunctionalizeMode::FStorage {
-  Storage identity;  // what wrappers share: no bytes, only aliasing identity
+  Storage identity;  // what input wrappers share: no bytes, only aliasing identity
   Tensor root;       // a value laid out like the storage (input, or a fresh output)
   Tensor flat;       // the contents as [numel] once written
   int64_t numel = 0;
   uint64_t generation = 0;
 };
 
+namespace {
+// Stands for "older than any generation": the entry re-reads its value on first use.
+constexpr uint64_t kStale = ~uint64_t{0};
+}  // namespace
+
 FunctionalizeMode::FunctionalizeMode() : guard_(*this) {}
 FunctionalizeMode::~FunctionalizeMode() = default;
 
-const FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) const {
-  if (!t.defined()) return nullptr;
-  auto it = tensors_.find(t.impl());
-  return it != tensors_.end() && refers_to(it->second.user, t) ? &it->second : nullptr;
-}
 FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) {
-  return const_cast<FTensor*>(std::as_const(*this).find(t));
+  if (!t.defined()) return nullptr;
+  if (auto it = tensors_.find(t.impl()); it != tensors_.end() && refers_to(it->second.user, t))
+    return &it->second;
+  // Another handle on a tracked storage (a detached copy, say): tracked from here on,
+  // its value read from the storage's contents.
+  auto root = roots_.find(t.storage().get());
+  if (root == roots_.end()) return nullptr;
+  adopt(t, root->second, t);
+  FTensor* f = &tensors_.find(t.impl())->second;
+  f->generation = kStale;
+  return f;
+}
+
+FunctionalizeMode::FTensor* FunctionalizeMode::track(const Tensor& t) {
+  if (FTensor* f = find(t)) return f;
+  adopt(t, storage_for(t), t);  // untracked so far: its own value, the storage's first
+  return &tensors_.find(t.impl())->second;
 }
 
 Tensor FunctionalizeMode::adopt(const Tensor& user, std::shared_ptr<FStorage> st,
@@ -41,16 +57,19 @@ std::shared_ptr<FunctionalizeMode::FStorage> FunctionalizeMode::storage_for(cons
   auto& slot = roots_[root.storage().get()];
   if (!slot) {
     slot = make_pooled<FStorage>();
-    const Storage& s = root.storage();
-    slot->identity = make_pooled<StorageImpl>(nullptr, s->nbytes, s->device, nullptr, true);
     slot->root = root;
-    slot->numel = static_cast<int64_t>(s->nbytes / root.itemsize());
+    slot->numel = static_cast<int64_t>(root.storage()->nbytes / root.itemsize());
   }
   return slot;
 }
 
 Tensor FunctionalizeMode::wrap(const Tensor& value) {
   auto st = storage_for(value);
+  if (!st->identity) {
+    const Storage& s = value.storage();
+    st->identity = make_pooled<StorageImpl>(nullptr, s->nbytes, s->device, nullptr, true);
+    roots_[st->identity.get()] = st;
+  }
   auto impl = make_pooled<TensorImpl>(*value.impl());
   impl->storage = st->identity;
   return adopt(Tensor(std::move(impl)), st, value);
@@ -61,46 +80,57 @@ Tensor FunctionalizeMode::flat_of(FStorage& st) {
   return st.flat;
 }
 
-Tensor FunctionalizeMode::value_of(const Tensor& t) {
-  FTensor* f = find(t);
-  if (!f) return t;
-  if (f->generation != f->st->generation) {  // stale: re-read from the storage's contents
-    f->value = as_strided(flat_of(*f->st), t.shape().vec(), t.strides().vec(), t.offset());
-    f->generation = f->st->generation;
+Tensor FunctionalizeMode::value_of(const Tensor& t, FTensor& f) {
+  if (f.generation != f.st->generation) {  // stale: re-read from the storage's contents
+    f.value = as_strided(flat_of(*f.st), t.shape().vec(), t.strides().vec(), t.offset());
+    f.generation = f.st->generation;
   }
-  return f->value;
+  return f.value;
 }
 
-bool FunctionalizeMode::mutated(const Tensor& t) const {
+Tensor FunctionalizeMode::value_of(const Tensor& t) {
+  BelowMode below(*this);  // a re-read is recorded below, like the ones handle() makes
+  FTensor* f = find(t);
+  return f ? value_of(t, *f) : t;
+}
+
+bool FunctionalizeMode::mutated(const Tensor& t) {
   const FTensor* f = find(t);
   return f && f->st->generation > 0;
 }
 
-PoolVector<Value> FunctionalizeMode::values_of(std::span<const Value> args) {
-  PoolVector<Value> out;
-  out.reserve(args.size());
-  for (const Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) {
-      out.push_back(value_of(*t));
-    } else if (auto* list = std::get_if<TensorList>(&v)) {
-      TensorList values;
-      for (const Tensor& x : *list) values.push_back(value_of(x));
-      out.push_back(std::move(values));
-    } else {
-      out.push_back(v);
+bool FunctionalizeMode::values_of(std::span<const Value> args, PoolVector<Value>& values) {
+  bool any = false;
+  auto replace = [&](size_t i, Value v) {
+    if (!any) values.assign(args.begin(), args.end());
+    any = true;
+    values[i] = std::move(v);
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (auto* t = std::get_if<Tensor>(&args[i])) {
+      if (FTensor* f = find(*t)) replace(i, value_of(*t, *f));
+    } else if (auto* list = std::get_if<TensorList>(&args[i])) {
+      TensorList out;
+      for (size_t j = 0; j < list->size(); ++j) {
+        const Tensor& x = (*list)[j];
+        FTensor* f = find(x);
+        if (!f && out.empty()) continue;
+        if (out.empty()) out.assign(list->begin(), list->end());
+        if (f) out[j] = value_of(x, *f);
+      }
+      if (!out.empty()) replace(i, std::move(out));
     }
   }
-  return out;
+  return any;
 }
 
 Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> args) {
   const Tensor& self = std::get<Tensor>(args[info.schema.mutated_arg]);
-  dispatch_meta(info.kind, args);  // the errors eager would raise (shape, cast, device)
-  FTensor* f = find(self);
-  if (!f) {  // a tensor from outside the program: track it from here on
-    adopt(self, storage_for(self), self);
-    f = find(self);
-  }
+  // The errors eager would raise (shape, cast, device): an op with a meta function of
+  // its own runs it; the others are checked on their functional result below.
+  if (info.meta) dispatch_meta(info.kind, args);
+  else op_device(info.kind, args);
+  FTensor* f = track(self);
   Tensor next;  // the new value of self
   switch (info.kind) {
     case OpKind::copy_: {
@@ -116,8 +146,9 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
       break;
     default: {
       KILN_CHECK(!info.meta, unsupported, "[{}] has no functional form to capture", info.name);
-      PoolVector<Value> values = values_of(args);
-      next = dispatch(info.functional, values)[0];
+      PoolVector<Value> values;
+      next = dispatch(info.functional, values_of(args, values) ? std::span<const Value>(values) : args)[0];
+      check_inplace_result(info, self, next.shape(), next.dtype());
       if (next.dtype() != self.dtype()) next = _to_copy(next, self.dtype(), self.device());
     }
   }
@@ -142,8 +173,7 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
   if (info.is_inplace()) return mutate(info, args);
   if (info.is_view()) {
     const Tensor& self = std::get<Tensor>(args[info.schema.view_of_arg]);
-    FTensor* f = find(self);
-    if (!f) return dispatch(op, args);  // a view of an outside constant
+    FTensor* f = track(self);
     // User-level metadata from the wrapper; the value from the current value (or,
     // for as_strided, whose offsets are storage-relative, from the storage contents).
     Tensor user = dispatch_meta(op, args)[0];
@@ -156,20 +186,18 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
     } else if (op == OpKind::view) {
       // A value may be laid out differently from its wrapper (a new value is dense),
       // so it is reshaped: a copy where a view is impossible changes nothing functionally.
-      value = reshape(value_of(self), std::get<IntList>(args[1]));
+      value = reshape(value_of(self, *f), std::get<IntList>(args[1]));
     } else {
-      PoolVector<Value> values = values_of(args);
-      value = dispatch(op, values)[0];
+      PoolVector<Value> values;
+      value = dispatch(op, values_of(args, values) ? std::span<const Value>(values) : args)[0];
     }
     Outputs out;
     out.push_back(adopt(user, f->st, value));
     return out;
   }
-  PoolVector<Value> values = values_of(args);
-  Outputs outs = dispatch(op, values);
-  Outputs users;
-  for (const Tensor& v : outs) users.push_back(wrap(v));
-  return users;
+  // Fresh outputs are their own values: tracked only once viewed or written.
+  PoolVector<Value> values;
+  return dispatch(op, values_of(args, values) ? std::span<const Value>(values) : args);
 }
 
 CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,

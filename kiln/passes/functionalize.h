@@ -2,17 +2,24 @@
 // Functionalization: captured programs without mutation (M1-M5).
 //
 // Note [Functional storages]
-// FunctionalizeMode hands the traced code user-facing tensors ("wrappers") that carry
-// user-level metadata and share a storage identity per base, exactly like eager
-// aliasing, but no data. Behind each storage it keeps the storage's current contents:
-// first the value it came from (an input, or an op's fresh output), and after the first
-// write a flat [N] value. Every mutation becomes functional ops: the new value of the
-// written tensor, then `as_strided_scatter` of it into the flat value (or, when the
-// tensor covers the whole storage, a reshape of it), and a generation bump. A tensor
-// whose cached value is older than its storage's generation re-reads itself with
-// `as_strided(flat, its size, its strides, its offset)`. So a write through any view is
-// seen by the base and by every other view, and the graph below holds no mutation.
-
+// FunctionalizeMode keeps, behind every storage the traced code has written or viewed,
+// the storage's current contents: first the value it came from (an input, or an op's
+// fresh output), and after the first write a flat [N] value. Every mutation becomes
+// functional ops: the new value of the written tensor, then `as_strided_scatter` of it
+// into the flat value (or, when the tensor covers the whole storage, a reshape of it),
+// and a generation bump. A tensor whose cached value is older than its storage's
+// generation re-reads itself with `as_strided(flat, its size, its strides, its offset)`.
+// So a write through any view is seen by the base and by every other view, and the
+// graph below holds no mutation.
+//
+// Tracking is lazy. The program's inputs get wrappers (user-facing tensors with user
+// metadata and a storage identity of their own, shared by inputs that share a storage,
+// like eager aliasing); every other tensor is its own value until its storage is
+// viewed or written: an op whose arguments are all untracked goes straight down, and
+// its outputs reach the user as they are (no wrapper, no table entry). A view or a
+// write starts tracking the storage, with the tensor it came through as the storage's
+// first value. Any handle on a tracked storage (a view, a detached copy) is looked up
+// by storage, so none can read a stale value.
 #include <memory>
 #include <unordered_map>
 
@@ -35,7 +42,7 @@ class FunctionalizeMode final : public Mode {
   /** The current value behind a wrapper (a tensor from outside is its own value). */
   Tensor value_of(const Tensor& t);
   /** Whether anything was written to `t`'s storage. */
-  bool mutated(const Tensor& t) const;
+  bool mutated(const Tensor& t);
 
   Outputs handle(ops::OpKind op, std::span<const Value> args) override;
 
@@ -48,14 +55,16 @@ class FunctionalizeMode final : public Mode {
     uint64_t generation = 0;
   };
   FTensor* find(const Tensor& t);
-  const FTensor* find(const Tensor& t) const;
+  FTensor* track(const Tensor& t);
   Tensor adopt(const Tensor& user, std::shared_ptr<FStorage> st, const Tensor& value);
   std::shared_ptr<FStorage> storage_for(const Tensor& root);
+  Tensor value_of(const Tensor& t, FTensor& f);
   Tensor flat_of(FStorage& st);
-  PoolVector<Value> values_of(std::span<const Value> args);
+  bool values_of(std::span<const Value> args, PoolVector<Value>& values);
   Outputs mutate(const ops::OpInfo& info, std::span<const Value> args);
 
   PoolMap<const TensorImpl*, FTensor> tensors_;  // node-based: entries never move
+  // By the storage of each tracked tensor (for inputs: of the value and of the wrapper).
   PoolMap<const StorageImpl*, std::shared_ptr<FStorage>> roots_;
   ModeGuard guard_;
 };

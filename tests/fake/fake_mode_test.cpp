@@ -224,6 +224,25 @@ TEST(F5, DataDependentReadsFail) {
   expect_error([&] { to_vector<float>(x); }, ErrorKind::data_dependent, "[to_vector]");
 }
 
+// (F1) A fake tensor that reaches a kernel (outside FakeMode, or as a constant of a
+// graph run for real) is an error naming the op, not a read of memory it has not got.
+TEST(F1, FakeTensorsNeverReachAKernel) {
+  Tensor f;
+  {
+    FakeMode mode;
+    f = ones({3});
+  }
+  ASSERT_TRUE(f.is_fake());
+  expect_error([&] { add(f, ones({3})); }, ErrorKind::value,
+               "[add] got a fake tensor (f32[3]@cpu:0): it has metadata but no data");
+  expect_error([&] { Tensor r = ones({3}); copy_(r, f); }, ErrorKind::value, "[copy_] got a fake tensor");
+  ir::Graph g;
+  ir::Node* x = g.add_input("x", ir::ValueMeta::of(ones({3})));
+  ir::Node* c = g.add_constant(f);
+  g.set_output({{g.add_call(OpKind::add, {ir::Ref{x, 0}, ir::Ref{c, 0}, Scalar(1)}, {ir::ValueMeta::of(f)}), 0}});
+  expect_error([&] { ir::interpret(g, {ones({3})}); }, ErrorKind::value, "[add] got a fake tensor");
+}
+
 TEST(F1, ModelSizedFakeTraceAllocatesNothing) {
   Device cpu0("cpu:0");
   AllocatorStats before = allocator_stats(cpu0);

@@ -137,6 +137,42 @@ TEST(Functionalize, MutationThroughAStridedViewOfAnInput) {  // (M2)
   }
 }
 
+// (M1) A captured in-place op fails as eagerly, on fresh outputs and on inputs alike.
+TEST(Functionalize, InPlaceErrorsAreEagerErrors) {
+  for (Mode mode : {Mode::fake, Mode::real}) {
+    expect_error([&] { capture([](const TensorList& in) { Tensor i = in[0] + 1; div_(i, 2); return TensorList{i}; },
+                               {arange(3)}, {.mode = mode}); },
+                 ErrorKind::dtype, "[div_] result type f32 can't be cast to the desired output type i64");
+    expect_error([&] { capture([](const TensorList& in) { Tensor x = in[0]; add_(x, ones({2, 3})); return TensorList{x}; },
+                               {ones({3})}, {.mode = mode}); },
+                 ErrorKind::shape, "[add_] output with shape [3] doesn't match the broadcast shape [2, 3]");
+    expect_error([&] { capture([](const TensorList& in) { Tensor x = in[0] * 2; mul_(x, ones({4})); return TensorList{x}; },
+                               {ones({3})}, {.mode = mode}); },
+                 ErrorKind::shape, "[mul]");
+  }
+}
+
+// A detached handle on a written storage reads the written value.
+TEST(Functionalize, DetachedHandlesSeeWrites) {  // (M2)
+  Fn fn = [](const TensorList& in) {
+    Tensor t = in[0] * 1.0;
+    Tensor d = t.detach();
+    Tensor v = select(t, 0, 1);
+    add_(v, 10.0);
+    Tensor e = d.detach();
+    return TensorList{d * 1.0, e + 0.0, in[0].detach() * 1.0};
+  };
+  Tensor x = arange(0, 3, 1, {.dtype = f32});
+  TensorList want = fn({clone(x)});
+  for (Mode mode : {Mode::fake, Mode::real}) {
+    CapturedProgram p = capture(fn, {clone(x)}, {.mode = mode});
+    expect_functional(p.graph);
+    TensorList got = ir::interpret(p.graph, {clone(x)});
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(to_vector<float>(got[i]), to_vector<float>(want[i])) << i << "\n" << p.graph.str();
+  }
+}
+
 TEST(CaptureTo, IsAlwaysRecorded) {  // (X1)
   Fn fn = [](const TensorList& in) { return TensorList{to(in[0], in[0].device()) + 1}; };
   CapturedProgram p = capture(fn, {ones({2})}, {.input_names = {"x"}});
