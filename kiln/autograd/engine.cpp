@@ -95,7 +95,7 @@ struct Run {
 
 TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& run) {
   NoGradGuard no_grad;  // backward records nothing (no double backward)
-  auto root = std::make_shared<GraphRoot>(std::move(roots), std::move(root_grads));
+  auto root = make_pooled<GraphRoot>(std::move(roots), std::move(root_grads));
 
   // What the run knows of each node reachable from the root, found by an explicit-stack
   // DFS that also gives a post-order: one table, one lookup per node or edge.
@@ -232,7 +232,7 @@ Edge gradient_edge(const Tensor& t) {
   if (!m->requires_grad) return {};
   std::shared_ptr<Node> acc = m->grad_accumulator.lock();
   if (!acc) {
-    acc = std::make_shared<AccumulateGrad>(t);
+    acc = make_pooled<AccumulateGrad>(t);
     m->grad_accumulator = acc;
   }
   return {acc, 0};

@@ -8,7 +8,7 @@ using autograd::AutogradMeta;
 namespace autograd::detail {
 AutogradMeta& meta_of(const Tensor& t) {
   auto& m = t.impl()->autograd;
-  if (!m) m = std::make_shared<AutogradMeta>();
+  if (!m) m = make_pooled<AutogradMeta>();
   return *m;
 }
 }  // namespace autograd::detail
@@ -65,7 +65,7 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
 }
 
 Tensor Tensor::detach() const {
-  auto impl = std::make_shared<TensorImpl>(*impl_);
+  auto impl = make_pooled<TensorImpl>(*impl_);
   impl->autograd.reset();
   impl->view_made_at = 0;
   return Tensor(std::move(impl));

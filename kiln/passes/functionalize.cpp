@@ -174,6 +174,19 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
   if (info.is_view()) {
     const Tensor& self = std::get<Tensor>(args[info.schema.view_of_arg]);
     FTensor* f = track(self);
+    const Tensor& current = value_of(self, *f);
+    if (op != OpKind::as_strided && current.offset() == self.offset() &&
+        current.shape() == self.shape() && current.strides() == self.strides()) {
+      // The value is laid out like the user's tensor (the common case): the view's
+      // metadata is computed once, on the value, and the user's view shares it.
+      PoolVector<Value> values;
+      Tensor value = dispatch(op, values_of(args, values) ? std::span<const Value>(values) : args)[0];
+      Tensor user = make_view(self, value.shape(), value.strides(), value.offset(), info.name);
+      user.impl()->view_made_at = self.storage()->version + 1;  // (G4) as any view
+      Outputs out;
+      out.push_back(adopt(user, f->st, value));
+      return out;
+    }
     // User-level metadata from the wrapper; the value from the current value (or,
     // for as_strided, whose offsets are storage-relative, from the storage contents).
     Tensor user = dispatch_meta(op, args)[0];
@@ -186,7 +199,7 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
     } else if (op == OpKind::view) {
       // A value may be laid out differently from its wrapper (a new value is dense),
       // so it is reshaped: a copy where a view is impossible changes nothing functionally.
-      value = reshape(value_of(self, *f), std::get<IntList>(args[1]));
+      value = reshape(current, std::get<IntList>(args[1]));
     } else {
       PoolVector<Value> values;
       value = dispatch(op, values_of(args, values) ? std::span<const Value>(values) : args)[0];

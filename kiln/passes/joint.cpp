@@ -24,11 +24,11 @@ class InputIdentity final : public autograd::Node {
 Tensor give_history(const Tensor& w) {
   Tensor leaf = w.detach();
   leaf.set_requires_grad(true);
-  auto node = std::make_shared<InputIdentity>();
+  auto node = make_pooled<InputIdentity>();
   node->inputs.push_back({w.shape(), w.dtype(), w.device()});
   node->device = w.device();
   node->next.push_back(autograd::gradient_edge(leaf));
-  auto meta = std::make_shared<autograd::AutogradMeta>();
+  auto meta = make_pooled<autograd::AutogradMeta>();
   meta->grad_fn = std::move(node);
   w.impl()->autograd = std::move(meta);
   return leaf;
@@ -74,9 +74,9 @@ struct NodeSet {
   bool insert(const ir::Node* n) { return !std::exchange(in[n->id()], 1); }
 };
 
-// Marks `n` and every node it reads.
-void mark_ancestors(const ir::Node* n, NodeSet& set) {
-  std::vector<const ir::Node*> stack{n};
+// Marks `n` and every node it reads (`stack`: scratch space, kept between calls).
+void mark_ancestors(const ir::Node* n, NodeSet& set, std::vector<const ir::Node*>& stack) {
+  stack.assign(1, n);
   while (!stack.empty()) {
     const ir::Node* x = stack.back();
     stack.pop_back();
@@ -198,13 +198,14 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   // ---- partition ----
   std::vector<ir::Node*> nodes = joint.nodes();
   NodeSet tangent_set(joint), forward(joint), backward(joint);
+  std::vector<const ir::Node*> stack;
   for (const ir::Node* t : tangent_nodes) tangent_set.insert(t);
-  for (const ir::Ref& r : fw_refs) mark_ancestors(r.node, forward);
+  for (const ir::Ref& r : fw_refs) mark_ancestors(r.node, forward, stack);
   for (ir::Node* n : nodes)  // epilogue copies (and any in-place op) belong to forward
-    if (n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace()) mark_ancestors(n, forward);
+    if (n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace()) mark_ancestors(n, forward, stack);
   for (const ir::Node* t : tangent_nodes)
     KILN_CHECK(!forward.count(t), internal, "[capture_joint] the forward reads tangent {}", t->name());
-  for (const ir::Ref& r : grad_refs) mark_ancestors(r.node, backward);
+  for (const ir::Ref& r : grad_refs) mark_ancestors(r.node, backward, stack);
 
   // Saved: forward values the backward reads (inputs of backward-only nodes, or
   // gradients that are forward values themselves), in forward order.
@@ -263,6 +264,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
       }
       if (forward.count(n)) continue;
       ir::ArgList args;
+      args.reserve(n->args().size());
       for (const ir::Arg& a : n->args()) {
         if (auto* r = std::get_if<ir::Ref>(&a)) args.push_back(ref(*r));
         else if (auto* l = std::get_if<ir::RefList>(&a)) {
