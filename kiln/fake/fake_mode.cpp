@@ -9,23 +9,18 @@ FakeMode::FakeMode(FakeModeOptions options)
 
 Tensor FakeMode::from_real(const Tensor& real) {
   if (!real.defined() || real.is_fake()) return real;
-  auto it = tensors_.find(real.impl());
-  if (it != tensors_.end() && refers_to(it->second.real, real)) return it->second.fake;
+  auto [it, fresh] = tensors_.try_emplace(real.impl());  // one lookup, found or new
+  if (!fresh && refers_to(it->second.real, real)) return it->second.fake;
 
   // One fake storage per real storage keeps aliasing (views of one base) intact.
   const Storage& rs = real.storage();
-  Storage fs;
-  auto sit = storages_.find(rs.get());
-  if (sit != storages_.end() && sit->second.real.lock() == rs) {
-    fs = sit->second.fake;
-  } else {
-    fs = make_pooled<StorageImpl>(nullptr, rs->nbytes, rs->device, nullptr, true);
-    storages_[rs.get()] = {rs, fs};
-  }
+  auto [sit, new_storage] = storages_.try_emplace(rs.get());
+  if (new_storage || sit->second.real.lock() != rs)
+    sit->second = {rs, make_pooled<StorageImpl>(nullptr, rs->nbytes, rs->device, nullptr, true)};
   auto impl = make_pooled<TensorImpl>(*real.impl());
-  impl->storage = fs;
+  impl->storage = sit->second.fake;
   Tensor fake(std::move(impl));
-  tensors_[real.impl()] = {real.impl()->id.value(), fake};
+  it->second = {real.impl()->id.value(), fake};
   return fake;
 }
 

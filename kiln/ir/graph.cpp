@@ -125,9 +125,7 @@ Graph::~Graph() = default;
 
 // Note [Node names]
 Graph::Numbering& Graph::entry(std::string_view name) {
-  auto it = names_.find(name);
-  if (it == names_.end()) it = names_.emplace(std::string(name), Numbering{}).first;
-  return it->second;
+  return names_.try_emplace(std::string(name)).first->second;  // mostly new names: one lookup
 }
 
 // "base_k" with k a number without leading zeros -> (base, k); else (name, 0).
