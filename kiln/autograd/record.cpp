@@ -35,16 +35,9 @@ std::string backward_name(std::string_view op) {
 
 // A handle to `t`'s data and metadata without its history: what a node keeps of its
 // own outputs (keeping the output itself would make a cycle through its grad_fn). Under
-// modes it is an `alias` op dispatched through them, so they know the new tensor (a
-// traced graph saves `alias(%relu)`, as PyTorch's saves `detach(%relu)`); eagerly,
-// detach() (a copy of the descriptor).
-Tensor alias_without_history(const Tensor& t) {
-  if (active_mode_count() > 0) {
-    Value args[1] = {t};
-    return redispatch(OpKind::alias, args)[0];
-  }
-  return t.detach();
-}
+// modes detach() is an `alias` op dispatched through them, so they know the new tensor
+// (a traced graph saves `alias(%relu)`, as PyTorch's saves `detach(%relu)`).
+Tensor alias_without_history(const Tensor& t) { return t.detach(); }
 
 // (G4) A view made before a recorded in-place write to its storage has a history that
 // no longer describes its data: kiln does not rebase views (documented in

@@ -64,11 +64,20 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   return m ? m->grad_fn : kNoNode;
 }
 
-Tensor Tensor::detach() const {
+Tensor Tensor::detach_descriptor() const {
   auto impl = make_pooled<TensorImpl>(*impl_);
   impl->autograd.reset();
   impl->view_made_at = 0;
   return Tensor(std::move(impl));
+}
+
+Tensor Tensor::detach() const {
+  if (active_mode_count() == 0) return detach_descriptor();
+  // Below autograd (redispatch records no history): the modes see an alias of the data.
+  Value args[1] = {*this};
+  Tensor alias = redispatch(ops::OpKind::alias, args)[0];
+  alias.impl()->view_made_at = 0;  // a detached tensor has no history to go stale (G4)
+  return alias;
 }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {

@@ -176,8 +176,13 @@ class Tensor {
   void retain_grad() const;
   /** The node that computes this tensor's gradient inputs; null for leaves. */
   const std::shared_ptr<autograd::Node>& grad_fn() const;
-  /** The same data without history, requiring no gradient (shares storage and version). */
+  /** The same data without history, requiring no gradient (shares storage and version).
+   * Under active modes it is an `alias` op dispatched to them (a trace records it, as
+   * PyTorch records aten.detach); eagerly, a new descriptor of the same data. */
   Tensor detach() const;
+  /** detach() that never dispatches: a new descriptor of the same data, for library code
+   * keeping its own handles (a mode's bookkeeping, a leaf made for a trace). */
+  Tensor detach_descriptor() const;
   /** (G5) Gradients of this tensor w.r.t. the leaves: a scalar needs no `grad`. */
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
   /** The in-place write counter of this tensor's storage (G4). */

@@ -133,7 +133,7 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
       if (d) key += ',';
       key += std::to_string(offsets[d]);
     }
-    shards.emplace_back(key, contiguous(local.detach()));
+    shards.emplace_back(key, contiguous(local.detach_descriptor()));
   }
   save_safetensors(shards, shard_path(path, me, n));
   // Every file is written when any rank returns (a barrier along each mesh dim in turn

@@ -1025,7 +1025,7 @@ void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
     }
     Tensor value = nt.tensor->is_dtensor() ? full_tensor(*nt.tensor) : *nt.tensor;
     bool grad = nt.kind == nn::SlotKind::parameter;
-    Tensor d = distribute_tensor(value.detach(), mesh, {p});
+    Tensor d = distribute_tensor(value.detach_descriptor(), mesh, {p});
     if (grad) d.set_requires_grad(true);
     *nt.tensor = d;
   }

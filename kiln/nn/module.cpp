@@ -19,7 +19,7 @@ Tensor& Module::add_slot(std::string name, Tensor value, SlotKind kind, bool per
 
 Tensor& Module::register_parameter(std::string name, Tensor value) {
   // (G1) A parameter is a leaf that accumulates its gradient.
-  Tensor leaf = value.is_leaf() ? value : value.detach();
+  Tensor leaf = value.is_leaf() ? value : value.detach_descriptor();
   if (is_floating(leaf.dtype())) leaf.set_requires_grad(true);
   return add_slot(std::move(name), std::move(leaf), SlotKind::parameter, true);
 }

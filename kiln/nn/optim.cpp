@@ -51,7 +51,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
     KILN_CHECK(scalar ? t.numel() == 1 : t.shape() == params_[i].shape(), shape,
                "[optimizer] state '{}' has shape {}, expected {}", key, t.shape().str(),
                scalar ? "[]" : params_[i].shape().str());
-    Tensor value = clone(to(t.detach(), params_[i].device()));
+    Tensor value = clone(to(t.detach_descriptor(), params_[i].device()));
     next[i].emplace_back(name, scalar ? reshape(to(value, f32), {}) : value);
   }
   state_ = std::move(next);

@@ -22,7 +22,7 @@ class InputIdentity final : public autograd::Node {
 
 // Makes `w` a non-leaf whose gradient flows to a fresh leaf; returns the leaf.
 Tensor give_history(const Tensor& w) {
-  Tensor leaf = w.detach();
+  Tensor leaf = w.detach_descriptor();
   leaf.set_requires_grad(true);
   auto node = make_pooled<InputIdentity>();
   node->inputs.push_back({w.shape(), w.dtype(), w.device()});
@@ -114,7 +114,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   TensorList traced;
   // Subclass inputs (DTensors) are traced on their inner tensors (Note [Tensor subclasses
   // under capture]): the graph is this rank's.
-  for (const Tensor& t : inputs) traced.push_back(subclass_inner(t).detach());
+  for (const Tensor& t : inputs) traced.push_back(subclass_inner(t).detach_descriptor());
   if (options.mode == MakeFxOptions::Mode::fake) {
     fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
     for (Tensor& t : traced) t = fake->from_real(t);

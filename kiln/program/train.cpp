@@ -86,7 +86,7 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
   TensorList traced;
   {
     FakeMode fake;  // (F1) twins on the trace device, present or not
-    for (const Tensor& t : real) traced.push_back(to(fake.from_real(t.detach()), device));
+    for (const Tensor& t : real) traced.push_back(to(fake.from_real(t.detach_descriptor()), device));
   }
 
   // The step, on the traced inputs: swap them into the module, compute the loss and
@@ -186,7 +186,7 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
   for (ir::Node* n : program.graph.nodes())
     if (n->opcode() == ir::Opcode::constant) program.constants.emplace_back(n->name(), n->value());
   // The program owns its state: training it must not write the module's tensors.
-  for (auto& [name, t] : program.state) t = clone(t.detach());
+  for (auto& [name, t] : program.state) t = clone(t.detach_descriptor());
   return program;
 }
 

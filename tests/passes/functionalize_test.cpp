@@ -152,15 +152,16 @@ TEST(Functionalize, InPlaceErrorsAreEagerErrors) {
   }
 }
 
-// A detached handle on a written storage reads the written value.
+// Detached handles on a written storage read the written value: detach() (an alias op)
+// and a descriptor made without dispatching (found by its storage).
 TEST(Functionalize, DetachedHandlesSeeWrites) {  // (M2)
   Fn fn = [](const TensorList& in) {
     Tensor t = in[0] * 1.0;
-    Tensor d = t.detach();
+    Tensor d = t.detach(), raw = t.detach_descriptor();
     Tensor v = select(t, 0, 1);
     add_(v, 10.0);
     Tensor e = d.detach();
-    return TensorList{d * 1.0, e + 0.0, in[0].detach() * 1.0};
+    return TensorList{d * 1.0, e + 0.0, raw * 1.0, in[0].detach_descriptor() * 1.0};
   };
   Tensor x = arange(0, 3, 1, {.dtype = f32});
   TensorList want = fn({clone(x)});

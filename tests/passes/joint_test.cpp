@@ -68,6 +68,25 @@ TEST(J2, FoundingCaseRunsLikeEager) {
   EXPECT_FALSE(run.grads[1].defined());
 }
 
+// (J1) detach() inside the captured function stops gradients as eagerly: the joint
+// graph's backward sees the alias as a constant of the forward.
+TEST(J1, DetachStopsGradientsLikeEager) {
+  auto fn = [](const TensorList& in) {
+    Tensor y = in[0] * in[1];
+    return TensorList{sum(y + y.detach() * in[1])};
+  };
+  Tensor x = randn({4}), w = randn({4}, {.requires_grad = true});
+  JointProgram p = capture_joint(fn, {x, w});
+  Tensor we = clone(w.detach());
+  we.set_requires_grad();
+  Tensor loss = fn({x, we})[0];
+  loss.backward();
+  passes::JointRun run = run_joint(p, {x, w.detach()}, {});
+  EXPECT_TRUE(all_close(run.outputs[0], values(loss), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(run.grads[1], values(we.grad()), 1e-6, 1e-6)) << p.backward.str();
+  EXPECT_NE(p.forward.str().find("alias("), std::string::npos) << p.forward.str();
+}
+
 TEST(J2, WriteBackOutOfGraphWhenAsked) {
   Tensor x = randn({3}, {.requires_grad = true}), y = randn({3});
   JointProgram p = capture_joint(founding, {x, y}, {.write_back = passes::WriteBack::out_of_graph});

@@ -153,6 +153,36 @@ TEST(MakeFx, OutsideTensorsBecomeConstants) {  // (T2)
   EXPECT_TRUE(g.nodes()[1]->value().is_same(bias));
 }
 
+// (T1) detach() of a traced tensor is recorded (an alias without history, as PyTorch
+// records aten.detach): never a constant holding the trace-time tensor.
+TEST(MakeFx, DetachIsRecorded) {
+  Fn fn = [](const TensorList& in) {
+    Tensor y = exp(in[0]);
+    return TensorList{mul(y.detach(), 2.0), in[0].detach()};
+  };
+  for (Mode mode : {Mode::fake, Mode::real}) {
+    ir::Graph g = make_fx(fn, {ones({2})}, {.mode = mode, .input_names = {"x"}});
+    g.verify();
+    std::string s = g.str();
+    EXPECT_EQ(s.find("constant"), std::string::npos) << s;
+    EXPECT_NE(s.find("alias(%exp)"), std::string::npos) << s;
+    TensorList out = ir::interpret(g, {tensor({0, 1})});
+    EXPECT_TRUE(testing::all_close(out[0], {2.0, 2.0 * std::exp(1.0)})) << s;
+    EXPECT_EQ(to_vector<float>(out[1]), (std::vector<float>{0, 1}));
+  }
+  // Under autograd: the detached value has no history, eagerly and traced.
+  Tensor w = ones({2});
+  w.set_requires_grad(true);
+  EXPECT_FALSE(w.detach().requires_grad());
+  {
+    FakeMode fake;
+    Tensor fw = fake.from_real(w);
+    Tensor d = exp(fw).detach();
+    EXPECT_FALSE(d.requires_grad());
+    EXPECT_TRUE(d.is_fake());
+  }
+}
+
 TEST(MakeFx, ProxyTableIsWeak) {  // (T2): a dead tensor never lends its node
   Fn fn = [](const TensorList& in) {
     for (int i = 0; i < 50; ++i) {
