@@ -11,7 +11,6 @@ using ops::OpKind;
 
 // See Note [Functional storages].
 struct FunctionalizeMode::FStorage {
-  Storage identity;  // what input wrappers share: no bytes, only aliasing identity
   Tensor root;       // a value laid out like the storage (input, or a fresh output)
   Tensor flat;       // the contents as [numel] once written
   int64_t numel = 0;
@@ -61,18 +60,6 @@ std::shared_ptr<FunctionalizeMode::FStorage> FunctionalizeMode::storage_for(cons
     slot->numel = static_cast<int64_t>(root.storage()->nbytes / root.itemsize());
   }
   return slot;
-}
-
-Tensor FunctionalizeMode::wrap(const Tensor& value) {
-  auto st = storage_for(value);
-  if (!st->identity) {
-    const Storage& s = value.storage();
-    st->identity = make_pooled<StorageImpl>(nullptr, s->nbytes, s->device, nullptr, true);
-    roots_[st->identity.get()] = st;
-  }
-  auto impl = make_pooled<TensorImpl>(*value.impl());
-  impl->storage = st->identity;
-  return adopt(Tensor(std::move(impl)), st, value);
 }
 
 Tensor FunctionalizeMode::flat_of(FStorage& st) {
@@ -187,7 +174,7 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
       out.push_back(adopt(user, f->st, value));
       return out;
     }
-    // User-level metadata from the wrapper; the value from the current value (or,
+    // User-level metadata from the user's tensor; the value from the current value (or,
     // for as_strided, whose offsets are storage-relative, from the storage contents).
     Tensor user = dispatch_meta(op, args)[0];
     Tensor value;
@@ -197,7 +184,7 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
       if (std::holds_alternative<std::monostate>(a[3])) a[3] = self.offset();
       value = dispatch(op, a)[0];
     } else if (op == OpKind::view) {
-      // A value may be laid out differently from its wrapper (a new value is dense),
+      // A value may be laid out differently from its user tensor (a new value is dense),
       // so it is reshaped: a copy where a view is impossible changes nothing functionally.
       value = reshape(current, std::get<IntList>(args[1]));
     } else {
@@ -235,20 +222,17 @@ CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
     TensorList results;
     std::vector<int> result_input(0);
     {
-      FunctionalizeMode functionalize;
-      TensorList wrappers, fn_inputs;
-      for (size_t i = 0; i < traced.size(); ++i) {
-        wrappers.push_back(functionalize.wrap(traced[i]));
-        fn_inputs.push_back(subclass_rewrap(inputs[i], wrappers[i]));
-      }
+      FunctionalizeMode functionalize;  // the traced inputs are their own values
+      TensorList fn_inputs;
+      for (size_t i = 0; i < traced.size(); ++i) fn_inputs.push_back(subclass_rewrap(inputs[i], traced[i]));
       TensorList user = fn(fn_inputs);
-      for (size_t i = 0; i < wrappers.size(); ++i)
-        if (functionalize.mutated(wrappers[i])) new_values[i] = functionalize.value_of(wrappers[i]);
+      for (size_t i = 0; i < traced.size(); ++i)
+        if (functionalize.mutated(traced[i])) new_values[i] = functionalize.value_of(traced[i]);
       for (const Tensor& r : user) {
         Tensor inner = subclass_inner(r);
         int input = -1;
-        for (size_t i = 0; i < wrappers.size(); ++i)
-          if (inner.is_same(wrappers[i])) input = static_cast<int>(i);
+        for (size_t i = 0; i < traced.size(); ++i)
+          if (inner.is_same(traced[i])) input = static_cast<int>(i);
         result_input.push_back(input);
         results.push_back(functionalize.value_of(inner));
       }

@@ -12,13 +12,14 @@
 // So a write through any view is seen by the base and by every other view, and the
 // graph below holds no mutation.
 //
-// Tracking is lazy. The program's inputs get wrappers (user-facing tensors with user
-// metadata and a storage identity of their own, shared by inputs that share a storage,
-// like eager aliasing); every other tensor is its own value until its storage is
-// viewed or written: an op whose arguments are all untracked goes straight down, and
-// its outputs reach the user as they are (no wrapper, no table entry). A view or a
-// write starts tracking the storage, with the tensor it came through as the storage's
-// first value. Any handle on a tracked storage (a view, a detached copy) is looked up
+// Tracking is lazy: every tensor (the program's inputs included) is its own value until
+// its storage is viewed or written. An op whose arguments are all untracked goes
+// straight down, and its outputs reach the user as they are (no wrapper, no table
+// entry). A view or a write starts tracking the storage, with the tensor it came
+// through as the storage's first value; tensors that share a storage (inputs that are
+// views of one base, say) share its contents, like eager aliasing. A view's user-facing
+// tensor carries user metadata over the same storage, its value is a view of the
+// current value. Any handle on a tracked storage (a view, a detached copy) is looked up
 // by storage, so none can read a stale value.
 #include <memory>
 #include <unordered_map>
@@ -36,10 +37,7 @@ class FunctionalizeMode final : public Mode {
   FunctionalizeMode(const FunctionalizeMode&) = delete;
   FunctionalizeMode& operator=(const FunctionalizeMode&) = delete;
 
-  /** The user-facing tensor for `value` (an input of the captured program). Inputs that
-   * share a storage get wrappers that share one too. */
-  Tensor wrap(const Tensor& value);
-  /** The current value behind a wrapper (a tensor from outside is its own value). */
+  /** The current value of `t` (an untracked tensor is its own value). */
   Tensor value_of(const Tensor& t);
   /** Whether anything was written to `t`'s storage. */
   bool mutated(const Tensor& t);
@@ -48,8 +46,8 @@ class FunctionalizeMode final : public Mode {
 
  private:
   struct FStorage;
-  struct FTensor {  // what a wrapper (the user's tensor) stands for
-    uint64_t user;  // the wrapper's impl id (TensorId): the table holds no wrapper
+  struct FTensor {  // what a tracked user-facing tensor stands for
+    uint64_t user;  // the tensor's impl id (TensorId): the table holds no user tensor
     std::shared_ptr<FStorage> st;
     Tensor value;
     uint64_t generation = 0;
@@ -64,7 +62,7 @@ class FunctionalizeMode final : public Mode {
   Outputs mutate(const ops::OpInfo& info, std::span<const Value> args);
 
   PoolMap<const TensorImpl*, FTensor> tensors_;  // node-based: entries never move
-  // By the storage of each tracked tensor (for inputs: of the value and of the wrapper).
+  // By the storage of each tracked tensor.
   PoolMap<const StorageImpl*, std::shared_ptr<FStorage>> roots_;
   ModeGuard guard_;
 };

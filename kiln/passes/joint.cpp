@@ -131,29 +131,28 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
                                                                  : "primals_" + std::to_string(i));
     TensorList new_values(n_primals), results, grads;
     {
-      FunctionalizeMode functionalize;
-      TensorList wrappers, fn_inputs, leaves;
+      FunctionalizeMode functionalize;  // the traced primals are their own values
+      TensorList fn_inputs, leaves;
       for (size_t i = 0; i < n_primals; ++i) {
-        wrappers.push_back(functionalize.wrap(traced[i]));
-        fn_inputs.push_back(subclass_rewrap(inputs[i], wrappers[i]));
+        fn_inputs.push_back(subclass_rewrap(inputs[i], traced[i]));
         if (wants[i]) leaves.push_back(give_history(fn_inputs[i]));
       }
       TensorList user = fn(fn_inputs);
       for (size_t i = 0; i < n_primals; ++i)
-        if (functionalize.mutated(wrappers[i])) new_values[i] = functionalize.value_of(wrappers[i]);
+        if (functionalize.mutated(traced[i])) new_values[i] = functionalize.value_of(traced[i]);
       TensorList diff_outputs, tangents;
       for (size_t k = 0; k < user.size(); ++k) {
         Tensor inner = subclass_inner(user[k]);
         results.push_back(functionalize.value_of(inner));
         if (!user[k].requires_grad()) continue;
-        // A tangent: a graph input shaped like the output's inner tensor, wrapped like the
-        // primals (and like the output, for a subclass).
+        // A tangent: a graph input shaped like the output's inner tensor (wrapped like the
+        // output, for a subclass).
         Device d = inner.device();
         Tensor t = make_tensor(inner.shape(), inner.dtype(), d, fake ? nullptr : &device_allocator(d), "tangent");
         tangent_nodes.push_back(proxy.add_input(t, "tangents_" + std::to_string(tangents.size())).node);
         program.tangent_of.push_back(static_cast<int>(k));
         diff_outputs.push_back(user[k]);
-        tangents.push_back(subclass_rewrap_gradient(user[k], functionalize.wrap(t)));
+        tangents.push_back(subclass_rewrap_gradient(user[k], t));
       }
       if (!diff_outputs.empty() && !leaves.empty()) {
         TensorList g = autograd::grad(diff_outputs, leaves, tangents, false, /*allow_unused=*/true);

@@ -3,8 +3,8 @@
 // partitioned into a forward and a backward graph (J1-J3, kiln's AOTAutograd).
 //
 // Note [Joint capture]
-// The function runs under ProxyMode -> FunctionalizeMode -> FakeMode on wrappers of its
-// inputs; inputs that require grad are given a history (an identity node in front of a
+// The function runs under ProxyMode -> FunctionalizeMode -> FakeMode on (fake twins of)
+// its inputs; inputs that require grad are given a history (an identity node in front of a
 // leaf), so the function may even write them in place, and autograd::grad of the
 // outputs w.r.t. those leaves then runs the backward formulas through the same modes:
 // one graph holds forward, backward and the mutations' new values. Write-backs of inputs

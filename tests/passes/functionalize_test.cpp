@@ -156,12 +156,14 @@ TEST(Functionalize, InPlaceErrorsAreEagerErrors) {
 // and a descriptor made without dispatching (found by its storage).
 TEST(Functionalize, DetachedHandlesSeeWrites) {  // (M2)
   Fn fn = [](const TensorList& in) {
-    Tensor t = in[0] * 1.0;
+    Tensor x = in[0], raw_x = x.detach_descriptor();
+    Tensor t = x * 1.0;
     Tensor d = t.detach(), raw = t.detach_descriptor();
     Tensor v = select(t, 0, 1);
     add_(v, 10.0);
+    add_(x, 1.0);  // an input written after a raw handle on it was taken
     Tensor e = d.detach();
-    return TensorList{d * 1.0, e + 0.0, raw * 1.0, in[0].detach_descriptor() * 1.0};
+    return TensorList{d * 1.0, e + 0.0, raw * 1.0, raw_x * 1.0};
   };
   Tensor x = arange(0, 3, 1, {.dtype = f32});
   TensorList want = fn({clone(x)});
