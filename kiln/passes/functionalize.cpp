@@ -160,7 +160,8 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
   if (info.is_inplace()) return mutate(info, args);
   if (info.is_view()) {
     const Tensor& self = std::get<Tensor>(args[info.schema.view_of_arg]);
-    FTensor* f = track(self);
+    FTensor* f = find(self);
+    if (!f) return dispatch(op, args);  // an untracked storage: the view is its own value
     const Tensor& current = value_of(self, *f);
     if (op != OpKind::as_strided && current.offset() == self.offset() &&
         current.shape() == self.shape() && current.strides() == self.strides()) {
