@@ -11,7 +11,7 @@ using ops::OpKind;
 
 // See Note [Functional storages].
 struct FunctionalizeMode::FStorage {
-  Tensor root;       // a value laid out like the storage (input, or a fresh output)
+  Tensor root;       // the first tensor written through: as_strided of it reads the storage
   Tensor flat;       // the contents as [numel] once written
   int64_t numel = 0;
   uint64_t generation = 0;

@@ -12,15 +12,16 @@
 // So a write through any view is seen by the base and by every other view, and the
 // graph below holds no mutation.
 //
-// Tracking is lazy: every tensor (the program's inputs included) is its own value until
-// its storage is viewed or written. An op whose arguments are all untracked goes
-// straight down, and its outputs reach the user as they are (no wrapper, no table
-// entry). A view or a write starts tracking the storage, with the tensor it came
-// through as the storage's first value; tensors that share a storage (inputs that are
-// views of one base, say) share its contents, like eager aliasing. A view's user-facing
-// tensor carries user metadata over the same storage, its value is a view of the
-// current value. Any handle on a tracked storage (a view, a detached copy) is looked up
-// by storage, so none can read a stale value.
+// Tracking is lazy: every tensor (the program's inputs and views included) is its own
+// value until its storage is written. An op, view or not, whose arguments are all
+// untracked goes straight down, and its outputs reach the user as they are (no wrapper,
+// no table entry). The first write starts tracking the storage, with the tensor it
+// went through (the base or any view: `as_strided` offsets are storage-relative, and
+// views alias their base at run time too) as the storage's first contents; tensors
+// that share a storage share its contents, like eager aliasing. From then on a view of
+// it gets a user-facing tensor with user metadata over the same storage, whose value
+// is a view of the current value. Any handle on a tracked storage (a view or detached
+// copy made before the write) is looked up by storage, so none can read a stale value.
 #include <memory>
 #include <unordered_map>
 
