@@ -12,7 +12,9 @@ using ops::OpKind;
 // See Note [Functional storages].
 struct FunctionalizeMode::FStorage {
   Tensor root;       // the first tensor written through: as_strided of it reads the storage
-  Tensor flat;       // the contents as [numel] once written
+  Tensor flat;       // the contents as [numel] once written (and asked for)
+  Tensor whole;      // or, after a write covering the storage, the written value itself:
+                     // flattened only when something reads the storage another way
   int64_t numel = 0;
   uint64_t generation = 0;
 };
@@ -63,13 +65,23 @@ std::shared_ptr<FunctionalizeMode::FStorage> FunctionalizeMode::storage_for(cons
 }
 
 Tensor FunctionalizeMode::flat_of(FStorage& st) {
-  if (!st.flat.defined()) st.flat = as_strided(st.root, {st.numel}, {1}, int64_t{0});
+  if (st.whole.defined()) st.flat = reshape(std::exchange(st.whole, Tensor()), {st.numel});
+  else if (!st.flat.defined()) st.flat = as_strided(st.root, {st.numel}, {1}, int64_t{0});
   return st.flat;
 }
 
+namespace {
+// Whether `t` covers its storage of `numel` elements in order, from offset 0.
+bool covers(const Tensor& t, int64_t numel) {
+  return t.offset() == 0 && t.numel() == numel && t.is_contiguous();
+}
+}  // namespace
+
 Tensor FunctionalizeMode::value_of(const Tensor& t, FTensor& f) {
   if (f.generation != f.st->generation) {  // stale: re-read from the storage's contents
-    f.value = as_strided(flat_of(*f.st), t.shape().vec(), t.strides().vec(), t.offset());
+    FStorage& st = *f.st;
+    if (st.whole.defined() && covers(t, st.numel) && t.shape() == st.whole.shape()) f.value = st.whole;
+    else f.value = as_strided(flat_of(st), t.shape().vec(), t.strides().vec(), t.offset());
     f.generation = f.st->generation;
   }
   return f.value;
@@ -140,9 +152,9 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
     }
   }
   FStorage& st = *f->st;
-  bool whole = self.offset() == 0 && self.is_contiguous() && self.numel() == st.numel;
-  if (whole) {
-    st.flat = reshape(next, {st.numel});
+  if (covers(self, st.numel)) {  // the new contents are `next`, laid out like self
+    st.whole = next;
+    st.flat = Tensor();
   } else {
     Value scatter[5] = {flat_of(st), next, self.shape().vec(), self.strides().vec(), self.offset()};
     st.flat = dispatch(OpKind::as_strided_scatter, scatter)[0];
