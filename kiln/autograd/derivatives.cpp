@@ -20,10 +20,17 @@ Tensor sum_to(const Tensor& g, const Dims& shape) {
   if (g.shape() == shape) return g;
   int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
   IntList dims;
-  for (int64_t i = 0; i < g.dim(); ++i)
-    if (i < lead || (shape[i - lead] == 1 && g.size(i) != 1)) dims.push_back(i);
-  Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
-  return reshape(r, IntList(shape.begin(), shape.end()));
+  bool inner = false;  // a dimension of `shape` itself is summed to 1
+  for (int64_t i = 0; i < g.dim(); ++i) {
+    bool to_one = i >= lead && shape[i - lead] == 1 && g.size(i) != 1;
+    if (i < lead || to_one) dims.push_back(i);
+    inner = inner || to_one;
+  }
+  if (dims.empty()) return reshape(g, IntList(shape.begin(), shape.end()));  // only 1s differ
+  // One op where one does: leading dimensions summed away, or inner ones kept as 1.
+  if (!inner) return sum(g, dims, /*keepdim=*/false);
+  Tensor r = sum(g, dims, /*keepdim=*/true);
+  return lead == 0 ? r : reshape(r, IntList(shape.begin(), shape.end()));
 }
 
 namespace {
@@ -50,6 +57,14 @@ Tensor keep_dims(Tensor g, const IntList& reduced, bool keepdim) {
   if (keepdim) return g;
   for (int64_t d : reduced) g = unsqueeze(g, d);
   return g;
+}
+
+// `g` of a reduction, shaped to broadcast against its rank-`rank` input: a full
+// reduction's 0-d gradient broadcasts as it is (no unsqueeze per dimension; PyTorch's
+// sum backward expands it directly too).
+Tensor broadcastable(Tensor g, const IntList& reduced, bool keepdim, int64_t rank) {
+  if (!keepdim && static_cast<int64_t>(reduced.size()) == rank) return g;
+  return keep_dims(std::move(g), reduced, keepdim);
 }
 
 // Number of elements each output element of a reduction over `reduced` summed.
@@ -127,9 +142,9 @@ void extreme_value(GradCtx& c) {
   const Tensor& x = c.t(0);
   IntList dims = reduced_dims(c.args().ints(1), x.dim(), "amax");
   bool keepdim = c.args().flag(2);
-  Tensor mask = to(eq(x, keep_dims(c.result(), dims, keepdim)), x.dtype());
+  Tensor mask = to(eq(x, broadcastable(c.result(), dims, keepdim, x.dim())), x.dtype());
   Tensor count = sum(mask, dims, /*keepdim=*/true);
-  c.set(0, mask * keep_dims(c.grad(), dims, keepdim) / count);
+  c.set(0, mask * broadcastable(c.grad(), dims, keepdim, x.dim()) / count);
 }
 
 void picked(GradCtx& c) {
@@ -278,12 +293,14 @@ Table build() {
   d.def(O::sum, 0, [](GradCtx& c) {
     const GradMeta& in = c.input(0);
     IntList dims = reduced_dims(c.args().ints(1), static_cast<int64_t>(in.shape.size()), "sum");
-    c.set(0, expand(keep_dims(c.grad(), dims, c.args().flag(2)), ints(in.shape)));
+    int64_t rank = static_cast<int64_t>(in.shape.size());
+    c.set(0, expand(broadcastable(c.grad(), dims, c.args().flag(2), rank), ints(in.shape)));
   });
   d.def(O::mean, 0, [](GradCtx& c) {
     const GradMeta& in = c.input(0);
     IntList dims = reduced_dims(c.args().ints(1), static_cast<int64_t>(in.shape.size()), "mean");
-    Tensor g = keep_dims(c.grad(), dims, c.args().flag(2)) /
+    int64_t rank = static_cast<int64_t>(in.shape.size());
+    Tensor g = broadcastable(c.grad(), dims, c.args().flag(2), rank) /
                static_cast<double>(reduced_count(in.shape, dims));
     c.set(0, expand(g, ints(in.shape)));
   });
@@ -299,7 +316,7 @@ Table build() {
     IntList dims = reduced_dims(c.args().ints(1), x.dim(), "var");
     double n = static_cast<double>(reduced_count(x.shape(), dims) - c.args().i64(2));
     Tensor centered = x - mean(x, dims, /*keepdim=*/true);
-    c.set(0, keep_dims(c.grad(), dims, c.args().flag(3)) * centered * (2.0 / n));
+    c.set(0, broadcastable(c.grad(), dims, c.args().flag(3), x.dim()) * centered * (2.0 / n));
   });
   d.def(O::softmax, kResult, [](GradCtx& c) {  // y (g - sum(g y))
     const Tensor &y = c.result(), &g = c.grad();
@@ -338,9 +355,9 @@ Table build() {
   d.def(O::linear, arg(0) | arg(1), [](GradCtx& c) {  // y = x W^T + b
     const Tensor &x = c.t(0), &w = c.t(1), &g = c.grad();
     if (c.needs(0)) c.set(0, matmul(g, w));
-    if (c.needs(1)) {
-      Tensor g2 = reshape(g, {-1, w.size(0)});
-      Tensor x2 = reshape(x, {-1, w.size(1)});
+    if (c.needs(1)) {  // rows of a batched input flattened (2-D ones are as they are)
+      Tensor g2 = g.dim() == 2 ? g : reshape(g, {-1, w.size(0)});
+      Tensor x2 = x.dim() == 2 ? x : reshape(x, {-1, w.size(1)});
       c.set(1, mm(t(g2), x2));
     }
     if (c.needs(2)) c.set(2, sum_to(g, c.input(2).shape));
