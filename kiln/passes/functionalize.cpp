@@ -98,7 +98,7 @@ bool FunctionalizeMode::mutated(const Tensor& t) {
   return f && f->st->generation > 0;
 }
 
-bool FunctionalizeMode::values_of(std::span<const Value> args, PoolVector<Value>& values) {
+std::span<const Value> FunctionalizeMode::values_of(std::span<const Value> args, PoolVector<Value>& values) {
   bool any = false;
   auto replace = [&](size_t i, Value v) {
     if (!any) values.assign(args.begin(), args.end());
@@ -120,7 +120,7 @@ bool FunctionalizeMode::values_of(std::span<const Value> args, PoolVector<Value>
       if (!out.empty()) replace(i, std::move(out));
     }
   }
-  return any;
+  return any ? std::span<const Value>(values) : args;
 }
 
 Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> args) {
@@ -146,7 +146,7 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
     default: {
       KILN_CHECK(!info.meta, unsupported, "[{}] has no functional form to capture", info.name);
       PoolVector<Value> values;
-      next = dispatch(info.functional, values_of(args, values) ? std::span<const Value>(values) : args)[0];
+      next = dispatch(info.functional, values_of(args, values))[0];
       check_inplace_result(info, self, next.shape(), next.dtype());
       if (next.dtype() != self.dtype()) next = _to_copy(next, self.dtype(), self.device());
     }
@@ -180,7 +180,7 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
       // The value is laid out like the user's tensor (the common case): the view's
       // metadata is computed once, on the value, and the user's view shares it.
       PoolVector<Value> values;
-      Tensor value = dispatch(op, values_of(args, values) ? std::span<const Value>(values) : args)[0];
+      Tensor value = dispatch(op, values_of(args, values))[0];
       Tensor user = make_view(self, value.shape(), value.strides(), value.offset(), info.name);
       user.impl()->view_made_at = self.storage()->version + 1;  // (G4) as any view
       Outputs out;
@@ -202,15 +202,15 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
       value = reshape(current, std::get<IntList>(args[1]));
     } else {
       PoolVector<Value> values;
-      value = dispatch(op, values_of(args, values) ? std::span<const Value>(values) : args)[0];
+      value = dispatch(op, values_of(args, values))[0];
     }
     Outputs out;
     out.push_back(adopt(user, f->st, value));
     return out;
   }
-  // Fresh outputs are their own values: tracked only once viewed or written.
+  // Fresh outputs are their own values: tracked only once written.
   PoolVector<Value> values;
-  return dispatch(op, values_of(args, values) ? std::span<const Value>(values) : args);
+  return dispatch(op, values_of(args, values));
 }
 
 CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,

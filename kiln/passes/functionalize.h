@@ -59,7 +59,9 @@ class FunctionalizeMode final : public Mode {
   std::shared_ptr<FStorage> storage_for(const Tensor& root);
   Tensor value_of(const Tensor& t, FTensor& f);
   Tensor flat_of(FStorage& st);
-  bool values_of(std::span<const Value> args, PoolVector<Value>& values);
+  /** `args` with each tracked tensor replaced by its current value (copied into
+   * `values` when any is; `args` itself when none is). */
+  std::span<const Value> values_of(std::span<const Value> args, PoolVector<Value>& values);
   Outputs mutate(const ops::OpInfo& info, std::span<const Value> args);
 
   PoolMap<const TensorImpl*, FTensor> tensors_;  // node-based: entries never move
