@@ -33,12 +33,6 @@ std::string backward_name(std::string_view op) {
   return name + "Backward0";
 }
 
-// A handle to `t`'s data and metadata without its history: what a node keeps of its
-// own outputs (keeping the output itself would make a cycle through its grad_fn). Under
-// modes detach() is an `alias` op dispatched through them, so they know the new tensor
-// (a traced graph saves `alias(%relu)`, as PyTorch's saves `detach(%relu)`).
-Tensor alias_without_history(const Tensor& t) { return t.detach(); }
-
 // (G4) A view made before a recorded in-place write to its storage has a history that
 // no longer describes its data: kiln does not rebase views (documented in
 // docs/autograd.md), so using one is an error rather than a wrong gradient.
@@ -206,7 +200,10 @@ Outputs record(OpKind op, std::span<const Value> args) {
   for (const Tensor& o : outs) node->inputs.push_back({o.shape(), o.dtype(), o.device()});
   if (d.saves & kSavesResult) {
     for (size_t i = 0; i < outs.size(); ++i) {
-      node->results.push_back(alias_without_history(outs[i]));
+      // Without history (the output itself would make a cycle through its grad_fn); under
+      // modes detach() is an alias op they see (a traced graph saves `alias(%relu)`, as
+      // PyTorch's saves `detach(%relu)`).
+      node->results.push_back(outs[i].detach());
       node->saved.push_back({node->results.back(), outs[i].storage()->version,
                              -1 - static_cast<int>(i)});
     }

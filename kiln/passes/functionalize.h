@@ -2,15 +2,15 @@
 // Functionalization: captured programs without mutation (M1-M5).
 //
 // Note [Functional storages]
-// FunctionalizeMode keeps, behind every storage the traced code has written or viewed,
-// the storage's current contents: first the value it came from (an input, or an op's
-// fresh output), and after the first write a flat [N] value. Every mutation becomes
-// functional ops: the new value of the written tensor, then `as_strided_scatter` of it
-// into the flat value (or, when the tensor covers the whole storage, a reshape of it),
-// and a generation bump. A tensor whose cached value is older than its storage's
-// generation re-reads itself with `as_strided(flat, its size, its strides, its offset)`.
-// So a write through any view is seen by the base and by every other view, and the
-// graph below holds no mutation.
+// FunctionalizeMode keeps, behind every storage the traced code has written, the
+// storage's current contents. Every mutation becomes functional ops: the new value of
+// the written tensor; when that tensor covers the whole storage, it is the new contents
+// as it is; otherwise `as_strided_scatter` of it into a flat [N] value of the contents
+// (made from the whole value, or from the storage's first tensor, when first needed).
+// Each write bumps the storage's generation. A tensor whose cached value is older
+// re-reads itself (the whole value when laid out like it, else `as_strided(flat, its
+// size, its strides, its offset)`). So a write through any view is seen by the base and
+// by every other view, and the graph below holds no mutation.
 //
 // Tracking is lazy: every tensor (the program's inputs and views included) is its own
 // value until its storage is written. An op, view or not, whose arguments are all

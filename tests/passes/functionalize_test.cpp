@@ -176,6 +176,37 @@ TEST(Functionalize, DetachedHandlesSeeWrites) {  // (M2)
   }
 }
 
+// (M3) A fake capture leaves the caller's tensors as they were (neither data nor write
+// count, G4, changes); a real one runs the program once, so its in-graph write-backs
+// leave the inputs as eager would (as PyTorch's functionalize does when run for real).
+TEST(Functionalize, FakeCaptureLeavesTheCallersInputsAlone) {
+  Fn fn = [](const TensorList& in) {
+    Tensor x = in[0], v = select(in[1], 0, 0);
+    add_(x, 1.0);
+    mul_(v, 2.0);
+    return TensorList{x + in[1]};
+  };
+  auto make = [] {
+    Tensor base = arange(0, 8, 1, {.dtype = f32});
+    return TensorList{view(base, {2, 4}), reshape(base, {2, 4}) * 1.0};
+  };
+  TensorList eager = make();
+  fn(eager);
+  for (Mode mode : {Mode::fake, Mode::real}) {
+    TensorList in = make();
+    uint32_t v0 = in[0].version(), v1 = in[1].version();
+    TensorList before = {clone(in[0]), clone(in[1])};
+    CapturedProgram p = capture(fn, in, {.mode = mode});
+    EXPECT_TRUE(p.inputs[0].data_mutated && p.inputs[1].data_mutated);
+    const TensorList& want = mode == Mode::fake ? before : eager;
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(to_vector<float>(in[i]), to_vector<float>(want[i])) << i;
+    if (mode == Mode::fake) {
+      EXPECT_EQ(in[0].version(), v0);
+      EXPECT_EQ(in[1].version(), v1);
+    }
+  }
+}
+
 TEST(CaptureTo, IsAlwaysRecorded) {  // (X1)
   Fn fn = [](const TensorList& in) { return TensorList{to(in[0], in[0].device()) + 1}; };
   CapturedProgram p = capture(fn, {ones({2})}, {.input_names = {"x"}});
