@@ -25,12 +25,14 @@ bench: build
 	@if [ "$${KILN_WITH_TORCH:-0}" = 1 ] && [ -d ../shared/peers ]; then sh ../shared/peers/build.sh >/dev/null; fi
 	@python3 bench/run_bench.py --build $(BUILD)
 
-# ThreadSanitizer build of the stream and device tests (see docs/architecture.md).
+# ThreadSanitizer build of the stream and device tests and the graph tests (lazy node
+# names read by several threads; see docs/architecture.md).
 tsan: deps
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_BUILD_BENCH=OFF -DKILN_CUDA=OFF -DKILN_BUILD_SHARED=OFF \
 	  -DKILN_OPENMP=OFF -DKILN_ONEDNN=OFF -DCMAKE_CXX_FLAGS=-fsanitize=thread -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
-	@cmake --build build-tsan -j $(JOBS) --target device_test
+	@cmake --build build-tsan -j $(JOBS) --target device_test ir_test
 	@cd build-tsan && KILN_CPU_DEVICES=4 TSAN_OPTIONS=halt_on_error=1 ./tests/device_test
+	@cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ./tests/ir_test
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (any report fails).
 # allocator_may_return_null: the out-of-memory tests ask for more than any machine has.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -121,64 +122,174 @@ namespace {
 NodePtr new_node() { return NodePtr(new (PoolAllocator<Node>().allocate(1)) Node()); }
 }  // namespace
 
-Graph::~Graph() = default;
-
 // Note [Node names]
-Graph::Numbering& Graph::entry(std::string_view name) {
-  return names_.try_emplace(std::string(name)).first->second;  // mostly new names: one lookup
-}
-
-// "base_k" with k a number without leading zeros -> (base, k); else (name, 0).
-std::pair<std::string_view, int> Graph::split_number(std::string_view name) {
-  size_t sep = name.rfind('_');
-  if (sep == std::string_view::npos || sep + 1 == name.size() || name[sep + 1] == '0' ||
-      name.size() - sep - 1 > 9)
-    return {name, 0};
-  int k = 0;
-  for (size_t i = sep + 1; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return {name, 0};
-    k = k * 10 + (name[i] - '0');
+// Every node gets a name unique in its graph: a given one ("x") or its op's ("add"), and
+// when that is taken the first free "base_k" ("add_1", "add_2", ...). Names are made
+// lazily: a trace records thousands of nodes whose names nobody reads, so a node only
+// joins a queue when appended, and the first name() asked for names the queue in
+// creation order up to that node. A name therefore does not depend on when it is asked
+// for; a node erased before being named still takes its name (as in FX, a name once made
+// stays taken).
+//
+// One table entry per base or name given as such. A given name is marked taken; the
+// names made by numbering a base are not stored: every base_k with k up to the base's
+// counter is taken, so a chain of 100k adds keeps one small table. Call nodes named
+// after their op reach its entry through a per-OpKind cache (no hashing).
+class Namer {
+ public:
+  // A node appended unnamed: nodes are only appended, so the unnamed ones are the tail
+  // of the list from next_, plus the erased ones kept in erased_.
+  void enqueue(Node* n) {
+    if (!next_) next_ = n;
+    n->namer_.store(this, std::memory_order_relaxed);
   }
-  return {name.substr(0, sep), k};
-}
+  // Erased before named (called before it leaves the list): keep what its name is made of.
+  void forget(Node* n) {
+    erased_.push_back({n->id_, n->op_, kind_of(n), n->given_name_ ? std::move(n->name_) : std::string()});
+    if (next_ == n) next_ = n->next_;
+  }
+  // Names the unnamed nodes in creation order up to and including `target`
+  // (Node::name() of a const graph may be called from several threads).
+  void name_through(const Node* target) {
+    std::lock_guard lock(mutex_);
+    if (!target->namer_.load(std::memory_order_relaxed)) return;  // named meanwhile
+    std::sort(erased_.begin(), erased_.end(), [](const Erased& x, const Erased& y) { return x.id < y.id; });
+    size_t e = 0;
+    std::string name;
+    for (Node* n = next_;; n = n->next_) {
+      for (; e < erased_.size() && erased_[e].id < n->id_; ++e)  // their names stay taken
+        make(erased_[e].kind, erased_[e].op, erased_[e].base, name);
+      make(kind_of(n), n->op_, n->name_, name);
+      n->name_.swap(name);
+      n->namer_.store(nullptr, std::memory_order_release);
+      if (n == target) {
+        next_ = n->next_;
+        break;
+      }
+    }
+    erased_.erase(erased_.begin(), erased_.begin() + static_cast<std::ptrdiff_t>(e));
+  }
 
-void Graph::unique_name(std::string_view base, std::string& name, Numbering** cache) {
-  if (base.empty()) base = "v";
-  if (base[0] == '_') base.remove_prefix(1);  // "_to_copy" prints as %to_copy
-  // A base seen before goes straight to its next number: one lookup per node, none for
-  // a call node whose op was named before.
-  Numbering* num = cache && *cache ? *cache : &entry(base);
-  if (cache) *cache = num;
-  if (!num->base_tried) {  // the base itself, once
-    num->base_tried = true;
-    auto [b, k] = split_number(base);
-    Numbering* of_b = k > 0 ? &entry(b) : nullptr;
-    if (!num->given && !(of_b && of_b->last >= k)) {  // free: not given, not b's number
-      num->given = true;
-      // A name given as "b_k" may later collide with b's own numbering: mark b.
-      if (of_b) of_b->given_numbered = true;
-      name.assign(base);
-      return;
+ private:
+  enum class Kind : uint8_t { given, op, output };  // what a name is made from
+  static Kind kind_of(const Node* n) {
+    return n->given_name_ ? Kind::given : n->opcode_ == Opcode::output ? Kind::output : Kind::op;
+  }
+  struct Erased {
+    uint32_t id;
+    ops::OpKind op;
+    Kind kind;
+    std::string base;  // a given name
+  };
+  // The name of a node of this kind, op and given base (copied: it may be `name`'s old value).
+  void make(Kind kind, ops::OpKind op, const std::string& given, std::string& name) {
+    if (kind == Kind::given) {
+      std::string base = given;
+      unique_name(base, name);
+    } else if (kind == Kind::output) {
+      unique_name("output", name);
+    } else {
+      unique_name(op_base(op), name, &op_entry(op));
     }
   }
-  // base_k can only be taken as given (numbered names of base are all below k)
-  char digits[16];
-  do {  // written in place: base, '_', digits
-    size_t n = static_cast<size_t>(std::to_chars(digits, digits + sizeof digits, ++num->last).ptr - digits);
-    name.resize(base.size() + 1 + n);
-    char* out = name.data();
-    std::memcpy(out, base.data(), base.size());
-    out[base.size()] = '_';
-    std::memcpy(out + base.size() + 1, digits, n);
-  } while (num->given_numbered && [&] {
-    auto it = names_.find(name);
-    return it != names_.end() && it->second.given;
-  }());
-}
+  struct Numbering {
+    int last = 0;                 // base_1 .. base_last are taken
+    bool given = false;           // the name itself is taken as given
+    bool given_numbered = false;  // some name "base_k" was given as such
+    bool base_tried = false;      // the base was asked for (taken by it or before it)
+  };
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const {  // FNV-1a: names are short
+      uint64_t h = 14695981039346656037ull;
+      for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+      return h;
+    }
+  };
+
+  static std::string_view op_base(ops::OpKind op) {  // an extension op without its namespace
+    std::string_view name = ops::op_name(op);
+    size_t sep = name.rfind("::");
+    return sep == std::string_view::npos ? name : name.substr(sep + 2);
+  }
+  Numbering*& op_entry(ops::OpKind op) {
+    auto k = static_cast<size_t>(op);
+    if (k >= op_names_.size()) op_names_.resize(k + 1);
+    return op_names_[k];
+  }
+  Numbering& entry(std::string_view name) {
+    return names_.try_emplace(std::string(name)).first->second;  // mostly new: one lookup
+  }
+
+  // "base_k" with k a number without leading zeros -> (base, k); else (name, 0).
+  static std::pair<std::string_view, int> split_number(std::string_view name) {
+    size_t sep = name.rfind('_');
+    if (sep == std::string_view::npos || sep + 1 == name.size() || name[sep + 1] == '0' ||
+        name.size() - sep - 1 > 9)
+      return {name, 0};
+    int k = 0;
+    for (size_t i = sep + 1; i < name.size(); ++i) {
+      if (name[i] < '0' || name[i] > '9') return {name, 0};
+      k = k * 10 + (name[i] - '0');
+    }
+    return {name.substr(0, sep), k};
+  }
+
+  // Writes a name not taken yet, made from `base`, into `name`.
+  void unique_name(std::string_view base, std::string& name, Numbering** cache = nullptr) {
+    if (base.empty()) base = "v";
+    if (base[0] == '_') base.remove_prefix(1);  // "_to_copy" prints as %to_copy
+    // A base seen before goes straight to its next number: one lookup per node, none
+    // for a call node whose op was named before.
+    Numbering* num = cache && *cache ? *cache : &entry(base);
+    if (cache) *cache = num;
+    if (!num->base_tried) {  // the base itself, once
+      num->base_tried = true;
+      auto [b, k] = split_number(base);
+      Numbering* of_b = k > 0 ? &entry(b) : nullptr;
+      if (!num->given && !(of_b && of_b->last >= k)) {  // free: not given, not b's number
+        num->given = true;
+        // A name given as "b_k" may later collide with b's own numbering: mark b.
+        if (of_b) of_b->given_numbered = true;
+        name.assign(base);
+        return;
+      }
+    }
+    // base_k can only be taken as given (numbered names of base are all below k)
+    char digits[16];
+    do {  // written in place: base, '_', digits
+      size_t n = static_cast<size_t>(std::to_chars(digits, digits + sizeof digits, ++num->last).ptr - digits);
+      name.resize(base.size() + 1 + n);
+      char* out = name.data();
+      std::memcpy(out, base.data(), base.size());
+      out[base.size()] = '_';
+      std::memcpy(out + base.size() + 1, digits, n);
+    } while (num->given_numbered && [&] {
+      auto it = names_.find(name);
+      return it != names_.end() && it->second.given;
+    }());
+  }
+
+  Node* next_ = nullptr;         // the first node in the list not named yet
+  std::vector<Erased> erased_;  // erased before named
+  std::unordered_map<std::string, Numbering, NameHash, std::equal_to<>,
+                     PoolAllocator<std::pair<const std::string, Numbering>>>
+      names_;
+  std::vector<Numbering*> op_names_;  // by OpKind; entries of a node-based map are stable
+  std::mutex mutex_;
+};
+
+void Node::name_now() const { namer_.load(std::memory_order_acquire)->name_through(this); }
+
+Graph::Graph() = default;
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+Graph::~Graph() = default;
 
 Node* Graph::append(NodePtr node) {
-  KILN_CHECK(!output_, invalid_graph, "[graph] cannot add node %{} after the output node",
-             node->name_);
+  KILN_CHECK(!output_, invalid_graph, "[graph] cannot add node {} after the output node",
+             node->given_name_ ? "%" + node->name_
+                               : fmt::format("({})", node->opcode_ == Opcode::call ? ops::op_name(node->op_) : "output"));
   Node* n = node.get();
   n->prev_ = tail_;
   if (tail_) tail_->next_ = n;
@@ -186,6 +297,8 @@ Node* Graph::append(NodePtr node) {
   tail_ = n;
   n->owner_slot_ = owned_.size();
   n->id_ = next_id_++;
+  if (!namer_) namer_ = std::make_unique<Namer>();
+  namer_->enqueue(n);
   owned_.push_back(std::move(node));
   link_uses(n);
   return n;
@@ -203,7 +316,8 @@ void Graph::link_uses(Node* n) {
 Node* Graph::add_input(std::string name, ValueMeta meta) {
   auto n = new_node();
   n->opcode_ = Opcode::input;
-  unique_name(name, n->name_);
+  n->name_ = std::move(name);
+  n->given_name_ = true;
   n->meta_.push_back(std::move(meta));
   return append(std::move(n));
 }
@@ -211,7 +325,8 @@ Node* Graph::add_input(std::string name, ValueMeta meta) {
 Node* Graph::add_constant(Tensor value, std::string name) {
   auto n = new_node();
   n->opcode_ = Opcode::constant;
-  unique_name(name.empty() ? std::string_view("const") : std::string_view(name), n->name_);
+  n->name_ = name.empty() ? std::string("const") : std::move(name);
+  n->given_name_ = true;
   n->meta_.push_back(ValueMeta::of(value));
   n->value_ = std::move(value);
   return append(std::move(n));
@@ -222,14 +337,9 @@ Node* Graph::add_call(ops::OpKind op, ArgList args, MetaList meta, std::string s
   auto n = new_node();
   n->opcode_ = Opcode::call;
   n->op_ = op;
-  if (!name.empty()) {
-    unique_name(name, n->name_);
-  } else {  // named after the op; an extension op without its namespace
-    size_t k = static_cast<size_t>(op);
-    if (k >= op_names_.size()) op_names_.resize(k + 1);
-    std::string_view op_name = ops::op_name(op);
-    size_t sep = op_name.rfind("::");
-    unique_name(sep == std::string_view::npos ? op_name : op_name.substr(sep + 2), n->name_, &op_names_[k]);
+  if (!name.empty()) {  // else named after the op
+    n->name_ = std::move(name);
+    n->given_name_ = true;
   }
   n->args_ = std::move(args);
   n->meta_ = std::move(meta);
@@ -240,7 +350,6 @@ Node* Graph::add_call(ops::OpKind op, ArgList args, MetaList meta, std::string s
 Node* Graph::set_output(RefList values) {
   auto n = new_node();
   n->opcode_ = Opcode::output;
-  unique_name("output", n->name_);
   n->args_.push_back(std::move(values));
   Node* out = append(std::move(n));
   output_ = out;
@@ -257,22 +366,21 @@ void Graph::rewrite_devices(const std::function<Device(Device)>& f) {
 
 void Graph::set_constant_value(Node* node, Tensor value) {
   KILN_CHECK(node->opcode_ == Opcode::constant, invalid_graph, "[graph] %{} is not a constant",
-             node->name_);
+             node->name());
   node->meta_[0] = ValueMeta::of(value);
   node->value_ = std::move(value);
 }
 
 void Graph::erase(Node* node) {
   KILN_CHECK(node->users_.empty(), value, "[graph] cannot erase %{}: it still has {} user(s), e.g. %{}",
-             node->name_, node->users_.size(), node->users_[0]->name_);
+             node->name(), node->users_.size(), node->users_[0]->name());
   node->for_each_input([node](const Ref& r) { std::erase(r.node->users_, node); });
+  if (node->namer_.load(std::memory_order_relaxed)) namer_->forget(node);  // its name stays taken
   if (node->prev_) node->prev_->next_ = node->next_;
   else head_ = node->next_;
   if (node->next_) node->next_->prev_ = node->prev_;
   else tail_ = node->prev_;
   if (output_ == node) output_ = nullptr;
-  // A numbered name stays taken (Note [Node names]); a given one is free again.
-  if (auto it = names_.find(node->name_); it != names_.end()) it->second.given = false;
   size_t slot = node->owner_slot_;  // swap with the last owned node, then drop it
   std::swap(owned_[slot], owned_.back());
   owned_[slot]->owner_slot_ = slot;
@@ -280,7 +388,7 @@ void Graph::erase(Node* node) {
 }
 
 void Graph::set_op(Node* n, ops::OpKind op) {
-  KILN_CHECK(n->opcode_ == Opcode::call, invalid_graph, "[graph] %{} is not a call", n->name_);
+  KILN_CHECK(n->opcode_ == Opcode::call, invalid_graph, "[graph] %{} is not a call", n->name());
   n->op_ = op;
 }
 
@@ -324,9 +432,9 @@ std::string Graph::str() const {
     for (size_t i = 0; n->meta_.size() > 1 && i < n->meta_.size(); ++i)
       meta += (i ? ", " : "(") + n->meta_[i].str() + (i + 1 == n->meta_.size() ? ")" : "");
     switch (n->opcode_) {
-      case Opcode::input: out += fmt::format("%{} : {} = input()", n->name_, meta); break;
+      case Opcode::input: out += fmt::format("%{} : {} = input()", n->name(), meta); break;
       case Opcode::constant:
-        out += fmt::format("%{} : {} = constant({})", n->name_, meta, constant_str(n->value_));
+        out += fmt::format("%{} : {} = constant({})", n->name(), meta, constant_str(n->value_));
         break;
       case Opcode::call: {
         const auto& specs = ops::op_info(n->op_).schema.args;
@@ -340,7 +448,7 @@ std::string Graph::str() const {
           if (!args.empty()) args += ", ";
           args += tensor || i >= specs.size() ? arg_str(a) : specs[i].name + "=" + arg_str(a);
         }
-        out += fmt::format("%{} : {} = {}({})", n->name_, meta, ops::op_name(n->op_), args);
+        out += fmt::format("%{} : {} = {}({})", n->name(), meta, ops::op_name(n->op_), args);
         break;
       }
       case Opcode::output: {
@@ -363,7 +471,7 @@ void Graph::verify() const {
   size_t count = 0;
   for (Node* n = head_; n; n = n->next_, ++count) {
     auto bad = [&](std::string_view why, const auto&... args) {
-      fail(ErrorKind::invalid_graph, "[verify] node %{}: {}", n->name_,
+      fail(ErrorKind::invalid_graph, "[verify] node %{}: {}", n->name(),
            fmt::format(fmt::runtime(why), args...));
     };
     if (!owned.count(n)) bad("is not owned by this graph");
@@ -371,17 +479,17 @@ void Graph::verify() const {
     if (n->opcode_ == Opcode::output && n != tail_) bad("the output node must be last");
     for (const Ref& r : n->inputs()) {
       if (!owned.count(r.node)) bad("uses a node that is not in this graph");
-      if (!seen.count(r.node)) bad("uses %{} before it is defined", r.node->name_);
+      if (!seen.count(r.node)) bad("uses %{} before it is defined", r.node->name());
       if (r.output < 0 || r.output >= static_cast<int>(r.node->meta_.size()))
-        bad("uses output {} of %{}, which has {}", r.output, r.node->name_, r.node->meta_.size());
+        bad("uses output {} of %{}, which has {}", r.output, r.node->name(), r.node->meta_.size());
       const auto& u = r.node->users_;
       if (std::find(u.begin(), u.end(), n) == u.end())
-        bad("is missing from the users of %{}", r.node->name_);
+        bad("is missing from the users of %{}", r.node->name());
     }
     for (Node* user : n->users_) {
       auto in = user->inputs();
       if (std::none_of(in.begin(), in.end(), [&](const Ref& r) { return r.node == n; }))
-        bad("lists %{} as a user, but %{} does not use it", user->name_, user->name_);
+        bad("lists %{} as a user, but %{} does not use it", user->name(), user->name());
     }
     switch (n->opcode_) {
       case Opcode::input:

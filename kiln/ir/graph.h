@@ -6,6 +6,7 @@
 // Graph's own mutators, so they cannot go stale. Each value carries typed meta
 // (shape, strides, offset, dtype, device).
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 namespace kiln::ir {
 
 class Node;
+class Namer;
 
 /** One value a node produces: the node and which of its outputs. */
 struct Ref {
@@ -60,7 +62,12 @@ class Node {
   Opcode opcode() const { return opcode_; }
   /** The op of a call node. */
   ops::OpKind op() const { return op_; }
-  const std::string& name() const { return name_; }
+  /** Unique in its graph; made on first request (Note [Node names]), the same
+   * whenever that is. */
+  const std::string& name() const {
+    if (namer_.load(std::memory_order_acquire)) name_now();
+    return name_;
+  }
   const ArgList& args() const { return args_; }
   /** One entry per output (none for the output node). */
   const MetaList& meta() const { return meta_; }
@@ -92,9 +99,13 @@ class Node {
 
  private:
   friend class Graph;
+  friend class Namer;
+  void name_now() const;
   Opcode opcode_ = Opcode::call;
   ops::OpKind op_ = ops::OpKind::empty;
-  std::string name_;
+  bool given_name_ = false;     // name_ holds the asked-for base until the node is named
+  mutable std::string name_;
+  mutable std::atomic<Namer*> namer_{nullptr};  // set while the name is not made yet
   ArgList args_;
   MetaList meta_;
   NodeList users_;
@@ -114,11 +125,11 @@ using NodePtr = std::unique_ptr<Node, NodeDeleter>;
 
 class Graph {
  public:
-  Graph() = default;
+  Graph();
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
-  Graph(Graph&&) noexcept = default;
-  Graph& operator=(Graph&&) noexcept = default;
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
   ~Graph();
 
   Node* add_input(std::string name, ValueMeta meta);
@@ -159,38 +170,17 @@ class Graph {
 
  private:
   Node* append(NodePtr node);
-  static std::pair<std::string_view, int> split_number(std::string_view name);
   void link_uses(Node* n);
 
   std::vector<NodePtr> owned_;
   Node* head_ = nullptr;
   Node* tail_ = nullptr;
   Node* output_ = nullptr;
-  // Note [Node names]: one table entry per base name or name given as such. A given
-  // name is marked taken; the names made by numbering a base ("add_7") are not stored:
-  // every base_k with k up to the base's counter is taken, so a chain of 100k adds keeps
-  // one small table. Call nodes find their op's entry through op_names_ (no hashing).
-  struct Numbering {
-    int last = 0;                 // base_1 .. base_last are taken
-    bool given = false;           // the name itself is taken as given
-    bool given_numbered = false;  // some name "base_k" was given as such
-    bool base_tried = false;      // the base was asked for (taken by it or before it)
-  };
-  struct NameHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const {  // FNV-1a: names are short
-      uint64_t h = 14695981039346656037ull;
-      for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-      return h;
-    }
-  };
-  using NameTable = std::unordered_map<std::string, Numbering, NameHash, std::equal_to<>,
-                                       PoolAllocator<std::pair<const std::string, Numbering>>>;
-  Numbering& entry(std::string_view name);
-  /** Writes a name not taken yet, made from `base`, into `name`. */
-  void unique_name(std::string_view base, std::string& name, Numbering** cache = nullptr);
-  NameTable names_;
-  std::vector<Numbering*> op_names_;  // by OpKind; entries of a node-based map are stable
+  // Note [Node names]: names are made when first asked for (most traced graphs are run
+  // or passed on, never printed), by a Namer that keeps the nodes not named yet in
+  // creation order. Held by pointer: the nodes point at it and it stays put when the
+  // graph moves.
+  std::unique_ptr<Namer> namer_;
   uint32_t next_id_ = 0;
 };
 

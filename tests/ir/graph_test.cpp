@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <thread>
 
 #include "kiln/kiln.h"
 #include "test_util.h"
@@ -111,6 +112,51 @@ TEST(Graph, OpNamesMeetGivenNamesAndErasedNamesAreNotReused) {
   EXPECT_EQ(g.add_input("to_copy", meta({4}))->name(), "to_copy_1");
   g.erase(b);
   EXPECT_EQ(g.add_input("relu_2", meta({4}))->name(), "relu_2_1");
+}
+
+// Note [Node names]: names are made on first request, in creation order, so a node's
+// name is the same whenever it is asked for, and a node erased before anyone asked
+// still takes its name.
+TEST(Graph, NamesDoNotDependOnWhenTheyAreAsked) {
+  auto build = [](Graph& g, bool ask_each) {
+    std::vector<Node*> alive;
+    auto keep = [&](Node* n) {
+      if (ask_each) (void)n->name();
+      alive.push_back(n);
+      return n;
+    };
+    Node* x = keep(g.add_input("x", meta({4})));
+    Node* a = keep(g.add_call(OpKind::neg, {Ref{x}}, {meta({4})}));
+    Node* dead = g.add_call(OpKind::neg, {Ref{a}}, {meta({4})});  // neg_1, erased unasked
+    Node* dead_given = g.add_input("y", meta({4}));                // y, erased unasked
+    g.erase(dead);
+    g.erase(dead_given);
+    keep(g.add_input("y", meta({4})));                               // y_1
+    Node* b = keep(g.add_call(OpKind::neg, {Ref{a}}, {meta({4})}));  // neg_2
+    keep(g.add_call(OpKind::relu, {Ref{b}}, {meta({4})}, "", "neg_3"));
+    keep(g.add_call(OpKind::neg, {Ref{b}}, {meta({4})}));            // neg_4 (neg_3 is given)
+    keep(g.set_output({Ref{b}}));
+    return alive;
+  };
+  Graph early, late;
+  std::vector<Node*> e = build(early, true), l = build(late, false);
+  std::vector<std::string> names;
+  for (Node* n : l) names.push_back(n->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"x", "neg", "y_1", "neg_2", "neg_3", "neg_4", "output"}));
+  for (size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i]->name(), names[i]);
+
+  // First requests from several threads at once (a const graph is shared by readers).
+  Graph shared;
+  std::vector<Node*> nodes = build(shared, false);
+  std::vector<std::thread> readers;
+  std::vector<std::vector<std::string>> seen(4);
+  for (size_t t = 0; t < seen.size(); ++t)
+    readers.emplace_back([&, t] {
+      for (size_t i = nodes.size(); i-- > 0;) seen[t].push_back(nodes[(i + t) % nodes.size()]->name());
+    });
+  for (auto& r : readers) r.join();
+  for (size_t t = 0; t < seen.size(); ++t)
+    for (size_t i = nodes.size(), k = 0; i-- > 0; ++k) EXPECT_EQ(seen[t][k], names[(i + t) % nodes.size()]);
 }
 
 TEST(Graph, NodeIdsAreDenseAndNeverReused) {
