@@ -2,6 +2,7 @@
 // Value: one argument of an op call (the boxed calling convention shared by
 // dispatch, the IR, the printer and the serializer).
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -9,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "kiln/core/pool.h"
 #include "kiln/core/tensor.h"
 
 namespace kiln {
@@ -68,7 +70,22 @@ class InlineVec {
   size_t size_ = 0;
 };
 
-using IntList = std::vector<int64_t>;
+/** A list of ints (sizes, strides, dims): a std::vector whose buffer comes from the
+ * pool, because boxed arguments and graph nodes copy their int lists on every traced op.
+ * Made from a std::vector<int64_t> implicitly; `vec()` gives one back. */
+class IntList : public std::vector<int64_t, PoolAllocator<int64_t>> {
+  using Base = std::vector<int64_t, PoolAllocator<int64_t>>;
+
+ public:
+  using Base::Base;
+  IntList() = default;
+  IntList(std::initializer_list<int64_t> v) : Base(v) {}
+  IntList(const std::vector<int64_t>& v) : Base(v.begin(), v.end()) {}  // NOLINT
+  std::vector<int64_t> vec() const { return {begin(), end()}; }
+  friend bool operator==(const IntList& a, const IntList& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+};
 
 /** A string argument (gelu's approximate='tanh'). Interned: a pointer-sized value that
  * compares by identity, so Values stay small and cheap to copy. */
