@@ -5,7 +5,10 @@
 namespace kiln {
 
 FakeMode::FakeMode(FakeModeOptions options)
-    : options_(options), policy_(options.policy), guard_(*this) {}
+    : options_(options), policy_(options.policy), guard_(*this) {
+  tensors_.reserve(32);  // a model's parameters and inputs without a rehash
+  storages_.reserve(32);
+}
 
 Tensor FakeMode::from_real(const Tensor& real) {
   if (!real.defined() || real.is_fake()) return real;

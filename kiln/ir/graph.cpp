@@ -297,7 +297,10 @@ Node* Graph::append(NodePtr node) {
   tail_ = n;
   n->owner_slot_ = owned_.size();
   n->id_ = next_id_++;
-  if (!namer_) namer_ = std::make_unique<Namer>();
+  if (!namer_) {  // the first node
+    namer_ = std::make_unique<Namer>();
+    owned_.reserve(64);
+  }
   namer_->enqueue(n);
   owned_.push_back(std::move(node));
   link_uses(n);

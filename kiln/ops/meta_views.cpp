@@ -11,13 +11,12 @@ namespace {
 
 // An output that views `self`'s storage with the given layout.
 void view_out(MetaOut& out, const Tensor& self, Dims shape, Dims strides, int64_t offset) {
-  TensorMeta m;
+  TensorMeta& m = out.outs.append_slot();  // built in place (see MetaOut::fresh)
   m.shape = std::move(shape);
   m.strides = std::move(strides);
   m.offset = offset;
   m.dtype = self.dtype();
   m.alias = TensorMeta::Alias::view;
-  out.outs.push_back(std::move(m));
 }
 
 // Elements a strided layout spans from the storage start (0 when it is empty).
@@ -121,11 +120,11 @@ void meta_permute(const OpCall& c, MetaOut& out) {
              "[permute] number of dims {} does not match the tensor's {} dims", dims.size(),
              self.dim());
   Dims shape(dims.size()), strides(dims.size());
-  std::vector<bool> seen(dims.size());
+  Dims seen(dims.size());  // 1 where a dim was taken (inline: no allocation up to rank 6)
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = wrap_dim(dims[i], self.dim(), "permute");
-    KILN_CHECK(!seen[d], value, "[permute] repeated dim {} in {}", d, ints_str(dims));
-    seen[d] = true;
+    KILN_CHECK(!seen[static_cast<size_t>(d)], value, "[permute] repeated dim {} in {}", d, ints_str(dims));
+    seen[static_cast<size_t>(d)] = 1;
     shape[i] = self.shape()[d];
     strides[i] = self.strides()[d];
   }

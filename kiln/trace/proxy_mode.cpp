@@ -15,7 +15,9 @@ NoClobberScope::~NoClobberScope() { t_no_clobber = prev_; }
 bool NoClobberScope::active() { return t_no_clobber; }
 
 
-ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) {}
+ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) {
+  table_.reserve(64);  // most traces: no rehash
+}
 
 const ir::Ref* ProxyMode::find(const Tensor& t) const {
   auto it = table_.find(t.impl());
