@@ -66,6 +66,9 @@ class Node {
   uint64_t sequence = 0;         // creation order: later nodes run first
   /** Non-leaf outputs that retain their gradient: (output number, tensor state). */
   std::vector<std::pair<uint32_t, std::weak_ptr<AutogradMeta>>> retained;
+  /** What the engine asks of a node without a dynamic_cast. */
+  enum class Kind : uint8_t { other, formula, accumulate_grad };
+  Kind kind = Kind::other;
 };
 
 // ---- grad mode ------------------------------------------------------------------

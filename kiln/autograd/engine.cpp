@@ -13,6 +13,7 @@ namespace {
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(Tensor leaf) : leaf_(std::move(leaf)) {
+    kind = Kind::accumulate_grad;
     inputs.push_back({leaf_.shape(), leaf_.dtype(), leaf_.device()});
     device = leaf_.device();
   }
@@ -118,7 +119,7 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
         auto [it, fresh] = info.try_emplace(child);
         ++it->second.deps;
         if (fresh) {
-          if (auto* f = dynamic_cast<FormulaNode*>(child)) check_saved(*f);
+          if (child->kind == Node::Kind::formula) check_saved(static_cast<FormulaNode&>(*child));
           stack.push_back({child, 0});
         }
       } else {
@@ -156,7 +157,7 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
 
     bool any = n == root.get();
     for (const Tensor& g : grads) any = any || g.defined();
-    bool skip = !any || (run.capture && (!self.needed || dynamic_cast<AccumulateGrad*>(n)));
+    bool skip = !any || (run.capture && (!self.needed || n->kind == Node::Kind::accumulate_grad));
     TensorList outs;
     if (!skip) {
       for (size_t i = 0; i < grads.size(); ++i)  // a differentiable output nobody used

@@ -64,7 +64,7 @@ struct SavedTensor {
 class FormulaNode final : public Node {
  public:
   // User-provided: make_pooled value-initializes (see TensorImpl).
-  FormulaNode() {}  // NOLINT(modernize-use-equals-default)
+  FormulaNode() { kind = Kind::formula; }
   std::string name() const override;
   TensorList apply(TensorList& grads) override;
   void release() override;

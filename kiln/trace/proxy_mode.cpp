@@ -30,7 +30,7 @@ bool ProxyMode::tracked(const Tensor& t) const { return find(t) != nullptr; }
 void ProxyMode::bind(const Tensor& t, ir::Ref ref) {
   // An entry of a freed tensor stays (a few words, no memory of the tensor's held):
   // the table grows with the graph, not with the live tensors, at O(1) per op.
-  table_[t.impl()] = {t.impl()->id.value(), ref};
+  table_.insert_or_assign(t.impl(), Entry{t.impl()->id.value(), ref});
 }
 
 ir::Ref ProxyMode::add_input(const Tensor& t, std::string name) {
@@ -86,15 +86,17 @@ Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
           v));
     }
   }
-  Outputs outs;
   const std::string& scope = current_scope();
-  try {
-    outs = dispatch(op, args);
-  } catch (const Error& e) {
-    if (scope.empty()) throw;
-    throw Error(e.kind(), fmt::format("{} (while tracing {})", e.what(), scope));
-  }
+  Outputs outs = [&] {  // returned in place (no default-constructed Outputs to assign)
+    try {
+      return dispatch(op, args);
+    } catch (const Error& e) {
+      if (scope.empty()) throw;
+      throw Error(e.kind(), fmt::format("{} (while tracing {})", e.what(), scope));
+    }
+  }();
   ir::MetaList meta;
+  meta.reserve(outs.size());
   for (const Tensor& t : outs) meta.push_back(ir::ValueMeta::of(t));
   ir::Node* node = graph_.add_call(op, std::move(ir_args), std::move(meta), scope);
   for (size_t i = 0; i < outs.size(); ++i) {
