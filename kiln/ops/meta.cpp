@@ -58,6 +58,7 @@ void self_out(MetaOut& out, const Tensor& self) {
 }  // namespace
 
 Dims broadcast_shapes(const Dims& a, const Dims& b, std::string_view op) {
+  if (a == b) return a;  // the common case: nothing to broadcast
   size_t n = std::max(a.size(), b.size());
   Dims out(n);
   for (size_t i = 0; i < n; ++i) {
