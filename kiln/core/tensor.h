@@ -103,6 +103,7 @@ struct TensorImpl {
   // constructor zeroes the whole struct first (a `rep stos` on every new tensor).
   // Every member has its own initializer.
   TensorImpl() {}  // NOLINT(modernize-use-equals-default)
+  // A new field must also be copied by FakeMode::from_real (which copies them one by one).
 
   Dims shape;
   Dims strides;           // in elements

@@ -20,8 +20,19 @@ Tensor FakeMode::from_real(const Tensor& real) {
   auto [sit, new_storage] = storages_.try_emplace(rs.get());
   if (new_storage || sit->second.real.lock() != rs)
     sit->second = {rs, make_pooled<StorageImpl>(nullptr, rs->nbytes, rs->device, nullptr, true)};
-  auto impl = make_pooled<TensorImpl>(*real.impl());
+  // The real descriptor's fields but its storage (not copied first: a refcount pair).
+  const TensorImpl& r = *real.impl();
+  auto impl = make_pooled<TensorImpl>();
+  impl->shape = r.shape;
+  impl->strides = r.strides;
+  impl->offset = r.offset;
+  impl->dtype = r.dtype;
+  impl->device = r.device;
   impl->storage = sit->second.fake;
+  impl->wrapped_number = r.wrapped_number;
+  impl->view_made_at = r.view_made_at;
+  if (r.autograd) impl->autograd = r.autograd;
+  if (r.dtensor) impl->dtensor = r.dtensor;
   Tensor fake(std::move(impl));
   it->second = {real.impl()->id.value(), fake};
   return fake;

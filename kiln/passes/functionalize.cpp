@@ -220,12 +220,10 @@ CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
   std::optional<FakeMode> fake;
   // Subclass inputs (DTensors) are traced on their inner tensors (Note [Tensor subclasses
   // under capture]).
+  if (options.mode == MakeFxOptions::Mode::fake) fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
   TensorList traced;
-  for (const Tensor& t : inputs) traced.push_back(subclass_inner(t));
-  if (options.mode == MakeFxOptions::Mode::fake) {
-    fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
-    for (Tensor& t : traced) t = fake->from_real(t);
-  }
+  traced.reserve(inputs.size());
+  for (const Tensor& t : inputs) traced.push_back(fake ? fake->from_real(subclass_inner(t)) : subclass_inner(t));
   {
     ProxyMode proxy(program.graph);
     for (size_t i = 0; i < traced.size(); ++i)

@@ -114,10 +114,11 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   TensorList traced;
   // Subclass inputs (DTensors) are traced on their inner tensors (Note [Tensor subclasses
   // under capture]): the graph is this rank's.
-  for (const Tensor& t : inputs) traced.push_back(subclass_inner(t).detach_descriptor());
-  if (options.mode == MakeFxOptions::Mode::fake) {
-    fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
-    for (Tensor& t : traced) t = fake->from_real(t);
+  if (options.mode == MakeFxOptions::Mode::fake) fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
+  traced.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    Tensor own = subclass_inner(t).detach_descriptor();
+    traced.push_back(fake ? fake->from_real(own) : std::move(own));
   }
   size_t n_primals = inputs.size();
   ir::RefList fw_refs, grad_refs;

@@ -15,14 +15,11 @@ NoClobberScope::~NoClobberScope() { t_no_clobber = prev_; }
 bool NoClobberScope::active() { return t_no_clobber; }
 
 
-ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) {
-  table_.reserve(64);  // most traces: no rehash
-}
+ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) {}
 
 const ir::Ref* ProxyMode::find(const Tensor& t) const {
-  auto it = table_.find(t.impl());
-  if (it == table_.end()) return nullptr;
-  return refers_to(it->second.id, t) ? &it->second.ref : nullptr;
+  const Entry* e = table_.find(t.impl());
+  return e && refers_to(e->id, t) ? &e->ref : nullptr;
 }
 
 bool ProxyMode::tracked(const Tensor& t) const { return find(t) != nullptr; }
@@ -30,7 +27,7 @@ bool ProxyMode::tracked(const Tensor& t) const { return find(t) != nullptr; }
 void ProxyMode::bind(const Tensor& t, ir::Ref ref) {
   // An entry of a freed tensor stays (a few words, no memory of the tensor's held):
   // the table grows with the graph, not with the live tensors, at O(1) per op.
-  table_.insert_or_assign(t.impl(), Entry{t.impl()->id.value(), ref});
+  table_.set(t.impl(), Entry{t.impl()->id.value(), ref});
 }
 
 ir::Ref ProxyMode::add_input(const Tensor& t, std::string name) {
@@ -113,10 +110,13 @@ ir::Graph make_fx(const std::function<TensorList(const TensorList&)>& fn, const 
                   const MakeFxOptions& options) {
   ir::Graph graph;
   std::optional<FakeMode> fake;
-  TensorList traced = inputs;
+  TensorList traced;
   if (options.mode == MakeFxOptions::Mode::fake) {
     fake.emplace(options.fake);
-    for (Tensor& t : traced) t = fake->from_real(t);
+    traced.reserve(inputs.size());  // the twins made in place: no copy of each input first
+    for (const Tensor& t : inputs) traced.push_back(fake->from_real(t));
+  } else {
+    traced = inputs;
   }
   {
     ProxyMode proxy(graph);  // innermost: records, then forwards to FakeMode or eager

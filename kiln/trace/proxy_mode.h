@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kiln/core/address_map.h"
 #include "kiln/core/pool.h"
 #include "kiln/fake/fake_mode.h"
 #include "kiln/ir/graph.h"
@@ -56,7 +57,7 @@ class ProxyMode final : public Mode {
     uint64_t id;
     ir::Ref ref;
   };
-  PoolMap<const TensorImpl*, Entry> table_;
+  AddressMap<Entry> table_;
   // Literals made fake below this mode, with their real values, until first use.
   struct Literal {
     uint64_t id;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "kiln/core/address_map.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -26,6 +27,23 @@ TEST(Dims, InlineAndHeap) {
 }
 
 // TensorId: what the tracing tables check an address against (T2).
+// AddressMap (the recorder's table): every key found after the table grows many times,
+// a second set replaces, an address never set is absent.
+TEST(AddressMap, FindsEveryKeyThroughGrowth) {
+  AddressMap<int64_t> map(4);
+  std::vector<int64_t> objects(5000);
+  for (size_t i = 0; i < objects.size(); ++i) map.set(&objects[i], static_cast<int64_t>(i));
+  map.set(&objects[7], -7);
+  EXPECT_EQ(map.size(), objects.size());
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const int64_t* v = map.find(&objects[i]);
+    ASSERT_NE(v, nullptr) << i;
+    EXPECT_EQ(*v, i == 7 ? -7 : static_cast<int64_t>(i));
+  }
+  int64_t elsewhere = 0;
+  EXPECT_EQ(map.find(&elsewhere), nullptr);
+}
+
 TEST(Tensor, IdsAreNeverReused) {
   const TensorImpl* at = nullptr;
   uint64_t first = 0;
