@@ -181,7 +181,7 @@ Outputs record(OpKind op, std::span<const Value> args) {
     if (self && t->is_same(*self)) {
       if (!before.defined()) {
         Value clone_args[1] = {*self};
-        before = redispatch(OpKind::clone, clone_args)[0];
+        before = std::move(redispatch(OpKind::clone, clone_args)[0]);
       }
       *t = before;
     }

@@ -75,7 +75,7 @@ Tensor Tensor::detach() const {
   if (active_mode_count() == 0) return detach_descriptor();
   // Below autograd (redispatch records no history): the modes see an alias of the data.
   Value args[1] = {*this};
-  Tensor alias = redispatch(ops::OpKind::alias, args)[0];
+  Tensor alias = std::move(redispatch(ops::OpKind::alias, args)[0]);
   alias.impl()->view_made_at = 0;  // a detached tensor has no history to go stale (G4)
   return alias;
 }

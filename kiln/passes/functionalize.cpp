@@ -47,8 +47,7 @@ FunctionalizeMode::FTensor* FunctionalizeMode::track(const Tensor& t) {
   return &tensors_.find(t.impl())->second;
 }
 
-Tensor FunctionalizeMode::adopt(const Tensor& user, std::shared_ptr<FStorage> st,
-                                const Tensor& value) {
+Tensor FunctionalizeMode::adopt(Tensor user, std::shared_ptr<FStorage> st, const Tensor& value) {
   uint64_t gen = st->generation;
   tensors_[user.impl()] = FTensor{user.impl()->id.value(), std::move(st), value, gen};
   return user;
@@ -64,7 +63,7 @@ std::shared_ptr<FunctionalizeMode::FStorage> FunctionalizeMode::storage_for(cons
   return slot;
 }
 
-Tensor FunctionalizeMode::flat_of(FStorage& st) {
+const Tensor& FunctionalizeMode::flat_of(FStorage& st) {
   if (st.whole.defined()) st.flat = reshape(std::exchange(st.whole, Tensor()), {st.numel});
   else if (!st.flat.defined()) st.flat = as_strided(st.root, {st.numel}, {1}, int64_t{0});
   return st.flat;
@@ -99,11 +98,14 @@ bool FunctionalizeMode::mutated(const Tensor& t) {
 }
 
 std::span<const Value> FunctionalizeMode::values_of(std::span<const Value> args, PoolVector<Value>& values) {
+  // Built only once an argument is replaced, each argument copied once: the ones before
+  // a replacement as they are, the replacement, then (below) the rest.
   bool any = false;
   auto replace = [&](size_t i, Value v) {
-    if (!any) values.assign(args.begin(), args.end());
+    if (!any) values.reserve(args.size());
     any = true;
-    values[i] = std::move(v);
+    for (size_t k = values.size(); k < i; ++k) values.push_back(args[k]);
+    values.push_back(std::move(v));
   };
   for (size_t i = 0; i < args.size(); ++i) {
     if (auto* t = std::get_if<Tensor>(&args[i])) {
@@ -120,7 +122,9 @@ std::span<const Value> FunctionalizeMode::values_of(std::span<const Value> args,
       if (!out.empty()) replace(i, std::move(out));
     }
   }
-  return any ? std::span<const Value>(values) : args;
+  if (!any) return args;
+  for (size_t k = values.size(); k < args.size(); ++k) values.push_back(args[k]);
+  return values;
 }
 
 Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> args) {
@@ -146,7 +150,7 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
     default: {
       KILN_CHECK(!info.meta, unsupported, "[{}] has no functional form to capture", info.name);
       PoolVector<Value> values;
-      next = dispatch(info.functional, values_of(args, values))[0];
+      next = std::move(dispatch(info.functional, values_of(args, values))[0]);
       check_inplace_result(info, self, next.shape(), next.dtype());
       if (next.dtype() != self.dtype()) next = _to_copy(next, self.dtype(), self.device());
     }
@@ -157,10 +161,10 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
     st.flat = Tensor();
   } else {
     Value scatter[5] = {flat_of(st), next, self.shape().vec(), self.strides().vec(), self.offset()};
-    st.flat = dispatch(OpKind::as_strided_scatter, scatter)[0];
+    st.flat = std::move(dispatch(OpKind::as_strided_scatter, scatter)[0]);
   }
   ++st.generation;
-  f->value = next;
+  f->value = std::move(next);
   f->generation = st.generation;
   Outputs out;
   out.push_back(self);
@@ -180,32 +184,32 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
       // The value is laid out like the user's tensor (the common case): the view's
       // metadata is computed once, on the value, and the user's view shares it.
       PoolVector<Value> values;
-      Tensor value = dispatch(op, values_of(args, values))[0];
+      Tensor value = std::move(dispatch(op, values_of(args, values))[0]);
       Tensor user = make_view(self, value.shape(), value.strides(), value.offset(), info.name);
       user.impl()->view_made_at = self.storage()->version + 1;  // (G4) as any view
       Outputs out;
-      out.push_back(adopt(user, f->st, value));
+      out.push_back(adopt(std::move(user), f->st, value));
       return out;
     }
     // User-level metadata from the user's tensor; the value from the current value (or,
     // for as_strided, whose offsets are storage-relative, from the storage contents).
-    Tensor user = dispatch_meta(op, args)[0];
+    Tensor user = std::move(dispatch_meta(op, args)[0]);
     Tensor value;
     if (op == OpKind::as_strided) {
       PoolVector<Value> a(args.begin(), args.end());
       a[0] = flat_of(*f->st);
       if (std::holds_alternative<std::monostate>(a[3])) a[3] = self.offset();
-      value = dispatch(op, a)[0];
+      value = std::move(dispatch(op, a)[0]);
     } else if (op == OpKind::view) {
       // A value may be laid out differently from its user tensor (a new value is dense),
       // so it is reshaped: a copy where a view is impossible changes nothing functionally.
       value = reshape(current, std::get<IntList>(args[1]));
     } else {
       PoolVector<Value> values;
-      value = dispatch(op, values_of(args, values))[0];
+      value = std::move(dispatch(op, values_of(args, values))[0]);
     }
     Outputs out;
-    out.push_back(adopt(user, f->st, value));
+    out.push_back(adopt(std::move(user), f->st, value));
     return out;
   }
   // Fresh outputs are their own values: tracked only once written.

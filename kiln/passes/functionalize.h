@@ -55,10 +55,10 @@ class FunctionalizeMode final : public Mode {
   };
   FTensor* find(const Tensor& t);
   FTensor* track(const Tensor& t);
-  Tensor adopt(const Tensor& user, std::shared_ptr<FStorage> st, const Tensor& value);
+  Tensor adopt(Tensor user, std::shared_ptr<FStorage> st, const Tensor& value);
   std::shared_ptr<FStorage> storage_for(const Tensor& root);
   Tensor value_of(const Tensor& t, FTensor& f);
-  Tensor flat_of(FStorage& st);
+  const Tensor& flat_of(FStorage& st);
   /** `args` with each tracked tensor replaced by its current value (copied into
    * `values` when any is; `args` itself when none is). */
   std::span<const Value> values_of(std::span<const Value> args, PoolVector<Value>& values);
