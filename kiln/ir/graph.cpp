@@ -279,7 +279,10 @@ class Namer {
   std::mutex mutex_;
 };
 
-void Node::name_now() const { namer_.load(std::memory_order_acquire)->name_through(this); }
+// Loads the namer again: another thread may have named this node since name() looked.
+void Node::name_now() const {
+  if (Namer* namer = namer_.load(std::memory_order_acquire)) namer->name_through(this);
+}
 
 Graph::Graph() = default;
 Graph::Graph(Graph&&) noexcept = default;
