@@ -38,7 +38,7 @@ Tensor convert(const Tensor& x, Device device, DType dtype) {
   return _to_copy(x, dtype, device);
 }
 
-IntList shape_of(const Tensor& t) { return t.shape().vec(); }
+IntList shape_of(const Tensor& t) { return IntList(t.shape().begin(), t.shape().end()); }
 
 }  // namespace
 

@@ -31,8 +31,8 @@ Tensor FakeMode::from_real(const Tensor& real) {
   impl->storage = sit->second.fake;
   impl->wrapped_number = r.wrapped_number;
   impl->view_made_at = r.view_made_at;
-  if (r.autograd) impl->autograd = r.autograd;
-  if (r.dtensor) impl->dtensor = r.dtensor;
+  impl->autograd = r.autograd;
+  impl->dtensor = r.dtensor;
   Tensor fake(std::move(impl));
   it->second = {real.impl()->id.value(), fake};
   return fake;

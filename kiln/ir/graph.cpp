@@ -125,11 +125,10 @@ NodePtr new_node() { return NodePtr(new (PoolAllocator<Node>().allocate(1)) Node
 // Note [Node names]
 // Every node gets a name unique in its graph: a given one ("x") or its op's ("add"), and
 // when that is taken the first free "base_k" ("add_1", "add_2", ...). Names are made
-// lazily: a trace records thousands of nodes whose names nobody reads, so a node only
-// joins a queue when appended, and the first name() asked for names the queue in
-// creation order up to that node. A name therefore does not depend on when it is asked
-// for; a node erased before being named still takes its name (as in FX, a name once made
-// stays taken).
+// lazily: a trace records thousands of nodes whose names nobody reads, so appending a
+// node only marks it unnamed, and the first name() asked for names every unnamed node in
+// creation order. A name therefore does not depend on when it is asked for; a node erased
+// before being named still takes its name (as in FX, a name once made stays taken).
 //
 // One table entry per base or name given as such. A given name is marked taken; the
 // names made by numbering a base are not stored: every base_k with k up to the base's
@@ -148,26 +147,23 @@ class Namer {
     erased_.push_back({n->id_, n->op_, kind_of(n), n->given_name_ ? std::move(n->name_) : std::string()});
     if (next_ == n) next_ = n->next_;
   }
-  // Names the unnamed nodes in creation order up to and including `target`
-  // (Node::name() of a const graph may be called from several threads).
-  void name_through(const Node* target) {
+  // Names every unnamed node, erased ones included, in creation order (Node::name() of a
+  // const graph may be called from several threads).
+  void name_all(const Node* asking) {
     std::lock_guard lock(mutex_);
-    if (!target->namer_.load(std::memory_order_relaxed)) return;  // named meanwhile
+    if (!asking->namer_.load(std::memory_order_relaxed)) return;  // named meanwhile
     std::sort(erased_.begin(), erased_.end(), [](const Erased& x, const Erased& y) { return x.id < y.id; });
-    size_t e = 0;
+    auto e = erased_.begin();
     std::string name;
-    for (Node* n = next_;; n = n->next_) {
-      for (; e < erased_.size() && erased_[e].id < n->id_; ++e)  // their names stay taken
-        make(erased_[e].kind, erased_[e].op, erased_[e].base, name);
+    for (Node* n = next_; n; n = n->next_) {
+      for (; e != erased_.end() && e->id < n->id_; ++e) make(e->kind, e->op, e->base, name);  // stays taken
       make(kind_of(n), n->op_, n->name_, name);
       n->name_.swap(name);
       n->namer_.store(nullptr, std::memory_order_release);
-      if (n == target) {
-        next_ = n->next_;
-        break;
-      }
     }
-    erased_.erase(erased_.begin(), erased_.begin() + static_cast<std::ptrdiff_t>(e));
+    for (; e != erased_.end(); ++e) make(e->kind, e->op, e->base, name);
+    erased_.clear();
+    next_ = nullptr;
   }
 
  private:
@@ -181,16 +177,11 @@ class Namer {
     Kind kind;
     std::string base;  // a given name
   };
-  // The name of a node of this kind, op and given base (copied: it may be `name`'s old value).
+  // Writes into `name` the name of a node of this kind, op and given base.
   void make(Kind kind, ops::OpKind op, const std::string& given, std::string& name) {
-    if (kind == Kind::given) {
-      std::string base = given;
-      unique_name(base, name);
-    } else if (kind == Kind::output) {
-      unique_name("output", name);
-    } else {
-      unique_name(op_base(op), name, &op_entry(op));
-    }
+    if (kind == Kind::given) unique_name(given, name);
+    else if (kind == Kind::output) unique_name("output", name);
+    else unique_name(op_base(op), name, &op_entry(op));
   }
   struct Numbering {
     int last = 0;                 // base_1 .. base_last are taken
@@ -281,7 +272,7 @@ class Namer {
 
 // Loads the namer again: another thread may have named this node since name() looked.
 void Node::name_now() const {
-  if (Namer* namer = namer_.load(std::memory_order_acquire)) namer->name_through(this);
+  if (Namer* namer = namer_.load(std::memory_order_acquire)) namer->name_all(this);
 }
 
 Graph::Graph() = default;

@@ -80,7 +80,8 @@ Tensor FunctionalizeMode::value_of(const Tensor& t, FTensor& f) {
   if (f.generation != f.st->generation) {  // stale: re-read from the storage's contents
     FStorage& st = *f.st;
     if (st.whole.defined() && covers(t, st.numel) && t.shape() == st.whole.shape()) f.value = st.whole;
-    else f.value = as_strided(flat_of(st), t.shape().vec(), t.strides().vec(), t.offset());
+    else f.value = as_strided(flat_of(st), IntList(t.shape().begin(), t.shape().end()),
+                                 IntList(t.strides().begin(), t.strides().end()), t.offset());
     f.generation = f.st->generation;
   }
   return f.value;
@@ -138,13 +139,13 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
   switch (info.kind) {
     case OpKind::copy_: {
       next = value_of(std::get<Tensor>(args[1]));
-      if (next.shape() != self.shape()) next = expand(next, self.shape().vec());
+      if (next.shape() != self.shape()) next = expand(next, IntList(self.shape().begin(), self.shape().end()));
       if (next.dtype() != self.dtype() || next.device() != self.device())
         next = _to_copy(next, self.dtype(), self.device());
       break;
     }
     case OpKind::fill_:
-      next = full(self.shape().vec(), std::get<Scalar>(args[1]),
+      next = full(IntList(self.shape().begin(), self.shape().end()), std::get<Scalar>(args[1]),
                   {.dtype = self.dtype(), .device = self.device()});
       break;
     default: {
@@ -160,7 +161,8 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
     st.whole = next;
     st.flat = Tensor();
   } else {
-    Value scatter[5] = {flat_of(st), next, self.shape().vec(), self.strides().vec(), self.offset()};
+    Value scatter[5] = {flat_of(st), next, IntList(self.shape().begin(), self.shape().end()),
+                        IntList(self.strides().begin(), self.strides().end()), self.offset()};
     st.flat = std::move(dispatch(OpKind::as_strided_scatter, scatter)[0]);
   }
   ++st.generation;
