@@ -73,6 +73,7 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::clone: return {transpose(a, 0, 1)};
     case OpKind::layer_norm: return {a, IntList{4}, b, b, 1e-5};
     case OpKind::rms_norm: return {a, IntList{4}, b, Value()};
+    case OpKind::layer_norm_backward: return {randn({3, 4}, o), a, IntList{4}, b, 1e-5};
     case OpKind::_to_copy: return {a, f16, Device("cpu:1"), false};
     // Collectives on a group of this process alone.
     case OpKind::all_reduce: dist::bind_group("samples", dist::local_group()); return {a, Str("sum"), Str("samples")};

@@ -4,6 +4,7 @@
 // gives the formula in ordinary kiln ops, so backward is dispatched like forward.
 // In-place ops use their functional op's entry. An op with neither a formula nor a
 // `none` entry fails AutogradTable.EveryOpIsDifferentiableOrMarked.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -81,11 +82,16 @@ IntList trailing_dims(int64_t rank, size_t count) {
   return dims;
 }
 
-// `g` written into zeros shaped like the input at the view `make_view` picks out of it
-// (the gradient of slice and select).
+// `g` at the region of zeros shaped like the input that a view with `g`'s shape,
+// `strides` and `offset` in the zeros' dense layout picks out (the gradient of slice
+// and select): one functional op, so a traced backward records `full` +
+// `as_strided_scatter` rather than a write through a view that functionalization must
+// take apart. A DTensor gradient is written through `make_view(zeros)` instead: views
+// and copy_ have sharding rules, storage-level ops do not.
 template <typename F>
-Tensor into_zeros(const GradMeta& m, const Tensor& g, F make_view) {
+Tensor into_zeros(const GradMeta& m, const Tensor& g, const Dims& strides, int64_t offset, F make_view) {
   Tensor z = zeros_for(m);
+  if (!g.is_dtensor()) return as_strided_scatter(z, g, ints(g.shape()), ints(strides), offset);
   Tensor region = make_view(z);
   copy_(region, g);
   return z;
@@ -119,14 +125,11 @@ void matmul_grads(GradCtx& c, const Tensor& a, const Tensor& b, int ia, int ib) 
   Tensor g2 = g;
   if (a.dim() == 1) g2 = unsqueeze(g2, g2.dim() - (b.dim() == 1 ? 0 : 1));
   if (b.dim() == 1) g2 = unsqueeze(g2, g2.dim());
-  if (c.needs(ia)) {
-    Tensor ga = sum_to(matmul(g2, transpose(b2, -1, -2)), a2.shape());
-    c.set(ia, reshape(ga, ints(a.shape())));
-  }
-  if (c.needs(ib)) {
-    Tensor gb = sum_to(matmul(transpose(a2, -1, -2), g2), b2.shape());
-    c.set(ib, reshape(gb, ints(b.shape())));
-  }
+  // Back to the operand's shape: only a 1-D operand's gradient needs a reshape (a traced
+  // backward records no view to the shape a gradient already has).
+  auto shaped = [](Tensor g, const Tensor& like) { return g.shape() == like.shape() ? g : reshape(g, ints(like.shape())); };
+  if (c.needs(ia)) c.set(ia, shaped(sum_to(matmul(g2, transpose(b2, -1, -2)), a2.shape()), a));
+  if (c.needs(ib)) c.set(ib, shaped(sum_to(matmul(transpose(a2, -1, -2), g2), b2.shape()), b));
 }
 
 void extremum(GradCtx& c, bool is_max) {
@@ -155,6 +158,25 @@ void picked(GradCtx& c) {
   if (in.shape.size() == 0) return c.set(0, c.grad());
   Tensor idx = keep_dims(c.result(1), dims, keepdim);
   c.set(0, scatter_add(zeros_for(in), dim, idx, keep_dims(c.grad(), dims, keepdim)));
+}
+
+// layer_norm's gradients in ops (what layer_norm_backward computes in one pass), only
+// those asked for: d input = rstd (gh - mean(gh) - xhat mean(gh xhat)) with gh = g w,
+// d weight = sum over rows of g xhat, d bias = sum over rows of g.
+LayerNormGrads layer_norm_composite(const Tensor& g, const Tensor& x, const Tensor* w, const IntList& norm,
+                                    double eps, bool input, bool weight, bool bias) {
+  IntList dims = trailing_dims(x.dim(), norm.size());
+  Tensor centered = x - mean(x, dims, true);
+  Tensor rstd = rsqrt(mean(centered * centered, dims, true) + eps);
+  Tensor xhat = centered * rstd;
+  LayerNormGrads r;
+  if (weight) r.weight = sum_to(g * xhat, Dims(norm));
+  if (bias) r.bias = sum_to(g, Dims(norm));
+  if (input) {
+    Tensor gh = w ? g * *w : g;
+    r.input = rstd * (gh - mean(gh, dims, true) - xhat * mean(gh * xhat, dims, true));
+  }
+  return r;
 }
 
 constexpr uint32_t arg(int i) { return 1u << i; }
@@ -383,14 +405,30 @@ Table build() {
   d.def(O::expand, 0, [](GradCtx& c) { c.set(0, sum_to(c.grad(), c.input(0).shape)); });
   d.def(O::slice, 0, [](GradCtx& c) {
     Args a = c.args();
-    auto opt = [&](size_t i) { return a.is_none(i) ? std::nullopt : std::optional(a.i64(i)); };
-    c.set(0, into_zeros(c.input(0), c.grad(), [&](const Tensor& z) {
-            return slice(z, a.i64(1), opt(2), opt(3), a.i64(4));
+    const GradMeta& in = c.input(0);
+    int64_t d = wrap_dim(a.i64(1), static_cast<int64_t>(in.shape.size()), "slice");
+    int64_t size = in.shape[d];
+    int64_t start = a.is_none(2) ? 0 : a.i64(2);  // normalized as the forward's meta does
+    if (start < 0) start += size;
+    start = std::clamp<int64_t>(start, 0, size);
+    Dims strides = contiguous_strides(in.shape);
+    int64_t offset = start * strides[d];
+    strides[d] *= a.i64(4);
+    c.set(0, into_zeros(in, c.grad(), strides, offset, [&](const Tensor& z) {
+            return slice(z, a.i64(1), a.is_none(2) ? std::nullopt : std::optional(a.i64(2)),
+                         a.is_none(3) ? std::nullopt : std::optional(a.i64(3)), a.i64(4));
           }));
   });
   d.def(O::select, 0, [](GradCtx& c) {
     Args a = c.args();
-    c.set(0, into_zeros(c.input(0), c.grad(),
+    const GradMeta& in = c.input(0);
+    int64_t d = wrap_dim(a.i64(1), static_cast<int64_t>(in.shape.size()), "select");
+    int64_t index = a.i64(2);
+    if (index < 0) index += in.shape[d];
+    Dims strides = contiguous_strides(in.shape);
+    int64_t offset = index * strides[d];
+    strides.erase(d);
+    c.set(0, into_zeros(in, c.grad(), strides, offset,
                         [&](const Tensor& z) { return select(z, a.i64(1), a.i64(2)); }));
   });
   // Through the storage: scatter the gradient into a zero storage at the output's
@@ -461,7 +499,7 @@ Table build() {
     const Tensor& index = c.t(2);
     Tensor picked = gather(c.grad(), c.args().i64(1), index);
     const GradMeta& src = c.input(3);
-    c.set(3, picked.shape() == src.shape ? picked : into_zeros(src, picked, [&](Tensor z) {
+    c.set(3, picked.shape() == src.shape ? picked : into_zeros(src, picked, contiguous_strides(src.shape), 0, [&](Tensor z) {
       for (int64_t d = 0; d < z.dim(); ++d) z = narrow(z, d, 0, index.size(d));
       return z;
     }));
@@ -473,16 +511,36 @@ Table build() {
     const Tensor &x = c.t(0), &g = c.grad();
     Args a = c.args();
     const Tensor* w = a.opt_tensor_ptr(2);
-    IntList dims = trailing_dims(x.dim(), a.ints(1).size());
-    Tensor centered = x - mean(x, dims, true);
-    Tensor rstd = rsqrt(mean(centered * centered, dims, true) + a.f64(4));
-    Tensor xhat = centered * rstd;
-    if (c.needs(2)) c.set(2, sum_to(g * xhat, c.input(2).shape));
-    if (c.needs(3)) c.set(3, sum_to(g, c.input(3).shape));
-    if (c.needs(0)) {
-      Tensor gh = w ? g * *w : g;
-      c.set(0, rstd * (gh - mean(gh, dims, true) - xhat * mean(gh * xhat, dims, true)));
+    // One fused op (a traced backward records one node, as PyTorch's
+    // native_layer_norm_backward); DTensors take the composite form, whose ops have
+    // sharding rules.
+    LayerNormGrads r = g.is_dtensor() || x.is_dtensor()
+                           ? layer_norm_composite(g, x, w, a.ints(1), a.f64(4), c.needs(0), c.needs(2), c.needs(3))
+                           : layer_norm_backward(g, x, a.ints(1), w ? *w : Tensor(), a.f64(4));
+    c.set(0, r.input);
+    c.set(2, r.weight);
+    c.set(3, r.bias);
+  });
+  // Differentiates the composite form: leaves stand for grad_output, input and weight,
+  // their three gradients are computed in ops under autograd, and grad() of those gives
+  // the vector-Jacobian product (kiln has no create_graph: this is the last order).
+  d.def(O::layer_norm_backward, arg(0) | arg(1) | arg(3), [](GradCtx& c) {
+    Args a = c.args();
+    const Tensor* w = a.opt_tensor_ptr(3);
+    TensorList leaves = {c.t(0).detach(), c.t(1).detach()};
+    if (w) leaves.push_back(w->detach());
+    for (Tensor& l : leaves) l.set_requires_grad(true);
+    TensorList outs, weights;
+    {
+      GradModeGuard on(true);
+      LayerNormGrads r = layer_norm_composite(leaves[0], leaves[1], w ? &leaves[2] : nullptr, a.ints(2), a.f64(4),
+                                              true, true, true);
+      outs = {r.input, r.weight, r.bias};
+      weights = {c.grad(0), c.grad(1), c.grad(2)};
     }
+    TensorList d = grad(outs, leaves, weights, false, /*allow_unused=*/true);
+    for (size_t i = 0; i < d.size(); ++i)
+      if (d[i].defined()) c.set(i == 2 ? 3 : static_cast<int>(i), d[i]);
   });
   d.def(O::rms_norm, arg(0) | arg(2), [](GradCtx& c) {
     const Tensor &x = c.t(0), &g = c.grad();

@@ -53,6 +53,7 @@
   X(k_scatter_add, scatter_add)                                                              \
   X(k_clone, clone)                                                                          \
   X(k_layer_norm, layer_norm, rms_norm)                                                      \
+  X(k_layer_norm_backward, layer_norm_backward)                                              \
   X(k_to_copy, _to_copy)                                                                     \
   X(k_collective, all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single)
 

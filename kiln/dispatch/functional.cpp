@@ -522,6 +522,11 @@ Tensor layer_norm(const Tensor& x, const IntList& shape, const Tensor& w, const 
 Tensor rms_norm(const Tensor& x, const IntList& shape, const Tensor& w, std::optional<double> eps) {
   return call1(OpKind::rms_norm, x, shape, opt(w), eps ? Value(*eps) : Value());
 }
+LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const IntList& shape,
+                                   const Tensor& w, double eps) {
+  Outputs o = call(OpKind::layer_norm_backward, grad, x, shape, opt(w), eps);
+  return {std::move(o[0]), std::move(o[1]), std::move(o[2])};
+}
 
 // ---- conversion ---------------------------------------------------------------
 

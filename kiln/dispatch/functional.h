@@ -235,6 +235,13 @@ Tensor layer_norm(const Tensor& x, const IntList& normalized_shape,
                   double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
+/** layer_norm's gradients w.r.t. input, weight and bias for `grad` of its output (the
+ * statistics recomputed from `x`); weight's and bias's are computed even without them. */
+struct LayerNormGrads {
+  Tensor input, weight, bias;
+};
+LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const IntList& normalized_shape,
+                                   const Tensor& weight = Tensor(), double eps = 1e-5);
 
 // ---- collectives (C2) -----------------------------------------------------------
 // Functional: a new output, computed by the process group bound to `group` (a mesh

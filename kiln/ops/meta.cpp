@@ -550,6 +550,31 @@ void meta_layer_norm(const OpCall& c, MetaOut& out) {
   out.fresh(x.shape(), x.dtype());
 }
 
+// (grad_output, input, normalized_shape, weight?, eps) -> d input, d weight, d bias: the
+// forward's checks on (input, normalized_shape, weight), and grad_output shaped like input.
+void meta_layer_norm_backward(const OpCall& c, MetaOut& out) {
+  const Tensor& g = c.args.tensor(0);
+  const Tensor& x = c.args.tensor(1);
+  const IntList& norm = c.args.ints(2);
+  check_floating(c, x.dtype());
+  check_same_dtype(c, x, g);
+  KILN_CHECK(g.shape() == x.shape(), shape, "[{}] grad_output of shape {} does not match input {}",
+             name_of(c), g.shape().str(), x.shape().str());
+  bool ok = static_cast<int64_t>(norm.size()) <= x.dim() && !norm.empty();
+  for (size_t i = 0; ok && i < norm.size(); ++i)
+    ok = norm[i] == x.shape()[x.dim() - norm.size() + i];
+  KILN_CHECK(ok, shape, "[{}] normalized_shape {} does not match the trailing dims of input {}",
+             name_of(c), ints_str(norm), x.shape().str());
+  if (const Tensor* w = c.args.opt_tensor_ptr(3)) {
+    KILN_CHECK(w->shape() == Dims(norm), shape, "[{}] weight of shape {} does not match normalized_shape {}",
+               name_of(c), w->shape().str(), ints_str(norm));
+    check_same_dtype(c, x, *w);
+  }
+  out.fresh(x.shape(), x.dtype());
+  out.fresh(Dims(norm), x.dtype());
+  out.fresh(Dims(norm), x.dtype());
+}
+
 void meta_to_copy(const OpCall& c, MetaOut& out) {
   out.fresh(c.args.tensor(0).shape(), c.args.dtype(1));
 }

@@ -69,6 +69,7 @@ void meta_reduce_scatter(const OpCall&, MetaOut&);
 void meta_all_to_all(const OpCall&, MetaOut&);
 void meta_clone(const OpCall&, MetaOut&);
 void meta_layer_norm(const OpCall&, MetaOut&);
+void meta_layer_norm_backward(const OpCall&, MetaOut&);
 void meta_to_copy(const OpCall&, MetaOut&);
 
 /** Reduction helper shared by meta functions and kernels: which dims are reduced

@@ -127,6 +127,8 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   /* normalization */ \
   X(layer_norm, same, meta_layer_norm, "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor") \
   X(rms_norm,   same, meta_layer_norm, "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor") \
+  /* layer_norm's gradients in one pass, the statistics recomputed from input (weight and bias gradients summed over the rows) */ \
+  X(layer_norm_backward, same, meta_layer_norm_backward, "layer_norm_backward(Tensor grad_output, Tensor input, int[] normalized_shape, Tensor? weight=None, float eps=1e-05) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)") \
   /* collectives (C2): functional, run on the process group bound to `group` (a mesh axis) */ \
   X(all_reduce,             same, meta_all_reduce,     "all_reduce(Tensor self, str reduce_op, str group) -> Tensor") \
   X(all_gather_into_tensor, same, meta_all_gather,     "all_gather_into_tensor(Tensor self, int group_size, str group) -> Tensor") \

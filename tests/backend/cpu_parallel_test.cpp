@@ -188,6 +188,9 @@ TEST(IntraOpThreads, ResultsDoNotDependOnTheThreadCount) {
     r.push_back(layer_norm(x, {1024}, Tensor(), row));
     r.push_back(layer_norm(x, {1024}));
     r.push_back(rms_norm(x, {1024}, w));
+    LayerNormGrads g = layer_norm_backward(y, x, {1024}, w);  // column sums over row blocks
+    r.insert(r.end(), {g.input, g.weight, g.bias});
+    r.push_back(layer_norm_backward(y, xt, {1024}).weight);
     r.push_back(to(x, DType::f64));
     return r;
   };
@@ -223,6 +226,13 @@ TEST(RowKernels, FloatAccumulationMatchesDouble) {
                                  1e-4, 2e-4));
   EXPECT_TRUE(close(rms_norm(x, {4096}), rms_norm(x64, {4096})));
   EXPECT_TRUE(close(mean(x, {1}), mean(x64, {1})));
+  // layer_norm's fused gradients: d input relative to its O(1) values, the column sums
+  // over 64 rows of O(1) terms
+  Tensor g = randn({64, 4096});
+  LayerNormGrads f = layer_norm_backward(g, x, {4096}, w), d = layer_norm_backward(to(g, DType::f64), x64, {4096}, to(w, DType::f64));
+  EXPECT_TRUE(testing::all_close(f.input, to_vector<double>(d.input), 1e-4, 2e-4));
+  EXPECT_TRUE(testing::all_close(f.weight, to_vector<double>(d.weight), 1e-4, 1e-3));
+  EXPECT_TRUE(testing::all_close(f.bias, to_vector<double>(d.bias), 1e-5, 1e-5));
 }
 
 // Note [Portable kernels]: every level this CPU has computes the same results (up to

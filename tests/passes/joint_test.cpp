@@ -1,6 +1,8 @@
 // Joint capture (J1-J3): forward and backward traced together, partitioned, and run.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "kiln/kiln.h"
 #include "kiln/passes/reinplace.h"
 #include "test_util.h"
@@ -201,6 +203,16 @@ TEST(J1, BlockAndGptCaptureLikeEager) {
             << " values\n";
   EXPECT_GT(pb.num_saved, 0);
   EXPECT_GT(pg.num_saved, 0);
+  // Each layer_norm differentiates through one fused node (as PyTorch's
+  // native_layer_norm_backward), select's gradient is one as_strided_scatter into zeros,
+  // and nothing in backward writes in place (no view write for functionalization to undo).
+  std::map<ops::OpKind, int> count;
+  for (ir::Node* n : pb.backward.nodes())
+    if (n->opcode() == ir::Opcode::call) ++count[n->op()];
+  EXPECT_EQ(count[ops::OpKind::layer_norm_backward], 2);
+  EXPECT_EQ(count[ops::OpKind::mean], 0);
+  EXPECT_EQ(count[ops::OpKind::as_strided_scatter], 3);  // q, k and v of one qkv projection
+  EXPECT_EQ(count[ops::OpKind::as_strided], 0);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Reductions, softmax and normalization: each moves the reduced dims last, makes
 // the data a dense [outer, inner] matrix in the compute dtype, and works on rows.
+#include <algorithm>
 #include <limits>
 
 #include "kiln/backend/cpu/kernels.h"
@@ -259,6 +260,71 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
     });
   });
   copy_into(outs[0], res);
+}
+
+// Per row, the statistics again (as the forward computes them), then
+// d input = rstd (gh - mean(gh) - xhat mean(gh xhat)) with gh = g w. The weight's and
+// bias's gradients are column sums over the rows: each fixed block of rows adds its own
+// in double, and the blocks are added in order, so no result depends on the thread count.
+void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.args.tensor(1);
+  DType cd = compute_dtype(x.dtype());
+  std::vector<bool> last = backend::last_dims(x.dim(), static_cast<int64_t>(c.args.ints(2).size()));
+  Rows r = to_rows(x, last, cd);
+  Rows rg = to_rows(c.args.tensor(0), last, cd);
+  Tensor w = c.args.opt_tensor(3);
+  if (w.defined()) w = contiguous(cast(w, cd));
+  Tensor dx = empty(x.shape(), cd, x.device());
+  const int64_t n = r.inner, rows = r.outer;
+  constexpr int64_t kBlocks = 64;  // at most this many partial sums per column
+  const int64_t per = std::max<int64_t>(1, (rows + kBlocks - 1) / kBlocks);
+  const int64_t blocks = (rows + per - 1) / per;
+  std::vector<double> part(static_cast<size_t>(2 * blocks * n));  // per block: d weight, d bias
+  KILN_DISPATCH_FLOAT(cd, c.op, {
+    const T eps = T(c.args.f64(4));
+    const T* px = r.data.data<T>();
+    const T* pg = rg.data.data<T>();
+    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    T* o = dx.data<T>();
+    const double dn = static_cast<double>(n);
+    parallel_for(blocks, 8 * per * n, [&](int64_t lo, int64_t hi) {
+      with_best_isa([&] {
+        for (int64_t blk = lo; blk < hi; ++blk) {
+          double* dw = part.data() + 2 * blk * n;
+          double* db = dw + n;
+          for (int64_t i = blk * per; i < std::min(rows, (blk + 1) * per); ++i) {
+            const T* xr = px + i * n;
+            const T* gr = pg + i * n;
+            T* orow = o + i * n;
+            auto gh = [&](int64_t j) { return pw ? gr[j] * pw[j] : gr[j]; };
+            T mean = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return xr[j]; }) / dn);
+            double ss = row_sum<T>(n, [&](int64_t j) { return (xr[j] - mean) * (xr[j] - mean); });
+            T rstd = T(1) / std::sqrt(T(ss / dn) + eps);
+            T m1 = static_cast<T>(row_sum<T>(n, gh) / dn);
+            T m2 = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return gh(j) * ((xr[j] - mean) * rstd); }) / dn);
+            for (int64_t j = 0; j < n; ++j) {
+              T xhat = (xr[j] - mean) * rstd;
+              orow[j] = rstd * (gh(j) - m1 - xhat * m2);
+              dw[j] += static_cast<double>(gr[j] * xhat);
+              db[j] += static_cast<double>(gr[j]);
+            }
+          }
+        }
+      });
+    });
+  });
+  copy_into(outs[0], dx);
+  Tensor dw = empty(outs[1].shape(), DType::f64, x.device()), db = empty(outs[2].shape(), DType::f64, x.device());
+  double *pw = dw.data<double>(), *pb = db.data<double>();
+  std::fill(pw, pw + n, 0.0);
+  std::fill(pb, pb + n, 0.0);
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    for (int64_t j = 0; j < n; ++j) {
+      pw[j] += part[static_cast<size_t>(2 * blk * n + j)];
+      pb[j] += part[static_cast<size_t>((2 * blk + 1) * n + j)];
+    }
+  copy_into(outs[1], dw);
+  copy_into(outs[2], db);
 }
 
 }  // namespace kiln::cpu

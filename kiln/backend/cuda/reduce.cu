@@ -146,6 +146,54 @@ __global__ void norm_rows(const T* in, T* out, const T* w, const T* b, int64_t i
   }
 }
 
+// layer_norm's input gradient, one block per row; the row's mean and rstd are kept in
+// `stats` ([2, rows]) for the column sums.
+template <typename T>
+__global__ void norm_backward_rows(const T* x, const T* g, const T* w, T* dx, T* stats,
+                                   int64_t rows, int64_t inner, T eps) {
+  const T* p = x + blockIdx.x * inner;
+  const T* gr = g + blockIdx.x * inner;
+  T* o = dx + blockIdx.x * inner;
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) s += p[j];
+  T mean = T(block_reduce(s, Plus{}) / static_cast<double>(inner));
+  double ss = 0;
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) ss += (p[j] - mean) * (p[j] - mean);
+  T rstd = T(1) / sqrt(T(block_reduce(ss, Plus{}) / static_cast<double>(inner)) + eps);
+  double s1 = 0, s2 = 0;
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) {
+    T gh = w ? gr[j] * w[j] : gr[j];
+    s1 += gh;
+    s2 += gh * ((p[j] - mean) * rstd);
+  }
+  T m1 = T(block_reduce(s1, Plus{}) / static_cast<double>(inner));
+  T m2 = T(block_reduce(s2, Plus{}) / static_cast<double>(inner));
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) {
+    T gh = w ? gr[j] * w[j] : gr[j];
+    o[j] = rstd * (gh - m1 - (p[j] - mean) * rstd * m2);
+  }
+  if (threadIdx.x == 0) {
+    stats[blockIdx.x] = mean;
+    stats[rows + blockIdx.x] = rstd;
+  }
+}
+
+// The weight's and bias's gradients: one thread per column sums its rows in order.
+template <typename T>
+__global__ void norm_backward_columns(const T* x, const T* g, const T* stats, T* dw, T* db,
+                                      int64_t rows, int64_t inner) {
+  int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= inner) return;
+  double sw = 0, sb = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    T gv = g[i * inner + j];
+    sw += gv * ((x[i * inner + j] - stats[i]) * stats[rows + i]);
+    sb += gv;
+  }
+  dw[j] = T(sw);
+  db[j] = T(sb);
+}
+
 // Launch over `rows` blocks (none when there are no rows).
 template <typename K, typename... A>
 void launch_rows(int64_t rows, K kernel, A... args) {
@@ -265,6 +313,38 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
     KILN_CUDA_UNSUPPORTED(cd, c.op)
   }
   if (!res.is_same(outs[0])) copy_into(outs[0], res);
+}
+
+void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.args.tensor(1);
+  DType cd = compute_dtype(x.dtype());
+  std::vector<bool> last = backend::last_dims(x.dim(), static_cast<int64_t>(c.args.ints(2).size()));
+  Rows r = to_rows(x, last, cd);
+  Rows rg = to_rows(c.args.tensor(0), last, cd);
+  Tensor w = c.args.opt_tensor(3);
+  if (w.defined()) w = dense(w, cd, x.device());
+  Tensor dx = outs[0].dtype() == cd ? outs[0] : empty(x.shape(), cd, x.device());
+  Tensor dw = outs[1].dtype() == cd ? outs[1] : empty(outs[1].shape(), cd, x.device());
+  Tensor db = outs[2].dtype() == cd ? outs[2] : empty(outs[2].shape(), cd, x.device());
+  Tensor stats = empty(Dims{2, r.outer}, cd, x.device());
+  auto run = [&]<typename T>(T*) {
+    launch_rows(r.outer, norm_backward_rows<T>, row_ptr<T>(r), row_ptr<T>(rg),
+                w.defined() ? dense_ptr<T>(w) : static_cast<T*>(nullptr), dense_ptr<T>(dx),
+                dense_ptr<T>(stats), r.outer, r.inner, T(c.args.f64(4)));
+    if (r.inner == 0) return;
+    unsigned grid = static_cast<unsigned>((r.inner + kBlock - 1) / kBlock);
+    norm_backward_columns<T><<<grid, kBlock, 0, stream()>>>(row_ptr<T>(r), row_ptr<T>(rg), dense_ptr<T>(stats),
+                                                            dense_ptr<T>(dw), dense_ptr<T>(db), r.outer, r.inner);
+    check_launch("layer_norm_backward column kernel launch");
+  };
+  switch (cd) {
+    KILN_CUDA_CASE(f32, float, run(static_cast<T*>(nullptr)))
+    KILN_CUDA_CASE(f64, double, run(static_cast<T*>(nullptr)))
+    KILN_CUDA_UNSUPPORTED(cd, c.op)
+  }
+  if (!dx.is_same(outs[0])) copy_into(outs[0], dx);
+  if (!dw.is_same(outs[1])) copy_into(outs[1], dw);
+  if (!db.is_same(outs[2])) copy_into(outs[2], db);
 }
 
 }  // namespace kiln::cuda
