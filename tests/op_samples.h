@@ -28,6 +28,7 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::log: case OpKind::sqrt: case OpKind::rsqrt: return {pos};
     case OpKind::gelu: return {a, Str("tanh")};
     case OpKind::gelu_backward: return {randn({3, 4}, o), transpose(randn({4, 3}, o), 0, 1), Str("tanh")};
+    case OpKind::threshold_backward: return {randn({3, 4}, o), transpose(randn({4, 3}, o), 0, 1), Scalar(0.25)};
     case OpKind::add: case OpKind::sub: return {a, b, Scalar(2)};
     case OpKind::mul: case OpKind::div: case OpKind::maximum: case OpKind::minimum:
     case OpKind::eq: case OpKind::ne: case OpKind::lt: case OpKind::le: case OpKind::gt:

@@ -202,8 +202,8 @@ Table build() {
     const Tensor& x = c.t(0);
     c.set(0, masked_fill(where(x < 0, neg(c.grad()), c.grad()), x == 0, 0));
   });
-  d.def(O::relu, kResult, [](GradCtx& c) {
-    c.set(0, masked_fill(c.grad(), c.result() <= 0, 0));
+  d.def(O::relu, kResult, [](GradCtx& c) {  // one fused node, as PyTorch's
+    c.set(0, threshold_backward(c.grad(), c.result(), 0));
   });
   d.def(O::exp, kResult, [](GradCtx& c) { c.set(0, c.grad() * c.result()); });
   d.def(O::log, arg(0), [](GradCtx& c) { c.set(0, c.grad() / c.t(0)); });
@@ -229,6 +229,9 @@ Table build() {
   });
   d.def(O::gelu, arg(0), [](GradCtx& c) {
     c.set(0, gelu_backward(c.grad(), c.t(0), c.args().str(1)));
+  });
+  d.def(O::threshold_backward, arg(1), [](GradCtx& c) {  // piecewise constant in self
+    if (c.needs(0)) c.set(0, sum_to(threshold_backward(c.grad(), c.t(1), c.args().scalar(2)), c.input(0).shape));
   });
   d.def(O::gelu_backward, arg(0) | arg(1), [](GradCtx& c) {  // g gelu'(x): d/dg, d/dx
     const Tensor &g = c.t(0), &x = c.t(1), &G = c.grad();

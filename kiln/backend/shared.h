@@ -32,6 +32,7 @@
   X(k_compare, eq, ne, lt, le, gt, ge)                                                       \
   X(k_where, where)                                                                          \
   X(k_gelu_backward, gelu_backward)                                                          \
+  X(k_threshold_backward, threshold_backward)                                                \
   X(k_masked_fill, masked_fill)                                                              \
   X(k_copy_, copy_)                                                                          \
   X(k_fill_, fill_)                                                                          \

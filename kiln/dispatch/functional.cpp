@@ -221,6 +221,9 @@ Tensor gelu(const Tensor& x, std::string_view approximate) {
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, std::string_view approximate) {
   return call1(OpKind::gelu_backward, grad, x, Str(approximate));
 }
+Tensor threshold_backward(const Tensor& grad, const Tensor& x, const Scalar& threshold) {
+  return call1(OpKind::threshold_backward, grad, x, threshold);
+}
 Tensor silu(const Tensor& x) { return call1(OpKind::silu, x); }
 Tensor erf(const Tensor& x) { return call1(OpKind::erf, x); }
 Tensor logical_not(const Tensor& x) { return call1(OpKind::logical_not, x); }

@@ -78,6 +78,8 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");
 /** grad * gelu'(x), gelu's gradient in one pass. */
 Tensor gelu_backward(const Tensor& grad, const Tensor& x, std::string_view approximate = "none");
+/** `grad` where `x > threshold`, else 0 (relu's gradient, with x its saved result). */
+Tensor threshold_backward(const Tensor& grad, const Tensor& x, const Scalar& threshold);
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor logical_not(const Tensor& x);

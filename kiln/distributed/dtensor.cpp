@@ -460,6 +460,7 @@ bool is_pointwise(OpKind op) {
     case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div: case OpKind::pow:
     case OpKind::maximum: case OpKind::minimum: case OpKind::eq: case OpKind::ne: case OpKind::lt:
     case OpKind::le: case OpKind::gt: case OpKind::ge: case OpKind::where: case OpKind::gelu_backward:
+    case OpKind::threshold_backward:
     case OpKind::masked_fill: case OpKind::add_: case OpKind::sub_: case OpKind::mul_: case OpKind::div_:
     case OpKind::relu_: case OpKind::masked_fill_: case OpKind::fill_: case OpKind::clone:
     case OpKind::alias: case OpKind::_to_copy: case OpKind::copy_:

@@ -75,6 +75,8 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   /* grad_output * gelu'(self): gelu's gradient in one pass */ \
   X(gelu_backward, same, meta_binary_float, "gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor") \
   X(masked_fill, same, meta_masked_fill, "masked_fill(Tensor self, Tensor mask, Scalar value) -> Tensor") \
+  /* grad_output where self > threshold, else 0: relu's gradient in one pass */ \
+  X(threshold_backward, same, meta_binary, "threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor") \
   /* in-place: derived from the functional op of the same name without '_' */ \
   X(add_,    same, nullptr, "add_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)") \
   X(sub_,    same, nullptr, "sub_(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)") \

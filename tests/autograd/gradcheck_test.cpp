@@ -45,6 +45,7 @@ std::vector<std::vector<Value>> extra_samples(OpKind op) {
     case OpKind::layer_norm_backward: return {{randn({2, 3, 4}, o), transpose(randn({2, 4, 3}, o), 1, 2), IntList{4}, Value(), 1e-5}};
     case OpKind::gelu: return {{a3, Str("none")}};
     case OpKind::gelu_backward: return {{randn({3, 4}, o), randn({4}, o), Str("none")}};
+    case OpKind::threshold_backward: return {{randn({3, 1}, o), randn({3, 4}, o), Scalar(0)}};
     case OpKind::index_select:
       return {{a3, int64_t{2}, from_vector<int64_t>({3, 3, 0})}};
     case OpKind::embedding: return {{randn({5, 3}, o), from_vector<int64_t>({1, 1, 4, 0}, {2, 2})}};

@@ -235,6 +235,21 @@ void k_gelu_backward(const OpCall& c, std::span<Tensor> outs) {
   s.finish();
 }
 
+void k_threshold_backward(const OpCall& c, std::span<Tensor> outs) {
+  DType cd = compute_dtype(outs[0].dtype());
+  Tensor tg, tx;
+  const Tensor& g = cast_ref(c.args.tensor(0), cd, tg);
+  const Tensor& x = cast_ref(c.args.tensor(1), cd, tx);
+  Staged s(outs[0], cd);
+  double threshold = c.args.scalar(2).to_double();
+  auto run = [&]<typename T>(T*) {
+    T th = static_cast<T>(threshold);
+    binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) { return v <= th ? T(0) : gv; });
+  };
+  KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
+  s.finish();
+}
+
 void k_logical_not(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& self = c.args.tensor(0);
   Tensor x = cast(self, compute_dtype(self.dtype()));

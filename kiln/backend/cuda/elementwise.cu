@@ -81,6 +81,25 @@ void k_gelu_backward(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
+void k_threshold_backward(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  Tensor g = as_dtype(c.args.tensor(0), out.dtype(), out.device());
+  Tensor x = as_dtype(c.args.tensor(1), out.dtype(), out.device());
+  double threshold = c.args.scalar(2).to_double();
+  const Dims& shape = out.shape();
+  auto geo = make_geometry<3>(shape, {out.strides(), in_strides(g, shape), in_strides(x, shape)},
+                              {out.offset(), in_offset(g), in_offset(x)});
+  KILN_CUDA_DISPATCH_FLOAT(out.dtype(), "threshold_backward", {
+    using W = opmath_t<T>;
+    T* o = out_ptr<T>(out);
+    In<T> pg = input<T>(g), px = input<T>(x);
+    W th = static_cast<W>(threshold);
+    launch_elementwise<3>(out.numel(), geo, [=] __device__(const int64_t* off) {
+      o[off[0]] = load(px[off[2]]) <= th ? store<T>(W(0)) : store<T>(load(pg[off[1]]));
+    });
+  });
+}
+
 void k_binary(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   Tensor a = as_dtype(c.args.tensor(0), out.dtype(), out.device());
