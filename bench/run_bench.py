@@ -218,16 +218,21 @@ def build_rows(k, p):
         speedup(f"fake propagation per forward, {m.upper()} (vs FakeTensorMode)",
                 kiln_value(k, f"BM_Fake{m.capitalize()}Forward"),
                 None if per_op is None or ops is None else us(per_op * ops))
+    # Tracing per node (BENCH.md: like with like). The graphs of the same model differ in
+    # node count (PyTorch's linear is t + addmm, kiln's one node; PyTorch's relu backward
+    # one threshold_backward, and so is kiln's now), so both sides are divided by
+    # PyTorch's count: kiln's whole trace over PyTorch's nodes, against PyTorch's time per
+    # node. Each side divided by its own count is reported beside it.
+    def per_peer_node(what, kiln_trace, case, own_per_node):
+        nodes = peer_value(p, case, "s/trace", "nodes_call")
+        speedup(f"{what}, per call node (both sides by PyTorch's count)",
+                None if kiln_trace is None or not nodes else kiln_trace / nodes,
+                us(peer_value(p, case, "us/call-node")))
+        speedup(f"{what}, per call node of each side's own graph", own_per_node,
+                us(peer_value(p, case, "us/call-node")), None)
     for m in ("mlp", "block"):
-        per_node = kiln_value(k, f"BM_MakeFxFake{m.capitalize()}", "ns/node")
-        speedup(f"make_fx fake, per call node, {m.upper()}", per_node,
-                us(peer_value(p, f"{m} make_fx fwd tracing_mode=fake", "us/call-node")))
-    # The same model traced once: graphs differ in node count (PyTorch's linear is t +
-    # addmm, kiln's one node), so the whole trace is the like-for-like figure.
-    for m in ("mlp", "block"):
-        speedup(f"make_fx fake, whole trace of the same model, {m.upper()}",
-                kiln_value(k, f"BM_MakeFxFake{m.capitalize()}"),
-                peer_value(p, f"{m} make_fx fwd tracing_mode=fake", "s/trace"), None)
+        per_peer_node(f"make_fx fake, {m.upper()}", kiln_value(k, f"BM_MakeFxFake{m.capitalize()}"),
+                      f"{m} make_fx fwd tracing_mode=fake", kiln_value(k, f"BM_MakeFxFake{m.capitalize()}", "ns/node"))
     c32, c256 = kiln_value(k, "BM_MakeFxFakeChain/32"), kiln_value(k, "BM_MakeFxFakeChain/256")
     slope = None if c32 is None or c256 is None else (c256 - c32) / 224
     speedup("make_fx fake, marginal per node (chain)", slope,
@@ -239,13 +244,15 @@ def build_rows(k, p):
         if n512 and big:
             row(f"make_fx chain, per node at {n} nodes (vs at 512 nodes)", fmt_t(big), fmt_t(n512),
                 f"{big / n512:.2f}x", "< 3x", big / n512 < 3)
+    # The same program's source ops are one count for both sides (its graphs differ:
+    # kiln's has ~150 nodes, PyTorch's ~177); per each side's own graph node is reported.
     mut = kiln_value(k, "BM_CaptureFakeMutationProgram")
     nodes = kiln_value(k, "BM_CaptureFakeMutationProgram", "graph_nodes")
-    speedup("functionalize + trace, per graph node", None if mut is None else mut / nodes,
-            us(peer_value(p, "make_fx(functionalize(prog, remove=mutations)) fake", "us/graph-node")))
     per_src = kiln_value(k, "BM_CaptureFakeMutationProgram", "per_source_op")
-    speedup("functionalize + trace, per source op of the same program", per_src,
-            us(peer_value(p, "make_fx(functionalize(prog, remove=mutations)) fake", "us/source-op")), None)
+    speedup("functionalize + trace, per source op of the same program (one count both sides)", per_src,
+            us(peer_value(p, "make_fx(functionalize(prog, remove=mutations)) fake", "us/source-op")))
+    speedup("functionalize + trace, per graph node of each side's own graph", None if mut is None else mut / nodes,
+            us(peer_value(p, "make_fx(functionalize(prog, remove=mutations)) fake", "us/graph-node")), None)
     for m, target in (("mlp", 0.8), ("block", 0.6)):
         for t in (1, 2):
             peer = ms(peer_value(p, f"{m} eager nn.Module threads={t}", "ms/forward"))
@@ -276,12 +283,8 @@ def build_rows(k, p):
           kiln_value(k, "BM_TinyAddBackward"), ns(peer_value(p, "a+b requires_grad fwd+bwd")), 0.5)
     # Issue 17: joint capture, and the train step as one program.
     for m in ("mlp", "block"):
-        per_node = kiln_value(k, f"BM_CaptureJoint{m.capitalize()}", "ns/node")
-        speedup(f"joint capture (fwd + bwd) fake, per call node, {m.upper()}", per_node,
-                us(peer_value(p, f"{m} make_fx fwd+bwd tracing_mode=fake", "us/call-node")))
-        speedup(f"joint capture (fwd + bwd) fake, whole trace of the same model, {m.upper()}",
-                kiln_value(k, f"BM_CaptureJoint{m.capitalize()}"),
-                peer_value(p, f"{m} make_fx fwd+bwd tracing_mode=fake", "s/trace"), None)
+        per_peer_node(f"joint capture (fwd + bwd) fake, {m.upper()}", kiln_value(k, f"BM_CaptureJoint{m.capitalize()}"),
+                      f"{m} make_fx fwd+bwd tracing_mode=fake", kiln_value(k, f"BM_CaptureJoint{m.capitalize()}", "ns/node"))
     for m in ("mlp", "block"):
         for t in (1, 2):
             peer = ms(peer_value(p, f"{m} train step threads={t}", "ms/step"))
