@@ -142,6 +142,9 @@ class Namer {
     if (!next_) next_ = n;
     n->namer_.store(this, std::memory_order_relaxed);
   }
+  // Whether no node has been named or erased yet (the list may then be reordered).
+  bool untouched(const Node* head) const { return next_ == head && erased_.empty(); }
+  void restart(Node* head) { next_ = head; }
   // Erased before named (called before it leaves the list): keep what its name is made of.
   void forget(Node* n) {
     erased_.push_back({n->id_, n->op_, kind_of(n), n->given_name_ ? std::move(n->name_) : std::string()});
@@ -382,6 +385,26 @@ void Graph::erase(Node* node) {
   std::swap(owned_[slot], owned_.back());
   owned_[slot]->owner_slot_ = slot;
   owned_.pop_back();
+}
+
+void Graph::move_inputs_to_front(const std::vector<Node*>& inputs) {
+  KILN_CHECK(!namer_ || namer_->untouched(head_), internal,
+             "[graph] inputs can be reordered only before any node is named or erased");
+  for (const Node* n : inputs)  // all checked before any moves
+    KILN_CHECK(n->opcode_ == Opcode::input && n->owner_slot_ < owned_.size() && owned_[n->owner_slot_].get() == n,
+               internal, "[graph] move_inputs_to_front: not an input of this graph");
+  for (auto it = inputs.rbegin(); it != inputs.rend(); ++it) {
+    Node* n = *it;
+    if (n == head_) continue;
+    n->prev_->next_ = n->next_;  // unlink (not the head, so it has a prev)
+    if (n->next_) n->next_->prev_ = n->prev_;
+    else tail_ = n->prev_;
+    n->prev_ = nullptr;  // relink first
+    n->next_ = head_;
+    head_->prev_ = n;
+    head_ = n;
+  }
+  if (namer_) namer_->restart(head_);
 }
 
 void Graph::set_op(Node* n, ops::OpKind op) {

@@ -153,6 +153,10 @@ class Graph {
   /** Makes call node `n` call `op` instead (same arguments and outputs), e.g. its
    * in-place variant. */
   void set_op(Node* n, ops::OpKind op);
+  /** Moves input nodes to the front of the list, in the given order (inputs a recorder
+   * made on demand, after calls: the saved values of a joint capture's backward). Only
+   * before any node of the graph is named: names follow the list order. */
+  void move_inputs_to_front(const std::vector<Node*>& inputs);
 
   Node* first() const { return head_; }
   Node* output() const { return output_; }

@@ -2,7 +2,7 @@
 
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
+#include <utility>
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/ir/interpreter.h"
@@ -34,55 +34,73 @@ Tensor give_history(const Tensor& w) {
   return leaf;
 }
 
-// Copies the nodes of a joint graph into a forward or backward graph.
-struct Copier {
-  ir::Graph& to;
-  std::vector<ir::Node*> map;  // by joint node id
-  Copier(ir::Graph& to, const ir::Graph& from) : to(to), map(from.id_bound()) {}
-  ir::Node*& operator[](const ir::Node* n) { return map[n->id()]; }
-  ir::Ref ref(const ir::Ref& r) const {
-    ir::Node* n = map[r.node->id()];
-    KILN_ASSERT(n);
-    return {n, r.output};
-  }
-  ir::Arg arg(const ir::Arg& a) const {
-    if (auto* r = std::get_if<ir::Ref>(&a)) return ref(*r);
-    if (auto* l = std::get_if<ir::RefList>(&a)) {
-      ir::RefList out;
-      for (const ir::Ref& r : *l) out.push_back(ref(r));
-      return out;
+// The backward graph's view of forward values (Note [Joint capture]). A forward value a
+// backward op reads is saved (an input of the backward graph, an output of the forward
+// graph), a constant is copied, and a value no forward output needs (autograd's alias of
+// a saved result) is recomputed in backward from values imported the same way.
+class Saver {
+ public:
+  Saver(const ir::Graph& forward, ir::Graph& backward) : forward_(forward), backward_(backward) {}
+
+  // Marks `r`'s node and every node it reads as needed by the forward graph.
+  void need(const ir::Ref& r) {
+    needed_.resize(forward_.id_bound());
+    stack_.assign(1, r.node);
+    while (!stack_.empty()) {
+      const ir::Node* x = stack_.back();
+      stack_.pop_back();
+      if (!std::exchange(needed_[x->id()], 1)) x->for_each_input([&](const ir::Ref& in) { stack_.push_back(in.node); });
     }
-    return a;
   }
-  void copy(const ir::Node* n) {
+
+  ir::Ref import(const ir::Ref& r) {
+    uint64_t key = uint64_t{r.node->id()} << 32 | static_cast<uint32_t>(r.output);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    const ir::Node* n = r.node;
+    ir::Ref out;
     if (n->opcode() == ir::Opcode::constant) {
-      (*this)[n] = to.add_constant(n->value(), n->name());
-      return;
+      out = {backward_.add_constant(n->value(), n->name()), 0};
+    } else if (n->opcode() == ir::Opcode::input || (n->id() < needed_.size() && needed_[n->id()])) {
+      std::string name = "saved_" + n->name() + (r.output ? "_" + std::to_string(r.output) : "");
+      ir::Node* in = backward_.add_input(std::move(name), n->meta()[static_cast<size_t>(r.output)]);
+      saved.push_back(r);
+      saved_inputs.push_back(in);
+      out = {in, 0};
+    } else {  // recomputed: one copy of the node, whichever of its outputs is read first
+      ir::Node*& copy = recomputed_[n];
+      if (!copy) {
+        ir::ArgList args;
+        args.reserve(n->args().size());
+        for (const ir::Arg& a : n->args()) {
+          if (auto* ref = std::get_if<ir::Ref>(&a)) {
+            args.push_back(import(*ref));
+          } else if (auto* list = std::get_if<ir::RefList>(&a)) {
+            ir::RefList refs;
+            for (const ir::Ref& x : *list) refs.push_back(import(x));
+            args.push_back(std::move(refs));
+          } else {
+            args.push_back(a);
+          }
+        }
+        copy = backward_.add_call(n->op(), std::move(args), n->meta(), n->scope());
+      }
+      out = {copy, r.output};
     }
-    ir::ArgList args;
-    args.reserve(n->args().size());
-    for (const ir::Arg& a : n->args()) args.push_back(arg(a));
-    (*this)[n] = to.add_call(n->op(), std::move(args), n->meta(), n->scope());
+    memo_.emplace(key, out);
+    return out;
   }
-};
 
-// Per-node flags of one graph, by node id.
-struct NodeSet {
-  std::vector<char> in;
-  explicit NodeSet(const ir::Graph& g) : in(g.id_bound()) {}
-  bool count(const ir::Node* n) const { return in[n->id()]; }
-  bool insert(const ir::Node* n) { return !std::exchange(in[n->id()], 1); }
-};
+  std::vector<ir::Ref> saved;            // forward values the backward reads, first use first
+  std::vector<ir::Node*> saved_inputs;   // their inputs in the backward graph
 
-// Marks `n` and every node it reads (`stack`: scratch space, kept between calls).
-void mark_ancestors(const ir::Node* n, NodeSet& set, std::vector<const ir::Node*>& stack) {
-  stack.assign(1, n);
-  while (!stack.empty()) {
-    const ir::Node* x = stack.back();
-    stack.pop_back();
-    if (set.insert(x)) x->for_each_input([&](const ir::Ref& r) { stack.push_back(r.node); });
-  }
-}
+ private:
+  const ir::Graph& forward_;
+  ir::Graph& backward_;
+  std::vector<char> needed_;  // by forward node id
+  std::vector<const ir::Node*> stack_;
+  std::unordered_map<uint64_t, ir::Ref> memo_;
+  std::unordered_map<const ir::Node*, ir::Node*> recomputed_;
+};
 
 }  // namespace
 
@@ -108,8 +126,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
                inputs[i].meta_str());
   }
 
-  // ---- trace forward + backward into one graph ----
-  ir::Graph joint;
+  // ---- trace forward, then backward into its own graph ----
   std::optional<FakeMode> fake;
   TensorList traced;
   // Subclass inputs (DTensors) are traced on their inner tensors (Note [Tensor subclasses
@@ -121,16 +138,19 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
     traced.push_back(fake ? fake->from_real(own) : std::move(own));
   }
   size_t n_primals = inputs.size();
+  ir::Graph &fw = program.forward, &bw = program.backward;
+  Saver saver(fw, bw);
   ir::RefList fw_refs, grad_refs;
   std::vector<int> in_graph_copies;  // inputs written back by epilogue copy_ nodes
-  std::vector<ir::Node*> tangent_nodes;
+  std::vector<ir::Node*> primal_nodes, tangent_nodes;
+  std::unordered_map<const ir::Node*, ir::Node*> saved_copy;  // overwritten saved primal -> its copy
   {
     autograd::GradModeGuard grad_on(true);
-    ProxyMode proxy(joint);
+    ProxyMode proxy(fw);
     for (size_t i = 0; i < n_primals; ++i)
-      proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
-                                                                 : "primals_" + std::to_string(i));
-    TensorList new_values(n_primals), results, grads;
+      primal_nodes.push_back(proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
+                                                                                       : "primals_" + std::to_string(i)).node);
+    TensorList new_values(n_primals), grads;
     {
       FunctionalizeMode functionalize;  // the traced primals are their own values
       TensorList fn_inputs, leaves;
@@ -139,15 +159,37 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         if (wants[i]) leaves.push_back(give_history(fn_inputs[i]));
       }
       TensorList user = fn(fn_inputs);
-      for (size_t i = 0; i < n_primals; ++i)
-        if (functionalize.mutated(traced[i])) new_values[i] = functionalize.value_of(traced[i]);
+      // (J2) The forward's outputs, known before backward is traced: out-of-graph
+      // mutations first; inputs that need no gradient are written back by epilogue
+      // copies when asked (J3: traced last, rebinding nothing).
+      for (size_t i = 0; i < n_primals; ++i) {
+        if (!functionalize.mutated(traced[i])) continue;
+        new_values[i] = functionalize.value_of(traced[i]);
+        InputMutation& m = program.inputs[i];
+        m.data_mutated = true;
+        if (!wants[i] && options.write_back == WriteBack::in_graph) {
+          m.where = InputMutation::Where::in_graph;
+          in_graph_copies.push_back(static_cast<int>(i));
+          saver.need(proxy.ref_of(new_values[i]));
+        } else {
+          m.where = InputMutation::Where::out_of_graph;
+          fw_refs.push_back(proxy.ref_of(new_values[i]));
+          ++program.num_mutation_outputs;
+        }
+      }
+      for (const Tensor& u : user) fw_refs.push_back(proxy.ref_of(functionalize.value_of(subclass_inner(u))));
+      program.num_user_outputs = static_cast<int>(user.size());
+      for (const ir::Ref& r : fw_refs) saver.need(r);
+      for (ir::Node* n = fw.first(); n; n = n->next())  // any in-place op stays in forward
+        if (n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace()) saver.need({n, 0});
+
+      proxy.record_into(bw, [&saver](const ir::Ref& r) { return saver.import(r); });
       TensorList diff_outputs, tangents;
       for (size_t k = 0; k < user.size(); ++k) {
-        Tensor inner = subclass_inner(user[k]);
-        results.push_back(functionalize.value_of(inner));
         if (!user[k].requires_grad()) continue;
         // A tangent: a graph input shaped like the output's inner tensor (wrapped like the
         // output, for a subclass).
+        Tensor inner = subclass_inner(user[k]);
         Device d = inner.device();
         Tensor t = make_tensor(inner.shape(), inner.dtype(), d, fake ? nullptr : &device_allocator(d), "tangent");
         tangent_nodes.push_back(proxy.add_input(t, "tangents_" + std::to_string(tangents.size())).node);
@@ -160,127 +202,39 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         for (Tensor& x : g) grads.push_back(x.defined() ? functionalize.value_of(subclass_inner(x)) : Tensor());
       }
     }
-    // (J2) Out-of-graph mutations first; inputs that need no gradient are written back by
-    // epilogue copies when asked (J3: traced last, rebinding nothing).
-    for (size_t i = 0; i < n_primals; ++i) {
-      if (!new_values[i].defined()) continue;
-      InputMutation& m = program.inputs[i];
-      m.data_mutated = true;
-      if (!wants[i] && options.write_back == WriteBack::in_graph) {
-        m.where = InputMutation::Where::in_graph;
-        in_graph_copies.push_back(static_cast<int>(i));
-      } else {
-        m.where = InputMutation::Where::out_of_graph;
-        fw_refs.push_back(proxy.ref_of(new_values[i]));
-        ++program.num_mutation_outputs;
-      }
-    }
-    for (const Tensor& r : results) fw_refs.push_back(proxy.ref_of(r));
-    program.num_user_outputs = static_cast<int>(results.size());
     size_t k = 0;
     for (size_t i = 0; i < n_primals; ++i) {
       if (!wants[i]) continue;
       const Tensor& g = k < grads.size() ? grads[k] : Tensor();
       ++k;
       if (!g.defined()) continue;
-      grad_refs.push_back(proxy.ref_of(g));
+      grad_refs.push_back(proxy.ref_of(g));  // a forward value is saved
       program.grad_of.push_back(static_cast<int>(i));
     }
+
+    // Back in forward: a saved primal that an epilogue copy overwrites is saved as a copy
+    // taken first, then the epilogue copies.
+    proxy.record_into(fw);
+    for (int i : in_graph_copies) saved_copy[primal_nodes[static_cast<size_t>(i)]] = nullptr;
+    for (const ir::Ref& r : saver.saved)
+      if (auto it = saved_copy.find(r.node); it != saved_copy.end() && !it->second)
+        it->second = fw.add_call(ops::OpKind::clone, {r}, r.node->meta());
     for (int i : in_graph_copies) {
       NoClobberScope keep_inputs;  // (M4, J3) the input node stays the input
       copy_(traced[static_cast<size_t>(i)], new_values[static_cast<size_t>(i)]);
     }
-    ir::RefList all = fw_refs;
-    all.insert(all.end(), grad_refs.begin(), grad_refs.end());
-    joint.set_output(std::move(all));
   }
-
-  // ---- partition ----
-  std::vector<ir::Node*> nodes = joint.nodes();
-  NodeSet tangent_set(joint), forward(joint), backward(joint);
-  std::vector<const ir::Node*> stack;
-  for (const ir::Node* t : tangent_nodes) tangent_set.insert(t);
-  for (const ir::Ref& r : fw_refs) mark_ancestors(r.node, forward, stack);
-  for (ir::Node* n : nodes)  // epilogue copies (and any in-place op) belong to forward
-    if (n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace()) mark_ancestors(n, forward, stack);
-  for (const ir::Node* t : tangent_nodes)
-    KILN_CHECK(!forward.count(t), internal, "[capture_joint] the forward reads tangent {}", t->name());
-  for (const ir::Ref& r : grad_refs) mark_ancestors(r.node, backward, stack);
-
-  // Saved: forward values the backward reads (inputs of backward-only nodes, or
-  // gradients that are forward values themselves), in forward order.
-  std::vector<ir::Ref> saved;
-  auto key = [](const ir::Ref& r) { return uint64_t{r.node->id()} << 32 | static_cast<uint32_t>(r.output); };
-  std::unordered_map<uint64_t, size_t> saved_at;  // index in `saved` by key(ref)
-  auto save = [&](const ir::Ref& r) {
-    // Constants are copied into the backward graph rather than saved.
-    if (!forward.count(r.node) || r.node->opcode() == ir::Opcode::constant) return;
-    if (saved_at.emplace(key(r), saved.size()).second) saved.push_back(r);
-  };
-  for (ir::Node* n : nodes)
-    if (backward.count(n) && !forward.count(n) && !tangent_set.count(n))
-      n->for_each_input(save);
-  for (const ir::Ref& r : grad_refs) save(r);
-
-  {  // forward graph: primals -> mutations, user outputs, saved values
-    Copier c(program.forward, joint);
-    for (ir::Node* n : nodes) {
-      if (n->opcode() == ir::Opcode::input && !tangent_set.count(n))
-        c[n] = program.forward.add_input(n->name(), n->meta()[0]);
-    }
-    // A saved primal that an epilogue copy overwrites is saved as a copy taken first.
-    std::unordered_set<const ir::Node*> overwritten;
-    for (int i : in_graph_copies) overwritten.insert(joint.inputs()[static_cast<size_t>(i)]);
-    std::unordered_map<const ir::Node*, ir::Node*> saved_copy;
-    for (const ir::Ref& r : saved)
-      if (overwritten.count(r.node) && !saved_copy.count(r.node))
-        saved_copy[r.node] = program.forward.add_call(ops::OpKind::clone, {c.ref(r)}, r.node->meta());
-    for (ir::Node* n : nodes)
-      if (forward.count(n) && n->opcode() != ir::Opcode::input) c.copy(n);
-    ir::RefList outs;
-    for (const ir::Ref& r : fw_refs) outs.push_back(c.ref(r));
-    for (const ir::Ref& r : saved)
-      outs.push_back(saved_copy.count(r.node) ? ir::Ref{saved_copy[r.node], 0} : c.ref(r));
-    program.forward.set_output(std::move(outs));
-    program.num_saved = static_cast<int>(saved.size());
+  ir::RefList outs = fw_refs;
+  for (const ir::Ref& r : saver.saved) {
+    auto it = saved_copy.find(r.node);
+    outs.push_back(it != saved_copy.end() && it->second ? ir::Ref{it->second, 0} : r);
   }
-  {  // backward graph: saved values, tangents -> gradients
-    Copier c(program.backward, joint);
-    std::vector<ir::Node*> saved_inputs;  // parallel to `saved`
-    for (const ir::Ref& r : saved) {
-      std::string name = "saved_" + r.node->name() + (r.output ? "_" + std::to_string(r.output) : "");
-      saved_inputs.push_back(program.backward.add_input(name, r.node->meta()[static_cast<size_t>(r.output)]));
-    }
-    for (ir::Node* t : tangent_nodes) c[t] = program.backward.add_input(t->name(), t->meta()[0]);
-    auto ref = [&](const ir::Ref& r) -> ir::Ref {
-      if (auto it = saved_at.find(key(r)); it != saved_at.end()) return {saved_inputs[it->second], 0};
-      return c.ref(r);
-    };
-    for (ir::Node* n : nodes) {
-      if (!backward.count(n) || tangent_set.count(n)) continue;
-      if (n->opcode() == ir::Opcode::constant) {
-        c.copy(n);
-        continue;
-      }
-      if (forward.count(n)) continue;
-      ir::ArgList args;
-      args.reserve(n->args().size());
-      for (const ir::Arg& a : n->args()) {
-        if (auto* r = std::get_if<ir::Ref>(&a)) args.push_back(ref(*r));
-        else if (auto* l = std::get_if<ir::RefList>(&a)) {
-          ir::RefList out;
-          for (const ir::Ref& x : *l) out.push_back(ref(x));
-          args.push_back(out);
-        } else {
-          args.push_back(a);
-        }
-      }
-      c[n] = program.backward.add_call(n->op(), std::move(args), n->meta(), n->scope());
-    }
-    ir::RefList outs;
-    for (const ir::Ref& r : grad_refs) outs.push_back(ref(r));
-    program.backward.set_output(std::move(outs));
-  }
+  fw.set_output(std::move(outs));
+  program.num_saved = static_cast<int>(saver.saved.size());
+  std::vector<ir::Node*> bw_inputs = saver.saved_inputs;  // saved values, then tangents
+  bw_inputs.insert(bw_inputs.end(), tangent_nodes.begin(), tangent_nodes.end());
+  bw.move_inputs_to_front(bw_inputs);
+  bw.set_output(std::move(grad_refs));
   ir::eliminate_dead_code(program.forward);
   ir::eliminate_dead_code(program.backward);
 #ifndef NDEBUG

@@ -1,19 +1,23 @@
 #pragma once
-// Joint capture: forward and backward traced together into one functional graph, then
-// partitioned into a forward and a backward graph (J1-J3, kiln's AOTAutograd).
+// Joint capture: forward and backward traced together, recorded into a forward and a
+// backward graph (J1-J3, kiln's AOTAutograd).
 //
 // Note [Joint capture]
 // The function runs under ProxyMode -> FunctionalizeMode -> FakeMode on (fake twins of)
 // its inputs; inputs that require grad are given a history (an identity node in front of a
 // leaf), so the function may even write them in place, and autograd::grad of the
-// outputs w.r.t. those leaves then runs the backward formulas through the same modes:
-// one graph holds forward, backward and the mutations' new values. Write-backs of inputs
-// that need no gradient are traced last as epilogue copy_ nodes under NoClobberScope
-// (J3: they never rebind earlier nodes). The partition keeps in the forward graph what
-// the forward outputs and write-backs need; every forward value the backward reads
-// becomes a saved output of the forward graph and an input of the backward graph ("save
-// what the formulas read"; values the formulas derive from them, like cos(x) for sin,
-// are recomputed in backward).
+// outputs w.r.t. those leaves then runs the backward formulas through the same modes.
+// Forward and backward are recorded straight into their own graphs (no joint graph to
+// partition and copy): once the function returns, the forward's outputs and write-backs
+// are known, so the nodes they need are marked, and the recorder switches to the
+// backward graph. A forward value a backward op reads is imported on first use: saved
+// (a backward input and a forward output: "save what the formulas read") if a marked
+// node made it, recomputed in backward if no forward output needs its node (autograd's
+// alias of a saved result), copied if a constant. Write-backs of inputs that need no
+// gradient are recorded last, back in the forward graph, as epilogue copy_ nodes under
+// NoClobberScope (J3: they never rebind earlier nodes); a saved input they overwrite is
+// saved as a clone taken before them. Values the formulas derive (cos(x) for sin) are
+// computed in backward.
 
 #include <functional>
 #include <string>

@@ -15,7 +15,7 @@ NoClobberScope::~NoClobberScope() { t_no_clobber = prev_; }
 bool NoClobberScope::active() { return t_no_clobber; }
 
 
-ProxyMode::ProxyMode(ir::Graph& graph) : graph_(graph), guard_(*this) {}
+ProxyMode::ProxyMode(ir::Graph& graph) : graph_(&graph), guard_(*this) {}
 
 const ir::Ref* ProxyMode::find(const Tensor& t) const {
   const Entry* e = table_.find(t.impl());
@@ -24,20 +24,29 @@ const ir::Ref* ProxyMode::find(const Tensor& t) const {
 
 bool ProxyMode::tracked(const Tensor& t) const { return find(t) != nullptr; }
 
+void ProxyMode::record_into(ir::Graph& graph, std::function<ir::Ref(const ir::Ref&)> import) {
+  graph_ = &graph;
+  import_ = std::move(import);
+}
+
 void ProxyMode::bind(const Tensor& t, ir::Ref ref) {
   // An entry of a freed tensor stays (a few words, no memory of the tensor's held):
   // the table grows with the graph, not with the live tensors, at O(1) per op.
-  table_.set(t.impl(), Entry{t.impl()->id.value(), ref});
+  table_.set(t.impl(), Entry{t.impl()->id.value(), ref, graph_});
 }
 
 ir::Ref ProxyMode::add_input(const Tensor& t, std::string name) {
-  ir::Ref ref{graph_.add_input(std::move(name), ir::ValueMeta::of(t)), 0};
+  ir::Ref ref{graph_->add_input(std::move(name), ir::ValueMeta::of(t)), 0};
   bind(t, ref);
   return ref;
 }
 
 ir::Ref ProxyMode::ref_of(const Tensor& t) {
-  if (const ir::Ref* r = find(t)) return *r;
+  if (const Entry* e = table_.find(t.impl()); e && refers_to(e->id, t)) {
+    if (e->graph == graph_) return e->ref;
+    KILN_CHECK(import_, internal, "[trace] {} was recorded into another graph", t.meta_str());
+    return import_(e->ref);  // not rebound: the tensor stays the other graph's value there
+  }
   // (T2) Captured from outside the trace, or a literal made in it: a constant node that
   // holds the real value (a literal made fake below keeps its data in literals_).
   Tensor value = t;
@@ -45,7 +54,7 @@ ir::Ref ProxyMode::ref_of(const Tensor& t) {
     if (refers_to(it->second.id, t)) value = it->second.value;
     literals_.erase(it);
   }
-  ir::Ref ref{graph_.add_constant(value), 0};
+  ir::Ref ref{graph_->add_constant(value), 0};
   bind(t, ref);
   return ref;
 }
@@ -95,7 +104,7 @@ Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
   ir::MetaList meta;
   meta.reserve(outs.size());
   for (const Tensor& t : outs) meta.push_back(ir::ValueMeta::of(t));
-  ir::Node* node = graph_.add_call(op, std::move(ir_args), std::move(meta), scope);
+  ir::Node* node = graph_->add_call(op, std::move(ir_args), std::move(meta), scope);
   for (size_t i = 0; i < outs.size(); ++i) {
     bool is_self = info.is_inplace() && i == 0;
     if (is_self && NoClobberScope::active() && self_tracked) continue;  // (T4)

@@ -40,6 +40,11 @@ class ProxyMode final : public Mode {
   ir::Ref ref_of(const Tensor& t);
   /** Whether `t` has a node (a weak lookup: a dead tensor never matches). */
   bool tracked(const Tensor& t) const;
+  /** Records into `graph` from now on (back into an earlier one too). A value recorded
+   * into another graph that is read while recording into this one is handed to `import`,
+   * which returns the value of this graph that stands for it (joint capture: a saved
+   * input of the backward graph); without `import` that is an internal error. */
+  void record_into(ir::Graph& graph, std::function<ir::Ref(const ir::Ref&)> import = {});
 
   Outputs handle(ops::OpKind op, std::span<const Value> args) override;
   /** (T2) A literal made during the trace becomes, at its first use, a constant node
@@ -50,12 +55,14 @@ class ProxyMode final : public Mode {
   void bind(const Tensor& t, ir::Ref ref);
   const ir::Ref* find(const Tensor& t) const;
 
-  ir::Graph& graph_;
+  ir::Graph* graph_;
+  std::function<ir::Ref(const ir::Ref&)> import_;
   // (T2) Keyed by impl address, checked against the impl's id (TensorId), so a freed
   // tensor whose address is reused never inherits an old node; holds no tensor.
   struct Entry {
     uint64_t id;
     ir::Ref ref;
+    const ir::Graph* graph;  // where ref's node is
   };
   AddressMap<Entry> table_;
   // Literals made fake below this mode, with their real values, until first use.

@@ -159,6 +159,38 @@ TEST(Graph, NamesDoNotDependOnWhenTheyAreAsked) {
     for (size_t i = nodes.size(), k = 0; i-- > 0; ++k) EXPECT_EQ(seen[t][k], names[(i + t) % nodes.size()]);
 }
 
+// Inputs a recorder makes after calls (joint capture's saved values) move to the front:
+// the list, the inputs, the names and the verifier agree; once a name is made, refused.
+TEST(Graph, InputsMadeLateMoveToTheFront) {
+  Graph g;
+  Node* t = g.add_input("t", meta({4}));
+  Node* a = g.add_call(OpKind::neg, {Ref{t}}, {meta({4})});
+  Node* s1 = g.add_input("s1", meta({4}));
+  Node* b = g.add_call(OpKind::mul, {Ref{a}, Ref{s1}}, {meta({4})});
+  Node* s2 = g.add_input("s2", meta({4}));
+  Node* c = g.add_call(OpKind::add, {Ref{b}, Ref{s2}, Scalar(1)}, {meta({4})});
+  g.set_output({Ref{c}});
+  g.move_inputs_to_front({s1, s2, t});
+  EXPECT_EQ(g.inputs(), (std::vector<Node*>{s1, s2, t}));
+  EXPECT_EQ(g.nodes(), (std::vector<Node*>{s1, s2, t, a, b, c, g.output()}));
+  EXPECT_EQ(g.first()->prev(), nullptr);
+  g.verify();
+  EXPECT_EQ(g.str(),
+            "%s1 : f32[4]@cpu:0 = input()\n"
+            "%s2 : f32[4]@cpu:0 = input()\n"
+            "%t : f32[4]@cpu:0 = input()\n"
+            "%neg : f32[4]@cpu:0 = neg(%t)\n"
+            "%mul : f32[4]@cpu:0 = mul(%neg, %s1)\n"
+            "%add : f32[4]@cpu:0 = add(%mul, %s2)\n"
+            "return %add\n");
+  expect_error([&] { g.move_inputs_to_front({t}); }, ErrorKind::internal, "before any node is named");
+  Graph h;
+  Node* x = h.add_input("x", meta({4}));
+  Node* n = h.add_call(OpKind::neg, {Ref{x}}, {meta({4})});
+  expect_error([&] { h.move_inputs_to_front({n}); }, ErrorKind::internal, "not an input of this graph");
+  expect_error([&] { h.move_inputs_to_front({s1}); }, ErrorKind::internal, "not an input of this graph");
+}
+
 TEST(Graph, NodeIdsAreDenseAndNeverReused) {
   Graph g;
   Node* x = g.add_input("x", meta({4}));

@@ -152,6 +152,8 @@ JointProgram check_module(nn::Module& m, const TensorList& user,
     return TensorList{loss(call_with(m, s, u))};
   };
   JointProgram p = capture_joint(fn, all, {.requires_grad = wants});
+  p.forward.verify();  // recorded into two graphs: each well formed on its own
+  p.backward.verify();
 
   TensorList copies;  // the program runs on copies of the state (buffers get written)
   for (const Tensor& t : all) copies.push_back(clone(t.detach()));
