@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/address_map.h"
 #include "kiln/ir/interpreter.h"
 
 namespace kiln::passes {
@@ -54,8 +55,9 @@ class Saver {
   }
 
   ir::Ref import(const ir::Ref& r) {
-    uint64_t key = uint64_t{r.node->id()} << 32 | static_cast<uint32_t>(r.output);
-    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    // Keyed by the address of the node plus the output number (below any node's size).
+    const void* key = reinterpret_cast<const char*>(r.node) + r.output;
+    if (const ir::Ref* known = memo_.find(key)) return *known;
     const ir::Node* n = r.node;
     ir::Ref out;
     if (n->opcode() == ir::Opcode::constant) {
@@ -67,7 +69,8 @@ class Saver {
       saved_inputs.push_back(in);
       out = {in, 0};
     } else {  // recomputed: one copy of the node, whichever of its outputs is read first
-      ir::Node*& copy = recomputed_[n];
+      ir::Node* const* made = recomputed_.find(n);
+      ir::Node* copy = made ? *made : nullptr;
       if (!copy) {
         ir::ArgList args;
         args.reserve(n->args().size());
@@ -83,10 +86,11 @@ class Saver {
           }
         }
         copy = backward_.add_call(n->op(), std::move(args), n->meta(), n->scope());
+        recomputed_.set(n, copy);
       }
       out = {copy, r.output};
     }
-    memo_.emplace(key, out);
+    memo_.set(key, out);
     return out;
   }
 
@@ -98,8 +102,8 @@ class Saver {
   ir::Graph& backward_;
   std::vector<char> needed_;  // by forward node id
   std::vector<const ir::Node*> stack_;
-  std::unordered_map<uint64_t, ir::Ref> memo_;
-  std::unordered_map<const ir::Node*, ir::Node*> recomputed_;
+  AddressMap<ir::Ref> memo_{32};
+  AddressMap<ir::Node*> recomputed_{16};
 };
 
 }  // namespace
