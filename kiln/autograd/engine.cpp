@@ -108,6 +108,7 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
     int deps = 0;         // edges into the node not yet run
     bool needed = false;  // grad(): on a path to a requested input
     bool target = false;  // grad(): a requested input's node
+    int first_capture = -1;  // grad(): the requested inputs at this node (chained in capture_next)
     TensorList buffer;    // gradients gathered for its inputs
   };
   std::vector<Info> infos(1);  // the root's first
@@ -142,9 +143,15 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
     }
   }
   // grad(): only nodes on a path to a requested input run.
+  std::vector<int> capture_next(run.capture ? run.capture->size() : 0, -1);
   if (run.capture) {
-    for (const Edge& e : *run.capture)
-      if (const uint32_t* at = index_of.find(e.node.get())) infos[*at].target = true;
+    for (size_t k = 0; k < run.capture->size(); ++k)
+      if (const uint32_t* at = index_of.find((*run.capture)[k].node.get())) {
+        Info& in = infos[*at];
+        in.target = true;
+        capture_next[k] = in.first_capture;
+        in.first_capture = static_cast<int>(k);
+      }
     for (Node* n : post) {  // children before parents
       Info& in = info_of(n);
       bool need = in.target;
@@ -162,9 +169,8 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
     Info& self = info_of(n);
     TensorList grads = std::move(self.buffer);
     grads.resize(n->inputs.size());
-    if (run.capture)
-      for (size_t k = 0; k < run.capture->size(); ++k)
-        if ((*run.capture)[k].node.get() == n) captured[k] = grads[(*run.capture)[k].input_nr];
+    for (int k = self.first_capture; k >= 0; k = capture_next[static_cast<size_t>(k)])
+      captured[static_cast<size_t>(k)] = grads[(*run.capture)[static_cast<size_t>(k)].input_nr];
     for (auto& [nr, weak] : n->retained)
       if (auto m = weak.lock(); m && grads[nr].defined()) AccumulateGrad::accumulate(m->grad, grads[nr]);
 
