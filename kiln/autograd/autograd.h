@@ -131,6 +131,27 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs,
  * it is a leaf requiring grad); invalid when `t` needs no gradient. */
 Edge gradient_edge(const Tensor& t);
 
+/** grad() at edges taken earlier (`edges[i]` = gradient_edge(inputs[i]) when it was
+ * taken; `inputs` give subclass gradients their placement): the gradient w.r.t. a
+ * value an in-place write has since replaced. For joint capture. */
+TensorList grad_at(const TensorList& outputs, const TensorList& inputs, const std::vector<Edge>& edges,
+                   const TensorList& grad_outputs, bool allow_unused);
+
+/** While alive, leaves that require grad may be written in place on this thread: the
+ * write's node sends the gradient of the old value to the leaf's accumulator, which
+ * grad_at() can capture. Joint capture only (J2: an input that requires grad, mutated);
+ * eager code gets the usual error. */
+class WritableLeavesGuard {
+ public:
+  WritableLeavesGuard();
+  ~WritableLeavesGuard();
+  WritableLeavesGuard(const WritableLeavesGuard&) = delete;
+  WritableLeavesGuard& operator=(const WritableLeavesGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
 // ---- the derivative table (derivatives.cpp) ---------------------------------------
 /** How an op is differentiated: one entry per op of the table (G2). */
 enum class Differentiable : uint8_t { missing, no, yes };

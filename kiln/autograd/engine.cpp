@@ -265,16 +265,10 @@ void backward(const TensorList& outputs, const TensorList& grad_outputs, bool re
   execute(std::move(roots), std::move(grads), {.keep_graph = retain_graph});
 }
 
-TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
-                bool retain_graph, bool allow_unused) {
+namespace {
+TensorList grad_of(const TensorList& outputs, const TensorList& inputs, std::vector<Edge> capture,
+                   const TensorList& grad_outputs, bool retain_graph, bool allow_unused) {
   TensorList grads = output_grads("grad", outputs, grad_outputs);
-  std::vector<Edge> capture;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    KILN_CHECK(inputs[i].defined() && inputs[i].requires_grad(), value,
-               "[grad] input {} ({}) does not require grad", i,
-               inputs[i].defined() ? inputs[i].meta_str() : "undefined");
-    capture.push_back(gradient_edge(inputs[i]));
-  }
   std::vector<Edge> roots;
   for (const Tensor& out : outputs) roots.push_back(gradient_edge(out));
   TensorList result = execute(std::move(roots), std::move(grads),
@@ -287,6 +281,27 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
     if (result[i].defined()) result[i] = subclass_like(inputs[i], result[i]);
   }
   return result;
+}
+}  // namespace
+
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
+                bool retain_graph, bool allow_unused) {
+  std::vector<Edge> capture;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK(inputs[i].defined() && inputs[i].requires_grad(), value,
+               "[grad] input {} ({}) does not require grad", i,
+               inputs[i].defined() ? inputs[i].meta_str() : "undefined");
+    capture.push_back(gradient_edge(inputs[i]));
+  }
+  return grad_of(outputs, inputs, std::move(capture), grad_outputs, retain_graph, allow_unused);
+}
+
+TensorList grad_at(const TensorList& outputs, const TensorList& inputs, const std::vector<Edge>& edges,
+                   const TensorList& grad_outputs, bool allow_unused) {
+  KILN_CHECK(inputs.size() == edges.size(), internal, "[grad_at] {} inputs, {} edges", inputs.size(), edges.size());
+  for (size_t i = 0; i < edges.size(); ++i)
+    KILN_CHECK(edges[i].valid(), value, "[grad_at] input {} ({}) did not require grad", i, inputs[i].meta_str());
+  return grad_of(outputs, inputs, edges, grad_outputs, false, allow_unused);
 }
 
 }  // namespace kiln::autograd

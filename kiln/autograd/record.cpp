@@ -16,6 +16,7 @@ using detail::t_grad_enabled;
 
 namespace {
 thread_local bool t_inference = false;
+thread_local bool t_writable_leaves = false;
 std::atomic<uint64_t> g_sequence{0};
 
 // "layer_norm" -> "LayerNormBackward0", "_to_copy" -> "ToCopyBackward0" (PyTorch's names).
@@ -61,6 +62,8 @@ InferenceModeGuard::~InferenceModeGuard() {
   t_inference = prev_inference_;
 }
 bool InferenceModeGuard::active() { return t_inference; }
+WritableLeavesGuard::WritableLeavesGuard() : prev_(t_writable_leaves) { t_writable_leaves = true; }
+WritableLeavesGuard::~WritableLeavesGuard() { t_writable_leaves = prev_; }
 
 Edge gradient_edge(const Tensor& t);  // engine.cpp
 
@@ -150,7 +153,7 @@ Outputs record(OpKind op, std::span<const Value> args) {
   const Tensor* self = mutated >= 0 ? &std::get<Tensor>(args[static_cast<size_t>(mutated)]) : nullptr;
   if (self) {
     const AutogradMeta* m = self->impl()->autograd.get();
-    KILN_CHECK(!(m && m->requires_grad && !m->grad_fn), value,
+    KILN_CHECK(!(m && m->requires_grad && !m->grad_fn) || t_writable_leaves, value,
                "[{}] cannot modify in place a leaf tensor that requires grad ({}): its gradient "
                "would describe a value that no longer exists. Write to a clone, or under "
                "NoGradGuard",

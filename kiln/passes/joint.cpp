@@ -12,28 +12,24 @@ namespace kiln::passes {
 
 namespace {
 
-// Passes gradients through: the history given to a differentiable input, so the traced
-// function may write it in place (a leaf requiring grad could not be) while gradients
-// still reach the input's leaf.
-class InputIdentity final : public autograd::Node {
- public:
-  std::string name() const override { return "InputBackward0"; }
-  TensorList apply(TensorList& grads) override { return {grads[0]}; }
+// The traced inputs that require grad: leaves of the traced function, whose accumulators
+// are where grad_at() takes their gradients (taken before the function runs, so a leaf
+// the function writes in place still gets the gradient of its old value). A written leaf
+// holds its write's node, which holds the leaf's accumulator, which holds the leaf: the
+// leaves' autograd state is dropped when tracing ends, however it ends.
+struct Leaves {
+  TensorList tensors;
+  std::vector<autograd::Edge> edges;
+  void add(Tensor& t) {
+    t.set_requires_grad(true);
+    edges.push_back(autograd::gradient_edge(t));
+    tensors.push_back(t);
+  }
+  ~Leaves() {
+    edges.clear();
+    for (Tensor& t : tensors) t.impl()->autograd.reset();
+  }
 };
-
-// Makes `w` a non-leaf whose gradient flows to a fresh leaf; returns the leaf.
-Tensor give_history(const Tensor& w) {
-  Tensor leaf = w.detach_descriptor();
-  leaf.set_requires_grad(true);
-  auto node = make_pooled<InputIdentity>();
-  node->inputs.push_back({w.shape(), w.dtype(), w.device()});
-  node->device = w.device();
-  node->next.push_back(autograd::gradient_edge(leaf));
-  auto meta = make_pooled<autograd::AutogradMeta>();
-  meta->grad_fn = std::move(node);
-  w.impl()->autograd = std::move(meta);
-  return leaf;
-}
 
 // The backward graph's view of forward values (Note [Joint capture]). A forward value a
 // backward op reads is saved (an input of the backward graph, an output of the forward
@@ -157,12 +153,16 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
     TensorList new_values(n_primals), grads;
     {
       FunctionalizeMode functionalize;  // the traced primals are their own values
-      TensorList fn_inputs, leaves;
+      TensorList fn_inputs;
+      Leaves leaves;
       for (size_t i = 0; i < n_primals; ++i) {
         fn_inputs.push_back(subclass_rewrap(inputs[i], traced[i]));
-        if (wants[i]) leaves.push_back(give_history(fn_inputs[i]));
+        if (wants[i]) leaves.add(fn_inputs.back());
       }
-      TensorList user = fn(fn_inputs);
+      TensorList user = [&] {
+        autograd::WritableLeavesGuard writable;  // (J2) an input requiring grad may be mutated
+        return fn(fn_inputs);
+      }();
       // (J2) The forward's outputs, known before backward is traced: out-of-graph
       // mutations first; inputs that need no gradient are written back by epilogue
       // copies when asked (J3: traced last, rebinding nothing).
@@ -201,8 +201,8 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         diff_outputs.push_back(user[k]);
         tangents.push_back(subclass_rewrap_gradient(user[k], t));
       }
-      if (!diff_outputs.empty() && !leaves.empty()) {
-        TensorList g = autograd::grad(diff_outputs, leaves, tangents, false, /*allow_unused=*/true);
+      if (!diff_outputs.empty() && !leaves.tensors.empty()) {
+        TensorList g = autograd::grad_at(diff_outputs, leaves.tensors, leaves.edges, tangents, /*allow_unused=*/true);
         for (Tensor& x : g) grads.push_back(x.defined() ? functionalize.value_of(subclass_inner(x)) : Tensor());
       }
     }

@@ -4,9 +4,11 @@
 //
 // Note [Joint capture]
 // The function runs under ProxyMode -> FunctionalizeMode -> FakeMode on (fake twins of)
-// its inputs; inputs that require grad are given a history (an identity node in front of a
-// leaf), so the function may even write them in place, and autograd::grad of the
-// outputs w.r.t. those leaves then runs the backward formulas through the same modes.
+// its inputs; inputs that require grad are leaves whose gradient edges (accumulators) are
+// taken before the function runs, and the function may even write them in place
+// (WritableLeavesGuard: the write's node sends the old value's gradient to that edge);
+// autograd::grad_at of the outputs at those edges then runs the backward formulas
+// through the same modes.
 // Forward and backward are recorded straight into their own graphs (no joint graph to
 // partition and copy): once the function returns, the forward's outputs and write-backs
 // are known, so the nodes they need are marked, and the recorder switches to the
