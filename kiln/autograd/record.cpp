@@ -203,10 +203,12 @@ Outputs record(OpKind op, std::span<const Value> args) {
   for (const Tensor& o : outs) node->inputs.push_back({o.shape(), o.dtype(), o.device()});
   if (d.saves & kSavesResult) {
     for (size_t i = 0; i < outs.size(); ++i) {
-      // Without history (the output itself would make a cycle through its grad_fn); under
-      // modes detach() is an alias op they see (a traced graph saves `alias(%relu)`, as
-      // PyTorch's saves `detach(%relu)`).
-      node->results.push_back(outs[i].detach());
+      // Without history (the output itself would make a cycle through its grad_fn): a
+      // second handle on its data, which the modes are told stands for the output (a
+      // traced backward reads the output's own node; no alias op per saved value).
+      Tensor saved = outs[i].detach_descriptor();
+      alias_to_modes(saved, outs[i]);
+      node->results.push_back(std::move(saved));
       node->saved.push_back({node->results.back(), outs[i].storage()->version,
                              -1 - static_cast<int>(i)});
     }

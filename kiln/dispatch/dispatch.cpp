@@ -642,6 +642,15 @@ Tensor lift_literal(const Tensor& literal) {
 
 Tensor Mode::lift(const Tensor& literal) { return lift_literal(literal); }
 
+void alias_to_modes(const Tensor& alias, const Tensor& of) {
+  if (t_depth == 0) return;
+  Mode* mode = t_modes[t_depth - 1];
+  PopMode pop;
+  mode->alias(alias, of);
+}
+
+void Mode::alias(const Tensor& alias, const Tensor& of) { alias_to_modes(alias, of); }
+
 bool Mode::only_propagates(std::span<const Value>) const { return false; }
 
 }  // namespace kiln

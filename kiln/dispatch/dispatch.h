@@ -26,6 +26,10 @@ class Mode {
    * returns what the user's code sees. The default hands it to the modes below
    * (lift_literal); FakeMode makes it fake, ProxyMode records it as a constant. */
   virtual Tensor lift(const Tensor& literal);
+  /** `alias` is a second handle on `of`'s data that autograd keeps (a saved output
+   * without its history): a mode that tracks tensors treats it as `of` from now on (a
+   * trace reads `of`'s node; no op is recorded). The default tells the modes below. */
+  virtual void alias(const Tensor& alias, const Tensor& of);
   /** Whether handle(op, args) would be exactly dispatch_meta(op, args): nothing recorded,
    * nothing converted (FakeMode on fake arguments). Lets a layer above that already
    * knows the outputs' metadata skip the call (see redispatch_is_meta). */
@@ -35,6 +39,8 @@ class Mode {
 /** Hands a freshly made tensor literal (tensor({..}), from_vector) to the active modes,
  * innermost first, the way dispatch() hands them a call. Eagerly: the literal itself. */
 Tensor lift_literal(const Tensor& literal);
+/** Tells the active modes, innermost first, that `alias` stands for `of` (Mode::alias). */
+void alias_to_modes(const Tensor& alias, const Tensor& of);
 
 /** Pushes `mode` on this thread's stack for the guard's lifetime. */
 class ModeGuard {

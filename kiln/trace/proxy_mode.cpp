@@ -59,6 +59,15 @@ ir::Ref ProxyMode::ref_of(const Tensor& t) {
   return ref;
 }
 
+void ProxyMode::alias(const Tensor& alias, const Tensor& of) {
+  if (const Entry* e = table_.find(of.impl()); e && refers_to(e->id, of)) {
+    Entry same = *e;  // copied first: set() may grow the table
+    same.id = alias.impl()->id.value();
+    table_.set(alias.impl(), same);
+  }
+  Mode::alias(alias, of);
+}
+
 Tensor ProxyMode::lift(const Tensor& literal) {
   Tensor seen = lift_literal(literal);
   if (!seen.is_same(literal)) literals_[seen.impl()] = {seen.impl()->id.value(), literal};

@@ -50,6 +50,8 @@ class ProxyMode final : public Mode {
   /** (T2) A literal made during the trace becomes, at its first use, a constant node
    * holding its real value, even when the modes below made it fake. */
   Tensor lift(const Tensor& literal) override;
+  /** `alias` gets `of`'s node (autograd's saved outputs: no alias node per saved value). */
+  void alias(const Tensor& alias, const Tensor& of) override;
 
  private:
   void bind(const Tensor& t, ir::Ref ref);

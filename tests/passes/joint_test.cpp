@@ -215,6 +215,12 @@ TEST(J1, BlockAndGptCaptureLikeEager) {
   EXPECT_EQ(count[ops::OpKind::mean], 0);
   EXPECT_EQ(count[ops::OpKind::as_strided_scatter], 3);  // q, k and v of one qkv projection
   EXPECT_EQ(count[ops::OpKind::as_strided], 0);
+  // softmax's saved output is read as the forward's own node (no alias node per saved value)
+  EXPECT_EQ(count[ops::OpKind::alias], 0);
+  std::map<ops::OpKind, int> fw_count;
+  for (ir::Node* n : pb.forward.nodes())
+    if (n->opcode() == ir::Opcode::call) ++fw_count[n->op()];
+  EXPECT_EQ(fw_count[ops::OpKind::alias], 0);
 }
 
 }  // namespace
