@@ -1,5 +1,6 @@
 #include "kiln/trace/proxy_mode.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "kiln/dispatch/functional.h"
@@ -15,24 +16,27 @@ NoClobberScope::~NoClobberScope() { t_no_clobber = prev_; }
 bool NoClobberScope::active() { return t_no_clobber; }
 
 
-ProxyMode::ProxyMode(ir::Graph& graph) : graph_(&graph), guard_(*this) {}
+ProxyMode::ProxyMode(ir::Graph& graph) : graph_(&graph), graphs_{&graph}, guard_(*this) {}
 
-const ir::Ref* ProxyMode::find(const Tensor& t) const {
+const ProxyMode::Entry* ProxyMode::find(const Tensor& t) const {
   const Entry* e = table_.find(t.impl());
-  return e && refers_to(e->id, t) ? &e->ref : nullptr;
+  return e && refers_to(e->id, t) ? e : nullptr;
 }
 
 bool ProxyMode::tracked(const Tensor& t) const { return find(t) != nullptr; }
 
 void ProxyMode::record_into(ir::Graph& graph, std::function<ir::Ref(const ir::Ref&)> import) {
   graph_ = &graph;
+  auto it = std::find(graphs_.begin(), graphs_.end(), &graph);
+  graph_index_ = static_cast<uint32_t>(it - graphs_.begin());
+  if (it == graphs_.end()) graphs_.push_back(&graph);
   import_ = std::move(import);
 }
 
 void ProxyMode::bind(const Tensor& t, ir::Ref ref) {
   // An entry of a freed tensor stays (a few words, no memory of the tensor's held):
   // the table grows with the graph, not with the live tensors, at O(1) per op.
-  table_.set(t.impl(), Entry{t.impl()->id.value(), ref, graph_});
+  table_.set(t.impl(), Entry{t.impl()->id.value(), ref.node, ref.output, graph_index_});
 }
 
 ir::Ref ProxyMode::add_input(const Tensor& t, std::string name) {
@@ -42,10 +46,10 @@ ir::Ref ProxyMode::add_input(const Tensor& t, std::string name) {
 }
 
 ir::Ref ProxyMode::ref_of(const Tensor& t) {
-  if (const Entry* e = table_.find(t.impl()); e && refers_to(e->id, t)) {
-    if (e->graph == graph_) return e->ref;
+  if (const Entry* e = find(t)) {
+    if (e->graph == graph_index_) return e->ref();
     KILN_CHECK(import_, internal, "[trace] {} was recorded into another graph", t.meta_str());
-    return import_(e->ref);  // not rebound: the tensor stays the other graph's value there
+    return import_(e->ref());  // not rebound: the tensor stays the other graph's value there
   }
   // (T2) Captured from outside the trace, or a literal made in it: a constant node that
   // holds the real value (a literal made fake below keeps its data in literals_).
@@ -60,7 +64,7 @@ ir::Ref ProxyMode::ref_of(const Tensor& t) {
 }
 
 void ProxyMode::alias(const Tensor& alias, const Tensor& of) {
-  if (const Entry* e = table_.find(of.impl()); e && refers_to(e->id, of)) {
+  if (const Entry* e = find(of)) {
     Entry same = *e;  // copied first: set() may grow the table
     same.id = alias.impl()->id.value();
     table_.set(alias.impl(), same);

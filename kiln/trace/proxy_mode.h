@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kiln/core/address_map.h"
 #include "kiln/core/pool.h"
@@ -55,16 +56,22 @@ class ProxyMode final : public Mode {
 
  private:
   void bind(const Tensor& t, ir::Ref ref);
-  const ir::Ref* find(const Tensor& t) const;
+  struct Entry;
+  const Entry* find(const Tensor& t) const;
 
   ir::Graph* graph_;
+  uint32_t graph_index_ = 0;           // of graph_ in graphs_
+  std::vector<const ir::Graph*> graphs_;  // every graph recorded into, in first-use order
   std::function<ir::Ref(const ir::Ref&)> import_;
   // (T2) Keyed by impl address, checked against the impl's id (TensorId), so a freed
-  // tensor whose address is reused never inherits an old node; holds no tensor.
+  // tensor whose address is reused never inherits an old node; holds no tensor. 24 bytes:
+  // the graph's index sits where a Ref would pad.
   struct Entry {
     uint64_t id;
-    ir::Ref ref;
-    const ir::Graph* graph;  // where ref's node is
+    ir::Node* node;
+    int32_t output;
+    uint32_t graph;  // index in graphs_ of the node's graph
+    ir::Ref ref() const { return {node, output}; }
   };
   AddressMap<Entry> table_;
   // Literals made fake below this mode, with their real values, until first use.
