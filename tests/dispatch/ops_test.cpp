@@ -91,6 +91,21 @@ TEST(Elementwise, BinaryBroadcasts) {
                "non-singleton dimension 1");
 }
 
+// relu's fused gradient: grad where self > threshold, else 0, broadcasting like a binary
+// op; an integer self compares exactly with a threshold outside its range.
+TEST(Elementwise, ThresholdBackwardIsGradWhereSelfExceedsTheThreshold) {
+  manual_seed(4);
+  Tensor g = randn({3, 4}), x = transpose(randn({4, 3}), 0, 1);
+  EXPECT_EQ(to_vector<float>(threshold_backward(g, x, 0.25)), to_vector<float>(masked_fill(g, x <= 0.25, 0)));
+  Tensor row = randn({4});
+  EXPECT_EQ(to_vector<float>(threshold_backward(row, x, 0)),
+            to_vector<float>(masked_fill(contiguous(expand(row, {3, 4})), x <= 0, 0)));
+  Tensor gi = from_vector<int64_t>({1, 2, 3}), xi = from_vector<int64_t>({-5, 0, 7});
+  EXPECT_EQ(to_vector<int64_t>(threshold_backward(gi, xi, 0)), (std::vector<int64_t>{0, 0, 3}));
+  EXPECT_EQ(to_vector<int64_t>(threshold_backward(gi, xi, 1e300)), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(to_vector<int64_t>(threshold_backward(gi, xi, -1e300)), (std::vector<int64_t>{1, 2, 3}));
+}
+
 TEST(Elementwise, TypePromotion) {
   Tensor i32t = ones({2}, {.dtype = i32});
   Tensor u8t = ones({2}, {.dtype = u8});

@@ -243,8 +243,12 @@ void k_threshold_backward(const OpCall& c, std::span<Tensor> outs) {
   Staged s(outs[0], cd);
   double threshold = c.args.scalar(2).to_double();
   auto run = [&]<typename T>(T*) {
-    T th = static_cast<T>(threshold);
-    binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) { return v <= th ? T(0) : gv; });
+    if constexpr (std::is_floating_point_v<T>) {
+      T th = static_cast<T>(threshold);  // defined for any double (inf, NaN)
+      binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) { return v <= th ? T(0) : gv; });
+    } else {  // compared as doubles: a threshold outside T's range converts to nothing
+      binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) { return static_cast<double>(v) <= threshold ? T(0) : gv; });
+    }
   };
   KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
   s.finish();
