@@ -529,24 +529,31 @@ void meta_clone(const OpCall& c, MetaOut& out) {
   out.fresh(self.shape(), self.dtype());
 }
 
-void meta_layer_norm(const OpCall& c, MetaOut& out) {
-  const Tensor& x = c.args.tensor(0);
-  const IntList& norm = c.args.ints(1);
+namespace {
+// The checks a norm and its gradient share: input `x` floating, `norm` its trailing dims,
+// and the affine tensors at arguments first_affine.. (weight, then bias) of shape `norm`
+// and x's dtype.
+void check_norm_args(const OpCall& c, const Tensor& x, const IntList& norm, size_t first_affine, size_t n_affine) {
   check_floating(c, x.dtype());
   bool ok = static_cast<int64_t>(norm.size()) <= x.dim() && !norm.empty();
   for (size_t i = 0; ok && i < norm.size(); ++i)
     ok = norm[i] == x.shape()[x.dim() - norm.size() + i];
   KILN_CHECK(ok, shape, "[{}] normalized_shape {} does not match the trailing dims of input {}",
              name_of(c), ints_str(norm), x.shape().str());
-  size_t n_affine = c.op == OpKind::layer_norm ? 2 : 1;
   for (size_t i = 0; i < n_affine; ++i) {
-    const Tensor* p = c.args.opt_tensor_ptr(2 + i);
+    const Tensor* p = c.args.opt_tensor_ptr(first_affine + i);
     if (!p) continue;
     KILN_CHECK(p->shape() == Dims(norm), shape,
                "[{}] {} of shape {} does not match normalized_shape {}", name_of(c),
                i == 0 ? "weight" : "bias", p->shape().str(), ints_str(norm));
     check_same_dtype(c, x, *p);
   }
+}
+}  // namespace
+
+void meta_layer_norm(const OpCall& c, MetaOut& out) {
+  const Tensor& x = c.args.tensor(0);
+  check_norm_args(c, x, c.args.ints(1), 2, c.op == OpKind::layer_norm ? 2 : 1);
   out.fresh(x.shape(), x.dtype());
 }
 
@@ -556,20 +563,10 @@ void meta_layer_norm_backward(const OpCall& c, MetaOut& out) {
   const Tensor& g = c.args.tensor(0);
   const Tensor& x = c.args.tensor(1);
   const IntList& norm = c.args.ints(2);
-  check_floating(c, x.dtype());
+  check_norm_args(c, x, norm, 3, 1);
   check_same_dtype(c, x, g);
   KILN_CHECK(g.shape() == x.shape(), shape, "[{}] grad_output of shape {} does not match input {}",
              name_of(c), g.shape().str(), x.shape().str());
-  bool ok = static_cast<int64_t>(norm.size()) <= x.dim() && !norm.empty();
-  for (size_t i = 0; ok && i < norm.size(); ++i)
-    ok = norm[i] == x.shape()[x.dim() - norm.size() + i];
-  KILN_CHECK(ok, shape, "[{}] normalized_shape {} does not match the trailing dims of input {}",
-             name_of(c), ints_str(norm), x.shape().str());
-  if (const Tensor* w = c.args.opt_tensor_ptr(3)) {
-    KILN_CHECK(w->shape() == Dims(norm), shape, "[{}] weight of shape {} does not match normalized_shape {}",
-               name_of(c), w->shape().str(), ints_str(norm));
-    check_same_dtype(c, x, *w);
-  }
   out.fresh(x.shape(), x.dtype());
   out.fresh(Dims(norm), x.dtype());
   out.fresh(Dims(norm), x.dtype());
