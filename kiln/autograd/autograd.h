@@ -46,6 +46,10 @@ struct GradMeta {
   Device device;
 };
 
+/** Gradients handed between backward nodes: one list per node run, from the thread's
+ * pool (no malloc per node). */
+using GradList = PoolVector<Tensor>;
+
 /** A step of the backward graph: turns gradients of its forward outputs into gradients
  * of its forward inputs (one per edge in `next`). */
 class Node {
@@ -55,7 +59,7 @@ class Node {
   virtual std::string name() const = 0;
   /** grads[i]: the gradient of forward output i (undefined: none flowed). Returns one
    * gradient per edge of `next` (undefined: none). */
-  virtual TensorList apply(TensorList& grads) = 0;
+  virtual GradList apply(GradList& grads) = 0;
   /** Frees what the node saved (after a backward without retain_graph). */
   virtual void release() {}
 

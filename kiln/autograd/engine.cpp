@@ -19,7 +19,7 @@ class AccumulateGrad final : public Node {
     device = leaf_.device();
   }
   std::string name() const override { return "AccumulateGrad"; }
-  TensorList apply(TensorList& grads) override {
+  GradList apply(GradList& grads) override {
     accumulate(leaf_.impl()->autograd->grad, subclass_like(leaf_, grads[0]));
     return {};
   }
@@ -42,15 +42,15 @@ class AccumulateGrad final : public Node {
 // The start of a backward: hands the given output gradients to the outputs' nodes.
 class GraphRoot final : public Node {
  public:
-  GraphRoot(std::vector<Edge> roots, TensorList grads) : grads_(std::move(grads)) {
+  GraphRoot(std::vector<Edge> roots, const TensorList& grads) : grads_(grads.begin(), grads.end()) {
     next.assign(roots.begin(), roots.end());
     sequence = UINT64_MAX;
   }
   std::string name() const override { return "GraphRoot"; }
-  TensorList apply(TensorList&) override { return grads_; }
+  GradList apply(GradList&) override { return grads_; }
 
  private:
-  TensorList grads_;
+  GradList grads_;
 };
 
 struct ByLatest {
@@ -109,7 +109,7 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
     bool needed = false;  // grad(): on a path to a requested input
     bool target = false;  // grad(): a requested input's node
     int first_capture = -1;  // grad(): the requested inputs at this node (chained in capture_next)
-    TensorList buffer;    // gradients gathered for its inputs
+    GradList buffer;      // gradients gathered for its inputs
   };
   std::vector<Info> infos(1);  // the root's first
   infos.reserve(64);
@@ -117,8 +117,11 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
   index_of.set(root.get(), 0);
   auto info_of = [&](const Node* n) -> Info& { return infos[*index_of.find(n)]; };
   std::vector<Node*> post;
+  post.reserve(64);
   {
-    std::vector<std::pair<Node*, size_t>> stack{{root.get(), 0}};
+    std::vector<std::pair<Node*, size_t>> stack;
+    stack.reserve(64);
+    stack.push_back({root.get(), 0});
     while (!stack.empty()) {
       auto& [n, i] = stack.back();
       if (i < n->next.size()) {
@@ -161,13 +164,15 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
   }
 
   TensorList captured(run.capture ? run.capture->size() : 0);
-  std::priority_queue<Node*, std::vector<Node*>, ByLatest> ready;
+  std::vector<Node*> queue;
+  queue.reserve(post.size());
+  std::priority_queue<Node*, std::vector<Node*>, ByLatest> ready(ByLatest(), std::move(queue));
   ready.push(root.get());
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
     Info& self = info_of(n);
-    TensorList grads = std::move(self.buffer);
+    GradList grads = std::move(self.buffer);
     grads.resize(n->inputs.size());
     for (int k = self.first_capture; k >= 0; k = capture_next[static_cast<size_t>(k)])
       captured[static_cast<size_t>(k)] = grads[(*run.capture)[static_cast<size_t>(k)].input_nr];
@@ -177,7 +182,7 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
     bool any = n == root.get();
     for (const Tensor& g : grads) any = any || g.defined();
     bool skip = !any || (run.capture && (!self.needed || n->kind == Node::Kind::accumulate_grad));
-    TensorList outs;
+    GradList outs;
     if (!skip) {
       for (size_t i = 0; i < grads.size(); ++i)  // a differentiable output nobody used
         if (!grads[i].defined() && is_floating(n->inputs[i].dtype))
@@ -194,7 +199,7 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
       Info& next = info_of(e.node.get());
       if (i < outs.size() && outs[i].defined()) {
         Tensor g = validated(*n, e, std::move(outs[i]));
-        TensorList& buf = next.buffer;
+        GradList& buf = next.buffer;
         buf.resize(e.node->inputs.size());
         Tensor& slot = buf[e.input_nr];
         if (slot.defined()) {

@@ -15,7 +15,7 @@ class FormulaNode;
  * schema: `arg` is the argument index, `j` the position in a tensor list (cat). */
 class GradCtx {
  public:
-  GradCtx(const FormulaNode& node, TensorList& grads, TensorList& out)
+  GradCtx(const FormulaNode& node, GradList& grads, GradList& out)
       : node_(node), grads_(grads), out_(out) {}
 
   /** The call's arguments; tensors the formula does not save are undefined. */
@@ -37,8 +37,8 @@ class GradCtx {
  private:
   int slot(int arg, int j) const;
   const FormulaNode& node_;
-  TensorList& grads_;
-  TensorList& out_;
+  GradList& grads_;
+  GradList& out_;
 };
 
 /** One op's derivative: which inputs and outputs its formula reads, and the formula. */
@@ -66,13 +66,13 @@ class FormulaNode final : public Node {
   // User-provided: make_pooled value-initializes (see TensorImpl).
   FormulaNode() { kind = Kind::formula; }
   std::string name() const override;
-  TensorList apply(TensorList& grads) override;
+  GradList apply(GradList& grads) override;
   void release() override;
 
   ops::OpKind op = ops::OpKind::empty;      // the functional op whose formula runs
   ops::OpKind called = ops::OpKind::empty;  // the op the user called (add_ for add)
   PoolVector<Value> args;      // unsaved tensors are undefined
-  TensorList results;          // saved outputs (aliases without history), or empty
+  PoolVector<Tensor> results;  // saved outputs (aliases without history), or empty
   PoolVector<SavedTensor> saved;
   PoolVector<int> first_slot;  // per argument: its first slot in `next` (-1: none)
   std::vector<Dims> list_shapes;  // the tensor-list argument's shapes (cat)

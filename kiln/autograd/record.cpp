@@ -80,8 +80,8 @@ void FormulaNode::release() {
   released = true;
 }
 
-TensorList FormulaNode::apply(TensorList& grads) {
-  TensorList out(next.size());
+GradList FormulaNode::apply(GradList& grads) {
+  GradList out(next.size());
   GradCtx ctx(*this, grads, out);
   derivative(op).formula(ctx);
   return out;

@@ -560,7 +560,6 @@ Decision reduce_rule(OpKind op, const Tensor& x, const IntList& dims_in, bool ke
   for (int64_t d : dims_in) reduced[static_cast<size_t>(wrap_dim(d, x.dim(), ops::op_name(op)))] = true;
   Decision dec;
   dec.inputs.assign(1, Placements(static_cast<size_t>(mesh.ndim())));
-  dec.output.resize(static_cast<size_t>(mesh.ndim()));
   const Placements& have = x.impl()->dtensor->placements;
   for (int64_t i = 0; i < mesh.ndim(); ++i) {
     const Placement& p = have[static_cast<size_t>(i)];
@@ -579,7 +578,7 @@ Decision reduce_rule(OpKind op, const Tensor& x, const IntList& dims_in, bool ke
       out = Shard(p.dim - before);
     }
     dec.inputs[0][static_cast<size_t>(i)] = in;
-    dec.output[static_cast<size_t>(i)] = out;
+    dec.output.push_back(out);  // mesh dims in order
   }
   return dec;
 }

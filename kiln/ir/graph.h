@@ -22,6 +22,7 @@ namespace kiln::ir {
 
 class Node;
 class Namer;
+struct NameLinks;
 
 /** One value a node produces: the node and which of its outputs. */
 struct Ref {
@@ -104,6 +105,8 @@ class Node {
   Opcode opcode_ = Opcode::call;
   ops::OpKind op_ = ops::OpKind::empty;
   bool given_name_ = false;     // name_ holds the asked-for base until the node is named
+  bool lends_name_ = false;     // another graph's node is named after this one
+  int32_t name_link_ = -1;      // named after another graph's node: its link (Note [Borrowed names])
   mutable std::string name_;
   mutable std::atomic<Namer*> namer_{nullptr};  // set while the name is not made yet
   ArgList args_;
@@ -133,6 +136,12 @@ class Graph {
   ~Graph();
 
   Node* add_input(std::string name, ValueMeta meta);
+  /** An input named `prefix` + the name of `source`, a node of graph `from`, + `suffix`
+   * (joint capture's saved values: "saved_relu_3"). The source's name is taken when this
+   * graph's names are made, so neither graph is named to build it (Note [Borrowed
+   * names]); `from` may be changed, moved or destroyed meanwhile. */
+  Node* add_input_named_after(Graph& from, Node* source, std::string_view prefix,
+                              std::string_view suffix, ValueMeta meta);
   /** A constant holding `value` (a tensor captured from outside the traced code). */
   Node* add_constant(Tensor value, std::string name = "");
   /** A call; `meta` has one entry per output of `op`; named after the op unless `name`. */
@@ -175,6 +184,8 @@ class Graph {
  private:
   Node* append(NodePtr node);
   void link_uses(Node* n);
+  // Makes the names other graphs borrow from this one, before a node they name leaves.
+  void settle_lent_names();
 
   std::vector<NodePtr> owned_;
   Node* head_ = nullptr;
@@ -185,6 +196,7 @@ class Graph {
   // creation order. Held by pointer: the nodes point at it and it stays put when the
   // graph moves.
   std::unique_ptr<Namer> namer_;
+  std::vector<std::shared_ptr<NameLinks>> lent_;  // names other graphs borrow from this one
   uint32_t next_id_ = 0;
 };
 

@@ -28,7 +28,8 @@ FunctionalizeMode::FunctionalizeMode() : guard_(*this) {}
 FunctionalizeMode::~FunctionalizeMode() = default;
 
 FunctionalizeMode::FTensor* FunctionalizeMode::find(const Tensor& t) {
-  if (!t.defined()) return nullptr;
+  // Nothing tracked until a first write (a trace without mutation never hashes).
+  if (!t.defined() || roots_.empty()) return nullptr;
   if (auto it = tensors_.find(t.impl()); it != tensors_.end() && refers_to(it->second.user, t))
     return &it->second;
   // Another handle on a tracked storage (a detached copy, say): tracked from here on,

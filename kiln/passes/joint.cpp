@@ -18,6 +18,10 @@ namespace {
 // holds its write's node, which holds the leaf's accumulator, which holds the leaf: the
 // leaves' autograd state is dropped when tracing ends, however it ends.
 struct Leaves {
+  explicit Leaves(size_t most) {
+    tensors.reserve(most);
+    edges.reserve(most);
+  }
   TensorList tensors;
   std::vector<autograd::Edge> edges;
   void add(Tensor& t) {
@@ -37,7 +41,7 @@ struct Leaves {
 // a saved result) is recomputed in backward from values imported the same way.
 class Saver {
  public:
-  Saver(const ir::Graph& forward, ir::Graph& backward) : forward_(forward), backward_(backward) {}
+  Saver(ir::Graph& forward, ir::Graph& backward) : forward_(forward), backward_(backward) {}
 
   // Marks `r`'s node and every node it reads as needed by the forward graph.
   void need(const ir::Ref& r) {
@@ -54,13 +58,14 @@ class Saver {
     // Keyed by the address of the node plus the output number (below any node's size).
     const void* key = reinterpret_cast<const char*>(r.node) + r.output;
     if (const ir::Ref* known = memo_.find(key)) return *known;
-    const ir::Node* n = r.node;
+    ir::Node* n = r.node;
     ir::Ref out;
     if (n->opcode() == ir::Opcode::constant) {
       out = {backward_.add_constant(n->value(), n->name()), 0};
     } else if (n->opcode() == ir::Opcode::input || (n->id() < needed_.size() && needed_[n->id()])) {
-      std::string name = "saved_" + n->name() + (r.output ? "_" + std::to_string(r.output) : "");
-      ir::Node* in = backward_.add_input(std::move(name), n->meta()[static_cast<size_t>(r.output)]);
+      // Named after the forward value when the backward's names are made (Note [Borrowed names]).
+      std::string suffix = r.output ? fmt::format("_{}", r.output) : std::string();
+      ir::Node* in = backward_.add_input_named_after(forward_, n, "saved_", suffix, n->meta()[static_cast<size_t>(r.output)]);
       saved.push_back(r);
       saved_inputs.push_back(in);
       out = {in, 0};
@@ -94,7 +99,7 @@ class Saver {
   std::vector<ir::Node*> saved_inputs;   // their inputs in the backward graph
 
  private:
-  const ir::Graph& forward_;
+  ir::Graph& forward_;
   ir::Graph& backward_;
   std::vector<char> needed_;  // by forward node id
   std::vector<const ir::Node*> stack_;
@@ -147,6 +152,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   {
     autograd::GradModeGuard grad_on(true);
     ProxyMode proxy(fw);
+    primal_nodes.reserve(n_primals);
     for (size_t i = 0; i < n_primals; ++i)
       primal_nodes.push_back(proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
                                                                                        : "primals_" + std::to_string(i)).node);
@@ -154,7 +160,8 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
     {
       FunctionalizeMode functionalize;  // the traced primals are their own values
       TensorList fn_inputs;
-      Leaves leaves;
+      fn_inputs.reserve(n_primals);
+      Leaves leaves(n_primals);
       for (size_t i = 0; i < n_primals; ++i) {
         fn_inputs.push_back(subclass_rewrap(inputs[i], traced[i]));
         if (wants[i]) leaves.add(fn_inputs.back());
@@ -202,6 +209,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         tangents.push_back(subclass_rewrap_gradient(user[k], t));
       }
       if (!diff_outputs.empty() && !leaves.tensors.empty()) {
+        grads.reserve(leaves.tensors.size());
         TensorList g = autograd::grad_at(diff_outputs, leaves.tensors, leaves.edges, tangents, /*allow_unused=*/true);
         for (Tensor& x : g) grads.push_back(x.defined() ? functionalize.value_of(subclass_inner(x)) : Tensor());
       }

@@ -191,6 +191,80 @@ TEST(Graph, InputsMadeLateMoveToTheFront) {
   expect_error([&] { h.move_inputs_to_front({s1}); }, ErrorKind::internal, "not an input of this graph");
 }
 
+// Note [Borrowed names]: an input named after another graph's node takes the source's
+// name when its own graph is named, whatever became of the source graph meanwhile
+// (alive, moved, assigned over, destroyed, the source node erased); a graph that borrows
+// lends eagerly. ASan checks that no link outlives its source.
+TEST(Graph, BorrowedNamesOutliveTheirSourceGraph) {
+  struct Pair {
+    std::unique_ptr<Graph> fw = std::make_unique<Graph>(), bw = std::make_unique<Graph>();
+    Node *a, *b, *s1, *s2;
+    Pair() {
+      Node* x = fw->add_input("x", meta({4}));
+      a = fw->add_call(OpKind::neg, {Ref{x}}, {meta({4})});  // neg
+      b = fw->add_call(OpKind::neg, {Ref{a}}, {meta({4})});  // neg_1
+      fw->set_output({Ref{a}});
+      s1 = bw->add_input_named_after(*fw, b, "saved_", "", meta({4}));
+      s2 = bw->add_input_named_after(*fw, a, "saved_", "_out", meta({4}));
+      Node* c = bw->add_call(OpKind::mul, {Ref{s1}, Ref{s2}}, {meta({4})});
+      bw->set_output({Ref{c}});
+    }
+  };
+  const std::string want =
+      "%saved_neg_1 : f32[4]@cpu:0 = input()\n"
+      "%saved_neg_out : f32[4]@cpu:0 = input()\n"
+      "%mul : f32[4]@cpu:0 = mul(%saved_neg_1, %saved_neg_out)\n"
+      "return %mul\n";
+  {  // both alive; the source graph is not named by building the borrower
+    Pair p;
+    EXPECT_EQ(p.bw->str(), want);
+    EXPECT_EQ(p.b->name(), "neg_1");
+  }
+  {  // the source graph destroyed first
+    Pair p;
+    p.fw.reset();
+    EXPECT_EQ(p.bw->str(), want);
+  }
+  {  // moved, then assigned over
+    Pair p;
+    Graph moved = std::move(*p.fw);
+    moved = Graph();
+    EXPECT_EQ(p.bw->str(), want);
+  }
+  {  // the source node erased before either graph is named
+    Pair p;
+    p.fw->erase(p.b);
+    EXPECT_EQ(p.s1->name(), "saved_neg_1");
+    EXPECT_EQ(p.fw->str(), "%x : f32[4]@cpu:0 = input()\n%neg : f32[4]@cpu:0 = neg(%x)\nreturn %neg\n");
+  }
+  {  // the borrower destroyed first: the source reads nothing at its end
+    Pair p;
+    p.bw.reset();
+    p.fw.reset();
+  }
+  {  // a graph that borrows lends eagerly (no chain of links), also to a second borrower
+    Pair p;
+    Graph third;
+    Node* t = third.add_input_named_after(*p.bw, p.s1, "grad_", "", meta({4}));
+    Node* u = third.add_input_named_after(*p.fw, p.a, "of_", "", meta({4}));
+    EXPECT_EQ(t->name(), "grad_saved_neg_1");
+    EXPECT_EQ(u->name(), "of_neg");
+    expect_error([&] { third.add_input_named_after(third, t, "self_", "", meta({4})); }, ErrorKind::internal,
+                 "not a node of the other graph");
+    expect_error([&] { third.add_input_named_after(*p.fw, t, "x_", "", meta({4})); }, ErrorKind::internal,
+                 "not a node of the other graph");
+  }
+  {  // first requests from several threads at once, the source graph unnamed
+    Pair p;
+    std::vector<std::thread> readers;
+    std::vector<std::string> seen(4);
+    for (size_t t = 0; t < seen.size(); ++t)
+      readers.emplace_back([&, t] { seen[t] = t % 2 ? p.bw->str() : p.fw->str() + p.bw->str(); });
+    for (auto& r : readers) r.join();
+    for (size_t t = 0; t < seen.size(); ++t) EXPECT_EQ(seen[t].substr(seen[t].size() - want.size()), want);
+  }
+}
+
 TEST(Graph, NodeIdsAreDenseAndNeverReused) {
   Graph g;
   Node* x = g.add_input("x", meta({4}));
