@@ -53,6 +53,7 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::matmul: return {randn({2, 1, 3, 4}, o), m};
     case OpKind::addmm: return {randn({5}, o), a, m, Scalar(1), Scalar(1)};
     case OpKind::linear: return {a, randn({6, 4}, o), randn({6}, o)};
+    case OpKind::linear_backward: return {randn({3, 6}, o), a, randn({6, 4}, o)};
     case OpKind::view: return {a, IntList{2, -1}};
     case OpKind::permute: return {a, IntList{1, 0}};
     case OpKind::transpose: return {a, int64_t{0}, int64_t{1}};

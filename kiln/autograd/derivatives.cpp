@@ -160,6 +160,21 @@ void picked(GradCtx& c) {
   c.set(0, scatter_add(zeros_for(in), dim, idx, keep_dims(c.grad(), dims, keepdim)));
 }
 
+// linear's gradients in ops (what linear_backward computes in one node), only those asked
+// for; `bias_shape` is the bias's (a 0-dim bias of one output feature).
+LinearGrads linear_composite(const Tensor& g, const Tensor& x, const Tensor& w, bool input, bool weight,
+                             const Dims* bias_shape) {
+  LinearGrads r;
+  if (input) r.input = matmul(g, w);
+  if (weight) {  // rows of a batched input flattened (2-D ones are as they are)
+    Tensor g2 = g.dim() == 2 ? g : reshape(g, {-1, w.size(0)});
+    Tensor x2 = x.dim() == 2 ? x : reshape(x, {-1, w.size(1)});
+    r.weight = mm(t(g2), x2);
+  }
+  if (bias_shape) r.bias = sum_to(g, *bias_shape);
+  return r;
+}
+
 // layer_norm's gradients in ops (what layer_norm_backward computes in one pass), only
 // those asked for: d input = rstd (gh - mean(gh) - xhat mean(gh xhat)) with gh = g w,
 // d weight = sum over rows of g xhat, d bias = sum over rows of g.
@@ -379,13 +394,32 @@ Table build() {
   });
   d.def(O::linear, arg(0) | arg(1), [](GradCtx& c) {  // y = x W^T + b
     const Tensor &x = c.t(0), &w = c.t(1), &g = c.grad();
-    if (c.needs(0)) c.set(0, matmul(g, w));
-    if (c.needs(1)) {  // rows of a batched input flattened (2-D ones are as they are)
-      Tensor g2 = g.dim() == 2 ? g : reshape(g, {-1, w.size(0)});
-      Tensor x2 = x.dim() == 2 ? x : reshape(x, {-1, w.size(1)});
-      c.set(1, mm(t(g2), x2));
+    // All three asked for (a layer inside a network): one fused op, as PyTorch's
+    // linear_backward (a traced backward records one node, not four). Else, and for
+    // DTensors (whose ops have sharding rules), the ops asked for.
+    const Dims* bias_shape = c.needs(2) ? &c.input(2).shape : nullptr;
+    bool fused = c.needs(0) && c.needs(1) && bias_shape && bias_shape->size() == 1 && !g.is_dtensor() &&
+                 !x.is_dtensor() && !w.is_dtensor();
+    LinearGrads r = fused ? linear_backward(g, x, w) : linear_composite(g, x, w, c.needs(0), c.needs(1), bias_shape);
+    c.set(0, r.input);
+    c.set(1, r.weight);
+    c.set(2, r.bias);
+  });
+  // Differentiates the composite form (as layer_norm_backward's formula does).
+  d.def(O::linear_backward, arg(0) | arg(1) | arg(2), [](GradCtx& c) {
+    TensorList leaves = {c.t(0).detach(), c.t(1).detach(), c.t(2).detach()};
+    for (Tensor& l : leaves) l.set_requires_grad(true);
+    TensorList outs, weights;
+    {
+      GradModeGuard on(true);
+      Dims bias_shape{leaves[2].size(0)};
+      LinearGrads r = linear_composite(leaves[0], leaves[1], leaves[2], true, true, &bias_shape);
+      outs = {r.input, r.weight, r.bias};
+      weights = {c.grad(0), c.grad(1), c.grad(2)};
     }
-    if (c.needs(2)) c.set(2, sum_to(g, c.input(2).shape));
+    TensorList d = grad(outs, leaves, weights, false, /*allow_unused=*/true);
+    for (size_t i = 0; i < d.size(); ++i)
+      if (d[i].defined()) c.set(static_cast<int>(i), d[i]);
   });
 
   // ---- views: the gradient is the inverse view of the gradient ----

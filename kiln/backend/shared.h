@@ -46,6 +46,7 @@
   X(k_matmul, matmul)                                                                        \
   X(k_addmm, addmm)                                                                          \
   X(k_linear, linear)                                                                        \
+  X(k_linear_backward, linear_backward)                                                      \
   X(k_cat, cat)                                                                              \
   X(k_as_strided_scatter, as_strided_scatter)                                                \
   X(k_index_select, index_select)                                                            \

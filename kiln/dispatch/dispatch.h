@@ -71,9 +71,10 @@ class BelowMode {
 /** Number of modes that would see a dispatch from here (0 = eager). */
 int active_mode_count();
 
-/** Whether redispatch(op, args) from here would only propagate metadata: one mode
- * below, and it neither records nor converts (Mode::only_propagates). A caller that
- * can compute the outputs' metadata itself may then make them instead of calling. */
+/** Whether redispatch(op, args) of an op that is not in place, on arguments that hold
+ * no DTensor, would be exactly dispatch_meta(op, args) from here: one mode below, which
+ * neither records nor converts (Mode::only_propagates). A caller may then call
+ * dispatch_meta itself, or make the outputs when it knows their metadata. */
 bool redispatch_is_meta(std::span<const Value> args);
 
 /** Marks this thread as capturing a program (tracing) for its lifetime. While

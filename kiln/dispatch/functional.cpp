@@ -530,6 +530,10 @@ LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const In
   Outputs o = call(OpKind::layer_norm_backward, grad, x, shape, opt(w), eps);
   return {std::move(o[0]), std::move(o[1]), std::move(o[2])};
 }
+LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& w) {
+  Outputs o = call(OpKind::linear_backward, grad, x, w);
+  return {std::move(o[0]), std::move(o[1]), std::move(o[2])};
+}
 
 // ---- conversion ---------------------------------------------------------------
 

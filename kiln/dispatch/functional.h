@@ -237,13 +237,18 @@ Tensor layer_norm(const Tensor& x, const IntList& normalized_shape,
                   double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
-/** layer_norm's gradients w.r.t. input, weight and bias for `grad` of its output (the
- * statistics recomputed from `x`); weight's and bias's are computed even without them. */
-struct LayerNormGrads {
+/** The gradients w.r.t. an op's input, weight and bias (its fused backward op's outputs). */
+struct WeightedGrads {
   Tensor input, weight, bias;
 };
+using LayerNormGrads = WeightedGrads;
+using LinearGrads = WeightedGrads;
+/** layer_norm's gradients w.r.t. input, weight and bias for `grad` of its output (the
+ * statistics recomputed from `x`); weight's and bias's are computed even without them. */
 LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const IntList& normalized_shape,
                                    const Tensor& weight = Tensor(), double eps = 1e-5);
+/** linear's gradients w.r.t. input, weight and bias for `grad` of its output, in one op. */
+LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight);
 
 // ---- collectives (C2) -----------------------------------------------------------
 // Functional: a new output, computed by the process group bound to `group` (a mesh

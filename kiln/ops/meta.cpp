@@ -385,6 +385,26 @@ void meta_linear(const OpCall& c, MetaOut& out) {
   out.fresh(std::move(shape), x.dtype());
 }
 
+// (grad_output, input, weight) -> d input, d weight, d bias: the forward's checks on
+// (input, weight), and grad_output shaped like linear's output.
+void meta_linear_backward(const OpCall& c, MetaOut& out) {
+  const Tensor& g = c.args.tensor(0);
+  const Tensor& x = c.args.tensor(1);
+  const Tensor& w = c.args.tensor(2);
+  KILN_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), shape,
+             "[{}] input {} and weight {} cannot be multiplied (expected weight [out, {}])", name_of(c),
+             x.shape().str(), w.shape().str(), x.dim() ? x.size(-1) : 0);
+  check_same_dtype(c, x, w);
+  check_same_dtype(c, x, g);
+  Dims y = x.shape();
+  y[y.size() - 1] = w.size(0);
+  KILN_CHECK(g.shape() == y, shape, "[{}] grad_output of shape {} does not match the output {}", name_of(c),
+             g.shape().str(), y.str());
+  out.fresh(x.shape(), x.dtype());
+  out.fresh(w.shape(), x.dtype());
+  out.fresh(Dims{w.size(0)}, x.dtype());
+}
+
 // ---- data movement ------------------------------------------------------------
 
 void meta_cat(const OpCall& c, MetaOut& out) {

@@ -104,6 +104,8 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(matmul,  same, meta_matmul, "matmul(Tensor self, Tensor other) -> Tensor") \
   X(addmm,   same, meta_addmm,  "addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor") \
   X(linear,  same, meta_linear, "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor") \
+  /* linear's three gradients in one node, as PyTorch's linear_backward with every output asked for */ \
+  X(linear_backward, same, meta_linear_backward, "linear_backward(Tensor grad_output, Tensor input, Tensor weight) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)") \
   /* views: the output shares self's storage */ \
   X(view,       same, meta_view,       "view(Tensor(a) self, int[] size) -> Tensor(a)") \
   X(permute,    same, meta_permute,    "permute(Tensor(a) self, int[] dims) -> Tensor(a)") \

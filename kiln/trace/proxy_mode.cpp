@@ -106,9 +106,13 @@ Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
     }
   }
   const std::string& scope = current_scope();
+  // Under FakeMode on fake tensors (make_fx's and joint capture's case), straight to the
+  // meta function: the dispatch below would only get there through two more calls. (A
+  // mode's arguments hold no DTensor: redispatch hands those to their layer first.)
+  bool meta_below = !info.is_inplace() && redispatch_is_meta(args);
   Outputs outs = [&] {  // returned in place (no default-constructed Outputs to assign)
     try {
-      return dispatch(op, args);
+      return meta_below ? dispatch_meta(op, args) : dispatch(op, args);
     } catch (const Error& e) {
       if (scope.empty()) throw;
       throw Error(e.kind(), fmt::format("{} (while tracing {})", e.what(), scope));

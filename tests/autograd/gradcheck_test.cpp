@@ -42,6 +42,9 @@ std::vector<std::vector<Value>> extra_samples(OpKind op) {
     case OpKind::softmax: return {{a3, int64_t{-1}}};
     case OpKind::log_softmax: return {{transpose(a3, 1, 2), int64_t{1}}};
     case OpKind::layer_norm: return {{a3, IntList{3, 4}, Value(), Value(), 1e-5}};
+    case OpKind::linear_backward:
+      return {{randn({2, 3, 5}, o), a3, randn({5, 4}, o)},
+              {randn({3, 5}, o), transpose(randn({4, 3}, o), 0, 1), transpose(randn({4, 5}, o), 0, 1)}};
     case OpKind::layer_norm_backward: return {{randn({2, 3, 4}, o), transpose(randn({2, 4, 3}, o), 1, 2), IntList{4}, Value(), 1e-5}};
     case OpKind::gelu: return {{a3, Str("none")}};
     case OpKind::gelu_backward: return {{randn({3, 4}, o), randn({4}, o), Str("none")}};

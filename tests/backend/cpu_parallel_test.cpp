@@ -163,6 +163,7 @@ TEST(IntraOpThreads, ResultsDoNotDependOnTheThreadCount) {
   Tensor x = randn({256, 1024}), y = randn({256, 1024}), row = randn({1024}), w = randn({1024});
   Tensor xt = transpose(randn({1024, 256}), 0, 1);  // strided: for_each_run's runs
   Tensor mask = gt(y, 0.5);
+  Tensor square = randn({1024, 1024});
   auto run_all = [&] {
     std::vector<Tensor> r;
     r.push_back(add(x, y));
@@ -191,6 +192,7 @@ TEST(IntraOpThreads, ResultsDoNotDependOnTheThreadCount) {
     LayerNormGrads g = layer_norm_backward(y, x, {1024}, w);  // column sums over row blocks
     r.insert(r.end(), {g.input, g.weight, g.bias});
     r.push_back(layer_norm_backward(y, xt, {1024}).weight);
+    r.push_back(linear_backward(y, xt, square).bias);  // columns split, each summed in row order
     r.push_back(to(x, DType::f64));
     return r;
   };

@@ -234,6 +234,31 @@ void k_linear(const OpCall& c, std::span<Tensor> outs) {
   gemm(mat(contiguous(x), rows, in), wt, out2, 1.0, bias.defined() ? 1.0 : 0.0);
 }
 
+// Rows of a batched input flattened: d input = g W and d weight = g^T x (two GEMMs), d bias
+// the column sums of g, each column summed over the rows in order in double by one
+// thread, so no result depends on the thread count.
+void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.args.tensor(1);
+  const Tensor& w = c.args.tensor(2);
+  int64_t in = w.shape()[1], outf = w.shape()[0], rows = x.numel() / std::max<int64_t>(in, 1);
+  Tensor g2 = mat(contiguous(c.args.tensor(0)), rows, outf);
+  gemm(g2, w, mat(outs[0], rows, in), 1.0, 0.0);
+  gemm(make_view(g2, Dims{outf, rows}, Dims{1, outf}, g2.offset()), mat(contiguous(x), rows, in), outs[1], 1.0, 0.0);
+  DType cd = compute_dtype(g2.dtype());
+  Tensor gc = contiguous(cast(g2, cd));
+  Tensor db = empty(Dims{outf}, DType::f64, x.device());
+  KILN_DISPATCH_FLOAT(cd, "linear_backward", {
+    const T* p = gc.data<T>();
+    double* o = db.data<double>();
+    parallel_for(outf, rows, [&](int64_t lo, int64_t hi) {
+      std::fill(o + lo, o + hi, 0.0);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = lo; j < hi; ++j) o[j] += static_cast<double>(p[i * outf + j]);
+    });
+  });
+  copy_into(outs[2], db);
+}
+
 void k_matmul(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& a = c.args.tensor(0);
   const Tensor& b = c.args.tensor(1);

@@ -194,6 +194,16 @@ __global__ void norm_backward_columns(const T* x, const T* g, const T* stats, T*
   db[j] = T(sb);
 }
 
+// d bias of linear_backward: one thread per column sums it over the rows, in double.
+template <typename T>
+__global__ void column_sums(const T* g, T* out, int64_t rows, int64_t cols) {
+  int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= cols) return;
+  double s = 0;
+  for (int64_t i = 0; i < rows; ++i) s += g[i * cols + j];
+  out[j] = T(s);
+}
+
 // Launch over `rows` blocks (none when there are no rows).
 template <typename K, typename... A>
 void launch_rows(int64_t rows, K kernel, A... args) {
@@ -344,6 +354,36 @@ void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
   }
   if (!dx.is_same(outs[0])) copy_into(outs[0], dx);
   if (!dw.is_same(outs[1])) copy_into(outs[1], dw);
+  if (!db.is_same(outs[2])) copy_into(outs[2], db);
+}
+
+// Rows of a batched input flattened: d input = g W and d weight = g^T x with cuBLAS,
+// d bias the column sums of g (one thread per column).
+void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.args.tensor(1);
+  const Tensor& w = c.args.tensor(2);
+  int64_t in = w.shape()[1], outf = w.shape()[0], rows = x.numel() / std::max<int64_t>(in, 1);
+  Tensor gd = dense(c.args.tensor(0), x.dtype(), x.device()), xd = dense(x, x.dtype(), x.device());
+  auto batch1 = [](const Tensor& t, int64_t r, int64_t k, int64_t sr, int64_t sk) {
+    return make_view(t, Dims{1, r, k}, Dims{0, sr, sk}, t.offset());
+  };
+  gemm(batch1(gd, rows, outf, outf, 1), batch1(w, outf, in, w.strides()[0], w.strides()[1]),
+       batch1(outs[0], rows, in, in, 1), 1.0, 0.0);
+  gemm(batch1(gd, outf, rows, 1, outf), batch1(xd, rows, in, in, 1), batch1(outs[1], outf, in, in, 1), 1.0, 0.0);
+  DType cd = compute_dtype(x.dtype());
+  Tensor g2 = dense(gd, cd, x.device());
+  Tensor db = outs[2].dtype() == cd ? outs[2] : empty(outs[2].shape(), cd, x.device());
+  auto run = [&]<typename T>(T*) {
+    if (outf == 0) return;
+    unsigned grid = static_cast<unsigned>((outf + kBlock - 1) / kBlock);
+    column_sums<T><<<grid, kBlock, 0, stream()>>>(dense_ptr<T>(g2), dense_ptr<T>(db), rows, outf);
+    check_launch("linear_backward column kernel launch");
+  };
+  switch (cd) {
+    KILN_CUDA_CASE(f32, float, run(static_cast<T*>(nullptr)))
+    KILN_CUDA_CASE(f64, double, run(static_cast<T*>(nullptr)))
+    KILN_CUDA_UNSUPPORTED(cd, c.op)
+  }
   if (!db.is_same(outs[2])) copy_into(outs[2], db);
 }
 
