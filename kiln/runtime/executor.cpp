@@ -28,23 +28,30 @@ Executor::Executor(ExportedProgram& program) : program_(program) {
   for (size_t i = 0; i < nodes_.size(); ++i) pos[nodes_[i]] = static_cast<int>(i);
   planned_.resize(nodes_.size());
 
-  // Aliasing root of each node's values: views and in-place ops share their input's.
-  std::vector<int> root(nodes_.size());
+  // Every value (one per output of each node) by a flat index: node i's output k is
+  // first[i] + k. Each value's own lifetime: the outputs of one node die apart (a fused
+  // backward op's d input is dead long before its d weight, read by the optimizer).
+  std::vector<size_t> first(nodes_.size() + 1);
+  for (size_t i = 0; i < nodes_.size(); ++i) first[i + 1] = first[i] + std::max<size_t>(nodes_[i]->meta().size(), 1);
+  auto value = [&](const ir::Ref& r) { return first[pos.at(r.node)] + static_cast<size_t>(r.output); };
+  // Aliasing root of each value: views and in-place ops share their input's.
+  std::vector<size_t> root(first.back());
+  for (size_t v = 0; v < root.size(); ++v) root[v] = v;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     ir::Node* n = nodes_[i];
-    root[i] = static_cast<int>(i);
     if (n->opcode() != ir::Opcode::call) continue;
     const ops::OpInfo& info = ops::op_info(n->op());
     int alias = info.is_view() ? info.schema.view_of_arg : info.schema.mutated_arg;
-    if (alias >= 0) root[i] = root[pos.at(std::get<ir::Ref>(n->args()[alias]).node)];
+    if (alias >= 0) root[first[i]] = root[value(std::get<ir::Ref>(n->args()[alias]))];
   }
   // A root dies after the last use of any value sharing it; program outputs never die.
   const int kForever = static_cast<int>(nodes_.size());
-  std::vector<int> death(nodes_.size());
-  for (size_t i = 0; i < nodes_.size(); ++i) death[i] = static_cast<int>(i);
+  std::vector<int> death(first.back());
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    for (size_t v = first[i]; v < first[i + 1]; ++v) death[v] = static_cast<int>(i);
   for (size_t i = 0; i < nodes_.size(); ++i)
     for (const ir::Ref& r : nodes_[i]->inputs()) {
-      int& d = death[root[pos.at(r.node)]];
+      int& d = death[root[value(r)]];
       d = nodes_[i]->opcode() == ir::Opcode::output ? kForever : std::max(d, static_cast<int>(i));
     }
 
@@ -55,25 +62,28 @@ Executor::Executor(ExportedProgram& program) : program_(program) {
     int start, end;
     Device device;
   };
+  // A node of several outputs may have some planned and others (program outputs) made
+  // per run: planned_ then holds undefined tensors for the latter.
   std::vector<Planned> values;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     ir::Node* n = nodes_[i];
-    bool plannable = n->opcode() == ir::Opcode::call && death[i] != kForever;
-    if (plannable) {
-      const ops::OpInfo& info = ops::op_info(n->op());
-      plannable = info.meta && !info.is_view() && !info.is_inplace();
-    }
-    if (plannable) {
-      for (size_t k = 0; k < n->meta().size(); ++k) {
-        planned_[i].push_back(Tensor());  // filled below
-        const ir::ValueMeta& m = n->meta()[k];
-        values.push_back({i, k, static_cast<size_t>(numel_of(m.shape)) * itemsize(m.dtype), static_cast<int>(i),
-                          death[i], m.device});
+    if (n->opcode() != ir::Opcode::call) continue;
+    const ops::OpInfo& info = ops::op_info(n->op());
+    bool fresh = info.meta && !info.is_view() && !info.is_inplace();
+    bool any = false;
+    for (size_t k = 0; k < n->meta().size(); ++k) {
+      const ir::ValueMeta& m = n->meta()[k];
+      int64_t bytes = numel_of(m.shape) * static_cast<int64_t>(itemsize(m.dtype));
+      size_t v = first[i] + k;
+      if (!fresh || death[v] == kForever) {
+        if (death[v] == kForever && root[v] == v) stats_.unplanned_bytes += bytes;
+        continue;
       }
-    } else if (n->opcode() == ir::Opcode::call && death[i] == kForever && root[i] == static_cast<int>(i)) {
-      for (const ir::ValueMeta& m : n->meta())
-        stats_.unplanned_bytes += numel_of(m.shape) * static_cast<int64_t>(itemsize(m.dtype));
+      any = true;
+      values.push_back({i, k, static_cast<size_t>(bytes), static_cast<int>(i), death[v], m.device});
     }
+    if (any)  // filled below
+      for (size_t k = 0; k < n->meta().size(); ++k) planned_[i].push_back(Tensor());
   }
   // Greedy by size: the largest values first, each into the first buffer of its device
   // that is big enough and free for its whole interval, else a new buffer of its size.
@@ -143,8 +153,13 @@ TensorList Executor::run(const TensorList& user_inputs) {
         if (!planned_[i].size()) {
           env[i] = dispatch(n->op(), args);
         } else {
-          dispatch_into(n->op(), args, planned_[i]);
           env[i] = planned_[i];
+          for (size_t k = 0; k < env[i].size(); ++k)  // an output of the program: made per run
+            if (!env[i][k].defined()) {
+              const ir::ValueMeta& m = n->meta()[k];
+              env[i][k] = make_tensor(m.shape, m.dtype, m.device, &device_allocator(m.device));
+            }
+          dispatch_into(n->op(), args, env[i]);
         }
         break;
       }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "kiln/kiln.h"
@@ -70,6 +71,34 @@ TEST(Executor, PlanReusesBuffersAndSteadyStateAllocatesOnlyOutputs) {
   AllocatorStats after = allocator_stats(d);
   EXPECT_EQ(after.num_os_allocs, before.num_os_allocs);  // no fresh pages in steady state
   EXPECT_LE(after.num_allocs - before.num_allocs, 2);    // the output (and its block)
+}
+
+// Each output of a node has its own lifetime: a fused backward node's d input (read by
+// the layer below only) is planned although its d weight is a program output; only the
+// program's outputs are made per run.
+TEST(Executor, OutputsOfOneNodeArePlannedApart) {
+  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 4}});
+  Tensor target = randn({16, 128});
+  ExportedProgram p = export_train_step(
+      *ref.module, [](nn::Module& m, const TensorList& b) { return nn::mse_loss(m(b[0]), b[1]); },
+      {ref.example_inputs[0], target}, {.optimizer = nn::SGDOptions{.lr = 1e-2}});
+  int fused = 0;
+  for (ir::Node* n : p.graph.nodes()) fused += n->opcode() == ir::Opcode::call && n->op() == ops::OpKind::linear_backward;
+  EXPECT_EQ(fused, 3);  // the first layer's input needs no gradient: its backward is two ops
+  std::set<std::pair<const ir::Node*, int>> outputs;
+  int64_t output_bytes = 0;
+  for (const ir::Ref& r : p.graph.output()->inputs())
+    if (r.node->opcode() == ir::Opcode::call && outputs.insert({r.node, r.output}).second) {
+      const ir::ValueMeta& m = r.node->meta()[static_cast<size_t>(r.output)];
+      output_bytes += numel_of(m.shape) * static_cast<int64_t>(itemsize(m.dtype));
+    }
+  Executor exec(p);
+  EXPECT_GT(exec.stats().unplanned_bytes, 0);
+  EXPECT_LE(exec.stats().unplanned_bytes, output_bytes);
+  exec.run({ref.example_inputs[0], target});  // warm up the caches
+  AllocatorStats before = allocator_stats(Device("cpu:0"));
+  exec.run({ref.example_inputs[0], target});
+  EXPECT_EQ(allocator_stats(Device("cpu:0")).num_os_allocs, before.num_os_allocs);  // steady state
 }
 
 TEST(Executor, PlannedPeakIsBelowEager) {
