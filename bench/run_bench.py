@@ -28,6 +28,14 @@ PEERS = os.environ.get("KILN_PEERS", os.path.join(ROOT, "..", "shared", "peers")
 PEER_BUILD = os.environ.get("PEER_BUILD", "/tmp/peers-build")
 TORCH_PY = "/usr/bin/python3"
 PROCESS_SAMPLES = 5  # warm whole-process samples of `kiln export` + `kiln run`
+# Rows whose two sides are both kiln benchmarks, a few percent from their target: their
+# repetitions are interleaved at random (Google Benchmark), so the machine's drift within
+# a round hits both sides alike; the medians of PAIR_REPETITIONS replace the round's
+# single measurements. all_reduce alternates kiln and MPI launches ALLREDUCE_ALTERNATIONS
+# times per round, for the same reason.
+PAIR_FILTER = "BM_TinyAdd/|BM_TinyExtensionAdd|BM_ShardedOps"
+PAIR_REPETITIONS = 7
+ALLREDUCE_ALTERNATIONS = 3
 BUSY_CORES = 0.25  # other processes' CPU use (cores) above which a round is unreliable
 MARK_START, MARK_END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
 
@@ -58,7 +66,7 @@ def json_lines(text):
 
 # ---- kiln ----------------------------------------------------------------------------
 
-KILN_FILTER = ("BM_TinyAdd/|BM_TinyExtensionAdd|BM_ShardedOps|BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M/|BM_FakeMlp|"
+KILN_FILTER = ("BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M/|BM_FakeMlp|"
                "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/|"
                "BM_TrainStep/|BM_TinyAddBackward|BM_CaptureJoint|BM_TrainProgram/|BM_Elementwise1M|"
                "BM_MakeFxFakeChain/(32|256|512|32768|100000)/")
@@ -71,6 +79,15 @@ def kiln_round(build, work):
     for b in json.loads(out)["benchmarks"]:
         scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
         name = b["name"].removesuffix("/real_time")  # every benchmark uses UseRealTime()
+        res[name] = dict(b, seconds=b["real_time"] * scale)
+    out = run([f"{build}/bench/kiln_bench", f"--benchmark_filter={PAIR_FILTER}", "--benchmark_format=json",
+               "--benchmark_min_time=0.1", f"--benchmark_repetitions={PAIR_REPETITIONS}",
+               "--benchmark_enable_random_interleaving=true", "--benchmark_report_aggregates_only=true"])
+    for b in json.loads(out)["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+        name = b["run_name"].removesuffix("/real_time")
         res[name] = dict(b, seconds=b["real_time"] * scale)
     # Whole processes: export BLOCK, then run it (BENCH.md: <= 0.1 s together); one
     # warm-up pair, then the median and minimum of PROCESS_SAMPLES warm pairs.
@@ -100,9 +117,13 @@ def kiln_round(build, work):
     mpirun = shutil.which("mpirun")
     if mpirun and os.path.exists(f"{build}/bench/kiln_allreduce_bench"):
         launch = [mpirun, "-np", "2", "--allow-run-as-root", "--oversubscribe"]
-        for name, exe in (("kiln", "kiln_allreduce_bench"), ("mpi", "mpi_allreduce_peer")):
-            for r in json_lines(run(launch + [f"{build}/bench/{exe}"])):
-                res[f"{name} allreduce {r['bytes']}"] = {"seconds": r["us"] * 1e-6, "busbw": r["busbw_GBps"]}
+        samples = {}
+        for _ in range(ALLREDUCE_ALTERNATIONS):
+            for name, exe in (("kiln", "kiln_allreduce_bench"), ("mpi", "mpi_allreduce_peer")):
+                for r in json_lines(run(launch + [f"{build}/bench/{exe}"])):
+                    samples.setdefault(f"{name} allreduce {r['bytes']}", []).append(r["us"] * 1e-6)
+        for key, v in samples.items():
+            res[key] = {"seconds": statistics.median(v)}
         # Issue 19: the TP GPT training step at 2 ranks vs one process, and its traffic.
         for r in json_lines(run(launch + [f"{build}/bench/kiln_tp_bench"])):
             res["tp gpt step"] = {"seconds": r["tp_ms"] * 1e-3}
