@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <utility>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "kiln/core/overloaded.h"
 #include "kiln/dispatch/functional.h"
@@ -135,6 +135,7 @@ NodePtr new_node() { return NodePtr(new (PoolAllocator<Node>().allocate(1)) Node
 // names made by numbering a base are not stored: every base_k with k up to the base's
 // counter is taken, so a chain of 100k adds keeps one small table. Call nodes named
 // after their op reach its entry through a per-OpKind cache (no hashing).
+//
 // Note [Borrowed names]
 // A joint capture's backward graph names each saved value after its forward node
 // ("saved_relu_3"), but naming the forward graph to build it cost 5% of a capture, for
