@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numbers>
 
@@ -173,6 +174,25 @@ LinearGrads linear_composite(const Tensor& g, const Tensor& x, const Tensor& w, 
   }
   if (bias_shape) r.bias = sum_to(g, *bias_shape);
   return r;
+}
+
+// The formula of a fused backward op (input, weight and bias gradients in one node):
+// leaves stand for its tensor arguments `in`, `composite` computes the three gradients
+// from them in ops under autograd, and grad() of those, weighted by the node's output
+// gradients, gives the vector-Jacobian product w.r.t. each of `in` (kiln has no
+// create_graph: this is the last order).
+TensorList composite_vjp(const GradCtx& c, const TensorList& in,
+                         const std::function<WeightedGrads(const TensorList&)>& composite) {
+  TensorList leaves;
+  for (const Tensor& t : in) leaves.push_back(t.detach());
+  for (Tensor& l : leaves) l.set_requires_grad(true);
+  TensorList outs;
+  {
+    GradModeGuard on(true);
+    WeightedGrads r = composite(leaves);
+    outs = {r.input, r.weight, r.bias};
+  }
+  return grad(outs, leaves, {c.grad(0), c.grad(1), c.grad(2)}, false, /*allow_unused=*/true);
 }
 
 // layer_norm's gradients in ops (what layer_norm_backward computes in one pass), only
@@ -405,19 +425,11 @@ Table build() {
     c.set(1, r.weight);
     c.set(2, r.bias);
   });
-  // Differentiates the composite form (as layer_norm_backward's formula does).
   d.def(O::linear_backward, arg(0) | arg(1) | arg(2), [](GradCtx& c) {
-    TensorList leaves = {c.t(0).detach(), c.t(1).detach(), c.t(2).detach()};
-    for (Tensor& l : leaves) l.set_requires_grad(true);
-    TensorList outs, weights;
-    {
-      GradModeGuard on(true);
-      Dims bias_shape{leaves[2].size(0)};
-      LinearGrads r = linear_composite(leaves[0], leaves[1], leaves[2], true, true, &bias_shape);
-      outs = {r.input, r.weight, r.bias};
-      weights = {c.grad(0), c.grad(1), c.grad(2)};
-    }
-    TensorList d = grad(outs, leaves, weights, false, /*allow_unused=*/true);
+    Dims bias_shape{c.t(2).size(0)};
+    TensorList d = composite_vjp(c, {c.t(0), c.t(1), c.t(2)}, [&](const TensorList& l) {
+      return linear_composite(l[0], l[1], l[2], true, true, &bias_shape);
+    });
     for (size_t i = 0; i < d.size(); ++i)
       if (d[i].defined()) c.set(static_cast<int>(i), d[i]);
   });
@@ -558,24 +570,14 @@ Table build() {
     c.set(2, r.weight);
     c.set(3, r.bias);
   });
-  // Differentiates the composite form: leaves stand for grad_output, input and weight,
-  // their three gradients are computed in ops under autograd, and grad() of those gives
-  // the vector-Jacobian product (kiln has no create_graph: this is the last order).
   d.def(O::layer_norm_backward, arg(0) | arg(1) | arg(3), [](GradCtx& c) {
     Args a = c.args();
     const Tensor* w = a.opt_tensor_ptr(3);
-    TensorList leaves = {c.t(0).detach(), c.t(1).detach()};
-    if (w) leaves.push_back(w->detach());
-    for (Tensor& l : leaves) l.set_requires_grad(true);
-    TensorList outs, weights;
-    {
-      GradModeGuard on(true);
-      LayerNormGrads r = layer_norm_composite(leaves[0], leaves[1], w ? &leaves[2] : nullptr, a.ints(2), a.f64(4),
-                                              true, true, true);
-      outs = {r.input, r.weight, r.bias};
-      weights = {c.grad(0), c.grad(1), c.grad(2)};
-    }
-    TensorList d = grad(outs, leaves, weights, false, /*allow_unused=*/true);
+    TensorList in = {c.t(0), c.t(1)};
+    if (w) in.push_back(*w);
+    TensorList d = composite_vjp(c, in, [&](const TensorList& l) {
+      return layer_norm_composite(l[0], l[1], w ? &l[2] : nullptr, a.ints(2), a.f64(4), true, true, true);
+    });
     for (size_t i = 0; i < d.size(); ++i)
       if (d[i].defined()) c.set(i == 2 ? 3 : static_cast<int>(i), d[i]);
   });

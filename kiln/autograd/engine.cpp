@@ -1,4 +1,5 @@
 // The backward engine: dependency-counted execution of the recorded graph (G3, G5).
+#include <iterator>
 #include <queue>
 
 #include "kiln/autograd/function.h"
@@ -42,7 +43,8 @@ class AccumulateGrad final : public Node {
 // The start of a backward: hands the given output gradients to the outputs' nodes.
 class GraphRoot final : public Node {
  public:
-  GraphRoot(std::vector<Edge> roots, const TensorList& grads) : grads_(grads.begin(), grads.end()) {
+  GraphRoot(std::vector<Edge> roots, TensorList grads)
+      : grads_(std::make_move_iterator(grads.begin()), std::make_move_iterator(grads.end())) {
     next.assign(roots.begin(), roots.end());
     sequence = UINT64_MAX;
   }

@@ -245,6 +245,14 @@ void as_strided_scatter_into(const Tensor& out, const ops::OpCall& c, CopyInto&&
             c.args.tensor(1));
 }
 
+/** The rows of linear's input `x` (every dim but the last, flattened): not
+ * numel / features, which is 0 for zero features. */
+inline int64_t linear_rows(const Tensor& x) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.shape()[static_cast<size_t>(d)];
+  return rows;
+}
+
 /** matmul's 1-D operands as matrices ([1, k] and [k, 1]); their unit dims are absent
  * from the output but do not change its dense layout. */
 inline Tensor as_left_matrix(const Tensor& a) {

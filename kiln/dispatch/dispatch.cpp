@@ -149,6 +149,10 @@ BelowMode::~BelowMode() {
 
 int active_mode_count() { return static_cast<int>(t_depth); }
 
+bool redispatch_is_meta(std::span<const Value> args) {
+  return t_depth == 1 && t_modes[0]->only_propagates(args);
+}
+
 DevicePolicy current_device_policy() { return t_policy; }
 DevicePolicyGuard::DevicePolicyGuard(DevicePolicy policy) : prev_(t_policy) { t_policy = policy; }
 DevicePolicyGuard::~DevicePolicyGuard() { t_policy = prev_; }
@@ -593,10 +597,6 @@ bool any_dtensor(std::span<const Value> args) {
 }  // namespace
 
 void set_dtensor_layer(const DTensorLayer* layer) { g_dtensor_layer.store(layer); }
-
-bool redispatch_is_meta(std::span<const Value> args) {
-  return t_depth == 1 && t_modes[0]->only_propagates(args);
-}
 
 Tensor subclass_inner(const Tensor& t) {
   if (!t.defined() || !t.is_dtensor()) return t;

@@ -366,16 +366,25 @@ void meta_addmm(const OpCall& c, MetaOut& out) {
   out.fresh(std::move(shape), a.dtype());
 }
 
-void meta_linear(const OpCall& c, MetaOut& out) {
-  const Tensor& x = c.args.tensor(0);
-  const Tensor& w = c.args.tensor(1);
-  const Tensor* bias = c.args.opt_tensor_ptr(2);
+namespace {
+// The checks linear and its gradient share: input `x` and weight `w` ([out, in]) can be
+// multiplied and have one dtype. Returns linear's output shape.
+Dims check_linear_args(const OpCall& c, const Tensor& x, const Tensor& w) {
   KILN_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), shape,
-             "[linear] input {} and weight {} cannot be multiplied (expected weight [out, {}])",
+             "[{}] input {} and weight {} cannot be multiplied (expected weight [out, {}])", name_of(c),
              x.shape().str(), w.shape().str(), x.dim() ? x.size(-1) : 0);
   check_same_dtype(c, x, w);
   Dims shape = x.shape();
   shape[shape.size() - 1] = w.size(0);
+  return shape;
+}
+}  // namespace
+
+void meta_linear(const OpCall& c, MetaOut& out) {
+  const Tensor& x = c.args.tensor(0);
+  const Tensor& w = c.args.tensor(1);
+  const Tensor* bias = c.args.opt_tensor_ptr(2);
+  Dims shape = check_linear_args(c, x, w);
   if (bias) {
     check_same_dtype(c, x, *bias);
     KILN_CHECK(bias->dim() <= 1 && bias->numel() == w.size(0), shape,
@@ -391,13 +400,8 @@ void meta_linear_backward(const OpCall& c, MetaOut& out) {
   const Tensor& g = c.args.tensor(0);
   const Tensor& x = c.args.tensor(1);
   const Tensor& w = c.args.tensor(2);
-  KILN_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), shape,
-             "[{}] input {} and weight {} cannot be multiplied (expected weight [out, {}])", name_of(c),
-             x.shape().str(), w.shape().str(), x.dim() ? x.size(-1) : 0);
-  check_same_dtype(c, x, w);
+  Dims y = check_linear_args(c, x, w);
   check_same_dtype(c, x, g);
-  Dims y = x.shape();
-  y[y.size() - 1] = w.size(0);
   KILN_CHECK(g.shape() == y, shape, "[{}] grad_output of shape {} does not match the output {}", name_of(c),
              g.shape().str(), y.str());
   out.fresh(x.shape(), x.dtype());

@@ -275,6 +275,18 @@ TEST(LinearAlgebra, MatchesNaiveProducts) {
   EXPECT_TRUE(all_close(linear(a, w, bias), lw, 1e-4, 1e-5));
   EXPECT_TRUE(all_close(linear(a, w), lin, 1e-4, 1e-5));
   EXPECT_EQ(linear(randn({2, 4, 7}), w).shape(), (Dims{2, 4, 3}));
+  // Zero input features: the output is the bias on every row, the bias's gradient the
+  // sum of grad_output's rows (the row count is not numel / features).
+  Tensor none = empty({5, 0});
+  EXPECT_TRUE(all_close(linear(none, empty({3, 0}), bias), values(expand(bias, {5, 3})), 0, 0));
+  Tensor g = randn({5, 3});
+  LinearGrads lg = linear_backward(g, none, empty({3, 0}));
+  EXPECT_EQ(lg.input.shape(), (Dims{5, 0}));
+  EXPECT_TRUE(all_close(lg.bias, values(sum(g, {0})), 1e-5, 1e-6));
+  LinearGrads full_g = linear_backward(g, a, w);  // the fused op against its definition
+  EXPECT_TRUE(all_close(full_g.input, values(mm(g, w)), 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(full_g.weight, values(mm(transpose(g, 0, 1), a)), 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(full_g.bias, values(sum(g, {0})), 1e-5, 1e-6));
   expect_error([&] { mm(a, a); }, ErrorKind::shape,
                "[mm] mat1 and mat2 shapes cannot be multiplied (5x7 and 5x7)");
   expect_error([&] { mm(a, bd); }, ErrorKind::dtype, "same dtype");

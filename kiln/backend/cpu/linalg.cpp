@@ -227,7 +227,7 @@ void k_linear(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& x = c.args.tensor(0);
   const Tensor& w = c.args.tensor(1);
   Tensor bias = c.args.opt_tensor(2);
-  int64_t in = w.shape()[1], outf = w.shape()[0], rows = x.numel() / std::max<int64_t>(in, 1);
+  int64_t in = w.shape()[1], outf = w.shape()[0], rows = backend::linear_rows(x);
   Tensor out2 = mat(outs[0], rows, outf);
   if (bias.defined()) copy_into(out2, bias);
   Tensor wt = make_view(w, Dims{in, outf}, Dims{w.strides()[1], w.strides()[0]}, w.offset());
@@ -240,12 +240,12 @@ void k_linear(const OpCall& c, std::span<Tensor> outs) {
 void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& x = c.args.tensor(1);
   const Tensor& w = c.args.tensor(2);
-  int64_t in = w.shape()[1], outf = w.shape()[0], rows = x.numel() / std::max<int64_t>(in, 1);
+  int64_t in = w.shape()[1], outf = w.shape()[0], rows = backend::linear_rows(x);
   Tensor g2 = mat(contiguous(c.args.tensor(0)), rows, outf);
   gemm(g2, w, mat(outs[0], rows, in), 1.0, 0.0);
   gemm(make_view(g2, Dims{outf, rows}, Dims{1, outf}, g2.offset()), mat(contiguous(x), rows, in), outs[1], 1.0, 0.0);
   DType cd = compute_dtype(g2.dtype());
-  Tensor gc = contiguous(cast(g2, cd));
+  Tensor gc = cast(g2, cd);  // g2 is dense
   Tensor db = empty(Dims{outf}, DType::f64, x.device());
   KILN_DISPATCH_FLOAT(cd, "linear_backward", {
     const T* p = gc.data<T>();

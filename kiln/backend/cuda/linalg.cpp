@@ -220,7 +220,7 @@ void k_linear(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& x = c.args.tensor(0);
   const Tensor& w = c.args.tensor(1);
   Tensor bias = c.args.opt_tensor(2);
-  int64_t in = w.shape()[1], outf = w.shape()[0], rows = x.numel() / std::max<int64_t>(in, 1);
+  int64_t in = w.shape()[1], outf = w.shape()[0], rows = backend::linear_rows(x);
   Tensor xd = dense(x, x.dtype(), x.device());
   Tensor out2 = make_view(outs[0], Dims{rows, outf}, Dims{outf, 1}, outs[0].offset());
   if (bias.defined()) copy_into(out2, bias);

@@ -362,7 +362,7 @@ void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
 void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& x = c.args.tensor(1);
   const Tensor& w = c.args.tensor(2);
-  int64_t in = w.shape()[1], outf = w.shape()[0], rows = x.numel() / std::max<int64_t>(in, 1);
+  int64_t in = w.shape()[1], outf = w.shape()[0], rows = backend::linear_rows(x);
   Tensor gd = dense(c.args.tensor(0), x.dtype(), x.device()), xd = dense(x, x.dtype(), x.device());
   auto batch1 = [](const Tensor& t, int64_t r, int64_t k, int64_t sr, int64_t sk) {
     return make_view(t, Dims{1, r, k}, Dims{0, sr, sk}, t.offset());
