@@ -18,6 +18,12 @@ enum class ReduceOp : uint8_t { sum, avg, max, min, product };
 std::string_view to_string(ReduceOp op);
 
 /** An asynchronous collective; its outputs are valid after wait(). */
+/** How a collective call returns. `async`: at once, with the call queued (wait() for its
+ * result; the engine makes progress meanwhile). `blocking`: once the call is complete
+ * (wait() returns at once); the MPI engine then runs it on the calling thread when
+ * nothing is queued before it, without a hand-off to its worker. */
+enum class Launch : uint8_t { async, blocking };
+
 class Work {
  public:
   virtual ~Work() = default;
@@ -38,18 +44,21 @@ class ProcessGroup {
   virtual std::string_view engine() const = 0;
 
   /** In place: every rank's `tensor` becomes the reduction of all ranks' values. */
-  virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum) = 0;
+  virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum,
+                                           Launch launch = Launch::async) = 0;
   /** `output` ([size * n, ...]) gets the ranks' `input`s ([n, ...]) in rank order along dim 0. */
-  virtual std::shared_ptr<Work> all_gather(const Tensor& output, const Tensor& input) = 0;
+  virtual std::shared_ptr<Work> all_gather(const Tensor& output, const Tensor& input,
+                                           Launch launch = Launch::async) = 0;
   /** `output` ([n / size, ...]) gets this rank's slice (along dim 0) of the reduction of the
    * ranks' `input`s ([n, ...]). */
   virtual std::shared_ptr<Work> reduce_scatter(const Tensor& output, const Tensor& input,
-                                               ReduceOp op = ReduceOp::sum) = 0;
+                                               ReduceOp op = ReduceOp::sum, Launch launch = Launch::async) = 0;
   /** `input` is split along dim 0 in `size` equal chunks; chunk j goes to rank j, and
    * `output`'s chunk i comes from rank i. */
-  virtual std::shared_ptr<Work> all_to_all(const Tensor& output, const Tensor& input) = 0;
+  virtual std::shared_ptr<Work> all_to_all(const Tensor& output, const Tensor& input,
+                                           Launch launch = Launch::async) = 0;
   /** In place: every rank's `tensor` becomes rank `root`'s. */
-  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) = 0;
+  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root, Launch launch = Launch::async) = 0;
   /** Point to point (not checked across ranks: a send and its recv must agree). */
   virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0) = 0;
   virtual std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag = 0) = 0;

@@ -116,14 +116,14 @@ class NcclGroup final : public ProcessGroup {
   int size() const override { return size_; }
   std::string_view engine() const override { return "nccl"; }
 
-  std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp op) override {
+  std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp op, Launch) override {
     return run("all_reduce", {t}, {t}, [&](cudaStream_t s, const TensorList& in, const TensorList& out) {
       check_nccl(nccl().all_reduce(ptr(in[0]), ptr(out[0]), static_cast<size_t>(t.numel()),
                                    nccl_type(t.dtype(), "all_reduce"), nccl_op(op), comm_, s),
                  "all_reduce");
     });
   }
-  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) override {
+  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in, Launch) override {
     check_output("all_gather", out, in, Rows::gather);
     return run("all_gather", {in}, {out}, [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
       check_nccl(nccl().all_gather(ptr(i[0]), ptr(o[0]), static_cast<size_t>(in.numel()),
@@ -131,7 +131,7 @@ class NcclGroup final : public ProcessGroup {
                  "all_gather");
     });
   }
-  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
+  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Launch) override {
     check_output("reduce_scatter", out, in, Rows::scatter);
     return run("reduce_scatter", {in}, {out}, [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
       check_nccl(nccl().reduce_scatter(ptr(i[0]), ptr(o[0]), static_cast<size_t>(out.numel()),
@@ -139,7 +139,7 @@ class NcclGroup final : public ProcessGroup {
                  "reduce_scatter");
     });
   }
-  std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in) override {
+  std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in, Launch) override {
     check_output("all_to_all", out, in, Rows::same);
     return run("all_to_all", {in}, {out}, [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
       size_t chunk = static_cast<size_t>(in.numel() / size_);
@@ -155,7 +155,7 @@ class NcclGroup final : public ProcessGroup {
       check_nccl(nccl().group_end(), "all_to_all");
     });
   }
-  std::shared_ptr<Work> broadcast(const Tensor& t, int root) override {
+  std::shared_ptr<Work> broadcast(const Tensor& t, int root, Launch) override {
     check_rank("broadcast", root);
     return run("broadcast", {t}, {t}, [&](cudaStream_t s, const TensorList& in, const TensorList& out) {
       check_nccl(nccl().broadcast(ptr(in[0]), ptr(out[0]), static_cast<size_t>(t.numel()),
@@ -181,7 +181,7 @@ class NcclGroup final : public ProcessGroup {
   }
   void barrier() override {
     Tensor one = zeros({1}, {.device = device_});
-    all_reduce(one, ReduceOp::sum)->wait();
+    all_reduce(one, ReduceOp::sum, Launch::blocking)->wait();
   }
   std::shared_ptr<ProcessGroup> split(const std::vector<int>&) override {
     fail(ErrorKind::unsupported, "[split] NCCL groups are made with nccl_group over a split bootstrap group");

@@ -20,20 +20,20 @@ class FakeGroup final : public ProcessGroup {
   int size() const override { return size_; }
   std::string_view engine() const override { return "fake"; }
 
-  std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp) override { return done(); }
-  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) override {
+  std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp, Launch) override { return done(); }
+  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in, Launch) override {
     check_output("all_gather", out, in, Rows::gather);
     return done();
   }
-  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp) override {
+  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp, Launch) override {
     check_output("reduce_scatter", out, in, Rows::scatter);
     return done();
   }
-  std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in) override {
+  std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in, Launch) override {
     check_output("all_to_all", out, in, Rows::same);
     return done();
   }
-  std::shared_ptr<Work> broadcast(const Tensor&, int root) override {
+  std::shared_ptr<Work> broadcast(const Tensor&, int root, Launch) override {
     check_rank("broadcast", root);
     return done();
   }
@@ -65,13 +65,13 @@ class LocalGroup final : public ProcessGroup {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string_view engine() const override { return "local"; }
-  std::shared_ptr<Work> all_reduce(const Tensor&, ReduceOp) override { return done(); }
-  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in) override { return copy(out, in); }
-  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp) override {
+  std::shared_ptr<Work> all_reduce(const Tensor&, ReduceOp, Launch) override { return done(); }
+  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in, Launch) override { return copy(out, in); }
+  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp, Launch) override {
     return copy(out, in);
   }
-  std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in) override { return copy(out, in); }
-  std::shared_ptr<Work> broadcast(const Tensor&, int root) override {
+  std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in, Launch) override { return copy(out, in); }
+  std::shared_ptr<Work> broadcast(const Tensor&, int root, Launch) override {
     check_rank("broadcast", root);
     return done();
   }

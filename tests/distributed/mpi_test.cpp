@@ -9,6 +9,7 @@
 namespace kiln {
 namespace {
 
+using dist::Launch;
 using dist::ReduceOp;
 using testing::all_close;
 using testing::expect_error;
@@ -123,6 +124,27 @@ TEST(Mpi, AsyncHandlesOverlap) {
   EXPECT_TRUE(all_close(b, std::vector<double>(1000, n - 1)));
 }
 
+// A blocking call returns complete, after what was queued before it: with the worker
+// idle it runs on this thread, behind queued calls it waits for them.
+TEST(Mpi, BlockingCallsKeepTheOrderOfQueuedOnes) {
+  int n = world()->size(), r = world()->rank();
+  Tensor a = full({1 << 16}, 1.0, {.device = my_device()}), b = full({8}, r, {.device = my_device()});
+  auto wa = world()->all_reduce(a);
+  auto wb = world()->all_reduce(b, ReduceOp::max, Launch::blocking);
+  EXPECT_TRUE(wb->completed());
+  EXPECT_TRUE(wa->completed());
+  EXPECT_TRUE(all_close(a, std::vector<double>(1 << 16, n)));
+  EXPECT_TRUE(all_close(b, std::vector<double>(8, n - 1)));
+  Tensor c = full({4}, r + 1.0, {.device = my_device()});
+  world()->all_reduce(c, ReduceOp::product, Launch::blocking);
+  double product = 1;
+  for (int i = 1; i <= n; ++i) product *= i;
+  EXPECT_TRUE(all_close(c, std::vector<double>(4, product)));
+  Tensor g = empty({4 * n}, {.device = my_device()});
+  world()->all_gather(g, full({4}, r, {.device = my_device()}), Launch::blocking);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(g.data<float>()[4 * i], i);
+}
+
 TEST(Mpi, SplitIntoSubGroups) {
   int n = world()->size(), r = world()->rank();
   std::vector<int> even, odd;
@@ -150,6 +172,9 @@ TEST(Mpi, MismatchedCollectivesAreAnErrorOnEveryRank) {
   Tensor u = zeros({2}, {.device = my_device()});
   if (r == 0) expect_error([&] { world()->all_reduce(u, ReduceOp::max)->wait(); }, ErrorKind::value, "all_reduce");
   else expect_error([&] { world()->broadcast(u, 0)->wait(); }, ErrorKind::value, "broadcast");
+  Tensor v = zeros({r == 0 ? 5 : 6}, {.device = my_device()});
+  expect_error([&] { world()->all_reduce(v, ReduceOp::sum, Launch::blocking); }, ErrorKind::value,
+               "does not match across the ranks");
   world()->barrier();
   Tensor ok = ones({2}, {.device = my_device()});
   world()->all_reduce(ok)->wait();

@@ -508,6 +508,10 @@ TEST(CliMpi, DeadRankEndsTheJobWithAClearError) {
   EXPECT_NE(left.status, 0) << left.out;
   EXPECT_LT(left.seconds, 60) << left.out;
   EXPECT_TRUE(has(left.out, "[all_reduce(sum) #1] did not complete within 3 s")) << left.out;
+  Job blocked = run_dead_rank("leave-blocking");
+  EXPECT_NE(blocked.status, 0) << blocked.out;
+  EXPECT_LT(blocked.seconds, 60) << blocked.out;
+  EXPECT_TRUE(has(blocked.out, "[all_reduce(sum) #1] did not complete within 3 s")) << blocked.out;
 }
 }  // namespace
 }  // namespace kiln

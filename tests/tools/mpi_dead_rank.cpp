@@ -1,7 +1,8 @@
 // Helper of CliMpi.*: rank 1 leaves before a collective that rank 0 waits in, either
 // dying (`die`: the MPI runtime ends the job) or finishing cleanly (`leave`: rank 0's
-// wait runs into KILN_COLLECTIVE_TIMEOUT). Either way the job must end with an error
-// naming what happened, never hang.
+// wait runs into KILN_COLLECTIVE_TIMEOUT; `leave-blocking`: the same for a blocking call,
+// which rank 0 runs on its own thread). Either way the job must end with an error naming
+// what happened, never hang.
 #include <cstdio>
 #include <cstdlib>
 
@@ -10,7 +11,8 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  bool die = argc < 2 || std::string(argv[1]) == "die";
+  std::string mode = argc < 2 ? "die" : argv[1];
+  bool die = mode == "die";
   auto world = kiln::dist::mpi_world();
   if (world->rank() == 1) {
     std::fprintf(stderr, "rank 1: %s before the collective\n", die ? "dying" : "leaving");
@@ -19,7 +21,8 @@ int main(int argc, char** argv) {
   }
   kiln::Tensor t = kiln::ones({4});
   try {
-    world->all_reduce(t)->wait();
+    if (mode == "leave-blocking") world->all_reduce(t, kiln::dist::ReduceOp::sum, kiln::dist::Launch::blocking);
+    else world->all_reduce(t)->wait();
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
     return 1;
