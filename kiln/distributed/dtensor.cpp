@@ -932,13 +932,13 @@ Outputs handle(OpKind op, std::span<const Value> args) {
 }
 
 Outputs handle_call(OpKind op, std::span<const Value> args) {
-  // Below autograd: what runs here on shards is never recorded (the DTensor op is).
-  autograd::NoGradGuard no_grad;
   const DeviceMesh* mesh = nullptr;
   Operands in = operands_of(op, args, mesh);
   const ops::OpInfo& info = ops::op_info(op);
-  if (op == OpKind::linear) return linear_as_matmul(args);
-  if (op == OpKind::mean) return mean_as_sum(args, *in.tensors[0]);
+  if (op == OpKind::linear || op == OpKind::mean) {
+    autograd::NoGradGuard no_grad;  // below autograd (see below)
+    return op == OpKind::linear ? linear_as_matmul(args) : mean_as_sum(args, *in.tensors[0]);
+  }
   if (op == OpKind::_to_copy)
     KILN_CHECK(std::get<Device>(args[2]) == mesh->device(), unsupported,
                "[_to_copy] moves a DTensor off its mesh's device {}; use to_local() or full_tensor()",
@@ -960,6 +960,9 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
     }
     return global;
   }
+  // Below autograd: what runs here on shards is never recorded (the DTensor op is); the
+  // derived path above records nothing either way.
+  autograd::NoGradGuard no_grad;
   // Redistribute and unwrap (each argument built once: no copies of the DTensors).
   PoolVector<Value> local(args.size());
   size_t k = 0;
