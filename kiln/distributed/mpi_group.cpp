@@ -223,13 +223,13 @@ class Worker {
     return true;
   }
   void release() {
-    bool more;
+    bool wake;
     {
       std::lock_guard lock(m_);
       busy_ = false;
-      more = !tasks_.empty();
+      wake = stop_ || !tasks_.empty();  // an idle worker sleeps on: waking it costs
     }
-    if (more) cv_.notify_one();
+    if (wake) cv_.notify_one();
   }
 
  private:
@@ -379,21 +379,23 @@ class MpiGroup final : public ProcessGroup {
     check_cpu("send", t);
     EngineType e = engine_type(t.dtype());
     int n = count_of(t, "send");
-    return post(fmt::format("send to rank {}", dst), false, Launch::async, [=, this](std::optional<Clock::time_point>) {
-      Tensor buf = staged(t, e.dtype, true);
-      check_mpi(MPI_Send(data_of(buf), n, e.type, dst, tag, comm_), "send");
-    });
+    return post(fmt::format("send to rank {}", dst), false, Launch::async,
+                [=, this](std::optional<Clock::time_point>) {
+                  Tensor buf = staged(t, e.dtype, true);
+                  check_mpi(MPI_Send(data_of(buf), n, e.type, dst, tag, comm_), "send");
+                });
   }
   std::shared_ptr<Work> recv(const Tensor& t, int src, int tag) override {
     check_rank("recv", src);
     check_cpu("recv", t);
     EngineType e = engine_type(t.dtype());
     int n = count_of(t, "recv");
-    return post(fmt::format("recv from rank {}", src), false, Launch::async, [=, this](std::optional<Clock::time_point>) {
-      Tensor buf = staged(t, e.dtype, false);
-      check_mpi(MPI_Recv(data_of(buf), n, e.type, src, tag, comm_, MPI_STATUS_IGNORE), "recv");
-      land(t, buf);
-    });
+    return post(fmt::format("recv from rank {}", src), false, Launch::async,
+                [=, this](std::optional<Clock::time_point>) {
+                  Tensor buf = staged(t, e.dtype, false);
+                  check_mpi(MPI_Recv(data_of(buf), n, e.type, src, tag, comm_, MPI_STATUS_IGNORE), "recv");
+                  land(t, buf);
+                });
   }
   void barrier() override {
     queue("barrier", "barrier", Tensor(), 0, Launch::blocking, [this] { check_mpi(MPI_Barrier(comm_), "barrier"); });
