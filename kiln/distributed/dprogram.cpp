@@ -119,7 +119,7 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
     Placements whole = s.placements;
     for (Placement& p : whole)
       if (p.is_partial()) p = Replicate();
-    Tensor local = whole == s.placements ? s.local : to_local(redistribute(*t.tensor, whole));
+    Tensor local = whole == s.placements ? s.local(*t.tensor->impl()) : to_local(redistribute(*t.tensor, whole));
     bool owner = true;
     std::vector<int64_t> offsets(static_cast<size_t>(t.tensor->dim()), 0);
     for (int64_t i = 0; i < m.ndim(); ++i) {

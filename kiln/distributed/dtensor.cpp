@@ -185,22 +185,30 @@ Outputs handle(OpKind op, std::span<const Value> args);
 // One flag per tensor dimension (sharded, reduced, kept whole), inline for usual ranks.
 using DimFlags = SmallVector<char, 8>;
 
-// (S1) This rank's shard shape of a tensor of `global` shape.
-Dims local_shape(const Dims& global, const DeviceMesh& mesh, const Placements& placements,
-                 std::string_view op) {
+// (S1) That `placements` can lay out an `ndim`-d tensor on `mesh`.
+void check_layout(int64_t ndim, const DeviceMesh& mesh, const Placements& placements, std::string_view op) {
   KILN_CHECK(static_cast<int64_t>(placements.size()) == mesh.ndim(), internal,
              "[{}] {} placements for a mesh of {} dimensions", op, placements.size(), mesh.ndim());
-  Dims local = global;
   for (size_t i = 0; i < placements.size(); ++i) {
     const Placement& p = placements[i];
     if (!p.is_shard()) continue;
-    KILN_CHECK(p.dim >= 0 && p.dim < static_cast<int64_t>(global.size()), index,
-               "[{}] placement {} of a {}-d tensor", op, p.str(), global.size());
+    KILN_CHECK(p.dim >= 0 && p.dim < ndim, index, "[{}] placement {} of a {}-d tensor", op, p.str(), ndim);
     for (size_t j = 0; j < i; ++j)  // a mesh has a few dimensions: no set needed
       KILN_CHECK(!(placements[j].is_shard() && placements[j].dim == p.dim), unsupported,
                  "[{}] tensor dim {} is sharded by two mesh dimensions {}; kiln shards a tensor dim "
                  "along one mesh dimension at most",
                  op, p.dim, to_string(placements));
+  }
+}
+
+// (S1) This rank's shard shape of a tensor of `global` shape.
+Dims local_shape(const Dims& global, const DeviceMesh& mesh, const Placements& placements,
+                 std::string_view op) {
+  check_layout(static_cast<int64_t>(global.size()), mesh, placements, op);
+  Dims local = global;
+  for (size_t i = 0; i < placements.size(); ++i) {
+    const Placement& p = placements[i];
+    if (!p.is_shard()) continue;
     int64_t m = static_cast<int64_t>(i);
     local[p.dim] = chunk_of(global[p.dim], mesh.size(m), mesh.coordinate(m)).second;
   }
@@ -220,13 +228,13 @@ void attach(const Tensor& outer, Tensor local, const DeviceMesh& mesh, Placement
   Dims want = local_shape(outer.shape(), mesh, placements, "dtensor");
   KILN_CHECK(local.shape() == want, internal, "DTensor of {} with placements {}: local shard {} should be {}",
              outer.shape().str(), to_string(placements), local.shape().str(), want.str());
-  outer.impl()->dtensor = make_pooled<DTensorState>(DTensorState{std::move(local), mesh, std::move(placements)});
+  outer.impl()->dtensor = make_pooled<DTensorState>(std::move(local), mesh, std::move(placements));
 }
 
 Tensor rewrap(const Tensor& like, const Tensor& inner);
 Tensor rewrap_gradient(const Tensor& like, const Tensor& inner);
 Tensor distribute_like(const Tensor& like, const Tensor& whole);
-Tensor inner_of(const Tensor& t) { return t.impl()->dtensor->local; }
+Tensor inner_of(const Tensor& t) { return t.impl()->dtensor->local(*t.impl()); }
 constexpr DTensorLayer kLayer{&handle, &inner_of, &rewrap, &rewrap_gradient, &distribute_like};
 
 Tensor make_dtensor(const Tensor& local, const Dims& global, const DeviceMesh& mesh, const Placements& placements) {
@@ -266,13 +274,30 @@ Tensor rewrap_gradient(const Tensor& like, const Tensor& inner) {
 
 }  // namespace
 
+// Note [Derived shards]
+// Under plain fake propagation (FakeMode below, nothing recording, every shard fake) an
+// op's output shard is fully determined by the global output and the rule's placements
+// (S1): a contiguous fake tensor of the local shape. handle_call then records only the
+// placements; the shard is made the first time anything asks for it (redistribute,
+// to_local, an op that runs on the shards), once, also when several threads read the
+// DTensor. A chain of fake DTensor ops thus builds one tensor per op, as the local ops
+// would, instead of two.
+const Tensor& DTensorState::local(const TensorImpl& outer) const {
+  if (derived_)
+    std::call_once(made_, [&] {
+      local_ = make_tensor(local_shape(outer.shape, mesh, placements, "to_local"), outer.dtype, outer.device,
+                           /*allocator=*/nullptr, "to_local");
+    });
+  return local_;
+}
+
 const DTensorState& dtensor_state(const Tensor& t, std::string_view op) {
   KILN_CHECK(t.defined() && t.is_dtensor(), value, "[{}] expected a DTensor, got {}", op,
              t.defined() ? t.meta_str() : "an undefined tensor");
   return *t.impl()->dtensor;
 }
 
-Tensor to_local(const Tensor& dtensor) { return dtensor_state(dtensor, "to_local").local; }
+Tensor to_local(const Tensor& dtensor) { return dtensor_state(dtensor, "to_local").local(*dtensor.impl()); }
 
 Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements& placements,
                   std::optional<Dims> global_shape) {
@@ -321,7 +346,7 @@ Tensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, const Place
 std::string describe(const Tensor& t) {
   const DTensorState& s = dtensor_state(t, "describe");
   return fmt::format("DTensor({}{}, mesh={}, placements={}, local={})", to_string(t.dtype()), t.shape().str(),
-                     s.mesh.str(), to_string(s.placements), s.local.meta_str());
+                     s.mesh.str(), to_string(s.placements), s.local(*t.impl()).meta_str());
 }
 
 // ---- redistribution ---------------------------------------------------------------
@@ -406,7 +431,7 @@ Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMes
 Tensor redistribute(const Tensor& dtensor, const Placements& placements) {
   const DTensorState& s = dtensor_state(dtensor, "redistribute");
   check_placements(s.mesh, placements, dtensor.dim(), "redistribute");
-  Tensor local = s.local;
+  Tensor local = s.local(*dtensor.impl());
   Placements now = s.placements;
   // Gathers first (so a later chunk sees the full dim), then everything else.
   for (int pass = 0; pass < 2; ++pass)
@@ -919,7 +944,7 @@ void check_output_placements(const ops::OpInfo& info, const Tensor& out, const P
 bool derives_shards(const ops::OpInfo& info, std::span<const Value> args, const Operands& in) {
   if (info.is_inplace() || info.is_view() || !redispatch_is_meta(args)) return false;
   for (const Tensor* t : in.tensors)
-    if (!t->impl()->dtensor->local.is_fake()) return false;
+    if (!t->impl()->dtensor->fake_local()) return false;
   return true;
 }
 
@@ -951,12 +976,12 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
     // Under plain fake propagation a fresh output's shard follows from the rule (S1): a
     // contiguous tensor of the global output's dtype, shaped by its placements -- the
     // metadata the local op's meta function would give, without redistributing the
-    // (fake) inputs and dispatching the op a second time.
+    // (fake) inputs and dispatching the op a second time. It is made when first asked
+    // for (Note [Derived shards]); the placements are checked against the shape now.
     for (const Tensor& g : global) {
       check_output_placements(info, g, d.output);
-      Tensor shard = make_tensor(local_shape(g.shape(), *mesh, d.output, info.name), g.dtype(), g.device(),
-                                 /*allocator=*/nullptr, info.name);
-      g.impl()->dtensor = make_pooled<DTensorState>(DTensorState{std::move(shard), *mesh, d.output});
+      check_layout(g.dim(), *mesh, d.output, info.name);
+      g.impl()->dtensor = make_pooled<DTensorState>(*mesh, d.output);
     }
     return global;
   }
@@ -970,7 +995,7 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
     auto unwrap = [&](const Tensor& t) -> Tensor {
       if (!t.defined() || !t.is_dtensor()) return t;
       const Placements& want = d.inputs[k++];
-      if (t.impl()->dtensor->placements == want) return t.impl()->dtensor->local;
+      if (t.impl()->dtensor->placements == want) return t.impl()->dtensor->local(*t.impl());
       KILN_CHECK(!(info.is_inplace() && static_cast<int>(i) == info.schema.mutated_arg), internal,
                  "[{}] the rule redistributes the tensor the op writes", info.name);
       return to_local(redistribute(t, want));

@@ -16,6 +16,7 @@
 // DTensor ops again, so gradients of sharded tensors are DTensors.
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -100,11 +101,32 @@ class DeviceMesh {
   std::shared_ptr<const Impl> impl_;
 };
 
-/** What a DTensor's impl carries besides its global metadata. */
-struct DTensorState {
-  Tensor local;
+/** What a DTensor's impl carries besides its global metadata: its mesh, placements and
+ * this rank's shard. A shard that fake propagation derives is only described, and made
+ * when first asked for (Note [Derived shards] in dtensor.cpp). */
+class DTensorState {
+ public:
+  /** A state around an existing shard. */
+  DTensorState(Tensor local, DeviceMesh mesh, Placements placements)
+      : mesh(std::move(mesh)), placements(std::move(placements)), local_(std::move(local)) {}
+  /** A fake shard, shaped by the placements (S1), made by the first local(). */
+  DTensorState(DeviceMesh mesh, Placements placements)
+      : mesh(std::move(mesh)), placements(std::move(placements)), derived_(true) {}
+  DTensorState(const DTensorState&) = delete;
+  DTensorState& operator=(const DTensorState&) = delete;
+
+  /** This rank's shard of `outer`, the DTensor this state belongs to. */
+  const Tensor& local(const TensorImpl& outer) const;
+  /** Whether the shard holds no data (a fake one, or one still to be derived). */
+  bool fake_local() const { return derived_ || local_.is_fake(); }
+
   DeviceMesh mesh;
   Placements placements;  // one per mesh dimension
+
+ private:
+  mutable std::once_flag made_;  // derived shards: made once, also by concurrent readers
+  mutable Tensor local_;
+  bool derived_ = false;
 };
 
 /** Whether `t` is a DTensor, and its state (a value Error naming `op` otherwise). */

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include "kiln/kiln.h"
 #include "test_util.h"
@@ -220,6 +222,35 @@ TEST(S2, ShardsDerivedUnderFakePropagationMatchTheLocalOps) {
     ASSERT_EQ(derived.size(), dispatched.size());
     for (size_t i = 0; i < derived.size(); ++i) EXPECT_EQ(derived[i], dispatched[i]) << "rank " << rank << " output " << i;
   }
+}
+
+// Note [Derived shards]: an output shard under plain fake propagation is made when first
+// asked for, once, whichever thread asks; a layout it could not have fails at the op.
+TEST(S1, DerivedShardsAreMadeOnceWhenFirstAskedFor) {
+  FakeMode fake;
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, 3, Device("cpu:0"));
+  Tensor x = dist::distribute_tensor(empty({10, 12}), mesh, {Shard(0)});
+  Tensor y = relu(x);
+  const Tensor& first = dist::to_local(y);
+  EXPECT_EQ(first.shape(), Dims({2, 12}));
+  EXPECT_TRUE(first.is_fake());
+  EXPECT_EQ(dist::to_local(y).impl(), first.impl());
+  Tensor z = add(y, 1.0);  // reads y's shard as an input: z's own is derived again
+  std::vector<TensorImpl*> seen(4, nullptr);
+  {
+    std::vector<std::thread> readers;
+    for (size_t i = 0; i < seen.size(); ++i)
+      readers.emplace_back([&, i] { seen[i] = dist::to_local(z).impl(); });
+    for (std::thread& t : readers) t.join();
+  }
+  for (TensorImpl* p : seen) EXPECT_EQ(p, dist::to_local(z).impl());
+  EXPECT_NE(seen[0], first.impl());
+
+  dist::DeviceMesh grid = dist::DeviceMesh::fake({2, 2}, {"dp", "tp"}, 0, Device("cpu:0"));
+  Tensor a = dist::distribute_tensor(empty({4, 4}), grid, {Shard(0), Replicate()});
+  Tensor b = dist::distribute_tensor(empty({4, 4}), grid, {Replicate(), Shard(0)});
+  expect_error([&] { add(a, b); }, ErrorKind::unsupported,
+               "[add] tensor dim 0 is sharded by two mesh dimensions (S(0), S(0))");
 }
 
 TEST(S3, Errors) {
