@@ -122,6 +122,21 @@ BENCHMARK_CAPTURE(BM_Elementwise1M, add_bf16, DType::bf16, false)->Unit(benchmar
 BENCHMARK_CAPTURE(BM_Elementwise1M, gelu_f32, DType::f32, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Elementwise1M, gelu_f16, DType::f16, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// The row kernels and GELU of BENCH.md's BLOCK at its shapes, one thread: what a BLOCK
+// forward spends outside its products.
+void BM_BlockRowOps(benchmark::State& state, int which) {
+  kiln::NumThreadsGuard threads(1);
+  Tensor x = randn({4, 128, 256}), w = randn({256}), b = randn({256});
+  Tensor scores = randn({4, 4, 128, 128}), hidden = randn({4, 128, 1024});
+  for (auto _ : state) {
+    Tensor y = which == 0 ? layer_norm(x, {256}, w, b) : which == 1 ? softmax(scores, -1) : gelu(hidden);
+    benchmark::DoNotOptimize(y.impl());
+  }
+}
+BENCHMARK_CAPTURE(BM_BlockRowOps, layer_norm, 0)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_BlockRowOps, softmax, 1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_BlockRowOps, gelu, 2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // Reads 2 x 64 MiB and writes 64 MiB per call; the output block is reused by the
 // caching allocator, so no page is touched for the first time after warm-up.
 void BM_Add16M(benchmark::State& state) {

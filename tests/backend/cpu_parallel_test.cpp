@@ -77,6 +77,15 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
     Tensor x64 = to(x, DType::f64), w64 = to(w, DType::f64);
     expect_matches_f64(linear(x, w, bias), linear(x64, w64, to(bias, DType::f64)), "linear");
     expect_matches_f64(linear(x, w), linear(x64, w64), "linear without bias");
+    // a bias row: added inside oneDNN's product when it takes it (alpha 1), else broadcast
+    // first; a strided bias is broadcast
+    Tensor a2 = randn({70, 96}), row = randn({80}), strided = select(randn({80, 2}), 1, 1);
+    Tensor a2_64 = to(a2, DType::f64), wt64 = t(w64);
+    for (double alpha : {1.0, 2.0})
+      for (const Tensor& bias_row : {row, strided})
+        expect_matches_f64(addmm(bias_row, a2, t(w), 1.0, alpha),
+                           addmm(to(bias_row, DType::f64), a2_64, wt64, 1.0, alpha),
+                           fmt::format("addmm with a bias row, alpha {}", alpha));
     // batched: contiguous, transposed inside the batch, broadcast batch of matmul
     Tensor p = randn({6, 40, 50}), q = randn({6, 50, 70}), qt = transpose(randn({6, 70, 50}), 1, 2);
     expect_matches_f64(bmm(p, q), bmm(to(p, DType::f64), to(q, DType::f64)), "bmm");

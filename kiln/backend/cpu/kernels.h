@@ -12,8 +12,10 @@ const ops::KernelTable& kernels();
 KILN_KERNELS(KILN_DECLARE_KERNEL)
 
 /** c = beta * c + alpha * a @ b for 2-D tensors on the current device, c's rows
- * contiguous (what mm/addmm/linear and extension kernels call, kiln::gemm). */
-void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
+ * contiguous (what mm/addmm/linear and extension kernels call, kiln::gemm), plus `bias`
+ * ([m], optional; only with beta = 0) on every row of c. */
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta,
+          const Tensor& bias = Tensor());
 
 /** Which library f32 products use (Note [oneDNN for f32 GEMM]): automatic (oneDNN
  * above a size, OpenBLAS below), or one of them for everything. KILN_GEMM=openblas or

@@ -134,11 +134,22 @@ void check_gemm_environment() {
   if (!env_library().error.empty()) fail(ErrorKind::value, "{}", env_library().error);
 }
 
-// c = beta * c + alpha * a @ b, with c's rows contiguous.
-void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
+// c = beta * c + alpha * a @ b (+ bias), with c's rows contiguous.
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta, const Tensor& bias) {
   int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
   DType d = c.dtype();
+  if (bias.defined()) {
+    KILN_ASSERT(beta == 0.0);
+    // oneDNN adds a dense f32 bias inside the product; otherwise it is broadcast into c,
+    // which the product then adds to.
+    // (oneDNN scales the bias with the product: alpha 1 only.)
+    if (!(d == DType::f32 && alpha == 1.0 && bias.dtype() == d && bias.is_contiguous() && use_onednn(n, m, k))) {
+      copy_into(c, bias);
+      gemm(a, b, c, alpha, 1.0);
+      return;
+    }
+  }
   if (d != DType::f32 && d != DType::f64) {
     DType cd = compute_dtype(d);
     if (cd != d) {  // half types: compute in f32
@@ -159,7 +170,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
   auto ldc = std::max<int64_t>(c.strides()[0], std::max<int64_t>(m, 1));
   if (d == DType::f32 && use_onednn(n, m, k)) {
     onednn_matmul(1, n, m, k, matrix_of(A), matrix_of(B), {c.data<float>(), 0, ldc, 1},
-                  static_cast<float>(alpha), static_cast<float>(beta));
+                  static_cast<float>(alpha), static_cast<float>(beta),
+                  bias.defined() ? bias.data<float>() : nullptr);
     return;
   }
   use_kernel_threads_for_openblas(n * m * k);
@@ -219,7 +231,12 @@ void k_bmm(const OpCall& c, std::span<Tensor> outs) {
 
 void k_addmm(const OpCall& c, std::span<Tensor> outs) {
   double beta = c.args.scalar(3).to_double(), alpha = c.args.scalar(4).to_double();
-  if (beta != 0) copy_into(outs[0], c.args.tensor(0));
+  const Tensor& input = c.args.tensor(0);
+  if (beta == 1.0 && input.dim() == 1 && input.numel() == outs[0].size(-1)) {
+    gemm(c.args.tensor(1), c.args.tensor(2), outs[0], alpha, 0.0, input);  // a bias row
+    return;
+  }
+  if (beta != 0) copy_into(outs[0], input);
   gemm(c.args.tensor(1), c.args.tensor(2), outs[0], alpha, beta);
 }
 
@@ -228,10 +245,8 @@ void k_linear(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& w = c.args.tensor(1);
   Tensor bias = c.args.opt_tensor(2);
   int64_t in = w.shape()[1], outf = w.shape()[0], rows = backend::linear_rows(x);
-  Tensor out2 = mat(outs[0], rows, outf);
-  if (bias.defined()) copy_into(out2, bias);
   Tensor wt = make_view(w, Dims{in, outf}, Dims{w.strides()[1], w.strides()[0]}, w.offset());
-  gemm(mat(contiguous(x), rows, in), wt, out2, 1.0, bias.defined() ? 1.0 : 0.0);
+  gemm(mat(contiguous(x), rows, in), wt, mat(outs[0], rows, outf), 1.0, 0.0, bias);
 }
 
 // Rows of a batched input flattened: d input = g W and d weight = g^T x (two GEMMs), d bias

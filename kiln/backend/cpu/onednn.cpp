@@ -10,6 +10,7 @@
 #include "kiln/backend/cpu/onednn.h"
 
 #include <memory>
+#include <unordered_map>
 
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/error.h"
@@ -51,7 +52,7 @@ void onednn_warm_up() {
 }
 
 void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b,
-                   MatrixBatch c, float alpha, float beta) {
+                   MatrixBatch c, float alpha, float beta, const float* bias) {
   use_kernel_threads_for_openmp();
   dnnl::engine& eng = cpu_engine();
   // A stream is not thread-safe; one per host thread (a CPU stream is only a handle).
@@ -68,7 +69,13 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
     attr.set_post_ops(po);
   }
   try {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, eng);
+    // A bias is added where each output tile is still in registers (linear: no pass to
+    // broadcast it into c first, and no read of c by the product).
+    dnnl::memory::desc biasd;
+    if (bias) biasd = batch == 1 ? dnnl::memory::desc({1, m}, dnnl::memory::data_type::f32, {m, 1})
+                                 : dnnl::memory::desc({1, 1, m}, dnnl::memory::data_type::f32, {m, m, 1});
+    dnnl::matmul::primitive_desc pd(bias ? dnnl::matmul::desc(ad, bd, biasd, cd) : dnnl::matmul::desc(ad, bd, cd),
+                                    attr, eng);
     dnnl::matmul mm(pd);  // oneDNN's primitive cache makes this a lookup after the first time
     // One scratch buffer per host thread, grown as needed and kept.
     thread_local std::unique_ptr<char[]> scratch;
@@ -78,10 +85,12 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
       scratch_size = sd.get_size();
       scratch.reset(new char[scratch_size]);
     }
-    mm.execute(stream, {{DNNL_ARG_SRC, dnnl::memory(ad, eng, a.data)},
-                        {DNNL_ARG_WEIGHTS, dnnl::memory(bd, eng, b.data)},
-                        {DNNL_ARG_DST, dnnl::memory(cd, eng, c.data)},
-                        {DNNL_ARG_SCRATCHPAD, dnnl::memory(sd, eng, scratch.get())}});
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, dnnl::memory(ad, eng, a.data)},
+                                                  {DNNL_ARG_WEIGHTS, dnnl::memory(bd, eng, b.data)},
+                                                  {DNNL_ARG_DST, dnnl::memory(cd, eng, c.data)},
+                                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(sd, eng, scratch.get())}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(biasd, eng, const_cast<float*>(bias)));
+    mm.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
     fail(ErrorKind::internal, "[mm] oneDNN refused a [{}, {}, {}] x [{}, {}] product: {}", batch, n,
@@ -96,7 +105,7 @@ bool onednn_available() { return false; }
 void onednn_warm_up() {}
 
 void onednn_matmul(int64_t, int64_t, int64_t, int64_t, MatrixBatch, MatrixBatch, MatrixBatch,
-                   float, float) {
+                   float, float, const float*) {
   fail(ErrorKind::internal, "[mm] this kiln was built without oneDNN");
 }
 

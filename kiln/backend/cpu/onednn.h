@@ -19,10 +19,11 @@ bool onednn_available();
  * way a framework's math library is ready once it is loaded. No-op without oneDNN. */
 void onednn_warm_up();
 
-/** c[i] = beta * c[i] + alpha * a[i] @ b[i] for i < batch, with a[i] [n, k], b[i] [k, m]
- * and c[i] [n, m]; on the running kernel's intra-op threads. Throws an internal Error
- * when oneDNN refuses the shapes (callers only pass what it takes). */
+/** c[i] = beta * c[i] + alpha * a[i] @ b[i] (+ bias on every row) for i < batch, with a[i]
+ * [n, k], b[i] [k, m], c[i] [n, m] and `bias` (optional) m contiguous floats; on the
+ * running kernel's intra-op threads. Throws an internal Error when oneDNN refuses the
+ * shapes (callers only pass what it takes). */
 void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b,
-                   MatrixBatch c, float alpha, float beta);
+                   MatrixBatch c, float alpha, float beta, const float* bias = nullptr);
 
 }  // namespace kiln::cpu

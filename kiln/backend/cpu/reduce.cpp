@@ -28,6 +28,11 @@ Rows to_rows(const Tensor& x, const std::vector<bool>& reduced, DType dtype) {
   });
 }
 
+// Whether a row kernel can write its rows straight into `out` (its rows laid out as
+// to_rows lays out the input's, in the compute dtype). A kernel's outputs are fresh:
+// they never share memory with its inputs (the executor's plan keeps them apart too).
+bool direct_rows(const Tensor& out, DType compute) { return out.dtype() == compute && out.is_contiguous(); }
+
 template <typename T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
@@ -192,7 +197,8 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
   int64_t d = wrap_dim(c.args.i64(1), self.dim(), "softmax");
   DType cd = compute_dtype(self.dtype());
   Rows r = to_rows(self, only_dim(self.dim(), d), cd);
-  Tensor res = empty(r.data.shape(), cd, self.device());
+  Tensor dst = moved_last(outs[0], d);
+  Tensor res = direct_rows(dst, cd) ? dst : empty(r.data.shape(), cd, self.device());
   bool log = c.op == OpKind::log_softmax;
   KILN_DISPATCH_FLOAT(cd, c.op, {
     const T* p = r.data.data<T>();
@@ -205,19 +211,19 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
           T* orow = o + i * n;
           if (n == 0) continue;
           T mx = row_max(row, n);
-          for (int64_t j = 0; j < n; ++j) orow[j] = vexp(row[j] - mx);  // vectorized
-          T sum = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return orow[j]; }));
           if (log) {
-            T lse = std::log(sum);
+            T lse = std::log(static_cast<T>(row_sum<T>(n, [&](int64_t j) { return vexp(row[j] - mx); })));
             for (int64_t j = 0; j < n; ++j) orow[j] = row[j] - mx - lse;
           } else {
-            for (int64_t j = 0; j < n; ++j) orow[j] /= sum;
+            T sum = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return orow[j] = vexp(row[j] - mx); }));
+            T inv = T(1) / sum;  // a product per element, as PyTorch's vectorized softmax
+            for (int64_t j = 0; j < n; ++j) orow[j] *= inv;
           }
         }
       });
     });
   });
-  copy_into(moved_last(outs[0], d), res);
+  if (res.impl() != dst.impl()) copy_into(dst, res);
 }
 
 void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
@@ -228,7 +234,7 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
   Tensor w = c.args.opt_tensor(2), b = rms ? Tensor() : c.args.opt_tensor(3);
   if (w.defined()) w = contiguous(cast(w, cd));
   if (b.defined()) b = contiguous(cast(b, cd));
-  Tensor res = empty(x.shape(), cd, x.device());
+  Tensor res = direct_rows(outs[0], cd) ? outs[0] : empty(x.shape(), cd, x.device());
   KILN_DISPATCH_FLOAT(cd, c.op, {
     T eps;
     if (rms) eps = c.args.is_none(3) ? std::numeric_limits<T>::epsilon() : T(c.args.f64(3));
@@ -259,7 +265,7 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
       });
     });
   });
-  copy_into(outs[0], res);
+  if (res.impl() != outs[0].impl()) copy_into(outs[0], res);
 }
 
 // Per row, the statistics again (as the forward computes them), then

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace kiln::cpu {
@@ -73,11 +74,27 @@ inline T vtanh(T x) {
   else return std::tanh(x);
 }
 
-// Row reductions for the row kernels (softmax, norms). Float rows accumulate in 16
-// independent lanes, which the compiler turns into vector registers, each lane with a
-// Kahan compensation term, and the lanes meet in double: vector speed with an error far
-// below float rounding of the result (the tests hold them to 1e-6 relative of a double
-// reference). Doubles add in order.
+// Row reductions for the row kernels (softmax, norms), on GCC vector types of 16 floats,
+// which each ISA level of Note [Portable kernels] lowers to its own registers (one
+// AVX-512 register, two AVX2 or four SSE ones) and which stay in registers where arrays
+// indexed by lane were kept on the stack. A float row adds into four such vectors side by
+// side, so four chains of dependent adds hide the add latency, each lane with a Kahan
+// compensation term; the lanes meet in double. That is vector speed with an error far
+// below float rounding of the result (the tests hold it to 1e-6 relative of a double
+// reference), and the order of the adds depends on the row length alone. Doubles add in
+// order.
+
+using Floats16 = float __attribute__((vector_size(64)));
+
+/** v = {g(j), ..., g(j + 15)}: computed into a buffer (a loop the compiler vectorizes,
+ * exp included), read back as one vector. (Vectors pass by reference: by value, their
+ * ABI would differ between the levels.) */
+template <typename G>
+inline void gather16(Floats16& v, int64_t j, G& g) {
+  float b[16];
+  for (int l = 0; l < 16; ++l) b[l] = g(j + l);
+  std::memcpy(&v, b, sizeof v);
+}
 
 /** sum over j < n of g(j), where g returns T. */
 template <typename T, typename G>
@@ -87,18 +104,34 @@ inline double row_sum(int64_t n, G&& g) {
     for (int64_t j = 0; j < n; ++j) s += static_cast<double>(g(j));
     return s;
   } else {
-    constexpr int L = 16;
-    float s[L] = {}, c[L] = {};
+    constexpr int W = 16;
+    Floats16 s0{}, s1{}, s2{}, s3{}, c0{}, c1{}, c2{}, c3{};
+    Floats16 v;
+    auto add = [&v](Floats16& s, Floats16& c) {
+      Floats16 y = v - c;
+      Floats16 t = s + y;
+      c = (t - s) - y;
+      s = t;
+    };
     int64_t j = 0;
-    for (; j + L <= n; j += L)
-      for (int l = 0; l < L; ++l) {
-        float y = g(j + l) - c[l];
-        float t = s[l] + y;
-        c[l] = (t - s[l]) - y;
-        s[l] = t;
-      }
-    double total = 0;
-    for (int l = 0; l < L; ++l) total += static_cast<double>(s[l]) - static_cast<double>(c[l]);
+    for (; j + 4 * W <= n; j += 4 * W) {
+      gather16(v, j, g), add(s0, c0);
+      gather16(v, j + W, g), add(s1, c1);
+      gather16(v, j + 2 * W, g), add(s2, c2);
+      gather16(v, j + 3 * W, g), add(s3, c3);
+    }
+    for (; j + W <= n; j += W) gather16(v, j, g), add(s0, c0);
+    float sums[4][W], comps[4][W];
+    std::memcpy(sums[0], &s0, sizeof s0), std::memcpy(sums[1], &s1, sizeof s1);
+    std::memcpy(sums[2], &s2, sizeof s2), std::memcpy(sums[3], &s3, sizeof s3);
+    std::memcpy(comps[0], &c0, sizeof c0), std::memcpy(comps[1], &c1, sizeof c1);
+    std::memcpy(comps[2], &c2, sizeof c2), std::memcpy(comps[3], &c3, sizeof c3);
+    double acc[8] = {};
+    for (int k = 0; k < 4; ++k)
+      for (int h = 0; h < W; h += 8)
+        for (int l = 0; l < 8; ++l)
+          acc[l] += static_cast<double>(sums[k][h + l]) - static_cast<double>(comps[k][h + l]);
+    double total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     for (; j < n; ++j) total += static_cast<double>(g(j));
     return total;
   }
@@ -108,14 +141,24 @@ inline double row_sum(int64_t n, G&& g) {
  * among the values, which is enough for softmax (the NaN reaches every output anyway). */
 template <typename T>
 inline T row_max(const T* p, int64_t n) {
-  constexpr int L = 16;
-  T m[L];
-  for (int l = 0; l < L; ++l) m[l] = p[0];
+  T best = p[0];
   int64_t j = 0;
-  for (; j + L <= n; j += L)
-    for (int l = 0; l < L; ++l) m[l] = m[l] < p[j + l] ? p[j + l] : m[l];
-  T best = m[0];
-  for (int l = 1; l < L; ++l) best = best < m[l] ? m[l] : best;
+  if constexpr (std::is_same_v<T, float>) {
+    if (n >= 16) {
+      Floats16 m;
+      std::memcpy(&m, p, sizeof m);
+      for (j = 16; j + 16 <= n; j += 16) {
+        Floats16 v;
+        std::memcpy(&v, p + j, sizeof v);
+        m = m < v ? v : m;
+      }
+      float lanes[16];
+      std::memcpy(lanes, &m, sizeof m);
+      for (int w = 8; w >= 1; w /= 2)  // halved in a tree: four dependent steps
+        for (int l = 0; l < w; ++l) lanes[l] = lanes[l] < lanes[l + w] ? lanes[l + w] : lanes[l];
+      best = lanes[0];
+    }
+  }
   for (; j < n; ++j) best = best < p[j] ? p[j] : best;
   return best;
 }
