@@ -2,6 +2,8 @@
 // through OpenBLAS; other dtypes use a plain loop.
 #include <cblas.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/onednn.h"
 #include "kiln/backend/cpu/parallel.h"
+#include "kiln/core/small_vector.h"
 #include "kiln/device/blas.h"
 #include "kiln/ops/meta.h"
 
@@ -197,9 +200,21 @@ Tensor batch_slice(const Tensor& t, int64_t i) {
                    t.offset() + i * t.strides()[0]);
 }
 
-// One matrix of a batch is a row-major or column-major block (what both libraries take).
+// One matrix of a batch is a row-major or column-major block (what both libraries take),
+// and no two elements of the batch share memory (what oneDNN's strided layouts allow):
+// sorted by stride, each dim steps over the whole extent of the ones below it.
 bool blockwise(const Tensor& t) {
-  return t.strides()[2] == 1 || t.strides()[1] == 1;
+  if (t.strides()[2] != 1 && t.strides()[1] != 1) return false;
+  std::array<std::pair<int64_t, int64_t>, 3> dims;  // (stride, size)
+  for (size_t i = 0; i < 3; ++i) dims[i] = {t.strides()[i], t.shape()[i]};
+  std::sort(dims.begin(), dims.end());
+  int64_t extent = 1;
+  for (auto [stride, size] : dims) {
+    if (size == 1) continue;
+    if (stride < extent) return false;
+    extent = stride * size;
+  }
+  return true;
 }
 
 MatrixBatch batch_of(const Tensor& t) {
@@ -274,6 +289,61 @@ void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
   copy_into(outs[2], db);
 }
 
+namespace {
+
+// Batched matmul on its operands where they lie, without a dense copy of each: batch dims
+// of size 1 dropped, the trailing batch dims whose strides collapse into one (in a, b and
+// the dense output alike) are one strided batch, and the leading ones an outer loop of a
+// few calls. Attention's heads, selected from a fused qkv projection, are such batches: a
+// row stride of 3 x width, heads 64 floats apart, batch elements further apart.
+// Broadcast batch dims (stride 0) and loops of many calls take the copying path (false).
+bool strided_batches(const Tensor& a, const Tensor& b, const Tensor& out, const Dims& batch) {
+  constexpr int64_t kMaxCalls = 16;  // each call looks up a oneDNN primitive (~3.5 us)
+  if (out.dtype() != DType::f32 || !out.is_contiguous()) return false;
+  int64_t n = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], m = b.shape()[b.dim() - 1];
+  struct BatchDim {
+    int64_t size, sa, sb, so;
+  };
+  SmallVector<BatchDim, 6> dims;
+  int64_t so = n * m;
+  for (size_t j = batch.size(); j-- > 0;) {
+    auto stride = [&](const Tensor& t) -> int64_t {
+      int64_t i = static_cast<int64_t>(j) - static_cast<int64_t>(batch.size()) + t.dim() - 2;
+      return i < 0 || t.shape()[i] == 1 ? 0 : t.strides()[i];
+    };
+    if (batch[j] != 1) dims.push_back({batch[j], stride(a), stride(b), so});
+    so *= batch[j];
+  }
+  if (dims.empty()) return false;  // one matrix: the caller's GEMM
+  for (const BatchDim& d : dims)
+    if (d.sa == 0 || d.sb == 0) return false;  // broadcast
+  // dims runs innermost first: extend the inner run while each next dim steps by the run
+  size_t run = 1;
+  int64_t inner = dims[0].size;
+  while (run < dims.size() && dims[run].sa == dims[run - 1].sa * dims[run - 1].size &&
+         dims[run].sb == dims[run - 1].sb * dims[run - 1].size)
+    inner *= dims[run++].size;  // (the output's strides always continue the run)
+  int64_t calls = numel_of(batch) / inner;
+  if (calls > kMaxCalls) return false;
+  for (int64_t call = 0; call < calls; ++call) {
+    int64_t oa = a.offset(), ob = b.offset(), oo = out.offset(), rest = call;
+    for (size_t d = run; d < dims.size(); ++d) {
+      int64_t i = rest % dims[d].size;
+      rest /= dims[d].size;
+      oa += i * dims[d].sa, ob += i * dims[d].sb, oo += i * dims[d].so;
+    }
+    auto matrices = [&](const Tensor& t, int64_t rows, int64_t cols, int64_t stride, int64_t offset) {
+      return make_view(t, Dims{inner, rows, cols}, Dims{stride, t.strides()[t.dim() - 2], t.strides()[t.dim() - 1]},
+                       offset);
+    };
+    gemm_batched(matrices(a, n, k, dims[0].sa, oa), matrices(b, k, m, dims[0].sb, ob),
+                 matrices(out, n, m, dims[0].so, oo));
+  }
+  return true;
+}
+
+}  // namespace
+
 void k_matmul(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& a = c.args.tensor(0);
   const Tensor& b = c.args.tensor(1);
@@ -286,6 +356,7 @@ void k_matmul(const OpCall& c, std::span<Tensor> outs) {
     return;
   }
   Dims batch = backend::matmul_batch(a2, b2);
+  if (strided_batches(a2, b2, out, batch)) return;
   int64_t nb = numel_of(batch);
   auto fresh = [](const Dims& shape, const Tensor& like) {
     return empty(shape, like.dtype(), like.device());
