@@ -118,6 +118,26 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
   }
 }
 
+// oneDNN's primitives are kept per thread for the last 64 product layouts: more shapes
+// than that, each again after the others evicted it, and at two thread counts.
+TEST(GemmLibraries, KeptPrimitivesMatchTheirProducts) {
+  if (!cpu::onednn_available()) GTEST_SKIP() << "this kiln was built without oneDNN";
+  Restore restore;
+  cpu::set_gemm_library(cpu::GemmLibrary::onednn);
+  manual_seed(5);
+  for (int threads : {1, 2}) {
+    kiln::NumThreadsGuard guard(threads);
+    for (int round = 0; round < 2; ++round)
+      for (int64_t n = 1; n <= 70; ++n) {
+        Tensor a = randn({n, 9}), b = randn({9, 5}), bias = randn({5});
+        std::string what = fmt::format("[{}x9] @ [9x5], {} thread(s), round {}", n, threads, round);
+        expect_matches_f64(mm(a, b), mm(to(a, DType::f64), to(b, DType::f64)), what);
+        expect_matches_f64(linear(a, t(b), bias), linear(to(a, DType::f64), to(t(b), DType::f64), to(bias, DType::f64)),
+                           "linear " + what);
+      }
+  }
+}
+
 TEST(GemmLibraries, OneDnnCanBeChosenExactlyWhenBuiltIn) {
   Restore restore;
   if (cpu::onednn_available()) {

@@ -9,8 +9,10 @@
 // product. KILN_GEMM=openblas sends everything to OpenBLAS (both paths are tested).
 #include "kiln/backend/cpu/onednn.h"
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "kiln/backend/cpu/parallel.h"
 #include "kiln/core/error.h"
@@ -51,46 +53,103 @@ void onednn_warm_up() {
   (void)pd;
 }
 
+namespace {
+
+// What a matmul primitive is made for: shapes, layouts, scales, bias, and the thread count
+// it was planned for (oneDNN splits the work when it creates the primitive).
+struct MatmulKey {
+  int64_t batch, n, m, k;
+  int64_t a[3], b[3], c[3];  // batch, row and column strides
+  float alpha, beta;
+  bool bias;
+  int threads;
+  bool operator==(const MatmulKey&) const = default;
+};
+
+struct CachedMatmul {
+  MatmulKey key;
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, c, bias, scratch;
+};
+
+CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const MatrixBatch& b, const MatrixBatch& c) {
+  dnnl::engine& eng = cpu_engine();
+  CachedMatmul made{key, {}, desc_of(key.batch, key.n, key.k, a), desc_of(key.batch, key.k, key.m, b),
+                    desc_of(key.batch, key.n, key.m, c), {}, {}};
+  dnnl::primitive_attr attr;
+  // Its scratch memory comes from us: oneDNN's own is malloc'ed (mmap'ed when large) and
+  // freed on every call, which page-faults fresh memory on every product.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+  if (key.beta != 0.0f) {
+    dnnl::post_ops po;
+    po.append_sum(key.beta);
+    attr.set_post_ops(po);
+  }
+  // A bias is added where each output tile is still in registers (linear: no pass to
+  // broadcast it into c first, and no read of c by the product).
+  if (key.bias)
+    made.bias = key.batch == 1 ? dnnl::memory::desc({1, key.m}, dnnl::memory::data_type::f32, {key.m, 1})
+                               : dnnl::memory::desc({1, 1, key.m}, dnnl::memory::data_type::f32, {key.m, key.m, 1});
+  dnnl::matmul::primitive_desc pd(
+      key.bias ? dnnl::matmul::desc(made.a, made.b, made.bias, made.c) : dnnl::matmul::desc(made.a, made.b, made.c),
+      attr, eng);
+  made.primitive = dnnl::matmul(pd);
+  made.scratch = pd.scratchpad_desc();
+  return made;
+}
+
+// The primitives this thread used last, most recent at the back. oneDNN keeps its own
+// cache, but a lookup there first builds a primitive descriptor (a few microseconds and,
+// for brgemm, allocations large enough that glibc returned their pages to the system and
+// faulted them in again on every product); a model's few shapes hit here instead.
+constexpr size_t kCachedMatmuls = 64;
+thread_local std::vector<CachedMatmul> t_matmuls;
+
+const CachedMatmul& matmul_for(const MatmulKey& key, const MatrixBatch& a, const MatrixBatch& b,
+                               const MatrixBatch& c) {
+  auto& cache = t_matmuls;
+  for (size_t i = cache.size(); i-- > 0;)
+    if (cache[i].key == key) {
+      if (i + 1 != cache.size()) std::rotate(cache.begin() + static_cast<std::ptrdiff_t>(i),
+                                             cache.begin() + static_cast<std::ptrdiff_t>(i) + 1, cache.end());
+      return cache.back();
+    }
+  CachedMatmul made = make_matmul(key, a, b, c);
+  if (cache.size() == kCachedMatmuls) cache.erase(cache.begin());
+  cache.push_back(std::move(made));
+  return cache.back();
+}
+
+}  // namespace
+
 void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b,
                    MatrixBatch c, float alpha, float beta, const float* bias) {
   use_kernel_threads_for_openmp();
   dnnl::engine& eng = cpu_engine();
   // A stream is not thread-safe; one per host thread (a CPU stream is only a handle).
   thread_local dnnl::stream stream(eng);
-  auto ad = desc_of(batch, n, k, a), bd = desc_of(batch, k, m, b), cd = desc_of(batch, n, m, c);
-  dnnl::primitive_attr attr;
-  // Its scratch memory comes from us: oneDNN's own is malloc'ed (mmap'ed when large) and
-  // freed on every call, which page-faults fresh memory on every product.
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.0f) {
-    dnnl::post_ops po;
-    po.append_sum(beta);
-    attr.set_post_ops(po);
-  }
+  MatmulKey key{batch, n, m, k,
+                {a.batch_stride, a.row_stride, a.col_stride},
+                {b.batch_stride, b.row_stride, b.col_stride},
+                {c.batch_stride, c.row_stride, c.col_stride},
+                alpha, beta, bias != nullptr, kernel_threads()};
+  if (batch == 1) key.a[0] = key.b[0] = key.c[0] = 0;  // not part of a 2-d layout
   try {
-    // A bias is added where each output tile is still in registers (linear: no pass to
-    // broadcast it into c first, and no read of c by the product).
-    dnnl::memory::desc biasd;
-    if (bias) biasd = batch == 1 ? dnnl::memory::desc({1, m}, dnnl::memory::data_type::f32, {m, 1})
-                                 : dnnl::memory::desc({1, 1, m}, dnnl::memory::data_type::f32, {m, m, 1});
-    dnnl::matmul::primitive_desc pd(bias ? dnnl::matmul::desc(ad, bd, biasd, cd) : dnnl::matmul::desc(ad, bd, cd),
-                                    attr, eng);
-    dnnl::matmul mm(pd);  // oneDNN's primitive cache makes this a lookup after the first time
+    const CachedMatmul& mm = matmul_for(key, a, b, c);
     // One scratch buffer per host thread, grown as needed and kept.
     thread_local std::unique_ptr<char[]> scratch;
     thread_local size_t scratch_size = 0;
-    dnnl::memory::desc sd = pd.scratchpad_desc();
-    if (sd.get_size() > scratch_size) {
-      scratch_size = sd.get_size();
+    if (mm.scratch.get_size() > scratch_size) {
+      scratch_size = mm.scratch.get_size();
       scratch.reset(new char[scratch_size]);
     }
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, dnnl::memory(ad, eng, a.data)},
-                                                  {DNNL_ARG_WEIGHTS, dnnl::memory(bd, eng, b.data)},
-                                                  {DNNL_ARG_DST, dnnl::memory(cd, eng, c.data)},
-                                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(sd, eng, scratch.get())}};
-    if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(biasd, eng, const_cast<float*>(bias)));
-    mm.execute(stream, args);
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, dnnl::memory(mm.a, eng, a.data)},
+                                                  {DNNL_ARG_WEIGHTS, dnnl::memory(mm.b, eng, b.data)},
+                                                  {DNNL_ARG_DST, dnnl::memory(mm.c, eng, c.data)},
+                                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(mm.scratch, eng, scratch.get())}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(mm.bias, eng, const_cast<float*>(bias)));
+    mm.primitive.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error& e) {
     fail(ErrorKind::internal, "[mm] oneDNN refused a [{}, {}, {}] x [{}, {}] product: {}", batch, n,
