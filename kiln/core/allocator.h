@@ -1,6 +1,7 @@
 #pragma once
 // Allocator: the per-device memory interface, and the caching host allocator.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -57,6 +58,9 @@ class CachingHostAllocator final : public Allocator {
  private:
   std::string device_;
   mutable std::mutex mu_;
+  // Cached blocks by size: below 1 MiB (multiples of 512 bytes) indexed by size / 512,
+  // no hashing on the path of every small tensor; larger sizes in a map.
+  std::array<std::vector<void*>, 2048> small_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   AllocatorStats stats_;
 };
