@@ -103,6 +103,7 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
     expect_matches_f64(matmul(scores, hv), matmul(to(scores, DType::f64), v64), "attention values");
     Tensor many = select(randn({20, 3, 5, 7, 6}), 1, 2), right = randn({20, 5, 6, 4});
     expect_matches_f64(matmul(many, right), matmul(to(many, DType::f64), to(right, DType::f64)), "20 outer calls");
+    EXPECT_EQ(matmul(randn({0, 3, 4, 5}), randn({0, 3, 5, 2})).shape(), Dims({0, 3, 4, 2}));
     Tensor base = randn({200}), rhs = randn({3, 8, 5});
     expect_matches_f64(matmul(as_strided(base, {3, 10, 8}, {20, 2, 1}), rhs),
                        matmul(as_strided(to(base, DType::f64), {3, 10, 8}, {20, 2, 1}), to(rhs, DType::f64)),

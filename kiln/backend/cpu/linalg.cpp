@@ -301,7 +301,7 @@ namespace {
 // Broadcast batch dims (stride 0) and loops of many calls take the copying path (false).
 bool strided_batches(const Tensor& a, const Tensor& b, const Tensor& out, const Dims& batch) {
   constexpr int64_t kMaxCalls = 16;  // each call looks up a oneDNN primitive (~3.5 us)
-  if (out.dtype() != DType::f32 || !out.is_contiguous()) return false;
+  if (out.dtype() != DType::f32 || !out.is_contiguous() || out.numel() == 0) return false;
   int64_t n = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], m = b.shape()[b.dim() - 1];
   struct BatchDim {
     int64_t size, sa, sb, so;
