@@ -66,10 +66,14 @@ struct MatmulKey {
   bool operator==(const MatmulKey&) const = default;
 };
 
+// A primitive with its memory objects and argument map, made once: per product only the
+// data handles change (creating dnnl::memory objects allocates, and after big frees
+// elsewhere glibc trimmed and regrew its heap around them, page-faulting every product).
 struct CachedMatmul {
   MatmulKey key;
   dnnl::matmul primitive;
   dnnl::memory::desc a, b, c, bias, scratch;
+  std::unordered_map<int, dnnl::memory> args;
 };
 
 CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const MatrixBatch& b, const MatrixBatch& c) {
@@ -96,6 +100,12 @@ CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const Matri
       attr, eng);
   made.primitive = dnnl::matmul(pd);
   made.scratch = pd.scratchpad_desc();
+  auto unbound = [&](const dnnl::memory::desc& d) { return dnnl::memory(d, eng, DNNL_MEMORY_NONE); };
+  made.args = {{DNNL_ARG_SRC, unbound(made.a)},
+               {DNNL_ARG_WEIGHTS, unbound(made.b)},
+               {DNNL_ARG_DST, unbound(made.c)},
+               {DNNL_ARG_SCRATCHPAD, unbound(made.scratch)}};
+  if (key.bias) made.args.emplace(DNNL_ARG_BIAS, unbound(made.bias));
   return made;
 }
 
@@ -106,7 +116,7 @@ CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const Matri
 constexpr size_t kCachedMatmuls = 64;
 thread_local std::vector<CachedMatmul> t_matmuls;
 
-const CachedMatmul& matmul_for(const MatmulKey& key, const MatrixBatch& a, const MatrixBatch& b,
+CachedMatmul& matmul_for(const MatmulKey& key, const MatrixBatch& a, const MatrixBatch& b,
                                const MatrixBatch& c) {
   auto& cache = t_matmuls;
   for (size_t i = cache.size(); i-- > 0;)
@@ -136,7 +146,7 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
                 alpha, beta, bias != nullptr, kernel_threads()};
   if (batch == 1) key.a[0] = key.b[0] = key.c[0] = 0;  // not part of a 2-d layout
   try {
-    const CachedMatmul& mm = matmul_for(key, a, b, c);
+    CachedMatmul& mm = matmul_for(key, a, b, c);
     // One scratch buffer per host thread, grown as needed and kept.
     thread_local std::unique_ptr<char[]> scratch;
     thread_local size_t scratch_size = 0;
@@ -144,12 +154,12 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
       scratch_size = mm.scratch.get_size();
       scratch.reset(new char[scratch_size]);
     }
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, dnnl::memory(mm.a, eng, a.data)},
-                                                  {DNNL_ARG_WEIGHTS, dnnl::memory(mm.b, eng, b.data)},
-                                                  {DNNL_ARG_DST, dnnl::memory(mm.c, eng, c.data)},
-                                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(mm.scratch, eng, scratch.get())}};
-    if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(mm.bias, eng, const_cast<float*>(bias)));
-    mm.primitive.execute(stream, args);
+    mm.args.at(DNNL_ARG_SRC).set_data_handle(a.data);
+    mm.args.at(DNNL_ARG_WEIGHTS).set_data_handle(b.data);
+    mm.args.at(DNNL_ARG_DST).set_data_handle(c.data);
+    mm.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch.get());
+    if (bias) mm.args.at(DNNL_ARG_BIAS).set_data_handle(const_cast<float*>(bias));
+    mm.primitive.execute(stream, mm.args);
     stream.wait();
   } catch (const dnnl::error& e) {
     fail(ErrorKind::internal, "[mm] oneDNN refused a [{}, {}, {}] x [{}, {}] product: {}", batch, n,
