@@ -90,10 +90,10 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
     Tensor p = randn({6, 40, 50}), q = randn({6, 50, 70}), qt = transpose(randn({6, 70, 50}), 1, 2);
     expect_matches_f64(bmm(p, q), bmm(to(p, DType::f64), to(q, DType::f64)), "bmm");
     expect_matches_f64(bmm(p, qt), bmm(to(p, DType::f64), to(qt, DType::f64)), "bmm transposed");
-    // batches where they lie: heads selected from a fused qkv (two batch dims that do not
-    // collapse: an outer loop of calls over strided batches), a transposed key, a batch
-    // of contiguous matrices, more outer calls than the strided path takes, and matrices
-    // that share memory (each row overlaps the next: per matrix through BLAS)
+    // batches of every layout: heads selected from a fused qkv (strided batch dims that do
+    // not collapse into one), a transposed key, a dense batch taken as it lies (the
+    // scores), a selected batch, an empty batch, and matrices that share memory (each row
+    // overlaps the next: per matrix through BLAS)
     Tensor qkv = randn({2, 24, 3, 4, 16});  // [B, T, 3, H, D]
     Tensor heads = permute(qkv, {2, 0, 3, 1, 4}), heads64 = to(heads, DType::f64);  // [3, B, H, T, D]
     Tensor hq = select(heads, 0, 0), hk = select(heads, 0, 1), hv = select(heads, 0, 2);
@@ -102,7 +102,7 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
     expect_matches_f64(scores, matmul(q64, transpose(k64, -2, -1)), "attention scores");
     expect_matches_f64(matmul(scores, hv), matmul(to(scores, DType::f64), v64), "attention values");
     Tensor many = select(randn({20, 3, 5, 7, 6}), 1, 2), right = randn({20, 5, 6, 4});
-    expect_matches_f64(matmul(many, right), matmul(to(many, DType::f64), to(right, DType::f64)), "20 outer calls");
+    expect_matches_f64(matmul(many, right), matmul(to(many, DType::f64), to(right, DType::f64)), "a selected batch");
     EXPECT_EQ(matmul(randn({0, 3, 4, 5}), randn({0, 3, 5, 2})).shape(), Dims({0, 3, 4, 2}));
     Tensor base = randn({200}), rhs = randn({3, 8, 5});
     expect_matches_f64(matmul(as_strided(base, {3, 10, 8}, {20, 2, 1}), rhs),
