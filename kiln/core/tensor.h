@@ -30,7 +30,7 @@ struct AutogradMeta;  // kiln/autograd/autograd.h
 class Node;
 }  // namespace autograd
 namespace dist {
-struct DTensorState;  // kiln/distributed/dtensor.h
+class DTensorState;  // kiln/distributed/dtensor.h
 }  // namespace dist
 
 /** A block of device memory shared by a tensor and its views. `data == nullptr` with
