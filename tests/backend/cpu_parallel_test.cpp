@@ -101,6 +101,11 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
     Tensor scores = matmul(hq, transpose(hk, -2, -1));
     expect_matches_f64(scores, matmul(q64, transpose(k64, -2, -1)), "attention scores");
     expect_matches_f64(matmul(scores, hv), matmul(to(scores, DType::f64), v64), "attention values");
+    Tensor dense_v = contiguous(hv), scores64 = to(scores, DType::f64);  // transposes of dense batches
+    expect_matches_f64(matmul(transpose(scores, -2, -1), dense_v),
+                       matmul(transpose(scores64, -2, -1), to(dense_v, DType::f64)), "transposed scores");
+    expect_matches_f64(matmul(dense_v, transpose(dense_v, -2, -1)),
+                       matmul(to(dense_v, DType::f64), transpose(to(dense_v, DType::f64), -2, -1)), "v v^T");
     Tensor many = select(randn({20, 3, 5, 7, 6}), 1, 2), right = randn({20, 5, 6, 4});
     expect_matches_f64(matmul(many, right), matmul(to(many, DType::f64), to(right, DType::f64)), "a selected batch");
     EXPECT_EQ(matmul(randn({0, 3, 4, 5}), randn({0, 3, 5, 2})).shape(), Dims({0, 3, 4, 2}));

@@ -290,6 +290,24 @@ void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
   copy_into(outs[2], db);
 }
 
+namespace {
+// Whether `t` is a contiguous tensor with its last two dims swapped.
+bool transposed_contiguous(const Tensor& t) {
+  size_t d = t.shape().size();
+  Dims shape = t.shape(), strides = t.strides();
+  std::swap(shape[d - 1], shape[d - 2]);
+  std::swap(strides[d - 1], strides[d - 2]);
+  int64_t expected = 1;  // as Tensor::is_contiguous, on the swapped sizes and strides
+  for (size_t i = d; i-- > 0;) {
+    if (shape[i] == 1) continue;
+    if (shape[i] == 0) return true;
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+}  // namespace
+
 void k_matmul(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& a = c.args.tensor(0);
   const Tensor& b = c.args.tensor(1);
@@ -303,15 +321,18 @@ void k_matmul(const OpCall& c, std::span<Tensor> outs) {
   }
   Dims batch = backend::matmul_batch(a2, b2);
   int64_t nb = numel_of(batch);
-  // Each operand as a dense batch of row-major matrices: as it lies when it is one already
-  // (attention's scores), else a copy. (Strided batches, e.g. heads selected from a fused
-  // qkv, were measured handed to oneDNN as they lie: it takes them with an implementation
-  // that allocates its own buffers, +4.6 MiB peak RSS on BLOCK's forward for no speed.)
+  // Each operand as a dense batch of row- or column-major matrices: as it lies when it is
+  // one already (attention's scores, their transposes in backward), else a copy.
+  // (Strided batches, e.g. heads selected from a fused qkv, were measured handed to
+  // oneDNN as they lie: it takes them with an implementation that allocates its own
+  // buffers, +4.6 MiB peak RSS on BLOCK's forward for no speed.)
   auto dense = [&](const Tensor& t) {
     int64_t r = t.shape()[t.dim() - 2], c = t.shape()[t.dim() - 1];
     bool whole_batch = t.dim() - 2 == static_cast<int64_t>(batch.size()) &&
                        std::equal(batch.begin(), batch.end(), t.shape().begin());
     if (whole_batch && t.is_contiguous()) return make_view(t, Dims{nb, r, c}, Dims{r * c, c, 1}, t.offset());
+    if (whole_batch && transposed_contiguous(t))  // backward's transposes: column-major matrices
+      return make_view(t, Dims{nb, r, c}, Dims{r * c, 1, r}, t.offset());
     auto fresh = [](const Dims& shape, const Tensor& like) { return empty(shape, like.dtype(), like.device()); };
     return backend::dense_batch(t, batch, fresh, copy_into);
   };
