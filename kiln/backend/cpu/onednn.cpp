@@ -110,14 +110,13 @@ CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const Matri
 }
 
 // The primitives this thread used last, most recent at the back. oneDNN keeps its own
-// cache, but a lookup there first builds a primitive descriptor (a few microseconds and,
-// for brgemm, allocations large enough that glibc returned their pages to the system and
-// faulted them in again on every product); a model's few shapes hit here instead.
+// cache, but a lookup there first builds a primitive descriptor (allocations and a few
+// microseconds per product); a model's few shapes hit here instead.
 constexpr size_t kCachedMatmuls = 64;
 thread_local std::vector<CachedMatmul> t_matmuls;
 
 CachedMatmul& matmul_for(const MatmulKey& key, const MatrixBatch& a, const MatrixBatch& b,
-                               const MatrixBatch& c) {
+                         const MatrixBatch& c) {
   auto& cache = t_matmuls;
   for (size_t i = cache.size(); i-- > 0;)
     if (cache[i].key == key) {
