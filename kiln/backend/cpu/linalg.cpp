@@ -143,9 +143,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
   DType d = c.dtype();
   if (bias.defined()) {
     KILN_ASSERT(beta == 0.0);
-    // oneDNN adds a dense f32 bias inside the product; otherwise it is broadcast into c,
-    // which the product then adds to.
-    // (oneDNN scales the bias with the product: alpha 1 only.)
+    // oneDNN adds a dense f32 bias inside the product (alpha 1 only: it scales the bias
+    // with the product); otherwise the bias is broadcast into c, which the product adds to.
     if (!(d == DType::f32 && alpha == 1.0 && bias.dtype() == d && bias.is_contiguous() && use_onednn(n, m, k))) {
       copy_into(c, bias);
       gemm(a, b, c, alpha, 1.0);
@@ -291,20 +290,14 @@ void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
 }
 
 namespace {
-// Whether `t` is a contiguous tensor with its last two dims swapped.
+// Whether `t` is a contiguous tensor with its last two dims swapped (what transpose(-2, -1)
+// of one gives).
 bool transposed_contiguous(const Tensor& t) {
   size_t d = t.shape().size();
   Dims shape = t.shape(), strides = t.strides();
   std::swap(shape[d - 1], shape[d - 2]);
   std::swap(strides[d - 1], strides[d - 2]);
-  int64_t expected = 1;  // as Tensor::is_contiguous, on the swapped sizes and strides
-  for (size_t i = d; i-- > 0;) {
-    if (shape[i] == 1) continue;
-    if (shape[i] == 0) return true;
-    if (strides[i] != expected) return false;
-    expected *= shape[i];
-  }
-  return true;
+  return strides == contiguous_strides(shape);
 }
 }  // namespace
 

@@ -72,14 +72,14 @@ struct MatmulKey {
 struct CachedMatmul {
   MatmulKey key;
   dnnl::matmul primitive;
-  dnnl::memory::desc a, b, c, bias, scratch;
+  size_t scratch_bytes;
   std::unordered_map<int, dnnl::memory> args;
 };
 
 CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const MatrixBatch& b, const MatrixBatch& c) {
   dnnl::engine& eng = cpu_engine();
-  CachedMatmul made{key, {}, desc_of(key.batch, key.n, key.k, a), desc_of(key.batch, key.k, key.m, b),
-                    desc_of(key.batch, key.n, key.m, c), {}, {}};
+  auto ad = desc_of(key.batch, key.n, key.k, a), bd = desc_of(key.batch, key.k, key.m, b),
+       cd = desc_of(key.batch, key.n, key.m, c);
   dnnl::primitive_attr attr;
   // Its scratch memory comes from us: oneDNN's own is malloc'ed (mmap'ed when large) and
   // freed on every call, which page-faults fresh memory on every product.
@@ -92,20 +92,20 @@ CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const Matri
   }
   // A bias is added where each output tile is still in registers (linear: no pass to
   // broadcast it into c first, and no read of c by the product).
+  dnnl::memory::desc biasd;
   if (key.bias)
-    made.bias = key.batch == 1 ? dnnl::memory::desc({1, key.m}, dnnl::memory::data_type::f32, {key.m, 1})
-                               : dnnl::memory::desc({1, 1, key.m}, dnnl::memory::data_type::f32, {key.m, key.m, 1});
-  dnnl::matmul::primitive_desc pd(
-      key.bias ? dnnl::matmul::desc(made.a, made.b, made.bias, made.c) : dnnl::matmul::desc(made.a, made.b, made.c),
-      attr, eng);
-  made.primitive = dnnl::matmul(pd);
-  made.scratch = pd.scratchpad_desc();
+    biasd = key.batch == 1 ? dnnl::memory::desc({1, key.m}, dnnl::memory::data_type::f32, {key.m, 1})
+                           : dnnl::memory::desc({1, 1, key.m}, dnnl::memory::data_type::f32, {key.m, key.m, 1});
+  dnnl::matmul::primitive_desc pd(key.bias ? dnnl::matmul::desc(ad, bd, biasd, cd) : dnnl::matmul::desc(ad, bd, cd),
+                                  attr, eng);
+  dnnl::memory::desc sd = pd.scratchpad_desc();
   auto unbound = [&](const dnnl::memory::desc& d) { return dnnl::memory(d, eng, DNNL_MEMORY_NONE); };
-  made.args = {{DNNL_ARG_SRC, unbound(made.a)},
-               {DNNL_ARG_WEIGHTS, unbound(made.b)},
-               {DNNL_ARG_DST, unbound(made.c)},
-               {DNNL_ARG_SCRATCHPAD, unbound(made.scratch)}};
-  if (key.bias) made.args.emplace(DNNL_ARG_BIAS, unbound(made.bias));
+  CachedMatmul made{key, dnnl::matmul(pd), sd.get_size(),
+                    {{DNNL_ARG_SRC, unbound(ad)},
+                     {DNNL_ARG_WEIGHTS, unbound(bd)},
+                     {DNNL_ARG_DST, unbound(cd)},
+                     {DNNL_ARG_SCRATCHPAD, unbound(sd)}}};
+  if (key.bias) made.args.emplace(DNNL_ARG_BIAS, unbound(biasd));
   return made;
 }
 
@@ -149,8 +149,8 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
     // One scratch buffer per host thread, grown as needed and kept.
     thread_local std::unique_ptr<char[]> scratch;
     thread_local size_t scratch_size = 0;
-    if (mm.scratch.get_size() > scratch_size) {
-      scratch_size = mm.scratch.get_size();
+    if (mm.scratch_bytes > scratch_size) {
+      scratch_size = mm.scratch_bytes;
       scratch.reset(new char[scratch_size]);
     }
     mm.args.at(DNNL_ARG_SRC).set_data_handle(a.data);
