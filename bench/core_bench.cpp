@@ -91,6 +91,33 @@ void BM_MlpLayer(benchmark::State& state) {
 }
 BENCHMARK(BM_MlpLayer)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// The MLP layer's product alone through each library at one thread.
+void BM_MlpProduct(benchmark::State& state, cpu::GemmLibrary lib) {
+  kiln::NumThreadsGuard threads(1);
+  cpu::set_gemm_library(lib);
+  Tensor x = randn({64, 512}), w = randn({512, 512}), b = randn({512});
+  for (auto _ : state) {
+    Tensor y = linear(x, w, b);
+    benchmark::DoNotOptimize(y.impl());
+  }
+  cpu::set_gemm_library(cpu::GemmLibrary::automatic);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 64 * 512 * 512 * double(state.iterations()),
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_MlpProduct, openblas, cpu::GemmLibrary::openblas)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MlpProduct, onednn, cpu::GemmLibrary::onednn)->Unit(benchmark::kMicrosecond)->UseRealTime();
+void BM_MlpProductX(benchmark::State& state) {
+  kiln::NumThreadsGuard threads(1);
+  Tensor x = randn({64, 512}), w = randn({512, 512}), wt = randn({512, 512});
+  for (auto _ : state) {
+    Tensor y = state.range(0) == 0 ? mm(w, transpose(x, 0, 1)) : state.range(0) == 1 ? mm(x, wt) : mm(wt, transpose(x, 0, 1));
+    benchmark::DoNotOptimize(y.impl());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 64 * 512 * 512 * double(state.iterations()),
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MlpProductX)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // Small square products through each library: where the automatic choice switches.
 void BM_GemmSmall(benchmark::State& state, cpu::GemmLibrary lib) {
   kiln::NumThreadsGuard threads(1);

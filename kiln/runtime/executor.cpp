@@ -1,8 +1,11 @@
 #include "kiln/runtime/executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <unordered_map>
 
+#include "kiln/device/stream.h"
 #include "kiln/ir/interpreter.h"
 
 namespace kiln::runtime {
@@ -150,6 +153,8 @@ TensorList Executor::run(const TensorList& user_inputs) {
       case ir::Opcode::call: {
         args.clear();
         ir::call_args(*n, value_of, args);
+        std::chrono::steady_clock::time_point t0;
+        if (profiling_) t0 = std::chrono::steady_clock::now();
         if (!planned_[i].size()) {
           env[i] = dispatch(n->op(), args);
         } else {
@@ -161,6 +166,14 @@ TensorList Executor::run(const TensorList& user_inputs) {
             }
           dispatch_into(n->op(), args, env[i]);
         }
+        if (profiling_) {
+          for (const ir::ValueMeta& m : n->meta())
+            if (m.device.type == DeviceType::cuda) synchronize_device(m.device);
+          node_seconds_.resize(nodes_.size());
+          node_calls_.resize(nodes_.size());
+          node_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          ++node_calls_[i];
+        }
         break;
       }
       case ir::Opcode::output:
@@ -169,6 +182,29 @@ TensorList Executor::run(const TensorList& user_inputs) {
     }
   }
   return program_.write_back(outs, user_inputs);
+}
+
+std::vector<OpTime> Executor::profile(bool by_input_shapes) const {
+  std::map<std::pair<std::string_view, std::string>, OpTime> by_op;
+  for (size_t i = 0; i < node_calls_.size(); ++i) {
+    if (!node_calls_[i]) continue;
+    std::string_view name = ops::op_name(nodes_[i]->op());
+    std::string inputs;
+    if (by_input_shapes)
+      for (const ir::Ref& r : nodes_[i]->inputs()) {
+        const ir::ValueMeta& m = r.node->meta()[static_cast<size_t>(r.output)];
+        inputs += fmt::format("{}{}{}", inputs.empty() ? "" : ", ", to_string(m.dtype), m.shape.str());
+      }
+    OpTime& t = by_op[{name, inputs}];
+    t.op = name;
+    t.inputs = std::move(inputs);
+    t.calls += node_calls_[i];
+    t.seconds += node_seconds_[i];
+  }
+  std::vector<OpTime> table;
+  for (auto& [name, t] : by_op) table.push_back(std::move(t));
+  std::stable_sort(table.begin(), table.end(), [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
+  return table;
 }
 
 }  // namespace kiln::runtime

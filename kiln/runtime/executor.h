@@ -2,6 +2,8 @@
 // The runtime: runs an ExportedProgram on its devices with a static memory plan.
 
 #include <atomic>
+#include <string>
+#include <vector>
 
 #include "kiln/program/program.h"
 
@@ -13,6 +15,14 @@ struct PlanStats {
   int buffers = 0;             // distinct buffers they share
   int64_t planned_bytes = 0;   // bytes of those buffers (the plan's footprint)
   int64_t unplanned_bytes = 0; // bytes of values allocated per run (program outputs)
+};
+
+/** The time one op of a program took, summed over its nodes and the profiled runs. */
+struct OpTime {
+  std::string op;
+  std::string inputs;    // its input shapes, when grouped by them ("f32[512, 256], ...")
+  int64_t calls = 0;     // node executions
+  double seconds = 0.0;  // wall time inside dispatch, device synchronized after each
 };
 
 /** Runs a program: (R3) inputs checked against the signature first; (R1) every node
@@ -27,12 +37,22 @@ class Executor {
    * One thread at a time per Executor (see Note [Programs across threads]). */
   TensorList run(const TensorList& user_inputs);
   const PlanStats& stats() const { return stats_; }
+  /** Times every call node of the runs that follow (kiln run/train --profile). A node
+   * whose outputs are not on the CPU has its device synchronized after it, so the time
+   * is its own and not its successor's: a profiled run is slower than a plain one. */
+  void set_profiling(bool on) { profiling_ = on; }
+  /** The profiled runs' time per op (or per op and input shapes), the most expensive
+   * first. */
+  std::vector<OpTime> profile(bool by_input_shapes = false) const;
 
  private:
   ExportedProgram& program_;
   std::vector<ir::Node*> nodes_;
   std::vector<Outputs> planned_;  // per node: preallocated outputs, or empty
   PlanStats stats_;
+  bool profiling_ = false;
+  std::vector<double> node_seconds_;  // per node, while profiling
+  std::vector<int64_t> node_calls_;
   std::atomic<bool> running_{false};
 };
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -54,6 +55,45 @@ TEST(Executor, EqualsEagerOnEveryReferenceModelAndDevice) {
           }
     }
   }
+}
+
+// kiln run/train --profile: every call node of every profiled run is counted under its
+// op (and, grouped by shapes, under its input shapes), most expensive first; nothing is
+// recorded while profiling is off.
+TEST(Executor, ProfileCountsEveryCallNodeOfTheProfiledRuns) {
+  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 3}});
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs);
+  Executor exec(p);
+  exec.run(ref.example_inputs);
+  EXPECT_TRUE(exec.profile().empty());
+  exec.set_profiling(true);
+  for (int i = 0; i < 4; ++i) exec.run(ref.example_inputs);
+  exec.set_profiling(false);
+  exec.run(ref.example_inputs);
+  std::map<std::string, int64_t> want;
+  for (ir::Node* n : p.graph.nodes())
+    if (n->opcode() == ir::Opcode::call) want[std::string(ops::op_name(n->op()))] += 4;
+  std::vector<OpTime> table = exec.profile();
+  std::map<std::string, int64_t> got;
+  for (size_t i = 0; i < table.size(); ++i) {
+    got[table[i].op] = table[i].calls;
+    EXPECT_GT(table[i].seconds, 0.0) << table[i].op;
+    EXPECT_TRUE(table[i].inputs.empty());
+    if (i) {
+      EXPECT_GE(table[i - 1].seconds, table[i].seconds);
+    }
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(got["linear"], 12);
+  std::vector<OpTime> by_shape = exec.profile(true);
+  bool found = false;
+  for (const OpTime& t : by_shape)
+    if (t.op == "linear") {
+      EXPECT_EQ(t.inputs, "f32[16, 128], f32[128, 128], f32[128]");
+      EXPECT_EQ(t.calls, 12);
+      found = true;
+    }
+  EXPECT_TRUE(found);
 }
 
 TEST(Executor, PlanReusesBuffersAndSteadyStateAllocatesOnlyOutputs) {

@@ -332,6 +332,25 @@ TEST(Cli, RunReportsMedianAndP90) {
   EXPECT_TRUE(has(r.out, " ms, p90 ")) << r.out;
 }
 
+TEST(Cli, ProfileListsTheTimePerOp) {
+  std::string file = tmp("profiled.kiln");
+  ASSERT_EQ(kiln_cmd("export --model mlp --set batch=2 --set layers=2 -o " + file).code, 0);
+  Result r = kiln_cmd("run " + file + " --repeat 3 --profile");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "time per op (3 profiled run(s); per run):")) << r.out;
+  EXPECT_TRUE(has(r.out, "\n    linear                               2 ")) << r.out;  // calls per run
+  EXPECT_TRUE(has(r.out, "\n    relu                                 2 ")) << r.out;
+  Result shapes = kiln_cmd("run " + file + " --profile-shapes");
+  EXPECT_EQ(shapes.code, 0) << shapes.out;
+  EXPECT_TRUE(has(shapes.out, "%  f32[2, 512], f32[512, 512], f32[512]")) << shapes.out;
+  std::string train = tmp("profiled_train.kiln");
+  ASSERT_EQ(kiln_cmd("export --model mlp --set batch=2 --set layers=2 --train sgd -o " + train).code, 0);
+  Result t = kiln_cmd("train " + train + " --steps 2 --profile");
+  EXPECT_EQ(t.code, 0) << t.out;
+  EXPECT_TRUE(has(t.out, "time per op (2 profiled run(s); per run):")) << t.out;
+  EXPECT_TRUE(has(t.out, "\n    linear_backward ")) << t.out;
+}
+
 // kill -9 at random moments of a save: the file is always the complete old or the
 // complete new program, and the temporaries killed saves leave are removed by the next
 // save to the same path.

@@ -497,8 +497,22 @@ int cmd_show(const std::string& file, const std::string& format, const std::stri
   return 0;
 }
 
+// The profiled runs' time per op (--profile), per run, the most expensive first.
+void print_profile(const runtime::Executor& exec, int runs, bool by_shapes) {
+  std::vector<runtime::OpTime> table = exec.profile(by_shapes);
+  double total = 0;
+  for (const runtime::OpTime& t : table) total += t.seconds;
+  std::printf("  time per op (%d profiled run(s); per run):\n", runs);
+  std::printf("    %-30s %7s %10s %10s %7s\n", "op", "calls", "ms", "us/call", "share");
+  for (const runtime::OpTime& t : table)
+    std::printf("    %-30s %7lld %10.3f %10.2f %6.1f%%%s%s\n", t.op.c_str(), static_cast<long long>(t.calls / runs),
+                t.seconds * 1e3 / runs, t.seconds * 1e6 / static_cast<double>(t.calls),
+                100.0 * t.seconds / std::max(total, 1e-12), t.inputs.empty() ? "" : "  ", t.inputs.c_str());
+  std::printf("    %-30s %7s %10.3f\n", "total", "", total * 1e3 / runs);
+}
+
 int cmd_train(const std::string& file, const std::string& device_map, const std::string& data,
-              int steps, const std::string& save_path, uint64_t seed) {
+              int steps, const std::string& save_path, uint64_t seed, bool profile, bool by_shapes) {
   ExportedProgram p = load_program(file, parse_device_map(device_map));
   size_t li = loss_index(p);
   TensorList batch = data.empty() ? random_inputs(p, seed) : load_inputs(p, data);
@@ -514,6 +528,7 @@ int cmd_train(const std::string& file, const std::string& device_map, const std:
     }
   }
   runtime::Executor exec(p);
+  exec.set_profiling(profile);
   bool tty = ::isatty(2);
   double first = 0, last = 0;
   auto t0 = Clock::now();
@@ -534,6 +549,7 @@ int cmd_train(const std::string& file, const std::string& device_map, const std:
   for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
   std::printf(": %d step(s), loss %.4f -> %.4f, %.1f steps/s\n", steps, first, last,
               steps / std::max(secs, 1e-9));
+  if (profile) print_profile(exec, steps, by_shapes);
   if (!save_path.empty()) {
     save_safetensors(trained_parameters(p), save_path);  // atomic: never a partial file
     std::printf("  saved the trained parameters to %s\n", save_path.c_str());
@@ -595,10 +611,10 @@ int cmd_run_distributed(const std::string& file, const dist::SavedMesh& saved, i
 }
 
 int cmd_run(const std::string& file, const std::string& device_map, const std::string& inputs_path,
-            const std::string& outputs_path, int repeat, int warmup, uint64_t seed) {
+            const std::string& outputs_path, int repeat, int warmup, uint64_t seed, bool profile, bool by_shapes) {
   if (std::optional<dist::SavedMesh> saved = dist::saved_mesh(file)) {
-    KILN_CHECK(inputs_path.empty() && outputs_path.empty() && device_map.empty(), value,
-               "[run] {} is a distributed program: --inputs, --outputs and --device-map do not apply", file);
+    KILN_CHECK(inputs_path.empty() && outputs_path.empty() && device_map.empty() && !profile, value,
+               "[run] {} is a distributed program: --inputs, --outputs, --device-map and --profile do not apply", file);
     return cmd_run_distributed(file, *saved, repeat, seed);
   }
   ExportedProgram p = load_program(file, parse_device_map(device_map));
@@ -613,6 +629,7 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
   Timings times;
   TensorList outs;
   for (int i = 0; i < warmup; ++i) outs = exec.run(inputs);
+  exec.set_profiling(profile);  // after the warm-up: the steady state
   bool tty = ::isatty(2) && rank == 0;
   for (int i = 0; i < std::max(repeat, 1); ++i) {
     auto t0 = Clock::now();
@@ -629,6 +646,7 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
               times.min(), times.max());
   for (size_t i = 0; i < outs.size(); ++i)
     std::printf("  output_%zu: %s\n", i, outs[i].meta_str().c_str());
+  if (profile) print_profile(exec, static_cast<int>(times.count()), by_shapes);
   if (!outputs_path.empty()) {
     NamedTensors named;
     for (size_t i = 0; i < outs.size(); ++i) named.emplace_back("output_" + std::to_string(i), outs[i]);
@@ -688,6 +706,9 @@ int kiln::cli_main(int argc, char** argv) {
   trn->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
   trn->add_option("--data", data, "safetensors file with the batch input_0, input_1, ... (default: a "
                                   "seeded synthetic batch)");
+  bool profile = false, by_shapes = false;
+  trn->add_flag("--profile", profile, "print the time per op (each op timed, its device synchronized after it)");
+  trn->add_flag("--profile-shapes", by_shapes, "with --profile: per op and input shapes");
   trn->add_option("--save", save_to, "write the trained parameters to this safetensors file (atomically)");
   trn->add_option("--seed", seed, "seed of the synthetic batch");
 
@@ -699,6 +720,8 @@ int kiln::cli_main(int argc, char** argv) {
   run->add_option("--repeat", repeat, "number of runs to time")->check(CLI::PositiveNumber);
   run->add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
   run->add_option("--seed", seed, "seed of the generated inputs");
+  run->add_flag("--profile", profile, "print the time per op of the timed runs (each op timed, its device synchronized after it)");
+  run->add_flag("--profile-shapes", by_shapes, "with --profile: per op and input shapes");
 
   try {
     app.parse(argc, argv);
@@ -712,9 +735,9 @@ int kiln::cli_main(int argc, char** argv) {
       train = exp->count("--train") > 0 && optimizer.empty();
       return cmd_export(model, sets, trace_device, seed, train, optimizer, out);
     }
-    if (trn->parsed()) return cmd_train(file, device_map, data, steps, save_to, seed);
+    if (trn->parsed()) return cmd_train(file, device_map, data, steps, save_to, seed, profile || by_shapes, by_shapes);
     if (show->parsed()) return cmd_show(file, format, out);
-    if (run->parsed()) return cmd_run(file, device_map, inputs, outputs, repeat, warmup, seed);
+    if (run->parsed()) return cmd_run(file, device_map, inputs, outputs, repeat, warmup, seed, profile || by_shapes, by_shapes);
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
     return 1;
