@@ -105,18 +105,27 @@ void BM_MlpProduct(benchmark::State& state, cpu::GemmLibrary lib) {
                                                  benchmark::Counter::kIsRate);
 }
 BENCHMARK_CAPTURE(BM_MlpProduct, openblas, cpu::GemmLibrary::openblas)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_MlpProduct, onednn, cpu::GemmLibrary::onednn)->Unit(benchmark::kMicrosecond)->UseRealTime();
-void BM_MlpProductX(benchmark::State& state) {
+// BLOCK's attention products at one thread with heads as they come from the fused qkv
+// (strided; a key transposed is column-major) and with the same heads made dense first:
+// what copying strided batches costs.
+void BM_AttentionProduct(benchmark::State& state) {
   kiln::NumThreadsGuard threads(1);
-  Tensor x = randn({64, 512}), w = randn({512, 512}), wt = randn({512, 512});
+  Tensor qkv = randn({4, 128, 768});
+  Tensor heads = permute(reshape(qkv, {4, 128, 3, 4, 64}), {2, 0, 3, 1, 4});
+  Tensor q = select(heads, 0, 0), k = select(heads, 0, 1), scores = randn({4, 4, 128, 128});
+  bool dense = state.range(1) != 0;
+  if (dense) {
+    q = contiguous(q);
+    k = contiguous(k);
+  }
   for (auto _ : state) {
-    Tensor y = state.range(0) == 0 ? mm(w, transpose(x, 0, 1)) : state.range(0) == 1 ? mm(x, wt) : mm(wt, transpose(x, 0, 1));
+    Tensor y = state.range(0) == 0 ? matmul(q, transpose(k, -2, -1)) : matmul(scores, q);
     benchmark::DoNotOptimize(y.impl());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 64 * 512 * 512 * double(state.iterations()),
-                                                 benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(state.range(0) == 0 ? "q k^T" : "scores v") + (dense ? ", dense heads" : ", strided heads"));
 }
-BENCHMARK(BM_MlpProductX)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_AttentionProduct)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MlpProduct, onednn, cpu::GemmLibrary::onednn)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Small square products through each library: where the automatic choice switches.
 void BM_GemmSmall(benchmark::State& state, cpu::GemmLibrary lib) {

@@ -101,6 +101,12 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
     Tensor scores = matmul(hq, transpose(hk, -2, -1));
     expect_matches_f64(scores, matmul(q64, transpose(k64, -2, -1)), "attention scores");
     expect_matches_f64(matmul(scores, hv), matmul(to(scores, DType::f64), v64), "attention values");
+    // strided heads transposed (column-major matrices, copied as such): backward's q^T
+    expect_matches_f64(matmul(transpose(hq, -2, -1), scores),
+                       matmul(transpose(q64, -2, -1), to(scores, DType::f64)), "a strided head transposed");
+    Tensor kk = transpose(select(randn({3, 2, 4, 5}), 1, 1), -2, -1), left = randn({2, 1, 6, 5});  // [3, 5, 4]
+    expect_matches_f64(matmul(left, kk), matmul(to(left, DType::f64), to(kk, DType::f64)),
+                       "a broadcast batch of strided column-major matrices");
     Tensor dense_v = contiguous(hv), scores64 = to(scores, DType::f64);  // transposes of dense batches
     expect_matches_f64(matmul(transpose(scores, -2, -1), dense_v),
                        matmul(transpose(scores64, -2, -1), to(dense_v, DType::f64)), "transposed scores");

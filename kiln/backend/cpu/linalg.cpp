@@ -327,6 +327,16 @@ void k_matmul(const OpCall& c, std::span<Tensor> outs) {
     if (whole_batch && transposed_contiguous(t))  // backward's transposes: column-major matrices
       return make_view(t, Dims{nb, r, c}, Dims{r * c, 1, r}, t.offset());
     auto fresh = [](const Dims& shape, const Tensor& like) { return empty(shape, like.dtype(), like.device()); };
+    int64_t d = t.dim();
+    if (t.strides()[d - 1] != 1 && t.strides()[d - 2] == 1 && c > 1) {
+      // Column-major matrices (a strided head transposed: k^T of a fused qkv): copied as
+      // column-major, a copy along contiguous runs instead of a transposing gather.
+      Dims shape = t.shape(), strides = t.strides();
+      std::swap(shape[d - 1], shape[d - 2]);
+      std::swap(strides[d - 1], strides[d - 2]);
+      Tensor dt = backend::dense_batch(make_view(t, shape, strides, t.offset()), batch, fresh, copy_into);
+      return make_view(dt, Dims{nb, r, c}, Dims{r * c, 1, r}, dt.offset());
+    }
     return backend::dense_batch(t, batch, fresh, copy_into);
   };
   Tensor A = dense(a2), B = dense(b2);
