@@ -504,6 +504,14 @@ void Graph::set_op(Node* n, ops::OpKind op) {
   n->op_ = op;
 }
 
+void Graph::set_call(Node* n, ops::OpKind op, ArgList args) {
+  KILN_CHECK(n->opcode_ == Opcode::call, invalid_graph, "[graph] %{} is not a call", n->name());
+  n->for_each_input([n](const Ref& r) { std::erase(r.node->users_, n); });
+  n->op_ = op;
+  n->args_ = std::move(args);
+  link_uses(n);
+}
+
 void Graph::replace_all_uses(Node* from, Node* to) {
   std::vector<Node*> users(from->users_.begin(), from->users_.end());
   for (Node* user : users) {

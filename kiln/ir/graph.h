@@ -162,6 +162,9 @@ class Graph {
   /** Makes call node `n` call `op` instead (same arguments and outputs), e.g. its
    * in-place variant. */
   void set_op(Node* n, ops::OpKind op);
+  /** Makes call node `n` call `op` with `args` (same outputs: the caller keeps its meta
+   * true); every value it reads must come before it. */
+  void set_call(Node* n, ops::OpKind op, ArgList args);
   /** Moves input nodes to the front of the list, in the given order (inputs a recorder
    * made on demand, after calls: the saved values of a joint capture's backward). Only
    * before any node of the graph is named: names follow the list order. */

@@ -1,5 +1,7 @@
 #include "kiln/passes/joint.h"
 
+#include "kiln/passes/scatter_sums.h"
+
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -7,6 +9,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/address_map.h"
 #include "kiln/ir/interpreter.h"
+#include "kiln/passes/scatter_sums.h"
 
 namespace kiln::passes {
 
@@ -249,6 +252,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   bw.set_output(std::move(grad_refs));
   ir::eliminate_dead_code(program.forward);
   ir::eliminate_dead_code(program.backward);
+  merge_disjoint_scatters(program.backward);  // Note [Sums of disjoint scatters]
 #ifndef NDEBUG
   program.forward.verify();
   program.backward.verify();

@@ -3,6 +3,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/overloaded.h"
 #include "kiln/passes/reinplace.h"
+#include "kiln/passes/scatter_sums.h"
 
 namespace kiln {
 
@@ -148,6 +149,7 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
   }
   program.graph = std::move(captured.graph);
   ir::merge_equal_constants(program.graph);
+  passes::merge_disjoint_scatters(program.graph);  // Note [Sums of disjoint scatters]
   {  // Parameters and optimizer state are updated in place (no second copy of them).
     std::vector<ir::Node*> in_nodes = program.graph.inputs();
     std::vector<std::pair<ir::Node*, int>> write_backs;

@@ -113,6 +113,35 @@ TEST(Executor, PlanReusesBuffersAndSteadyStateAllocatesOnlyOutputs) {
   EXPECT_LE(after.num_allocs - before.num_allocs, 2);    // the output (and its block)
 }
 
+// Note [Outputs in their input's buffer]: an elementwise chain whose links die at the
+// next one runs in one buffer; a link read again later, or read twice by the next op,
+// keeps its own. The results equal eager either way.
+TEST(Executor, ElementwiseOutputsTakeTheBufferOfASelfThatDiesThere) {
+  struct Chain : nn::Module {
+    int variant = 0;
+    TensorList forward(const TensorList& in) override {
+      Tensor a = mul(in[0], 2.0);
+      Tensor b = variant == 2 ? add(a, a) : add(a, in[0]);
+      Tensor c = relu(b);
+      Tensor out = sum(gelu(c));
+      if (variant == 1) out = add(out, sum(a));  // a lives on
+      return {out};
+    }
+  };
+  Tensor x = randn({64, 32});
+  for (int variant : {0, 1, 2}) {
+    SCOPED_TRACE(variant);
+    Chain m;
+    m.variant = variant;
+    ExportedProgram p = export_program(m, {x});
+    Executor exec(p);
+    // [64, 32] f32 buffers (8 KiB each), plus a few bytes for the sums of variant 1
+    EXPECT_EQ(exec.stats().planned_bytes / (64 * 32 * 4), variant == 0 ? 1 : 2);
+    for (int run = 0; run < 2; ++run)
+      EXPECT_TRUE(all_close(exec.run({x})[0], to_vector<double>(m.forward({x})[0]), 1e-6, 1e-6));
+  }
+}
+
 // Each output of a node has its own lifetime: a fused backward node's d input (read by
 // the layer below only) is planned although its d weight is a program output; only the
 // program's outputs are made per run.

@@ -1,0 +1,116 @@
+// Note [Sums of disjoint scatters]: passes::merge_disjoint_scatters.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "kiln/ir/interpreter.h"
+#include "kiln/kiln.h"
+#include "kiln/passes/scatter_sums.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using ops::OpKind;
+
+// sum_i as_strided_scatter(zeros[3, 2, 4], g_i, [2, 4], [4, 1], offsets[i]), the way
+// autograd sums the gradients of selects of one tensor.
+struct ScatterSum {
+  ir::Graph g;
+  std::vector<ir::Node*> adds, scatters;
+  ScatterSum(std::vector<int64_t> offsets, double alpha = 1.0, std::vector<size_t> also_outputs = {}) {
+    ir::ValueMeta whole = ir::ValueMeta::of(zeros({3, 2, 4})), part = ir::ValueMeta::of(zeros({2, 4}));
+    std::vector<ir::Node*> grads;
+    for (size_t i = 0; i < offsets.size(); ++i) grads.push_back(g.add_input(fmt::format("g{}", i), part));
+    ir::Node* sum = nullptr;
+    ir::RefList outs;
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      ir::Node* z = g.add_call(OpKind::full, {IntList{3, 2, 4}, Scalar(0.0), DType::f32, Device("cpu:0")}, {whole});
+      ir::Node* s = g.add_call(OpKind::as_strided_scatter,
+                               {ir::Ref{z, 0}, ir::Ref{grads[i], 0}, IntList{2, 4}, IntList{4, 1}, offsets[i]}, {whole});
+      scatters.push_back(s);
+      if (std::find(also_outputs.begin(), also_outputs.end(), i) != also_outputs.end()) outs.push_back({s, 0});
+      if (!sum) {
+        sum = s;
+        continue;
+      }
+      sum = g.add_call(OpKind::add, {ir::Ref{sum, 0}, ir::Ref{s, 0}, Scalar(alpha)}, {whole});
+      adds.push_back(sum);
+    }
+    outs.insert(outs.begin(), {sum, 0});
+    g.set_output(outs);
+  }
+  int count(OpKind op) const {
+    int n = 0;
+    for (ir::Node* node : g.nodes()) n += node->opcode() == ir::Opcode::call && node->op() == op;
+    return n;
+  }
+};
+
+TensorList inputs(size_t n) {
+  TensorList in;
+  for (size_t i = 0; i < n; ++i) in.push_back(randn({2, 4}));
+  return in;
+}
+
+TEST(ScatterSums, DisjointRegionsAreWrittenIntoOneFill) {
+  manual_seed(1);
+  ScatterSum s({16, 8, 0});  // the three rows of [3, 2, 4], last first (as q, k, v come back)
+  TensorList in = inputs(3);
+  Tensor want = ir::interpret(s.g, in)[0];
+  EXPECT_EQ(passes::merge_disjoint_scatters(s.g), 2);
+  EXPECT_EQ(s.count(OpKind::add), 0);
+  EXPECT_EQ(s.count(OpKind::full), 1);
+  EXPECT_EQ(s.count(OpKind::as_strided_scatter), 3);
+  Tensor got = ir::interpret(s.g, in)[0];
+  EXPECT_TRUE(testing::all_close(got, to_vector<double>(want), 0, 0));
+  EXPECT_TRUE(testing::all_close(got, to_vector<double>(stack({in[2], in[1], in[0]})), 0, 0));
+}
+
+TEST(ScatterSums, OverlapsScaledSumsAndSharedScattersStayAdds) {
+  manual_seed(2);
+  struct Case {
+    std::vector<int64_t> offsets;
+    double alpha;
+    std::vector<size_t> also_outputs;
+    int merged;
+  };
+  for (const Case& c : {Case{{0, 4}, 1.0, {}, 0},         // rows overlap by half
+                        Case{{0, 8}, 2.0, {}, 0},         // alpha 2: not a plain sum
+                        Case{{0, 8, 16}, 1.0, {0, 1}, 0},  // the first two are outputs too
+                        Case{{0, 8, 16}, 1.0, {1}, 2},     // the first is folded into the second
+                        Case{{0, 8, 4}, 1.0, {}, 1}}) {    // the third overlaps both
+    ScatterSum s(c.offsets, c.alpha, c.also_outputs);
+    TensorList in = inputs(c.offsets.size());
+    TensorList want = ir::interpret(s.g, in);
+    EXPECT_EQ(passes::merge_disjoint_scatters(s.g), c.merged);
+    EXPECT_EQ(s.count(OpKind::add), static_cast<int>(c.offsets.size()) - 1 - c.merged);
+    TensorList got = ir::interpret(s.g, in);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(testing::all_close(got[i], to_vector<double>(want[i]), 0, 0));
+  }
+}
+
+// A BLOCK train step: the gradients of q, k and v come back into one fill of the fused
+// qkv's shape (that the step equals eager: tests/program/train_step_test.cpp).
+TEST(ScatterSums, BlockTrainStepFillsTheQkvGradientOnce) {
+  manual_seed(3);
+  auto ref = nn::make_reference_model("block", {{"batch", 2}, {"seq", 8}, {"width", 16}, {"hidden", 32}});
+  Tensor x = ref.example_inputs[0], target = randn_like(x);
+  ExportedProgram p = export_train_step(
+      *ref.module, [](nn::Module& m, const TensorList& b) { return nn::mse_loss(m(b[0]), b[1]); }, {x, target},
+      {.optimizer = nn::SGDOptions{.lr = 1e-2}});
+  int fills = 0, scatters = 0, big_adds = 0;
+  for (ir::Node* n : p.graph.nodes()) {
+    if (n->opcode() != ir::Opcode::call || n->meta()[0].shape.size() != 5) continue;
+    fills += n->op() == OpKind::full;
+    scatters += n->op() == OpKind::as_strided_scatter;
+    big_adds += n->op() == OpKind::add;
+  }
+  EXPECT_EQ(fills, 1);
+  EXPECT_EQ(scatters, 3);
+  EXPECT_EQ(big_adds, 0);
+}
+
+}  // namespace
+}  // namespace kiln
