@@ -393,6 +393,26 @@ TEST(VectorMath, FastExpAndErfAreAccurate) {
   EXPECT_EQ(cpu::fast_erf(0.0f), 0.0f);
 }
 
+// The exact GELU's derivative with one exp shared by erf and the density: against the
+// double formula, through the op (gelu_backward with gradient 1, vectorized) and the
+// function itself.
+TEST(VectorMath, GeluDerivativeSharesItsExpAndStaysAccurate) {
+  std::vector<float> xs;
+  for (float x = -9.0f; x <= 9.0f; x += 0.00173f) xs.push_back(x);
+  Tensor x = from_vector<float>(xs);
+  std::vector<float> got = to_vector<float>(gelu_backward(ones_like(x), x, "none"));
+  double worst = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double v = xs[i];
+    double want = 0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    worst = std::max(worst, std::abs(got[i] - want));
+    worst = std::max(worst, std::abs(cpu::fast_gelu_derivative(xs[i]) - want));
+  }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_EQ(cpu::fast_gelu_derivative(0.0f), 0.5f);
+  EXPECT_TRUE(std::isnan(cpu::fast_gelu_derivative(NAN)));
+}
+
 TEST(VectorMath, TanhGeluMatchesItsDefinition) {
   std::vector<float> xs;
   for (float x = -12.0f; x <= 12.0f; x += 0.00731f) xs.push_back(x);

@@ -223,6 +223,8 @@ void k_gelu_backward(const OpCall& c, std::span<Tensor> outs) {
         binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) {
           return gv * backend::gelu_derivative(v, true, erf_, exp_, tanh_);
         });
+      else if constexpr (std::is_same_v<T, float>)
+        binary_loop<T, T>(s.dst, g, x, [](T gv, T v) { return gv * fast_gelu_derivative(v); });
       else
         binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) {
           return gv * backend::gelu_derivative(v, false, erf_, exp_, tanh_);

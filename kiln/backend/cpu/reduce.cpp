@@ -29,8 +29,9 @@ Rows to_rows(const Tensor& x, const std::vector<bool>& reduced, DType dtype) {
 }
 
 // Whether a row kernel can write its rows straight into `out` (its rows laid out as
-// to_rows lays out the input's, in the compute dtype). A kernel's outputs are fresh:
-// they never share memory with its inputs (the executor's plan keeps them apart too).
+// to_rows lays out the input's, in the compute dtype). A row kernel's outputs are fresh:
+// they never share memory with its inputs (the executor's plan keeps them apart; only
+// elementwise ops may write over their input, Note [Outputs in their input's buffer]).
 bool direct_rows(const Tensor& out, DType compute) { return out.dtype() == compute && out.is_contiguous(); }
 
 template <typename T>
@@ -280,7 +281,7 @@ void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
   Rows rg = to_rows(c.args.tensor(0), last, cd);
   Tensor w = c.args.opt_tensor(3);
   if (w.defined()) w = contiguous(cast(w, cd));
-  Tensor dx = empty(x.shape(), cd, x.device());
+  Tensor dx = direct_rows(outs[0], cd) ? outs[0] : empty(x.shape(), cd, x.device());
   const int64_t n = r.inner, rows = r.outer;
   constexpr int64_t kBlocks = 64;  // at most this many partial sums per column
   const int64_t per = std::max<int64_t>(1, (rows + kBlocks - 1) / kBlocks);
@@ -319,7 +320,7 @@ void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
       });
     });
   });
-  copy_into(outs[0], dx);
+  if (dx.impl() != outs[0].impl()) copy_into(outs[0], dx);
   Tensor dw = empty(outs[1].shape(), DType::f64, x.device()), db = empty(outs[2].shape(), DType::f64, x.device());
   double *pw = dw.data<double>(), *pb = db.data<double>();
   std::fill(pw, pw + n, 0.0);

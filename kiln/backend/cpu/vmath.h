@@ -42,6 +42,20 @@ inline float fast_erf(float x) {
   return x < 0 ? -y : y;
 }
 
+/** d/dx of x Phi(x) (GELU's exact form) for float: Phi(x) + x phi(x). The erf of
+ * Phi(x) = (1 + erf(x / sqrt 2)) / 2 already computes exp(-x^2 / 2), which is also
+ * phi(x) sqrt(2 pi): one exp per element instead of two. */
+inline float fast_gelu_derivative(float x) {
+  float a = (x < 0 ? -x : x) * 0.70710678118654752f;
+  float t = 1.0f / (1.0f + 0.3275911f * a);
+  float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
+               t * (-1.453152027f + t * 1.061405429f))));
+  float e = fast_exp(-a * a);  // exp(-x^2 / 2)
+  float erf_a = 1.0f - poly * e;
+  float erf_x = x < 0 ? -erf_a : erf_a;
+  return 0.5f * (1.0f + erf_x) + x * e * 0.39894228040143268f;
+}
+
 /** tanh(x) for float as expm1(2x) / (expm1(2x) + 2), with expm1 by Taylor near 0 (so
  * small |x| keep full relative precision) and by fast_exp elsewhere; |x| >= 9 is +-1
  * in float. Relative error < 5e-7. */
