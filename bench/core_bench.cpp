@@ -104,6 +104,24 @@ void BM_MlpProduct(benchmark::State& state, cpu::GemmLibrary lib) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 64 * 512 * 512 * double(state.iterations()),
                                                  benchmark::Counter::kIsRate);
 }
+// linear with few rows of output (small batches) at 1 and 2 threads: where computing the
+// product transposed pays (Note [Short products transposed]).
+void BM_ShortProduct(benchmark::State& state) {
+  kiln::NumThreadsGuard threads(static_cast<int>(state.range(3)));
+  int64_t n = state.range(0), m = state.range(1), k = state.range(2);
+  Tensor x = randn({n, k}), w = randn({m, k}), b = randn({m});
+  for (auto _ : state) {
+    Tensor y = linear(x, w, b);
+    benchmark::DoNotOptimize(y.impl());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * m * k * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+// (The sweep behind the note: rows {1, 4, 8, 16, 32, 48, 64, 96, 128} x columns and depths
+// {256, 512, 1024}, with the note's rule switched off and on.)
+BENCHMARK(BM_ShortProduct)
+    ->ArgsProduct({{16, 32, 64, 128}, {512}, {512, 1024}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_MlpProduct, openblas, cpu::GemmLibrary::openblas)->Unit(benchmark::kMicrosecond)->UseRealTime();
 // BLOCK's attention products at one thread with heads as they come from the fused qkv
 // (strided; a key transposed is column-major) and with the same heads made dense first:

@@ -1,5 +1,6 @@
 #include "kiln/passes/scatter_sums.h"
 
+#include <cmath>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -51,7 +52,7 @@ bool disjoint(const std::vector<Range>& a, const std::vector<Range>& b) {
 bool is_zero_fill(const ir::Node* n) {
   if (n->op() != OpKind::full || n->args().size() < 2) return false;
   const auto* v = std::get_if<Scalar>(&n->args()[1]);
-  return v && !v->is_bool() && v->to_double() == 0.0;
+  return v && !v->is_bool() && v->to_double() == 0.0 && !std::signbit(v->to_double());  // +0 only
 }
 
 }  // namespace

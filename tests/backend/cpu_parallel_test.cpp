@@ -130,6 +130,40 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
   }
 }
 
+// Note [Short products transposed]: products with 16-64 rows of output are computed as
+// c^T = b^T a^T and transposed back (bias added on the way): whole 16 x 16 tiles and
+// ragged edges, operands in either orientation, alpha, at 1 and 2 threads.
+TEST(GemmLibraries, ShortProductsComputedTransposedMatchADoubleReference) {
+  Restore restore;
+  manual_seed(4);
+  struct Shape {
+    int64_t n, k, m;
+  };
+  for (int threads : {1, 2}) {
+    kiln::NumThreadsGuard guard(threads);
+    for (Shape s : {Shape{16, 600, 512}, Shape{40, 512, 300}, Shape{64, 512, 512}, Shape{32, 256, 1024}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          Tensor a = ta ? t(randn({s.k, s.n})) : randn({s.n, s.k});
+          Tensor b = tb ? t(randn({s.m, s.k})) : randn({s.k, s.m});
+          Tensor a64 = to(a, DType::f64), b64 = to(b, DType::f64);
+          std::string what = fmt::format("[{}x{}]{} @ [{}x{}]{}, {} thread(s)", s.n, s.k, ta ? "T" : "", s.k,
+                                         s.m, tb ? "T" : "", threads);
+          expect_matches_f64(mm(a, b), mm(a64, b64), what);
+          Tensor c = randn({s.n, s.m});  // beta 0: c is not read
+          expect_matches_f64(addmm(c, a, b, 0.0, 2.0), addmm(to(c, DType::f64), a64, b64, 0.0, 2.0),
+                             "addmm alpha 2 " + what);
+          Tensor bias = randn({s.m});
+          expect_matches_f64(addmm(bias, a, b), addmm(to(bias, DType::f64), a64, b64), "bias row " + what);
+        }
+    // linear: batch dims folded into 40 rows, with and without bias
+    Tensor x = randn({2, 20, 512}), w = randn({300, 512}), bias = randn({300});
+    Tensor x64 = to(x, DType::f64), w64 = to(w, DType::f64);
+    expect_matches_f64(linear(x, w, bias), linear(x64, w64, to(bias, DType::f64)), "short linear");
+    expect_matches_f64(linear(x, w), linear(x64, w64), "short linear without bias");
+  }
+}
+
 // oneDNN's primitives are kept per thread for the last 64 product layouts: more shapes
 // than that, each again after the others evicted it, and at two thread counts.
 TEST(GemmLibraries, KeptPrimitivesMatchTheirProducts) {
