@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/core/spin_lock.h"
+
 namespace kiln {
 
 struct StreamImpl;
@@ -57,7 +59,7 @@ class CachingHostAllocator final : public Allocator {
 
  private:
   std::string device_;
-  mutable std::mutex mu_;
+  mutable SpinLock mu_;
   // Cached blocks by size: below 1 MiB (multiples of 512 bytes) indexed by size / 512,
   // no hashing on the path of every small tensor; larger sizes in a map.
   std::array<std::vector<void*>, 2048> small_;
