@@ -1,7 +1,5 @@
 #include "kiln/passes/joint.h"
 
-#include "kiln/passes/scatter_sums.h"
-
 #include <optional>
 #include <unordered_map>
 #include <utility>

@@ -27,6 +27,7 @@ const ir::Ref& ref_arg(const ir::Node* n, size_t i) { return std::get<ir::Ref>(n
 
 // The range of an as_strided_scatter's view (size, stride, storage_offset at args 2-4).
 std::optional<Range> view_range(const ir::Node* n) {
+  if (n->args().size() < 5) return std::nullopt;
   const auto* size = std::get_if<IntList>(&n->args()[2]);
   const auto* stride = std::get_if<IntList>(&n->args()[3]);
   if (!size || !stride || size->size() != stride->size()) return std::nullopt;
@@ -76,7 +77,7 @@ int merge_disjoint_scatters(ir::Graph& graph) {
       }
       continue;
     }
-    if (n->op() != OpKind::add || !is_arg_ref(n, 0) || !is_arg_ref(n, 1)) continue;
+    if (n->op() != OpKind::add || n->args().size() < 3 || !is_arg_ref(n, 0) || !is_arg_ref(n, 1)) continue;
     const auto* alpha = std::get_if<Scalar>(&n->args()[2]);
     if (!alpha || alpha->to_double() != 1.0) continue;
     // The operand that is one region written into zeros read by this add only: folded

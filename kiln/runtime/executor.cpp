@@ -233,8 +233,6 @@ TensorList Executor::run(const TensorList& user_inputs) {
         if (profiling_) {
           for (const ir::ValueMeta& m : n->meta())
             if (m.device.type == DeviceType::cuda) synchronize_device(m.device);
-          node_seconds_.resize(nodes_.size());
-          node_calls_.resize(nodes_.size());
           node_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           ++node_calls_[i];
         }
@@ -246,6 +244,12 @@ TensorList Executor::run(const TensorList& user_inputs) {
     }
   }
   return program_.write_back(outs, user_inputs);
+}
+
+void Executor::set_profiling(bool on) {
+  profiling_ = on;
+  node_seconds_.resize(nodes_.size());
+  node_calls_.resize(nodes_.size());
 }
 
 std::vector<OpTime> Executor::profile(bool by_input_shapes) const {

@@ -38,9 +38,9 @@ class Executor {
   TensorList run(const TensorList& user_inputs);
   const PlanStats& stats() const { return stats_; }
   /** Times every call node of the runs that follow (kiln run/train --profile). A node
-   * whose outputs are not on the CPU has its device synchronized after it, so the time
-   * is its own and not its successor's: a profiled run is slower than a plain one. */
-  void set_profiling(bool on) { profiling_ = on; }
+   * with outputs on a CUDA device has that device synchronized after it, so the time is
+   * its own and not its successor's: a profiled run is slower than a plain one. */
+  void set_profiling(bool on);
   /** The profiled runs' time per op (or per op and input shapes), the most expensive
    * first. */
   std::vector<OpTime> profile(bool by_input_shapes = false) const;

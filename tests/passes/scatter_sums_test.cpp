@@ -92,10 +92,12 @@ TEST(ScatterSums, OverlapsScaledSumsAndSharedScattersStayAdds) {
 }
 
 // A BLOCK train step: the gradients of q, k and v come back into one fill of the fused
-// qkv's shape (that the step equals eager: tests/program/train_step_test.cpp).
+// qkv's shape, and (J5) its steps still equal eager SGD steps on a twin of the model.
 TEST(ScatterSums, BlockTrainStepFillsTheQkvGradientOnce) {
   manual_seed(3);
-  auto ref = nn::make_reference_model("block", {{"batch", 2}, {"seq", 8}, {"width", 16}, {"hidden", 32}});
+  const nn::ModelConfig config{{"batch", 2}, {"seq", 8}, {"width", 16}, {"hidden", 32}};
+  auto ref = nn::make_reference_model("block", config, 5);
+  auto twin = nn::make_reference_model("block", config, 5);
   Tensor x = ref.example_inputs[0], target = randn_like(x);
   ExportedProgram p = export_train_step(
       *ref.module, [](nn::Module& m, const TensorList& b) { return nn::mse_loss(m(b[0]), b[1]); }, {x, target},
@@ -110,6 +112,23 @@ TEST(ScatterSums, BlockTrainStepFillsTheQkvGradientOnce) {
   EXPECT_EQ(fills, 1);
   EXPECT_EQ(scatters, 3);
   EXPECT_EQ(big_adds, 0);
+  TensorList params;
+  for (auto& [name, t] : twin.module->named_parameters()) params.push_back(t);
+  nn::SGD opt(params, nn::SGDOptions{.lr = 1e-2});
+  runtime::Executor exec(p);
+  for (int step = 0; step < 2; ++step) {
+    opt.zero_grad();
+    Tensor loss = nn::mse_loss((*twin.module)(TensorList{x})[0], target);
+    loss.backward();
+    opt.step();
+    Tensor got = exec.run({x, target})[0];
+    EXPECT_TRUE(testing::all_close(got, to_vector<double>(loss), 0, 0)) << "step " << step;
+  }
+  NamedTensors trained = trained_parameters(p);
+  auto named = twin.module->named_parameters();
+  ASSERT_EQ(trained.size(), named.size());
+  for (size_t i = 0; i < trained.size(); ++i)
+    EXPECT_TRUE(testing::all_close(trained[i].second, to_vector<double>(named[i].second), 0, 0)) << named[i].first;
 }
 
 }  // namespace
