@@ -48,6 +48,8 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::argmax: return {a, int64_t{0}, false};
     case OpKind::var: return {a, IntList{1}, int64_t{1}, false};
     case OpKind::softmax: case OpKind::log_softmax: return {a, int64_t{0}};
+    case OpKind::softmax_backward: return {randn({3, 4}, o), softmax(transpose(randn({4, 3}, o), 0, 1), 1), int64_t{1}};
+    case OpKind::log_softmax_backward: return {randn({3, 4}, o), log_softmax(a, 0), int64_t{0}};
     case OpKind::mm: return {a, m};
     case OpKind::bmm: return {randn({2, 3, 4}, o), randn({2, 4, 5}, o)};
     case OpKind::matmul: return {randn({2, 1, 3, 4}, o), m};

@@ -378,15 +378,28 @@ Table build() {
     Tensor centered = x - mean(x, dims, /*keepdim=*/true);
     c.set(0, broadcastable(c.grad(), dims, c.args().flag(3), x.dim()) * centered * (2.0 / n));
   });
-  d.def(O::softmax, kResult, [](GradCtx& c) {  // y (g - sum(g y))
-    const Tensor &y = c.result(), &g = c.grad();
-    int64_t dim = c.args().i64(1);
-    c.set(0, y * (g - sum(g * y, {dim}, /*keepdim=*/true)));
+  d.def(O::softmax, kResult, [](GradCtx& c) {  // y (g - sum(g y)), one fused op
+    c.set(0, softmax_backward(c.grad(), c.result(), c.args().i64(1)));
   });
-  d.def(O::log_softmax, kResult, [](GradCtx& c) {  // g - exp(y) sum(g)
-    const Tensor &y = c.result(), &g = c.grad();
-    int64_t dim = c.args().i64(1);
-    c.set(0, g - exp(y) * sum(g, {dim}, /*keepdim=*/true));
+  d.def(O::log_softmax, kResult, [](GradCtx& c) {  // g - exp(y) sum(g), one fused op
+    c.set(0, log_softmax_backward(c.grad(), c.result(), c.args().i64(1)));
+  });
+  // Their gradients (double backward), G the incoming gradient:
+  // y (g - s), s = sum(g y): d/dg = y (G - sum(G y)); d/dy = G (g - s) - g sum(G y).
+  d.def(O::softmax_backward, arg(0) | arg(1), [](GradCtx& c) {
+    const Tensor &g = c.t(0), &y = c.t(1), &G = c.grad();
+    int64_t dim = c.args().i64(2);
+    if (c.needs(0)) c.set(0, softmax_backward(G, y, dim));
+    if (c.needs(1))
+      c.set(1, G * (g - sum(g * y, {dim}, /*keepdim=*/true)) - g * sum(G * y, {dim}, /*keepdim=*/true));
+  });
+  // g - exp(y) S, S = sum(g): d/dg = G - sum(G exp(y)); d/dy = -G exp(y) S.
+  d.def(O::log_softmax_backward, arg(0) | arg(1), [](GradCtx& c) {
+    const Tensor &g = c.t(0), &y = c.t(1), &G = c.grad();
+    int64_t dim = c.args().i64(2);
+    Tensor e = exp(y);
+    if (c.needs(0)) c.set(0, G - sum(G * e, {dim}, /*keepdim=*/true));
+    if (c.needs(1)) c.set(1, -(G * e * sum(g, {dim}, /*keepdim=*/true)));
   });
 
   // ---- linear algebra ----

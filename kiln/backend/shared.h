@@ -41,6 +41,7 @@
   X(k_max_dim, max, min, argmax)                                                             \
   X(k_var, var)                                                                              \
   X(k_softmax, softmax, log_softmax)                                                         \
+  X(k_softmax_backward, softmax_backward, log_softmax_backward)                              \
   X(k_mm, mm)                                                                                \
   X(k_bmm, bmm)                                                                              \
   X(k_matmul, matmul)                                                                        \

@@ -370,6 +370,12 @@ Tensor var(const Tensor& x, const IntList& dims, int64_t correction, bool keepdi
 }
 Tensor softmax(const Tensor& x, int64_t dim) { return call1(OpKind::softmax, x, dim); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return call1(OpKind::log_softmax, x, dim); }
+Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
+  return call1(OpKind::softmax_backward, grad, y, dim);
+}
+Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
+  return call1(OpKind::log_softmax_backward, grad, y, dim);
+}
 
 // ---- linear algebra -----------------------------------------------------------
 

@@ -179,6 +179,10 @@ Tensor var(const Tensor& x, const IntList& dims = {}, int64_t correction = 1,
            bool keepdim = false);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+/** softmax's gradient from its output y: y (grad - sum(grad y)) along dim, one pass. */
+Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
+/** log_softmax's gradient from its output y: grad - exp(y) sum(grad) along dim. */
+Tensor log_softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
 
 // ---- linear algebra -----------------------------------------------------------
 Tensor mm(const Tensor& a, const Tensor& b);

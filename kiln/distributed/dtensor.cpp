@@ -803,13 +803,16 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
     case OpKind::squeeze: case OpKind::expand: case OpKind::alias: case OpKind::slice: case OpKind::select:
       return view_rule(op, *in.tensors[0], args, out, mesh);
     case OpKind::softmax: case OpKind::log_softmax: case OpKind::max: case OpKind::min: case OpKind::argmax:
-    case OpKind::var: case OpKind::cat: case OpKind::layer_norm: case OpKind::rms_norm: {
+    case OpKind::var: case OpKind::cat: case OpKind::layer_norm: case OpKind::rms_norm:
+    case OpKind::softmax_backward: case OpKind::log_softmax_backward: {
       const Tensor& x = *in.tensors[0];
       DimFlags whole(static_cast<size_t>(x.dim()), 0);
       auto mark = [&](int64_t d) { whole[static_cast<size_t>(wrap_dim(d, x.dim(), info.name))] = true; };
       if (op == OpKind::softmax || op == OpKind::log_softmax || op == OpKind::max || op == OpKind::min ||
           op == OpKind::cat)
         mark(std::get<int64_t>(args[1]));
+      else if (op == OpKind::softmax_backward || op == OpKind::log_softmax_backward)
+        mark(std::get<int64_t>(args[2]));
       else if (op == OpKind::argmax) {
         if (auto* d = std::get_if<int64_t>(&args[1])) mark(*d);
         else whole = DimFlags(whole.size(), 1);
@@ -824,7 +827,8 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
       Decision d = keep_shards_except(in, whole);
       if (op == OpKind::layer_norm || op == OpKind::rms_norm)
         for (size_t k = 1; k < d.inputs.size(); ++k) d.inputs[k].assign(d.inputs[k].size(), Replicate());
-      if (op == OpKind::cat)  // every input like the first, shards of the cat dim gathered
+      if (op == OpKind::cat || op == OpKind::softmax_backward || op == OpKind::log_softmax_backward)
+        // every input like the first, shards of the cat (softmax) dim gathered
         for (size_t k = 1; k < d.inputs.size(); ++k) d.inputs[k] = d.inputs[0];
       if (op == OpKind::var || op == OpKind::max || op == OpKind::min || op == OpKind::argmax) {
         bool keepdim = std::get<bool>(args[op == OpKind::var ? 3 : 2]);

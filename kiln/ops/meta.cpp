@@ -318,6 +318,18 @@ void meta_softmax(const OpCall& c, MetaOut& out) {
   out.fresh(self.shape(), self.dtype());
 }
 
+// (grad_output, output, dim): both shaped like the forward's output, no broadcasting.
+void meta_softmax_backward(const OpCall& c, MetaOut& out) {
+  const Tensor& g = c.args.tensor(0);
+  const Tensor& y = c.args.tensor(1);
+  wrap_dim(c.args.i64(2), y.dim(), name_of(c));
+  check_floating(c, y.dtype());
+  check_same_dtype(c, y, g);
+  KILN_CHECK(g.shape() == y.shape(), shape, "[{}] grad_output of shape {} does not match the output {}",
+             name_of(c), g.shape().str(), y.shape().str());
+  out.fresh(y.shape(), y.dtype());
+}
+
 // ---- linear algebra -----------------------------------------------------------
 
 void meta_mm(const OpCall& c, MetaOut& out) {

@@ -98,6 +98,9 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(var,     same, meta_var,     "var(Tensor self, int[] dim=[], *, int correction=1, bool keepdim=False) -> Tensor") \
   X(softmax,     same, meta_softmax, "softmax(Tensor self, int dim) -> Tensor") \
   X(log_softmax, same, meta_softmax, "log_softmax(Tensor self, int dim) -> Tensor") \
+  /* their gradients from the output in one pass per row (PyTorch's _softmax_backward_data and _log_softmax_backward_data) */ \
+  X(softmax_backward,     same, meta_softmax_backward, "softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor") \
+  X(log_softmax_backward, same, meta_softmax_backward, "log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor") \
   /* linear algebra */ \
   X(mm,      same, meta_mm,     "mm(Tensor self, Tensor mat2) -> Tensor") \
   X(bmm,     same, meta_bmm,    "bmm(Tensor self, Tensor mat2) -> Tensor") \

@@ -41,6 +41,11 @@ std::vector<std::vector<Value>> extra_samples(OpKind op) {
     case OpKind::expand: return {{randn({3, 1}, o), IntList{2, 3, 4}}};
     case OpKind::softmax: return {{a3, int64_t{-1}}};
     case OpKind::log_softmax: return {{transpose(a3, 1, 2), int64_t{1}}};
+    case OpKind::softmax_backward:  // grad_output strided, output a real softmax
+      return {{transpose(randn({2, 4, 3}, o), 1, 2), softmax(a3, -1), int64_t{-1}},
+              {randn({2, 3, 4}, o), softmax(a3, 1), int64_t{1}}};
+    case OpKind::log_softmax_backward:
+      return {{randn({2, 3, 4}, o), log_softmax(transpose(randn({2, 4, 3}, o), 1, 2), 1), int64_t{1}}};
     case OpKind::layer_norm: return {{a3, IntList{3, 4}, Value(), Value(), 1e-5}};
     case OpKind::linear_backward:
       return {{randn({2, 3, 5}, o), a3, randn({5, 4}, o)},

@@ -277,6 +277,8 @@ TEST(IntraOpThreads, ResultsDoNotDependOnTheThreadCount) {
     r.push_back(softmax(x, 1));
     r.push_back(softmax(xt, 0));
     r.push_back(log_softmax(x, 1));
+    r.push_back(softmax_backward(y, softmax(x, 1), 1));
+    r.push_back(log_softmax_backward(y, log_softmax(xt, 0), 0));
     r.push_back(layer_norm(x, {1024}, w, row));
     r.push_back(layer_norm(x, {1024}, Tensor(), row));
     r.push_back(layer_norm(x, {1024}));
@@ -320,6 +322,12 @@ TEST(RowKernels, FloatAccumulationMatchesDouble) {
                                  1e-4, 2e-4));
   EXPECT_TRUE(close(rms_norm(x, {4096}), rms_norm(x64, {4096})));
   EXPECT_TRUE(close(mean(x, {1}), mean(x64, {1})));
+  // softmax's fused gradients: sum(g y) and sum(g) over rows of 4096, outputs O(1e-4)
+  Tensor gs = randn({64, 4096}), gs64 = to(gs, DType::f64);
+  Tensor y = softmax(x, 1), y64 = to(y, DType::f64);
+  EXPECT_TRUE(testing::all_close(softmax_backward(gs, y, 1), to_vector<double>(softmax_backward(gs64, y64, 1)), 1e-6, 1e-9));
+  Tensor ly = log_softmax(x, 1), ly64 = to(ly, DType::f64);
+  EXPECT_TRUE(testing::all_close(log_softmax_backward(gs, ly, 1), to_vector<double>(log_softmax_backward(gs64, ly64, 1)), 1e-5, 1e-5));
   // layer_norm's fused gradients: d input relative to its O(1) values, the column sums
   // over 64 rows of O(1) terms
   Tensor g = randn({64, 4096});
@@ -340,6 +348,7 @@ TEST(PortableKernels, EveryLevelTheCpuHasAgrees) {
     return std::vector<Tensor>{add(x, y),         mul(x, w),
                                gelu(x, "tanh"),   gelu(x),
                                softmax(x, 1),     layer_norm(x, {1000}, w, w),
+                               softmax_backward(y, softmax(x, 1), 1), log_softmax_backward(y, x, 1),
                                sum(x, {0}),       masked_fill(x, gt(y, 0.0), 2.0),
                                to(h, DType::f32), to(x, DType::f16),
                                add(h, h),         to(bh, DType::f32),

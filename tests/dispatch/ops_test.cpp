@@ -228,6 +228,31 @@ TEST(Reductions, SoftmaxAndLogSoftmax) {
   EXPECT_TRUE(all_close(select(s0, 1, 0), sm({1, 2, 3})));
 }
 
+// softmax_backward / log_softmax_backward (one pass per row) against their formulas in
+// double, along the last dim and along dim 0 of strided operands; f16 computes in float.
+TEST(Reductions, SoftmaxGradientsInOnePassMatchTheirFormulas) {
+  manual_seed(21);
+  Tensor x = randn({5, 7}, {.dtype = f64}), g = transpose(randn({7, 5}, {.dtype = f64}), 0, 1);
+  for (int64_t dim : {1, 0, -1}) {
+    Tensor y = softmax(x, dim), ly = log_softmax(x, dim);
+    EXPECT_TRUE(all_close(softmax_backward(g, y, dim), values(y * (g - sum(g * y, {dim}, true))), 1e-12, 1e-12));
+    EXPECT_TRUE(all_close(log_softmax_backward(g, ly, dim), values(g - exp(ly) * sum(g, {dim}, true)), 1e-12, 1e-12));
+    // f32 and f16 agree with the f64 result to their precision
+    Tensor want = softmax_backward(g, y, dim);
+    EXPECT_TRUE(all_close(softmax_backward(to(g, f32), to(y, f32), dim), values(want), 1e-6, 1e-6));
+    Tensor h = softmax_backward(to(g, f16), to(y, f16), dim);
+    EXPECT_EQ(h.dtype(), f16);
+    EXPECT_TRUE(all_close(h, values(want), 2e-3, 2e-3));
+  }
+  // Sums along dim: a gradient constant along it has zero softmax gradient.
+  Tensor y = softmax(x, 1);
+  EXPECT_TRUE(all_close(softmax_backward(ones_like(y), y, 1), std::vector<double>(35, 0.0), 1e-12, 1e-12));
+  expect_error([&] { softmax_backward(g, y, 2); }, ErrorKind::index, "Dimension out of range");
+  expect_error([&] { softmax_backward(randn({5, 1}, {.dtype = f64}), y, 1); }, ErrorKind::shape,
+               "[softmax_backward] grad_output of shape [5, 1] does not match the output [5, 7]");
+  expect_error([&] { log_softmax_backward(to(g, f32), y, 1); }, ErrorKind::dtype, "log_softmax_backward");
+}
+
 TEST(LinearAlgebra, MatchesNaiveProducts) {
   manual_seed(3);
   auto naive = [](const Tensor& a, const Tensor& b) {

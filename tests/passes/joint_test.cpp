@@ -205,8 +205,8 @@ TEST(J1, BlockAndGptCaptureLikeEager) {
             << " values\n";
   EXPECT_GT(pb.num_saved, 0);
   EXPECT_GT(pg.num_saved, 0);
-  // Each layer_norm and each linear differentiates through one fused node (as PyTorch's
-  // native_layer_norm_backward and linear_backward: qkv, projection and the MLP's two
+  // Each layer_norm, softmax and linear differentiates through one fused node (as PyTorch's
+  // native_layer_norm_backward, _softmax_backward_data and linear_backward: qkv, projection and the MLP's two
   // linears ask for all three gradients), select's gradient is one as_strided_scatter into zeros,
   // and nothing in backward writes in place (no view write for functionalization to undo).
   std::map<ops::OpKind, int> count;
@@ -214,6 +214,8 @@ TEST(J1, BlockAndGptCaptureLikeEager) {
     if (n->opcode() == ir::Opcode::call) ++count[n->op()];
   EXPECT_EQ(count[ops::OpKind::layer_norm_backward], 2);
   EXPECT_EQ(count[ops::OpKind::linear_backward], 4);
+  EXPECT_EQ(count[ops::OpKind::softmax_backward], 1);  // one row pass, not mul/sum/sub/mul
+  EXPECT_EQ(count[ops::OpKind::sum], 0);
   EXPECT_EQ(count[ops::OpKind::mm], 0);
   EXPECT_EQ(count[ops::OpKind::mean], 0);
   EXPECT_EQ(count[ops::OpKind::as_strided_scatter], 3);  // q, k and v of one qkv projection

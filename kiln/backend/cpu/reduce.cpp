@@ -227,6 +227,42 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
   if (res.impl() != dst.impl()) copy_into(dst, res);
 }
 
+// softmax's gradient y (g - sum(g y)) and log_softmax's g - exp(y) sum(g), row by row:
+// one sum and one pass per row where the composite took four ops and three temporaries.
+void k_softmax_backward(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& y = c.args.tensor(1);
+  int64_t d = wrap_dim(c.args.i64(2), y.dim(), op_name(c.op).data());
+  DType cd = compute_dtype(y.dtype());
+  std::vector<bool> reduced = only_dim(y.dim(), d);
+  Rows ry = to_rows(y, reduced, cd), rg = to_rows(c.args.tensor(0), reduced, cd);
+  Tensor dst = moved_last(outs[0], d);
+  Tensor res = direct_rows(dst, cd) ? dst : empty(ry.data.shape(), cd, y.device());
+  bool log = c.op == OpKind::log_softmax_backward;
+  KILN_DISPATCH_FLOAT(cd, c.op, {
+    const T* py = ry.data.data<T>();
+    const T* pg = rg.data.data<T>();
+    T* o = res.data<T>();
+    int64_t n = ry.inner;
+    parallel_for(ry.outer, 4 * n, [&](int64_t b, int64_t e) {
+      with_best_isa([&] {
+        for (int64_t i = b; i < e; ++i) {
+          const T* yr = py + i * n;
+          const T* gr = pg + i * n;
+          T* orow = o + i * n;
+          if (log) {
+            T s = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return gr[j]; }));
+            for (int64_t j = 0; j < n; ++j) orow[j] = gr[j] - vexp(yr[j]) * s;
+          } else {
+            T s = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return gr[j] * yr[j]; }));
+            for (int64_t j = 0; j < n; ++j) orow[j] = yr[j] * (gr[j] - s);
+          }
+        }
+      });
+    });
+  });
+  if (res.impl() != dst.impl()) copy_into(dst, res);
+}
+
 void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& x = c.args.tensor(0);
   bool rms = c.op == OpKind::rms_norm;

@@ -123,6 +123,19 @@ __global__ void softmax_rows(const T* in, T* out, int64_t inner, bool log_form) 
   }
 }
 
+// softmax's gradient y (g - sum(g y)) or log_softmax's g - exp(y) sum(g), per row.
+template <typename T>
+__global__ void softmax_backward_rows(const T* g, const T* y, T* out, int64_t inner, bool log_form) {
+  const T* gp = g + blockIdx.x * inner;
+  const T* yp = y + blockIdx.x * inner;
+  T* o = out + blockIdx.x * inner;
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) s += log_form ? gp[j] : gp[j] * yp[j];
+  T total = static_cast<T>(block_reduce(s, Plus{}));
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock)
+    o[j] = log_form ? gp[j] - exp(yp[j]) * total : yp[j] * (gp[j] - total);
+}
+
 template <typename T>
 __global__ void norm_rows(const T* in, T* out, const T* w, const T* b, int64_t inner, T eps,
                           bool rms) {
@@ -295,6 +308,24 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
   switch (cd) {
     KILN_CUDA_CASE(f32, float, launch_rows(r.outer, softmax_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, log_form))
     KILN_CUDA_CASE(f64, double, launch_rows(r.outer, softmax_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, log_form))
+    KILN_CUDA_UNSUPPORTED(cd, c.op)
+  }
+  if (!direct) copy_into(target, res);
+}
+
+void k_softmax_backward(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& y = c.args.tensor(1);
+  int64_t d = wrap(c.args.i64(2), y.dim());
+  DType cd = compute_dtype(y.dtype());
+  std::vector<bool> reduced = only_dim(y.dim(), d);
+  Rows ry = to_rows(y, reduced, cd), rg = to_rows(c.args.tensor(0), reduced, cd);
+  Tensor target = moved_last(outs[0], d);
+  bool direct = target.is_contiguous() && target.dtype() == cd;
+  Tensor res = direct ? target : empty(ry.data.shape(), cd, y.device());
+  bool log_form = c.op == OpKind::log_softmax_backward;
+  switch (cd) {
+    KILN_CUDA_CASE(f32, float, launch_rows(ry.outer, softmax_backward_rows<T>, row_ptr<T>(rg), row_ptr<T>(ry), dense_ptr<T>(res), ry.inner, log_form))
+    KILN_CUDA_CASE(f64, double, launch_rows(ry.outer, softmax_backward_rows<T>, row_ptr<T>(rg), row_ptr<T>(ry), dense_ptr<T>(res), ry.inner, log_form))
     KILN_CUDA_UNSUPPORTED(cd, c.op)
   }
   if (!direct) copy_into(target, res);
