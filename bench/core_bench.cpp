@@ -183,13 +183,19 @@ void BM_BlockRowOps(benchmark::State& state, int which) {
   Tensor x = randn({4, 128, 256}), w = randn({256}), b = randn({256});
   Tensor scores = randn({4, 4, 128, 128}), hidden = randn({4, 128, 1024});
   for (auto _ : state) {
-    Tensor y = which == 0 ? layer_norm(x, {256}, w, b) : which == 1 ? softmax(scores, -1) : gelu(hidden);
+    Tensor y = which == 0   ? layer_norm(x, {256}, w, b)
+               : which == 1 ? softmax(scores, -1)
+               : which == 2 ? gelu(hidden)
+               : which == 3 ? mean(x)  // mse_loss's mean over everything
+                            : sum(scores, {-1}, true);
     benchmark::DoNotOptimize(y.impl());
   }
 }
 BENCHMARK_CAPTURE(BM_BlockRowOps, layer_norm, 0)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_BlockRowOps, softmax, 1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_BlockRowOps, gelu, 2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_BlockRowOps, mean_all, 3)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_BlockRowOps, sum_rows, 4)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Reads 2 x 64 MiB and writes 64 MiB per call; the output block is reused by the
 // caching allocator, so no page is touched for the first time after warm-up.

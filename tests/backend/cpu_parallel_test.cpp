@@ -322,6 +322,8 @@ TEST(RowKernels, FloatAccumulationMatchesDouble) {
                                  1e-4, 2e-4));
   EXPECT_TRUE(close(rms_norm(x, {4096}), rms_norm(x64, {4096})));
   EXPECT_TRUE(close(mean(x, {1}), mean(x64, {1})));
+  EXPECT_TRUE(close(sum(x), sum(x64)));  // one row of 262144 (mse_loss's mean)
+  EXPECT_TRUE(close(sum(t(x), {0}), sum(t(x64), {0})));  // rows gathered from columns
   // softmax's fused gradients: sum(g y) and sum(g) over rows of 4096, outputs O(1e-4)
   Tensor gs = randn({64, 4096}), gs64 = to(gs, DType::f64);
   Tensor y = softmax(x, 1), y64 = to(y, DType::f64);

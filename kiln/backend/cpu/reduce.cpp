@@ -91,12 +91,23 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
     const T* p = r.data.data<T>();
     T* o = dst.data<T>();
     parallel_for(r.outer, r.inner, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        Acc<T> acc = 0;
-        const T* row = p + i * r.inner;
-        for (int64_t j = 0; j < r.inner; ++j) acc = backend::wrap_add(acc, static_cast<Acc<T>>(row[j]));
-        if (mean) o[i] = static_cast<T>(static_cast<double>(acc) / static_cast<double>(r.inner));
-        else o[i] = static_cast<T>(acc);
+      if constexpr (std::is_same_v<T, float>) {
+        // float rows through the vector row sum (compensated float lanes, met in double)
+        with_best_isa([&] {
+          for (int64_t i = b; i < e; ++i) {
+            const T* row = p + i * r.inner;  // T is float (the branch compiles for every T)
+            double acc = row_sum<float>(r.inner, [&](int64_t j) { return static_cast<float>(row[j]); });
+            o[i] = static_cast<T>(mean ? acc / static_cast<double>(r.inner) : acc);
+          }
+        });
+      } else {
+        for (int64_t i = b; i < e; ++i) {
+          Acc<T> acc = 0;
+          const T* row = p + i * r.inner;
+          for (int64_t j = 0; j < r.inner; ++j) acc = backend::wrap_add(acc, static_cast<Acc<T>>(row[j]));
+          if (mean) o[i] = static_cast<T>(static_cast<double>(acc) / static_cast<double>(r.inner));
+          else o[i] = static_cast<T>(acc);
+        }
       }
     });
   });
