@@ -1,6 +1,7 @@
 #include "kiln/ir/graph.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cstring>
 #include <mutex>
@@ -660,29 +661,80 @@ int eliminate_dead_code(Graph& graph) {
   return removed;
 }
 
+namespace {
+
+// Call nodes keyed by (op, arguments) without formatting anything: a hash over the
+// arguments and an equality that compares floats by their bits (x * -0.0 is not x * 0.0,
+// and a NaN argument equals itself).
+uint64_t mix(uint64_t h, uint64_t v) { return (h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2))); }
+uint64_t bits_of(double d) { return std::bit_cast<uint64_t>(d); }
+uint64_t scalar_bits(const Scalar& s) { return s.is_floating() ? bits_of(s.to_double()) : static_cast<uint64_t>(s.to_int()); }
+
+uint64_t arg_hash(const Arg& a) {
+  uint64_t h = a.index();
+  std::visit(Overloaded{[&](const std::monostate&) {},
+                        [&](const Ref& r) { h = mix(mix(h, reinterpret_cast<uintptr_t>(r.node)), r.output); },
+                        [&](const RefList& l) {
+                          for (const Ref& r : l) h = mix(mix(h, reinterpret_cast<uintptr_t>(r.node)), r.output);
+                        },
+                        [&](const Scalar& v) { h = mix(mix(h, static_cast<uint64_t>(v.kind())), scalar_bits(v)); },
+                        [&](int64_t v) { h = mix(h, static_cast<uint64_t>(v)); },
+                        [&](double v) { h = mix(h, bits_of(v)); },
+                        [&](bool v) { h = mix(h, v); },
+                        [&](const IntList& l) {
+                          for (int64_t v : l) h = mix(h, static_cast<uint64_t>(v));
+                        },
+                        [&](DType v) { h = mix(h, static_cast<uint64_t>(v)); },
+                        [&](const Device& v) { h = mix(mix(h, static_cast<uint64_t>(v.type)), static_cast<uint64_t>(v.index)); },
+                        [&](const Str& v) { h = mix(h, std::hash<std::string_view>()(v.view())); }},
+             a);
+  return h;
+}
+
+bool arg_equal(const Arg& a, const Arg& b) {
+  if (a.index() != b.index()) return false;
+  if (const Scalar* x = std::get_if<Scalar>(&a)) {
+    const Scalar& y = std::get<Scalar>(b);
+    return x->kind() == y.kind() && scalar_bits(*x) == scalar_bits(y);
+  }
+  if (const double* x = std::get_if<double>(&a)) return bits_of(*x) == bits_of(std::get<double>(b));
+  return a == b;
+}
+
+uint64_t call_hash(const Node* n) {
+  uint64_t h = static_cast<uint64_t>(n->op());
+  for (const Arg& a : n->args()) h = mix(h, arg_hash(a));
+  return h;
+}
+bool same_call(const Node* x, const Node* y) {
+  if (x->op() != y->op() || x->args().size() != y->args().size()) return false;
+  for (size_t i = 0; i < x->args().size(); ++i)
+    if (!arg_equal(x->args()[i], y->args()[i])) return false;
+  return true;
+}
+
+}  // namespace
+
 int eliminate_common_subexpressions(Graph& graph) {
-  std::unordered_map<std::string, Node*> seen;
+  // An open-addressing table of the calls seen, at most half full: one allocation per
+  // pass (it runs on every captured backward, whose cost per node is a benchmark row).
+  size_t calls = 0;
+  for (Node* n = graph.first(); n; n = n->next()) calls += n->opcode() == Opcode::call;
+  size_t cap = std::bit_ceil(std::max<size_t>(2 * calls, 8));
+  std::vector<Node*> table(cap, nullptr);
   int merged = 0;
   for (Node* n = graph.first(); n;) {
     Node* next = n->next();
     if (n->opcode() == Opcode::call) {
-      const ops::OpInfo& info = ops::op_info(n->op());
-      if (info.is_inplace()) {
-        seen.clear();  // a mutation: values computed before may differ after
+      if (ops::op_info(n->op()).is_inplace()) {
+        std::fill(table.begin(), table.end(), nullptr);  // values computed before may differ after
       } else if (n->op() != ops::OpKind::rand && n->op() != ops::OpKind::randn) {
-        std::string key(info.name);
-        for (const Arg& a : n->args()) {
-          key += '|';
-          std::visit(Overloaded{[&](const Ref& r) { key += fmt::format("{}.{}", (void*)r.node, r.output); },
-                                [&](const RefList& l) {
-                                  for (const Ref& r : l) key += fmt::format("{}.{},", (void*)r.node, r.output);
-                                },
-                                [&](const auto&) { key += arg_str(a); }},
-                     a);
-        }
-        auto [it, inserted] = seen.emplace(key, n);
-        if (!inserted) {
-          graph.replace_all_uses(n, it->second);
+        size_t i = static_cast<size_t>((call_hash(n) * 0x9e3779b97f4a7c15ULL) >> 32) & (cap - 1);
+        while (table[i] && !same_call(table[i], n)) i = (i + 1) & (cap - 1);
+        if (!table[i]) {
+          table[i] = n;
+        } else {
+          graph.replace_all_uses(n, table[i]);
           graph.erase(n);
           ++merged;
         }

@@ -249,6 +249,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   bw.move_inputs_to_front(bw_inputs);
   bw.set_output(std::move(grad_refs));
   ir::eliminate_dead_code(program.forward);
+  ir::eliminate_common_subexpressions(program.backward);  // d(x*x) = g*x + g*x: one product
   ir::eliminate_dead_code(program.backward);
   merge_disjoint_scatters(program.backward);  // Note [Sums of disjoint scatters]
 #ifndef NDEBUG

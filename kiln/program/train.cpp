@@ -149,6 +149,9 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
   }
   program.graph = std::move(captured.graph);
   ir::merge_equal_constants(program.graph);
+  // Backward repeats work forward-mode code would share (d(x*x) is g*x + g*x: two equal
+  // products); a mutation-aware CSE pass computes each once.
+  if (ir::eliminate_common_subexpressions(program.graph)) ir::eliminate_dead_code(program.graph);
   passes::merge_disjoint_scatters(program.graph);  // Note [Sums of disjoint scatters]
   {  // Parameters and optimizer state are updated in place (no second copy of them).
     std::vector<ir::Node*> in_nodes = program.graph.inputs();

@@ -364,6 +364,46 @@ TEST(Passes, CommonSubexpressionsMergeUpToAMutation) {
   EXPECT_EQ(sum->inputs()[1].node, a);
 }
 
+// Arguments compare exactly: -0.0 is not 0.0 (x * -0.0 differs from x * 0.0 in sign),
+// an int 1 is not a float 1.0 (type promotion differs), a NaN equals itself; int lists
+// and strings by value. Many calls (a table that grows past its first guess) all merge.
+TEST(Passes, CommonSubexpressionsCompareArgumentsExactly) {
+  Graph g;
+  Node* x = g.add_input("x", meta({4}));
+  ir::RefList outs;
+  auto call = [&](OpKind op, ArgList args) {
+    Node* n = g.add_call(op, std::move(args), {meta({4})});
+    outs.push_back(Ref{n});
+    return n;
+  };
+  Node* pz = call(OpKind::mul, {Ref{x}, Scalar(0.0)});
+  Node* nz = call(OpKind::mul, {Ref{x}, Scalar(-0.0)});
+  Node* i1 = call(OpKind::mul, {Ref{x}, Scalar(int64_t{1})});
+  Node* f1 = call(OpKind::mul, {Ref{x}, Scalar(1.0)});
+  Node* nan1 = call(OpKind::mul, {Ref{x}, Scalar(std::nan(""))});
+  Node* nan2 = call(OpKind::mul, {Ref{x}, Scalar(std::nan(""))});
+  Node* g1 = call(OpKind::gelu, {Ref{x}, Str("tanh")});
+  Node* g2 = call(OpKind::gelu, {Ref{x}, Str("tanh")});
+  Node* g3 = call(OpKind::gelu, {Ref{x}, Str("none")});
+  std::vector<Node*> chain{x};
+  for (int i = 0; i < 40; ++i) chain.push_back(call(OpKind::exp, {Ref{chain.back()}}));
+  for (int i = 0; i < 40; ++i) call(OpKind::exp, {Ref{chain[static_cast<size_t>(i)]}});  // each a repeat
+  g.set_output(outs);
+  EXPECT_EQ(eliminate_common_subexpressions(g), 1 + 1 + 40);
+  g.verify();
+  const ir::RefList& out = g.output()->inputs();
+  EXPECT_EQ(out[0].node, pz);
+  EXPECT_EQ(out[1].node, nz);  // -0.0 kept apart from 0.0
+  EXPECT_EQ(out[2].node, i1);
+  EXPECT_EQ(out[3].node, f1);  // 1.0 kept apart from 1
+  EXPECT_EQ(out[5].node, nan1);  // NaN merged with NaN
+  EXPECT_NE(out[5].node, nan2);
+  EXPECT_EQ(out[7].node, g1);
+  EXPECT_NE(out[7].node, g2);
+  EXPECT_EQ(out[8].node, g3);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(out[static_cast<size_t>(49 + i)].node, chain[static_cast<size_t>(i) + 1]);
+}
+
 TEST(Interpreter, RunsThroughDispatchAndChecksInputs) {
   Small s;
   Tensor x = tensor({1, 2, 3, 4}), y = tensor({2, 2, 2, 2});
