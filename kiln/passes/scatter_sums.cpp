@@ -1,5 +1,6 @@
 #include "kiln/passes/scatter_sums.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <unordered_map>
@@ -14,6 +15,7 @@ namespace {
 // Element range [begin, end) of the dense layout a strided view writes.
 struct Range {
   int64_t begin, end;
+  bool dense = false;  // the view writes every element of [begin, end)
 };
 
 // Zeros with regions written: what a `full` 0 and the scatters on top of it hold.
@@ -35,12 +37,22 @@ std::optional<Range> view_range(const ir::Node* n) {
   if (const auto* o = std::get_if<int64_t>(&n->args()[4])) offset = *o;
   else if (!std::holds_alternative<std::monostate>(n->args()[4])) return std::nullopt;
   int64_t end = offset;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims longer than 1
   for (size_t i = 0; i < size->size(); ++i) {
-    if ((*size)[i] == 0) return Range{offset, offset};
+    if ((*size)[i] == 0) return Range{offset, offset, true};
     if ((*stride)[i] < 0) return std::nullopt;
     end += ((*size)[i] - 1) * (*stride)[i];
+    if ((*size)[i] > 1) dims.emplace_back((*stride)[i], (*size)[i]);
   }
-  return Range{offset, end + 1};
+  // Dense when, innermost first, each stride is the product of the sizes inside it.
+  std::sort(dims.begin(), dims.end());
+  int64_t expect = 1;
+  bool dense = true;
+  for (auto [st, sz] : dims) {
+    dense = dense && st == expect;
+    expect *= sz;
+  }
+  return Range{offset, end + 1, dense};
 }
 
 bool disjoint(const std::vector<Range>& a, const std::vector<Range>& b) {
@@ -102,7 +114,30 @@ int merge_disjoint_scatters(ir::Graph& graph) {
       break;
     }
   }
-  if (rewritten) ir::eliminate_dead_code(graph);
+  if (rewritten) ir::eliminate_dead_code(graph);  // the scatters and fills no add reads now
+  // A fill every element of which the scatters overwrite need not be filled: where dense
+  // regions that do not meet add up to the whole tensor, and the fill and each scatter
+  // but the last are read by the next scatter alone, the fill becomes `empty`.
+  for (ir::Node* n : graph.nodes()) {
+    auto z = zeros.find(n);
+    if (z == zeros.end() || n->op() != OpKind::as_strided_scatter) continue;
+    std::vector<Range> rs = z->second.written;  // a chain of scatters may overwrite itself
+    std::sort(rs.begin(), rs.end(), [](Range a, Range b) { return a.begin < b.begin; });
+    int64_t numel = 1, at = 0;
+    for (int64_t d : n->meta()[0].shape) numel *= d;
+    bool tiled = true;
+    for (Range r : rs) {
+      tiled = tiled && r.dense && r.begin == at;
+      at = r.end;
+    }
+    if (!tiled || at != numel) continue;
+    ir::Node* fill = ref_arg(n, 0).node;
+    while (fill->op() == OpKind::as_strided_scatter && fill->users().size() == 1) fill = ref_arg(fill, 0).node;
+    if (fill->op() != OpKind::full || fill->users().size() != 1 || fill->args().size() < 4) continue;
+    ir::ArgList args{fill->args()[0], fill->args()[2], fill->args()[3]};
+    graph.set_call(fill, OpKind::empty, std::move(args));
+    ++rewritten;
+  }
 #ifndef NDEBUG
   graph.verify();
 #endif

@@ -12,8 +12,11 @@ namespace kiln::passes {
  * operand of an `add` (alpha 1) is a single region written into zeros and the other is
  * zeros written in regions disjoint from it (their element ranges do not meet), the add
  * becomes that region written into the other operand: the same values (up to the sign
- * of a zero: 0 + -0 is +0, a scatter keeps -0), one zero fill for the whole sum. Returns
- * the number of adds rewritten; the scatters and fills they no longer read are removed. */
+ * of a zero: 0 + -0 is +0, a scatter keeps -0), one zero fill for the whole sum. When
+ * the regions are dense and tile the whole tensor (q, k and v of a qkv gradient), and no
+ * one else reads the fill or a partial sum, the fill becomes `empty`: every element is
+ * written anyway. Returns the number of adds and fills rewritten; the scatters and fills
+ * the adds no longer read are removed. */
 int merge_disjoint_scatters(ir::Graph& graph);
 
 }  // namespace kiln::passes
