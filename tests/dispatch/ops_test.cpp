@@ -416,6 +416,19 @@ TEST(VectorMath, FastExpAndErfAreAccurate) {
   EXPECT_TRUE(std::isnan(cpu::fast_exp(NAN)));
   EXPECT_EQ(cpu::fast_exp(0.0f), 1.0f);
   EXPECT_EQ(cpu::fast_erf(0.0f), 0.0f);
+  // the exp without overflow selects: accurate on x <= 0, exactly 0 below -87.3
+  double worst_nonpositive = 0;
+  for (float x = -87.0f; x <= 0.0f; x += 0.00737f)
+    worst_nonpositive = std::max(worst_nonpositive, std::abs(cpu::fast_exp_nonpositive(x) / std::exp(double(x)) - 1));
+  EXPECT_LT(worst_nonpositive, 3e-7);
+  EXPECT_EQ(cpu::fast_exp_nonpositive(-INFINITY), 0.0f);
+  EXPECT_EQ(cpu::fast_exp_nonpositive(-90.0f), 0.0f);
+  EXPECT_EQ(cpu::fast_exp_nonpositive(0.0f), 1.0f);
+  // erf at the ends and NaN, as PyTorch's: 1, -1, NaN
+  EXPECT_EQ(cpu::fast_erf(INFINITY), 1.0f);
+  EXPECT_EQ(cpu::fast_erf(-INFINITY), -1.0f);
+  EXPECT_EQ(cpu::fast_erf(30.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(cpu::fast_erf(NAN)));
 }
 
 // The exact GELU's derivative with one exp shared by erf and the density: against the
@@ -436,6 +449,11 @@ TEST(VectorMath, GeluDerivativeSharesItsExpAndStaysAccurate) {
   EXPECT_LT(worst, 1e-6);
   EXPECT_EQ(cpu::fast_gelu_derivative(0.0f), 0.5f);
   EXPECT_TRUE(std::isnan(cpu::fast_gelu_derivative(NAN)));
+  // PyTorch's gelu'(+-inf) is NaN (inf times a density of 0); finite ends are 1 and 0
+  EXPECT_TRUE(std::isnan(cpu::fast_gelu_derivative(INFINITY)));
+  EXPECT_TRUE(std::isnan(cpu::fast_gelu_derivative(-INFINITY)));
+  EXPECT_EQ(cpu::fast_gelu_derivative(20.0f), 1.0f);
+  EXPECT_EQ(cpu::fast_gelu_derivative(-20.0f), 0.0f);
 }
 
 TEST(VectorMath, TanhGeluMatchesItsDefinition) {

@@ -224,10 +224,10 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
           if (n == 0) continue;
           T mx = row_max(row, n);
           if (log) {
-            T lse = std::log(static_cast<T>(row_sum<T>(n, [&](int64_t j) { return vexp(row[j] - mx); })));
+            T lse = std::log(static_cast<T>(row_sum<T>(n, [&](int64_t j) { return vexp_nonpositive(row[j] - mx); })));
             for (int64_t j = 0; j < n; ++j) orow[j] = row[j] - mx - lse;
           } else {
-            T sum = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return orow[j] = vexp(row[j] - mx); }));
+            T sum = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return orow[j] = vexp_nonpositive(row[j] - mx); }));
             T inv = T(1) / sum;  // a product per element, as PyTorch's vectorized softmax
             for (int64_t j = 0; j < n; ++j) orow[j] *= inv;
           }

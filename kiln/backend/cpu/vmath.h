@@ -31,6 +31,21 @@ inline float fast_exp(float x) {
   return x != x ? x : r;
 }
 
+/** e^x for float x <= 0 (erf's exp(-a^2)): fast_exp less the overflow and NaN selects,
+ * which cost a quarter of GELU's time; 0 below -87.3 as there (so x e^(-x^2) is NaN at
+ * infinite x, as in PyTorch). A NaN argument gives an unspecified number, never
+ * converted to an integer: callers get their NaN from another operand. */
+inline float fast_exp_nonpositive(float x) {
+  float c = x > -87.3f ? x : -87.3f;  // also maps NaN to -87.3
+  float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float f = c - n * 0.693359375f;
+  f = f - n * -2.12194440e-4f;
+  float p = 1.0f + f * (1.0f + f * (0.5f + f * (1.0f / 6 + f * (1.0f / 24 + f * (1.0f / 120 +
+                 f * (1.0f / 720 + f * (1.0f / 5040)))))));
+  float r = p * std::bit_cast<float>(static_cast<int32_t>(static_cast<int32_t>(n) + 127) << 23);
+  return x < -87.3f ? 0.0f : r;
+}
+
 /** erf(x) for float by Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7 in exact
  * arithmetic, < 5e-7 in float). */
 inline float fast_erf(float x) {
@@ -38,7 +53,7 @@ inline float fast_erf(float x) {
   float t = 1.0f / (1.0f + 0.3275911f * a);
   float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
                t * (-1.453152027f + t * 1.061405429f))));
-  float y = 1.0f - poly * fast_exp(-a * a);
+  float y = 1.0f - poly * fast_exp_nonpositive(-a * a);  // a NaN x: poly is NaN
   return x < 0 ? -y : y;
 }
 
@@ -50,7 +65,7 @@ inline float fast_gelu_derivative(float x) {
   float t = 1.0f / (1.0f + 0.3275911f * a);
   float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
                t * (-1.453152027f + t * 1.061405429f))));
-  float e = fast_exp(-a * a);  // exp(-x^2 / 2)
+  float e = fast_exp_nonpositive(-a * a);  // exp(-x^2 / 2); a NaN x: t and poly are NaN
   float erf_a = 1.0f - poly * e;
   float erf_x = x < 0 ? -erf_a : erf_a;
   return 0.5f * (1.0f + erf_x) + x * e * 0.39894228040143268f;
@@ -76,6 +91,16 @@ template <typename T>
 inline T vexp(T x) {
   if constexpr (std::is_same_v<T, float>) return fast_exp(x);
   else return std::exp(x);
+}
+/** e^x for x <= 0 (softmax's x - max), NaN kept: one select fewer than vexp's. */
+template <typename T>
+inline T vexp_nonpositive(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    float r = fast_exp_nonpositive(x);
+    return x != x ? x : r;
+  } else {
+    return std::exp(x);
+  }
 }
 template <typename T>
 inline T verf(T x) {
