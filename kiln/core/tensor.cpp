@@ -40,18 +40,6 @@ int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op) {
 int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
 
-bool Tensor::is_contiguous() const {
-  int64_t expected = 1;
-  for (size_t i = impl_->shape.size(); i-- > 0;) {
-    int64_t s = impl_->shape[i];
-    if (s == 1) continue;
-    if (s == 0) return true;
-    if (impl_->strides[i] != expected) return false;
-    expected *= s;
-  }
-  return true;
-}
-
 void* Tensor::raw_data() const {
   const Storage& s = impl_->storage;
   KILN_CHECK(!impl_->dtensor, value,

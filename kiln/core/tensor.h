@@ -140,7 +140,19 @@ class Tensor {
   DType dtype() const { return impl_->dtype; }
   Device device() const { return impl_->device; }
   size_t itemsize() const { return kiln::itemsize(impl_->dtype); }
-  bool is_contiguous() const;
+  /** Row-major dense: each stride the product of the sizes after it (dims of size 1
+   * ignored). Inline: dispatch asks it several times per eager op. */
+  bool is_contiguous() const {
+    int64_t expected = 1;
+    for (size_t i = impl_->shape.size(); i-- > 0;) {
+      int64_t s = impl_->shape[i];
+      if (s == 1) continue;
+      if (s == 0) return true;
+      if (impl_->strides[i] != expected) return false;
+      expected *= s;
+    }
+    return true;
+  }
   bool is_fake() const { return impl_->storage->fake; }
   bool is_wrapped_number() const { return impl_->wrapped_number; }
   /** (S1) A distributed tensor (kiln/distributed/dtensor.h). */
