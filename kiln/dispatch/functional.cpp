@@ -84,12 +84,15 @@ Tensor made(Tensor t, const TensorOptions& o) {
 Tensor empty(const IntList& size, TensorOptions o) {
   return made(call1(OpKind::empty, size, dtype_or(o, f32), device_or(o, default_device())), o);
 }
+// As torch.full, the fill value's kind picks the default dtype: i64 for an integer, bool
+// for a bool, f32 for a floating value.
 Tensor full(const IntList& size, Scalar value, TensorOptions o) {
-  return made(call1(OpKind::full, size, value, dtype_or(o, f32), device_or(o, default_device())),
+  DType natural = value.is_floating() ? f32 : value.is_bool() ? b8 : i64;
+  return made(call1(OpKind::full, size, value, dtype_or(o, natural), device_or(o, default_device())),
               o);
 }
-Tensor zeros(const IntList& size, TensorOptions o) { return full(size, 0, o); }
-Tensor ones(const IntList& size, TensorOptions o) { return full(size, 1, o); }
+Tensor zeros(const IntList& size, TensorOptions o) { return full(size, 0.0, o); }
+Tensor ones(const IntList& size, TensorOptions o) { return full(size, 1.0, o); }
 Tensor arange(Scalar end, TensorOptions o) { return arange(0, end, 1, o); }
 Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
   bool fp = start.is_floating() || end.is_floating() || step.is_floating();
@@ -149,7 +152,10 @@ Tensor tensor(std::initializer_list<double> values, const IntList& shape, Tensor
                      {.dtype = o.dtype.value_or(f32), .device = o.device, .requires_grad = o.requires_grad});
 }
 
-Tensor scalar_tensor(Scalar value, TensorOptions o) { return full({}, value, o); }
+Tensor scalar_tensor(Scalar value, TensorOptions o) {  // f32 unless told, as PyTorch
+  if (!o.dtype) o.dtype = f32;
+  return full({}, value, o);
+}
 
 Tensor tensor(Scalar value, TensorOptions o) {
   if (value.is_floating())

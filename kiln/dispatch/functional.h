@@ -33,6 +33,8 @@ Scalar wrapped_value(const Tensor& t);
 Tensor empty(const IntList& size, TensorOptions options = {});
 Tensor zeros(const IntList& size, TensorOptions options = {});
 Tensor ones(const IntList& size, TensorOptions options = {});
+/** Filled with `value`; the default dtype follows the value as in torch.full: i64 for an
+ * integer, bool for a bool, f32 for a floating value. */
 Tensor full(const IntList& size, Scalar value, TensorOptions options = {});
 /** [0, end), [start, end) with step; integral bounds give i64 unless a dtype is given. */
 Tensor arange(Scalar end, TensorOptions options = {});

@@ -175,6 +175,8 @@ void meta_unary(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
   KILN_CHECK(!(c.op == OpKind::neg && self.dtype() == DType::b8), dtype,
              "[neg] negation on a bool tensor is not supported; use logical_not");
+  KILN_CHECK(!(c.op == OpKind::relu && self.dtype() == DType::b8), dtype,
+             "[relu] does not support bool inputs");
   out.fresh(self.shape(), self.dtype());
 }
 

@@ -73,7 +73,7 @@ void check_dtype() {
     unary.insert(unary.end(), {OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::rsqrt, OpKind::sin,
                                OpKind::cos, OpKind::tanh, OpKind::sigmoid, OpKind::silu, OpKind::gelu});
   for (OpKind op : unary) {
-    if (std::is_same_v<W, bool> && op == OpKind::neg) continue;
+    if (std::is_same_v<W, bool> && (op == OpKind::neg || op == OpKind::relu)) continue;  // refused, as PyTorch
     for (bool flag : {false, true}) {
       if (flag && op != OpKind::gelu) continue;
       for (W x : samples<W>()) {

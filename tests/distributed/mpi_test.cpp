@@ -74,7 +74,7 @@ TEST(Mpi, NonContiguousTensorsAreStagedAndWrittenBack) {
 TEST(Mpi, GatherScatterAllToAllBroadcast) {
   int n = world()->size(), r = world()->rank();
   Device d = my_device();
-  Tensor in = full({2, 3}, r, {.device = d});
+  Tensor in = full({2, 3}, r + 0.0, {.device = d});
   Tensor gathered = empty({2 * n, 3}, {.device = d});
   world()->all_gather(gathered, in)->wait();
   for (int k = 0; k < n; ++k) EXPECT_TRUE(all_close(slice(gathered, 0, 2 * k, 2 * k + 2), std::vector<double>(6, k)));
@@ -104,7 +104,7 @@ TEST(Mpi, GatherScatterAllToAllBroadcast) {
 
 TEST(Mpi, SendRecvRing) {
   int n = world()->size(), r = world()->rank();
-  Tensor out = full({3}, r, {.device = my_device()}), in = empty({3}, {.device = my_device()});
+  Tensor out = full({3}, r + 0.0, {.device = my_device()}), in = empty({3}, {.device = my_device()});
   auto s = world()->send(out, (r + 1) % n, 5);
   auto v = world()->recv(in, (r + n - 1) % n, 5);
   v->wait();
@@ -114,7 +114,7 @@ TEST(Mpi, SendRecvRing) {
 
 TEST(Mpi, AsyncHandlesOverlap) {
   int n = world()->size(), r = world()->rank();
-  Tensor a = full({1000}, 1.0, {.device = my_device()}), b = full({1000}, r, {.device = my_device()});
+  Tensor a = full({1000}, 1.0, {.device = my_device()}), b = full({1000}, r + 0.0, {.device = my_device()});
   auto wa = world()->all_reduce(a);
   auto wb = world()->all_reduce(b, ReduceOp::max);
   wb->wait();
@@ -128,7 +128,7 @@ TEST(Mpi, AsyncHandlesOverlap) {
 // idle it runs on this thread, behind queued calls it waits for them.
 TEST(Mpi, BlockingCallsKeepTheOrderOfQueuedOnes) {
   int n = world()->size(), r = world()->rank();
-  Tensor a = full({1 << 16}, 1.0, {.device = my_device()}), b = full({8}, r, {.device = my_device()});
+  Tensor a = full({1 << 16}, 1.0, {.device = my_device()}), b = full({8}, r + 0.0, {.device = my_device()});
   auto wa = world()->all_reduce(a);
   auto wb = world()->all_reduce(b, ReduceOp::max, Launch::blocking);
   EXPECT_TRUE(wb->completed());
@@ -141,7 +141,7 @@ TEST(Mpi, BlockingCallsKeepTheOrderOfQueuedOnes) {
   for (int i = 1; i <= n; ++i) product *= i;
   EXPECT_TRUE(all_close(c, std::vector<double>(4, product)));
   Tensor g = empty({4 * n}, {.device = my_device()});
-  world()->all_gather(g, full({4}, r, {.device = my_device()}), Launch::blocking);
+  world()->all_gather(g, full({4}, r + 0.0, {.device = my_device()}), Launch::blocking);
   for (int i = 0; i < n; ++i) EXPECT_EQ(g.data<float>()[4 * i], i);
 }
 
@@ -156,7 +156,7 @@ TEST(Mpi, SplitIntoSubGroups) {
   EXPECT_FALSE(r % 2 ? ge : go);
   EXPECT_EQ(mine->size(), static_cast<int>((r % 2 ? odd : even).size()));
   EXPECT_EQ(mine->rank(), r / 2);
-  Tensor t = full({2}, r, {.device = my_device()});
+  Tensor t = full({2}, r + 0.0, {.device = my_device()});
   mine->all_reduce(t)->wait();
   double want = 0;
   for (int k : (r % 2 ? odd : even)) want += k;

@@ -110,6 +110,157 @@ big = torch.tensor([0.1, 1e-5, 65504.0, 7e4, -3.3333, 1e-8], dtype=torch.float32
 case("to_f16", [big], big.to(torch.float16), note="rounding, overflow, subnormals", rtol=0,
      atol=0)
 
+
+# ---- edge cases: PyTorch's answers where a hand-written rule is easy to get wrong ----
+# An "error" case records that PyTorch refuses the call; kiln must throw kiln::Error.
+
+
+def error_case(op, inputs, args=None, note=""):
+    cases.append({"op": op, "note": note, "inputs": [enc(t) for t in inputs],
+                  "args": args or {}, "error": True})
+
+
+T = torch.tensor
+nan, inf = float("nan"), float("inf")
+fx = T([1.0, nan, -2.0, inf, -inf, 0.0])
+fy = T([nan, 3.0, -2.0, 1.0, -inf, -0.0])
+case("maximum", [fx, fy], torch.maximum(fx, fy), note="NaN propagates")
+case("minimum", [fx, fy], torch.minimum(fx, fy), note="NaN propagates")
+ia, ib = T([3, -7, 0, 5], dtype=torch.int32), T([2, 2, -1, 5])
+case("maximum", [ia, ib], torch.maximum(ia, ib), note="i32 with i64 -> i64")
+case("div", [ia, T([0, 0, 0, 1])], ia / T([0, 0, 0, 1]), note="integers by zero: inf, nan")
+case("div", [fx, T(0.0)], fx / T(0.0), note="by a 0-dim zero")
+case("pow", [T([2, 3, 1, -1, 0]), T([-1, 2, -5, -3, 0])],
+     T([2, 3, 1, -1, 0]) ** T([-1, 2, -5, -3, 0]), note="integer tensors, negative exponents")
+error_case("pow_scalar", [T([2, 3])], {"exponent": -1}, "integer base, negative integer scalar")
+case("pow_scalar", [T([4.0, 0.0, -1.0, nan])], torch.pow(T([4.0, 0.0, -1.0, nan]), 0.5),
+     {"exponent": 0.5})
+case("pow_scalar", [T([4.0, 0.0, nan])], torch.pow(T([4.0, 0.0, nan]), 0.0), {"exponent": 0.0},
+     "x ** 0 is 1, NaN included")
+case("pow_scalar", [T([2, 3], dtype=torch.int32)], T([2, 3], dtype=torch.int32) ** 2.5,
+     {"exponent": 2.5}, "int ** float -> f32")
+error_case("neg", [T([True, False])], note="bool negation")
+error_case("sub", [T([True]), T([False])], note="bool - bool")
+case("add", [T([True, False]), T([True, True])], T([True, False]) + T([True, True]),
+     note="bool + bool stays bool")
+case("mul", [T([True, False]), T([True, True])], T([True, False]) * T([True, True]),
+     note="bool * bool stays bool")
+case("add", [T([1, 2], dtype=torch.uint8), T([True, False])],
+     T([1, 2], dtype=torch.uint8) + T([True, False]), note="u8 + bool -> u8")
+error_case("add", [T([1, 2]), T([1, 2])], {"alpha": 1.5}, "integer add with a float alpha")
+case("add", [T([1, 2], dtype=torch.int32), T(5)], T([1, 2], dtype=torch.int32) + T(5),
+     note="0-dim i64 does not widen i32")
+case("add", [T([1, 2], dtype=torch.float16), T(5.0, dtype=torch.float64)],
+     T([1, 2], dtype=torch.float16) + T(5.0, dtype=torch.float64),
+     note="0-dim f64 does not widen f16", rtol=1e-3, atol=1e-3)
+case("add", [T([1, 2]), T(0.5)], T([1, 2]) + T(0.5), note="i64 + 0-dim f32 -> f32")
+case("add", [T(1, dtype=torch.int8), T(0.5, dtype=torch.float64)],
+     T(1, dtype=torch.int8) + T(0.5, dtype=torch.float64), note="0-dim + 0-dim: f64")
+case("add_int_scalar", [T([True, False])], T([True, False]) + 5, {"other": 5},
+     "bool + int scalar -> i64")
+case("add_int_scalar", [T([127, -128], dtype=torch.int8)], T([127, -128], dtype=torch.int8) + 1,
+     {"other": 1}, "i8 wraps")
+case("mul_scalar", [T([1, 2])], T([1, 2]) * 0.5, {"other": 0.5}, "i64 * float -> f32")
+case("div_scalar", [T([1, 2])], T([1, 2]) / 2, {"other": 2}, "i64 / int -> f32")
+case("sqrt", [T([4.0, -1.0, 0.0, inf])], torch.sqrt(T([4.0, -1.0, 0.0, inf])))
+case("log", [T([1.0, 0.0, -1.0, inf])], torch.log(T([1.0, 0.0, -1.0, inf])))
+case("exp", [T([1, 2])], torch.exp(T([1, 2])), note="i64 -> f32")
+case("sigmoid", [T([-100.0, 100.0, 0.0, -inf, inf])], torch.sigmoid(T([-100.0, 100.0, 0.0, -inf, inf])))
+case("tanh", [T([-20.0, 20.0, 1e-8, nan])], torch.tanh(T([-20.0, 20.0, 1e-8, nan])))
+case("abs", [T([-3, 0, 4], dtype=torch.int16)], torch.abs(T([-3, 0, 4], dtype=torch.int16)))
+case("abs", [T([-0.0, -inf, nan])], torch.abs(T([-0.0, -inf, nan])))
+case("relu", [T([-3, 0, 4])], torch.relu(T([-3, 0, 4])), note="integers stay integers")
+case("relu", [T([nan, -1.0])], torch.relu(T([nan, -1.0])), note="relu(NaN) is NaN")
+error_case("relu", [T([True])], note="bool relu")
+case("silu", [T([-inf, -100.0, 100.0])], F.silu(T([-inf, -100.0, 100.0])))
+case("gelu", [T([-inf, -10.0, 10.0, inf])], F.gelu(T([-inf, -10.0, 10.0, inf])))
+case("erf", [T([-inf, -3.0, 0.5, 3.0, inf, nan])], torch.erf(T([-inf, -3.0, 0.5, 3.0, inf, nan])))
+case("logical_not", [T([0.0, 2.0, nan])], torch.logical_not(T([0.0, 2.0, nan])))
+case("ne", [T([1.0, nan]), T([1, 1])], T([1.0, nan]) != T([1, 1]), note="NaN != anything")
+case("le", [T([1, 2], dtype=torch.uint8), T([-1, 2])], T([1, 2], dtype=torch.uint8) <= T([-1, 2]),
+     note="u8 with i64 compares as i64")
+case("to", [T([0.5, -0.5, -1.7, 2.9])], T([0.5, -0.5, -1.7, 2.9]).to(torch.int32), {"dtype": "i32"},
+     "float -> int truncates")
+case("to", [T([nan, 0.0, -0.0, 0.1])], T([nan, 0.0, -0.0, 0.1]).to(torch.bool), {"dtype": "bool"})
+case("to", [T([3, -1], dtype=torch.int32)], T([3, -1], dtype=torch.int32).to(torch.int8),
+     {"dtype": "i8"})
+case("where", [T([True, False]), T([1, 2]), T([1.5, 2.5])],
+     torch.where(T([True, False]), T([1, 2]), T([1.5, 2.5])), note="i64 with f32 -> f32")
+case("sum_all", [T([True, True, False])], T([True, True, False]).sum(), note="bool -> i64")
+case("sum_all", [torch.empty(0)], torch.empty(0).sum(), note="empty -> 0")
+case("sum", [torch.empty(2, 0)], torch.empty(2, 0).sum(dim=[1]), {"dim": [1]}, "empty rows")
+case("mean_all", [torch.empty(0)], torch.empty(0).mean(), note="empty -> nan")
+error_case("mean_all", [T([1, 2])], note="integer mean")
+case("var_all", [T([1.0])], T([1.0]).var(), note="one element, correction 1 -> nan")
+case("var", [T([[1.0, 2.0, 4.0]])], T([[1.0, 2.0, 4.0]]).var(dim=[1], correction=0),
+     {"dim": [1], "correction": 0})
+error_case("var_all", [T([1, 2])], note="integer var")
+case("amax", [fx], fx.amax(dim=[0]), {"dim": [0]}, "NaN wins")
+case("amin", [fx], fx.amin(dim=[0]), {"dim": [0]}, "NaN wins")
+error_case("amax_all", [torch.empty(0)], note="empty without a dim")
+error_case("max_all", [torch.empty(0)], note="empty")
+case("max_all", [T([[1, 5], [7, 2]], dtype=torch.int32)], T([[1, 5], [7, 2]], dtype=torch.int32).max())
+case("argmax", [T([[1, 3, 3], [2, 2, 0]])], T([[1, 3, 3], [2, 2, 0]]).argmax(1), {"dim": 1},
+     "ties: first index")
+case("argmax_all", [T([[1.0, nan], [9.0, nan]])], T([[1.0, nan], [9.0, nan]]).argmax(),
+     note="flat index of the first NaN")
+error_case("argmax_all", [torch.empty(0, 3)], note="empty without a dim")
+mv, mi = T([[1.0, nan, 2.0], [4.0, 4.0, 3.0]]).max(1)
+case("max_dim", [T([[1.0, nan, 2.0], [4.0, 4.0, 3.0]])], mv, {"dim": 1, "index": 0}, "values")
+case("max_dim", [T([[1.0, nan, 2.0], [4.0, 4.0, 3.0]])], mi, {"dim": 1, "index": 1},
+     "indices: NaN, first tie")
+nv, ni = T([[5, 1, 1]]).min(1, keepdim=True)
+case("min_dim", [T([[5, 1, 1]])], nv, {"dim": 1, "index": 0, "keepdim": True})
+case("min_dim", [T([[5, 1, 1]])], ni, {"dim": 1, "index": 1, "keepdim": True})
+case("softmax", [T([[-inf, -inf], [0.0, -inf]])], torch.softmax(T([[-inf, -inf], [0.0, -inf]]), 1),
+     {"dim": 1}, "all -inf row -> NaN")
+case("log_softmax", [T([[0.0, -inf, 1.0]])], torch.log_softmax(T([[0.0, -inf, 1.0]]), 1), {"dim": 1})
+case("softmax", [T([[1000.0, 0.0]])], torch.softmax(T([[1000.0, 0.0]]), 1), {"dim": 1}, "large")
+error_case("softmax", [T([1, 2])], {"dim": 0}, "integer softmax")
+case("cat", [T([1.0, 2.0]), torch.empty(0)], torch.cat([T([1.0, 2.0]), torch.empty(0)]), {"dim": 0},
+     "empty 1-D joins anything")
+case("cat", [torch.ones(2, 2), torch.empty(0)], torch.cat([torch.ones(2, 2), torch.empty(0)], 1),
+     {"dim": 1}, "legacy empty 1-D is skipped")
+case("cat", [T([True]), T([2], dtype=torch.int32)], torch.cat([T([True]), T([2], dtype=torch.int32)]),
+     {"dim": 0}, "bool with i32 -> i32")
+case("stack", [T([1, 2]), T([3, 4])], torch.stack([T([1, 2]), T([3, 4])], 1), {"dim": 1})
+error_case("index_select", [T([1, 2]), T([2])], {"dim": 0}, "index out of range")
+error_case("gather", [T([1, 2]), T([2])], {"dim": 0}, "index out of range")
+error_case("embedding", [torch.ones(2, 2), T([3])], note="index out of range")
+sa_x, sa_i, sa_s = torch.zeros(2, 3), T([[0, 1, 0], [1, 1, 1]]), torch.ones(2, 3)
+case("scatter_add", [sa_x, sa_i, sa_s], torch.scatter_add(sa_x, 0, sa_i, sa_s), {"dim": 0})
+case("arange", [], torch.arange(0, 1, 0.1), {"start": 0, "end": 1, "step": 0.1},
+     "float step: length ceil((end - start) / step)")
+case("arange", [], torch.arange(10, 0, -3), {"start": 10, "end": 0, "step": -3}, "integers -> i64")
+case("arange", [], torch.arange(0.5, 3), {"start": 0.5, "end": 3, "step": 1})
+error_case("arange", [], {"start": 1, "end": 0, "step": 1}, "step sign against the bounds")
+error_case("arange", [], {"start": 0, "end": 1, "step": 0}, "zero step")
+case("full", [], torch.full([2], 3), {"size": [2], "value": 3}, "int fill -> i64")
+case("full", [], torch.full([2], True), {"size": [2], "value": True}, "bool fill -> bool")
+case("full", [], torch.full([2], 1.5), {"size": [2], "value": 1.5})
+case("chunk_sizes", [torch.arange(6)], T([c.numel() for c in torch.chunk(torch.arange(6), 4)]),
+     {"chunks": 4}, "6 in 4 chunks gives 3 of 2")
+case("chunk_sizes", [torch.arange(5)], T([c.numel() for c in torch.chunk(torch.arange(5), 3)]),
+     {"chunks": 3})
+sl = torch.arange(10)
+case("slice", [sl], sl[-3:100], {"dim": 0, "start": -3, "end": 100, "step": 1}, "ends clamped")
+case("slice", [sl], sl[1:8:3], {"dim": 0, "start": 1, "end": 8, "step": 3})
+case("slice", [sl], sl[8:2], {"dim": 0, "start": 8, "end": 2, "step": 1}, "empty")
+case("squeeze_dim", [torch.ones(2, 1)], torch.ones(2, 1).squeeze(0), {"dim": 0},
+     "a dim that is not 1 stays")
+case("flatten", [T(3.0)], torch.flatten(T(3.0)), note="0-dim -> [1]")
+case("matmul", [T([1.0, 2.0]), T([3.0, 4.0])], T([1.0, 2.0]) @ T([3.0, 4.0]), note="1-D @ 1-D -> 0-dim")
+case("matmul", [torch.ones(2, 0), torch.ones(0, 3)], torch.ones(2, 0) @ torch.ones(0, 3),
+     note="empty inner dim -> zeros")
+am_s, am_a, am_b = randn(2, 3), randn(2, 4), randn(4, 3)
+case("addmm", [am_s, am_a, am_b], torch.addmm(am_s, am_a, am_b, beta=0.5, alpha=2.0),
+     {"beta": 0.5, "alpha": 2.0}, rtol=1e-4, atol=1e-5)
+case("addmm", [T([[nan]]), T([[1.0]]), T([[2.0]])], torch.addmm(T([[nan]]), T([[1.0]]), T([[2.0]]), beta=0.0),
+     {"beta": 0.0, "alpha": 1.0}, "beta 0 ignores NaN in self")
+lnx = randn(3, 5) * 100 + 1000
+case("layer_norm", [lnx, torch.ones(5), torch.zeros(5)], F.layer_norm(lnx, [5]), {"shape": [5]},
+     "large mean", rtol=1e-3, atol=1e-4)
+
 out = pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden" / "torch_ops.json"
 out.write_text(json.dumps({"generator": "tools/golden/make_golden.py",
                            "torch": torch.__version__, "cases": cases}, indent=1) + "\n")

@@ -221,7 +221,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
     KILN_ASSERT(beta == 0.0);
     // oneDNN adds a dense f32 bias inside the product (alpha 1 only: it scales the bias
     // with the product); otherwise the bias is broadcast into c, which the product adds to.
-    if (!(d == DType::f32 && alpha == 1.0 && bias.dtype() == d && bias.is_contiguous() && use_onednn(n, m, k))) {
+    if (!(d == DType::f32 && alpha == 1.0 && k > 0 && bias.dtype() == d && bias.is_contiguous() &&
+          use_onednn(n, m, k))) {
       copy_into(c, bias);
       gemm(a, b, c, alpha, 1.0);
       return;
@@ -237,6 +238,10 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
     }
     KILN_CHECK(d != DType::b8, unsupported, "[mm] does not support dtype bool on cpu");
     KILN_DISPATCH_COMPUTE(d, "mm", if constexpr (!std::is_same_v<T, bool>) naive_gemm<T>(a, b, c, alpha, beta));
+    return;
+  }
+  if (k == 0) {  // an empty sum: c = beta * c (zeros for beta 0, as PyTorch), no library call
+    KILN_DISPATCH_FLOAT(d, "mm", naive_gemm<T>(a, b, c, alpha, beta));
     return;
   }
   KILN_ASSERT(c.strides()[1] == 1 || m == 1);
@@ -308,7 +313,7 @@ MatrixBatch batch_of(const Tensor& t) {
 // when it takes the product, else a GEMM per matrix.
 void gemm_batched(const Tensor& a, const Tensor& b, const Tensor& c) {
   int64_t nb = a.shape()[0], n = a.shape()[1], k = a.shape()[2], m = b.shape()[2];
-  if (nb > 1 && c.dtype() == DType::f32 && use_onednn(n, m, k) && blockwise(a) && blockwise(b) &&
+  if (nb > 1 && k > 0 && c.dtype() == DType::f32 && use_onednn(n, m, k) && blockwise(a) && blockwise(b) &&
       c.strides()[2] == 1) {
     blas_handle(DeviceType::cpu).begin_use();  // (D5), as gemm
     onednn_matmul(nb, n, m, k, batch_of(a), batch_of(b), batch_of(c), 1.0f, 0.0f);
@@ -393,7 +398,7 @@ void k_matmul(const OpCall& c, std::span<Tensor> outs) {
   Tensor a2 = backend::as_left_matrix(a), b2 = backend::as_right_matrix(b);
   int64_t n = a2.shape()[a2.dim() - 2], k = a2.shape()[a2.dim() - 1], m = b2.shape()[b2.dim() - 1];
   if (b2.dim() == 2) {  // fold a's batch dims into rows: one GEMM
-    int64_t rows = a2.numel() / std::max<int64_t>(k, 1);
+    int64_t rows = backend::linear_rows(a2);
     gemm(mat(contiguous(a2), rows, k), b2, mat(out, rows, m), 1.0, 0.0);
     return;
   }
