@@ -509,7 +509,8 @@ TensorList split(const Tensor& x, int64_t split_size, int64_t dim) {
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   KILN_CHECK(chunks > 0, value, "[chunk] chunks must be positive, got {}", chunks);
   int64_t size = x.size(dim);
-  return split(x, std::max<int64_t>((size + chunks - 1) / chunks, 1), dim);
+  if (size == 0) return split(x, IntList(static_cast<size_t>(chunks), 0), dim);  // `chunks` empties, as PyTorch
+  return split(x, (size + chunks - 1) / chunks, dim);
 }
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return call1(OpKind::index_select, x, dim, index);

@@ -88,6 +88,48 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
                  a.at("end").get<int64_t>(), a.at("step").get<int64_t>());
   if (op == "squeeze_dim") return squeeze(in[0], a.at("dim").get<int64_t>());
   if (op == "flatten") return flatten(in[0]);
+  if (op == "sum_dtype") return sum(in[0], {}, false, dtype_from_string(a.at("dtype").get<std::string>()));
+  if (op == "min_all") return min(in[0]);
+  if (op == "sub_alpha") return sub(in[0], in[1], scalar(a.at("alpha")));
+  if (op == "sin") return sin(in[0]);
+  if (op == "cos") return cos(in[0]);
+  if (op == "gelu_backward") return gelu_backward(in[0], in[1], a.value("approximate", "none"));
+  if (op == "threshold_backward") return threshold_backward(in[0], in[1], scalar(a.at("threshold")));
+  if (op == "softmax_backward") return softmax_backward(in[0], in[1], a.at("dim").get<int64_t>());
+  if (op == "log_softmax_backward") return log_softmax_backward(in[0], in[1], a.at("dim").get<int64_t>());
+  if (op == "eq_scalar") return eq(in[0], scalar(a.at("other")));
+  if (op == "gt_scalar") return gt(in[0], scalar(a.at("other")));
+  if (op == "reshape") return reshape(in[0], a.at("shape").get<IntList>());
+  if (op == "view") return view(in[0], a.at("shape").get<IntList>());
+  if (op == "t_view") return view(t(in[0]), a.at("shape").get<IntList>());
+  if (op == "t_reshape") return reshape(t(in[0]), a.at("shape").get<IntList>());
+  if (op == "expand") return expand(in[0], a.at("shape").get<IntList>());
+  if (op == "permute") return permute(in[0], a.at("dims").get<IntList>());
+  if (op == "transpose") {
+    IntList d = a.at("dims").get<IntList>();
+    return transpose(in[0], d[0], d[1]);
+  }
+  if (op == "unsqueeze") return unsqueeze(in[0], a.at("dim").get<int64_t>());
+  if (op == "squeeze_all") return squeeze(in[0]);
+  if (op == "select") return select(in[0], a.at("dim").get<int64_t>(), a.at("index").get<int64_t>());
+  if (op == "narrow")
+    return narrow(in[0], a.at("dim").get<int64_t>(), a.at("start").get<int64_t>(), a.at("length").get<int64_t>());
+  if (op == "split_sizes" || op == "split_list") {
+    TensorList parts = op == "split_sizes" ? split(in[0], a.at("size").get<int64_t>())
+                                           : split(in[0], a.at("sizes").get<IntList>());
+    std::vector<int64_t> sizes;
+    for (const Tensor& p : parts) sizes.push_back(p.numel());
+    return from_vector(sizes, {static_cast<int64_t>(sizes.size())});
+  }
+  if (op == "flatten_range") return flatten(in[0], a.at("start").get<int64_t>(), a.at("end").get<int64_t>());
+  if (op == "as_strided")
+    return as_strided(in[0], a.at("size").get<IntList>(), a.at("stride").get<IntList>(), a.at("offset").get<int64_t>());
+  if (op == "mm") return mm(in[0], in[1]);
+  if (op == "bmm") return bmm(in[0], in[1]);
+  if (op == "layer_norm_plain")
+    return layer_norm(in[0], a.at("shape").get<IntList>(), Tensor(), Tensor(), a.value("eps", 1e-5));
+  if (op == "zeros") return zeros(a.at("size").get<IntList>());
+  if (op == "ones") return ones(a.at("size").get<IntList>());
   if (op == "addmm") return addmm(in[0], in[1], in[2], scalar(a.at("beta")), scalar(a.at("alpha")));
   if (op == "mul") return mul(in[0], in[1]);
   if (op == "div") return div(in[0], in[1]);
@@ -106,11 +148,11 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "mean") return mean(in[0], a.at("dim").get<IntList>(), a.value("keepdim", false));
   if (op == "var") return var(in[0], a.at("dim").get<IntList>(), a.value("correction", 1));
   if (op == "amax") return amax(in[0], a.at("dim").get<IntList>(), a.value("keepdim", false));
-  if (op == "argmax") return argmax(in[0], a.at("dim").get<int64_t>());
+  if (op == "argmax") return argmax(in[0], a.at("dim").get<int64_t>(), a.value("keepdim", false));
   if (op == "softmax") return softmax(in[0], a.at("dim").get<int64_t>());
   if (op == "log_softmax") return log_softmax(in[0], a.at("dim").get<int64_t>());
   if (op == "matmul") return matmul(in[0], in[1]);
-  if (op == "linear") return linear(in[0], in[1], in[2]);
+  if (op == "linear") return linear(in[0], in[1], in.size() > 2 ? in[2] : Tensor());
   if (op == "layer_norm") return layer_norm(in[0], a.at("shape").get<IntList>(), in[1], in[2]);
   if (op == "transpose_add") return add(transpose(in[0], 0, 1), in[1]);
   if (op == "cat") return cat({in[0], in[1]}, a.at("dim").get<int64_t>());

@@ -261,6 +261,189 @@ lnx = randn(3, 5) * 100 + 1000
 case("layer_norm", [lnx, torch.ones(5), torch.zeros(5)], F.layer_norm(lnx, [5]), {"shape": [5]},
      "large mean", rtol=1e-3, atol=1e-4)
 
+
+
+def auto(op, inputs, fn, args=None, note="", rtol=1e-5, atol=1e-6):
+    """A case, or an error case where PyTorch raises."""
+    try:
+        out = fn(*inputs)
+    except (RuntimeError, IndexError, ValueError) as e:
+        error_case(op, inputs, args, f"{note} [{str(e).splitlines()[0][:60]}]".strip())
+        return
+    case(op, inputs, out, args, note, rtol, atol)
+
+
+# Reductions: dtypes, empties, keepdim.
+auto("sum", [T([100, 100], dtype=torch.int8)], lambda x: x.sum(dim=[0]), {"dim": [0]}, "i8 sums to i64")
+auto("sum", [T([[True, True]])], lambda x: x.sum(dim=[1], keepdim=True), {"dim": [1], "keepdim": True})
+auto("sum_dtype", [T([1.5, 2.25])], lambda x: x.sum(dtype=torch.float64), {"dtype": "f64"})
+auto("sum_dtype", [T([200, 100], dtype=torch.uint8)], lambda x: x.sum(dtype=torch.uint8), {"dtype": "u8"},
+     "wraps in the asked dtype")
+auto("mean", [T([1.0, 2.0, 4.0], dtype=torch.float16)], lambda x: x.mean(dim=[0]), {"dim": [0]},
+     "f16 stays f16", 1e-3, 1e-3)
+auto("mean", [torch.empty(0, 3)], lambda x: x.mean(dim=[0]), {"dim": [0]}, "empty dim -> nan")
+auto("amax", [T([[3, 9], [7, 1]], dtype=torch.int16)], lambda x: x.amax(dim=[0]), {"dim": [0]})
+auto("amax", [T([[True, False], [False, False]])], lambda x: x.amax(dim=[1]), {"dim": [1]})
+auto("amax", [torch.empty(0, 3)], lambda x: x.amax(dim=[1]), {"dim": [1]}, "empty rows")
+auto("amax", [torch.empty(0, 3)], lambda x: x.amax(dim=[0]), {"dim": [0]}, "reducing the empty dim")
+auto("argmax", [T([[1.0, 5.0], [7.0, 2.0]])], lambda x: x.argmax(0, keepdim=True), {"dim": 0, "keepdim": True})
+auto("argmax", [T([-0.0, 0.0])], lambda x: x.argmax(0), {"dim": 0}, "-0 and 0 tie")
+auto("max_dim", [T([[2, 8, 8]], dtype=torch.int32)], lambda x: x.max(1)[1], {"dim": 1, "index": 1},
+     "first of equal maxima")
+auto("min_all", [T([[3.0, nan], [-1.0, 2.0]])], lambda x: x.min(), note="NaN wins")
+auto("var", [T([[1.0, 2.0], [3.0, 5.0]], dtype=torch.float64)], lambda x: x.var(dim=[0, 1]),
+     {"dim": [0, 1], "correction": 1})
+auto("var", [T([[1.0, 2.0, 3.0]])], lambda x: x.var(dim=[1], correction=5), {"dim": [1], "correction": 5},
+     "correction beyond the count")
+auto("softmax", [T([[3.0], [1.0]])], lambda x: torch.softmax(x, 1), {"dim": 1}, "a dim of size 1")
+auto("softmax", [randn(2, 3, dtype=torch.float64)], lambda x: torch.softmax(x, 0), {"dim": 0}, "f64")
+auto("softmax", [randn(2, 3)], lambda x: torch.softmax(x, -2), {"dim": -2}, "negative dim")
+auto("softmax", [randn(2, 3)], lambda x: torch.softmax(x, 2), {"dim": 2}, "dim out of range")
+auto("log_softmax", [T([[1e4, -1e4, 0.0]])], lambda x: torch.log_softmax(x, 1), {"dim": 1}, "extremes")
+auto("log_softmax", [T([nan, 1.0])], lambda x: torch.log_softmax(x, 0), {"dim": 0}, "NaN spreads")
+lg, ly = randn(2, 5), torch.softmax(randn(2, 5), 1)
+auto("softmax_backward", [lg, ly], lambda g, y: torch._softmax_backward_data(g, y, 1, torch.float32),
+     {"dim": 1})
+lly = torch.log_softmax(randn(2, 5), 1)
+auto("log_softmax_backward", [lg, lly],
+     lambda g, y: torch._log_softmax_backward_data(g, y, 1, torch.float32), {"dim": 1})
+
+# Elementwise corners.
+auto("pow", [T([2.0, 0.0, -8.0]), T([3, -1, 2])], lambda a, b: torch.pow(a, b), note="f32 ** i64 -> f32")
+auto("pow", [T([2, 4]), T([0.5, -1.0])], lambda a, b: torch.pow(a, b), note="i64 ** f32 -> f32")
+auto("pow", [T([0.0, -8.0, -0.0]), T([-1.0, 1.0 / 3, -1.0])], lambda a, b: torch.pow(a, b),
+     note="0 ** -1 = inf, negative ** fraction = NaN, -0 ** -1 = -inf")
+auto("pow_scalar", [T([3, -2], dtype=torch.int32)], lambda x: x ** 3, {"exponent": 3}, "i32 cubes")
+auto("pow_scalar", [T([2.0, -3.0])], lambda x: x ** -2, {"exponent": -2})
+auto("div", [T([1.0, -1.0, 0.0]), T([-0.0, -0.0, -0.0])], lambda a, b: a / b, note="by -0")
+auto("abs", [T([-128, 5], dtype=torch.int8)], torch.abs, note="abs(-128) wraps in i8")
+auto("neg", [T([0, 1, 200], dtype=torch.uint8)], torch.neg, note="u8 negation wraps")
+auto("mul", [T([200, 16], dtype=torch.uint8), T([2, 16], dtype=torch.uint8)], lambda a, b: a * b,
+     note="u8 wraps")
+auto("sub_alpha", [T([1.0, 2.0]), T([4.0, 8.0])], lambda a, b: torch.sub(a, b, alpha=0.5), {"alpha": 0.5})
+auto("maximum", [T([True, False]), T([False, False])], torch.maximum, note="bool")
+auto("maximum", [T([1, 5], dtype=torch.uint8), T([-1.5, 2.0])], torch.maximum, note="u8 with f32")
+auto("sigmoid", [T([0, 2])], torch.sigmoid, note="i64 -> f32")
+auto("log", [T([1, 4], dtype=torch.int32)], torch.log, note="i32 -> f32")
+auto("sqrt", [T([True, False])], torch.sqrt, note="bool -> f32")
+auto("sin", [T([0.0, 1e6, inf])], torch.sin, rtol=1e-4, atol=1e-5)
+auto("cos", [T([0.0, 3.0, -inf])], torch.cos)
+auto("rsqrt", [T([0.0, -0.0, -1.0, inf])], torch.rsqrt)
+auto("tanh", [T([-0.0, 0.4, 9.0], dtype=torch.float64)], torch.tanh, note="f64")
+auto("gelu", [T([-3.0, -0.5, 0.0, 0.7, 5.0], dtype=torch.float64)], F.gelu, note="f64", rtol=1e-12,
+     atol=1e-14)
+auto("silu", [T([-3.0, 0.7], dtype=torch.bfloat16)], F.silu, note="bf16", rtol=1e-2, atol=1e-2)
+gx, gg = randn(7), randn(7)
+auto("gelu_backward", [gg, gx], lambda g, x: torch.ops.aten.gelu_backward(g, x))
+auto("gelu_backward", [gg, gx], lambda g, x: torch.ops.aten.gelu_backward(g, x, approximate="tanh"),
+     {"approximate": "tanh"}, "tanh form")
+auto("threshold_backward", [gg, gx], lambda g, x: torch.ops.aten.threshold_backward(g, x, 0.0),
+     {"threshold": 0.0})
+auto("eq_scalar", [T([1.0, 2.5, nan])], lambda x: x == 2.5, {"other": 2.5})
+auto("gt_scalar", [T([1, 2, 3])], lambda x: x > 1.5, {"other": 1.5}, "i64 against a float scalar")
+auto("lt", [T([1, 2], dtype=torch.int8), T([1.5, 1.5])], lambda a, b: a < b)
+auto("where", [T([[True], [False]]), T([1.0, 2.0, 3.0]), T(0.0)], torch.where, note="three-way broadcast")
+auto("where", [T([1, 0]), T([1.0, 2.0]), T([3.0, 4.0])], torch.where, note="integer condition")
+auto("masked_fill", [torch.zeros(2, 3), T([True, False, True])], lambda x, m: x.masked_fill(m, 7.0),
+     {"value": 7.0}, "mask broadcast over rows")
+auto("masked_fill", [torch.zeros(3), T([[True, False, True]])], lambda x, m: x.masked_fill(m, 7.0),
+     {"value": 7.0}, "mask wider than self")
+auto("masked_fill", [T([1, 2, 3]), T([True, False, True])], lambda x, m: x.masked_fill(m, 2.5),
+     {"value": 2.5}, "float value into an int tensor")
+auto("to", [T([70000.0, -1e-9, 1.0009765625])], lambda x: x.to(torch.float16), {"dtype": "f16"},
+     "overflow to inf, underflow, ties to even", 0, 0)
+auto("to", [T([1.00390625, 3.3e38, -2.5])], lambda x: x.to(torch.bfloat16), {"dtype": "bf16"},
+     "ties to even, large", 0, 0)
+auto("to", [T([16777217, -3])], lambda x: x.to(torch.float32), {"dtype": "f32"}, "i64 -> f32 rounds", 0, 0)
+auto("to", [T([2, 0, -1])], lambda x: x.to(torch.bool), {"dtype": "bool"})
+auto("to", [T([300, -1])], lambda x: x.to(torch.uint8), {"dtype": "u8"}, "wraps modulo 256")
+
+# Shapes and data movement.
+auto("cat", [T([[1.0]]), T([[2.0]])], lambda a, b: torch.cat([a, b], -1), {"dim": -1})
+auto("cat", [T(1.0), T(2.0)], lambda a, b: torch.cat([a, b]), {"dim": 0}, "0-dim")
+auto("cat", [torch.ones(2, 2), torch.ones(3, 3)], lambda a, b: torch.cat([a, b], 0), {"dim": 0},
+     "sizes differ off the dim")
+auto("cat", [torch.ones(2, 0), torch.ones(2, 3)], lambda a, b: torch.cat([a, b], 1), {"dim": 1},
+     "an empty 2-D part")
+auto("stack", [torch.ones(2), torch.ones(3)], lambda a, b: torch.stack([a, b]), {"dim": 0}, "shapes differ")
+auto("stack", [T([1.0, 2.0]), T([3, 4])], lambda a, b: torch.stack([a, b], -1), {"dim": -1}, "promotes")
+auto("index_select", [randn(3, 4), T(2)], lambda x, i: x.index_select(0, i), {"dim": 0}, "0-dim index")
+auto("index_select", [randn(3, 4), T([0, 2, 2])], lambda x, i: x.index_select(-1, i), {"dim": -1},
+     "repeats, negative dim")
+auto("index_select", [randn(3, 4), T([0.0])], lambda x, i: x.index_select(0, i), {"dim": 0}, "float index")
+auto("gather", [randn(3, 4), T([[0], [3]])], lambda x, i: torch.gather(x, 1, i), {"dim": 1},
+     "index smaller than the input")
+auto("gather", [randn(3, 4), T([[-1]])], lambda x, i: torch.gather(x, 1, i), {"dim": 1}, "negative index")
+auto("embedding", [randn(5, 3), T(4)], lambda w, i: F.embedding(i, w), note="0-dim index")
+auto("embedding", [randn(5, 3), T([[0, 4], [4, 4]])], lambda w, i: F.embedding(i, w), note="repeats")
+auto("scatter_add", [torch.zeros(3), T([0, 0, 2, 0]), T([1.0, 2.0, 3.0, 4.0])],
+     lambda x, i, s: torch.scatter_add(x, 0, i, s), {"dim": 0}, "repeated index adds up")
+auto("scatter_add", [torch.zeros(3), T([3]), T([1.0])], lambda x, i, s: torch.scatter_add(x, 0, i, s),
+     {"dim": 0}, "index out of range")
+auto("t_reshape", [torch.arange(6).reshape(2, 3)], lambda x: x.t().reshape(6), {"shape": [6]},
+     "non-contiguous")
+auto("reshape", [torch.arange(6)], lambda x: x.reshape(-1, 2), {"shape": [-1, 2]})
+auto("reshape", [torch.arange(6)], lambda x: x.reshape(4, -1), {"shape": [4, -1]}, "does not divide")
+auto("t_view", [torch.arange(6).reshape(2, 3)], lambda x: x.t().view(6), {"shape": [6]},
+     "strides forbid a view")
+auto("t_view", [torch.arange(6).reshape(2, 3)], lambda x: x.t().view(3, 1, 2), {"shape": [3, 1, 2]},
+     "a unit dim inserted into transposed strides")
+auto("expand", [T([[1], [2]])], lambda x: x.expand(-1, 3), {"shape": [-1, 3]})
+auto("expand", [T([[1], [2]])], lambda x: x.expand(2, 2, 3), {"shape": [2, 2, 3]}, "new leading dim")
+auto("expand", [T([1, 2])], lambda x: x.expand(3), {"shape": [3]}, "not a size-1 dim")
+auto("permute", [torch.arange(6).reshape(1, 2, 3)], lambda x: x.permute(2, 0, 1), {"dims": [2, 0, 1]})
+auto("permute", [torch.arange(6).reshape(2, 3)], lambda x: x.permute(0, 0), {"dims": [0, 0]}, "repeated dim")
+auto("transpose", [torch.arange(6).reshape(1, 2, 3)], lambda x: x.transpose(-1, 0), {"dims": [-1, 0]})
+auto("unsqueeze", [torch.arange(6).reshape(2, 3)], lambda x: x.unsqueeze(-1), {"dim": -1})
+auto("unsqueeze", [torch.arange(6).reshape(2, 3)], lambda x: x.unsqueeze(3), {"dim": 3}, "out of range")
+auto("squeeze_all", [torch.ones(1, 2, 1)], lambda x: x.squeeze())
+auto("select", [torch.arange(6).reshape(2, 3)], lambda x: x.select(1, -1), {"dim": 1, "index": -1})
+auto("select", [torch.arange(6).reshape(2, 3)], lambda x: x.select(0, 2), {"dim": 0, "index": 2}, "out of range")
+auto("narrow", [torch.arange(6)], lambda x: x.narrow(0, -3, 2), {"dim": 0, "start": -3, "length": 2})
+auto("narrow", [torch.arange(6)], lambda x: x.narrow(0, 5, 2), {"dim": 0, "start": 5, "length": 2},
+     "past the end")
+auto("split_sizes", [torch.arange(7)], lambda x: T([p.numel() for p in torch.split(x, 3)]), {"size": 3})
+auto("split_list", [torch.arange(7)], lambda x: T([p.numel() for p in torch.split(x, [2, 5])]),
+     {"sizes": [2, 5]})
+auto("split_list", [torch.arange(7)], lambda x: T([p.numel() for p in torch.split(x, [2, 4])]),
+     {"sizes": [2, 4]}, "sizes do not add up")
+auto("chunk_sizes", [torch.arange(0)], lambda x: T([p.numel() for p in torch.chunk(x, 2)]), {"chunks": 2},
+     "empty")
+auto("flatten_range", [torch.ones(2, 3, 4, 5)], lambda x: x.flatten(1, 2), {"start": 1, "end": 2})
+auto("as_strided", [torch.arange(6.0)], lambda x: torch.as_strided(x, (2, 2), (1, 2), 1),
+     {"size": [2, 2], "stride": [1, 2], "offset": 1})
+
+# Linear algebra.
+auto("matmul", [randn(3, 4), randn(4)], torch.matmul, note="2-D @ 1-D", rtol=1e-4, atol=1e-5)
+auto("matmul", [randn(4), randn(2, 4, 3)], torch.matmul, note="1-D @ 3-D", rtol=1e-4, atol=1e-5)
+auto("matmul", [randn(2, 3), randn(4, 2)], torch.matmul, note="inner sizes differ")
+auto("matmul", [randn(2, 3, dtype=torch.float64), randn(3, 2)], torch.matmul, note="dtypes differ")
+auto("matmul", [T([[1, 2], [3, 4]]), T([[5], [6]])], torch.matmul, note="i64")
+auto("mm", [randn(2, 3), randn(3)], torch.mm, note="1-D operand")
+auto("bmm", [randn(2, 2, 3), randn(3, 3, 2)], torch.bmm, note="batch sizes differ")
+auto("addmm", [randn(3), randn(2, 4), randn(4, 3)], lambda s, a, b: torch.addmm(s, a, b),
+     {"beta": 1.0, "alpha": 1.0}, "a bias row", 1e-4, 1e-5)
+auto("addmm", [randn(2, 1), randn(2, 4), randn(4, 3)], lambda s, a, b: torch.addmm(s, a, b, beta=2.0),
+     {"beta": 2.0, "alpha": 1.0}, "a bias column", 1e-4, 1e-5)
+auto("linear", [randn(4), randn(3, 4)], lambda x, w: F.linear(x, w), note="1-D input, no bias",
+     rtol=1e-4, atol=1e-5)
+auto("linear", [randn(2, 4), randn(3, 5)], lambda x, w: F.linear(x, w), note="in-features differ")
+auto("layer_norm_plain", [randn(2, 3, 4)], lambda x: F.layer_norm(x, [3, 4], eps=1e-3),
+     {"shape": [3, 4], "eps": 1e-3}, "two normalized dims, no affine", 1e-4, 1e-5)
+auto("layer_norm_plain", [T([[5.0, 5.0, 5.0]])], lambda x: F.layer_norm(x, [3]), {"shape": [3]},
+     "constant row -> zeros")
+auto("layer_norm_plain", [randn(2, 3)], lambda x: F.layer_norm(x, [2]), {"shape": [2]},
+     "shape does not match")
+
+# Factories.
+auto("arange", [], lambda: torch.arange(0, 5, 2.5), {"start": 0, "end": 5, "step": 2.5})
+auto("arange", [], lambda: torch.arange(-1.0, 1.0, 0.3), {"start": -1.0, "end": 1.0, "step": 0.3})
+auto("arange", [], lambda: torch.arange(0, 0), {"start": 0, "end": 0, "step": 1}, "empty")
+auto("full", [], lambda: torch.full([2, 0], 1.5), {"size": [2, 0], "value": 1.5}, "empty")
+auto("full", [], lambda: torch.full([-1], 1.5), {"size": [-1], "value": 1.5}, "negative size")
+auto("zeros", [], lambda: torch.zeros(2, 3), {"size": [2, 3]})
+auto("ones", [], lambda: torch.ones(0), {"size": [0]})
+
 out = pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden" / "torch_ops.json"
 out.write_text(json.dumps({"generator": "tools/golden/make_golden.py",
                            "torch": torch.__version__, "cases": cases}, indent=1) + "\n")
