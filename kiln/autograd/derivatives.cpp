@@ -108,10 +108,33 @@ int64_t extent(const Dims& shape, const Dims& strides, int64_t offset) {
   return end + 1;
 }
 
+// Whether a layout reaches some storage element twice: with dims sorted by stride, each
+// must step past everything the smaller ones span.
 bool overlaps(const IntList& size, const IntList& stride) {
-  for (size_t i = 0; i < size.size(); ++i)
-    if (size[i] > 1 && stride[i] == 0) return true;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == 0) return false;
+    if (size[i] > 1) dims.emplace_back(stride[i], size[i]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 1;  // elements the smaller dims cover, from the first
+  for (auto [st, n] : dims) {
+    if (st < span) return true;
+    span = st * (n - 1) + span;
+  }
   return false;
+}
+
+// The storage position of every element of a layout, as an i64 tensor of `size`.
+Tensor storage_positions(const IntList& size, const IntList& stride, int64_t offset, Device device) {
+  Tensor pos = full({}, offset, {.dtype = DType::i64, .device = device});
+  for (size_t i = 0; i < size.size(); ++i) {
+    IntList shape(size.size(), 1);
+    shape[i] = size[i];
+    pos = add(pos, view(mul(arange(0, size[i], 1, {.dtype = DType::i64, .device = device}), stride[i]),
+                        shape));
+  }
+  return expand(pos, size);
 }
 
 // A dense copy of `g` whose element order is its logical order from storage offset 0.
@@ -500,13 +523,18 @@ Table build() {
     Args a = c.args();
     const IntList &size = a.ints(1), &stride = a.ints(2);
     int64_t offset = a.is_none(3) ? x.offset() : a.i64(3);
-    KILN_CHECK(!overlaps(size, stride) && !overlaps(ints(x.shape()), ints(x.strides())),
-               unsupported, "[as_strided] backward of a layout that reads an element twice "
-               "(a stride 0) is not supported");
+    KILN_CHECK(!overlaps(ints(x.shape()), ints(x.strides())), unsupported,
+               "[as_strided] backward through an input whose layout holds an element twice "
+               "(an expanded tensor, say) is not supported; clone it first");
     int64_t n = std::max(extent(Dims(size), Dims(stride), offset),
                          extent(x.shape(), x.strides(), x.offset()));
     Tensor flat = zeros({n}, {.dtype = c.grad().dtype(), .device = c.grad().device()});
-    flat = as_strided_scatter(flat, contiguous(c.grad()), size, stride, offset);
+    if (overlaps(size, stride)) {  // windows that share elements: their gradients add up
+      Tensor pos = storage_positions(size, stride, offset, flat.device());
+      flat = scatter_add(flat, 0, reshape(pos, {-1}), reshape(c.grad(), {-1}));
+    } else {
+      flat = as_strided_scatter(flat, contiguous(c.grad()), size, stride, offset);
+    }
     c.set(0, contiguous(as_strided(flat, ints(x.shape()), ints(x.strides()), x.offset())));
   });
   d.def(O::as_strided_scatter, 0, [](GradCtx& c) {

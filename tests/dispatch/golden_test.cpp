@@ -130,6 +130,14 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
     return layer_norm(in[0], a.at("shape").get<IntList>(), Tensor(), Tensor(), a.value("eps", 1e-5));
   if (op == "zeros") return zeros(a.at("size").get<IntList>());
   if (op == "ones") return ones(a.at("size").get<IntList>());
+  if (op == "grad") {  // d(sum(fn(inputs) * g)) / d inputs[wrt]; g is the last input
+    std::vector<Tensor> leaves(in.begin(), in.end() - 1);
+    size_t wrt = a.at("wrt").get<size_t>();
+    for (Tensor& t : leaves)
+      if (is_floating(t.dtype())) t.set_requires_grad();
+    Tensor out = run(a.at("fn").get<std::string>(), leaves, a);
+    return autograd::grad({out}, {leaves[wrt]}, {in.back()})[0];
+  }
   if (op == "addmm") return addmm(in[0], in[1], in[2], scalar(a.at("beta")), scalar(a.at("alpha")));
   if (op == "mul") return mul(in[0], in[1]);
   if (op == "div") return div(in[0], in[1]);

@@ -444,6 +444,83 @@ auto("full", [], lambda: torch.full([-1], 1.5), {"size": [-1], "value": 1.5}, "n
 auto("zeros", [], lambda: torch.zeros(2, 3), {"size": [2, 3]})
 auto("ones", [], lambda: torch.ones(0), {"size": [0]})
 
+
+# ---- gradients: d(sum(f(inputs) * g)) / d(input `wrt`), PyTorch's autograd as the reference ----
+
+
+def grad_cases(fn_name, inputs, fn, args=None, note="", rtol=1e-4, atol=1e-5):
+    leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs]
+    out = fn(*leaves)
+    gout = torch.randn(out.shape, generator=g).to(out.dtype)
+    wrt = [i for i, t in enumerate(leaves) if t.requires_grad]
+    grads = torch.autograd.grad(out, [leaves[i] for i in wrt], gout, allow_unused=True)
+    for i, gr in zip(wrt, grads):
+        if gr is None:
+            continue
+        a = dict(args or {})
+        a.update({"fn": fn_name, "wrt": i})
+        case("grad", inputs + [gout], gr, a, f"{fn_name} d/d input {i} {note}".strip(), rtol, atol)
+
+
+ties = T([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
+grad_cases("amax", [ties], lambda x: x.amax(dim=[1]), {"dim": [1]}, "ties share evenly")
+grad_cases("max_all", [ties], lambda x: x.max(), note="ties share evenly")
+grad_cases("max_dim", [ties], lambda x: x.max(1)[0], {"dim": 1, "index": 0}, "the chosen index")
+grad_cases("maximum", [T([1.0, 2.0, 3.0]), T([1.0, 5.0, 0.0])], torch.maximum, note="ties split")
+grad_cases("abs", [T([-2.0, 0.0, 3.0])], torch.abs, note="0 at 0")
+grad_cases("relu", [T([-2.0, 0.0, 3.0])], torch.relu, note="0 at 0")
+grad_cases("sqrt", [T([0.0, 4.0])], torch.sqrt, note="inf at 0")
+grad_cases("pow", [T([0.0, 2.0, -1.5]), T([2.0, 0.5, 3.0])], torch.pow, note="base 0")
+grad_cases("pow_scalar", [T([0.0, 2.0, -3.0])], lambda x: x ** 3.0, {"exponent": 3.0})
+grad_cases("div", [randn(2, 3), randn(3) + 3], lambda a, b: a / b, note="broadcast")
+grad_cases("sub_alpha", [randn(2, 3), randn(2, 1)], lambda a, b: torch.sub(a, b, alpha=0.5), {"alpha": 0.5})
+grad_cases("mul", [randn(2, 1, 3), randn(4, 1)], lambda a, b: a * b, note="broadcast both")
+grad_cases("where", [randn(2, 3) > 0, randn(2, 3), randn(3)], torch.where)
+grad_cases("masked_fill", [randn(2, 3), randn(3) > 0], lambda x, m: x.masked_fill(m, 1.0), {"value": 1.0})
+for name, f in [("exp", torch.exp), ("log", lambda x: torch.log(x.abs() + 0.5)), ("sin", torch.sin),
+                ("cos", torch.cos), ("tanh", torch.tanh), ("sigmoid", torch.sigmoid), ("silu", F.silu),
+                ("gelu", F.gelu), ("erf", torch.erf)]:
+    if name == "log":
+        grad_cases("log", [randn(5).abs() + 0.5], torch.log)
+    else:
+        grad_cases(name, [randn(5)], f)
+grad_cases("gelu", [randn(5)], lambda x: F.gelu(x, approximate="tanh"), {"approximate": "tanh"})
+grad_cases("rsqrt", [randn(5).abs() + 0.2], torch.rsqrt)
+r3 = randn(2, 3, 4)
+grad_cases("sum", [r3], lambda x: x.sum(dim=[0, 2], keepdim=True), {"dim": [0, 2], "keepdim": True})
+grad_cases("mean", [r3], lambda x: x.mean(dim=[1]), {"dim": [1]})
+grad_cases("var", [r3], lambda x: x.var(dim=[2]), {"dim": [2], "correction": 1})
+grad_cases("var", [r3], lambda x: x.var(dim=[0, 1], correction=0), {"dim": [0, 1], "correction": 0})
+grad_cases("softmax", [r3], lambda x: torch.softmax(x, 1), {"dim": 1})
+grad_cases("log_softmax", [r3], lambda x: torch.log_softmax(x, -1), {"dim": -1})
+grad_cases("layer_norm", [r3, randn(4), randn(4)], lambda x, w, b: F.layer_norm(x, [4], w, b), {"shape": [4]})
+grad_cases("layer_norm_plain", [r3], lambda x: F.layer_norm(x, [3, 4]), {"shape": [3, 4]})
+grad_cases("linear", [r3, randn(5, 4), randn(5)], F.linear)
+grad_cases("linear", [randn(4), randn(5, 4)], F.linear, note="1-D input, no bias")
+grad_cases("matmul", [randn(2, 1, 3, 4), randn(5, 4, 2)], torch.matmul, note="batch broadcast")
+grad_cases("matmul", [randn(4), randn(3, 4, 2)], torch.matmul, note="1-D @ 3-D")
+grad_cases("addmm", [randn(3), randn(2, 4), randn(4, 3)], lambda s, a, b: torch.addmm(s, a, b, beta=0.5, alpha=2.0),
+           {"beta": 0.5, "alpha": 2.0})
+grad_cases("index_select", [randn(3, 4), T([0, 2, 2, 0, 0])], lambda x, i: x.index_select(1, i), {"dim": 1},
+           "repeats add up")
+grad_cases("gather", [randn(3, 4), T([[0, 0], [3, 3], [1, 0]])], lambda x, i: torch.gather(x, 1, i), {"dim": 1})
+grad_cases("embedding", [randn(5, 3), T([[0, 4], [4, 4]])], lambda w, i: F.embedding(i, w))
+grad_cases("scatter_add", [randn(3), T([0, 0, 2, 0]), randn(4)], lambda x, i, s: torch.scatter_add(x, 0, i, s),
+           {"dim": 0})
+grad_cases("cat", [randn(2, 3), randn(2, 1)], lambda a, b: torch.cat([a, b], 1), {"dim": 1})
+grad_cases("stack", [randn(2, 3), randn(2, 3)], lambda a, b: torch.stack([a, b], 1), {"dim": 1})
+grad_cases("expand", [randn(2, 1)], lambda x: x.expand(3, 2, 4), {"shape": [3, 2, 4]})
+grad_cases("permute", [randn(2, 3, 4)], lambda x: x.permute(2, 0, 1), {"dims": [2, 0, 1]})
+grad_cases("select", [randn(2, 3)], lambda x: x.select(1, -1), {"dim": 1, "index": -1})
+grad_cases("slice", [torch.arange(10.0)], lambda x: x[1:8:3], {"dim": 0, "start": 1, "end": 8, "step": 3})
+grad_cases("t_reshape", [randn(2, 3)], lambda x: x.t().reshape(6), {"shape": [6]})
+grad_cases("as_strided", [torch.arange(6.0)], lambda x: torch.as_strided(x, (2, 2), (1, 1), 1),
+           {"size": [2, 2], "stride": [1, 1], "offset": 1}, "overlapping windows")
+grad_cases("as_strided", [torch.arange(6.0)], lambda x: torch.as_strided(x, (2, 3), (0, 1), 2),
+           {"size": [2, 3], "stride": [0, 1], "offset": 2}, "a stride 0")
+grad_cases("to", [randn(3, dtype=torch.float64)], lambda x: x.to(torch.float32), {"dtype": "f32"},
+           "gradient back in f64")
+
 out = pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden" / "torch_ops.json"
 out.write_text(json.dumps({"generator": "tools/golden/make_golden.py",
                            "torch": torch.__version__, "cases": cases}, indent=1) + "\n")
