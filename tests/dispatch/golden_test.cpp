@@ -196,5 +196,22 @@ TEST(Golden, MatchesPyTorch) {
   }
 }
 
+// add's result dtype for every pair of dtypes, the second operand a tensor, a 0-dim
+// tensor or a number (T4's promotion lattice against PyTorch's).
+TEST(Golden, PromotionTableMatchesPyTorch) {
+  json golden = load_golden();
+  const json& table = golden.at("promotion");
+  ASSERT_GE(table.size(), 230u);
+  for (const json& row : table) {
+    std::string a = row[0], b = row[1], kind = row[2], want = row[3];
+    SCOPED_TRACE(a + " + " + b + " (" + kind + ")");
+    Tensor x = ones({2}, {.dtype = dtype_from_string(a)});
+    Tensor got;
+    if (kind == "number") got = b == "int" ? add(x, Scalar(int64_t{2})) : b == "float" ? add(x, Scalar(2.5)) : add(x, Scalar(true));
+    else got = add(x, ones(kind == "tensor" ? IntList{2} : IntList{}, {.dtype = dtype_from_string(b)}));
+    EXPECT_EQ(to_string(got.dtype()), want);
+  }
+}
+
 }  // namespace
 }  // namespace kiln

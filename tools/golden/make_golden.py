@@ -522,6 +522,21 @@ grad_cases("to", [randn(3, dtype=torch.float64)], lambda x: x.to(torch.float32),
            "gradient back in f64")
 
 out = pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden" / "torch_ops.json"
+# ---- the promotion table: add's result dtype for every pair of dtypes, with the second
+# operand a tensor, a 0-dim tensor, or a Python number ----
+DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64]
+promotion = []
+for da in DTYPES:
+    a1 = torch.ones(2, dtype=da)
+    for db in DTYPES:
+        for kind in ("tensor", "dim0"):
+            b = torch.ones(2 if kind == "tensor" else (), dtype=db)
+            promotion.append([NAMES[da], NAMES[db], kind, NAMES[(a1 + b).dtype]])
+    for kind, v in (("int", 2), ("float", 2.5), ("bool", True)):
+        promotion.append([NAMES[da], kind, "number", NAMES[(a1 + v).dtype]])
+
 out.write_text(json.dumps({"generator": "tools/golden/make_golden.py",
-                           "torch": torch.__version__, "cases": cases}, indent=1) + "\n")
+                           "torch": torch.__version__, "cases": cases,
+                           "promotion": promotion}, indent=1) + "\n")
 print(f"wrote {len(cases)} cases to {out}")
