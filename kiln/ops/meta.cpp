@@ -21,25 +21,28 @@ void check_same_dtype(const OpCall& c, const Tensor& a, const Tensor& b) {
 }
 
 // A fill value must be representable in the tensor's dtype (PyTorch's overflow check):
-// NaN, inf or an out-of-range number for an integer dtype, or a finite number past
-// f16's range, is an error instead of an undefined conversion.
+// NaN, inf or an out-of-range number for an integer dtype, or a finite number past a
+// floating dtype's range, is an error instead of an undefined conversion. As in PyTorch,
+// an integer may be negative for u8 down to -255 (it wraps: `fill_(-1)` gives 255).
 void check_fits(std::string_view op, const Scalar& v, DType d) {
   bool ok = true;
   if (is_integral(d, false)) {
     int bits = static_cast<int>(itemsize(d)) * 8;
     bool is_unsigned = d == DType::u8;
-    // [lo, hi] as doubles are exact: -2^(bits-1) .. 2^(bits-1), or 0 .. 2^bits for u8.
+    // [lo, hi] as doubles are exact: -2^(bits-1) .. 2^(bits-1) - 1, or 0 .. 2^bits - 1 for u8.
+    double hi = (is_unsigned ? std::ldexp(1.0, bits) : std::ldexp(1.0, bits - 1)) - 1;
     double lo = is_unsigned ? 0.0 : -std::ldexp(1.0, bits - 1);
-    double hi = is_unsigned ? std::ldexp(1.0, bits) : std::ldexp(1.0, bits - 1);  // exclusive
     if (v.is_floating()) {
       double x = v.to_double();
-      ok = x >= lo && x < hi;  // NaN fails
+      ok = x >= lo && (bits == 64 ? x < -lo : x <= hi);  // NaN fails
     } else {
       int64_t i = v.to_int();  // within int64, so a comparison in double is exact at the bounds
-      ok = bits == 64 || (static_cast<double>(i) >= lo && static_cast<double>(i) < hi);
+      if (is_unsigned) lo = -hi;
+      ok = bits == 64 || (static_cast<double>(i) >= lo && static_cast<double>(i) <= hi);
     }
-  } else if (d == DType::f16 && v.is_floating() && std::isfinite(v.to_double())) {
-    ok = std::abs(v.to_double()) <= 65504.0;
+  } else if (is_floating(d) && d != DType::f64 && v.is_floating() && std::isfinite(v.to_double())) {
+    double max = d == DType::f16 ? 65504.0 : d == DType::bf16 ? 0x1.fep127 : 0x1.fffffep127;
+    ok = std::abs(v.to_double()) <= max;
   }
   KILN_CHECK(ok, value, "[{}] value {} cannot be converted to type {} without overflow", op,
              v.str(), d);

@@ -73,7 +73,12 @@ TEST(Hardening, FillValuesMustFitTheDtype) {
   expect_error([&] { full({2}, NAN, {.dtype = i64}); }, ErrorKind::value,
                "[full] value nan cannot be converted to type i64 without overflow");
   expect_error([&] { full({2}, 300, {.dtype = u8}); }, ErrorKind::value, "to type u8");
-  expect_error([&] { full({2}, -1, {.dtype = u8}); }, ErrorKind::value, "to type u8");
+  expect_error([&] { full({2}, -256, {.dtype = u8}); }, ErrorKind::value, "to type u8");
+  expect_error([&] { full({2}, -1.0, {.dtype = u8}); }, ErrorKind::value, "to type u8");
+  expect_error([&] { full({2}, 127.5, {.dtype = i8}); }, ErrorKind::value, "to type i8");
+  expect_error([&] { full({2}, 1e39, {.dtype = f32}); }, ErrorKind::value, "to type f32");
+  // As PyTorch: a negative integer down to -255 wraps into u8.
+  EXPECT_EQ(to_vector<int64_t>(full({2}, -1, {.dtype = u8})), (std::vector<int64_t>{255, 255}));
   expect_error([&] { full({2}, 1e10, {.dtype = f16}); }, ErrorKind::value, "to type f16");
   Tensor ints = zeros({2}, {.dtype = i32});
   expect_error([&] { fill_(ints, 1e10); }, ErrorKind::value, "[fill_] value");

@@ -34,9 +34,11 @@ Tensor from_json(const json& j) {
   return shape.empty() ? view(t, {}) : t;  // from_vector reads an empty shape as 1-D
 }
 
-// A JSON number or bool as the Scalar of the same kind (3 -> int, 3.0 -> float).
+// A JSON number or bool as the Scalar of the same kind (3 -> int, 3.0 -> float); "nan" and
+// "inf" (which JSON cannot hold) as floats.
 Scalar scalar(const json& v) {
   if (v.is_boolean()) return Scalar(v.get<bool>());
+  if (v.is_string()) return Scalar(std::stod(v.get<std::string>()));  // "nan", "inf"
   if (v.is_number_integer()) return Scalar(v.get<int64_t>());
   return Scalar(v.get<double>());
 }
@@ -77,7 +79,11 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "stack") return stack({in[0], in[1]}, a.at("dim").get<int64_t>());
   if (op == "scatter_add") return scatter_add(in[0], a.at("dim").get<int64_t>(), in[1], in[2]);
   if (op == "arange") return arange(scalar(a.at("start")), scalar(a.at("end")), scalar(a.at("step")));
-  if (op == "full") return full(a.at("size").get<IntList>(), scalar(a.at("value")));
+  if (op == "full") {
+    TensorOptions o;
+    if (a.contains("dtype")) o.dtype = dtype_from_string(a["dtype"].get<std::string>());
+    return full(a.at("size").get<IntList>(), scalar(a.at("value")), o);
+  }
   if (op == "chunk_sizes") {
     std::vector<int64_t> sizes;
     for (const Tensor& c : chunk(in[0], a.at("chunks").get<int64_t>())) sizes.push_back(c.numel());
@@ -137,6 +143,23 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
       if (is_floating(t.dtype())) t.set_requires_grad();
     Tensor out = run(a.at("fn").get<std::string>(), leaves, a);
     return autograd::grad({out}, {leaves[wrt]}, {in.back()})[0];
+  }
+  if (op.ends_with("_") || op == "add_view" || op == "add_self_alias") {  // in place: the result is what
+    Tensor x = clone(in[0]);                                              // self holds afterwards
+    if (op == "add_") add_(x, in[1], a.contains("alpha") ? scalar(a["alpha"]) : Scalar(1));
+    else if (op == "sub_") sub_(x, in[1]);
+    else if (op == "mul_") mul_(x, in[1]);
+    else if (op == "div_") div_(x, in[1]);
+    else if (op == "copy_") copy_(x, in[1]);
+    else if (op == "fill_") fill_(x, scalar(a.at("value")));
+    else if (op == "masked_fill_") masked_fill_(x, in[1], scalar(a.at("value")));
+    else if (op == "relu_") relu_(x);
+    else if (op == "add_self_alias") add_(x, x);
+    else if (op == "add_view") {
+      Tensor column = select(x, 1, 1);
+      add_(column, in[1]);
+    } else ADD_FAILURE() << "unknown in-place op " << op;
+    return x;
   }
   if (op == "addmm") return addmm(in[0], in[1], in[2], scalar(a.at("beta")), scalar(a.at("alpha")));
   if (op == "mul") return mul(in[0], in[1]);

@@ -442,6 +442,11 @@ auto("arange", [], lambda: torch.arange(0, 0), {"start": 0, "end": 0, "step": 1}
 auto("full", [], lambda: torch.full([2, 0], 1.5), {"size": [2, 0], "value": 1.5}, "empty")
 auto("full", [], lambda: torch.full([-1], 1.5), {"size": [-1], "value": 1.5}, "negative size")
 auto("zeros", [], lambda: torch.zeros(2, 3), {"size": [2, 3]})
+for v, dt in [(-1, torch.uint8), (-255, torch.uint8), (-256, torch.uint8), (-1.0, torch.uint8), (255.0, torch.uint8),
+              (127.5, torch.int8), (-128, torch.int8), (1e39, torch.float32), (1e39, torch.bfloat16),
+              (70000.0, torch.float16), (inf, torch.float16), (2.5, torch.int64), (nan, torch.int32)]:
+    auto("full", [], lambda: torch.full([2], v, dtype=dt),
+         {"size": [2], "value": v if math.isfinite(v) else str(v), "dtype": NAMES[dt]}, "overflow check")
 auto("ones", [], lambda: torch.ones(0), {"size": [0]})
 
 
@@ -522,6 +527,40 @@ grad_cases("to", [randn(3, dtype=torch.float64)], lambda x: x.to(torch.float32),
            "gradient back in f64")
 
 out = pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden" / "torch_ops.json"
+# ---- in-place ops: what they write, and what PyTorch refuses ----
+
+
+def inplace(op, inputs, fn, args=None, note=""):
+    def run(*xs):
+        xs = [x.clone() for x in xs]
+        fn(*xs)
+        return xs[0]
+    auto(op, inputs, run, args, note)
+
+
+inplace("add_", [T([1, 2]), T([0.5, 0.5])], lambda x, y: x.add_(y), note="float into int: refused")
+inplace("add_", [T([1.0, 2.0]), T([1, 2])], lambda x, y: x.add_(y), note="int into float")
+inplace("add_", [T([1.0, 2.0], dtype=torch.float16), T([0.1, 0.2], dtype=torch.float64)],
+        lambda x, y: x.add_(y), note="computed in f64, stored in f16")
+inplace("add_", [T([1.0]), T([1.0, 2.0])], lambda x, y: x.add_(y), note="self would have to grow")
+inplace("add_", [randn(2, 3), randn(3)], lambda x, y: x.add_(y, alpha=-2.0), {"alpha": -2.0}, "broadcast other")
+inplace("mul_", [T([1, 2], dtype=torch.int32), T([3, 4])], lambda x, y: x.mul_(y), note="i64 into i32")
+inplace("div_", [T([1, 2]), T([2, 2])], lambda x, y: x.div_(y), note="true division into int: refused")
+inplace("div_", [T([1.0, 2.0]), T([0.0, -0.0])], lambda x, y: x.div_(y))
+inplace("sub_", [T([True]), T([False])], lambda x, y: x.sub_(y), note="bool")
+inplace("copy_", [torch.zeros(2, 3), T([1.5, 2.5, 3.5])], lambda x, y: x.copy_(y), note="broadcast, cast")
+inplace("copy_", [torch.zeros(2, 3, dtype=torch.int32), T([1.7, -2.7, 3.5])], lambda x, y: x.copy_(y),
+        note="float into int truncates")
+inplace("copy_", [torch.zeros(3), T([1.0, 2.0])], lambda x, y: x.copy_(y), note="shapes do not broadcast")
+inplace("fill_", [torch.zeros(2, dtype=torch.int32)], lambda x: x.fill_(2.7), {"value": 2.7}, "truncates")
+inplace("fill_", [torch.zeros(2, dtype=torch.uint8)], lambda x: x.fill_(-1), {"value": -1}, "wraps")
+inplace("masked_fill_", [T([1.0, 2.0, 3.0]), T([True, False, True])], lambda x, m: x.masked_fill_(m, nan),
+        {"value": "nan"})
+inplace("relu_", [T([-1.0, 0.5])], lambda x: x.relu_())
+inplace("add_view", [torch.zeros(2, 3), T([1.0, 2.0])], lambda x, y: x[:, 1].add_(y),
+        note="through a column view, the base changes")
+inplace("add_self_alias", [T([1.0, 2.0, 3.0])], lambda x: x.add_(x), note="other is self")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
