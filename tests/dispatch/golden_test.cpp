@@ -161,6 +161,9 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
     } else ADD_FAILURE() << "unknown in-place op " << op;
     return x;
   }
+  if (op == "cross_entropy")
+    return nn::cross_entropy(in[0], in[1], a.at("reduction").get<std::string>(), a.value("ignore_index", -100));
+  if (op == "mse_loss") return nn::mse_loss(in[0], in[1], a.at("reduction").get<std::string>());
   if (op == "addmm") return addmm(in[0], in[1], in[2], scalar(a.at("beta")), scalar(a.at("alpha")));
   if (op == "mul") return mul(in[0], in[1]);
   if (op == "div") return div(in[0], in[1]);

@@ -527,6 +527,30 @@ grad_cases("to", [randn(3, dtype=torch.float64)], lambda x: x.to(torch.float32),
            "gradient back in f64")
 
 out = pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden" / "torch_ops.json"
+# ---- losses ----
+ce_x, ce_t = randn(4, 5), T([1, 0, 4, 1])
+auto("cross_entropy", [ce_x, ce_t], F.cross_entropy, {"reduction": "mean"})
+auto("cross_entropy", [ce_x, ce_t], lambda x, t: F.cross_entropy(x, t, reduction="sum"), {"reduction": "sum"})
+auto("cross_entropy", [ce_x, ce_t], lambda x, t: F.cross_entropy(x, t, reduction="none"), {"reduction": "none"})
+auto("cross_entropy", [ce_x, T([1, -100, 4, -100])], F.cross_entropy, {"reduction": "mean"},
+     "ignored targets leave the mean")
+auto("cross_entropy", [ce_x, T([-100, -100, -100, -100])], F.cross_entropy, {"reduction": "mean"},
+     "all ignored: nan")
+auto("cross_entropy", [ce_x, T([1, 0, 3, 2])], lambda x, t: F.cross_entropy(x, t, ignore_index=3),
+     {"reduction": "mean", "ignore_index": 3}, "another ignore_index")
+auto("cross_entropy", [randn(5), T(2)], F.cross_entropy, {"reduction": "mean"}, "one sample")
+auto("cross_entropy", [ce_x, T([1, 0, 5, 1])], F.cross_entropy, {"reduction": "mean"}, "target out of range")
+auto("cross_entropy", [ce_x, T([1.0, 0.0, 4.0, 1.0])], F.cross_entropy, {"reduction": "mean"},
+     "float targets are probabilities in PyTorch, refused for a [N] shape")
+auto("cross_entropy", [T([[1000.0, -1000.0, 0.0]]), T([1])], F.cross_entropy, {"reduction": "mean"}, "extremes")
+ms_a, ms_b = randn(2, 3), randn(2, 3)
+for red in ("mean", "sum", "none"):
+    auto("mse_loss", [ms_a, ms_b], lambda a, b: F.mse_loss(a, b, reduction=red), {"reduction": red})
+grad_cases("cross_entropy", [ce_x, T([1, -100, 4, 1])], F.cross_entropy, {"reduction": "mean"})
+grad_cases("cross_entropy", [ce_x, ce_t], lambda x, t: F.cross_entropy(x, t, reduction="none"),
+           {"reduction": "none"})
+grad_cases("mse_loss", [ms_a, ms_b], F.mse_loss, {"reduction": "mean"})
+
 # ---- in-place ops: what they write, and what PyTorch refuses ----
 
 
