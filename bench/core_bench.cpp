@@ -182,12 +182,15 @@ void BM_BlockRowOps(benchmark::State& state, int which) {
   kiln::NumThreadsGuard threads(1);
   Tensor x = randn({4, 128, 256}), w = randn({256}), b = randn({256});
   Tensor scores = randn({4, 4, 128, 128}), hidden = randn({4, 128, 1024});
+  Tensor gx = randn({4, 128, 256}), gh = randn({4, 128, 1024});
   for (auto _ : state) {
     Tensor y = which == 0   ? layer_norm(x, {256}, w, b)
                : which == 1 ? softmax(scores, -1)
                : which == 2 ? gelu(hidden)
                : which == 3 ? mean(x)  // mse_loss's mean over everything
-                            : sum(scores, {-1}, true);
+               : which == 4 ? sum(scores, {-1}, true)
+               : which == 5 ? layer_norm_backward(gx, x, {256}, w).input  // all three gradients
+                            : gelu_backward(gh, hidden);
     benchmark::DoNotOptimize(y.impl());
   }
 }
@@ -196,6 +199,8 @@ BENCHMARK_CAPTURE(BM_BlockRowOps, softmax, 1)->Unit(benchmark::kMicrosecond)->Us
 BENCHMARK_CAPTURE(BM_BlockRowOps, gelu, 2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_BlockRowOps, mean_all, 3)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_BlockRowOps, sum_rows, 4)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_BlockRowOps, layer_norm_backward, 5)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_BlockRowOps, gelu_backward, 6)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Reads 2 x 64 MiB and writes 64 MiB per call; the output block is reused by the
 // caching allocator, so no page is touched for the first time after warm-up.
