@@ -46,6 +46,58 @@ void check_view_current(const OpInfo& info, const Tensor& t, std::string_view ar
        info.name, arg, t.meta_str());
 }
 
+// Note [In-place writes through views]
+// (G4) A recorded in-place op on a view v of a base b changes b's value too. As PyTorch's
+// CopySlices, b's history becomes a node of as_strided_scatter(b before, v after): the
+// gradient of b flows to b's old history outside v's elements and through the in-place
+// op's node inside them. v's own history is the in-place op's node (its value is that
+// op's output). Other views of b made before the write are stale: the next recorded op
+// that reads one first gives it the history as_strided(b now) (refresh_view), as PyTorch
+// regenerates a view's grad_fn.
+
+// The root base whose history a recorded write through `view` rebases; errors where
+// kiln cannot: no base known (a view made outside dispatch), a leaf that requires grad
+// (as PyTorch), a base that is not a dense tensor from its storage's start, a DTensor.
+Tensor view_base_to_rebase(const OpInfo& info, const Tensor& view) {
+  const std::shared_ptr<TensorImpl>& root = view.impl()->view_base;
+  KILN_CHECK(root && !view.is_dtensor(), unsupported,
+             "[{}] modifies in place a view ({}) whose base kiln does not know while recording "
+             "gradients. Compute the new value out of place, or clone the view first",
+             info.name, view.meta_str());
+  Tensor base(root);
+  const AutogradMeta* m = base.impl()->autograd.get();
+  KILN_CHECK(!(m && m->requires_grad && !m->grad_fn) || t_writable_leaves, value,
+             "[{}] modifies in place a view ({}) of a leaf tensor that requires grad ({}): its "
+             "gradient would describe a value that no longer exists. Write to a clone, or under "
+             "NoGradGuard",
+             info.name, view.meta_str(), base.meta_str());
+  KILN_CHECK(base.offset() == 0 && base.is_contiguous(), unsupported,
+             "[{}] modifies in place a view ({}) of a tensor that is not dense from the start of "
+             "its storage ({}) while recording gradients. Clone the base first",
+             info.name, view.meta_str(), base.meta_str());
+  return base;
+}
+
+// Gives `base` the history of its value after `node` wrote `view` in place (see the Note).
+void rebase_onto_view_write(const Tensor& base, Edge base_before, const Tensor& view,
+                            const std::shared_ptr<FormulaNode>& node) {
+  auto scatter = make_pooled<FormulaNode>();
+  scatter->op = scatter->called = OpKind::as_strided_scatter;
+  scatter->args = {Tensor(), Tensor(), IntList(view.shape().begin(), view.shape().end()),
+                   IntList(view.strides().begin(), view.strides().end()), view.offset()};
+  scatter->first_slot = {0, 1, -1, -1, -1};
+  scatter->next.push_back(std::move(base_before));
+  scatter->next.push_back(Edge{node, 0});
+  scatter->inputs.push_back({base.shape(), base.dtype(), base.device()});
+  scatter->device = base.device();
+  scatter->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
+  AutogradMeta& m = detail::meta_of(base);
+  m.grad_fn = std::move(scatter);
+  m.output_nr = 0;
+  m.requires_grad = false;
+  view.impl()->view_made_at = view.storage()->version + 1;  // its history is current
+}
+
 }  // namespace
 
 bool grad_enabled() { return t_grad_enabled; }
@@ -109,6 +161,30 @@ void GradCtx::set(int arg, Tensor g, int j) {
 
 namespace detail {
 
+bool refresh_view(const Tensor& t) {
+  const std::shared_ptr<TensorImpl>& root = t.impl()->view_base;
+  if (!root) return wants_grad(t);  // no base known: check_view_current reports it
+  Tensor base(root);
+  Edge base_edge = gradient_edge(base);
+  if (!base_edge.valid()) return wants_grad(t);
+  // t = as_strided(base, t's geometry): the formula reads only the base's layout.
+  auto view = make_pooled<FormulaNode>();
+  view->op = view->called = OpKind::as_strided;
+  view->args = {base.detach_descriptor(), IntList(t.shape().begin(), t.shape().end()),
+                IntList(t.strides().begin(), t.strides().end()), t.offset()};
+  view->first_slot = {0, -1, -1, -1};
+  view->next.push_back(std::move(base_edge));
+  view->inputs.push_back({t.shape(), t.dtype(), t.device()});
+  view->device = t.device();
+  view->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
+  AutogradMeta& m = meta_of(t);
+  m.grad_fn = std::move(view);
+  m.output_nr = 0;
+  m.requires_grad = false;
+  t.impl()->view_made_at = t.storage()->version + 1;
+  return true;
+}
+
 void count_write(OpKind op, std::span<const Value> args) {
   if (t_inference) return;
   ++std::get<Tensor>(args[ops::op_info(op).schema.mutated_arg]).storage()->version;
@@ -137,12 +213,14 @@ Outputs record(OpKind op, std::span<const Value> args) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (auto* t = std::get_if<Tensor>(&args[i])) {
       node->first_slot[i] = static_cast<int>(node->next.size());
+      if (t->defined() && detail::stale_view(*t)) detail::refresh_view(*t);
       node->next.push_back(gradient_edge(*t));
       if (detail::wants_grad(*t)) check_view_current(info, *t, specs[i].name);
     } else if (auto* list = std::get_if<TensorList>(&args[i])) {
       node->first_slot[i] = static_cast<int>(node->next.size());
       for (const Tensor& x : *list) {
         node->list_shapes.push_back(x.shape());
+        if (x.defined() && detail::stale_view(x)) detail::refresh_view(x);
         node->next.push_back(gradient_edge(x));
         if (detail::wants_grad(x)) check_view_current(info, x, specs[i].name);
       }
@@ -151,6 +229,8 @@ Outputs record(OpKind op, std::span<const Value> args) {
 
   int mutated = info.schema.mutated_arg;
   const Tensor* self = mutated >= 0 ? &std::get<Tensor>(args[static_cast<size_t>(mutated)]) : nullptr;
+  Tensor base;  // the root base of a view written in place, whose history is rebased
+  Edge base_edge;
   if (self) {
     const AutogradMeta* m = self->impl()->autograd.get();
     KILN_CHECK(!(m && m->requires_grad && !m->grad_fn) || t_writable_leaves, value,
@@ -158,11 +238,10 @@ Outputs record(OpKind op, std::span<const Value> args) {
                "would describe a value that no longer exists. Write to a clone, or under "
                "NoGradGuard",
                info.name, self->meta_str());
-    KILN_CHECK(self->impl()->view_made_at == 0, unsupported,
-               "[{}] modifies in place a view ({}) while recording gradients; kiln does not "
-               "rebase the history of views. Compute the new value out of place, or clone the "
-               "view first",
-               info.name, self->meta_str());
+    if (self->impl()->view_made_at != 0) {
+      base = view_base_to_rebase(info, *self);
+      base_edge = gradient_edge(base);
+    }
   }
 
   // What the formula reads: the saved tensor arguments (for an in-place op, self's value
@@ -225,6 +304,7 @@ Outputs record(OpKind op, std::span<const Value> args) {
     m.grad_fn = node;
     m.output_nr = 0;
   }
+  if (base.defined()) rebase_onto_view_write(base, std::move(base_edge), *self, node);
   return outs;
 }
 

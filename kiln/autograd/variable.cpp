@@ -68,6 +68,7 @@ Tensor Tensor::detach_descriptor() const {
   auto impl = make_pooled<TensorImpl>(*impl_);
   impl->autograd.reset();
   impl->view_made_at = 0;
+  impl->view_base.reset();
   return Tensor(std::move(impl));
 }
 
@@ -77,6 +78,7 @@ Tensor Tensor::detach() const {
   Value args[1] = {*this};
   Tensor alias = std::move(redispatch(ops::OpKind::alias, args)[0]);
   alias.impl()->view_made_at = 0;  // a detached tensor has no history to go stale (G4)
+  alias.impl()->view_base.reset();
   return alias;
 }
 

@@ -114,6 +114,10 @@ struct TensorImpl {
   bool wrapped_number = false;  // a 0-dim CPU tensor made from a C++ number (promotion)
   /** 1 + the storage version when this tensor was made by a view op; 0 otherwise. */
   uint32_t view_made_at = 0;
+  /** (G4) For a view: the tensor it was made from, followed to the first non-view (views
+   * keep it alive, as in PyTorch). An in-place write through the view that autograd
+   * records rebases this tensor's history. Null otherwise. */
+  std::shared_ptr<TensorImpl> view_base;
   /** Gradient state; null for tensors autograd has never seen (G1). */
   std::shared_ptr<autograd::AutogradMeta> autograd;
   /** (S1) Set for a distributed tensor: its local shard, mesh and placements. The impl's

@@ -200,6 +200,12 @@ Device op_device(OpKind op, std::span<const Value> args) {
   return fold.device;
 }
 
+void mark_view(const Tensor& view, const Tensor& base) {
+  TensorImpl* v = view.impl();
+  v->view_made_at = base.storage()->version + 1;
+  v->view_base = base.impl()->view_base ? base.impl()->view_base : base.impl_ptr();
+}
+
 Outputs materialize(const OpInfo& info, std::span<const Value> args, const ops::MetaOut& meta,
                     Device device, Allocator* allocator) {
   Outputs outs;
@@ -211,7 +217,7 @@ Outputs materialize(const OpInfo& info, std::span<const Value> args, const ops::
       case ops::TensorMeta::Alias::view: {
         const Tensor& base = std::get<Tensor>(args[info.schema.view_of_arg]);
         outs.push_back(make_view(base, m.shape, m.strides, m.offset, info.name));
-        outs[outs.size() - 1].impl()->view_made_at = base.storage()->version + 1;  // (G4)
+        mark_view(outs[outs.size() - 1], base);
         break;
       }
       case ops::TensorMeta::Alias::none:

@@ -203,6 +203,10 @@ class DevicePolicyGuard {
  * arguments. */
 Device op_device(ops::OpKind op, std::span<const Value> args);
 
+/** (G4) Marks `view` as made from `base` now: its history goes stale at the next recorded
+ * write to the storage, and a recorded write through it rebases the root base. */
+void mark_view(const Tensor& view, const Tensor& base);
+
 /** Turns the metadata of `op`'s outputs into tensors on `device`: views share their
  * base's storage, `self` outputs are the argument itself, fresh outputs get memory
  * from `allocator` (none, i.e. fake, when it is null). */

@@ -189,7 +189,7 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
       PoolVector<Value> values;
       Tensor value = std::move(dispatch(op, values_of(args, values))[0]);
       Tensor user = make_view(self, value.shape(), value.strides(), value.offset(), info.name);
-      user.impl()->view_made_at = self.storage()->version + 1;  // (G4) as any view
+      mark_view(user, self);  // (G4) as any view
       Outputs out;
       out.push_back(adopt(std::move(user), f->st, value));
       return out;

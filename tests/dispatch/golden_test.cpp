@@ -161,6 +161,21 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
     } else ADD_FAILURE() << "unknown in-place op " << op;
     return x;
   }
+  if (op == "mul_view" || op == "copy_view" || op == "add_slice_twice") {  // z = clone(x), written
+    Tensor z = clone(in[0]);                                                   // through views; z * z
+    if (op == "mul_view") {
+      Tensor column = select(z, 1, 1);
+      mul_(column, in[1]);
+    } else if (op == "copy_view") {
+      Tensor row = select(z, 0, 1);
+      copy_(row, in[1]);
+    } else {
+      Tensor a = slice(z, 0, 1, 3), b = slice(z, 0, 2, 4);
+      add_(a, in[1]);
+      mul_(b, in[1]);
+    }
+    return mul(z, z);
+  }
   if (op == "cross_entropy")
     return nn::cross_entropy(in[0], in[1], a.at("reduction").get<std::string>(), a.value("ignore_index", -100));
   if (op == "mse_loss") return nn::mse_loss(in[0], in[1], a.at("reduction").get<std::string>());

@@ -585,6 +585,24 @@ inplace("add_view", [torch.zeros(2, 3), T([1.0, 2.0])], lambda x, y: x[:, 1].add
         note="through a column view, the base changes")
 inplace("add_self_alias", [T([1.0, 2.0, 3.0])], lambda x: x.add_(x), note="other is self")
 
+# ---- gradients through in-place writes to views (PyTorch's CopySlices) ----
+
+
+def through_view(write):
+    def f(x, y):
+        z = x.clone()
+        write(z, y)
+        return z * z
+    return f
+
+
+grad_cases("mul_view", [randn(2, 3), randn(2)], through_view(lambda z, y: z[:, 1].mul_(y)),
+           note="a column multiplied in place")
+grad_cases("copy_view", [randn(2, 3), randn(3)], through_view(lambda z, y: z[1].copy_(y)),
+           note="a row overwritten")
+grad_cases("add_slice_twice", [randn(6), randn(2)],
+           through_view(lambda z, y: (z[1:3].add_(y), z[2:4].mul_(y))), note="overlapping slices")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
