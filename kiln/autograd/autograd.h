@@ -8,8 +8,9 @@
 // what the op's backward formula reads (kiln/autograd/derivatives.cpp). backward()
 // walks those nodes and runs the formulas, which are ordinary kiln ops dispatched
 // from the top again: under FakeMode the backward is fake, under ProxyMode it is
-// traced, under FunctionalizeMode it is functional. Backward itself records nothing
-// (no create_graph: double backward is out of scope).
+// traced, under FunctionalizeMode it is functional. Backward itself records nothing,
+// except grad(..., create_graph = true), which runs the formulas with grad mode on so
+// the gradients have histories of their own (double backward).
 
 #include <memory>
 #include <string>
@@ -52,7 +53,7 @@ using GradList = PoolVector<Tensor>;
 
 /** A step of the backward graph: turns gradients of its forward outputs into gradients
  * of its forward inputs (one per edge in `next`). */
-class Node {
+class Node : public std::enable_shared_from_this<Node> {
  public:
   virtual ~Node() = default;
   /** "MulBackward0", "AccumulateGrad". */
@@ -126,10 +127,12 @@ void backward(const TensorList& outputs, const TensorList& grad_outputs = {},
 
 /** The gradients of `outputs` w.r.t. `inputs` (leaves or not), returned instead of
  * accumulated: nothing's grad() changes. An input the outputs do not depend on is an
- * error unless `allow_unused` (then its gradient is undefined). */
+ * error unless `allow_unused` (then its gradient is undefined). With `create_graph` the
+ * backward is itself recorded (and the graph kept): the gradients require grad and can
+ * be differentiated again, as torch.autograd.grad(..., create_graph=True). */
 TensorList grad(const TensorList& outputs, const TensorList& inputs,
                 const TensorList& grad_outputs = {}, bool retain_graph = false,
-                bool allow_unused = false);
+                bool allow_unused = false, bool create_graph = false);
 
 /** The edge through which a gradient reaches `t` (its grad_fn, or its accumulator when
  * it is a leaf requiring grad); invalid when `t` needs no gradient. */

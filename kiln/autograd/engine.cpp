@@ -95,10 +95,11 @@ Tensor validated(const Node& from, const Edge& e, Tensor g) {
 struct Run {
   bool keep_graph = false;
   const std::vector<Edge>* capture = nullptr;  // grad(): record these, accumulate nothing
+  bool create_graph = false;                   // record the backward itself
 };
 
 TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& run) {
-  NoGradGuard no_grad;  // backward records nothing (no double backward)
+  GradModeGuard mode(run.create_graph);  // backward records nothing, unless create_graph
   auto root = make_pooled<GraphRoot>(std::move(roots), std::move(root_grads));
 
   // What the run knows of each node reachable from the root, found by an explicit-stack
@@ -209,7 +210,7 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
           // A sum nothing else holds is added to in place (no new buffer); one that
           // another node or a saved tensor may see is not.
           bool owned = slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 &&
-                       !slot.is_wrapped_number();
+                       !slot.is_wrapped_number() && !run.create_graph;
           if (owned) add_(slot, g);
           else slot = add(slot, g);
         } else {
@@ -274,12 +275,14 @@ void backward(const TensorList& outputs, const TensorList& grad_outputs, bool re
 
 namespace {
 TensorList grad_of(const TensorList& outputs, const TensorList& inputs, std::vector<Edge> capture,
-                   const TensorList& grad_outputs, bool retain_graph, bool allow_unused) {
+                   const TensorList& grad_outputs, bool retain_graph, bool allow_unused,
+                   bool create_graph = false) {
   TensorList grads = output_grads("grad", outputs, grad_outputs);
   std::vector<Edge> roots;
   for (const Tensor& out : outputs) roots.push_back(gradient_edge(out));
   TensorList result = execute(std::move(roots), std::move(grads),
-                              {.keep_graph = retain_graph, .capture = &capture});
+                              {.keep_graph = retain_graph || create_graph, .capture = &capture,
+                               .create_graph = create_graph});
   for (size_t i = 0; i < result.size(); ++i) {
     KILN_CHECK(result[i].defined() || allow_unused, value,
                "[grad] input {} ({}) was not used to compute the outputs; pass allow_unused=true "
@@ -292,7 +295,7 @@ TensorList grad_of(const TensorList& outputs, const TensorList& inputs, std::vec
 }  // namespace
 
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
-                bool retain_graph, bool allow_unused) {
+                bool retain_graph, bool allow_unused, bool create_graph) {
   std::vector<Edge> capture;
   for (size_t i = 0; i < inputs.size(); ++i) {
     KILN_CHECK(inputs[i].defined() && inputs[i].requires_grad(), value,
@@ -300,7 +303,8 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
                inputs[i].defined() ? inputs[i].meta_str() : "undefined");
     capture.push_back(gradient_edge(inputs[i]));
   }
-  return grad_of(outputs, inputs, std::move(capture), grad_outputs, retain_graph, allow_unused);
+  return grad_of(outputs, inputs, std::move(capture), grad_outputs, retain_graph, allow_unused,
+                 create_graph);
 }
 
 TensorList grad_at(const TensorList& outputs, const TensorList& inputs, const std::vector<Edge>& edges,

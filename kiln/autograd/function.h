@@ -39,6 +39,7 @@ class GradCtx {
   const FormulaNode& node_;
   GradList& grads_;
   GradList& out_;
+  mutable std::vector<Tensor> live_results_;  // create_graph: the outputs with this node's history
 };
 
 /** One op's derivative: which inputs and outputs its formula reads, and the formula. */

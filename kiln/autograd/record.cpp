@@ -141,7 +141,21 @@ GradList FormulaNode::apply(GradList& grads) {
 
 Args GradCtx::args() const { return Args(node_.args); }
 const std::vector<Dims>& GradCtx::list_shapes() const { return node_.list_shapes; }
-const Tensor& GradCtx::result(int i) const { return node_.results[static_cast<size_t>(i)]; }
+const Tensor& GradCtx::result(int i) const {
+  const Tensor& saved = node_.results[static_cast<size_t>(i)];
+  if (!t_grad_enabled) return saved;  // an ordinary backward records nothing
+  // create_graph: the formula's use of the output is differentiated too, through the
+  // output's own history (this node), which the saved alias lacks to avoid a cycle.
+  if (live_results_.empty()) live_results_.resize(node_.results.size());
+  Tensor& live = live_results_[static_cast<size_t>(i)];
+  if (!live.defined()) {
+    live = saved.detach_descriptor();
+    AutogradMeta& m = detail::meta_of(live);
+    m.grad_fn = const_cast<FormulaNode&>(node_).shared_from_this();
+    m.output_nr = static_cast<uint32_t>(i);
+  }
+  return live;
+}
 int GradCtx::slot(int arg, int j) const { return node_.first_slot[static_cast<size_t>(arg)] + j; }
 bool GradCtx::needs(int arg, int j) const {
   int s = node_.first_slot[static_cast<size_t>(arg)];

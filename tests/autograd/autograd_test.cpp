@@ -230,6 +230,24 @@ TEST(G4, ViewsMadeBeforeAWriteGetTheBasesNewHistory) {
   }
 }
 
+TEST(G5, CreateGraphDifferentiatesTheBackward) {
+  Tensor x = tensor({1, 2, 3}, {}, {.requires_grad = true});
+  Tensor y = sum(x * x * x);
+  Tensor dx = autograd::grad({y}, {x}, {}, false, false, /*create_graph=*/true)[0];
+  EXPECT_TRUE(all_close(dx, {3, 12, 27}));  // 3 x^2
+  EXPECT_TRUE(dx.requires_grad());
+  // The forward graph was kept: a second first derivative still runs.
+  EXPECT_TRUE(all_close(autograd::grad({y}, {x}, {}, /*retain_graph=*/true)[0], {3, 12, 27}));
+  Tensor ddx = autograd::grad({sum(dx)}, {x})[0];
+  EXPECT_TRUE(all_close(ddx, {6, 12, 18}));  // 6 x
+  // Through a saved output (exp saves its result): d2/dx2 exp = exp.
+  Tensor e = exp(x);
+  Tensor de = autograd::grad({sum(e)}, {x}, {}, false, false, true)[0];
+  EXPECT_TRUE(all_close(autograd::grad({sum(de)}, {x})[0], to_vector<double>(e.detach())));
+  // Without create_graph the gradient has no history.
+  EXPECT_FALSE(autograd::grad({sum(x * x)}, {x})[0].requires_grad());
+}
+
 TEST(G5, EngineErrors) {
   Tensor x = tensor({1, 2}, {}, {.requires_grad = true});
   Tensor y = x * x;

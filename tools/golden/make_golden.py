@@ -603,6 +603,45 @@ grad_cases("copy_view", [randn(2, 3), randn(3)], through_view(lambda z, y: z[1].
 grad_cases("add_slice_twice", [randn(6), randn(2)],
            through_view(lambda z, y: (z[1:3].add_(y), z[2:4].mul_(y))), note="overlapping slices")
 
+# ---- second derivatives: d/d input i of sum(grad(sum(f(inputs) * g1), input 0) * g2) ----
+
+
+def grad2_cases(fn_name, inputs, fn, args=None, note="", rtol=1e-4, atol=1e-5):
+    leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs]
+    out = fn(*leaves)
+    g1 = torch.randn(out.shape, generator=g).to(out.dtype)
+    (first,) = torch.autograd.grad(out, leaves[0], g1, create_graph=True)
+    g2 = torch.randn(first.shape, generator=g).to(first.dtype)
+    wrt = [i for i, t in enumerate(leaves) if t.requires_grad]
+    second = torch.autograd.grad(first, [leaves[i] for i in wrt], g2, allow_unused=True)
+    for i, gr in zip(wrt, second):
+        if gr is None:
+            continue
+        a = dict(args or {})
+        a.update({"fn": fn_name, "wrt": i})
+        case("grad2", inputs + [g1, g2], gr, a, f"{fn_name} d2 / d input 0 d input {i} {note}".strip(),
+             rtol, atol)
+
+
+for name, f in [("exp", torch.exp), ("tanh", torch.tanh), ("sigmoid", torch.sigmoid), ("sin", torch.sin),
+                ("gelu", F.gelu), ("silu", F.silu), ("erf", torch.erf)]:
+    grad2_cases(name, [randn(5)], f)
+grad2_cases("log", [randn(5).abs() + 0.5], torch.log)
+grad2_cases("sqrt", [randn(5).abs() + 0.5], torch.sqrt)
+grad2_cases("gelu", [randn(5)], lambda x: F.gelu(x, approximate="tanh"), {"approximate": "tanh"})
+grad2_cases("mul_twice", [randn(2, 3), randn(3)], lambda a, b: a * b * a)
+grad2_cases("div", [randn(4), randn(4).abs() + 1], lambda a, b: a / b)
+grad2_cases("pow_scalar", [randn(4)], lambda x: x ** 3.0, {"exponent": 3.0})
+grad2_cases("softmax", [randn(2, 5)], lambda x: torch.softmax(x, 1), {"dim": 1})
+grad2_cases("log_softmax", [randn(2, 5)], lambda x: torch.log_softmax(x, 1), {"dim": 1})
+grad2_cases("matmul", [randn(3, 4), randn(4, 2)], torch.matmul)
+grad2_cases("linear", [randn(3, 4), randn(5, 4), randn(5)], F.linear)
+grad2_cases("layer_norm", [randn(3, 4), randn(4), randn(4)], lambda x, w, b: F.layer_norm(x, [4], w, b),
+            {"shape": [4]}, rtol=1e-3, atol=1e-4)
+grad2_cases("var", [randn(3, 4)], lambda x: x.var(dim=[1]), {"dim": [1], "correction": 1})
+grad2_cases("cross_entropy", [randn(4, 5), T([1, 0, 4, 1])], F.cross_entropy, {"reduction": "mean"})
+grad2_cases("mse_loss", [randn(2, 3), randn(2, 3)], F.mse_loss, {"reduction": "mean"})
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
