@@ -121,9 +121,10 @@ class InferenceModeGuard {
 // ---- the engine -----------------------------------------------------------------
 /** (G5) Accumulates d(sum of outputs[i] * grad_outputs[i]) / d(leaf) into every leaf's
  * grad(). A scalar output may omit its gradient (1); others need one. Without
- * `retain_graph` the graph's saved tensors are freed. */
+ * `retain_graph` the graph's saved tensors are freed. With `create_graph` the backward is
+ * recorded (graph kept) and the leaves' grad() have histories, summed out of place. */
 void backward(const TensorList& outputs, const TensorList& grad_outputs = {},
-              bool retain_graph = false);
+              bool retain_graph = false, bool create_graph = false);
 
 /** The gradients of `outputs` w.r.t. `inputs` (leaves or not), returned instead of
  * accumulated: nothing's grad() changes. An input the outputs do not depend on is an

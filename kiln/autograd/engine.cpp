@@ -25,8 +25,13 @@ class AccumulateGrad final : public Node {
     return {};
   }
   // A first gradient is kept as is when nothing else can see it; a later one is added
-  // in place, so a grad() handle the user (or an optimizer) holds stays current.
+  // in place, so a grad() handle the user (or an optimizer) holds stays current. Under
+  // create_graph (grad mode on in backward) gradients keep their history: out of place.
   static void accumulate(Tensor& into, const Tensor& g) {
+    if (grad_enabled()) {
+      into = into.defined() ? add(into, g) : g;
+      return;
+    }
     if (!into.defined()) {
       bool own = g.is_contiguous() && g.offset() == 0 && g.impl_ptr().use_count() <= 2 &&
                  g.storage().use_count() == 1 && !g.is_wrapped_number();
@@ -266,11 +271,13 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
-void backward(const TensorList& outputs, const TensorList& grad_outputs, bool retain_graph) {
+void backward(const TensorList& outputs, const TensorList& grad_outputs, bool retain_graph,
+              bool create_graph) {
   TensorList grads = output_grads("backward", outputs, grad_outputs);
   std::vector<Edge> roots;
   for (const Tensor& out : outputs) roots.push_back(gradient_edge(out));
-  execute(std::move(roots), std::move(grads), {.keep_graph = retain_graph});
+  execute(std::move(roots), std::move(grads),
+          {.keep_graph = retain_graph || create_graph, .create_graph = create_graph});
 }
 
 namespace {

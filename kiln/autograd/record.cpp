@@ -59,10 +59,15 @@ void check_view_current(const OpInfo& info, const Tensor& t, std::string_view ar
 // kiln cannot: no base known (a view made outside dispatch), a leaf that requires grad
 // (as PyTorch), a base that is not a dense tensor from its storage's start, a DTensor.
 Tensor view_base_to_rebase(const OpInfo& info, const Tensor& view) {
-  const std::shared_ptr<TensorImpl>& root = view.impl()->view_base;
-  KILN_CHECK(root && !view.is_dtensor(), unsupported,
-             "[{}] modifies in place a view ({}) whose base kiln does not know while recording "
+  KILN_CHECK(!view.is_dtensor(), unsupported,
+             "[{}] modifies in place a view ({}) of a distributed tensor while recording "
              "gradients. Compute the new value out of place, or clone the view first",
+             info.name, view.meta_str());
+  const std::shared_ptr<TensorImpl>& root = view.impl()->view_base;
+  KILN_CHECK(root, unsupported,
+             "[{}] modifies in place a view ({}) whose base kiln does not know (a view made "
+             "outside dispatch) while recording gradients. Compute the new value out of place, or "
+             "clone the view first",
              info.name, view.meta_str());
   Tensor base(root);
   const AutogradMeta* m = base.impl()->autograd.get();
@@ -280,6 +285,13 @@ Outputs record(OpKind op, std::span<const Value> args) {
         before = std::move(redispatch(OpKind::clone, clone_args)[0]);
       }
       *t = before;
+    } else if (self && t->impl()->view_base && t->storage() == self->storage()) {
+      // Another view of the storage this op writes: the node will be in its base's history,
+      // so saving the view's link to that base would close a cycle. (Backward reports the
+      // write anyway: the saved view's version changes with it.)
+      auto copy = make_pooled<TensorImpl>(*t->impl());
+      copy->view_base.reset();
+      *t = Tensor(std::move(copy));
     }
     node->saved.push_back({*t, t->storage()->version, static_cast<int>(i)});
   }

@@ -82,8 +82,8 @@ Tensor Tensor::detach() const {
   return alias;
 }
 
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  autograd::backward({*this}, grad.defined() ? TensorList{grad} : TensorList{}, retain_graph);
+void Tensor::backward(const Tensor& grad, bool retain_graph, bool create_graph) const {
+  autograd::backward({*this}, grad.defined() ? TensorList{grad} : TensorList{}, retain_graph, create_graph);
 }
 
 }  // namespace kiln

@@ -200,8 +200,9 @@ class Tensor {
   /** detach() that never dispatches: a new descriptor of the same data, for library code
    * keeping its own handles (a mode's bookkeeping, a leaf made for a trace). */
   Tensor detach_descriptor() const;
-  /** (G5) Gradients of this tensor w.r.t. the leaves: a scalar needs no `grad`. */
-  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  /** (G5) Gradients of this tensor w.r.t. the leaves: a scalar needs no `grad`
+   * (autograd::backward). */
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false, bool create_graph = false) const;
   /** The in-place write counter of this tensor's storage (G4). */
   uint32_t version() const { return impl_->storage->version; }
 

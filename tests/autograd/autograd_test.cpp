@@ -219,6 +219,15 @@ TEST(G4, ViewsMadeBeforeAWriteGetTheBasesNewHistory) {
     sum(v * v).backward();
     EXPECT_TRUE(all_close(x.grad(), {8, 64, 0, 0}));
   }
+  {  // an in-place op that saves another view of what it writes: its backward reports the
+     // write, and no reference cycle is left behind (the ASan build checks leaks)
+    Tensor x = tensor({1, 2, 3}, {}, {.requires_grad = true});
+    Tensor y = x * 1.0;
+    Tensor tail = slice(y, 0, 1, 3);
+    mul_(tail, select(y, 0, 0));
+    EXPECT_TRUE(all_close(y, {1, 2, 3}));
+    expect_error([&] { sum(y).backward(); }, ErrorKind::value, "has been modified by an in-place operation");
+  }
   {  // mul_ saves c0, whose storage its own write then changes: PyTorch refuses this too
     Tensor x = tensor({1, 2, 3, 4, 5, 6}, {}, {.requires_grad = true});
     Tensor y = view(x * 1.0, {2, 3});
@@ -244,6 +253,14 @@ TEST(G5, CreateGraphDifferentiatesTheBackward) {
   Tensor e = exp(x);
   Tensor de = autograd::grad({sum(e)}, {x}, {}, false, false, true)[0];
   EXPECT_TRUE(all_close(autograd::grad({sum(de)}, {x})[0], to_vector<double>(e.detach())));
+  // backward(create_graph): grad() keeps a history (a gradient penalty's pattern).
+  Tensor w = tensor({1, 2}, {}, {.requires_grad = true});
+  sum(w * w * w).backward(Tensor(), false, /*create_graph=*/true);
+  Tensor g = w.grad();  // 3 w^2
+  EXPECT_TRUE(g.requires_grad());
+  EXPECT_TRUE(all_close(autograd::grad({sum(g * g)}, {w})[0], {36, 288}));  // 2 g 6 w = 36 w^3
+  w.mutable_grad() = Tensor();  // w -> grad -> its history -> w: a cycle, as in PyTorch
+  g = Tensor();
   // Without create_graph the gradient has no history.
   EXPECT_FALSE(autograd::grad({sum(x * x)}, {x})[0].requires_grad());
 }
