@@ -453,18 +453,29 @@ auto("ones", [], lambda: torch.ones(0), {"size": [0]})
 # ---- gradients: d(sum(f(inputs) * g)) / d(input `wrt`), PyTorch's autograd as the reference ----
 
 
-def grad_cases(fn_name, inputs, fn, args=None, note="", rtol=1e-4, atol=1e-5):
+def leaves_of(inputs):
+    """The inputs as fresh leaves (floating ones require grad), and which require it."""
     leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs]
-    out = fn(*leaves)
-    gout = torch.randn(out.shape, generator=g).to(out.dtype)
-    wrt = [i for i, t in enumerate(leaves) if t.requires_grad]
-    grads = torch.autograd.grad(out, [leaves[i] for i in wrt], gout, allow_unused=True)
+    return leaves, [i for i, t in enumerate(leaves) if t.requires_grad]
+
+
+def derivative_cases(op, fn_name, inputs, wrt, grads, args, what, rtol, atol):
+    """One case per input a gradient reached: `inputs` end with the seeds kiln needs."""
     for i, gr in zip(wrt, grads):
         if gr is None:
             continue
         a = dict(args or {})
         a.update({"fn": fn_name, "wrt": i})
-        case("grad", inputs + [gout], gr, a, f"{fn_name} d/d input {i} {note}".strip(), rtol, atol)
+        case(op, inputs, gr, a, f"{fn_name} {what(i)}".strip(), rtol, atol)
+
+
+def grad_cases(fn_name, inputs, fn, args=None, note="", rtol=1e-4, atol=1e-5):
+    leaves, wrt = leaves_of(inputs)
+    out = fn(*leaves)
+    gout = torch.randn(out.shape, generator=g).to(out.dtype)
+    grads = torch.autograd.grad(out, [leaves[i] for i in wrt], gout, allow_unused=True)
+    derivative_cases("grad", fn_name, inputs + [gout], wrt, grads, args,
+                     lambda i: f"d/d input {i} {note}", rtol, atol)
 
 
 ties = T([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
@@ -607,20 +618,14 @@ grad_cases("add_slice_twice", [randn(6), randn(2)],
 
 
 def grad2_cases(fn_name, inputs, fn, args=None, note="", rtol=1e-4, atol=1e-5):
-    leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs]
+    leaves, wrt = leaves_of(inputs)
     out = fn(*leaves)
     g1 = torch.randn(out.shape, generator=g).to(out.dtype)
     (first,) = torch.autograd.grad(out, leaves[0], g1, create_graph=True)
     g2 = torch.randn(first.shape, generator=g).to(first.dtype)
-    wrt = [i for i, t in enumerate(leaves) if t.requires_grad]
     second = torch.autograd.grad(first, [leaves[i] for i in wrt], g2, allow_unused=True)
-    for i, gr in zip(wrt, second):
-        if gr is None:
-            continue
-        a = dict(args or {})
-        a.update({"fn": fn_name, "wrt": i})
-        case("grad2", inputs + [g1, g2], gr, a, f"{fn_name} d2 / d input 0 d input {i} {note}".strip(),
-             rtol, atol)
+    derivative_cases("grad2", fn_name, inputs + [g1, g2], wrt, second, args,
+                     lambda i: f"d2 / d input 0 d input {i} {note}", rtol, atol)
 
 
 for name, f in [("exp", torch.exp), ("tanh", torch.tanh), ("sigmoid", torch.sigmoid), ("sin", torch.sin),
