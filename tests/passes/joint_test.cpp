@@ -89,6 +89,30 @@ TEST(J1, DetachStopsGradientsLikeEager) {
   EXPECT_NE(p.forward.str().find("alias("), std::string::npos) << p.forward.str();
 }
 
+// (G4 under J1) Writes through views of intermediates (a row overwritten, a slice scaled)
+// are captured with the base's rebased history: the joint graph's gradients are eager's.
+TEST(J1, WritesThroughViewsOfIntermediatesDifferentiateLikeEager) {
+  auto fn = [](const TensorList& in) {
+    Tensor h = in[0] * in[1];                 // [2, 3]
+    Tensor row = select(h, 0, 1);
+    copy_(row, sin(select(in[0], 0, 0)));     // a row overwritten with another's function
+    Tensor part = slice(h, 1, 0, 2);
+    mul_(part, 2.0);                          // a slice scaled (a view made after the write)
+    return TensorList{sum(h * h)};
+  };
+  Tensor x = randn({2, 3}, {.requires_grad = true}), w = randn({2, 3}, {.requires_grad = true});
+  JointProgram p = capture_joint(fn, {x, w});
+  Tensor xe = clone(x.detach()), we = clone(w.detach());
+  xe.set_requires_grad();
+  we.set_requires_grad();
+  Tensor loss = fn({xe, we})[0];
+  loss.backward();
+  passes::JointRun run = run_joint(p, {x.detach(), w.detach()}, {});
+  EXPECT_TRUE(all_close(run.outputs[0], values(loss), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(run.grads[0], values(xe.grad()), 1e-5, 1e-6)) << p.backward.str();
+  EXPECT_TRUE(all_close(run.grads[1], values(we.grad()), 1e-5, 1e-6)) << p.backward.str();
+}
+
 TEST(J2, WriteBackOutOfGraphWhenAsked) {
   Tensor x = randn({3}, {.requires_grad = true}), y = randn({3});
   JointProgram p = capture_joint(founding, {x, y}, {.write_back = passes::WriteBack::out_of_graph});
