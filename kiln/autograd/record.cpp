@@ -181,11 +181,15 @@ void GradCtx::set(int arg, Tensor g, int j) {
 namespace detail {
 
 bool refresh_view(const Tensor& t) {
+  auto has_history = [&] {  // wants_grad without Tensor::requires_grad, which calls here
+    const AutogradMeta* m = t.impl()->autograd.get();
+    return m && (m->requires_grad || m->grad_fn);
+  };
   const std::shared_ptr<TensorImpl>& root = t.impl()->view_base;
-  if (!root) return wants_grad(t);  // no base known: check_view_current reports it
+  if (!root) return has_history();  // no base known: check_view_current reports it
   Tensor base(root);
   Edge base_edge = gradient_edge(base);
-  if (!base_edge.valid()) return wants_grad(t);
+  if (!base_edge.valid()) return has_history();
   // t = as_strided(base, t's geometry): the formula reads only the base's layout.
   auto view = make_pooled<FormulaNode>();
   view->op = view->called = OpKind::as_strided;

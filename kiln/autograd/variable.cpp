@@ -1,5 +1,6 @@
 // The autograd side of Tensor (declared in kiln/core/tensor.h): G1's state.
 #include "kiln/autograd/function.h"
+#include "kiln/autograd/record.h"
 
 namespace kiln {
 
@@ -21,6 +22,8 @@ const std::shared_ptr<autograd::Node> kNoNode;
 }  // namespace
 
 bool Tensor::requires_grad() const {
+  if (autograd::detail::stale_view(*this)) [[unlikely]]  // (G4) a view's history brought up to date
+    autograd::detail::refresh_view(*this);
   const AutogradMeta* m = impl_->autograd.get();
   return m && (m->requires_grad || m->grad_fn);
 }
@@ -60,6 +63,7 @@ void Tensor::retain_grad() const {
 }
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  if (autograd::detail::stale_view(*this)) [[unlikely]] autograd::detail::refresh_view(*this);
   const AutogradMeta* m = impl_->autograd.get();
   return m ? m->grad_fn : kNoNode;
 }

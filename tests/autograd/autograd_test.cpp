@@ -207,7 +207,10 @@ TEST(G4, ViewsMadeBeforeAWriteGetTheBasesNewHistory) {
     Tensor out = zeros({2, 3});
     Tensor older = select(out, 0, 0);
     Tensor row = select(out, 0, 0);
+    EXPECT_FALSE(older.requires_grad());
     copy_(row, x * x);
+    EXPECT_TRUE(older.requires_grad());  // asked, as PyTorch, it sees the write
+    EXPECT_NE(older.grad_fn(), nullptr);
     sum(older * 2.0).backward();
     EXPECT_TRUE(all_close(x.grad(), {4, 8, 12}));
   }
