@@ -37,7 +37,6 @@ Tensor sum_to(const Tensor& g, const Dims& shape) {
 
 namespace {
 
-IntList ints(const Dims& d) { return IntList(d.begin(), d.end()); }
 TensorOptions like(const GradMeta& m) { return {.dtype = m.dtype, .device = m.device}; }
 Tensor zeros_for(const GradMeta& m) { return zeros(ints(m.shape), like(m)); }
 

@@ -85,6 +85,9 @@ namespace detail {
 AutogradMeta& meta_of(const Tensor& t);
 }  // namespace detail
 
+/** A shape or strides as an op argument. */
+inline IntList ints(const Dims& d) { return IntList(d.begin(), d.end()); }
+
 /** Gradient of `g` reduced to `shape` (summing the broadcast dimensions). */
 Tensor sum_to(const Tensor& g, const Dims& shape);
 

@@ -83,23 +83,30 @@ Tensor view_base_to_rebase(const OpInfo& info, const Tensor& view) {
   return base;
 }
 
+// Makes `t`'s history a node of `op` (as_strided or as_strided_scatter, whose formulas read
+// only the arguments' layouts and the gradient) with edges `next`.
+void set_layout_history(const Tensor& t, OpKind op, PoolVector<Value> args, PoolVector<int> first_slot,
+                        std::initializer_list<Edge> next) {
+  auto node = make_pooled<FormulaNode>();
+  node->op = node->called = op;
+  node->args = std::move(args);
+  node->first_slot = std::move(first_slot);
+  node->next.assign(next.begin(), next.end());
+  node->inputs.push_back({t.shape(), t.dtype(), t.device()});
+  node->device = t.device();
+  node->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
+  AutogradMeta& m = detail::meta_of(t);
+  m.grad_fn = std::move(node);
+  m.output_nr = 0;
+  m.requires_grad = false;
+}
+
 // Gives `base` the history of its value after `node` wrote `view` in place (see the Note).
 void rebase_onto_view_write(const Tensor& base, Edge base_before, const Tensor& view,
                             const std::shared_ptr<FormulaNode>& node) {
-  auto scatter = make_pooled<FormulaNode>();
-  scatter->op = scatter->called = OpKind::as_strided_scatter;
-  scatter->args = {Tensor(), Tensor(), IntList(view.shape().begin(), view.shape().end()),
-                   IntList(view.strides().begin(), view.strides().end()), view.offset()};
-  scatter->first_slot = {0, 1, -1, -1, -1};
-  scatter->next.push_back(std::move(base_before));
-  scatter->next.push_back(Edge{node, 0});
-  scatter->inputs.push_back({base.shape(), base.dtype(), base.device()});
-  scatter->device = base.device();
-  scatter->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
-  AutogradMeta& m = detail::meta_of(base);
-  m.grad_fn = std::move(scatter);
-  m.output_nr = 0;
-  m.requires_grad = false;
+  set_layout_history(base, OpKind::as_strided_scatter,
+                     {Tensor(), Tensor(), ints(view.shape()), ints(view.strides()), view.offset()},
+                     {0, 1, -1, -1, -1}, {std::move(base_before), Edge{node, 0}});
   view.impl()->view_made_at = view.storage()->version + 1;  // its history is current
 }
 
@@ -181,7 +188,7 @@ void GradCtx::set(int arg, Tensor g, int j) {
 namespace detail {
 
 bool refresh_view(const Tensor& t) {
-  auto has_history = [&] {  // wants_grad without Tensor::requires_grad, which calls here
+  auto has_history = [&] {  // not Tensor::requires_grad, which calls here
     const AutogradMeta* m = t.impl()->autograd.get();
     return m && (m->requires_grad || m->grad_fn);
   };
@@ -191,19 +198,9 @@ bool refresh_view(const Tensor& t) {
   Edge base_edge = gradient_edge(base);
   if (!base_edge.valid()) return has_history();
   // t = as_strided(base, t's geometry): the formula reads only the base's layout.
-  auto view = make_pooled<FormulaNode>();
-  view->op = view->called = OpKind::as_strided;
-  view->args = {base.detach_descriptor(), IntList(t.shape().begin(), t.shape().end()),
-                IntList(t.strides().begin(), t.strides().end()), t.offset()};
-  view->first_slot = {0, -1, -1, -1};
-  view->next.push_back(std::move(base_edge));
-  view->inputs.push_back({t.shape(), t.dtype(), t.device()});
-  view->device = t.device();
-  view->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
-  AutogradMeta& m = meta_of(t);
-  m.grad_fn = std::move(view);
-  m.output_nr = 0;
-  m.requires_grad = false;
+  set_layout_history(t, OpKind::as_strided,
+                     {base.detach_descriptor(), ints(t.shape()), ints(t.strides()), t.offset()},
+                     {0, -1, -1, -1}, {std::move(base_edge)});
   t.impl()->view_made_at = t.storage()->version + 1;
   return true;
 }
@@ -236,16 +233,14 @@ Outputs record(OpKind op, std::span<const Value> args) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (auto* t = std::get_if<Tensor>(&args[i])) {
       node->first_slot[i] = static_cast<int>(node->next.size());
-      if (t->defined() && detail::stale_view(*t)) detail::refresh_view(*t);
+      if (detail::wants_grad(*t)) check_view_current(info, *t, specs[i].name);  // a stale view refreshed
       node->next.push_back(gradient_edge(*t));
-      if (detail::wants_grad(*t)) check_view_current(info, *t, specs[i].name);
     } else if (auto* list = std::get_if<TensorList>(&args[i])) {
       node->first_slot[i] = static_cast<int>(node->next.size());
       for (const Tensor& x : *list) {
         node->list_shapes.push_back(x.shape());
-        if (x.defined() && detail::stale_view(x)) detail::refresh_view(x);
-        node->next.push_back(gradient_edge(x));
         if (detail::wants_grad(x)) check_view_current(info, x, specs[i].name);
+        node->next.push_back(gradient_edge(x));
       }
     }
   }

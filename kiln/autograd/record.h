@@ -12,23 +12,19 @@ namespace kiln::autograd::detail {
 /** This thread's grad mode; defined in dispatch.cpp, whose hot path reads it. */
 extern thread_local bool t_grad_enabled;
 
-/** Whether `t` requires grad; the common case (no gradient state at all) is inline. */
-inline bool wants_grad(const Tensor& t) { return t.defined() && t.impl()->autograd && t.requires_grad(); }
-
 /** (G4) Whether `t` is a view made before a recorded write to its storage. */
 inline bool stale_view(const Tensor& t) {
   const TensorImpl* i = t.impl();
   return i->view_made_at != 0 && i->view_made_at <= i->storage->recorded_write;
 }
 /** Gives a stale view the history of its base's current value (when the base has one);
- * returns wants_grad(t) afterwards. See Note [In-place writes through views]. */
+ * returns whether it requires grad afterwards. See Note [In-place writes through views]. */
 bool refresh_view(const Tensor& t);
 
-/** wants_grad, with a stale view's history brought up to date first. */
-inline bool needs_grad(const Tensor& t) {
-  if (!t.defined()) return false;
-  if (stale_view(t)) [[unlikely]] return refresh_view(t);
-  return wants_grad(t);
+/** Whether `t` requires grad (Tensor::requires_grad brings a stale view up to date
+ * first); the common case (no gradient state, not a stale view) is inline. */
+inline bool wants_grad(const Tensor& t) {
+  return t.defined() && (t.impl()->autograd || stale_view(t)) && t.requires_grad();
 }
 
 /** Whether a call records a node: grad mode is on and a tensor argument requires grad
@@ -37,10 +33,10 @@ inline bool should_record(std::span<const Value> args) {
   if (!t_grad_enabled) return false;
   for (const Value& v : args) {
     if (auto* t = std::get_if<Tensor>(&v)) {
-      if (needs_grad(*t)) return true;
+      if (wants_grad(*t)) return true;
     } else if (auto* list = std::get_if<TensorList>(&v)) {
       for (const Tensor& x : *list)
-        if (needs_grad(x)) return true;
+        if (wants_grad(x)) return true;
     }
   }
   return false;
