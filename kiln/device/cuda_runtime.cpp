@@ -6,8 +6,10 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "kiln/core/error.h"
@@ -49,6 +51,40 @@ void set_device(int index) {
 
 namespace {
 
+constexpr int kMaxDevices = 64;
+std::atomic<KernelError*> error_blocks[kMaxDevices];
+
+}  // namespace
+
+KernelError* kernel_error_block(int device) {
+  KILN_CHECK(device >= 0 && device < kMaxDevices, device, "cuda:{} is past kiln's {} CUDA devices", device, kMaxDevices);
+  if (KernelError* block = error_blocks[device].load(std::memory_order_acquire)) return block;
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  if (KernelError* block = error_blocks[device].load(std::memory_order_relaxed)) return block;
+  set_device(device);
+  void* p = nullptr;  // mapped pinned memory: one address on the host and on every GPU
+  check(cudaHostAlloc(&p, sizeof(KernelError), cudaHostAllocMapped | cudaHostAllocPortable),
+        "cudaHostAlloc (kernel error block)");
+  auto* block = new (p) KernelError{};
+  error_blocks[device].store(block, std::memory_order_release);
+  return block;  // lives as long as the process, as the CUDA context does
+}
+
+void raise_kernel_error(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  auto* block = error_blocks[device].load(std::memory_order_acquire);
+  if (!block) return;
+  volatile KernelError* seen = block;  // written by the GPU
+  if (seen->code == 0) return;
+  KernelError e{seen->code, seen->op, seen->value, seen->bound};
+  seen->code = 0;
+  fail(ErrorKind::index, "[{}] index {} is out of range for size {} (an index tensor on cuda:{}, "
+       "found by the kernel and reported at this wait)", e.op ? e.op : "kernel", e.value, e.bound, device);
+}
+
+namespace {
+
 // A CUDA stream: host code launching its work runs on the calling thread (inline);
 // the work itself is asynchronous on the GPU. The default stream is the legacy null
 // stream; side streams do not synchronise with it implicitly.
@@ -60,6 +96,7 @@ struct CudaStream final : StreamImpl {
   void synchronize() override {
     set_device(device.index);
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    raise_kernel_error(device.index);
   }
   bool query() override {
     set_device(device.index);
@@ -79,6 +116,7 @@ struct CudaStream final : StreamImpl {
   }
   void event_synchronize(uint64_t, const std::shared_ptr<void>& native) override {
     check(cudaEventSynchronize(static_cast<cudaEvent_t>(native.get())), "cudaEventSynchronize");
+    raise_kernel_error(device.index);
   }
   bool event_query(uint64_t, const std::shared_ptr<void>& native) override {
     cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(native.get()));
@@ -137,7 +175,10 @@ class CudaBackend final : public DeviceBackend {
     } else {
       check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
     }
-    if (!non_blocking) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    if (!non_blocking) {
+      check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      raise_kernel_error(side.index);
+    }
   }
 
   Allocator* host_transfer_allocator() override {

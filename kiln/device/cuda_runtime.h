@@ -22,4 +22,28 @@ void* load_library(const std::string& soname, const char* what);
 /** A symbol of a library from load_library; a backend Error when it is missing. */
 void* library_symbol(void* lib, const char* symbol, const std::string& soname, const char* what);
 
+// Note [Index errors found by kernels]
+// An index tensor on a GPU can only be checked by the kernel that reads it. PyTorch's
+// kernels stop with a device assert there, which leaves the process's CUDA context
+// unusable. kiln's record the first bad index of the device in a small block of mapped
+// host memory, skip the access (a gathered element reads as 0, a scatter is dropped),
+// and every host wait on that device (stream and event synchronisation, blocking
+// copies, hence every host read of a value) throws it as an `index` Error. The process
+// and its context stay usable; the error surfaces at the first wait after the kernel,
+// which may be a wait on another stream of the same device.
+struct KernelError {
+  int code;            // 0: none; 1: an index was out of range
+  const char* op;      // the op's name (a host string literal, carried through)
+  long long value;     // the bad index
+  long long bound;     // the size it indexes
+};
+
+/** The device's error block, mapped into its address space (allocated on first use);
+ * kernels take it as an argument. */
+KernelError* kernel_error_block(int device);
+
+/** Throws the `index` Error a kernel of `device` recorded since the last call, and
+ * clears it; returns when there is none. Call after a host wait on the device. */
+void raise_kernel_error(int device);
+
 }  // namespace kiln::cuda

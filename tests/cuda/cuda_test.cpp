@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 
 #include "kiln/kiln.h"
 #include "test_util.h"
@@ -88,6 +89,34 @@ TEST(CudaKernels, IndexErrorsFromHostIndicesAreClear) {
   expect_error([&] { embedding(w, from_vector<int64_t>({1, 10})); }, ErrorKind::index,
                "[embedding] index 10 is out of range for size 10");
   EXPECT_EQ(embedding(w, from_vector<int64_t>({3})).shape(), (Dims{1, 4}));
+}
+
+// Note [Index errors found by kernels]: a bad index in a GPU index tensor is an index
+// Error at the next host wait, naming the op, the index and the size; the access is
+// skipped and the process's CUDA context stays usable (PyTorch's device assert ends it).
+TEST(CudaKernels, IndexErrorsFromDeviceIndicesSurfaceAtTheNextWaitAndLeaveTheGpuUsable) {
+  KILN_REQUIRE_CUDA(1);
+  Tensor w = randn({10, 4}, {.device = kGpu});
+  Tensor x = randn({3, 5}, {.device = kGpu});
+  auto bad = [&](std::vector<int64_t> v, IntList shape) { return to(from_vector<int64_t>(v, shape), kGpu); };
+  struct Case { std::function<Tensor()> call; std::string message; };
+  std::vector<Case> cases = {
+      {[&] { return embedding(w, bad({1, 10}, {2})); }, "[embedding] index 10 is out of range for size 10"},
+      {[&] { return index_select(x, 1, bad({0, -1}, {2})); }, "[index_select] index -1 is out of range for size 5"},
+      {[&] { return gather(x, 0, bad({0, 1, 3, 0, 0}, {1, 5})); }, "[gather] index 3 is out of range for size 3"},
+      {[&] { return scatter_add(zeros({3, 5}, {.device = kGpu}), 0, bad({7, 0, 0, 0, 0}, {1, 5}), x); },
+       "[scatter_add] index 7 is out of range for size 3"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    Tensor out = c.call();  // launched; the GPU has not answered yet
+    expect_error([&] { to_vector<float>(out); }, ErrorKind::index, c.message);
+    // Reported once; the GPU keeps working and the good indices were served.
+    EXPECT_EQ(to_vector<float>(add(out, 1.0)).size(), static_cast<size_t>(out.numel()));
+  }
+  Tensor e = embedding(w, bad({3, 3}, {2}));
+  EXPECT_TRUE(all_close(host(e), to_vector<double>(host(index_select(w, 0, from_vector<int64_t>({3, 3})))), 0, 0));
+  synchronize_device(kGpu);  // nothing left to report
 }
 
 TEST(CudaStreams, SideStreamsEventsAndOrdering) {  // (D4)

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "mock_cuda.h"
 #include "op_samples.h"
 #include "test_util.h"
 
@@ -38,7 +39,18 @@ std::vector<Value> relaid(std::vector<Value> args, Tensor (*layout)(const Tensor
   return args;
 }
 
-TEST(Layouts, StridedInputsGiveTheSameValuesOnEveryOp) {
+// `args` with every tensor (0-dim ones too) and device argument on `device`.
+std::vector<Value> on(std::vector<Value> args, Device device) {
+  for (Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) *t = t->defined() ? to(*t, device) : *t;
+    else if (auto* list = std::get_if<TensorList>(&v))
+      for (Tensor& x : *list) x = x.defined() ? to(x, device) : x;
+    else if (auto* d = std::get_if<Device>(&v)) *d = device;
+  }
+  return args;
+}
+
+void expect_layouts_agree(Device device) {
   for (auto layout : {&with_gaps, &column_major})
   for (DType fp : {f32, f64, f16, bf16}) {
     for (int k = 0; k < ops::kNumOps; ++k) {
@@ -51,9 +63,7 @@ TEST(Layouts, StridedInputsGiveTheSameValuesOnEveryOp) {
         continue;
       auto sample = [&] {
         manual_seed(11);
-        std::vector<Value> args = testing::sample_args(op, fp);
-        if (op == OpKind::_to_copy) args[2] = Device("cpu:0");  // one device configured here
-        return args;
+        return on(testing::sample_args(op, fp), device);  // _to_copy stays on `device`
       };
       Outputs dense = dispatch(op, sample());
       Outputs strided = dispatch(op, relaid(sample(), layout));
@@ -61,11 +71,25 @@ TEST(Layouts, StridedInputsGiveTheSameValuesOnEveryOp) {
       for (size_t i = 0; i < dense.size(); ++i) {
         ASSERT_EQ(strided[i].shape(), dense[i].shape());
         ASSERT_EQ(strided[i].dtype(), dense[i].dtype());
+        EXPECT_EQ(strided[i].device(), device);
         std::vector<double> want = to_vector<double>(to(dense[i], f64));
         EXPECT_TRUE(testing::all_close(strided[i], want, 1e-6, 1e-6)) << "output " << i;
       }
     }
   }
+}
+
+TEST(Layouts, StridedInputsGiveTheSameValuesOnEveryOp) { expect_layouts_agree(Device("cpu:0")); }
+
+// The CUDA kernels' strided paths (f16/bf16 included) against their dense ones.
+TEST(Layouts, StridedInputsGiveTheSameValuesOnEveryOpOnCuda) {
+  KILN_REQUIRE_CUDA(1);
+  expect_layouts_agree(Device("cuda:0"));
+}
+
+TEST(Layouts, StridedInputsGiveTheSameValuesOnEveryOpOnMockCuda) {
+  testing::MockCuda mock;
+  expect_layouts_agree(Device("cuda:0"));
 }
 
 }  // namespace

@@ -2,11 +2,9 @@
 //
 // Index tensors may live on the CPU (D2): they are checked on the host and copied
 // over. An out-of-range index in a CUDA index tensor cannot be reported without
-// waiting for the GPU, so the kernel stops with a device-side trap, as PyTorch's
-// device assert does; the next CUDA call then fails with a backend Error (and the
-// process's CUDA context is unusable afterwards, also as in PyTorch).
-#include <cstdio>
-
+// waiting for the GPU: the kernel records it and skips the access, and the next host
+// wait on the device throws it (Note [Index errors found by kernels] in
+// kiln/device/cuda_runtime.h), where PyTorch's device assert would end the context.
 #include "kiln/backend/cuda/common.cuh"
 
 namespace kiln::cuda {
@@ -40,22 +38,36 @@ Tensor device_index(const Tensor& index, int64_t bound, Device device, const cha
   return out;
 }
 
-__device__ inline int64_t checked(int64_t v, int64_t bound) {
-  if (v < 0 || v >= bound) {
-    printf("kiln: index %lld is out of range for size %lld\n", static_cast<long long>(v),
-           static_cast<long long>(bound));
-    __trap();
+// Where a kernel's index reads are checked: the device's error block and the op's name.
+struct IndexCheck {
+  KernelError* error;
+  const char* op;
+  int64_t bound;
+
+  IndexCheck(int64_t bound, Device device, const char* op)
+      : error(kernel_error_block(device.index)), op(op), bound(bound) {}
+
+  /** `v` when it indexes [0, bound); else records the first such index of the device
+   * and gives -1 (the caller skips the access). */
+  __device__ int64_t operator()(int64_t v) const {
+    if (v >= 0 && v < bound) return v;
+    if (atomicCAS(&error->code, 0, 1) == 0) {
+      error->op = op;
+      error->value = v;
+      error->bound = bound;
+    }
+    return -1;
   }
-  return v < 0 ? v + bound : v;
-}
+};
 
 // out[..., i, ...] = self[..., index[i], ...] along `dim`: operand 2 of the walk has
 // unit stride on `dim` only, so its offset is the coordinate along `dim`.
-void select_along(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index) {
+void select_along(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index,
+                  const char* op) {
   if (out.numel() == 0) return;
   Dims self_st = self.strides();
   int64_t step = self.dim() ? self_st[dim] : 0;
-  int64_t bound = self.dim() ? self.shape()[dim] : 1;
+  IndexCheck checked(self.dim() ? self.shape()[dim] : 1, out.device(), op);
   if (self.dim()) self_st[dim] = 0;
   Dims coord(out.dim(), 0);
   if (out.dim()) coord[dim] = 1;
@@ -68,7 +80,8 @@ void select_along(const Tensor& out, const Tensor& self, int64_t dim, const Tens
     W* o = out_ptr<W>(out);                                                                  \
     const W* s = static_cast<const W*>(self.storage()->data);                                \
     launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {              \
-      o[off[0]] = s[off[1] + checked(idx[off[2]], bound) * step];                            \
+      int64_t j = checked(idx[off[2]]);                                                      \
+      o[off[0]] = j < 0 ? W(0) : s[off[1] + j * step];                                       \
     });                                                                                      \
     return;                                                                                  \
   }
@@ -87,7 +100,7 @@ void k_index_select(const OpCall& c, std::span<Tensor> outs) {
   int64_t dim = wrap(c.args.i64(1), self.dim());
   int64_t bound = self.dim() ? self.shape()[dim] : 1;
   Tensor index = device_index(c.args.tensor(2), bound, c.device, "index_select");
-  select_along(outs[0], self, dim, index);
+  select_along(outs[0], self, dim, index, "index_select");
 }
 
 void k_embedding(const OpCall& c, std::span<Tensor> outs) {
@@ -96,7 +109,7 @@ void k_embedding(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   int64_t n = index.numel(), d = weight.shape()[1];
   select_along(make_view(out, Dims{n, d}, Dims{d, 1}, out.offset()), weight, 0,
-               make_view(index, Dims{n}, Dims{1}, index.offset()));
+               make_view(index, Dims{n}, Dims{1}, index.offset()), "embedding");
 }
 
 void k_gather(const OpCall& c, std::span<Tensor> outs) {
@@ -112,11 +125,13 @@ void k_gather(const OpCall& c, std::span<Tensor> outs) {
   auto g = make_geometry<3>(out.shape(), {out.strides(), self_st, index.strides()},
                             {out.offset(), self.offset(), index.offset()});
   const int64_t* idx = static_cast<const int64_t*>(index.storage()->data);
+  IndexCheck checked(bound, c.device, "gather");
   KILN_CUDA_DISPATCH_ALL(out.dtype(), "gather", {
     T* o = out_ptr<T>(out);
     const T* s = static_cast<const T*>(self.storage()->data);
     launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {
-      o[off[0]] = s[off[1] + checked(idx[off[2]], bound) * step];
+      int64_t j = checked(idx[off[2]]);
+      o[off[0]] = j < 0 ? store<T>(0) : s[off[1] + j * step];
     });
   });
 }
@@ -136,13 +151,15 @@ void k_scatter_add(const OpCall& c, std::span<Tensor> outs) {
   auto g = make_geometry<3>(index.shape(), {out_st, src.strides(), index.strides()},
                             {out.offset(), src.offset(), index.offset()});
   const int64_t* idx = static_cast<const int64_t*>(index.storage()->data);
+  IndexCheck checked(bound, c.device, "scatter_add");
   // Several index entries may name one position: the additions are atomic, so their
   // order (and a float sum's last bits) may differ from the CPU's, as in PyTorch.
   KILN_CUDA_DISPATCH_FLOAT(out.dtype(), "scatter_add", {
     T* o = static_cast<T*>(out.storage()->data);
     const T* s = static_cast<const T*>(src.storage()->data);
     launch_elementwise<3>(index.numel(), g, [=] __device__(const int64_t* off) {
-      atomicAdd(o + off[0] + checked(idx[off[2]], bound) * step, s[off[1]]);
+      int64_t j = checked(idx[off[2]]);
+      if (j >= 0) atomicAdd(o + off[0] + j * step, s[off[1]]);
     });
   });
 }
