@@ -67,6 +67,42 @@ TEST(CudaPlan, WalksVisitEveryElementAtItsStridedOffset) {
   EXPECT_EQ(bcast.ndim, 2);  // the broadcast dim stays; the two dense inner dims merge
 }
 
+TEST(CudaPlan, FastDivisionIsExactBelowTwoToThe31) {
+  std::mt19937 rng(3);
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (int s = 12; s < 31; ++s) {  // powers of two, their neighbours, and random ones
+    for (int64_t d : {(int64_t{1} << s) - 1, int64_t{1} << s, (int64_t{1} << s) + 1})
+      divisors.push_back(static_cast<uint32_t>(d));
+    divisors.push_back(static_cast<uint32_t>(rng() % (uint32_t{1} << s)) + 1);
+  }
+  divisors.push_back((uint32_t{1} << 31) - 1);
+  for (uint32_t d : divisors) {
+    FastDivider div(d);
+    std::vector<uint32_t> dividends = {0, 1, d - 1, d, d + 1, 2 * d - 1, (uint32_t{1} << 31) - 1,
+                                       (uint32_t{1} << 31) - d};
+    for (int r = 0; r < 64; ++r) dividends.push_back(static_cast<uint32_t>(rng()) >> 1);
+    for (uint32_t n : dividends) {
+      if (n >= (uint32_t{1} << 31)) continue;
+      ASSERT_EQ(div.quotient(n), n / d) << n << " / " << d;
+    }
+  }
+}
+
+TEST(CudaPlan, WalksOfTwoToThe31ElementsOrMoreUse64BitCoordinates) {
+  Dims shape{3, int64_t{1} << 30, 5};  // a broadcast walk; never materialised
+  Geometry<2> g = make_geometry<2>(shape, {Dims{0, 5, 1}, Dims{7, 0, 2}}, {0, 0});
+  EXPECT_FALSE(g.narrow);
+  for (int64_t i : {int64_t{0}, (int64_t{1} << 31) + 7, 3 * (int64_t{1} << 30) * 5 - 1}) {
+    int64_t c2 = i % 5, c1 = (i / 5) % (int64_t{1} << 30), c0 = i / 5 / (int64_t{1} << 30);
+    int64_t got[2];
+    g.offsets(i, got);
+    EXPECT_EQ(got[0], c1 * 5 + c2);
+    EXPECT_EQ(got[1], c0 * 7 + c2 * 2);
+  }
+  EXPECT_TRUE(make_geometry<2>(Dims{3, 1000, 5}, {Dims{0, 5, 1}, Dims{7, 0, 2}}, {0, 0}).narrow);
+}
+
 // cublasGemmStridedBatchedEx on column-major data, with its argument checks.
 void emulate(const GemmCall& g, const double* first, const double* second, double* c) {
   ASSERT_GE(g.ld_first, std::max<int64_t>(1, g.trans_first ? g.inner : g.rows));

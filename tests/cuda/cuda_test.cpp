@@ -4,6 +4,7 @@
 // op-by-op comparison with the CPU backend is F6's CUDA test (tests/fake).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 
@@ -78,9 +79,37 @@ TEST(CudaKernels, LargeReductionsAndMatmuls) {
   EXPECT_TRUE(all_close(host(sum(ga, {1})), to_vector<double>(sum(a, {1})), 1e-5, 1e-4));
   EXPECT_TRUE(all_close(host(sum(ga, {0})), to_vector<double>(sum(a, {0})), 1e-5, 1e-4));
   EXPECT_EQ(to_vector<int64_t>(argmax(ga, 1)), to_vector<int64_t>(argmax(a, 1)));
+  // A few long rows split over many blocks, partial results reduced again.
+  Tensor big = randn({3, 400000}), gbig = to(big, kGpu);
+  EXPECT_TRUE(all_close(host(sum(gbig)), to_vector<double>(sum(big)), 1e-5, 1e-3));
+  EXPECT_TRUE(all_close(host(mean(gbig, {1})), to_vector<double>(mean(big, {1})), 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(host(amax(gbig)), to_vector<double>(amax(big)), 0, 0));
+  EXPECT_TRUE(all_close(host(amin(gbig, {1})), to_vector<double>(amin(big, {1})), 0, 0));
+  Tensor ints = to(mul(big, 100.0), i64);
+  EXPECT_EQ(to_vector<int64_t>(sum(to(ints, kGpu), {1})), to_vector<int64_t>(sum(ints, {1})));
+  Tensor with_nan = clone(big);
+  Tensor one = narrow(select(with_nan, 0, 1), 0, 123456, 1);
+  fill_(one, std::nan(""));
+  std::vector<double> maxima = to_vector<double>(host(amax(to(with_nan, kGpu), {1})));
+  EXPECT_FALSE(std::isnan(maxima[0]));
+  EXPECT_TRUE(std::isnan(maxima[1]));
   Tensor bat = randn({4, 1, 30, 40}), rhs = randn({3, 40, 20});
   EXPECT_TRUE(all_close(host(matmul(to(bat, kGpu), to(rhs, kGpu))),
                         to_vector<double>(matmul(bat, rhs)), 1e-4, 1e-4));
+}
+
+// softmax picks a kernel by row length (a warp per row up to 1024, a block beyond):
+// every size class, both forms, against the CPU.
+TEST(CudaKernels, SoftmaxOfEveryRowLength) {
+  KILN_REQUIRE_CUDA(1);
+  for (int64_t inner : {1, 5, 32, 33, 100, 128, 129, 300, 512, 513, 777, 1024, 1025, 3000}) {
+    SCOPED_TRACE(inner);
+    Tensor x = mul(randn({7, inner}), 4.0);
+    Tensor gx = to(x, kGpu);
+    EXPECT_TRUE(all_close(host(softmax(gx, 1)), to_vector<double>(softmax(x, 1)), 1e-5, 1e-7));
+    EXPECT_TRUE(all_close(host(log_softmax(gx, -1)), to_vector<double>(log_softmax(x, -1)), 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(host(softmax(to(gx, f64), 0)), to_vector<double>(softmax(to(x, f64), 0)), 1e-12, 1e-14));
+  }
 }
 
 TEST(CudaKernels, IndexErrorsFromHostIndicesAreClear) {

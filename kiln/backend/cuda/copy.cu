@@ -253,16 +253,20 @@ void k_where(const OpCall& c, std::span<Tensor> outs) {
 
 void k_masked_fill(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
+  const Tensor& self = c.args.tensor(0);
   const Tensor& mask = c.args.tensor(1);
-  copy_into(out, c.args.tensor(0));
-  auto g = make_geometry<2>(out.shape(), {out.strides(), in_strides(mask, out.shape())},
-                            {out.offset(), in_offset(mask)});
+  // One pass: out = mask ? value : self (out is self itself for masked_fill_).
+  Tensor x = self.dtype() == out.dtype() && self.device() == out.device() ? self : dense(self, out.dtype(), out.device());
+  const Dims& shape = out.shape();
+  auto g = make_geometry<3>(shape, {out.strides(), broadcast_strides(x, shape), in_strides(mask, shape)},
+                            {out.offset(), x.offset(), in_offset(mask)});
   In<bool> m = input<bool>(mask);
   KILN_CUDA_DISPATCH_ALL(out.dtype(), "masked_fill", {
     T* o = out_ptr<T>(out);
+    const T* p = static_cast<const T*>(x.storage()->data);
     T v = scalar_as<T>(c.args.scalar(2));
-    launch_elementwise<2>(out.numel(), g, [=] __device__(const int64_t* off) {
-      if (m[off[1]]) o[off[0]] = v;
+    launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {
+      o[off[0]] = m[off[2]] ? v : p[off[1]];
     });
   });
 }

@@ -17,20 +17,55 @@ namespace kiln::cuda {
 
 constexpr int kMaxDims = 12;
 
+/** Division of unsigned dividends below 2^31 by a fixed divisor in [1, 2^31), as a
+ * multiply-high, an add and a shift (the round-up method of Granlund and Montgomery):
+ * the strided walk's per-dim division is the cost of every non-dense kernel, and a
+ * 64-bit division is a long software routine on a GPU. */
+struct FastDivider {
+  uint32_t divisor = 1;
+  uint32_t magic = 1;
+  uint32_t shift = 0;
+
+  FastDivider() = default;
+  explicit FastDivider(uint32_t d) : divisor(d) {
+    while ((uint64_t{1} << shift) < d) ++shift;  // shift = ceil(log2 d)
+    magic = static_cast<uint32_t>((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d) / d + 1);
+  }
+  KILN_HOST_DEVICE inline uint32_t quotient(uint32_t n) const {
+#ifdef __CUDA_ARCH__
+    uint32_t high = __umulhi(n, magic);
+#else
+    uint32_t high = static_cast<uint32_t>((static_cast<uint64_t>(n) * magic) >> 32);
+#endif
+    return (high + n) >> shift;  // high <= n < 2^31: no overflow
+  }
+};
+
 /** Sizes and per-operand strides (in elements) of a strided walk over N operands. */
 template <int N>
 struct Geometry {
   int ndim = 0;
-  bool dense = true;  // at most one dim, unit strides: offset = base + index
+  bool dense = true;   // at most one dim, unit strides: offset = base + index
+  bool narrow = true;  // fewer than 2^31 elements: 32-bit coordinates, FastDivider
   int64_t sizes[kMaxDims];
+  FastDivider dividers[kMaxDims];
   int64_t strides[N][kMaxDims];
   int64_t base[N];
-
   /** Offsets of element `i` (row-major order over the walk) of every operand. */
   KILN_HOST_DEVICE inline void offsets(int64_t i, int64_t* off) const {
     for (int k = 0; k < N; ++k) off[k] = base[k];
     if (dense) {
       for (int k = 0; k < N; ++k) off[k] += i;
+      return;
+    }
+    if (narrow) {
+      uint32_t rest = static_cast<uint32_t>(i);
+      for (int d = ndim - 1; d >= 0; --d) {
+        uint32_t q = dividers[d].quotient(rest);
+        int64_t c = rest - q * dividers[d].divisor;
+        rest = q;
+        for (int k = 0; k < N; ++k) off[k] += c * strides[k][d];
+      }
       return;
     }
     for (int d = ndim - 1; d >= 0; --d) {
@@ -40,7 +75,6 @@ struct Geometry {
     }
   }
 };
-
 /** Strides of a tensor of `tshape` seen through a broadcast to `shape` (0 on broadcast dims). */
 inline Dims broadcast_strides(const Dims& tshape, const Dims& tstrides, const Dims& shape) {
   Dims st(shape.size(), 0);
@@ -73,10 +107,16 @@ Geometry<N> make_geometry(const Dims& shape, const std::array<Dims, N>& strides,
              "[cuda] tensors with more than {} non-mergeable dims are not supported", kMaxDims);
   g.ndim = static_cast<int>(sz.size());
   for (int k = 0; k < N; ++k) g.base[k] = base[k];
+  constexpr int64_t kNarrow = int64_t{1} << 31;
+  int64_t n = 1;  // the walk's element count, saturated at kNarrow
   for (int d = 0; d < g.ndim; ++d) {
     g.sizes[d] = sz[d];
+    n = n >= kNarrow || sz[d] >= kNarrow ? kNarrow : std::min(n * sz[d], kNarrow);
     for (int k = 0; k < N; ++k) g.strides[k][d] = st[k][d];
   }
+  g.narrow = n < kNarrow;
+  if (g.narrow)
+    for (int d = 0; d < g.ndim; ++d) g.dividers[d] = FastDivider(static_cast<uint32_t>(sz[d]));
   g.dense = g.ndim <= 1;
   for (int k = 0; k < N && g.dense && g.ndim == 1; ++k) g.dense = g.strides[k][0] == 1;
   return g;

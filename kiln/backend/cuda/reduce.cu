@@ -1,6 +1,7 @@
 // Reductions, softmax and normalization on CUDA devices. As on the CPU, each op moves
 // the reduced dims last and makes the data a dense [outer, inner] matrix in the compute
 // dtype; then one thread block works on each row.
+#include <cstring>
 #include <limits>
 
 #include "kiln/backend/cuda/common.cuh"
@@ -34,20 +35,40 @@ T* dense_ptr(const Tensor& t) {
   return static_cast<T*>(t.storage()->data) + t.offset();
 }
 
-// Tree reduction over the block's kBlock threads; every thread gets the result.
+// One value exchanged between the lanes of a warp (types under 32 bits widened;
+// structs such as Arg<T> moved as 32-bit words).
+template <typename A>
+__device__ A shuffle_xor(A v, int lane_mask) {
+  constexpr unsigned kAll = 0xffffffffu;
+  if constexpr (std::is_arithmetic_v<A> && sizeof(A) < 4) {
+    return static_cast<A>(__shfl_xor_sync(kAll, static_cast<int>(v), lane_mask));
+  } else if constexpr (std::is_arithmetic_v<A>) {
+    return __shfl_xor_sync(kAll, v, lane_mask);
+  } else {
+    static_assert(sizeof(A) % 4 == 0, "shuffled structs are whole 32-bit words");
+    unsigned words[sizeof(A) / 4];
+    memcpy(words, &v, sizeof(A));
+    for (unsigned& w : words) w = __shfl_xor_sync(kAll, w, lane_mask);
+    memcpy(&v, words, sizeof(A));
+    return v;
+  }
+}
+
+// Reduction over the block's kBlock threads: within each warp by shuffles, then the
+// warps' results through shared memory; every thread gets the result. `combine` must
+// be commutative (the lanes pair up in butterfly order).
 template <typename A, typename F>
 __device__ A block_reduce(A v, F combine) {
-  __shared__ alignas(16) unsigned char raw[kBlock * sizeof(A)];
-  A* smem = reinterpret_cast<A*>(raw);
-  smem[threadIdx.x] = v;
+  constexpr int kWarps = kBlock / 32;
+  __shared__ alignas(16) unsigned char raw[kWarps * sizeof(A)];
+  A* partial = reinterpret_cast<A*>(raw);
+  for (int m = 16; m > 0; m >>= 1) v = combine(v, shuffle_xor(v, m));
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
   __syncthreads();
-  for (int s = kBlock / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) smem[threadIdx.x] = combine(smem[threadIdx.x], smem[threadIdx.x + s]);
-    __syncthreads();
-  }
-  A r = smem[0];
-  __syncthreads();
-  return r;
+  v = partial[0];
+  for (int w = 1; w < kWarps; ++w) v = combine(v, partial[w]);
+  __syncthreads();  // the next call reuses `partial`
+  return v;
 }
 struct Plus {
   template <typename A>
@@ -57,23 +78,30 @@ struct Plus {
 template <typename T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
-template <typename T>
-__global__ void sum_rows(const T* in, T* out, int64_t inner, bool mean) {
-  const T* p = in + blockIdx.x * inner;
+// Row reductions run `parts` blocks per row (block b: row b / parts, every
+// (parts * kBlock)-th element from its own start) and write one result per block:
+// with parts > 1 the results are partial and a second launch reduces them.
+template <typename T, typename O>
+__global__ void sum_rows(const T* in, O* out, int64_t inner, int parts, bool mean, int64_t count) {
+  const T* p = in + static_cast<int64_t>(blockIdx.x / parts) * inner;
+  int64_t step = static_cast<int64_t>(parts) * kBlock;
   Acc<T> acc = 0;
-  for (int64_t j = threadIdx.x; j < inner; j += kBlock) acc += static_cast<Acc<T>>(p[j]);
+  for (int64_t j = (blockIdx.x % parts) * int64_t{kBlock} + threadIdx.x; j < inner; j += step)
+    acc += static_cast<Acc<T>>(p[j]);
   acc = block_reduce(acc, Plus{});
   if (threadIdx.x == 0)
-    out[blockIdx.x] = mean ? static_cast<T>(static_cast<double>(acc) / static_cast<double>(inner))
-                           : static_cast<T>(acc);
+    out[blockIdx.x] = mean ? static_cast<O>(static_cast<double>(acc) / static_cast<double>(count))
+                           : static_cast<O>(acc);
 }
 
 template <typename T>
-__global__ void extreme_rows(const T* in, T* out, int64_t inner, bool is_max) {
-  const T* p = in + blockIdx.x * inner;
+__global__ void extreme_rows(const T* in, T* out, int64_t inner, int parts, bool is_max) {
+  const T* p = in + static_cast<int64_t>(blockIdx.x / parts) * inner;
+  int64_t step = static_cast<int64_t>(parts) * kBlock;
   auto pick = [is_max](T a, T b) { return pick_extreme(a, b, is_max); };
   T best = extreme_identity<T>(is_max);
-  for (int64_t j = threadIdx.x; j < inner; j += kBlock) best = pick(best, p[j]);
+  for (int64_t j = (blockIdx.x % parts) * int64_t{kBlock} + threadIdx.x; j < inner; j += step)
+    best = pick(best, p[j]);
   best = block_reduce(best, pick);
   if (threadIdx.x == 0) out[blockIdx.x] = best;
 }
@@ -120,6 +148,46 @@ __global__ void softmax_rows(const T* in, T* out, int64_t inner, bool log_form) 
     for (int64_t j = threadIdx.x; j < inner; j += kBlock) o[j] = p[j] - mx - lse;
   } else {
     for (int64_t j = threadIdx.x; j < inner; j += kBlock) o[j] = exp(p[j] - mx) / sum;
+  }
+}
+
+// Rows of at most 32 * K elements: one warp per row, its values held in registers
+// (K per lane), read once and written once; a block of kBlock threads takes kBlock / 32
+// rows. The block-per-row kernel above waits on its barriers where rows are short.
+template <typename T, int K>
+__global__ void softmax_warp_rows(const T* in, T* out, int64_t rows, int64_t inner, bool log_form) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * (kBlock / 32) + threadIdx.x / 32;
+  if (row >= rows) return;  // whole warps leave together
+  int lane = threadIdx.x % 32;
+  const T* p = in + row * inner;
+  T v[K];
+  T mx = -std::numeric_limits<T>::infinity();
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    int64_t j = lane + 32 * k;
+    v[k] = j < inner ? p[j] : -std::numeric_limits<T>::infinity();
+    mx = v[k] > mx ? v[k] : mx;
+  }
+  for (int m = 16; m > 0; m >>= 1) {
+    T other = __shfl_xor_sync(0xffffffffu, mx, m);
+    mx = other > mx ? other : mx;
+  }
+  T sum = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (lane + 32 * k < inner) {
+      T e = exp(v[k] - mx);
+      sum += e;
+      if (!log_form) v[k] = e;
+    }
+  }
+  for (int m = 16; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+  T* o = out + row * inner;
+  T lse = log(sum);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    int64_t j = lane + 32 * k;
+    if (j < inner) o[j] = log_form ? v[k] - mx - lse : v[k] / sum;
   }
 }
 
@@ -226,6 +294,14 @@ void launch_rows(int64_t rows, K kernel, A... args) {
   check_launch("row kernel launch");
 }
 
+// Blocks per row for a sum or an extreme: a few long rows (a full reduction) are split
+// until the GPU has a few blocks per multiprocessor, each part at least 8 * kBlock long.
+int parts_per_row(int64_t rows, int64_t inner) {
+  constexpr int64_t kTargetBlocks = 4 * 132;  // an H100/H200 has 132 multiprocessors
+  if (rows >= kTargetBlocks || inner < 16 * kBlock) return 1;
+  return static_cast<int>(std::min((kTargetBlocks + rows - 1) / rows, inner / (8 * kBlock)));
+}
+
 #define KILN_CUDA_DISPATCH_COMPUTE(dtype, op, ...) \
   switch (dtype) {                                 \
     KILN_CUDA_CASE(f32, float, __VA_ARGS__)        \
@@ -245,8 +321,16 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
   Rows r = to_rows(self, rd.reduced, cd);
   Tensor dst = out.dtype() == cd ? out : empty(out.shape(), cd, out.device());
   bool mean = c.op == OpKind::mean;
+  int parts = parts_per_row(r.outer, r.inner);
   KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, {
-    launch_rows(r.outer, sum_rows<T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner, mean);
+    if (parts == 1) {
+      launch_rows(r.outer, sum_rows<T, T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner, 1, mean, r.inner);
+    } else {  // partial sums in the accumulator's type, then their sums
+      using A = Acc<T>;
+      Tensor partial = empty(Dims{r.outer * parts}, std::is_floating_point_v<A> ? DType::f64 : DType::i64, self.device());
+      launch_rows(r.outer * parts, sum_rows<T, A>, row_ptr<T>(r), dense_ptr<A>(partial), r.inner, parts, false, int64_t{0});
+      launch_rows(r.outer, sum_rows<A, T>, dense_ptr<A>(partial), dense_ptr<T>(dst), int64_t{parts}, 1, mean, r.inner);
+    }
   });
   if (!dst.is_same(out)) copy_into(out, dst);
 }
@@ -259,8 +343,15 @@ void k_amax(const OpCall& c, std::span<Tensor> outs) {
   Rows r = to_rows(self, rd.reduced, cd);
   Tensor dst = outs[0].dtype() == cd ? outs[0] : empty(outs[0].shape(), cd, self.device());
   bool is_max = c.op == OpKind::amax;
+  int parts = parts_per_row(r.outer, r.inner);
   KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, {
-    launch_rows(r.outer, extreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner, is_max);
+    if (parts == 1) {
+      launch_rows(r.outer, extreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner, 1, is_max);
+    } else {
+      Tensor partial = empty(Dims{r.outer * parts}, cd, self.device());
+      launch_rows(r.outer * parts, extreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(partial), r.inner, parts, is_max);
+      launch_rows(r.outer, extreme_rows<T>, dense_ptr<T>(partial), dense_ptr<T>(dst), int64_t{parts}, 1, is_max);
+    }
   });
   if (!dst.is_same(outs[0])) copy_into(outs[0], dst);
 }
@@ -305,9 +396,22 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
   bool direct = target.is_contiguous() && target.dtype() == cd;
   Tensor res = direct ? target : empty(r.data.shape(), cd, self.device());
   bool log_form = c.op == OpKind::log_softmax;
+  auto run = [&]<typename T>(T*) {
+    const T* in = row_ptr<T>(r);
+    T* o = dense_ptr<T>(res);
+    auto warp_rows = [&](auto kernel) {
+      constexpr int64_t kRowsPerBlock = kBlock / 32;
+      launch_rows((r.outer + kRowsPerBlock - 1) / kRowsPerBlock, kernel, in, o, r.outer, r.inner, log_form);
+    };
+    if (r.inner <= 32) warp_rows(softmax_warp_rows<T, 1>);
+    else if (r.inner <= 128) warp_rows(softmax_warp_rows<T, 4>);
+    else if (r.inner <= 512) warp_rows(softmax_warp_rows<T, 16>);
+    else if (r.inner <= 1024) warp_rows(softmax_warp_rows<T, 32>);
+    else launch_rows(r.outer, softmax_rows<T>, in, o, r.inner, log_form);
+  };
   switch (cd) {
-    KILN_CUDA_CASE(f32, float, launch_rows(r.outer, softmax_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, log_form))
-    KILN_CUDA_CASE(f64, double, launch_rows(r.outer, softmax_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, log_form))
+    KILN_CUDA_CASE(f32, float, run(static_cast<T*>(nullptr)))
+    KILN_CUDA_CASE(f64, double, run(static_cast<T*>(nullptr)))
     KILN_CUDA_UNSUPPORTED(cd, c.op)
   }
   if (!direct) copy_into(target, res);
