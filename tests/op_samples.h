@@ -25,7 +25,15 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::sin: case OpKind::cos: case OpKind::tanh: case OpKind::sigmoid:
     case OpKind::silu: case OpKind::erf: case OpKind::logical_not:
       return {transpose(a, 0, 1)};
-    case OpKind::log: case OpKind::sqrt: case OpKind::rsqrt: return {pos};
+    case OpKind::log: case OpKind::sqrt: case OpKind::rsqrt: case OpKind::log2:
+    case OpKind::reciprocal:
+      return {pos};
+    case OpKind::log1p: return {sub(pos, 1.5)};  // >= -0.5
+    case OpKind::expm1: case OpKind::atan: case OpKind::sinh: case OpKind::cosh:
+    case OpKind::floor: case OpKind::ceil: case OpKind::round: case OpKind::trunc: case OpKind::sign:
+      return {transpose(mul(a, 2.0), 0, 1)};
+    case OpKind::tan: case OpKind::asin: case OpKind::acos: return {mul(tanh(a), 0.9)};  // in (-0.9, 0.9)
+    case OpKind::clamp: return {transpose(a, 0, 1), Scalar(-0.5), Scalar(0.75)};
     case OpKind::gelu: return {a, Str("tanh")};
     case OpKind::gelu_backward: return {randn({3, 4}, o), transpose(randn({4, 3}, o), 0, 1), Str("tanh")};
     case OpKind::threshold_backward: return {randn({3, 4}, o), transpose(randn({4, 3}, o), 0, 1), Scalar(0.25)};

@@ -316,6 +316,41 @@ Table build() {
     const Tensor& x = c.t(0);
     c.set(0, c.grad() * (exp(neg(x * x)) * (2 / std::sqrt(std::numbers::pi))));
   });
+  d.def(O::log1p, arg(0), [](GradCtx& c) { c.set(0, c.grad() / (c.t(0) + 1)); });
+  d.def(O::expm1, kResult, [](GradCtx& c) { c.set(0, c.grad() * (c.result() + 1)); });
+  d.def(O::log2, arg(0), [](GradCtx& c) { c.set(0, c.grad() / (c.t(0) * std::numbers::ln2)); });
+  d.def(O::tan, kResult, [](GradCtx& c) {
+    const Tensor& r = c.result();
+    c.set(0, c.grad() * (1 + r * r));
+  });
+  d.def(O::atan, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    c.set(0, c.grad() / (1 + x * x));
+  });
+  d.def(O::asin, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    c.set(0, c.grad() * rsqrt(1 - x * x));
+  });
+  d.def(O::acos, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    c.set(0, neg(c.grad() * rsqrt(1 - x * x)));
+  });
+  d.def(O::sinh, arg(0), [](GradCtx& c) { c.set(0, c.grad() * cosh(c.t(0))); });
+  d.def(O::cosh, arg(0), [](GradCtx& c) { c.set(0, c.grad() * sinh(c.t(0))); });
+  d.def(O::reciprocal, kResult, [](GradCtx& c) {  // -1/x^2 = -r^2
+    const Tensor& r = c.result();
+    c.set(0, neg(c.grad() * (r * r)));
+  });
+  // Piecewise constant: zero almost everywhere (PyTorch's convention at the jumps too).
+  for (O op : {O::floor, O::ceil, O::round, O::trunc, O::sign})
+    d.def(op, 0, [](GradCtx& c) { c.set(0, zeros_like(c.grad())); });
+  d.def(O::clamp, arg(0), [](GradCtx& c) {  // passes where min <= x <= max (not for NaN)
+    const Tensor& x = c.t(0);
+    Tensor g = c.grad();
+    if (!c.args().is_none(1)) g = masked_fill(g, logical_not(ge(x, c.args().scalar(1))), 0);
+    if (!c.args().is_none(2)) g = masked_fill(g, logical_not(le(x, c.args().scalar(2))), 0);
+    c.set(0, g);
+  });
   d.none(O::logical_not);
 
   // ---- binary (gradients reduced back over broadcast dimensions) ----

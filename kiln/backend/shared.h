@@ -27,6 +27,9 @@
   X(k_rand, rand)                                                                            \
   X(k_randn, randn)                                                                          \
   X(k_unary, neg, abs, relu, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu, gelu, erf) \
+  X(k_unary, log1p, expm1, log2, tan, atan, asin, acos, sinh, cosh, reciprocal)               \
+  X(k_unary, floor, ceil, round, trunc, sign)                                                \
+  X(k_clamp, clamp)                                                                          \
   X(k_logical_not, logical_not)                                                              \
   X(k_binary, add, sub, mul, div, pow, maximum, minimum)                                     \
   X(k_compare, eq, ne, lt, le, gt, ge)                                                       \

@@ -232,6 +232,24 @@ Tensor threshold_backward(const Tensor& grad, const Tensor& x, const Scalar& thr
 }
 Tensor silu(const Tensor& x) { return call1(OpKind::silu, x); }
 Tensor erf(const Tensor& x) { return call1(OpKind::erf, x); }
+Tensor log1p(const Tensor& x) { return call1(OpKind::log1p, x); }
+Tensor expm1(const Tensor& x) { return call1(OpKind::expm1, x); }
+Tensor log2(const Tensor& x) { return call1(OpKind::log2, x); }
+Tensor tan(const Tensor& x) { return call1(OpKind::tan, x); }
+Tensor atan(const Tensor& x) { return call1(OpKind::atan, x); }
+Tensor asin(const Tensor& x) { return call1(OpKind::asin, x); }
+Tensor acos(const Tensor& x) { return call1(OpKind::acos, x); }
+Tensor sinh(const Tensor& x) { return call1(OpKind::sinh, x); }
+Tensor cosh(const Tensor& x) { return call1(OpKind::cosh, x); }
+Tensor reciprocal(const Tensor& x) { return call1(OpKind::reciprocal, x); }
+Tensor floor(const Tensor& x) { return call1(OpKind::floor, x); }
+Tensor ceil(const Tensor& x) { return call1(OpKind::ceil, x); }
+Tensor round(const Tensor& x) { return call1(OpKind::round, x); }
+Tensor trunc(const Tensor& x) { return call1(OpKind::trunc, x); }
+Tensor sign(const Tensor& x) { return call1(OpKind::sign, x); }
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  return call1(OpKind::clamp, x, min ? Value(*min) : Value(), max ? Value(*max) : Value());
+}
 Tensor logical_not(const Tensor& x) { return call1(OpKind::logical_not, x); }
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return call1(OpKind::add, a, b, alpha); }
@@ -260,6 +278,8 @@ Tensor ge(const Tensor& a, const Tensor& b) { return call1(OpKind::ge, a, b); }
 Tensor eq(const Tensor& a, Scalar b) { return eq(a, wrapped_number(b)); }
 Tensor gt(const Tensor& a, Scalar b) { return gt(a, wrapped_number(b)); }
 Tensor lt(const Tensor& a, Scalar b) { return lt(a, wrapped_number(b)); }
+Tensor ge(const Tensor& a, Scalar b) { return ge(a, wrapped_number(b)); }
+Tensor le(const Tensor& a, Scalar b) { return le(a, wrapped_number(b)); }
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   return call1(OpKind::where, c, a, b);
 }

@@ -84,6 +84,29 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x, std::string_view appro
 Tensor threshold_backward(const Tensor& grad, const Tensor& x, const Scalar& threshold);
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+/** 1 / x (float for an integer x). */
+Tensor reciprocal(const Tensor& x);
+/** Rounding: integer tensors are returned as they are (a copy); bool is refused. round
+ * takes halves to even, as torch.round. */
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor trunc(const Tensor& x);
+/** -1, 0 or 1 (0 for NaN); the identity on bool. */
+Tensor sign(const Tensor& x);
+/** Each element limited to [min, max] (either bound may be absent, not both); NaN in x or
+ * in a bound gives NaN; min > max gives max. The dtype is x's promoted with the bounds
+ * (an integer tensor with a float bound is float). */
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
 Tensor logical_not(const Tensor& x);
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
@@ -107,6 +130,8 @@ Tensor ge(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, Scalar b);
 Tensor gt(const Tensor& a, Scalar b);
 Tensor lt(const Tensor& a, Scalar b);
+Tensor ge(const Tensor& a, Scalar b);
+Tensor le(const Tensor& a, Scalar b);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 

@@ -482,6 +482,10 @@ bool is_pointwise(OpKind op) {
     case OpKind::neg: case OpKind::abs: case OpKind::relu: case OpKind::exp: case OpKind::log:
     case OpKind::sqrt: case OpKind::rsqrt: case OpKind::sin: case OpKind::cos: case OpKind::tanh:
     case OpKind::sigmoid: case OpKind::silu: case OpKind::gelu: case OpKind::erf: case OpKind::logical_not:
+    case OpKind::log1p: case OpKind::expm1: case OpKind::log2: case OpKind::tan: case OpKind::atan:
+    case OpKind::asin: case OpKind::acos: case OpKind::sinh: case OpKind::cosh: case OpKind::reciprocal:
+    case OpKind::floor: case OpKind::ceil: case OpKind::round: case OpKind::trunc: case OpKind::sign:
+    case OpKind::clamp:
     case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div: case OpKind::pow:
     case OpKind::maximum: case OpKind::minimum: case OpKind::eq: case OpKind::ne: case OpKind::lt:
     case OpKind::le: case OpKind::gt: case OpKind::ge: case OpKind::where: case OpKind::gelu_backward:

@@ -180,7 +180,10 @@ void meta_unary(const OpCall& c, MetaOut& out) {
              "[neg] negation on a bool tensor is not supported; use logical_not");
   KILN_CHECK(!(c.op == OpKind::relu && self.dtype() == DType::b8), dtype,
              "[relu] does not support bool inputs");
-  out.fresh(self.shape(), self.dtype());
+  bool rounding = c.op == OpKind::floor || c.op == OpKind::ceil || c.op == OpKind::round ||
+                  c.op == OpKind::trunc;
+  KILN_CHECK(!(rounding && self.dtype() == DType::b8), dtype, "[{}] does not support bool inputs", c.op);
+  out.fresh(self.shape(), self.dtype());  // rounding an integer tensor is the identity
 }
 
 void meta_unary_float(const OpCall& c, MetaOut& out) {
@@ -193,6 +196,22 @@ void meta_unary_float(const OpCall& c, MetaOut& out) {
 
 void meta_unary_bool(const OpCall& c, MetaOut& out) {
   out.fresh(c.args.tensor(0).shape(), DType::b8);
+}
+
+// clamp(self, min, max): self's dtype promoted with the bounds as numbers (an integer
+// tensor clamped to a float bound is float, as torch.clamp); each bound must fit it.
+void meta_clamp(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  KILN_CHECK(!c.args.is_none(1) || !c.args.is_none(2), value,
+             "[clamp] at least one of 'min' or 'max' must not be None");
+  ResultType rt;
+  rt.add(self.dtype(), self.dim() == 0 ? ResultType::zero_dim : ResultType::dim);
+  for (size_t i : {size_t{1}, size_t{2}})
+    if (!c.args.is_none(i)) rt.add(c.args.scalar(i).dtype(), ResultType::wrapped);
+  DType dtype = rt.result();
+  for (size_t i : {size_t{1}, size_t{2}})
+    if (!c.args.is_none(i)) check_fits("clamp", c.args.scalar(i), dtype);
+  out.fresh(self.shape(), dtype);
 }
 
 void meta_binary(const OpCall& c, MetaOut& out) {

@@ -28,6 +28,7 @@ void meta_arange(const OpCall&, MetaOut&);
 void meta_unary(const OpCall&, MetaOut&);
 void meta_unary_float(const OpCall&, MetaOut&);
 void meta_unary_bool(const OpCall&, MetaOut&);
+void meta_clamp(const OpCall&, MetaOut&);
 void meta_binary(const OpCall&, MetaOut&);
 void meta_binary_float(const OpCall&, MetaOut&);
 void meta_compare(const OpCall&, MetaOut&);

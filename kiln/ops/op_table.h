@@ -56,6 +56,22 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(silu,    same, meta_unary_float, "silu(Tensor self) -> Tensor") \
   X(gelu,    same, meta_unary_float, "gelu(Tensor self, *, str approximate='none') -> Tensor") \
   X(erf,     same, meta_unary_float, "erf(Tensor self) -> Tensor") \
+  X(log1p,   same, meta_unary_float, "log1p(Tensor self) -> Tensor") \
+  X(expm1,   same, meta_unary_float, "expm1(Tensor self) -> Tensor") \
+  X(log2,    same, meta_unary_float, "log2(Tensor self) -> Tensor") \
+  X(tan,     same, meta_unary_float, "tan(Tensor self) -> Tensor") \
+  X(atan,    same, meta_unary_float, "atan(Tensor self) -> Tensor") \
+  X(asin,    same, meta_unary_float, "asin(Tensor self) -> Tensor") \
+  X(acos,    same, meta_unary_float, "acos(Tensor self) -> Tensor") \
+  X(sinh,    same, meta_unary_float, "sinh(Tensor self) -> Tensor") \
+  X(cosh,    same, meta_unary_float, "cosh(Tensor self) -> Tensor") \
+  X(reciprocal, same, meta_unary_float, "reciprocal(Tensor self) -> Tensor") \
+  X(floor,   same, meta_unary,       "floor(Tensor self) -> Tensor") \
+  X(ceil,    same, meta_unary,       "ceil(Tensor self) -> Tensor") \
+  X(round,   same, meta_unary,       "round(Tensor self) -> Tensor") \
+  X(trunc,   same, meta_unary,       "trunc(Tensor self) -> Tensor") \
+  X(sign,    same, meta_unary,       "sign(Tensor self) -> Tensor") \
+  X(clamp,   same, meta_clamp,       "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor") \
   X(logical_not, same, meta_unary_bool, "logical_not(Tensor self) -> Tensor") \
   /* binary, broadcasting with type promotion */ \
   X(add,     same, meta_binary,       "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor") \

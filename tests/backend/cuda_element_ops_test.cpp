@@ -68,12 +68,16 @@ void check_dtype() {
       for (W y : samples<W>())
         EXPECT_EQ(compare_w<W>(op, x, y), value_of<bool>(dispatch(op, std::vector<Value>{one(x), one(y)})[0]))
             << ops::op_name(op) << "(" << +x << ", " << +y << ")";
-  std::vector<OpKind> unary = {OpKind::neg, OpKind::abs, OpKind::relu};
+  std::vector<OpKind> unary = {OpKind::neg, OpKind::abs, OpKind::relu, OpKind::sign, OpKind::floor,
+                               OpKind::ceil, OpKind::round, OpKind::trunc};
   if constexpr (std::is_floating_point_v<W>)
     unary.insert(unary.end(), {OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::rsqrt, OpKind::sin,
-                               OpKind::cos, OpKind::tanh, OpKind::sigmoid, OpKind::silu, OpKind::gelu});
+                               OpKind::cos, OpKind::tanh, OpKind::sigmoid, OpKind::silu, OpKind::gelu,
+                               OpKind::log1p, OpKind::expm1, OpKind::log2, OpKind::tan, OpKind::atan,
+                               OpKind::asin, OpKind::acos, OpKind::sinh, OpKind::cosh, OpKind::reciprocal});
   for (OpKind op : unary) {
-    if (std::is_same_v<W, bool> && (op == OpKind::neg || op == OpKind::relu)) continue;  // refused, as PyTorch
+    bool rounding = op == OpKind::floor || op == OpKind::ceil || op == OpKind::round || op == OpKind::trunc;
+    if (std::is_same_v<W, bool> && (op == OpKind::neg || op == OpKind::relu || rounding)) continue;  // refused, as PyTorch
     for (bool flag : {false, true}) {
       if (flag && op != OpKind::gelu) continue;
       for (W x : samples<W>()) {
@@ -84,6 +88,23 @@ void check_dtype() {
       }
     }
   }
+  // clamp with one bound, both, and crossed bounds.
+  std::vector<W> values = samples<W>();
+  for (W lo : values)
+    for (W hi : values)
+      for (int which : {1, 2, 3}) {
+        bool has_lo = which & 1, has_hi = which & 2;
+        auto bound = [](W v) { return std::is_floating_point_v<W> ? Value(Scalar(static_cast<double>(v)))
+                                                                 : std::is_same_v<W, bool> ? Value(Scalar(static_cast<bool>(v)))
+                                                                                           : Value(Scalar(static_cast<int64_t>(v))); };
+        for (W x : values) {
+          Outputs want = dispatch(OpKind::clamp, std::vector<Value>{one(x), has_lo ? bound(lo) : Value(),
+                                                                    has_hi ? bound(hi) : Value()});
+          if (want[0].dtype() != one(x).dtype()) continue;  // promoted (bool with int bounds)
+          EXPECT_TRUE(same(clamp_w<W>(x, has_lo, lo, has_hi, hi), value_of<W>(want[0])))
+              << "clamp(" << +x << ", " << +lo << ", " << +hi << ") bounds " << which;
+        }
+      }
 }
 
 TEST(CudaElementOps, MatchTheCpuBackend) {
@@ -96,16 +117,22 @@ TEST(CudaElementOps, MatchTheCpuBackend) {
   check_dtype<bool>();
 }
 
-// The reduction order of a CUDA row kernel: 256 threads fold a strided slice each, then
-// a tree over the threads (block_reduce in reduce.cu).
+// The reduction order of a CUDA row kernel: 256 threads fold a strided slice each, the
+// lanes of each warp combine in butterfly order, then the 8 warps' results in turn
+// (block_reduce in reduce.cu).
 template <typename A, typename F>
 A block_order(const std::vector<A>& items, A identity, F combine) {
   constexpr int kBlock = 256;
   std::vector<A> part(kBlock, identity);
   for (size_t j = 0; j < items.size(); ++j) part[j % kBlock] = combine(part[j % kBlock], items[j]);
-  for (int s = kBlock / 2; s > 0; s >>= 1)
-    for (int t = 0; t < s; ++t) part[t] = combine(part[t], part[t + s]);
-  return part[0];
+  for (int m = 16; m > 0; m >>= 1) {
+    std::vector<A> next = part;
+    for (int t = 0; t < kBlock; ++t) next[t] = combine(part[t], part[t ^ m]);
+    part = next;
+  }
+  A r = part[0];
+  for (int w = 1; w < kBlock / 32; ++w) r = combine(r, part[w * 32]);
+  return r;
 }
 
 TEST(CudaElementOps, RowCombinesMatchCpuReductions) {

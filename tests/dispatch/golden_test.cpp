@@ -60,6 +60,27 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "log") return log(in[0]);
   if (op == "erf") return erf(in[0]);
   if (op == "logical_not") return logical_not(in[0]);
+  if (op == "log1p") return log1p(in[0]);
+  if (op == "expm1") return expm1(in[0]);
+  if (op == "log2") return log2(in[0]);
+  if (op == "tan") return tan(in[0]);
+  if (op == "atan") return atan(in[0]);
+  if (op == "asin") return asin(in[0]);
+  if (op == "acos") return acos(in[0]);
+  if (op == "sinh") return sinh(in[0]);
+  if (op == "cosh") return cosh(in[0]);
+  if (op == "reciprocal") return reciprocal(in[0]);
+  if (op == "floor") return floor(in[0]);
+  if (op == "ceil") return ceil(in[0]);
+  if (op == "round") return round(in[0]);
+  if (op == "trunc") return trunc(in[0]);
+  if (op == "sign") return sign(in[0]);
+  if (op == "clamp") {
+    auto bound = [&](const char* key) -> std::optional<Scalar> {
+      return a.at(key).is_null() ? std::nullopt : std::optional<Scalar>(scalar(a[key]));
+    };
+    return clamp(in[0], bound("min"), bound("max"));
+  }
   if (op == "minimum") return minimum(in[0], in[1]);
   if (op == "ne") return ne(in[0], in[1]);
   if (op == "le") return le(in[0], in[1]);

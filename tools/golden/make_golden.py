@@ -36,9 +36,15 @@ def ints(high, *shape, dtype=torch.int64):
 cases = []
 
 
+def enc_args(args):
+    """Arguments as JSON: non-finite floats as "nan" / "inf" / "-inf" strings."""
+    return {k: str(v) if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in (args or {}).items()}
+
+
 def case(op, inputs, output, args=None, note="", rtol=1e-5, atol=1e-6):
     cases.append({"op": op, "note": note, "inputs": [enc(t) for t in inputs],
-                  "args": args or {}, "output": enc(output), "rtol": rtol, "atol": atol})
+                  "args": enc_args(args), "output": enc(output), "rtol": rtol, "atol": atol})
 
 
 a, b = randn(3, 4), randn(4)
@@ -117,7 +123,7 @@ case("to_f16", [big], big.to(torch.float16), note="rounding, overflow, subnormal
 
 def error_case(op, inputs, args=None, note=""):
     cases.append({"op": op, "note": note, "inputs": [enc(t) for t in inputs],
-                  "args": args or {}, "error": True})
+                  "args": enc_args(args), "error": True})
 
 
 T = torch.tensor
@@ -697,6 +703,61 @@ grad2_cases("layer_norm", [randn(3, 4), randn(4), randn(4)], lambda x, w, b: F.l
 grad2_cases("var", [randn(3, 4)], lambda x: x.var(dim=[1]), {"dim": [1], "correction": 1})
 grad2_cases("cross_entropy", [randn(4, 5), T([1, 0, 4, 1])], F.cross_entropy, {"reduction": "mean"})
 grad2_cases("mse_loss", [randn(2, 3), randn(2, 3)], F.mse_loss, {"reduction": "mean"})
+
+# ---- more unary ops, rounding, sign and clamp (appended: the cases above keep their
+# random inputs) ----
+edges = T([-inf, -2.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 3.7, inf, nan])
+unit = T([-1.0, -0.99, -0.5, 0.0, 0.3, 0.99, 1.0, 1.5, -1.5, nan])
+for name, f, x in [("log1p", torch.log1p, T([-1.0, -0.5, 0.0, 1e-8, 3.0, inf, -2.0, nan])),
+                   ("expm1", torch.expm1, T([-inf, -20.0, -1e-8, 0.0, 1e-8, 2.0, 90.0, nan])),
+                   ("log2", torch.log2, T([0.0, -1.0, 0.5, 1.0, 8.0, inf, nan])),
+                   ("tan", torch.tan, T([-1.5, -0.5, 0.0, 0.5, 1.5, inf, nan])),
+                   ("atan", torch.atan, T([-inf, -2.0, 0.0, 0.5, 10.0, inf, nan])),
+                   ("asin", torch.asin, unit), ("acos", torch.acos, unit),
+                   ("sinh", torch.sinh, T([-100.0, -2.0, 0.0, 0.5, 3.0, inf, nan])),
+                   ("cosh", torch.cosh, T([-100.0, -2.0, 0.0, 0.5, 3.0, -inf, nan])),
+                   ("reciprocal", torch.reciprocal, T([-0.0, 0.0, 2.0, -4.0, inf, nan])),
+                   ("floor", torch.floor, edges), ("ceil", torch.ceil, edges),
+                   ("round", torch.round, edges), ("trunc", torch.trunc, edges),
+                   ("sign", torch.sign, edges)]:
+    auto(name, [x], f, note="edges")
+    auto(name, [T([-3, 0, 7], dtype=torch.int32)], f, note="i32")
+    auto(name, [T([True, False])], f, note="bool")
+    auto(name, [T([[0.25, -1.75], [2.5, 0.4]], dtype=torch.float64)], f, note="f64")
+auto("round", [T([0.5, 1.5, 2.5, -0.5, -1.5, 1e20])], torch.round, note="halves to even")
+auto("floor", [T([200, 3], dtype=torch.uint8)], torch.floor, note="u8 kept")
+auto("sign", [T([250, 0], dtype=torch.uint8)], torch.sign, note="u8")
+auto("reciprocal", [T([0.5, 4.0], dtype=torch.float16)], torch.reciprocal, note="f16 stays f16", rtol=1e-3, atol=1e-3)
+cl = T([-3.0, -0.5, 0.0, 0.5, 2.0, nan, inf, -inf])
+for lo, hi, note in [(-1.0, 1.0, "both"), (0.0, None, "min only"), (None, 0.25, "max only"),
+                     (2.0, 1.0, "min > max gives max"), (nan, 1.0, "NaN min"), (-1.0, nan, "NaN max")]:
+    auto("clamp", [cl], lambda x: torch.clamp(x, lo, hi), {"min": lo, "max": hi}, note)
+ci = T([-5, 0, 3, 9])
+auto("clamp", [ci], lambda x: torch.clamp(x, -1, 4), {"min": -1, "max": 4}, "int bounds keep i64")
+auto("clamp", [ci.to(torch.int32)], lambda x: torch.clamp(x, 0.5, 2), {"min": 0.5, "max": 2},
+     "float bound -> f32")
+auto("clamp", [T([True, False])], lambda x: torch.clamp(x, 0, 1), {"min": 0, "max": 1}, "bool + int bounds -> i64")
+auto("clamp", [T([1, 3], dtype=torch.uint8)], lambda x: torch.clamp(x, -1, 2), {"min": -1, "max": 2},
+     "u8 with -1 wraps to 255")
+auto("clamp", [T([1, 3], dtype=torch.int8)], lambda x: torch.clamp(x, -1000, 2), {"min": -1000, "max": 2},
+     "bound past i8")
+auto("clamp", [cl], lambda x: torch.clamp(x), {"min": None, "max": None}, "no bound")
+auto("clamp", [T(2.5)], lambda x: torch.clamp(x, 0.0, 1.0), {"min": 0.0, "max": 1.0}, "0-dim")
+for name, f, x in [("log1p", torch.log1p, randn(5).abs()), ("expm1", torch.expm1, randn(5)),
+                   ("log2", torch.log2, randn(5).abs() + 0.5), ("tan", torch.tan, randn(5).tanh()),
+                   ("atan", torch.atan, randn(5)), ("asin", torch.asin, randn(5).tanh() * 0.9),
+                   ("acos", torch.acos, randn(5).tanh() * 0.9), ("sinh", torch.sinh, randn(5)),
+                   ("cosh", torch.cosh, randn(5)), ("reciprocal", torch.reciprocal, randn(5).abs() + 0.5),
+                   ("floor", torch.floor, randn(5) * 3), ("round", torch.round, randn(5) * 3),
+                   ("sign", torch.sign, randn(5))]:
+    grad_cases(name, [x], f)
+grad_cases("clamp", [T([-2.0, -1.0, 0.0, 1.0, 2.0, nan])], lambda x: torch.clamp(x, -1.0, 1.0),
+           {"min": -1.0, "max": 1.0}, "at the bounds, NaN")
+grad_cases("clamp", [randn(2, 3)], lambda x: torch.clamp(x, min=0.1), {"min": 0.1, "max": None}, "min only")
+for name, f in [("tan", torch.tan), ("atan", torch.atan), ("sinh", torch.sinh), ("expm1", torch.expm1)]:
+    grad2_cases(name, [randn(4).tanh()], f)
+grad2_cases("reciprocal", [randn(4).abs() + 0.5], torch.reciprocal)
+grad2_cases("asin", [randn(4).tanh() * 0.8], torch.asin)
 
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----

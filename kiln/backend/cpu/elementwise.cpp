@@ -167,10 +167,37 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
       case OpKind::relu:
         apply([](T v) -> T { return v > T(0) || v != v ? v : T(0); });  // NaN stays
         return;
+      case OpKind::sign:  // of NaN: 0, as PyTorch's
+        apply([](T v) -> T {
+          if constexpr (std::is_same_v<T, bool>) return v;
+          else if constexpr (std::is_unsigned_v<T>) return static_cast<T>(v > T(0));
+          else return static_cast<T>((T(0) < v) - (v < T(0)));
+        });
+        return;
+      case OpKind::floor: case OpKind::ceil: case OpKind::round: case OpKind::trunc:
+        if constexpr (!fp) {  // integers are whole already (bool is refused by meta)
+          apply([](T v) { return v; });
+          return;
+        }
+        break;
       default: break;
     }
     if constexpr (fp) {
       switch (c.op) {
+        case OpKind::log1p: apply([](T v) { return std::log1p(v); }); return;
+        case OpKind::expm1: apply([](T v) { return std::expm1(v); }); return;
+        case OpKind::log2: apply([](T v) { return std::log2(v); }); return;
+        case OpKind::tan: apply([](T v) { return std::tan(v); }); return;
+        case OpKind::atan: apply([](T v) { return std::atan(v); }); return;
+        case OpKind::asin: apply([](T v) { return std::asin(v); }); return;
+        case OpKind::acos: apply([](T v) { return std::acos(v); }); return;
+        case OpKind::sinh: apply([](T v) { return std::sinh(v); }); return;
+        case OpKind::cosh: apply([](T v) { return std::cosh(v); }); return;
+        case OpKind::reciprocal: apply([](T v) { return T(1) / v; }); return;
+        case OpKind::floor: apply([](T v) { return std::floor(v); }); return;
+        case OpKind::ceil: apply([](T v) { return std::ceil(v); }); return;
+        case OpKind::round: apply([](T v) { return std::nearbyint(v); }); return;  // half to even
+        case OpKind::trunc: apply([](T v) { return std::trunc(v); }); return;
         case OpKind::exp: apply([](T v) { return std::exp(v); }); return;
         case OpKind::log: apply([](T v) { return std::log(v); }); return;
         case OpKind::sqrt: apply([](T v) { return std::sqrt(v); }); return;
@@ -202,6 +229,42 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
       }
     }
     fail(ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", c.op, x.dtype());
+  };
+  KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
+  s.finish();
+}
+
+// clamp: max(v, min) then min(., max), each propagating NaN (of v or of a bound); with
+// min > max every element is max, as torch.clamp.
+void k_clamp(const OpCall& c, std::span<Tensor> outs) {
+  DType cd = compute_dtype(outs[0].dtype());
+  bool half = dense_half_case(outs[0], {&c.args.tensor(0)});
+  Tensor tx;
+  const Tensor& x = cast_ref(c.args.tensor(0), half ? outs[0].dtype() : cd, tx);
+  Staged s(outs[0], half ? outs[0].dtype() : cd);
+  bool has_lo = !c.args.is_none(1), has_hi = !c.args.is_none(2);
+  auto run = [&]<typename T>(T*) {
+    auto bound = [&](size_t i) -> T {
+      if (c.args.is_none(i)) return T(0);
+      const Scalar& b = c.args.scalar(i);
+      if constexpr (std::is_floating_point_v<T>) return static_cast<T>(b.to_double());
+      else if constexpr (std::is_same_v<T, bool>) return b.to_bool();
+      else return static_cast<T>(b.is_floating() ? static_cast<int64_t>(b.to_double()) : b.to_int());
+    };
+    T lo = bound(1), hi = bound(2);
+    auto f = [=](T v) -> T {
+      if (has_lo) v = v != v ? v : lo != lo ? lo : (v < lo ? lo : v);
+      if (has_hi) v = v != v ? v : hi != hi ? hi : (v > hi ? hi : v);
+      return v;
+    };
+    if constexpr (std::is_same_v<T, float>) {
+      if (half) {
+        if (x.dtype() == DType::f16) half_unary<Half>(s.dst, x, f);
+        else half_unary<BFloat16>(s.dst, x, f);
+        return;
+      }
+    }
+    unary_loop<T, T>(s.dst, x, f);
   };
   KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
   s.finish();

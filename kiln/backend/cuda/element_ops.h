@@ -31,7 +31,7 @@ KILN_HOST_DEVICE inline W gelu_of(W v, bool tanh_form) {
 }
 
 /** The unary op `op` of `v`; `flag` is gelu's tanh form. Integer and bool types support
- * neg, abs and relu (dispatch checks before launching). */
+ * neg, abs, relu, sign and the roundings (dispatch checks before launching). */
 template <typename W>
 KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
   using ops::OpKind;
@@ -42,7 +42,7 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
   using std::sqrt;
   using std::tanh;
   if constexpr (std::is_same_v<W, bool>) {
-    return v;  // abs and relu of bool are the identity
+    return v;  // abs, relu and sign of bool are the identity
   } else {
     switch (op) {
       case OpKind::neg: return static_cast<W>(-v);
@@ -50,10 +50,40 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
         if constexpr (std::is_unsigned_v<W>) return v;
         else return v < W(0) ? static_cast<W>(-v) : v;
       case OpKind::relu: return v > W(0) || v != v ? v : W(0);  // NaN stays
+      case OpKind::sign:  // NaN: 0
+        if constexpr (std::is_unsigned_v<W>) return static_cast<W>(v > W(0));
+        else return static_cast<W>((W(0) < v) - (v < W(0)));
       default: break;
     }
     if constexpr (std::is_floating_point_v<W>) {
+      using std::acos;
+      using std::asin;
+      using std::atan;
+      using std::ceil;
+      using std::cosh;
+      using std::expm1;
+      using std::floor;
+      using std::log1p;
+      using std::log2;
+      using std::nearbyint;
+      using std::sinh;
+      using std::tan;
+      using std::trunc;
       switch (op) {
+        case OpKind::log1p: return log1p(v);
+        case OpKind::expm1: return expm1(v);
+        case OpKind::log2: return log2(v);
+        case OpKind::tan: return tan(v);
+        case OpKind::atan: return atan(v);
+        case OpKind::asin: return asin(v);
+        case OpKind::acos: return acos(v);
+        case OpKind::sinh: return sinh(v);
+        case OpKind::cosh: return cosh(v);
+        case OpKind::reciprocal: return W(1) / v;
+        case OpKind::floor: return floor(v);
+        case OpKind::ceil: return ceil(v);
+        case OpKind::round: return nearbyint(v);  // half to even
+        case OpKind::trunc: return trunc(v);
         case OpKind::exp: return exp(v);
         case OpKind::log: return log(v);
         case OpKind::sqrt: return sqrt(v);
@@ -70,6 +100,14 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
     }
     return v;
   }
+}
+
+/** clamp's max(v, lo) then min(., hi), each propagating NaN (of v or of a bound). */
+template <typename W>
+KILN_HOST_DEVICE inline W clamp_w(W v, bool has_lo, W lo, bool has_hi, W hi) {
+  if (has_lo) v = is_nan(v) ? v : is_nan(lo) ? lo : (v < lo ? lo : v);
+  if (has_hi) v = is_nan(v) ? v : is_nan(hi) ? hi : (v > hi ? hi : v);
+  return v;
 }
 
 /** The binary op `op` of (x, y); add/sub scale y by `alpha`. */

@@ -30,7 +30,9 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
   Tensor x = as_dtype(c.args.tensor(0), out.dtype(), out.device());
   OpKind op = c.op;
   bool flag = op == OpKind::gelu && c.args.str(1) == "tanh";
-  if (!is_floating(out.dtype()) && op != OpKind::neg && op != OpKind::abs && op != OpKind::relu)
+  bool integral_ok = op == OpKind::neg || op == OpKind::abs || op == OpKind::relu || op == OpKind::sign ||
+                     op == OpKind::floor || op == OpKind::ceil || op == OpKind::round || op == OpKind::trunc;
+  if (!is_floating(out.dtype()) && !integral_ok)
     fail(ErrorKind::unsupported, "[{}] does not support dtype {} on cuda", op, out.dtype());
   auto g = make_geometry<2>(out.shape(), {out.strides(), broadcast_strides(x, out.shape())},
                             {out.offset(), x.offset()});
@@ -39,6 +41,30 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
     const T* p = static_cast<const T*>(x.storage()->data);
     launch_elementwise<2>(out.numel(), g, [=] __device__(const int64_t* off) {
       o[off[0]] = unary_op<T>(op, p[off[1]], flag);
+    });
+  });
+}
+
+void k_clamp(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  Tensor x = as_dtype(c.args.tensor(0), out.dtype(), out.device());
+  bool has_lo = !c.args.is_none(1), has_hi = !c.args.is_none(2);
+  auto g = make_geometry<2>(out.shape(), {out.strides(), broadcast_strides(x, out.shape())},
+                            {out.offset(), x.offset()});
+  KILN_CUDA_DISPATCH_ALL(out.dtype(), "clamp", {
+    using W = opmath_t<T>;
+    auto bound = [&](size_t i) -> W {
+      if (c.args.is_none(i)) return W(0);
+      const Scalar& b = c.args.scalar(i);
+      if constexpr (std::is_floating_point_v<W>) return static_cast<W>(b.to_double());
+      else if constexpr (std::is_same_v<W, bool>) return b.to_bool();
+      else return static_cast<W>(b.is_floating() ? static_cast<int64_t>(b.to_double()) : b.to_int());
+    };
+    W lo = bound(1), hi = bound(2);
+    T* o = out_ptr<T>(out);
+    const T* p = static_cast<const T*>(x.storage()->data);
+    launch_elementwise<2>(out.numel(), g, [=] __device__(const int64_t* off) {
+      o[off[0]] = store<T>(clamp_w<W>(load(p[off[1]]), has_lo, lo, has_hi, hi));
     });
   });
 }
