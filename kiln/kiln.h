@@ -22,6 +22,7 @@
 #include "kiln/fake/fake_mode.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/interpreter.h"
+#include "kiln/nn/activation.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/module.h"

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kiln/core/scalar.h"
 #include "kiln/ops/meta.h"
 #include "kiln/ops/op_table.h"
 
@@ -121,6 +122,24 @@ KILN_HOST_DEVICE inline W gelu_derivative(W v, bool tanh_form, Erf erf_, Exp exp
   (m, __VA_ARGS__)
 
 namespace kiln::backend {
+
+/** A number argument as arithmetic type W: floats convert, integers convert (wrapping into
+ * narrower types: -1 into u8 is 255), bool tests non-zero. */
+template <typename W>
+inline W scalar_to(const Scalar& s) {
+  if constexpr (std::is_same_v<W, bool>) return s.to_bool();
+  else if constexpr (std::is_floating_point_v<W>) return static_cast<W>(s.to_double());
+  else return static_cast<W>(s.is_floating() ? static_cast<int64_t>(s.to_double()) : s.to_int());
+}
+
+/** clamp's max(v, lo) then min(., hi), each propagating NaN (of v or of a bound); with
+ * lo > hi every value is hi, as torch.clamp. */
+template <typename W>
+KILN_HOST_DEVICE inline W clamp_value(W v, bool has_lo, W lo, bool has_hi, W hi) {
+  if (has_lo) v = v != v ? v : lo != lo ? lo : (v < lo ? lo : v);
+  if (has_hi) v = v != v ? v : hi != hi ? hi : (v > hi ? hi : v);
+  return v;
+}
 
 /** x + y and x * y with two's-complement wrap-around for signed integers (the result
  * PyTorch's kernels give; signed overflow is undefined in C++). Other types as usual. */

@@ -2,7 +2,9 @@
 
 #include "kiln/autograd/autograd.h"
 
+#include <algorithm>
 #include <array>
+#include <limits>
 
 #include "kiln/core/pool.h"
 #include "kiln/device/registry.h"
@@ -394,6 +396,33 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 Tensor var(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
   return call1(OpKind::var, x, dims, correction, keepdim);
 }
+
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  KILN_CHECK(x.dtype() != DType::b8, dtype, "[argmin] does not support bool inputs");
+  if (dim) return min(x, *dim, keepdim).second;
+  Tensor index = min(reshape(x, {-1}), 0).second;
+  return keepdim ? reshape(index, IntList(static_cast<size_t>(x.dim()), 1)) : index;
+}
+Tensor std(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
+  return sqrt(var(x, dims, correction, keepdim));
+}
+Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
+  Tensor xf = is_floating(x.dtype()) ? x : to(x, DType::f32);
+  // The shift: each row's max, as a constant (its gradient would cancel), 0 where infinite.
+  Tensor m = amax(xf.detach(), dims, /*keepdim=*/true);
+  m = masked_fill(m, eq(abs(m), std::numeric_limits<double>::infinity()), 0);
+  Tensor out = log(sum(exp(xf - m), dims, /*keepdim=*/true)) + m;
+  if (keepdim) return out;
+  std::vector<int64_t> wrapped;
+  for (int64_t d : dims) wrapped.push_back(d < 0 ? d + x.dim() : d);
+  if (dims.empty())
+    for (int64_t d = 0; d < x.dim(); ++d) wrapped.push_back(d);
+  std::sort(wrapped.rbegin(), wrapped.rend());
+  for (int64_t d : wrapped) out = squeeze(out, d);
+  return out;
+}
+Tensor clamp_min(const Tensor& x, Scalar min) { return clamp(x, min, std::nullopt); }
+Tensor clamp_max(const Tensor& x, Scalar max) { return clamp(x, std::nullopt, max); }
 Tensor softmax(const Tensor& x, int64_t dim) { return call1(OpKind::softmax, x, dim); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return call1(OpKind::log_softmax, x, dim); }
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {

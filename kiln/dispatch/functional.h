@@ -204,6 +204,19 @@ Tensor min(const Tensor& x);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor var(const Tensor& x, const IntList& dims = {}, int64_t correction = 1,
            bool keepdim = false);
+
+// Composites: written with the ops above (so they differentiate, trace and export as
+// those ops), as PyTorch decomposes them.
+/** The index of the smallest element along `dim`, or of the flattened tensor without a
+ * dim (then keepdim gives all-ones dims): the first on ties, the first NaN if any. */
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+/** sqrt(var(x, dims, correction, keepdim)). */
+Tensor std(const Tensor& x, const IntList& dims = {}, int64_t correction = 1, bool keepdim = false);
+/** log(sum(exp(x), dims)) without overflow: rows of -inf give -inf, a +inf gives +inf;
+ * integer inputs give f32. */
+Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim = false);
+Tensor clamp_min(const Tensor& x, Scalar min);
+Tensor clamp_max(const Tensor& x, Scalar max);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 /** softmax's gradient from its output y: y (grad - sum(grad y)) along dim, one pass. */

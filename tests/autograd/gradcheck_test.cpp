@@ -209,7 +209,10 @@ TEST(AutogradTable, NonDifferentiableOpsGiveOutputsWithoutGrad) {
   EXPECT_FALSE(to(x, i64).requires_grad());
 }
 
-TEST(G2, GradcheckEveryDifferentiableOp) {
+// f(op, args) for every sample of every differentiable op, each under its trace and with
+// the op's seed.
+template <typename F>
+void for_each_differentiable_sample(F f) {
   for (int k = 0; k < ops::kNumOps; ++k) {
     auto op = static_cast<OpKind>(k);
     if (autograd::differentiability(op) != Differentiable::yes) continue;
@@ -219,10 +222,12 @@ TEST(G2, GradcheckEveryDifferentiableOp) {
     ASSERT_FALSE(all[0].empty()) << "no sample for this op: add one to tests/op_samples.h";
     for (size_t s = 0; s < all.size(); ++s) {
       SCOPED_TRACE("sample " + std::to_string(s));
-      gradcheck(op, all[s]);
+      f(op, all[s]);
     }
   }
 }
+
+TEST(G2, GradcheckEveryDifferentiableOp) { for_each_differentiable_sample(gradcheck); }
 
 // `args` with each distinct tensor (0-dim ones too) copied to `device` once, keeping its
 // layout's strides where it is dense (aliasing arguments stay one tensor); device
@@ -249,34 +254,26 @@ std::vector<Value> on_device(std::vector<Value> args, Device device) {
 // gradients it gives on cpu:0 (gradcheck above perturbs host memory, so it runs on the
 // CPU; this carries its verdict to the other backend's kernels).
 void expect_gradients_match_cpu(Device gpu) {
-  for (int k = 0; k < ops::kNumOps; ++k) {
-    auto op = static_cast<OpKind>(k);
-    if (autograd::differentiability(op) != Differentiable::yes) continue;
-    SCOPED_TRACE(std::string(ops::op_name(op)));
-    manual_seed(static_cast<uint64_t>(k));
-    auto all = samples(op);
-    for (size_t s = 0; s < all.size(); ++s) {
-      SCOPED_TRACE("sample " + std::to_string(s));
-      auto grads = [&](const std::vector<Value>& args) {
-        Leaves leaves = make_leaves(args);
-        Outputs outs = call(op, args, leaves.of);
-        manual_seed(99);
-        Tensor loss = weighted_loss(outs, loss_weights(outs));
-        return autograd::grad({loss}, leaves.list, {}, false, /*allow_unused=*/true);
-      };
-      TensorList want = grads(all[s]);
-      TensorList got = grads(on_device(all[s], gpu));
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i) {
-        SCOPED_TRACE("input " + std::to_string(i));
-        ASSERT_EQ(got[i].defined(), want[i].defined());
-        if (!want[i].defined()) continue;
-        EXPECT_EQ(got[i].device(), gpu);
-        EXPECT_EQ(got[i].shape(), want[i].shape());
-        EXPECT_TRUE(testing::all_close(got[i], to_vector<double>(want[i]), 1e-9, 1e-9));
-      }
+  for_each_differentiable_sample([&](OpKind op, const std::vector<Value>& args) {
+    auto grads = [&](const std::vector<Value>& call_args) {
+      Leaves leaves = make_leaves(call_args);
+      Outputs outs = call(op, call_args, leaves.of);
+      manual_seed(99);
+      Tensor loss = weighted_loss(outs, loss_weights(outs));
+      return autograd::grad({loss}, leaves.list, {}, false, /*allow_unused=*/true);
+    };
+    TensorList want = grads(args);
+    TensorList got = grads(on_device(args, gpu));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      SCOPED_TRACE("input " + std::to_string(i));
+      ASSERT_EQ(got[i].defined(), want[i].defined());
+      if (!want[i].defined()) continue;
+      EXPECT_EQ(got[i].device(), gpu);
+      EXPECT_EQ(got[i].shape(), want[i].shape());
+      EXPECT_TRUE(testing::all_close(got[i], to_vector<double>(want[i]), 1e-9, 1e-9));
     }
-  }
+  });
 }
 
 TEST(G2, CudaGradientsMatchCpuOnEveryDifferentiableOp) {

@@ -101,7 +101,7 @@ void check_dtype() {
           Outputs want = dispatch(OpKind::clamp, std::vector<Value>{one(x), has_lo ? bound(lo) : Value(),
                                                                     has_hi ? bound(hi) : Value()});
           if (want[0].dtype() != one(x).dtype()) continue;  // promoted (bool with int bounds)
-          EXPECT_TRUE(same(clamp_w<W>(x, has_lo, lo, has_hi, hi), value_of<W>(want[0])))
+          EXPECT_TRUE(same(backend::clamp_value<W>(x, has_lo, lo, has_hi, hi), value_of<W>(want[0])))
               << "clamp(" << +x << ", " << +lo << ", " << +hi << ") bounds " << which;
         }
       }

@@ -75,6 +75,38 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "round") return round(in[0]);
   if (op == "trunc") return trunc(in[0]);
   if (op == "sign") return sign(in[0]);
+  if (op == "argmin") {
+    std::optional<int64_t> dim;
+    if (a.contains("dim")) dim = a["dim"].get<int64_t>();
+    return argmin(in[0], dim, a.value("keepdim", false));
+  }
+  if (op == "std")
+    return kiln::std(in[0], a.at("dim").get<IntList>(), a.value("correction", 1), a.value("keepdim", false));
+  if (op == "logsumexp") return logsumexp(in[0], a.at("dim").get<IntList>(), a.value("keepdim", false));
+  if (op == "softplus") return nn::softplus(in[0], a.value("beta", 1.0), a.value("threshold", 20.0));
+  if (op == "leaky_relu") return nn::leaky_relu(in[0], a.value("negative_slope", 0.01));
+  if (op == "elu") return nn::elu(in[0], a.value("alpha", 1.0));
+  if (op == "selu") return nn::selu(in[0]);
+  if (op == "hardtanh") return nn::hardtanh(in[0], a.value("min_val", -1.0), a.value("max_val", 1.0));
+  if (op == "relu6") return nn::relu6(in[0]);
+  if (op == "hardsigmoid") return nn::hardsigmoid(in[0]);
+  if (op == "hardswish") return nn::hardswish(in[0]);
+  if (op == "mish") return nn::mish(in[0]);
+  if (op == "logsigmoid") return nn::logsigmoid(in[0]);
+  if (op == "l1_loss") return nn::l1_loss(in[0], in[1], a.at("reduction").get<std::string>());
+  if (op == "smooth_l1_loss")
+    return nn::smooth_l1_loss(in[0], in[1], a.at("reduction").get<std::string>(), a.value("beta", 1.0));
+  if (op == "huber_loss")
+    return nn::huber_loss(in[0], in[1], a.at("reduction").get<std::string>(), a.value("delta", 1.0));
+  if (op == "binary_cross_entropy")
+    return nn::binary_cross_entropy(in[0], in[1], a.value("weight", false) ? in[2] : Tensor(),
+                                    a.at("reduction").get<std::string>());
+  if (op == "bce_with_logits")
+    return nn::binary_cross_entropy_with_logits(in[0], in[1], Tensor(), a.at("reduction").get<std::string>(),
+                                                a.value("pos_weight", false) ? in[2] : Tensor());
+  if (op == "kl_div")
+    return nn::kl_div(in[0], in[1], a.at("reduction").get<std::string>(), a.value("log_target", false));
+  if (op == "nll_loss") return nn::nll_loss(in[0], in[1], a.at("reduction").get<std::string>());
   if (op == "clamp") {
     auto bound = [&](const char* key) -> std::optional<Scalar> {
       return a.at(key).is_null() ? std::nullopt : std::optional<Scalar>(scalar(a[key]));

@@ -759,6 +759,87 @@ for name, f in [("tan", torch.tan), ("atan", torch.atan), ("sinh", torch.sinh), 
 grad2_cases("reciprocal", [randn(4).abs() + 0.5], torch.reciprocal)
 grad2_cases("asin", [randn(4).tanh() * 0.8], torch.asin)
 
+# ---- composites: argmin, std, logsumexp, activations and losses (appended) ----
+am = T([[3.0, 1.0, 1.0], [0.0, nan, -2.0]])
+auto("argmin", [am], lambda x: torch.argmin(x), note="flattened, NaN first")
+auto("argmin", [am], lambda x: torch.argmin(x, 1), {"dim": 1}, "ties: the first")
+auto("argmin", [am], lambda x: torch.argmin(x, 0, keepdim=True), {"dim": 0, "keepdim": True})
+auto("argmin", [am], lambda x: torch.argmin(x, keepdim=True), {"keepdim": True}, "no dim, keepdim")
+auto("argmin", [T([True, False])], lambda x: torch.argmin(x), note="bool")
+auto("argmin", [T([4, -2, 9], dtype=torch.int32)], lambda x: torch.argmin(x), note="i32")
+s3 = randn(3, 4)
+auto("std", [s3], lambda x: torch.std(x, dim=[1]), {"dim": [1]})
+auto("std", [s3], lambda x: torch.std(x, dim=[0], unbiased=False, keepdim=True),
+     {"dim": [0], "correction": 0, "keepdim": True})
+auto("std", [s3], lambda x: torch.std(x), {"dim": []}, "all elements")
+auto("std", [T([2.5])], lambda x: torch.std(x), {"dim": []}, "one element: nan")
+lse = T([[-inf, -inf], [inf, 1.0], [1.0, 2.0], [nan, 1.0], [-inf, 3.0]])
+auto("logsumexp", [lse], lambda x: torch.logsumexp(x, 1), {"dim": [1]}, "infinities, NaN")
+big = randn(2, 3, 4) * 40
+auto("logsumexp", [big], lambda x: torch.logsumexp(x, [0, 2], keepdim=True), {"dim": [0, 2], "keepdim": True},
+     "large values")
+auto("logsumexp", [T([1, 2])], lambda x: torch.logsumexp(x, 0), {"dim": [0]}, "int -> f32")
+act_x = T([-30.0, -3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 6.0, 25.0, nan])
+ACTS = [("softplus", F.softplus), ("leaky_relu", F.leaky_relu), ("elu", F.elu), ("selu", F.selu),
+        ("hardtanh", F.hardtanh), ("relu6", F.relu6), ("hardsigmoid", F.hardsigmoid),
+        ("hardswish", F.hardswish), ("mish", F.mish), ("logsigmoid", F.logsigmoid)]
+for name, f in ACTS:
+    auto(name, [act_x], f, note="edges")
+    grad_cases(name, [randn(6) * 2], f)
+auto("softplus", [act_x], lambda x: F.softplus(x, beta=2.0, threshold=5.0), {"beta": 2.0, "threshold": 5.0})
+auto("leaky_relu", [act_x], lambda x: F.leaky_relu(x, 0.2), {"negative_slope": 0.2})
+auto("elu", [act_x], lambda x: F.elu(x, alpha=0.5), {"alpha": 0.5})
+auto("hardtanh", [act_x], lambda x: F.hardtanh(x, -2.0, 0.5), {"min_val": -2.0, "max_val": 0.5})
+grad_cases("softplus", [T([-30.0, 0.0, 19.0, 21.0, 30.0])], F.softplus, note="around the threshold")
+grad_cases("leaky_relu", [T([-1.0, 0.0, 2.0])], F.leaky_relu, note="at 0")
+grad_cases("elu", [T([-1.0, 0.0, 2.0])], F.elu, note="at 0")
+grad_cases("logsumexp", [randn(3, 4)], lambda x: torch.logsumexp(x, 1), {"dim": [1]})
+grad_cases("std", [randn(3, 4)], lambda x: torch.std(x, dim=[1]), {"dim": [1]})
+li, lt = randn(3, 4), randn(3, 4)
+lt_tie = li.clone()
+lt_tie[0, 0] += 0.25
+for red in ("mean", "sum", "none"):
+    auto("l1_loss", [li, lt], lambda a, b: F.l1_loss(a, b, reduction=red), {"reduction": red})
+    auto("smooth_l1_loss", [li, lt], lambda a, b: F.smooth_l1_loss(a, b, reduction=red, beta=0.5),
+         {"reduction": red, "beta": 0.5})
+    auto("huber_loss", [li, lt], lambda a, b: F.huber_loss(a, b, reduction=red, delta=0.7),
+         {"reduction": red, "delta": 0.7})
+auto("smooth_l1_loss", [li, lt], lambda a, b: F.smooth_l1_loss(a, b, beta=0.0), {"reduction": "mean", "beta": 0.0},
+     "beta 0 is l1")
+grad_cases("l1_loss", [li, lt_tie], lambda a, b: F.l1_loss(a, b), {"reduction": "mean"}, "equal elements")
+grad_cases("smooth_l1_loss", [li, lt], lambda a, b: F.smooth_l1_loss(a, b, beta=0.5), {"reduction": "mean", "beta": 0.5})
+grad_cases("huber_loss", [li, lt], lambda a, b: F.huber_loss(a, b, reduction="sum", delta=0.7), {"reduction": "sum", "delta": 0.7})
+probs, tgt = torch.sigmoid(randn(3, 4)), (randn(3, 4) > 0).float()
+wts = randn(3, 4).abs()
+auto("binary_cross_entropy", [probs, tgt], F.binary_cross_entropy, {"reduction": "mean"})
+auto("binary_cross_entropy", [probs, tgt, wts], lambda p, t, w: F.binary_cross_entropy(p, t, w, reduction="sum"),
+     {"reduction": "sum", "weight": True})
+auto("binary_cross_entropy", [T([0.0, 1.0, 0.5, 1.0]), T([1.0, 0.0, 0.5, 1.0])],
+     lambda p, t: F.binary_cross_entropy(p, t, reduction="none"), {"reduction": "none"}, "log clamped at -100")
+logits = T([-100.0, -1.0, 0.0, 2.0, 100.0])
+lt5 = T([1.0, 0.0, 0.5, 1.0, 0.0])
+auto("bce_with_logits", [logits, lt5], lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction="none"),
+     {"reduction": "none"}, "extreme logits")
+pw = T([2.0, 0.5, 1.0, 3.0, 1.5])
+auto("bce_with_logits", [logits, lt5, pw],
+     lambda x, t, p: F.binary_cross_entropy_with_logits(x, t, reduction="mean", pos_weight=p),
+     {"reduction": "mean", "pos_weight": True})
+grad_cases("binary_cross_entropy", [probs, tgt], F.binary_cross_entropy, {"reduction": "mean"})
+grad_cases("bce_with_logits", [randn(3, 4) * 3, tgt], F.binary_cross_entropy_with_logits, {"reduction": "mean"})
+lp = torch.log_softmax(randn(3, 4), 1)
+kt = torch.softmax(randn(3, 4), 1)
+kt[0, 1] = 0.0
+for red in ("batchmean", "sum", "none", "mean"):
+    auto("kl_div", [lp, kt], lambda i, t: F.kl_div(i, t, reduction=red), {"reduction": red}, "a zero target")
+auto("kl_div", [lp, torch.log_softmax(randn(3, 4), 1)], lambda i, t: F.kl_div(i, t, reduction="sum", log_target=True),
+     {"reduction": "sum", "log_target": True})
+grad_cases("kl_div", [lp, kt], lambda i, t: F.kl_div(i, t, reduction="batchmean"), {"reduction": "batchmean"})
+nl = torch.log_softmax(randn(4, 5), 1)
+nt = T([1, 0, 4, -100])
+for red in ("mean", "sum", "none"):
+    auto("nll_loss", [nl, nt], lambda i, t: F.nll_loss(i, t, reduction=red), {"reduction": red}, "an ignored row")
+grad_cases("nll_loss", [nl, nt], F.nll_loss, {"reduction": "mean"})
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

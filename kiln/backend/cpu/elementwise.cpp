@@ -133,6 +133,20 @@ void half_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   });
 }
 
+// dst = f(x) elementwise in compute type T; `half`: x and dst are dense f16/bf16 computed
+// in float blocks (T is float then).
+template <typename T, typename F>
+void map_unary(const Tensor& dst, const Tensor& x, bool half, F f) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (half) {
+      if (x.dtype() == DType::f16) half_unary<Half>(dst, x, f);
+      else half_unary<BFloat16>(dst, x, f);
+      return;
+    }
+  }
+  unary_loop<T, T>(dst, x, f);
+}
+
 }  // namespace
 
 void k_unary(const OpCall& c, std::span<Tensor> outs) {
@@ -144,16 +158,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
   bool tanh_gelu = c.op == OpKind::gelu && c.args.str(1) == "tanh";
   auto run = [&]<typename T>(T*) {
     constexpr bool fp = std::is_floating_point_v<T>;
-    auto apply = [&](auto f) {
-      if constexpr (std::is_same_v<T, float>) {
-        if (half) {
-          if (x.dtype() == DType::f16) half_unary<Half>(s.dst, x, f);
-          else half_unary<BFloat16>(s.dst, x, f);
-          return;
-        }
-      }
-      unary_loop<T, T>(s.dst, x, f);
-    };
+    auto apply = [&](auto f) { map_unary<T>(s.dst, x, half, f); };
     switch (c.op) {
       case OpKind::neg:
         if constexpr (!std::is_same_v<T, bool>) apply([](T v) -> T { return -v; });
@@ -244,27 +249,9 @@ void k_clamp(const OpCall& c, std::span<Tensor> outs) {
   Staged s(outs[0], half ? outs[0].dtype() : cd);
   bool has_lo = !c.args.is_none(1), has_hi = !c.args.is_none(2);
   auto run = [&]<typename T>(T*) {
-    auto bound = [&](size_t i) -> T {
-      if (c.args.is_none(i)) return T(0);
-      const Scalar& b = c.args.scalar(i);
-      if constexpr (std::is_floating_point_v<T>) return static_cast<T>(b.to_double());
-      else if constexpr (std::is_same_v<T, bool>) return b.to_bool();
-      else return static_cast<T>(b.is_floating() ? static_cast<int64_t>(b.to_double()) : b.to_int());
-    };
-    T lo = bound(1), hi = bound(2);
-    auto f = [=](T v) -> T {
-      if (has_lo) v = v != v ? v : lo != lo ? lo : (v < lo ? lo : v);
-      if (has_hi) v = v != v ? v : hi != hi ? hi : (v > hi ? hi : v);
-      return v;
-    };
-    if constexpr (std::is_same_v<T, float>) {
-      if (half) {
-        if (x.dtype() == DType::f16) half_unary<Half>(s.dst, x, f);
-        else half_unary<BFloat16>(s.dst, x, f);
-        return;
-      }
-    }
-    unary_loop<T, T>(s.dst, x, f);
+    T lo = has_lo ? backend::scalar_to<T>(c.args.scalar(1)) : T(0);
+    T hi = has_hi ? backend::scalar_to<T>(c.args.scalar(2)) : T(0);
+    map_unary<T>(s.dst, x, half, [=](T v) { return backend::clamp_value(v, has_lo, lo, has_hi, hi); });
   };
   KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
   s.finish();

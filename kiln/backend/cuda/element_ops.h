@@ -102,14 +102,6 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
   }
 }
 
-/** clamp's max(v, lo) then min(., hi), each propagating NaN (of v or of a bound). */
-template <typename W>
-KILN_HOST_DEVICE inline W clamp_w(W v, bool has_lo, W lo, bool has_hi, W hi) {
-  if (has_lo) v = is_nan(v) ? v : is_nan(lo) ? lo : (v < lo ? lo : v);
-  if (has_hi) v = is_nan(v) ? v : is_nan(hi) ? hi : (v > hi ? hi : v);
-  return v;
-}
-
 /** The binary op `op` of (x, y); add/sub scale y by `alpha`. */
 template <typename W>
 KILN_HOST_DEVICE inline W binary_w(ops::OpKind op, W x, W y, W alpha) {

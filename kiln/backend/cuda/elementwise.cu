@@ -53,18 +53,12 @@ void k_clamp(const OpCall& c, std::span<Tensor> outs) {
                             {out.offset(), x.offset()});
   KILN_CUDA_DISPATCH_ALL(out.dtype(), "clamp", {
     using W = opmath_t<T>;
-    auto bound = [&](size_t i) -> W {
-      if (c.args.is_none(i)) return W(0);
-      const Scalar& b = c.args.scalar(i);
-      if constexpr (std::is_floating_point_v<W>) return static_cast<W>(b.to_double());
-      else if constexpr (std::is_same_v<W, bool>) return b.to_bool();
-      else return static_cast<W>(b.is_floating() ? static_cast<int64_t>(b.to_double()) : b.to_int());
-    };
-    W lo = bound(1), hi = bound(2);
+    W lo = has_lo ? backend::scalar_to<W>(c.args.scalar(1)) : W(0);
+    W hi = has_hi ? backend::scalar_to<W>(c.args.scalar(2)) : W(0);
     T* o = out_ptr<T>(out);
     const T* p = static_cast<const T*>(x.storage()->data);
     launch_elementwise<2>(out.numel(), g, [=] __device__(const int64_t* off) {
-      o[off[0]] = store<T>(clamp_w<W>(load(p[off[1]]), has_lo, lo, has_hi, hi));
+      o[off[0]] = store<T>(backend::clamp_value<W>(load(p[off[1]]), has_lo, lo, has_hi, hi));
     });
   });
 }

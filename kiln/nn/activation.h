@@ -1,0 +1,34 @@
+#pragma once
+// Activation functions, as torch.nn.functional's, made of ordinary ops (so they
+// differentiate, trace and export as those ops). relu, gelu, silu, sigmoid, tanh and
+// softmax are ops of the table (kiln/dispatch/functional.h).
+
+#include <optional>
+
+#include "kiln/dispatch/functional.h"
+
+namespace kiln::nn {
+
+/** log(1 + exp(beta x)) / beta; x itself where beta x > threshold. */
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+/** x where x > 0, else negative_slope * x. */
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+/** x where x > 0, else alpha * (exp(x) - 1). */
+Tensor elu(const Tensor& x, double alpha = 1.0);
+/** scale * elu(x, alpha) with the self-normalising constants. */
+Tensor selu(const Tensor& x);
+/** clamp(x, min_val, max_val). The gradient passes at the bounds themselves too (clamp's
+ * rule); PyTorch's hardtanh stops it there. */
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+/** hardtanh(x, 0, 6). */
+Tensor relu6(const Tensor& x);
+/** clamp(x / 6 + 1/2, 0, 1). */
+Tensor hardsigmoid(const Tensor& x);
+/** x * hardsigmoid(x). */
+Tensor hardswish(const Tensor& x);
+/** x * tanh(softplus(x)). */
+Tensor mish(const Tensor& x);
+/** log(sigmoid(x)) = -softplus(-x), without overflow. */
+Tensor logsigmoid(const Tensor& x);
+
+}  // namespace kiln::nn
