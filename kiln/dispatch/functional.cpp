@@ -423,6 +423,125 @@ Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
 }
 Tensor clamp_min(const Tensor& x, Scalar min) { return clamp(x, min, std::nullopt); }
 Tensor clamp_max(const Tensor& x, Scalar max) { return clamp(x, std::nullopt, max); }
+
+namespace {
+Tensor truth(const Tensor& t) { return t.dtype() == DType::b8 ? t : t != 0; }
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+Tensor logical_and(const Tensor& a, const Tensor& b) { return minimum(truth(a), truth(b)); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return maximum(truth(a), truth(b)); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return ne(truth(a), truth(b)); }
+Tensor isnan(const Tensor& x) { return x != x; }
+Tensor isinf(const Tensor& x) {
+  return is_floating(x.dtype()) ? abs(x) == kInf : zeros_like(x, {.dtype = DType::b8});
+}
+Tensor isfinite(const Tensor& x) {
+  return is_floating(x.dtype()) ? abs(x) < kInf : ones_like(x, {.dtype = DType::b8});
+}
+Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf, std::optional<double> neginf) {
+  if (!is_floating(x.dtype())) return clone(x);
+  double top = x.dtype() == DType::f16    ? 65504.0
+               : x.dtype() == DType::bf16 ? 0x1.fep127
+               : x.dtype() == DType::f32  ? static_cast<double>(std::numeric_limits<float>::max())
+                                          : std::numeric_limits<double>::max();
+  Tensor out = masked_fill(x, isnan(x), nan);
+  out = masked_fill(out, x == kInf, posinf.value_or(top));
+  return masked_fill(out, x == -kInf, neginf.value_or(-top));
+}
+
+namespace {
+// column - row for the last two dims of `x`, as [rows, cols] on x's device.
+Tensor diagonal_offsets(const Tensor& x, const char* op) {
+  KILN_CHECK(x.dim() >= 2, shape, "[{}] expects a tensor of at least 2 dims, got {}", op, x.meta_str());
+  TensorOptions o{.dtype = DType::i64, .device = x.device()};
+  return unsqueeze(arange(x.size(-1), o), 0) - unsqueeze(arange(x.size(-2), o), 1);
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  return masked_fill(x, gt(diagonal_offsets(x, "tril"), Scalar(diagonal)), 0);
+}
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  return masked_fill(x, lt(diagonal_offsets(x, "triu"), Scalar(diagonal)), 0);
+}
+
+Tensor flip(const Tensor& x, const IntList& dims) {
+  Tensor out = x;
+  std::vector<bool> seen(static_cast<size_t>(x.dim()), false);
+  for (int64_t d : dims) {
+    int64_t w = d < 0 ? d + x.dim() : d;
+    KILN_CHECK(w >= 0 && w < std::max<int64_t>(x.dim(), 1) && x.dim() > 0, index,
+               "[flip] dim {} is out of range for a tensor of {} dims", d, x.dim());
+    KILN_CHECK(!seen[static_cast<size_t>(w)], value, "[flip] dim {} appears more than once", d);
+    seen[static_cast<size_t>(w)] = true;
+    int64_t n = x.size(w);
+    out = index_select(out, w, arange(n - 1, -1, -1, {.dtype = DType::i64, .device = x.device()}));
+  }
+  return dims.empty() ? clone(x) : out;
+}
+
+Tensor repeat(const Tensor& x, const IntList& repeats) {
+  int64_t n = static_cast<int64_t>(repeats.size());
+  KILN_CHECK(n >= x.dim(), shape,
+             "[repeat] the number of repeats ({}) can not be smaller than the number of dims ({})", n, x.dim());
+  IntList padded(static_cast<size_t>(n - x.dim()), 1), interleaved, expanded, result;
+  padded.insert(padded.end(), x.shape().begin(), x.shape().end());
+  for (int64_t i = 0; i < n; ++i) {
+    KILN_CHECK(repeats[i] >= 0, value, "[repeat] repeats must be non-negative, got {}", repeats[i]);
+    interleaved.insert(interleaved.end(), {1, padded[i]});
+    expanded.insert(expanded.end(), {repeats[i], padded[i]});
+    result.push_back(repeats[i] * padded[i]);
+  }
+  return reshape(expand(reshape(x, interleaved), expanded), result);
+}
+
+Tensor one_hot(const Tensor& index, int64_t num_classes) {
+  KILN_CHECK(index.dtype() == DType::i64, dtype, "[one_hot] expects an i64 index tensor, got {}",
+             index.meta_str());
+  if (index.numel() > 0) {
+    int64_t lo = item<int64_t>(amin(index)), hi = item<int64_t>(amax(index));
+    KILN_CHECK(lo >= 0, value, "[one_hot] class values must be non-negative, got {}", lo);
+    if (num_classes < 0) num_classes = hi + 1;
+    KILN_CHECK(hi < num_classes, value, "[one_hot] class values must be smaller than num_classes ({}), got {}",
+               num_classes, hi);
+  }
+  KILN_CHECK(num_classes >= 0, value, "[one_hot] can not infer the number of classes of an empty tensor");
+  Tensor classes = arange(num_classes, {.dtype = DType::i64, .device = index.device()});
+  return to(unsqueeze(index, -1) == classes, DType::i64);
+}
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 1 && b.dim() == 1, shape, "[outer] expects two 1-D tensors, got {} and {}",
+             a.meta_str(), b.meta_str());
+  return unsqueeze(a, 1) * unsqueeze(b, 0);
+}
+
+Tensor dot(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 1 && b.dim() == 1 && a.size(0) == b.size(0), shape,
+             "[dot] expects two 1-D tensors of one size, got {} and {}", a.meta_str(), b.meta_str());
+  KILN_CHECK(a.dtype() == b.dtype(), dtype, "[dot] expects both vectors to have the same dtype, got {} and {}",
+             a.dtype(), b.dtype());
+  return sum(a * b);
+}
+
+Tensor addcmul(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
+  return self + a * b * value;
+}
+Tensor addcdiv(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
+  KILN_CHECK(is_floating(a.dtype()) || is_floating(b.dtype()), dtype,
+             "[addcdiv] integer division with addcdiv is not supported; use true division of floats");
+  return self + a / b * value;
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
+  double w = weight.to_double();
+  return w < 0.5 ? start + (end - start) * w : end - (end - start) * (1.0 - w);
+}
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  Tensor diff = end - start;
+  return where(weight < 0.5, start + weight * diff, end - diff * (1.0 - weight));
+}
 Tensor softmax(const Tensor& x, int64_t dim) { return call1(OpKind::softmax, x, dim); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return call1(OpKind::log_softmax, x, dim); }
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {

@@ -217,6 +217,40 @@ Tensor std(const Tensor& x, const IntList& dims = {}, int64_t correction = 1, bo
 Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim = false);
 Tensor clamp_min(const Tensor& x, Scalar min);
 Tensor clamp_max(const Tensor& x, Scalar max);
+/** Elementwise truth (non-zero is true) combined; bool results, broadcasting. */
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+/** Bool tests: NaN, +-inf, neither (integer tensors: never NaN or infinite). */
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+/** NaN, +inf and -inf replaced (by default with 0 and the dtype's largest and lowest
+ * finite values); integer tensors are copied as they are. */
+Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
+/** The lower (upper) triangle of the last two dims: elements with column - row <= diagonal
+ * (>= diagonal) kept, the rest 0. */
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+/** x with the order of each of `dims` reversed (a copy). */
+Tensor flip(const Tensor& x, const IntList& dims);
+/** x tiled `repeats[i]` times along each dim (more repeats than dims add leading dims). */
+Tensor repeat(const Tensor& x, const IntList& repeats);
+/** i64 [..., num_classes] with a 1 at each index; num_classes < 0 takes max(index) + 1
+ * (which reads the values). Indices must lie in [0, num_classes). */
+Tensor one_hot(const Tensor& index, int64_t num_classes = -1);
+/** a[i] * b[j] for 1-D a and b. */
+Tensor outer(const Tensor& a, const Tensor& b);
+/** sum(a * b) for 1-D a and b of one size and one dtype (0-dim result). */
+Tensor dot(const Tensor& a, const Tensor& b);
+/** self + value * a * b, and self + value * a / b (floating only, as PyTorch). */
+Tensor addcmul(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value = 1);
+Tensor addcdiv(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value = 1);
+/** start + weight (end - start), computed from end's side where weight >= 0.5 as
+ * PyTorch does (exact at weight 1). */
+Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight);
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 /** softmax's gradient from its output y: y (grad - sum(grad y)) along dim, one pass. */

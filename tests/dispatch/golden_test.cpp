@@ -107,6 +107,29 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "kl_div")
     return nn::kl_div(in[0], in[1], a.at("reduction").get<std::string>(), a.value("log_target", false));
   if (op == "nll_loss") return nn::nll_loss(in[0], in[1], a.at("reduction").get<std::string>());
+  if (op == "logical_and") return logical_and(in[0], in[1]);
+  if (op == "logical_or") return logical_or(in[0], in[1]);
+  if (op == "logical_xor") return logical_xor(in[0], in[1]);
+  if (op == "isnan") return isnan(in[0]);
+  if (op == "isinf") return isinf(in[0]);
+  if (op == "isfinite") return isfinite(in[0]);
+  if (op == "nan_to_num") {
+    auto opt = [&](const char* key) -> std::optional<double> {
+      return a.contains(key) ? std::optional<double>(a[key].get<double>()) : std::nullopt;
+    };
+    return nan_to_num(in[0], a.value("nan", 0.0), opt("posinf"), opt("neginf"));
+  }
+  if (op == "tril") return tril(in[0], a.at("diagonal").get<int64_t>());
+  if (op == "triu") return triu(in[0], a.at("diagonal").get<int64_t>());
+  if (op == "flip") return flip(in[0], a.at("dims").get<IntList>());
+  if (op == "repeat") return repeat(in[0], a.at("repeats").get<IntList>());
+  if (op == "one_hot") return one_hot(in[0], a.at("num_classes").get<int64_t>());
+  if (op == "outer") return outer(in[0], in[1]);
+  if (op == "dot") return dot(in[0], in[1]);
+  if (op == "addcmul") return addcmul(in[0], in[1], in[2], scalar(a.at("value")));
+  if (op == "addcdiv") return addcdiv(in[0], in[1], in[2], scalar(a.at("value")));
+  if (op == "lerp") return lerp(in[0], in[1], scalar(a.at("weight")));
+  if (op == "lerp_tensor") return lerp(in[0], in[1], in[2]);
   if (op == "clamp") {
     auto bound = [&](const char* key) -> std::optional<Scalar> {
       return a.at(key).is_null() ? std::nullopt : std::optional<Scalar>(scalar(a[key]));

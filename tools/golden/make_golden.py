@@ -840,6 +840,66 @@ for red in ("mean", "sum", "none"):
     auto("nll_loss", [nl, nt], lambda i, t: F.nll_loss(i, t, reduction=red), {"reduction": red}, "an ignored row")
 grad_cases("nll_loss", [nl, nt], F.nll_loss, {"reduction": "mean"})
 
+# ---- composites: logical ops, tests, nan_to_num, triangles, flip, repeat, one_hot, outer,
+# dot, addcmul/addcdiv, lerp (appended) ----
+la, lb = T([0.0, 1.0, -2.0, nan, 0.0]), T([0, 0, 3, 1, 5])
+for name, f in [("logical_and", torch.logical_and), ("logical_or", torch.logical_or),
+                ("logical_xor", torch.logical_xor)]:
+    auto(name, [la, lb], f, note="float with int, NaN is true")
+    auto(name, [T([[True], [False]]), T([True, False, True])], f, note="bool broadcast")
+tv = T([1.0, nan, inf, -inf, -0.0, 3.5])
+for name, f in [("isnan", torch.isnan), ("isinf", torch.isinf), ("isfinite", torch.isfinite)]:
+    auto(name, [tv], f)
+    auto(name, [T([3, -1], dtype=torch.int32)], f, note="i32")
+auto("nan_to_num", [tv], torch.nan_to_num, note="defaults")
+auto("nan_to_num", [tv], lambda x: torch.nan_to_num(x, 1.5, 100.0, -7.0), {"nan": 1.5, "posinf": 100.0, "neginf": -7.0})
+auto("nan_to_num", [tv.to(torch.float16)], torch.nan_to_num, note="f16 limits")
+auto("nan_to_num", [tv.double()], torch.nan_to_num, note="f64 limits")
+auto("nan_to_num", [T([1, 2])], torch.nan_to_num, note="int copy")
+tm = randn(2, 3, 4)
+for d in (0, 1, -1, 5, -5):
+    auto("tril", [tm], lambda x: torch.tril(x, d), {"diagonal": d})
+    auto("triu", [tm], lambda x: torch.triu(x, d), {"diagonal": d})
+auto("tril", [randn(4)], lambda x: torch.tril(x), {"diagonal": 0}, "1-D")
+grad_cases("tril", [randn(3, 3)], lambda x: torch.tril(x, -1), {"diagonal": -1})
+fm = randn(2, 3, 4)
+auto("flip", [fm], lambda x: torch.flip(x, [0, 2]), {"dims": [0, 2]})
+auto("flip", [fm], lambda x: torch.flip(x, [-1]), {"dims": [-1]})
+auto("flip", [fm], lambda x: torch.flip(x, [1, 1]), {"dims": [1, 1]}, "repeated dim")
+auto("flip", [fm], lambda x: torch.flip(x, [3]), {"dims": [3]}, "dim out of range")
+grad_cases("flip", [randn(3, 4)], lambda x: torch.flip(x, [1]), {"dims": [1]})
+rp = randn(2, 3)
+auto("repeat", [rp], lambda x: x.repeat(2, 1), {"repeats": [2, 1]})
+auto("repeat", [rp], lambda x: x.repeat(3, 1, 2), {"repeats": [3, 1, 2]}, "a new leading dim")
+auto("repeat", [rp], lambda x: x.repeat(2), {"repeats": [2]}, "fewer repeats than dims")
+auto("repeat", [rp], lambda x: x.repeat(0, 2), {"repeats": [0, 2]}, "zero repeats")
+grad_cases("repeat", [randn(2, 3)], lambda x: x.repeat(2, 1, 2), {"repeats": [2, 1, 2]})
+auto("one_hot", [T([2, 0, 1])], lambda i: F.one_hot(i), {"num_classes": -1})
+auto("one_hot", [T([[2], [0]])], lambda i: F.one_hot(i, 4), {"num_classes": 4})
+auto("one_hot", [T([2, 5])], lambda i: F.one_hot(i, 4), {"num_classes": 4}, "index past num_classes")
+auto("one_hot", [T([-1, 0])], lambda i: F.one_hot(i, 4), {"num_classes": 4}, "negative index")
+auto("outer", [randn(3), randn(4)], torch.outer)
+auto("outer", [T([1, 2]), T([0.5, 1.5])], torch.outer, note="int with float")
+auto("dot", [randn(5), randn(5)], torch.dot)
+auto("dot", [T([1, 2, 3]), T([4, 5, 6])], torch.dot, note="i64")
+auto("dot", [randn(5), randn(5).double()], torch.dot, note="mixed dtypes")
+auto("dot", [randn(5), randn(4)], torch.dot, note="sizes differ")
+grad_cases("outer", [randn(3), randn(2)], torch.outer)
+grad_cases("dot", [randn(4), randn(4)], torch.dot)
+ac, aa, ab = randn(2, 3), randn(2, 3), randn(3).abs() + 0.5
+auto("addcmul", [ac, aa, ab], lambda c, a, b: torch.addcmul(c, a, b, value=0.5), {"value": 0.5})
+auto("addcdiv", [ac, aa, ab], lambda c, a, b: torch.addcdiv(c, a, b, value=2.0), {"value": 2.0})
+auto("addcdiv", [T([1, 2]), T([3, 4]), T([2, 2])], lambda c, a, b: torch.addcdiv(c, a, b), {"value": 1},
+     "integers")
+grad_cases("addcmul", [ac, aa, ab], lambda c, a, b: torch.addcmul(c, a, b, value=0.5), {"value": 0.5})
+grad_cases("addcdiv", [ac, aa, ab], lambda c, a, b: torch.addcdiv(c, a, b, value=2.0), {"value": 2.0})
+ls, le = randn(4), randn(4)
+for w in (0.0, 0.25, 0.5, 1.0, 1.5):
+    auto("lerp", [ls, le], lambda s_, e_: torch.lerp(s_, e_, w), {"weight": w})
+lw = T([0.0, 0.3, 0.7, 1.0])
+auto("lerp_tensor", [ls, le, lw], torch.lerp)
+grad_cases("lerp_tensor", [ls, le, lw], torch.lerp)
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
