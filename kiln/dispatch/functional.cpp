@@ -538,6 +538,94 @@ Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
   double w = weight.to_double();
   return w < 0.5 ? start + (end - start) * w : end - (end - start) * (1.0 - w);
 }
+namespace {
+int64_t wrap_dim(int64_t d, int64_t rank, const char* op) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  KILN_CHECK(d >= -r && d < r, index, "[{}] dim {} is out of range for a tensor of {} dims", op, d, rank);
+  return d < 0 ? d + r : d;
+}
+}  // namespace
+
+Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions o) {
+  int64_t cols = m.value_or(n);
+  KILN_CHECK(n >= 0 && cols >= 0, value, "[eye] sizes must be non-negative, got {} x {}", n, cols);
+  TensorOptions idx{.dtype = DType::i64, .device = device_or(o, default_device())};
+  Tensor ones_on_diagonal = unsqueeze(arange(n, idx), 1) == unsqueeze(arange(cols, idx), 0);
+  return made(to(ones_on_diagonal, dtype_or(o, f32)), o);
+}
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
+  KILN_CHECK(steps >= 0, value, "[linspace] number of steps must be non-negative, got {}", steps);
+  DType dtype = dtype_or(o, f32);
+  Device device = device_or(o, default_device());
+  // Float outputs compute in their own dtype, integer ones in double (then truncate).
+  DType work = is_floating(dtype) ? dtype : DType::f64;
+  Tensor i = arange(steps, {.dtype = work, .device = device});
+  Tensor out = i;
+  if (steps > 1) {
+    double step = (end - start) / static_cast<double>(steps - 1);
+    Tensor from_start = i * step + start;
+    Tensor from_end = (i - static_cast<double>(steps - 1)) * step + end;
+    out = where(i < static_cast<double>(steps / 2), from_start, from_end);
+  } else if (steps == 1) {
+    out = full({1}, start, {.dtype = work, .device = device});
+  }
+  return made(to(out, dtype), o);
+}
+
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  KILN_CHECK(x.dim() >= 2, shape, "[diagonal] expects a tensor of at least 2 dims, got {}", x.meta_str());
+  int64_t d1 = wrap_dim(dim1, x.dim(), "diagonal"), d2 = wrap_dim(dim2, x.dim(), "diagonal");
+  KILN_CHECK(d1 != d2, value, "[diagonal] dim1 and dim2 must differ, both are {}", d1);
+  int64_t length = std::max<int64_t>(
+      0, std::min(x.size(d1) - std::max<int64_t>(-offset, 0), x.size(d2) - std::max<int64_t>(offset, 0)));
+  int64_t start = x.offset();
+  if (length > 0) start += offset >= 0 ? offset * x.stride(d2) : -offset * x.stride(d1);
+  IntList size, stride;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d == d1 || d == d2) continue;
+    size.push_back(x.size(d));
+    stride.push_back(x.stride(d));
+  }
+  size.push_back(length);
+  stride.push_back(x.stride(d1) + x.stride(d2));
+  return as_strided(x, size, stride, start);
+}
+
+Tensor diag(const Tensor& x, int64_t offset) {
+  KILN_CHECK(x.dim() == 1 || x.dim() == 2, shape, "[diag] expects a 1-D or 2-D tensor, got {}", x.meta_str());
+  if (x.dim() == 2) return clone(diagonal(x, offset));
+  int64_t len = x.size(0), n = len + (offset >= 0 ? offset : -offset);
+  TensorOptions idx{.dtype = DType::i64, .device = x.device()};
+  Tensor cols = unsqueeze(arange(n, idx), 0), rows = unsqueeze(arange(n, idx), 1);
+  Tensor padded = cat({x, zeros({n - len}, {.dtype = x.dtype(), .device = x.device()})});
+  // (r, r + offset) holds x[r] above the diagonal; (c - offset, c) holds x[c] below it.
+  Tensor values = offset >= 0 ? unsqueeze(padded, 1) : unsqueeze(padded, 0);
+  return where(cols - rows == offset, values, zeros({}, {.dtype = x.dtype(), .device = x.device()}));
+}
+
+Tensor trace(const Tensor& x) {
+  KILN_CHECK(x.dim() == 2, shape, "[trace] expects a matrix, got {}", x.meta_str());
+  return sum(diagonal(x));
+}
+
+TensorList unbind(const Tensor& x, int64_t dim) {
+  KILN_CHECK(x.dim() > 0, shape, "[unbind] expects a tensor of at least 1 dim, got {}", x.meta_str());
+  int64_t d = wrap_dim(dim, x.dim(), "unbind");
+  TensorList parts;
+  for (int64_t i = 0; i < x.size(d); ++i) parts.push_back(select(x, d, i));
+  return parts;
+}
+
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
+  int64_t s = wrap_dim(source, x.dim(), "movedim"), t = wrap_dim(destination, x.dim(), "movedim");
+  IntList order;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != s) order.push_back(d);
+  order.insert(order.begin() + t, s);
+  return x.dim() == 0 ? x : permute(x, order);
+}
+
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   Tensor diff = end - start;
   return where(weight < 0.5, start + weight * diff, end - diff * (1.0 - weight));

@@ -251,6 +251,22 @@ Tensor addcdiv(const Tensor& self, const Tensor& a, const Tensor& b, Scalar valu
  * PyTorch does (exact at weight 1). */
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight);
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+/** The n x m identity (m = n by default; f32 by default). */
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions options = {});
+/** `steps` evenly spaced values from start to end inclusive (f32 by default), each
+ * computed from the nearer end as PyTorch does. */
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
+/** The diagonal of dims dim1 and dim2 (`offset` > 0: above the main one) as a view, its
+ * elements the last dim. */
+Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+/** 1-D x: the square matrix with x on diagonal `offset`; 2-D x: a copy of that diagonal. */
+Tensor diag(const Tensor& x, int64_t offset = 0);
+/** The sum of a matrix's main diagonal. */
+Tensor trace(const Tensor& x);
+/** The slices of x along dim (views). */
+TensorList unbind(const Tensor& x, int64_t dim = 0);
+/** x with dim `source` moved to position `destination`, the others in order (a view). */
+Tensor movedim(const Tensor& x, int64_t source, int64_t destination);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 /** softmax's gradient from its output y: y (grad - sum(grad y)) along dim, one pass. */

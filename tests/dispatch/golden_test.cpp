@@ -130,6 +130,24 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "addcdiv") return addcdiv(in[0], in[1], in[2], scalar(a.at("value")));
   if (op == "lerp") return lerp(in[0], in[1], scalar(a.at("weight")));
   if (op == "lerp_tensor") return lerp(in[0], in[1], in[2]);
+  if (op == "eye") {
+    std::optional<int64_t> m;
+    if (a.contains("m")) m = a["m"].get<int64_t>();
+    TensorOptions o;
+    if (a.contains("dtype")) o.dtype = dtype_from_string(a["dtype"].get<std::string>());
+    return eye(a.at("n").get<int64_t>(), m, o);
+  }
+  if (op == "linspace") {
+    TensorOptions o;
+    if (a.contains("dtype")) o.dtype = dtype_from_string(a["dtype"].get<std::string>());
+    return linspace(a.at("start").get<double>(), a.at("end").get<double>(), a.at("steps").get<int64_t>(), o);
+  }
+  if (op == "diagonal")
+    return diagonal(in[0], a.at("offset").get<int64_t>(), a.at("dim1").get<int64_t>(), a.at("dim2").get<int64_t>());
+  if (op == "diag") return diag(in[0], a.at("offset").get<int64_t>());
+  if (op == "trace") return trace(in[0]);
+  if (op == "unbind") return unbind(in[0], a.at("dim").get<int64_t>())[a.at("index").get<size_t>()];
+  if (op == "movedim") return movedim(in[0], a.at("source").get<int64_t>(), a.at("destination").get<int64_t>());
   if (op == "clamp") {
     auto bound = [&](const char* key) -> std::optional<Scalar> {
       return a.at(key).is_null() ? std::nullopt : std::optional<Scalar>(scalar(a[key]));

@@ -900,6 +900,38 @@ lw = T([0.0, 0.3, 0.7, 1.0])
 auto("lerp_tensor", [ls, le, lw], torch.lerp)
 grad_cases("lerp_tensor", [ls, le, lw], torch.lerp)
 
+# ---- factories and diagonals: eye, linspace, diagonal, diag, trace, unbind, movedim
+# (appended; inputs are kiln's own arguments where there is no tensor) ----
+case("eye", [], torch.eye(3), {"n": 3})
+case("eye", [], torch.eye(2, 4, dtype=torch.int64), {"n": 2, "m": 4, "dtype": "i64"})
+case("eye", [], torch.eye(0), {"n": 0})
+for st, en, n in [(0.0, 1.0, 5), (-3.0, 7.0, 11), (1.0, 1.0, 3), (2.0, -1.0, 4), (0.0, 1.0, 1), (0.0, 1.0, 0),
+                  (0.1, 0.9, 1000), (-1e6, 3.3e6, 77)]:
+    case("linspace", [], torch.linspace(st, en, n), {"start": st, "end": en, "steps": n})
+case("linspace", [], torch.linspace(0, 10, 4, dtype=torch.int64), {"start": 0.0, "end": 10.0, "steps": 4, "dtype": "i64"})
+case("linspace", [], torch.linspace(-1, 2, 7, dtype=torch.float64), {"start": -1.0, "end": 2.0, "steps": 7, "dtype": "f64"})
+dg = randn(3, 4, 5)
+for off, d1, d2 in [(0, 0, 1), (1, 0, 1), (-2, 0, 1), (2, 1, 2), (0, -1, 0), (9, 0, 1)]:
+    auto("diagonal", [dg], lambda x: torch.diagonal(x, off, d1, d2), {"offset": off, "dim1": d1, "dim2": d2})
+auto("diagonal", [dg], lambda x: torch.diagonal(x, 0, 1, 1), {"offset": 0, "dim1": 1, "dim2": 1}, "same dims")
+grad_cases("diagonal", [randn(3, 4)], lambda x: torch.diagonal(x, 1), {"offset": 1, "dim1": 0, "dim2": 1})
+for off in (0, 1, -2):
+    auto("diag", [randn(3)], lambda x: torch.diag(x, off), {"offset": off}, "1-D")
+    auto("diag", [randn(3, 4)], lambda x: torch.diag(x, off), {"offset": off}, "2-D")
+auto("diag", [T([inf, 1.0])], lambda x: torch.diag(x), {"offset": 0}, "inf stays on the diagonal")
+grad_cases("diag", [randn(3)], lambda x: torch.diag(x, -1), {"offset": -1})
+auto("trace", [randn(3, 4)], torch.trace)
+auto("trace", [T([[1, 2], [3, 4]], dtype=torch.int32)], torch.trace, note="i32 -> i64")
+auto("trace", [randn(3)], torch.trace, note="1-D")
+grad_cases("trace", [randn(3, 3)], torch.trace)
+ub = randn(2, 3)
+for d in (0, 1, -1):
+    for i in range(ub.shape[d]):
+        auto("unbind", [ub], lambda x: torch.unbind(x, d)[i], {"dim": d, "index": i})
+mv = randn(2, 3, 4)
+for src, dst in [(0, 2), (2, 0), (-1, 1), (1, 1)]:
+    auto("movedim", [mv], lambda x: torch.movedim(x, src, dst), {"source": src, "destination": dst})
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
