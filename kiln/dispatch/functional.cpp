@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 
 #include "kiln/core/pool.h"
@@ -545,6 +546,25 @@ int64_t wrap_dim(int64_t d, int64_t rank, const char* op) {
   return d < 0 ? d + r : d;
 }
 }  // namespace
+
+Tensor vector_norm(const Tensor& x, double ord, const IntList& dims, bool keepdim) {
+  KILN_CHECK(is_floating(x.dtype()), dtype, "[vector_norm] expects a floating tensor, got {}", x.meta_str());
+  Tensor a = abs(x);
+  if (std::isinf(ord)) return ord > 0 ? amax(a, dims, keepdim) : amin(a, dims, keepdim);
+  if (ord == 0) return sum(to(x != 0, x.dtype()), dims, keepdim);
+  if (ord == 1) return sum(a, dims, keepdim);
+  KILN_CHECK(ord > 0, value, "[vector_norm] ord must be positive, 0 or infinite, got {}", ord);
+  Tensor s = ord == 2 ? sum(x * x, dims, keepdim) : sum(pow(a, ord), dims, keepdim);
+  // The root of a zero sum is 0 with gradient 0: the root never sees the 0 itself.
+  Tensor positive = s > 0.0;
+  Tensor safe = where(positive, s, ones_like(s));
+  Tensor root = ord == 2 ? sqrt(safe) : pow(safe, 1.0 / ord);
+  return where(positive, root, zeros_like(s));
+}
+
+Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
+  return x / clamp_min(vector_norm(x, p, {dim}, /*keepdim=*/true), eps);
+}
 
 Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions o) {
   int64_t cols = m.value_or(n);

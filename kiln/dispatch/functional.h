@@ -251,6 +251,12 @@ Tensor addcdiv(const Tensor& self, const Tensor& a, const Tensor& b, Scalar valu
  * PyTorch does (exact at weight 1). */
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight);
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+/** (sum |x|^ord)^(1/ord) over dims (all when empty) for floating x; ord inf / -inf: the
+ * largest / smallest |x|, 0: the count of non-zeros. The gradient at a zero vector is 0,
+ * as PyTorch's (not the NaN of sqrt'(0) * 0). */
+Tensor vector_norm(const Tensor& x, double ord = 2.0, const IntList& dims = {}, bool keepdim = false);
+/** x / max(vector_norm(x, p, {dim}, keepdim), eps), as torch.nn.functional.normalize. */
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
 /** The n x m identity (m = n by default; f32 by default). */
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions options = {});
 /** `steps` evenly spaced values from start to end inclusive (f32 by default), each

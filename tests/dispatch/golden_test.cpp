@@ -148,6 +148,9 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "trace") return trace(in[0]);
   if (op == "unbind") return unbind(in[0], a.at("dim").get<int64_t>())[a.at("index").get<size_t>()];
   if (op == "movedim") return movedim(in[0], a.at("source").get<int64_t>(), a.at("destination").get<int64_t>());
+  if (op == "vector_norm")
+    return vector_norm(in[0], scalar(a.at("ord")).to_double(), a.at("dim").get<IntList>(), a.value("keepdim", false));
+  if (op == "normalize") return normalize(in[0], a.at("p").get<double>(), a.at("dim").get<int64_t>());
   if (op == "clamp") {
     auto bound = [&](const char* key) -> std::optional<Scalar> {
       return a.at(key).is_null() ? std::nullopt : std::optional<Scalar>(scalar(a[key]));

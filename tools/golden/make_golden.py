@@ -932,6 +932,21 @@ mv = randn(2, 3, 4)
 for src, dst in [(0, 2), (2, 0), (-1, 1), (1, 1)]:
     auto("movedim", [mv], lambda x: torch.movedim(x, src, dst), {"source": src, "destination": dst})
 
+# ---- norms (appended) ----
+nv = T([[3.0, -4.0, 0.0], [0.0, 0.0, 0.0], [1.0, -1.0, 0.5]])
+for o in (2.0, 1.0, inf, -inf, 0.0, 3.0, 0.5):
+    auto("vector_norm", [nv], lambda x: torch.linalg.vector_norm(x, o, dim=[1]), {"ord": o, "dim": [1]})
+auto("vector_norm", [nv], lambda x: torch.linalg.vector_norm(x), {"ord": 2.0, "dim": []}, "all elements")
+auto("vector_norm", [nv], lambda x: torch.linalg.vector_norm(x, 2.0, dim=[0], keepdim=True),
+     {"ord": 2.0, "dim": [0], "keepdim": True})
+auto("vector_norm", [T([3, 4])], lambda x: torch.linalg.vector_norm(x), {"ord": 2.0, "dim": []}, "integers")
+for o in (2.0, 1.0, inf, 3.0):
+    grad_cases("vector_norm", [nv], lambda x: torch.linalg.vector_norm(x, o, dim=[1]), {"ord": o, "dim": [1]},
+               "a zero row, ties")
+auto("normalize", [nv], lambda x: F.normalize(x), {"p": 2.0, "dim": 1})
+auto("normalize", [nv], lambda x: F.normalize(x, p=1.0, dim=0), {"p": 1.0, "dim": 0})
+grad_cases("normalize", [nv], lambda x: F.normalize(x), {"p": 2.0, "dim": 1}, "a zero row")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
