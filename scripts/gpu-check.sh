@@ -34,6 +34,9 @@ elif compgen -G ".gpu-deps/*.deb" >/dev/null; then
   # What Debian's alternatives would link: OpenBLAS as the generic libopenblas.so.
   ln -sf openblas-pthread/libopenblas.so /tmp/kiln-root/usr/lib/x86_64-linux-gnu/libopenblas.so
   CMAKE_EXTRA+=(-DKILN_CBLAS_INCLUDE=/tmp/kiln-root/usr/include/x86_64-linux-gnu/openblas-pthread)
+  # The carried .debs hold no oneDNN (its CMake package pulls in more): CPU products use
+  # OpenBLAS in this build; the GPU paths do not depend on it.
+  CMAKE_EXTRA+=(-DKILN_ONEDNN=OFF)
   export CMAKE_PREFIX_PATH=/tmp/kiln-root/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
   export CPATH=/tmp/kiln-root/usr/include:/tmp/kiln-root/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}
   export LIBRARY_PATH=/tmp/kiln-root/usr/lib/x86_64-linux-gnu:/tmp/kiln-root/usr/lib/x86_64-linux-gnu/openblas-pthread${LIBRARY_PATH:+:$LIBRARY_PATH}

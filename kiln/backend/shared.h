@@ -7,7 +7,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "kiln/core/scalar.h"
 #include "kiln/ops/meta.h"
 #include "kiln/ops/op_table.h"
 
@@ -122,15 +121,6 @@ KILN_HOST_DEVICE inline W gelu_derivative(W v, bool tanh_form, Erf erf_, Exp exp
   (m, __VA_ARGS__)
 
 namespace kiln::backend {
-
-/** A number argument as arithmetic type W: floats convert, integers convert (wrapping into
- * narrower types: -1 into u8 is 255), bool tests non-zero. */
-template <typename W>
-inline W scalar_to(const Scalar& s) {
-  if constexpr (std::is_same_v<W, bool>) return s.to_bool();
-  else if constexpr (std::is_floating_point_v<W>) return static_cast<W>(s.to_double());
-  else return static_cast<W>(s.is_floating() ? static_cast<int64_t>(s.to_double()) : s.to_int());
-}
 
 /** clamp's max(v, lo) then min(., hi), each propagating NaN (of v or of a bound); with
  * lo > hi every value is hi, as torch.clamp. */

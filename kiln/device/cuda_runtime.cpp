@@ -57,7 +57,8 @@ std::atomic<KernelError*> error_blocks[kMaxDevices];
 }  // namespace
 
 KernelError* kernel_error_block(int device) {
-  KILN_CHECK(device >= 0 && device < kMaxDevices, device, "cuda:{} is past kiln's {} CUDA devices", device, kMaxDevices);
+  KILN_CHECK(device >= 0 && device < kMaxDevices, device, "cuda:{} is past kiln's {} CUDA devices",
+             device, kMaxDevices);
   if (KernelError* block = error_blocks[device].load(std::memory_order_acquire)) return block;
   static std::mutex mutex;
   std::lock_guard lock(mutex);

@@ -398,6 +398,11 @@ Tensor var(const Tensor& x, const IntList& dims, int64_t correction, bool keepdi
   return call1(OpKind::var, x, dims, correction, keepdim);
 }
 
+namespace {
+Tensor truth(const Tensor& t) { return t.dtype() == DType::b8 ? t : t != 0; }
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   KILN_CHECK(x.dtype() != DType::b8, dtype, "[argmin] does not support bool inputs");
   if (dim) return min(x, *dim, keepdim).second;
@@ -411,24 +416,12 @@ Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
   Tensor xf = is_floating(x.dtype()) ? x : to(x, DType::f32);
   // The shift: each row's max, as a constant (its gradient would cancel), 0 where infinite.
   Tensor m = amax(xf.detach(), dims, /*keepdim=*/true);
-  m = masked_fill(m, eq(abs(m), std::numeric_limits<double>::infinity()), 0);
-  Tensor out = log(sum(exp(xf - m), dims, /*keepdim=*/true)) + m;
-  if (keepdim) return out;
-  std::vector<int64_t> wrapped;
-  for (int64_t d : dims) wrapped.push_back(d < 0 ? d + x.dim() : d);
-  if (dims.empty())
-    for (int64_t d = 0; d < x.dim(); ++d) wrapped.push_back(d);
-  std::sort(wrapped.rbegin(), wrapped.rend());
-  for (int64_t d : wrapped) out = squeeze(out, d);
-  return out;
+  m = masked_fill(m, abs(m) == kInf, 0);
+  Tensor logs = log(sum(exp(xf - m), dims, keepdim));
+  return logs + reshape(m, shape_of(logs));
 }
 Tensor clamp_min(const Tensor& x, Scalar min) { return clamp(x, min, std::nullopt); }
 Tensor clamp_max(const Tensor& x, Scalar max) { return clamp(x, std::nullopt, max); }
-
-namespace {
-Tensor truth(const Tensor& t) { return t.dtype() == DType::b8 ? t : t != 0; }
-constexpr double kInf = std::numeric_limits<double>::infinity();
-}  // namespace
 
 Tensor logical_and(const Tensor& a, const Tensor& b) { return minimum(truth(a), truth(b)); }
 Tensor logical_or(const Tensor& a, const Tensor& b) { return maximum(truth(a), truth(b)); }
@@ -469,17 +462,15 @@ Tensor triu(const Tensor& x, int64_t diagonal) {
 
 Tensor flip(const Tensor& x, const IntList& dims) {
   Tensor out = x;
-  std::vector<bool> seen(static_cast<size_t>(x.dim()), false);
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(x.dim(), 1)), false);
   for (int64_t d : dims) {
-    int64_t w = d < 0 ? d + x.dim() : d;
-    KILN_CHECK(w >= 0 && w < std::max<int64_t>(x.dim(), 1) && x.dim() > 0, index,
-               "[flip] dim {} is out of range for a tensor of {} dims", d, x.dim());
+    int64_t w = wrap_dim(d, x.dim(), "flip");
     KILN_CHECK(!seen[static_cast<size_t>(w)], value, "[flip] dim {} appears more than once", d);
     seen[static_cast<size_t>(w)] = true;
-    int64_t n = x.size(w);
-    out = index_select(out, w, arange(n - 1, -1, -1, {.dtype = DType::i64, .device = x.device()}));
+    if (x.dim() > 0)  // a 0-dim tensor reads the same backwards
+      out = index_select(out, w, arange(x.size(w) - 1, -1, -1, {.dtype = DType::i64, .device = x.device()}));
   }
-  return dims.empty() ? clone(x) : out;
+  return out.is_same(x) ? clone(x) : out;
 }
 
 Tensor repeat(const Tensor& x, const IntList& repeats) {
@@ -539,14 +530,6 @@ Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
   double w = weight.to_double();
   return w < 0.5 ? start + (end - start) * w : end - (end - start) * (1.0 - w);
 }
-namespace {
-int64_t wrap_dim(int64_t d, int64_t rank, const char* op) {
-  int64_t r = std::max<int64_t>(rank, 1);
-  KILN_CHECK(d >= -r && d < r, index, "[{}] dim {} is out of range for a tensor of {} dims", op, d, rank);
-  return d < 0 ? d + r : d;
-}
-}  // namespace
-
 Tensor vector_norm(const Tensor& x, double ord, const IntList& dims, bool keepdim) {
   KILN_CHECK(is_floating(x.dtype()), dtype, "[vector_norm] expects a floating tensor, got {}", x.meta_str());
   Tensor a = abs(x);

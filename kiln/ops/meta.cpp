@@ -205,7 +205,7 @@ void meta_clamp(const OpCall& c, MetaOut& out) {
   KILN_CHECK(!c.args.is_none(1) || !c.args.is_none(2), value,
              "[clamp] at least one of 'min' or 'max' must not be None");
   ResultType rt;
-  rt.add(self.dtype(), self.dim() == 0 ? ResultType::zero_dim : ResultType::dim);
+  add_operand(rt, self);
   for (size_t i : {size_t{1}, size_t{2}})
     if (!c.args.is_none(i)) rt.add(c.args.scalar(i).dtype(), ResultType::wrapped);
   DType dtype = rt.result();

@@ -249,8 +249,8 @@ void k_clamp(const OpCall& c, std::span<Tensor> outs) {
   Staged s(outs[0], half ? outs[0].dtype() : cd);
   bool has_lo = !c.args.is_none(1), has_hi = !c.args.is_none(2);
   auto run = [&]<typename T>(T*) {
-    T lo = has_lo ? backend::scalar_to<T>(c.args.scalar(1)) : T(0);
-    T hi = has_hi ? backend::scalar_to<T>(c.args.scalar(2)) : T(0);
+    T lo = has_lo ? scalar_as<T>(c.args.scalar(1)) : T(0);
+    T hi = has_hi ? scalar_as<T>(c.args.scalar(2)) : T(0);
     map_unary<T>(s.dst, x, half, [=](T v) { return backend::clamp_value(v, has_lo, lo, has_hi, hi); });
   };
   KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));

@@ -91,6 +91,14 @@ void launch_elementwise(int64_t n, const Geometry<N>& g, F f) {
   check_launch("elementwise kernel launch");
 }
 
+/** A Scalar as element (or arithmetic) type T. */
+template <typename T>
+T scalar_as(const Scalar& s) {
+  if constexpr (std::is_same_v<T, bool>) return s.to_bool();
+  else if constexpr (std::is_integral_v<T>) return static_cast<T>(s.to_int());
+  else return store<T>(s.to_double());
+}
+
 /** One input of an elementwise kernel: device memory, or a 0-dim CPU tensor (D2)
  * whose value travels as a kernel argument. */
 template <typename T>

@@ -83,13 +83,6 @@ void fill_value(const Tensor& t, T v) {
   launch_elementwise<1>(t.numel(), g, [=] __device__(const int64_t* off) { p[off[0]] = v; });
 }
 
-template <typename T>
-T scalar_as(const Scalar& s) {
-  if constexpr (std::is_same_v<T, bool>) return s.to_bool();
-  else if constexpr (std::is_integral_v<T>) return static_cast<T>(s.to_int());
-  else return store<T>(s.to_double());
-}
-
 void fill(const Tensor& t, const Scalar& v) {
   if (t.numel() == 0) return;
   KILN_CUDA_DISPATCH_ALL(t.dtype(), "fill_", fill_value<T>(t, scalar_as<T>(v)));
@@ -256,9 +249,11 @@ void k_masked_fill(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& self = c.args.tensor(0);
   const Tensor& mask = c.args.tensor(1);
   // One pass: out = mask ? value : self (out is self itself for masked_fill_).
-  Tensor x = self.dtype() == out.dtype() && self.device() == out.device() ? self : dense(self, out.dtype(), out.device());
+  bool usable = self.dtype() == out.dtype() && self.device() == out.device();
+  Tensor x = usable ? self : dense(self, out.dtype(), out.device());
   const Dims& shape = out.shape();
-  auto g = make_geometry<3>(shape, {out.strides(), broadcast_strides(x, shape), in_strides(mask, shape)},
+  auto g = make_geometry<3>(shape,
+                            {out.strides(), broadcast_strides(x, shape), in_strides(mask, shape)},
                             {out.offset(), x.offset(), in_offset(mask)});
   In<bool> m = input<bool>(mask);
   KILN_CUDA_DISPATCH_ALL(out.dtype(), "masked_fill", {

@@ -53,8 +53,8 @@ void k_clamp(const OpCall& c, std::span<Tensor> outs) {
                             {out.offset(), x.offset()});
   KILN_CUDA_DISPATCH_ALL(out.dtype(), "clamp", {
     using W = opmath_t<T>;
-    W lo = has_lo ? backend::scalar_to<W>(c.args.scalar(1)) : W(0);
-    W hi = has_hi ? backend::scalar_to<W>(c.args.scalar(2)) : W(0);
+    W lo = has_lo ? scalar_as<W>(c.args.scalar(1)) : W(0);
+    W hi = has_hi ? scalar_as<W>(c.args.scalar(2)) : W(0);
     T* o = out_ptr<T>(out);
     const T* p = static_cast<const T*>(x.storage()->data);
     launch_elementwise<2>(out.numel(), g, [=] __device__(const int64_t* off) {
@@ -133,13 +133,7 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
   bool has_alpha = op == OpKind::add || op == OpKind::sub;
   KILN_CUDA_DISPATCH_ALL(out.dtype(), op, {
     using W = opmath_t<T>;
-    W alpha = W(1);
-    if (has_alpha) {
-      const Scalar& s = c.args.scalar(2);
-      if constexpr (std::is_same_v<W, bool>) alpha = s.to_bool();
-      else if constexpr (std::is_integral_v<W>) alpha = static_cast<W>(s.to_int());
-      else alpha = static_cast<W>(s.to_double());
-    }
+    W alpha = has_alpha ? scalar_as<W>(c.args.scalar(2)) : W(1);
     T* o = out_ptr<T>(out);
     In<T> pa = input<T>(a), pb = input<T>(b);
     launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {
