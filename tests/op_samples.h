@@ -43,6 +43,10 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::ge:
       return {a, scalar};
     case OpKind::pow: return {pos, b};
+    // Divisors kept away from 0 and quotients away from integers (where the derivative jumps).
+    case OpKind::remainder: case OpKind::fmod: return {mul(a, 3.0), add(abs(b), 0.7)};
+    case OpKind::floor_divide: return {mul(a, 3.0), neg(add(abs(b), 0.7))};
+    case OpKind::atan2: return {a, transpose(randn({4, 3}, o), 0, 1)};
     case OpKind::where: return {mask, a, to(b, f64)};
     case OpKind::masked_fill: case OpKind::masked_fill_: return {clone(a), mask, Scalar(0.5)};
     case OpKind::add_: case OpKind::sub_: return {clone(a), b, Scalar(1)};
@@ -55,6 +59,10 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::max: case OpKind::min: return {a, int64_t{1}, true};
     case OpKind::argmax: return {a, int64_t{0}, false};
     case OpKind::var: return {a, IntList{1}, int64_t{1}, false};
+    case OpKind::prod: return {a, IntList{1}, false, Value()};
+    case OpKind::cumsum: return {transpose(a, 0, 1), int64_t{1}, Value()};
+    case OpKind::cumprod: return {a, int64_t{0}, Value()};
+    case OpKind::cumprod_backward: return {randn({3, 4}, o), transpose(randn({4, 3}, o), 0, 1), int64_t{1}};
     case OpKind::softmax: case OpKind::log_softmax: return {a, int64_t{0}};
     case OpKind::softmax_backward: return {randn({3, 4}, o), softmax(transpose(randn({4, 3}, o), 0, 1), 1), int64_t{1}};
     case OpKind::log_softmax_backward: return {randn({3, 4}, o), log_softmax(a, 0), int64_t{0}};

@@ -236,6 +236,36 @@ LayerNormGrads layer_norm_composite(const Tensor& g, const Tensor& x, const Tens
   return r;
 }
 
+// For prod's gradient: each element's product of the others in its reduced group, as the
+// running products before it and after it (exact where x has zeros, where x's product
+// over x would divide by zero).
+Tensor others_product(const Tensor& x, const IntList& dims) {
+  if (x.numel() == 0) return zeros_like(x);
+  std::vector<bool> reduced(static_cast<size_t>(x.dim()), false);
+  for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
+  IntList perm, grouped;  // kept dims first, then the reduced ones flattened into one
+  int64_t n = 1;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (reduced[static_cast<size_t>(d)] == (pass == 1)) {
+        perm.push_back(d);
+        if (pass == 0) grouped.push_back(x.shape()[d]);
+        else n *= x.shape()[d];
+      }
+  grouped.push_back(n);
+  Tensor rows = reshape(permute(x, perm), grouped);
+  int64_t last = rows.dim() - 1;
+  Tensor one = ones_like(narrow(rows, last, 0, 1));
+  auto exclusive = [&](const Tensor& r) { return cumprod(cat({one, narrow(r, last, 0, n - 1)}, last), last); };
+  Tensor others = exclusive(rows) * flip(exclusive(flip(rows, {last})), {last});
+  IntList permuted, inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    permuted.push_back(x.shape()[perm[i]]);
+    inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  }
+  return permute(reshape(others, permuted), inverse);
+}
+
 constexpr uint32_t arg(int i) { return 1u << i; }
 constexpr uint32_t kResult = kSavesResult;
 
@@ -383,6 +413,22 @@ Table build() {
       c.set(1, sum_to(c.grad() * d, c.input(1).shape));
     }
   });
+  // remainder / fmod: x - q y with q = floor(x / y) (trunc for fmod), piecewise constant.
+  d.def(O::remainder, arg(0) | arg(1), [](GradCtx& c) {
+    if (c.needs(0)) c.set(0, sum_to(c.grad(), c.input(0).shape));
+    if (c.needs(1)) c.set(1, sum_to(neg(c.grad()) * floor_divide(c.t(0), c.t(1)), c.input(1).shape));
+  });
+  d.def(O::fmod, arg(0) | arg(1), [](GradCtx& c) {
+    if (c.needs(0)) c.set(0, sum_to(c.grad(), c.input(0).shape));
+    if (c.needs(1)) c.set(1, sum_to(neg(c.grad()) * div(c.t(0), c.t(1), "trunc"), c.input(1).shape));
+  });
+  d.none(O::floor_divide);  // PyTorch has no derivative for it either
+  d.def(O::atan2, arg(0) | arg(1), [](GradCtx& c) {
+    const Tensor &a = c.t(0), &b = c.t(1);
+    Tensor k = c.grad() / (a * a + b * b);
+    if (c.needs(0)) c.set(0, sum_to(k * b, c.input(0).shape));
+    if (c.needs(1)) c.set(1, sum_to(neg(k) * a, c.input(1).shape));
+  });
   // maximum / minimum: the larger (smaller) side takes the gradient; ties split it.
   d.def(O::maximum, arg(0) | arg(1), [](GradCtx& c) { extremum(c, true); });
   d.def(O::minimum, arg(0) | arg(1), [](GradCtx& c) { extremum(c, false); });
@@ -435,6 +481,23 @@ Table build() {
     Tensor centered = x - mean(x, dims, /*keepdim=*/true);
     c.set(0, broadcastable(c.grad(), dims, c.args().flag(3), x.dim()) * centered * (2.0 / n));
   });
+  d.def(O::prod, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    IntList dims = reduced_dims(c.args().ints(1), x.dim(), "prod");
+    c.set(0, to(broadcastable(c.grad(), dims, c.args().flag(2), x.dim()) * others_product(x, dims), x.dtype()));
+  });
+  // Running sums: the gradient's running sums from the other end.
+  d.def(O::cumsum, 0, [](GradCtx& c) {
+    int64_t dim = c.args().i64(1);
+    c.set(0, to(flip(cumsum(flip(c.grad(), {dim}), dim), {dim}), c.input(0).dtype));
+  });
+  d.def(O::cumprod, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    c.set(0, cumprod_backward(to(c.grad(), x.dtype()), x, c.args().i64(1)));
+  });
+  // Not differentiable again: cumprod is differentiable once (double backward through it
+  // gives no gradient; PyTorch's has one).
+  d.none(O::cumprod_backward);
   d.def(O::softmax, kResult, [](GradCtx& c) {  // y (g - sum(g y)), one fused op
     c.set(0, softmax_backward(c.grad(), c.result(), c.args().i64(1)));
   });

@@ -3,6 +3,7 @@
 // list, so every backend covers the same ops), and the host-side layout logic that
 // does not depend on where the data is. Backends pass their own copy/allocation.
 
+#include <cmath>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -32,6 +33,7 @@
   X(k_clamp, clamp)                                                                          \
   X(k_logical_not, logical_not)                                                              \
   X(k_binary, add, sub, mul, div, pow, maximum, minimum)                                     \
+  X(k_binary, remainder, fmod, floor_divide, atan2)                                          \
   X(k_compare, eq, ne, lt, le, gt, ge)                                                       \
   X(k_where, where)                                                                          \
   X(k_gelu_backward, gelu_backward)                                                          \
@@ -42,6 +44,9 @@
   X(k_sum_mean, sum, mean)                                                                   \
   X(k_amax, amax, amin)                                                                      \
   X(k_max_dim, max, min, argmax)                                                             \
+  X(k_prod, prod)                                                                            \
+  X(k_scan, cumsum, cumprod)                                                                 \
+  X(k_cumprod_backward, cumprod_backward)                                                    \
   X(k_var, var)                                                                              \
   X(k_softmax, softmax, log_softmax)                                                         \
   X(k_softmax_backward, softmax_backward, log_softmax_backward)                              \
@@ -167,6 +172,60 @@ KILN_HOST_DEVICE inline W int_pow(W base, W e) {
     e >>= 1;
   }
   return r;
+}
+
+// The division family as PyTorch defines it. Integers: the caller has ruled out y == 0
+// (an Error); y == -1 is handled apart (x % -1 and INT_MIN / -1 are undefined in C++).
+
+/** fmod: x - trunc(x / y) * y, with x's sign (C's fmod). */
+template <typename W>
+KILN_HOST_DEVICE inline W fmod_of(W x, W y) {
+  if constexpr (std::is_floating_point_v<W>) {
+    using std::fmod;
+    return fmod(x, y);
+  } else {
+    if constexpr (std::is_signed_v<W>)
+      if (y == W(-1)) return W(0);
+    return static_cast<W>(x % y);
+  }
+}
+
+/** remainder: x - floor(x / y) * y, with y's sign (Python's %). */
+template <typename W>
+KILN_HOST_DEVICE inline W remainder_of(W x, W y) {
+  W r = fmod_of(x, y);
+  if constexpr (!std::is_unsigned_v<W>)
+    if (r != W(0) && (r < W(0)) != (y < W(0))) r = static_cast<W>(r + y);
+  return r;
+}
+
+/** floor_divide: the quotient rounded down. Floats: from fmod, so that the quotient and
+ * remainder agree; a zero quotient keeps the sign of x / y; y == 0 gives x / y. */
+template <typename W>
+KILN_HOST_DEVICE inline W floor_divide_of(W x, W y) {
+  if constexpr (std::is_floating_point_v<W>) {
+    using std::copysign;
+    using std::floor;
+    if (y == W(0)) return x / y;
+    W r = fmod_of(x, y);
+    W q = (x - r) / y;
+    if (r != W(0) && (r < W(0)) != (y < W(0))) q -= W(1);
+    if (q == W(0)) return copysign(W(0), x / y);
+    W f = floor(q);
+    return q - f > W(0.5) ? f + W(1) : f;
+  } else {
+    if constexpr (std::is_signed_v<W>) {
+      if (y == W(-1)) return wrap_mul(W(-1), x);
+      W q = static_cast<W>(x / y);
+      return (x % y != 0 && (x < 0) != (y < 0)) ? static_cast<W>(q - 1) : q;
+    }
+    return static_cast<W>(x / y);
+  }
+}
+
+/** Whether `op` is one of the integer-dividing ops (an integer divisor of 0 is an error). */
+inline bool divides_integers(ops::OpKind op) {
+  return op == ops::OpKind::remainder || op == ops::OpKind::fmod || op == ops::OpKind::floor_divide;
 }
 
 /** A reduction's input as a dense [outer, inner] matrix: kept dims first (in order),

@@ -80,6 +80,9 @@ void raise_kernel_error(int device) {
   if (seen->code == 0) return;
   KernelError e{seen->code, seen->op, seen->value, seen->bound};
   seen->code = 0;
+  if (e.code == 2)
+    fail(ErrorKind::value, "[{}] integer division by zero (ZeroDivisionError) on cuda:{}, found by the "
+         "kernel and reported at this wait", e.op ? e.op : "kernel", device);
   fail(ErrorKind::index, "[{}] index {} is out of range for size {} (an index tensor on cuda:{}, "
        "found by the kernel and reported at this wait)", e.op ? e.op : "kernel", e.value, e.bound, device);
 }

@@ -30,9 +30,11 @@ void* library_symbol(void* lib, const char* symbol, const std::string& soname, c
 // and every host wait on that device (stream and event synchronisation, blocking
 // copies, hence every host read of a value) throws it as an `index` Error. The process
 // and its context stay usable; the error surfaces at the first wait after the kernel,
-// which may be a wait on another stream of the same device.
+// which may be a wait on another stream of the same device. An integer divisor of 0
+// (remainder, fmod, floor_divide; PyTorch's CPU raises ZeroDivisionError) is reported
+// the same way, as a `value` Error; its element reads as 0.
 struct KernelError {
-  int code;            // 0: none; 1: an index was out of range
+  int code;            // 0: none; 1: an index was out of range; 2: an integer division by zero
   const char* op;      // the op's name (a host string literal, carried through)
   long long value;     // the bad index
   long long bound;     // the size it indexes

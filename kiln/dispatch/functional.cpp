@@ -270,6 +270,26 @@ Tensor pow(const Tensor& a, Scalar e) {
              e.to_int());
   return pow(a, wrapped_number(e));
 }
+Tensor div(const Tensor& a, const Tensor& b, std::string_view rounding_mode) {
+  if (rounding_mode == "floor") return floor_divide(a, b);
+  KILN_CHECK(rounding_mode == "trunc", value,
+             "[div] expected rounding_mode to be 'trunc' or 'floor', but got '{}'", rounding_mode);
+  if (is_floating(ops::result_type(a, b))) return trunc(div(a, b));
+  // a - fmod(a, b) is an exact multiple of b: dividing it down is exact, and it is the
+  // quotient rounded toward zero.
+  return floor_divide(sub(a, fmod(a, b)), b);
+}
+Tensor div(const Tensor& a, Scalar b, std::string_view rounding_mode) {
+  return div(a, wrapped_number(b), rounding_mode);
+}
+Tensor remainder(const Tensor& a, const Tensor& b) { return call1(OpKind::remainder, a, b); }
+Tensor remainder(const Tensor& a, Scalar b) { return remainder(a, wrapped_number(b)); }
+Tensor remainder(Scalar a, const Tensor& b) { return remainder(wrapped_number(a), b); }
+Tensor fmod(const Tensor& a, const Tensor& b) { return call1(OpKind::fmod, a, b); }
+Tensor fmod(const Tensor& a, Scalar b) { return fmod(a, wrapped_number(b)); }
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return call1(OpKind::floor_divide, a, b); }
+Tensor floor_divide(const Tensor& a, Scalar b) { return floor_divide(a, wrapped_number(b)); }
+Tensor atan2(const Tensor& a, const Tensor& b) { return call1(OpKind::atan2, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return call1(OpKind::maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return call1(OpKind::minimum, a, b); }
 Tensor eq(const Tensor& a, const Tensor& b) { return call1(OpKind::eq, a, b); }
@@ -374,6 +394,21 @@ Tensor sum(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DTy
 }
 Tensor mean(const Tensor& x, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
   return call1(OpKind::mean, x, dims, keepdim, opt_dtype(dtype));
+}
+Tensor prod(const Tensor& x, std::optional<DType> dtype) {
+  return call1(OpKind::prod, x, IntList{}, false, opt_dtype(dtype));
+}
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim, std::optional<DType> dtype) {
+  return call1(OpKind::prod, x, IntList{dim}, keepdim, opt_dtype(dtype));
+}
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return call1(OpKind::cumsum, x, dim, opt_dtype(dtype));
+}
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return call1(OpKind::cumprod, x, dim, opt_dtype(dtype));
+}
+Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim) {
+  return call1(OpKind::cumprod_backward, grad, x, dim);
 }
 Tensor amax(const Tensor& x, const IntList& dims, bool keepdim) {
   return call1(OpKind::amax, x, dims, keepdim);

@@ -119,6 +119,22 @@ Tensor div(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, Scalar b);
 Tensor pow(const Tensor& a, const Tensor& exponent);
 Tensor pow(const Tensor& a, Scalar exponent);
+/** div with a rounding mode, "trunc" or "floor": the quotient rounded toward zero or
+ * down, in the promoted dtype (integers stay integers, exact). */
+Tensor div(const Tensor& a, const Tensor& b, std::string_view rounding_mode);
+Tensor div(const Tensor& a, Scalar b, std::string_view rounding_mode);
+/** The division family, with PyTorch's rules: remainder takes the divisor's sign
+ * (Python's %), fmod the dividend's (C's fmod), floor_divide rounds the quotient down.
+ * An integer divisor of 0 is a `value` Error; bool tensors are refused. */
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, Scalar b);
+Tensor remainder(Scalar a, const Tensor& b);
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, Scalar b);
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, Scalar b);
+/** The angle of the point (b, a), in (-pi, pi]; integers promote to f32. */
+Tensor atan2(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, const Tensor& b);
@@ -204,6 +220,17 @@ Tensor min(const Tensor& x);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor var(const Tensor& x, const IntList& dims = {}, int64_t correction = 1,
            bool keepdim = false);
+/** The product of all elements (0-dim), or along `dim`; integers and bools multiply into
+ * i64 unless `dtype` is given (as torch.prod). */
+Tensor prod(const Tensor& x, std::optional<DType> dtype = std::nullopt);
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+/** Running sums / products along `dim`, shaped like x; integers and bools accumulate in
+ * i64 unless `dtype` is given (as torch.cumsum / torch.cumprod). */
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+/** cumprod's gradient w.r.t. x for the output gradient `grad` (x's dtype and shape):
+ * one pass per row, exact where x has zeros. */
+Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim);
 
 // Composites: written with the ops above (so they differentiate, trace and export as
 // those ops), as PyTorch decomposes them.

@@ -487,6 +487,7 @@ bool is_pointwise(OpKind op) {
     case OpKind::floor: case OpKind::ceil: case OpKind::round: case OpKind::trunc: case OpKind::sign:
     case OpKind::clamp:
     case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div: case OpKind::pow:
+    case OpKind::remainder: case OpKind::fmod: case OpKind::floor_divide: case OpKind::atan2:
     case OpKind::maximum: case OpKind::minimum: case OpKind::eq: case OpKind::ne: case OpKind::lt:
     case OpKind::le: case OpKind::gt: case OpKind::ge: case OpKind::where: case OpKind::gelu_backward:
     case OpKind::threshold_backward:
@@ -799,7 +800,7 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
     return pointwise_rule(op, in, out, mesh, info.is_inplace(), outputs_only);
   }
   switch (op) {
-    case OpKind::sum: case OpKind::amax: case OpKind::amin:
+    case OpKind::sum: case OpKind::amax: case OpKind::amin: case OpKind::prod:
       return reduce_rule(op, *in.tensors[0], std::get<IntList>(args[1]), std::get<bool>(args[2]), mesh);
     case OpKind::mm: case OpKind::matmul: case OpKind::bmm:
       return matmul_rule(*in.tensors[0], *in.tensors[1], out, mesh);
@@ -808,14 +809,16 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
       return view_rule(op, *in.tensors[0], args, out, mesh);
     case OpKind::softmax: case OpKind::log_softmax: case OpKind::max: case OpKind::min: case OpKind::argmax:
     case OpKind::var: case OpKind::cat: case OpKind::layer_norm: case OpKind::rms_norm:
-    case OpKind::softmax_backward: case OpKind::log_softmax_backward: {
+    case OpKind::softmax_backward: case OpKind::log_softmax_backward:
+    case OpKind::cumsum: case OpKind::cumprod: case OpKind::cumprod_backward: {
       const Tensor& x = *in.tensors[0];
       DimFlags whole(static_cast<size_t>(x.dim()), 0);
       auto mark = [&](int64_t d) { whole[static_cast<size_t>(wrap_dim(d, x.dim(), info.name))] = true; };
       if (op == OpKind::softmax || op == OpKind::log_softmax || op == OpKind::max || op == OpKind::min ||
-          op == OpKind::cat)
+          op == OpKind::cat || op == OpKind::cumsum || op == OpKind::cumprod)
         mark(std::get<int64_t>(args[1]));
-      else if (op == OpKind::softmax_backward || op == OpKind::log_softmax_backward)
+      else if (op == OpKind::softmax_backward || op == OpKind::log_softmax_backward ||
+               op == OpKind::cumprod_backward)
         mark(std::get<int64_t>(args[2]));
       else if (op == OpKind::argmax) {
         if (auto* d = std::get_if<int64_t>(&args[1])) mark(*d);
@@ -831,7 +834,8 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
       Decision d = keep_shards_except(in, whole);
       if (op == OpKind::layer_norm || op == OpKind::rms_norm)
         for (size_t k = 1; k < d.inputs.size(); ++k) d.inputs[k].assign(d.inputs[k].size(), Replicate());
-      if (op == OpKind::cat || op == OpKind::softmax_backward || op == OpKind::log_softmax_backward)
+      if (op == OpKind::cat || op == OpKind::softmax_backward || op == OpKind::log_softmax_backward ||
+          op == OpKind::cumprod_backward)
         // every input like the first, shards of the cat (softmax) dim gathered
         for (size_t k = 1; k < d.inputs.size(); ++k) d.inputs[k] = d.inputs[0];
       if (op == OpKind::var || op == OpKind::max || op == OpKind::min || op == OpKind::argmax) {

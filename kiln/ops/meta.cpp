@@ -221,6 +221,8 @@ void meta_binary(const OpCall& c, MetaOut& out) {
   if (c.op == OpKind::sub)
     KILN_CHECK(!(a.dtype() == DType::b8 && b.dtype() == DType::b8), dtype,
                "[sub] subtraction with two bool tensors is not supported; use logical_xor");
+  if (c.op == OpKind::remainder || c.op == OpKind::fmod || c.op == OpKind::floor_divide)
+    KILN_CHECK(dtype != DType::b8, dtype, "[{}] is not defined for bool tensors", name_of(c));
   if ((c.op == OpKind::add || c.op == OpKind::sub) && is_integral(dtype, true))
     KILN_CHECK(!c.args.scalar(2).is_floating(), dtype,
                "[{}] for integral input tensors, argument alpha must not be a floating point "
@@ -287,8 +289,8 @@ void check_nonempty_reduce(const OpCall& c, const Tensor& self, const ReduceDims
 
 void meta_sum(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
-  auto r = reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "sum");
-  // Integers and bools sum into i64 unless a dtype is given (as torch.sum).
+  auto r = reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), name_of(c));
+  // Integers and bools sum (multiply) into i64 unless a dtype is given (as torch.sum).
   DType dtype = c.args.is_none(3) ? self.dtype() : c.args.dtype(3);
   if (c.args.is_none(3) && is_integral(dtype, true)) dtype = DType::i64;
   out.fresh(std::move(r.out_shape), dtype);
@@ -339,6 +341,28 @@ void meta_softmax(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
   wrap_dim(c.args.i64(1), self.dim(), name_of(c));
   check_floating(c, self.dtype());
+  out.fresh(self.shape(), self.dtype());
+}
+
+// cumsum / cumprod(self, dim, dtype?): self's shape; integers and bools accumulate in
+// i64 unless a dtype is given (as torch.cumsum).
+void meta_cumulative(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  wrap_dim(c.args.i64(1), self.dim(), name_of(c));
+  DType dtype = c.args.is_none(2) ? self.dtype() : c.args.dtype(2);
+  if (c.args.is_none(2) && is_integral(dtype, true)) dtype = DType::i64;
+  out.fresh(self.shape(), dtype);
+}
+
+// (grad_output, self, dim): self's gradient, shaped and typed like self.
+void meta_cumprod_backward(const OpCall& c, MetaOut& out) {
+  const Tensor& g = c.args.tensor(0);
+  const Tensor& self = c.args.tensor(1);
+  wrap_dim(c.args.i64(2), self.dim(), name_of(c));
+  check_floating(c, self.dtype());
+  check_same_dtype(c, self, g);
+  KILN_CHECK(g.shape() == self.shape(), shape, "[{}] grad_output of shape {} does not match self {}",
+             name_of(c), g.shape().str(), self.shape().str());
   out.fresh(self.shape(), self.dtype());
 }
 

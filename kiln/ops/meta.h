@@ -43,6 +43,8 @@ void meta_max_dim(const OpCall&, MetaOut&);
 void meta_argmax(const OpCall&, MetaOut&);
 void meta_var(const OpCall&, MetaOut&);
 void meta_softmax(const OpCall&, MetaOut&);
+void meta_cumulative(const OpCall&, MetaOut&);
+void meta_cumprod_backward(const OpCall&, MetaOut&);
 void meta_softmax_backward(const OpCall&, MetaOut&);
 void meta_mm(const OpCall&, MetaOut&);
 void meta_bmm(const OpCall&, MetaOut&);

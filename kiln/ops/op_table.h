@@ -81,6 +81,11 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(pow,     same, meta_binary,       "pow(Tensor self, Tensor exponent) -> Tensor") \
   X(maximum, same, meta_binary,       "maximum(Tensor self, Tensor other) -> Tensor") \
   X(minimum, same, meta_binary,       "minimum(Tensor self, Tensor other) -> Tensor") \
+  /* the division family: fmod keeps self's sign (C's fmod), remainder other's (Python's %) */ \
+  X(remainder,    same, meta_binary,       "remainder(Tensor self, Tensor other) -> Tensor") \
+  X(fmod,         same, meta_binary,       "fmod(Tensor self, Tensor other) -> Tensor") \
+  X(floor_divide, same, meta_binary,       "floor_divide(Tensor self, Tensor other) -> Tensor") \
+  X(atan2,        same, meta_binary_float, "atan2(Tensor self, Tensor other) -> Tensor") \
   X(eq,      same, meta_compare,      "eq(Tensor self, Tensor other) -> Tensor") \
   X(ne,      same, meta_compare,      "ne(Tensor self, Tensor other) -> Tensor") \
   X(lt,      same, meta_compare,      "lt(Tensor self, Tensor other) -> Tensor") \
@@ -111,12 +116,18 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(max,     same, meta_max_dim, "max(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)") \
   X(min,     same, meta_max_dim, "min(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)") \
   X(argmax,  same, meta_argmax,  "argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor") \
+  X(prod,    same, meta_sum,     "prod(Tensor self, int[] dim=[], bool keepdim=False, *, ScalarType? dtype=None) -> Tensor") \
   X(var,     same, meta_var,     "var(Tensor self, int[] dim=[], *, int correction=1, bool keepdim=False) -> Tensor") \
   X(softmax,     same, meta_softmax, "softmax(Tensor self, int dim) -> Tensor") \
   X(log_softmax, same, meta_softmax, "log_softmax(Tensor self, int dim) -> Tensor") \
   /* their gradients from the output in one pass per row (PyTorch's _softmax_backward_data and _log_softmax_backward_data) */ \
   X(softmax_backward,     same, meta_softmax_backward, "softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor") \
   X(log_softmax_backward, same, meta_softmax_backward, "log_softmax_backward(Tensor grad_output, Tensor output, int dim) -> Tensor") \
+  /* scans along one dim */ \
+  X(cumsum,  same, meta_cumulative, "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor") \
+  X(cumprod, same, meta_cumulative, "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor") \
+  /* cumprod's gradient in one pass per row, exact where self has zeros */ \
+  X(cumprod_backward, same, meta_cumprod_backward, "cumprod_backward(Tensor grad_output, Tensor self, int dim) -> Tensor") \
   /* linear algebra */ \
   X(mm,      same, meta_mm,     "mm(Tensor self, Tensor mat2) -> Tensor") \
   X(bmm,     same, meta_bmm,    "bmm(Tensor self, Tensor mat2) -> Tensor") \

@@ -947,6 +947,92 @@ auto("normalize", [nv], lambda x: F.normalize(x), {"p": 2.0, "dim": 1})
 auto("normalize", [nv], lambda x: F.normalize(x, p=1.0, dim=0), {"p": 1.0, "dim": 0})
 grad_cases("normalize", [nv], lambda x: F.normalize(x), {"p": 2.0, "dim": 1}, "a zero row")
 
+# ---- the division family: remainder, fmod, floor_divide, div's rounding modes, atan2
+# (appended) ----
+dx = T([5.0, -5.0, 3.0, -0.5, 7.5, -7.5, 0.0, -0.0, inf, -inf, nan, 1.0, -1.0, 6.0, 1e-30])
+dy = T([3.0, 3.0, -2.0, 2.0, -2.5, 2.5, 3.0, 3.0, 2.0, 2.0, 1.0, inf, inf, -0.0, 7.0])
+ix, iz = T([5, -5, 7, -7, 0, 13, -13, 6]), T([3, 3, -3, -3, 4, 1, -1, 6])
+div_family = (("remainder", torch.remainder), ("fmod", torch.fmod), ("floor_divide", torch.floor_divide))
+for name, fn in div_family:
+    auto(name, [dx, dy], fn, note="signs, zeros, inf, nan")
+    auto(name, [dx, T(0.0)], fn, note="floats by a 0-dim zero")
+    auto(name, [ix, iz], fn, note="integer signs")
+    auto(name, [ix, T([3, 0, 1, 1, 1, 1, 1, 1])], fn, note="an integer divisor of zero")
+    auto(name, [T([-128, 127, -5, 100], dtype=torch.int8), T([-1, -1, 2, -7], dtype=torch.int8)], fn,
+         note="i8, divisor -1")
+    auto(name, [T([200, 7, 255], dtype=torch.uint8), T([7, 200, 16], dtype=torch.uint8)], fn, note="u8")
+    auto(name, [T([True, False]), T([True, True])], fn, note="bool")
+    auto(name, [ix.to(torch.int32), dy[:8]], fn, note="i32 with f32")
+    auto(name + "_scalar", [ix], lambda x: fn(x, 2.5), {"other": 2.5}, "integers by a float number -> f32")
+    auto(name + "_scalar", [ix.to(torch.int16)], lambda x: fn(x, -3), {"other": -3}, "i16 by an int number")
+    auto(name + "_scalar", [dx], lambda x: fn(x, -2), {"other": -2})
+    auto(name, [randn(3, 4) * 4, randn(4).abs() + 0.5], fn, note="broadcast")
+    auto(name, [(randn(5) * 4).half(), T([1.5, -1.5, 0.75, 3.0, -0.5], dtype=torch.float16)], fn,
+         note="f16", rtol=1e-3, atol=1e-3)
+    auto(name, [(randn(2, 3) * 4).double(), T(0.7, dtype=torch.float64)], fn, note="f64")
+    if name != "floor_divide":  # PyTorch has no derivative for floor_divide
+        grad_cases(name, [randn(3, 4) * 3, randn(4).abs() + 0.7], fn)
+auto("remainder_rscalar", [T([3, -3, 2, 7])], lambda y: torch.remainder(5, y), {"self": 5}, "a number by tensors")
+auto("remainder_rscalar", [T([3.5, -3.5])], lambda y: torch.remainder(5, y), {"self": 5})
+for mode in ("trunc", "floor"):
+    def by_mode(a_, b_, m=mode):
+        return torch.div(a_, b_, rounding_mode=m)
+    auto("div_mode", [dx, dy], by_mode, {"rounding_mode": mode}, "floats")
+    auto("div_mode", [ix, iz], by_mode, {"rounding_mode": mode}, "integers stay integers")
+    auto("div_mode", [T([-128, 127, -7], dtype=torch.int8), T([-1, 2, 2], dtype=torch.int8)], by_mode,
+         {"rounding_mode": mode}, "i8")
+    auto("div_mode", [ix, T([3, 0, 1, 1, 1, 1, 1, 1])], by_mode, {"rounding_mode": mode}, "an integer divisor of zero")
+    auto("div_mode", [ix, dy[:8]], by_mode, {"rounding_mode": mode}, "integers with floats")
+    auto("div_mode_scalar", [ix], lambda a_, m=mode: torch.div(a_, 4, rounding_mode=m),
+         {"rounding_mode": mode, "other": 4})
+auto("div_mode", [dx, dy], lambda a_, b_: torch.div(a_, b_, rounding_mode="round"), {"rounding_mode": "round"},
+     "an unknown mode")
+ay = T([1.0, -1.0, 0.0, -0.0, 0.0, -0.0, inf, -inf, inf, nan, 2.0, -3.0])
+ax = T([1.0, 1.0, 1.0, 1.0, -1.0, -1.0, inf, inf, -inf, 1.0, 0.0, -0.0])
+auto("atan2", [ay, ax], torch.atan2, note="quadrants, signed zeros, inf, nan")
+auto("atan2", [T([1, -2, 0]), T([3, 0, -4])], torch.atan2, note="integers -> f32")
+auto("atan2", [randn(3, 1).double(), randn(4)], torch.atan2, note="f64 broadcast")
+grad_cases("atan2", [randn(3, 4), randn(4)], torch.atan2)
+grad2_cases("atan2", [randn(3), randn(3)], torch.atan2)
+
+# ---- products and scans: prod, cumsum, cumprod (appended) ----
+pz = T([[2.0, 0.0, 3.0, 4.0], [0.0, 2.0, 0.0, 3.0], [1.5, -2.0, 0.5, 3.0]])
+auto("prod_all", [pz], lambda x: torch.prod(x))
+auto("prod_all", [T([[2, 3], [4, -5]], dtype=torch.int32)], lambda x: torch.prod(x), note="i32 -> i64")
+auto("prod_all", [T([True, True, False])], lambda x: torch.prod(x), note="bool -> i64")
+auto("prod_all", [torch.empty(0, 3)], lambda x: torch.prod(x), note="empty: 1")
+auto("prod_all", [T([1.5, 2.0])], lambda x: torch.prod(x, dtype=torch.float64), {"dtype": "f64"})
+auto("prod_all", [T([100, 100, 100], dtype=torch.int16)], lambda x: torch.prod(x, dtype=torch.int16), {"dtype": "i16"},
+     "wraps in the asked dtype")
+for dm, kd in [(0, False), (1, True), (-1, False)]:
+    auto("prod_dim", [pz], lambda x: torch.prod(x, dm, keepdim=kd), {"dim": dm, "keepdim": kd})
+auto("prod_dim", [torch.empty(2, 0)], lambda x: torch.prod(x, 1), {"dim": 1, "keepdim": False}, "empty rows")
+auto("prod_dim", [T(3.0)], lambda x: torch.prod(x, 0), {"dim": 0, "keepdim": False}, "0-dim")
+auto("prod_dim", [pz], lambda x: torch.prod(x, 2), {"dim": 2, "keepdim": False}, "dim out of range")
+grad_cases("prod_all", [pz[2:]], lambda x: torch.prod(x), note="no zeros")
+grad_cases("prod_all", [pz[:1]], lambda x: torch.prod(x), note="one zero")
+grad_cases("prod_all", [pz[1:2]], lambda x: torch.prod(x), note="two zeros")
+grad_cases("prod_dim", [pz], lambda x: torch.prod(x, 1), {"dim": 1, "keepdim": False}, "rows with zeros")
+grad_cases("prod_dim", [pz], lambda x: torch.prod(x, 0, keepdim=True), {"dim": 0, "keepdim": True})
+cs = randn(3, 5)
+for name, fn in (("cumsum", torch.cumsum), ("cumprod", torch.cumprod)):
+    for dm in (0, 1, -1):
+        auto(name, [cs], lambda x: fn(x, dm), {"dim": dm})
+    auto(name, [cs], lambda x: fn(x, 2), {"dim": 2}, "dim out of range")
+    auto(name, [T([[1, 2, 3], [4, 5, 6]], dtype=torch.int8)], lambda x: fn(x, 1), {"dim": 1}, "i8 -> i64")
+    auto(name, [T([True, False, True])], lambda x: fn(x, 0), {"dim": 0}, "bool -> i64")
+    auto(name, [T([1.5, 2.0, 3.0])], lambda x: fn(x, 0, dtype=torch.float64), {"dim": 0, "dtype": "f64"})
+    auto(name, [T([100, 100, 100], dtype=torch.int32)], lambda x: fn(x, 0, dtype=torch.int8), {"dim": 0, "dtype": "i8"},
+         "wraps in the asked dtype")
+    auto(name, [T(2.5)], lambda x: fn(x, 0), {"dim": 0}, "0-dim")
+    auto(name, [torch.empty(2, 0)], lambda x: fn(x, 1), {"dim": 1}, "empty")
+    auto(name, [T([1.0, nan, 2.0, inf])], lambda x: fn(x, 0), {"dim": 0}, "nan and inf carry on")
+    grad_cases(name, [cs], lambda x: fn(x, 1), {"dim": 1})
+grad_cases("cumprod", [pz], lambda x: torch.cumprod(x, 1), {"dim": 1}, "rows with zeros")
+grad_cases("cumprod", [pz], lambda x: torch.cumprod(x, 0), {"dim": 0}, "columns with zeros")
+grad_cases("cumsum", [T([1.0, 2.0, 3.0])], lambda x: torch.cumsum(x, 0, dtype=torch.float64), {"dim": 0, "dtype": "f64"},
+           "a wider dtype")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

@@ -1,4 +1,6 @@
 // Unary, binary, comparison and selection kernels over broadcast, strided operands.
+#include <atomic>
+
 #include "kiln/backend/cpu/convert.h"
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
@@ -71,6 +73,19 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
           }
         });
       });
+}
+
+// Whether any element of `t` (of element type T) is zero.
+template <typename T>
+bool any_zero(const Tensor& t) {
+  const T* p = static_cast<const T*>(t.storage()->data);
+  std::atomic<bool> zero{false};  // runs go to several threads
+  for_each_run<1>(t.shape(), {t.strides()}, {t.offset()},
+                  [&](int64_t n, std::array<int64_t, 1> off, std::array<int64_t, 1> st) {
+                    for (int64_t i = 0; i < n; ++i)
+                      if (p[off[0] + i * st[0]] == T(0)) return zero.store(true, std::memory_order_relaxed);
+                  });
+  return zero.load();
 }
 
 // Output goes straight into `out` when its dtype is the compute dtype, else through
@@ -384,6 +399,24 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
           return x < y ? x : y;
         });
         return;
+      case OpKind::remainder:
+      case OpKind::fmod:
+      case OpKind::floor_divide:
+        if constexpr (!is_bool) {
+          if constexpr (std::is_integral_v<T>)
+            KILN_CHECK(!any_zero<T>(b), value, "[{}] integer division by zero (ZeroDivisionError)", c.op);
+          if (c.op == OpKind::remainder) apply([](T x, T y) -> T { return backend::remainder_of(x, y); });
+          else if (c.op == OpKind::fmod) apply([](T x, T y) -> T { return backend::fmod_of(x, y); });
+          else apply([](T x, T y) -> T { return backend::floor_divide_of(x, y); });
+          return;
+        }
+        break;
+      case OpKind::atan2:
+        if constexpr (std::is_floating_point_v<T>) {
+          apply([](T x, T y) -> T { return std::atan2(x, y); });
+          return;
+        }
+        break;
       default: break;
     }
     fail(ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", c.op, cd);

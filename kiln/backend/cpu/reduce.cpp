@@ -181,6 +181,95 @@ void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
   if (!argmax) copy_into(outs[0], make_view(values, outs[0].shape(), contiguous_strides(outs[0].shape()), 0));
 }
 
+void k_prod(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& out = outs[0];
+  auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "prod");
+  DType cd = compute_dtype(out.dtype());
+  if (cd == DType::b8) cd = DType::i64;
+  Tensor dst = direct_rows(out, cd) ? out : empty(out.shape(), cd, out.device());
+  Rows r = to_rows(self, rd.reduced, cd);
+  KILN_DISPATCH_COMPUTE(cd, c.op, {
+    const T* p = r.data.data<T>();
+    T* o = dst.data<T>();
+    parallel_for(r.outer, r.inner, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        Acc<T> acc = 1;
+        const T* row = p + i * r.inner;
+        for (int64_t j = 0; j < r.inner; ++j) acc = backend::wrap_mul(acc, static_cast<Acc<T>>(row[j]));
+        o[i] = static_cast<T>(acc);
+      }
+    });
+  });
+  if (!dst.is_same(out)) copy_into(out, dst);
+}
+
+// cumsum / cumprod: each row scanned in order; floats accumulate in double (as PyTorch's
+// CPU kernels do), integers wrap.
+void k_scan(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t d = wrap_dim(c.args.i64(1), self.dim(), op_name(c.op));
+  DType cd = compute_dtype(outs[0].dtype());
+  if (cd == DType::b8) cd = DType::i64;
+  Rows r = to_rows(self, only_dim(self.dim(), d), cd);
+  Tensor dst = moved_last(outs[0], d);
+  Tensor res = direct_rows(dst, cd) ? dst : empty(r.data.shape(), cd, self.device());
+  bool product = c.op == OpKind::cumprod;
+  KILN_DISPATCH_COMPUTE(cd, c.op, {
+    const T* p = r.data.data<T>();
+    T* o = res.data<T>();
+    int64_t n = r.inner;
+    parallel_for(r.outer, n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        Acc<T> acc = product ? 1 : 0;
+        for (int64_t j = i * n; j < (i + 1) * n; ++j) {
+          auto v = static_cast<Acc<T>>(p[j]);
+          acc = product ? backend::wrap_mul(acc, v) : backend::wrap_add(acc, v);
+          o[j] = static_cast<T>(acc);
+        }
+      }
+    });
+  });
+  if (res.impl() != dst.impl()) copy_into(dst, res);
+}
+
+// cumprod's gradient, row by row: x_i's is (the product of the x before it) * R_i with
+// R_i = g_i + x_{i+1} R_{i+1} (the sum over k >= i of g_k x_{i+1} ... x_k). No division,
+// so rows with zeros are exact.
+void k_cumprod_backward(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.args.tensor(1);
+  int64_t d = wrap_dim(c.args.i64(2), x.dim(), "cumprod_backward");
+  DType cd = compute_dtype(x.dtype());
+  std::vector<bool> reduced = only_dim(x.dim(), d);
+  Rows rx = to_rows(x, reduced, cd), rg = to_rows(c.args.tensor(0), reduced, cd);
+  Tensor dst = moved_last(outs[0], d);
+  Tensor res = direct_rows(dst, cd) ? dst : empty(rx.data.shape(), cd, x.device());
+  KILN_DISPATCH_FLOAT(cd, c.op, {
+    const T* px = rx.data.data<T>();
+    const T* pg = rg.data.data<T>();
+    T* o = res.data<T>();
+    int64_t n = rx.inner;
+    parallel_for(rx.outer, 2 * n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const T* xr = px + i * n;
+        const T* gr = pg + i * n;
+        T* orow = o + i * n;
+        double after = 0;  // R_{j+1}
+        for (int64_t j = n - 1; j >= 0; --j) {
+          after = (j + 1 < n ? after * static_cast<double>(xr[j + 1]) : 0.0) + static_cast<double>(gr[j]);
+          orow[j] = static_cast<T>(after);
+        }
+        double before = 1;
+        for (int64_t j = 0; j < n; ++j) {
+          orow[j] = static_cast<T>(before * static_cast<double>(orow[j]));
+          before *= static_cast<double>(xr[j]);
+        }
+      }
+    });
+  });
+  if (res.impl() != dst.impl()) copy_into(dst, res);
+}
+
 void k_var(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& self = c.args.tensor(0);
   auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(3), "var");

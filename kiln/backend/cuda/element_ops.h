@@ -129,6 +129,22 @@ KILN_HOST_DEVICE inline W binary_w(ops::OpKind op, W x, W y, W alpha) {
       case OpKind::minimum:
         if (is_nan(x) || is_nan(y)) return static_cast<W>(x + y);
         return op == OpKind::maximum ? (x > y ? x : y) : (x < y ? x : y);
+      // Integer divisors of 0 are caught before (k_binary); 0 keeps this total.
+      case OpKind::remainder:
+        if constexpr (std::is_integral_v<W>) if (y == W(0)) return W(0);
+        return backend::remainder_of(x, y);
+      case OpKind::fmod:
+        if constexpr (std::is_integral_v<W>) if (y == W(0)) return W(0);
+        return backend::fmod_of(x, y);
+      case OpKind::floor_divide:
+        if constexpr (std::is_integral_v<W>) if (y == W(0)) return W(0);
+        return backend::floor_divide_of(x, y);
+      case OpKind::atan2:
+        if constexpr (std::is_floating_point_v<W>) {
+          using std::atan2;
+          return atan2(x, y);
+        }
+        return x;
       default: return x;
     }
   }

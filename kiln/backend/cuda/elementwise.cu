@@ -130,6 +130,25 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
   const Dims& shape = out.shape();
   auto g = make_geometry<3>(shape, {out.strides(), in_strides(a, shape), in_strides(b, shape)},
                             {out.offset(), in_offset(a), in_offset(b)});
+  if (backend::divides_integers(op) && !is_floating(out.dtype())) {
+    // A zero divisor is found by the kernel, as a bad index is (Note [Index errors found
+    // by kernels]): code 2, raised at the next host wait as a `value` Error.
+    KernelError* error = kernel_error_block(out.device().index);
+    const char* name = ops::op_info(op).name.data();
+    switch (out.dtype()) {
+      KILN_CUDA_INT_CASES({
+        T* o = out_ptr<T>(out);
+        In<T> pa = input<T>(a), pb = input<T>(b);
+        launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {
+          T y = pb[off[2]];
+          if (y == T(0) && atomicCAS(&error->code, 0, 2) == 0) error->op = name;
+          o[off[0]] = binary_op<T>(op, pa[off[1]], y, T(1));
+        });
+      })
+      KILN_CUDA_UNSUPPORTED(out.dtype(), op)
+    }
+    return;
+  }
   bool has_alpha = op == OpKind::add || op == OpKind::sub;
   KILN_CUDA_DISPATCH_ALL(out.dtype(), op, {
     using W = opmath_t<T>;

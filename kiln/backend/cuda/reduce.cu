@@ -74,6 +74,10 @@ struct Plus {
   template <typename A>
   __device__ A operator()(A a, A b) const { return a + b; }
 };
+struct Times {
+  template <typename A>
+  __device__ A operator()(A a, A b) const { return backend::wrap_mul(a, b); }
+};
 
 template <typename T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
@@ -116,6 +120,59 @@ __global__ void arg_rows(const T* in, T* values, int64_t* indices, int64_t inner
   if (threadIdx.x == 0) {
     if (values) values[blockIdx.x] = best.v;
     indices[blockIdx.x] = best.i;
+  }
+}
+
+template <typename T>
+__global__ void prod_rows(const T* in, T* out, int64_t inner) {
+  const T* p = in + blockIdx.x * inner;
+  Acc<T> acc = 1;
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock) acc = backend::wrap_mul(acc, static_cast<Acc<T>>(p[j]));
+  acc = block_reduce(acc, Times{});
+  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<T>(acc);
+}
+
+// cumsum / cumprod of each row in T (f32 sums stay f32, as PyTorch's CUDA kernels):
+// each thread scans its own chunk, the block scans the chunk totals, then each thread
+// rescans its chunk from the total before it.
+template <typename T>
+__global__ void scan_rows(const T* in, T* out, int64_t n, bool product) {
+  __shared__ T totals[kBlock];
+  const T* row = in + blockIdx.x * n;
+  T* o = out + blockIdx.x * n;
+  auto combine = [product](T a, T b) { return product ? backend::wrap_mul(a, b) : backend::wrap_add(a, b); };
+  const T id = product ? T(1) : T(0);
+  int64_t chunk = (n + kBlock - 1) / kBlock;
+  int64_t lo = threadIdx.x * chunk;
+  int64_t hi = lo + chunk < n ? lo + chunk : n;
+  T acc = id;
+  for (int64_t j = lo; j < hi; ++j) acc = combine(acc, row[j]);
+  totals[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = 1; s < kBlock; s <<= 1) {  // inclusive scan of the totals
+    T before = threadIdx.x >= s ? totals[threadIdx.x - s] : id;
+    __syncthreads();
+    totals[threadIdx.x] = combine(before, totals[threadIdx.x]);
+    __syncthreads();
+  }
+  acc = threadIdx.x ? totals[threadIdx.x - 1] : id;
+  for (int64_t j = lo; j < hi; ++j) o[j] = acc = combine(acc, row[j]);
+}
+
+// cumprod's gradient, a thread per row (see the CPU kernel for the recurrence).
+template <typename T>
+__global__ void cumprod_backward_rows(const T* g, const T* x, T* out, int64_t rows, int64_t n) {
+  int64_t r = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x;
+  if (r >= rows) return;
+  const T* xr = x + r * n;
+  const T* gr = g + r * n;
+  T* o = out + r * n;
+  T after = 0;
+  for (int64_t j = n - 1; j >= 0; --j) o[j] = after = (j + 1 < n ? after * xr[j + 1] : T(0)) + gr[j];
+  T before = 1;
+  for (int64_t j = 0; j < n; ++j) {
+    o[j] = before * o[j];
+    before *= xr[j];
   }
 }
 
@@ -374,6 +431,50 @@ void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
   });
   if (!argmax)
     copy_into(outs[0], make_view(values, outs[0].shape(), contiguous_strides(outs[0].shape()), 0));
+}
+
+void k_prod(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  const Tensor& out = outs[0];
+  auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "prod");
+  DType cd = compute_dtype(out.dtype());
+  if (cd == DType::b8) cd = DType::i64;
+  Rows r = to_rows(self, rd.reduced, cd);
+  Tensor dst = out.dtype() == cd ? out : empty(out.shape(), cd, out.device());
+  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, launch_rows(r.outer, prod_rows<T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner));
+  if (!dst.is_same(out)) copy_into(out, dst);
+}
+
+void k_scan(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t d = wrap(c.args.i64(1), self.dim());
+  DType cd = compute_dtype(outs[0].dtype());
+  if (cd == DType::b8) cd = DType::i64;
+  Rows r = to_rows(self, only_dim(self.dim(), d), cd);
+  Tensor target = moved_last(outs[0], d);
+  bool direct = target.is_contiguous() && target.dtype() == cd;
+  Tensor res = direct ? target : empty(r.data.shape(), cd, self.device());
+  bool product = c.op == OpKind::cumprod;
+  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, launch_rows(r.outer, scan_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, product));
+  if (!direct) copy_into(target, res);
+}
+
+void k_cumprod_backward(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.args.tensor(1);
+  int64_t d = wrap(c.args.i64(2), x.dim());
+  DType cd = compute_dtype(x.dtype());
+  std::vector<bool> reduced = only_dim(x.dim(), d);
+  Rows rx = to_rows(x, reduced, cd), rg = to_rows(c.args.tensor(0), reduced, cd);
+  Tensor target = moved_last(outs[0], d);
+  bool direct = target.is_contiguous() && target.dtype() == cd;
+  Tensor res = direct ? target : empty(rx.data.shape(), cd, x.device());
+  int64_t blocks = (rx.outer + kBlock - 1) / kBlock;
+  switch (cd) {
+    KILN_CUDA_CASE(f32, float, launch_rows(blocks, cumprod_backward_rows<T>, row_ptr<T>(rg), row_ptr<T>(rx), dense_ptr<T>(res), rx.outer, rx.inner))
+    KILN_CUDA_CASE(f64, double, launch_rows(blocks, cumprod_backward_rows<T>, row_ptr<T>(rg), row_ptr<T>(rx), dense_ptr<T>(res), rx.outer, rx.inner))
+    KILN_CUDA_UNSUPPORTED(cd, c.op)
+  }
+  if (!direct) copy_into(target, res);
 }
 
 void k_var(const OpCall& c, std::span<Tensor> outs) {
