@@ -25,14 +25,22 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::sin: case OpKind::cos: case OpKind::tanh: case OpKind::sigmoid:
     case OpKind::silu: case OpKind::erf: case OpKind::logical_not:
       return {transpose(a, 0, 1)};
-    case OpKind::log: case OpKind::sqrt: case OpKind::rsqrt: case OpKind::log2:
+    case OpKind::log: case OpKind::sqrt: case OpKind::rsqrt: case OpKind::log2: case OpKind::log10:
     case OpKind::reciprocal:
       return {pos};
     case OpKind::log1p: return {sub(pos, 1.5)};  // >= -0.5
     case OpKind::expm1: case OpKind::atan: case OpKind::sinh: case OpKind::cosh:
     case OpKind::floor: case OpKind::ceil: case OpKind::round: case OpKind::trunc: case OpKind::sign:
       return {transpose(mul(a, 2.0), 0, 1)};
-    case OpKind::tan: case OpKind::asin: case OpKind::acos: return {mul(tanh(a), 0.9)};  // in (-0.9, 0.9)
+    case OpKind::tan: case OpKind::asin: case OpKind::acos: case OpKind::atanh:
+      return {mul(tanh(a), 0.9)};  // in (-0.9, 0.9)
+    case OpKind::exp2: case OpKind::erfc: case OpKind::asinh: return {transpose(a, 0, 1)};
+    case OpKind::acosh: return {add(pos, 0.5)};  // >= 1.5
+    case OpKind::bitwise_not: return {transpose(from_vector<int64_t>({5, -3, 0, 7, 12, -8}, {2, 3}), 0, 1)};
+    case OpKind::bitwise_and: case OpKind::bitwise_or: case OpKind::bitwise_xor:
+      return {from_vector<int64_t>({5, -3, 0, 7, 12, -8}, {2, 3}), from_vector<int32_t>({6, 3, -1}, {3})};
+    case OpKind::sort: return {transpose(a, 0, 1), int64_t{0}, true, false};
+    case OpKind::topk: return {a, int64_t{2}, int64_t{1}, true, true};
     case OpKind::clamp: return {transpose(a, 0, 1), Scalar(-0.5), Scalar(0.75)};
     case OpKind::gelu: return {a, Str("tanh")};
     case OpKind::gelu_backward: return {randn({3, 4}, o), transpose(randn({4, 3}, o), 0, 1), Str("tanh")};

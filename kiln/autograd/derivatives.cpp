@@ -183,6 +183,14 @@ void picked(GradCtx& c) {
   c.set(0, scatter_add(zeros_for(in), dim, idx, keep_dims(c.grad(), dims, keepdim)));
 }
 
+// sort's and topk's: the values' gradient scattered back to the indices they came from.
+void sorted_back(GradCtx& c, int64_t dim) {
+  const GradMeta& in = c.input(0);
+  if (in.shape.size() == 0) return c.set(0, c.grad());
+  dim = wrap_dim(dim, static_cast<int64_t>(in.shape.size()), "sort");
+  c.set(0, scatter_add(zeros_for(in), dim, c.result(1), c.grad()));
+}
+
 // linear's gradients in ops (what linear_backward computes in one node), only those asked
 // for; `bias_shape` is the bias's (a 0-dim bias of one output feature).
 LinearGrads linear_composite(const Tensor& g, const Tensor& x, const Tensor& w, bool input, bool weight,
@@ -349,6 +357,24 @@ Table build() {
   d.def(O::log1p, arg(0), [](GradCtx& c) { c.set(0, c.grad() / (c.t(0) + 1)); });
   d.def(O::expm1, kResult, [](GradCtx& c) { c.set(0, c.grad() * (c.result() + 1)); });
   d.def(O::log2, arg(0), [](GradCtx& c) { c.set(0, c.grad() / (c.t(0) * std::numbers::ln2)); });
+  d.def(O::log10, arg(0), [](GradCtx& c) { c.set(0, c.grad() / (c.t(0) * std::numbers::ln10)); });
+  d.def(O::exp2, kResult, [](GradCtx& c) { c.set(0, c.grad() * c.result() * std::numbers::ln2); });
+  d.def(O::erfc, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    c.set(0, c.grad() * (exp(neg(x * x)) * (-2 / std::sqrt(std::numbers::pi))));
+  });
+  d.def(O::asinh, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    c.set(0, c.grad() * rsqrt(x * x + 1));
+  });
+  d.def(O::acosh, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    c.set(0, c.grad() * rsqrt(x * x - 1));
+  });
+  d.def(O::atanh, arg(0), [](GradCtx& c) {
+    const Tensor& x = c.t(0);
+    c.set(0, c.grad() / (1 - x * x));
+  });
   d.def(O::tan, kResult, [](GradCtx& c) {
     const Tensor& r = c.result();
     c.set(0, c.grad() * (1 + r * r));
@@ -423,6 +449,7 @@ Table build() {
     if (c.needs(1)) c.set(1, sum_to(neg(c.grad()) * div(c.t(0), c.t(1), "trunc"), c.input(1).shape));
   });
   d.none(O::floor_divide);  // PyTorch has no derivative for it either
+  for (O op : {O::bitwise_not, O::bitwise_and, O::bitwise_or, O::bitwise_xor}) d.none(op);
   d.def(O::atan2, arg(0) | arg(1), [](GradCtx& c) {
     const Tensor &a = c.t(0), &b = c.t(1);
     Tensor k = c.grad() / (a * a + b * b);
@@ -474,6 +501,9 @@ Table build() {
   d.def(O::max, kResult, picked);
   d.def(O::min, kResult, picked);
   d.none(O::argmax);
+  // sort / topk: each value's gradient goes back to where it came from.
+  d.def(O::sort, kResult, [](GradCtx& c) { sorted_back(c, c.args().i64(1)); });
+  d.def(O::topk, kResult, [](GradCtx& c) { sorted_back(c, c.args().i64(2)); });
   d.def(O::var, arg(0), [](GradCtx& c) {  // 2 (x - mean) / (N - correction)
     const Tensor& x = c.t(0);
     IntList dims = reduced_dims(c.args().ints(1), x.dim(), "var");

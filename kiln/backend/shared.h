@@ -29,9 +29,10 @@
   X(k_randn, randn)                                                                          \
   X(k_unary, neg, abs, relu, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu, gelu, erf) \
   X(k_unary, log1p, expm1, log2, tan, atan, asin, acos, sinh, cosh, reciprocal)               \
-  X(k_unary, floor, ceil, round, trunc, sign)                                                \
+  X(k_unary, floor, ceil, round, trunc, sign, exp2, log10, erfc, asinh, acosh, atanh)        \
   X(k_clamp, clamp)                                                                          \
   X(k_logical_not, logical_not)                                                              \
+  X(k_bitwise, bitwise_not, bitwise_and, bitwise_or, bitwise_xor)                            \
   X(k_binary, add, sub, mul, div, pow, maximum, minimum)                                     \
   X(k_binary, remainder, fmod, floor_divide, atan2)                                          \
   X(k_compare, eq, ne, lt, le, gt, ge)                                                       \
@@ -47,6 +48,7 @@
   X(k_prod, prod)                                                                            \
   X(k_scan, cumsum, cumprod)                                                                 \
   X(k_cumprod_backward, cumprod_backward)                                                    \
+  X(k_sort, sort, topk)                                                                      \
   X(k_var, var)                                                                              \
   X(k_softmax, softmax, log_softmax)                                                         \
   X(k_softmax_backward, softmax_backward, log_softmax_backward)                              \
@@ -220,6 +222,38 @@ KILN_HOST_DEVICE inline W floor_divide_of(W x, W y) {
       return (x % y != 0 && (x < 0) != (y < 0)) ? static_cast<W>(q - 1) : q;
     }
     return static_cast<W>(x / y);
+  }
+}
+
+/** sort's and topk's order: whether `a` comes before `b` (NaN above every number: last
+ * ascending, first descending, as PyTorch). */
+template <typename T>
+KILN_HOST_DEVICE inline bool sorts_before(T a, T b, bool descending) {
+  bool a_nan = a != a, b_nan = b != b;
+  if (a_nan || b_nan) return descending ? a_nan && !b_nan : b_nan && !a_nan;
+  return descending ? b < a : a < b;
+}
+
+/** The bitwise op `op` of (x, y) (y unused for bitwise_not); bools as logical ops. Other
+ * types compile (generic kernels instantiate every dtype) and give x. */
+template <typename T>
+KILN_HOST_DEVICE inline T bitwise_of(ops::OpKind op, T x, T y) {
+  if constexpr (std::is_same_v<T, bool>) {
+    switch (op) {
+      case ops::OpKind::bitwise_not: return !x;
+      case ops::OpKind::bitwise_and: return x && y;
+      case ops::OpKind::bitwise_or: return x || y;
+      default: return x != y;
+    }
+  } else if constexpr (!std::is_integral_v<T>) {
+    return x;  // floats are refused before (meta)
+  } else {
+    switch (op) {
+      case ops::OpKind::bitwise_not: return static_cast<T>(~x);
+      case ops::OpKind::bitwise_and: return static_cast<T>(x & y);
+      case ops::OpKind::bitwise_or: return static_cast<T>(x | y);
+      default: return static_cast<T>(x ^ y);
+    }
   }
 }
 

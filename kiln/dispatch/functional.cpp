@@ -254,6 +254,19 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   return call1(OpKind::clamp, x, min ? Value(*min) : Value(), max ? Value(*max) : Value());
 }
 Tensor logical_not(const Tensor& x) { return call1(OpKind::logical_not, x); }
+Tensor exp2(const Tensor& x) { return call1(OpKind::exp2, x); }
+Tensor log10(const Tensor& x) { return call1(OpKind::log10, x); }
+Tensor erfc(const Tensor& x) { return call1(OpKind::erfc, x); }
+Tensor asinh(const Tensor& x) { return call1(OpKind::asinh, x); }
+Tensor acosh(const Tensor& x) { return call1(OpKind::acosh, x); }
+Tensor atanh(const Tensor& x) { return call1(OpKind::atanh, x); }
+Tensor bitwise_not(const Tensor& x) { return call1(OpKind::bitwise_not, x); }
+Tensor bitwise_and(const Tensor& a, const Tensor& b) { return call1(OpKind::bitwise_and, a, b); }
+Tensor bitwise_or(const Tensor& a, const Tensor& b) { return call1(OpKind::bitwise_or, a, b); }
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) { return call1(OpKind::bitwise_xor, a, b); }
+Tensor bitwise_and(const Tensor& a, Scalar b) { return bitwise_and(a, wrapped_number(b)); }
+Tensor bitwise_or(const Tensor& a, Scalar b) { return bitwise_or(a, wrapped_number(b)); }
+Tensor bitwise_xor(const Tensor& a, Scalar b) { return bitwise_xor(a, wrapped_number(b)); }
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return call1(OpKind::add, a, b, alpha); }
 Tensor add(const Tensor& a, Scalar b) { return add(a, wrapped_number(b)); }
@@ -400,6 +413,17 @@ Tensor prod(const Tensor& x, std::optional<DType> dtype) {
 }
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim, std::optional<DType> dtype) {
   return call1(OpKind::prod, x, IntList{dim}, keepdim, opt_dtype(dtype));
+}
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, bool stable) {
+  Outputs o = call(OpKind::sort, x, dim, descending, stable);
+  return {o[0], o[1]};
+}
+Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
+  return sort(x, dim, descending, stable).second;
+}
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+  Outputs o = call(OpKind::topk, x, k, dim, largest, sorted);
+  return {o[0], o[1]};
 }
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return call1(OpKind::cumsum, x, dim, opt_dtype(dtype));

@@ -108,6 +108,20 @@ Tensor sign(const Tensor& x);
  * (an integer tensor with a float bound is float). */
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
 Tensor logical_not(const Tensor& x);
+Tensor exp2(const Tensor& x);
+Tensor log10(const Tensor& x);
+Tensor erfc(const Tensor& x);
+Tensor asinh(const Tensor& x);
+Tensor acosh(const Tensor& x);
+Tensor atanh(const Tensor& x);
+/** Bitwise ops of integer tensors (bool: the logical ops); floats are refused. */
+Tensor bitwise_not(const Tensor& x);
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor bitwise_and(const Tensor& a, Scalar b);
+Tensor bitwise_or(const Tensor& a, Scalar b);
+Tensor bitwise_xor(const Tensor& a, Scalar b);
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor add(const Tensor& a, Scalar b);
@@ -224,6 +238,15 @@ Tensor var(const Tensor& x, const IntList& dims = {}, int64_t correction = 1,
  * i64 unless `dtype` is given (as torch.prod). */
 Tensor prod(const Tensor& x, std::optional<DType> dtype = std::nullopt);
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+/** (values, indices): the elements along `dim` in order, NaN above every number (last
+ * ascending, first descending), ties in their original order (always stable). */
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+/** sort's indices. */
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+/** (values, indices) of the k largest (smallest) elements along `dim`, in order (also
+ * with sorted = false); NaN counts as the largest. */
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                               bool sorted = true);
 /** Running sums / products along `dim`, shaped like x; integers and bools accumulate in
  * i64 unless `dtype` is given (as torch.cumsum / torch.cumprod). */
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);

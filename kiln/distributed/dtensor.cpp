@@ -482,6 +482,9 @@ bool is_pointwise(OpKind op) {
     case OpKind::neg: case OpKind::abs: case OpKind::relu: case OpKind::exp: case OpKind::log:
     case OpKind::sqrt: case OpKind::rsqrt: case OpKind::sin: case OpKind::cos: case OpKind::tanh:
     case OpKind::sigmoid: case OpKind::silu: case OpKind::gelu: case OpKind::erf: case OpKind::logical_not:
+    case OpKind::exp2: case OpKind::log10: case OpKind::erfc: case OpKind::asinh: case OpKind::acosh:
+    case OpKind::atanh: case OpKind::bitwise_not: case OpKind::bitwise_and: case OpKind::bitwise_or:
+    case OpKind::bitwise_xor:
     case OpKind::log1p: case OpKind::expm1: case OpKind::log2: case OpKind::tan: case OpKind::atan:
     case OpKind::asin: case OpKind::acos: case OpKind::sinh: case OpKind::cosh: case OpKind::reciprocal:
     case OpKind::floor: case OpKind::ceil: case OpKind::round: case OpKind::trunc: case OpKind::sign:
@@ -810,13 +813,16 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
     case OpKind::softmax: case OpKind::log_softmax: case OpKind::max: case OpKind::min: case OpKind::argmax:
     case OpKind::var: case OpKind::cat: case OpKind::layer_norm: case OpKind::rms_norm:
     case OpKind::softmax_backward: case OpKind::log_softmax_backward:
-    case OpKind::cumsum: case OpKind::cumprod: case OpKind::cumprod_backward: {
+    case OpKind::cumsum: case OpKind::cumprod: case OpKind::cumprod_backward: case OpKind::sort:
+    case OpKind::topk: {
       const Tensor& x = *in.tensors[0];
       DimFlags whole(static_cast<size_t>(x.dim()), 0);
       auto mark = [&](int64_t d) { whole[static_cast<size_t>(wrap_dim(d, x.dim(), info.name))] = true; };
       if (op == OpKind::softmax || op == OpKind::log_softmax || op == OpKind::max || op == OpKind::min ||
-          op == OpKind::cat || op == OpKind::cumsum || op == OpKind::cumprod)
+          op == OpKind::cat || op == OpKind::cumsum || op == OpKind::cumprod || op == OpKind::sort)
         mark(std::get<int64_t>(args[1]));
+      else if (op == OpKind::topk)
+        mark(std::get<int64_t>(args[2]));
       else if (op == OpKind::softmax_backward || op == OpKind::log_softmax_backward ||
                op == OpKind::cumprod_backward)
         mark(std::get<int64_t>(args[2]));

@@ -344,6 +344,38 @@ void meta_softmax(const OpCall& c, MetaOut& out) {
   out.fresh(self.shape(), self.dtype());
 }
 
+// sort(self, dim, descending, stable): values like self and their i64 indices.
+void meta_sort(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  wrap_dim(c.args.i64(1), self.dim(), name_of(c));
+  out.fresh(self.shape(), self.dtype());
+  out.fresh(self.shape(), DType::i64);
+}
+
+// topk(self, k, dim, largest, sorted): dim `dim` cut to k (a 0-dim self stays 0-dim).
+void meta_topk(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t d = wrap_dim(c.args.i64(2), self.dim(), name_of(c));
+  int64_t k = c.args.i64(1);
+  int64_t size = self.dim() ? self.shape()[d] : 1;
+  KILN_CHECK(k >= 0 && k <= size, index, "[topk] selected index k = {} is out of range for dim {} of size {}", k,
+             d, size);
+  Dims shape = self.shape();
+  if (self.dim()) shape[d] = k;
+  out.fresh(shape, self.dtype());
+  out.fresh(std::move(shape), DType::i64);
+}
+
+// bitwise_not / and / or / xor: integers and bools only, broadcasting with promotion.
+void meta_bitwise(const OpCall& c, MetaOut& out) {
+  const Tensor& a = c.args.tensor(0);
+  bool binary = c.op != OpKind::bitwise_not;
+  DType dtype = binary ? result_type(a, c.args.tensor(1)) : a.dtype();
+  KILN_CHECK(is_integral(dtype, true), dtype, "[{}] is only defined for integer and bool tensors, got {}",
+             name_of(c), dtype);
+  out.fresh(binary ? broadcast_shapes(a.shape(), c.args.tensor(1).shape(), name_of(c)) : a.shape(), dtype);
+}
+
 // cumsum / cumprod(self, dim, dtype?): self's shape; integers and bools accumulate in
 // i64 unless a dtype is given (as torch.cumsum).
 void meta_cumulative(const OpCall& c, MetaOut& out) {

@@ -66,6 +66,12 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(sinh,    same, meta_unary_float, "sinh(Tensor self) -> Tensor") \
   X(cosh,    same, meta_unary_float, "cosh(Tensor self) -> Tensor") \
   X(reciprocal, same, meta_unary_float, "reciprocal(Tensor self) -> Tensor") \
+  X(exp2,    same, meta_unary_float, "exp2(Tensor self) -> Tensor") \
+  X(log10,   same, meta_unary_float, "log10(Tensor self) -> Tensor") \
+  X(erfc,    same, meta_unary_float, "erfc(Tensor self) -> Tensor") \
+  X(asinh,   same, meta_unary_float, "asinh(Tensor self) -> Tensor") \
+  X(acosh,   same, meta_unary_float, "acosh(Tensor self) -> Tensor") \
+  X(atanh,   same, meta_unary_float, "atanh(Tensor self) -> Tensor") \
   X(floor,   same, meta_unary,       "floor(Tensor self) -> Tensor") \
   X(ceil,    same, meta_unary,       "ceil(Tensor self) -> Tensor") \
   X(round,   same, meta_unary,       "round(Tensor self) -> Tensor") \
@@ -73,6 +79,7 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(sign,    same, meta_unary,       "sign(Tensor self) -> Tensor") \
   X(clamp,   same, meta_clamp,       "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor") \
   X(logical_not, same, meta_unary_bool, "logical_not(Tensor self) -> Tensor") \
+  X(bitwise_not, same, meta_bitwise,    "bitwise_not(Tensor self) -> Tensor") \
   /* binary, broadcasting with type promotion */ \
   X(add,     same, meta_binary,       "add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor") \
   X(sub,     same, meta_binary,       "sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor") \
@@ -86,6 +93,10 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(fmod,         same, meta_binary,       "fmod(Tensor self, Tensor other) -> Tensor") \
   X(floor_divide, same, meta_binary,       "floor_divide(Tensor self, Tensor other) -> Tensor") \
   X(atan2,        same, meta_binary_float, "atan2(Tensor self, Tensor other) -> Tensor") \
+  /* integers and bools only */ \
+  X(bitwise_and,  same, meta_bitwise,      "bitwise_and(Tensor self, Tensor other) -> Tensor") \
+  X(bitwise_or,   same, meta_bitwise,      "bitwise_or(Tensor self, Tensor other) -> Tensor") \
+  X(bitwise_xor,  same, meta_bitwise,      "bitwise_xor(Tensor self, Tensor other) -> Tensor") \
   X(eq,      same, meta_compare,      "eq(Tensor self, Tensor other) -> Tensor") \
   X(ne,      same, meta_compare,      "ne(Tensor self, Tensor other) -> Tensor") \
   X(lt,      same, meta_compare,      "lt(Tensor self, Tensor other) -> Tensor") \
@@ -126,6 +137,9 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   /* scans along one dim */ \
   X(cumsum,  same, meta_cumulative, "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor") \
   X(cumprod, same, meta_cumulative, "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor") \
+  /* orders along one dim: NaN above every number; ties keep their order */ \
+  X(sort,    same, meta_sort, "sort(Tensor self, int dim=-1, bool descending=False, bool stable=False) -> (Tensor values, Tensor indices)") \
+  X(topk,    same, meta_topk, "topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)") \
   /* cumprod's gradient in one pass per row, exact where self has zeros */ \
   X(cumprod_backward, same, meta_cumprod_backward, "cumprod_backward(Tensor grad_output, Tensor self, int dim) -> Tensor") \
   /* linear algebra */ \

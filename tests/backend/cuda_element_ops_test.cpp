@@ -79,7 +79,9 @@ void check_dtype() {
     unary.insert(unary.end(), {OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::rsqrt, OpKind::sin,
                                OpKind::cos, OpKind::tanh, OpKind::sigmoid, OpKind::silu, OpKind::gelu,
                                OpKind::log1p, OpKind::expm1, OpKind::log2, OpKind::tan, OpKind::atan,
-                               OpKind::asin, OpKind::acos, OpKind::sinh, OpKind::cosh, OpKind::reciprocal});
+                               OpKind::asin, OpKind::acos, OpKind::sinh, OpKind::cosh, OpKind::reciprocal,
+                               OpKind::exp2, OpKind::log10, OpKind::erfc, OpKind::asinh, OpKind::acosh,
+                               OpKind::atanh});
   for (OpKind op : unary) {
     bool rounding = op == OpKind::floor || op == OpKind::ceil || op == OpKind::round || op == OpKind::trunc;
     if (std::is_same_v<W, bool> && (op == OpKind::neg || op == OpKind::relu || rounding)) continue;  // refused, as PyTorch

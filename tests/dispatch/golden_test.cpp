@@ -301,6 +301,29 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "div_mode") return div(in[0], in[1], a.at("rounding_mode").get<std::string>());
   if (op == "div_mode_scalar") return div(in[0], scalar(a.at("other")), a.at("rounding_mode").get<std::string>());
   if (op == "atan2") return atan2(in[0], in[1]);
+  if (op == "exp2") return exp2(in[0]);
+  if (op == "log10") return log10(in[0]);
+  if (op == "erfc") return erfc(in[0]);
+  if (op == "asinh") return asinh(in[0]);
+  if (op == "acosh") return acosh(in[0]);
+  if (op == "atanh") return atanh(in[0]);
+  if (op == "bitwise_not") return bitwise_not(in[0]);
+  if (op == "bitwise_and") return bitwise_and(in[0], in[1]);
+  if (op == "bitwise_or") return bitwise_or(in[0], in[1]);
+  if (op == "bitwise_xor") return bitwise_xor(in[0], in[1]);
+  if (op == "bitwise_and_scalar") return bitwise_and(in[0], scalar(a.at("other")));
+  if (op == "bitwise_or_scalar") return bitwise_or(in[0], scalar(a.at("other")));
+  if (op == "bitwise_xor_scalar") return bitwise_xor(in[0], scalar(a.at("other")));
+  if (op == "sort_values" || op == "sort_indices") {
+    auto [values, indices] = sort(in[0], a.at("dim").get<int64_t>(), a.at("descending").get<bool>(), true);
+    return op == "sort_values" ? values : indices;
+  }
+  if (op == "argsort") return argsort(in[0], a.at("dim").get<int64_t>(), a.at("descending").get<bool>());
+  if (op == "topk_values" || op == "topk_indices") {
+    auto [values, indices] =
+        topk(in[0], a.at("k").get<int64_t>(), a.at("dim").get<int64_t>(), a.at("largest").get<bool>());
+    return op == "topk_values" ? values : indices;
+  }
   std::optional<DType> dtype;
   if (a.contains("dtype")) dtype = dtype_from_string(a["dtype"].get<std::string>());
   if (op == "prod_all") return prod(in[0], dtype);

@@ -207,6 +207,12 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         case OpKind::log1p: apply([](T v) { return std::log1p(v); }); return;
         case OpKind::expm1: apply([](T v) { return std::expm1(v); }); return;
         case OpKind::log2: apply([](T v) { return std::log2(v); }); return;
+        case OpKind::exp2: apply([](T v) { return std::exp2(v); }); return;
+        case OpKind::log10: apply([](T v) { return std::log10(v); }); return;
+        case OpKind::erfc: apply([](T v) { return std::erfc(v); }); return;
+        case OpKind::asinh: apply([](T v) { return std::asinh(v); }); return;
+        case OpKind::acosh: apply([](T v) { return std::acosh(v); }); return;
+        case OpKind::atanh: apply([](T v) { return std::atanh(v); }); return;
         case OpKind::tan: apply([](T v) { return std::tan(v); }); return;
         case OpKind::atan: apply([](T v) { return std::atan(v); }); return;
         case OpKind::asin: apply([](T v) { return std::asin(v); }); return;
@@ -326,6 +332,21 @@ void k_logical_not(const OpCall& c, std::span<Tensor> outs) {
   Tensor x = cast(self, compute_dtype(self.dtype()));
   KILN_DISPATCH_COMPUTE(x.dtype(), "logical_not",
                         unary_loop<bool, T>(outs[0], x, [](T v) { return !(v != T(0)); }));
+}
+
+void k_bitwise(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  OpKind op = c.op;
+  auto run = [&]<typename T>(T*) {
+    if constexpr (std::is_integral_v<T>) {
+      Tensor ta = cast(c.args.tensor(0), out.dtype());
+      if (op == OpKind::bitwise_not)
+        return unary_loop<T, T>(out, ta, [](T x) { return backend::bitwise_of<T>(OpKind::bitwise_not, x, x); });
+      Tensor tb = cast(c.args.tensor(1), out.dtype());
+      binary_loop<T, T>(out, ta, tb, [op](T x, T y) { return backend::bitwise_of(op, x, y); });
+    }
+  };
+  KILN_DISPATCH_COMPUTE(out.dtype(), op, run(static_cast<T*>(nullptr)));
 }
 
 void k_binary(const OpCall& c, std::span<Tensor> outs) {

@@ -2,6 +2,7 @@
 // the data a dense [outer, inner] matrix in the compute dtype, and works on rows.
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
@@ -179,6 +180,45 @@ void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
     });
   });
   if (!argmax) copy_into(outs[0], make_view(values, outs[0].shape(), contiguous_strides(outs[0].shape()), 0));
+}
+
+// sort and topk, row by row: the row's positions ordered by value, ties by position (so
+// the order is stable, and topk's is too); topk keeps the first k.
+void k_sort(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  bool topk = c.op == OpKind::topk;
+  int64_t d = wrap_dim(c.args.i64(topk ? 2 : 1), self.dim(), op_name(c.op));
+  bool descending = c.args.flag(topk ? 3 : 2);  // topk: largest
+  DType cd = compute_dtype(self.dtype());
+  Rows r = to_rows(self, only_dim(self.dim(), d), cd);
+  int64_t n = r.inner;
+  int64_t k = topk && self.dim() ? c.args.i64(1) : n;
+  Tensor values = moved_last(outs[0], d), indices = moved_last(outs[1], d);
+  Tensor vres = empty(values.shape(), cd, self.device()), ires = empty(indices.shape(), DType::i64, self.device());
+  KILN_DISPATCH_COMPUTE(cd, c.op, {
+    const T* p = r.data.data<T>();
+    T* vo = vres.data<T>();
+    int64_t* io = ires.data<int64_t>();
+    parallel_for(r.outer, 8 * n, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> order(static_cast<size_t>(n));
+      for (int64_t i = b; i < e; ++i) {
+        const T* row = p + i * n;
+        std::iota(order.begin(), order.end(), int64_t{0});
+        auto before = [&](int64_t x, int64_t y) {
+          if (backend::sorts_before(row[x], row[y], descending)) return true;
+          return !backend::sorts_before(row[y], row[x], descending) && x < y;
+        };
+        if (k < n) std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+        else std::sort(order.begin(), order.end(), before);
+        for (int64_t j = 0; j < k; ++j) {
+          vo[i * k + j] = row[order[static_cast<size_t>(j)]];
+          io[i * k + j] = order[static_cast<size_t>(j)];
+        }
+      }
+    });
+  });
+  copy_into(values, vres);
+  copy_into(indices, ires);
 }
 
 void k_prod(const OpCall& c, std::span<Tensor> outs) {

@@ -65,6 +65,12 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
       using std::floor;
       using std::log1p;
       using std::log2;
+      using std::exp2;
+      using std::log10;
+      using std::erfc;
+      using std::asinh;
+      using std::acosh;
+      using std::atanh;
       using std::nearbyint;
       using std::sinh;
       using std::tan;
@@ -73,6 +79,12 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
         case OpKind::log1p: return log1p(v);
         case OpKind::expm1: return expm1(v);
         case OpKind::log2: return log2(v);
+        case OpKind::exp2: return exp2(v);
+        case OpKind::log10: return log10(v);
+        case OpKind::erfc: return erfc(v);
+        case OpKind::asinh: return asinh(v);
+        case OpKind::acosh: return acosh(v);
+        case OpKind::atanh: return atanh(v);
         case OpKind::tan: return tan(v);
         case OpKind::atan: return atan(v);
         case OpKind::asin: return asin(v);

@@ -120,6 +120,24 @@ void k_threshold_backward(const OpCall& c, std::span<Tensor> outs) {
   });
 }
 
+void k_bitwise(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  OpKind op = c.op;
+  bool binary = op != OpKind::bitwise_not;
+  Tensor a = as_dtype(c.args.tensor(0), out.dtype(), out.device());
+  Tensor b = binary ? as_dtype(c.args.tensor(1), out.dtype(), out.device()) : a;
+  const Dims& shape = out.shape();
+  auto g = make_geometry<3>(shape, {out.strides(), in_strides(a, shape), in_strides(b, shape)},
+                            {out.offset(), in_offset(a), in_offset(b)});
+  KILN_CUDA_DISPATCH_ALL(out.dtype(), op, {  // meta refuses floats
+    T* o = out_ptr<T>(out);
+    In<T> pa = input<T>(a), pb = input<T>(b);
+    launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {
+      o[off[0]] = backend::bitwise_of(op, pa[off[1]], pb[off[2]]);
+    });
+  });
+}
+
 void k_binary(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   Tensor a = as_dtype(c.args.tensor(0), out.dtype(), out.device());
