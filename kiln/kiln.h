@@ -23,6 +23,8 @@
 #include "kiln/ir/graph.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/nn/activation.h"
+#include "kiln/nn/conv.h"
+#include "kiln/nn/functional.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/module.h"

@@ -459,6 +459,11 @@ Tensor var(const Tensor& x, const IntList& dims, int64_t correction, bool keepdi
 
 namespace {
 Tensor truth(const Tensor& t) { return t.dtype() == DType::b8 ? t : t != 0; }
+// any / all as counts: some non-zero element, no zero element (empty reductions count 0).
+Tensor any_all(const Tensor& x, const IntList& dims, bool keepdim, bool every) {
+  Tensor r = every ? eq(sum(logical_not(truth(x)), dims, keepdim), 0) : gt(sum(truth(x), dims, keepdim), 0);
+  return x.dtype() == DType::u8 ? to(r, DType::u8) : r;
+}
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
@@ -485,6 +490,28 @@ Tensor clamp_max(const Tensor& x, Scalar max) { return clamp(x, std::nullopt, ma
 Tensor logical_and(const Tensor& a, const Tensor& b) { return minimum(truth(a), truth(b)); }
 Tensor logical_or(const Tensor& a, const Tensor& b) { return maximum(truth(a), truth(b)); }
 Tensor logical_xor(const Tensor& a, const Tensor& b) { return ne(truth(a), truth(b)); }
+Tensor any(const Tensor& x) { return any_all(x, {}, false, false); }
+Tensor any(const Tensor& x, int64_t dim, bool keepdim) { return any_all(x, {dim}, keepdim, false); }
+Tensor all(const Tensor& x) { return any_all(x, {}, false, true); }
+Tensor all(const Tensor& x, int64_t dim, bool keepdim) { return any_all(x, {dim}, keepdim, true); }
+Tensor count_nonzero(const Tensor& x, const IntList& dims) { return sum(truth(x), dims); }
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  KILN_CHECK(a.dtype() == b.dtype(), dtype, "[isclose] {} did not match {}", a.dtype(), b.dtype());
+  KILN_CHECK(rtol >= 0, value, "[isclose] rtol must be greater than or equal to zero, but got {}", rtol);
+  KILN_CHECK(atol >= 0, value, "[isclose] atol must be greater than or equal to zero, but got {}", atol);
+  Tensor close = eq(a, b);
+  if (equal_nan && is_floating(a.dtype())) close = logical_or(close, logical_and(isnan(a), isnan(b)));
+  if (a.dtype() == DType::b8) return close;
+  Tensor x = is_floating(a.dtype()) ? a : to(a, DType::f64), y = is_floating(b.dtype()) ? b : to(b, DType::f64);
+  Tensor error = abs(x - y);
+  return logical_or(close, logical_and(isfinite(error), le(error, abs(y) * rtol + atol)));
+}
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return item<bool>(all(isclose(a, b, rtol, atol, equal_nan)));
+}
+bool equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && item<bool>(all(eq(a, b)));
+}
 Tensor isnan(const Tensor& x) { return x != x; }
 Tensor isinf(const Tensor& x) {
   return is_floating(x.dtype()) ? abs(x) == kInf : zeros_like(x, {.dtype = DType::b8});

@@ -271,6 +271,26 @@ Tensor clamp_max(const Tensor& x, Scalar max);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_xor(const Tensor& a, const Tensor& b);
+/** Whether some (every) element is non-zero (NaN counts as non-zero), over all elements or
+ * along `dim`; empty: false (true). bool results, u8 for u8 inputs (as PyTorch). */
+Tensor any(const Tensor& x);
+Tensor any(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor all(const Tensor& x);
+Tensor all(const Tensor& x, int64_t dim, bool keepdim = false);
+/** The number of non-zero elements over `dims` (empty: all), as i64. */
+Tensor count_nonzero(const Tensor& x, const IntList& dims = {});
+/** |a - b| <= atol + rtol |b| elementwise, or a == b (equal infinities); NaNs are close to
+ * each other only with equal_nan. a and b must have one dtype (integers compare in f64). */
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+/** Whether isclose holds everywhere (a and b broadcast). */
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+/** Whether a and b have one shape and equal elements (any dtypes; NaN is never equal). */
+bool equal(const Tensor& a, const Tensor& b);
+/** Sums of products over the subscripts of `equation` ("ij,jk->ik", "...ij,...jk", "ii->i";
+ * without "->" the output is the subscripts seen once, in alphabetical order, after the
+ * ellipsis dims). Operands are contracted left to right, each pair as one bmm; size-1
+ * dims broadcast. */
+Tensor einsum(std::string_view equation, const TensorList& operands);
 /** Bool tests: NaN, +-inf, neither (integer tensors: never NaN or infinite). */
 Tensor isnan(const Tensor& x);
 Tensor isinf(const Tensor& x);

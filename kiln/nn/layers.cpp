@@ -1,6 +1,7 @@
 #include "kiln/nn/layers.h"
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/nn/functional.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,11 +38,7 @@ RMSNorm::RMSNorm(int64_t d, Device dev)
     : weight(register_parameter("weight", ones({d}, {.device = dev}))), dim(d) {}
 TensorList RMSNorm::forward(const TensorList& in) { return {rms_norm(in[0], {dim}, weight)}; }
 
-TensorList Dropout::forward(const TensorList& in) {
-  if (!training() || p_ == 0) return {in[0]};
-  Tensor keep = ge(rand_like(in[0]), scalar_tensor(p_, {.dtype = in[0].dtype()}));
-  return {where(keep, in[0] / (1 - p_), zeros_like(in[0]))};
-}
+TensorList Dropout::forward(const TensorList& in) { return {dropout(in[0], p_, training())}; }
 
 BatchNorm1d::BatchNorm1d(int64_t c, double momentum, double eps, Device d)
     : weight(register_parameter("weight", ones({c}, {.device = d}))),
@@ -52,23 +49,11 @@ BatchNorm1d::BatchNorm1d(int64_t c, double momentum, double eps, Device d)
       momentum_(momentum), eps_(eps) {}
 
 TensorList BatchNorm1d::forward(const TensorList& in) {
-  const Tensor& x = in[0];
-  Tensor mean_, var_;
   if (training()) {
-    mean_ = mean(x, {0});
-    var_ = var(x, {0}, /*correction=*/0);
-    // Running statistics use the unbiased variance (as torch.nn.BatchNorm1d).
-    autograd::NoGradGuard no_grad;  // running statistics are not differentiated
-    mul_(running_mean, 1 - momentum_);
-    add_(running_mean, mean_, momentum_);
-    mul_(running_var, 1 - momentum_);
-    add_(running_var, var(x, {0}, 1), momentum_);
+    autograd::NoGradGuard no_grad;
     add_(num_batches_tracked, 1);
-  } else {
-    mean_ = running_mean;
-    var_ = running_var;
   }
-  return {(x - mean_) * rsqrt(var_ + eps_) * weight + bias};
+  return {batch_norm(in[0], running_mean, running_var, weight, bias, training(), momentum_, eps_)};
 }
 
 Sequential::Sequential(std::vector<std::shared_ptr<Module>> layers) {

@@ -324,6 +324,43 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
         topk(in[0], a.at("k").get<int64_t>(), a.at("dim").get<int64_t>(), a.at("largest").get<bool>());
     return op == "topk_values" ? values : indices;
   }
+  if (op == "any") return any(in[0]);
+  if (op == "all") return all(in[0]);
+  if (op == "any_dim") return any(in[0], a.at("dim").get<int64_t>(), a.at("keepdim").get<bool>());
+  if (op == "all_dim") return all(in[0], a.at("dim").get<int64_t>(), a.at("keepdim").get<bool>());
+  if (op == "count_nonzero") return count_nonzero(in[0], a.at("dim").get<IntList>());
+  if (op == "isclose")
+    return isclose(in[0], in[1], a.at("rtol").get<double>(), a.at("atol").get<double>(), a.at("equal_nan").get<bool>());
+  if (op == "einsum") return einsum(a.at("equation").get<std::string>(), TensorList(in.begin(), in.end()));
+  auto ints_or = [&](const char* key, IntList fallback) { return a.contains(key) ? a[key].get<IntList>() : fallback; };
+  Tensor bias = in.size() > 2 ? in[2] : Tensor();
+  if (op == "conv1d" || op == "conv2d" || op == "conv3d") {
+    auto conv = op == "conv1d" ? nn::conv1d : op == "conv2d" ? nn::conv2d : nn::conv3d;
+    return conv(in[0], in[1], bias, ints_or("stride", {1}), ints_or("padding", {0}), ints_or("dilation", {1}),
+                a.value("groups", int64_t{1}));
+  }
+  if (op == "max_pool1d" || op == "max_pool2d") {
+    auto pool = op == "max_pool1d" ? nn::max_pool1d : nn::max_pool2d;
+    return pool(in[0], a.at("kernel_size").get<IntList>(), ints_or("stride", {}), ints_or("padding", {0}),
+                ints_or("dilation", {1}), a.value("ceil_mode", false));
+  }
+  if (op == "avg_pool1d" || op == "avg_pool2d") {
+    auto pool = op == "avg_pool1d" ? nn::avg_pool1d : nn::avg_pool2d;
+    return pool(in[0], a.at("kernel_size").get<IntList>(), ints_or("stride", {}), ints_or("padding", {0}),
+                a.value("ceil_mode", false), a.value("count_include_pad", true));
+  }
+  if (op == "adaptive_avg_pool2d") return nn::adaptive_avg_pool2d(in[0], a.at("output_size").get<IntList>());
+  if (op == "pad") return nn::pad(in[0], a.at("pad").get<IntList>(), a.at("value").get<double>());
+  if (op == "group_norm")
+    return nn::group_norm(in[0], a.at("num_groups").get<int64_t>(), in.size() > 1 ? in[1] : Tensor(), bias);
+  if (op.starts_with("batch_norm")) {
+    Tensor running_mean = clone(in[1].detach()), running_var = clone(in[2].detach());  // updated in place
+    Tensor w = in.size() > 3 ? in[3] : Tensor(), b = in.size() > 4 ? in[4] : Tensor();
+    Tensor y = nn::batch_norm(in[0], running_mean, running_var, w, b, op != "batch_norm_eval", a.value("momentum", 0.1));
+    return op == "batch_norm_running_mean" ? running_mean : op == "batch_norm_running_var" ? running_var : y;
+  }
+  if (op == "sdpa") return nn::scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), 0.0, a.value("is_causal", false));
+  if (op == "sdpa_mask") return nn::scaled_dot_product_attention(in[0], in[1], in[2], in[3]);
   std::optional<DType> dtype;
   if (a.contains("dtype")) dtype = dtype_from_string(a["dtype"].get<std::string>());
   if (op == "prod_all") return prod(in[0], dtype);

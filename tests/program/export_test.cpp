@@ -187,6 +187,55 @@ TEST(Export, ReferenceModelsRoundTrip) {
   }
 }
 
+// A small convolutional network of composites (windows as as_strided views, batch norm
+// updating its running statistics in place): traced, exported, saved, loaded and run
+// like eager, in training and in eval mode, also retargeted.
+class SmallCnn : public nn::Module {
+ public:
+  SmallCnn()
+      : w1(register_parameter("w1", randn({4, 3, 3, 3}) * 0.3)),
+        b1(register_parameter("b1", randn({4}) * 0.1)),
+        w2(register_parameter("w2", randn({8, 2, 3, 3}) * 0.3)),
+        mean(register_buffer("mean", zeros({8}))),
+        var(register_buffer("var", ones({8}))),
+        fc(register_parameter("fc", randn({5, 8}) * 0.3)) {}
+  TensorList forward(const TensorList& in) override {
+    Tensor x = relu(nn::conv2d(in[0], w1, b1, {1}, {1}));
+    x = nn::max_pool2d(x, {2}, {}, {0}, {1}, /*ceil_mode=*/true);
+    x = nn::conv2d(nn::pad(x, {1, 0, 0, 1}), w2, Tensor(), {2}, {0}, {1}, /*groups=*/2);
+    x = nn::batch_norm(x, mean, var, Tensor(), Tensor(), training());
+    x = flatten(nn::adaptive_avg_pool2d(nn::avg_pool2d(x, {2}, {1}, {1}), {1}), 1);
+    return {linear(x, fc)};
+  }
+  Tensor &w1, &b1, &w2, &mean, &var, &fc;
+};
+
+TEST(Export, ConvolutionalModelRoundTrips) {
+  for (bool train : {true, false}) {
+    SCOPED_TRACE(train ? "train" : "eval");
+    manual_seed(5);
+    SmallCnn m;
+    m.train(train);
+    TensorList in = {randn({2, 3, 9, 7})};
+    ExportedProgram p = export_program(m, in);
+    std::string path = tmp_path("cnn");
+    save(p, path);
+    ExportedProgram loaded = load_program(path, {{Device("cpu:0"), Device("cpu:1")}});
+    TensorList got = loaded.run({to(in[0], Device("cpu:1"))});
+    TensorList want = m(in);  // moves the module's running statistics once, as the program did
+    EXPECT_EQ(got[0].device(), Device("cpu:1"));
+    EXPECT_TRUE(all_close(got[0], to_vector<double>(want[0]), 1e-5, 1e-5));
+    int checked = 0;
+    for (const auto& [name, t] : loaded.state)  // the running statistics moved alike
+      if (name == "mean" || name == "var") {
+        EXPECT_TRUE(all_close(t, to_vector<double>(name == "mean" ? m.mean : m.var), 1e-6, 1e-6)) << name;
+        ++checked;
+      }
+    EXPECT_EQ(checked, 2);
+    std::remove(path.c_str());
+  }
+}
+
 TEST(Export, TracedForAnAbsentDeviceRunsAnywhere) {  // (X3)
   nn::ReferenceModel ref = nn::make_reference_model("gpt", {{"layers", 1}}, 3);
   ExportedProgram p = export_program(*ref.module, ref.example_inputs, {.device = Device("cuda:0")});

@@ -65,6 +65,47 @@ TEST(J5, SgdStepsEqualEagerBitwise) {
 
 TEST(J5, AdamWStepsEqualEagerBitwise) { expect_like_eager(nn::AdamWOptions{.lr = 1e-2}, 4); }
 
+// Convolution, pooling and group norm (composites over as_strided windows, whose
+// gradients add over overlapping windows) in a train-step program: the same steps as eager.
+class TinyCnn : public nn::Module {
+ public:
+  explicit TinyCnn(Device d)
+      : w(register_parameter("w", randn({4, 2, 3, 3}, {.device = d}) * 0.3)),
+        gamma(register_parameter("gamma", ones({4}, {.device = d}))),
+        fc(register_parameter("fc", randn({3, 16}, {.device = d}) * 0.3)) {}
+  TensorList forward(const TensorList& in) override {
+    Tensor x = nn::conv2d(in[0], w, Tensor(), {1}, {1});
+    x = nn::max_pool2d(gelu(nn::group_norm(x, 2, gamma)), {3}, {2}, {1});
+    return {linear(flatten(x, 1), fc)};
+  }
+  Tensor &w, &gamma, &fc;
+};
+
+TEST(J5, ConvolutionalStepsEqualEager) {
+  Device d("cpu:1");
+  manual_seed(3);
+  TinyCnn eager(d);
+  manual_seed(3);
+  TinyCnn traced(d);
+  Tensor x = randn({2, 2, 4, 4}, {.device = d}), y = randn({2, 3}, {.device = d});
+  nn::SGDOptions sgd{.lr = 0.1, .momentum = 0.9};
+  ExportedProgram p = export_train_step(traced, mse, {x, y}, {.optimizer = sgd});
+  nn::SGD opt(params_of(eager), sgd);
+  for (int s = 0; s < 3; ++s) {
+    opt.zero_grad();
+    Tensor loss = mse(eager, {x, y});
+    loss.backward();
+    opt.step();
+    TensorList out = p.run({x, y});
+    EXPECT_TRUE(all_close(out[0], values(loss), 0, 0)) << "step " << s;
+  }
+  NamedTensors trained = trained_parameters(p);
+  auto named = eager.named_parameters();
+  ASSERT_EQ(trained.size(), named.size());
+  for (size_t i = 0; i < trained.size(); ++i)
+    EXPECT_TRUE(all_close(trained[i].second, values(named[i].second), 0, 0)) << named[i].first;
+}
+
 TEST(J4, SignatureKinds) {
   auto m = small_mlp(Device("cpu:0"));
   Tensor x = randn({5, 6}), y = randn({5, 3});

@@ -1089,6 +1089,141 @@ auto("bitwise_not", [T([True, False])], torch.bitwise_not, note="bool")
 auto("bitwise_not", [T([0, 200], dtype=torch.uint8)], torch.bitwise_not, note="u8")
 auto("bitwise_not", [T([1.5])], torch.bitwise_not, note="floats refused")
 
+# ---- truth reductions, closeness, einsum (appended) ----
+tz = T([[0.0, 1.5, nan], [0.0, 0.0, 0.0]])
+auto("any", [tz], lambda x: torch.any(x), note="NaN is true")
+auto("all", [tz], lambda x: torch.all(x))
+auto("any", [T([0, 2], dtype=torch.uint8)], lambda x: torch.any(x), note="u8 gives u8")
+auto("all", [T([1, 2], dtype=torch.uint8)], lambda x: torch.all(x), note="u8 gives u8")
+auto("any", [torch.empty(0)], lambda x: torch.any(x), note="empty: false")
+auto("all", [torch.empty(0)], lambda x: torch.all(x), note="empty: true")
+for dm, kd in [(0, False), (1, True)]:
+    auto("any_dim", [tz], lambda x: torch.any(x, dm, keepdim=kd), {"dim": dm, "keepdim": kd})
+    auto("all_dim", [T([[1, 0, 3], [2, 5, 1]])], lambda x: torch.all(x, dm, keepdim=kd), {"dim": dm, "keepdim": kd})
+auto("count_nonzero", [tz], lambda x: torch.count_nonzero(x), {"dim": []})
+auto("count_nonzero", [tz], lambda x: torch.count_nonzero(x, dim=1), {"dim": [1]})
+ca = T([1.0, inf, nan, -inf, 1.0, 1e-9, 100.0])
+cb = T([1.0 + 1e-6, inf, nan, inf, 1.1, 0.0, 100.001])
+auto("isclose", [ca, cb], torch.isclose, {"rtol": 1e-5, "atol": 1e-8, "equal_nan": False})
+auto("isclose", [ca, cb], lambda a_, b_: torch.isclose(a_, b_, equal_nan=True), {"rtol": 1e-5, "atol": 1e-8, "equal_nan": True})
+auto("isclose", [ca, cb], lambda a_, b_: torch.isclose(a_, b_, rtol=0.2, atol=0.0),
+     {"rtol": 0.2, "atol": 0.0, "equal_nan": False})
+auto("isclose", [T([1000000, 10]), T([1000001, 12])], lambda a_, b_: torch.isclose(a_, b_, rtol=1e-5),
+     {"rtol": 1e-5, "atol": 1e-8, "equal_nan": False}, "integers")
+auto("isclose", [T([10], dtype=torch.uint8), T([12], dtype=torch.uint8)], lambda a_, b_: torch.isclose(a_, b_, rtol=0.5),
+     {"rtol": 0.5, "atol": 1e-8, "equal_nan": False}, "u8 without wrapping")
+auto("isclose", [T([1, 2]), T([1.0, 2.0])], torch.isclose, {"rtol": 1e-5, "atol": 1e-8, "equal_nan": False}, "dtypes differ")
+auto("isclose", [ca, cb], lambda a_, b_: torch.isclose(a_, b_, rtol=-1.0), {"rtol": -1.0, "atol": 1e-8, "equal_nan": False},
+     "negative rtol")
+e1, e2, e3 = randn(3, 4), randn(4, 5), randn(5, 2)
+eb1, eb2 = randn(2, 3, 4), randn(2, 4, 5)
+sq = randn(4, 4)
+einsum_cases = [
+    ("ij,jk->ik", [e1, e2]), ("ij,jk", [e1, e2]), ("bij,bjk->bik", [eb1, eb2]), ("ii", [sq]), ("ii->i", [sq]),
+    ("ij->ji", [e1]), ("ij->", [e1]), ("i,j->ij", [randn(3), randn(4)]), ("i,i->", [randn(5), randn(5)]),
+    ("...ij,...jk->...ik", [randn(2, 1, 3, 4), randn(5, 4, 2)]), ("ij,jk,kl->il", [e1, e2, e3]),
+    ("bn,anm,bm->ba", [randn(2, 3), randn(4, 3, 5), randn(2, 5)]), ("ijk->ik", [randn(2, 3, 4)]),
+    ("i j , j k -> i k", [e1, e2]), ("...,...->...", [randn(3, 1), randn(4)]), ("ba", [randn(2, 3)]),
+    ("iij->j", [randn(3, 3, 2)]), ("ij,ij->i", [e1, randn(3, 4)]), ("ij,kj->ikj", [e1, randn(2, 4)]),
+    ("ij,jk->ik", [e1, randn(5, 2)]), ("ij,jk->ik", [e1]), ("ij->ii", [e1]), ("ij->k", [e1]), ("i%->i", [randn(3, 1)]),
+]
+for eq_, ins in einsum_cases:
+    auto("einsum", ins, lambda *xs: torch.einsum(eq_, *xs), {"equation": eq_})
+grad_cases("einsum", [e1, e2], lambda a_, b_: torch.einsum("ij,jk->ik", a_, b_), {"equation": "ij,jk->ik"})
+grad_cases("einsum", [randn(2, 3), randn(4, 3, 5), randn(2, 5)], lambda a_, b_, c_: torch.einsum("bn,anm,bm->ba", a_, b_, c_),
+           {"equation": "bn,anm,bm->ba"})
+grad_cases("einsum", [sq], lambda x: torch.einsum("ii->i", x), {"equation": "ii->i"})
+
+# ---- convolution, pooling, padding, normalization, attention (appended) ----
+cx, cw, cbias = randn(2, 4, 7, 6), randn(6, 4, 3, 3), randn(6)
+conv_cases = [
+    ({}, "default"), ({"stride": [2]}, "stride 2"), ({"padding": [1]}, "padding 1"),
+    ({"stride": [2, 1], "padding": [1, 2], "dilation": [1, 2]}, "per-dim arguments"),
+    ({"dilation": [2]}, "dilation 2"),
+]
+for kw, note in conv_cases:
+    auto("conv2d", [cx, cw, cbias], lambda x, w, b_: F.conv2d(x, w, b_, **{k: tuple(v) for k, v in kw.items()}), kw, note, rtol=1e-4, atol=1e-5)
+cwg = randn(6, 2, 3, 3)
+auto("conv2d", [cx, cwg, cbias], lambda x, w, b_: F.conv2d(x, w, b_, groups=2), {"groups": 2}, "2 groups", rtol=1e-4, atol=1e-5)
+auto("conv2d", [cx, cw], lambda x, w: F.conv2d(x, w), {}, "no bias", rtol=1e-4, atol=1e-5)
+auto("conv2d", [cx[0], cw, cbias], lambda x, w, b_: F.conv2d(x, w, b_), {}, "unbatched", rtol=1e-4, atol=1e-5)
+auto("conv2d", [cx, randn(6, 3, 3, 3), cbias], lambda x, w, b_: F.conv2d(x, w, b_), {}, "channels differ", rtol=1e-4, atol=1e-5)
+auto("conv2d", [randn(1, 4, 2, 2), cw, cbias], lambda x, w, b_: F.conv2d(x, w, b_), {}, "kernel larger than the input", rtol=1e-4, atol=1e-5)
+auto("conv1d", [randn(2, 3, 9), randn(4, 3, 2), randn(4)], lambda x, w, b_: F.conv1d(x, w, b_, stride=2, padding=1),
+     {"stride": [2], "padding": [1]}, rtol=1e-4, atol=1e-5)
+auto("conv3d", [randn(1, 2, 4, 5, 3), randn(3, 2, 2, 3, 2), randn(3)], lambda x, w, b_: F.conv3d(x, w, b_, padding=1),
+     {"padding": [1]}, rtol=1e-4, atol=1e-5)
+grad_cases("conv2d", [randn(2, 4, 5, 5), randn(6, 2, 3, 3), randn(6)],
+           lambda x, w, b_: F.conv2d(x, w, b_, stride=2, padding=1, groups=2), {"stride": [2], "padding": [1], "groups": 2})
+px = randn(2, 3, 7, 6)
+pool_cases = [({"kernel_size": [2]}, ""), ({"kernel_size": [3], "stride": [2], "padding": [1]}, "padded"),
+              ({"kernel_size": [3, 2], "stride": [2, 1]}, "per-dim"),
+              ({"kernel_size": [3], "stride": [2], "ceil_mode": True}, "ceil_mode"),
+              ({"kernel_size": [3], "stride": [2], "padding": [1], "ceil_mode": True}, "ceil_mode padded")]
+for kw, note in pool_cases:
+    targs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in kw.items()}
+    auto("max_pool2d", [px], lambda x: F.max_pool2d(x, **targs), kw, note)
+    auto("avg_pool2d", [px], lambda x: F.avg_pool2d(x, **targs), kw, note)
+    auto("avg_pool2d", [px], lambda x: F.avg_pool2d(x, count_include_pad=False, **targs),
+         dict(kw, count_include_pad=False), note + " excluding padding")
+auto("max_pool2d", [px], lambda x: F.max_pool2d(x, 3, dilation=2), {"kernel_size": [3], "dilation": [2]}, "dilation")
+auto("max_pool2d", [px], lambda x: F.max_pool2d(x, 2, padding=2), {"kernel_size": [2], "padding": [2]}, "padding too large")
+auto("max_pool1d", [randn(2, 3, 9)], lambda x: F.max_pool1d(x, 3, 2), {"kernel_size": [3], "stride": [2]})
+auto("avg_pool1d", [randn(2, 3, 9)], lambda x: F.avg_pool1d(x, 3, 2, 1), {"kernel_size": [3], "stride": [2], "padding": [1]})
+for osz in ([1, 1], [3, 2], [4, 4], [7, 6]):
+    auto("adaptive_avg_pool2d", [px], lambda x: F.adaptive_avg_pool2d(x, tuple(osz)), {"output_size": osz})
+grad_cases("max_pool2d", [randn(1, 2, 5, 5)], lambda x: F.max_pool2d(x, 3, 2, 1), {"kernel_size": [3], "stride": [2], "padding": [1]},
+           "overlapping windows")
+grad_cases("avg_pool2d", [randn(1, 2, 5, 5)], lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
+           {"kernel_size": [3], "stride": [2], "padding": [1], "ceil_mode": True})
+grad_cases("adaptive_avg_pool2d", [randn(1, 2, 5, 7)], lambda x: F.adaptive_avg_pool2d(x, (3, 2)), {"output_size": [3, 2]})
+padx = randn(2, 3, 4)
+for pads, val in [([1, 2], 0.0), ([1, 0, 2, 1], 1.5), ([-1, 1], 0.0), ([0, 0, 0, 0, 1, 1], -2.0), ([-2, -2], 0.0)]:
+    auto("pad", [padx], lambda x: F.pad(x, pads, value=val), {"pad": pads, "value": val})
+auto("pad", [padx], lambda x: F.pad(x, [-3, -2]), {"pad": [-3, -2], "value": 0.0}, "negative size")
+grad_cases("pad", [padx], lambda x: F.pad(x, [1, -1, 2, 0]), {"pad": [1, -1, 2, 0], "value": 0.0})
+gx = randn(2, 6, 3, 2)
+auto("group_norm", [gx, randn(6), randn(6)], lambda x, w, b_: F.group_norm(x, 3, w, b_), {"num_groups": 3})
+auto("group_norm", [gx], lambda x: F.group_norm(x, 2), {"num_groups": 2}, "no affine")
+auto("group_norm", [gx], lambda x: F.group_norm(x, 4), {"num_groups": 4}, "groups do not divide channels")
+grad_cases("group_norm", [gx, randn(6), randn(6)], lambda x, w, b_: F.group_norm(x, 3, w, b_), {"num_groups": 3})
+bx, rm, rv = randn(4, 3, 5), randn(3), randn(3).abs() + 0.5
+auto("batch_norm_eval", [bx, rm, rv, randn(3), randn(3)],
+     lambda x, m, v, w, b_: F.batch_norm(x, m, v, w, b_, training=False), {})
+auto("batch_norm_train", [bx, rm, rv, randn(3), randn(3)],
+     lambda x, m, v, w, b_: F.batch_norm(x, m.clone(), v.clone(), w, b_, training=True, momentum=0.2), {"momentum": 0.2})
+for which in ("mean", "var"):
+    def stats(x, m, v, which=which):
+        m2, v2 = m.clone(), v.clone()
+        F.batch_norm(x, m2, v2, training=True, momentum=0.2)
+        return m2 if which == "mean" else v2
+    auto("batch_norm_running_" + which, [bx, rm, rv], stats, {"momentum": 0.2}, "updated in place")
+grad_cases("batch_norm_train", [bx, rm, rv, randn(3), randn(3)],
+           lambda x, m, v, w, b_: F.batch_norm(x, m.detach().clone(), v.detach().clone(), w, b_, training=True, momentum=0.2),
+           {"momentum": 0.2})
+
+
+def sdpa(q, k_, v, attn_mask=None, is_causal=False):
+    """PyTorch 2's scaled_dot_product_attention, math path (1.13 has no such function)."""
+    scores = q @ k_.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if is_causal:
+        scores = scores.masked_fill(torch.ones(q.shape[-2], k_.shape[-2], dtype=torch.bool).triu(1), -inf)
+    elif attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, -inf) if attn_mask.dtype == torch.bool else scores + attn_mask
+    return torch.softmax(scores, -1) @ v
+
+
+aq, ak, av = randn(2, 3, 4, 8), randn(2, 3, 5, 8), randn(2, 3, 5, 6)
+auto("sdpa", [aq, ak, av], sdpa, {})
+auto("sdpa", [aq, ak[:, :, :4], av[:, :, :4]], lambda q, k_, v: sdpa(q, k_, v, is_causal=True),
+     {"is_causal": True})
+bmask = randn(4, 5) > 0
+bmask[:, 0] = True
+auto("sdpa_mask", [aq, ak, av, bmask], lambda q, k_, v, m: sdpa(q, k_, v, attn_mask=m), {}, "bool mask")
+auto("sdpa_mask", [aq, ak, av, randn(4, 5)], lambda q, k_, v, m: sdpa(q, k_, v, attn_mask=m), {},
+     "float mask")
+grad_cases("sdpa", [randn(2, 3, 4), randn(2, 5, 4), randn(2, 5, 3)], sdpa, {})
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

@@ -1,0 +1,98 @@
+#include "kiln/nn/functional.h"
+
+#include <cmath>
+
+#include "kiln/autograd/autograd.h"
+
+namespace kiln::nn {
+namespace {
+
+// A per-channel [C] tensor shaped to broadcast against x [N, C, *].
+Tensor per_channel(const Tensor& t, const Tensor& x) {
+  IntList shape(static_cast<size_t>(x.dim()), 1);
+  shape[1] = x.size(1);
+  return reshape(t, shape);
+}
+
+Tensor affine(Tensor y, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (weight.defined()) y = y * per_channel(weight, x);
+  if (bias.defined()) y = y + per_channel(bias, x);
+  return y;
+}
+
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  KILN_CHECK(p >= 0 && p <= 1, value, "[dropout] probability has to be between 0 and 1, but got {}", p);
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  Tensor keep = ge(rand_like(x), scalar_tensor(p, {.dtype = x.dtype()}));
+  return where(keep, x / (1 - p), zeros_like(x));
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  KILN_CHECK(x.dim() >= 2, shape, "[batch_norm] expects an input of at least 2 dims [N, C, *], got {}", x.meta_str());
+  IntList dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Tensor mean_, var_;
+  if (training) {
+    int64_t count = x.numel() / x.size(1);
+    KILN_CHECK(count > 1, value, "[batch_norm] expected more than 1 value per channel when training, got input {}",
+               x.meta_str());
+    mean_ = mean(x, dims);
+    var_ = var(x, dims, /*correction=*/0);
+    autograd::NoGradGuard no_grad;  // the running statistics are not differentiated
+    if (running_mean.defined()) {
+      Tensor m = running_mean;
+      mul_(m, 1 - momentum);
+      add_(m, mean_.detach(), momentum);
+    }
+    if (running_var.defined()) {
+      Tensor v = running_var;
+      mul_(v, 1 - momentum);
+      add_(v, var_.detach() * (static_cast<double>(count) / static_cast<double>(count - 1)), momentum);
+    }
+  } else {
+    KILN_CHECK(running_mean.defined() && running_var.defined(), value,
+               "[batch_norm] needs running_mean and running_var outside training");
+    mean_ = running_mean;
+    var_ = running_var;
+  }
+  Tensor y = (x - per_channel(mean_, x)) * per_channel(rsqrt(var_ + eps), x);
+  return affine(y, x, weight, bias);
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  KILN_CHECK(x.dim() >= 2, shape, "[group_norm] expects an input of at least 2 dims [N, C, *], got {}", x.meta_str());
+  KILN_CHECK(num_groups > 0 && x.size(1) % num_groups == 0, value,
+             "[group_norm] expected the number of channels ({}) to be divisible by num_groups ({})", x.size(1),
+             num_groups);
+  Tensor g = reshape(x, {x.size(0), num_groups, -1});
+  Tensor centered = g - mean(g, {2}, true);
+  Tensor y = centered * rsqrt(mean(centered * centered, {2}, true) + eps);
+  return affine(reshape(y, IntList(x.shape().begin(), x.shape().end())), x, weight, bias);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                    double dropout_p, bool is_causal, std::optional<double> scale) {
+  KILN_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, shape,
+             "[scaled_dot_product_attention] q, k and v need at least 2 dims, got {}, {}, {}", q.meta_str(),
+             k.meta_str(), v.meta_str());
+  KILN_CHECK(!(is_causal && attn_mask.defined()), value,
+             "[scaled_dot_product_attention] takes attn_mask or is_causal, not both");
+  double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  Tensor scores = matmul(q, transpose(k, -2, -1)) * s;
+  if (is_causal) {
+    Tensor future = triu(ones({q.size(-2), k.size(-2)}, {.dtype = DType::b8, .device = q.device()}), 1);
+    scores = masked_fill(scores, future, -std::numeric_limits<double>::infinity());
+  } else if (attn_mask.defined()) {
+    scores = attn_mask.dtype() == DType::b8
+                 ? masked_fill(scores, logical_not(attn_mask), -std::numeric_limits<double>::infinity())
+                 : scores + attn_mask;
+  }
+  Tensor weights = dropout(softmax(scores, -1), dropout_p, dropout_p > 0);
+  return matmul(weights, v);
+}
+
+}  // namespace kiln::nn

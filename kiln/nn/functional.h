@@ -1,0 +1,34 @@
+#pragma once
+// More of torch.nn.functional, made of ordinary ops (so they differentiate, trace and
+// export as those ops): dropout, batch and group normalization, attention.
+
+#include <optional>
+
+#include "kiln/dispatch/functional.h"
+
+namespace kiln::nn {
+
+/** In training, each element zeroed with probability p and the rest scaled by 1/(1-p);
+ * otherwise x itself. */
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+
+/** x [N, C, *] normalized per channel: with the batch's statistics in training (then
+ * running_mean / running_var, when given, move by `momentum` toward them in place, the
+ * variance unbiased), else with the running ones; then * weight + bias (each optional). */
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = false,
+                  double momentum = 0.1, double eps = 1e-5);
+
+/** x [N, C, *] normalized over each of num_groups channel groups (and the other dims),
+ * then * weight + bias per channel (each optional). */
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+
+/** softmax(q k^T * scale + mask) v over the last two dims (scale: 1 / sqrt(q.size(-1))).
+ * attn_mask: bool (true = attend) or added to the scores; is_causal masks the future
+ * (not with attn_mask). Rows that attend nowhere are NaN, as PyTorch's math path. */
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
+
+}  // namespace kiln::nn
