@@ -421,6 +421,28 @@ std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, bo
 Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
   return sort(x, dim, descending, stable).second;
 }
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
+  int64_t d = wrap_dim(dim, x.dim(), "kthvalue"), n = x.dim() ? x.size(d) : 1;
+  KILN_CHECK(k >= 1 && k <= n, index, "[kthvalue] k ({}) is out of range for dim {} of size {}", k, d, n);
+  auto [values, indices] = sort(x, d);
+  if (x.dim() == 0) return {values, indices};
+  Tensor v = narrow(values, d, k - 1, 1), i = narrow(indices, d, k - 1, 1);
+  return keepdim ? std::pair{v, i} : std::pair{squeeze(v, d), squeeze(i, d)};
+}
+std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
+  int64_t d = wrap_dim(dim, x.dim(), "median"), n = x.dim() ? x.size(d) : 1;
+  KILN_CHECK(n > 0, index, "[median] cannot take the median of an empty dim {}", d);
+  auto [v, i] = kthvalue(x, (n + 1) / 2, d, keepdim);
+  if (!is_floating(x.dtype())) return {v, i};
+  // A row with NaN: NaN, at the position of its first NaN.
+  Tensor nan_at = argmax(to(isnan(x), DType::u8), d, keepdim);
+  Tensor has_nan = any(isnan(x), d, keepdim);
+  return {where(has_nan, full_like(v, std::numeric_limits<double>::quiet_NaN()), v), where(has_nan, nan_at, i)};
+}
+Tensor median(const Tensor& x) {
+  if (x.numel() == 0) return full({}, std::numeric_limits<double>::quiet_NaN(), {.dtype = x.dtype(), .device = x.device()});
+  return median(flatten(x), 0).first;
+}
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   Outputs o = call(OpKind::topk, x, k, dim, largest, sorted);
   return {o[0], o[1]};
@@ -495,6 +517,54 @@ Tensor any(const Tensor& x, int64_t dim, bool keepdim) { return any_all(x, {dim}
 Tensor all(const Tensor& x) { return any_all(x, {}, false, true); }
 Tensor all(const Tensor& x, int64_t dim, bool keepdim) { return any_all(x, {dim}, keepdim, true); }
 Tensor count_nonzero(const Tensor& x, const IntList& dims) { return sum(truth(x), dims); }
+Tensor mv(const Tensor& mat, const Tensor& vec) {
+  KILN_CHECK(mat.dim() == 2 && vec.dim() == 1, shape, "[mv] expects a matrix and a vector, got {} and {}",
+             mat.meta_str(), vec.meta_str());
+  return matmul(mat, vec);
+}
+namespace {
+// beta * self + alpha * product, as addmm's rule: beta == 0 ignores self (NaN too).
+Tensor scaled_sum(const Tensor& self, const Tensor& product, Scalar beta, Scalar alpha) {
+  Tensor p = alpha.to_double() == 1.0 ? product : mul(product, alpha);
+  if (beta.to_double() == 0.0) return add(p, zeros_like(self));  // self's shape and dtype, not its values
+  return add(beta.to_double() == 1.0 ? self : mul(self, beta), p);
+}
+}  // namespace
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha) {
+  return scaled_sum(self, mv(mat, vec), beta, alpha);
+}
+Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, Scalar beta, Scalar alpha) {
+  return scaled_sum(self, bmm(b1, b2), beta, alpha);
+}
+Tensor kron(const Tensor& a, const Tensor& b) {
+  int64_t rank = std::max(a.dim(), b.dim());
+  IntList sa, sb, pa, pb, out;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t da = i - (rank - a.dim()), db = i - (rank - b.dim());
+    int64_t na = da >= 0 ? a.size(da) : 1, nb = db >= 0 ? b.size(db) : 1;
+    pa.insert(pa.end(), {na, 1});
+    pb.insert(pb.end(), {1, nb});
+    out.push_back(na * nb);
+  }
+  return reshape(mul(reshape(a, pa), reshape(b, pb)), out);
+}
+Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
+  int64_t rank = std::max(a.dim(), b.dim());
+  int64_t d = wrap_dim(dim, rank, "cross");
+  auto at = [&](const Tensor& t, int64_t i) {
+    int64_t td = d - (rank - t.dim());
+    KILN_CHECK(td >= 0 && t.size(td) == 3, shape, "[cross] dim {} must have size 3, got {}", dim, t.meta_str());
+    return narrow(t, td, i, 1);
+  };
+  return cat({at(a, 1) * at(b, 2) - at(a, 2) * at(b, 1), at(a, 2) * at(b, 0) - at(a, 0) * at(b, 2),
+              at(a, 0) * at(b, 1) - at(a, 1) * at(b, 0)},
+             d);
+}
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
+  KILN_CHECK(x1.dim() >= 2 && x2.dim() >= 2 && x1.size(-1) == x2.size(-1), shape,
+             "[cdist] expects [..., P, M] and [..., R, M], got {} and {}", x1.meta_str(), x2.meta_str());
+  return vector_norm(unsqueeze(x1, -2) - unsqueeze(x2, -3), p, {-1});
+}
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
   KILN_CHECK(a.dtype() == b.dtype(), dtype, "[isclose] {} did not match {}", a.dtype(), b.dtype());
   KILN_CHECK(rtol >= 0, value, "[isclose] rtol must be greater than or equal to zero, but got {}", rtol);
@@ -862,6 +932,68 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   return call1(OpKind::scatter_add, x, dim, index, src);
+}
+namespace {
+// Where scatter_add(.., dim, index, ..) of x writes: a bool mask shaped like x.
+Tensor scattered(const Tensor& x, int64_t dim, const Tensor& index) {
+  TensorOptions o{.dtype = DType::i64, .device = x.device()};
+  IntList index_shape(index.shape().begin(), index.shape().end());
+  return gt(scatter_add(zeros(IntList(x.shape().begin(), x.shape().end()), o), dim, index, ones(index_shape, o)), 0);
+}
+// A 1-D index of source.size(dim) positions along dim, expanded to source's shape.
+Tensor along(const Tensor& index, const Tensor& source, int64_t dim, const char* op) {
+  KILN_CHECK(index.dim() <= 1, shape, "[{}] index must be 1-D, got {}", op, index.meta_str());
+  int64_t d = wrap_dim(dim, source.dim(), op);
+  IntList shape(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 1);
+  shape[static_cast<size_t>(d)] = index.numel();
+  KILN_CHECK(source.dim() == 0 || source.size(d) == index.numel(), shape,
+             "[{}] index has {} elements but source {} has {} along dim {}", op, index.numel(), source.meta_str(),
+             source.dim() ? source.size(d) : 1, d);
+  IntList full_shape = source.dim() ? IntList(source.shape().begin(), source.shape().end()) : shape;
+  return expand(reshape(index, shape), full_shape);
+}
+}  // namespace
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  IntList region;  // only index's region of src is read
+  for (int64_t i = 0; i < index.dim(); ++i) region.push_back(index.size(i));
+  Tensor part = src;
+  for (int64_t i = 0; i < std::min(src.dim(), index.dim()); ++i)
+    if (src.size(i) > index.size(i)) part = narrow(part, i, 0, index.size(i));
+  return where(scattered(x, dim, index), scatter_add(zeros_like(x), dim, index, to(part, x.dtype())), x);
+}
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
+  return masked_fill(x, scattered(x, dim, index), value);
+}
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+  Tensor s = alpha.to_double() == 1.0 ? source : mul(source, alpha);
+  return scatter_add(x, dim, along(index, source, dim, "index_add"), to(s, x.dtype()));
+}
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
+  return scatter(x, dim, along(index, source, dim, "index_copy"), source);
+}
+Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
+  KILN_CHECK(index.dim() <= 1, shape, "[index_fill] index must be 1-D, got {}", index.meta_str());
+  int64_t d = wrap_dim(dim, x.dim(), "index_fill");
+  IntList slice_shape(x.shape().begin(), x.shape().end());
+  if (x.dim()) slice_shape[static_cast<size_t>(d)] = index.numel();
+  Tensor slices = zeros(slice_shape, {.dtype = x.dtype(), .device = x.device()});
+  return masked_fill(x, scattered(x, d, along(index, slices, d, "index_fill")), value);
+}
+Tensor roll(const Tensor& x, const IntList& shifts, const IntList& dims) {
+  if (dims.empty()) {
+    KILN_CHECK(shifts.size() == 1, value, "[roll] without dims takes one shift, got {}", shifts.size());
+    return reshape(roll(flatten(x), shifts, {0}), IntList(x.shape().begin(), x.shape().end()));
+  }
+  KILN_CHECK(shifts.size() == dims.size(), value, "[roll] shifts ({}) and dims ({}) must have the same length",
+             shifts.size(), dims.size());
+  Tensor out = x;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], x.dim(), "roll"), n = x.dim() ? x.size(d) : 1;
+    if (n == 0) continue;
+    int64_t s = ((shifts[i] % n) + n) % n;
+    if (s) out = cat({narrow(out, d, n - s, s), narrow(out, d, 0, n - s)}, d);
+  }
+  return out.is_same(x) ? clone(x) : out;
 }
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return call1(OpKind::gather, x, dim, index);

@@ -238,6 +238,13 @@ Tensor var(const Tensor& x, const IntList& dims = {}, int64_t correction = 1,
  * i64 unless `dtype` is given (as torch.prod). */
 Tensor prod(const Tensor& x, std::optional<DType> dtype = std::nullopt);
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+/** The lower median of all elements (NaN if any is NaN; an empty tensor gives NaN). */
+Tensor median(const Tensor& x);
+/** (values, indices) of the lower median along dim; a row with NaN gives NaN and the
+ * position of its first NaN, as PyTorch. */
+std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false);
+/** (values, indices) of the k-th smallest element along dim (NaN above every number). */
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
 /** (values, indices): the elements along `dim` in order, NaN above every number (last
  * ascending, first descending), ties in their original order (always stable). */
 std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
@@ -286,6 +293,17 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
 /** Whether a and b have one shape and equal elements (any dtypes; NaN is never equal). */
 bool equal(const Tensor& a, const Tensor& b);
+/** mat [n, m] times vec [m]; beta * self + alpha * that (beta == 0 ignores self, NaN too). */
+Tensor mv(const Tensor& mat, const Tensor& vec);
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta = 1, Scalar alpha = 1);
+/** beta * self + alpha * bmm(b1, b2) (beta == 0 ignores self). */
+Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, Scalar beta = 1, Scalar alpha = 1);
+/** The Kronecker product: block (i, j, ...) is a[i, j, ...] * b (the fewer dims lead with 1s). */
+Tensor kron(const Tensor& a, const Tensor& b);
+/** The cross product of 3-vectors along dim (of size 3), broadcasting. */
+Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
+/** p-norm distances between the rows of x1 [..., P, M] and x2 [..., R, M]: [..., P, R]. */
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0);
 /** Sums of products over the subscripts of `equation` ("ij,jk->ik", "...ij,...jk", "ii->i";
  * without "->" the output is the subscripts seen once, in alphabetical order, after the
  * ellipsis dims). Operands are contracted left to right, each pair as one bmm; size-1
@@ -400,6 +418,19 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor clone(const Tensor& x);
+/** x with src (value) written at the positions index names along dim (only index's
+ * region of src is read; where indices repeat, which write wins is unspecified, as in
+ * PyTorch: kiln's sum them). */
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value);
+/** x with alpha * source's slices added (copied, filled with value) at the 1-D index's
+ * positions along dim. */
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
+Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar value);
+/** x's elements shifted by shifts[i] along dims[i], wrapping around (dims empty: the
+ * flattened tensor by one shift). */
+Tensor roll(const Tensor& x, const IntList& shifts, const IntList& dims = {});
 
 // ---- normalization ------------------------------------------------------------
 Tensor layer_norm(const Tensor& x, const IntList& normalized_shape,

@@ -74,6 +74,15 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   return affine(reshape(y, IntList(x.shape().begin(), x.shape().end())), x, weight, bias);
 }
 
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+  auto unit = [&](const Tensor& x) { return x / clamp_min(vector_norm(x, 2.0, {dim}, true), eps); };
+  return sum(unit(x1) * unit(x2), {dim});
+}
+
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
+  return vector_norm(x1 - x2 + eps, p, {-1}, keepdim);
+}
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale) {
   KILN_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, shape,

@@ -24,6 +24,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
 
+/** Cosine of the angle between x1 and x2 along dim: each normalized by max(norm, eps). */
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+/** The p-norm of x1 - x2 + eps along the last dim. */
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6, bool keepdim = false);
+
 /** softmax(q k^T * scale + mask) v over the last two dims (scale: 1 / sqrt(q.size(-1))).
  * attn_mask: bool (true = attend) or added to the scores; is_causal masks the future
  * (not with attn_mask). Rows that attend nowhere are NaN, as PyTorch's math path. */

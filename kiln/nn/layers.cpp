@@ -1,6 +1,7 @@
 #include "kiln/nn/layers.h"
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/nn/conv.h"
 #include "kiln/nn/functional.h"
 
 #include <algorithm>
@@ -55,6 +56,57 @@ TensorList BatchNorm1d::forward(const TensorList& in) {
   }
   return {batch_norm(in[0], running_mean, running_var, weight, bias, training(), momentum_, eps_)};
 }
+
+GroupNorm::GroupNorm(int64_t groups, int64_t c, double eps_, Device d)
+    : weight(register_parameter("weight", ones({c}, {.device = d}))),
+      bias(register_parameter("bias", zeros({c}, {.device = d}))),
+      num_groups(groups),
+      eps(eps_) {}
+TensorList GroupNorm::forward(const TensorList& in) { return {group_norm(in[0], num_groups, weight, bias, eps)}; }
+
+namespace {
+double conv_bound(int64_t in, int64_t groups, const IntList& kernel) {
+  KILN_CHECK(groups > 0 && in % groups == 0, value, "[Conv] groups ({}) must divide the input channels ({})", groups, in);
+  int64_t fan_in = in / groups;
+  for (int64_t k : kernel) fan_in *= k;
+  return 1.0 / std::sqrt(static_cast<double>(fan_in));
+}
+IntList square(const IntList& k) { return k.size() == 1 ? IntList{k[0], k[0]} : k; }
+IntList conv_weight_shape(int64_t in, int64_t out, int64_t groups, const IntList& kernel) {
+  IntList shape{out, in / std::max<int64_t>(groups, 1)};
+  shape.insert(shape.end(), kernel.begin(), kernel.end());
+  return shape;
+}
+}  // namespace
+
+Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t stride_, int64_t padding_, int64_t dilation_,
+               int64_t groups_, bool with_bias, Device d)
+    : weight(register_parameter("weight", uniform(conv_weight_shape(in, out, groups_, {k}), conv_bound(in, groups_, {k}), d))),
+      stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
+  if (with_bias) bias = &register_parameter("bias", uniform({out}, conv_bound(in, groups_, {k}), d));
+}
+TensorList Conv1d::forward(const TensorList& in) {
+  return {conv1d(in[0], weight, bias ? *bias : Tensor(), {stride}, {padding}, {dilation}, groups)};
+}
+
+Conv2d::Conv2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride_, const IntList& padding_,
+               const IntList& dilation_, int64_t groups_, bool with_bias, Device d)
+    : weight(register_parameter("weight", uniform(conv_weight_shape(in, out, groups_, square(kernel)),
+                                                  conv_bound(in, groups_, square(kernel)), d))),
+      stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
+  if (with_bias) bias = &register_parameter("bias", uniform({out}, conv_bound(in, groups_, square(kernel)), d));
+}
+TensorList Conv2d::forward(const TensorList& in) {
+  return {conv2d(in[0], weight, bias ? *bias : Tensor(), stride, padding, dilation, groups)};
+}
+
+TensorList MaxPool2d::forward(const TensorList& in) {
+  return {max_pool2d(in[0], kernel_, stride_, padding_, {1}, ceil_mode_)};
+}
+TensorList AvgPool2d::forward(const TensorList& in) {
+  return {avg_pool2d(in[0], kernel_, stride_, padding_, ceil_mode_, count_include_pad_)};
+}
+TensorList AdaptiveAvgPool2d::forward(const TensorList& in) { return {adaptive_avg_pool2d(in[0], output_size_)}; }
 
 Sequential::Sequential(std::vector<std::shared_ptr<Module>> layers) {
   for (size_t i = 0; i < layers.size(); ++i)

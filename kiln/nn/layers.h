@@ -80,6 +80,87 @@ class BatchNorm1d : public Module {
   double momentum_, eps_;
 };
 
+/** The same over [N, C, H, W] (batch_norm normalizes any [N, C, *]). */
+class BatchNorm2d : public BatchNorm1d {
+ public:
+  using BatchNorm1d::BatchNorm1d;
+};
+
+/** group_norm with a weight (ones) and bias (zeros) per channel. */
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t channels, double eps = 1e-5, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor &weight, &bias;
+  int64_t num_groups;
+  double eps;
+};
+
+/** conv1d / conv2d with weight [out, in / groups, *kernel] and bias [out], both uniform in
+ * +-1/sqrt(fan_in), fan_in = in / groups * prod(kernel) (torch.nn.Conv2d's bounds). */
+class Conv1d : public Module {
+ public:
+  Conv1d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1,
+         int64_t groups = 1, bool bias = true, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor& weight;
+  Tensor* bias = nullptr;
+  int64_t stride, padding, dilation, groups;
+};
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride = {1}, const IntList& padding = {0},
+         const IntList& dilation = {1}, int64_t groups = 1, bool bias = true, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor& weight;
+  Tensor* bias = nullptr;
+  IntList stride, padding, dilation;
+  int64_t groups;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(IntList kernel, IntList stride = {}, IntList padding = {0}, bool ceil_mode = false)
+      : kernel_(std::move(kernel)), stride_(std::move(stride)), padding_(std::move(padding)), ceil_mode_(ceil_mode) {}
+  TensorList forward(const TensorList& in) override;
+
+ private:
+  IntList kernel_, stride_, padding_;
+  bool ceil_mode_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(IntList kernel, IntList stride = {}, IntList padding = {0}, bool ceil_mode = false,
+                     bool count_include_pad = true)
+      : kernel_(std::move(kernel)), stride_(std::move(stride)), padding_(std::move(padding)), ceil_mode_(ceil_mode),
+        count_include_pad_(count_include_pad) {}
+  TensorList forward(const TensorList& in) override;
+
+ private:
+  IntList kernel_, stride_, padding_;
+  bool ceil_mode_, count_include_pad_;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(IntList output_size) : output_size_(std::move(output_size)) {}
+  TensorList forward(const TensorList& in) override;
+
+ private:
+  IntList output_size_;
+};
+
+/** flatten(x, start_dim, end_dim); by default everything but the batch dim. */
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
+  TensorList forward(const TensorList& in) override { return {flatten(in[0], start_, end_)}; }
+
+ private:
+  int64_t start_, end_;
+};
+
 /** all_reduce of its input over the process group bound to `group` (a mesh axis). */
 class AllReduce : public Module {
  public:

@@ -361,6 +361,31 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   }
   if (op == "sdpa") return nn::scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), 0.0, a.value("is_causal", false));
   if (op == "sdpa_mask") return nn::scaled_dot_product_attention(in[0], in[1], in[2], in[3]);
+  if (op == "roll") return roll(in[0], a.at("shifts").get<IntList>(), a.at("dims").get<IntList>());
+  if (op == "scatter") return scatter(in[0], a.at("dim").get<int64_t>(), in[1], in[2]);
+  if (op == "scatter_value") return scatter(in[0], a.at("dim").get<int64_t>(), in[1], scalar(a.at("value")));
+  if (op == "index_add") return index_add(in[0], a.at("dim").get<int64_t>(), in[1], in[2], scalar(a.at("alpha")));
+  if (op == "index_copy") return index_copy(in[0], a.at("dim").get<int64_t>(), in[1], in[2]);
+  if (op == "index_fill") return index_fill(in[0], a.at("dim").get<int64_t>(), in[1], scalar(a.at("value")));
+  if (op == "median_all") return median(in[0]);
+  if (op == "median_values" || op == "median_indices") {
+    auto [values, indices] = median(in[0], a.at("dim").get<int64_t>(), a.at("keepdim").get<bool>());
+    return op == "median_values" ? values : indices;
+  }
+  if (op == "kthvalue_values" || op == "kthvalue_indices") {
+    auto [values, indices] =
+        kthvalue(in[0], a.at("k").get<int64_t>(), a.at("dim").get<int64_t>(), a.at("keepdim").get<bool>());
+    return op == "kthvalue_values" ? values : indices;
+  }
+  if (op == "mv") return mv(in[0], in[1]);
+  if (op == "addmv") return addmv(in[0], in[1], in[2], scalar(a.at("beta")), scalar(a.at("alpha")));
+  if (op == "baddbmm") return baddbmm(in[0], in[1], in[2], scalar(a.at("beta")), scalar(a.at("alpha")));
+  if (op == "kron") return kron(in[0], in[1]);
+  if (op == "cross") return cross(in[0], in[1], a.at("dim").get<int64_t>());
+  if (op == "cdist") return cdist(in[0], in[1], scalar(a.at("p")).to_double());
+  if (op == "cosine_similarity") return nn::cosine_similarity(in[0], in[1], a.at("dim").get<int64_t>());
+  if (op == "pairwise_distance")
+    return nn::pairwise_distance(in[0], in[1], a.at("p").get<double>(), 1e-6, a.value("keepdim", false));
   std::optional<DType> dtype;
   if (a.contains("dtype")) dtype = dtype_from_string(a["dtype"].get<std::string>());
   if (op == "prod_all") return prod(in[0], dtype);

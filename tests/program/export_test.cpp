@@ -96,6 +96,32 @@ TEST(Layers, DropoutRmsNormAndEmbedding) {
                "'gpt' has no setting 'depth'");
 }
 
+TEST(Layers, ConvolutionalLayers) {
+  manual_seed(2);
+  auto conv1 = std::make_shared<nn::Conv2d>(3, 8, IntList{3}, IntList{1}, IntList{1});
+  auto conv2 = std::make_shared<nn::Conv2d>(8, 4, IntList{3, 2}, IntList{2}, IntList{0}, IntList{1}, /*groups=*/2, false);
+  auto bn = std::make_shared<nn::BatchNorm2d>(8);
+  nn::Sequential net({conv1, bn, std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(IntList{2}), conv2,
+                      std::make_shared<nn::GroupNorm>(2, 4), std::make_shared<nn::AvgPool2d>(IntList{2}, IntList{1}),
+                      std::make_shared<nn::AdaptiveAvgPool2d>(IntList{1}), std::make_shared<nn::Flatten>(),
+                      std::make_shared<nn::Linear>(4, 2)});
+  EXPECT_EQ(conv1->weight.shape(), (Dims{8, 3, 3, 3}));
+  EXPECT_EQ(conv2->weight.shape(), (Dims{4, 4, 3, 2}));
+  EXPECT_EQ(conv2->bias, nullptr);
+  double bound = 1 / std::sqrt(27.0);  // fan_in = 3 * 3 * 3, as torch.nn.Conv2d
+  for (double v : to_vector<double>(conv1->weight)) EXPECT_LE(std::abs(v), bound);
+  EXPECT_GT(item<double>(amax(abs(conv1->weight))), 0.8 * bound);
+  Tensor x = randn({2, 3, 10, 9});
+  net.eval();
+  TensorList want = net(TensorList{x});
+  EXPECT_EQ(want[0].shape(), (Dims{2, 2}));
+  ExportedProgram p = export_program(net, {x});
+  EXPECT_TRUE(all_close(p.run({x})[0], to_vector<double>(want[0]), 1e-5, 1e-5));
+  net.train();  // batch norm over [N, C, H, W] moves its running statistics
+  net(TensorList{x});
+  EXPECT_GT(item<double>(amax(abs(bn->running_mean))), 0.0);
+}
+
 TEST(Export, SignatureOfEveryKind) {  // (X4), (M5)
   Everything m;
   ExportedProgram p = export_program(m, {ones({4}), zeros({4})});

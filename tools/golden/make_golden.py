@@ -1224,6 +1224,70 @@ auto("sdpa_mask", [aq, ak, av, randn(4, 5)], lambda q, k_, v, m: sdpa(q, k_, v, 
      "float mask")
 grad_cases("sdpa", [randn(2, 3, 4), randn(2, 5, 4), randn(2, 5, 3)], sdpa, {})
 
+# ---- more composites: scatter and index_*, roll, median, kthvalue, mv/addmv/baddbmm, kron,
+# cross, cdist, cosine_similarity, pairwise_distance (appended) ----
+rx = torch.arange(12.0).reshape(3, 4)
+for sh, dm in [([1], []), ([1, -1], [0, 1]), ([5], [1]), ([-7], [0]), ([0], [1])]:
+    auto("roll", [rx], lambda x: torch.roll(x, sh, dm) if dm else torch.roll(x, sh[0]), {"shifts": sh, "dims": dm})
+grad_cases("roll", [randn(3, 4)], lambda x: torch.roll(x, (1, 2), (0, 1)), {"shifts": [1, 2], "dims": [0, 1]})
+sxz = torch.zeros(3, 2)
+auto("scatter", [sxz, T([[2, 0]]), T([[5.0, 6.0], [7.0, 8.0]])], lambda x, i, s_: x.scatter(0, i, s_), {"dim": 0},
+     "src larger than index")
+auto("scatter", [randn(3, 4), T([[1, 3], [0, 2], [3, 1]]), randn(3, 2)], lambda x, i, s_: x.scatter(1, i, s_), {"dim": 1})
+auto("scatter_value", [sxz, T([[1], [0], [1]])], lambda x, i: x.scatter(1, i, 9.0), {"dim": 1, "value": 9.0})
+auto("scatter", [sxz, T([[3, 0]]), randn(1, 2)], lambda x, i, s_: x.scatter(0, i, s_), {"dim": 0}, "index out of range")
+grad_cases("scatter", [randn(3, 4), T([[1, 3], [0, 2], [3, 1]]), randn(3, 2)], lambda x, i, s_: x.scatter(1, i, s_), {"dim": 1})
+ia_ = T([0, 2, 0])
+auto("index_add", [torch.zeros(3, 2), ia_, torch.ones(3, 2)], lambda x, i, s_: torch.index_add(x, 0, i, s_, alpha=2),
+     {"dim": 0, "alpha": 2}, "repeated index")
+auto("index_add", [randn(2, 5), T([4, 1]), randn(2, 2)], lambda x, i, s_: torch.index_add(x, 1, i, s_), {"dim": 1, "alpha": 1})
+auto("index_add", [randn(2, 5), T([4, 1]), randn(2, 3)], lambda x, i, s_: torch.index_add(x, 1, i, s_), {"dim": 1, "alpha": 1},
+     "source size differs")
+grad_cases("index_add", [randn(2, 5), T([4, 1]), randn(2, 2)], lambda x, i, s_: torch.index_add(x, 1, i, s_), {"dim": 1, "alpha": 1})
+auto("index_copy", [randn(4, 2), T([3, 0]), randn(2, 2)], lambda x, i, s_: torch.index_copy(x, 0, i, s_), {"dim": 0})
+auto("index_fill", [randn(3, 4), T([0, 3])], lambda x, i: torch.index_fill(x, 1, i, -1.5), {"dim": 1, "value": -1.5})
+auto("index_fill", [T([[1, 2], [3, 4]]), T([1])], lambda x, i: torch.index_fill(x, 0, i, 7), {"dim": 0, "value": 7}, "integers")
+mdx = T([[3.0, nan, 2.0, 8.0], [5.0, 1.0, 2.5, -1.0], [4.0, 9.0, 0.5, 7.0]])
+auto("median_all", [T([3.0, 1.0, 2.0, 4.0])], lambda x: torch.median(x), note="lower median")
+auto("median_all", [T([3.0, nan, 2.0])], lambda x: torch.median(x), note="NaN")
+auto("median_all", [torch.empty(0)], lambda x: torch.median(x), note="empty")
+auto("median_all", [T([[5, 1, 9], [2, 7, 3]])], lambda x: torch.median(x), note="integers")
+for which in ("values", "indices"):
+    auto("median_" + which, [mdx], lambda x: getattr(torch.median(x, 1), which), {"dim": 1, "keepdim": False}, "NaN row")
+    auto("median_" + which, [mdx[1:]], lambda x: getattr(torch.median(x, 0, keepdim=True), which), {"dim": 0, "keepdim": True})
+    for k_ in (1, 2, 4):
+        auto("kthvalue_" + which, [mdx], lambda x: getattr(torch.kthvalue(x, k_, 1), which), {"k": k_, "dim": 1, "keepdim": False})
+auto("kthvalue_values", [mdx], lambda x: torch.kthvalue(x, 5, 1).values, {"k": 5, "dim": 1, "keepdim": False}, "k too large")
+grad_cases("median_values", [randn(3, 5)], lambda x: torch.median(x, 1).values, {"dim": 1, "keepdim": False})
+grad_cases("kthvalue_values", [randn(3, 5)], lambda x: torch.kthvalue(x, 2, 1).values, {"k": 2, "dim": 1, "keepdim": False})
+auto("mv", [randn(3, 4), randn(4)], torch.mv)
+auto("addmv", [randn(3), randn(3, 4), randn(4)], lambda s_, m, v: torch.addmv(s_, m, v, beta=0.5, alpha=2.0),
+     {"beta": 0.5, "alpha": 2.0})
+auto("addmv", [T([nan, 1.0, 2.0]), randn(3, 4), randn(4)], lambda s_, m, v: torch.addmv(s_, m, v, beta=0.0),
+     {"beta": 0.0, "alpha": 1.0}, "beta 0 ignores NaN")
+auto("baddbmm", [randn(2, 3, 5), randn(2, 3, 4), randn(2, 4, 5)], lambda s_, a_, b_: torch.baddbmm(s_, a_, b_, beta=2.0, alpha=0.5),
+     {"beta": 2.0, "alpha": 0.5})
+auto("baddbmm", [randn(5), randn(2, 3, 4), randn(2, 4, 5)], lambda s_, a_, b_: torch.baddbmm(s_, a_, b_),
+     {"beta": 1.0, "alpha": 1.0}, "broadcast self")
+grad_cases("baddbmm", [randn(2, 3, 5), randn(2, 3, 4), randn(2, 4, 5)], lambda s_, a_, b_: torch.baddbmm(s_, a_, b_, beta=2.0, alpha=0.5),
+           {"beta": 2.0, "alpha": 0.5})
+auto("kron", [T([[1, 2], [3, 4]]), T([[0, 1], [1, 0]])], torch.kron)
+auto("kron", [randn(2), randn(3, 2)], torch.kron, note="ranks differ")
+auto("cross", [randn(4, 3), randn(4, 3)], lambda a_, b_: torch.cross(a_, b_, dim=1), {"dim": 1})
+auto("cross", [randn(3, 2), randn(3, 1)], lambda a_, b_: torch.cross(a_, b_, dim=0), {"dim": 0}, "broadcast")
+auto("cross", [randn(4, 2), randn(4, 2)], lambda a_, b_: torch.cross(a_, b_, dim=1), {"dim": 1}, "not 3-vectors")
+grad_cases("cross", [randn(4, 3), randn(4, 3)], lambda a_, b_: torch.cross(a_, b_, dim=1), {"dim": 1})
+for pp in (2.0, 1.0, inf, 3.0):
+    auto("cdist", [randn(2, 4, 3), randn(2, 5, 3)], lambda a_, b_: torch.cdist(a_, b_, p=pp), {"p": pp}, rtol=1e-4, atol=1e-5)
+grad_cases("cdist", [randn(3, 2), randn(4, 2)], lambda a_, b_: torch.cdist(a_, b_), {"p": 2.0})
+auto("cosine_similarity", [randn(4, 5), randn(4, 5)], lambda a_, b_: F.cosine_similarity(a_, b_), {"dim": 1})
+auto("cosine_similarity", [randn(3, 1, 5), randn(4, 5)], lambda a_, b_: F.cosine_similarity(a_, b_, dim=-1), {"dim": -1},
+     "broadcast")
+grad_cases("cosine_similarity", [randn(4, 5), randn(4, 5)], lambda a_, b_: F.cosine_similarity(a_, b_), {"dim": 1})
+auto("pairwise_distance", [randn(4, 5), randn(4, 5)], F.pairwise_distance, {"p": 2.0})
+auto("pairwise_distance", [randn(4, 5), randn(4, 5)], lambda a_, b_: F.pairwise_distance(a_, b_, p=1.0, keepdim=True),
+     {"p": 1.0, "keepdim": True})
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
