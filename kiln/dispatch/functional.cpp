@@ -1067,6 +1067,81 @@ void check_readable(const Tensor& x, std::string_view op) {
 }
 }  // namespace
 
+Tensor nonzero(const Tensor& x) {
+  check_readable(x, "nonzero");
+  std::vector<bool> truth_values = to_vector<bool>(x);
+  std::vector<int64_t> coords;
+  std::vector<int64_t> at(static_cast<size_t>(x.dim()), 0);
+  int64_t n = 0;
+  for (bool t : truth_values) {
+    if (t) {
+      coords.insert(coords.end(), at.begin(), at.end());
+      ++n;
+    }
+    for (int64_t d = x.dim() - 1; d >= 0; --d) {  // the next row-major coordinate
+      if (++at[static_cast<size_t>(d)] < x.size(d)) break;
+      at[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return to(from_vector(coords, {n, x.dim()}), x.device());
+}
+TensorList where(const Tensor& condition) {
+  Tensor coords = nonzero(condition);
+  TensorList out;
+  for (int64_t d = 0; d < condition.dim(); ++d) out.push_back(select(coords, 1, d));
+  return out;
+}
+Tensor masked_select(const Tensor& x, const Tensor& mask) {
+  KILN_CHECK(mask.dtype() == DType::b8, dtype, "[masked_select] expected a bool mask, got {}", mask.dtype());
+  IntList shape = ops::broadcast_shapes(x.shape(), mask.shape(), "masked_select").vec();
+  Tensor flat_mask = flatten(expand(mask, shape));
+  return index_select(flatten(expand(x, shape)), 0, select(nonzero(flat_mask), 1, 0));
+}
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse, bool return_counts) {
+  check_readable(x, "unique");
+  Tensor flat = flatten(x);
+  auto [sorted, order] = sort(flat);
+  int64_t n = flat.numel();
+  // A group starts where a sorted value differs from the one before it (NaN != NaN).
+  Tensor starts = n ? cat({ones({1}, {.dtype = DType::b8, .device = x.device()}),
+                           ne(narrow(sorted, 0, 1, n - 1), narrow(sorted, 0, 0, n - 1))})
+                    : zeros({0}, {.dtype = DType::b8, .device = x.device()});
+  Tensor first = select(nonzero(starts), 1, 0);
+  Tensor values = index_select(sorted, 0, first), inverse, counts;
+  if (return_inverse) {
+    Tensor group = cumsum(starts, 0) - 1;  // each sorted element's group
+    inverse = reshape(scatter(zeros_like(group), 0, order, group), IntList(x.shape().begin(), x.shape().end()));
+  }
+  if (return_counts) {
+    int64_t groups = first.numel();
+    Tensor ends = cat({narrow(first, 0, 1, std::max<int64_t>(groups - 1, 0)),
+                       full({1}, n, {.dtype = DType::i64, .device = x.device()})});
+    counts = groups ? ends - first : zeros({0}, {.dtype = DType::i64, .device = x.device()});
+  }
+  return {values, inverse, counts};
+}
+Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
+  KILN_CHECK(x.dim() == 1 && is_integral(x.dtype(), false), shape, "[bincount] expects a 1-D integer tensor, got {}",
+             x.meta_str());
+  KILN_CHECK(minlength >= 0, value, "[bincount] minlength should be >= 0, got {}", minlength);
+  check_readable(x, "bincount");
+  int64_t bins = minlength;
+  if (x.numel()) {
+    int64_t lowest = item<int64_t>(amin(x)), highest = item<int64_t>(amax(x));
+    KILN_CHECK(lowest >= 0, value, "[bincount] input should contain only non-negative values, got {}", lowest);
+    bins = std::max(bins, highest + 1);
+  }
+  Tensor index = to(x, DType::i64);
+  if (!weights.defined()) {
+    TensorOptions o{.dtype = DType::i64, .device = x.device()};
+    return scatter_add(zeros({bins}, o), 0, index, ones({x.numel()}, o));
+  }
+  KILN_CHECK(weights.shape() == x.shape(), shape, "[bincount] weights {} must be shaped like the input {}",
+             weights.meta_str(), x.meta_str());
+  DType wd = is_floating(weights.dtype()) ? weights.dtype() : DType::f64;
+  return scatter_add(zeros({bins}, {.dtype = wd, .device = x.device()}), 0, index, to(weights, wd));
+}
+
 template <typename T>
 std::vector<T> to_vector(const Tensor& x) {
   check_readable(x, "to_vector");

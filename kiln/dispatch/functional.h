@@ -489,6 +489,21 @@ std::vector<bool> to_vector<bool>(const Tensor& x);
 template <>
 bool item<bool>(const Tensor& x);
 
+// ---- data-dependent shapes: eager only (on fake tensors a data-dependent Error, F5)
+/** i64 [n, x.dim()]: the coordinates of x's non-zero elements, in row-major order. */
+Tensor nonzero(const Tensor& x);
+/** nonzero's columns, one index tensor per dim. */
+TensorList where(const Tensor& condition);
+/** The elements of x (broadcast with mask) where mask is true, 1-D (differentiable). */
+Tensor masked_select(const Tensor& x, const Tensor& mask);
+/** (values, inverse, counts): x's distinct elements in ascending order (each NaN distinct),
+ * where each element of x is among them (x's shape), and how often each occurs; inverse
+ * and counts are left undefined unless asked for. */
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse = false, bool return_counts = false);
+/** i64 counts (or weights' sums) of each value 0..max(x) of the non-negative 1-D integer
+ * tensor x, at least minlength of them. */
+Tensor bincount(const Tensor& x, const Tensor& weights = Tensor(), int64_t minlength = 0);
+
 /** PyTorch-like printing: tensor([[1., 2.]], device='cpu:1'). */
 std::ostream& operator<<(std::ostream& os, const Tensor& x);
 std::string to_string(const Tensor& x);

@@ -386,6 +386,14 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "cosine_similarity") return nn::cosine_similarity(in[0], in[1], a.at("dim").get<int64_t>());
   if (op == "pairwise_distance")
     return nn::pairwise_distance(in[0], in[1], a.at("p").get<double>(), 1e-6, a.value("keepdim", false));
+  if (op == "nonzero") return nonzero(in[0]);
+  if (op == "where_cond") return where(in[0] != 0)[a.at("index").get<size_t>()];
+  if (op == "masked_select") return masked_select(in[0], in[1]);
+  if (op == "unique_values") return std::get<0>(unique(in[0]));
+  if (op == "unique_inverse") return std::get<1>(unique(in[0], true));
+  if (op == "unique_counts") return std::get<2>(unique(in[0], false, true));
+  if (op == "bincount") return bincount(in[0], Tensor(), a.at("minlength").get<int64_t>());
+  if (op == "bincount_weights") return bincount(in[0], in[1], a.at("minlength").get<int64_t>());
   std::optional<DType> dtype;
   if (a.contains("dtype")) dtype = dtype_from_string(a["dtype"].get<std::string>());
   if (op == "prod_all") return prod(in[0], dtype);

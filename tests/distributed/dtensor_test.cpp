@@ -209,6 +209,14 @@ TEST(S2, ShardsDerivedUnderFakePropagationMatchTheLocalOps) {
     auto [values, indices] = max(x, 1, false);
     outs.push_back(values);
     outs.push_back(indices);
+    // Scans, orders and products: along a sharded dim (gathered first) or not.
+    for (Tensor t : {cumsum(x, 1), cumsum(x, 0), cumprod(c, 0), prod(x, 1), prod(x, 0), remainder(x, 2.0),
+                     atan2(x, x), bitwise_and(idx, 3)})
+      outs.push_back(t);
+    for (auto [v, i] : {sort(c, 0), sort(x, 1, true), topk(x, 3, 1), topk(c, 2, 1)}) {
+      outs.push_back(v);
+      outs.push_back(i);
+    }
     std::vector<std::string> seen;
     for (const Tensor& t : outs) {
       const Tensor& l = dist::to_local(t);

@@ -222,6 +222,11 @@ TEST(F5, DataDependentReadsFail) {
   expect_error([&] { item<float>(sum(x)); }, ErrorKind::data_dependent,
                "[item] cannot read the value of fake tensor f32[]@cuda:0");
   expect_error([&] { to_vector<float>(x); }, ErrorKind::data_dependent, "[to_vector]");
+  // Outputs whose shape depends on the data: as PyTorch's fake tensors, they stop here.
+  expect_error([&] { nonzero(x); }, ErrorKind::data_dependent, "[nonzero]");
+  expect_error([&] { masked_select(x, gt(x, 0.0)); }, ErrorKind::data_dependent, "[nonzero]");
+  expect_error([&] { unique(x); }, ErrorKind::data_dependent, "[unique]");
+  expect_error([&] { bincount(to(x, i64)); }, ErrorKind::data_dependent, "[bincount]");
 }
 
 // (F1) A fake tensor that reaches a kernel (outside FakeMode, or as a constant of a

@@ -1288,6 +1288,34 @@ auto("pairwise_distance", [randn(4, 5), randn(4, 5)], F.pairwise_distance, {"p":
 auto("pairwise_distance", [randn(4, 5), randn(4, 5)], lambda a_, b_: F.pairwise_distance(a_, b_, p=1.0, keepdim=True),
      {"p": 1.0, "keepdim": True})
 
+# ---- data-dependent shapes, eager only: nonzero, where(cond), masked_select, unique,
+# bincount (appended) ----
+nz = T([[0.0, 1.5, 0.0], [nan, 0.0, -2.0]])
+auto("nonzero", [nz], torch.nonzero, note="NaN is non-zero")
+auto("nonzero", [T(3.0)], torch.nonzero, note="0-dim")
+auto("nonzero", [T(0)], torch.nonzero, note="0-dim zero")
+auto("nonzero", [torch.zeros(2, 0, 3)], torch.nonzero, note="empty")
+for d in (0, 1):
+    auto("where_cond", [nz], lambda x: torch.where(x != 0)[d], {"index": d})
+msx = randn(3, 4)
+auto("masked_select", [msx, msx > 0], torch.masked_select)
+auto("masked_select", [msx, T([True, False, False, True])], torch.masked_select, note="broadcast mask")
+grad_cases("masked_select", [msx, msx > 0], torch.masked_select)
+ux_ = T([3, 1, 2, 3, 1, 7, -4])
+auto("unique_values", [ux_], lambda x: torch.unique(x))
+auto("unique_inverse", [ux_.reshape(7, 1)], lambda x: torch.unique(x, return_inverse=True)[1], note="2-D")
+auto("unique_counts", [ux_], lambda x: torch.unique(x, return_counts=True)[1])
+auto("unique_values", [T([2.5, -1.0, 2.5, 0.0])], lambda x: torch.unique(x), note="floats")
+auto("unique_values", [T([True, False, True])], lambda x: torch.unique(x), note="bool")
+auto("unique_values", [torch.empty(0)], lambda x: torch.unique(x), note="empty")
+auto("bincount", [T([0, 3, 3, 1])], lambda x: torch.bincount(x), {"minlength": 0})
+auto("bincount", [T([0, 3, 3, 1])], lambda x: torch.bincount(x, minlength=6), {"minlength": 6})
+auto("bincount_weights", [T([0, 3, 3]), T([0.5, 1.0, 2.0])], lambda x, w: torch.bincount(x, w), {"minlength": 0}, "f32 weights")
+auto("bincount_weights", [T([0, 3, 3]), T([1, 2, 3])], lambda x, w: torch.bincount(x, w), {"minlength": 0}, "int weights: f64")
+auto("bincount", [T([0, -1])], lambda x: torch.bincount(x), {"minlength": 0}, "negative values")
+auto("bincount", [T([0.0, 1.0])], lambda x: torch.bincount(x), {"minlength": 0}, "floats")
+auto("bincount", [torch.empty(0, dtype=torch.int64)], lambda x: torch.bincount(x, minlength=2), {"minlength": 2}, "empty")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
