@@ -37,4 +37,49 @@ Tensor mish(const Tensor& x) { return x * tanh(softplus(x)); }
 
 Tensor logsigmoid(const Tensor& x) { return neg(softplus(neg(x))); }
 
+Tensor celu(const Tensor& x, double alpha) {
+  KILN_CHECK(alpha != 0, value, "[celu] alpha must not be 0");
+  return where(x > 0.0, x, expm1(clamp(x / alpha, std::nullopt, 0.0)) * alpha);
+}
+
+Tensor softsign(const Tensor& x) { return x / (abs(x) + 1.0); }
+
+Tensor tanhshrink(const Tensor& x) { return x - tanh(x); }
+
+Tensor softshrink(const Tensor& x, double lambd) {
+  KILN_CHECK(lambd >= 0, value, "[softshrink] lambda must be non-negative, got {}", lambd);
+  return where(x > lambd, x - lambd, where(x < -lambd, x + lambd, zeros_like(x)));
+}
+
+Tensor hardshrink(const Tensor& x, double lambd) { return where(abs(x) > lambd, x, zeros_like(x)); }
+
+Tensor threshold(const Tensor& x, double threshold, double value) {
+  return where(x > threshold, x, full_like(x, value));
+}
+
+Tensor prelu(const Tensor& x, const Tensor& weight) {
+  KILN_CHECK(weight.numel() == 1 || (x.dim() >= 2 && weight.numel() == x.size(1)), shape,
+             "[prelu] weight must have 1 value or one per channel, got {} for input {}", weight.meta_str(),
+             x.meta_str());
+  Tensor w = weight;
+  if (weight.numel() > 1) {
+    IntList shape(static_cast<size_t>(x.dim()), 1);
+    shape[1] = weight.numel();
+    w = reshape(weight, shape);
+  } else {
+    w = reshape(weight, {});
+  }
+  return where(x >= 0.0, x, x * w);
+}
+
+Tensor glu(const Tensor& x, int64_t dim) {
+  int64_t d = wrap_dim(dim, x.dim(), "glu");
+  KILN_CHECK(x.dim() > 0 && x.size(d) % 2 == 0, shape, "[glu] halving dimension must be even, but dimension {} is size {}",
+             d, x.dim() ? x.size(d) : 0);
+  int64_t half = x.size(d) / 2;
+  return narrow(x, d, 0, half) * sigmoid(narrow(x, d, half, half));
+}
+
+Tensor softmin(const Tensor& x, int64_t dim) { return softmax(neg(x), dim); }
+
 }  // namespace kiln::nn

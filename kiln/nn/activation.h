@@ -30,5 +30,23 @@ Tensor hardswish(const Tensor& x);
 Tensor mish(const Tensor& x);
 /** log(sigmoid(x)) = -softplus(-x), without overflow. */
 Tensor logsigmoid(const Tensor& x);
+/** max(0, x) + min(0, alpha (exp(x / alpha) - 1)). */
+Tensor celu(const Tensor& x, double alpha = 1.0);
+/** x / (1 + |x|). */
+Tensor softsign(const Tensor& x);
+/** x - tanh(x). */
+Tensor tanhshrink(const Tensor& x);
+/** x - lambd where x > lambd, x + lambd where x < -lambd, else 0. */
+Tensor softshrink(const Tensor& x, double lambd = 0.5);
+/** x where |x| > lambd, else 0. */
+Tensor hardshrink(const Tensor& x, double lambd = 0.5);
+/** x where x > threshold, else value. */
+Tensor threshold(const Tensor& x, double threshold, double value);
+/** x where x >= 0, else weight * x; weight has one value or one per channel (dim 1). */
+Tensor prelu(const Tensor& x, const Tensor& weight);
+/** The first half of dim times sigmoid of the second half. */
+Tensor glu(const Tensor& x, int64_t dim = -1);
+/** softmax(-x, dim). */
+Tensor softmin(const Tensor& x, int64_t dim);
 
 }  // namespace kiln::nn

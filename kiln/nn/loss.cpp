@@ -1,5 +1,11 @@
 #include "kiln/nn/loss.h"
 
+#include <cmath>
+#include <numbers>
+
+#include "kiln/nn/activation.h"
+#include "kiln/nn/functional.h"
+
 namespace kiln::nn {
 
 namespace {
@@ -28,31 +34,80 @@ void check_class_targets(const Tensor& input, const Tensor& target, const char* 
   KILN_CHECK(is_integral(target.dtype(), /*include_bool=*/false), dtype,
              "[{}] expects class indices of an integer dtype as target, got {}", op,
              target.meta_str());
-  KILN_CHECK((input.dim() == 2 && target.dim() == 1 && target.size(0) == input.size(0)) ||
-                 (input.dim() == 1 && target.dim() == 0),
-             shape, "[{}] expects input [N, C] with target [N] (or [C] with []), got {} and {}", op,
+  bool matches = input.dim() == 1 ? target.dim() == 0 : target.dim() == input.dim() - 1 && target.size(0) == input.size(0);
+  for (int64_t d = 2; matches && d < input.dim(); ++d) matches = target.size(d - 1) == input.size(d);
+  KILN_CHECK(matches, shape, "[{}] expects input [N, C, *] with target [N, *] (or [C] with []), got {} and {}", op,
              input.meta_str(), target.meta_str());
+}
+
+void check_class_weight(const Tensor& input, const Tensor& weight, const char* op) {
+  int64_t classes = input.size(input.dim() == 1 ? 0 : 1);
+  KILN_CHECK(!weight.defined() || (weight.dim() == 1 && weight.size(0) == classes), shape,
+             "[{}] weight must be 1-D with one value per class ({}), got {}", op, classes, weight.meta_str());
+}
+
+// A per-class [C] tensor shaped to broadcast along input's class dim.
+Tensor along_classes(const Tensor& w, const Tensor& input) {
+  if (input.dim() == 1) return w;
+  IntList shape(static_cast<size_t>(input.dim()), 1);
+  shape[1] = w.size(0);
+  return reshape(w, shape);
 }
 }  // namespace
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                const Tensor& weight) {
   check_class_targets(input, target, "nll_loss");
-  bool batched = input.dim() == 2;
-  Tensor logp = batched ? input : unsqueeze(input, 0);
+  check_class_weight(input, weight, "nll_loss");
+  // Rows [M, C] of log-probabilities (the class dim moved last) and their classes [M].
+  int64_t c = input.size(input.dim() == 1 ? 0 : 1);
+  Tensor logp = reshape(input.dim() > 2 ? movedim(input, 1, -1) : input, {-1, c});
   Tensor classes = reshape(target, {-1});
-  Tensor keep = classes != ignore_index;
-  Tensor safe = masked_fill(classes, logical_not(keep), 0);  // ignored rows read class 0
-  Tensor picked = gather(logp, 1, unsqueeze(safe, 1));
-  Tensor losses = masked_fill(neg(reshape(picked, {-1})), logical_not(keep), 0);
-  if (reduction == "mean") return sum(losses) / sum(to(keep, losses.dtype()));
+  Tensor ignored = classes == ignore_index;
+  Tensor safe = masked_fill(classes, ignored, 0);  // ignored rows read class 0
+  Tensor picked = reshape(gather(logp, 1, unsqueeze(safe, 1)), {-1});
+  Tensor w = weight.defined() ? masked_fill(index_select(weight, 0, safe), ignored, 0)
+                              : to(logical_not(ignored), picked.dtype());
+  Tensor losses = masked_fill(neg(picked) * w, ignored, 0);
+  if (reduction == "mean") return sum(losses) / sum(w);
   Tensor out = reduce(losses, reduction, "nll_loss");
-  return batched || reduction != "none" ? out : reshape(out, {});
+  return reduction == "none" ? reshape(out, IntList(target.shape().begin(), target.shape().end())) : out;
 }
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction,
-                     int64_t ignore_index) {
+Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                     double label_smoothing, const Tensor& weight) {
+  KILN_CHECK(is_floating(input.dtype()), dtype, "[cross_entropy] input must be floating, got {}", input.meta_str());
+  KILN_CHECK(label_smoothing >= 0 && label_smoothing <= 1, value,
+             "[cross_entropy] label_smoothing must be between 0.0 and 1.0, got {}", label_smoothing);
+  check_class_weight(input, weight, "cross_entropy");
+  int64_t class_dim = input.dim() == 1 ? 0 : 1;
+  auto classes = static_cast<double>(input.size(class_dim));
+  Tensor logp = log_softmax(input, class_dim);
+  Tensor weighted = weight.defined() ? logp * along_classes(weight, input) : logp;
+  if (is_floating(target.dtype())) {  // class probabilities
+    KILN_CHECK(target.shape() == input.shape(), shape,
+               "[cross_entropy] class-probability targets must be shaped like the input {}, got {}",
+               input.meta_str(), target.meta_str());
+    Tensor t = label_smoothing > 0 ? target * (1 - label_smoothing) + label_smoothing / classes : target;
+    Tensor losses = neg(sum(weighted * t, {class_dim}));
+    if (reduction == "mean") return sum(losses) / (static_cast<double>(input.numel()) / classes);
+    return reduce(losses, reduction, "cross_entropy");
+  }
   check_class_targets(input, target, "cross_entropy");
-  return nll_loss(log_softmax(input, input.dim() - 1), target, reduction, ignore_index);
+  Tensor nll = nll_loss(logp, target, reduction, ignore_index, weight);
+  if (label_smoothing == 0) return nll;
+  // The loss against every class, left out where the target is ignored.
+  Tensor ignored = target == ignore_index;
+  Tensor smooth = masked_fill(neg(sum(weighted, {class_dim})), ignored, 0);
+  Tensor all_classes;
+  if (reduction == "mean" && weight.defined())  // normalized by the weights taken, as nll_loss
+    all_classes = sum(smooth) / sum(masked_fill(index_select(weight, 0, reshape(masked_fill(target, ignored, 0), {-1})),
+                                                reshape(ignored, {-1}), 0));
+  else if (reduction == "mean")  // by the targets taken
+    all_classes = sum(smooth) / sum(logical_not(ignored));
+  else
+    all_classes = reduce(smooth, reduction, "cross_entropy");
+  return nll * (1 - label_smoothing) + all_classes * (label_smoothing / classes);
 }
 
 namespace {
@@ -113,6 +168,68 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
     return sum(losses) / static_cast<double>(input.size(0));
   }
   return reduce(losses, reduction, "kl_div");
+}
+
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin, Reduction reduction) {
+  return reduce(clamp_min(neg(y) * (x1 - x2) + margin, 0.0), reduction, "margin_ranking_loss");
+}
+
+Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin, Reduction reduction) {
+  Tensor pushed = clamp_min(neg(x) + margin, 0.0);
+  Tensor losses = where(y == 1, x, zeros_like(x)) + where(y == -1, pushed, zeros_like(x));
+  return reduce(losses, reduction, "hinge_embedding_loss");
+}
+
+Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction reduction) {
+  return reduce(softplus(neg(y) * x), reduction, "soft_margin_loss");
+}
+
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin, Reduction reduction) {
+  // PyTorch's form: dot / sqrt((|x1|^2 + eps) (|x2|^2 + eps)), eps = 1e-12.
+  int64_t d = x1.dim() - 1;
+  Tensor cos = sum(x1 * x2, {d}) / sqrt((sum(x1 * x1, {d}) + 1e-12) * (sum(x2 * x2, {d}) + 1e-12));
+  Tensor losses = where(y == 1, 1.0 - cos, zeros_like(cos)) + where(y == -1, clamp_min(cos - margin, 0.0), zeros_like(cos));
+  return reduce(losses, reduction, "cosine_embedding_loss");
+}
+
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin,
+                           double p, double eps, bool swap, Reduction reduction) {
+  Tensor d_pos = pairwise_distance(anchor, positive, p, eps);
+  Tensor d_neg = pairwise_distance(anchor, negative, p, eps);
+  if (swap) d_neg = minimum(d_neg, pairwise_distance(positive, negative, p, eps));
+  return reduce(clamp_min(d_pos - d_neg + margin, 0.0), reduction, "triplet_margin_loss");
+}
+
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input, bool full, double eps,
+                        Reduction reduction) {
+  Tensor losses = log_input ? exp(input) - target * input : input - target * log(input + eps);
+  if (full) {  // Stirling's approximation of log(target!), where target > 1
+    Tensor t = target;
+    Tensor stirling = t * log(t) - t + 0.5 * log(t * (2 * std::numbers::pi));
+    losses = losses + masked_fill(stirling, le(t, 1.0), 0.0);
+  }
+  return reduce(losses, reduction, "poisson_nll_loss");
+}
+
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full, double eps,
+                         Reduction reduction) {
+  if (!var.is_fake())  // a data check, as PyTorch's (tracing with fake tensors skips it)
+    KILN_CHECK(item<bool>(all(var >= 0.0)), value, "[gaussian_nll_loss] var has negative entry/entries");
+  Tensor v = var;
+  if (var.dim() == input.dim() - 1 && input.dim() > 0) v = unsqueeze(var, -1);  // one variance per sample
+  Tensor clamped = clamp_min(v.detach(), eps) + (v - v.detach());  // clamped value, gradient of var
+  Tensor diff = input - target;
+  Tensor losses = 0.5 * (log(clamped) + diff * diff / clamped);
+  if (full) losses = losses + 0.5 * std::log(2 * std::numbers::pi);
+  return reduce(losses, reduction, "gaussian_nll_loss");
+}
+
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                   Reduction reduction) {
+  Tensor terms = target * logsigmoid(input) + (1.0 - target) * logsigmoid(neg(input));
+  if (weight.defined()) terms = terms * weight;
+  Tensor losses = neg(mean(terms, {input.dim() - 1}));
+  return reduce(losses, reduction, "multilabel_soft_margin_loss");
 }
 
 }  // namespace kiln::nn

@@ -14,15 +14,19 @@ using Reduction = std::string_view;
 /** (input - target)^2, reduced. Shapes must match (no silent broadcasting). */
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = "mean");
 
-/** -input[target] for log-probabilities `input` [N, C] (or [C]) and class indices
- * `target` [N] (or []) of an integer dtype. Targets equal to `ignore_index` count for
- * nothing (and are left out of the mean), as in PyTorch. */
+/** -weight[target] * input[target] for log-probabilities `input` [N, C, *] (or [C]) and
+ * class indices `target` [N, *] (or []) of an integer dtype; `weight` [C] (optional)
+ * weighs each class, and the mean divides by the weights taken. Targets equal to
+ * `ignore_index` count for nothing (and are left out of the mean), as in PyTorch. */
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction = "mean",
-                int64_t ignore_index = -100);
+                int64_t ignore_index = -100, const Tensor& weight = {});
 
-/** nll_loss(log_softmax(input, 1), target): -log softmax(input)[target]. */
+/** nll_loss(log_softmax(input, 1), target), or for class probabilities `target` (a
+ * floating tensor shaped like input) -sum(target * log_softmax(input)) over the classes
+ * (the mean divides by the samples). label_smoothing mixes in the uniform distribution:
+ * (1 - e) times the loss plus e / C times the loss against every class, as PyTorch's. */
 Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction = "mean",
-                     int64_t ignore_index = -100);
+                     int64_t ignore_index = -100, double label_smoothing = 0.0, const Tensor& weight = {});
 
 /** |input - target|, reduced. */
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = "mean");
@@ -51,5 +55,29 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
  * first dim's size. */
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = "mean",
               bool log_target = false);
+
+/** max(0, -y (x1 - x2) + margin) for labels y of +-1. */
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin = 0.0,
+                           Reduction reduction = "mean");
+/** x where y == 1, max(0, margin - x) where y == -1. */
+Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin = 1.0, Reduction reduction = "mean");
+/** log(1 + exp(-y x)) for labels y of +-1. */
+Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction reduction = "mean");
+/** 1 - cos(x1, x2) where y == 1, max(0, cos(x1, x2) - margin) where y == -1 (rows along dim 1). */
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin = 0.0,
+                             Reduction reduction = "mean");
+/** max(0, d(a, p) - d(a, n) + margin) with d the p-norm distance (pairwise_distance);
+ * swap uses the smaller of d(a, n) and d(p, n). */
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin = 1.0,
+                           double p = 2.0, double eps = 1e-6, bool swap = false, Reduction reduction = "mean");
+/** exp(x) - y x for log_input (else x - y log(x + eps)); full adds Stirling's term for y > 1. */
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true, bool full = false,
+                        double eps = 1e-8, Reduction reduction = "mean");
+/** 0.5 (log(max(var, eps)) + (input - target)^2 / max(var, eps)), + 0.5 log(2 pi) with full. */
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full = false,
+                         double eps = 1e-6, Reduction reduction = "mean");
+/** The mean over classes of binary_cross_entropy_with_logits, per sample. */
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                                   Reduction reduction = "mean");
 
 }  // namespace kiln::nn

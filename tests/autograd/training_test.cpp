@@ -51,10 +51,13 @@ TEST(Loss, CrossEntropyMatchesLogSoftmaxAndIgnoresIndex) {
   EXPECT_NEAR(item<double>(nn::cross_entropy(logits, ignored)), two, 1e-6);
   EXPECT_TRUE(all_close(nn::cross_entropy(logits, ignored, "none"),
                         {lse(1, 2, 3) - 3, 0, lse(.5, .5, .5) - .5}, 1e-5, 1e-6));
-  expect_error([&] { nn::cross_entropy(logits, tensor({1, 2, 0})); }, ErrorKind::dtype,
+  // Float targets are class probabilities, shaped like the input (as PyTorch).
+  expect_error([&] { nn::cross_entropy(logits, tensor({1, 2, 0})); }, ErrorKind::shape,
+               "class-probability targets must be shaped like the input");
+  expect_error([&] { nn::nll_loss(logits, tensor({1, 2, 0})); }, ErrorKind::dtype,
                "class indices of an integer dtype");
   expect_error([&] { nn::cross_entropy(logits, from_vector<int64_t>({1, 2})); }, ErrorKind::shape,
-               "expects input [N, C] with target [N]");
+               "expects input [N, C, *] with target [N, *]");
   expect_error([&] { nn::cross_entropy(logits, from_vector<int64_t>({1, 3, 0})); }, ErrorKind::index,
                "out of bounds");
 }

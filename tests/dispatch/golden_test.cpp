@@ -394,6 +394,32 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "unique_counts") return std::get<2>(unique(in[0], false, true));
   if (op == "bincount") return bincount(in[0], Tensor(), a.at("minlength").get<int64_t>());
   if (op == "bincount_weights") return bincount(in[0], in[1], a.at("minlength").get<int64_t>());
+  if (op == "cross_entropy_opts")
+    return nn::cross_entropy(in[0], in[1], a.at("reduction").get<std::string>(), a.value("ignore_index", -100),
+                             a.value("label_smoothing", 0.0), a.value("weight", false) ? in[2] : Tensor());
+  if (op == "nll_loss_opts")
+    return nn::nll_loss(in[0], in[1], a.at("reduction").get<std::string>(), a.value("ignore_index", -100),
+                        a.value("weight", false) ? in[2] : Tensor());
+  std::string red = a.value("reduction", std::string("mean"));
+  if (op == "margin_ranking_loss") return nn::margin_ranking_loss(in[0], in[1], in[2], a.at("margin").get<double>(), red);
+  if (op == "hinge_embedding_loss") return nn::hinge_embedding_loss(in[0], in[1], a.at("margin").get<double>(), red);
+  if (op == "soft_margin_loss") return nn::soft_margin_loss(in[0], in[1], red);
+  if (op == "cosine_embedding_loss") return nn::cosine_embedding_loss(in[0], in[1], in[2], a.at("margin").get<double>(), red);
+  if (op == "triplet_margin_loss")
+    return nn::triplet_margin_loss(in[0], in[1], in[2], a.at("margin").get<double>(), 2.0, 1e-6, a.at("swap").get<bool>(), red);
+  if (op == "poisson_nll_loss")
+    return nn::poisson_nll_loss(in[0], in[1], a.at("log_input").get<bool>(), a.at("full").get<bool>(), 1e-8, red);
+  if (op == "gaussian_nll_loss") return nn::gaussian_nll_loss(in[0], in[1], in[2], a.at("full").get<bool>(), 1e-6, red);
+  if (op == "multilabel_soft_margin_loss") return nn::multilabel_soft_margin_loss(in[0], in[1], Tensor(), red);
+  if (op == "celu") return nn::celu(in[0], a.at("alpha").get<double>());
+  if (op == "softsign") return nn::softsign(in[0]);
+  if (op == "tanhshrink") return nn::tanhshrink(in[0]);
+  if (op == "softshrink") return nn::softshrink(in[0], a.at("lambd").get<double>());
+  if (op == "hardshrink") return nn::hardshrink(in[0], a.at("lambd").get<double>());
+  if (op == "threshold") return nn::threshold(in[0], a.at("threshold").get<double>(), a.at("value").get<double>());
+  if (op == "prelu") return nn::prelu(in[0], in[1]);
+  if (op == "glu") return nn::glu(in[0], a.at("dim").get<int64_t>());
+  if (op == "softmin") return nn::softmin(in[0], a.at("dim").get<int64_t>());
   std::optional<DType> dtype;
   if (a.contains("dtype")) dtype = dtype_from_string(a["dtype"].get<std::string>());
   if (op == "prod_all") return prod(in[0], dtype);

@@ -1316,6 +1316,89 @@ auto("bincount", [T([0, -1])], lambda x: torch.bincount(x), {"minlength": 0}, "n
 auto("bincount", [T([0.0, 1.0])], lambda x: torch.bincount(x), {"minlength": 0}, "floats")
 auto("bincount", [torch.empty(0, dtype=torch.int64)], lambda x: torch.bincount(x, minlength=2), {"minlength": 2}, "empty")
 
+# ---- cross_entropy's options, more losses and activations (appended) ----
+cw_ = randn(5).abs() + 0.2
+ce_k, ce_kt = randn(2, 5, 3), T([[1, 0, 4], [2, -100, 3]])
+for red in ("mean", "sum", "none"):
+    auto("cross_entropy_opts", [ce_x, ce_t, cw_], lambda x, t, w: F.cross_entropy(x, t, weight=w, reduction=red),
+         {"reduction": red, "weight": True}, "class weights")
+    auto("cross_entropy_opts", [ce_x, T([1, -100, 4, 1])], lambda x, t: F.cross_entropy(x, t, reduction=red, label_smoothing=0.2),
+         {"reduction": red, "label_smoothing": 0.2}, "label smoothing, an ignored target")
+    auto("cross_entropy_opts", [ce_x, T([1, -100, 4, 1]), cw_],
+         lambda x, t, w: F.cross_entropy(x, t, weight=w, reduction=red, label_smoothing=0.3),
+         {"reduction": red, "label_smoothing": 0.3, "weight": True}, "label smoothing with weights")
+    auto("cross_entropy_opts", [ce_k, ce_kt], lambda x, t: F.cross_entropy(x, t, reduction=red),
+         {"reduction": red}, "[N, C, d] input")
+    auto("nll_loss_opts", [F.log_softmax(ce_k, 1), ce_kt, cw_], lambda x, t, w: F.nll_loss(x, t, weight=w, reduction=red),
+         {"reduction": red, "weight": True}, "[N, C, d] with weights")
+ce_p = torch.softmax(randn(4, 5), 1)
+for red in ("mean", "sum", "none"):
+    auto("cross_entropy_opts", [ce_x, ce_p], lambda x, t: F.cross_entropy(x, t, reduction=red), {"reduction": red},
+         "class probabilities")
+auto("cross_entropy_opts", [ce_x, ce_p, cw_], lambda x, t, w: F.cross_entropy(x, t, weight=w, label_smoothing=0.1),
+     {"reduction": "mean", "label_smoothing": 0.1, "weight": True}, "probabilities, weights, smoothing")
+auto("cross_entropy_opts", [ce_x, ce_t], lambda x, t: F.cross_entropy(x, t, label_smoothing=1.5),
+     {"reduction": "mean", "label_smoothing": 1.5}, "smoothing out of range")
+auto("cross_entropy_opts", [ce_x, ce_t, randn(4)], lambda x, t, w: F.cross_entropy(x, t, weight=w),
+     {"reduction": "mean", "weight": True}, "weights of the wrong size")
+grad_cases("cross_entropy_opts", [ce_x, T([1, -100, 4, 1]), cw_],
+           lambda x, t, w: F.cross_entropy(x, t, weight=w.detach(), label_smoothing=0.3),
+           {"reduction": "mean", "label_smoothing": 0.3, "weight": True})
+grad_cases("cross_entropy_opts", [ce_k, ce_kt], lambda x, t: F.cross_entropy(x, t), {"reduction": "mean"})
+grad_cases("cross_entropy_opts", [ce_x, ce_p], lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1),
+           {"reduction": "mean", "label_smoothing": 0.1})
+la, lb, ly = randn(6), randn(6), T([1.0, -1.0, 1.0, 1.0, -1.0, -1.0])
+for red in ("mean", "none"):
+    auto("margin_ranking_loss", [la, lb, ly], lambda a_, b_, y: F.margin_ranking_loss(a_, b_, y, margin=0.3, reduction=red),
+         {"margin": 0.3, "reduction": red})
+    auto("hinge_embedding_loss", [la, ly], lambda a_, y: F.hinge_embedding_loss(a_, y, margin=0.5, reduction=red),
+         {"margin": 0.5, "reduction": red})
+    auto("soft_margin_loss", [la, ly], lambda a_, y: F.soft_margin_loss(a_, y, reduction=red), {"reduction": red})
+e_a, e_b, e_y = randn(4, 5), randn(4, 5), T([1.0, -1.0, -1.0, 1.0])
+auto("cosine_embedding_loss", [e_a, e_b, e_y], lambda a_, b_, y: F.cosine_embedding_loss(a_, b_, y, margin=-0.2),
+     {"margin": -0.2, "reduction": "mean"})
+auto("cosine_embedding_loss", [e_a, e_b, e_y], lambda a_, b_, y: F.cosine_embedding_loss(a_, b_, y, reduction="none"),
+     {"margin": 0.0, "reduction": "none"})
+for swap in (False, True):
+    auto("triplet_margin_loss", [e_a, e_b, randn(4, 5)],
+         lambda a_, p_, n_: F.triplet_margin_loss(a_, p_, n_, margin=2.0, swap=swap, reduction="none"),
+         {"margin": 2.0, "swap": swap, "reduction": "none"})
+pi_, pt_ = randn(6), T([0.0, 1.0, 2.0, 5.0, 3.0, 0.5])
+for log_input, full in [(True, False), (False, False), (True, True)]:
+    inp = pi_ if log_input else pi_.abs() + 0.1
+    auto("poisson_nll_loss", [inp, pt_], lambda x, t: F.poisson_nll_loss(x, t, log_input=log_input, full=full, reduction="none"),
+         {"log_input": log_input, "full": full, "reduction": "none"})
+gi_, gt_ = randn(4, 3), randn(4, 3)
+auto("gaussian_nll_loss", [gi_, gt_, randn(4, 3).abs()], lambda x, t, v: F.gaussian_nll_loss(x, t, v),
+     {"full": False, "reduction": "mean"})
+auto("gaussian_nll_loss", [gi_, gt_, randn(4).abs()], lambda x, t, v: F.gaussian_nll_loss(x, t, v, full=True, reduction="none"),
+     {"full": True, "reduction": "none"}, "one variance per sample")
+auto("gaussian_nll_loss", [gi_, gt_, T([[0.0, 1e-9, 1.0]] * 4)], lambda x, t, v: F.gaussian_nll_loss(x, t, v, reduction="sum"),
+     {"full": False, "reduction": "sum"}, "tiny variances clamp at eps")
+auto("gaussian_nll_loss", [gi_, gt_, -randn(4, 3).abs()], lambda x, t, v: F.gaussian_nll_loss(x, t, v),
+     {"full": False, "reduction": "mean"}, "negative variance")
+auto("multilabel_soft_margin_loss", [e_a, (randn(4, 5) > 0).float()], F.multilabel_soft_margin_loss, {"reduction": "mean"})
+grad_cases("gaussian_nll_loss", [gi_, gt_, randn(4, 3).abs() + 0.1], lambda x, t, v: F.gaussian_nll_loss(x, t, v),
+           {"full": False, "reduction": "mean"})
+grad_cases("triplet_margin_loss", [e_a, e_b, randn(4, 5)], lambda a_, p_, n_: F.triplet_margin_loss(a_, p_, n_, swap=True),
+           {"margin": 1.0, "swap": True, "reduction": "mean"})
+ax_ = T([-3.0, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 3.0])
+for name, fn, args in [("celu", lambda x: F.celu(x, 0.7), {"alpha": 0.7}), ("softsign", F.softsign, {}),
+                       ("tanhshrink", F.tanhshrink, {}), ("softshrink", lambda x: F.softshrink(x, 0.5), {"lambd": 0.5}),
+                       ("hardshrink", lambda x: F.hardshrink(x, 0.5), {"lambd": 0.5}),
+                       ("threshold", lambda x: F.threshold(x, 0.25, -9.0), {"threshold": 0.25, "value": -9.0})]:
+    auto(name, [ax_], fn, args)
+    grad_cases(name, [randn(6)], fn, args)
+px_ = randn(2, 3, 4)
+auto("prelu", [px_, T([0.25])], F.prelu, note="one weight")
+auto("prelu", [px_, T([0.1, 0.2, 0.3])], F.prelu, note="per channel")
+grad_cases("prelu", [px_, T([0.1, 0.2, 0.3])], F.prelu)
+auto("glu", [randn(3, 4)], lambda x: F.glu(x), {"dim": -1})
+auto("glu", [randn(4, 3)], lambda x: F.glu(x, 0), {"dim": 0})
+auto("glu", [randn(3, 5)], lambda x: F.glu(x), {"dim": -1}, "odd size")
+grad_cases("glu", [randn(3, 4)], lambda x: F.glu(x), {"dim": -1})
+auto("softmin", [randn(3, 4)], lambda x: F.softmin(x, 1), {"dim": 1})
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
