@@ -489,6 +489,73 @@ std::vector<bool> to_vector<bool>(const Tensor& x);
 template <>
 bool item<bool>(const Tensor& x);
 
+// ---- more composites (kiln/dispatch/composites.cpp), as PyTorch defines them ----
+/** log(exp(a) + exp(b)) (base 2: log2(2^a + 2^b)) without overflow; equal infinities stay. */
+Tensor logaddexp(const Tensor& a, const Tensor& b);
+Tensor logaddexp2(const Tensor& a, const Tensor& b);
+/** sqrt(a^2 + b^2) without overflow. */
+Tensor hypot(const Tensor& a, const Tensor& b);
+/** x log(y), 0 where x == 0 (unless y is NaN). */
+Tensor xlogy(const Tensor& x, const Tensor& y);
+/** sin(pi x) / (pi x), 1 at 0. */
+Tensor sinc(const Tensor& x);
+/** log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps is given. */
+Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt);
+Tensor deg2rad(const Tensor& x);
+Tensor rad2deg(const Tensor& x);
+/** x - trunc(x). */
+Tensor frac(const Tensor& x);
+Tensor square(const Tensor& x);
+/** |a| with b's sign (-0.0 counts as negative; NaN's sign is not read). */
+Tensor copysign(const Tensor& a, const Tensor& b);
+/** Whether the sign is negative: x < 0, or x is -0.0. */
+Tensor signbit(const Tensor& x);
+/** 0 where x < 0, values where x == 0, 1 where x > 0. */
+Tensor heaviside(const Tensor& x, const Tensor& values);
+/** pow in f64. */
+Tensor float_power(const Tensor& a, const Tensor& exponent);
+Tensor float_power(const Tensor& a, Scalar exponent);
+/** sum / mean over dims (empty: all) with NaN left out. */
+Tensor nansum(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor nanmean(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+/** (std or var, mean) over dims. */
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, const IntList& dims = {}, int64_t correction = 1, bool keepdim = false);
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, const IntList& dims = {}, int64_t correction = 1, bool keepdim = false);
+/** (amin, amax) of all elements, or along dim. */
+std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+/** The n-th forward difference along dim, after prepending / appending (optional). */
+Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = Tensor(),
+            const Tensor& append = Tensor());
+/** Sums of products over a's last `dims` dims and b's first `dims`. */
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims = 2);
+/** Sums of products over the given dims of a and b, paired in order. */
+Tensor tensordot(const Tensor& a, const Tensor& b, const IntList& dims_a, const IntList& dims_b);
+/** The matrices (0-, 1- or 2-D each) on the diagonal of one block matrix. */
+Tensor block_diag(const TensorList& tensors);
+/** Coordinate grids of 1-D tensors ("ij": the first varies along dim 0; "xy": the first
+ * two swapped); expanded views. */
+TensorList meshgrid(const TensorList& tensors, std::string_view indexing = "ij");
+/** Every combination of the 1-D tensors' elements, one per row. */
+Tensor cartesian_prod(const TensorList& tensors);
+/** repeat, with reps padded with leading 1s to x's rank. */
+Tensor tile(const Tensor& x, const IntList& reps);
+/** Rotated by 90 degrees k times, from dims[0] toward dims[1]. */
+Tensor rot90(const Tensor& x, int64_t k = 1, const IntList& dims = {0, 1});
+Tensor fliplr(const Tensor& x);
+Tensor flipud(const Tensor& x);
+/** i64 [2, n]: the (row, column) coordinates of the lower (upper) triangle of a rows x
+ * cols matrix, offset as tril / triu. */
+Tensor tril_indices(int64_t rows, int64_t cols, int64_t offset = 0, TensorOptions options = {.dtype = DType::i64});
+Tensor triu_indices(int64_t rows, int64_t cols, int64_t offset = 0, TensorOptions options = {.dtype = DType::i64});
+/** For each value, the position in the last dim of sorted_sequence where it would go:
+ * the count of elements < value (<= with right). */
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
+/** searchsorted(boundaries, x, right): the bucket index of each element. */
+Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right = false);
+/** The histogram of x over `bins` equal bins in [min, max] (min == max: the data's range,
+ * eager only); elements outside are left out, max goes to the last bin. */
+Tensor histc(const Tensor& x, int64_t bins = 100, double min = 0, double max = 0);
+
 // ---- data-dependent shapes: eager only (on fake tensors a data-dependent Error, F5)
 /** i64 [n, x.dim()]: the coordinates of x's non-zero elements, in row-major order. */
 Tensor nonzero(const Tensor& x);

@@ -420,6 +420,50 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "prelu") return nn::prelu(in[0], in[1]);
   if (op == "glu") return nn::glu(in[0], a.at("dim").get<int64_t>());
   if (op == "softmin") return nn::softmin(in[0], a.at("dim").get<int64_t>());
+  if (op == "logaddexp") return logaddexp(in[0], in[1]);
+  if (op == "logaddexp2") return logaddexp2(in[0], in[1]);
+  if (op == "hypot") return hypot(in[0], in[1]);
+  if (op == "xlogy") return xlogy(in[0], in[1]);
+  if (op == "sinc") return sinc(in[0]);
+  if (op == "logit") return a.contains("eps") ? logit(in[0], a["eps"].get<double>()) : logit(in[0]);
+  if (op == "deg2rad") return deg2rad(in[0]);
+  if (op == "rad2deg") return rad2deg(in[0]);
+  if (op == "frac") return frac(in[0]);
+  if (op == "square") return square(in[0]);
+  if (op == "copysign") return copysign(in[0], in[1]);
+  if (op == "signbit") return signbit(in[0]);
+  if (op == "heaviside") return heaviside(in[0], in[1]);
+  if (op == "float_power") return float_power(in[0], in[1]);
+  if (op == "nansum") return nansum(in[0], a.at("dim").get<IntList>());
+  if (op == "nanmean") return nanmean(in[0], a.at("dim").get<IntList>());
+  if (op == "var_mean" || op == "std_mean") {
+    auto f = op == "var_mean" ? var_mean : std_mean;
+    auto [spread, centre] = f(in[0], a.at("dim").get<IntList>(), 1, a.value("keepdim", false));
+    return a.at("which").get<int>() == 0 ? spread : centre;
+  }
+  if (op == "aminmax") {
+    auto [lo, hi] = a.contains("dim") ? aminmax(in[0], a["dim"].get<int64_t>()) : aminmax(in[0]);
+    return a.at("which").get<int>() == 0 ? lo : hi;
+  }
+  if (op == "diff") return diff(in[0], a.at("n").get<int64_t>(), a.at("dim").get<int64_t>());
+  if (op == "diff_prepend") return diff(in[0], a.at("n").get<int64_t>(), a.at("dim").get<int64_t>(), in[1]);
+  if (op == "tensordot") return tensordot(in[0], in[1], a.at("dims").get<int64_t>());
+  if (op == "tensordot_pairs") return tensordot(in[0], in[1], a.at("dims_a").get<IntList>(), a.at("dims_b").get<IntList>());
+  if (op == "block_diag") return block_diag(TensorList(in.begin(), in.end()));
+  if (op == "meshgrid") return meshgrid({in[0], in[1]}, a.at("indexing").get<std::string>())[a.at("which").get<size_t>()];
+  if (op == "cartesian_prod") return cartesian_prod(TensorList(in.begin(), in.end()));
+  if (op == "tile") return tile(in[0], a.at("reps").get<IntList>());
+  if (op == "rot90") return rot90(in[0], a.at("k").get<int64_t>(), a.at("dims").get<IntList>());
+  if (op == "fliplr") return fliplr(in[0]);
+  if (op == "flipud") return flipud(in[0]);
+  if (op == "tril_indices" || op == "triu_indices") {
+    auto f = op == "tril_indices" ? tril_indices : triu_indices;
+    return f(a.at("rows").get<int64_t>(), a.at("cols").get<int64_t>(), a.at("offset").get<int64_t>(), {.dtype = DType::i64});
+  }
+  if (op == "searchsorted") return searchsorted(in[0], in[1], a.at("right").get<bool>());
+  if (op == "bucketize") return bucketize(in[0], in[1], a.at("right").get<bool>());
+  if (op == "histc")
+    return histc(in[0], a.at("bins").get<int64_t>(), a.at("min").get<double>(), a.at("max").get<double>());
   std::optional<DType> dtype;
   if (a.contains("dtype")) dtype = dtype_from_string(a["dtype"].get<std::string>());
   if (op == "prod_all") return prod(in[0], dtype);

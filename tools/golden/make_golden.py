@@ -1399,6 +1399,80 @@ auto("glu", [randn(3, 5)], lambda x: F.glu(x), {"dim": -1}, "odd size")
 grad_cases("glu", [randn(3, 4)], lambda x: F.glu(x), {"dim": -1})
 auto("softmin", [randn(3, 4)], lambda x: F.softmin(x, 1), {"dim": 1})
 
+# ---- more composites: elementwise functions, NaN-aware and paired reductions, diff,
+# tensordot, block_diag, meshgrid, tile, rot90, triangle indices, bucketing, histc (appended) ----
+ea_ = T([-inf, inf, 1.0, -inf, 0.5, -3.0, 1e30])
+eb_ = T([-inf, inf, 2.0, 3.0, nan, -3.0, 1e30])
+auto("logaddexp", [ea_, eb_], torch.logaddexp, note="infinities, NaN")
+auto("logaddexp2", [ea_, eb_], torch.logaddexp2, note="infinities, NaN")
+auto("hypot", [T([3e30, 0.0, inf, 3.0, -5.0]), T([4e30, 0.0, 1.0, 4.0, 12.0])], torch.hypot, note="no overflow")
+auto("xlogy", [T([0.0, 0.0, 2.0, 2.0, 0.0]), T([0.0, nan, 0.0, 3.0, inf])], torch.xlogy)
+auto("sinc", [T([0.0, 0.5, 1.0, -2.5, 1e-9])], torch.sinc)
+auto("logit", [T([0.0, 0.25, 1.0, 0.5])], lambda x: torch.logit(x), {})
+auto("logit", [T([0.0, 0.25, 1.0, 0.5])], lambda x: torch.logit(x, eps=0.1), {"eps": 0.1})
+auto("deg2rad", [T([180.0, -90.0])], torch.deg2rad)
+auto("rad2deg", [T([3.14159265, -1.0])], torch.rad2deg)
+auto("frac", [T([-1.5, 2.25, 3.0, -0.0])], torch.frac)
+auto("square", [T([2, -3])], torch.square, note="integers stay")
+auto("copysign", [T([1.0, 2.0, 3.0, -4.0]), T([-0.0, 0.0, -1.0, 2.0])], torch.copysign, note="signed zeros")
+auto("copysign", [T([1, 2]), T([-1, 1])], torch.copysign, note="integers -> f32")
+auto("signbit", [T([-0.0, 0.0, -2.0, 3.0, -inf])], torch.signbit)
+auto("heaviside", [T([-1.0, 0.0, 2.0, 0.0]), T([0.5])], torch.heaviside)
+auto("float_power", [T([2, 3]), T([2.0, 0.5])], torch.float_power, note="f64")
+grad_cases("logaddexp", [randn(5), randn(5)], torch.logaddexp)
+grad_cases("hypot", [randn(5), randn(5)], torch.hypot)
+grad_cases("xlogy", [randn(5).abs() + 0.5, randn(5).abs() + 0.5], torch.xlogy)
+grad_cases("sinc", [randn(5)], torch.sinc)
+nn_ = T([[1.0, nan, 3.0], [nan, nan, 2.0]])
+auto("nansum", [nn_], lambda x: torch.nansum(x), {"dim": []})
+auto("nansum", [nn_], lambda x: torch.nansum(x, 1), {"dim": [1]})
+auto("nanmean", [nn_], lambda x: torch.nanmean(x, 0), {"dim": [0]})
+auto("nanmean", [nn_], lambda x: torch.nanmean(x), {"dim": []})
+vm_ = randn(3, 4)
+for which in (0, 1):
+    auto("var_mean", [vm_], lambda x: torch.var_mean(x, 1)[which], {"dim": [1], "which": which})
+    auto("std_mean", [vm_], lambda x: torch.std_mean(x, 0, keepdim=True)[which], {"dim": [0], "keepdim": True, "which": which})
+    auto("aminmax", [vm_], lambda x: torch.aminmax(x, dim=1)[which], {"dim": 1, "which": which})
+    auto("aminmax", [vm_], lambda x: torch.aminmax(x)[which], {"which": which})
+auto("diff", [T([1, 3, 6, 10])], lambda x: torch.diff(x, n=2), {"n": 2, "dim": -1})
+auto("diff", [T([[1.0, 2.0], [4.0, 8.0]])], lambda x: torch.diff(x, dim=0), {"n": 1, "dim": 0})
+auto("diff_prepend", [T([[1.0, 2.0], [4.0, 8.0]]), torch.zeros(1, 2)], lambda x, p_: torch.diff(x, dim=0, prepend=p_),
+     {"n": 1, "dim": 0})
+auto("diff", [T([True, False, False])], lambda x: torch.diff(x), {"n": 1, "dim": -1}, "bool: xor")
+grad_cases("diff", [randn(5)], lambda x: torch.diff(x, n=2), {"n": 2, "dim": -1})
+auto("tensordot", [randn(3, 4, 5), randn(4, 5, 2)], lambda a_, b_: torch.tensordot(a_, b_, 2), {"dims": 2})
+auto("tensordot", [randn(3, 4), randn(4, 5)], lambda a_, b_: torch.tensordot(a_, b_, 1), {"dims": 1})
+auto("tensordot_pairs", [randn(3, 4, 5), randn(5, 2, 3)], lambda a_, b_: torch.tensordot(a_, b_, ([0, 2], [2, 0])),
+     {"dims_a": [0, 2], "dims_b": [2, 0]})
+grad_cases("tensordot", [randn(3, 4), randn(4, 5)], lambda a_, b_: torch.tensordot(a_, b_, 1), {"dims": 1})
+auto("block_diag", [T([[1, 2], [3, 4]]), T([5]), T(6)], lambda *xs: torch.block_diag(*xs))
+auto("block_diag", [randn(2, 3), randn(1, 2).double()], lambda *xs: torch.block_diag(*xs), note="promotes")
+for which in (0, 1):
+    for ix_ in ("ij", "xy"):
+        auto("meshgrid", [T([1, 2, 3]), T([4.0, 5.0])], lambda a_, b_: torch.meshgrid(a_, b_, indexing=ix_)[which],
+             {"indexing": ix_, "which": which})
+auto("cartesian_prod", [T([1, 2]), T([3, 4, 5])], lambda a_, b_: torch.cartesian_prod(a_, b_))
+auto("tile", [T([[1, 2], [3, 4]])], lambda x: torch.tile(x, (2,)), {"reps": [2]})
+auto("tile", [T([1, 2])], lambda x: torch.tile(x, (2, 2)), {"reps": [2, 2]})
+for k_ in (1, 2, 3, -1, 4):
+    auto("rot90", [torch.arange(6).reshape(2, 3)], lambda x: torch.rot90(x, k_, [0, 1]), {"k": k_, "dims": [0, 1]})
+auto("fliplr", [torch.arange(6).reshape(2, 3)], torch.fliplr)
+auto("flipud", [torch.arange(6).reshape(2, 3)], torch.flipud)
+for r_, c_, off in [(3, 4, 1), (3, 3, -1), (4, 2, 0), (0, 3, 0)]:
+    case("tril_indices", [], torch.tril_indices(r_, c_, off), {"rows": r_, "cols": c_, "offset": off})
+    case("triu_indices", [], torch.triu_indices(r_, c_, off), {"rows": r_, "cols": c_, "offset": off})
+ss_ = T([1, 3, 5, 7])
+for right in (False, True):
+    auto("searchsorted", [ss_, T([[3, 6, 9], [3, 6, 0]])], lambda s_, v: torch.searchsorted(s_, v, right=right),
+         {"right": right})
+    auto("searchsorted", [T([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]), T([[3.0, 0.0], [6.0, 4.0]])],
+         lambda s_, v: torch.searchsorted(s_, v, right=right), {"right": right}, "a sequence per row")
+    auto("bucketize", [T([[3, 6, 9], [3, 6, 0]]), ss_], lambda x, b_: torch.bucketize(x, b_, right=right), {"right": right})
+auto("histc", [T([1.0, 2.0, 1.0, 4.0, 0.5, 3.0])], lambda x: torch.histc(x, bins=4, min=0, max=3),
+     {"bins": 4, "min": 0.0, "max": 3.0}, "max in the last bin, outside left out")
+auto("histc", [T([1.0, 2.0, 1.0])], lambda x: torch.histc(x, bins=4), {"bins": 4, "min": 0.0, "max": 0.0}, "the data's range")
+auto("histc", [T([2.0, 2.0])], lambda x: torch.histc(x, bins=3), {"bins": 3, "min": 0.0, "max": 0.0}, "one value")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

@@ -1,0 +1,274 @@
+// Composites written with table ops, as PyTorch defines (or decomposes) them: elementwise
+// functions, NaN-aware and paired reductions, differences and contractions, grids,
+// rotations, triangle indices, bucketing. They differentiate, trace and export as the
+// ops they are made of.
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "kiln/dispatch/functional.h"
+#include "kiln/ops/meta.h"
+
+namespace kiln {
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// a + log(1 + base^-|a - b|) on the larger side; equal infinities give themselves.
+Tensor log_add(const Tensor& a, const Tensor& b, bool base2) {
+  Tensor hi = maximum(a, b), gap = neg(abs(a - b));
+  Tensor sum = base2 ? hi + log1p(exp2(gap)) / std::numbers::ln2 : hi + log1p(exp(gap));
+  return where(logical_and(isinf(a), eq(a, b)), a + zeros_like(sum), sum);
+}
+}  // namespace
+
+Tensor logaddexp(const Tensor& a, const Tensor& b) { return log_add(a, b, false); }
+Tensor logaddexp2(const Tensor& a, const Tensor& b) { return log_add(a, b, true); }
+
+Tensor hypot(const Tensor& a, const Tensor& b) {
+  Tensor x = abs(a), y = abs(b);
+  Tensor hi = maximum(x, y), lo = minimum(x, y);
+  Tensor safe = where(hi == 0.0, ones_like(hi), hi);  // 0 / 0 would leave NaN in the gradient
+  Tensor r = lo / safe;
+  return where(logical_or(isinf(x), isinf(y)), full_like(hi, kInf), hi * sqrt(r * r + 1.0));
+}
+
+Tensor xlogy(const Tensor& x, const Tensor& y) {
+  Tensor product = x * log(y);
+  return where(logical_and(x == 0.0, logical_not(isnan(y))), zeros_like(product), product);
+}
+
+Tensor sinc(const Tensor& x) {
+  Tensor px = x * std::numbers::pi;
+  Tensor safe = where(x == 0.0, ones_like(px), px);
+  return where(x == 0.0, ones_like(px), sin(safe) / safe);
+}
+
+Tensor logit(const Tensor& x, std::optional<double> eps) {
+  Tensor z = eps ? clamp(x, *eps, 1.0 - *eps) : x;
+  return log(z / (1.0 - z));
+}
+
+Tensor deg2rad(const Tensor& x) { return x * (std::numbers::pi / 180.0); }
+Tensor rad2deg(const Tensor& x) { return x * (180.0 / std::numbers::pi); }
+Tensor frac(const Tensor& x) { return x - trunc(x); }
+Tensor square(const Tensor& x) { return x * x; }
+
+Tensor signbit(const Tensor& x) {
+  if (!is_floating(x.dtype())) return x < 0;
+  return logical_or(x < 0.0, logical_and(x == 0.0, reciprocal(x) < 0.0));
+}
+
+Tensor copysign(const Tensor& a, const Tensor& b) {
+  Tensor magnitude = abs(is_floating(a.dtype()) ? a : to(a, DType::f32));
+  return where(signbit(b), neg(magnitude), magnitude);
+}
+
+Tensor heaviside(const Tensor& x, const Tensor& values) {
+  return where(x == 0, values + zeros_like(x), to(x > 0, ops::result_type(x, values)));
+}
+
+Tensor float_power(const Tensor& a, const Tensor& exponent) {
+  return pow(to(a, DType::f64), to(exponent, DType::f64));
+}
+Tensor float_power(const Tensor& a, Scalar exponent) { return pow(to(a, DType::f64), exponent.to_double()); }
+
+Tensor nansum(const Tensor& x, const IntList& dims, bool keepdim) {
+  return sum(is_floating(x.dtype()) ? masked_fill(x, isnan(x), 0) : x, dims, keepdim);
+}
+Tensor nanmean(const Tensor& x, const IntList& dims, bool keepdim) {
+  return nansum(x, dims, keepdim) / sum(logical_not(isnan(x)), dims, keepdim);
+}
+
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
+  return {var(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+}
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
+  return {std(x, dims, correction, keepdim), mean(x, dims, keepdim)};
+}
+
+std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  IntList dims = dim ? IntList{*dim} : IntList{};
+  return {amin(x, dims, keepdim), amax(x, dims, keepdim)};
+}
+
+Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, const Tensor& append) {
+  KILN_CHECK(x.dim() > 0, shape, "[diff] expects a tensor of at least 1 dim");
+  KILN_CHECK(n >= 0, value, "[diff] order must be non-negative, got {}", n);
+  int64_t d = wrap_dim(dim, x.dim(), "diff");
+  TensorList parts;
+  if (prepend.defined()) parts.push_back(prepend);
+  parts.push_back(x);
+  if (append.defined()) parts.push_back(append);
+  Tensor y = parts.size() > 1 ? cat(parts, d) : x;
+  for (int64_t i = 0; i < n && y.size(d) > 0; ++i) {
+    int64_t len = y.size(d) - 1;
+    y = y.dtype() == DType::b8 ? logical_xor(narrow(y, d, 1, len), narrow(y, d, 0, len))
+                               : narrow(y, d, 1, len) - narrow(y, d, 0, len);
+  }
+  return y;
+}
+
+Tensor tensordot(const Tensor& a, const Tensor& b, const IntList& dims_a, const IntList& dims_b) {
+  KILN_CHECK(dims_a.size() == dims_b.size(), value, "[tensordot] both sides need as many dims to contract ({} vs {})",
+             dims_a.size(), dims_b.size());
+  std::vector<bool> ca(static_cast<size_t>(a.dim()), false), cb(static_cast<size_t>(b.dim()), false);
+  IntList perm_a, perm_b, out;
+  int64_t k = 1, m = 1, n = 1;
+  for (size_t i = 0; i < dims_a.size(); ++i) {
+    int64_t da = wrap_dim(dims_a[i], a.dim(), "tensordot"), db = wrap_dim(dims_b[i], b.dim(), "tensordot");
+    KILN_CHECK(a.size(da) == b.size(db), shape, "[tensordot] contracted dims differ in size: {} (dim {} of {}) vs {} (dim {} of {})",
+               a.size(da), da, a.meta_str(), b.size(db), db, b.meta_str());
+    ca[static_cast<size_t>(da)] = cb[static_cast<size_t>(db)] = true;
+    k *= a.size(da);
+  }
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (!ca[static_cast<size_t>(d)]) perm_a.push_back(d), out.push_back(a.size(d)), m *= a.size(d);
+  for (int64_t d : dims_a) perm_a.push_back(wrap_dim(d, a.dim(), "tensordot"));
+  for (int64_t d : dims_b) perm_b.push_back(wrap_dim(d, b.dim(), "tensordot"));
+  for (int64_t d = 0; d < b.dim(); ++d)
+    if (!cb[static_cast<size_t>(d)]) perm_b.push_back(d), out.push_back(b.size(d)), n *= b.size(d);
+  Tensor product = mm(reshape(permute(a, perm_a), {m, k}), reshape(permute(b, perm_b), {k, n}));
+  return reshape(product, out);
+}
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims) {
+  KILN_CHECK(dims >= 0 && dims <= a.dim() && dims <= b.dim(), value,
+             "[tensordot] cannot contract {} dims of {} and {}", dims, a.meta_str(), b.meta_str());
+  IntList da, db;
+  for (int64_t i = 0; i < dims; ++i) {
+    da.push_back(a.dim() - dims + i);
+    db.push_back(i);
+  }
+  return tensordot(a, b, da, db);
+}
+
+Tensor block_diag(const TensorList& tensors) {
+  KILN_CHECK(!tensors.empty(), value, "[block_diag] needs at least one tensor");
+  DType dtype = tensors[0].dtype();
+  for (const Tensor& t : tensors) dtype = promote_types(dtype, t.dtype());
+  TensorList blocks;
+  int64_t cols = 0;
+  for (const Tensor& t : tensors) {
+    KILN_CHECK(t.dim() <= 2, shape, "[block_diag] takes tensors of at most 2 dims, got {}", t.meta_str());
+    blocks.push_back(t.dim() == 2 ? t : reshape(t, {1, t.dim() == 1 ? t.size(0) : 1}));
+    cols += blocks.back().size(1);
+  }
+  TensorList rows;
+  int64_t left = 0;
+  TensorOptions o{.dtype = dtype, .device = tensors[0].device()};
+  for (const Tensor& b : blocks) {
+    int64_t r = b.size(0), c = b.size(1);
+    rows.push_back(cat({zeros({r, left}, o), to(b, dtype), zeros({r, cols - left - c}, o)}, 1));
+    left += c;
+  }
+  return cat(rows, 0);
+}
+
+TensorList meshgrid(const TensorList& tensors, std::string_view indexing) {
+  KILN_CHECK(indexing == "ij" || indexing == "xy", value, "[meshgrid] indexing must be 'ij' or 'xy', got '{}'", indexing);
+  IntList shape;
+  for (const Tensor& t : tensors) {
+    KILN_CHECK(t.dim() <= 1, shape, "[meshgrid] expects 0-D or 1-D tensors, got {}", t.meta_str());
+    KILN_CHECK(t.dtype() == tensors[0].dtype(), dtype, "[meshgrid] expects all tensors to have the same dtype, got {} and {}",
+               tensors[0].dtype(), t.dtype());
+    shape.push_back(t.numel());
+  }
+  bool xy = indexing == "xy" && tensors.size() >= 2;
+  if (xy) std::swap(shape[0], shape[1]);
+  TensorList out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    size_t at = xy && i < 2 ? 1 - i : i;
+    IntList view_shape(tensors.size(), 1);
+    view_shape[at] = tensors[i].numel();
+    out.push_back(expand(reshape(tensors[i], view_shape), shape));
+  }
+  return out;
+}
+
+Tensor cartesian_prod(const TensorList& tensors) {
+  if (tensors.size() == 1) return tensors[0];
+  TensorList grids = meshgrid(tensors);
+  for (Tensor& g : grids) g = flatten(g);
+  return stack(grids, 1);
+}
+
+Tensor tile(const Tensor& x, const IntList& reps) {
+  IntList r = reps;
+  while (static_cast<int64_t>(r.size()) < x.dim()) r.insert(r.begin(), 1);
+  return repeat(x, r);
+}
+
+Tensor rot90(const Tensor& x, int64_t k, const IntList& dims) {
+  KILN_CHECK(dims.size() == 2, value, "[rot90] expects two dims, got {}", dims.size());
+  int64_t d0 = wrap_dim(dims[0], x.dim(), "rot90"), d1 = wrap_dim(dims[1], x.dim(), "rot90");
+  KILN_CHECK(x.dim() >= 2 && d0 != d1, value, "[rot90] expects two different dims of a tensor of at least 2 dims");
+  switch (((k % 4) + 4) % 4) {
+    case 1: return transpose(flip(x, {d1}), d0, d1);
+    case 2: return flip(x, {d0, d1});
+    case 3: return flip(transpose(x, d0, d1), {d1});
+    default: return clone(x);
+  }
+}
+Tensor fliplr(const Tensor& x) {
+  KILN_CHECK(x.dim() >= 2, shape, "[fliplr] expects a tensor of at least 2 dims, got {}", x.meta_str());
+  return flip(x, {1});
+}
+Tensor flipud(const Tensor& x) {
+  KILN_CHECK(x.dim() >= 1, shape, "[flipud] expects a tensor of at least 1 dim, got {}", x.meta_str());
+  return flip(x, {0});
+}
+
+namespace {
+Tensor triangle_indices(int64_t rows, int64_t cols, int64_t offset, TensorOptions options, bool lower, const char* op) {
+  KILN_CHECK(rows >= 0 && cols >= 0, value, "[{}] rows and cols must be non-negative, got {} and {}", op, rows, cols);
+  std::vector<int64_t> r, c;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      if (lower ? j - i <= offset : j - i >= offset) r.push_back(i), c.push_back(j);
+  r.insert(r.end(), c.begin(), c.end());
+  auto n = static_cast<int64_t>(c.size());
+  return to(from_vector(r, {2, n}), options.device.value_or(Device(DeviceType::cpu, 0)), options.dtype);
+}
+}  // namespace
+Tensor tril_indices(int64_t rows, int64_t cols, int64_t offset, TensorOptions options) {
+  return triangle_indices(rows, cols, offset, options, true, "tril_indices");
+}
+Tensor triu_indices(int64_t rows, int64_t cols, int64_t offset, TensorOptions options) {
+  return triangle_indices(rows, cols, offset, options, false, "triu_indices");
+}
+
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right) {
+  const Tensor& s = sorted_sequence;
+  KILN_CHECK(s.dim() >= 1, shape, "[searchsorted] sorted_sequence needs at least 1 dim, got {}", s.meta_str());
+  KILN_CHECK(s.dim() == 1 || (values.dim() == s.dim() &&
+                              std::equal(s.shape().begin(), s.shape().end() - 1, values.shape().begin())),
+             shape, "[searchsorted] sorted_sequence {} and values {} must share all but the last dim (or the sequence be 1-D)",
+             s.meta_str(), values.meta_str());
+  Tensor seq = unsqueeze(s, -2);  // [..., 1, M] against values [..., K, 1]
+  Tensor v = unsqueeze(values, -1);
+  return sum(right ? le(seq, v) : lt(seq, v), {-1});
+}
+Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right) {
+  KILN_CHECK(boundaries.dim() == 1, shape, "[bucketize] boundaries must be 1-D, got {}", boundaries.meta_str());
+  return searchsorted(boundaries, x, right);
+}
+
+Tensor histc(const Tensor& x, int64_t bins, double min, double max) {
+  KILN_CHECK(bins > 0, value, "[histc] bins must be > 0, got {}", bins);
+  KILN_CHECK(is_floating(x.dtype()), dtype, "[histc] expects a floating input, got {}", x.dtype());
+  KILN_CHECK(min <= max, value, "[histc] max must be larger than min, got {} and {}", min, max);
+  if (min == max && x.numel() > 0) {  // the data's range (a host read)
+    min = item<double>(amin(x));
+    max = item<double>(amax(x));
+  }
+  if (min == max) {
+    min -= 1;
+    max += 1;
+  }
+  Tensor flat = flatten(x);
+  Tensor inside = logical_and(flat >= min, flat <= max);
+  Tensor bin = clamp(to(floor((flat - min) * (static_cast<double>(bins) / (max - min))), DType::i64), 0, bins - 1);
+  Tensor counts = to(inside, x.dtype());
+  return scatter_add(zeros({bins}, {.dtype = x.dtype(), .device = x.device()}), 0, bin, counts);
+}
+
+}  // namespace kiln
