@@ -70,6 +70,8 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::prod: return {a, IntList{1}, false, Value()};
     case OpKind::cumsum: return {transpose(a, 0, 1), int64_t{1}, Value()};
     case OpKind::cumprod: return {a, int64_t{0}, Value()};
+    case OpKind::logcumsumexp: return {transpose(a, 0, 1), int64_t{1}};
+    case OpKind::cummax: case OpKind::cummin: return {a, int64_t{1}};
     case OpKind::cumprod_backward: return {randn({3, 4}, o), transpose(randn({4, 3}, o), 0, 1), int64_t{1}};
     case OpKind::softmax: case OpKind::log_softmax: return {a, int64_t{0}};
     case OpKind::softmax_backward: return {randn({3, 4}, o), softmax(transpose(randn({4, 3}, o), 0, 1), 1), int64_t{1}};

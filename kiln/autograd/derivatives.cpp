@@ -525,6 +525,17 @@ Table build() {
     const Tensor& x = c.t(0);
     c.set(0, cumprod_backward(to(c.grad(), x.dtype()), x, c.args().i64(1)));
   });
+  // exp(x_i) sum_{k >= i} g_k exp(-out_k), in log space by the gradient's sign (so no
+  // exp overflows), with logcumsumexp from the other end: differentiable again.
+  d.def(O::logcumsumexp, arg(0) | kResult, [](GradCtx& c) {
+    const Tensor &x = c.t(0), &out = c.result(), &g = c.grad();
+    int64_t dim = c.args().i64(1);
+    auto from_end = [&](const Tensor& t) { return flip(logcumsumexp(flip(t, {dim}), dim), {dim}); };
+    Tensor up = exp(x + from_end(log(relu(g)) - out)), down = exp(x + from_end(log(relu(neg(g))) - out));
+    c.set(0, up - down);
+  });
+  d.def(O::cummax, kResult, [](GradCtx& c) { sorted_back(c, c.args().i64(1)); });
+  d.def(O::cummin, kResult, [](GradCtx& c) { sorted_back(c, c.args().i64(1)); });
   // Not differentiable again: cumprod is differentiable once (double backward through it
   // gives no gradient; PyTorch's has one).
   d.none(O::cumprod_backward);

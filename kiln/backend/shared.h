@@ -4,6 +4,7 @@
 // does not depend on where the data is. Backends pass their own copy/allocation.
 
 #include <cmath>
+#include <limits>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -46,7 +47,8 @@
   X(k_amax, amax, amin)                                                                      \
   X(k_max_dim, max, min, argmax)                                                             \
   X(k_prod, prod)                                                                            \
-  X(k_scan, cumsum, cumprod)                                                                 \
+  X(k_scan, cumsum, cumprod, logcumsumexp)                                                   \
+  X(k_cumextreme, cummax, cummin)                                                            \
   X(k_cumprod_backward, cumprod_backward)                                                    \
   X(k_sort, sort, topk)                                                                      \
   X(k_var, var)                                                                              \
@@ -223,6 +225,41 @@ KILN_HOST_DEVICE inline W floor_divide_of(W x, W y) {
     }
     return static_cast<W>(x / y);
   }
+}
+
+/** A scan's running combination: sums and products (integers wrap) or log-sum-exp
+ * (floats; equal infinities stay, NaN spreads). */
+enum class Scan : uint8_t { sum, product, logsumexp };
+template <typename A>
+KILN_HOST_DEVICE inline A scan_identity(Scan s) {
+  if (s == Scan::product) return A(1);
+  if constexpr (std::is_floating_point_v<A>)
+    if (s == Scan::logsumexp) return -std::numeric_limits<A>::infinity();
+  return A(0);
+}
+template <typename A>
+KILN_HOST_DEVICE inline A scan_combine(Scan s, A acc, A v) {
+  if (s == Scan::sum) return wrap_add(acc, v);
+  if (s == Scan::product) return wrap_mul(acc, v);
+  if constexpr (std::is_floating_point_v<A>) {
+    using std::exp;
+    using std::fabs;
+    using std::log1p;
+    if (acc != acc || v != v) return acc + v;
+    if (acc == v) return fabs(acc) == std::numeric_limits<A>::infinity() ? acc : acc + log1p(A(1));  // log(2 e^v)
+    A hi = acc > v ? acc : v;
+    return hi + log1p(exp(-fabs(acc - v)));
+  }
+  return acc;
+}
+
+/** cummax's / cummin's step: whether v at a later position replaces the running extreme
+ * `best` (NaN wins and stays; ties move to the later position). */
+template <typename T>
+KILN_HOST_DEVICE inline bool takes_over(T v, T best, bool is_max) {
+  if (v != v) return true;
+  if (best != best) return false;
+  return is_max ? !(v < best) : !(best < v);
 }
 
 /** sort's and topk's order: whether `a` comes before `b` (NaN above every number: last

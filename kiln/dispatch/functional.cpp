@@ -322,6 +322,25 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar v) {
   return call1(OpKind::masked_fill, x, mask, v);
 }
+Tensor where(const Tensor& c, const Tensor& a, Scalar b) { return where(c, a, wrapped_number(b)); }
+Tensor where(const Tensor& c, Scalar a, const Tensor& b) { return where(c, wrapped_number(a), b); }
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
+  KILN_CHECK(value.dim() == 0, shape, "[masked_fill] only supports a 0-dim value tensor, got {}", value.meta_str());
+  return where(mask, to(value, x.dtype()), x);
+}
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
+  KILN_CHECK(min.defined() || max.defined(), value, "[clamp] at least one of 'min' or 'max' must not be None");
+  Tensor y = min.defined() ? maximum(x, min) : x;
+  return max.defined() ? minimum(y, max) : y;
+}
+Tensor pow(Scalar base, const Tensor& exponent) { return pow(wrapped_number(base), exponent); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
+Tensor operator&(const Tensor& a, Scalar b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, Scalar b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, Scalar b) { return bitwise_xor(a, b); }
+Tensor operator~(const Tensor& a) { return bitwise_not(a); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -452,6 +471,15 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
 }
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return call1(OpKind::cumprod, x, dim, opt_dtype(dtype));
+}
+Tensor logcumsumexp(const Tensor& x, int64_t dim) { return call1(OpKind::logcumsumexp, x, dim); }
+std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim) {
+  Outputs o = call(OpKind::cummax, x, dim);
+  return {o[0], o[1]};
+}
+std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) {
+  Outputs o = call(OpKind::cummin, x, dim);
+  return {o[0], o[1]};
 }
 Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim) {
   return call1(OpKind::cumprod_backward, grad, x, dim);

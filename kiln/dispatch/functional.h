@@ -163,7 +163,24 @@ Tensor lt(const Tensor& a, Scalar b);
 Tensor ge(const Tensor& a, Scalar b);
 Tensor le(const Tensor& a, Scalar b);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+/** where with numbers: they promote as wrapped numbers (an f32 tensor with 2.5 stays f32). */
+Tensor where(const Tensor& condition, const Tensor& a, Scalar b);
+Tensor where(const Tensor& condition, Scalar a, const Tensor& b);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+/** masked_fill with a 0-dim tensor value (differentiable in it), cast to x's dtype. */
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
+/** clamp with tensor bounds (either undefined): minimum(maximum(x, min), max), broadcasting. */
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
+/** base ** exponent for a number base. */
+Tensor pow(Scalar base, const Tensor& exponent);
+/** Bitwise operators (bitwise_and / or / xor / not). */
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
+Tensor operator&(const Tensor& a, Scalar b);
+Tensor operator|(const Tensor& a, Scalar b);
+Tensor operator^(const Tensor& a, Scalar b);
+Tensor operator~(const Tensor& a);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
@@ -258,6 +275,12 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, boo
  * i64 unless `dtype` is given (as torch.cumsum / torch.cumprod). */
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+/** log(cumsum(exp(x))) along dim, without overflow (floats). */
+Tensor logcumsumexp(const Tensor& x, int64_t dim);
+/** (values, indices): the running maximum (minimum) along dim and where it was; NaN wins
+ * and stays, ties take the later position (as PyTorch). */
+std::pair<Tensor, Tensor> cummax(const Tensor& x, int64_t dim);
+std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim);
 /** cumprod's gradient w.r.t. x for the output gradient `grad` (x's dtype and shape):
  * one pass per row, exact where x has zeros. */
 Tensor cumprod_backward(const Tensor& grad, const Tensor& x, int64_t dim);

@@ -814,12 +814,14 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
     case OpKind::var: case OpKind::cat: case OpKind::layer_norm: case OpKind::rms_norm:
     case OpKind::softmax_backward: case OpKind::log_softmax_backward:
     case OpKind::cumsum: case OpKind::cumprod: case OpKind::cumprod_backward: case OpKind::sort:
+    case OpKind::logcumsumexp: case OpKind::cummax: case OpKind::cummin:
     case OpKind::topk: {
       const Tensor& x = *in.tensors[0];
       DimFlags whole(static_cast<size_t>(x.dim()), 0);
       auto mark = [&](int64_t d) { whole[static_cast<size_t>(wrap_dim(d, x.dim(), info.name))] = true; };
       if (op == OpKind::softmax || op == OpKind::log_softmax || op == OpKind::max || op == OpKind::min ||
-          op == OpKind::cat || op == OpKind::cumsum || op == OpKind::cumprod || op == OpKind::sort)
+          op == OpKind::cat || op == OpKind::cumsum || op == OpKind::cumprod || op == OpKind::sort ||
+          op == OpKind::logcumsumexp || op == OpKind::cummax || op == OpKind::cummin)
         mark(std::get<int64_t>(args[1]));
       else if (op == OpKind::topk)
         mark(std::get<int64_t>(args[2]));

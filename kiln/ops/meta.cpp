@@ -386,6 +386,21 @@ void meta_cumulative(const OpCall& c, MetaOut& out) {
   out.fresh(self.shape(), dtype);
 }
 
+void meta_logcumsumexp(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  wrap_dim(c.args.i64(1), self.dim(), name_of(c));
+  check_floating(c, self.dtype());
+  out.fresh(self.shape(), self.dtype());
+}
+
+// cummax / cummin(self, dim): values like self and their i64 positions.
+void meta_cumextreme(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  wrap_dim(c.args.i64(1), self.dim(), name_of(c));
+  out.fresh(self.shape(), self.dtype());
+  out.fresh(self.shape(), DType::i64);
+}
+
 // (grad_output, self, dim): self's gradient, shaped and typed like self.
 void meta_cumprod_backward(const OpCall& c, MetaOut& out) {
   const Tensor& g = c.args.tensor(0);

@@ -44,6 +44,8 @@ void meta_argmax(const OpCall&, MetaOut&);
 void meta_var(const OpCall&, MetaOut&);
 void meta_softmax(const OpCall&, MetaOut&);
 void meta_cumulative(const OpCall&, MetaOut&);
+void meta_logcumsumexp(const OpCall&, MetaOut&);
+void meta_cumextreme(const OpCall&, MetaOut&);
 void meta_sort(const OpCall&, MetaOut&);
 void meta_topk(const OpCall&, MetaOut&);
 void meta_bitwise(const OpCall&, MetaOut&);

@@ -137,6 +137,10 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   /* scans along one dim */ \
   X(cumsum,  same, meta_cumulative, "cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor") \
   X(cumprod, same, meta_cumulative, "cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor") \
+  X(logcumsumexp, same, meta_logcumsumexp, "logcumsumexp(Tensor self, int dim) -> Tensor") \
+  /* running extremes and where they were (NaN wins; ties take the later position) */ \
+  X(cummax,  same, meta_cumextreme, "cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)") \
+  X(cummin,  same, meta_cumextreme, "cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)") \
   /* orders along one dim: NaN above every number; ties keep their order */ \
   X(sort,    same, meta_sort, "sort(Tensor self, int dim=-1, bool descending=False, bool stable=False) -> (Tensor values, Tensor indices)") \
   X(topk,    same, meta_topk, "topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)") \

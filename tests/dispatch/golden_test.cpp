@@ -464,6 +464,18 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "bucketize") return bucketize(in[0], in[1], a.at("right").get<bool>());
   if (op == "histc")
     return histc(in[0], a.at("bins").get<int64_t>(), a.at("min").get<double>(), a.at("max").get<double>());
+  if (op == "logcumsumexp") return logcumsumexp(in[0], a.at("dim").get<int64_t>());
+  if (op.starts_with("cummax_") || op.starts_with("cummin_")) {
+    auto [values, indices] = op.starts_with("cummax") ? cummax(in[0], a.at("dim").get<int64_t>())
+                                                       : cummin(in[0], a.at("dim").get<int64_t>());
+    return op.ends_with("values") ? values : indices;
+  }
+  if (op == "where_scalar_other") return where(in[0], in[1], scalar(a.at("other")));
+  if (op == "where_scalar_self") return where(in[0], scalar(a.at("self")), in[1]);
+  if (op == "masked_fill_tensor") return masked_fill(in[0], in[1], in[2]);
+  if (op == "clamp_tensors") return clamp(in[0], in[1], in[2]);
+  if (op == "clamp_min_tensor") return clamp(in[0], in[1], Tensor());
+  if (op == "pow_scalar_base") return pow(scalar(a.at("base")), in[0]);
   std::optional<DType> dtype;
   if (a.contains("dtype")) dtype = dtype_from_string(a["dtype"].get<std::string>());
   if (op == "prod_all") return prod(in[0], dtype);

@@ -1473,6 +1473,35 @@ auto("histc", [T([1.0, 2.0, 1.0, 4.0, 0.5, 3.0])], lambda x: torch.histc(x, bins
 auto("histc", [T([1.0, 2.0, 1.0])], lambda x: torch.histc(x, bins=4), {"bins": 4, "min": 0.0, "max": 0.0}, "the data's range")
 auto("histc", [T([2.0, 2.0])], lambda x: torch.histc(x, bins=3), {"bins": 3, "min": 0.0, "max": 0.0}, "one value")
 
+# ---- running log-sum-exp and extremes; numbers and tensors where ops take either (appended) ----
+lx_ = T([[-1000.0, 0.0, -inf, 1000.0], [1.0, 2.0, nan, 3.0], [-inf, -inf, 0.5, -inf]])
+auto("logcumsumexp", [lx_], lambda x: torch.logcumsumexp(x, 1), {"dim": 1}, "extremes, NaN, -inf")
+auto("logcumsumexp", [randn(3, 4)], lambda x: torch.logcumsumexp(x, 0), {"dim": 0})
+auto("logcumsumexp", [T([1, 2])], lambda x: torch.logcumsumexp(x, 0), {"dim": 0}, "integers refused")
+grad_cases("logcumsumexp", [randn(3, 5)], lambda x: torch.logcumsumexp(x, 1), {"dim": 1})
+cx_ = T([[1.0, 3.0, 3.0, 2.0, nan, 5.0, nan], [4.0, -1.0, 4.0, 0.0, 7.0, 7.0, 1.0]])
+for name, fn in (("cummax", torch.cummax), ("cummin", torch.cummin)):
+    for which in ("values", "indices"):
+        auto(name + "_" + which, [cx_], lambda x: getattr(fn(x, 1), which), {"dim": 1}, "NaN wins, ties move on")
+        auto(name + "_" + which, [T([2, 2, 1, 2, 3])], lambda x: getattr(fn(x, 0), which), {"dim": 0}, "integers")
+    grad_cases(name + "_values", [randn(3, 5)], lambda x: fn(x, 1).values, {"dim": 1})
+wc_ = randn(3, 4) > 0
+auto("where_scalar_other", [wc_, randn(3, 4)], lambda c_, x: torch.where(c_, x, 2.5), {"other": 2.5}, "f32 stays")
+auto("where_scalar_other", [wc_, T([[1, 2, 3, 4]] * 3)], lambda c_, x: torch.where(c_, x, 2.5), {"other": 2.5}, "int -> f32")
+auto("where_scalar_self", [wc_, randn(3, 4).double()], lambda c_, x: torch.where(c_, 0, x), {"self": 0}, "f64 stays")
+auto("masked_fill_tensor", [randn(3, 4), wc_, T(1.5)], lambda x, m, v: x.masked_fill(m, v))
+auto("masked_fill_tensor", [randn(3, 4), wc_, T([1.5, 2.0])], lambda x, m, v: x.masked_fill(m, v), note="not 0-dim")
+grad_cases("masked_fill_tensor", [randn(3, 4), wc_, T(1.5)], lambda x, m, v: x.masked_fill(m, v))
+ct_ = T([-2.0, 0.0, 1.5, nan, 3.0])
+auto("clamp_tensors", [ct_, T([-1.0, 0.5, 2.0, 0.0, 1.0]), T([1.0, 1.0, 1.0, 2.0, 0.5])],
+     lambda x, lo, hi: torch.clamp(x, lo, hi), {}, "min above max gives max")
+auto("clamp_tensors", [ct_, T([0.0]), T([nan])], lambda x, lo, hi: torch.clamp(x, lo, hi), {}, "NaN bound")
+auto("clamp_min_tensor", [ct_, T([0.5])], lambda x, lo: torch.clamp(x, min=lo), {})
+grad_cases("clamp_tensors", [randn(5), randn(5) - 1, randn(5) + 1], lambda x, lo, hi: torch.clamp(x, lo, hi))
+auto("pow_scalar_base", [T([0.5, 2.0, -1.0])], lambda e: torch.pow(2.0, e), {"base": 2.0})
+auto("pow_scalar_base", [T([0, 3, 5])], lambda e: torch.pow(2, e), {"base": 2}, "integers stay")
+grad_cases("pow_scalar_base", [randn(4)], lambda e: torch.pow(3.0, e), {"base": 3.0})
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

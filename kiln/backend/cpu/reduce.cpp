@@ -254,23 +254,51 @@ void k_scan(const OpCall& c, std::span<Tensor> outs) {
   Rows r = to_rows(self, only_dim(self.dim(), d), cd);
   Tensor dst = moved_last(outs[0], d);
   Tensor res = direct_rows(dst, cd) ? dst : empty(r.data.shape(), cd, self.device());
-  bool product = c.op == OpKind::cumprod;
+  backend::Scan scan = c.op == OpKind::cumsum    ? backend::Scan::sum
+                       : c.op == OpKind::cumprod ? backend::Scan::product
+                                                 : backend::Scan::logsumexp;
   KILN_DISPATCH_COMPUTE(cd, c.op, {
     const T* p = r.data.data<T>();
     T* o = res.data<T>();
     int64_t n = r.inner;
     parallel_for(r.outer, n, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        Acc<T> acc = product ? 1 : 0;
+        auto acc = backend::scan_identity<Acc<T>>(scan);
         for (int64_t j = i * n; j < (i + 1) * n; ++j) {
-          auto v = static_cast<Acc<T>>(p[j]);
-          acc = product ? backend::wrap_mul(acc, v) : backend::wrap_add(acc, v);
+          acc = backend::scan_combine(scan, acc, static_cast<Acc<T>>(p[j]));
           o[j] = static_cast<T>(acc);
         }
       }
     });
   });
   if (res.impl() != dst.impl()) copy_into(dst, res);
+}
+
+void k_cumextreme(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t d = wrap_dim(c.args.i64(1), self.dim(), op_name(c.op));
+  DType cd = compute_dtype(self.dtype());
+  Rows r = to_rows(self, only_dim(self.dim(), d), cd);
+  Tensor values = empty(r.data.shape(), cd, self.device()), indices = empty(r.data.shape(), DType::i64, self.device());
+  bool is_max = c.op == OpKind::cummax;
+  KILN_DISPATCH_COMPUTE(cd, c.op, {
+    const T* p = r.data.data<T>();
+    T* vo = values.data<T>();
+    int64_t* io = indices.data<int64_t>();
+    int64_t n = r.inner;
+    parallel_for(r.outer, n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        int64_t at = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          if (j == 0 || backend::takes_over(p[i * n + j], p[i * n + at], is_max)) at = j;
+          vo[i * n + j] = p[i * n + at];
+          io[i * n + j] = at;
+        }
+      }
+    });
+  });
+  copy_into(moved_last(outs[0], d), values);
+  copy_into(moved_last(outs[1], d), indices);
 }
 
 // cumprod's gradient, row by row: x_i's is (the product of the x before it) * R_i with

@@ -136,12 +136,12 @@ __global__ void prod_rows(const T* in, T* out, int64_t inner) {
 // each thread scans its own chunk, the block scans the chunk totals, then each thread
 // rescans its chunk from the total before it.
 template <typename T>
-__global__ void scan_rows(const T* in, T* out, int64_t n, bool product) {
+__global__ void scan_rows(const T* in, T* out, int64_t n, backend::Scan scan) {
   __shared__ T totals[kBlock];
   const T* row = in + blockIdx.x * n;
   T* o = out + blockIdx.x * n;
-  auto combine = [product](T a, T b) { return product ? backend::wrap_mul(a, b) : backend::wrap_add(a, b); };
-  const T id = product ? T(1) : T(0);
+  auto combine = [scan](T a, T b) { return backend::scan_combine(scan, a, b); };
+  const T id = backend::scan_identity<T>(scan);
   int64_t chunk = (n + kBlock - 1) / kBlock;
   int64_t lo = threadIdx.x * chunk;
   int64_t hi = lo + chunk < n ? lo + chunk : n;
@@ -157,6 +157,20 @@ __global__ void scan_rows(const T* in, T* out, int64_t n, bool product) {
   }
   acc = threadIdx.x ? totals[threadIdx.x - 1] : id;
   for (int64_t j = lo; j < hi; ++j) o[j] = acc = combine(acc, row[j]);
+}
+
+// cummax / cummin, a thread per row.
+template <typename T>
+__global__ void cumextreme_rows(const T* in, T* values, int64_t* indices, int64_t rows, int64_t n, bool is_max) {
+  int64_t r = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x;
+  if (r >= rows) return;
+  const T* row = in + r * n;
+  int64_t at = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (j == 0 || backend::takes_over(row[j], row[at], is_max)) at = j;
+    values[r * n + j] = row[at];
+    indices[r * n + j] = at;
+  }
 }
 
 // cumprod's gradient, a thread per row (see the CPU kernel for the recurrence).
@@ -454,9 +468,26 @@ void k_scan(const OpCall& c, std::span<Tensor> outs) {
   Tensor target = moved_last(outs[0], d);
   bool direct = target.is_contiguous() && target.dtype() == cd;
   Tensor res = direct ? target : empty(r.data.shape(), cd, self.device());
-  bool product = c.op == OpKind::cumprod;
-  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, launch_rows(r.outer, scan_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, product));
+  backend::Scan scan = c.op == OpKind::cumsum    ? backend::Scan::sum
+                       : c.op == OpKind::cumprod ? backend::Scan::product
+                                                 : backend::Scan::logsumexp;
+  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, launch_rows(r.outer, scan_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, scan));
   if (!direct) copy_into(target, res);
+}
+
+void k_cumextreme(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& self = c.args.tensor(0);
+  int64_t d = wrap(c.args.i64(1), self.dim());
+  DType cd = compute_dtype(self.dtype());
+  if (cd == DType::b8) cd = DType::u8;
+  Rows r = to_rows(self, only_dim(self.dim(), d), cd);
+  Tensor values = empty(r.data.shape(), cd, self.device()), indices = empty(r.data.shape(), DType::i64, self.device());
+  bool is_max = c.op == OpKind::cummax;
+  int64_t blocks = (r.outer + kBlock - 1) / kBlock;
+  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, launch_rows(blocks, cumextreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(values),
+                                                   dense_ptr<int64_t>(indices), r.outer, r.inner, is_max));
+  copy_into(moved_last(outs[0], d), values);
+  copy_into(moved_last(outs[1], d), indices);
 }
 
 void k_cumprod_backward(const OpCall& c, std::span<Tensor> outs) {
