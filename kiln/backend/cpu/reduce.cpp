@@ -38,6 +38,26 @@ bool direct_rows(const Tensor& out, DType compute) { return out.dtype() == compu
 template <typename T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
+// A row op of (grad_output, t, int dim), softmax's and cumprod's gradients: both as rows
+// along dim in t's compute dtype, and where the result rows go (the output itself when it
+// has their layout; finish() copies them there otherwise).
+struct GradRows {
+  Rows g, t;
+  Tensor dst, res;
+  void finish() const {
+    if (res.impl() != dst.impl()) copy_into(dst, res);
+  }
+};
+GradRows grad_rows(const OpCall& c, const Tensor& out) {
+  const Tensor& t = c.args.tensor(1);
+  int64_t d = wrap_dim(c.args.i64(2), t.dim(), op_name(c.op));
+  DType cd = compute_dtype(t.dtype());
+  std::vector<bool> reduced = only_dim(t.dim(), d);
+  GradRows r{to_rows(c.args.tensor(0), reduced, cd), to_rows(t, reduced, cd), moved_last(out, d), Tensor()};
+  r.res = direct_rows(r.dst, cd) ? r.dst : empty(r.t.data.shape(), cd, t.device());
+  return r;
+}
+
 // Rows of `x` (contiguous) summed over its leading dims [0, lead): the reduction of a
 // bias gradient. Columns accumulate side by side (vectorizable) in the same order as
 // the row-wise path would add them, without moving the reduced dims last first.
@@ -305,17 +325,12 @@ void k_cumextreme(const OpCall& c, std::span<Tensor> outs) {
 // R_i = g_i + x_{i+1} R_{i+1} (the sum over k >= i of g_k x_{i+1} ... x_k). No division,
 // so rows with zeros are exact.
 void k_cumprod_backward(const OpCall& c, std::span<Tensor> outs) {
-  const Tensor& x = c.args.tensor(1);
-  int64_t d = wrap_dim(c.args.i64(2), x.dim(), "cumprod_backward");
-  DType cd = compute_dtype(x.dtype());
-  std::vector<bool> reduced = only_dim(x.dim(), d);
-  Rows rx = to_rows(x, reduced, cd), rg = to_rows(c.args.tensor(0), reduced, cd);
-  Tensor dst = moved_last(outs[0], d);
-  Tensor res = direct_rows(dst, cd) ? dst : empty(rx.data.shape(), cd, x.device());
-  KILN_DISPATCH_FLOAT(cd, c.op, {
+  GradRows r = grad_rows(c, outs[0]);
+  const Rows &rx = r.t, &rg = r.g;
+  KILN_DISPATCH_FLOAT(rx.data.dtype(), c.op, {
     const T* px = rx.data.data<T>();
     const T* pg = rg.data.data<T>();
-    T* o = res.data<T>();
+    T* o = r.res.data<T>();
     int64_t n = rx.inner;
     parallel_for(rx.outer, 2 * n, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
@@ -335,7 +350,7 @@ void k_cumprod_backward(const OpCall& c, std::span<Tensor> outs) {
       }
     });
   });
-  if (res.impl() != dst.impl()) copy_into(dst, res);
+  r.finish();
 }
 
 void k_var(const OpCall& c, std::span<Tensor> outs) {
@@ -398,18 +413,13 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
 // softmax's gradient y (g - sum(g y)) and log_softmax's g - exp(y) sum(g), row by row:
 // one sum and one pass per row where the composite took four ops and three temporaries.
 void k_softmax_backward(const OpCall& c, std::span<Tensor> outs) {
-  const Tensor& y = c.args.tensor(1);
-  int64_t d = wrap_dim(c.args.i64(2), y.dim(), op_name(c.op).data());
-  DType cd = compute_dtype(y.dtype());
-  std::vector<bool> reduced = only_dim(y.dim(), d);
-  Rows ry = to_rows(y, reduced, cd), rg = to_rows(c.args.tensor(0), reduced, cd);
-  Tensor dst = moved_last(outs[0], d);
-  Tensor res = direct_rows(dst, cd) ? dst : empty(ry.data.shape(), cd, y.device());
+  GradRows r = grad_rows(c, outs[0]);
+  const Rows &ry = r.t, &rg = r.g;
   bool log = c.op == OpKind::log_softmax_backward;
-  KILN_DISPATCH_FLOAT(cd, c.op, {
+  KILN_DISPATCH_FLOAT(ry.data.dtype(), c.op, {
     const T* py = ry.data.data<T>();
     const T* pg = rg.data.data<T>();
-    T* o = res.data<T>();
+    T* o = r.res.data<T>();
     int64_t n = ry.inner;
     parallel_for(ry.outer, 4 * n, [&](int64_t b, int64_t e) {
       with_best_isa([&] {
@@ -428,7 +438,7 @@ void k_softmax_backward(const OpCall& c, std::span<Tensor> outs) {
       });
     });
   });
-  if (res.impl() != dst.impl()) copy_into(dst, res);
+  r.finish();
 }
 
 void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {

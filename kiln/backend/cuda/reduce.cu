@@ -356,6 +356,27 @@ __global__ void column_sums(const T* g, T* out, int64_t rows, int64_t cols) {
   out[j] = T(s);
 }
 
+// A row op of (grad_output, t, int dim), softmax's and cumprod's gradients: both as dense
+// rows along dim in t's compute dtype, and where the result rows go (the output itself
+// when it has their layout; finish() copies them there otherwise).
+struct GradRows {
+  Rows g, t;
+  Tensor dst, res;
+  void finish() const {
+    if (!res.is_same(dst)) copy_into(dst, res);
+  }
+};
+GradRows grad_rows(const OpCall& c, const Tensor& out) {
+  const Tensor& t = c.args.tensor(1);
+  int64_t d = wrap(c.args.i64(2), t.dim());
+  DType cd = compute_dtype(t.dtype());
+  std::vector<bool> reduced = only_dim(t.dim(), d);
+  GradRows r{to_rows(c.args.tensor(0), reduced, cd), to_rows(t, reduced, cd), moved_last(out, d), Tensor()};
+  bool direct = r.dst.is_contiguous() && r.dst.dtype() == cd;
+  r.res = direct ? r.dst : empty(r.t.data.shape(), cd, t.device());
+  return r;
+}
+
 // Launch over `rows` blocks (none when there are no rows).
 template <typename K, typename... A>
 void launch_rows(int64_t rows, K kernel, A... args) {
@@ -491,21 +512,14 @@ void k_cumextreme(const OpCall& c, std::span<Tensor> outs) {
 }
 
 void k_cumprod_backward(const OpCall& c, std::span<Tensor> outs) {
-  const Tensor& x = c.args.tensor(1);
-  int64_t d = wrap(c.args.i64(2), x.dim());
-  DType cd = compute_dtype(x.dtype());
-  std::vector<bool> reduced = only_dim(x.dim(), d);
-  Rows rx = to_rows(x, reduced, cd), rg = to_rows(c.args.tensor(0), reduced, cd);
-  Tensor target = moved_last(outs[0], d);
-  bool direct = target.is_contiguous() && target.dtype() == cd;
-  Tensor res = direct ? target : empty(rx.data.shape(), cd, x.device());
-  int64_t blocks = (rx.outer + kBlock - 1) / kBlock;
-  switch (cd) {
-    KILN_CUDA_CASE(f32, float, launch_rows(blocks, cumprod_backward_rows<T>, row_ptr<T>(rg), row_ptr<T>(rx), dense_ptr<T>(res), rx.outer, rx.inner))
-    KILN_CUDA_CASE(f64, double, launch_rows(blocks, cumprod_backward_rows<T>, row_ptr<T>(rg), row_ptr<T>(rx), dense_ptr<T>(res), rx.outer, rx.inner))
-    KILN_CUDA_UNSUPPORTED(cd, c.op)
+  GradRows r = grad_rows(c, outs[0]);
+  int64_t blocks = (r.t.outer + kBlock - 1) / kBlock;
+  switch (r.t.data.dtype()) {
+    KILN_CUDA_CASE(f32, float, launch_rows(blocks, cumprod_backward_rows<T>, row_ptr<T>(r.g), row_ptr<T>(r.t), dense_ptr<T>(r.res), r.t.outer, r.t.inner))
+    KILN_CUDA_CASE(f64, double, launch_rows(blocks, cumprod_backward_rows<T>, row_ptr<T>(r.g), row_ptr<T>(r.t), dense_ptr<T>(r.res), r.t.outer, r.t.inner))
+    KILN_CUDA_UNSUPPORTED(r.t.data.dtype(), c.op)
   }
-  if (!direct) copy_into(target, res);
+  r.finish();
 }
 
 void k_var(const OpCall& c, std::span<Tensor> outs) {
@@ -550,21 +564,14 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
 }
 
 void k_softmax_backward(const OpCall& c, std::span<Tensor> outs) {
-  const Tensor& y = c.args.tensor(1);
-  int64_t d = wrap(c.args.i64(2), y.dim());
-  DType cd = compute_dtype(y.dtype());
-  std::vector<bool> reduced = only_dim(y.dim(), d);
-  Rows ry = to_rows(y, reduced, cd), rg = to_rows(c.args.tensor(0), reduced, cd);
-  Tensor target = moved_last(outs[0], d);
-  bool direct = target.is_contiguous() && target.dtype() == cd;
-  Tensor res = direct ? target : empty(ry.data.shape(), cd, y.device());
+  GradRows r = grad_rows(c, outs[0]);
   bool log_form = c.op == OpKind::log_softmax_backward;
-  switch (cd) {
-    KILN_CUDA_CASE(f32, float, launch_rows(ry.outer, softmax_backward_rows<T>, row_ptr<T>(rg), row_ptr<T>(ry), dense_ptr<T>(res), ry.inner, log_form))
-    KILN_CUDA_CASE(f64, double, launch_rows(ry.outer, softmax_backward_rows<T>, row_ptr<T>(rg), row_ptr<T>(ry), dense_ptr<T>(res), ry.inner, log_form))
-    KILN_CUDA_UNSUPPORTED(cd, c.op)
+  switch (r.t.data.dtype()) {
+    KILN_CUDA_CASE(f32, float, launch_rows(r.t.outer, softmax_backward_rows<T>, row_ptr<T>(r.g), row_ptr<T>(r.t), dense_ptr<T>(r.res), r.t.inner, log_form))
+    KILN_CUDA_CASE(f64, double, launch_rows(r.t.outer, softmax_backward_rows<T>, row_ptr<T>(r.g), row_ptr<T>(r.t), dense_ptr<T>(r.res), r.t.inner, log_form))
+    KILN_CUDA_UNSUPPORTED(r.t.data.dtype(), c.op)
   }
-  if (!direct) copy_into(target, res);
+  r.finish();
 }
 
 void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
