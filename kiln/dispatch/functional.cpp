@@ -1140,11 +1140,10 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse, 
     Tensor group = cumsum(starts, 0) - 1;  // each sorted element's group
     inverse = reshape(scatter(zeros_like(group), 0, order, group), IntList(x.shape().begin(), x.shape().end()));
   }
-  if (return_counts) {
+  if (return_counts) {  // each group ends where the next starts (the last at n)
     int64_t groups = first.numel();
-    Tensor ends = cat({narrow(first, 0, 1, std::max<int64_t>(groups - 1, 0)),
-                       full({1}, n, {.dtype = DType::i64, .device = x.device()})});
-    counts = groups ? ends - first : zeros({0}, {.dtype = DType::i64, .device = x.device()});
+    TensorOptions o{.dtype = DType::i64, .device = x.device()};
+    counts = groups ? cat({narrow(first, 0, 1, groups - 1), full({1}, n, o)}) - first : zeros({0}, o);
   }
   return {values, inverse, counts};
 }

@@ -1502,6 +1502,10 @@ auto("pow_scalar_base", [T([0.5, 2.0, -1.0])], lambda e: torch.pow(2.0, e), {"ba
 auto("pow_scalar_base", [T([0, 3, 5])], lambda e: torch.pow(2, e), {"base": 2}, "integers stay")
 grad_cases("pow_scalar_base", [randn(4)], lambda e: torch.pow(3.0, e), {"base": 3.0})
 
+# ---- empty uniques (appended) ----
+auto("unique_counts", [torch.empty(0, dtype=torch.int64)], lambda x: torch.unique(x, return_counts=True)[1], note="empty")
+auto("unique_inverse", [torch.empty(0, 2)], lambda x: torch.unique(x, return_inverse=True)[1], note="empty")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
