@@ -18,17 +18,27 @@ std::string node_name(std::string_view prefix, const std::string& fqn) {
   return s;
 }
 
-std::unique_ptr<nn::Optimizer> make_optimizer(const OptimizerConfig& config, TensorList params) {
-  return std::visit(Overloaded{[&](const nn::SGDOptions& o) -> std::unique_ptr<nn::Optimizer> {
-                                 return std::make_unique<nn::SGD>(std::move(params), o);
-                               },
-                               [&](const nn::AdamWOptions& o) -> std::unique_ptr<nn::Optimizer> {
-                                 return std::make_unique<nn::AdamW>(std::move(params), o);
-                               }},
-                    config);
-}
-
 }  // namespace
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const OptimizerConfig& config, TensorList params) {
+  return std::visit(
+      Overloaded{[&](const nn::SGDOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                   return std::make_unique<nn::SGD>(std::move(params), o);
+                 },
+                 [&](const nn::AdamWOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                   return std::make_unique<nn::AdamW>(std::move(params), o);
+                 },
+                 [&](const nn::AdamOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                   return std::make_unique<nn::Adam>(std::move(params), o);
+                 },
+                 [&](const nn::RMSpropOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                   return std::make_unique<nn::RMSprop>(std::move(params), o);
+                 },
+                 [&](const nn::AdagradOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                   return std::make_unique<nn::Adagrad>(std::move(params), o);
+                 }},
+      config);
+}
 
 ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const TensorList& example_batch,
                                   const TrainStepOptions& options) {

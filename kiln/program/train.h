@@ -4,6 +4,7 @@
 // the program writes back, like buffers.
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <variant>
 
@@ -14,7 +15,11 @@ namespace kiln {
 
 /** The loss of one batch: calls the module (e.g. `mse_loss(m(b[0])[0], b[1])`). */
 using LossFn = std::function<Tensor(nn::Module& module, const TensorList& batch)>;
-using OptimizerConfig = std::variant<nn::SGDOptions, nn::AdamWOptions>;
+using OptimizerConfig =
+    std::variant<nn::SGDOptions, nn::AdamWOptions, nn::AdamOptions, nn::RMSpropOptions, nn::AdagradOptions>;
+
+/** The optimizer a config describes, over `params`. */
+std::unique_ptr<nn::Optimizer> make_optimizer(const OptimizerConfig& config, TensorList params);
 
 struct TrainStepOptions {
   OptimizerConfig optimizer = nn::SGDOptions{};

@@ -38,9 +38,7 @@ void expect_like_eager(const OptimizerConfig& config, int steps) {
   auto eager = small_mlp(d), traced = small_mlp(d);
   Tensor x = randn({5, 6}, {.device = d}), y = randn({5, 3}, {.device = d});
   ExportedProgram p = export_train_step(*traced, mse, {x, y}, {.optimizer = config});
-  std::unique_ptr<nn::Optimizer> opt;
-  if (auto* s = std::get_if<nn::SGDOptions>(&config)) opt = std::make_unique<nn::SGD>(params_of(*eager), *s);
-  else opt = std::make_unique<nn::AdamW>(params_of(*eager), std::get<nn::AdamWOptions>(config));
+  std::unique_ptr<nn::Optimizer> opt = make_optimizer(config, params_of(*eager));
   for (int s = 0; s < steps; ++s) {
     opt->zero_grad();
     Tensor loss = mse(*eager, {x, y});
@@ -64,6 +62,12 @@ TEST(J5, SgdStepsEqualEagerBitwise) {
 }
 
 TEST(J5, AdamWStepsEqualEagerBitwise) { expect_like_eager(nn::AdamWOptions{.lr = 1e-2}, 4); }
+
+TEST(J5, AdamRMSpropAdagradStepsEqualEagerBitwise) {
+  expect_like_eager(nn::AdamOptions{.lr = 1e-2, .weight_decay = 0.1, .amsgrad = true}, 4);
+  expect_like_eager(nn::RMSpropOptions{.lr = 1e-2, .weight_decay = 0.1, .momentum = 0.5, .centered = true}, 4);
+  expect_like_eager(nn::AdagradOptions{.lr = 0.1, .lr_decay = 0.1, .initial_accumulator_value = 0.2}, 4);
+}
 
 // Convolution, pooling and group norm (composites over as_strided windows, whose
 // gradients add over overlapping windows) in a train-step program: the same steps as eager.

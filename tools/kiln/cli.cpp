@@ -297,6 +297,9 @@ Task reference_task(const std::string& model, nn::ReferenceModel& ref, uint64_t 
 
 OptimizerConfig optimizer_config(const std::string& name) {
   if (name == "adamw") return nn::AdamWOptions{.lr = 1e-3};
+  if (name == "adam") return nn::AdamOptions{.lr = 1e-3};
+  if (name == "rmsprop") return nn::RMSpropOptions{.lr = 1e-3};
+  if (name == "adagrad") return nn::AdagradOptions{.lr = 1e-2};
   return nn::SGDOptions{.lr = 0.05, .momentum = 0.9};
 }
 
@@ -308,7 +311,7 @@ size_t loss_index(const ExportedProgram& p) {
     if (s.kind == OutputSpec::Kind::loss_output) return k;
     ++k;
   }
-  fail(ErrorKind::value, "[train] the program has no loss output: export it with --train sgd|adamw");
+  fail(ErrorKind::value, "[train] the program has no loss output: export it with --train OPTIMIZER");
 }
 
 // ---- commands -----------------------------------------------------------------------
@@ -685,9 +688,9 @@ int kiln::cli_main(int argc, char** argv) {
   std::string optimizer;
   exp->add_option("--train", optimizer,
                   "without a value: export the forward in training mode (e.g. BatchNorm updates its "
-                  "statistics); sgd or adamw: export a whole train step (forward, loss, backward, update)")
+                  "statistics); sgd, adam, adamw, rmsprop or adagrad: export a whole train step (forward, loss, backward, update)")
       ->expected(0, 1)
-      ->check(CLI::IsMember({"", "sgd", "adamw"}));
+      ->check(CLI::IsMember({"", "sgd", "adamw", "adam", "rmsprop", "adagrad"}));
   exp->add_option("-o,--output", out, "program file to write")->required();
   exp->footer(models_help());
 
@@ -698,7 +701,7 @@ int kiln::cli_main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json", "dot", "html"}));
   show->add_option("-o,--output", out, "write to this file instead of stdout");
 
-  CLI::App* trn = app.add_subcommand("train", "Run a train-step program (kiln export --train sgd|adamw) N times");
+  CLI::App* trn = app.add_subcommand("train", "Run a train-step program (kiln export --train OPTIMIZER) N times");
   int steps = 20;
   std::string data, save_to;
   trn->add_option("file", file, "train-step program file")->required();
