@@ -363,6 +363,16 @@ Table build() {
     const Tensor& x = c.t(0);
     c.set(0, c.grad() * (exp(neg(x * x)) * (-2 / std::sqrt(std::numbers::pi))));
   });
+  // d erfinv(y) = sqrt(pi) / 2 exp(erfinv(y)^2); d lgamma = digamma; d polygamma(n) =
+  // polygamma(n + 1).
+  d.def(O::erfinv, kResult, [](GradCtx& c) {
+    c.set(0, c.grad() * (exp(c.result() * c.result()) * (std::sqrt(std::numbers::pi) / 2)));
+  });
+  d.def(O::lgamma, arg(0), [](GradCtx& c) { c.set(0, c.grad() * digamma(c.t(0))); });
+  d.def(O::digamma, arg(0), [](GradCtx& c) { c.set(0, c.grad() * polygamma(1, c.t(0))); });
+  d.def(O::polygamma, arg(0), [](GradCtx& c) {
+    c.set(0, c.grad() * polygamma(c.args().i64(1) + 1, c.t(0)));
+  });
   d.def(O::asinh, arg(0), [](GradCtx& c) {
     const Tensor& x = c.t(0);
     c.set(0, c.grad() * rsqrt(x * x + 1));

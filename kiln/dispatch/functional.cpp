@@ -260,6 +260,10 @@ Tensor erfc(const Tensor& x) { return call1(OpKind::erfc, x); }
 Tensor asinh(const Tensor& x) { return call1(OpKind::asinh, x); }
 Tensor acosh(const Tensor& x) { return call1(OpKind::acosh, x); }
 Tensor atanh(const Tensor& x) { return call1(OpKind::atanh, x); }
+Tensor erfinv(const Tensor& x) { return call1(OpKind::erfinv, x); }
+Tensor lgamma(const Tensor& x) { return call1(OpKind::lgamma, x); }
+Tensor digamma(const Tensor& x) { return call1(OpKind::digamma, x); }
+Tensor polygamma(int64_t n, const Tensor& x) { return call1(OpKind::polygamma, x, n); }
 Tensor bitwise_not(const Tensor& x) { return call1(OpKind::bitwise_not, x); }
 Tensor bitwise_and(const Tensor& a, const Tensor& b) { return call1(OpKind::bitwise_and, a, b); }
 Tensor bitwise_or(const Tensor& a, const Tensor& b) { return call1(OpKind::bitwise_or, a, b); }

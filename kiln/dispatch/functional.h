@@ -114,6 +114,22 @@ Tensor erfc(const Tensor& x);
 Tensor asinh(const Tensor& x);
 Tensor acosh(const Tensor& x);
 Tensor atanh(const Tensor& x);
+/** Special functions, as torch's: erfinv (NaN outside [-1, 1], ±inf at ±1), lgamma
+ * (ln |Γ|), digamma (ψ; ∓inf at ±0, NaN at negative integers), polygamma(n, x) (ψ⁽ⁿ⁾,
+ * n >= 0). Integer inputs compute in f32. */
+Tensor erfinv(const Tensor& x);
+Tensor lgamma(const Tensor& x);
+Tensor digamma(const Tensor& x);
+Tensor polygamma(int64_t n, const Tensor& x);
+/** The multivariate log-gamma function of dimension p: Σ_{i<p} lgamma(x - i/2) +
+ * p (p - 1) / 4 ln π (torch.mvlgamma); every element must exceed (p - 1) / 2. */
+Tensor mvlgamma(const Tensor& x, int64_t p);
+/** torch.special: the standard normal CDF and its inverse, the entropy term -x ln x (0
+ * at 0, -inf below), and x log1p(y) (0 where x is 0 and y is not NaN). */
+Tensor special_ndtr(const Tensor& x);
+Tensor special_ndtri(const Tensor& p);
+Tensor special_entr(const Tensor& x);
+Tensor special_xlog1py(const Tensor& x, const Tensor& y);
 /** Bitwise ops of integer tensors (bool: the logical ops); floats are refused. */
 Tensor bitwise_not(const Tensor& x);
 Tensor bitwise_and(const Tensor& a, const Tensor& b);

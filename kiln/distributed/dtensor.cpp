@@ -483,7 +483,8 @@ bool is_pointwise(OpKind op) {
     case OpKind::sqrt: case OpKind::rsqrt: case OpKind::sin: case OpKind::cos: case OpKind::tanh:
     case OpKind::sigmoid: case OpKind::silu: case OpKind::gelu: case OpKind::erf: case OpKind::logical_not:
     case OpKind::exp2: case OpKind::log10: case OpKind::erfc: case OpKind::asinh: case OpKind::acosh:
-    case OpKind::atanh: case OpKind::bitwise_not: case OpKind::bitwise_and: case OpKind::bitwise_or:
+    case OpKind::atanh: case OpKind::erfinv: case OpKind::lgamma: case OpKind::digamma:
+    case OpKind::polygamma: case OpKind::bitwise_not: case OpKind::bitwise_and: case OpKind::bitwise_or:
     case OpKind::bitwise_xor:
     case OpKind::log1p: case OpKind::expm1: case OpKind::log2: case OpKind::tan: case OpKind::atan:
     case OpKind::asin: case OpKind::acos: case OpKind::sinh: case OpKind::cosh: case OpKind::reciprocal:

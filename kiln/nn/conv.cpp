@@ -1,5 +1,6 @@
 #include "kiln/nn/conv.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -209,21 +210,44 @@ Tensor avg_pool2d(const Tensor& input, const IntList& kernel_size, const IntList
   return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 2, "avg_pool2d");
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& input, const IntList& output_size) {
-  auto [x, added] = batched(input, 2, "adaptive_avg_pool2d");
-  IntList o = per_dim(output_size, 2, "adaptive_avg_pool2d", "output_size");
+namespace {
+
+Tensor adaptive_pool(const Tensor& input, const IntList& output_size, size_t rank, bool max, const char* op) {
+  auto [x, added] = batched(input, rank, op);
+  IntList o = per_dim(output_size, rank, op, "output_size");
   Tensor y = x;
-  for (int64_t d : {2, 3}) {  // separable: the mean over a rectangle is a mean of means
-    int64_t size = y.size(d), n = o[static_cast<size_t>(d - 2)];
-    KILN_CHECK(n > 0, value, "[adaptive_avg_pool2d] output sizes must be positive, got {}", n);
+  for (size_t i = 0; i < rank; ++i) {  // separable: a mean (max) over a box is one of means (maxima)
+    auto d = static_cast<int64_t>(i) + 2;
+    int64_t size = y.size(d), n = o[i];
+    KILN_CHECK(n > 0, value, "[{}] output sizes must be positive, got {}", op, n);
     TensorList parts;
     for (int64_t j = 0; j < n; ++j) {
       int64_t start = j * size / n, end = ((j + 1) * size + n - 1) / n;
-      parts.push_back(mean(narrow(y, d, start, end - start), {d}, /*keepdim=*/true));
+      KILN_CHECK(end > start, shape, "[{}] input {} has an empty window for output size {}", op, x.meta_str(), n);
+      Tensor window = narrow(y, d, start, end - start);
+      parts.push_back(max ? amax(window, {d}, true) : mean(window, {d}, /*keepdim=*/true));
     }
     y = cat(parts, d);
   }
   return added ? squeeze(y, 0) : y;
+}
+
+}  // namespace
+
+Tensor adaptive_avg_pool1d(const Tensor& input, const IntList& output_size) {
+  return adaptive_pool(input, output_size, 1, false, "adaptive_avg_pool1d");
+}
+Tensor adaptive_avg_pool2d(const Tensor& input, const IntList& output_size) {
+  return adaptive_pool(input, output_size, 2, false, "adaptive_avg_pool2d");
+}
+Tensor adaptive_avg_pool3d(const Tensor& input, const IntList& output_size) {
+  return adaptive_pool(input, output_size, 3, false, "adaptive_avg_pool3d");
+}
+Tensor adaptive_max_pool1d(const Tensor& input, const IntList& output_size) {
+  return adaptive_pool(input, output_size, 1, true, "adaptive_max_pool1d");
+}
+Tensor adaptive_max_pool2d(const Tensor& input, const IntList& output_size) {
+  return adaptive_pool(input, output_size, 2, true, "adaptive_max_pool2d");
 }
 
 Tensor pad(const Tensor& x, const IntList& amounts, double value) {
@@ -249,6 +273,128 @@ Tensor pad(const Tensor& x, const IntList& amounts, double value) {
     if (parts.size() > 1) out = cat(parts, d);
   }
   return out.is_same(x) ? clone(x) : out;
+}
+
+namespace {
+
+// The source index of each output position along a dim of `size` padded by (before,
+// after) in a non-constant mode.
+Tensor pad_index(int64_t size, int64_t before, int64_t after, const std::string& mode, Device device) {
+  std::vector<int64_t> index;
+  index.reserve(static_cast<size_t>(size + before + after));
+  for (int64_t j = -before; j < size + after; ++j) {
+    int64_t k = j;
+    if (mode == "reflect") k = j < 0 ? -j : j >= size ? 2 * (size - 1) - j : j;
+    else if (mode == "replicate") k = std::clamp<int64_t>(j, 0, size - 1);
+    else k = ((j % size) + size) % size;  // circular
+    index.push_back(k);
+  }
+  return to(from_vector(index), device);
+}
+
+}  // namespace
+
+Tensor pad(const Tensor& x, const IntList& amounts, const std::string& mode, double value) {
+  if (mode == "constant") return pad(x, amounts, value);
+  KILN_CHECK(mode == "reflect" || mode == "replicate" || mode == "circular", value,
+             "[pad] mode must be 'constant', 'reflect', 'replicate' or 'circular', got '{}'", mode);
+  KILN_CHECK(value == 0.0, value, "[pad] a fill value is only for the constant mode, not '{}'", mode);
+  int64_t dims = static_cast<int64_t>(amounts.size() / 2);
+  KILN_CHECK(amounts.size() % 2 == 0 && dims >= 1 && dims <= 3 && x.dim() >= dims + 1 && x.dim() <= dims + 2,
+             value,
+             "[pad] {} padding of {} dims expects a {}-D or {}-D input and (before, after) pairs, got {} amounts for {}",
+             mode, dims, dims + 1, dims + 2, amounts.size(), x.meta_str());
+  Tensor out = x;
+  for (int64_t i = 0; i < dims; ++i) {
+    int64_t d = x.dim() - 1 - i, size = x.size(d);
+    int64_t before = amounts[2 * static_cast<size_t>(i)], after = amounts[2 * static_cast<size_t>(i) + 1];
+    KILN_CHECK(before >= 0 && after >= 0, value, "[pad] {} padding must be >= 0, got ({}, {}) for dim {}", mode,
+               before, after, d);
+    if (mode == "reflect")
+      KILN_CHECK(before < size && after < size, value,
+                 "[pad] reflect padding ({}, {}) must be less than the size {} of dim {}", before, after, size, d);
+    else if (mode == "circular")
+      KILN_CHECK(before <= size && after <= size, value,
+                 "[pad] circular padding ({}, {}) must be at most the size {} of dim {}", before, after, size, d);
+    else
+      KILN_CHECK(size > 0, value, "[pad] replicate padding of the empty dim {}", d);
+    if (before || after) out = index_select(out, d, pad_index(size, before, after, mode, x.device()));
+  }
+  return out.is_same(x) ? clone(x) : out;
+}
+
+namespace {
+
+// conv_transpose as a convolution: the input with stride - 1 zeros between elements,
+// padded by dilation (K - 1) - padding (+ output_padding after), convolved with the
+// weight's groups transposed and its taps flipped.
+Tensor conv_transpose(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride_in,
+                      const IntList& padding_in, const IntList& output_padding_in, int64_t groups,
+                      const IntList& dilation_in, size_t rank, const char* op) {
+  auto [x, added] = batched(input, rank, op);
+  auto r = static_cast<int64_t>(rank);
+  KILN_CHECK(weight.dim() == r + 2, shape, "[{}] expects a {}-D weight, got {}", op, rank + 2, weight.meta_str());
+  int64_t c = x.size(1);
+  KILN_CHECK(groups > 0 && c % groups == 0, value, "[{}] groups ({}) must divide the input channels ({})", op,
+             groups, c);
+  KILN_CHECK(weight.size(0) == c, shape, "[{}] weight {} expects {} input channels, got input {}", op,
+             weight.meta_str(), weight.size(0), x.meta_str());
+  IntList stride = per_dim(stride_in, rank, op, "stride"), padding = per_dim(padding_in, rank, op, "padding"),
+          out_pad = per_dim(output_padding_in, rank, op, "output_padding"),
+          dilation = per_dim(dilation_in, rank, op, "dilation");
+  Tensor z = x;
+  IntList before, after;
+  for (size_t i = 0; i < rank; ++i) {
+    KILN_CHECK(stride[i] > 0 && dilation[i] > 0 && padding[i] >= 0 && out_pad[i] >= 0, value,
+               "[{}] stride and dilation must be positive, padding and output_padding non-negative", op);
+    KILN_CHECK(out_pad[i] < stride[i] || out_pad[i] < dilation[i], value,
+               "[{}] output padding must be smaller than either stride or dilation, got output_padding: {}, "
+               "stride: {}, dilation: {}",
+               op, out_pad[i], stride[i], dilation[i]);
+    auto d = static_cast<int64_t>(i) + 2;
+    if (stride[i] > 1 && z.size(d) > 0) {  // [.., S, ..] -> [.., S, stride, ..] -> [.., (S - 1) stride + 1, ..]
+      int64_t s = z.size(d);
+      IntList gap(z.shape().begin(), z.shape().end());
+      gap.insert(gap.begin() + d + 1, stride[i] - 1);
+      Tensor spread = cat({unsqueeze(z, d + 1), zeros(gap, {.dtype = z.dtype(), .device = z.device()})}, d + 1);
+      IntList merged(z.shape().begin(), z.shape().end());
+      merged[static_cast<size_t>(d)] = s * stride[i];
+      z = narrow(reshape(spread, merged), d, 0, (s - 1) * stride[i] + 1);
+    }
+    int64_t edge = dilation[i] * (weight.size(d) - 1) - padding[i];
+    before.push_back(edge);
+    after.push_back(edge + out_pad[i]);
+  }
+  IntList amounts;  // pad's order: the last dim first; negative amounts crop
+  for (size_t i = rank; i-- > 0;) amounts.insert(amounts.end(), {before[i], after[i]});
+  z = pad(z, amounts, 0.0);
+  // [Cin, Cout/g, *K] -> [g, Cin/g, Cout/g, *K] -> [g, Cout/g, Cin/g, *K] -> [Cout, Cin/g, *K], flipped.
+  int64_t cg = c / groups, og = weight.size(1);
+  IntList split{groups, cg, og}, merged{groups * og, cg};
+  for (int64_t k = 2; k < weight.dim(); ++k) {
+    split.push_back(weight.size(k));
+    merged.push_back(weight.size(k));
+  }
+  IntList spatial;
+  for (int64_t k = 0; k < r; ++k) spatial.push_back(k + 2);
+  Tensor w = flip(reshape(transpose(reshape(weight, split), 1, 2), merged), spatial);
+  Tensor y = conv(z, w, bias, {1}, {0}, dilation, groups, rank, op);
+  return added ? squeeze(y, 0) : y;
+}
+
+}  // namespace
+
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+                        const IntList& padding, const IntList& output_padding, int64_t groups, const IntList& dilation) {
+  return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 1, "conv_transpose1d");
+}
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+                        const IntList& padding, const IntList& output_padding, int64_t groups, const IntList& dilation) {
+  return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2, "conv_transpose2d");
+}
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+                        const IntList& padding, const IntList& output_padding, int64_t groups, const IntList& dilation) {
+  return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3, "conv_transpose3d");
 }
 
 }  // namespace kiln::nn

@@ -5,6 +5,10 @@
 // (overlapping windows add their gradients), trace, export and run on every device as
 // those ops do. Spatial arguments take one value per spatial dim, or one for all.
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "kiln/dispatch/functional.h"
 
 namespace kiln::nn {
@@ -39,5 +43,52 @@ Tensor adaptive_avg_pool2d(const Tensor& input, const IntList& output_size);
 /** x padded with `value`: pad holds (before, after) pairs starting from the last dim, as
  * torch.nn.functional.pad's constant mode; negative amounts crop. */
 Tensor pad(const Tensor& x, const IntList& pad, double value = 0.0);
+/** torch.nn.functional.pad with a mode: "constant" (as above), "reflect" (mirrored
+ * without repeating the edge; each amount below the dim's size), "replicate" (the edge
+ * repeated) or "circular" (wrapped; each amount at most the size). The non-constant
+ * modes pad the last 1-3 dims of a batched or unbatched input, by amounts >= 0. */
+Tensor pad(const Tensor& x, const IntList& pad, const std::string& mode, double value = 0.0);
+
+/** The transposed convolution (the gradient of conv w.r.t. its input) of input [N, Cin,
+ * *S] (or unbatched) with weight [Cin, Cout / groups, *K], plus bias [Cout]: output size
+ * (S - 1) stride - 2 padding + dilation (K - 1) + output_padding + 1 per spatial dim. */
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const IntList& stride = {1}, const IntList& padding = {0}, const IntList& output_padding = {0},
+                        int64_t groups = 1, const IntList& dilation = {1});
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const IntList& stride = {1}, const IntList& padding = {0}, const IntList& output_padding = {0},
+                        int64_t groups = 1, const IntList& dilation = {1});
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const IntList& stride = {1}, const IntList& padding = {0}, const IntList& output_padding = {0},
+                        int64_t groups = 1, const IntList& dilation = {1});
+
+/** Means (adaptive_avg) or maxima (adaptive_max, values only) over output_size[i] windows
+ * per spatial dim, window j spanning [floor(j S / o), ceil((j + 1) S / o)). */
+Tensor adaptive_avg_pool1d(const Tensor& input, const IntList& output_size);
+Tensor adaptive_avg_pool3d(const Tensor& input, const IntList& output_size);
+Tensor adaptive_max_pool1d(const Tensor& input, const IntList& output_size);
+Tensor adaptive_max_pool2d(const Tensor& input, const IntList& output_size);
+
+struct InterpolateOptions {
+  /** The output's spatial sizes (one value for all dims, or one per dim), or ... */
+  IntList size;
+  /** ... the factors they grow by (output size floor(S * factor)); exactly one is given. */
+  std::vector<double> scale_factor;
+  /** "nearest", "nearest-exact", "linear" (3-D input), "bilinear" (4-D), "trilinear"
+   * (5-D) or "area" (adaptive average pooling). */
+  std::string mode = "nearest";
+  /** Linear modes: corner pixels' centres line up (else their outer edges do). */
+  std::optional<bool> align_corners;
+};
+
+/** torch.nn.functional.interpolate of input [N, C, *S] with 1 to 3 spatial dims: each
+ * output element's source coordinate is computed per dim as PyTorch does (with a given
+ * scale factor, 1 / factor is the step, as PyTorch's default recompute_scale_factor);
+ * the linear modes are separable (one lerp per dim). */
+Tensor interpolate(const Tensor& input, const InterpolateOptions& options);
+
+/** [*, C r^2, H, W] -> [*, C, H r, W r] (torch.nn.functional.pixel_shuffle) and back. */
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
 
 }  // namespace kiln::nn

@@ -100,6 +100,18 @@ TensorList Conv2d::forward(const TensorList& in) {
   return {conv2d(in[0], weight, bias ? *bias : Tensor(), stride, padding, dilation, groups)};
 }
 
+ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride_,
+                                 const IntList& padding_, const IntList& output_padding_, int64_t groups_,
+                                 bool with_bias, const IntList& dilation_, Device d)
+    : weight(register_parameter("weight", uniform(conv_weight_shape(out, in, groups_, square(kernel)),
+                                                  conv_bound(out, groups_, square(kernel)), d))),
+      stride(stride_), padding(padding_), output_padding(output_padding_), dilation(dilation_), groups(groups_) {
+  if (with_bias) bias = &register_parameter("bias", uniform({out}, conv_bound(out, groups_, square(kernel)), d));
+}
+TensorList ConvTranspose2d::forward(const TensorList& in) {
+  return {conv_transpose2d(in[0], weight, bias ? *bias : Tensor(), stride, padding, output_padding, groups, dilation)};
+}
+
 TensorList MaxPool2d::forward(const TensorList& in) {
   return {max_pool2d(in[0], kernel_, stride_, padding_, {1}, ceil_mode_)};
 }

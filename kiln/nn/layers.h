@@ -3,6 +3,7 @@
 
 #include <map>
 
+#include "kiln/nn/conv.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
@@ -116,6 +117,39 @@ class Conv2d : public Module {
   Tensor* bias = nullptr;
   IntList stride, padding, dilation;
   int64_t groups;
+};
+
+/** conv_transpose2d with weight [in, out / groups, *kernel] and bias [out], uniform in
+ * +-1/sqrt(fan_in), fan_in = out / groups * prod(kernel) (torch.nn.ConvTranspose2d's). */
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride = {1},
+                  const IntList& padding = {0}, const IntList& output_padding = {0}, int64_t groups = 1,
+                  bool bias = true, const IntList& dilation = {1}, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor& weight;
+  Tensor* bias = nullptr;
+  IntList stride, padding, output_padding, dilation;
+  int64_t groups;
+};
+
+/** interpolate with fixed options (torch.nn.Upsample). */
+class Upsample : public Module {
+ public:
+  explicit Upsample(InterpolateOptions options) : options_(std::move(options)) {}
+  TensorList forward(const TensorList& in) override { return {interpolate(in[0], options_)}; }
+
+ private:
+  InterpolateOptions options_;
+};
+
+class PixelShuffle : public Module {
+ public:
+  explicit PixelShuffle(int64_t upscale_factor) : r_(upscale_factor) {}
+  TensorList forward(const TensorList& in) override { return {pixel_shuffle(in[0], r_)}; }
+
+ private:
+  int64_t r_;
 };
 
 class MaxPool2d : public Module {

@@ -191,6 +191,8 @@ void meta_unary_float(const OpCall& c, MetaOut& out) {
   if (c.op == OpKind::gelu)
     KILN_CHECK(c.args.str(1) == "none" || c.args.str(1) == "tanh", value,
                "[gelu] approximate must be 'none' or 'tanh', got '{}'", c.args.str(1));
+  if (c.op == OpKind::polygamma)
+    KILN_CHECK(c.args.i64(1) >= 0, value, "[polygamma] n must be >= 0, got {}", c.args.i64(1));
   out.fresh(self.shape(), is_floating(self.dtype()) ? self.dtype() : DType::f32);
 }
 

@@ -72,6 +72,11 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(asinh,   same, meta_unary_float, "asinh(Tensor self) -> Tensor") \
   X(acosh,   same, meta_unary_float, "acosh(Tensor self) -> Tensor") \
   X(atanh,   same, meta_unary_float, "atanh(Tensor self) -> Tensor") \
+  /* special functions (kiln/backend/special_math.h); polygamma's tensor comes first */ \
+  X(erfinv,  same, meta_unary_float, "erfinv(Tensor self) -> Tensor") \
+  X(lgamma,  same, meta_unary_float, "lgamma(Tensor self) -> Tensor") \
+  X(digamma, same, meta_unary_float, "digamma(Tensor self) -> Tensor") \
+  X(polygamma, same, meta_unary_float, "polygamma(Tensor self, int n) -> Tensor") \
   X(floor,   same, meta_unary,       "floor(Tensor self) -> Tensor") \
   X(ceil,    same, meta_unary,       "ceil(Tensor self) -> Tensor") \
   X(round,   same, meta_unary,       "round(Tensor self) -> Tensor") \

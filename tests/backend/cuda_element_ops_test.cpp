@@ -81,17 +81,20 @@ void check_dtype() {
                                OpKind::log1p, OpKind::expm1, OpKind::log2, OpKind::tan, OpKind::atan,
                                OpKind::asin, OpKind::acos, OpKind::sinh, OpKind::cosh, OpKind::reciprocal,
                                OpKind::exp2, OpKind::log10, OpKind::erfc, OpKind::asinh, OpKind::acosh,
-                               OpKind::atanh});
+                               OpKind::atanh, OpKind::erfinv, OpKind::lgamma, OpKind::digamma,
+                               OpKind::polygamma});
   for (OpKind op : unary) {
     bool rounding = op == OpKind::floor || op == OpKind::ceil || op == OpKind::round || op == OpKind::trunc;
     if (std::is_same_v<W, bool> && (op == OpKind::neg || op == OpKind::relu || rounding)) continue;  // refused, as PyTorch
-    for (bool flag : {false, true}) {
-      if (flag && op != OpKind::gelu) continue;
+    for (int64_t attr : {0, 1, 2, 3}) {  // gelu: the tanh form; polygamma: n
+      if (attr > 0 && op != OpKind::gelu && op != OpKind::polygamma) continue;
+      if (attr > 1 && op == OpKind::gelu) continue;
       for (W x : samples<W>()) {
         std::vector<Value> args = {one(x)};
-        if (op == OpKind::gelu) args.push_back(Str(flag ? "tanh" : "none"));
+        if (op == OpKind::gelu) args.push_back(Str(attr ? "tanh" : "none"));
+        if (op == OpKind::polygamma) args.push_back(attr);
         W want = value_of<W>(dispatch(op, args)[0]);
-        EXPECT_TRUE(same(unary_w<W>(op, x, flag), want)) << ops::op_name(op) << "(" << +x << ")";
+        EXPECT_TRUE(same(unary_w<W>(op, x, attr), want)) << ops::op_name(op) << "(" << +x << ")";
       }
     }
   }

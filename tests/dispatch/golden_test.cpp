@@ -304,6 +304,15 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "exp2") return exp2(in[0]);
   if (op == "log10") return log10(in[0]);
   if (op == "erfc") return erfc(in[0]);
+  if (op == "erfinv") return erfinv(in[0]);
+  if (op == "lgamma") return lgamma(in[0]);
+  if (op == "digamma") return digamma(in[0]);
+  if (op == "polygamma") return polygamma(a.at("n").get<int64_t>(), in[0]);
+  if (op == "mvlgamma") return mvlgamma(in[0], a.at("p").get<int64_t>());
+  if (op == "special_ndtr") return special_ndtr(in[0]);
+  if (op == "special_ndtri") return special_ndtri(in[0]);
+  if (op == "special_entr") return special_entr(in[0]);
+  if (op == "special_xlog1py") return special_xlog1py(in[0], in[1]);
   if (op == "asinh") return asinh(in[0]);
   if (op == "acosh") return acosh(in[0]);
   if (op == "atanh") return atanh(in[0]);
@@ -350,6 +359,26 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
                 a.value("ceil_mode", false), a.value("count_include_pad", true));
   }
   if (op == "adaptive_avg_pool2d") return nn::adaptive_avg_pool2d(in[0], a.at("output_size").get<IntList>());
+  if (op == "adaptive_avg_pool1d") return nn::adaptive_avg_pool1d(in[0], a.at("output_size").get<IntList>());
+  if (op == "adaptive_avg_pool3d") return nn::adaptive_avg_pool3d(in[0], a.at("output_size").get<IntList>());
+  if (op == "adaptive_max_pool1d") return nn::adaptive_max_pool1d(in[0], a.at("output_size").get<IntList>());
+  if (op == "adaptive_max_pool2d") return nn::adaptive_max_pool2d(in[0], a.at("output_size").get<IntList>());
+  if (op == "pad_mode") return nn::pad(in[0], a.at("pad").get<IntList>(), a.at("mode").get<std::string>());
+  if (op.starts_with("conv_transpose")) {
+    auto conv = op == "conv_transpose1d"   ? nn::conv_transpose1d
+                : op == "conv_transpose2d" ? nn::conv_transpose2d
+                                           : nn::conv_transpose3d;
+    return conv(in[0], in[1], bias, ints_or("stride", {1}), ints_or("padding", {0}), ints_or("output_padding", {0}),
+                a.value("groups", int64_t{1}), ints_or("dilation", {1}));
+  }
+  if (op == "interpolate") {
+    nn::InterpolateOptions o{.size = ints_or("size", {}), .mode = a.at("mode").get<std::string>()};
+    if (a.contains("scale_factor")) o.scale_factor = a["scale_factor"].get<std::vector<double>>();
+    if (a.contains("align_corners")) o.align_corners = a["align_corners"].get<bool>();
+    return nn::interpolate(in[0], o);
+  }
+  if (op == "pixel_shuffle") return nn::pixel_shuffle(in[0], a.at("factor").get<int64_t>());
+  if (op == "pixel_unshuffle") return nn::pixel_unshuffle(in[0], a.at("factor").get<int64_t>());
   if (op == "pad") return nn::pad(in[0], a.at("pad").get<IntList>(), a.at("value").get<double>());
   if (op == "group_norm")
     return nn::group_norm(in[0], a.at("num_groups").get<int64_t>(), in.size() > 1 ? in[1] : Tensor(), bias);

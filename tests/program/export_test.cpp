@@ -122,6 +122,31 @@ TEST(Layers, ConvolutionalLayers) {
   EXPECT_GT(item<double>(amax(abs(bn->running_mean))), 0.0);
 }
 
+// A transposed convolution is the gradient of a convolution w.r.t. its input: checked on
+// strided, padded, dilated, grouped geometry, with the output_padding that recovers the
+// input size; and ConvTranspose2d's weight layout and init bound.
+TEST(Layers, TransposedConvolutionIsTheGradientOfConvolution) {
+  manual_seed(3);
+  Tensor x = randn({2, 4, 9, 8}, {.dtype = f64, .requires_grad = true});
+  Tensor w = randn({6, 2, 3, 2}, {.dtype = f64});
+  IntList stride{2, 3}, padding{1, 1}, dilation{2, 1};
+  Tensor y = nn::conv2d(x, w, Tensor(), stride, padding, dilation, /*groups=*/2);
+  Tensor g = randn(IntList(y.shape().begin(), y.shape().end()), {.dtype = f64});
+  Tensor dx = autograd::grad({y}, {x}, {g})[0];
+  // (9 + 2 - 2*2 - 1) % 2 = 0 and (8 + 2 - 1 - 1) % 3 = 2 rows are left over.
+  Tensor t = nn::conv_transpose2d(g, w, Tensor(), stride, padding, {0, 2}, 2, dilation);
+  ASSERT_EQ(t.shape(), x.shape());
+  EXPECT_TRUE(all_close(t, to_vector<double>(dx), 1e-12, 1e-12));
+
+  nn::ConvTranspose2d up(4, 6, {3}, {2}, {1}, {1}, /*groups=*/2);
+  EXPECT_EQ(up.weight.shape(), (Dims{4, 3, 3, 3}));
+  double bound = 1 / std::sqrt(27.0);  // fan_in = out / groups * 3 * 3, as torch.nn.ConvTranspose2d
+  EXPECT_LE(item<double>(amax(abs(up.weight))), bound);
+  EXPECT_EQ(up(randn({1, 4, 5, 5})).shape(), (Dims{1, 6, 10, 10}));
+  expect_error([&] { nn::conv_transpose2d(g, w, Tensor(), {1}, {0}, {1}); }, ErrorKind::value,
+               "output padding must be smaller than either stride or dilation");
+}
+
 TEST(Export, SignatureOfEveryKind) {  // (X4), (M5)
   Everything m;
   ExportedProgram p = export_program(m, {ones({4}), zeros({4})});
@@ -260,6 +285,40 @@ TEST(Export, ConvolutionalModelRoundTrips) {
     EXPECT_EQ(checked, 2);
     std::remove(path.c_str());
   }
+}
+
+// A decoder: transposed convolution, reflect padding, bilinear upsampling, pixel shuffle.
+// Their index tensors (computed on the host from shapes) are constants of the program,
+// traced for an absent cuda:0 and run on cpu:1 (X3).
+class SmallDecoder : public nn::Module {
+ public:
+  SmallDecoder()
+      : up(register_module("up", std::make_shared<nn::ConvTranspose2d>(4, 8, IntList{3}, IntList{2}, IntList{1},
+                                                                        IntList{1}))),
+        resize(register_module("resize", std::make_shared<nn::Upsample>(nn::InterpolateOptions{
+                                              .scale_factor = {1.5}, .mode = "bilinear", .align_corners = false}))) {}
+  TensorList forward(const TensorList& in) override {
+    Tensor x = relu((*up)(in[0]));                                  // [N, 8, 2H, 2W]
+    x = nn::pixel_shuffle(nn::pad(x, {1, 1, 2, 0}, "reflect"), 2);  // [N, 2, 4H + 4, 4W + 4], then x1.5
+    return {(*resize)(x)};
+  }
+  std::shared_ptr<nn::Module> up, resize;
+};
+
+TEST(Export, DecoderModelRoundTrips) {
+  manual_seed(6);
+  SmallDecoder m;
+  TensorList in = {randn({2, 4, 3, 5})};
+  ExportedProgram p = export_program(m, in, {.device = Device("cuda:0")});
+  std::string path = tmp_path("decoder");
+  save(p, path);
+  ExportedProgram loaded = load_program(path, {{Device("cuda:0"), Device("cpu:1")}});
+  TensorList got = loaded.run({to(in[0], Device("cpu:1"))});
+  TensorList want = m(in);
+  ASSERT_EQ(want[0].shape(), (Dims{2, 2, 24, 36}));
+  EXPECT_EQ(got[0].device(), Device("cpu:1"));
+  EXPECT_TRUE(all_close(got[0], to_vector<double>(want[0]), 1e-5, 1e-5));
+  std::remove(path.c_str());
 }
 
 TEST(Export, TracedForAnAbsentDeviceRunsAnywhere) {  // (X3)

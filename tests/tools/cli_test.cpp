@@ -443,7 +443,7 @@ TEST(CliTrain, BadInputIsAClearErrorAndWritesNothing) {
   EXPECT_EQ(bad.code, 1);
   EXPECT_TRUE(has(bad.out, "input 'input_0' expects")) << bad.out;
   EXPECT_FALSE(std::filesystem::exists(weights));
-  Result bad_opt = kiln_cmd("export --model mlp --train rmsprop -o " + file);
+  Result bad_opt = kiln_cmd("export --model mlp --train lbfgs -o " + file);
   EXPECT_EQ(bad_opt.code, 2) << bad_opt.out;
 }
 

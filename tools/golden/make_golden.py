@@ -1506,6 +1506,105 @@ grad_cases("pow_scalar_base", [randn(4)], lambda e: torch.pow(3.0, e), {"base": 
 auto("unique_counts", [torch.empty(0, dtype=torch.int64)], lambda x: torch.unique(x, return_counts=True)[1], note="empty")
 auto("unique_inverse", [torch.empty(0, 2)], lambda x: torch.unique(x, return_inverse=True)[1], note="empty")
 
+# ---- special functions (appended) ----
+sx = T([-2.5, -1.0, -0.5, -0.0, 0.0, 1e-3, 0.5, 1.0, 2.0, 7.5, 30.0, 1e6, inf, -inf, nan])
+for name, fn in (("lgamma", torch.lgamma), ("digamma", torch.digamma)):
+    auto(name, [sx], fn, note="edges")
+    auto(name, [sx.double()], fn, note="f64", rtol=1e-12, atol=1e-12)
+    auto(name, [T([0, 1, 3, -2])], fn, note="integers -> f32")
+    grad_cases(name, [randn(5).abs() + 0.3], fn)
+    grad_cases(name, [T([-2.5, -0.7, 0.4, 3.3]).double()], fn, note="negative arguments, f64")
+ex = T([-1.0, -0.999, -0.5, -0.0, 0.0, 1e-7, 0.3, 0.9, 0.999999, 1.0, 1.5, -2.0, inf, nan])
+auto("erfinv", [ex], torch.erfinv, note="edges")
+auto("erfinv", [ex.double()], torch.erfinv, note="f64", rtol=1e-12, atol=1e-12)
+auto("erfinv", [T([0, 1, -1])], torch.erfinv, note="integers -> f32")
+grad_cases("erfinv", [torch.tanh(randn(5)) * 0.9], torch.erfinv)
+px = T([-2.5, -0.5, 0.0, 0.25, 1.0, 2.0, 7.5, 30.0, inf, nan])
+for n_ in (0, 1, 2, 3, 5):
+    auto("polygamma", [px.double()], lambda x: torch.polygamma(n_, x), {"n": n_}, f"n={n_} f64", rtol=1e-10, atol=1e-12)
+    auto("polygamma", [px], lambda x: torch.polygamma(n_, x), {"n": n_}, f"n={n_}", rtol=1e-4, atol=1e-5)
+    grad_cases("polygamma", [randn(4).abs() + 0.5], lambda x: torch.polygamma(n_, x), {"n": n_})
+auto("polygamma", [T([1, 2])], lambda x: torch.polygamma(1, x), {"n": 1}, "integers -> f32")
+auto("polygamma", [px], lambda x: torch.polygamma(-1, x), {"n": -1}, "negative n")
+for p_ in (1, 2, 3):
+    auto("mvlgamma", [randn(4).abs() + 1.5], lambda x: torch.mvlgamma(x, p_), {"p": p_})
+    grad_cases("mvlgamma", [randn(4).abs() + 1.5], lambda x: torch.mvlgamma(x, p_), {"p": p_})
+auto("mvlgamma", [T([0.2, 3.0])], lambda x: torch.mvlgamma(x, 3), {"p": 3}, "element below (p-1)/2 (no check)")
+auto("mvlgamma", [T([2, 3])], lambda x: torch.mvlgamma(x, 2), {"p": 2}, "integers -> f32")
+nx = T([-40.0, -5.0, -1.0, 0.0, 0.5, 3.0, 9.0, inf, -inf, nan])
+auto("special_ndtr", [nx], torch.special.ndtr)
+# 1.13's f64 ndtr is ~4e-11 off in the far tail (erfc itself, as Python's math.erfc, is not)
+auto("special_ndtr", [nx.double()], torch.special.ndtr, note="f64", rtol=1e-9, atol=1e-300)
+grad_cases("special_ndtr", [randn(5)], torch.special.ndtr)
+qx = T([0.0, 1e-10, 1e-4, 0.025, 0.5, 0.9, 1 - 1e-7, 1.0, -0.5, 1.5, nan]).double()
+auto("special_ndtri", [qx], torch.special.ndtri, note="f64", rtol=1e-9, atol=1e-12)
+auto("special_ndtri", [qx.float()], torch.special.ndtri, note="f32", rtol=1e-4, atol=1e-5)
+grad_cases("special_ndtri", [torch.sigmoid(randn(5)).double()], torch.special.ndtri)
+tx = T([-1.0, 0.0, 1e-30, 0.5, 1.0, 2.0, inf, nan])
+auto("special_entr", [tx], torch.special.entr)
+auto("special_entr", [T([0, 1, 2])], torch.special.entr, note="integers -> f32")
+grad_cases("special_entr", [randn(5).abs() + 0.1], torch.special.entr)
+auto("special_xlog1py", [T([0.0, 0.0, 2.0, 1.5, 0.0]), T([-1.0, nan, 0.5, -1.0, 3.0])], torch.special.xlog1py)
+grad_cases("special_xlog1py", [randn(4), randn(4).abs()], torch.special.xlog1py)
+
+# ---- transposed convolution, resampling, padding modes (appended) ----
+tx_, tw_, tb_ = randn(2, 4, 5, 4), randn(4, 3, 3, 2), randn(3)
+for kw, note in [({}, "default"), ({"stride": [2]}, "stride 2"), ({"stride": [2, 3], "padding": [1, 0]}, "per-dim"),
+                 ({"stride": [2], "output_padding": [1]}, "output_padding"), ({"dilation": [2], "padding": [2]}, "dilation, cropping"),
+                 ({"stride": [3], "padding": [1], "output_padding": [2]}, "stride 3, output_padding 2")]:
+    auto("conv_transpose2d", [tx_, tw_, tb_], lambda x, w, b_: F.conv_transpose2d(x, w, b_, **{k: tuple(v) for k, v in kw.items()}),
+         kw, note, rtol=1e-4, atol=1e-5)
+auto("conv_transpose2d", [tx_, randn(4, 2, 3, 3)], lambda x, w: F.conv_transpose2d(x, w, groups=2, stride=2),
+     {"groups": 2, "stride": [2]}, "2 groups, no bias", rtol=1e-4, atol=1e-5)
+auto("conv_transpose2d", [tx_[0], tw_, tb_], lambda x, w, b_: F.conv_transpose2d(x, w, b_), {}, "unbatched", rtol=1e-4, atol=1e-5)
+auto("conv_transpose2d", [tx_, tw_, tb_], lambda x, w, b_: F.conv_transpose2d(x, w, b_, stride=2, output_padding=2),
+     {"stride": [2], "output_padding": [2]}, "output_padding too large")
+auto("conv_transpose2d", [randn(2, 3, 5, 4), tw_, tb_], lambda x, w, b_: F.conv_transpose2d(x, w, b_), {}, "channels differ")
+auto("conv_transpose1d", [randn(2, 3, 6), randn(3, 2, 4), randn(2)], lambda x, w, b_: F.conv_transpose1d(x, w, b_, stride=2, padding=1),
+     {"stride": [2], "padding": [1]}, rtol=1e-4, atol=1e-5)
+auto("conv_transpose3d", [randn(1, 2, 3, 2, 3), randn(2, 2, 2, 2, 2), randn(2)],
+     lambda x, w, b_: F.conv_transpose3d(x, w, b_, stride=2), {"stride": [2]}, rtol=1e-4, atol=1e-5)
+grad_cases("conv_transpose2d", [randn(1, 4, 3, 3), randn(4, 1, 3, 3), randn(2)],
+           lambda x, w, b_: F.conv_transpose2d(x, w, b_, stride=2, padding=1, groups=2), {"stride": [2], "padding": [1], "groups": 2})
+ix1, ix2, ix3 = randn(2, 3, 5), randn(1, 2, 4, 5), randn(1, 2, 3, 4, 2)
+interp_cases = [
+    (ix2, {"size": [8, 10], "mode": "nearest"}), (ix2, {"size": [3, 7], "mode": "nearest"}),
+    (ix2, {"scale_factor": [2.0], "mode": "nearest"}), (ix2, {"scale_factor": [1.5, 0.5], "mode": "nearest"}),
+    (ix2, {"size": [7, 3], "mode": "nearest-exact"}), (ix2, {"scale_factor": [1.7], "mode": "nearest-exact"}),
+    (ix2, {"size": [7, 9], "mode": "bilinear"}), (ix2, {"size": [7, 9], "mode": "bilinear", "align_corners": True}),
+    (ix2, {"size": [3, 2], "mode": "bilinear"}), (ix2, {"scale_factor": [2.5, 1.3], "mode": "bilinear"}),
+    (ix2, {"size": [1, 1], "mode": "bilinear", "align_corners": True}),
+    (ix1, {"size": [11], "mode": "linear"}), (ix1, {"scale_factor": [0.6], "mode": "linear", "align_corners": True}),
+    (ix3, {"size": [5, 3, 4], "mode": "trilinear"}), (ix3, {"scale_factor": [2.0], "mode": "nearest"}),
+    (ix2, {"size": [3, 2], "mode": "area"}), (ix1, {"size": [2], "mode": "area"}),
+    (ix1, {"size": [4], "mode": "bilinear"}), (ix2, {"size": [3, 3], "mode": "nearest", "align_corners": True}),
+]
+for x_, kw in interp_cases:
+    targs = {k: (tuple(v) if isinstance(v, list) and len(v) > 1 else v[0] if isinstance(v, list) else v) for k, v in kw.items()}
+    auto("interpolate", [x_], lambda x: F.interpolate(x, **targs), kw, kw["mode"], rtol=1e-5, atol=1e-6)
+grad_cases("interpolate", [randn(1, 2, 3, 4)], lambda x: F.interpolate(x, size=(5, 7), mode="bilinear"), {"size": [5, 7], "mode": "bilinear"})
+grad_cases("interpolate", [randn(1, 2, 3, 4)], lambda x: F.interpolate(x, scale_factor=2.0, mode="nearest"), {"scale_factor": [2.0], "mode": "nearest"})
+rx = randn(2, 3, 4, 5)
+for mode in ("reflect", "replicate", "circular"):
+    auto("pad_mode", [rx], lambda x: F.pad(x, (2, 1, 3, 0), mode=mode), {"pad": [2, 1, 3, 0], "mode": mode}, "2-D")
+    auto("pad_mode", [randn(2, 3, 5)], lambda x: F.pad(x, (1, 3), mode=mode), {"pad": [1, 3], "mode": mode}, "1-D")
+    auto("pad_mode", [randn(1, 2, 3, 4, 3)], lambda x: F.pad(x, (1, 1, 2, 0, 0, 2), mode=mode), {"pad": [1, 1, 2, 0, 0, 2], "mode": mode}, "3-D")
+    grad_cases("pad_mode", [randn(1, 2, 4, 4)], lambda x: F.pad(x, (2, 1, 1, 3), mode=mode), {"pad": [2, 1, 1, 3], "mode": mode})
+auto("pad_mode", [rx], lambda x: F.pad(x, (5, 0), mode="reflect"), {"pad": [5, 0], "mode": "reflect"}, "too large")
+auto("pad_mode", [randn(2, 3, 4)], lambda x: F.pad(x, (3, 0), mode="reflect"), {"pad": [3, 0], "mode": "reflect"}, "size - 1")
+for osz in ([1], [3], [5], [7]):
+    auto("adaptive_avg_pool1d", [randn(2, 3, 5)], lambda x: F.adaptive_avg_pool1d(x, osz[0]), {"output_size": osz})
+    auto("adaptive_max_pool1d", [randn(2, 3, 5)], lambda x: F.adaptive_max_pool1d(x, osz[0]), {"output_size": osz})
+for osz in ([1, 1], [3, 2], [4, 6]):
+    auto("adaptive_max_pool2d", [px], lambda x: F.adaptive_max_pool2d(x, tuple(osz)), {"output_size": osz})
+auto("adaptive_avg_pool3d", [randn(1, 2, 4, 5, 3)], lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), {"output_size": [2, 3, 2]})
+grad_cases("adaptive_max_pool2d", [randn(1, 2, 5, 4)], lambda x: F.adaptive_max_pool2d(x, (2, 3)), {"output_size": [2, 3]})
+auto("pixel_shuffle", [randn(2, 8, 3, 2)], lambda x: F.pixel_shuffle(x, 2), {"factor": 2})
+auto("pixel_shuffle", [randn(3, 9, 2, 2, 1)], lambda x: F.pixel_shuffle(x, 3), {"factor": 3}, "extra batch dims")
+auto("pixel_shuffle", [randn(2, 6, 3, 2)], lambda x: F.pixel_shuffle(x, 2), {"factor": 2}, "channels not divisible")
+auto("pixel_unshuffle", [randn(2, 2, 4, 6)], lambda x: F.pixel_unshuffle(x, 2), {"factor": 2})
+auto("pixel_unshuffle", [randn(2, 2, 3, 6)], lambda x: F.pixel_unshuffle(x, 2), {"factor": 2}, "height not divisible")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

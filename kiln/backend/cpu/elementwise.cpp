@@ -5,6 +5,7 @@
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/vmath.h"
+#include "kiln/backend/special_math.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln::cpu {
@@ -213,6 +214,14 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         case OpKind::asinh: apply([](T v) { return std::asinh(v); }); return;
         case OpKind::acosh: apply([](T v) { return std::acosh(v); }); return;
         case OpKind::atanh: apply([](T v) { return std::atanh(v); }); return;
+        case OpKind::erfinv: apply([](T v) { return backend::erfinv_of(v); }); return;
+        case OpKind::lgamma: apply([](T v) { return backend::lgamma_of(v); }); return;
+        case OpKind::digamma: apply([](T v) { return backend::digamma_of(v); }); return;
+        case OpKind::polygamma: {
+          int64_t n = c.args.i64(1);
+          apply([n](T v) { return backend::polygamma_of(n, v); });
+          return;
+        }
         case OpKind::tan: apply([](T v) { return std::tan(v); }); return;
         case OpKind::atan: apply([](T v) { return std::atan(v); }); return;
         case OpKind::asin: apply([](T v) { return std::asin(v); }); return;

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kiln/backend/shared.h"  // KILN_HOST_DEVICE, int_pow
+#include "kiln/backend/special_math.h"
 #include "kiln/ops/op_table.h"
 
 namespace kiln::cuda {
@@ -30,10 +31,11 @@ KILN_HOST_DEVICE inline W gelu_of(W v, bool tanh_form) {
   return W(0.5) * v * (W(1) + erf(v * W(0.7071067811865476)));
 }
 
-/** The unary op `op` of `v`; `flag` is gelu's tanh form. Integer and bool types support
- * neg, abs, relu, sign and the roundings (dispatch checks before launching). */
+/** The unary op `op` of `v`; `attr` is the op's integer attribute (gelu: 1 for the tanh
+ * form; polygamma: n). Integer and bool types support neg, abs, relu, sign and the
+ * roundings (dispatch checks before launching). */
 template <typename W>
-KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
+KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, int64_t attr) {
   using ops::OpKind;
   using std::cos;
   using std::exp;
@@ -85,6 +87,10 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
         case OpKind::asinh: return asinh(v);
         case OpKind::acosh: return acosh(v);
         case OpKind::atanh: return atanh(v);
+        case OpKind::erfinv: return backend::erfinv_of(v);
+        case OpKind::lgamma: return backend::lgamma_of(v);
+        case OpKind::digamma: return backend::digamma_of(v);
+        case OpKind::polygamma: return backend::polygamma_of(attr, v);
         case OpKind::tan: return tan(v);
         case OpKind::atan: return atan(v);
         case OpKind::asin: return asin(v);
@@ -105,7 +111,7 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, bool flag) {
         case OpKind::tanh: return tanh(v);
         case OpKind::sigmoid: return W(1) / (W(1) + exp(-v));
         case OpKind::silu: return v / (W(1) + exp(-v));
-        case OpKind::gelu: return gelu_of(v, flag);
+        case OpKind::gelu: return gelu_of(v, attr != 0);
         case OpKind::erf: return erf(v);
         default: break;
       }

@@ -9,8 +9,8 @@ using ops::OpKind;
 namespace {
 
 template <typename T>
-__device__ inline T unary_op(OpKind op, T x, bool flag) {
-  return store<T>(unary_w(op, load(x), flag));
+__device__ inline T unary_op(OpKind op, T x, int64_t attr) {
+  return store<T>(unary_w(op, load(x), attr));
 }
 
 template <typename T>
@@ -29,7 +29,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   Tensor x = as_dtype(c.args.tensor(0), out.dtype(), out.device());
   OpKind op = c.op;
-  bool flag = op == OpKind::gelu && c.args.str(1) == "tanh";
+  int64_t attr = op == OpKind::gelu ? int64_t{c.args.str(1) == "tanh"} : op == OpKind::polygamma ? c.args.i64(1) : 0;
   bool integral_ok = op == OpKind::neg || op == OpKind::abs || op == OpKind::relu || op == OpKind::sign ||
                      op == OpKind::floor || op == OpKind::ceil || op == OpKind::round || op == OpKind::trunc;
   if (!is_floating(out.dtype()) && !integral_ok)
@@ -40,7 +40,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
     T* o = out_ptr<T>(out);
     const T* p = static_cast<const T*>(x.storage()->data);
     launch_elementwise<2>(out.numel(), g, [=] __device__(const int64_t* off) {
-      o[off[0]] = unary_op<T>(op, p[off[1]], flag);
+      o[off[0]] = unary_op<T>(op, p[off[1]], attr);
     });
   });
 }

@@ -1,0 +1,143 @@
+// interpolate and pixel_shuffle (declared in kiln/nn/conv.h): index_select and lerp over
+// index tensors computed on the host from the shapes, so they differentiate (the
+// gradient of index_select adds into the sources), trace and export as those ops do.
+#include <cmath>
+
+#include "kiln/nn/conv.h"
+
+namespace kiln::nn {
+namespace {
+
+// PyTorch's step between output and source coordinates along one dim.
+double source_scale(int64_t in, int64_t out, std::optional<double> factor, bool align_corners) {
+  if (align_corners) return out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+  return factor && *factor > 0 ? 1.0 / *factor : static_cast<double>(in) / static_cast<double>(out);
+}
+
+Tensor index_tensor(const std::vector<int64_t>& v, Device device) { return to(from_vector(v), device); }
+
+// Nearest: out[j] = in[min(floor(j * scale), in - 1)] ("nearest-exact": (j + 0.5) * scale),
+// in f32 arithmetic as PyTorch's kernels compute it.
+Tensor nearest_along(const Tensor& x, int64_t d, int64_t out, float scale, bool exact) {
+  int64_t in = x.size(d);
+  std::vector<int64_t> index(static_cast<size_t>(out));
+  for (int64_t j = 0; j < out; ++j) {
+    float src = exact ? (static_cast<float>(j) + 0.5f) * scale : static_cast<float>(j) * scale;
+    index[static_cast<size_t>(j)] = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+  }
+  return index_select(x, d, index_tensor(index, x.device()));
+}
+
+// Linear along dim d: out[j] = lerp(in[i0], in[i1], src - i0) with src = scale j (align
+// corners) or scale (j + 0.5) - 0.5 clamped at 0, i1 = min(i0 + 1, in - 1).
+Tensor linear_along(const Tensor& x, int64_t d, int64_t out, double scale, bool align_corners) {
+  int64_t in = x.size(d);
+  std::vector<int64_t> lo(static_cast<size_t>(out)), hi(static_cast<size_t>(out));
+  std::vector<double> w(static_cast<size_t>(out));
+  for (int64_t j = 0; j < out; ++j) {
+    double src = align_corners ? scale * static_cast<double>(j) : std::max(0.0, scale * (static_cast<double>(j) + 0.5) - 0.5);
+    auto i0 = std::min(static_cast<int64_t>(src), in - 1);
+    auto k = static_cast<size_t>(j);
+    lo[k] = i0;
+    hi[k] = std::min(i0 + 1, in - 1);
+    w[k] = std::min(1.0, src - static_cast<double>(i0));
+  }
+  IntList wshape(static_cast<size_t>(x.dim()), 1);
+  wshape[static_cast<size_t>(d)] = out;
+  Tensor weight = reshape(to(from_vector(w, {}, {.dtype = x.dtype()}), x.device()), wshape);
+  Tensor a = index_select(x, d, index_tensor(lo, x.device())), b = index_select(x, d, index_tensor(hi, x.device()));
+  return a + (b - a) * weight;
+}
+
+}  // namespace
+
+Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
+  const std::string& mode = o.mode;
+  auto rank = static_cast<size_t>(input.dim() - 2);
+  KILN_CHECK(input.dim() >= 3 && input.dim() <= 5, shape,
+             "[interpolate] expects a 3-D, 4-D or 5-D input [N, C, *spatial], got {}", input.meta_str());
+  bool linear = mode == "linear" || mode == "bilinear" || mode == "trilinear";
+  KILN_CHECK(linear || mode == "nearest" || mode == "nearest-exact" || mode == "area", value,
+             "[interpolate] mode must be nearest, nearest-exact, linear, bilinear, trilinear or area, got '{}'", mode);
+  if (linear) {
+    size_t want = mode == "linear" ? 1 : mode == "bilinear" ? 2 : 3;
+    KILN_CHECK(rank == want, shape, "[interpolate] mode '{}' expects a {}-D input, got {}", mode, want + 2,
+               input.meta_str());
+  }
+  KILN_CHECK(linear || !o.align_corners.has_value(), value,
+             "[interpolate] align_corners can only be set with the linear modes, not '{}'", mode);
+  KILN_CHECK(o.size.empty() != o.scale_factor.empty(), value,
+             "[interpolate] exactly one of size and scale_factor must be given");
+  KILN_CHECK(is_floating(input.dtype()) || mode == "nearest" || mode == "nearest-exact", dtype,
+             "[interpolate] mode '{}' expects a floating input, got {}", mode, input.dtype());
+  IntList out(rank);
+  std::vector<std::optional<double>> factor(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t in = input.size(static_cast<int64_t>(i) + 2);
+    if (!o.size.empty()) {
+      KILN_CHECK(o.size.size() == 1 || o.size.size() == rank, value,
+                 "[interpolate] size needs 1 or {} values, got {}", rank, o.size.size());
+      out[i] = o.size.size() == 1 ? o.size[0] : o.size[i];
+    } else {
+      KILN_CHECK(o.scale_factor.size() == 1 || o.scale_factor.size() == rank, value,
+                 "[interpolate] scale_factor needs 1 or {} values, got {}", rank, o.scale_factor.size());
+      factor[i] = o.scale_factor.size() == 1 ? o.scale_factor[0] : o.scale_factor[i];
+      out[i] = static_cast<int64_t>(std::floor(static_cast<double>(in) * *factor[i]));
+    }
+    KILN_CHECK(out[i] > 0 && in > 0, value, "[interpolate] input {} and output sizes {} must be positive",
+               input.meta_str(), out[i]);
+  }
+  if (mode == "area") {
+    if (rank == 1) return adaptive_avg_pool1d(input, out);
+    if (rank == 2) return adaptive_avg_pool2d(input, out);
+    return adaptive_avg_pool3d(input, out);
+  }
+  bool corners = o.align_corners.value_or(false);
+  Tensor y = input;
+  for (size_t i = 0; i < rank; ++i) {
+    auto d = static_cast<int64_t>(i) + 2;
+    int64_t in = y.size(d);
+    if (linear) {
+      y = linear_along(y, d, out[i], source_scale(in, out[i], factor[i], corners), corners);
+    } else {
+      auto scale = static_cast<float>(source_scale(in, out[i], factor[i], false));
+      y = nearest_along(y, d, out[i], scale, mode == "nearest-exact");
+    }
+  }
+  return y;
+}
+
+Tensor pixel_shuffle(const Tensor& x, int64_t r) {
+  KILN_CHECK(x.dim() >= 3, shape, "[pixel_shuffle] expects an input of at least 3 dims, got {}", x.meta_str());
+  KILN_CHECK(r > 0, value, "[pixel_shuffle] upscale_factor must be positive, got {}", r);
+  int64_t c = x.size(-3), h = x.size(-2), w = x.size(-1);
+  KILN_CHECK(c % (r * r) == 0, shape,
+             "[pixel_shuffle] the channel dim ({}) of {} must be divisible by the square of upscale_factor ({})", c,
+             x.meta_str(), r * r);
+  IntList batch(x.shape().begin(), x.shape().end() - 3);
+  auto b = static_cast<int64_t>(batch.size());
+  IntList split = batch, merged = batch, perm;
+  split.insert(split.end(), {c / (r * r), r, r, h, w});
+  merged.insert(merged.end(), {c / (r * r), h * r, w * r});
+  for (int64_t i = 0; i < b; ++i) perm.push_back(i);
+  perm.insert(perm.end(), {b, b + 3, b + 1, b + 4, b + 2});  // [C, r, r, H, W] -> [C, H, r, W, r]
+  return reshape(permute(reshape(x, split), perm), merged);
+}
+
+Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
+  KILN_CHECK(x.dim() >= 3, shape, "[pixel_unshuffle] expects an input of at least 3 dims, got {}", x.meta_str());
+  KILN_CHECK(r > 0, value, "[pixel_unshuffle] downscale_factor must be positive, got {}", r);
+  int64_t c = x.size(-3), h = x.size(-2), w = x.size(-1);
+  KILN_CHECK(h % r == 0 && w % r == 0, shape,
+             "[pixel_unshuffle] the height and width of {} must be divisible by downscale_factor ({})", x.meta_str(), r);
+  IntList batch(x.shape().begin(), x.shape().end() - 3);
+  auto b = static_cast<int64_t>(batch.size());
+  IntList split = batch, merged = batch, perm;
+  split.insert(split.end(), {c, h / r, r, w / r, r});
+  merged.insert(merged.end(), {c * r * r, h / r, w / r});
+  for (int64_t i = 0; i < b; ++i) perm.push_back(i);
+  perm.insert(perm.end(), {b, b + 2, b + 4, b + 1, b + 3});  // [C, H, r, W, r] -> [C, r, r, H, W]
+  return reshape(permute(reshape(x, split), perm), merged);
+}
+
+}  // namespace kiln::nn
