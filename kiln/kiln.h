@@ -29,6 +29,7 @@
 #include "kiln/nn/loss.h"
 #include "kiln/nn/module.h"
 #include "kiln/nn/optim.h"
+#include "kiln/nn/rnn.h"
 #include "kiln/ops/op_table.h"
 #include "kiln/passes/functionalize.h"
 #include "kiln/passes/joint.h"

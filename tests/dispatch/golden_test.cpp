@@ -44,6 +44,40 @@ Scalar scalar(const json& v) {
   return Scalar(v.get<double>());
 }
 
+// A recurrent layer or cell whose parameters are the case's inputs after the input and the
+// states (the module's handles point at them, so gradients reach them); its outputs
+// flattened and concatenated, as the generator records them.
+Tensor run_recurrent(const std::string& op, const std::vector<Tensor>& in, const json& a) {
+  auto n_states = a.at("states").get<size_t>();
+  int64_t input = a.at("input_size"), hidden = a.at("hidden_size");
+  bool bias = a.value("bias", true);
+  std::string nonlinearity = a.value("nonlinearity", std::string("tanh"));
+  std::shared_ptr<nn::Module> m;
+  if (op.ends_with("_cell")) {
+    if (op == "rnn_cell") m = std::make_shared<nn::RNNCell>(input, hidden, bias, nonlinearity);
+    else if (op == "lstm_cell") m = std::make_shared<nn::LSTMCell>(input, hidden, bias);
+    else m = std::make_shared<nn::GRUCell>(input, hidden, bias);
+  } else {
+    nn::RNNOptions o{.input_size = input, .hidden_size = hidden, .num_layers = a.value("num_layers", int64_t{1}),
+                     .nonlinearity = nonlinearity, .bias = bias, .batch_first = a.value("batch_first", false),
+                     .bidirectional = a.value("bidirectional", false)};
+    if (op == "rnn") m = std::make_shared<nn::RNN>(o);
+    else if (op == "lstm") m = std::make_shared<nn::LSTM>(o);
+    else m = std::make_shared<nn::GRU>(o);
+  }
+  auto names = a.at("names").get<std::vector<std::string>>();
+  std::vector<nn::NamedTensor> slots = m->named_tensors();
+  EXPECT_EQ(slots.size(), names.size());
+  for (size_t i = 0; i < slots.size() && i < names.size(); ++i) {
+    EXPECT_EQ(slots[i].name, names[i]);  // PyTorch's names, in PyTorch's order
+    *slots[i].tensor = in[1 + n_states + i];
+  }
+  TensorList flat;
+  for (const Tensor& t : (*m)(TensorList(in.begin(), in.begin() + 1 + static_cast<std::ptrdiff_t>(n_states))))
+    flat.push_back(reshape(t, {-1}));
+  return cat(flat, 0);
+}
+
 // Runs one recorded case through kiln's functional API by name.
 Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) {
   if (op == "add") return add(in[0], in[1], a.contains("alpha") ? scalar(a["alpha"]) : Scalar(1));
@@ -377,6 +411,7 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
     if (a.contains("align_corners")) o.align_corners = a["align_corners"].get<bool>();
     return nn::interpolate(in[0], o);
   }
+  if (op == "rnn" || op == "lstm" || op == "gru" || op.ends_with("_cell")) return run_recurrent(op, in, a);
   if (op == "pixel_shuffle") return nn::pixel_shuffle(in[0], a.at("factor").get<int64_t>());
   if (op == "pixel_unshuffle") return nn::pixel_unshuffle(in[0], a.at("factor").get<int64_t>());
   if (op == "pad") return nn::pad(in[0], a.at("pad").get<IntList>(), a.at("value").get<double>());

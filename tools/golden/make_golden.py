@@ -1605,6 +1605,61 @@ auto("pixel_shuffle", [randn(2, 6, 3, 2)], lambda x: F.pixel_shuffle(x, 2), {"fa
 auto("pixel_unshuffle", [randn(2, 2, 4, 6)], lambda x: F.pixel_unshuffle(x, 2), {"factor": 2})
 auto("pixel_unshuffle", [randn(2, 2, 3, 6)], lambda x: F.pixel_unshuffle(x, 2), {"factor": 2}, "height not divisible")
 
+# ---- recurrent layers (appended): weights are inputs, outputs flattened and concatenated ----
+
+def rnn_cases(op, cls, opts, x, n_states, note, grads=False):
+    m = cls(**opts).eval()
+    names = [n for n, _ in m.named_parameters()]
+    weights = [randn(*p.shape) * 0.5 for _, p in m.named_parameters()]
+    batch = x.shape[0 if opts.get("batch_first") else 1] if x.dim() == 3 else None
+    hidden = opts["hidden_size"]
+    if op.endswith("cell"):
+        sshape = [x.shape[0], hidden] if x.dim() == 2 else [hidden]
+    else:
+        layers = opts.get("num_layers", 1) * (2 if opts.get("bidirectional") else 1)
+        sshape = [layers, batch, hidden] if batch is not None else [layers, hidden]
+    states = [randn(*sshape) for _ in range(n_states)]
+
+    def fn(x_, *rest):
+        # The weights as plain tensors in place of the parameters (1.13's functional_call
+        # misses RNNBase's cached flat weights; RNNBase.__setattr__ updates them).
+        st, w = list(rest[:n_states]), rest[n_states:]
+        mm = cls(**opts).eval()
+        for n_, w_ in zip(names, w):
+            del mm._parameters[n_]
+            setattr(mm, n_, w_)
+        if op.endswith("cell"):
+            args = (x_,) if not st else (x_, tuple(st)) if op == "lstm_cell" else (x_, st[0])
+        else:
+            args = (x_,) if not st else (x_, tuple(st)) if op == "lstm" else (x_, st[0])
+        out = mm(*args)
+        flat = []
+        for o in (out if isinstance(out, tuple) else (out,)):
+            flat += list(o) if isinstance(o, tuple) else [o]
+        return torch.cat([t.reshape(-1) for t in flat])
+
+    args = dict(opts, names=names, states=n_states)
+    auto(op, [x] + states + weights, fn, args, note, rtol=1e-4, atol=1e-5)
+    if grads:
+        grad_cases(op, [x] + states + weights, fn, args, note)
+
+
+rnn_cases("rnn", torch.nn.RNN, {"input_size": 3, "hidden_size": 4}, randn(5, 2, 3), 0, "tanh", grads=True)
+rnn_cases("rnn", torch.nn.RNN, {"input_size": 3, "hidden_size": 4, "nonlinearity": "relu", "num_layers": 2}, randn(5, 2, 3), 1, "relu, 2 layers, h0")
+rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 4}, randn(5, 2, 3), 2, "h0, c0", grads=True)
+rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 4, "num_layers": 2, "bidirectional": True}, randn(4, 2, 3), 0, "2 layers, bidirectional")
+rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 2, "batch_first": True, "bias": False}, randn(2, 6, 3), 2, "batch_first, no bias")
+rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 4}, randn(5, 3), 2, "unbatched")
+rnn_cases("gru", torch.nn.GRU, {"input_size": 3, "hidden_size": 4}, randn(5, 2, 3), 1, "h0", grads=True)
+rnn_cases("gru", torch.nn.GRU, {"input_size": 3, "hidden_size": 4, "num_layers": 3, "bidirectional": True, "batch_first": True}, randn(2, 4, 3), 1, "3 layers, bidirectional, batch_first")
+rnn_cases("gru", torch.nn.GRU, {"input_size": 3, "hidden_size": 4}, randn(5, 2, 3), 0, "no h0")
+rnn_cases("rnn_cell", torch.nn.RNNCell, {"input_size": 3, "hidden_size": 4}, randn(2, 3), 1, "tanh", grads=True)
+rnn_cases("rnn_cell", torch.nn.RNNCell, {"input_size": 3, "hidden_size": 4, "nonlinearity": "relu"}, randn(3), 0, "relu, unbatched, no h")
+rnn_cases("lstm_cell", torch.nn.LSTMCell, {"input_size": 3, "hidden_size": 4}, randn(2, 3), 2, "", grads=True)
+rnn_cases("gru_cell", torch.nn.GRUCell, {"input_size": 3, "hidden_size": 4}, randn(2, 3), 1, "", grads=True)
+rnn_cases("gru_cell", torch.nn.GRUCell, {"input_size": 3, "hidden_size": 4, "bias": False}, randn(2, 3), 0, "no bias, no h")
+rnn_cases("lstm", torch.nn.LSTM, {"input_size": 5, "hidden_size": 4}, randn(5, 2, 3), 0, "wrong input size")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
