@@ -44,8 +44,27 @@ Scalar scalar(const json& v) {
   return Scalar(v.get<double>());
 }
 
-// A recurrent layer or cell whose parameters are the case's inputs after the input and the
-// states (the module's handles point at them, so gradients reach them); its outputs
+// Points the module's parameters at the case's inputs from `first` on (so gradients
+// reach them), checking PyTorch's names and order.
+void bind_parameters(nn::Module& m, const std::vector<Tensor>& in, size_t first, const json& a) {
+  auto names = a.at("names").get<std::vector<std::string>>();
+  std::vector<nn::NamedTensor> slots = m.named_tensors();
+  EXPECT_EQ(slots.size(), names.size());
+  for (size_t i = 0; i < slots.size() && i < names.size() && first + i < in.size(); ++i) {
+    EXPECT_EQ(slots[i].name, names[i]);
+    *slots[i].tensor = in[first + i];
+  }
+  m.eval();
+}
+
+Tensor flat_cat(const TensorList& outs) {
+  TensorList flat;
+  for (const Tensor& t : outs)
+    if (t.defined()) flat.push_back(reshape(t, {-1}));
+  return cat(flat, 0);
+}
+
+// A recurrent layer or cell: the input, the states, then the parameters; its outputs
 // flattened and concatenated, as the generator records them.
 Tensor run_recurrent(const std::string& op, const std::vector<Tensor>& in, const json& a) {
   auto n_states = a.at("states").get<size_t>();
@@ -65,17 +84,38 @@ Tensor run_recurrent(const std::string& op, const std::vector<Tensor>& in, const
     else if (op == "lstm") m = std::make_shared<nn::LSTM>(o);
     else m = std::make_shared<nn::GRU>(o);
   }
-  auto names = a.at("names").get<std::vector<std::string>>();
-  std::vector<nn::NamedTensor> slots = m->named_tensors();
-  EXPECT_EQ(slots.size(), names.size());
-  for (size_t i = 0; i < slots.size() && i < names.size(); ++i) {
-    EXPECT_EQ(slots[i].name, names[i]);  // PyTorch's names, in PyTorch's order
-    *slots[i].tensor = in[1 + n_states + i];
+  bind_parameters(*m, in, 1 + n_states, a);
+  return flat_cat((*m)(TensorList(in.begin(), in.begin() + 1 + static_cast<std::ptrdiff_t>(n_states))));
+}
+
+// Attention and transformer layers: the data (with masks at the indices the case names),
+// then the parameters.
+Tensor run_attention(const std::string& op, const std::vector<Tensor>& in, const json& a) {
+  auto n_data = a.at("data").get<size_t>();
+  nn::AttentionMasks masks;
+  if (a.contains("attn_mask")) masks.attn_mask = in.at(a["attn_mask"].get<size_t>());
+  if (a.contains("key_padding_mask")) masks.key_padding_mask = in.at(a["key_padding_mask"].get<size_t>());
+  if (op == "mha") {
+    nn::MultiheadAttention m({.embed_dim = a.at("embed_dim"), .num_heads = a.at("num_heads"),
+                              .bias = a.value("bias", true), .kdim = a.value("kdim", int64_t{0}),
+                              .vdim = a.value("vdim", int64_t{0}), .batch_first = a.value("batch_first", false)});
+    bind_parameters(m, in, n_data, a);
+    auto [out, weights] = m.attend(in[0], in[1], in[2], masks, true, a.value("average", true));
+    return flat_cat({out, weights});
   }
-  TensorList flat;
-  for (const Tensor& t : (*m)(TensorList(in.begin(), in.begin() + 1 + static_cast<std::ptrdiff_t>(n_states))))
-    flat.push_back(reshape(t, {-1}));
-  return cat(flat, 0);
+  nn::TransformerLayerOptions o{.d_model = a.at("d_model"), .nhead = a.at("nhead"),
+                                .dim_feedforward = a.at("dim_feedforward"),
+                                .activation = a.value("activation", std::string("relu")),
+                                .batch_first = a.value("batch_first", false),
+                                .norm_first = a.value("norm_first", false)};
+  if (op == "transformer_encoder_layer") {
+    nn::TransformerEncoderLayer m(o);
+    bind_parameters(m, in, n_data, a);
+    return flat_cat({m.encode(in[0], masks)});
+  }
+  nn::TransformerDecoderLayer m(o);
+  bind_parameters(m, in, n_data, a);
+  return flat_cat({m.decode(in[0], in[1], masks)});
 }
 
 // Runs one recorded case through kiln's functional API by name.
@@ -412,6 +452,8 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
     return nn::interpolate(in[0], o);
   }
   if (op == "rnn" || op == "lstm" || op == "gru" || op.ends_with("_cell")) return run_recurrent(op, in, a);
+  if (op == "mha" || op.starts_with("transformer_")) return run_attention(op, in, a);
+  if (op == "square_subsequent_mask") return nn::square_subsequent_mask(a.at("n").get<int64_t>());
   if (op == "pixel_shuffle") return nn::pixel_shuffle(in[0], a.at("factor").get<int64_t>());
   if (op == "pixel_unshuffle") return nn::pixel_unshuffle(in[0], a.at("factor").get<int64_t>());
   if (op == "pad") return nn::pad(in[0], a.at("pad").get<IntList>(), a.at("value").get<double>());

@@ -321,6 +321,47 @@ TEST(Export, DecoderModelRoundTrips) {
   std::remove(path.c_str());
 }
 
+// PyTorch's encoder stack with a causal mask built inside forward, traced for an absent
+// cuda:0 and run on cpu:1; its state keys are PyTorch's.
+class CausalEncoder : public nn::Module {
+ public:
+  CausalEncoder()
+      : encoder(register_module("encoder", std::make_shared<nn::TransformerEncoder>(
+                                               nn::TransformerLayerOptions{.d_model = 8, .nhead = 2,
+                                                                           .dim_feedforward = 16, .batch_first = true},
+                                               2, /*final_norm=*/true))) {}
+  TensorList forward(const TensorList& in) override {
+    return {encoder->encode(in[0], {.attn_mask = nn::square_subsequent_mask(in[0].size(1), in[0].device())})};
+  }
+  std::shared_ptr<nn::TransformerEncoder> encoder;
+};
+
+TEST(Export, TransformerEncoderRoundTrips) {
+  manual_seed(8);
+  CausalEncoder m;
+  m.eval();
+  TensorList in = {randn({2, 5, 8})};
+  ExportedProgram p = export_program(m, in, {.device = Device("cuda:0")});
+  std::vector<std::string> keys;
+  for (const auto& [k, t] : m.state_dict()) keys.push_back(k);
+  ASSERT_EQ(keys.size(), 2u * 12u + 2u);
+  EXPECT_EQ(keys[0], "encoder.layers.0.self_attn.in_proj_weight");
+  EXPECT_EQ(keys[3], "encoder.layers.0.self_attn.out_proj.bias");
+  EXPECT_EQ(keys.back(), "encoder.norm.bias");
+  std::string path = tmp_path("encoder");
+  save(p, path);
+  ExportedProgram loaded = load_program(path, {{Device("cuda:0"), Device("cpu:1")}});
+  TensorList got = loaded.run({to(in[0], Device("cpu:1"))});
+  TensorList want = m(in);
+  EXPECT_TRUE(all_close(got[0], to_vector<double>(want[0]), 1e-5, 1e-5));
+  // The first position attends only to itself: changing later positions leaves it alone.
+  Tensor changed = clone(in[0]);
+  Tensor later = narrow(changed, 1, 1, 4);
+  fill_(later, 3.0);
+  EXPECT_TRUE(all_close(select(m(TensorList{changed})[0], 1, 0), to_vector<double>(select(want[0], 1, 0)), 1e-6, 1e-6));
+  std::remove(path.c_str());
+}
+
 TEST(Export, TracedForAnAbsentDeviceRunsAnywhere) {  // (X3)
   nn::ReferenceModel ref = nn::make_reference_model("gpt", {{"layers", 1}}, 3);
   ExportedProgram p = export_program(*ref.module, ref.example_inputs, {.device = Device("cuda:0")});

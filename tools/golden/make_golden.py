@@ -273,7 +273,7 @@ def auto(op, inputs, fn, args=None, note="", rtol=1e-5, atol=1e-6):
     """A case, or an error case where PyTorch raises."""
     try:
         out = fn(*inputs)
-    except (RuntimeError, IndexError, ValueError) as e:
+    except (RuntimeError, IndexError, ValueError, AssertionError) as e:
         error_case(op, inputs, args, f"{note} [{str(e).splitlines()[0][:60]}]".strip())
         return
     case(op, inputs, out, args, note, rtol, atol)
@@ -1659,6 +1659,72 @@ rnn_cases("lstm_cell", torch.nn.LSTMCell, {"input_size": 3, "hidden_size": 4}, r
 rnn_cases("gru_cell", torch.nn.GRUCell, {"input_size": 3, "hidden_size": 4}, randn(2, 3), 1, "", grads=True)
 rnn_cases("gru_cell", torch.nn.GRUCell, {"input_size": 3, "hidden_size": 4, "bias": False}, randn(2, 3), 0, "no bias, no h")
 rnn_cases("lstm", torch.nn.LSTM, {"input_size": 5, "hidden_size": 4}, randn(5, 2, 3), 0, "wrong input size")
+
+# ---- attention and transformer layers (appended): weights are inputs, as for the RNNs ----
+def swap_params(mm, names, weights):
+    for n_, w_ in zip(names, weights):
+        *path, leaf = n_.split(".")
+        sub = mm.get_submodule(".".join(path)) if path else mm
+        del sub._parameters[leaf]
+        setattr(sub, leaf, w_)
+
+
+def module_cases(op, make, args, data, call, note="", grads=False, rtol=1e-4, atol=1e-5):
+    m = make().eval()
+    names = [n for n, _ in m.named_parameters()]
+    weights = [randn(*p.shape) * 0.5 for _, p in m.named_parameters()]
+    nd = len(data)
+
+    def fn(*xs):
+        mm = make().eval()
+        swap_params(mm, names, xs[nd:])
+        out = call(mm, *xs[:nd])
+        outs = out if isinstance(out, tuple) else (out,)
+        return torch.cat([t.reshape(-1) for t in outs if t is not None])
+
+    full_args = dict(args, names=names, data=nd)
+    auto(op, data + weights, fn, full_args, note, rtol=rtol, atol=atol)
+    if grads:
+        grad_cases(op, data + weights, fn, full_args, note)
+
+
+E_, H_ = 8, 2
+q_, kv_ = randn(4, 2, E_), randn(5, 2, E_)
+mha = lambda **kw: (lambda: torch.nn.MultiheadAttention(E_, H_, **kw))
+module_cases("mha", mha(), {"embed_dim": E_, "num_heads": H_}, [q_, kv_, kv_], lambda m, q, k, v: m(q, k, v), "cross", grads=True)
+module_cases("mha", mha(), {"embed_dim": E_, "num_heads": H_, "average": False}, [q_, q_, q_],
+             lambda m, q, k, v: m(q, k, v, average_attn_weights=False), "self, per-head weights")
+module_cases("mha", mha(batch_first=True), {"embed_dim": E_, "num_heads": H_, "batch_first": True},
+             [q_.transpose(0, 1), kv_.transpose(0, 1), kv_.transpose(0, 1)], lambda m, q, k, v: m(q, k, v), "batch_first")
+module_cases("mha", mha(bias=False), {"embed_dim": E_, "num_heads": H_, "bias": False}, [q_[:, 0], kv_[:, 0], kv_[:, 0]],
+             lambda m, q, k, v: m(q, k, v), "unbatched, no bias")
+module_cases("mha", mha(kdim=3, vdim=5), {"embed_dim": E_, "num_heads": H_, "kdim": 3, "vdim": 5},
+             [q_, randn(5, 2, 3), randn(5, 2, 5)], lambda m, q, k, v: m(q, k, v), "kdim, vdim", grads=True)
+am_ = T([[False, True, False, False, True]] * 4)
+kpm_ = T([[False, False, False, True, True], [False, True, False, False, False]])
+module_cases("mha", mha(), {"embed_dim": E_, "num_heads": H_, "attn_mask": 3, "key_padding_mask": 4},
+             [q_, kv_, kv_, am_, kpm_], lambda m, q, k, v, a_, p_: m(q, k, v, key_padding_mask=p_, attn_mask=a_), "bool masks")
+module_cases("mha", mha(), {"embed_dim": E_, "num_heads": H_, "attn_mask": 3},
+             [q_, kv_, kv_, randn(2 * H_, 4, 5)], lambda m, q, k, v, a_: m(q, k, v, attn_mask=a_), "float 3-D mask")
+module_cases("mha", mha(), {"embed_dim": E_, "num_heads": H_}, [randn(4, 2, 6), kv_, kv_], lambda m, q, k, v: m(q, k, v),
+             "wrong query features")
+enc_layer = lambda **kw: (lambda: torch.nn.TransformerEncoderLayer(E_, H_, dim_feedforward=16, **kw))
+module_cases("transformer_encoder_layer", enc_layer(), {"d_model": E_, "nhead": H_, "dim_feedforward": 16}, [q_],
+             lambda m, x: m(x), "post-LN relu", grads=True)
+module_cases("transformer_encoder_layer", enc_layer(activation="gelu", norm_first=True),
+             {"d_model": E_, "nhead": H_, "dim_feedforward": 16, "activation": "gelu", "norm_first": True}, [q_],
+             lambda m, x: m(x), "pre-LN gelu")
+causal_ = torch.nn.Transformer.generate_square_subsequent_mask(4)
+module_cases("transformer_encoder_layer", enc_layer(), {"d_model": E_, "nhead": H_, "dim_feedforward": 16, "attn_mask": 1, "key_padding_mask": 2},
+             [q_, causal_, T([[False, False, False, True], [False, False, False, False]])],
+             lambda m, x, a_, p_: m(x, src_mask=a_, src_key_padding_mask=p_), "causal and padding masks")
+dec_layer = lambda **kw: (lambda: torch.nn.TransformerDecoderLayer(E_, H_, dim_feedforward=16, **kw))
+module_cases("transformer_decoder_layer", dec_layer(), {"d_model": E_, "nhead": H_, "dim_feedforward": 16, "attn_mask": 2},
+             [q_, kv_, causal_], lambda m, t, mem, a_: m(t, mem, tgt_mask=a_), "causal", grads=True)
+module_cases("transformer_decoder_layer", dec_layer(norm_first=True, batch_first=True),
+             {"d_model": E_, "nhead": H_, "dim_feedforward": 16, "norm_first": True, "batch_first": True},
+             [q_.transpose(0, 1), kv_.transpose(0, 1)], lambda m, t, mem: m(t, mem), "pre-LN, batch_first")
+auto("square_subsequent_mask", [], lambda: torch.nn.Transformer.generate_square_subsequent_mask(4), {"n": 4})
 
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
