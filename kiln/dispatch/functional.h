@@ -610,6 +610,123 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse =
  * tensor x, at least minlength of them. */
 Tensor bincount(const Tensor& x, const Tensor& weights = Tensor(), int64_t minlength = 0);
 
+// ---- indexing composites (kiln/dispatch/indexing.cpp) ------------------------------
+/** x read as a flat row-major array at `index` (negative counts from the end), shaped
+ * like index. */
+Tensor take(const Tensor& x, const Tensor& index);
+/** gather along dim after broadcasting x and indices on every other dim; no dim: take
+ * of the flattened x. */
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = std::nullopt);
+/** Advanced indexing x[i0, i1, ...]: undefined entries are full slices; the index tensors
+ * (integers, or bool masks standing for their nonzero coordinates: eager only) must be
+ * adjacent and broadcast together; their shape replaces the dims they index. */
+Tensor index(const Tensor& x, const std::vector<Tensor>& indices);
+/** A copy of x with values (broadcast) written (or added, with accumulate) at
+ * x[indices] (index's rules). */
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values,
+                 bool accumulate = false);
+/** x with its elements where mask (broadcast) is true replaced, in row-major order, by
+ * source's first elements. */
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source);
+/** Tensor.unfold: windows of `size` elements `step` apart along dim, as a new last dim
+ * (a view). */
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step);
+/** Copies of x with src written into select(x, dim, index), x[start:end:step] along dim,
+ * or diagonal(x, offset, dim1, dim2). */
+Tensor select_scatter(const Tensor& x, const Tensor& src, int64_t dim, int64_t index);
+Tensor slice_scatter(const Tensor& x, const Tensor& src, int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+                     std::optional<int64_t> end = std::nullopt, int64_t step = 1);
+Tensor diagonal_scatter(const Tensor& x, const Tensor& src, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+/** x's last dim on the diagonal (offset) of dims dim1, dim2 of a zero tensor. */
+Tensor diag_embed(const Tensor& x, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
+Tensor diagflat(const Tensor& x, int64_t offset = 0);
+/** scatter_add generalized: reduce "sum" or "mean" of the writes at each target, with or
+ * without x's own value (amax, amin and prod are not supported). */
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self = true);
+
+// ---- stacking, splitting, aliases (kiln/dispatch/shape_ops.cpp) ---------------------
+Tensor atleast_1d(const Tensor& x);
+Tensor atleast_2d(const Tensor& x);
+Tensor atleast_3d(const Tensor& x);
+/** cat along dim 1 (dim 0 for 1-D tensors), dim 0 of atleast_2d, dim 2 of atleast_3d;
+ * column_stack makes 0-D and 1-D tensors columns first. */
+Tensor hstack(const TensorList& tensors);
+Tensor vstack(const TensorList& tensors);
+Tensor row_stack(const TensorList& tensors);
+Tensor dstack(const TensorList& tensors);
+Tensor column_stack(const TensorList& tensors);
+/** `sections` pieces (the first size % sections one longer), or pieces between the
+ * given indices; views. */
+TensorList tensor_split(const Tensor& x, int64_t sections, int64_t dim = 0);
+TensorList tensor_split(const Tensor& x, const IntList& indices, int64_t dim = 0);
+/** tensor_split into equal sections along dim 1 (0 for 1-D), 0, 2: the size must divide. */
+TensorList hsplit(const Tensor& x, int64_t sections);
+TensorList vsplit(const Tensor& x, int64_t sections);
+TensorList dsplit(const Tensor& x, int64_t sections);
+/** dim split into `sizes` (one may be -1). */
+Tensor unflatten(const Tensor& x, int64_t dim, const IntList& sizes);
+Tensor swapaxes(const Tensor& x, int64_t a, int64_t b);
+Tensor swapdims(const Tensor& x, int64_t a, int64_t b);
+Tensor moveaxis(const Tensor& x, int64_t source, int64_t destination);
+Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+Tensor fix(const Tensor& x);
+Tensor absolute(const Tensor& x);
+Tensor negative(const Tensor& x);
+Tensor positive(const Tensor& x);
+Tensor sgn(const Tensor& x);
+/** x * 2^exponent, in floating point. */
+Tensor ldexp(const Tensor& x, const Tensor& exponent);
+
+// ---- statistics and sampling (kiln/dispatch/statistics.cpp) -------------------------
+/** The q-quantiles (q in [0, 1], a number or a 1-D tensor whose dim comes first in the
+ * result) over dim (absent: all elements) of an f32/f64 tensor, interpolating "linear",
+ * "lower", "higher", "midpoint" or "nearest" between sorted neighbours; a row with NaN
+ * gives NaN (nanquantile leaves NaN out). */
+Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                const std::string& interpolation = "linear");
+Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                const std::string& interpolation = "linear");
+Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                   const std::string& interpolation = "linear");
+Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                   const std::string& interpolation = "linear");
+/** The lower median of the non-NaN elements (NaN for a row of NaN) and its position. */
+std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor nanmedian(const Tensor& x);
+/** The most frequent value along dim (ties: the smallest) and its last position. */
+std::pair<Tensor, Tensor> mode(const Tensor& x, int64_t dim = -1, bool keepdim = false);
+/** Covariance of the rows (variables) of x [variables, observations] (or a 1-D x), with
+ * integer frequency and float observation weights. */
+Tensor cov(const Tensor& x, int64_t correction = 1, const Tensor& fweights = Tensor(),
+           const Tensor& aweights = Tensor());
+/** Pearson correlation coefficients of the rows, clipped to [-1, 1]. */
+Tensor corrcoef(const Tensor& x);
+/** The trapezoid rule along dim with sample points x (1-D, or shaped like y) or spacing dx. */
+Tensor trapezoid(const Tensor& y, const Tensor& x, int64_t dim = -1);
+Tensor trapezoid(const Tensor& y, double dx = 1.0, int64_t dim = -1);
+Tensor trapz(const Tensor& y, const Tensor& x, int64_t dim = -1);
+Tensor trapz(const Tensor& y, double dx = 1.0, int64_t dim = -1);
+Tensor cumulative_trapezoid(const Tensor& y, double dx = 1.0, int64_t dim = -1);
+/** Columns x^(N-1) ... x^0 (increasing: x^0 ... x^(N-1)); N defaults to len(x). */
+Tensor vander(const Tensor& x, std::optional<int64_t> n = std::nullopt, bool increasing = false);
+/** base^linspace(start, end, steps). */
+Tensor logspace(double start, double end, int64_t steps, double base = 10.0, TensorOptions options = {});
+/** Integers uniform in [low, high) (i64 unless options say otherwise). */
+Tensor randint(int64_t low, int64_t high, const IntList& size, TensorOptions options = {});
+/** A random permutation of 0..n-1. */
+Tensor randperm(int64_t n, TensorOptions options = {});
+/** 1 with probability p (elementwise), else 0, in p's dtype; or with one p, in x's shape
+ * and dtype. */
+Tensor bernoulli(const Tensor& p);
+Tensor bernoulli(const Tensor& x, double p);
+/** num_samples category indices per row of (unnormalized) probs, with or without
+ * replacement. */
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+/** Normal samples with the given means and standard deviations (broadcast together). */
+Tensor normal(const Tensor& mean, const Tensor& std);
+Tensor normal(double mean, double std, const IntList& size, TensorOptions options = {});
+
 /** PyTorch-like printing: tensor([[1., 2.]], device='cpu:1'). */
 std::ostream& operator<<(std::ostream& os, const Tensor& x);
 std::string to_string(const Tensor& x);

@@ -118,6 +118,93 @@ Tensor run_attention(const std::string& op, const std::vector<Tensor>& in, const
   return flat_cat({m.decode(in[0], in[1], masks)});
 }
 
+// The indexing, stacking and statistics composites.
+Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const json& a) {
+  auto opt_int = [&](const char* key) {
+    return a.contains(key) ? std::optional<int64_t>(a[key].get<int64_t>()) : std::nullopt;
+  };
+  auto joined = [](const TensorList& parts) {
+    TensorList flat;
+    for (const Tensor& t : parts) flat.push_back(reshape(t, {-1}));
+    return cat(flat, 0);
+  };
+  if (op == "take") return take(in[0], in[1]);
+  if (op == "take_along_dim") return take_along_dim(in[0], in[1], opt_int("dim"));
+  if (op == "index" || op == "index_put") {
+    std::string pattern = a.at("pattern");  // i: an index input, ':' a full slice, a: arange(rows)[:, None]
+    std::vector<Tensor> idx;
+    size_t k = 1;
+    for (char c : pattern) {
+      if (c == ':') idx.emplace_back();
+      else if (c == 'a') idx.push_back(unsqueeze(arange(in[0].size(0)), 1));
+      else idx.push_back(in[k++]);
+    }
+    if (op == "index") return index(in[0], idx);
+    return index_put(in[0], idx, in[k], a.value("accumulate", false));
+  }
+  if (op == "masked_scatter") return masked_scatter(in[0], in[1], in[2]);
+  if (op == "unfold") return unfold(in[0], a.at("dim"), a.at("size"), a.at("step"));
+  if (op == "select_scatter") return select_scatter(in[0], in[1], a.at("dim"), a.at("index"));
+  if (op == "slice_scatter") return slice_scatter(in[0], in[1], a.at("dim"), opt_int("start"), opt_int("end"), a.value("step", int64_t{1}));
+  if (op == "diagonal_scatter")
+    return diagonal_scatter(in[0], in[1], a.value("offset", int64_t{0}), a.value("dim1", int64_t{0}), a.value("dim2", int64_t{1}));
+  if (op == "diag_embed")
+    return diag_embed(in[0], a.value("offset", int64_t{0}), a.value("dim1", int64_t{-2}), a.value("dim2", int64_t{-1}));
+  if (op == "diagflat") return diagflat(in[0], a.value("offset", int64_t{0}));
+  if (op == "scatter_reduce") return scatter_reduce(in[0], a.at("dim"), in[1], in[2], a.at("reduce"), a.at("include_self"));
+  TensorList all(in.begin(), in.end());
+  if (op == "hstack") return hstack(all);
+  if (op == "vstack") return vstack(all);
+  if (op == "row_stack") return row_stack(all);
+  if (op == "dstack") return dstack(all);
+  if (op == "column_stack") return column_stack(all);
+  if (op == "atleast_1d") return atleast_1d(in[0]);
+  if (op == "atleast_2d") return atleast_2d(in[0]);
+  if (op == "atleast_3d") return atleast_3d(in[0]);
+  if (op == "tensor_split") {
+    int64_t dim = a.value("dim", int64_t{0});
+    if (a.contains("indices")) return joined(tensor_split(in[0], a["indices"].get<IntList>(), dim));
+    return joined(tensor_split(in[0], a.at("sections").get<int64_t>(), dim));
+  }
+  if (op == "hsplit") return joined(hsplit(in[0], a.at("sections")));
+  if (op == "vsplit") return joined(vsplit(in[0], a.at("sections")));
+  if (op == "unflatten") return unflatten(in[0], a.at("dim"), a.at("sizes").get<IntList>());
+  if (op == "ldexp") return ldexp(in[0], in[1]);
+  if (op == "sgn") return sgn(in[0]);
+  if (op == "positive") return positive(in[0]);
+  if (op == "quantile" || op == "nanquantile") {
+    auto f = op == "quantile" ? static_cast<Tensor (*)(const Tensor&, const Tensor&, std::optional<int64_t>, bool,
+                                                        const std::string&)>(quantile)
+                              : static_cast<Tensor (*)(const Tensor&, const Tensor&, std::optional<int64_t>, bool,
+                                                        const std::string&)>(nanquantile);
+    std::string how = a.value("interpolation", std::string("linear"));
+    if (in.size() > 1) return f(in[0], in[1], opt_int("dim"), a.value("keepdim", false), how);
+    double q = a.at("q");
+    return op == "quantile" ? quantile(in[0], q, opt_int("dim"), a.value("keepdim", false), how)
+                            : nanquantile(in[0], q, opt_int("dim"), a.value("keepdim", false), how);
+  }
+  if (op == "nanmedian") return nanmedian(in[0]);
+  if (op == "nanmedian_dim_values" || op == "nanmedian_dim_indices") {
+    auto [v, i] = nanmedian(in[0], a.at("dim"));
+    return op == "nanmedian_dim_values" ? v : i;
+  }
+  if (op == "mode_values" || op == "mode_indices") {
+    auto [v, i] = mode(in[0], a.at("dim"), a.value("keepdim", false));
+    return op == "mode_values" ? v : i;
+  }
+  if (op == "cov")
+    return cov(in[0], a.value("correction", int64_t{1}), in.size() > 1 ? in[1] : Tensor(), in.size() > 2 ? in[2] : Tensor());
+  if (op == "corrcoef") return corrcoef(in[0]);
+  if (op == "trapezoid") {
+    if (in.size() > 1) return trapezoid(in[0], in[1], a.value("dim", int64_t{-1}));
+    return trapezoid(in[0], a.value("dx", 1.0), a.value("dim", int64_t{-1}));
+  }
+  if (op == "cumulative_trapezoid") return cumulative_trapezoid(in[0], a.value("dx", 1.0), a.value("dim", int64_t{-1}));
+  if (op == "vander") return vander(in[0], opt_int("n"), a.value("increasing", false));
+  if (op == "logspace") return logspace(a.at("start"), a.at("end"), a.at("steps"), a.at("base"));
+  return Tensor();
+}
+
 // Runs one recorded case through kiln's functional API by name.
 Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) {
   if (op == "add") return add(in[0], in[1], a.contains("alpha") ? scalar(a["alpha"]) : Scalar(1));
@@ -455,6 +542,7 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "mha" || op.starts_with("transformer_")) return run_attention(op, in, a);
   if (op == "square_subsequent_mask") return nn::square_subsequent_mask(a.at("n").get<int64_t>());
   if (op == "pixel_shuffle") return nn::pixel_shuffle(in[0], a.at("factor").get<int64_t>());
+  if (Tensor t = run_composite(op, in, a); t.defined()) return t;
   if (op == "pixel_unshuffle") return nn::pixel_unshuffle(in[0], a.at("factor").get<int64_t>());
   if (op == "pad") return nn::pad(in[0], a.at("pad").get<IntList>(), a.at("value").get<double>());
   if (op == "group_norm")

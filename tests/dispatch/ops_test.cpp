@@ -532,5 +532,65 @@ TEST(Operators, PrintingDevicesDtypesAndShapes) {
   EXPECT_EQ(os.str(), "cpu:1 f16 [2, 3]");
 }
 
+// Sampling: support, shapes and dtypes exactly; frequencies within wide bounds (a fixed
+// seed makes each run the same draw, so these are not flaky).
+TEST(Sampling, RandintRandpermBernoulliNormal) {
+  manual_seed(11);
+  Tensor r = randint(3, 7, {20000});
+  EXPECT_EQ(r.dtype(), DType::i64);
+  EXPECT_EQ(item<int64_t>(amin(r)), 3);
+  EXPECT_EQ(item<int64_t>(amax(r)), 6);
+  for (int64_t v = 3; v < 7; ++v) EXPECT_NEAR(item<double>(mean(to(r == v, f64))), 0.25, 0.02) << v;
+  EXPECT_EQ(randint(0, 5, {2, 3}, {.dtype = DType::i32}).dtype(), DType::i32);
+
+  Tensor perm = randperm(50);
+  EXPECT_EQ(values(std::get<0>(sort(perm))), values(arange(50)));
+  EXPECT_NE(values(perm), values(arange(50)));
+
+  Tensor p = full({20000}, 0.3);
+  Tensor b = bernoulli(p);
+  EXPECT_EQ(b.dtype(), f32);
+  EXPECT_TRUE(item<bool>(all(logical_or(b == 0.0, b == 1.0))));
+  EXPECT_NEAR(item<double>(mean(b)), 0.3, 0.02);
+  EXPECT_NEAR(item<double>(mean(bernoulli(zeros({20000}, {.dtype = f64}), 0.75))), 0.75, 0.02);
+
+  Tensor n = normal(full({20000}, 2.0), full({1}, 0.5));
+  EXPECT_NEAR(item<double>(mean(n)), 2.0, 0.02);
+  EXPECT_NEAR(item<double>(kiln::std(n)), 0.5, 0.02);
+  EXPECT_EQ(normal(1.0, 0.0, {3}, {.dtype = f64}).dtype(), f64);
+  EXPECT_TRUE(all_close(normal(1.0, 0.0, {3}), {1, 1, 1}));
+
+  expect_error([] { randint(5, 5, {2}); }, ErrorKind::value, "[randint] expects low < high");
+  expect_error([] { normal(0.0, -1.0, {2}); }, ErrorKind::value, "std >= 0.0");
+}
+
+TEST(Sampling, MultinomialWithAndWithoutReplacement) {
+  manual_seed(12);
+  Tensor probs = tensor({0.1, 0.0, 0.6, 0.3});
+  Tensor draws = multinomial(probs, 20000, /*replacement=*/true);
+  EXPECT_EQ(draws.dtype(), DType::i64);
+  EXPECT_EQ(draws.shape(), (Dims{20000}));
+  std::vector<double> want = {0.1, 0.0, 0.6, 0.3};
+  for (int64_t k = 0; k < 4; ++k)
+    EXPECT_NEAR(item<double>(mean(to(draws == k, f64))), want[static_cast<size_t>(k)], 0.02) << k;
+  // Without replacement: distinct categories per row, zero-probability ones never drawn
+  // while others remain; unnormalized rows work.
+  Tensor rows = tensor({5.0, 0.0, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0}, {2, 4});
+  for (int trial = 0; trial < 20; ++trial) {
+    Tensor pick = multinomial(rows, 3);
+    ASSERT_EQ(pick.shape(), (Dims{2, 3}));
+    for (int64_t r = 0; r < 2; ++r) {
+      std::vector<double> v = values(std::get<0>(sort(select(pick, 0, r))));  // distinct
+      EXPECT_TRUE(v[0] != v[1] && v[1] != v[2]) << "row " << r;
+    }
+    for (double c : values(select(pick, 0, 0))) EXPECT_NE(c, 1.0);
+  }
+  // The most likely category comes first most often (Gumbel top-k draws in order).
+  Tensor firsts = select(multinomial(expand(unsqueeze(tensor({0.7, 0.2, 0.1}), 0), {4000, 3}), 1), 1, 0);
+  EXPECT_NEAR(item<double>(mean(to(firsts == 0, f64))), 0.7, 0.03);
+  expect_error([&] { multinomial(probs, 5); }, ErrorKind::value, "without replacement");
+  expect_error([] { multinomial(tensor({0.5, -0.1}), 1); }, ErrorKind::value, "element < 0");
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1,0 +1,242 @@
+// Indexing composites, as PyTorch defines them, written with table ops: flat and
+// broadcast gathers (take, take_along_dim), advanced indexing (index, index_put),
+// masked_scatter, the *_scatter family, scatter_reduce, sliding windows (unfold) and
+// diagonal embedding. Most reduce to one index_select / index_copy / index_add over
+// linear positions, computed with integer ops on the tensor's device, so they
+// differentiate, trace and export as those ops do.
+#include <algorithm>
+#include <limits>
+
+#include "kiln/dispatch/functional.h"
+#include "kiln/ops/meta.h"
+
+namespace kiln {
+namespace {
+
+IntList shape_of(const Tensor& t) { return IntList(t.shape().begin(), t.shape().end()); }
+
+TensorOptions index_options(const Tensor& like) { return {.dtype = DType::i64, .device = like.device()}; }
+
+// The row-major position of every element of x, shaped like x.
+Tensor positions(const Tensor& x) { return reshape(arange(0, x.numel(), 1, index_options(x)), shape_of(x)); }
+
+// Negative indices counted from the end of a dim of `size`.
+Tensor wrapped(const Tensor& index, int64_t size) { return where(index < 0, index + size, index); }
+
+void check_integral_index(const Tensor& index, const char* op) {
+  KILN_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, dtype,
+             "[{}] expects an int64 or int32 index tensor, got {}", op, index.dtype());
+}
+
+// x with `src` written over the view `view_of(x)` selects (a copy): the view is taken of
+// x's positions, so any view works, and the write is one index_copy of the flat tensor.
+template <typename ViewFn>
+Tensor scatter_into_view(const Tensor& x, const Tensor& src, ViewFn view_of, const char* op) {
+  Tensor where_to = view_of(positions(x));
+  KILN_CHECK(src.shape() == where_to.shape(), shape, "[{}] expects src shaped {}, got {}", op,
+             where_to.shape().str(), src.meta_str());
+  Tensor flat = index_copy(reshape(x, {-1}), 0, reshape(where_to, {-1}), reshape(to(src, x.dtype()), {-1}));
+  return reshape(flat, shape_of(x));
+}
+
+}  // namespace
+
+Tensor take(const Tensor& x, const Tensor& index) {
+  check_integral_index(index, "take");
+  Tensor picked = index_select(reshape(x, {-1}), 0, reshape(wrapped(to(index, DType::i64), x.numel()), {-1}));
+  return reshape(picked, shape_of(index));
+}
+
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
+  check_integral_index(indices, "take_along_dim");
+  if (!dim) return take(reshape(x, {-1}), reshape(indices, {-1}));
+  KILN_CHECK(x.dim() == indices.dim(), shape, "[take_along_dim] input {} and indices {} must have the same rank",
+             x.meta_str(), indices.meta_str());
+  int64_t d = wrap_dim(*dim, x.dim(), "take_along_dim");
+  // Broadcast every dim but `d`, which each keeps.
+  IntList xs = shape_of(x), is = shape_of(indices);
+  xs[static_cast<size_t>(d)] = is[static_cast<size_t>(d)] = 1;
+  Dims common = ops::broadcast_shapes(Dims(xs), Dims(is), "take_along_dim");
+  IntList x_to(common.begin(), common.end()), i_to = x_to;
+  x_to[static_cast<size_t>(d)] = x.size(d);
+  i_to[static_cast<size_t>(d)] = indices.size(d);
+  return gather(expand(x, x_to), d, expand(to(indices, DType::i64), i_to));
+}
+
+namespace {
+
+// Advanced indexing's plan: the defined index tensors (integers, or bools standing for
+// their nonzero coordinates) as one block of consecutive dims starting at `first`, each
+// broadcast to `shape`, combined into one linear position over the block.
+struct IndexPlan {
+  int64_t first = 0, block = 0;
+  Tensor linear;  // [*shape]
+  IntList shape;
+};
+
+IndexPlan plan_index(const Tensor& x, const std::vector<Tensor>& indices, const char* op) {
+  std::vector<Tensor> expanded;  // bools become their coordinate tensors
+  std::vector<int64_t> dims;
+  int64_t d = 0;
+  for (const Tensor& t : indices) {
+    if (!t.defined()) {
+      ++d;
+      continue;
+    }
+    if (t.dtype() == DType::b8 || t.dtype() == DType::u8) {
+      KILN_CHECK(d + t.dim() <= x.dim(), index, "[{}] a mask {} indexes past the {} dims of {}", op, t.meta_str(),
+                 x.dim(), x.meta_str());
+      for (int64_t k = 0; k < t.dim(); ++k)
+        KILN_CHECK(t.size(k) == x.size(d + k), index,
+                   "[{}] the mask {} does not match the indexed tensor {} at dim {}", op, t.meta_str(), x.meta_str(),
+                   d + k);
+      TensorList coords = where(t);
+      for (int64_t k = 0; k < t.dim(); ++k) {
+        expanded.push_back(coords[static_cast<size_t>(k)]);
+        dims.push_back(d + k);
+      }
+      d += t.dim();
+      continue;
+    }
+    check_integral_index(t, op);
+    KILN_CHECK(d < x.dim(), index, "[{}] too many indices for a tensor of dimension {}", op, x.dim());
+    expanded.push_back(to(t, DType::i64));
+    dims.push_back(d++);
+  }
+  KILN_CHECK(!expanded.empty(), value, "[{}] expects at least one index tensor", op);
+  for (size_t i = 1; i < dims.size(); ++i)
+    KILN_CHECK(dims[i] == dims[i - 1] + 1, unsupported,
+               "[{}] index tensors separated by full slices are not supported (index dims {} and {})", op,
+               dims[i - 1], dims[i]);
+  IndexPlan p;
+  p.first = dims.front();
+  p.block = static_cast<int64_t>(dims.size());
+  Dims shape = expanded[0].shape();
+  for (size_t i = 1; i < expanded.size(); ++i) shape = ops::broadcast_shapes(shape, expanded[i].shape(), op);
+  p.shape = IntList(shape.begin(), shape.end());
+  for (size_t i = 0; i < expanded.size(); ++i) {
+    int64_t size = x.size(dims[i]);
+    Tensor idx = wrapped(expand(expanded[i], p.shape), size);
+    p.linear = p.linear.defined() ? p.linear * size + idx : idx;
+  }
+  return p;
+}
+
+// x with the block's dims merged into one.
+Tensor merge_block(const Tensor& x, const IndexPlan& p) {
+  IntList shape(x.shape().begin(), x.shape().begin() + p.first);
+  shape.push_back(-1);
+  shape.insert(shape.end(), x.shape().begin() + p.first + p.block, x.shape().end());
+  return reshape(x, shape);
+}
+
+IntList indexed_shape(const Tensor& x, const IndexPlan& p) {
+  IntList shape(x.shape().begin(), x.shape().begin() + p.first);
+  shape.insert(shape.end(), p.shape.begin(), p.shape.end());
+  shape.insert(shape.end(), x.shape().begin() + p.first + p.block, x.shape().end());
+  return shape;
+}
+
+}  // namespace
+
+Tensor index(const Tensor& x, const std::vector<Tensor>& indices) {
+  IndexPlan p = plan_index(x, indices, "index");
+  Tensor picked = index_select(merge_block(x, p), p.first, reshape(p.linear, {-1}));
+  return reshape(picked, indexed_shape(x, p));
+}
+
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
+  IndexPlan p = plan_index(x, indices, "index_put");
+  IntList target = indexed_shape(x, p);
+  Tensor v = expand(to(values, x.dtype()), target);
+  IntList merged(target.begin(), target.begin() + p.first);
+  merged.push_back(-1);
+  merged.insert(merged.end(), target.begin() + p.first + static_cast<int64_t>(p.shape.size()), target.end());
+  Tensor flat = merge_block(x, p), lin = reshape(p.linear, {-1}), vals = reshape(v, merged);
+  Tensor out = accumulate ? index_add(flat, p.first, lin, vals) : index_copy(flat, p.first, lin, vals);
+  return reshape(out, shape_of(x));
+}
+
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source) {
+  KILN_CHECK(mask.dtype() == DType::b8, dtype, "[masked_scatter] expects a bool mask, got {}", mask.dtype());
+  Tensor m = expand(mask, shape_of(x));
+  // The k-th true position (row-major) takes source's k-th element.
+  Tensor taken = cumsum(reshape(to(m, DType::i64), {-1}), 0) - 1;
+  Tensor flat_source = reshape(to(source, x.dtype()), {-1});
+  if (!x.is_fake())  // PyTorch's check on the count of true elements: eager only
+    KILN_CHECK(item<int64_t>(sum(to(m, DType::i64))) <= source.numel(), value,
+               "[masked_scatter] the mask selects more elements than source {} has", source.meta_str());
+  Tensor safe = clamp(taken, 0, std::max<int64_t>(source.numel() - 1, 0));
+  Tensor picked = source.numel() ? reshape(index_select(flat_source, 0, safe), shape_of(x)) : zeros_like(x);
+  return where(m, picked, x);
+}
+
+Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
+  int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "unfold");
+  int64_t len = x.dim() == 0 ? 1 : x.size(d);
+  KILN_CHECK(size >= 0 && size <= len, value, "[unfold] maximum size for tensor at dimension {} is {} but size is {}",
+             d, len, size);
+  KILN_CHECK(step > 0, value, "[unfold] step is {} but must be > 0", step);
+  Tensor c = contiguous(x.dim() == 0 ? reshape(x, {1}) : x);
+  IntList shape = shape_of(c), strides(c.strides().begin(), c.strides().end());
+  int64_t stride = strides[static_cast<size_t>(d)];
+  shape[static_cast<size_t>(d)] = (len - size) / step + 1;
+  strides[static_cast<size_t>(d)] = stride * step;
+  shape.push_back(size);
+  strides.push_back(stride);
+  Tensor windows = as_strided(c, shape, strides, c.offset());
+  return x.dim() == 0 ? reshape(windows, {size}) : windows;
+}
+
+Tensor select_scatter(const Tensor& x, const Tensor& src, int64_t dim, int64_t index) {
+  return scatter_into_view(x, src, [&](const Tensor& p) { return select(p, dim, index); }, "select_scatter");
+}
+
+Tensor slice_scatter(const Tensor& x, const Tensor& src, int64_t dim, std::optional<int64_t> start,
+                     std::optional<int64_t> end, int64_t step) {
+  return scatter_into_view(
+      x, src,
+      [&](const Tensor& p) {
+        int64_t d = wrap_dim(dim, p.dim(), "slice_scatter"), n = p.size(d);
+        auto clip = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+        int64_t s = clip(start.value_or(0)), e = std::max(s, clip(end.value_or(n)));
+        KILN_CHECK(step > 0, value, "[slice_scatter] step must be positive, got {}", step);
+        return index_select(p, d, arange(s, e, step, index_options(p)));
+      },
+      "slice_scatter");
+}
+
+Tensor diagonal_scatter(const Tensor& x, const Tensor& src, int64_t offset, int64_t dim1, int64_t dim2) {
+  return scatter_into_view(x, src, [&](const Tensor& p) { return diagonal(p, offset, dim1, dim2); },
+                           "diagonal_scatter");
+}
+
+Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  KILN_CHECK(x.dim() >= 1, shape, "[diag_embed] expects at least a 1-D input, got {}", x.meta_str());
+  int64_t rank = x.dim() + 1, d1 = wrap_dim(dim1, rank, "diag_embed"), d2 = wrap_dim(dim2, rank, "diag_embed");
+  KILN_CHECK(d1 != d2, value, "[diag_embed] diagonal dimensions cannot be identical {}, {}", dim1, dim2);
+  int64_t n = x.size(-1) + (offset < 0 ? -offset : offset);
+  IntList shape(x.shape().begin(), x.shape().end() - 1);  // the batch dims, then n at d1 and d2
+  for (int64_t d : {std::min(d1, d2), std::max(d1, d2)}) shape.insert(shape.begin() + d, n);
+  return diagonal_scatter(zeros(shape, {.dtype = x.dtype(), .device = x.device()}), x, offset, d1, d2);
+}
+
+Tensor diagflat(const Tensor& x, int64_t offset) { return diag_embed(reshape(x, {-1}), offset, 0, 1); }
+
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self) {
+  KILN_CHECK(reduce == "sum" || reduce == "mean", unsupported,
+             "[scatter_reduce] reduce '{}' is not supported (sum and mean are)", reduce);
+  Tensor base = include_self ? x : scatter(x, dim, index, 0.0);  // zero the targets
+  Tensor sums = scatter_add(base, dim, index, src);
+  if (reduce == "sum") return sums;
+  // Mean: over the writes (and self, with include_self) at each target; untouched
+  // positions keep x. Integer tensors divide with floor, as PyTorch.
+  Tensor counts = scatter_add(full_like(x, include_self ? 1 : 0), dim, index, ones_like(src, {.dtype = x.dtype()}));
+  Tensor touched = scatter_add(zeros_like(x), dim, index, ones_like(src, {.dtype = x.dtype()})) > 0.0;
+  Tensor safe = where(counts == 0.0, ones_like(counts), counts);
+  Tensor mean = is_floating(x.dtype()) ? sums / safe : floor_divide(sums, safe);
+  return where(touched, mean, x);
+}
+
+}  // namespace kiln

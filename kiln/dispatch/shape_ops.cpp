@@ -1,0 +1,134 @@
+// Stacking, splitting and dim-shuffling composites as PyTorch defines them (views and
+// cat over views), and PyTorch's plain aliases of existing ops.
+#include <algorithm>
+
+#include "kiln/dispatch/functional.h"
+
+namespace kiln {
+namespace {
+
+IntList shape_of(const Tensor& t) { return IntList(t.shape().begin(), t.shape().end()); }
+
+TensorList each(const TensorList& ts, Tensor (*f)(const Tensor&)) {
+  TensorList out;
+  for (const Tensor& t : ts) out.push_back(f(t));
+  return out;
+}
+
+}  // namespace
+
+Tensor atleast_1d(const Tensor& x) { return x.dim() == 0 ? reshape(x, {1}) : x; }
+Tensor atleast_2d(const Tensor& x) {
+  if (x.dim() == 0) return reshape(x, {1, 1});
+  return x.dim() == 1 ? unsqueeze(x, 0) : x;
+}
+Tensor atleast_3d(const Tensor& x) {
+  switch (x.dim()) {
+    case 0: return reshape(x, {1, 1, 1});
+    case 1: return reshape(x, {1, x.size(0), 1});
+    case 2: return unsqueeze(x, -1);
+    default: return x;
+  }
+}
+
+Tensor hstack(const TensorList& ts) {
+  TensorList xs = each(ts, atleast_1d);
+  KILN_CHECK(!xs.empty(), value, "[hstack] expects a non-empty list of tensors");
+  return cat(xs, xs[0].dim() == 1 ? 0 : 1);
+}
+Tensor vstack(const TensorList& ts) { return cat(each(ts, atleast_2d), 0); }
+Tensor row_stack(const TensorList& ts) { return vstack(ts); }
+Tensor dstack(const TensorList& ts) { return cat(each(ts, atleast_3d), 2); }
+Tensor column_stack(const TensorList& ts) {
+  TensorList cols;
+  for (const Tensor& t : ts) cols.push_back(t.dim() <= 1 ? reshape(t, {t.numel(), 1}) : t);
+  return hstack(cols);
+}
+
+TensorList tensor_split(const Tensor& x, int64_t sections, int64_t dim) {
+  KILN_CHECK(x.dim() > 0, shape, "[tensor_split] expects at least a 1-D tensor, got {}", x.meta_str());
+  KILN_CHECK(sections > 0, value, "[tensor_split] number of sections must be larger than 0, got {}", sections);
+  int64_t d = wrap_dim(dim, x.dim(), "tensor_split"), n = x.size(d);
+  // The first n % sections pieces are one longer.
+  TensorList out;
+  int64_t start = 0;
+  for (int64_t i = 0; i < sections; ++i) {
+    int64_t len = n / sections + (i < n % sections ? 1 : 0);
+    out.push_back(narrow(x, d, start, len));
+    start += len;
+  }
+  return out;
+}
+
+TensorList tensor_split(const Tensor& x, const IntList& indices, int64_t dim) {
+  KILN_CHECK(x.dim() > 0, shape, "[tensor_split] expects at least a 1-D tensor, got {}", x.meta_str());
+  int64_t d = wrap_dim(dim, x.dim(), "tensor_split"), n = x.size(d);
+  auto clip = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+  // Piece k is x[indices[k-1]:indices[k]] as a Python slice: empty where they decrease.
+  TensorList out;
+  int64_t start = 0;
+  for (int64_t i : indices) {
+    int64_t stop = clip(i);
+    out.push_back(narrow(x, d, start, std::max<int64_t>(0, stop - start)));
+    start = stop;
+  }
+  out.push_back(narrow(x, d, start, n - start));
+  return out;
+}
+
+namespace {
+
+TensorList split_evenly(const Tensor& x, int64_t sections, int64_t dim, int64_t min_rank, const char* op) {
+  KILN_CHECK(x.dim() >= min_rank, shape, "[{}] requires a tensor with at least {} dimension(s), got {}", op, min_rank,
+             x.meta_str());
+  KILN_CHECK(sections > 0 && x.size(dim) % sections == 0, value,
+             "[{}] attempted to split along dimension {}, but the size of the dimension {} is not divisible by the "
+             "split_size {}",
+             op, dim, x.size(dim), sections);
+  return tensor_split(x, sections, dim);
+}
+
+}  // namespace
+
+TensorList hsplit(const Tensor& x, int64_t sections) {
+  return split_evenly(x, sections, x.dim() == 1 ? 0 : 1, 1, "hsplit");
+}
+TensorList vsplit(const Tensor& x, int64_t sections) { return split_evenly(x, sections, 0, 2, "vsplit"); }
+TensorList dsplit(const Tensor& x, int64_t sections) { return split_evenly(x, sections, 2, 3, "dsplit"); }
+
+Tensor unflatten(const Tensor& x, int64_t dim, const IntList& sizes) {
+  int64_t d = wrap_dim(dim, x.dim(), "unflatten");
+  KILN_CHECK(!sizes.empty(), value, "[unflatten] sizes must be non-empty");
+  IntList shape(x.shape().begin(), x.shape().begin() + d);
+  int64_t known = 1, unknown = 0;
+  for (int64_t s : sizes) {
+    if (s == -1) ++unknown;
+    else known *= s;
+  }
+  KILN_CHECK(unknown <= 1 && (unknown ? known > 0 && x.size(d) % known == 0 : known == x.size(d)), shape,
+             "[unflatten] sizes {} don't multiply up to the size of dim {} ({}) of {}", Dims(sizes).str(), d,
+             x.size(d), x.meta_str());
+  shape.insert(shape.end(), sizes.begin(), sizes.end());
+  shape.insert(shape.end(), x.shape().begin() + d + 1, x.shape().end());
+  return reshape(x, shape);
+}
+
+Tensor swapaxes(const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }
+Tensor swapdims(const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }
+Tensor moveaxis(const Tensor& x, int64_t source, int64_t destination) { return movedim(x, source, destination); }
+Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) { return clamp(x, min, max); }
+Tensor fix(const Tensor& x) { return trunc(x); }
+Tensor absolute(const Tensor& x) { return abs(x); }
+Tensor negative(const Tensor& x) { return neg(x); }
+Tensor positive(const Tensor& x) {
+  KILN_CHECK(x.dtype() != DType::b8, dtype, "[positive] does not support bool tensors");
+  return x;
+}
+Tensor sgn(const Tensor& x) { return sign(x); }
+
+Tensor ldexp(const Tensor& x, const Tensor& exponent) {
+  Tensor fx = is_floating(x.dtype()) ? x : to(x, DType::f32);
+  return fx * exp2(to(exponent, fx.dtype()));
+}
+
+}  // namespace kiln
