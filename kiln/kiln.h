@@ -16,6 +16,7 @@
 #include "kiln/dispatch/dispatch.h"
 #include "kiln/dispatch/functional.h"
 #include "kiln/dispatch/library.h"
+#include "kiln/dispatch/linalg.h"
 #include "kiln/distributed/dprogram.h"
 #include "kiln/distributed/dtensor.h"
 #include "kiln/distributed/process_group.h"

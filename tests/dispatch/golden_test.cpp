@@ -202,6 +202,29 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
   if (op == "cumulative_trapezoid") return cumulative_trapezoid(in[0], a.value("dx", 1.0), a.value("dim", int64_t{-1}));
   if (op == "vander") return vander(in[0], opt_int("n"), a.value("increasing", false));
   if (op == "logspace") return logspace(a.at("start"), a.at("end"), a.at("steps"), a.at("base"));
+  if (op == "linalg_det") return linalg::det(in[0]);
+  if (op == "linalg_slogdet_sign") return linalg::slogdet(in[0]).first;
+  if (op == "linalg_slogdet_logabs") return linalg::slogdet(in[0]).second;
+  if (op == "logdet") return logdet(in[0]);
+  if (op == "linalg_inv") return linalg::inv(in[0]);
+  if (op == "linalg_solve") return linalg::solve(in[0], in[1]);
+  if (op == "linalg_lu_factor_lu") return linalg::lu_factor(in[0]).first;
+  if (op == "linalg_lu_factor_pivots") return linalg::lu_factor(in[0]).second;
+  if (op == "linalg_lu_p") return std::get<0>(linalg::lu(in[0]));
+  if (op == "linalg_lu_l") return std::get<1>(linalg::lu(in[0]));
+  if (op == "linalg_lu_u") return std::get<2>(linalg::lu(in[0]));
+  if (op == "linalg_solve_triangular")
+    return linalg::solve_triangular(in[0], in[1], a.at("upper"), a.value("left", true), a.value("unitriangular", false));
+  if (op == "linalg_cholesky") return linalg::cholesky(in[0], a.value("upper", false));
+  if (op == "linalg_qr_q") return linalg::qr(in[0], a.at("mode")).first;
+  if (op == "linalg_qr_r") return linalg::qr(in[0], a.at("mode")).second;
+  if (op == "matrix_power") return matrix_power(in[0], a.at("n"));
+  if (op == "linalg_matrix_norm") {
+    std::string ord = a.at("ord");
+    return linalg::matrix_norm(in[0], ord, a.value("keepdim", false));
+  }
+  if (op == "linalg_multi_dot") return linalg::multi_dot(TensorList(in.begin(), in.end()));
+  if (op == "linalg_vecdot") return linalg::vecdot(in[0], in[1]);
   return Tensor();
 }
 

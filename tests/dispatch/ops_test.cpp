@@ -592,5 +592,40 @@ TEST(Sampling, MultinomialWithAndWithoutReplacement) {
   expect_error([] { multinomial(tensor({0.5, -0.1}), 1); }, ErrorKind::value, "element < 0");
 }
 
+// The factorizations reconstruct their input and the solvers invert (batched, on a
+// virtual device); the golden file checks them against PyTorch value by value.
+TEST(Linalg, FactorizationsReconstructAndSolversInvert) {
+  manual_seed(13);
+  Device d("cpu:2");
+  TensorOptions o{.dtype = f64, .device = d};
+  Tensor a = randn({3, 5, 5}, o), b = randn({3, 5, 2}, o);
+  Tensor eye5 = eye(5, std::nullopt, o);
+  auto [p, l, u] = linalg::lu(a);
+  EXPECT_TRUE(all_close(matmul(p, matmul(l, u)), values(a), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(matmul(a, linalg::inv(a)), values(expand(eye5, {3, 5, 5})), 1e-10, 1e-10));
+  EXPECT_TRUE(all_close(matmul(a, linalg::solve(a, b)), values(b), 1e-10, 1e-10));
+  auto [q, r] = linalg::qr(randn({3, 6, 4}, o));
+  EXPECT_TRUE(all_close(matmul(transpose(q, -2, -1), q), values(expand(eye(4, std::nullopt, o), {3, 4, 4})), 1e-12, 1e-12));
+  Tensor spd = matmul(a, transpose(a, -2, -1)) + eye5;
+  Tensor c = linalg::cholesky(spd);
+  EXPECT_TRUE(all_close(matmul(c, transpose(c, -2, -1)), values(spd), 1e-10, 1e-10));
+  EXPECT_TRUE(all_close(linalg::det(spd), values(prod(diagonal(c, 0, -2, -1), -1) * prod(diagonal(c, 0, -2, -1), -1)),
+                        1e-10, 1e-10));
+  EXPECT_TRUE(all_close(matrix_power(a, 3), values(matmul(a, matmul(a, a))), 1e-12, 1e-12));
+  EXPECT_EQ(linalg::det(a).device(), d);
+  Tensor singular = tensor({1.0, 2.0, 2.0, 4.0}, {2, 2});
+  EXPECT_EQ(item<double>(linalg::det(singular)), 0.0);
+  expect_error([&] { linalg::inv(singular); }, ErrorKind::value, "[linalg.inv] the input matrix is singular");
+  expect_error([&] { linalg::solve(singular, tensor({1.0, 1.0})); }, ErrorKind::value, "singular");
+  expect_error([&] { linalg::cholesky(tensor({1.0, 2.0, 2.0, 1.0}, {2, 2})); }, ErrorKind::value,
+               "leading minor of order 2 is not positive-definite");
+  expect_error([&] { linalg::det(randn({2, 3})); }, ErrorKind::shape, "square");
+  // Traced with fake tensors: the loop unrolls, the eager checks (host reads) are skipped.
+  ir::Graph g = make_fx([](const TensorList& in) { return TensorList{linalg::solve(in[0], in[1]), linalg::det(in[0])}; },
+                        {a, b});
+  EXPECT_GT(g.nodes().size(), 5u * 10u);
+  EXPECT_NE(g.str().find("@cpu:2"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1842,6 +1842,68 @@ auto("vander", [T([1, 2, 3])], lambda x: torch.vander(x, N=4, increasing=True), 
 auto("logspace", [], lambda: torch.logspace(-2, 2, 5), {"start": -2, "end": 2, "steps": 5, "base": 10.0})
 auto("logspace", [], lambda: torch.logspace(0, 3, 4, base=2), {"start": 0, "end": 3, "steps": 4, "base": 2.0})
 
+# ---- linalg (appended): factorizations, solvers, determinants ----
+LA = torch.linalg
+sq3, sq4 = randn(3, 3), randn(2, 4, 4)
+spd = (lambda m: m @ m.transpose(-2, -1) + 3 * torch.eye(m.shape[-1]))(randn(2, 4, 4))
+auto("linalg_det", [sq3], LA.det)
+auto("linalg_det", [sq4.double()], LA.det, note="batched f64", rtol=1e-10, atol=1e-12)
+auto("linalg_det", [T([[1.0, 2.0], [2.0, 4.0]])], LA.det, note="singular")
+auto("linalg_det", [randn(2, 3)], LA.det, note="not square")
+grad_cases("linalg_det", [randn(3, 3).double()], LA.det)
+auto("linalg_slogdet_sign", [sq4], lambda a: LA.slogdet(a)[0])
+auto("linalg_slogdet_logabs", [sq4], lambda a: LA.slogdet(a)[1])
+auto("linalg_slogdet_logabs", [T([[1.0, 2.0], [2.0, 4.0]])], lambda a: LA.slogdet(a)[1], note="singular")
+auto("logdet", [spd], torch.logdet)
+auto("logdet", [T([[0.0, 1.0], [1.0, 0.0]])], torch.logdet, note="negative determinant")
+grad_cases("linalg_slogdet_logabs", [spd[0].double()], lambda a: LA.slogdet(a)[1])
+auto("linalg_inv", [sq4], LA.inv, rtol=1e-4, atol=1e-5)
+auto("linalg_inv", [sq4.double()], LA.inv, note="f64", rtol=1e-10, atol=1e-12)
+auto("linalg_inv", [T([[1.0, 2.0], [2.0, 4.0]])], LA.inv, note="singular")
+auto("linalg_inv", [T([[1, 2], [3, 4]])], LA.inv, note="integers refused")
+grad_cases("linalg_inv", [(randn(3, 3) + 3 * torch.eye(3)).double()], LA.inv)
+auto("linalg_solve", [sq4, randn(2, 4, 3)], LA.solve, rtol=1e-4, atol=1e-5)
+auto("linalg_solve", [sq3.double(), randn(3).double()], LA.solve, note="vector", rtol=1e-10, atol=1e-12)
+auto("linalg_solve", [sq4, randn(2, 4)], LA.solve, note="batch of vectors", rtol=1e-4, atol=1e-5)
+auto("linalg_solve", [sq3, randn(2, 3, 2)], LA.solve, note="broadcast batch", rtol=1e-4, atol=1e-5)
+auto("linalg_solve", [sq3, randn(4, 2)], LA.solve, note="wrong rows")
+grad_cases("linalg_solve", [(randn(3, 3) + 3 * torch.eye(3)).double(), randn(3, 2).double()], LA.solve)
+auto("linalg_lu_factor_lu", [sq4], lambda a: LA.lu_factor(a)[0], rtol=1e-4, atol=1e-5)
+auto("linalg_lu_factor_pivots", [sq4], lambda a: LA.lu_factor(a)[1])
+auto("linalg_lu_factor_pivots", [T([[0.0, 1.0], [0.0, 2.0]])], lambda a: LA.lu_factor(a)[1], note="zero column")
+for part, i_ in (("p", 0), ("l", 1), ("u", 2)):
+    auto("linalg_lu_" + part, [sq3], lambda a: LA.lu(a)[i_], rtol=1e-4, atol=1e-5)
+for lower_ in (True, False):
+    auto("linalg_solve_triangular", [sq3, randn(3, 2)], lambda a, b_: LA.solve_triangular(a, b_, upper=not lower_),
+         {"upper": not lower_}, rtol=1e-4, atol=1e-5)
+auto("linalg_solve_triangular", [sq3, randn(2, 3)], lambda a, b_: LA.solve_triangular(a, b_, upper=True, left=False),
+     {"upper": True, "left": False}, "right side", rtol=1e-4, atol=1e-5)
+auto("linalg_solve_triangular", [sq3, randn(3, 2)], lambda a, b_: LA.solve_triangular(a, b_, upper=False, unitriangular=True),
+     {"upper": False, "unitriangular": True}, "unit diagonal", rtol=1e-4, atol=1e-5)
+grad_cases("linalg_solve_triangular", [(randn(3, 3) + 3 * torch.eye(3)).double(), randn(3, 2).double()],
+           lambda a, b_: LA.solve_triangular(a, b_, upper=True), {"upper": True})
+auto("linalg_cholesky", [spd], LA.cholesky, rtol=1e-4, atol=1e-5)
+auto("linalg_cholesky", [spd], lambda a: LA.cholesky(a, upper=True), {"upper": True}, rtol=1e-4, atol=1e-5)
+auto("linalg_cholesky", [T([[1.0, 2.0], [2.0, 1.0]])], LA.cholesky, note="not positive definite")
+grad_cases("linalg_cholesky", [spd[0].double()], LA.cholesky)
+for shape_ in ((4, 3), (3, 5), (2, 3, 3)):
+    qa_ = randn(*shape_)
+    for mode_ in ("reduced", "complete"):
+        auto("linalg_qr_q", [qa_], lambda a: LA.qr(a, mode=mode_)[0], {"mode": mode_}, str(shape_), rtol=1e-4, atol=1e-5)
+        auto("linalg_qr_r", [qa_], lambda a: LA.qr(a, mode=mode_)[1], {"mode": mode_}, str(shape_), rtol=1e-4, atol=1e-5)
+auto("linalg_qr_r", [T([[2.0, 1.0], [0.0, 3.0]])], lambda a: LA.qr(a)[1], {"mode": "reduced"}, "already triangular")
+auto("linalg_qr_r", [randn(4, 3)], lambda a: LA.qr(a, mode="r")[1], {"mode": "r"})
+grad_cases("linalg_qr_r", [randn(4, 3).double()], lambda a: LA.qr(a)[1], {"mode": "reduced"})
+for n_ in (0, 1, 3, -2):
+    auto("matrix_power", [(sq3 + 2 * torch.eye(3)).double()], lambda a: torch.matrix_power(a, n_), {"n": n_}, rtol=1e-10, atol=1e-12)
+auto("matrix_power", [T([[1, 1], [1, 0]])], lambda a: torch.matrix_power(a, 10), {"n": 10}, "integers")
+for ord_ in ("fro", 1, -1, inf, -inf):
+    auto("linalg_matrix_norm", [sq4], lambda a: LA.matrix_norm(a, ord=ord_), {"ord": str(ord_)})
+auto("linalg_matrix_norm", [sq4], lambda a: LA.matrix_norm(a, keepdim=True), {"ord": "fro", "keepdim": True}, "keepdim")
+auto("linalg_multi_dot", [randn(3), randn(3, 4), randn(4, 2), randn(2)], lambda *xs: LA.multi_dot(xs))
+auto("linalg_multi_dot", [randn(2, 3), randn(3, 4)], lambda *xs: LA.multi_dot(xs), note="two matrices")
+auto("linalg_vecdot", [randn(3, 4), randn(4)], LA.vecdot)
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

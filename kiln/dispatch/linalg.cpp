@@ -1,0 +1,292 @@
+#include "kiln/dispatch/linalg.h"
+
+#include <limits>
+
+#include "kiln/ops/meta.h"
+
+namespace kiln::linalg {
+namespace {
+
+IntList shape_of(const Tensor& t) { return IntList(t.shape().begin(), t.shape().end()); }
+IntList batch_of(const Tensor& t) { return IntList(t.shape().begin(), t.shape().end() - 2); }
+TensorOptions index_options(const Tensor& like) { return {.dtype = DType::i64, .device = like.device()}; }
+
+void check_matrix(const Tensor& a, const char* op, bool square = true) {
+  KILN_CHECK(a.dim() >= 2, shape, "[{}] expects a (batch of) matrix, got {}", op, a.meta_str());
+  KILN_CHECK(!square || a.size(-1) == a.size(-2), shape, "[{}] expects square matrices, got {}", op, a.meta_str());
+  KILN_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, dtype,
+             "[{}] expects a float or double tensor, got {}", op, a.dtype());
+}
+
+// Row i of a matrix batch as [..., 1, cols] and entry (i, j) as [..., 1, 1].
+Tensor row(const Tensor& m, int64_t i) { return narrow(m, -2, i, 1); }
+Tensor entry(const Tensor& m, int64_t i, int64_t j) { return narrow(row(m, i), -1, j, 1); }
+
+// The rows of m reordered: row r of the result is row index[..., r] of m.
+Tensor gather_rows(const Tensor& m, const Tensor& index) {
+  IntList shape = shape_of(m);
+  return gather(m, -2, expand(unsqueeze(index, -1), shape));
+}
+
+struct LU {
+  Tensor w;       // L below the diagonal (unit diagonal implied), U on and above it
+  Tensor perm;    // [..., n]: row r of L U is row perm[r] of a
+  Tensor pivots;  // [..., n] i64, 0-based: the row swapped with row k at step k
+  Tensor sign;    // [...]: the permutation's sign
+};
+
+// Doolittle with partial pivoting, one column per step (LAPACK's getrf choices: the first
+// largest |pivot|; a zero column leaves its multipliers 0).
+LU factor(const Tensor& a) {
+  int64_t n = a.size(-1);
+  IntList batch = batch_of(a), vec = batch;
+  vec.push_back(n);
+  Tensor rows = arange(0, n, 1, index_options(a));
+  LU lu{a, expand(rows, vec), Tensor(), ones(batch, {.dtype = a.dtype(), .device = a.device()})};
+  TensorList pivots;
+  for (int64_t k = 0; k < n; ++k) {
+    Tensor column = narrow(select(lu.w, -1, k), -1, k, n - k);
+    Tensor p = argmax(abs(column), -1, /*keepdim=*/true) + k;  // [..., 1]
+    Tensor swap = where(rows == k, p, where(rows == p, Scalar(k), rows));
+    lu.w = gather_rows(lu.w, swap);
+    lu.perm = gather(lu.perm, -1, swap);
+    pivots.push_back(p);
+    lu.sign = lu.sign * (1.0 - 2.0 * to(squeeze(p, -1) != k, a.dtype()));
+    if (k == n - 1) break;
+    Tensor pivot = entry(lu.w, k, k);
+    Tensor below = narrow(lu.w, -2, k + 1, n - k - 1);
+    Tensor f = narrow(below, -1, k, 1) / where(pivot == 0.0, ones_like(pivot), pivot);
+    Tensor right = narrow(below, -1, k + 1, n - k - 1) - f * narrow(row(lu.w, k), -1, k + 1, n - k - 1);
+    lu.w = cat({narrow(lu.w, -2, 0, k + 1), cat({narrow(below, -1, 0, k), f, right}, -1)}, -2);
+  }
+  lu.pivots = n ? cat(pivots, -1) : zeros(vec, index_options(a));
+  return lu;
+}
+
+Tensor diagonal_of(const Tensor& m) { return diagonal(m, 0, -2, -1); }
+
+// Eager only (a host read): refuses a zero on U's diagonal.
+void check_invertible(const Tensor& u, const char* op) {
+  if (u.is_fake() || u.numel() == 0) return;
+  KILN_CHECK(!item<bool>(any(diagonal_of(u) == 0.0)), value,
+             "[{}] the input matrix is singular (a zero pivot in its LU factorization)", op);
+}
+
+// x with t x = b for triangular t (the other triangle is not read), b [..., n, k]; one
+// row of x per step, from the top (lower) or the bottom (upper).
+Tensor triangular_solve(const Tensor& t, const Tensor& b, bool upper, bool unit) {
+  int64_t n = t.size(-1);
+  Tensor done;  // the rows solved so far, in row order
+  for (int64_t s = 0; s < n; ++s) {
+    int64_t i = upper ? n - 1 - s : s;
+    Tensor rhs = row(b, i);
+    if (s > 0) {
+      Tensor coeffs = upper ? narrow(row(t, i), -1, i + 1, n - i - 1) : narrow(row(t, i), -1, 0, i);
+      rhs = rhs - matmul(coeffs, done);
+    }
+    Tensor xi = unit ? rhs : rhs / entry(t, i, i);
+    done = !done.defined() ? xi : upper ? cat({xi, done}, -2) : cat({done, xi}, -2);
+  }
+  return done.defined() ? done : b;
+}
+
+// a and b with their batch dims broadcast together.
+std::pair<Tensor, Tensor> broadcast_batches(const Tensor& a, const Tensor& b, const char* op) {
+  Dims batch = ops::broadcast_shapes(Dims(batch_of(a)), Dims(batch_of(b)), op);
+  IntList as(batch.begin(), batch.end()), bs = as;
+  as.insert(as.end(), {a.size(-2), a.size(-1)});
+  bs.insert(bs.end(), {b.size(-2), b.size(-1)});
+  return {expand(a, as), expand(b, bs)};
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> lu_factor(const Tensor& a) {
+  check_matrix(a, "linalg.lu_factor");
+  LU lu = factor(a);
+  check_invertible(lu.w, "linalg.lu_factor");  // as PyTorch: linalg.lu takes singular matrices
+  return {lu.w, to(lu.pivots + 1, DType::i32)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> lu(const Tensor& a) {
+  check_matrix(a, "linalg.lu");
+  LU f = factor(a);
+  int64_t n = a.size(-1);
+  Tensor eye_n = eye(n, std::nullopt, {.dtype = a.dtype(), .device = a.device()});
+  Tensor rows = arange(0, n, 1, index_options(a));
+  // P[r, c] = 1 where r == perm[c]: a = P L U.
+  Tensor p = to(unsqueeze(f.perm, -2) == unsqueeze(rows, -1), a.dtype());
+  return {p, tril(f.w, -1) + eye_n, triu(f.w)};
+}
+
+std::pair<Tensor, Tensor> slogdet(const Tensor& a) {
+  check_matrix(a, "linalg.slogdet");
+  LU f = factor(a);
+  Tensor d = diagonal_of(f.w);
+  return {f.sign * prod(sign(d), -1), sum(log(abs(d)), {-1})};
+}
+
+Tensor det(const Tensor& a) {
+  check_matrix(a, "linalg.det");
+  LU f = factor(a);
+  return f.sign * prod(diagonal_of(f.w), -1);
+}
+
+Tensor solve(const Tensor& a, const Tensor& b) {
+  check_matrix(a, "linalg.solve");
+  KILN_CHECK(b.dtype() == a.dtype(), dtype, "[linalg.solve] expects b ({}) of a's dtype ({})", b.dtype(), a.dtype());
+  // b is a (batch of) vector(s) when it is 1-D or has a's batch shape plus n.
+  bool vector = b.dim() == 1 || (b.dim() == a.dim() - 1 && IntList(b.shape().begin(), b.shape().end()) ==
+                                                               IntList(a.shape().begin(), a.shape().end() - 1));
+  Tensor bm = vector ? unsqueeze(b, -1) : b;
+  KILN_CHECK(bm.dim() >= 2 && bm.size(-2) == a.size(-1), shape,
+             "[linalg.solve] incompatible shapes of a {} and b {}", a.meta_str(), b.meta_str());
+  auto [am, bb] = broadcast_batches(a, bm, "linalg.solve");
+  LU f = factor(am);
+  check_invertible(f.w, "linalg.solve");
+  Tensor y = triangular_solve(f.w, gather(bb, -2, expand(unsqueeze(f.perm, -1), shape_of(bb))), false, true);
+  Tensor x = triangular_solve(f.w, y, true, false);
+  return vector ? squeeze(x, -1) : x;
+}
+
+Tensor inv(const Tensor& a) {
+  check_matrix(a, "linalg.inv");
+  LU f = factor(a);
+  check_invertible(f.w, "linalg.inv");
+  int64_t n = a.size(-1);
+  IntList shape = shape_of(a);
+  Tensor eye_n = expand(eye(n, std::nullopt, {.dtype = a.dtype(), .device = a.device()}), shape);
+  Tensor y = triangular_solve(f.w, gather_rows(eye_n, f.perm), false, true);
+  return triangular_solve(f.w, y, true, false);
+}
+
+Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left, bool unitriangular) {
+  check_matrix(a, "linalg.solve_triangular");
+  KILN_CHECK(b.dim() >= 2 && b.dtype() == a.dtype(), shape,
+             "[linalg.solve_triangular] expects b as a (batch of) matrix of a's dtype, got {}", b.meta_str());
+  if (!left)  // x a = b  <=>  a^T x^T = b^T
+    return transpose(solve_triangular(transpose(a, -2, -1), transpose(b, -2, -1), !upper, true, unitriangular), -2,
+                     -1);
+  KILN_CHECK(b.size(-2) == a.size(-1), shape, "[linalg.solve_triangular] incompatible shapes of a {} and b {}",
+             a.meta_str(), b.meta_str());
+  auto [am, bb] = broadcast_batches(a, b, "linalg.solve_triangular");
+  return triangular_solve(am, bb, upper, unitriangular);
+}
+
+Tensor cholesky(const Tensor& a, bool upper) {
+  check_matrix(a, "linalg.cholesky");
+  int64_t n = a.size(-1);
+  // The lower triangle, mirrored, is what is factored; the gradient is PyTorch's
+  // symmetric one (through (a + a^T) / 2), the value exactly the lower triangle's.
+  Tensor sym = (a + transpose(a, -2, -1)) * 0.5;
+  Tensor m = sym + (tril(a) + transpose(tril(a, -1), -2, -1) - sym).detach();
+  Tensor rows = arange(0, n, 1, index_options(a));
+  TensorList cols;
+  for (int64_t j = 0; j < n; ++j) {
+    Tensor c = select(m, -1, j);  // [..., n]: rows >= j are read
+    if (j > 0) {
+      Tensor l = stack(cols, -1);  // [..., n, j]
+      c = c - squeeze(matmul(l, unsqueeze(select(l, -2, j), -1)), -1);
+    }
+    Tensor d = sqrt(select(c, -1, j));  // [...]
+    if (!a.is_fake())
+      KILN_CHECK(item<bool>(all(d > 0.0)), value,
+                 "[linalg.cholesky] the factorization could not be completed because the input is not "
+                 "positive-definite (the leading minor of order {} is not positive-definite)",
+                 j + 1);
+    Tensor dj = unsqueeze(d, -1);
+    cols.push_back(where(rows < j, zeros_like(c), where(rows == j, expand(dj, shape_of(c)), c / dj)));
+  }
+  Tensor l = n ? stack(cols, -1) : m;
+  return upper ? transpose(l, -2, -1) : l;
+}
+
+std::pair<Tensor, Tensor> qr(const Tensor& a, const std::string& mode) {
+  check_matrix(a, "linalg.qr", false);
+  KILN_CHECK(mode == "reduced" || mode == "complete" || mode == "r", value,
+             "[linalg.qr] mode must be 'reduced', 'complete' or 'r', got '{}'", mode);
+  int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  IntList qshape = batch_of(a);
+  qshape.insert(qshape.end(), {m, m});
+  Tensor r = a, q = expand(eye(m, std::nullopt, {.dtype = a.dtype(), .device = a.device()}), qshape);
+  // Householder reflections H = I - 2 v v^T / |v|^2 with LAPACK's choices: beta =
+  // -sign(x0) |x| (sign(0) = +), and no reflection when x is zero below its first entry.
+  for (int64_t j = 0; j < k; ++j) {
+    Tensor x = narrow(select(r, -1, j), -1, j, m - j);  // [..., m - j]
+    Tensor x0 = select(x, -1, 0), tail = narrow(x, -1, 1, m - j - 1);
+    Tensor tail_sq = sum(tail * tail, {-1});
+    Tensor beta = neg(where(x0 >= 0.0, ones_like(x0), full_like(x0, -1.0))) * sqrt(x0 * x0 + tail_sq);
+    Tensor v = cat({unsqueeze(x0 - beta, -1), tail}, -1);
+    Tensor v_sq = sum(v * v, {-1});
+    Tensor reflect = tail_sq > 0.0;
+    Tensor coef = unsqueeze(unsqueeze(where(reflect, 2.0 / where(reflect, v_sq, ones_like(v_sq)), zeros_like(v_sq)), -1), -1);
+    Tensor vc = unsqueeze(v, -1), vr = unsqueeze(v, -2);  // [..., m - j, 1], [..., 1, m - j]
+    Tensor rs = narrow(r, -2, j, m - j);
+    r = cat({narrow(r, -2, 0, j), rs - coef * vc * matmul(vr, rs)}, -2);
+    Tensor qs = narrow(q, -1, j, m - j);
+    q = cat({narrow(q, -1, 0, j), qs - coef * matmul(qs, vc) * vr}, -1);
+  }
+  r = triu(r);  // exact zeros below the diagonal, as LAPACK's R
+  if (mode == "complete") return {q, r};
+  Tensor rk = narrow(r, -2, 0, k);
+  if (mode == "r") return {Tensor(), rk};
+  return {narrow(q, -1, 0, k), rk};
+}
+
+Tensor matrix_power(const Tensor& a, int64_t n) {
+  KILN_CHECK(a.dim() >= 2 && a.size(-1) == a.size(-2), shape, "[linalg.matrix_power] expects square matrices, got {}",
+             a.meta_str());
+  if (n == 0) {
+    TensorOptions o{.dtype = a.dtype(), .device = a.device()};
+    return contiguous(expand(eye(a.size(-1), std::nullopt, o), shape_of(a)));
+  }
+  Tensor base = n < 0 ? inv(a) : a, result;
+  for (uint64_t e = n < 0 ? -static_cast<uint64_t>(n) : static_cast<uint64_t>(n); e; e >>= 1) {
+    if (e & 1) result = result.defined() ? matmul(result, base) : base;
+    if (e > 1) base = matmul(base, base);
+  }
+  return result;
+}
+
+Tensor matrix_norm(const Tensor& a, const std::string& ord, bool keepdim) {
+  check_matrix(a, "linalg.matrix_norm", false);
+  Tensor x = abs(a);
+  Tensor out;
+  if (ord == "fro") out = sqrt(sum(x * x, {-2, -1}, true));
+  else if (ord == "1") out = amax(sum(x, {-2}, true), {-1}, true);
+  else if (ord == "-1") out = amin(sum(x, {-2}, true), {-1}, true);
+  else if (ord == "inf") out = amax(sum(x, {-1}, true), {-2}, true);
+  else if (ord == "-inf") out = amin(sum(x, {-1}, true), {-2}, true);
+  else fail(ErrorKind::unsupported, "[linalg.matrix_norm] ord '{}' is not supported (fro, 1, -1, inf, -inf are)", ord);
+  return keepdim ? out : squeeze(squeeze(out, -1), -1);
+}
+
+Tensor multi_dot(const TensorList& ts) {
+  KILN_CHECK(ts.size() >= 2, value, "[linalg.multi_dot] expected at least 2 tensors but got {}", ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) {
+    bool end = i == 0 || i + 1 == ts.size();
+    KILN_CHECK(ts[i].dim() == 2 || (end && ts[i].dim() == 1), shape,
+               "[linalg.multi_dot] tensor {} must be 2-D{}, got {}", i, end ? " (or 1-D)" : "", ts[i].meta_str());
+  }
+  Tensor out = ts[0].dim() == 1 ? unsqueeze(ts[0], 0) : ts[0];
+  for (size_t i = 1; i < ts.size(); ++i) out = matmul(out, ts[i].dim() == 1 ? unsqueeze(ts[i], -1) : ts[i]);
+  if (ts.back().dim() == 1) out = squeeze(out, -1);
+  if (ts.front().dim() == 1) out = squeeze(out, 0);
+  return out;
+}
+
+Tensor vecdot(const Tensor& x, const Tensor& y, int64_t dim) { return sum(x * y, {dim}); }
+
+}  // namespace kiln::linalg
+
+namespace kiln {
+
+Tensor det(const Tensor& a) { return linalg::det(a); }
+Tensor logdet(const Tensor& a) {
+  auto [s, logabs] = linalg::slogdet(a);
+  return where(s < 0.0, full_like(logabs, std::numeric_limits<double>::quiet_NaN()), logabs);
+}
+Tensor inverse(const Tensor& a) { return linalg::inv(a); }
+Tensor matrix_power(const Tensor& a, int64_t n) { return linalg::matrix_power(a, n); }
+
+}  // namespace kiln
