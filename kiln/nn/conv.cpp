@@ -397,4 +397,64 @@ Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor&
   return conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3, "conv_transpose3d");
 }
 
+namespace {
+
+struct Blocks {
+  IntList kernel, dilation, padding, stride;
+};
+
+Blocks blocks(const IntList& k, const IntList& d, const IntList& p, const IntList& s, const char* op) {
+  Blocks b{per_dim(k, 2, op, "kernel_size"), per_dim(d, 2, op, "dilation"), per_dim(p, 2, op, "padding"),
+           per_dim(s, 2, op, "stride")};
+  for (size_t i = 0; i < 2; ++i)
+    KILN_CHECK(b.kernel[i] > 0 && b.dilation[i] > 0 && b.stride[i] > 0 && b.padding[i] >= 0, value,
+               "[{}] kernel_size, dilation and stride must be positive and padding non-negative", op);
+  return b;
+}
+
+// The sliding blocks of x [N, C, H, W] as [N, C * kh * kw, L].
+Tensor columns(const Tensor& x, const Blocks& b, const char* op) {
+  Tensor win = windows(pad_spatial(x, b.padding, b.padding, 0.0), b.kernel, b.stride, b.dilation, op);  // [N, C, oh, ow, kh, kw]
+  int64_t n = x.size(0), c = x.size(1), l = win.size(2) * win.size(3);
+  return reshape(permute(win, {0, 1, 4, 5, 2, 3}), {n, c * b.kernel[0] * b.kernel[1], l});
+}
+
+}  // namespace
+
+Tensor unfold(const Tensor& input, const IntList& kernel_size, const IntList& dilation, const IntList& padding,
+              const IntList& stride) {
+  auto [x, added] = batched(input, 2, "unfold");
+  Tensor cols = columns(x, blocks(kernel_size, dilation, padding, stride, "unfold"), "unfold");
+  return added ? squeeze(cols, 0) : cols;
+}
+
+Tensor fold(const Tensor& input, const IntList& output_size, const IntList& kernel_size, const IntList& dilation,
+            const IntList& padding, const IntList& stride) {
+  const char* op = "fold";
+  KILN_CHECK(input.dim() == 2 || input.dim() == 3, shape, "[fold] expects a 2-D or 3-D input, got {}",
+             input.meta_str());
+  Tensor x = input.dim() == 2 ? unsqueeze(input, 0) : input;
+  Blocks b = blocks(kernel_size, dilation, padding, stride, op);
+  IntList out = per_dim(output_size, 2, op, "output_size");
+  int64_t taps = b.kernel[0] * b.kernel[1];
+  KILN_CHECK(x.size(1) % taps == 0, shape,
+             "[fold] expected size of input's dimension 1 ({}) to be divisible by the product of kernel_size ({})",
+             x.size(1), taps);
+  // Where each column entry lands in the padded output: the same blocks of its positions.
+  int64_t hp = out[0] + 2 * b.padding[0], wp = out[1] + 2 * b.padding[1];
+  Tensor where_to = reshape(arange(0, hp * wp, 1, {.dtype = DType::i64, .device = x.device()}), {1, 1, hp, wp});
+  Tensor index = columns(where_to, {b.kernel, b.dilation, IntList{0, 0}, b.stride}, op);  // [1, taps, L]
+  KILN_CHECK(index.size(2) == x.size(2), shape,
+             "[fold] given output_size {}, kernel_size {}, dilation {}, padding {}, stride {}, expected size of input's "
+             "dimension 2 to match the calculated number of sliding blocks {}, but got input.size(2)={}",
+             Dims(out).str(), Dims(b.kernel).str(), Dims(b.dilation).str(), Dims(b.padding).str(), Dims(b.stride).str(),
+             index.size(2), x.size(2));
+  int64_t n = x.size(0), c = x.size(1) / taps;
+  Tensor summed = index_add(zeros({n, c, hp * wp}, {.dtype = x.dtype(), .device = x.device()}), 2,
+                            reshape(index, {-1}), reshape(x, {n, c, -1}));
+  Tensor y = reshape(summed, {n, c, hp, wp});
+  y = narrow(narrow(y, 2, b.padding[0], out[0]), 3, b.padding[1], out[1]);
+  return input.dim() == 2 ? squeeze(y, 0) : y;
+}
+
 }  // namespace kiln::nn

@@ -87,6 +87,14 @@ struct InterpolateOptions {
  * the linear modes are separable (one lerp per dim). */
 Tensor interpolate(const Tensor& input, const InterpolateOptions& options);
 
+/** torch.nn.functional.unfold (im2col): the sliding blocks of input [N, C, H, W] (or
+ * unbatched) as columns [N, C * kh * kw, L]; fold is its adjoint, summing the columns'
+ * overlapping blocks into [N, C, output_size]. */
+Tensor unfold(const Tensor& input, const IntList& kernel_size, const IntList& dilation = {1},
+              const IntList& padding = {0}, const IntList& stride = {1});
+Tensor fold(const Tensor& input, const IntList& output_size, const IntList& kernel_size,
+            const IntList& dilation = {1}, const IntList& padding = {0}, const IntList& stride = {1});
+
 /** [*, C r^2, H, W] -> [*, C, H r, W r] (torch.nn.functional.pixel_shuffle) and back. */
 Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
 Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/nn/conv.h"
 
 namespace kiln::nn {
 namespace {
@@ -102,6 +103,46 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   Tensor weights = dropout(softmax(scores, -1), dropout_p, dropout_p > 0);
   return matmul(weights, v);
+}
+
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                     const Tensor& bias, bool use_input_stats, double momentum, double eps) {
+  KILN_CHECK(x.dim() >= 3, shape, "[instance_norm] expects an input of at least 3 dims [N, C, *], got {}",
+             x.meta_str());
+  IntList dims;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  if (!use_input_stats) {
+    KILN_CHECK(running_mean.defined() && running_var.defined(), value,
+               "[instance_norm] needs running_mean and running_var when use_input_stats is false");
+    return affine((x - per_channel(running_mean, x)) * rsqrt(per_channel(running_var, x) + eps), x, weight, bias);
+  }
+  Tensor m = mean(x, dims, true), v = var(x, dims, /*correction=*/0, true);
+  int64_t count = 1;
+  for (int64_t d : dims) count *= x.size(d);
+  if (running_mean.defined() || running_var.defined()) {  // the batch's mean instance statistics
+    autograd::NoGradGuard no_grad;
+    auto update = [&](const Tensor& running, const Tensor& stat) {
+      Tensor r = running;
+      mul_(r, 1 - momentum);
+      add_(r, mean(reshape(stat.detach(), {x.size(0), x.size(1)}), {0}), momentum);
+    };
+    if (running_mean.defined()) update(running_mean, m);
+    if (running_var.defined())
+      update(running_var, v * (static_cast<double>(count) / static_cast<double>(std::max<int64_t>(count - 1, 1))));
+  }
+  return affine((x - m) * rsqrt(v + eps), x, weight, bias);
+}
+
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double beta, double k) {
+  KILN_CHECK(x.dim() >= 3, shape, "[local_response_norm] expects an input of at least 3 dims [N, C, *], got {}",
+             x.meta_str());
+  KILN_CHECK(size > 0, value, "[local_response_norm] size must be positive, got {}", size);
+  // Channel windows of x^2, zero-padded by size / 2 before and (size - 1) / 2 after.
+  Tensor sq = movedim(x * x, 1, -1);
+  IntList amounts{size / 2, (size - 1) / 2};
+  Tensor padded = pad(sq, amounts, 0.0);
+  Tensor avg = movedim(mean(kiln::unfold(padded, -1, size, 1), {-1}), -1, 1);
+  return x / pow(avg * alpha + k, beta);
 }
 
 }  // namespace kiln::nn

@@ -4,6 +4,8 @@
 
 #include <optional>
 
+#include <string>
+
 #include "kiln/dispatch/functional.h"
 
 namespace kiln::nn {
@@ -23,6 +25,36 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
  * then * weight + bias per channel (each optional). */
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
+
+/** x [N, C, *] normalized per (sample, channel) over the other dims (use_input_stats),
+ * or with the running statistics; in training with running statistics given, they move
+ * by momentum toward the batch's mean instance statistics (variance unbiased), in place. */
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = Tensor(), const Tensor& running_var = Tensor(),
+                     const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+/** x / (k + alpha * mean of x^2 over `size` neighbouring channels)^beta (x [N, C, *]). */
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
+
+/** weight's rows at `indices`, as torch.nn.functional.embedding: padding_idx's row gets
+ * no gradient; with max_norm, the rows looked up whose norm_type-norm exceeds it are
+ * first rescaled to max_norm in weight itself (in place, not differentiated). */
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx,
+                 std::optional<double> max_norm = std::nullopt, double norm_type = 2.0);
+struct EmbeddingBagOptions {
+  /** "sum", "mean" or "max" of each bag's rows. */
+  std::string mode = "mean";
+  /** With a 1-D input: where each bag starts (bag i is [offsets[i], offsets[i + 1])). */
+  Tensor offsets;
+  /** Weights of each index's row (mode "sum" only), shaped like the input. */
+  Tensor per_sample_weights;
+  /** Indices equal to it are left out of their bag (and of its count for "mean"). */
+  std::optional<int64_t> padding_idx;
+  /** offsets has one more entry, the end of the last bag. */
+  bool include_last_offset = false;
+};
+/** Each bag's rows of weight reduced: input [B, N] (B bags of N) or 1-D with offsets;
+ * returns [B, dim]. An empty bag gives zeros. */
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingBagOptions& options = {});
 
 /** Cosine of the angle between x1 and x2 along dim: each normalized by max(norm, eps). */
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);

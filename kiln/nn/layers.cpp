@@ -24,9 +24,43 @@ TensorList Linear::forward(const TensorList& in) {
   return {linear(in[0], weight, bias ? *bias : Tensor())};
 }
 
-Embedding::Embedding(int64_t num, int64_t dim, Device d)
-    : weight(register_parameter("weight", randn({num, dim}, {.device = d}))) {}
-TensorList Embedding::forward(const TensorList& in) { return {embedding(weight, in[0])}; }
+Embedding::Embedding(int64_t num, int64_t dim, Device d, std::optional<int64_t> padding, std::optional<double> norm)
+    : weight(register_parameter("weight", randn({num, dim}, {.device = d}))), padding_idx(padding), max_norm(norm) {
+  if (padding_idx) {
+    KILN_CHECK(*padding_idx >= -num && *padding_idx < num, value,
+               "[Embedding] padding_idx {} must be within num_embeddings {}", *padding_idx, num);
+    autograd::NoGradGuard no_grad;
+    Tensor row = select(weight, 0, *padding_idx < 0 ? *padding_idx + num : *padding_idx);
+    fill_(row, 0.0);
+  }
+}
+TensorList Embedding::forward(const TensorList& in) {
+  if (!padding_idx && !max_norm) return {kiln::embedding(weight, in[0])};
+  return {embedding(in[0], weight, padding_idx, max_norm)};
+}
+
+EmbeddingBag::EmbeddingBag(int64_t num, int64_t dim, std::string m, Device d)
+    : weight(register_parameter("weight", randn({num, dim}, {.device = d}))), mode(std::move(m)) {}
+TensorList EmbeddingBag::forward(const TensorList& in) {
+  return {embedding_bag(in.at(0), weight, {.mode = mode, .offsets = in.size() > 1 ? in[1] : Tensor()})};
+}
+
+InstanceNorm::InstanceNorm(int64_t c, double e, double m, bool affine, bool track, Device d) : eps(e), momentum(m) {
+  if (affine) {
+    weight = &register_parameter("weight", ones({c}, {.device = d}));
+    bias = &register_parameter("bias", zeros({c}, {.device = d}));
+  }
+  if (track) {
+    running_mean = &register_buffer("running_mean", zeros({c}, {.device = d}));
+    running_var = &register_buffer("running_var", ones({c}, {.device = d}));
+  }
+}
+TensorList InstanceNorm::forward(const TensorList& in) {
+  auto opt = [](Tensor* t) { return t ? *t : Tensor(); };
+  bool input_stats = training() || !running_mean;
+  return {instance_norm(in[0], opt(running_mean), opt(running_var), opt(weight), opt(bias), input_stats, momentum,
+                        eps)};
+}
 
 LayerNorm::LayerNorm(int64_t d, double e, Device dev)
     : weight(register_parameter("weight", ones({d}, {.device = dev}))),

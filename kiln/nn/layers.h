@@ -17,11 +17,27 @@ class Linear : public Module {
   Tensor* bias = nullptr;
 };
 
+/** Rows of weight [num, dim] ~ N(0, 1) (torch.nn.Embedding); padding_idx's row starts
+ * at zero and gets no gradient; max_norm renormalizes the rows looked up (see
+ * nn::embedding). */
 class Embedding : public Module {
  public:
-  Embedding(int64_t num, int64_t dim, Device device = Device("cpu:0"));
+  Embedding(int64_t num, int64_t dim, Device device = Device("cpu:0"), std::optional<int64_t> padding_idx = std::nullopt,
+            std::optional<double> max_norm = std::nullopt);
   TensorList forward(const TensorList& in) override;
   Tensor& weight;
+  std::optional<int64_t> padding_idx;
+  std::optional<double> max_norm;
+};
+
+/** embedding_bag over its own weight (torch.nn.EmbeddingBag): forward({input}) or
+ * ({input, offsets}). */
+class EmbeddingBag : public Module {
+ public:
+  EmbeddingBag(int64_t num, int64_t dim, std::string mode = "mean", Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor& weight;
+  std::string mode;
 };
 
 class LayerNorm : public Module {
@@ -44,6 +60,51 @@ class RMSNorm : public Module {
 class ReLU : public Module {
  public:
   TensorList forward(const TensorList& in) override { return {relu(in[0])}; }
+};
+
+// Modules of one function (torch.nn's), for Sequential.
+class Identity : public Module {
+ public:
+  TensorList forward(const TensorList& in) override { return in; }
+};
+class Sigmoid : public Module {
+ public:
+  TensorList forward(const TensorList& in) override { return {sigmoid(in[0])}; }
+};
+class Tanh : public Module {
+ public:
+  TensorList forward(const TensorList& in) override { return {tanh(in[0])}; }
+};
+class SiLU : public Module {
+ public:
+  TensorList forward(const TensorList& in) override { return {silu(in[0])}; }
+};
+class Softmax : public Module {
+ public:
+  explicit Softmax(int64_t dim) : dim_(dim) {}
+  TensorList forward(const TensorList& in) override { return {softmax(in[0], dim_)}; }
+
+ private:
+  int64_t dim_;
+};
+class LogSoftmax : public Module {
+ public:
+  explicit LogSoftmax(int64_t dim) : dim_(dim) {}
+  TensorList forward(const TensorList& in) override { return {log_softmax(in[0], dim_)}; }
+
+ private:
+  int64_t dim_;
+};
+
+/** instance_norm per sample and channel (torch.nn.InstanceNorm1d/2d: no affine and no
+ * running statistics by default). */
+class InstanceNorm : public Module {
+ public:
+  explicit InstanceNorm(int64_t channels, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                        bool track_running_stats = false, Device device = Device("cpu:0"));
+  TensorList forward(const TensorList& in) override;
+  Tensor *weight = nullptr, *bias = nullptr, *running_mean = nullptr, *running_var = nullptr;
+  double eps, momentum;
 };
 
 class GELU : public Module {

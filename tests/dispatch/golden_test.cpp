@@ -202,6 +202,30 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
   if (op == "cumulative_trapezoid") return cumulative_trapezoid(in[0], a.value("dx", 1.0), a.value("dim", int64_t{-1}));
   if (op == "vander") return vander(in[0], opt_int("n"), a.value("increasing", false));
   if (op == "logspace") return logspace(a.at("start"), a.at("end"), a.at("steps"), a.at("base"));
+  if (op == "embedding_fn") {
+    std::optional<double> max_norm;
+    if (a.contains("max_norm")) max_norm = a["max_norm"].get<double>();
+    Tensor w = max_norm ? clone(in[1]) : in[1];  // max_norm rewrites the weight
+    return nn::embedding(in[0], w, opt_int("padding_idx"), max_norm);
+  }
+  if (op == "embedding_bag")
+    return nn::embedding_bag(in[0], in[1],
+                             {.mode = a.at("mode"), .offsets = in.size() > 2 ? in[2] : Tensor(),
+                              .per_sample_weights = in.size() > 3 ? in[3] : Tensor(),
+                              .padding_idx = opt_int("padding_idx"),
+                              .include_last_offset = a.value("include_last_offset", false)});
+  if (op == "instance_norm") {
+    if (!a.value("use_input_stats", true)) return nn::instance_norm(in[0], in[1], in[2], Tensor(), Tensor(), false);
+    return nn::instance_norm(in[0], Tensor(), Tensor(), in.size() > 1 ? in[1] : Tensor(), in.size() > 2 ? in[2] : Tensor());
+  }
+  if (op == "local_response_norm")
+    return nn::local_response_norm(in[0], a.at("size"), a.value("alpha", 1e-4), a.value("beta", 0.75), a.value("k", 1.0));
+  if (op == "unfold_im2col" || op == "fold") {
+    auto ints = [&](const char* key, IntList fallback) { return a.contains(key) ? a[key].get<IntList>() : fallback; };
+    IntList k = a.at("kernel_size"), d = ints("dilation", {1}), p = ints("padding", {0}), st = ints("stride", {1});
+    if (op == "fold") return nn::fold(in[0], a.at("output_size").get<IntList>(), k, d, p, st);
+    return nn::unfold(in[0], k, d, p, st);
+  }
   if (op == "linalg_det") return linalg::det(in[0]);
   if (op == "linalg_slogdet_sign") return linalg::slogdet(in[0]).first;
   if (op == "linalg_slogdet_logabs") return linalg::slogdet(in[0]).second;

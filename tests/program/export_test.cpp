@@ -147,6 +147,35 @@ TEST(Layers, TransposedConvolutionIsTheGradientOfConvolution) {
                "output padding must be smaller than either stride or dilation");
 }
 
+TEST(Layers, EmbeddingNormAndActivationModules) {
+  manual_seed(9);
+  nn::Embedding emb(5, 3, Device("cpu:0"), /*padding_idx=*/1);
+  EXPECT_EQ(to_vector<double>(select(emb.weight, 0, 1)), (std::vector<double>{0, 0, 0}));
+  Tensor idx = from_vector<int64_t>({1, 3, 1, 0}, {2, 2});
+  sum(emb(idx)).backward();
+  std::vector<double> g = to_vector<double>(emb.weight.grad());
+  EXPECT_EQ(std::vector<double>(g.begin() + 3, g.begin() + 6), (std::vector<double>{0, 0, 0}));  // the padding row
+  EXPECT_EQ(std::vector<double>(g.begin(), g.begin() + 3), (std::vector<double>{1, 1, 1}));
+
+  nn::EmbeddingBag bag(5, 3, "sum");
+  Tensor summed = bag({from_vector<int64_t>({0, 2, 4}), from_vector<int64_t>({0, 1})})[0];
+  EXPECT_TRUE(all_close(select(summed, 0, 1), to_vector<double>(select(bag.weight, 0, 2) + select(bag.weight, 0, 4)),
+                        1e-6, 1e-6));
+
+  nn::InstanceNorm norm(2, 1e-5, 0.5, /*affine=*/true, /*track_running_stats=*/true);
+  Tensor x = randn({4, 2, 6}) * 3.0 + 1.0;
+  Tensor y = norm(x);
+  EXPECT_TRUE(all_close(mean(y, {2}), std::vector<double>(8, 0.0), 1e-5, 1e-5));
+  EXPECT_GT(item<double>(amax(abs(*norm.running_mean))), 0.1);  // moved halfway to the batch's means
+  norm.eval();
+  EXPECT_TRUE(all_close(norm(x), to_vector<double>(nn::instance_norm(x, *norm.running_mean, *norm.running_var,
+                                                                     *norm.weight, *norm.bias, false)),
+                        1e-6, 1e-6));
+
+  nn::Sequential act({std::make_shared<nn::Identity>(), std::make_shared<nn::Tanh>(), std::make_shared<nn::Softmax>(-1)});
+  EXPECT_TRUE(all_close(act(TensorList{x})[0], to_vector<double>(softmax(tanh(x), -1)), 1e-6, 1e-6));
+}
+
 TEST(Export, SignatureOfEveryKind) {  // (X4), (M5)
   Everything m;
   ExportedProgram p = export_program(m, {ones({4}), zeros({4})});

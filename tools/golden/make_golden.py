@@ -1904,6 +1904,47 @@ auto("linalg_multi_dot", [randn(3), randn(3, 4), randn(4, 2), randn(2)], lambda 
 auto("linalg_multi_dot", [randn(2, 3), randn(3, 4)], lambda *xs: LA.multi_dot(xs), note="two matrices")
 auto("linalg_vecdot", [randn(3, 4), randn(4)], LA.vecdot)
 
+# ---- embeddings, instance / local response norm, unfold / fold (appended) ----
+ew_, ei_ = randn(6, 3), T([[0, 2, 5], [2, 2, 1]])
+auto("embedding_fn", [ei_, ew_], lambda i, w: F.embedding(i, w, padding_idx=2), {"padding_idx": 2})
+grad_cases("embedding_fn", [ei_, randn(6, 3)], lambda i, w: F.embedding(i, w, padding_idx=2), {"padding_idx": 2})
+grad_cases("embedding_fn", [ei_, randn(6, 3)], lambda i, w: F.embedding(i, w, padding_idx=-1), {"padding_idx": -1}, "negative padding_idx")
+auto("embedding_fn", [ei_, ew_ * 3], lambda i, w: F.embedding(i, w.clone(), max_norm=1.5), {"max_norm": 1.5}, "max_norm")
+auto("embedding_fn", [T([[0.0, 1.0]]), ew_], lambda i, w: F.embedding(i, w), {}, "float indices")
+eb_i, eb_o = T([1, 2, 4, 5, 4, 3, 2, 0]), T([0, 3, 3, 6])
+for mode_ in ("sum", "mean", "max"):
+    auto("embedding_bag", [ei_, ew_], lambda i, w: F.embedding_bag(i, w, mode=mode_), {"mode": mode_}, "2-D input")
+    auto("embedding_bag", [eb_i, ew_, eb_o], lambda i, w, o_: F.embedding_bag(i, w, o_, mode=mode_), {"mode": mode_}, "offsets, an empty bag")
+    auto("embedding_bag", [eb_i, ew_, eb_o], lambda i, w, o_: F.embedding_bag(i, w, o_, mode=mode_, padding_idx=4),
+         {"mode": mode_, "padding_idx": 4}, "padding_idx")
+auto("embedding_bag", [eb_i, ew_, T([0, 3, 6, 8])], lambda i, w, o_: F.embedding_bag(i, w, o_, include_last_offset=True),
+     {"mode": "mean", "include_last_offset": True}, "include_last_offset")
+auto("embedding_bag", [eb_i, ew_, eb_o, torch.rand(8, generator=g)],
+     lambda i, w, o_, p_: F.embedding_bag(i, w, o_, mode="sum", per_sample_weights=p_), {"mode": "sum"}, "per_sample_weights")
+grad_cases("embedding_bag", [eb_i, randn(6, 3), eb_o], lambda i, w, o_: F.embedding_bag(i, w, o_, mode="mean"), {"mode": "mean"})
+grad_cases("embedding_bag", [ei_, randn(6, 3)], lambda i, w: F.embedding_bag(i, w, mode="max"), {"mode": "max"})
+inx_ = randn(2, 3, 4, 5)
+auto("instance_norm", [inx_], F.instance_norm)
+auto("instance_norm", [inx_, randn(3), randn(3)], lambda x, w, b_: F.instance_norm(x, weight=w, bias=b_), {"affine": True})
+auto("instance_norm", [randn(2, 3, 6), torch.rand(3, generator=g), torch.rand(3, generator=g) + 0.5],
+     lambda x, m, v: F.instance_norm(x, m, v, use_input_stats=False), {"use_input_stats": False}, "running statistics")
+grad_cases("instance_norm", [randn(2, 3, 5), randn(3), randn(3)], lambda x, w, b_: F.instance_norm(x, weight=w, bias=b_), {"affine": True})
+for size_ in (1, 2, 3):
+    auto("local_response_norm", [randn(2, 5, 3, 2)], lambda x: F.local_response_norm(x, size_), {"size": size_})
+auto("local_response_norm", [randn(2, 4, 6)], lambda x: F.local_response_norm(x, 3, alpha=0.1, beta=0.5, k=2.0),
+     {"size": 3, "alpha": 0.1, "beta": 0.5, "k": 2.0}, "3-D")
+grad_cases("local_response_norm", [randn(1, 4, 3, 3)], lambda x: F.local_response_norm(x, 3), {"size": 3})
+ufx_ = randn(2, 3, 5, 6)
+for kw, note in (({"kernel_size": [2]}, ""), ({"kernel_size": [3, 2], "stride": [2, 1], "padding": [1]}, "stride, padding"),
+                 ({"kernel_size": [2], "dilation": [2]}, "dilation")):
+    targs = {k: (tuple(v) if len(v) > 1 else v[0]) for k, v in kw.items()}
+    auto("unfold_im2col", [ufx_], lambda x: F.unfold(x, **targs), kw, note)
+    cols_ = F.unfold(ufx_, **targs)
+    auto("fold", [randn(*cols_.shape)], lambda c_: F.fold(c_, (5, 6), **targs), dict(kw, output_size=[5, 6]), note)
+grad_cases("unfold_im2col", [randn(1, 2, 4, 4)], lambda x: F.unfold(x, 2, stride=1), {"kernel_size": [2]})
+grad_cases("fold", [randn(1, 8, 9)], lambda c_: F.fold(c_, (4, 4), 2), {"kernel_size": [2], "output_size": [4, 4]})
+auto("fold", [randn(1, 8, 7)], lambda c_: F.fold(c_, (4, 4), 2), {"kernel_size": [2], "output_size": [4, 4]}, "wrong block count")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
