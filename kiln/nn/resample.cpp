@@ -140,4 +140,80 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
   return reshape(permute(reshape(x, split), perm), merged);
 }
 
+Tensor affine_grid(const Tensor& theta, const IntList& size, bool align_corners) {
+  KILN_CHECK(size.size() == 4, unsupported, "[affine_grid] supports 4-D sizes [N, C, H, W], got {}", Dims(size).str());
+  KILN_CHECK(is_floating(theta.dtype()) && theta.dim() == 3 && theta.size(0) == size[0] && theta.size(1) == 2 &&
+                 theta.size(2) == 3,
+             shape, "[affine_grid] expected a floating theta of shape [{}, 2, 3], got {}", size[0], theta.meta_str());
+  int64_t n = size[0], h = size[2], w = size[3];
+  TensorOptions o{.dtype = theta.dtype(), .device = theta.device()};
+  // Pixel centres in [-1, 1] (the corners' centres at +-1 with align_corners).
+  auto axis = [&](int64_t len) {
+    if (len <= 1) return zeros({len}, o);
+    Tensor l = linspace(-1.0, 1.0, len, o);
+    return align_corners ? l : l * (static_cast<double>(len - 1) / static_cast<double>(len));
+  };
+  Tensor xs = expand(reshape(axis(w), {1, w}), {h, w}), ys = expand(reshape(axis(h), {h, 1}), {h, w});
+  Tensor base = reshape(stack({xs, ys, ones({h, w}, o)}, -1), {1, h * w, 3});  // [1, H W, 3]
+  return reshape(matmul(expand(base, {n, h * w, 3}), transpose(theta, 1, 2)), {n, h, w, 2});
+}
+
+namespace {
+
+// A normalized coordinate as a pixel index of a dim of `size`, with the padding mode's
+// clipping or reflection (PyTorch's grid_sampler_compute_source_index).
+Tensor source_index(const Tensor& coord, int64_t size, const std::string& padding, bool align_corners) {
+  auto s = static_cast<double>(size);
+  Tensor x = align_corners ? (coord + 1.0) * ((s - 1) / 2) : ((coord + 1.0) * s - 1.0) / 2;
+  auto clip = [&](const Tensor& t) { return clamp(t, 0.0, s - 1); };
+  if (padding == "border") return clip(x);
+  if (padding == "reflection") {
+    double lo = align_corners ? 0.0 : -0.5, span = align_corners ? s - 1 : s;
+    if (span <= 0) return zeros_like(x);
+    Tensor d = abs(x - lo);
+    Tensor extra = fmod(d, span), flips = floor(d / span);
+    Tensor even = remainder(flips, 2.0) == 0.0;
+    return clip(where(even, extra + lo, (span - extra) + lo));
+  }
+  return x;
+}
+
+}  // namespace
+
+Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode, const std::string& padding_mode,
+                   bool align_corners) {
+  KILN_CHECK(input.dim() == 4, unsupported, "[grid_sample] supports 4-D inputs [N, C, H, W], got {}", input.meta_str());
+  KILN_CHECK(grid.dim() == 4 && grid.size(0) == input.size(0) && grid.size(3) == 2, shape,
+             "[grid_sample] expected grid of shape [{}, H, W, 2], got {}", input.size(0), grid.meta_str());
+  KILN_CHECK(mode == "bilinear" || mode == "nearest", value,
+             "[grid_sample] mode must be 'bilinear' or 'nearest' (bicubic is not supported), got '{}'", mode);
+  KILN_CHECK(padding_mode == "zeros" || padding_mode == "border" || padding_mode == "reflection", value,
+             "[grid_sample] padding_mode must be 'zeros', 'border' or 'reflection', got '{}'", padding_mode);
+  KILN_CHECK(is_floating(input.dtype()) && grid.dtype() == input.dtype(), dtype,
+             "[grid_sample] expects floating input and grid of one dtype, got {} and {}", input.dtype(), grid.dtype());
+  int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
+  int64_t ho = grid.size(1), wo = grid.size(2), points = ho * wo;
+  Tensor gx = reshape(select(grid, 3, 0), {n, points}), gy = reshape(select(grid, 3, 1), {n, points});
+  Tensor ix = source_index(gx, w, padding_mode, align_corners), iy = source_index(gy, h, padding_mode, align_corners);
+  Tensor flat = reshape(input, {n, c, h * w});
+  // input at integer pixels (x, y) [N, P] times weight [N, P]; outside the image: 0.
+  auto tap = [&](const Tensor& x, const Tensor& y, const Tensor& weight) {
+    Tensor inside = logical_and(logical_and(x >= 0.0, x <= static_cast<double>(w - 1)),
+                                logical_and(y >= 0.0, y <= static_cast<double>(h - 1)));
+    Tensor xi = to(clamp(x, 0.0, static_cast<double>(w - 1)), DType::i64);
+    Tensor yi = to(clamp(y, 0.0, static_cast<double>(h - 1)), DType::i64);
+    Tensor at = expand(unsqueeze(yi * w + xi, 1), {n, c, points});
+    return gather(flat, 2, at) * unsqueeze(where(inside, weight, zeros_like(weight)), 1);
+  };
+  Tensor out;
+  if (mode == "nearest") {
+    out = tap(round(ix), round(iy), ones_like(ix));  // half to even, as PyTorch's nearbyint
+  } else {
+    Tensor x0 = floor(ix), y0 = floor(iy), x1 = x0 + 1.0, y1 = y0 + 1.0;
+    Tensor wx1 = ix - x0, wx0 = x1 - ix, wy1 = iy - y0, wy0 = y1 - iy;
+    out = tap(x0, y0, wx0 * wy0) + tap(x1, y0, wx1 * wy0) + tap(x0, y1, wx0 * wy1) + tap(x1, y1, wx1 * wy1);
+  }
+  return reshape(out, {n, c, ho, wo});
+}
+
 }  // namespace kiln::nn

@@ -226,6 +226,8 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
     if (op == "fold") return nn::fold(in[0], a.at("output_size").get<IntList>(), k, d, p, st);
     return nn::unfold(in[0], k, d, p, st);
   }
+  if (op == "affine_grid") return nn::affine_grid(in[0], a.at("size").get<IntList>(), a.at("align_corners"));
+  if (op == "grid_sample") return nn::grid_sample(in[0], in[1], a.at("mode"), a.at("padding_mode"), a.at("align_corners"));
   if (op == "linalg_det") return linalg::det(in[0]);
   if (op == "linalg_slogdet_sign") return linalg::slogdet(in[0]).first;
   if (op == "linalg_slogdet_logabs") return linalg::slogdet(in[0]).second;

@@ -1945,6 +1945,23 @@ grad_cases("unfold_im2col", [randn(1, 2, 4, 4)], lambda x: F.unfold(x, 2, stride
 grad_cases("fold", [randn(1, 8, 9)], lambda c_: F.fold(c_, (4, 4), 2), {"kernel_size": [2], "output_size": [4, 4]})
 auto("fold", [randn(1, 8, 7)], lambda c_: F.fold(c_, (4, 4), 2), {"kernel_size": [2], "output_size": [4, 4]}, "wrong block count")
 
+# ---- affine_grid, grid_sample (appended) ----
+th_ = T([[[0.9, -0.2, 0.1], [0.3, 1.1, -0.2]], [[1.2, 0.0, 0.4], [0.0, 0.8, 0.0]]])
+for ac_ in (False, True):
+    auto("affine_grid", [th_], lambda t: F.affine_grid(t, (2, 3, 4, 5), align_corners=ac_), {"size": [2, 3, 4, 5], "align_corners": ac_})
+grad_cases("affine_grid", [th_.clone()], lambda t: F.affine_grid(t, (2, 1, 3, 2), align_corners=False), {"size": [2, 1, 3, 2], "align_corners": False})
+gs_in, gs_grid = randn(2, 3, 4, 5), torch.rand(2, 3, 6, 2, generator=g) * 2.6 - 1.3
+for mode_ in ("bilinear", "nearest"):
+    for pad_ in ("zeros", "border", "reflection"):
+        for ac_ in (False, True):
+            auto("grid_sample", [gs_in, gs_grid], lambda x, gr: F.grid_sample(x, gr, mode=mode_, padding_mode=pad_, align_corners=ac_),
+                 {"mode": mode_, "padding_mode": pad_, "align_corners": ac_})
+grad_cases("grid_sample", [randn(1, 2, 3, 4), torch.rand(1, 2, 3, 2, generator=g) * 2.4 - 1.2],
+           lambda x, gr: F.grid_sample(x, gr, align_corners=False), {"mode": "bilinear", "padding_mode": "zeros", "align_corners": False})
+grad_cases("grid_sample", [randn(1, 2, 3, 4), torch.rand(1, 2, 3, 2, generator=g) * 2.4 - 1.2],
+           lambda x, gr: F.grid_sample(x, gr, padding_mode="border", align_corners=True),
+           {"mode": "bilinear", "padding_mode": "border", "align_corners": True}, "border")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
