@@ -32,6 +32,7 @@
 #include "kiln/nn/optim.h"
 #include "kiln/nn/rnn.h"
 #include "kiln/nn/transformer.h"
+#include "kiln/nn/utils.h"
 #include "kiln/ops/op_table.h"
 #include "kiln/passes/functionalize.h"
 #include "kiln/passes/joint.h"

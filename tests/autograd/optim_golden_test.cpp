@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <limits>
 #include <fstream>
 
 #include "kiln/kiln.h"
@@ -144,6 +145,77 @@ TEST(OptimGolden, BadOptionsAreClearErrors) {
   expect_error([&] { nn::CosineAnnealingLR(sgd, 0); }, ErrorKind::value, "t_max");
   expect_error([&] { nn::LinearLR(sgd, 0.0); }, ErrorKind::value, "start_factor");
   expect_error([&] { nn::LambdaLR(sgd, nullptr); }, ErrorKind::value, "no lambda");
+}
+
+// ---- torch.nn.utils and torch.nn.init ------------------------------------------------------
+
+TEST(NnUtils, ClipGradNormAndValue) {
+  Tensor a = tensor({1.0, 1.0}, {}, {.dtype = f64, .requires_grad = true});
+  Tensor b = tensor({1.0}, {}, {.dtype = f64, .requires_grad = true});
+  Tensor c = tensor({1.0}, {}, {.dtype = f64, .requires_grad = true});  // no gradient: skipped
+  auto set = [&] {
+    a.mutable_grad() = tensor({3.0, 4.0}, {}, {.dtype = f64});
+    b.mutable_grad() = tensor({12.0}, {}, {.dtype = f64});
+  };
+  set();
+  Tensor total = nn::clip_grad_norm_({a, b, c}, 6.5);
+  EXPECT_NEAR(item<double>(total), 13.0, 1e-12);
+  double coef = 6.5 / (13.0 + 1e-6);
+  EXPECT_TRUE(all_close(a.grad(), {3 * coef, 4 * coef}, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(b.grad(), {12 * coef}, 1e-12, 1e-12));
+  EXPECT_FALSE(c.grad().defined());
+  set();
+  EXPECT_NEAR(item<double>(nn::clip_grad_norm_({a, b}, 100.0)), 13.0, 1e-12);  // below max_norm: unchanged
+  EXPECT_TRUE(all_close(b.grad(), {12.0}, 0, 0));
+  set();
+  EXPECT_NEAR(item<double>(nn::clip_grad_norm_({a, b}, 6.0, std::numeric_limits<double>::infinity())), 12.0, 1e-12);
+  EXPECT_TRUE(all_close(a.grad(), {1.5, 2.0}, 1e-6, 1e-6));
+  set();
+  nn::clip_grad_value_({a, b}, 3.5);
+  EXPECT_TRUE(all_close(a.grad(), {3.0, 3.5}, 0, 0));
+  EXPECT_TRUE(all_close(b.grad(), {3.5}, 0, 0));
+  b.mutable_grad() = tensor({std::numeric_limits<double>::infinity()}, {}, {.dtype = f64});
+  expect_error([&] { nn::clip_grad_norm_({a, b}, 1.0, 2.0, true); }, ErrorKind::value, "non-finite");
+  Tensor v = nn::parameters_to_vector({a, b});
+  EXPECT_EQ(v.numel(), 3);
+  nn::vector_to_parameters(tensor({5.0, 6.0, 7.0}, {}, {.dtype = f64}), {a, b});
+  EXPECT_TRUE(all_close(a, {5.0, 6.0}, 0, 0));
+  EXPECT_TRUE(a.is_leaf() && a.requires_grad());
+}
+
+TEST(NnInit, BoundsStatisticsAndStructure) {
+  manual_seed(21);
+  namespace init = nn::init;
+  EXPECT_NEAR(init::calculate_gain("relu"), std::sqrt(2.0), 1e-15);
+  EXPECT_NEAR(init::calculate_gain("leaky_relu", 0.2), std::sqrt(2.0 / 1.04), 1e-15);
+  EXPECT_NEAR(init::calculate_gain("tanh"), 5.0 / 3.0, 1e-15);
+  expect_error([] { init::calculate_gain("swish"); }, ErrorKind::value, "unsupported nonlinearity");
+  Tensor w = zeros({64, 32, 3, 3}, {.requires_grad = true});
+  auto [fan_in, fan_out] = init::calculate_fan_in_and_fan_out(w);
+  EXPECT_EQ(fan_in, 32 * 9);
+  EXPECT_EQ(fan_out, 64 * 9);
+  double bound = std::sqrt(3.0) * std::sqrt(2.0) / std::sqrt(32.0 * 9);  // kaiming_uniform_ with relu
+  init::kaiming_uniform_(w, 0.0, "fan_in", "relu");
+  EXPECT_LE(item<double>(amax(abs(w))), bound);
+  EXPECT_GT(item<double>(amax(abs(w))), 0.95 * bound);
+  EXPECT_TRUE(w.is_leaf() && w.requires_grad());  // overwritten in place, not recorded
+  init::xavier_normal_(w);
+  EXPECT_NEAR(item<double>(kiln::std(w)), std::sqrt(2.0 / (32 * 9 + 64 * 9)), 0.003);
+  Tensor t = zeros({20000});
+  init::trunc_normal_(t, 1.0, 2.0, -1.0, 2.0);
+  EXPECT_GE(item<double>(amin(t)), -1.0);
+  EXPECT_LE(item<double>(amax(t)), 2.0);
+  EXPECT_GT(item<double>(amax(t)), 1.99);
+  Tensor q = zeros({3, 5});
+  init::orthogonal_(q, 2.0);  // rows orthogonal, each of norm 2
+  EXPECT_TRUE(all_close(matmul(q, transpose(q, 0, 1)), to_vector<double>(eye(3) * 4.0), 1e-5, 1e-5));
+  Tensor e = zeros({2, 3});
+  init::eye_(e);
+  EXPECT_EQ(to_vector<double>(e), (std::vector<double>{1, 0, 0, 0, 1, 0}));
+  expect_error([] {
+    Tensor v = zeros({4});
+    init::xavier_uniform_(v);
+  }, ErrorKind::shape, "fewer than 2 dimensions");
 }
 
 }  // namespace
