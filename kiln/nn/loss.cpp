@@ -232,4 +232,41 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, co
   return reduce(losses, reduction, "multilabel_soft_margin_loss");
 }
 
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, double margin, const Tensor& weight,
+                         Reduction reduction) {
+  KILN_CHECK(p == 1 || p == 2, value, "[multi_margin_loss] only p == 1 and p == 2 supported, got {}", p);
+  KILN_CHECK((input.dim() == 2 && target.dim() == 1 && target.size(0) == input.size(0)) ||
+                 (input.dim() == 1 && target.dim() <= 1 && target.numel() == 1),
+             shape, "[multi_margin_loss] inconsistent input {} and target {}", input.meta_str(), target.meta_str());
+  Tensor x = input.dim() == 1 ? unsqueeze(input, 0) : input, y = reshape(target, {-1, 1});
+  int64_t c = x.size(1);
+  Tensor at_target = gather(x, 1, y);  // [N, 1]
+  Tensor hinge = clamp_min(x - at_target + margin, 0.0);
+  if (p == 2) hinge = hinge * hinge;
+  if (weight.defined()) hinge = hinge * unsqueeze(index_select(weight, 0, reshape(target, {-1})), 1);
+  Tensor classes = arange(0, c, 1, {.dtype = DType::i64, .device = x.device()});
+  Tensor losses = sum(where(unsqueeze(classes, 0) == y, zeros_like(hinge), hinge), {1}) / static_cast<double>(c);
+  if (input.dim() == 1) losses = squeeze(losses, 0);
+  return reduce(losses, reduction, "multi_margin_loss");
+}
+
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  KILN_CHECK(input.shape() == target.shape() && input.dim() <= 2 && input.dim() >= 1, shape,
+             "[multilabel_margin_loss] inconsistent input {} and target {}", input.meta_str(), target.meta_str());
+  Tensor x = input.dim() == 1 ? unsqueeze(input, 0) : input, y = input.dim() == 1 ? unsqueeze(target, 0) : target;
+  int64_t c = x.size(1);
+  // The targets are y's entries before the first -1; is_target[n, i]: class i among them.
+  Tensor valid = cumprod(to(y != -1, DType::i64), 1) > 0;  // [N, C]
+  Tensor classes = arange(0, c, 1, {.dtype = DType::i64, .device = x.device()});
+  Tensor is_target = any(logical_and(unsqueeze(valid, 2), unsqueeze(y, 2) == reshape(classes, {1, 1, c})), 1);
+  // Pairs (target entry k, other class i): max(0, 1 - x[y[k]] + x[i]); a class listed
+  // twice counts twice, as in PyTorch.
+  Tensor at_targets = gather(x, 1, clamp(y, 0, c - 1));  // [N, k]
+  Tensor pairs = clamp_min(1.0 - unsqueeze(at_targets, 2) + unsqueeze(x, 1), 0.0);  // [N, k, i]
+  Tensor chosen = logical_and(unsqueeze(valid, 2), unsqueeze(logical_not(is_target), 1));
+  Tensor losses = sum(where(chosen, pairs, zeros_like(pairs)), {1, 2}) / static_cast<double>(c);
+  if (input.dim() == 1) losses = squeeze(losses, 0);
+  return reduce(losses, reduction, "multilabel_margin_loss");
+}
+
 }  // namespace kiln::nn

@@ -77,6 +77,14 @@ Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_inpu
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full = false,
                          double eps = 1e-6, Reduction reduction = "mean");
 /** The mean over classes of binary_cross_entropy_with_logits, per sample. */
+/** Multi-class hinge: per sample, sum over classes i != y of weight[y] max(0, margin -
+ * x[y] + x[i])^p, divided by C (input [N, C] or [C], target class indices). */
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p = 1, double margin = 1.0,
+                         const Tensor& weight = {}, Reduction reduction = "mean");
+/** Multi-label hinge: target [N, C] holds each sample's classes, ended by the first -1;
+ * per sample, sum over its target entries j and the classes i not among them of max(0, 1 - (x[j] -
+ * x[i])), divided by C. */
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction = "mean");
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight = {},
                                    Reduction reduction = "mean");
 

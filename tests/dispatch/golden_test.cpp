@@ -226,6 +226,11 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
     if (op == "fold") return nn::fold(in[0], a.at("output_size").get<IntList>(), k, d, p, st);
     return nn::unfold(in[0], k, d, p, st);
   }
+  if (op == "multi_margin_loss")
+    return nn::multi_margin_loss(in[0], in[1], a.value("p", int64_t{1}), a.value("margin", 1.0),
+                                 in.size() > 2 ? in[2] : Tensor(), a.value("reduction", std::string("mean")));
+  if (op == "multilabel_margin_loss")
+    return nn::multilabel_margin_loss(in[0], in[1], a.value("reduction", std::string("mean")));
   if (op == "affine_grid") return nn::affine_grid(in[0], a.at("size").get<IntList>(), a.at("align_corners"));
   if (op == "grid_sample") return nn::grid_sample(in[0], in[1], a.at("mode"), a.at("padding_mode"), a.at("align_corners"));
   if (op == "linalg_det") return linalg::det(in[0]);

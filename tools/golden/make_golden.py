@@ -1962,6 +1962,18 @@ grad_cases("grid_sample", [randn(1, 2, 3, 4), torch.rand(1, 2, 3, 2, generator=g
            lambda x, gr: F.grid_sample(x, gr, padding_mode="border", align_corners=True),
            {"mode": "bilinear", "padding_mode": "border", "align_corners": True}, "border")
 
+# ---- margin losses (appended) ----
+mm_x, mm_y = randn(4, 5), T([1, 0, 4, 1])
+auto("multi_margin_loss", [mm_x, mm_y], F.multi_margin_loss)
+auto("multi_margin_loss", [mm_x, mm_y, torch.rand(5, generator=g)], lambda x, y, w: F.multi_margin_loss(x, y, p=2, margin=0.5, weight=w, reduction="none"),
+     {"p": 2, "margin": 0.5, "reduction": "none"}, "p=2, weight")
+auto("multi_margin_loss", [mm_x[0], T([3])], lambda x, y: F.multi_margin_loss(x, y, reduction="sum"), {"reduction": "sum"}, "unbatched")
+grad_cases("multi_margin_loss", [randn(4, 5), mm_y], F.multi_margin_loss)
+ml_y = T([[3, 0, -1, 1, 2], [1, 2, 3, 4, 0], [-1, 1, 2, 3, 4], [4, 4, -1, 0, 0]])
+auto("multilabel_margin_loss", [mm_x, ml_y], F.multilabel_margin_loss)
+auto("multilabel_margin_loss", [mm_x, ml_y], lambda x, y: F.multilabel_margin_loss(x, y, reduction="none"), {"reduction": "none"})
+grad_cases("multilabel_margin_loss", [randn(4, 5), ml_y], F.multilabel_margin_loss)
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
