@@ -85,6 +85,14 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::addmm: return {randn({5}, o), a, m, Scalar(1), Scalar(1)};
     case OpKind::linear: return {a, randn({6, 4}, o), randn({6}, o)};
     case OpKind::linear_backward: return {randn({3, 6}, o), a, randn({6, 4}, o)};
+    // The decompositions take f32 and f64 only (LAPACK's types, as PyTorch): half
+    // samples are f32.
+    case OpKind::linalg_eigh: {  // symmetric, its eigenvalues apart
+      TensorOptions lo{.dtype = fp == f64 ? f64 : f32};
+      Tensor s = randn({4, 4}, lo);
+      return {add(add(s, transpose(s, 0, 1)), diag(arange(0.0, 8.0, 2.0, lo))), Str("L")};
+    }
+    case OpKind::linalg_svd: return {randn({4, 3}, {.dtype = fp == f64 ? f64 : f32}), false};
     case OpKind::view: return {a, IntList{2, -1}};
     case OpKind::permute: return {a, IntList{1, 0}};
     case OpKind::transpose: return {a, int64_t{0}, int64_t{1}};

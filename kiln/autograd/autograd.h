@@ -69,6 +69,7 @@ class Node : public std::enable_shared_from_this<Node> {
   PoolVector<GradMeta> inputs;   // per forward output: the gradient this node expects
   Device device;                 // (G3) backward runs under this device's guard
   uint64_t sequence = 0;         // creation order: later nodes run first
+  uint64_t flowed = ~uint64_t{0};  // bit i: a gradient flowed into output i (set before apply)
   /** Non-leaf outputs that retain their gradient: (output number, tensor state). */
   std::vector<std::pair<uint32_t, std::weak_ptr<AutogradMeta>>> retained;
   /** What the engine asks of a node without a dynamic_cast. */

@@ -191,6 +191,45 @@ void sorted_back(GradCtx& c, int64_t dim) {
   c.set(0, scatter_add(zeros_for(in), dim, c.result(1), c.grad()));
 }
 
+// The decompositions' gradients (PyTorch's formulas). mT: the matrices transposed;
+// skew(X) = X - X^T; `denominator(x)` [..., k, k] holds x_j - x_i at (i, j), and 1 on the
+// diagonal, where the numerators it divides are 0.
+Tensor mT(const Tensor& x) { return transpose(x, -2, -1); }
+Tensor skew(const Tensor& x) { return x - mT(x); }
+Tensor denominator(const Tensor& x) {
+  return unsqueeze(x, -2) - unsqueeze(x, -1) + eye(x.size(-1), std::nullopt, {.dtype = x.dtype(), .device = x.device()});
+}
+
+// eigh: gA = V (diag(gL) + skew(V^T gV) / 2E) V^T, E from the eigenvalues; with no
+// gradient for V, V diag(gL) V^T (the general form would divide 0 by 0 at repeated
+// eigenvalues).
+void eigh_back(GradCtx& c) {
+  const Tensor& V = c.result(1);
+  Tensor inner = diag_embed(c.grad(0));
+  if (c.flowed(1)) inner = inner + skew(matmul(mT(V), c.grad(1))) / (denominator(c.result(0)) * 2.0);
+  c.set(0, matmul(matmul(V, inner), mT(V)));
+}
+
+// svd, with U and Vh narrowed to k = min(m, n) vectors (full_matrices' others carry no
+// gradient): gA = U (skew(U^T gU) / E S + S skew(V^T gV) / E + diag(gS)) Vh, E from the
+// squared singular values, plus (I - U U^T) gU S^-1 Vh when m > k and
+// U S^-1 gV^T (I - V Vh) when n > k. With only gS: U diag(gS) Vh.
+void svd_back(GradCtx& c) {
+  const Tensor& S = c.result(1);
+  int64_t k = S.size(-1);
+  Tensor U = narrow(c.result(0), -1, 0, k), Vh = narrow(c.result(2), -2, 0, k);
+  if (!c.flowed(0) && !c.flowed(2)) return c.set(0, matmul(U * unsqueeze(c.grad(1), -2), Vh));
+  Tensor gU = narrow(c.grad(0), -1, 0, k), gVh = narrow(c.grad(2), -2, 0, k);
+  Tensor uu = matmul(mT(U), gU), vv = matmul(Vh, mT(gVh));  // U^T gU, V^T gV
+  Tensor e = denominator(S * S);
+  Tensor inner = skew(uu) / e * unsqueeze(S, -2) + unsqueeze(S, -1) * (skew(vv) / e) + diag_embed(c.grad(1));
+  Tensor ga = matmul(matmul(U, inner), Vh);
+  Tensor inv_s = unsqueeze(reciprocal(S), -2);
+  if (U.size(-2) > k) ga = ga + matmul((gU - matmul(U, uu)) * inv_s, Vh);
+  if (Vh.size(-1) > k) ga = ga + matmul(U * inv_s, gVh - matmul(mT(vv), Vh));
+  c.set(0, ga);
+}
+
 // linear's gradients in ops (what linear_backward computes in one node), only those asked
 // for; `bias_shape` is the bias's (a 0-dim bias of one output feature).
 LinearGrads linear_composite(const Tensor& g, const Tensor& x, const Tensor& w, bool input, bool weight,
@@ -514,6 +553,8 @@ Table build() {
   // sort / topk: each value's gradient goes back to where it came from.
   d.def(O::sort, kResult, [](GradCtx& c) { sorted_back(c, c.args().i64(1)); });
   d.def(O::topk, kResult, [](GradCtx& c) { sorted_back(c, c.args().i64(2)); });
+  d.def(O::linalg_eigh, kResult, eigh_back);
+  d.def(O::linalg_svd, kResult, svd_back);
   d.def(O::var, arg(0), [](GradCtx& c) {  // 2 (x - mean) / (N - correction)
     const Tensor& x = c.t(0);
     IntList dims = reduced_dims(c.args().ints(1), x.dim(), "var");

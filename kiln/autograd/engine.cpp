@@ -192,6 +192,8 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
     bool skip = !any || (run.capture && (!self.needed || n->kind == Node::Kind::accumulate_grad));
     GradList outs;
     if (!skip) {
+      n->flowed = 0;
+      for (size_t i = 0; i < grads.size() && i < 64; ++i) n->flowed |= uint64_t{grads[i].defined()} << i;
       for (size_t i = 0; i < grads.size(); ++i)  // a differentiable output nobody used
         if (!grads[i].defined() && is_floating(n->inputs[i].dtype))
           grads[i] = zeros(IntList(n->inputs[i].shape.begin(), n->inputs[i].shape.end()),

@@ -25,6 +25,10 @@ class GradCtx {
   const Tensor& result(int i = 0) const;
   /** The gradient of output `i` (zeros when none flowed into a differentiable output). */
   const Tensor& grad(int i = 0) const { return grads_[static_cast<size_t>(i)]; }
+  /** Whether a gradient flowed into output `i` (else grad(i) is zeros): formulas whose
+   * general form divides by zero where an output's gradient is absent (eigh, svd with
+   * repeated values) take their short form then, as PyTorch's do. */
+  bool flowed(int i) const;
   /** Whether input `arg` ([j]) needs a gradient: formulas skip work nobody uses. */
   bool needs(int arg, int j = 0) const;
   /** The shape, dtype and device the gradient of input `arg` ([j]) must have. */

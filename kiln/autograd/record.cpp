@@ -168,6 +168,7 @@ const Tensor& GradCtx::result(int i) const {
   }
   return live;
 }
+bool GradCtx::flowed(int i) const { return i >= 64 || (node_.flowed >> i & 1); }
 int GradCtx::slot(int arg, int j) const { return node_.first_slot[static_cast<size_t>(arg)] + j; }
 bool GradCtx::needs(int arg, int j) const {
   int s = node_.first_slot[static_cast<size_t>(arg)];

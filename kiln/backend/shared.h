@@ -61,6 +61,8 @@
   X(k_addmm, addmm)                                                                          \
   X(k_linear, linear)                                                                        \
   X(k_linear_backward, linear_backward)                                                      \
+  X(k_linalg_eigh, linalg_eigh)                                                              \
+  X(k_linalg_svd, linalg_svd)                                                                \
   X(k_cat, cat)                                                                              \
   X(k_as_strided_scatter, as_strided_scatter)                                                \
   X(k_index_select, index_select)                                                            \

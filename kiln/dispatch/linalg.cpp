@@ -233,6 +233,96 @@ std::pair<Tensor, Tensor> qr(const Tensor& a, const std::string& mode) {
   return {narrow(q, -1, 0, k), rk};
 }
 
+std::pair<Tensor, Tensor> eigh(const Tensor& a, const std::string& uplo) {
+  Value args[] = {a, Str(uplo)};
+  Outputs o = dispatch(ops::OpKind::linalg_eigh, args);
+  return {o[0], o[1]};
+}
+
+Tensor eigvalsh(const Tensor& a, const std::string& uplo) { return eigh(a, uplo).first; }
+
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool full_matrices) {
+  Value args[] = {a, full_matrices};
+  Outputs o = dispatch(ops::OpKind::linalg_svd, args);
+  return {o[0], o[1], o[2]};
+}
+
+Tensor svdvals(const Tensor& a) { return std::get<1>(linalg::svd(a, false)); }
+
+namespace {
+
+// max(atol, rtol * largest) per matrix, [..., 1], from values sorted either way.
+Tensor tolerance(const Tensor& values, int64_t m, int64_t n, std::optional<double> atol, std::optional<double> rtol) {
+  double eps = values.dtype() == DType::f64 ? std::numeric_limits<double>::epsilon()
+                                            : std::numeric_limits<float>::epsilon();
+  double r = rtol ? *rtol : atol && *atol > 0 ? 0.0 : eps * static_cast<double>(std::max(m, n));
+  Tensor largest = values.size(-1) ? amax(abs(values), {-1}, true) : sum(values, {-1}, true);  // 0 for none
+  return clamp_min(largest * r, atol.value_or(0.0));
+}
+
+}  // namespace
+
+Tensor pinv(const Tensor& a, std::optional<double> atol, std::optional<double> rtol, bool hermitian) {
+  check_matrix(a, "linalg.pinv", hermitian);
+  int64_t m = a.size(-2), n = a.size(-1);
+  if (hermitian) {
+    auto [l, v] = eigh(a);
+    Tensor keep = abs(l) > tolerance(l, m, n, atol, rtol);
+    Tensor inv_l = where(keep, reciprocal(where(keep, l, ones_like(l))), zeros_like(l));
+    return matmul(v * unsqueeze(inv_l, -2), transpose(v, -2, -1));
+  }
+  auto [u, s, vh] = linalg::svd(a, false);
+  Tensor keep = s > tolerance(s, m, n, atol, rtol);
+  Tensor inv_s = where(keep, reciprocal(where(keep, s, ones_like(s))), zeros_like(s));
+  return matmul(transpose(vh, -2, -1) * unsqueeze(inv_s, -2), transpose(u, -2, -1));
+}
+
+Tensor matrix_rank(const Tensor& a, std::optional<double> atol, std::optional<double> rtol, bool hermitian) {
+  check_matrix(a, "linalg.matrix_rank", hermitian);
+  Tensor s = hermitian ? abs(eigvalsh(a)) : svdvals(a);
+  return sum(s > tolerance(s, a.size(-2), a.size(-1), atol, rtol), {-1});
+}
+
+Lstsq lstsq(const Tensor& a, const Tensor& b, std::optional<double> rcond, const std::string& driver) {
+  check_matrix(a, "linalg.lstsq", false);
+  KILN_CHECK(driver == "gelsy" || driver == "gelsd" || driver == "gelss" || driver == "gels", value,
+             "[linalg.lstsq] parameter `driver` should be one of (gels, gelsy, gelsd, gelss), got '{}'", driver);
+  KILN_CHECK(b.dtype() == a.dtype(), dtype, "[linalg.lstsq] expects b ({}) of a's dtype ({})", b.dtype(), a.dtype());
+  bool vector = b.dim() == a.dim() - 1;
+  Tensor bm = vector ? unsqueeze(b, -1) : b;
+  KILN_CHECK(bm.dim() == a.dim() && bm.size(-2) == a.size(-2), shape,
+             "[linalg.lstsq] incompatible shapes of A {} and B {}", a.meta_str(), b.meta_str());
+  int64_t m = a.size(-2), n = a.size(-1);
+  auto [am, bb] = broadcast_batches(a, bm, "linalg.lstsq");
+  auto [u, s, vh] = linalg::svd(am, false);
+  Tensor keep = s > tolerance(s, m, n, std::nullopt, rcond);
+  Tensor inv_s = where(keep, reciprocal(where(keep, s, ones_like(s))), zeros_like(s));
+  Lstsq r;
+  Tensor x = matmul(transpose(vh, -2, -1), unsqueeze(inv_s, -1) * matmul(transpose(u, -2, -1), bb));
+  r.solution = vector ? squeeze(x, -1) : x;
+  TensorOptions o{.dtype = a.dtype(), .device = a.device()};
+  Tensor rank = sum(keep, {-1});
+  r.rank = driver == "gels" ? empty({0}, {.dtype = DType::i64, .device = a.device()}) : rank;
+  r.singular_values = driver == "gelsd" || driver == "gelss" ? s : empty({0}, o);
+  r.residuals = empty({0}, o);
+  if (driver != "gelsy" && m > n && !a.is_fake() && item<bool>(all(rank == n))) {
+    Tensor res = matmul(am, x) - bb;
+    r.residuals = sum(res * res, {-2});
+    if (vector) r.residuals = squeeze(r.residuals, -1);
+  }
+  return r;
+}
+
+Tensor cond(const Tensor& a, const std::string& p) {
+  check_matrix(a, "linalg.cond", p != "2" && p != "-2");
+  if (p == "2" || p == "-2") {
+    Tensor s = svdvals(a);
+    Tensor hi = narrow(s, -1, 0, 1), lo = narrow(s, -1, s.size(-1) - 1, 1);
+    return squeeze(p == "2" ? hi / lo : lo / hi, -1);
+  }
+  return matrix_norm(a, p) * matrix_norm(inv(a), p);
+}
+
 Tensor matrix_power(const Tensor& a, int64_t n) {
   KILN_CHECK(a.dim() >= 2 && a.size(-1) == a.size(-2), shape, "[linalg.matrix_power] expects square matrices, got {}",
              a.meta_str());
@@ -257,7 +347,12 @@ Tensor matrix_norm(const Tensor& a, const std::string& ord, bool keepdim) {
   else if (ord == "-1") out = amin(sum(x, {-2}, true), {-1}, true);
   else if (ord == "inf") out = amax(sum(x, {-1}, true), {-2}, true);
   else if (ord == "-inf") out = amin(sum(x, {-1}, true), {-2}, true);
-  else fail(ErrorKind::unsupported, "[linalg.matrix_norm] ord '{}' is not supported (fro, 1, -1, inf, -inf are)", ord);
+  else if (ord == "2" || ord == "-2" || ord == "nuc") {
+    Tensor s = svdvals(a);
+    out = ord == "nuc" ? sum(s, {-1}, true) : ord == "2" ? amax(s, {-1}, true) : amin(s, {-1}, true);
+    out = unsqueeze(out, -1);
+  }
+  else fail(ErrorKind::unsupported, "[linalg.matrix_norm] ord '{}' is not supported (fro, nuc, 1, -1, 2, -2, inf, -inf are)", ord);
   return keepdim ? out : squeeze(squeeze(out, -1), -1);
 }
 
@@ -288,5 +383,15 @@ Tensor logdet(const Tensor& a) {
 }
 Tensor inverse(const Tensor& a) { return linalg::inv(a); }
 Tensor matrix_power(const Tensor& a, int64_t n) { return linalg::matrix_power(a, n); }
+
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool some, bool compute_uv) {
+  if (!compute_uv) {  // zero U [..., m, m] and V [..., n, n], whatever `some` says
+    auto [u, s, vh] = linalg::svd(a, true);
+    return {zeros_like(u), s, zeros_like(vh)};
+  }
+  auto [u, s, vh] = linalg::svd(a, some);
+  return {u, s, transpose(vh, -2, -1)};
+}
+Tensor pinverse(const Tensor& a, double rcond) { return linalg::pinv(a, std::nullopt, rcond); }
 
 }  // namespace kiln

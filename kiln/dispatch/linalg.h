@@ -6,7 +6,9 @@
 // for the small and medium matrices of model code, not for LAPACK-sized work. Results
 // follow LAPACK's conventions (pivot choice, the signs of QR's R), as PyTorch's do.
 
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "kiln/dispatch/functional.h"
@@ -35,10 +37,41 @@ Tensor cholesky(const Tensor& a, bool upper = false);
 /** (Q, R) of [..., m, n]: mode "reduced" (Q [m, k], R [k, n], k = min(m, n)),
  * "complete" (Q [m, m], R [m, n]) or "r" (R only; Q undefined). */
 std::pair<Tensor, Tensor> qr(const Tensor& a, const std::string& mode = "reduced");
+/** (eigenvalues ascending, eigenvectors as columns) of symmetric matrices; only the
+ * triangle named by uplo ("L" or "U") is read. LAPACK's vectors (and signs), as PyTorch's
+ * CPU results. The gradient is PyTorch's: defined for symmetric perturbations. */
+std::pair<Tensor, Tensor> eigh(const Tensor& a, const std::string& uplo = "L");
+Tensor eigvalsh(const Tensor& a, const std::string& uplo = "L");
+/** (U, S, Vh) with a = U diag(S) Vh, S descending; full_matrices: U [m, m] and Vh [n, n],
+ * else k = min(m, n) columns / rows. */
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool full_matrices = true);
+Tensor svdvals(const Tensor& a);
+/** The Moore-Penrose inverse through the SVD (eigh when hermitian): singular values at
+ * or below max(atol, rtol * largest) are dropped. Without atol and rtol, rtol is
+ * eps(dtype) * max(m, n); with only atol, rtol is 0 (PyTorch's defaults). */
+Tensor pinv(const Tensor& a, std::optional<double> atol = std::nullopt, std::optional<double> rtol = std::nullopt,
+            bool hermitian = false);
+/** The number of singular values above the same tolerance as pinv's (i64). */
+Tensor matrix_rank(const Tensor& a, std::optional<double> atol = std::nullopt,
+                   std::optional<double> rtol = std::nullopt, bool hermitian = false);
+/** torch.linalg.lstsq's answer: the least-squares (minimum-norm) solution, the squared
+ * residuals (drivers other than gelsy, when m > n and every matrix has full rank, else
+ * empty), the rank (not for gels) and the singular values (gelsd, gelss). */
+struct Lstsq {
+  Tensor solution, residuals, rank, singular_values;
+};
+/** driver: "gelsy" (the default), "gelsd", "gelss" or "gels"; rcond: singular values below
+ * rcond * the largest count as zero (default eps * max(m, n)). b: [..., m, k] or [..., m]. */
+Lstsq lstsq(const Tensor& a, const Tensor& b, std::optional<double> rcond = std::nullopt,
+            const std::string& driver = "gelsy");
+/** The condition number: p "2" (default) or "-2" from the singular values, else
+ * matrix_norm(a, p) * matrix_norm(inv(a), p) for "fro", "nuc", "1", "-1", "inf", "-inf". */
+Tensor cond(const Tensor& a, const std::string& p = "2");
 /** a^n by repeated squaring (n < 0: of the inverse; n == 0: the identity). */
 Tensor matrix_power(const Tensor& a, int64_t n);
-/** "fro", 1, -1, inf, -inf norms over the last two dims (ord as a string: "fro", "1",
- * "-1", "inf", "-inf"). */
+/** "fro", "nuc", 1, -1, 2, -2, inf, -inf norms over the last two dims (ord as a string:
+ * "fro", "nuc", "1", "-1", "2", "-2", "inf", "-inf"; 2 / -2 / nuc from the singular
+ * values). */
 Tensor matrix_norm(const Tensor& a, const std::string& ord = "fro", bool keepdim = false);
 /** The product of the matrices, left to right (1-D first / last: a row / column). */
 Tensor multi_dot(const TensorList& tensors);
@@ -53,4 +86,9 @@ Tensor det(const Tensor& a);
 Tensor logdet(const Tensor& a);
 Tensor inverse(const Tensor& a);
 Tensor matrix_power(const Tensor& a, int64_t n);
+/** torch.svd: (U, S, V) (V, not Vh); some: k columns, else full; !compute_uv: U and V
+ * zeros (PyTorch's). */
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool some = true, bool compute_uv = true);
+/** torch.pinverse: linalg.pinv with rtol = rcond. */
+Tensor pinverse(const Tensor& a, double rcond = 1e-15);
 }  // namespace kiln

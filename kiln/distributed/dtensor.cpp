@@ -816,7 +816,7 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
     case OpKind::softmax_backward: case OpKind::log_softmax_backward:
     case OpKind::cumsum: case OpKind::cumprod: case OpKind::cumprod_backward: case OpKind::sort:
     case OpKind::logcumsumexp: case OpKind::cummax: case OpKind::cummin:
-    case OpKind::topk: {
+    case OpKind::topk: case OpKind::linalg_eigh: case OpKind::linalg_svd: {
       const Tensor& x = *in.tensors[0];
       DimFlags whole(static_cast<size_t>(x.dim()), 0);
       auto mark = [&](int64_t d) { whole[static_cast<size_t>(wrap_dim(d, x.dim(), info.name))] = true; };
@@ -826,6 +826,10 @@ Decision decide(OpKind op, std::span<const Value> args, const Operands& in, cons
         mark(std::get<int64_t>(args[1]));
       else if (op == OpKind::topk)
         mark(std::get<int64_t>(args[2]));
+      else if (op == OpKind::linalg_eigh || op == OpKind::linalg_svd) {  // whole matrices, batches sharded
+        mark(-2);
+        mark(-1);
+      }
       else if (op == OpKind::softmax_backward || op == OpKind::log_softmax_backward ||
                op == OpKind::cumprod_backward)
         mark(std::get<int64_t>(args[2]));

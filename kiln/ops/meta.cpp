@@ -518,6 +518,50 @@ void meta_linear_backward(const OpCall& c, MetaOut& out) {
   out.fresh(Dims{w.size(0)}, x.dtype());
 }
 
+// A (batch of) float or double matrix, as the decompositions take.
+static void check_decomposed(const OpCall& c, const Tensor& a, bool square) {
+  KILN_CHECK(a.dim() >= 2, shape, "[{}] expects a (batch of) matrix with at least 2 dims, got {}", name_of(c),
+             a.meta_str());
+  KILN_CHECK(!square || a.size(-1) == a.size(-2), shape, "[{}] expects square matrices, got {}", name_of(c),
+             a.meta_str());
+  KILN_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, dtype,
+             "[{}] expects a float or double tensor, got {}", name_of(c), a.dtype());
+}
+
+// linalg_eigh(self [..., n, n], UPLO): eigenvalues [..., n] (ascending), eigenvectors
+// [..., n, n] (one per column).
+void meta_linalg_eigh(const OpCall& c, MetaOut& out) {
+  const Tensor& a = c.args.tensor(0);
+  check_decomposed(c, a, true);
+  std::string_view uplo = c.args.str(1);
+  KILN_CHECK(uplo == "L" || uplo == "U" || uplo == "l" || uplo == "u", value,
+             "[{}] UPLO must be 'L' or 'U', got '{}'", name_of(c), uplo);
+  Dims values = a.shape();
+  values.resize(values.size() - 1);
+  out.fresh(std::move(values), a.dtype());
+  out.fresh(a.shape(), a.dtype());
+}
+
+// linalg_svd(A [..., m, n], full_matrices): U [..., m, m | k], S [..., k], Vh [..., n | k, n]
+// with k = min(m, n).
+void meta_linalg_svd(const OpCall& c, MetaOut& out) {
+  const Tensor& a = c.args.tensor(0);
+  check_decomposed(c, a, false);
+  int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  bool full = c.args.flag(1);
+  Dims u = a.shape();
+  u.resize(u.size() - 2);
+  Dims s = u, vh = u;
+  u.push_back(m);
+  u.push_back(full ? m : k);
+  s.push_back(k);
+  vh.push_back(full ? n : k);
+  vh.push_back(n);
+  out.fresh(std::move(u), a.dtype());
+  out.fresh(std::move(s), a.dtype());
+  out.fresh(std::move(vh), a.dtype());
+}
+
 // ---- data movement ------------------------------------------------------------
 
 void meta_cat(const OpCall& c, MetaOut& out) {

@@ -57,6 +57,8 @@ void meta_matmul(const OpCall&, MetaOut&);
 void meta_addmm(const OpCall&, MetaOut&);
 void meta_linear(const OpCall&, MetaOut&);
 void meta_linear_backward(const OpCall&, MetaOut&);
+void meta_linalg_eigh(const OpCall&, MetaOut&);
+void meta_linalg_svd(const OpCall&, MetaOut&);
 void meta_view(const OpCall&, MetaOut&);
 void meta_permute(const OpCall&, MetaOut&);
 void meta_transpose(const OpCall&, MetaOut&);

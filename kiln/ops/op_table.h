@@ -159,6 +159,9 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(linear,  same, meta_linear, "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor") \
   /* linear's three gradients in one node, as PyTorch's linear_backward with every output asked for */ \
   X(linear_backward, same, meta_linear_backward, "linear_backward(Tensor grad_output, Tensor input, Tensor weight) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)") \
+  /* decompositions through LAPACK (CUDA devices: the host's LAPACK, Note [Decompositions on the host]) */ \
+  X(linalg_eigh, same, meta_linalg_eigh, "linalg_eigh(Tensor self, str UPLO='L') -> (Tensor eigenvalues, Tensor eigenvectors)") \
+  X(linalg_svd,  same, meta_linalg_svd,  "linalg_svd(Tensor A, bool full_matrices=True) -> (Tensor U, Tensor S, Tensor Vh)") \
   /* views: the output shares self's storage */ \
   X(view,       same, meta_view,       "view(Tensor(a) self, int[] size) -> Tensor(a)") \
   X(permute,    same, meta_permute,    "permute(Tensor(a) self, int[] dims) -> Tensor(a)") \

@@ -48,6 +48,11 @@ std::vector<std::vector<Value>> extra_samples(OpKind op) {
     case OpKind::log_softmax_backward:
       return {{randn({2, 3, 4}, o), log_softmax(transpose(randn({2, 4, 3}, o), 1, 2), 1), int64_t{1}}};
     case OpKind::layer_norm: return {{a3, IntList{3, 4}, Value(), Value(), 1e-5}};
+    case OpKind::linalg_eigh: {  // the upper triangle, a batch
+      Tensor s = randn({2, 3, 3}, o);
+      return {{add(add(s, transpose(s, 1, 2)), diag(arange(0.0, 9.0, 3.0, o))), Str("U")}};
+    }
+    case OpKind::linalg_svd: return {{randn({2, 3, 5}, o), false}, {randn({3, 3}, o), true}};
     case OpKind::linear_backward:
       return {{randn({2, 3, 5}, o), a3, randn({5, 4}, o)},
               {randn({3, 5}, o), transpose(randn({4, 3}, o), 0, 1), transpose(randn({4, 5}, o), 0, 1)}};
@@ -184,6 +189,18 @@ void gradcheck(OpKind op, const std::vector<Value>& args) {
       double down = loss_at();
       x = keep;
       numeric[static_cast<size_t>(i)] = (up - down) / (2 * eps);
+    }
+    // eigh reads one triangle; its gradient (PyTorch's) is the symmetric one, the
+    // derivative along symmetric perturbations: the mirrored numeric gradients' mean.
+    if (op == OpKind::linalg_eigh) {
+      int64_t n = l.size(-1);
+      std::vector<double> sym = numeric;
+      for (int64_t b = 0; b < l.numel() / (n * n); ++b)
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            sym[static_cast<size_t>(b * n * n + i * n + j)] =
+                (numeric[static_cast<size_t>(b * n * n + i * n + j)] + numeric[static_cast<size_t>(b * n * n + j * n + i)]) / 2;
+      numeric = sym;
     }
     Tensor got = analytic[k].defined() ? analytic[k] : zeros_like(l);
     EXPECT_EQ(got.shape(), l.shape());

@@ -254,6 +254,26 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
     std::string ord = a.at("ord");
     return linalg::matrix_norm(in[0], ord, a.value("keepdim", false));
   }
+  if (op == "linalg_eigh_values") return linalg::eigh(in[0], a.at("uplo")).first;
+  if (op == "linalg_eigh_vectors") return linalg::eigh(in[0], a.at("uplo")).second;
+  if (op == "linalg_eigvalsh") return linalg::eigvalsh(in[0]);
+  if (op == "linalg_svd_u") return std::get<0>(linalg::svd(in[0], a.at("full_matrices")));
+  if (op == "linalg_svd_s") return std::get<1>(linalg::svd(in[0], a.at("full_matrices")));
+  if (op == "linalg_svd_vh") return std::get<2>(linalg::svd(in[0], a.at("full_matrices")));
+  if (op == "linalg_svdvals") return linalg::svdvals(in[0]);
+  if (op == "svd_v") return std::get<2>(svd(in[0], a.at("some"), a.value("compute_uv", true)));
+  auto opt = [&](const char* key) { return a.contains(key) ? std::optional<double>(a.at(key)) : std::nullopt; };
+  if (op == "linalg_pinv") return linalg::pinv(in[0], opt("atol"), opt("rtol"), a.value("hermitian", false));
+  if (op == "pinverse") return pinverse(in[0], a.at("rcond"));
+  if (op == "linalg_matrix_rank") return linalg::matrix_rank(in[0], opt("atol"), opt("rtol"), a.value("hermitian", false));
+  if (op.starts_with("linalg_lstsq_")) {
+    linalg::Lstsq r = linalg::lstsq(in[0], in[1], opt("rcond"), a.at("driver"));
+    if (op == "linalg_lstsq_solution") return r.solution;
+    if (op == "linalg_lstsq_residuals") return r.residuals;
+    if (op == "linalg_lstsq_rank") return r.rank;
+    return r.singular_values;
+  }
+  if (op == "linalg_cond") return linalg::cond(in[0], a.at("p"));
   if (op == "linalg_multi_dot") return linalg::multi_dot(TensorList(in.begin(), in.end()));
   if (op == "linalg_vecdot") return linalg::vecdot(in[0], in[1]);
   return Tensor();

@@ -627,5 +627,62 @@ TEST(Linalg, FactorizationsReconstructAndSolversInvert) {
   EXPECT_NE(g.str().find("@cpu:2"), std::string::npos);
 }
 
+TEST(Linalg, DecompositionsReconstructAndWhatIsBuiltOnThemHolds) {
+  manual_seed(17);
+  Device d("cpu:3");
+  TensorOptions o{.dtype = f64, .device = d};
+  auto mT = [](const Tensor& x) { return transpose(x, -2, -1); };
+  Tensor m = randn({3, 5, 5}, o), sym = m + mT(m);
+  auto [l, v] = linalg::eigh(sym);
+  EXPECT_EQ(l.device(), d);
+  EXPECT_TRUE(all_close(matmul(v * unsqueeze(l, -2), mT(v)), values(sym), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(matmul(mT(v), v), values(expand(eye(5, std::nullopt, o), {3, 5, 5})), 1e-12, 1e-12));
+  EXPECT_TRUE(item<bool>(all(diff(l, 1, -1) >= 0.0)));  // ascending
+  // Only the named triangle is read: garbage in the other changes nothing.
+  EXPECT_TRUE(all_close(linalg::eigvalsh(tril(sym) + triu(randn({3, 5, 5}, o), 1)), values(l), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(linalg::eigvalsh(triu(sym) + tril(randn({3, 5, 5}, o), -1), "U"), values(l), 1e-12, 1e-12));
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6, 4}, {4, 6}}) {
+    Tensor a = randn({2, rows, cols}, o);
+    for (bool full : {false, true}) {
+      auto [u, s, vh] = linalg::svd(a, full);
+      int64_t k = std::min(rows, cols);
+      EXPECT_EQ(u.shape().vec(), (IntList{2, rows, full ? rows : k}));
+      EXPECT_EQ(vh.shape().vec(), (IntList{2, full ? cols : k, cols}));
+      Tensor uk = narrow(u, -1, 0, k), vk = narrow(vh, -2, 0, k);
+      EXPECT_TRUE(all_close(matmul(uk * unsqueeze(s, -2), vk), values(a), 1e-12, 1e-12));
+      int64_t c = u.size(-1);
+      EXPECT_TRUE(all_close(matmul(mT(u), u), values(expand(eye(c, std::nullopt, o), {2, c, c})), 1e-12, 1e-12));
+    }
+    // The Moore-Penrose conditions, and least squares through them.
+    Tensor p = linalg::pinv(a);
+    EXPECT_TRUE(all_close(matmul(matmul(a, p), a), values(a), 1e-10, 1e-10));
+    EXPECT_TRUE(all_close(matmul(matmul(p, a), p), values(p), 1e-10, 1e-10));
+    Tensor b = randn({2, rows, 3}, o);
+    EXPECT_TRUE(all_close(linalg::lstsq(a, b).solution, values(matmul(p, b)), 1e-10, 1e-10));
+    EXPECT_EQ(to_vector<int64_t>(linalg::matrix_rank(a)), (std::vector<int64_t>{std::min(rows, cols), std::min(rows, cols)}));
+  }
+  Tensor deficient = matmul(randn({5, 2}, o), randn({2, 4}, o));
+  EXPECT_EQ(item<int64_t>(linalg::matrix_rank(deficient)), 2);
+  EXPECT_NEAR(item<double>(linalg::matrix_norm(deficient, "2")), item<double>(amax(linalg::svdvals(deficient))), 1e-12);
+  EXPECT_NEAR(item<double>(linalg::cond(eye(3, std::nullopt, o) * 2.0)), 1.0, 1e-12);
+  // Refusals: what LAPACK cannot take, and what it would not converge on.
+  expect_error([&] { linalg::eigh(randn({2, 3}, o)); }, ErrorKind::shape, "[linalg_eigh] expects square matrices");
+  expect_error([&] { linalg::eigh(ones({2, 2}, {.dtype = f16})); }, ErrorKind::dtype, "float or double");
+  expect_error([&] { linalg::eigh(sym, "X"); }, ErrorKind::value, "UPLO must be 'L' or 'U'");
+  expect_error([&] { linalg::svd(tensor({1.0, std::nan(""), 0.0, 1.0}, {2, 2})); }, ErrorKind::value,
+               "[linalg.svd] the algorithm failed to converge because the input matrix contained non-finite values");
+  expect_error([&] { linalg::lstsq(randn({4, 3}, o), randn({4, 2}, o), std::nullopt, "gelsx"); }, ErrorKind::value,
+               "driver");
+  // Traced: one node per decomposition, on the traced device, with the results' shapes.
+  ir::Graph g = make_fx([](const TensorList& in) {
+    auto [u, s, vh] = linalg::svd(in[0], false);
+    return TensorList{linalg::eigvalsh(in[1]), s};
+  }, {randn({4, 3}, o), sym});
+  std::string text = g.str();
+  EXPECT_NE(text.find("linalg_svd"), std::string::npos) << text;
+  EXPECT_NE(text.find("linalg_eigh"), std::string::npos) << text;
+  EXPECT_LT(g.nodes().size(), 10u) << text;
+}
+
 }  // namespace
 }  // namespace kiln

@@ -217,6 +217,12 @@ TEST(S2, ShardsDerivedUnderFakePropagationMatchTheLocalOps) {
       outs.push_back(v);
       outs.push_back(i);
     }
+    // Decompositions: batches stay sharded, matrices are gathered whole.
+    Tensor batch = dist::distribute_tensor(empty({8, 4, 4}), mesh, {Shard(0)});
+    Tensor cols = dist::distribute_tensor(empty({4, 16}), mesh, {Shard(1)});
+    auto [l, v] = linalg::eigh(batch);
+    auto [u, s, vh] = linalg::svd(cols, false);
+    for (Tensor t : {l, v, u, s, vh}) outs.push_back(t);
     std::vector<std::string> seen;
     for (const Tensor& t : outs) {
       const Tensor& l = dist::to_local(t);

@@ -415,6 +415,39 @@ TEST(Export, TracedForAnAbsentDeviceRunsAnywhere) {  // (X3)
   std::remove(path.c_str());
 }
 
+// ZCA whitening with a least-squares readout: eigh and svd (pinv) in a program traced
+// for an absent GPU, run on a CPU device (Note [Decompositions on the host]).
+TEST(Export, DecompositionsRoundTrip) {  // (X3)
+  struct Whiten : nn::Module {
+    Tensor& w = register_parameter("w", randn({3, 2}));
+    TensorList forward(const TensorList& in) override {
+      Tensor x = in[0] - mean(in[0], {0}, true);
+      Tensor cov = matmul(transpose(x, 0, 1), x) / static_cast<double>(x.size(0) - 1);
+      auto [l, v] = linalg::eigh(cov);
+      Tensor white = matmul(x, matmul(v * unsqueeze(rsqrt(l + 1e-5), 0), transpose(v, 0, 1)));
+      return {matmul(white, w), matmul(linalg::pinv(white), in[1])};
+    }
+  };
+  manual_seed(5);
+  Whiten m;
+  TensorList in = {randn({16, 3}) * tensor({1.0f, 3.0f, 0.5f}), randn({16, 2})};
+  ExportedProgram p = export_program(m, in, {.device = Device("cuda:0")});
+  std::string text = p.graph.str();
+  EXPECT_NE(text.find("linalg_eigh"), std::string::npos);
+  EXPECT_NE(text.find("linalg_svd"), std::string::npos);
+  std::string path = tmp_path("whiten");
+  save(p, path);
+  ExportedProgram q = load_program(path, {{Device("cuda:0"), Device("cpu:1")}});
+  TensorList got = q.run({to(in[0], Device("cpu:1")), to(in[1], Device("cpu:1"))});
+  TensorList want = m(in);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got[i].device(), Device("cpu:1"));
+    EXPECT_TRUE(all_close(got[i], to_vector<double>(want[i]), 1e-4, 1e-4));
+  }
+  std::remove(path.c_str());
+}
+
 TEST(Export, MoveToDeviceRebindsEverything) {  // (X3)
   nn::ReferenceModel ref = nn::make_reference_model("bn_mlp", {}, 4);
   ref.module->to(Device("cpu:1"));

@@ -1974,6 +1974,95 @@ auto("multilabel_margin_loss", [mm_x, ml_y], F.multilabel_margin_loss)
 auto("multilabel_margin_loss", [mm_x, ml_y], lambda x, y: F.multilabel_margin_loss(x, y, reduction="none"), {"reduction": "none"})
 grad_cases("multilabel_margin_loss", [randn(4, 5), ml_y], F.multilabel_margin_loss)
 
+# ---- eigh, svd and what is built on them (appended) ----
+sym_ = (lambda m: m + m.transpose(-2, -1))(randn(2, 4, 4))
+auto("linalg_eigh_values", [sym_], lambda a: LA.eigh(a)[0], {"uplo": "L"}, rtol=1e-4, atol=1e-5)
+auto("linalg_eigh_vectors", [sym_], lambda a: LA.eigh(a)[1], {"uplo": "L"}, rtol=1e-4, atol=1e-4)
+auto("linalg_eigh_vectors", [sym_.double()], lambda a: LA.eigh(a, UPLO="U")[1], {"uplo": "U"}, "upper, f64",
+     rtol=1e-9, atol=1e-11)
+auto("linalg_eigh_values", [randn(4, 4)], lambda a: LA.eigh(a)[0], {"uplo": "L"}, "not symmetric: the lower triangle")
+auto("linalg_eigh_values", [randn(4, 4)], lambda a: LA.eigh(a, UPLO="U")[0], {"uplo": "U"}, "not symmetric: upper")
+auto("linalg_eigh_values", [randn(3, 4)], lambda a: LA.eigh(a)[0], {"uplo": "L"}, "not square")
+auto("linalg_eigh_values", [T([[1, 2], [2, 1]])], lambda a: LA.eigh(a)[0], {"uplo": "L"}, "integers refused")
+auto("linalg_eigh_values", [sym_], lambda a: LA.eigh(a, UPLO="X")[0], {"uplo": "X"}, "bad UPLO")
+auto("linalg_eigh_values", [torch.zeros(2, 0, 0)], lambda a: LA.eigh(a)[0], {"uplo": "L"}, "empty")
+auto("linalg_eigvalsh", [sym_.double()], LA.eigvalsh, rtol=1e-10, atol=1e-12)
+grad_cases("linalg_eigh_values", [sym_[0].double()], lambda a: LA.eigh(a)[0], {"uplo": "L"})
+grad_cases("linalg_eigh_vectors", [sym_[0].double()], lambda a: LA.eigh(a)[1], {"uplo": "L"})
+grad_cases("linalg_eigh_vectors", [randn(3, 3).double()], lambda a: LA.eigh(a, UPLO="U")[1], {"uplo": "U"},
+           "not symmetric, upper")
+grad_cases("linalg_eigvalsh", [T([[2.0, 0.0], [0.0, 2.0]]).double()], LA.eigvalsh, note="repeated eigenvalues")
+for shape_ in ((4, 3), (3, 5), (2, 3, 3)):
+    sa_ = randn(*shape_)
+    for full_ in (False, True):
+        for part_, i_ in (("u", 0), ("s", 1), ("vh", 2)):
+            auto("linalg_svd_" + part_, [sa_], lambda a: LA.svd(a, full_matrices=full_)[i_],
+                 {"full_matrices": full_}, str(shape_), rtol=1e-4, atol=1e-4)
+auto("linalg_svd_vh", [randn(3, 5).double()], lambda a: LA.svd(a)[2], {"full_matrices": True}, "f64",
+     rtol=1e-9, atol=1e-11)
+auto("linalg_svd_s", [T([[nan, 1.0], [1.0, 2.0]])], lambda a: LA.svd(a)[1], {"full_matrices": True}, "non-finite")
+auto("linalg_svd_s", [T([[1, 2], [3, 4]])], lambda a: LA.svd(a)[1], {"full_matrices": True}, "integers refused")
+auto("linalg_svd_vh", [torch.zeros(0, 3)], lambda a: LA.svd(a)[2], {"full_matrices": True}, "empty: identity")
+auto("linalg_svdvals", [randn(2, 4, 3)], LA.svdvals, rtol=1e-4, atol=1e-5)
+for shape_ in ((4, 3), (3, 5)):
+    for part_, i_ in (("u", 0), ("s", 1), ("vh", 2)):
+        grad_cases("linalg_svd_" + part_, [randn(*shape_).double()], lambda a: LA.svd(a, full_matrices=False)[i_],
+                   {"full_matrices": False}, str(shape_))
+grad_cases("linalg_svd_u", [randn(4, 3).double()], lambda a: LA.svd(a, full_matrices=True)[0],
+           {"full_matrices": True}, "full: the extra columns carry nothing")
+grad_cases("linalg_svdvals", [T([[3.0, 0.0], [0.0, 3.0]]).double()], LA.svdvals, note="repeated singular values")
+for some_ in (True, False):
+    auto("svd_v", [randn(4, 3)], lambda a: torch.svd(a, some=some_)[2], {"some": some_}, rtol=1e-4, atol=1e-4)
+auto("svd_v", [randn(4, 3)], lambda a: torch.svd(a, compute_uv=False)[2], {"some": True, "compute_uv": False},
+     "no vectors: zeros")
+deficient_ = randn(5, 3)
+deficient_[:, 2] = deficient_[:, 0] + deficient_[:, 1]
+for shape_ in ((4, 3), (3, 5), (2, 3, 3)):
+    auto("linalg_pinv", [randn(*shape_)], LA.pinv, {}, str(shape_), rtol=1e-4, atol=1e-4)
+auto("linalg_pinv", [deficient_.double()], LA.pinv, {}, "rank deficient", rtol=1e-8, atol=1e-10)
+auto("linalg_pinv", [randn(4, 3)], lambda a: LA.pinv(a, atol=1.5), {"atol": 1.5}, "atol", rtol=1e-4, atol=1e-4)
+auto("linalg_pinv", [randn(4, 3)], lambda a: LA.pinv(a, rtol=0.5), {"rtol": 0.5}, "rtol", rtol=1e-4, atol=1e-4)
+auto("linalg_pinv", [sym_], lambda a: LA.pinv(a, hermitian=True), {"hermitian": True}, "hermitian", rtol=1e-4, atol=1e-4)
+auto("pinverse", [randn(3, 4)], torch.pinverse, {"rcond": 1e-15}, rtol=1e-4, atol=1e-4)
+grad_cases("linalg_pinv", [randn(4, 3).double()], LA.pinv)
+auto("linalg_matrix_rank", [randn(2, 4, 3)], LA.matrix_rank)
+auto("linalg_matrix_rank", [deficient_], LA.matrix_rank, note="rank deficient")
+auto("linalg_matrix_rank", [randn(4, 4)], lambda a: LA.matrix_rank(a, atol=1.0), {"atol": 1.0}, "atol")
+auto("linalg_matrix_rank", [randn(4, 4)], lambda a: LA.matrix_rank(a, atol=0.5, rtol=0.3), {"atol": 0.5, "rtol": 0.3},
+     "atol and rtol")
+auto("linalg_matrix_rank", [torch.zeros(3, 3)], LA.matrix_rank, note="zero matrix")
+auto("linalg_matrix_rank", [sym_], lambda a: LA.matrix_rank(a, hermitian=True), {"hermitian": True}, "hermitian")
+ls_a, ls_b = randn(5, 3).double(), randn(5, 2).double()
+for driver_ in ("gelsy", "gelsd", "gelss", "gels"):
+    auto("linalg_lstsq_solution", [ls_a, ls_b], lambda a, b_: LA.lstsq(a, b_, driver=driver_).solution,
+         {"driver": driver_}, rtol=1e-9, atol=1e-11)
+    auto("linalg_lstsq_residuals", [ls_a, ls_b], lambda a, b_: LA.lstsq(a, b_, driver=driver_).residuals,
+         {"driver": driver_}, rtol=1e-9, atol=1e-11)
+    if driver_ != "gels":
+        auto("linalg_lstsq_rank", [ls_a, ls_b], lambda a, b_: LA.lstsq(a, b_, driver=driver_).rank, {"driver": driver_})
+auto("linalg_lstsq_singular_values", [ls_a, ls_b], lambda a, b_: LA.lstsq(a, b_, driver="gelsd").singular_values,
+     {"driver": "gelsd"}, rtol=1e-9, atol=1e-11)
+auto("linalg_lstsq_solution", [ls_a, ls_b[:, 0]], lambda a, b_: LA.lstsq(a, b_).solution, {"driver": "gelsy"}, "vector",
+     rtol=1e-9, atol=1e-11)
+auto("linalg_lstsq_solution", [randn(3, 5).double(), randn(3, 2).double()], lambda a, b_: LA.lstsq(a, b_).solution,
+     {"driver": "gelsy"}, "underdetermined: minimum norm", rtol=1e-9, atol=1e-11)
+auto("linalg_lstsq_solution", [deficient_.double(), ls_b], lambda a, b_: LA.lstsq(a, b_).solution, {"driver": "gelsy"},
+     "rank deficient", rtol=1e-8, atol=1e-10)
+auto("linalg_lstsq_rank", [deficient_.double(), ls_b], lambda a, b_: LA.lstsq(a, b_, driver="gelsd").rank,
+     {"driver": "gelsd"}, "rank deficient")
+auto("linalg_lstsq_residuals", [deficient_.double(), ls_b], lambda a, b_: LA.lstsq(a, b_, driver="gelsd").residuals,
+     {"driver": "gelsd"}, "rank deficient: none")
+auto("linalg_lstsq_solution", [ls_a, randn(4, 2).double()], lambda a, b_: LA.lstsq(a, b_).solution,
+     {"driver": "gelsy"}, "wrong rows")
+grad_cases("linalg_lstsq_solution", [ls_a, ls_b], lambda a, b_: LA.lstsq(a, b_, driver="gelsd").solution,
+           {"driver": "gelsd"})
+for p_ in (None, 2, -2, "fro", "nuc", 1, -1, inf, -inf):
+    auto("linalg_cond", [sq4], lambda a: LA.cond(a, p_), {"p": "2" if p_ is None else str(p_)}, rtol=1e-4, atol=1e-4)
+for ord_ in (2, -2, "nuc"):
+    auto("linalg_matrix_norm", [randn(2, 4, 3)], lambda a: LA.matrix_norm(a, ord=ord_), {"ord": str(ord_)},
+         rtol=1e-4, atol=1e-5)
+    grad_cases("linalg_matrix_norm", [randn(4, 3).double()], lambda a: LA.matrix_norm(a, ord=ord_), {"ord": str(ord_)})
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
