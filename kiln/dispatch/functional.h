@@ -640,10 +640,17 @@ Tensor diagonal_scatter(const Tensor& x, const Tensor& src, int64_t offset = 0, 
 /** x's last dim on the diagonal (offset) of dims dim1, dim2 of a zero tensor. */
 Tensor diag_embed(const Tensor& x, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
 Tensor diagflat(const Tensor& x, int64_t offset = 0);
-/** scatter_add generalized: reduce "sum" or "mean" of the writes at each target, with or
- * without x's own value (amax, amin and prod are not supported). */
+/** scatter_add generalized: reduce "sum", "prod", "mean", "amax" or "amin" of the writes
+ * at each target, with or without x's own value; untouched positions keep x. */
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       const std::string& reduce, bool include_self = true);
+/** x with source's slices along dim reduced into the slices index names: "prod", "mean",
+ * "amax" or "amin" (Tensor.index_reduce). */
+Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const std::string& reduce,
+                    bool include_self = true);
+/** x with source's elements written (or added) at the flat positions index names
+ * (Tensor.put). */
+Tensor put(const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate = false);
 
 // ---- stacking, splitting, aliases (kiln/dispatch/shape_ops.cpp) ---------------------
 Tensor atleast_1d(const Tensor& x);

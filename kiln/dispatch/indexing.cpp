@@ -223,10 +223,64 @@ Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
 
 Tensor diagflat(const Tensor& x, int64_t offset) { return diag_embed(reshape(x, {-1}), offset, 0, 1); }
 
+namespace {
+
+// A segmented inclusive scan along the last dim: within each run of equal (sorted) `key`,
+// every element combined with all before it in its run. log2(n) doubling steps
+// (Hillis-Steele), each a shifted combine kept where the shifted element is in the same
+// run (keys are sorted, so equal ends mean one run).
+Tensor segmented_scan(Tensor v, const Tensor& key, Tensor (*combine)(const Tensor&, const Tensor&)) {
+  int64_t n = v.size(-1);
+  for (int64_t off = 1; off < n; off *= 2) {
+    Tensor cur = narrow(v, -1, off, n - off), prev = narrow(v, -1, 0, n - off);
+    Tensor same = narrow(key, -1, off, n - off) == narrow(key, -1, 0, n - off);
+    v = cat({narrow(v, -1, 0, off), where(same, combine(cur, prev), cur)}, -1);
+  }
+  return v;
+}
+
+// scatter_reduce's amax / amin / prod: along each fiber of dim, the writes are grouped by
+// target (a stable sort of the index), each group reduced by a segmented scan, and the
+// group's last element (the whole group's result) written; the other elements write to
+// a spare slot past the end, cut off after.
+Tensor scatter_extreme(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                       bool include_self) {
+  auto combine = reduce == "amax" ? +[](const Tensor& a, const Tensor& b) { return maximum(a, b); }
+                 : reduce == "amin" ? +[](const Tensor& a, const Tensor& b) { return minimum(a, b); }
+                                    : +[](const Tensor& a, const Tensor& b) { return mul(a, b); };
+  int64_t d = x.dim() ? wrap_dim(dim, x.dim(), "scatter_reduce") : 0;
+  Tensor s = src;
+  for (int64_t i = 0; i < index.dim(); ++i) s = narrow(s, i, 0, index.size(i));  // the part index covers
+  Tensor idx = x.dim() ? movedim(index, d, -1) : reshape(index, {1});
+  Tensor vals = x.dim() ? movedim(s, d, -1) : reshape(s, {1});
+  Tensor xm = x.dim() ? movedim(x, d, -1) : reshape(x, {1});
+  int64_t n = idx.size(-1), size = xm.size(-1);
+  if (n == 0) return x;
+  auto [key, order] = sort(idx, -1, false, /*stable=*/true);
+  Tensor scanned = segmented_scan(gather(vals, -1, order), key, combine);
+  Tensor next_differs = narrow(key, -1, 1, n - 1) != narrow(key, -1, 0, n - 1);
+  Tensor last = cat({next_differs, ones_like(narrow(key, -1, 0, 1), {.dtype = DType::b8})}, -1);
+  Tensor target = where(last, key, Scalar(size));
+  Tensor spare = cat({xm, narrow(xm, -1, 0, 1)}, -1);
+  Tensor written = narrow(scatter(spare, -1, target, scanned), -1, 0, size);
+  Tensor touched = narrow(scatter(zeros_like(spare, {.dtype = DType::b8}), -1, target, Scalar(true)), -1, 0, size);
+  Tensor out = where(touched, include_self ? combine(xm, written) : written, xm);
+  return x.dim() ? movedim(out, -1, d) : reshape(out, {});
+}
+
+}  // namespace
+
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       const std::string& reduce, bool include_self) {
-  KILN_CHECK(reduce == "sum" || reduce == "mean", unsupported,
-             "[scatter_reduce] reduce '{}' is not supported (sum and mean are)", reduce);
+  KILN_CHECK(reduce == "sum" || reduce == "mean" || reduce == "amax" || reduce == "amin" || reduce == "prod", value,
+             "[scatter_reduce] reduce argument must be either sum, prod, mean, amax or amin, got {}", reduce);
+  KILN_CHECK(src.dtype() == x.dtype(), dtype, "[scatter_reduce] expected self ({}) and src ({}) to have the same dtype",
+             x.dtype(), src.dtype());
+  check_integral_index(index, "scatter_reduce");
+  KILN_CHECK(index.dim() == x.dim() && index.dim() == src.dim(), shape,
+             "[scatter_reduce] index {} must have as many dims as self {} and src {}", index.meta_str(), x.meta_str(),
+             src.meta_str());
+  if (reduce != "sum" && reduce != "mean") return scatter_extreme(x, dim, index, src, reduce, include_self);
   Tensor base = include_self ? x : scatter(x, dim, index, 0.0);  // zero the targets
   Tensor sums = scatter_add(base, dim, index, src);
   if (reduce == "sum") return sums;
@@ -237,6 +291,32 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const T
   Tensor safe = where(counts == 0.0, ones_like(counts), counts);
   Tensor mean = is_floating(x.dtype()) ? sums / safe : floor_divide(sums, safe);
   return where(touched, mean, x);
+}
+
+Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const std::string& reduce,
+                    bool include_self) {
+  KILN_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin", value,
+             "[index_reduce] reduce argument must be one of prod, mean, amax or amin, got {}", reduce);
+  KILN_CHECK(index.dim() <= 1, shape, "[index_reduce] index must be a vector, got {}", index.meta_str());
+  int64_t d = x.dim() ? wrap_dim(dim, x.dim(), "index_reduce") : 0;
+  KILN_CHECK(source.dim() == x.dim() && index.numel() == (source.dim() ? source.size(d) : 1), shape,
+             "[index_reduce] source {} must be self {} with dim {} of the index's length {}", source.meta_str(),
+             x.meta_str(), d, index.numel());
+  IntList along(static_cast<size_t>(std::max<int64_t>(x.dim(), 1)), 1);
+  along[static_cast<size_t>(d)] = index.numel();
+  Tensor idx = x.dim() ? expand(reshape(wrapped(index, x.dim() ? x.size(d) : 1), along), shape_of(source))
+                       : reshape(index, {});
+  return scatter_reduce(x, d, idx, source, reduce, include_self);
+}
+
+Tensor put(const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
+  check_integral_index(index, "put");
+  KILN_CHECK(index.numel() == source.numel(), shape, "[put] source {} must have as many elements as index {}",
+             source.meta_str(), index.meta_str());
+  Tensor flat_index = reshape(wrapped(index, x.numel()), {-1}), flat_source = reshape(to(source, x.dtype()), {-1});
+  Tensor flat = reshape(x, {-1});
+  flat = accumulate ? index_add(flat, 0, flat_index, flat_source) : index_copy(flat, 0, flat_index, flat_source);
+  return reshape(flat, shape_of(x));
 }
 
 }  // namespace kiln

@@ -152,6 +152,8 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
     return diag_embed(in[0], a.value("offset", int64_t{0}), a.value("dim1", int64_t{-2}), a.value("dim2", int64_t{-1}));
   if (op == "diagflat") return diagflat(in[0], a.value("offset", int64_t{0}));
   if (op == "scatter_reduce") return scatter_reduce(in[0], a.at("dim"), in[1], in[2], a.at("reduce"), a.at("include_self"));
+  if (op == "index_reduce") return index_reduce(in[0], a.at("dim"), in[1], in[2], a.at("reduce"), a.at("include_self"));
+  if (op == "put") return put(in[0], in[1], in[2], a.at("accumulate"));
   TensorList all(in.begin(), in.end());
   if (op == "hstack") return hstack(all);
   if (op == "vstack") return vstack(all);

@@ -2063,6 +2063,38 @@ for ord_ in (2, -2, "nuc"):
          rtol=1e-4, atol=1e-5)
     grad_cases("linalg_matrix_norm", [randn(4, 3).double()], lambda a: LA.matrix_norm(a, ord=ord_), {"ord": str(ord_)})
 
+# ---- scatter_reduce amax / amin / prod, index_reduce, put (appended) ----
+for red in ("amax", "amin", "prod"):
+    for inc in (True, False):
+        auto("scatter_reduce", [sr_x, sr_i, sr_s], lambda x, i, s_: x.scatter_reduce(1, i, s_, red, include_self=inc),
+             {"dim": 1, "reduce": red, "include_self": inc})
+    auto("scatter_reduce", [randn(4, 2, 3), T([[[3, 0, 3]], [[0, 0, 1]]]), randn(3, 2, 3)],
+         lambda x, i, s_: x.scatter_reduce(0, i, s_, red), {"dim": 0, "reduce": red, "include_self": True},
+         "dim 0, index smaller than src")
+    auto("scatter_reduce", [T([[1, 2, 3, 4]]), T([[0, 0, 1, 3]]), T([[4, -5, 6, 7]])],
+         lambda x, i, s_: x.scatter_reduce(1, i, s_, red, include_self=False), {"dim": 1, "reduce": red, "include_self": False},
+         "integers")
+    auto("scatter_reduce", [T([1.0, 2.0, 3.0]), T([0, 0, 2, 2]), T([nan, 1.0, 5.0, -1.0])],
+         lambda x, i, s_: x.scatter_reduce(0, i, s_, red), {"dim": 0, "reduce": red, "include_self": True}, "NaN")
+    grad_cases("scatter_reduce", [randn(3, 4), sr_i, randn(2, 3)], lambda x, i, s_: x.scatter_reduce(1, i, s_, red),
+               {"dim": 1, "reduce": red, "include_self": True})
+auto("scatter_reduce", [sr_x, sr_i, sr_s], lambda x, i, s_: x.scatter_reduce(1, i, s_, "max"),
+     {"dim": 1, "reduce": "max", "include_self": True}, "unknown reduce")
+ir_x, ir_i, ir_s = randn(4, 3), T([0, 3, 0, 1, 3]), randn(5, 3)
+for red in ("prod", "mean", "amax", "amin"):
+    for inc in (True, False):
+        auto("index_reduce", [ir_x, ir_i, ir_s], lambda x, i, s_: x.index_reduce(0, i, s_, red, include_self=inc),
+             {"dim": 0, "reduce": red, "include_self": inc})
+auto("index_reduce", [ir_x.t().contiguous(), ir_i, ir_s.t().contiguous()],
+     lambda x, i, s_: x.index_reduce(1, i, s_, "amax"), {"dim": 1, "reduce": "amax", "include_self": True}, "dim 1")
+grad_cases("index_reduce", [randn(4, 3), ir_i, randn(5, 3)], lambda x, i, s_: x.index_reduce(0, i, s_, "prod"),
+           {"dim": 0, "reduce": "prod", "include_self": True})
+auto("put", [randn(2, 3), T([[0, -1], [4, 2]]), randn(2, 2)], lambda x, i, s_: x.put(i, s_), {"accumulate": False})
+auto("put", [randn(2, 3), T([1, 1, 5]), randn(3)], lambda x, i, s_: x.put(i, s_, accumulate=True), {"accumulate": True},
+     "accumulate repeats")
+auto("put", [randn(2, 3), T([6]), randn(1)], lambda x, i, s_: x.put(i, s_), {"accumulate": False}, "out of range")
+grad_cases("put", [randn(2, 3), T([1, 1, 5]), randn(3)], lambda x, i, s_: x.put(i, s_, accumulate=True), {"accumulate": True})
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

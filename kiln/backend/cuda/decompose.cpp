@@ -1,7 +1,7 @@
 // linalg_eigh and linalg_svd on CUDA devices.
 //
 // Note [Decompositions on the host]
-// The decompositions run on the host's LAPACK: the input is copied to pinned-free host
+// The decompositions run on the host's LAPACK: the input is copied to pageable host
 // memory once the device's current stream has reached it, decomposed there (the CPU
 // backend's lapack.h, so a GPU and the CPU give the same vectors and signs for the same
 // input), and the factors are copied back on the same stream. The matrices of model code
