@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "kiln/dispatch/functional.h"
+#include "kiln/dispatch/linalg.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln {
@@ -312,6 +313,163 @@ Tensor histc(const Tensor& x, int64_t bins, double min, double max) {
   Tensor bin = clamp(to(floor((flat - min) * (static_cast<double>(bins) / (max - min))), DType::i64), 0, bins - 1);
   Tensor counts = to(inside, x.dtype());
   return scatter_add(zeros({bins}, {.dtype = x.dtype(), .device = x.device()}), 0, bin, counts);
+}
+
+Tensor fmax(const Tensor& a, const Tensor& b) { return where(isnan(a), b, where(isnan(b), a, maximum(a, b))); }
+Tensor fmin(const Tensor& a, const Tensor& b) { return where(isnan(a), b, where(isnan(b), a, minimum(a, b))); }
+
+namespace {
+
+void check_integers(const Tensor& a, const Tensor& b, const char* op) {
+  KILN_CHECK(is_integral(a.dtype(), false) && is_integral(b.dtype(), false), dtype,
+             "[{}] is only defined for integer tensors, got {} and {}", op, a.dtype(), b.dtype());
+}
+
+}  // namespace
+
+Tensor gcd(const Tensor& a, const Tensor& b) {
+  check_integers(a, b, "gcd");
+  Tensor x = abs(a) + b * 0, y = abs(b) + a * 0;  // broadcast and promoted together
+  // Euclid's steps, as many as the worst case of the dtype needs (Fibonacci neighbours:
+  // ~1.44 steps per bit); eagerly, until every pair is done.
+  int64_t limit = static_cast<int64_t>(itemsize(x.dtype())) * 8 * 3 / 2 + 2;
+  for (int64_t i = 0; i < limit; ++i) {
+    if (!y.is_fake() && !y.is_dtensor() && i % 4 == 0 && !item<bool>(any(y != 0))) break;
+    Tensor done = y == 0;
+    Tensor r = remainder(x, where(done, ones_like(y), y));
+    x = where(done, x, y);
+    y = where(done, zeros_like(y), r);
+  }
+  return x;
+}
+
+Tensor lcm(const Tensor& a, const Tensor& b) {
+  check_integers(a, b, "lcm");
+  Tensor g = gcd(a, b);
+  return where(g == 0, zeros_like(g), abs(floor_divide(a, where(g == 0, ones_like(g), g)) * b));
+}
+
+Tensor i0(const Tensor& x) {
+  Tensor ax = abs(is_floating(x.dtype()) ? x : to(x, DType::f32));
+  // |x| <= 20: the power series sum ((x/2)^k / k!)^2; above: the asymptotic expansion
+  // e^x / sqrt(2 pi x) sum c_k / x^k, c_k = c_{k-1} (2k - 1)^2 / (8k). Each branch reads
+  // a clamped |x| so the other's overflow leaves no NaN in the gradient.
+  Tensor near = ax <= 20.0;
+  Tensor small_x = where(near, ax, zeros_like(ax)), large_x = where(near, full_like(ax, 20.0), ax);
+  Tensor q = small_x * small_x * 0.25, term = ones_like(ax), series = ones_like(ax);
+  for (int k = 1; k <= 60; ++k) {
+    term = term * q / static_cast<double>(k * k);
+    series = series + term;
+  }
+  Tensor inv = reciprocal(large_x), c = ones_like(ax), expansion = ones_like(ax);
+  for (int k = 1; k <= 25; ++k) {
+    c = c * inv * (static_cast<double>((2 * k - 1) * (2 * k - 1)) / (8.0 * k));
+    expansion = expansion + c;
+  }
+  Tensor asymptotic = exp(large_x) * rsqrt(large_x * (2 * std::numbers::pi)) * expansion;
+  return where(near, series, asymptotic);
+}
+
+Tensor isin(const Tensor& elements, const Tensor& test_elements, bool /*assume_unique*/, bool invert) {
+  Tensor hit = any(eq(unsqueeze(elements, -1), reshape(test_elements, {-1})), -1);
+  if (test_elements.numel() == 0) hit = zeros_like(elements, {.dtype = DType::b8});
+  return invert ? logical_not(hit) : hit;
+}
+
+Tensor combinations(const Tensor& x, int64_t r, bool with_replacement) {
+  KILN_CHECK(x.dim() == 1, shape, "[combinations] expects a 1-D tensor, got {}", x.meta_str());
+  KILN_CHECK(r >= 0, value, "[combinations] r must be non-negative, got {}", r);
+  TensorOptions o{.dtype = DType::i64, .device = x.device()};
+  if (r == 0) return empty({0}, {.dtype = x.dtype(), .device = x.device()});
+  // The position tuples, enumerated on the host (they depend on the length only).
+  int64_t n = x.size(0);
+  std::vector<int64_t> flat, pick(static_cast<size_t>(r), 0);
+  if (!with_replacement)
+    for (int64_t i = 0; i < r; ++i) pick[static_cast<size_t>(i)] = i;
+  auto valid = [&] { return !pick.empty() && pick.back() < n; };
+  while (valid()) {
+    flat.insert(flat.end(), pick.begin(), pick.end());
+    int64_t i = r - 1;  // the rightmost position that can still move
+    while (i >= 0 && pick[static_cast<size_t>(i)] == (with_replacement ? n - 1 : n - r + i)) --i;
+    if (i < 0) break;
+    ++pick[static_cast<size_t>(i)];
+    for (int64_t j = i + 1; j < r; ++j)
+      pick[static_cast<size_t>(j)] = pick[static_cast<size_t>(j - 1)] + (with_replacement ? 0 : 1);
+  }
+  int64_t count = static_cast<int64_t>(flat.size()) / r;
+  Tensor index = to(from_vector<int64_t>(flat, {count * r}), x.device());
+  return reshape(index_select(x, 0, index), {count, r});
+}
+
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta, Scalar alpha) {
+  KILN_CHECK(vec1.dim() == 1 && vec2.dim() == 1, shape, "[addr] expects 1-D vectors, got {} and {}", vec1.meta_str(),
+             vec2.meta_str());
+  Tensor product = outer(vec1, vec2) * alpha;
+  if (beta.to_double() == 0) return product + zeros_like(input);
+  return input * beta + product;
+}
+
+Tensor addbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, Scalar beta, Scalar alpha) {
+  Tensor product = sum(bmm(batch1, batch2), {0}) * alpha;
+  if (beta.to_double() == 0) return product + zeros_like(input);
+  return input * beta + product;
+}
+
+Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm) {
+  KILN_CHECK(p > 0, value, "[renorm] non-positive norm not supported, got p = {}", p);
+  KILN_CHECK(maxnorm >= 0, value, "[renorm] expected maxnorm to be >= 0, got {}", maxnorm);
+  KILN_CHECK(x.dim() > 1, shape, "[renorm] needs at least 2 dimensions, got {}", x.meta_str());
+  int64_t d = wrap_dim(dim, x.dim(), "renorm");
+  IntList others;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != d) others.push_back(i);
+  Tensor norms = vector_norm(x, p, others, true);
+  return x * where(norms > maxnorm, maxnorm / (norms + 1e-7), ones_like(norms));
+}
+
+Tensor distance(const Tensor& a, const Tensor& b, double p) { return vector_norm(a - b, p); }
+Tensor frobenius_norm(const Tensor& x, const IntList& dims, bool keepdim) { return vector_norm(x, 2.0, dims, keepdim); }
+Tensor nuclear_norm(const Tensor& x, bool keepdim) { return linalg::matrix_norm(x, "nuc", keepdim); }
+
+namespace {
+
+// k = 0 .. n - 1 of a window of `n` points whose formula sees the length n + 1 when
+// periodic; `f(k, denominator)` with denominator = (that length) - 1.
+template <typename F>
+Tensor window(int64_t n, bool periodic, TensorOptions options, const char* op, F f) {
+  KILN_CHECK(n >= 0, value, "[{}] requires non-negative window length, got {}", op, n);
+  TensorOptions o{.dtype = options.dtype.value_or(DType::f32), .device = options.device};
+  KILN_CHECK(is_floating(*o.dtype), dtype, "[{}] expects a floating point dtype, got {}", op, *o.dtype);
+  if (n == 0) return empty({0}, o);
+  if (n == 1) return ones({1}, o);
+  double denominator = static_cast<double>(periodic ? n : n - 1);
+  return f(arange(0, n, 1, o), denominator);
+}
+
+}  // namespace
+
+Tensor hamming_window(int64_t n, bool periodic, double alpha, double beta, TensorOptions options) {
+  return window(n, periodic, options, "hamming_window", [&](const Tensor& k, double m) {
+    return alpha - beta * cos(k * (2 * std::numbers::pi / m));
+  });
+}
+Tensor hann_window(int64_t n, bool periodic, TensorOptions options) {
+  return hamming_window(n, periodic, 0.5, 0.5, options);
+}
+Tensor blackman_window(int64_t n, bool periodic, TensorOptions options) {
+  return window(n, periodic, options, "blackman_window", [](const Tensor& k, double m) {
+    return 0.42 - 0.5 * cos(k * (2 * std::numbers::pi / m)) + 0.08 * cos(k * (4 * std::numbers::pi / m));
+  });
+}
+Tensor bartlett_window(int64_t n, bool periodic, TensorOptions options) {
+  return window(n, periodic, options, "bartlett_window",
+                [](const Tensor& k, double m) { return 1.0 - abs(k * (2.0 / m) - 1.0); });
+}
+Tensor kaiser_window(int64_t n, bool periodic, double beta, TensorOptions options) {
+  return window(n, periodic, options, "kaiser_window", [&](const Tensor& k, double m) {
+    Tensor t = (k - m / 2) / (m / 2);
+    return i0(beta * sqrt(clamp_min(1.0 - t * t, 0.0))) / i0(full_like(k, beta));
+  });
 }
 
 }  // namespace kiln

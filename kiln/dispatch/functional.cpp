@@ -1151,6 +1151,65 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse, 
   }
   return {values, inverse, counts};
 }
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse, bool return_counts) {
+  check_readable(x, "unique_consecutive");
+  Tensor flat = flatten(x);
+  int64_t n = flat.numel();
+  TensorOptions o{.dtype = DType::i64, .device = x.device()};
+  Tensor starts = n ? cat({ones({1}, {.dtype = DType::b8, .device = x.device()}),
+                           ne(narrow(flat, 0, 1, n - 1), narrow(flat, 0, 0, n - 1))})
+                    : zeros({0}, {.dtype = DType::b8, .device = x.device()});
+  Tensor first = select(nonzero(starts), 1, 0);
+  Tensor values = index_select(flat, 0, first), inverse, counts;
+  if (return_inverse) inverse = reshape(cumsum(starts, 0) - 1, IntList(x.shape().begin(), x.shape().end()));
+  if (return_counts) {
+    int64_t groups = first.numel();
+    counts = groups ? cat({narrow(first, 0, 1, groups - 1), full({1}, n, o)}) - first : zeros({0}, o);
+  }
+  return {values, inverse, counts};
+}
+
+Tensor repeat_interleave(const Tensor& repeats) {
+  KILN_CHECK(repeats.dim() <= 1 && is_integral(repeats.dtype(), false), shape,
+             "[repeat_interleave] repeats must be a 0-D or 1-D integer tensor, got {}", repeats.meta_str());
+  Tensor r = reshape(repeats, {-1});
+  check_readable(r, "repeat_interleave");
+  KILN_CHECK(r.numel() == 0 || item<int64_t>(amin(r)) >= 0, value, "[repeat_interleave] repeats can not be negative");
+  TensorOptions o{.dtype = DType::i64, .device = r.device()};
+  int64_t total = r.numel() ? item<int64_t>(sum(r)) : 0;
+  // Output position k belongs to the i whose running total first exceeds k.
+  return searchsorted(cumsum(to(r, DType::i64), 0), arange(0, total, 1, o), /*right=*/true);
+}
+
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim,
+                         std::optional<int64_t> output_size) {
+  Tensor input = dim ? x : flatten(x);
+  int64_t d = dim ? wrap_dim(*dim, std::max<int64_t>(x.dim(), 1), "repeat_interleave") : 0;
+  if (input.dim() == 0) input = reshape(input, {1});
+  int64_t size = input.size(d);
+  Tensor r = reshape(repeats, {-1});
+  KILN_CHECK(r.numel() == size || r.numel() == 1, shape,
+             "[repeat_interleave] repeats must have the same size as input along dim ({}), got {}", size, r.numel());
+  if (r.numel() == 1 && size != 1) r = expand(r, {size});
+  if (output_size) {  // no host read: positions up to the given size (traceable)
+    TensorOptions o{.dtype = DType::i64, .device = r.device()};
+    return index_select(input, d, searchsorted(cumsum(to(r, DType::i64), 0), arange(0, *output_size, 1, o), true));
+  }
+  return index_select(input, d, repeat_interleave(r));
+}
+
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
+  KILN_CHECK(repeats >= 0, value, "[repeat_interleave] repeats can not be negative");
+  Tensor input = dim ? x : flatten(x);
+  if (input.dim() == 0) input = reshape(input, {1});
+  int64_t d = dim ? wrap_dim(*dim, input.dim(), "repeat_interleave") : 0;
+  // Static: repeats copies of each slice, side by side after it.
+  Tensor spread = unsqueeze(input, d + 1);
+  IntList shape(spread.shape().begin(), spread.shape().end());
+  shape[static_cast<size_t>(d + 1)] = repeats;
+  return flatten(expand(spread, shape), d, d + 1);
+}
+
 Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
   KILN_CHECK(x.dim() == 1 && is_integral(x.dtype(), false), shape, "[bincount] expects a 1-D integer tensor, got {}",
              x.meta_str());

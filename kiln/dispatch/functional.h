@@ -594,6 +594,37 @@ Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right = false);
 /** The histogram of x over `bins` equal bins in [min, max] (min == max: the data's range,
  * eager only); elements outside are left out, max goes to the last bin. */
 Tensor histc(const Tensor& x, int64_t bins = 100, double min = 0, double max = 0);
+/** NaN-ignoring maximum / minimum: the other operand where one is NaN. */
+Tensor fmax(const Tensor& a, const Tensor& b);
+Tensor fmin(const Tensor& a, const Tensor& b);
+/** Greatest common divisor (>= 0; gcd(0, 0) = 0) and least common multiple of integers. */
+Tensor gcd(const Tensor& a, const Tensor& b);
+Tensor lcm(const Tensor& a, const Tensor& b);
+/** The modified Bessel function of the first kind, order 0 (float results). */
+Tensor i0(const Tensor& x);
+/** Whether each element of `elements` is in `test_elements` (invert: is not). */
+Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique = false, bool invert = false);
+/** The r-element combinations of the 1-D x's elements, in lexicographic order of
+ * positions, one per row (with_replacement: positions may repeat). */
+Tensor combinations(const Tensor& x, int64_t r = 2, bool with_replacement = false);
+/** beta input + alpha outer(vec1, vec2); beta = 0 ignores input (NaN included). */
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta = 1, Scalar alpha = 1);
+/** beta input + alpha sum_b batch1[b] @ batch2[b]. */
+Tensor addbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1);
+/** Each slice along dim whose p-norm exceeds maxnorm scaled down to it. */
+Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm);
+/** torch.dist: the p-norm of a - b (`kiln::dist` is the distributed namespace). */
+Tensor distance(const Tensor& a, const Tensor& b, double p = 2.0);
+Tensor frobenius_norm(const Tensor& x, const IntList& dims = {-2, -1}, bool keepdim = false);
+Tensor nuclear_norm(const Tensor& x, bool keepdim = false);
+/** Window functions of torch.signal's classic set (periodic: for spectral analysis, the
+ * window of length n + 1 without its last point). */
+Tensor hann_window(int64_t n, bool periodic = true, TensorOptions options = {});
+Tensor hamming_window(int64_t n, bool periodic = true, double alpha = 0.54, double beta = 0.46,
+                      TensorOptions options = {});
+Tensor blackman_window(int64_t n, bool periodic = true, TensorOptions options = {});
+Tensor bartlett_window(int64_t n, bool periodic = true, TensorOptions options = {});
+Tensor kaiser_window(int64_t n, bool periodic = true, double beta = 12.0, TensorOptions options = {});
 
 // ---- data-dependent shapes: eager only (on fake tensors a data-dependent Error, F5)
 /** i64 [n, x.dim()]: the coordinates of x's non-zero elements, in row-major order. */
@@ -609,6 +640,17 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse =
 /** i64 counts (or weights' sums) of each value 0..max(x) of the non-negative 1-D integer
  * tensor x, at least minlength of them. */
 Tensor bincount(const Tensor& x, const Tensor& weights = Tensor(), int64_t minlength = 0);
+/** unique without sorting: each run of equal consecutive elements (x flattened) once. */
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse = false,
+                                                      bool return_counts = false);
+/** x's elements along dim (absent: x flattened) each repeated repeats[i] times (repeats: a
+ * 1-D integer tensor of that dim's length, or of length 1); output_size, when given,
+ * spares the host read of sum(repeats). */
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt,
+                         std::optional<int64_t> output_size = std::nullopt);
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+/** torch.repeat_interleave(repeats): i repeated repeats[i] times. */
+Tensor repeat_interleave(const Tensor& repeats);
 
 // ---- indexing composites (kiln/dispatch/indexing.cpp) ------------------------------
 /** x read as a flat row-major array at `index` (negative counts from the end), shaped
@@ -684,6 +726,46 @@ Tensor positive(const Tensor& x);
 Tensor sgn(const Tensor& x);
 /** x * 2^exponent, in floating point. */
 Tensor ldexp(const Tensor& x, const Tensor& exponent);
+Tensor arccos(const Tensor& x);
+Tensor arcsin(const Tensor& x);
+Tensor arctan(const Tensor& x);
+Tensor arccosh(const Tensor& x);
+Tensor arcsinh(const Tensor& x);
+Tensor arctanh(const Tensor& x);
+Tensor arctan2(const Tensor& a, const Tensor& b);
+Tensor greater(const Tensor& a, const Tensor& b);
+Tensor greater_equal(const Tensor& a, const Tensor& b);
+Tensor less(const Tensor& a, const Tensor& b);
+Tensor less_equal(const Tensor& a, const Tensor& b);
+Tensor not_equal(const Tensor& a, const Tensor& b);
+Tensor multiply(const Tensor& a, const Tensor& b);
+Tensor divide(const Tensor& a, const Tensor& b);
+Tensor divide(const Tensor& a, const Tensor& b, std::string_view rounding_mode);
+Tensor true_divide(const Tensor& a, const Tensor& b);
+Tensor subtract(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+/** b - alpha * a (torch.rsub). */
+Tensor rsub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor concat(const TensorList& tensors, int64_t dim = 0);
+Tensor concatenate(const TensorList& tensors, int64_t dim = 0);
+/** x sorted along dim 0 (values only). */
+Tensor msort(const Tensor& x);
+/** x flattened (a view when x is contiguous). */
+Tensor ravel(const Tensor& x);
+/** Sums of products over the last dims of a and b (0-dim: a * b). */
+Tensor inner(const Tensor& a, const Tensor& b);
+/** The dot product of two 1-D tensors (real: dot). */
+Tensor vdot(const Tensor& a, const Tensor& b);
+Tensor broadcast_to(const Tensor& x, const IntList& shape);
+Tensor expand_as(const Tensor& x, const Tensor& other);
+/** Every tensor expanded to their common broadcast shape. */
+TensorList broadcast_tensors(const TensorList& tensors);
+IntList broadcast_shapes(const std::vector<IntList>& shapes);
+Tensor isposinf(const Tensor& x);
+Tensor isneginf(const Tensor& x);
+/** True everywhere: kiln's dtypes are real. */
+Tensor isreal(const Tensor& x);
+/** nonzero: the indices of the nonzero elements, one row each (eager). */
+Tensor argwhere(const Tensor& x);
 
 // ---- statistics and sampling (kiln/dispatch/statistics.cpp) -------------------------
 /** The q-quantiles (q in [0, 1], a number or a 1-D tensor whose dim comes first in the

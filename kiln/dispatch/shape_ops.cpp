@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kiln/dispatch/functional.h"
+#include "kiln/ops/meta.h"
 
 namespace kiln {
 namespace {
@@ -130,5 +131,59 @@ Tensor ldexp(const Tensor& x, const Tensor& exponent) {
   Tensor fx = is_floating(x.dtype()) ? x : to(x, DType::f32);
   return fx * exp2(to(exponent, fx.dtype()));
 }
+
+Tensor arccos(const Tensor& x) { return acos(x); }
+Tensor arcsin(const Tensor& x) { return asin(x); }
+Tensor arctan(const Tensor& x) { return atan(x); }
+Tensor arccosh(const Tensor& x) { return acosh(x); }
+Tensor arcsinh(const Tensor& x) { return asinh(x); }
+Tensor arctanh(const Tensor& x) { return atanh(x); }
+Tensor arctan2(const Tensor& a, const Tensor& b) { return atan2(a, b); }
+Tensor greater(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor greater_equal(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor less(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor less_equal(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor not_equal(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor multiply(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor divide(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor divide(const Tensor& a, const Tensor& b, std::string_view rounding_mode) { return div(a, b, rounding_mode); }
+Tensor true_divide(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor subtract(const Tensor& a, const Tensor& b, Scalar alpha) { return sub(a, b, alpha); }
+Tensor rsub(const Tensor& a, const Tensor& b, Scalar alpha) { return sub(b, a, alpha); }
+Tensor concat(const TensorList& tensors, int64_t dim) { return cat(tensors, dim); }
+Tensor concatenate(const TensorList& tensors, int64_t dim) { return cat(tensors, dim); }
+Tensor msort(const Tensor& x) { return sort(x, 0).first; }
+Tensor ravel(const Tensor& x) { return reshape(x, {-1}); }
+
+Tensor inner(const Tensor& a, const Tensor& b) {
+  if (a.dim() == 0 || b.dim() == 0) return mul(a, b);
+  KILN_CHECK(a.size(-1) == b.size(-1), shape, "[inner] last dimension of a {} and b {} must match", a.meta_str(),
+             b.meta_str());
+  return tensordot(a, b, IntList{-1}, IntList{-1});
+}
+
+Tensor vdot(const Tensor& a, const Tensor& b) { return dot(a, b); }
+Tensor broadcast_to(const Tensor& x, const IntList& shape) { return expand(x, shape); }
+Tensor expand_as(const Tensor& x, const Tensor& other) { return expand(x, shape_of(other)); }
+
+IntList broadcast_shapes(const std::vector<IntList>& shapes) {
+  Dims out;
+  for (const IntList& s : shapes) out = ops::broadcast_shapes(out, Dims(s), "broadcast_shapes");
+  return out.vec();
+}
+
+TensorList broadcast_tensors(const TensorList& tensors) {
+  std::vector<IntList> shapes;
+  for (const Tensor& t : tensors) shapes.push_back(shape_of(t));
+  IntList shape = broadcast_shapes(shapes);
+  TensorList out;
+  for (const Tensor& t : tensors) out.push_back(expand(t, shape));
+  return out;
+}
+
+Tensor isposinf(const Tensor& x) { return logical_and(isinf(x), x > 0.0); }
+Tensor isneginf(const Tensor& x) { return logical_and(isinf(x), x < 0.0); }
+Tensor isreal(const Tensor& x) { return ones_like(x, {.dtype = DType::b8}); }
+Tensor argwhere(const Tensor& x) { return nonzero(x); }
 
 }  // namespace kiln

@@ -277,6 +277,66 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
   }
   if (op == "linalg_cond") return linalg::cond(in[0], a.at("p"));
   if (op == "linalg_multi_dot") return linalg::multi_dot(TensorList(in.begin(), in.end()));
+  auto unary = [&](Tensor (*f)(const Tensor&)) { return f(in[0]); };
+  auto binary = [&](Tensor (*f)(const Tensor&, const Tensor&)) { return f(in[0], in[1]); };
+  if (op == "arccos") return unary(arccos);
+  if (op == "arcsin") return unary(arcsin);
+  if (op == "arctan") return unary(arctan);
+  if (op == "arcsinh") return unary(arcsinh);
+  if (op == "arctanh") return unary(arctanh);
+  if (op == "arccosh") return unary(arccosh);
+  if (op == "arctan2") return binary(arctan2);
+  if (op == "greater") return binary(greater);
+  if (op == "greater_equal") return binary(greater_equal);
+  if (op == "less") return binary(less);
+  if (op == "less_equal") return binary(less_equal);
+  if (op == "not_equal") return binary(not_equal);
+  if (op == "multiply") return binary(multiply);
+  if (op == "divide")
+    return a.contains("rounding_mode") ? divide(in[0], in[1], a.at("rounding_mode").get<std::string>())
+                                       : divide(in[0], in[1]);
+  if (op == "true_divide") return binary(true_divide);
+  if (op == "subtract") return subtract(in[0], in[1]);
+  if (op == "rsub") return rsub(in[0], in[1], a.value("alpha", 1.0));
+  if (op == "fmax") return binary(fmax);
+  if (op == "fmin") return binary(fmin);
+  if (op == "concat") return concat(TensorList(in.begin(), in.end()));
+  if (op == "msort") return unary(msort);
+  if (op == "ravel") return unary(ravel);
+  if (op == "inner") return binary(inner);
+  if (op == "vdot") return binary(vdot);
+  if (op == "broadcast_to") return broadcast_to(in[0], a.at("shape").get<IntList>());
+  if (op == "isposinf") return unary(isposinf);
+  if (op == "isneginf") return unary(isneginf);
+  if (op == "isreal") return unary(isreal);
+  if (op == "argwhere") return unary(argwhere);
+  if (op == "gcd") return binary(gcd);
+  if (op == "lcm") return binary(lcm);
+  if (op == "i0") return unary(i0);
+  if (op == "isin") return isin(in[0], in[1], false, a.value("invert", false));
+  if (op == "combinations") return combinations(in[0], a.at("r"), a.at("with_replacement"));
+  if (op == "addr") return addr(in[0], in[1], in[2], a.at("beta").get<double>(), a.at("alpha").get<double>());
+  if (op == "addbmm") return addbmm(in[0], in[1], in[2], a.at("beta").get<double>(), a.at("alpha").get<double>());
+  if (op == "renorm") return renorm(in[0], a.at("p"), a.at("dim"), a.at("maxnorm"));
+  if (op == "dist") return distance(in[0], in[1], scalar(a.at("p")).to_double());
+  if (op == "frobenius_norm") return frobenius_norm(in[0], a.at("dim").get<IntList>());
+  if (op == "nuclear_norm") return nuclear_norm(in[0]);
+  if (op.ends_with("_window")) {
+    TensorOptions o{.dtype = a.contains("dtype") ? dtype_from_string(a.at("dtype").get<std::string>()) : f32};
+    int64_t n = a.at("n");
+    bool periodic = a.at("periodic");
+    if (op == "hann_window") return hann_window(n, periodic, o);
+    if (op == "blackman_window") return blackman_window(n, periodic, o);
+    if (op == "bartlett_window") return bartlett_window(n, periodic, o);
+    if (op == "kaiser_window") return kaiser_window(n, periodic, a.value("beta", 12.0), o);
+    return hamming_window(n, periodic, a.value("alpha", 0.54), a.value("beta", 0.46), o);
+  }
+  if (op == "unique_consecutive_values") return std::get<0>(unique_consecutive(in[0]));
+  if (op == "unique_consecutive_inverse") return std::get<1>(unique_consecutive(in[0], true));
+  if (op == "unique_consecutive_counts") return std::get<2>(unique_consecutive(in[0], false, true));
+  if (op == "repeat_interleave") return repeat_interleave(in[0], in[1], opt_int("dim"));
+  if (op == "repeat_interleave_int") return repeat_interleave(in[0], a.at("repeats").get<int64_t>(), opt_int("dim"));
+  if (op == "repeat_interleave_index") return repeat_interleave(in[0]);
   if (op == "linalg_vecdot") return linalg::vecdot(in[0], in[1]);
   return Tensor();
 }

@@ -2095,6 +2095,89 @@ auto("put", [randn(2, 3), T([1, 1, 5]), randn(3)], lambda x, i, s_: x.put(i, s_,
 auto("put", [randn(2, 3), T([6]), randn(1)], lambda x, i, s_: x.put(i, s_), {"accumulate": False}, "out of range")
 grad_cases("put", [randn(2, 3), T([1, 1, 5]), randn(3)], lambda x, i, s_: x.put(i, s_, accumulate=True), {"accumulate": True})
 
+# ---- aliases, NaN-ignoring extremes, integer divisors, Bessel, windows, sequences (appended) ----
+al_a, al_b = randn(3, 4), randn(4)
+for name_, fn_ in (("arccos", torch.arccos), ("arcsin", torch.arcsin), ("arctan", torch.arctan), ("arcsinh", torch.arcsinh),
+                   ("arctanh", torch.arctanh)):
+    auto(name_, [torch.tanh(al_a)], fn_)
+auto("arccosh", [al_a.abs() + 1], torch.arccosh)
+for name_, fn_ in (("arctan2", torch.arctan2), ("greater", torch.greater), ("greater_equal", torch.greater_equal),
+                   ("less", torch.less), ("less_equal", torch.less_equal), ("not_equal", torch.not_equal),
+                   ("multiply", torch.multiply), ("divide", torch.divide), ("true_divide", torch.true_divide),
+                   ("subtract", torch.subtract), ("rsub", torch.rsub), ("fmax", torch.fmax), ("fmin", torch.fmin)):
+    auto(name_, [al_a, al_b], fn_)
+auto("divide", [T([7, -7]), T([2, 2])], lambda a, b_: torch.divide(a, b_, rounding_mode="floor"), {"rounding_mode": "floor"})
+auto("rsub", [al_a, al_b], lambda a, b_: torch.rsub(a, b_, alpha=2), {"alpha": 2.0}, "alpha")
+auto("fmax", [T([nan, 1.0, nan, -inf]), T([2.0, nan, nan, 0.0])], torch.fmax, note="NaN")
+auto("fmin", [T([nan, 1.0, nan, -inf]), T([2.0, nan, nan, 0.0])], torch.fmin, note="NaN")
+auto("fmax", [T([1, 5, -3]), T([2, 2, 2])], torch.fmax, note="integers")
+auto("concat", [randn(2, 3), randn(1, 3)], lambda *xs: torch.concat(xs))
+auto("msort", [randn(4, 3)], torch.msort)
+auto("ravel", [randn(2, 3).t()], torch.ravel)
+auto("inner", [randn(2, 3), randn(4, 3)], torch.inner)
+auto("inner", [randn(3), randn(3)], torch.inner, note="vectors")
+auto("inner", [randn(2, 3), randn(4)], torch.inner, note="mismatch")
+auto("vdot", [randn(5), randn(5)], torch.vdot)
+auto("broadcast_to", [randn(3, 1)], lambda x: torch.broadcast_to(x, (2, 3, 4)), {"shape": [2, 3, 4]})
+auto("broadcast_to", [randn(3, 2)], lambda x: torch.broadcast_to(x, (3, 4)), {"shape": [3, 4]}, "incompatible")
+auto("isposinf", [T([inf, -inf, nan, 1.0])], torch.isposinf)
+auto("isneginf", [T([inf, -inf, nan, 1.0])], torch.isneginf)
+auto("isreal", [randn(3)], torch.isreal)
+auto("argwhere", [T([[0.0, 1.0], [2.0, 0.0]])], torch.argwhere)
+auto("gcd", [T([12, -18, 0, 7, 0]), T([18, 12, 5, 0, 0])], torch.gcd)
+auto("gcd", [T([[48], [17]], dtype=torch.int32), T([180, 5], dtype=torch.int32)], torch.gcd, note="broadcast i32")
+auto("gcd", [T([1.0]), T([2.0])], torch.gcd, note="floats refused")
+auto("lcm", [T([4, -6, 0, 7]), T([6, 4, 5, 0])], torch.lcm)
+auto("i0", [T([0.0, 0.5, -1.0, 5.0, 19.5, 20.5, 30.0, -45.0])], torch.i0, rtol=1e-5)
+auto("i0", [T([0.0, 0.5, -1.0, 5.0, 19.5, 20.5, 30.0, -45.0]).double()], torch.i0, note="f64", rtol=1e-12, atol=0)
+auto("i0", [T([0, 1, 3])], torch.i0, note="integers")
+grad_cases("i0", [randn(5).double() * 3], torch.i0)
+auto("isin", [T([[1, 2], [3, 4]]), T([2, 3, 9])], torch.isin)
+auto("isin", [T([1.0, 2.0, nan]), T([2.0, nan])], lambda e, t_: torch.isin(e, t_, invert=True), {"invert": True}, "invert, NaN")
+auto("isin", [T([1, 2]), T([], dtype=torch.int64)], torch.isin, note="empty test set")
+for r_, rep_ in ((2, False), (3, False), (2, True), (5, False), (0, False)):
+    auto("combinations", [T([1.0, 2.0, 3.0, 4.0])], lambda x: torch.combinations(x, r_, rep_),
+         {"r": r_, "with_replacement": rep_})
+grad_cases("combinations", [randn(4).double()], lambda x: torch.combinations(x, 2), {"r": 2, "with_replacement": False})
+auto("addr", [randn(3, 2), randn(3), randn(2)], lambda i, a, b_: torch.addr(i, a, b_, beta=0.5, alpha=2),
+     {"beta": 0.5, "alpha": 2.0})
+auto("addr", [T([[nan, 1.0], [1.0, 1.0]]), randn(2), randn(2)], lambda i, a, b_: torch.addr(i, a, b_, beta=0),
+     {"beta": 0.0, "alpha": 1.0}, "beta 0 ignores NaN")
+auto("addbmm", [randn(3, 2), randn(4, 3, 5), randn(4, 5, 2)], lambda i, a, b_: torch.addbmm(i, a, b_, beta=2, alpha=0.5),
+     {"beta": 2.0, "alpha": 0.5}, rtol=1e-4, atol=1e-5)
+grad_cases("addbmm", [randn(3, 2), randn(4, 3, 5), randn(4, 5, 2)], torch.addbmm, {"beta": 1.0, "alpha": 1.0})
+auto("renorm", [randn(3, 4) * 3], lambda x: torch.renorm(x, 2, 0, 2.0), {"p": 2.0, "dim": 0, "maxnorm": 2.0})
+auto("renorm", [randn(2, 3, 4) * 3], lambda x: torch.renorm(x, 1, 2, 1.5), {"p": 1.0, "dim": 2, "maxnorm": 1.5})
+grad_cases("renorm", [randn(3, 4) * 3], lambda x: torch.renorm(x, 2, 1, 1.0), {"p": 2.0, "dim": 1, "maxnorm": 1.0})
+for p_ in (2.0, 1.0, inf, 0.5):
+    auto("dist", [randn(3, 4), randn(4)], lambda a, b_: torch.dist(a, b_, p_), {"p": p_})
+auto("frobenius_norm", [randn(2, 3, 4)], lambda x: torch.norm(x, p="fro", dim=(1, 2)), {"dim": [1, 2]})
+auto("nuclear_norm", [randn(4, 3)], torch.nuclear_norm, rtol=1e-4)
+for name_, fn_ in (("hann_window", torch.hann_window), ("blackman_window", torch.blackman_window),
+                   ("bartlett_window", torch.bartlett_window), ("kaiser_window", torch.kaiser_window),
+                   ("hamming_window", torch.hamming_window)):
+    for n_ in (0, 1, 5, 8):
+        for per_ in (True, False):
+            auto(name_, [], lambda: fn_(n_, periodic=per_), {"n": n_, "periodic": per_})
+auto("hamming_window", [], lambda: torch.hamming_window(6, True, 0.6, 0.3, dtype=torch.float64),
+     {"n": 6, "periodic": True, "alpha": 0.6, "beta": 0.3, "dtype": "f64"}, "f64, alpha and beta", rtol=1e-12, atol=1e-12)
+auto("kaiser_window", [], lambda: torch.kaiser_window(7, False, beta=5.0, dtype=torch.float64),
+     {"n": 7, "periodic": False, "beta": 5.0, "dtype": "f64"}, "f64, beta", rtol=1e-12, atol=1e-12)
+for name_, fn_ in (("unique_consecutive_values", lambda x: torch.unique_consecutive(x)),
+                   ("unique_consecutive_inverse", lambda x: torch.unique_consecutive(x, return_inverse=True)[1]),
+                   ("unique_consecutive_counts", lambda x: torch.unique_consecutive(x, return_counts=True)[1])):
+    auto(name_, [T([[1, 1, 2], [2, 3, 1]])], fn_)
+    auto(name_, [T([], dtype=torch.int64)], fn_, note="empty")
+auto("repeat_interleave", [randn(2, 3), T([1, 0, 2])], lambda x, r: torch.repeat_interleave(x, r, dim=1), {"dim": 1})
+auto("repeat_interleave", [randn(2, 3), T([2])], lambda x, r: torch.repeat_interleave(x, r), {}, "flattened, one count")
+auto("repeat_interleave", [randn(2, 3), T([1, 2])], lambda x, r: torch.repeat_interleave(x, r, dim=1), {"dim": 1}, "wrong length")
+auto("repeat_interleave", [randn(2, 3), T([1, -1])], lambda x, r: torch.repeat_interleave(x, r, dim=0), {"dim": 0}, "negative")
+auto("repeat_interleave_int", [randn(2, 3)], lambda x: torch.repeat_interleave(x, 2, dim=0), {"repeats": 2, "dim": 0})
+auto("repeat_interleave_int", [randn(2, 3)], lambda x: torch.repeat_interleave(x, 3), {"repeats": 3}, "flattened")
+auto("repeat_interleave_index", [T([2, 0, 3])], torch.repeat_interleave)
+grad_cases("repeat_interleave", [randn(2, 3), T([1, 0, 2])], lambda x, r: torch.repeat_interleave(x, r, dim=1), {"dim": 1})
+auto("put", [randn(2, 3), T([0, 1]), randn(3)], lambda x, i, s_: x.put(i, s_), {"accumulate": False}, "size mismatch")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
