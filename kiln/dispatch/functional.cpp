@@ -724,7 +724,7 @@ Tensor vector_norm(const Tensor& x, double ord, const IntList& dims, bool keepdi
   if (std::isinf(ord)) return ord > 0 ? amax(a, dims, keepdim) : amin(a, dims, keepdim);
   if (ord == 0) return sum(to(x != 0, x.dtype()), dims, keepdim);
   if (ord == 1) return sum(a, dims, keepdim);
-  KILN_CHECK(ord > 0, value, "[vector_norm] ord must be positive, 0 or infinite, got {}", ord);
+  if (ord < 0) return pow(sum(pow(a, ord), dims, keepdim), 1.0 / ord);  // a zero element gives 0
   Tensor s = ord == 2 ? sum(x * x, dims, keepdim) : sum(pow(a, ord), dims, keepdim);
   // The root of a zero sum is 0 with gradient 0: the root never sees the 0 itself.
   Tensor positive = s > 0.0;

@@ -1,5 +1,6 @@
 #include "kiln/dispatch/linalg.h"
 
+#include <cmath>
 #include <limits>
 
 #include "kiln/ops/meta.h"
@@ -74,7 +75,7 @@ void check_invertible(const Tensor& u, const char* op) {
 
 // x with t x = b for triangular t (the other triangle is not read), b [..., n, k]; one
 // row of x per step, from the top (lower) or the bottom (upper).
-Tensor triangular_solve(const Tensor& t, const Tensor& b, bool upper, bool unit) {
+Tensor substitute(const Tensor& t, const Tensor& b, bool upper, bool unit) {
   int64_t n = t.size(-1);
   Tensor done;  // the rows solved so far, in row order
   for (int64_t s = 0; s < n; ++s) {
@@ -144,8 +145,8 @@ Tensor solve(const Tensor& a, const Tensor& b) {
   auto [am, bb] = broadcast_batches(a, bm, "linalg.solve");
   LU f = factor(am);
   check_invertible(f.w, "linalg.solve");
-  Tensor y = triangular_solve(f.w, gather(bb, -2, expand(unsqueeze(f.perm, -1), shape_of(bb))), false, true);
-  Tensor x = triangular_solve(f.w, y, true, false);
+  Tensor y = substitute(f.w, gather(bb, -2, expand(unsqueeze(f.perm, -1), shape_of(bb))), false, true);
+  Tensor x = substitute(f.w, y, true, false);
   return vector ? squeeze(x, -1) : x;
 }
 
@@ -156,8 +157,8 @@ Tensor inv(const Tensor& a) {
   int64_t n = a.size(-1);
   IntList shape = shape_of(a);
   Tensor eye_n = expand(eye(n, std::nullopt, {.dtype = a.dtype(), .device = a.device()}), shape);
-  Tensor y = triangular_solve(f.w, gather_rows(eye_n, f.perm), false, true);
-  return triangular_solve(f.w, y, true, false);
+  Tensor y = substitute(f.w, gather_rows(eye_n, f.perm), false, true);
+  return substitute(f.w, y, true, false);
 }
 
 Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left, bool unitriangular) {
@@ -170,7 +171,7 @@ Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left,
   KILN_CHECK(b.size(-2) == a.size(-1), shape, "[linalg.solve_triangular] incompatible shapes of a {} and b {}",
              a.meta_str(), b.meta_str());
   auto [am, bb] = broadcast_batches(a, b, "linalg.solve_triangular");
-  return triangular_solve(am, bb, upper, unitriangular);
+  return substitute(am, bb, upper, unitriangular);
 }
 
 Tensor cholesky(const Tensor& a, bool upper) {
@@ -323,6 +324,66 @@ Tensor cond(const Tensor& a, const std::string& p) {
   return matrix_norm(a, p) * matrix_norm(inv(a), p);
 }
 
+namespace {
+
+// The matrix norm over dims (d0, d1) of any rank: those dims moved last.
+Tensor matrix_norm_over(const Tensor& a, const std::string& ord, const IntList& dim, bool keepdim, const char* op) {
+  KILN_CHECK(dim.size() == 2, shape, "[{}] a matrix norm needs two dims, got {}", op, dim.size());
+  int64_t d0 = wrap_dim(dim[0], a.dim(), op), d1 = wrap_dim(dim[1], a.dim(), op);
+  KILN_CHECK(d0 != d1, value, "[{}] dims must be different, got ({}, {})", op, dim[0], dim[1]);
+  IntList order;
+  for (int64_t i = 0; i < a.dim(); ++i)
+    if (i != d0 && i != d1) order.push_back(i);
+  order.insert(order.end(), {d0, d1});
+  Tensor out = matrix_norm(permute(a, order), ord, false);
+  if (keepdim)
+    for (int64_t d : {std::min(d0, d1), std::max(d0, d1)}) out = unsqueeze(out, d);
+  return out;
+}
+
+std::string matrix_ord(double ord, const char* op) {
+  if (ord == 1 || ord == -1 || ord == 2 || ord == -2) return fmt::format("{}", static_cast<int>(ord));
+  if (std::isinf(ord)) return ord > 0 ? "inf" : "-inf";
+  fail(ErrorKind::value, "[{}] order {} is not supported for matrices (1, -1, 2, -2, inf, -inf are)", op, ord);
+}
+
+}  // namespace
+
+Tensor norm(const Tensor& a, std::optional<double> ord, std::optional<IntList> dim, bool keepdim) {
+  const char* op = "linalg.norm";
+  if (!ord) {
+    if (dim && dim->size() == 2) return matrix_norm_over(a, "fro", *dim, keepdim, op);
+    return vector_norm(a, 2.0, dim.value_or(IntList{}), keepdim);
+  }
+  if ((dim && dim->size() == 1) || (!dim && a.dim() == 1)) return vector_norm(a, *ord, dim.value_or(IntList{}), keepdim);
+  KILN_CHECK(dim || a.dim() == 2, shape, "[{}] if dim is not given but ord is, the input must be 1-D or 2-D, got {}",
+             op, a.meta_str());
+  return matrix_norm_over(a, matrix_ord(*ord, op), dim.value_or(IntList{-2, -1}), keepdim, op);
+}
+
+Tensor norm(const Tensor& a, const std::string& ord, std::optional<IntList> dim, bool keepdim) {
+  KILN_CHECK(ord == "fro" || ord == "nuc", value, "[linalg.norm] order '{}' is not supported ('fro' and 'nuc' are)",
+             ord);
+  return matrix_norm_over(a, ord, dim.value_or(IntList{-2, -1}), keepdim, "linalg.norm");
+}
+
+Tensor matrix_exp(const Tensor& a) {
+  check_matrix(a, "linalg.matrix_exp");
+  int64_t n = a.size(-1);
+  if (n == 0 || a.numel() == 0) return a;
+  int64_t s = 10;
+  if (!a.is_fake() && !a.is_dtensor()) {
+    double largest = item<double>(amax(matrix_norm(a, "1")));
+    s = std::isfinite(largest) && largest > 0.5 ? static_cast<int64_t>(std::ceil(std::log2(largest / 0.5))) : 0;
+  }
+  Tensor x = a * std::ldexp(1.0, static_cast<int>(-s));
+  Tensor eye_n = eye(n, std::nullopt, {.dtype = a.dtype(), .device = a.device()});
+  Tensor p = eye_n + x / 18.0;  // Horner: I + x (I + x/2 (... (I + x/18)))
+  for (int k = 17; k >= 1; --k) p = eye_n + matmul(x, p) / static_cast<double>(k);
+  for (int64_t i = 0; i < s; ++i) p = matmul(p, p);
+  return p;
+}
+
 Tensor matrix_power(const Tensor& a, int64_t n) {
   KILN_CHECK(a.dim() >= 2 && a.size(-1) == a.size(-2), shape, "[linalg.matrix_power] expects square matrices, got {}",
              a.meta_str());
@@ -393,5 +454,40 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool some, bool compute_
   return {u, s, transpose(vh, -2, -1)};
 }
 Tensor pinverse(const Tensor& a, double rcond) { return linalg::pinv(a, std::nullopt, rcond); }
+
+Tensor cholesky_solve(const Tensor& b, const Tensor& factor, bool upper) {
+  KILN_CHECK(factor.dim() >= 2 && factor.size(-1) == factor.size(-2), shape,
+             "[cholesky_solve] expects square factors, got {}", factor.meta_str());
+  // The factor's value is its named triangle; its gradient is PyTorch's, of the whole
+  // matrix (as if A = L L^T were formed from all of it): the solve goes through A.
+  Tensor tri = upper ? triu(factor) : tril(factor);
+  Tensor f = factor - (factor - tri).detach();
+  Tensor ft = transpose(f, -2, -1);
+  return linalg::solve(upper ? matmul(ft, f) : matmul(f, ft), b);
+}
+
+Tensor cholesky_inverse(const Tensor& factor, bool upper) {
+  KILN_CHECK(factor.dim() >= 2 && factor.size(-1) == factor.size(-2), shape,
+             "[cholesky_inverse] expects square matrices, got {}", factor.meta_str());
+  IntList shape(factor.shape().begin(), factor.shape().end());
+  Tensor eye_n = eye(factor.size(-1), std::nullopt, {.dtype = factor.dtype(), .device = factor.device()});
+  return cholesky_solve(contiguous(expand(eye_n, shape)), factor, upper);
+}
+
+std::pair<Tensor, Tensor> triangular_solve(const Tensor& b, const Tensor& a, bool upper, bool transpose_a,
+                                           bool unitriangular) {
+  Tensor coefficients = transpose_a ? transpose(a, -2, -1) : a;
+  return {linalg::solve_triangular(coefficients, b, transpose_a ? !upper : upper, true, unitriangular), clone(a)};
+}
+
+Tensor norm(const Tensor& x, double p, const IntList& dims, bool keepdim) { return vector_norm(x, p, dims, keepdim); }
+
+Tensor norm(const Tensor& x, const std::string& p, const IntList& dims, bool keepdim) {
+  if (p == "fro") return vector_norm(x, 2.0, dims, keepdim);
+  KILN_CHECK(p == "nuc", value, "[norm] p '{}' is not supported (a number, 'fro' or 'nuc' are)", p);
+  return linalg::norm(x, p, dims.empty() ? std::nullopt : std::optional<IntList>(dims), keepdim);
+}
+
+Tensor matrix_exp(const Tensor& a) { return linalg::matrix_exp(a); }
 
 }  // namespace kiln

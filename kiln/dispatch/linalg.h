@@ -73,6 +73,17 @@ Tensor matrix_power(const Tensor& a, int64_t n);
  * "fro", "nuc", "1", "-1", "2", "-2", "inf", "-inf"; 2 / -2 / nuc from the singular
  * values). */
 Tensor matrix_norm(const Tensor& a, const std::string& ord = "fro", bool keepdim = false);
+/** torch.linalg.norm: ord absent: the 2-norm of the elements over dim (all of them when
+ * absent; two dims: Frobenius); a number: a vector norm when dim has one entry (or a is
+ * 1-D), a matrix norm (1, -1, 2, -2, inf, -inf) when it has two (or a is 2-D); a string
+ * ("fro", "nuc"): a matrix norm over dim (default the last two). */
+Tensor norm(const Tensor& a, std::optional<double> ord = std::nullopt, std::optional<IntList> dim = std::nullopt,
+            bool keepdim = false);
+Tensor norm(const Tensor& a, const std::string& ord, std::optional<IntList> dim = std::nullopt, bool keepdim = false);
+/** The matrix exponential: a Taylor polynomial of degree 18 of a / 2^s, squared s times,
+ * with s from the largest 1-norm (eager; a traced call, which cannot read it, uses s = 10:
+ * exact for 1-norms up to ~500). */
+Tensor matrix_exp(const Tensor& a);
 /** The product of the matrices, left to right (1-D first / last: a row / column). */
 Tensor multi_dot(const TensorList& tensors);
 /** sum(x * y) over dim. */
@@ -91,4 +102,17 @@ Tensor matrix_power(const Tensor& a, int64_t n);
 std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool some = true, bool compute_uv = true);
 /** torch.pinverse: linalg.pinv with rtol = rcond. */
 Tensor pinverse(const Tensor& a, double rcond = 1e-15);
+/** x with A x = b for A = L L^T (L lower) or U^T U (upper) given the factor. */
+Tensor cholesky_solve(const Tensor& b, const Tensor& factor, bool upper = false);
+/** The inverse of A from its Cholesky factor. */
+Tensor cholesky_inverse(const Tensor& factor, bool upper = false);
+/** torch.triangular_solve: (x with A x = b (A^T x = b with transpose), a copy of A). */
+std::pair<Tensor, Tensor> triangular_solve(const Tensor& b, const Tensor& a, bool upper = true, bool transpose = false,
+                                           bool unitriangular = false);
+/** torch.norm: a vector norm of order p over dims (all when empty). */
+Tensor norm(const Tensor& x, double p = 2.0, const IntList& dims = {}, bool keepdim = false);
+/** torch.norm with p "fro" (the 2-norm of the elements over dims) or "nuc" (the nuclear
+ * norm over two dims, default the last two). */
+Tensor norm(const Tensor& x, const std::string& p, const IntList& dims = {}, bool keepdim = false);
+Tensor matrix_exp(const Tensor& a);
 }  // namespace kiln

@@ -337,6 +337,18 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
   if (op == "repeat_interleave") return repeat_interleave(in[0], in[1], opt_int("dim"));
   if (op == "repeat_interleave_int") return repeat_interleave(in[0], a.at("repeats").get<int64_t>(), opt_int("dim"));
   if (op == "repeat_interleave_index") return repeat_interleave(in[0]);
+  auto opt_dims = [&]() { return a.contains("dim") ? std::optional<IntList>(a.at("dim").get<IntList>()) : std::nullopt; };
+  if (op == "linalg_norm")
+    return linalg::norm(in[0], a.contains("ord") ? std::optional<double>(scalar(a.at("ord")).to_double()) : std::nullopt,
+                        opt_dims(), a.value("keepdim", false));
+  if (op == "linalg_norm_str")
+    return linalg::norm(in[0], a.at("ord").get<std::string>(), opt_dims(), a.value("keepdim", false));
+  if (op == "norm") return norm(in[0], scalar(a.at("p")).to_double(), a.value("dim", IntList{}));
+  if (op == "norm_str") return norm(in[0], a.at("p").get<std::string>(), a.value("dim", IntList{}));
+  if (op == "matrix_exp") return matrix_exp(in[0]);
+  if (op == "cholesky_solve") return cholesky_solve(in[0], in[1], a.at("upper"));
+  if (op == "cholesky_inverse") return cholesky_inverse(in[0], a.at("upper"));
+  if (op == "triangular_solve") return triangular_solve(in[0], in[1], a.at("upper"), a.at("transpose")).first;
   if (op == "linalg_vecdot") return linalg::vecdot(in[0], in[1]);
   return Tensor();
 }

@@ -2178,6 +2178,44 @@ auto("repeat_interleave_index", [T([2, 0, 3])], torch.repeat_interleave)
 grad_cases("repeat_interleave", [randn(2, 3), T([1, 0, 2])], lambda x, r: torch.repeat_interleave(x, r, dim=1), {"dim": 1})
 auto("put", [randn(2, 3), T([0, 1]), randn(3)], lambda x, i, s_: x.put(i, s_), {"accumulate": False}, "size mismatch")
 
+# ---- linalg.norm / torch.norm, matrix_exp, Cholesky solves, triangular_solve (appended) ----
+nrm_ = randn(2, 3, 4)
+for ord_, dim_ in ((None, None), (None, [1]), (None, [0, 2]), (3.0, [2]), (inf, [1]), (0.0, [2]), (-1.0, [1]),
+                   (1.0, [1, 2]), (-2.0, [1, 2]), (inf, [2, 1]), (2.0, [0, 2])):
+    args_ = {} if dim_ is None else {"dim": dim_}
+    if ord_ is not None:
+        args_["ord"] = ord_
+    auto("linalg_norm", [nrm_], lambda x: LA.norm(x, ord_, dim_), args_, rtol=1e-4, atol=1e-5)
+auto("linalg_norm", [randn(4, 3)], lambda x: LA.norm(x, 2), {"ord": 2.0}, "2-D: spectral", rtol=1e-4)
+auto("linalg_norm", [randn(5)], lambda x: LA.norm(x, 3), {"ord": 3.0}, "1-D: vector")
+auto("linalg_norm", [nrm_], lambda x: LA.norm(x, 2), {"ord": 2.0}, "3-D without dim")
+auto("linalg_norm", [nrm_], lambda x: LA.norm(x, 3, (1, 2)), {"ord": 3.0, "dim": [1, 2]}, "matrix order 3")
+for sord_ in ("fro", "nuc"):
+    auto("linalg_norm_str", [nrm_], lambda x: LA.norm(x, sord_, (0, 2), keepdim=True),
+         {"ord": sord_, "dim": [0, 2], "keepdim": True}, rtol=1e-4)
+    auto("norm_str", [nrm_], lambda x: torch.norm(x, sord_, dim=(1, 2)), {"p": sord_, "dim": [1, 2]}, rtol=1e-4)
+auto("norm_str", [nrm_], lambda x: torch.norm(x, "fro"), {"p": "fro"}, "all elements")
+auto("norm", [nrm_], lambda x: torch.norm(x, 3, dim=(0, 2)), {"p": 3.0, "dim": [0, 2]}, "numeric p over two dims")
+auto("norm", [nrm_], lambda x: torch.norm(x), {"p": 2.0}, "default")
+grad_cases("linalg_norm", [randn(3, 4).double()], lambda x: LA.norm(x, -2.0, (0, 1)), {"ord": -2.0, "dim": [0, 1]})
+for scale_ in (0.1, 1.0, 30.0):
+    auto("matrix_exp", [(randn(2, 4, 4) * scale_).double()], torch.matrix_exp, {}, f"scale {scale_}", rtol=1e-9, atol=1e-9)
+auto("matrix_exp", [randn(3, 3)], torch.matrix_exp, {}, "f32", rtol=1e-4, atol=1e-5)
+auto("matrix_exp", [T([[0.0, -1.5], [1.5, 0.0]])], torch.matrix_exp, {}, "rotation", rtol=1e-5, atol=1e-6)
+grad_cases("matrix_exp", [randn(3, 3).double()], torch.matrix_exp)
+chol_ = LA.cholesky(spd)
+for up_ in (False, True):
+    f_ = chol_.transpose(-2, -1) if up_ else chol_
+    auto("cholesky_solve", [randn(2, 4, 3), f_], lambda b_, l_: torch.cholesky_solve(b_, l_, upper=up_), {"upper": up_},
+         rtol=1e-4, atol=1e-5)
+    auto("cholesky_inverse", [f_[0]], lambda l_: torch.cholesky_inverse(l_, upper=up_), {"upper": up_}, rtol=1e-4, atol=1e-5)
+grad_cases("cholesky_solve", [randn(4, 2).double(), chol_[0].double()], lambda b_, l_: torch.cholesky_solve(b_, l_),
+           {"upper": False})
+for up_, tr_ in ((True, False), (False, False), (True, True)):
+    auto("triangular_solve", [randn(3, 2), sq3 + 3 * torch.eye(3)],
+         lambda b_, a: torch.triangular_solve(b_, a, upper=up_, transpose=tr_)[0], {"upper": up_, "transpose": tr_},
+         rtol=1e-4, atol=1e-5)
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
