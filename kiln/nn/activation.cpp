@@ -15,6 +15,12 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return where(x > 0.0, x, x * negative_slope);
 }
 
+Tensor rrelu(const Tensor& x, double lower, double upper, bool training) {
+  KILN_CHECK(lower <= upper, value, "[rrelu] lower bound ({}) must not exceed the upper bound ({})", lower, upper);
+  if (!training) return leaky_relu(x, (lower + upper) / 2);
+  return where(x >= 0.0, x, x * (rand_like(x) * (upper - lower) + lower));
+}
+
 Tensor elu(const Tensor& x, double alpha) {
   return where(x > 0.0, x, expm1(clamp(x, std::nullopt, 0.0)) * alpha);
 }

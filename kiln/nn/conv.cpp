@@ -148,19 +148,41 @@ IntList plus(const IntList& a, const IntList& b) {
   return r;
 }
 
-Tensor max_pool(const Tensor& input, const IntList& kernel, const IntList& stride, const IntList& padding,
-                const IntList& dilation, bool ceil_mode, size_t rank, const char* op) {
+// The values and, with `with_indices`, the flat spatial position in the input of each
+// window's maximum (the first one; NaN wins), as PyTorch's return_indices.
+std::pair<Tensor, Tensor> max_pool(const Tensor& input, const IntList& kernel, const IntList& stride,
+                                   const IntList& padding, const IntList& dilation, bool ceil_mode, size_t rank,
+                                   const char* op, bool with_indices = false) {
   auto [x, added] = batched(input, rank, op);
   KILN_CHECK(is_floating(x.dtype()), dtype, "[{}] expects a floating input, got {}", op, x.dtype());
   Pooling p = pooling(x, kernel, stride, padding, dilation, ceil_mode, rank, op);
   double lowest = -std::numeric_limits<double>::infinity();
   Tensor win = windows(pad_spatial(x, p.padding, plus(p.padding, p.extra), lowest), p.kernel, p.stride, p.dilation, op);
-  Tensor y = amax(win, last_dims(static_cast<size_t>(win.dim()), rank));
-  return added ? squeeze(y, 0) : y;
+  if (!with_indices) {
+    Tensor y = amax(win, last_dims(static_cast<size_t>(win.dim()), rank));
+    return {added ? squeeze(y, 0) : y, Tensor()};
+  }
+  // Windows of the positions (padding at -1), read where the values' windows peak.
+  IntList spatial(x.shape().begin() + 2, x.shape().end()), pos_shape{1, 1};
+  pos_shape.insert(pos_shape.end(), spatial.begin(), spatial.end());
+  Tensor pos = reshape(arange(0, product(spatial), 1, {.dtype = DType::i64, .device = x.device()}), pos_shape);
+  Tensor pos_win = windows(pad_spatial(pos, p.padding, plus(p.padding, p.extra), -1), p.kernel, p.stride, p.dilation, op);
+  IntList flat(win.shape().begin(), win.shape().begin() + 2 + static_cast<int64_t>(rank));
+  flat.push_back(-1);
+  Tensor values = reshape(win, flat);
+  Tensor at = argmax(values, -1, /*keepdim=*/true);
+  Tensor y = squeeze(gather(values, -1, at), -1);
+  IntList pos_flat = flat;
+  pos_flat[0] = pos_flat[1] = 1;
+  IntList expanded(at.shape().begin(), at.shape().end());
+  expanded.back() = values.size(-1);
+  Tensor idx = squeeze(gather(expand(reshape(pos_win, pos_flat), expanded), -1, at), -1);
+  return {added ? squeeze(y, 0) : y, added ? squeeze(idx, 0) : idx};
 }
 
 Tensor avg_pool(const Tensor& input, const IntList& kernel, const IntList& stride, const IntList& padding,
-                bool ceil_mode, bool count_include_pad, size_t rank, const char* op) {
+                bool ceil_mode, bool count_include_pad, size_t rank, const char* op,
+                std::optional<int64_t> divisor_override = std::nullopt) {
   auto [x, added] = batched(input, rank, op);
   KILN_CHECK(is_floating(x.dtype()), dtype, "[{}] expects a floating input, got {}", op, x.dtype());
   Pooling p = pooling(x, kernel, stride, padding, {1}, ceil_mode, rank, op);
@@ -174,7 +196,8 @@ Tensor avg_pool(const Tensor& input, const IntList& kernel, const IntList& strid
   mask = pad_spatial(mask, p.padding, p.padding, count_include_pad ? 1.0 : 0.0);
   mask = pad_spatial(mask, IntList(rank, 0), p.extra, 0.0);
   Tensor count = sum(windows(mask, p.kernel, p.stride, IntList(rank, 1), op), dims);
-  Tensor y = sums / count;
+  KILN_CHECK(!divisor_override || *divisor_override != 0, value, "[{}] divisor must be not zero", op);
+  Tensor y = divisor_override ? sums / static_cast<double>(*divisor_override) : sums / count;
   return added ? squeeze(y, 0) : y;
 }
 
@@ -195,19 +218,103 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
 
 Tensor max_pool1d(const Tensor& input, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                   const IntList& dilation, bool ceil_mode) {
-  return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, 1, "max_pool1d");
+  return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, 1, "max_pool1d").first;
 }
 Tensor max_pool2d(const Tensor& input, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                   const IntList& dilation, bool ceil_mode) {
-  return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, 2, "max_pool2d");
+  return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, 2, "max_pool2d").first;
+}
+Tensor max_pool3d(const Tensor& input, const IntList& kernel_size, const IntList& stride, const IntList& padding,
+                  const IntList& dilation, bool ceil_mode) {
+  return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, 3, "max_pool3d").first;
+}
+std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input, const IntList& kernel_size,
+                                                  const IntList& stride, const IntList& padding,
+                                                  const IntList& dilation, bool ceil_mode) {
+  return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, 1, "max_pool1d", true);
+}
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const IntList& kernel_size,
+                                                  const IntList& stride, const IntList& padding,
+                                                  const IntList& dilation, bool ceil_mode) {
+  return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, 2, "max_pool2d", true);
+}
+std::pair<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, const IntList& kernel_size,
+                                                  const IntList& stride, const IntList& padding,
+                                                  const IntList& dilation, bool ceil_mode) {
+  return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, 3, "max_pool3d", true);
 }
 Tensor avg_pool1d(const Tensor& input, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                   bool ceil_mode, bool count_include_pad) {
   return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 1, "avg_pool1d");
 }
 Tensor avg_pool2d(const Tensor& input, const IntList& kernel_size, const IntList& stride, const IntList& padding,
-                  bool ceil_mode, bool count_include_pad) {
-  return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 2, "avg_pool2d");
+                  bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 2, "avg_pool2d", divisor_override);
+}
+Tensor avg_pool3d(const Tensor& input, const IntList& kernel_size, const IntList& stride, const IntList& padding,
+                  bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
+  return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 3, "avg_pool3d", divisor_override);
+}
+
+namespace {
+
+Tensor lp_pool(const Tensor& input, double norm_type, const IntList& kernel_size, const IntList& stride, bool ceil_mode,
+               size_t rank, const char* op) {
+  IntList kernel = per_dim(kernel_size, rank, op, "kernel_size");
+  Tensor means = avg_pool(pow(input, norm_type), kernel, stride, {0}, ceil_mode, true, rank, op);
+  // sum |x|^p over the window, then the root (PyTorch's: the sign kept through a relu).
+  return pow(sign(means) * relu(abs(means)) * static_cast<double>(product(kernel)), 1.0 / norm_type);
+}
+
+Tensor max_unpool(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride_in,
+                  const IntList& padding_in, const IntList& output_size, size_t rank, const char* op) {
+  auto [x, added] = batched(input, rank, op);
+  KILN_CHECK(indices.shape() == input.shape() && indices.dtype() == DType::i64, shape,
+             "[{}] expects i64 indices shaped like the input {}, got {}", op, input.meta_str(), indices.meta_str());
+  IntList kernel = per_dim(kernel_size, rank, op, "kernel_size");
+  IntList stride = stride_in.empty() ? kernel : per_dim(stride_in, rank, op, "stride");
+  IntList padding = per_dim(padding_in, rank, op, "padding");
+  IntList out;
+  if (!output_size.empty()) {
+    out = IntList(output_size.end() - static_cast<int64_t>(rank), output_size.end());
+  } else {
+    for (size_t i = 0; i < rank; ++i)
+      out.push_back((x.size(static_cast<int64_t>(i) + 2) - 1) * stride[i] - 2 * padding[i] + kernel[i]);
+  }
+  int64_t n = x.size(0), c = x.size(1), positions = product(out);
+  Tensor idx = reshape(added ? unsqueeze(indices, 0) : indices, {n, c, -1});
+  if (!idx.is_fake() && idx.numel())
+    KILN_CHECK(item<int64_t>(amin(idx)) >= 0 && item<int64_t>(amax(idx)) < positions, index,
+               "[{}] found an invalid max index (the output has {} positions per channel)", op, positions);
+  Tensor flat = scatter(zeros({n, c, positions}, {.dtype = x.dtype(), .device = x.device()}), 2, idx,
+                        reshape(x, {n, c, -1}));
+  IntList shape{n, c};
+  shape.insert(shape.end(), out.begin(), out.end());
+  Tensor y = reshape(flat, shape);
+  return added ? squeeze(y, 0) : y;
+}
+
+}  // namespace
+
+Tensor lp_pool1d(const Tensor& input, double norm_type, const IntList& kernel_size, const IntList& stride,
+                 bool ceil_mode) {
+  return lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1, "lp_pool1d");
+}
+Tensor lp_pool2d(const Tensor& input, double norm_type, const IntList& kernel_size, const IntList& stride,
+                 bool ceil_mode) {
+  return lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2, "lp_pool2d");
+}
+Tensor max_unpool1d(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride,
+                    const IntList& padding, const IntList& output_size) {
+  return max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d");
+}
+Tensor max_unpool2d(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride,
+                    const IntList& padding, const IntList& output_size) {
+  return max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d");
+}
+Tensor max_unpool3d(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride,
+                    const IntList& padding, const IntList& output_size) {
+  return max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d");
 }
 
 namespace {
@@ -248,6 +355,9 @@ Tensor adaptive_max_pool1d(const Tensor& input, const IntList& output_size) {
 }
 Tensor adaptive_max_pool2d(const Tensor& input, const IntList& output_size) {
   return adaptive_pool(input, output_size, 2, true, "adaptive_max_pool2d");
+}
+Tensor adaptive_max_pool3d(const Tensor& input, const IntList& output_size) {
+  return adaptive_pool(input, output_size, 3, true, "adaptive_max_pool3d");
 }
 
 Tensor pad(const Tensor& x, const IntList& amounts, double value) {

@@ -30,12 +30,42 @@ Tensor max_pool1d(const Tensor& input, const IntList& kernel_size, const IntList
                   const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
 Tensor max_pool2d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
                   const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
+Tensor max_pool3d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
+                  const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
+/** max_pool with return_indices: (values, i64 flat spatial position of each window's
+ * maximum in the input; max_unpool's indices). */
+std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input, const IntList& kernel_size,
+                                                  const IntList& stride = {}, const IntList& padding = {0},
+                                                  const IntList& dilation = {1}, bool ceil_mode = false);
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const IntList& kernel_size,
+                                                  const IntList& stride = {}, const IntList& padding = {0},
+                                                  const IntList& dilation = {1}, bool ceil_mode = false);
+std::pair<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, const IntList& kernel_size,
+                                                  const IntList& stride = {}, const IntList& padding = {0},
+                                                  const IntList& dilation = {1}, bool ceil_mode = false);
+/** The inverse of max_pool: each value at its index in a zero output of output_size
+ * (default (S - 1) stride - 2 padding + kernel per spatial dim). */
+Tensor max_unpool1d(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride = {},
+                    const IntList& padding = {0}, const IntList& output_size = {});
+Tensor max_unpool2d(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride = {},
+                    const IntList& padding = {0}, const IntList& output_size = {});
+Tensor max_unpool3d(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride = {},
+                    const IntList& padding = {0}, const IntList& output_size = {});
+/** (sum of x^p over each window)^(1/p) (torch.nn.functional.lp_pool*d). */
+Tensor lp_pool1d(const Tensor& input, double norm_type, const IntList& kernel_size, const IntList& stride = {},
+                 bool ceil_mode = false);
+Tensor lp_pool2d(const Tensor& input, double norm_type, const IntList& kernel_size, const IntList& stride = {},
+                 bool ceil_mode = false);
 /** The mean of each window: over the window clipped to the padded input
  * (count_include_pad) or over its elements inside the input. */
 Tensor avg_pool1d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
                   const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true);
 Tensor avg_pool2d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true);
+                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+Tensor avg_pool3d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
+                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 /** Means over output_size[i] windows per spatial dim, window j spanning
  * [floor(j S / o), ceil((j + 1) S / o)). */
 Tensor adaptive_avg_pool2d(const Tensor& input, const IntList& output_size);
@@ -68,6 +98,7 @@ Tensor adaptive_avg_pool1d(const Tensor& input, const IntList& output_size);
 Tensor adaptive_avg_pool3d(const Tensor& input, const IntList& output_size);
 Tensor adaptive_max_pool1d(const Tensor& input, const IntList& output_size);
 Tensor adaptive_max_pool2d(const Tensor& input, const IntList& output_size);
+Tensor adaptive_max_pool3d(const Tensor& input, const IntList& output_size);
 
 struct InterpolateOptions {
   /** The output's spatial sizes (one value for all dims, or one per dim), or ... */
@@ -107,5 +138,8 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
 /** [*, C r^2, H, W] -> [*, C, H r, W r] (torch.nn.functional.pixel_shuffle) and back. */
 Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
 Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+/** [N, C, *] with its C channels in `groups` groups interleaved: channel g * (C / groups) + k
+ * goes to k * groups + g (torch.nn.functional.channel_shuffle). */
+Tensor channel_shuffle(const Tensor& x, int64_t groups);
 
 }  // namespace kiln::nn

@@ -31,6 +31,75 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   return where(keep, x / (1 - p), zeros_like(x));
 }
 
+namespace {
+
+// A keep mask of x's shape (per element), or [N, C, 1, ...] (per channel).
+Tensor keep_mask(const Tensor& x, double p, bool per_channel, int64_t spatial, const char* op) {
+  if (!per_channel) return ge(rand_like(x), scalar_tensor(p, {.dtype = x.dtype()}));
+  KILN_CHECK(x.dim() == spatial + 2 || x.dim() == spatial + 1, shape,
+             "[{}] expects a {}-D (batched) or {}-D (unbatched) input, got {}", op, spatial + 2, spatial + 1,
+             x.meta_str());
+  IntList shape(x.shape().begin(), x.shape().end());
+  for (int64_t d = x.dim() - spatial; d < x.dim(); ++d) shape[static_cast<size_t>(d)] = 1;
+  return ge(rand(shape, {.dtype = x.dtype(), .device = x.device()}), p);
+}
+
+Tensor feature_dropout(const Tensor& x, double p, bool training, int64_t spatial, const char* op) {
+  KILN_CHECK(p >= 0 && p <= 1, value, "[{}] probability has to be between 0 and 1, but got {}", op, p);
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  return x * to(keep_mask(x, p, true, spatial, op), x.dtype()) / (1 - p);
+}
+
+Tensor alpha_dropout_impl(const Tensor& x, double p, bool training, bool per_channel, const char* op) {
+  KILN_CHECK(p >= 0 && p <= 1, value, "[{}] probability has to be between 0 and 1, but got {}", op, p);
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  const double alpha = 1.7580993408473766;  // SELU's scale * alpha: its negative saturation
+  double a = 1.0 / std::sqrt((alpha * alpha * p + 1) * (1 - p));
+  Tensor keep = to(keep_mask(x, p, per_channel, std::max<int64_t>(x.dim() - 2, 0), op), x.dtype());
+  // kept: a x + a alpha p; dropped: a alpha (p - 1)
+  return x * keep * a + (keep - 1.0) * (alpha * a) + alpha * a * p;
+}
+
+}  // namespace
+
+Tensor dropout1d(const Tensor& x, double p, bool training) { return feature_dropout(x, p, training, 1, "dropout1d"); }
+Tensor dropout2d(const Tensor& x, double p, bool training) { return feature_dropout(x, p, training, 2, "dropout2d"); }
+Tensor dropout3d(const Tensor& x, double p, bool training) { return feature_dropout(x, p, training, 3, "dropout3d"); }
+Tensor alpha_dropout(const Tensor& x, double p, bool training) {
+  return alpha_dropout_impl(x, p, training, false, "alpha_dropout");
+}
+Tensor feature_alpha_dropout(const Tensor& x, double p, bool training) {
+  return alpha_dropout_impl(x, p, training, true, "feature_alpha_dropout");
+}
+
+Tensor gumbel_softmax(const Tensor& logits, double tau, bool hard, int64_t dim) {
+  Tensor gumbels = neg(log(neg(log(clamp_min(rand_like(logits), 1e-20)))));  // -log(Exp(1))
+  Tensor y = softmax((logits + gumbels) / tau, dim);
+  if (!hard) return y;
+  int64_t d = wrap_dim(dim, y.dim(), "gumbel_softmax");
+  Tensor one_hot = scatter(zeros_like(y), d, argmax(y, d, true), 1.0);
+  return one_hot - y.detach() + y;
+}
+
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
+  KILN_CHECK(weight.dim() == 3 && x1.dim() >= 1 && x2.dim() >= 1 && x1.size(-1) == weight.size(1) &&
+                 x2.size(-1) == weight.size(2),
+             shape, "[bilinear] input1 {} and input2 {} do not match weight {} [out, in1, in2]", x1.meta_str(),
+             x2.meta_str(), weight.meta_str());
+  Tensor y = einsum("...i,oij,...j->...o", {x1, weight, x2});
+  return bias.defined() ? y + bias : y;
+}
+
+Tensor pdist(const Tensor& x, double p) {
+  KILN_CHECK(x.dim() == 2, shape, "[pdist] only supports 2D tensors, got: {}", x.meta_str());
+  KILN_CHECK(p >= 0, value, "[pdist] only supports non-negative p values, got {}", p);
+  Tensor pairs = triu_indices(x.size(0), x.size(0), 1, {.dtype = DType::i64, .device = x.device()});
+  Tensor diff = index_select(x, 0, select(pairs, 0, 0)) - index_select(x, 0, select(pairs, 0, 1));
+  return vector_norm(diff, p, {1});
+}
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
   KILN_CHECK(x.dim() >= 2, shape, "[batch_norm] expects an input of at least 2 dims [N, C, *], got {}", x.meta_str());

@@ -13,6 +13,24 @@ namespace kiln::nn {
 /** In training, each element zeroed with probability p and the rest scaled by 1/(1-p);
  * otherwise x itself. */
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+/** Whole channels zeroed: x [N, C, *spatial] (or unbatched [C, *spatial]) with 1
+ * (dropout1d), 2 or 3 spatial dims, each channel kept with probability 1 - p and scaled
+ * by 1/(1-p). */
+Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true);
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
+Tensor dropout3d(const Tensor& x, double p = 0.5, bool training = true);
+/** Dropout for SELU networks: dropped elements take SELU's negative saturation, and an
+ * affine map keeps the mean and variance (per element; feature_: per channel). */
+Tensor alpha_dropout(const Tensor& x, double p = 0.5, bool training = false);
+Tensor feature_alpha_dropout(const Tensor& x, double p = 0.5, bool training = false);
+/** softmax((logits + Gumbel noise) / tau) along dim; hard: the one-hot of its argmax in the
+ * forward, the soft sample's gradient in the backward (straight-through). */
+Tensor gumbel_softmax(const Tensor& logits, double tau = 1.0, bool hard = false, int64_t dim = -1);
+/** x1^T A x2 + b per output feature: x1 [*, I1], x2 [*, I2], weight [O, I1, I2], bias [O]. */
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = Tensor());
+/** The p-norm distances between the rows of x [N, M], pairs (i, j) with i < j in row-major
+ * order: [N (N - 1) / 2]. */
+Tensor pdist(const Tensor& x, double p = 2.0);
 
 /** x [N, C, *] normalized per channel: with the batch's statistics in training (then
  * running_mean / running_var, when given, move by `momentum` toward them in place, the

@@ -200,6 +200,18 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
   return reduce(clamp_min(d_pos - d_neg + margin, 0.0), reduction, "triplet_margin_loss");
 }
 
+Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                                         const std::function<Tensor(const Tensor&, const Tensor&)>& distance_function,
+                                         double margin, bool swap, Reduction reduction) {
+  KILN_CHECK(margin > 0, value, "[triplet_margin_with_distance_loss] margin must be greater than 0, got {}", margin);
+  auto distance = [&](const Tensor& a, const Tensor& b) {
+    return distance_function ? distance_function(a, b) : pairwise_distance(a, b);
+  };
+  Tensor d_pos = distance(anchor, positive), d_neg = distance(anchor, negative);
+  if (swap) d_neg = minimum(d_neg, distance(positive, negative));
+  return reduce(clamp_min(d_pos - d_neg + margin, 0.0), reduction, "triplet_margin_with_distance_loss");
+}
+
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input, bool full, double eps,
                         Reduction reduction) {
   Tensor losses = log_input ? exp(input) - target * input : input - target * log(input + eps);

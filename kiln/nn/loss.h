@@ -2,6 +2,7 @@
 // Loss functions, as torch.nn.functional's: made of ordinary ops, so they differentiate,
 // trace and export like any other code.
 
+#include <functional>
 #include <string_view>
 
 #include "kiln/dispatch/functional.h"
@@ -71,6 +72,11 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin = 1.0,
                            double p = 2.0, double eps = 1e-6, bool swap = false, Reduction reduction = "mean");
 /** exp(x) - y x for log_input (else x - y log(x + eps)); full adds Stirling's term for y > 1. */
+/** triplet_margin_loss with any distance (default pairwise_distance). */
+Tensor triplet_margin_with_distance_loss(
+    const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+    const std::function<Tensor(const Tensor&, const Tensor&)>& distance_function = nullptr, double margin = 1.0,
+    bool swap = false, Reduction reduction = "mean");
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true, bool full = false,
                         double eps = 1e-8, Reduction reduction = "mean");
 /** 0.5 (log(max(var, eps)) + (input - target)^2 / max(var, eps)), + 0.5 log(2 pi) with full. */

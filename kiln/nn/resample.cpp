@@ -107,6 +107,15 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
   return y;
 }
 
+Tensor channel_shuffle(const Tensor& x, int64_t groups) {
+  KILN_CHECK(x.dim() >= 3, shape, "[channel_shuffle] expects an input of at least 3 dims, got {}", x.meta_str());
+  KILN_CHECK(groups > 0 && x.size(1) % groups == 0, value,
+             "[channel_shuffle] the number of channels ({}) must be divisible by groups ({})", x.size(1), groups);
+  IntList shape(x.shape().begin(), x.shape().end()), split{x.size(0), groups, x.size(1) / groups};
+  split.insert(split.end(), shape.begin() + 2, shape.end());
+  return reshape(transpose(reshape(x, split), 1, 2), shape);
+}
+
 Tensor pixel_shuffle(const Tensor& x, int64_t r) {
   KILN_CHECK(x.dim() >= 3, shape, "[pixel_shuffle] expects an input of at least 3 dims, got {}", x.meta_str());
   KILN_CHECK(r > 0, value, "[pixel_shuffle] upscale_factor must be positive, got {}", r);

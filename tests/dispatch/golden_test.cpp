@@ -657,15 +657,57 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
     return conv(in[0], in[1], bias, ints_or("stride", {1}), ints_or("padding", {0}), ints_or("dilation", {1}),
                 a.value("groups", int64_t{1}));
   }
-  if (op == "max_pool1d" || op == "max_pool2d") {
-    auto pool = op == "max_pool1d" ? nn::max_pool1d : nn::max_pool2d;
+  if (op == "max_pool1d" || op == "max_pool2d" || op == "max_pool3d") {
+    auto pool = op == "max_pool1d" ? nn::max_pool1d : op == "max_pool2d" ? nn::max_pool2d : nn::max_pool3d;
     return pool(in[0], a.at("kernel_size").get<IntList>(), ints_or("stride", {}), ints_or("padding", {0}),
                 ints_or("dilation", {1}), a.value("ceil_mode", false));
   }
-  if (op == "avg_pool1d" || op == "avg_pool2d") {
-    auto pool = op == "avg_pool1d" ? nn::avg_pool1d : nn::avg_pool2d;
+  if (op.starts_with("max_pool") && op.ends_with("_indices")) {  // max_poolNd_indices
+    auto pool = op[8] == '1' ? nn::max_pool1d_with_indices
+                : op[8] == '2' ? nn::max_pool2d_with_indices : nn::max_pool3d_with_indices;
     return pool(in[0], a.at("kernel_size").get<IntList>(), ints_or("stride", {}), ints_or("padding", {0}),
-                a.value("ceil_mode", false), a.value("count_include_pad", true));
+                ints_or("dilation", {1}), a.value("ceil_mode", false)).second;
+  }
+  if (op.starts_with("max_unpool")) {
+    auto unpool = op == "max_unpool1d" ? nn::max_unpool1d : op == "max_unpool2d" ? nn::max_unpool2d : nn::max_unpool3d;
+    return unpool(in[0], in[1], a.at("kernel_size").get<IntList>(), ints_or("stride", {}), ints_or("padding", {0}),
+                  ints_or("output_size", {}));
+  }
+  if (op == "lp_pool1d" || op == "lp_pool2d") {
+    auto pool = op == "lp_pool1d" ? nn::lp_pool1d : nn::lp_pool2d;
+    return pool(in[0], a.at("norm_type"), a.at("kernel_size").get<IntList>(), ints_or("stride", {}),
+                a.value("ceil_mode", false));
+  }
+  if (op == "avg_pool1d")
+    return nn::avg_pool1d(in[0], a.at("kernel_size").get<IntList>(), ints_or("stride", {}), ints_or("padding", {0}),
+                          a.value("ceil_mode", false), a.value("count_include_pad", true));
+  if (op == "avg_pool2d" || op == "avg_pool3d") {
+    auto pool = op == "avg_pool2d" ? nn::avg_pool2d : nn::avg_pool3d;
+    return pool(in[0], a.at("kernel_size").get<IntList>(), ints_or("stride", {}), ints_or("padding", {0}),
+                a.value("ceil_mode", false), a.value("count_include_pad", true),
+                a.contains("divisor_override") ? std::optional<int64_t>(a.at("divisor_override")) : std::nullopt);
+  }
+  if (op == "adaptive_max_pool3d") return nn::adaptive_max_pool3d(in[0], a.at("output_size").get<IntList>());
+  if (op == "dropout_eval") {
+    std::string kind = a.at("kind");
+    double p = a.at("p");
+    bool train = a.at("training");
+    if (kind == "dropout1d") return nn::dropout1d(in[0], p, train);
+    if (kind == "dropout2d") return nn::dropout2d(in[0], p, train);
+    if (kind == "dropout3d") return nn::dropout3d(in[0], p, train);
+    if (kind == "alpha_dropout") return nn::alpha_dropout(in[0], p, train);
+    return nn::feature_alpha_dropout(in[0], p, train);
+  }
+  if (op == "rrelu_eval") return nn::rrelu(in[0], a.at("lower"), a.at("upper"), false);
+  if (op == "bilinear") return nn::bilinear(in[0], in[1], in[2], in.size() > 3 ? in[3] : Tensor());
+  if (op == "channel_shuffle") return nn::channel_shuffle(in[0], a.at("groups"));
+  if (op == "pdist") return nn::pdist(in[0], scalar(a.at("p")).to_double());
+  if (op == "triplet_margin_with_distance_loss") {
+    std::function<Tensor(const Tensor&, const Tensor&)> distance;
+    if (a.value("cosine", false))
+      distance = [](const Tensor& x, const Tensor& y) { return 1.0 - nn::cosine_similarity(x, y); };
+    return nn::triplet_margin_with_distance_loss(in[0], in[1], in[2], distance, a.value("margin", 1.0),
+                                                 a.value("swap", false), a.value("reduction", std::string("mean")));
   }
   if (op == "adaptive_avg_pool2d") return nn::adaptive_avg_pool2d(in[0], a.at("output_size").get<IntList>());
   if (op == "adaptive_avg_pool1d") return nn::adaptive_avg_pool1d(in[0], a.at("output_size").get<IntList>());

@@ -627,6 +627,38 @@ TEST(Linalg, FactorizationsReconstructAndSolversInvert) {
   EXPECT_NE(g.str().find("@cpu:2"), std::string::npos);
 }
 
+// The random nn functions: what their distributions promise (values are not PyTorch's
+// stream; tests/golden checks them where they are deterministic).
+TEST(Sampling, ChannelDropoutsAlphaDropoutGumbelAndRrelu) {
+  manual_seed(3);
+  Tensor x = ones({64, 32, 3, 3}, {.dtype = f64});
+  Tensor y = nn::dropout2d(x, 0.25);
+  // Whole channels: every channel is all 0 or all 1/(1 - p); about p of them dropped.
+  Tensor per_channel = amax(y, {2, 3}), lowest = amin(y, {2, 3});
+  EXPECT_TRUE(item<bool>(all(per_channel == lowest)));
+  EXPECT_TRUE(item<bool>(all(logical_or(per_channel == 0.0, abs(per_channel - 1 / 0.75) < 1e-12))));
+  EXPECT_NEAR(item<double>(mean(to(per_channel == 0.0, f64))), 0.25, 0.03);
+  // alpha_dropout keeps a standard normal's mean and variance.
+  Tensor z = randn({200000}, {.dtype = f64});
+  Tensor a = nn::alpha_dropout(z, 0.3, true);
+  EXPECT_NEAR(item<double>(mean(a)), 0.0, 0.02);
+  EXPECT_NEAR(item<double>(kiln::std(a)), 1.0, 0.02);
+  // gumbel_softmax: rows on the simplex; hard ones one-hot with the soft gradient.
+  Tensor logits = randn({8, 5}, {.dtype = f64, .requires_grad = true});
+  Tensor soft = nn::gumbel_softmax(logits, 0.5);
+  EXPECT_TRUE(all_close(sum(soft, {1}), std::vector<double>(8, 1.0), 1e-12, 1e-12));
+  Tensor hard = nn::gumbel_softmax(logits, 0.5, true);
+  EXPECT_TRUE(all_close(sum(hard, {1}), std::vector<double>(8, 1.0), 0, 0));
+  EXPECT_TRUE(item<bool>(all(logical_or(hard == 0.0, hard == 1.0))));
+  TensorList g = autograd::grad({sum(hard * randn({8, 5}, {.dtype = f64}))}, {logits});
+  EXPECT_GT(item<double>(sum(abs(g[0]))), 0.0);
+  // rrelu in training: each negative element's slope within [lower, upper].
+  Tensor neg_x = full({1000}, -2.0, {.dtype = f64});
+  Tensor slopes = nn::rrelu(neg_x, 0.1, 0.3, true) / -2.0;
+  EXPECT_TRUE(item<bool>(all(logical_and(slopes >= 0.1, slopes <= 0.3))));
+  EXPECT_GT(item<double>(kiln::std(slopes)), 0.01);
+}
+
 TEST(Linalg, DecompositionsReconstructAndWhatIsBuiltOnThemHolds) {
   manual_seed(17);
   Device d("cpu:3");

@@ -2216,6 +2216,67 @@ for up_, tr_ in ((True, False), (False, False), (True, True)):
          lambda b_, a: torch.triangular_solve(b_, a, upper=up_, transpose=tr_)[0], {"upper": up_, "transpose": tr_},
          rtol=1e-4, atol=1e-5)
 
+# ---- 3-D pools, pool indices, unpooling, Lp pools, channel dropouts, bilinear, pdist (appended) ----
+p3_ = randn(1, 2, 5, 6, 4)
+auto("max_pool3d", [p3_], lambda x: F.max_pool3d(x, 2), {"kernel_size": [2]})
+auto("max_pool3d", [p3_], lambda x: F.max_pool3d(x, (3, 2, 2), (2, 2, 1), (1, 0, 1), ceil_mode=True),
+     {"kernel_size": [3, 2, 2], "stride": [2, 2, 1], "padding": [1, 0, 1], "ceil_mode": True}, "ceil, padding")
+grad_cases("max_pool3d", [randn(1, 1, 4, 4, 4)], lambda x: F.max_pool3d(x, 2), {"kernel_size": [2]})
+auto("avg_pool3d", [p3_], lambda x: F.avg_pool3d(x, 2, 1, 1), {"kernel_size": [2], "stride": [1], "padding": [1]})
+auto("avg_pool3d", [p3_], lambda x: F.avg_pool3d(x, 2, divisor_override=3), {"kernel_size": [2], "divisor_override": 3},
+     "divisor_override")
+auto("avg_pool2d", [randn(1, 2, 5, 5)], lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=4),
+     {"kernel_size": [3], "stride": [2], "padding": [1], "divisor_override": 4}, "divisor_override")
+grad_cases("avg_pool3d", [randn(1, 1, 4, 4, 4)], lambda x: F.avg_pool3d(x, 2, 1), {"kernel_size": [2], "stride": [1]})
+auto("adaptive_max_pool3d", [p3_], lambda x: F.adaptive_max_pool3d(x, (2, 3, 2)), {"output_size": [2, 3, 2]})
+mpi_ = T([[[[1.0, 3.0, 2.0, 0.0], [5.0, 5.0, -1.0, 4.0], [0.5, 0.2, 7.0, 7.0]]]])
+for n_, x_, kw_ in (("max_pool1d_indices", randn(2, 3, 9), {"kernel_size": [3], "stride": [2], "padding": [1]}),
+                    ("max_pool2d_indices", randn(1, 2, 6, 7), {"kernel_size": [3, 2], "stride": [2], "padding": [1, 0]}),
+                    ("max_pool2d_indices", mpi_, {"kernel_size": [2]}),
+                    ("max_pool2d_indices", randn(1, 2, 7, 7), {"kernel_size": [2], "dilation": [2], "ceil_mode": True}),
+                    ("max_pool3d_indices", p3_, {"kernel_size": [2], "stride": [1]})):
+    fn_ = {"max_pool1d_indices": F.max_pool1d, "max_pool2d_indices": F.max_pool2d, "max_pool3d_indices": F.max_pool3d}[n_]
+    targs_ = {k: (v if len(v) > 1 else v[0]) if isinstance(v, list) else v for k, v in kw_.items()}
+    auto(n_, [x_], lambda x: fn_(x, **targs_, return_indices=True)[1], kw_)
+up_x = randn(1, 2, 6, 8)
+up_v, up_i = F.max_pool2d(up_x, 2, return_indices=True)
+auto("max_unpool2d", [up_v, up_i], lambda v, i: F.max_unpool2d(v, i, 2), {"kernel_size": [2]})
+auto("max_unpool2d", [up_v, up_i], lambda v, i: F.max_unpool2d(v, i, 2, output_size=(7, 9)),
+     {"kernel_size": [2], "output_size": [7, 9]}, "output_size")
+grad_cases("max_unpool2d", [up_v, up_i], lambda v, i: F.max_unpool2d(v, i, 2), {"kernel_size": [2]})
+u1_v, u1_i = F.max_pool1d(randn(2, 2, 8), 2, return_indices=True)
+auto("max_unpool1d", [u1_v, u1_i], lambda v, i: F.max_unpool1d(v, i, 2), {"kernel_size": [2]})
+u3_v, u3_i = F.max_pool3d(randn(1, 1, 4, 4, 4), 2, return_indices=True)
+auto("max_unpool3d", [u3_v, u3_i], lambda v, i: F.max_unpool3d(v, i, 2), {"kernel_size": [2]})
+auto("max_unpool2d", [up_v, up_i * 100], lambda v, i: F.max_unpool2d(v, i, 2), {"kernel_size": [2]}, "index out of range")
+for pn_ in (2.0, 3.0):
+    auto("lp_pool2d", [randn(1, 2, 6, 6).abs()], lambda x: F.lp_pool2d(x, pn_, 2), {"norm_type": pn_, "kernel_size": [2]})
+auto("lp_pool1d", [randn(2, 3, 7)], lambda x: F.lp_pool1d(x, 2.0, 3, 2), {"norm_type": 2.0, "kernel_size": [3], "stride": [2]})
+grad_cases("lp_pool2d", [randn(1, 1, 4, 4).abs() + 0.1], lambda x: F.lp_pool2d(x, 2.0, 2), {"norm_type": 2.0, "kernel_size": [2]})
+for kind_, fn_, x_ in (("dropout1d", F.dropout1d, randn(2, 3, 4)), ("dropout2d", F.dropout2d, randn(2, 3, 4, 4)),
+                       ("dropout3d", F.dropout3d, randn(2, 3, 2, 2, 2)), ("alpha_dropout", F.alpha_dropout, randn(3, 4)),
+                       ("feature_alpha_dropout", F.feature_alpha_dropout, randn(2, 3, 4))):
+    auto("dropout_eval", [x_], lambda x: fn_(x, 0.4, training=False), {"kind": kind_, "p": 0.4, "training": False})
+    auto("dropout_eval", [x_], lambda x: fn_(x, 0.0, training=True), {"kind": kind_, "p": 0.0, "training": True}, "p = 0")
+auto("dropout_eval", [randn(3, 4)], lambda x: F.dropout2d(x, 1.5), {"kind": "dropout2d", "p": 1.5, "training": True},
+     "bad p")
+auto("rrelu_eval", [randn(3, 4)], lambda x: F.rrelu(x, 0.1, 0.3, training=False), {"lower": 0.1, "upper": 0.3})
+bl_w, bl_b = randn(5, 3, 4), randn(5)
+auto("bilinear", [randn(2, 3), randn(2, 4), bl_w, bl_b], F.bilinear)
+auto("bilinear", [randn(2, 6, 3), randn(2, 6, 4), bl_w], F.bilinear, note="batched, no bias")
+grad_cases("bilinear", [randn(2, 3), randn(2, 4), bl_w, bl_b], F.bilinear)
+auto("channel_shuffle", [torch.arange(24.0).reshape(1, 6, 2, 2)], lambda x: F.channel_shuffle(x, 3), {"groups": 3})
+auto("channel_shuffle", [randn(1, 5, 2)], lambda x: F.channel_shuffle(x, 2), {"groups": 2}, "not divisible")
+for pp_ in (2.0, 1.0, 0.5, inf):
+    auto("pdist", [randn(5, 3)], lambda x: F.pdist(x, pp_), {"p": pp_})
+grad_cases("pdist", [randn(4, 3).double()], F.pdist, {"p": 2.0})
+tr_a, tr_p, tr_n = randn(4, 6), randn(4, 6), randn(4, 6)
+auto("triplet_margin_with_distance_loss", [tr_a, tr_p, tr_n], F.triplet_margin_with_distance_loss)
+auto("triplet_margin_with_distance_loss", [tr_a, tr_p, tr_n],
+     lambda a, p, n: F.triplet_margin_with_distance_loss(a, p, n, distance_function=lambda x, y: 1.0 - F.cosine_similarity(x, y),
+                                                         margin=0.5, swap=True, reduction="none"),
+     {"cosine": True, "margin": 0.5, "swap": True, "reduction": "none"}, "cosine distance, swap")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
