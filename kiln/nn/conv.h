@@ -105,8 +105,8 @@ struct InterpolateOptions {
   IntList size;
   /** ... the factors they grow by (output size floor(S * factor)); exactly one is given. */
   std::vector<double> scale_factor;
-  /** "nearest", "nearest-exact", "linear" (3-D input), "bilinear" (4-D), "trilinear"
-   * (5-D) or "area" (adaptive average pooling). */
+  /** "nearest", "nearest-exact", "linear" (3-D input), "bilinear" or "bicubic" (4-D),
+   * "trilinear" (5-D) or "area" (adaptive average pooling). */
   std::string mode = "nearest";
   /** Linear modes: corner pixels' centres line up (else their outer edges do). */
   std::optional<bool> align_corners;

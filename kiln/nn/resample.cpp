@@ -1,6 +1,7 @@
 // interpolate and pixel_shuffle (declared in kiln/nn/conv.h): index_select and lerp over
 // index tensors computed on the host from the shapes, so they differentiate (the
 // gradient of index_select adds into the sources), trace and export as those ops do.
+#include <algorithm>
 #include <cmath>
 
 #include "kiln/nn/conv.h"
@@ -49,6 +50,37 @@ Tensor linear_along(const Tensor& x, int64_t d, int64_t out, double scale, bool 
   return a + (b - a) * weight;
 }
 
+// Cubic convolution (Keys, A = -0.75, as PyTorch) along dim d: four taps around
+// src = scale j (align corners) or scale (j + 0.5) - 0.5 (not clamped), clamped to the
+// input at its edges.
+Tensor cubic_along(const Tensor& x, int64_t d, int64_t out, double scale, bool align_corners) {
+  const double a = -0.75;
+  auto near = [&](double t) { return ((a + 2) * t - (a + 3)) * t * t + 1; };        // |t| <= 1
+  auto far = [&](double t) { return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a; };  // 1 < |t| < 2
+  int64_t in = x.size(d);
+  std::vector<std::vector<int64_t>> taps(4, std::vector<int64_t>(static_cast<size_t>(out)));
+  std::vector<std::vector<double>> weights(4, std::vector<double>(static_cast<size_t>(out)));
+  for (int64_t j = 0; j < out; ++j) {
+    double src = align_corners ? scale * static_cast<double>(j) : scale * (static_cast<double>(j) + 0.5) - 0.5;
+    double base = std::floor(src), t = src - base;
+    double w[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
+    for (int k = 0; k < 4; ++k) {
+      auto i = static_cast<int64_t>(base) - 1 + k;
+      taps[static_cast<size_t>(k)][static_cast<size_t>(j)] = std::clamp<int64_t>(i, 0, in - 1);
+      weights[static_cast<size_t>(k)][static_cast<size_t>(j)] = w[k];
+    }
+  }
+  IntList wshape(static_cast<size_t>(x.dim()), 1);
+  wshape[static_cast<size_t>(d)] = out;
+  Tensor y;
+  for (size_t k = 0; k < 4; ++k) {
+    Tensor w = reshape(to(from_vector(weights[k], {}, {.dtype = x.dtype()}), x.device()), wshape);
+    Tensor term = index_select(x, d, index_tensor(taps[k], x.device())) * w;
+    y = y.defined() ? y + term : term;
+  }
+  return y;
+}
+
 }  // namespace
 
 Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
@@ -56,11 +88,13 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
   auto rank = static_cast<size_t>(input.dim() - 2);
   KILN_CHECK(input.dim() >= 3 && input.dim() <= 5, shape,
              "[interpolate] expects a 3-D, 4-D or 5-D input [N, C, *spatial], got {}", input.meta_str());
-  bool linear = mode == "linear" || mode == "bilinear" || mode == "trilinear";
+  bool cubic = mode == "bicubic";
+  bool linear = mode == "linear" || mode == "bilinear" || mode == "trilinear" || cubic;
   KILN_CHECK(linear || mode == "nearest" || mode == "nearest-exact" || mode == "area", value,
-             "[interpolate] mode must be nearest, nearest-exact, linear, bilinear, trilinear or area, got '{}'", mode);
+             "[interpolate] mode must be nearest, nearest-exact, linear, bilinear, bicubic, trilinear or area, got '{}'",
+             mode);
   if (linear) {
-    size_t want = mode == "linear" ? 1 : mode == "bilinear" ? 2 : 3;
+    size_t want = mode == "linear" ? 1 : mode == "bilinear" || cubic ? 2 : 3;
     KILN_CHECK(rank == want, shape, "[interpolate] mode '{}' expects a {}-D input, got {}", mode, want + 2,
                input.meta_str());
   }
@@ -97,7 +131,9 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
   for (size_t i = 0; i < rank; ++i) {
     auto d = static_cast<int64_t>(i) + 2;
     int64_t in = y.size(d);
-    if (linear) {
+    if (cubic) {
+      y = cubic_along(y, d, out[i], source_scale(in, out[i], factor[i], corners), corners);
+    } else if (linear) {
       y = linear_along(y, d, out[i], source_scale(in, out[i], factor[i], corners), corners);
     } else {
       auto scale = static_cast<float>(source_scale(in, out[i], factor[i], false));

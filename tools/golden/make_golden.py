@@ -2277,6 +2277,16 @@ auto("triplet_margin_with_distance_loss", [tr_a, tr_p, tr_n],
                                                          margin=0.5, swap=True, reduction="none"),
      {"cosine": True, "margin": 0.5, "swap": True, "reduction": "none"}, "cosine distance, swap")
 
+# ---- bicubic interpolation (appended) ----
+for kw in ({"size": [7, 9], "mode": "bicubic"}, {"size": [7, 9], "mode": "bicubic", "align_corners": True},
+           {"size": [3, 2], "mode": "bicubic"}, {"scale_factor": [2.5, 1.3], "mode": "bicubic"},
+           {"scale_factor": [0.5], "mode": "bicubic", "align_corners": True}, {"size": [1, 1], "mode": "bicubic"}):
+    targs = {k: (tuple(v) if isinstance(v, list) and len(v) > 1 else v[0] if isinstance(v, list) else v) for k, v in kw.items()}
+    auto("interpolate", [ix2], lambda x: F.interpolate(x, **targs), kw, kw["mode"], rtol=1e-5, atol=1e-5)
+auto("interpolate", [ix1], lambda x: F.interpolate(x, size=4, mode="bicubic"), {"size": [4], "mode": "bicubic"}, "3-D refused")
+grad_cases("interpolate", [randn(1, 2, 3, 4)], lambda x: F.interpolate(x, size=(5, 7), mode="bicubic"),
+           {"size": [5, 7], "mode": "bicubic"})
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
