@@ -1,6 +1,7 @@
 #include "kiln/nn/loss.h"
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "kiln/nn/activation.h"
@@ -210,6 +211,126 @@ Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& pos
   Tensor d_pos = distance(anchor, positive), d_neg = distance(anchor, negative);
   if (swap) d_neg = minimum(d_neg, distance(positive, negative));
   return reduce(clamp_min(d_pos - d_neg + margin, 0.0), reduction, "triplet_margin_with_distance_loss");
+}
+
+namespace {
+
+// log(exp(a) + exp(b) + exp(c)) with -inf kept exact and no NaN in the gradient: where
+// every term is -inf the result is -inf through a where, and the computed branch sees a
+// finite shift and a positive sum.
+Tensor log_add3(const Tensor& a, const Tensor& b, const Tensor& c) {
+  Tensor m = maximum(a, maximum(b, c));
+  Tensor dead = eq(m, -std::numeric_limits<double>::infinity());
+  Tensor shift = where(dead, zeros_like(m), m).detach();
+  Tensor total = exp(a - shift) + exp(b - shift) + exp(c - shift);
+  Tensor value = shift + log(where(dead, ones_like(total), total));
+  return where(dead, full_like(m, -std::numeric_limits<double>::infinity()), value);
+}
+
+}  // namespace
+
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const IntList& input_lengths,
+                const IntList& target_lengths, int64_t blank, Reduction reduction, bool zero_infinity) {
+  const char* op = "ctc_loss";
+  KILN_CHECK(log_probs.dim() == 3 || log_probs.dim() == 2, shape, "[{}] expects log_probs [T, N, C] or [T, C], got {}",
+             op, log_probs.meta_str());
+  KILN_CHECK(is_floating(log_probs.dtype()), dtype, "[{}] expects floating log_probs, got {}", op, log_probs.dtype());
+  bool batched = log_probs.dim() == 3;
+  Tensor lp = batched ? log_probs : unsqueeze(log_probs, 1);  // [T, N, C]
+  int64_t steps = lp.size(0), n = lp.size(1), classes = lp.size(2);
+  KILN_CHECK(static_cast<int64_t>(input_lengths.size()) == n && static_cast<int64_t>(target_lengths.size()) == n, shape,
+             "[{}] expected input_lengths and target_lengths to have {} values, got {} and {}", op, n,
+             input_lengths.size(), target_lengths.size());
+  KILN_CHECK(blank >= 0 && blank < classes, value, "[{}] blank must be in label range, got {} for {} classes", op, blank,
+             classes);
+  int64_t longest = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    KILN_CHECK(input_lengths[i] >= 0 && input_lengths[i] <= steps, value,
+               "[{}] expected input_lengths to be in [0, {}], got {} for sample {}", op, steps, input_lengths[i], i);
+    KILN_CHECK(target_lengths[i] >= 0, value, "[{}] target lengths must be non-negative, got {}", op, target_lengths[i]);
+    longest = std::max(longest, target_lengths[i]);
+  }
+  TensorOptions io{.dtype = DType::i64, .device = lp.device()};
+  // Targets as [N, longest]: padded rows as given, or cut from the concatenation.
+  Tensor tgt;
+  if (targets.dim() == 2 || !batched) {
+    tgt = batched ? targets : reshape(targets, {1, -1});
+    KILN_CHECK(tgt.size(0) == n && tgt.size(1) >= longest, shape, "[{}] targets {} are shorter than the target lengths",
+               op, targets.meta_str());
+    tgt = narrow(tgt, 1, 0, longest);
+  } else {
+    std::vector<int64_t> at(static_cast<size_t>(n * longest), 0);
+    int64_t offset = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t s = 0; s < target_lengths[i]; ++s) at[static_cast<size_t>(i * longest + s)] = offset + s;
+      offset += target_lengths[i];
+    }
+    KILN_CHECK(targets.numel() >= offset, shape, "[{}] targets {} hold fewer labels than the lengths sum to ({})", op,
+               targets.meta_str(), offset);
+    tgt = reshape(index_select(reshape(targets, {-1}), 0, to(from_vector(at), lp.device())), {n, longest});
+  }
+  tgt = to(tgt, DType::i64);
+  // The extended labels: blank, l1, blank, l2, ..., blank.
+  int64_t len = 2 * longest + 1;
+  Tensor pos = arange(0, len, 1, io);
+  Tensor odd = remainder(pos, 2) == 1;
+  Tensor label_at = longest ? gather(tgt, 1, expand(unsqueeze(clamp(floor_divide(pos - 1, 2), 0, longest - 1), 0), {n, len}))
+                            : zeros({n, len}, io);
+  Tensor ext = where(odd, label_at, full({n, len}, blank, io));
+  Tensor skip = len > 2 ? cat({zeros({n, 2}, {.dtype = DType::b8, .device = lp.device()}),
+                               logical_and(narrow(ext, 1, 2, len - 2) != blank,
+                                           narrow(ext, 1, 2, len - 2) != narrow(ext, 1, 0, len - 2))},
+                              1)
+                        : zeros({n, len}, {.dtype = DType::b8, .device = lp.device()});
+  Tensor emit = gather(lp, 2, expand(unsqueeze(ext, 0), {steps, n, len}));  // [T, N, L]
+  double inf = std::numeric_limits<double>::infinity();
+  Tensor none = full({n, len}, -inf, {.dtype = lp.dtype(), .device = lp.device()});
+  Tensor first_two = pos < 2;
+  std::vector<int64_t> in_len(input_lengths.begin(), input_lengths.end());
+  Tensor lengths = unsqueeze(to(from_vector(in_len), lp.device()), 1);  // [N, 1]
+  // t = 0: the first blank or the first label; an empty input leaves "nothing emitted".
+  Tensor alpha = steps ? where(first_two, select(emit, 0, 0), none) : none;
+  Tensor empty_input = where(pos == 0, zeros_like(none), none);
+  alpha = where(lengths > 0, alpha, empty_input);
+  auto shifted = [&](const Tensor& a, int64_t by) {
+    return cat({narrow(none, 1, 0, std::min(by, len)), narrow(a, 1, 0, std::max<int64_t>(len - by, 0))}, 1);
+  };
+  for (int64_t t = 1; t < steps; ++t) {
+    Tensor next = log_add3(alpha, shifted(alpha, 1), where(skip, shifted(alpha, 2), none)) + select(emit, 0, t);
+    alpha = where(lengths > t, next, alpha);
+  }
+  // The end: the last label or the blank after it.
+  std::vector<int64_t> last_at(static_cast<size_t>(n)), before_at(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    last_at[static_cast<size_t>(i)] = 2 * target_lengths[i];
+    before_at[static_cast<size_t>(i)] = std::max<int64_t>(2 * target_lengths[i] - 1, 0);
+  }
+  Tensor last = squeeze(gather(alpha, 1, unsqueeze(to(from_vector(last_at), lp.device()), 1)), 1);
+  Tensor before = squeeze(gather(alpha, 1, unsqueeze(to(from_vector(before_at), lp.device()), 1)), 1);
+  std::vector<int64_t> tl(target_lengths.begin(), target_lengths.end());
+  Tensor has_label = to(from_vector(tl), lp.device()) > 0;
+  Tensor nll = neg(log_add3(last, where(has_label, before, full_like(before, -inf)), full_like(before, -inf)));
+  // PyTorch's gradient adds exp(log_probs) over each sample's frames (a zero in value).
+  Tensor frames = to(unsqueeze(arange(0, steps, 1, io), 1) < transpose(lengths, 0, 1), lp.dtype());  // [T, N]
+  Tensor p = exp(lp);
+  nll = nll + sum((p - p.detach()) * unsqueeze(frames, 2), {0, 2});
+  if (zero_infinity) nll = where(isinf(nll), zeros_like(nll), nll);
+  if (reduction == "mean") {
+    Tensor divisor = clamp_min(to(from_vector(tl), lp.device()), 1);
+    return mean(nll / to(divisor, nll.dtype()));
+  }
+  if (reduction == "sum") return sum(nll);
+  KILN_CHECK(reduction == "none", value, "[{}] reduction must be 'none', 'mean' or 'sum', got '{}'", op, reduction);
+  return batched ? nll : squeeze(nll, 0);
+}
+
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, int64_t blank, Reduction reduction, bool zero_infinity) {
+  auto host = [](const Tensor& t) {
+    std::vector<int64_t> v = to_vector<int64_t>(to(reshape(t, {-1}), DType::i64));
+    return IntList(v.begin(), v.end());
+  };
+  return ctc_loss(log_probs, targets, host(input_lengths), host(target_lengths), blank, reduction, zero_infinity);
 }
 
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input, bool full, double eps,

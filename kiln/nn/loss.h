@@ -77,6 +77,19 @@ Tensor triplet_margin_with_distance_loss(
     const Tensor& anchor, const Tensor& positive, const Tensor& negative,
     const std::function<Tensor(const Tensor&, const Tensor&)>& distance_function = nullptr, double margin = 1.0,
     bool swap = false, Reduction reduction = "mean");
+/** Connectionist temporal classification: -log p(target | log_probs) summed over
+ * alignments (the alpha recursion in log space, unrolled over time). log_probs [T, N, C]
+ * (or [T, C]), targets [N, S] padded or 1-D concatenated, lengths per sample. Impossible
+ * targets give inf (zero_infinity: 0); "mean" divides each loss by its target length.
+ * The gradient w.r.t. log_probs is PyTorch's (which adds exp(log_probs) over each sample's
+ * frames: the same gradient w.r.t. logits through log_softmax). */
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const IntList& input_lengths,
+                const IntList& target_lengths, int64_t blank = 0, Reduction reduction = "mean",
+                bool zero_infinity = false);
+/** ctc_loss with the lengths as integer tensors (read on the host: eager). */
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, int64_t blank = 0, Reduction reduction = "mean",
+                bool zero_infinity = false);
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true, bool full = false,
                         double eps = 1e-8, Reduction reduction = "mean");
 /** 0.5 (log(max(var, eps)) + (input - target)^2 / max(var, eps)), + 0.5 log(2 pi) with full. */

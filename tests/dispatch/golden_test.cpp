@@ -702,6 +702,12 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "bilinear") return nn::bilinear(in[0], in[1], in[2], in.size() > 3 ? in[3] : Tensor());
   if (op == "channel_shuffle") return nn::channel_shuffle(in[0], a.at("groups"));
   if (op == "pdist") return nn::pdist(in[0], scalar(a.at("p")).to_double());
+  if (op == "ctc_loss" || op == "ctc_loss_logits") {
+    Tensor lp = op == "ctc_loss" ? in[0] : log_softmax(in[0], 2);
+    return nn::ctc_loss(lp, in[1], a.at("input_lengths").get<IntList>(), a.at("target_lengths").get<IntList>(),
+                        a.value("blank", int64_t{0}), a.value("reduction", std::string("mean")),
+                        a.value("zero_infinity", false));
+  }
   if (op == "triplet_margin_with_distance_loss") {
     std::function<Tensor(const Tensor&, const Tensor&)> distance;
     if (a.value("cosine", false))

@@ -2287,6 +2287,33 @@ auto("interpolate", [ix1], lambda x: F.interpolate(x, size=4, mode="bicubic"), {
 grad_cases("interpolate", [randn(1, 2, 3, 4)], lambda x: F.interpolate(x, size=(5, 7), mode="bicubic"),
            {"size": [5, 7], "mode": "bicubic"})
 
+# ---- ctc_loss (appended): lengths travel as arguments ----
+ctc_lp = torch.randn(12, 3, 6, generator=g).log_softmax(2)
+ctc_t = T([[1, 2, 2, 3], [4, 4, 0, 0], [5, 1, 3, 0]])
+ctc_il, ctc_tl = [12, 9, 7], [4, 2, 3]
+for red_ in ("mean", "sum", "none"):
+    auto("ctc_loss", [ctc_lp, ctc_t], lambda l_, t_: F.ctc_loss(l_, t_, ctc_il, ctc_tl, reduction=red_),
+         {"input_lengths": ctc_il, "target_lengths": ctc_tl, "reduction": red_}, rtol=1e-4, atol=1e-5)
+auto("ctc_loss", [ctc_lp, T([1, 2, 2, 3, 4, 4, 5, 1, 3])], lambda l_, t_: F.ctc_loss(l_, t_, ctc_il, ctc_tl, reduction="none"),
+     {"input_lengths": ctc_il, "target_lengths": ctc_tl, "reduction": "none"}, "concatenated targets", rtol=1e-4, atol=1e-5)
+auto("ctc_loss", [ctc_lp, ctc_t], lambda l_, t_: F.ctc_loss(l_, t_, [3, 9, 7], ctc_tl, reduction="none"),
+     {"input_lengths": [3, 9, 7], "target_lengths": ctc_tl, "reduction": "none"}, "impossible: inf", rtol=1e-4, atol=1e-5)
+auto("ctc_loss", [ctc_lp, ctc_t], lambda l_, t_: F.ctc_loss(l_, t_, [3, 9, 7], ctc_tl, reduction="none", zero_infinity=True),
+     {"input_lengths": [3, 9, 7], "target_lengths": ctc_tl, "reduction": "none", "zero_infinity": True}, "zero_infinity",
+     rtol=1e-4, atol=1e-5)
+auto("ctc_loss", [ctc_lp, ctc_t], lambda l_, t_: F.ctc_loss(l_, t_, ctc_il, [4, 0, 3], blank=5, reduction="none"),
+     {"input_lengths": ctc_il, "target_lengths": [4, 0, 3], "blank": 5, "reduction": "none"}, "blank 5, empty target",
+     rtol=1e-4, atol=1e-5)
+auto("ctc_loss", [ctc_lp[:, 0], T([1, 2, 2])], lambda l_, t_: F.ctc_loss(l_, t_, [10], [3], reduction="sum"),
+     {"input_lengths": [10], "target_lengths": [3], "reduction": "sum"}, "unbatched", rtol=1e-4, atol=1e-5)
+auto("ctc_loss", [ctc_lp, ctc_t], lambda l_, t_: F.ctc_loss(l_, t_, [13, 9, 7], ctc_tl),
+     {"input_lengths": [13, 9, 7], "target_lengths": ctc_tl, "reduction": "mean"}, "input length past T")
+grad_cases("ctc_loss", [ctc_lp.double(), ctc_t], lambda l_, t_: F.ctc_loss(l_, t_, ctc_il, ctc_tl),
+           {"input_lengths": ctc_il, "target_lengths": ctc_tl, "reduction": "mean"}, "w.r.t. log_probs")
+grad_cases("ctc_loss_logits", [torch.randn(8, 2, 5, generator=g).double(), T([[1, 2, 1], [3, 3, 0]])],
+           lambda x_, t_: F.ctc_loss(x_.log_softmax(2), t_, [8, 6], [3, 2], reduction="sum"),
+           {"input_lengths": [8, 6], "target_lengths": [3, 2], "reduction": "sum"}, "w.r.t. logits")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
