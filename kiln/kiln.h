@@ -29,6 +29,7 @@
 #include "kiln/nn/layers.h"
 #include "kiln/nn/loss.h"
 #include "kiln/nn/module.h"
+#include "kiln/nn/modules.h"
 #include "kiln/nn/optim.h"
 #include "kiln/nn/rnn.h"
 #include "kiln/nn/transformer.h"

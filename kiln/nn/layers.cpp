@@ -1,4 +1,5 @@
 #include "kiln/nn/layers.h"
+#include "kiln/nn/modules.h"
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/nn/conv.h"
@@ -105,7 +106,9 @@ double conv_bound(int64_t in, int64_t groups, const IntList& kernel) {
   for (int64_t k : kernel) fan_in *= k;
   return 1.0 / std::sqrt(static_cast<double>(fan_in));
 }
-IntList square(const IntList& k) { return k.size() == 1 ? IntList{k[0], k[0]} : k; }
+// A one-value kernel repeated over `rank` spatial dims.
+IntList spread(const IntList& k, size_t rank) { return k.size() == 1 ? IntList(rank, k[0]) : k; }
+IntList square(const IntList& k) { return spread(k, 2); }
 IntList conv_weight_shape(int64_t in, int64_t out, int64_t groups, const IntList& kernel) {
   IntList shape{out, in / std::max<int64_t>(groups, 1)};
   shape.insert(shape.end(), kernel.begin(), kernel.end());
@@ -123,15 +126,27 @@ TensorList Conv1d::forward(const TensorList& in) {
   return {conv1d(in[0], weight, bias ? *bias : Tensor(), {stride}, {padding}, {dilation}, groups)};
 }
 
-Conv2d::Conv2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride_, const IntList& padding_,
-               const IntList& dilation_, int64_t groups_, bool with_bias, Device d)
-    : weight(register_parameter("weight", uniform(conv_weight_shape(in, out, groups_, square(kernel)),
-                                                  conv_bound(in, groups_, square(kernel)), d))),
-      stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
-  if (with_bias) bias = &register_parameter("bias", uniform({out}, conv_bound(in, groups_, square(kernel)), d));
+ConvNd::ConvNd(size_t rank_, int64_t in, int64_t out, const IntList& kernel, const IntList& stride_,
+               const IntList& padding_, const IntList& dilation_, int64_t groups_, bool with_bias, Device d)
+    : weight(register_parameter("weight", uniform(conv_weight_shape(in, out, groups_, spread(kernel, rank_)),
+                                                  conv_bound(in, groups_, spread(kernel, rank_)), d))),
+      stride(stride_), padding(padding_), dilation(dilation_), groups(groups_), rank(rank_) {
+  if (with_bias) bias = &register_parameter("bias", uniform({out}, conv_bound(in, groups_, spread(kernel, rank_)), d));
 }
-TensorList Conv2d::forward(const TensorList& in) {
-  return {conv2d(in[0], weight, bias ? *bias : Tensor(), stride, padding, dilation, groups)};
+TensorList ConvNd::forward(const TensorList& in) {
+  auto conv = rank == 2 ? conv2d : conv3d;
+  return {conv(in[0], weight, bias ? *bias : Tensor(), stride, padding, dilation, groups)};
+}
+
+PReLU::PReLU(int64_t num_parameters, double init, Device d)
+    : weight(register_parameter("weight", full({num_parameters}, init, {.device = d}))) {}
+
+Bilinear::Bilinear(int64_t in1, int64_t in2, int64_t out, bool with_bias, Device d)
+    : weight(register_parameter("weight", uniform({out, in1, in2}, 1.0 / std::sqrt(double(in1)), d))) {
+  if (with_bias) bias = &register_parameter("bias", uniform({out}, 1.0 / std::sqrt(double(in1)), d));
+}
+TensorList Bilinear::forward(const TensorList& in) {
+  return {bilinear(in.at(0), in.at(1), weight, bias ? *bias : Tensor())};
 }
 
 ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride_,

@@ -169,15 +169,30 @@ class Conv1d : public Module {
   Tensor* bias = nullptr;
   int64_t stride, padding, dilation, groups;
 };
-class Conv2d : public Module {
+/** conv2d / conv3d (rank 2 or 3 spatial dims) with weight [out, in / groups, *kernel] and
+ * bias [out], uniform in +-1/sqrt(fan_in); a one-value kernel is cubic / square. */
+class ConvNd : public Module {
  public:
-  Conv2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride = {1}, const IntList& padding = {0},
-         const IntList& dilation = {1}, int64_t groups = 1, bool bias = true, Device device = Device("cpu:0"));
+  ConvNd(size_t rank, int64_t in, int64_t out, const IntList& kernel, const IntList& stride, const IntList& padding,
+         const IntList& dilation, int64_t groups, bool bias, Device device);
   TensorList forward(const TensorList& in) override;
   Tensor& weight;
   Tensor* bias = nullptr;
   IntList stride, padding, dilation;
   int64_t groups;
+  size_t rank;
+};
+class Conv2d : public ConvNd {
+ public:
+  Conv2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride = {1}, const IntList& padding = {0},
+         const IntList& dilation = {1}, int64_t groups = 1, bool bias = true, Device device = Device("cpu:0"))
+      : ConvNd(2, in, out, kernel, stride, padding, dilation, groups, bias, device) {}
+};
+class Conv3d : public ConvNd {
+ public:
+  Conv3d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride = {1}, const IntList& padding = {0},
+         const IntList& dilation = {1}, int64_t groups = 1, bool bias = true, Device device = Device("cpu:0"))
+      : ConvNd(3, in, out, kernel, stride, padding, dilation, groups, bias, device) {}
 };
 
 /** conv_transpose2d with weight [in, out / groups, *kernel] and bias [out], uniform in

@@ -71,7 +71,6 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y
  * swap uses the smaller of d(a, n) and d(p, n). */
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative, double margin = 1.0,
                            double p = 2.0, double eps = 1e-6, bool swap = false, Reduction reduction = "mean");
-/** exp(x) - y x for log_input (else x - y log(x + eps)); full adds Stirling's term for y > 1. */
 /** triplet_margin_loss with any distance (default pairwise_distance). */
 Tensor triplet_margin_with_distance_loss(
     const Tensor& anchor, const Tensor& positive, const Tensor& negative,
@@ -90,6 +89,7 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const IntList& i
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
                 const Tensor& target_lengths, int64_t blank = 0, Reduction reduction = "mean",
                 bool zero_infinity = false);
+/** exp(x) - y x for log_input (else x - y log(x + eps)); full adds Stirling's term for y > 1. */
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true, bool full = false,
                         double eps = 1e-8, Reduction reduction = "mean");
 /** 0.5 (log(max(var, eps)) + (input - target)^2 / max(var, eps)), + 0.5 log(2 pi) with full. */

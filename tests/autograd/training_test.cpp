@@ -156,6 +156,45 @@ TEST(Modules, ParametersRequireGradAndZeroGradResets) {
   EXPECT_EQ(lin.weight.device(), Device("cpu:1"));
 }
 
+// The PyTorch-named modules of kiln/nn/modules.h apply their functions with the arguments
+// given at construction, see the training flag, and carry PyTorch's parameter names.
+TEST(Modules, PyTorchNamedModulesApplyTheirFunctions) {
+  manual_seed(9);
+  Tensor x = randn({2, 3, 4, 4});
+  auto same = [](const Tensor& a, const Tensor& b) { return all_close(a, values(b), 0, 0); };
+  EXPECT_TRUE(same(nn::LeakyReLU(0.2)(x), nn::leaky_relu(x, 0.2)));
+  EXPECT_TRUE(same(nn::Softplus(2.0, 5.0)(x), nn::softplus(x, 2.0, 5.0)));
+  EXPECT_TRUE(same(nn::Threshold(0.1, -1.0)(x), nn::threshold(x, 0.1, -1.0)));
+  EXPECT_TRUE(same(nn::MaxPool3d({2})(unsqueeze(x, 0)), nn::max_pool3d(unsqueeze(x, 0), {2})));
+  EXPECT_TRUE(same(nn::ReflectionPad({1, 2, 0, 1})(x), nn::pad(x, {1, 2, 0, 1}, "reflect")));
+  EXPECT_TRUE(same(nn::ChannelShuffle(3)(x), nn::channel_shuffle(x, 3)));
+  Tensor target = randn({2, 3, 4, 4});
+  EXPECT_TRUE(same(nn::HuberLoss("sum", 0.5)({x, target})[0], nn::huber_loss(x, target, "sum", 0.5)));
+  Tensor labels = from_vector<int64_t>({2, 0});
+  Tensor logits = randn({2, 3});
+  EXPECT_TRUE(same(nn::CrossEntropyLoss({}, -100, "mean", 0.1)({logits, labels})[0],
+                   nn::cross_entropy(logits, labels, "mean", -100, 0.1)));
+  // The training flag: channel dropout acts in training only.
+  nn::Dropout2d drop(0.5);
+  drop.eval();
+  EXPECT_TRUE(same(drop(x), x));
+  drop.train();
+  EXPECT_FALSE(all_close(drop(x), values(x), 0, 0));
+  // Parameters under PyTorch's names and shapes, and they learn.
+  nn::Bilinear bil(3, 4, 5);
+  std::vector<std::string> names;
+  for (auto& [name, p] : bil.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight", "bias"}));
+  EXPECT_EQ(bil.weight.shape().vec(), (IntList{5, 3, 4}));
+  sum(bil({randn({2, 3}), randn({2, 4})})[0]).backward();
+  EXPECT_TRUE(bil.weight.grad().defined());
+  nn::PReLU prelu(3);
+  EXPECT_TRUE(all_close(prelu.weight, {0.25, 0.25, 0.25}));
+  nn::Conv3d conv(3, 2, {2}, {1}, {1});
+  EXPECT_EQ(conv.weight.shape().vec(), (IntList{2, 3, 2, 2, 2}));
+  EXPECT_EQ(conv(unsqueeze(x, 2)).shape().vec(), (IntList{2, 2, 2, 5, 5}));
+}
+
 TEST(Modules, TrainAndEvalModes) {
   nn::Dropout drop(0.5);
   Tensor x = ones({1000});
