@@ -5,6 +5,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/nn/functional.h"
+#include "kiln/nn/utils.h"
 
 namespace kiln::nn {
 namespace {
@@ -227,6 +228,26 @@ Tensor TransformerDecoder::decode(const Tensor& tgt, const Tensor& memory, const
   Tensor x = tgt;
   for (auto& l : layers) x = l->decode(x, memory, tgt_masks, memory_masks);
   return norm ? (*norm)(x) : x;
+}
+
+Transformer::Transformer(const TransformerLayerOptions& layer, int64_t num_encoder_layers, int64_t num_decoder_layers)
+    : encoder(register_module("encoder", std::make_shared<TransformerEncoder>(layer, num_encoder_layers, true))),
+      decoder(register_module("decoder", std::make_shared<TransformerDecoder>(layer, num_decoder_layers, true))),
+      batch_first_(layer.batch_first) {
+  autograd::NoGradGuard no_grad;
+  for (auto& [name, p] : named_parameters())
+    if (p.dim() > 1) init::xavier_uniform_(p);
+}
+
+Tensor Transformer::transform(const Tensor& src, const Tensor& tgt, const AttentionMasks& src_masks,
+                              const AttentionMasks& tgt_masks, const AttentionMasks& memory_masks) {
+  int64_t batch_dim = batch_first_ ? 0 : 1;
+  KILN_CHECK(src.dim() != 3 || tgt.dim() != 3 || src.size(batch_dim) == tgt.size(batch_dim), shape,
+             "[Transformer] the batch number of src {} and tgt {} must be equal", src.meta_str(), tgt.meta_str());
+  KILN_CHECK(src.size(-1) == tgt.size(-1), shape, "[Transformer] the feature number of src {} and tgt {} must be equal",
+             src.meta_str(), tgt.meta_str());
+  Tensor memory = encoder->encode(src, src_masks);
+  return decoder->decode(tgt, memory, tgt_masks, memory_masks);
 }
 
 Tensor square_subsequent_mask(int64_t n, Device device) {

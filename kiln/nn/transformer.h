@@ -126,6 +126,24 @@ class TransformerDecoder : public Module {
   std::shared_ptr<LayerNorm> norm;
 };
 
+/** torch.nn.Transformer: an encoder of num_encoder_layers layers and a decoder of
+ * num_decoder_layers, each with a final LayerNorm ("encoder.*", "decoder.*"); every
+ * parameter with more than one dim Xavier-uniform (PyTorch's _reset_parameters).
+ * forward({src, tgt}); transform() takes the masks (src's for the encoder's
+ * self-attention, tgt's for the decoder's, memory's for its attention over the encoding). */
+class Transformer : public Module {
+ public:
+  Transformer(const TransformerLayerOptions& layer, int64_t num_encoder_layers = 6, int64_t num_decoder_layers = 6);
+  TensorList forward(const TensorList& in) override { return {transform(in.at(0), in.at(1))}; }
+  Tensor transform(const Tensor& src, const Tensor& tgt, const AttentionMasks& src_masks = {},
+                   const AttentionMasks& tgt_masks = {}, const AttentionMasks& memory_masks = {});
+  std::shared_ptr<TransformerEncoder> encoder;
+  std::shared_ptr<TransformerDecoder> decoder;
+
+ private:
+  bool batch_first_;
+};
+
 /** A causal mask for PyTorch's layers: [n, n] floats, -inf above the diagonal, 0 elsewhere
  * (torch.nn.Transformer.generate_square_subsequent_mask). */
 Tensor square_subsequent_mask(int64_t n, Device device = Device("cpu:0"));

@@ -108,6 +108,13 @@ Tensor run_attention(const std::string& op, const std::vector<Tensor>& in, const
                                 .activation = a.value("activation", std::string("relu")),
                                 .batch_first = a.value("batch_first", false),
                                 .norm_first = a.value("norm_first", false)};
+  if (op == "transformer_full") {  // masks: src's attn_mask, the tgt mask as "tgt_mask"
+    nn::Transformer m(o, a.at("encoder_layers"), a.at("decoder_layers"));
+    bind_parameters(m, in, n_data, a);
+    nn::AttentionMasks tgt;
+    if (a.contains("tgt_mask")) tgt.attn_mask = in.at(a["tgt_mask"].get<size_t>());
+    return flat_cat({m.transform(in[0], in[1], masks, tgt)});
+  }
   if (op == "transformer_encoder_layer") {
     nn::TransformerEncoderLayer m(o);
     bind_parameters(m, in, n_data, a);

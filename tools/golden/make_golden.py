@@ -2314,6 +2314,16 @@ grad_cases("ctc_loss_logits", [torch.randn(8, 2, 5, generator=g).double(), T([[1
            lambda x_, t_: F.ctc_loss(x_.log_softmax(2), t_, [8, 6], [3, 2], reduction="sum"),
            {"input_lengths": [8, 6], "target_lengths": [3, 2], "reduction": "sum"}, "w.r.t. logits")
 
+# ---- the full nn.Transformer (appended) ----
+tfm_ = lambda **kw: (lambda: torch.nn.Transformer(E_, H_, 2, 1, dim_feedforward=16, **kw))
+module_cases("transformer_full", tfm_(), {"d_model": E_, "nhead": H_, "dim_feedforward": 16, "encoder_layers": 2,
+                                          "decoder_layers": 1, "tgt_mask": 2},
+             [kv_, q_, causal_], lambda m, s_, t_, a_: m(s_, t_, tgt_mask=a_), "causal target", grads=True)
+module_cases("transformer_full", tfm_(batch_first=True, norm_first=True, activation="gelu"),
+             {"d_model": E_, "nhead": H_, "dim_feedforward": 16, "encoder_layers": 2, "decoder_layers": 1,
+              "batch_first": True, "norm_first": True, "activation": "gelu"},
+             [kv_.transpose(0, 1), q_.transpose(0, 1)], lambda m, s_, t_: m(s_, t_), "batch_first, pre-LN, gelu")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
