@@ -1129,44 +1129,46 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
   Tensor flat_mask = flatten(expand(mask, shape));
   return index_select(flatten(expand(x, shape)), 0, select(nonzero(flat_mask), 1, 0));
 }
+namespace {
+
+// The runs of equal neighbours in the 1-D `seq` (NaN != NaN): each run's first value,
+// each element's run number (with `inverse`) and each run's length (with `counts`).
+struct Runs {
+  Tensor values, run_of, counts;
+};
+Runs runs_of(const Tensor& seq, bool inverse, bool counts) {
+  int64_t n = seq.numel();
+  TensorOptions o{.dtype = DType::i64, .device = seq.device()};
+  Tensor starts = n ? cat({ones({1}, {.dtype = DType::b8, .device = seq.device()}),
+                           ne(narrow(seq, 0, 1, n - 1), narrow(seq, 0, 0, n - 1))})
+                    : zeros({0}, {.dtype = DType::b8, .device = seq.device()});
+  Tensor first = select(nonzero(starts), 1, 0);
+  Runs r{index_select(seq, 0, first), Tensor(), Tensor()};
+  if (inverse) r.run_of = cumsum(starts, 0) - 1;
+  if (counts) {  // each run ends where the next starts (the last at n)
+    int64_t groups = first.numel();
+    r.counts = groups ? cat({narrow(first, 0, 1, groups - 1), full({1}, n, o)}) - first : zeros({0}, o);
+  }
+  return r;
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse, bool return_counts) {
   check_readable(x, "unique");
-  Tensor flat = flatten(x);
-  auto [sorted, order] = sort(flat);
-  int64_t n = flat.numel();
-  // A group starts where a sorted value differs from the one before it (NaN != NaN).
-  Tensor starts = n ? cat({ones({1}, {.dtype = DType::b8, .device = x.device()}),
-                           ne(narrow(sorted, 0, 1, n - 1), narrow(sorted, 0, 0, n - 1))})
-                    : zeros({0}, {.dtype = DType::b8, .device = x.device()});
-  Tensor first = select(nonzero(starts), 1, 0);
-  Tensor values = index_select(sorted, 0, first), inverse, counts;
-  if (return_inverse) {
-    Tensor group = cumsum(starts, 0) - 1;  // each sorted element's group
-    inverse = reshape(scatter(zeros_like(group), 0, order, group), IntList(x.shape().begin(), x.shape().end()));
-  }
-  if (return_counts) {  // each group ends where the next starts (the last at n)
-    int64_t groups = first.numel();
-    TensorOptions o{.dtype = DType::i64, .device = x.device()};
-    counts = groups ? cat({narrow(first, 0, 1, groups - 1), full({1}, n, o)}) - first : zeros({0}, o);
-  }
-  return {values, inverse, counts};
+  auto [sorted, order] = sort(flatten(x));
+  Runs r = runs_of(sorted, return_inverse, return_counts);
+  Tensor inverse;  // the run of each sorted element, scattered back to its place in x
+  if (return_inverse)
+    inverse = reshape(scatter(zeros_like(r.run_of), 0, order, r.run_of), IntList(x.shape().begin(), x.shape().end()));
+  return {r.values, inverse, r.counts};
 }
+
 std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse, bool return_counts) {
   check_readable(x, "unique_consecutive");
-  Tensor flat = flatten(x);
-  int64_t n = flat.numel();
-  TensorOptions o{.dtype = DType::i64, .device = x.device()};
-  Tensor starts = n ? cat({ones({1}, {.dtype = DType::b8, .device = x.device()}),
-                           ne(narrow(flat, 0, 1, n - 1), narrow(flat, 0, 0, n - 1))})
-                    : zeros({0}, {.dtype = DType::b8, .device = x.device()});
-  Tensor first = select(nonzero(starts), 1, 0);
-  Tensor values = index_select(flat, 0, first), inverse, counts;
-  if (return_inverse) inverse = reshape(cumsum(starts, 0) - 1, IntList(x.shape().begin(), x.shape().end()));
-  if (return_counts) {
-    int64_t groups = first.numel();
-    counts = groups ? cat({narrow(first, 0, 1, groups - 1), full({1}, n, o)}) - first : zeros({0}, o);
-  }
-  return {values, inverse, counts};
+  Runs r = runs_of(flatten(x), return_inverse, return_counts);
+  Tensor inverse = return_inverse ? reshape(r.run_of, IntList(x.shape().begin(), x.shape().end())) : Tensor();
+  return {r.values, inverse, r.counts};
 }
 
 Tensor repeat_interleave(const Tensor& repeats) {
