@@ -39,6 +39,8 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::erfinv: return {mul(tanh(a), 0.9)};
     case OpKind::lgamma: case OpKind::digamma: return {transpose(mul(a, 2.0), 0, 1)};
     case OpKind::polygamma: return {add(pos, 0.5), int64_t{2}};
+    case OpKind::special_unary: return {transpose(mul(a, 2.0), 0, 1), Str("i1e")};
+    case OpKind::special_binary: return {from_vector<int64_t>({2, 3, 5, 4}), pos, Str("zeta")};
     case OpKind::bitwise_not: return {transpose(from_vector<int64_t>({5, -3, 0, 7, 12, -8}, {2, 3}), 0, 1)};
     case OpKind::bitwise_and: case OpKind::bitwise_or: case OpKind::bitwise_xor:
       return {from_vector<int64_t>({5, -3, 0, 7, 12, -8}, {2, 3}), from_vector<int32_t>({6, 3, -1}, {3})};

@@ -412,6 +412,35 @@ Table build() {
   d.def(O::polygamma, arg(0), [](GradCtx& c) {
     c.set(0, c.grad() * polygamma(c.args().i64(1) + 1, c.t(0)));
   });
+  // The other torch.special functions: PyTorch's derivatives where it has them (i0, i0e,
+  // i1, i1e, erfcx, log_ndtr; zeta and the incomplete gamma functions w.r.t. their second
+  // argument); the public functions without one give outputs that need no gradient.
+  d.def(O::special_unary, arg(0) | kResult, [](GradCtx& c) {
+    const Tensor &x = c.t(0), &y = c.result(), &g = c.grad();
+    std::string_view fn = c.args().str(1);
+    auto unary = [&](const char* name) { return special_unary(x, name); };
+    if (fn == "i0") c.set(0, g * unary("i1"));
+    else if (fn == "i0e") c.set(0, g * (unary("i1e") - sign(x) * y));
+    else if (fn == "i1") c.set(0, g * where(x == 0.0, full_like(y, 0.5), unary("i0") - y / x));
+    else if (fn == "i1e")
+      c.set(0, g * where(x == 0.0, full_like(y, 0.5), unary("i0e") - y * (sign(x) + reciprocal(x))));
+    else if (fn == "erfcx") c.set(0, g * (x * y * 2.0 - 2 / std::sqrt(std::numbers::pi)));
+    else if (fn == "log_ndtr")
+      c.set(0, g * exp(neg(x * x * 0.5 + y)) * (1 / std::sqrt(2 * std::numbers::pi)));
+    else fail(ErrorKind::unsupported, "[special_unary] the derivative of {} is not implemented", fn);
+  });
+  d.def(O::special_binary, arg(0) | arg(1), [](GradCtx& c) {
+    const Tensor &x = c.t(0), &y = c.t(1), &g = c.grad();
+    std::string_view fn = c.args().str(2);
+    bool incomplete = fn == "gammainc" || fn == "gammaincc";
+    if (fn != "zeta" && !incomplete)
+      fail(ErrorKind::unsupported, "[special_binary] the derivative of {} is not implemented", fn);
+    if (c.needs(0))
+      fail(ErrorKind::unsupported, "[special_binary] the derivative of {} w.r.t. its first argument is not implemented", fn);
+    if (!c.needs(1)) return;
+    Tensor d = incomplete ? exp((x - 1.0) * log(y) - y - lgamma(x)) : neg(x) * special_binary(x + 1.0, y, "zeta");
+    c.set(1, sum_to(g * (fn == "gammaincc" ? neg(d) : d), c.input(1).shape));
+  });
   d.def(O::asinh, arg(0), [](GradCtx& c) {
     const Tensor& x = c.t(0);
     c.set(0, c.grad() * rsqrt(x * x + 1));

@@ -32,6 +32,7 @@
   X(k_unary, log1p, expm1, log2, tan, atan, asin, acos, sinh, cosh, reciprocal)               \
   X(k_unary, floor, ceil, round, trunc, sign, exp2, log10, erfc, asinh, acosh, atanh)        \
   X(k_unary, erfinv, lgamma, digamma, polygamma)                                             \
+  X(k_special, special_unary, special_binary)                                                \
   X(k_clamp, clamp)                                                                          \
   X(k_logical_not, logical_not)                                                              \
   X(k_bitwise, bitwise_not, bitwise_and, bitwise_or, bitwise_xor)                            \

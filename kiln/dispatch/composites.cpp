@@ -6,6 +6,7 @@
 #include <limits>
 #include <numbers>
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/dispatch/functional.h"
 #include "kiln/dispatch/linalg.h"
 #include "kiln/ops/meta.h"
@@ -42,6 +43,56 @@ Tensor special_xlog1py(const Tensor& x, const Tensor& y) {
   Tensor product = x * log1p(y);
   return where(logical_and(x == 0.0, logical_not(isnan(y))), zeros_like(product), product);
 }
+
+// The torch.special functions of special_unary / special_binary. Those PyTorch gives no
+// derivative run under NoGradGuard: their results need no gradient, as PyTorch's.
+Tensor i0(const Tensor& x) { return special_unary(x, "i0"); }
+Tensor special_i0e(const Tensor& x) { return special_unary(x, "i0e"); }
+Tensor special_i1(const Tensor& x) { return special_unary(x, "i1"); }
+Tensor special_i1e(const Tensor& x) { return special_unary(x, "i1e"); }
+Tensor special_erfcx(const Tensor& x) { return special_unary(x, "erfcx"); }
+Tensor special_log_ndtr(const Tensor& x) { return special_unary(x, "log_ndtr"); }
+
+namespace {
+Tensor without_grad(const Tensor& x, const char* fn) {
+  autograd::NoGradGuard no_grad;
+  return special_unary(x, fn);
+}
+Tensor without_grad(const Tensor& x, const Tensor& n, const char* fn) {
+  autograd::NoGradGuard no_grad;
+  return special_binary(x, n, fn);
+}
+}  // namespace
+
+Tensor special_modified_bessel_i0(const Tensor& x) { return without_grad(x, "i0"); }
+Tensor special_modified_bessel_i1(const Tensor& x) { return without_grad(x, "i1"); }
+Tensor special_bessel_j0(const Tensor& x) { return without_grad(x, "bessel_j0"); }
+Tensor special_bessel_j1(const Tensor& x) { return without_grad(x, "bessel_j1"); }
+Tensor special_bessel_y0(const Tensor& x) { return without_grad(x, "bessel_y0"); }
+Tensor special_bessel_y1(const Tensor& x) { return without_grad(x, "bessel_y1"); }
+Tensor special_modified_bessel_k0(const Tensor& x) { return without_grad(x, "modified_bessel_k0"); }
+Tensor special_modified_bessel_k1(const Tensor& x) { return without_grad(x, "modified_bessel_k1"); }
+Tensor special_scaled_modified_bessel_k0(const Tensor& x) { return without_grad(x, "scaled_modified_bessel_k0"); }
+Tensor special_scaled_modified_bessel_k1(const Tensor& x) { return without_grad(x, "scaled_modified_bessel_k1"); }
+Tensor special_airy_ai(const Tensor& x) { return without_grad(x, "airy_ai"); }
+Tensor special_spherical_bessel_j0(const Tensor& x) { return without_grad(x, "spherical_bessel_j0"); }
+Tensor special_zeta(const Tensor& x, const Tensor& q) { return special_binary(x, q, "zeta"); }
+Tensor special_gammainc(const Tensor& a, const Tensor& x) { return special_binary(a, x, "gammainc"); }
+Tensor special_gammaincc(const Tensor& a, const Tensor& x) { return special_binary(a, x, "gammaincc"); }
+Tensor igamma(const Tensor& a, const Tensor& x) { return special_gammainc(a, x); }
+Tensor igammac(const Tensor& a, const Tensor& x) { return special_gammaincc(a, x); }
+Tensor special_chebyshev_polynomial_t(const Tensor& x, const Tensor& n) { return without_grad(x, n, "chebyshev_polynomial_t"); }
+Tensor special_chebyshev_polynomial_u(const Tensor& x, const Tensor& n) { return without_grad(x, n, "chebyshev_polynomial_u"); }
+Tensor special_chebyshev_polynomial_v(const Tensor& x, const Tensor& n) { return without_grad(x, n, "chebyshev_polynomial_v"); }
+Tensor special_chebyshev_polynomial_w(const Tensor& x, const Tensor& n) { return without_grad(x, n, "chebyshev_polynomial_w"); }
+Tensor special_shifted_chebyshev_polynomial_t(const Tensor& x, const Tensor& n) { return without_grad(x, n, "shifted_chebyshev_polynomial_t"); }
+Tensor special_shifted_chebyshev_polynomial_u(const Tensor& x, const Tensor& n) { return without_grad(x, n, "shifted_chebyshev_polynomial_u"); }
+Tensor special_shifted_chebyshev_polynomial_v(const Tensor& x, const Tensor& n) { return without_grad(x, n, "shifted_chebyshev_polynomial_v"); }
+Tensor special_shifted_chebyshev_polynomial_w(const Tensor& x, const Tensor& n) { return without_grad(x, n, "shifted_chebyshev_polynomial_w"); }
+Tensor special_hermite_polynomial_h(const Tensor& x, const Tensor& n) { return without_grad(x, n, "hermite_polynomial_h"); }
+Tensor special_hermite_polynomial_he(const Tensor& x, const Tensor& n) { return without_grad(x, n, "hermite_polynomial_he"); }
+Tensor special_laguerre_polynomial_l(const Tensor& x, const Tensor& n) { return without_grad(x, n, "laguerre_polynomial_l"); }
+Tensor special_legendre_polynomial_p(const Tensor& x, const Tensor& n) { return without_grad(x, n, "legendre_polynomial_p"); }
 
 Tensor mvlgamma(const Tensor& x, int64_t p) {
   KILN_CHECK(p >= 1, value, "[mvlgamma] p must be >= 1, got {}", p);
@@ -349,27 +400,6 @@ Tensor lcm(const Tensor& a, const Tensor& b) {
   return where(g == 0, zeros_like(g), abs(floor_divide(a, where(g == 0, ones_like(g), g)) * b));
 }
 
-Tensor i0(const Tensor& x) {
-  Tensor ax = abs(is_floating(x.dtype()) ? x : to(x, DType::f32));
-  // |x| <= 20: the power series sum ((x/2)^k / k!)^2; above: the asymptotic expansion
-  // e^x / sqrt(2 pi x) sum c_k / x^k, c_k = c_{k-1} (2k - 1)^2 / (8k). Each branch reads
-  // a clamped |x| so the other's overflow leaves no NaN in the gradient.
-  Tensor near = ax <= 20.0;
-  Tensor small_x = where(near, ax, zeros_like(ax)), large_x = where(near, full_like(ax, 20.0), ax);
-  Tensor q = small_x * small_x * 0.25, term = ones_like(ax), series = ones_like(ax);
-  for (int k = 1; k <= 60; ++k) {
-    term = term * q / static_cast<double>(k * k);
-    series = series + term;
-  }
-  Tensor inv = reciprocal(large_x), c = ones_like(ax), expansion = ones_like(ax);
-  for (int k = 1; k <= 25; ++k) {
-    c = c * inv * (static_cast<double>((2 * k - 1) * (2 * k - 1)) / (8.0 * k));
-    expansion = expansion + c;
-  }
-  Tensor asymptotic = exp(large_x) * rsqrt(large_x * (2 * std::numbers::pi)) * expansion;
-  return where(near, series, asymptotic);
-}
-
 Tensor isin(const Tensor& elements, const Tensor& test_elements, bool /*assume_unique*/, bool invert) {
   Tensor hit = any(eq(unsqueeze(elements, -1), reshape(test_elements, {-1})), -1);
   if (test_elements.numel() == 0) hit = zeros_like(elements, {.dtype = DType::b8});
@@ -379,7 +409,6 @@ Tensor isin(const Tensor& elements, const Tensor& test_elements, bool /*assume_u
 Tensor combinations(const Tensor& x, int64_t r, bool with_replacement) {
   KILN_CHECK(x.dim() == 1, shape, "[combinations] expects a 1-D tensor, got {}", x.meta_str());
   KILN_CHECK(r >= 0, value, "[combinations] r must be non-negative, got {}", r);
-  TensorOptions o{.dtype = DType::i64, .device = x.device()};
   if (r == 0) return empty({0}, {.dtype = x.dtype(), .device = x.device()});
   // The position tuples, enumerated on the host (they depend on the length only).
   int64_t n = x.size(0);

@@ -264,6 +264,12 @@ Tensor erfinv(const Tensor& x) { return call1(OpKind::erfinv, x); }
 Tensor lgamma(const Tensor& x) { return call1(OpKind::lgamma, x); }
 Tensor digamma(const Tensor& x) { return call1(OpKind::digamma, x); }
 Tensor polygamma(int64_t n, const Tensor& x) { return call1(OpKind::polygamma, x, n); }
+Tensor special_unary(const Tensor& x, std::string_view fn) {
+  return call1(OpKind::special_unary, x, Str(std::string(fn)));
+}
+Tensor special_binary(const Tensor& x, const Tensor& y, std::string_view fn) {
+  return call1(OpKind::special_binary, x, y, Str(std::string(fn)));
+}
 Tensor bitwise_not(const Tensor& x) { return call1(OpKind::bitwise_not, x); }
 Tensor bitwise_and(const Tensor& a, const Tensor& b) { return call1(OpKind::bitwise_and, a, b); }
 Tensor bitwise_or(const Tensor& a, const Tensor& b) { return call1(OpKind::bitwise_or, a, b); }

@@ -130,6 +130,59 @@ Tensor special_ndtr(const Tensor& x);
 Tensor special_ndtri(const Tensor& p);
 Tensor special_entr(const Tensor& x);
 Tensor special_xlog1py(const Tensor& x, const Tensor& y);
+/** The table ops behind the functions below: `fn` names a function of
+ * kiln/ops/special_names.h (an unknown name is a `value` Error). Integer inputs compute in
+ * f32; results are exact to a few units of double rounding, then rounded once. */
+Tensor special_unary(const Tensor& x, std::string_view fn);
+Tensor special_binary(const Tensor& x, const Tensor& y, std::string_view fn);
+/** Modified Bessel functions of the first kind, I0 and I1, and their scaled forms
+ * e^-|x| I(x) (torch.i0, torch.special.i0e/i1/i1e), differentiable as PyTorch's. */
+Tensor i0(const Tensor& x);
+Tensor special_i0e(const Tensor& x);
+Tensor special_i1(const Tensor& x);
+Tensor special_i1e(const Tensor& x);
+/** e^{x²} erfc(x) and log Φ(x) (Φ the standard normal CDF), differentiable. */
+Tensor special_erfcx(const Tensor& x);
+Tensor special_log_ndtr(const Tensor& x);
+/** Bessel functions without a derivative in PyTorch (their results need no gradient):
+ * J0, J1, Y0, Y1 (NaN at ±inf and, for Y, below 0), I0, I1, K0, K1 and e^x K0, e^x K1
+ * (inf at 0, NaN below), Airy Ai, and the spherical j0 = sin(x) / x. */
+Tensor special_bessel_j0(const Tensor& x);
+Tensor special_bessel_j1(const Tensor& x);
+Tensor special_bessel_y0(const Tensor& x);
+Tensor special_bessel_y1(const Tensor& x);
+Tensor special_modified_bessel_i0(const Tensor& x);
+Tensor special_modified_bessel_i1(const Tensor& x);
+Tensor special_modified_bessel_k0(const Tensor& x);
+Tensor special_modified_bessel_k1(const Tensor& x);
+Tensor special_scaled_modified_bessel_k0(const Tensor& x);
+Tensor special_scaled_modified_bessel_k1(const Tensor& x);
+Tensor special_airy_ai(const Tensor& x);
+Tensor special_spherical_bessel_j0(const Tensor& x);
+/** The Hurwitz zeta function ζ(x, q) = Σ_k (q + k)^-x, and the regularized incomplete
+ * gamma functions P(a, x) (gammainc, igamma) and Q(a, x) = 1 - P (gammaincc, igammac);
+ * differentiable w.r.t. q and x only, as PyTorch's. */
+Tensor special_zeta(const Tensor& x, const Tensor& q);
+Tensor special_gammainc(const Tensor& a, const Tensor& x);
+Tensor special_gammaincc(const Tensor& a, const Tensor& x);
+Tensor igamma(const Tensor& a, const Tensor& x);
+Tensor igammac(const Tensor& a, const Tensor& x);
+/** Classical orthogonal polynomials of degree n at x (n truncated to an integer; 0 for
+ * n < 0): Chebyshev T, U, V, W and their shifted forms on [0, 1], Hermite H
+ * (physicists') and He (probabilists'), Laguerre L, Legendre P. Not differentiable, as
+ * in PyTorch. */
+Tensor special_chebyshev_polynomial_t(const Tensor& x, const Tensor& n);
+Tensor special_chebyshev_polynomial_u(const Tensor& x, const Tensor& n);
+Tensor special_chebyshev_polynomial_v(const Tensor& x, const Tensor& n);
+Tensor special_chebyshev_polynomial_w(const Tensor& x, const Tensor& n);
+Tensor special_shifted_chebyshev_polynomial_t(const Tensor& x, const Tensor& n);
+Tensor special_shifted_chebyshev_polynomial_u(const Tensor& x, const Tensor& n);
+Tensor special_shifted_chebyshev_polynomial_v(const Tensor& x, const Tensor& n);
+Tensor special_shifted_chebyshev_polynomial_w(const Tensor& x, const Tensor& n);
+Tensor special_hermite_polynomial_h(const Tensor& x, const Tensor& n);
+Tensor special_hermite_polynomial_he(const Tensor& x, const Tensor& n);
+Tensor special_laguerre_polynomial_l(const Tensor& x, const Tensor& n);
+Tensor special_legendre_polynomial_p(const Tensor& x, const Tensor& n);
 /** Bitwise ops of integer tensors (bool: the logical ops); floats are refused. */
 Tensor bitwise_not(const Tensor& x);
 Tensor bitwise_and(const Tensor& a, const Tensor& b);
@@ -600,8 +653,6 @@ Tensor fmin(const Tensor& a, const Tensor& b);
 /** Greatest common divisor (>= 0; gcd(0, 0) = 0) and least common multiple of integers. */
 Tensor gcd(const Tensor& a, const Tensor& b);
 Tensor lcm(const Tensor& a, const Tensor& b);
-/** The modified Bessel function of the first kind, order 0 (float results). */
-Tensor i0(const Tensor& x);
 /** Whether each element of `elements` is in `test_elements` (invert: is not). */
 Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique = false, bool invert = false);
 /** The r-element combinations of the 1-D x's elements, in lexicographic order of

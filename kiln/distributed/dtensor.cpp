@@ -484,14 +484,14 @@ bool is_pointwise(OpKind op) {
     case OpKind::sigmoid: case OpKind::silu: case OpKind::gelu: case OpKind::erf: case OpKind::logical_not:
     case OpKind::exp2: case OpKind::log10: case OpKind::erfc: case OpKind::asinh: case OpKind::acosh:
     case OpKind::atanh: case OpKind::erfinv: case OpKind::lgamma: case OpKind::digamma:
-    case OpKind::polygamma: case OpKind::bitwise_not: case OpKind::bitwise_and: case OpKind::bitwise_or:
+    case OpKind::polygamma: case OpKind::special_unary: case OpKind::bitwise_not: case OpKind::bitwise_and: case OpKind::bitwise_or:
     case OpKind::bitwise_xor:
     case OpKind::log1p: case OpKind::expm1: case OpKind::log2: case OpKind::tan: case OpKind::atan:
     case OpKind::asin: case OpKind::acos: case OpKind::sinh: case OpKind::cosh: case OpKind::reciprocal:
     case OpKind::floor: case OpKind::ceil: case OpKind::round: case OpKind::trunc: case OpKind::sign:
     case OpKind::clamp:
     case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div: case OpKind::pow:
-    case OpKind::remainder: case OpKind::fmod: case OpKind::floor_divide: case OpKind::atan2:
+    case OpKind::remainder: case OpKind::fmod: case OpKind::floor_divide: case OpKind::atan2: case OpKind::special_binary:
     case OpKind::maximum: case OpKind::minimum: case OpKind::eq: case OpKind::ne: case OpKind::lt:
     case OpKind::le: case OpKind::gt: case OpKind::ge: case OpKind::where: case OpKind::gelu_backward:
     case OpKind::threshold_backward:

@@ -25,8 +25,6 @@ Tensor uniform(const IntList& shape, double bound, Device d) {
   return sub(mul(rand(shape, {.device = d}), 2 * bound), bound);
 }
 
-Tensor plus_bias(const Tensor& y, const Tensor& b) { return b.defined() ? y + b : y; }
-
 // One step from the input's projection `gi` (x W_ih^T + b_ih) and the state. LSTM's
 // state is (h, c); the others' c stays undefined.
 std::pair<Tensor, Tensor> step(Mode mode, const Tensor& gi, const Tensor& h, const Tensor& c, const Tensor& w_hh,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/ops/meta_util.h"
+#include "kiln/ops/special_names.h"
 
 namespace kiln::ops {
 
@@ -193,6 +194,9 @@ void meta_unary_float(const OpCall& c, MetaOut& out) {
                "[gelu] approximate must be 'none' or 'tanh', got '{}'", c.args.str(1));
   if (c.op == OpKind::polygamma)
     KILN_CHECK(c.args.i64(1) >= 0, value, "[polygamma] n must be >= 0, got {}", c.args.i64(1));
+  if (c.op == OpKind::special_unary)
+    KILN_CHECK(special_code(c.args.str(1), false) >= 0, value,
+               "[special_unary] unknown function '{}'", c.args.str(1));
   out.fresh(self.shape(), is_floating(self.dtype()) ? self.dtype() : DType::f32);
 }
 
@@ -236,6 +240,9 @@ void meta_binary(const OpCall& c, MetaOut& out) {
 void meta_binary_float(const OpCall& c, MetaOut& out) {
   const Tensor& a = c.args.tensor(0);
   const Tensor& b = c.args.tensor(1);
+  if (c.op == OpKind::special_binary)
+    KILN_CHECK(special_code(c.args.str(2), true) >= 0, value,
+               "[special_binary] unknown function '{}'", c.args.str(2));
   DType dtype = result_type(a, b);
   out.fresh(broadcast_shapes(a.shape(), b.shape(), name_of(c)),
             is_floating(dtype) ? dtype : DType::f32);

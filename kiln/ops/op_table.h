@@ -77,6 +77,10 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(lgamma,  same, meta_unary_float, "lgamma(Tensor self) -> Tensor") \
   X(digamma, same, meta_unary_float, "digamma(Tensor self) -> Tensor") \
   X(polygamma, same, meta_unary_float, "polygamma(Tensor self, int n) -> Tensor") \
+  /* the other torch.special functions, one op per arity, the function by name
+     (kiln/backend/special_functions.h lists them) */ \
+  X(special_unary, same, meta_unary_float, "special_unary(Tensor self, str fn) -> Tensor") \
+  X(special_binary, same, meta_binary_float, "special_binary(Tensor self, Tensor other, str fn) -> Tensor") \
   X(floor,   same, meta_unary,       "floor(Tensor self) -> Tensor") \
   X(ceil,    same, meta_unary,       "ceil(Tensor self) -> Tensor") \
   X(round,   same, meta_unary,       "round(Tensor self) -> Tensor") \

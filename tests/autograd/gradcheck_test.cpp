@@ -39,6 +39,15 @@ std::vector<std::vector<Value>> extra_samples(OpKind op) {
     case OpKind::linear: return {{randn({4}, o), randn({6, 4}, o), Value()},
                                  {a3, randn({5, 4}, o), randn({5}, o)}};
     case OpKind::permute: return {{a3, IntList{2, 0, 1}}};
+    case OpKind::special_unary: {  // every function with a derivative
+      std::vector<std::vector<Value>> all;
+      for (const char* fn : {"i0", "i0e", "i1"}) all.push_back({mul(a3, 3.0), Str(fn)});
+      for (const char* fn : {"erfcx", "log_ndtr"}) all.push_back({a3, Str(fn)});  // erfcx(-x) grows as e^{x²}
+      return all;
+    }
+    case OpKind::special_binary:  // w.r.t. the second argument
+      return {{from_vector<int64_t>({1, 2, 5, 9}), add(abs(a3), 0.1), Str("gammainc")},
+              {from_vector<int64_t>({3, 7, 1, 2}), add(abs(a3), 2.0), Str("gammaincc")}};
     case OpKind::expand: return {{randn({3, 1}, o), IntList{2, 3, 4}}};
     case OpKind::softmax: return {{a3, int64_t{-1}}};
     case OpKind::log_softmax: return {{transpose(a3, 1, 2), int64_t{1}}};

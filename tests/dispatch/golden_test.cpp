@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 
 #include "kiln/kiln.h"
 #include "mock_cuda.h"
@@ -629,6 +630,46 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "special_ndtri") return special_ndtri(in[0]);
   if (op == "special_entr") return special_entr(in[0]);
   if (op == "special_xlog1py") return special_xlog1py(in[0], in[1]);
+  static const std::map<std::string, Tensor (*)(const Tensor&)> special1 = {
+      {"special_i0e", special_i0e},
+      {"special_i1", special_i1},
+      {"special_i1e", special_i1e},
+      {"special_erfcx", special_erfcx},
+      {"special_log_ndtr", special_log_ndtr},
+      {"special_bessel_j0", special_bessel_j0},
+      {"special_bessel_j1", special_bessel_j1},
+      {"special_bessel_y0", special_bessel_y0},
+      {"special_bessel_y1", special_bessel_y1},
+      {"special_modified_bessel_i0", special_modified_bessel_i0},
+      {"special_modified_bessel_i1", special_modified_bessel_i1},
+      {"special_modified_bessel_k0", special_modified_bessel_k0},
+      {"special_modified_bessel_k1", special_modified_bessel_k1},
+      {"special_scaled_modified_bessel_k0", special_scaled_modified_bessel_k0},
+      {"special_scaled_modified_bessel_k1", special_scaled_modified_bessel_k1},
+      {"special_airy_ai", special_airy_ai},
+      {"special_spherical_bessel_j0", special_spherical_bessel_j0},
+  };
+  static const std::map<std::string, Tensor (*)(const Tensor&, const Tensor&)> special2 = {
+      {"special_zeta", special_zeta},
+      {"special_gammainc", special_gammainc},
+      {"special_gammaincc", special_gammaincc},
+      {"special_chebyshev_polynomial_t", special_chebyshev_polynomial_t},
+      {"special_chebyshev_polynomial_u", special_chebyshev_polynomial_u},
+      {"special_chebyshev_polynomial_v", special_chebyshev_polynomial_v},
+      {"special_chebyshev_polynomial_w", special_chebyshev_polynomial_w},
+      {"special_shifted_chebyshev_polynomial_t", special_shifted_chebyshev_polynomial_t},
+      {"special_shifted_chebyshev_polynomial_u", special_shifted_chebyshev_polynomial_u},
+      {"special_shifted_chebyshev_polynomial_v", special_shifted_chebyshev_polynomial_v},
+      {"special_shifted_chebyshev_polynomial_w", special_shifted_chebyshev_polynomial_w},
+      {"special_hermite_polynomial_h", special_hermite_polynomial_h},
+      {"special_hermite_polynomial_he", special_hermite_polynomial_he},
+      {"special_laguerre_polynomial_l", special_laguerre_polynomial_l},
+      {"special_legendre_polynomial_p", special_legendre_polynomial_p},
+      {"igamma", igamma},
+      {"igammac", igammac},
+  };
+  if (auto it = special1.find(op); it != special1.end()) return it->second(in[0]);
+  if (auto it = special2.find(op); it != special2.end()) return it->second(in[0], in[1]);
   if (op == "asinh") return asinh(in[0]);
   if (op == "acosh") return acosh(in[0]);
   if (op == "atanh") return atanh(in[0]);

@@ -2324,6 +2324,57 @@ module_cases("transformer_full", tfm_(batch_first=True, norm_first=True, activat
               "batch_first": True, "norm_first": True, "activation": "gelu"},
              [kv_.transpose(0, 1), q_.transpose(0, 1)], lambda m, s_, t_: m(s_, t_), "batch_first, pre-LN, gelu")
 
+# ---- torch.special: Bessel, Airy, erfcx, log_ndtr, zeta, incomplete gamma, polynomials ----
+special_x = [-30.0, -10.0, -5.5, -2.0, -1.0, -0.3, 0.0, 0.2, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 10.0,
+             20.0, 29.5, 31.0, 50.0, 100.0, 500.0, inf, -inf, nan]
+# PyTorch 1.13's J and Y are off by up to ~2e-7 absolute (kiln's, glibc's, agree with
+# mpmath to rounding): these cases allow for it.
+special_tol = {"airy_ai": (1e-7, 1e-12), "bessel_j0": (1e-6, 1e-6), "bessel_j1": (1e-6, 1e-6),
+               "bessel_y0": (1e-6, 1e-6), "bessel_y1": (1e-6, 1e-6)}
+for name in ["i0e", "i1", "i1e", "erfcx", "log_ndtr", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+             "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
+             "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "airy_ai", "spherical_bessel_j0"]:
+    f = getattr(torch.special, name)
+    rt, at = special_tol.get(name, (1e-10, 1e-300))
+    auto("special_" + name, [T(special_x).double()], f, note="f64", rtol=rt, atol=at)
+    auto("special_" + name, [T(special_x)], f, note="f32", rtol=2e-5, atol=1e-6)
+    auto("special_" + name, [T([0, 1, 2, 7])], f, note="integers compute in f32", rtol=2e-5, atol=1e-6)
+auto("special_airy_ai", [torch.linspace(-40, 12, 53).double()], torch.special.airy_ai, note="both tails",
+     rtol=1e-7, atol=1e-12)
+auto("special_modified_bessel_k0", [torch.logspace(-8, 2.8, 30).double()], torch.special.modified_bessel_k0,
+     note="12 decades", rtol=1e-10, atol=1e-300)
+auto("special_scaled_modified_bessel_k1", [torch.logspace(-8, 4, 30).double()],
+     torch.special.scaled_modified_bessel_k1, note="12 decades", rtol=1e-10, atol=1e-300)
+auto("special_i1e", [torch.logspace(-6, 5, 30).double()], torch.special.i1e, note="11 decades", rtol=1e-10, atol=1e-300)
+for name in ["i0e", "i1", "i1e", "erfcx", "log_ndtr"]:
+    grad_cases("special_" + name, [randn(6).double() * 3], getattr(torch.special, name))
+grad_cases("special_i1", [T([0.0, 1.0]).double()], torch.special.i1, note="at 0")
+grad_cases("special_i1e", [T([0.0, -2.0]).double()], torch.special.i1e, note="at 0")
+zeta_x = T([1.0, 1.5, 2.0, 3.5, 10.0, 0.5]).double().unsqueeze(1)
+zeta_q = T([-1.5, -1.0, 0.0, 0.5, 1.0, 2.5, 10.0, inf, nan]).double()
+auto("special_zeta", [zeta_x, zeta_q], torch.special.zeta, note="f64 broadcast", rtol=1e-10, atol=1e-300)
+auto("special_zeta", [zeta_x.float(), zeta_q.float()], torch.special.zeta, note="f32", rtol=2e-5, atol=1e-6)
+grad_cases("special_zeta", [T([2, 3]), T([0.5, 2.5]).double()], torch.special.zeta, note="w.r.t. q")
+gam_a = T([0.0, 0.1, 0.5, 1.0, 2.5, 10.0, 50.0, -1.0, inf, nan]).double().unsqueeze(1)
+gam_x = T([0.0, 0.01, 0.5, 1.0, 3.0, 10.0, 60.0, 200.0, -1.0, inf, nan]).double()
+for name in ["gammainc", "gammaincc"]:
+    f = getattr(torch.special, name)
+    auto("special_" + name, [gam_a, gam_x], f, note="f64 broadcast", rtol=1e-8, atol=1e-300)
+    auto("special_" + name, [gam_a.float(), gam_x.float()], f, note="f32", rtol=2e-5, atol=1e-6)
+    grad_cases("special_" + name, [T([1, 3]), T([0.5, 4.0]).double()], f, note="w.r.t. x")
+auto("igamma", [T([2.0, 0.5]), T([1.0, 3.0])], torch.igamma, note="alias")
+auto("igammac", [T([2.0, 0.5]), T([1.0, 3.0])], torch.igammac, note="alias")
+poly_x = T([-1.5, -1.0, -0.7, -0.2, 0.0, 0.3, 0.5, 0.9, 1.0, 2.0, nan]).double().unsqueeze(1)
+poly_n = T([-1.0, 0.0, 1.0, 2.0, 2.5, 3.0, 5.0, 7.0, 10.0, 25.0, nan]).double()
+for name in ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+             "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+             "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+             "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]:
+    f = getattr(torch.special, name)
+    auto("special_" + name, [poly_x, poly_n], f, note="f64 broadcast", rtol=1e-9, atol=1e-9)
+    auto("special_" + name, [poly_x.float(), T([0, 1, 4, 8])], f, note="f32 x, integer n", rtol=1e-4, atol=1e-4)
+
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,

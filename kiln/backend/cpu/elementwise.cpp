@@ -5,6 +5,7 @@
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/vmath.h"
+#include "kiln/backend/special_functions.h"
 #include "kiln/backend/special_math.h"
 #include "kiln/ops/meta.h"
 
@@ -341,6 +342,31 @@ void k_logical_not(const OpCall& c, std::span<Tensor> outs) {
   Tensor x = cast(self, compute_dtype(self.dtype()));
   KILN_DISPATCH_COMPUTE(x.dtype(), "logical_not",
                         unary_loop<bool, T>(outs[0], x, [](T v) { return !(v != T(0)); }));
+}
+
+// special_unary / special_binary: the named function per element, computed in double
+// (kiln/backend/special_functions.h), in the output's floating type.
+void k_special(const OpCall& c, std::span<Tensor> outs) {
+  bool binary = c.op == OpKind::special_binary;
+  int code = ops::special_code(c.args.str(binary ? 2 : 1), binary);
+  DType cd = compute_dtype(outs[0].dtype());
+  Tensor ta, tb;
+  const Tensor& a = cast_ref(c.args.tensor(0), cd, ta);
+  Staged s(outs[0], cd);
+  auto run = [&]<typename T>(T*) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (binary) {
+        const Tensor& b = cast_ref(c.args.tensor(1), cd, tb);
+        binary_loop<T, T>(s.dst, a, b, [code](T x, T y) { return backend::special_binary_of(code, x, y); });
+      } else {
+        unary_loop<T, T>(s.dst, a, [code](T x) { return backend::special_unary_of(code, x); });
+      }
+    } else {
+      fail(ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", c.op, cd);
+    }
+  };
+  KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
+  s.finish();
 }
 
 void k_bitwise(const OpCall& c, std::span<Tensor> outs) {

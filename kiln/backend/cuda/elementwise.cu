@@ -1,6 +1,7 @@
 // Unary and binary arithmetic on CUDA devices. See Note [CUDA elementwise kernels].
 #include "kiln/backend/cuda/common.cuh"
 #include "kiln/backend/cuda/element_ops.h"
+#include "kiln/backend/special_functions.h"
 
 namespace kiln::cuda {
 
@@ -116,6 +117,28 @@ void k_threshold_backward(const OpCall& c, std::span<Tensor> outs) {
     W th = static_cast<W>(threshold);
     launch_elementwise<3>(out.numel(), geo, [=] __device__(const int64_t* off) {
       o[off[0]] = load(px[off[2]]) <= th ? store<T>(W(0)) : store<T>(load(pg[off[1]]));
+    });
+  });
+}
+
+// special_unary / special_binary: the named function per element, in double inside.
+void k_special(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& out = outs[0];
+  bool binary = c.op == OpKind::special_binary;
+  int code = ops::special_code(c.args.str(binary ? 2 : 1), binary);
+  Tensor a = as_dtype(c.args.tensor(0), out.dtype(), out.device());
+  Tensor b = binary ? as_dtype(c.args.tensor(1), out.dtype(), out.device()) : a;
+  const Dims& shape = out.shape();
+  auto g = make_geometry<3>(shape, {out.strides(), in_strides(a, shape), in_strides(b, shape)},
+                            {out.offset(), in_offset(a), in_offset(b)});
+  KILN_CUDA_DISPATCH_FLOAT(out.dtype(), c.op, {
+    using W = opmath_t<T>;
+    T* o = out_ptr<T>(out);
+    In<T> pa = input<T>(a), pb = input<T>(b);
+    launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {
+      W x = load(pa[off[1]]);
+      o[off[0]] = store<T>(binary ? backend::special_binary_of<W>(code, x, load(pb[off[2]]))
+                                  : backend::special_unary_of<W>(code, x));
     });
   });
 }
