@@ -194,7 +194,6 @@ void sorted_back(GradCtx& c, int64_t dim) {
 // The decompositions' gradients (PyTorch's formulas). mT: the matrices transposed;
 // skew(X) = X - X^T; `denominator(x)` [..., k, k] holds x_j - x_i at (i, j), and 1 on the
 // diagonal, where the numerators it divides are 0.
-Tensor mT(const Tensor& x) { return transpose(x, -2, -1); }
 Tensor skew(const Tensor& x) { return x - mT(x); }
 Tensor denominator(const Tensor& x) {
   return unsqueeze(x, -2) - unsqueeze(x, -1) + eye(x.size(-1), std::nullopt, {.dtype = x.dtype(), .device = x.device()});

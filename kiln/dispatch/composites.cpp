@@ -94,6 +94,27 @@ Tensor special_hermite_polynomial_he(const Tensor& x, const Tensor& n) { return 
 Tensor special_laguerre_polynomial_l(const Tensor& x, const Tensor& n) { return without_grad(x, n, "laguerre_polynomial_l"); }
 Tensor special_legendre_polynomial_p(const Tensor& x, const Tensor& n) { return without_grad(x, n, "legendre_polynomial_p"); }
 
+Tensor special_i0(const Tensor& x) { return i0(x); }
+Tensor special_expit(const Tensor& x) { return sigmoid(x); }
+Tensor special_logit(const Tensor& x, std::optional<double> eps) { return logit(x, eps); }
+Tensor special_exp2(const Tensor& x) { return exp2(x); }
+Tensor special_expm1(const Tensor& x) { return expm1(x); }
+Tensor special_log1p(const Tensor& x) { return log1p(x); }
+Tensor special_erf(const Tensor& x) { return erf(x); }
+Tensor special_erfc(const Tensor& x) { return erfc(x); }
+Tensor special_erfinv(const Tensor& x) { return erfinv(x); }
+Tensor special_gammaln(const Tensor& x) { return lgamma(x); }
+Tensor special_digamma(const Tensor& x) { return digamma(x); }
+Tensor special_psi(const Tensor& x) { return digamma(x); }
+Tensor special_polygamma(int64_t n, const Tensor& x) { return polygamma(n, x); }
+Tensor special_multigammaln(const Tensor& x, int64_t p) { return mvlgamma(x, p); }
+Tensor special_round(const Tensor& x) { return round(x); }
+Tensor special_sinc(const Tensor& x) { return sinc(x); }
+Tensor special_xlogy(const Tensor& x, const Tensor& y) { return xlogy(x, y); }
+Tensor special_logsumexp(const Tensor& x, const IntList& dims, bool keepdim) { return logsumexp(x, dims, keepdim); }
+Tensor special_softmax(const Tensor& x, int64_t dim) { return softmax(x, dim); }
+Tensor special_log_softmax(const Tensor& x, int64_t dim) { return log_softmax(x, dim); }
+
 Tensor mvlgamma(const Tensor& x, int64_t p) {
   KILN_CHECK(p >= 1, value, "[mvlgamma] p must be >= 1, got {}", p);
   Tensor fx = is_floating(x.dtype()) ? x : to(x, f32);  // integers compute in f32, as PyTorch 1.13

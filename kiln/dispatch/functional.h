@@ -183,6 +183,27 @@ Tensor special_hermite_polynomial_h(const Tensor& x, const Tensor& n);
 Tensor special_hermite_polynomial_he(const Tensor& x, const Tensor& n);
 Tensor special_laguerre_polynomial_l(const Tensor& x, const Tensor& n);
 Tensor special_legendre_polynomial_p(const Tensor& x, const Tensor& n);
+/** torch.special's names for functions kiln has under their torch names. */
+Tensor special_i0(const Tensor& x);
+Tensor special_expit(const Tensor& x);
+Tensor special_logit(const Tensor& x, std::optional<double> eps = std::nullopt);
+Tensor special_exp2(const Tensor& x);
+Tensor special_expm1(const Tensor& x);
+Tensor special_log1p(const Tensor& x);
+Tensor special_erf(const Tensor& x);
+Tensor special_erfc(const Tensor& x);
+Tensor special_erfinv(const Tensor& x);
+Tensor special_gammaln(const Tensor& x);
+Tensor special_digamma(const Tensor& x);
+Tensor special_psi(const Tensor& x);
+Tensor special_polygamma(int64_t n, const Tensor& x);
+Tensor special_multigammaln(const Tensor& x, int64_t p);
+Tensor special_round(const Tensor& x);
+Tensor special_sinc(const Tensor& x);
+Tensor special_xlogy(const Tensor& x, const Tensor& y);
+Tensor special_logsumexp(const Tensor& x, const IntList& dims, bool keepdim = false);
+Tensor special_softmax(const Tensor& x, int64_t dim);
+Tensor special_log_softmax(const Tensor& x, int64_t dim);
 /** Bitwise ops of integer tensors (bool: the logical ops); floats are refused. */
 Tensor bitwise_not(const Tensor& x);
 Tensor bitwise_and(const Tensor& a, const Tensor& b);
@@ -817,6 +838,37 @@ Tensor isneginf(const Tensor& x);
 Tensor isreal(const Tensor& x);
 /** nonzero: the indices of the nonzero elements, one row each (eager). */
 Tensor argwhere(const Tensor& x);
+/** A contiguous copy of narrow(x, dim, start, length). */
+Tensor narrow_copy(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+TensorList split_with_sizes(const Tensor& x, const IntList& sizes, int64_t dim = 0);
+/** x summed to `size` (which x's shape must broadcast from): leading dims and dims of
+ * size 1 in `size` are summed away. */
+Tensor sum_to_size(const Tensor& x, const IntList& size);
+Tensor reshape_as(const Tensor& x, const Tensor& other);
+Tensor view_as(const Tensor& x, const Tensor& other);
+/** Tensor.new_*: a new tensor of `size` with x's dtype and device unless given. */
+Tensor new_empty(const Tensor& x, const IntList& size, TensorOptions options = {});
+Tensor new_zeros(const Tensor& x, const IntList& size, TensorOptions options = {});
+Tensor new_ones(const Tensor& x, const IntList& size, TensorOptions options = {});
+Tensor new_full(const Tensor& x, const IntList& size, Scalar value, TensorOptions options = {});
+/** Integers uniform in [low, high) in x's shape (and dtype, device unless given). */
+Tensor randint_like(const Tensor& x, int64_t low, int64_t high, TensorOptions options = {});
+/** The last two dims swapped (Tensor.mT; mH and adjoint: the same, kiln's dtypes being
+ * real); numpy_T: every dim reversed (Tensor.T). */
+Tensor mT(const Tensor& x);
+Tensor mH(const Tensor& x);
+Tensor adjoint(const Tensor& x);
+Tensor numpy_T(const Tensor& x);
+/** The complex-number functions of real tensors: real, conj, conj_physical, resolve_conj
+ * and resolve_neg give x; angle is 0 (π below 0, NaN for NaN) in a floating dtype; imag is
+ * refused, as PyTorch refuses it for real tensors. */
+Tensor real(const Tensor& x);
+Tensor imag(const Tensor& x);
+Tensor conj(const Tensor& x);
+Tensor conj_physical(const Tensor& x);
+Tensor resolve_conj(const Tensor& x);
+Tensor resolve_neg(const Tensor& x);
+Tensor angle(const Tensor& x);
 
 // ---- statistics and sampling (kiln/dispatch/statistics.cpp) -------------------------
 /** The q-quantiles (q in [0, 1], a number or a 1-D tensor whose dim comes first in the

@@ -1,6 +1,7 @@
 // Stacking, splitting and dim-shuffling composites as PyTorch defines them (views and
 // cat over views), and PyTorch's plain aliases of existing ops.
 #include <algorithm>
+#include <numbers>
 
 #include "kiln/dispatch/functional.h"
 #include "kiln/ops/meta.h"
@@ -130,6 +131,73 @@ Tensor sgn(const Tensor& x) { return sign(x); }
 Tensor ldexp(const Tensor& x, const Tensor& exponent) {
   Tensor fx = is_floating(x.dtype()) ? x : to(x, DType::f32);
   return fx * exp2(to(exponent, fx.dtype()));
+}
+
+Tensor narrow_copy(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  return contiguous(clone(narrow(x, dim, start, length)));
+}
+TensorList split_with_sizes(const Tensor& x, const IntList& sizes, int64_t dim) { return split(x, sizes, dim); }
+
+Tensor sum_to_size(const Tensor& x, const IntList& size) {
+  int64_t lead = x.dim() - static_cast<int64_t>(size.size());
+  bool expandable = lead >= 0;
+  for (int64_t d = std::max<int64_t>(lead, 0); d < x.dim() && expandable; ++d) {
+    int64_t s = size[static_cast<size_t>(d - lead)];
+    expandable = s == x.size(d) || s == 1;
+  }
+  KILN_CHECK(expandable, shape, "[sum_to_size] size {} is not expandable to the tensor's {}", Dims(size).str(),
+             x.meta_str());
+  IntList dims;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d < lead || (size[static_cast<size_t>(d - lead)] == 1 && x.size(d) != 1)) dims.push_back(d);
+  if (dims.empty()) return x;
+  return reshape(sum(x, dims, true), size);
+}
+
+Tensor reshape_as(const Tensor& x, const Tensor& other) { return reshape(x, shape_of(other)); }
+Tensor view_as(const Tensor& x, const Tensor& other) { return view(x, shape_of(other)); }
+
+namespace {
+TensorOptions like_of(const Tensor& x, TensorOptions o) {
+  return {.dtype = o.dtype.value_or(x.dtype()), .device = o.device.value_or(x.device()),
+          .requires_grad = o.requires_grad};
+}
+}  // namespace
+
+Tensor new_empty(const Tensor& x, const IntList& size, TensorOptions o) { return empty(size, like_of(x, o)); }
+Tensor new_zeros(const Tensor& x, const IntList& size, TensorOptions o) { return zeros(size, like_of(x, o)); }
+Tensor new_ones(const Tensor& x, const IntList& size, TensorOptions o) { return ones(size, like_of(x, o)); }
+Tensor new_full(const Tensor& x, const IntList& size, Scalar value, TensorOptions o) {
+  return full(size, value, like_of(x, o));
+}
+Tensor randint_like(const Tensor& x, int64_t low, int64_t high, TensorOptions o) {
+  return randint(low, high, shape_of(x), like_of(x, o));
+}
+
+Tensor mT(const Tensor& x) {
+  KILN_CHECK(x.dim() >= 2, shape, "[mT] expects a tensor of at least 2 dims, got {}", x.meta_str());
+  return transpose(x, -2, -1);
+}
+Tensor mH(const Tensor& x) { return mT(x); }
+Tensor adjoint(const Tensor& x) { return mT(x); }
+Tensor numpy_T(const Tensor& x) {
+  IntList dims;
+  for (int64_t d = x.dim() - 1; d >= 0; --d) dims.push_back(d);
+  return permute(x, dims);
+}
+
+Tensor real(const Tensor& x) { return x; }
+Tensor imag(const Tensor& x) {
+  fail(ErrorKind::dtype, "[imag] is not implemented for tensors with non-complex dtypes (got {})", x.dtype());
+}
+Tensor conj(const Tensor& x) { return x; }
+Tensor conj_physical(const Tensor& x) { return x; }
+Tensor resolve_conj(const Tensor& x) { return x; }
+Tensor resolve_neg(const Tensor& x) { return x; }
+Tensor angle(const Tensor& x) {
+  Tensor fx = is_floating(x.dtype()) ? x : to(x, DType::f32);
+  Tensor pi = full_like(fx, std::numbers::pi);
+  return where(isnan(fx), fx, where(fx < 0.0, pi, zeros_like(fx)));
 }
 
 Tensor arccos(const Tensor& x) { return acos(x); }

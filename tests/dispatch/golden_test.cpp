@@ -630,6 +630,14 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "special_ndtri") return special_ndtri(in[0]);
   if (op == "special_entr") return special_entr(in[0]);
   if (op == "special_xlog1py") return special_xlog1py(in[0], in[1]);
+  if (op == "narrow_copy") return narrow_copy(in[0], a.at("dim"), a.at("start"), a.at("length"));
+  if (op == "split_with_sizes") return split_with_sizes(in[0], a.at("sizes").get<IntList>())[a.at("index").get<size_t>()];
+  if (op == "sum_to_size") return sum_to_size(in[0], a.at("size").get<IntList>());
+  if (op == "mT") return mT(in[0]);
+  if (op == "numpy_T") return numpy_T(in[0]);
+  if (op == "special_multigammaln") return special_multigammaln(in[0], a.at("p"));
+  if (op == "special_logsumexp") return special_logsumexp(in[0], a.at("dim").get<IntList>());
+  if (op == "special_log_softmax") return special_log_softmax(in[0], a.at("dim"));
   static const std::map<std::string, Tensor (*)(const Tensor&)> special1 = {
       {"special_i0e", special_i0e},
       {"special_i1", special_i1},
@@ -648,6 +656,8 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
       {"special_scaled_modified_bessel_k1", special_scaled_modified_bessel_k1},
       {"special_airy_ai", special_airy_ai},
       {"special_spherical_bessel_j0", special_spherical_bessel_j0},
+      {"angle", angle}, {"imag", imag}, {"real", real}, {"special_expit", special_expit},
+      {"special_psi", special_psi}, {"special_gammaln", special_gammaln}, {"special_sinc", special_sinc},
   };
   static const std::map<std::string, Tensor (*)(const Tensor&, const Tensor&)> special2 = {
       {"special_zeta", special_zeta},
@@ -665,7 +675,7 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
       {"special_hermite_polynomial_he", special_hermite_polynomial_he},
       {"special_laguerre_polynomial_l", special_laguerre_polynomial_l},
       {"special_legendre_polynomial_p", special_legendre_polynomial_p},
-      {"igamma", igamma},
+      {"igamma", igamma}, {"special_xlogy", special_xlogy},
       {"igammac", igammac},
   };
   if (auto it = special1.find(op); it != special1.end()) return it->second(in[0]);

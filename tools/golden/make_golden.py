@@ -2375,6 +2375,30 @@ for name in ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_poly
     auto("special_" + name, [poly_x.float(), T([0, 1, 4, 8])], f, note="f32 x, integer n", rtol=1e-4, atol=1e-4)
 
 
+# ---- small tensor helpers and torch.special aliases ----
+auto("narrow_copy", [randn(4, 5)], lambda x: torch.narrow_copy(x, 1, 1, 3), {"dim": 1, "start": 1, "length": 3})
+auto("split_with_sizes", [randn(6, 2)], lambda x: x.split_with_sizes([1, 3, 2])[1], {"sizes": [1, 3, 2], "index": 1})
+auto("sum_to_size", [randn(2, 3, 4)], lambda x: x.sum_to_size(3, 1), {"size": [3, 1]})
+auto("sum_to_size", [randn(2, 3, 4)], lambda x: x.sum_to_size(1, 3, 4), {"size": [1, 3, 4]})
+auto("sum_to_size", [randn(2, 3)], lambda x: x.sum_to_size(4, 3), {"size": [4, 3]}, note="not expandable")
+grad_cases("sum_to_size", [randn(2, 3, 4)], lambda x: x.sum_to_size(3, 1), {"size": [3, 1]})
+auto("mT", [randn(2, 3, 4)], lambda x: x.mT)
+auto("mT", [randn(3)], lambda x: x.mT, note="1-D refused")
+auto("numpy_T", [randn(2, 3, 4)], lambda x: x.permute(2, 1, 0))
+auto("angle", [T([-2.0, 0.0, -0.0, 3.0, nan, -inf])], torch.angle)
+auto("angle", [T([-2, 0, 5])], torch.angle, note="integers")
+auto("imag", [randn(3)], torch.imag, note="real tensors refused")
+auto("real", [randn(3)], torch.real)
+auto("special_expit", [randn(5)], torch.special.expit)
+auto("special_psi", [T([0.5, 3.0, -1.5])], torch.special.psi)
+auto("special_gammaln", [T([0.5, 3.0, -1.5])], torch.special.gammaln)
+auto("special_multigammaln", [T([2.5, 3.0])], lambda x: torch.special.multigammaln(x, 3), {"p": 3})
+auto("special_logsumexp", [randn(3, 4)], lambda x: torch.special.logsumexp(x, [1]), {"dim": [1]})
+auto("special_log_softmax", [randn(3, 4)], lambda x: torch.special.log_softmax(x, 0), {"dim": 0})
+auto("special_sinc", [T([0.0, 0.5, 1.0, -2.5])], torch.special.sinc)
+auto("special_xlogy", [T([0.0, 2.0, 1.0]), T([0.0, 3.0, nan])], torch.special.xlogy)
+
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
