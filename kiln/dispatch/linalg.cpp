@@ -109,6 +109,135 @@ std::pair<Tensor, Tensor> lu_factor(const Tensor& a) {
   return {lu.w, to(lu.pivots + 1, DType::i32)};
 }
 
+namespace {
+
+Tensor cholesky_factor(const Tensor& a, bool check, Tensor* info);  // below, with cholesky
+
+// The row permutation of LAPACK pivots (1-based, [..., k]) as [..., m]: row r of L U is
+// row perm[r] of A (the swaps applied in order, as tensor ops, so they trace).
+Tensor permutation_of(const Tensor& pivots, int64_t m, const Tensor& like) {
+  Tensor rows = arange(0, m, 1, index_options(like));
+  IntList shape(pivots.shape().begin(), pivots.shape().end() - 1);
+  shape.push_back(m);
+  Tensor perm = expand(rows, shape), piv = to(pivots, DType::i64) - 1;
+  for (int64_t i = 0; i < pivots.size(-1); ++i) {
+    Tensor p = narrow(piv, -1, i, 1);
+    perm = gather(perm, -1, where(rows == i, p, where(rows == p, Scalar(i), rows)));
+  }
+  return perm;
+}
+
+// The 1-based position of the first zero on U's diagonal ([...], i32), 0 when none:
+// LAPACK getrf's info.
+Tensor first_zero_pivot(const Tensor& u) {
+  Tensor zero = diagonal_of(u) == 0.0;
+  Tensor first = argmax(to(zero, DType::i32), -1) + 1;
+  return to(where(any(zero, -1), first, zeros_like(first)), DType::i32);
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> lu_factor_ex(const Tensor& a, bool check_errors) {
+  check_matrix(a, "linalg.lu_factor_ex");
+  LU lu = factor(a);
+  if (check_errors) check_invertible(lu.w, "linalg.lu_factor_ex");
+  return {lu.w, to(lu.pivots + 1, DType::i32), first_zero_pivot(lu.w)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& lu_data, const Tensor& pivots) {
+  KILN_CHECK(lu_data.dim() >= 2, shape, "[lu_unpack] expects LU_data as a (batch of) matrix, got {}",
+             lu_data.meta_str());
+  int64_t m = lu_data.size(-2), n = lu_data.size(-1), k = std::min(m, n);
+  KILN_CHECK(pivots.dim() == lu_data.dim() - 1 && pivots.size(-1) == k, shape,
+             "[lu_unpack] expects pivots [..., {}], got {}", k, pivots.meta_str());
+  TensorOptions o{.dtype = lu_data.dtype(), .device = lu_data.device()};
+  Tensor l = tril(narrow(lu_data, -1, 0, k), -1) + eye(m, k, o);
+  Tensor u = triu(narrow(lu_data, -2, 0, k));
+  Tensor perm = permutation_of(pivots, m, lu_data);
+  Tensor p = to(unsqueeze(perm, -2) == unsqueeze(arange(0, m, 1, index_options(lu_data)), -1), lu_data.dtype());
+  return {p, l, u};
+}
+
+Tensor lu_solve(const Tensor& lu_data, const Tensor& pivots, const Tensor& b, bool left, bool adjoint) {
+  check_matrix(lu_data, "linalg.lu_solve");
+  KILN_CHECK(b.dim() >= 2 && b.dtype() == lu_data.dtype(), shape,
+             "[linalg.lu_solve] expects B as a (batch of) matrix of LU's dtype, got {}", b.meta_str());
+  if (!left)  // X A = B  <=>  A^T X^T = B^T
+    return transpose(lu_solve(lu_data, pivots, transpose(b, -2, -1), true, !adjoint), -2, -1);
+  int64_t n = lu_data.size(-1);
+  KILN_CHECK(b.size(-2) == n, shape, "[linalg.lu_solve] incompatible shapes of LU {} and B {}", lu_data.meta_str(),
+             b.meta_str());
+  auto [f, bb] = broadcast_batches(lu_data, b, "linalg.lu_solve");
+  IntList pshape = batch_of(f);
+  pshape.push_back(n);
+  Tensor perm = permutation_of(expand(pivots, pshape), n, f);
+  Tensor index = expand(unsqueeze(perm, -1), shape_of(bb));
+  if (!adjoint) {  // A = P L U: x = U^-1 L^-1 P^T b, P^T b the rows perm of b
+    Tensor y = substitute(f, gather(bb, -2, index), false, true);
+    return substitute(f, y, true, false);
+  }
+  // A^T x = b: U^T L^T P^T x = b; then x = P z puts row r of z at row perm[r].
+  Tensor ft = transpose(f, -2, -1);
+  Tensor z = substitute(ft, substitute(ft, bb, false, false), true, true);
+  return scatter(zeros_like(z), -2, index, z);
+}
+
+std::pair<Tensor, Tensor> cholesky_ex(const Tensor& a, bool upper, bool check_errors) {
+  check_matrix(a, "linalg.cholesky_ex");
+  Tensor info;
+  Tensor l = cholesky_factor(a, check_errors, &info);
+  return {upper ? transpose(l, -2, -1) : l, info};
+}
+
+std::pair<Tensor, Tensor> inv_ex(const Tensor& a, bool check_errors) {
+  check_matrix(a, "linalg.inv_ex");
+  LU f = factor(a);
+  if (check_errors) check_invertible(f.w, "linalg.inv_ex");
+  int64_t n = a.size(-1);
+  Tensor eye_n = expand(eye(n, std::nullopt, {.dtype = a.dtype(), .device = a.device()}), shape_of(a));
+  Tensor y = substitute(f.w, gather_rows(eye_n, f.perm), false, true);
+  return {substitute(f.w, y, true, false), first_zero_pivot(f.w)};
+}
+
+std::pair<Tensor, Tensor> solve_ex(const Tensor& a, const Tensor& b, bool left, bool check_errors) {
+  check_matrix(a, "linalg.solve_ex");
+  auto [lu_data, pivots, info] = lu_factor_ex(a, check_errors);
+  bool vector = b.dim() == 1 || (b.dim() == a.dim() - 1 && IntList(b.shape().begin(), b.shape().end()) ==
+                                                               IntList(a.shape().begin(), a.shape().end() - 1));
+  Tensor bm = vector ? unsqueeze(b, left ? -1 : -2) : b;
+  Tensor x = lu_solve(lu_data, pivots, bm, left);
+  return {vector ? squeeze(x, left ? -1 : -2) : x, info};
+}
+
+Tensor tensorinv(const Tensor& a, int64_t ind) {
+  KILN_CHECK(ind > 0 && ind <= a.dim(), value, "[linalg.tensorinv] ind must be in [1, {}], got {}", a.dim(), ind);
+  int64_t rows = 1, cols = 1;
+  IntList out;
+  for (int64_t d = ind; d < a.dim(); ++d) out.push_back(a.size(d)), cols *= a.size(d);
+  for (int64_t d = 0; d < ind; ++d) out.push_back(a.size(d)), rows *= a.size(d);
+  KILN_CHECK(rows == cols, shape,
+             "[linalg.tensorinv] expects the product of the first ind dims ({}) to equal that of the rest ({}), got {}",
+             rows, cols, a.meta_str());
+  return reshape(inv(reshape(a, {rows, cols})), out);
+}
+
+Tensor tensorsolve(const Tensor& a, const Tensor& b, std::optional<IntList> dims) {
+  Tensor am = a;
+  if (dims) {  // the given dims of a move to the end, in order
+    int64_t end = a.dim() - 1;
+    for (auto it = dims->rbegin(); it != dims->rend(); ++it) am = movedim(am, *it, end--);
+  }
+  int64_t rows = b.numel(), cols = 1;
+  IntList out;
+  for (int64_t d = b.dim(); d < am.dim(); ++d) out.push_back(am.size(d)), cols *= am.size(d);
+  KILN_CHECK(am.dim() >= b.dim() && rows == cols &&
+                 IntList(am.shape().begin(), am.shape().begin() + b.dim()) == shape_of(b),
+             shape, "[linalg.tensorsolve] expects A's leading dims to be B's shape {} and the rest to have as many "
+                    "elements, got A {}",
+             b.meta_str(), a.meta_str());
+  return reshape(solve(reshape(am, {rows, cols}), reshape(b, {rows})), out);
+}
+
 std::tuple<Tensor, Tensor, Tensor> lu(const Tensor& a) {
   check_matrix(a, "linalg.lu");
   LU f = factor(a);
@@ -174,8 +303,12 @@ Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left,
   return substitute(am, bb, upper, unitriangular);
 }
 
-Tensor cholesky(const Tensor& a, bool upper) {
-  check_matrix(a, "linalg.cholesky");
+namespace {
+
+// The lower Cholesky factor of a's lower triangle. A pivot that is not positive is a value
+// Error when `check` (eager), else its order goes into *info (1-based, the first; 0 for
+// none) and the factor has NaN from there on.
+Tensor cholesky_factor(const Tensor& a, bool check, Tensor* info) {
   int64_t n = a.size(-1);
   // The lower triangle, mirrored, is what is factored; the gradient is PyTorch's
   // symmetric one (through (a + a^T) / 2), the value exactly the lower triangle's.
@@ -183,6 +316,7 @@ Tensor cholesky(const Tensor& a, bool upper) {
   Tensor m = sym + (tril(a) + transpose(tril(a, -1), -2, -1) - sym).detach();
   Tensor rows = arange(0, n, 1, index_options(a));
   TensorList cols;
+  if (info) *info = zeros(batch_of(a), {.dtype = DType::i32, .device = a.device()});
   for (int64_t j = 0; j < n; ++j) {
     Tensor c = select(m, -1, j);  // [..., n]: rows >= j are read
     if (j > 0) {
@@ -190,48 +324,120 @@ Tensor cholesky(const Tensor& a, bool upper) {
       c = c - squeeze(matmul(l, unsqueeze(select(l, -2, j), -1)), -1);
     }
     Tensor d = sqrt(select(c, -1, j));  // [...]
-    if (!a.is_fake())
+    if (check && !a.is_fake())
       KILN_CHECK(item<bool>(all(d > 0.0)), value,
                  "[linalg.cholesky] the factorization could not be completed because the input is not "
                  "positive-definite (the leading minor of order {} is not positive-definite)",
                  j + 1);
+    if (info) *info = where(logical_and(*info == 0, logical_not(d > 0.0)), full_like(*info, j + 1), *info);
     Tensor dj = unsqueeze(d, -1);
     cols.push_back(where(rows < j, zeros_like(c), where(rows == j, expand(dj, shape_of(c)), c / dj)));
   }
-  Tensor l = n ? stack(cols, -1) : m;
+  return n ? stack(cols, -1) : m;
+}
+
+}  // namespace
+
+Tensor cholesky(const Tensor& a, bool upper) {
+  check_matrix(a, "linalg.cholesky");
+  Tensor l = cholesky_factor(a, true, nullptr);
   return upper ? transpose(l, -2, -1) : l;
 }
+
+namespace {
+
+// Householder QR with LAPACK's (geqrf's) choices: H_j = I - tau_j v_j v_j^T, v_j = [1,
+// tail / (x0 - beta)], beta = -sign(x0) |x| (sign(0) = +), tau_j = (beta - x0) / beta; no
+// reflection (tau 0) when x is zero below its first entry.
+struct Householder {
+  Tensor r;       // [..., m, n]: R on and above the diagonal (zeros below)
+  Tensor q;       // [..., m, m] (when asked for)
+  Tensor packed;  // [..., m, n]: R, and each v_j's tail below the diagonal (geqrf's a)
+  Tensor tau;     // [..., min(m, n)]
+};
+
+Householder householder(const Tensor& a, bool with_q) {
+  int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  IntList qshape = batch_of(a);
+  qshape.insert(qshape.end(), {m, m});
+  Householder h{a, Tensor(), Tensor(), Tensor()};
+  if (with_q) h.q = expand(eye(m, std::nullopt, {.dtype = a.dtype(), .device = a.device()}), qshape);
+  TensorList taus, tails;
+  for (int64_t j = 0; j < k; ++j) {
+    Tensor x = narrow(select(h.r, -1, j), -1, j, m - j);  // [..., m - j]
+    Tensor x0 = select(x, -1, 0), tail = narrow(x, -1, 1, m - j - 1);
+    Tensor tail_sq = sum(tail * tail, {-1});
+    Tensor beta = neg(where(x0 >= 0.0, ones_like(x0), full_like(x0, -1.0))) * sqrt(x0 * x0 + tail_sq);
+    Tensor reflect = tail_sq > 0.0;
+    Tensor scale = where(reflect, x0 - beta, ones_like(x0));  // v = [x0 - beta, tail] / scale
+    Tensor tau = where(reflect, (beta - x0) / where(reflect, beta, ones_like(beta)), zeros_like(x0));
+    Tensor v = cat({ones_like(unsqueeze(x0, -1)), tail / unsqueeze(scale, -1)}, -1);
+    taus.push_back(unsqueeze(tau, -1));
+    tails.push_back(narrow(v, -1, 1, m - j - 1));
+    Tensor coef = unsqueeze(unsqueeze(tau, -1), -1);
+    Tensor vc = unsqueeze(v, -1), vr = unsqueeze(v, -2);  // [..., m - j, 1], [..., 1, m - j]
+    Tensor rs = narrow(h.r, -2, j, m - j);
+    h.r = cat({narrow(h.r, -2, 0, j), rs - coef * vc * matmul(vr, rs)}, -2);
+    if (with_q) {
+      Tensor qs = narrow(h.q, -1, j, m - j);
+      h.q = cat({narrow(h.q, -1, 0, j), qs - coef * matmul(qs, vc) * vr}, -1);
+    }
+  }
+  h.r = triu(h.r);  // exact zeros below the diagonal, as LAPACK's R
+  IntList tshape = batch_of(a);
+  tshape.push_back(0);
+  h.tau = k ? cat(taus, -1) : zeros(tshape, {.dtype = a.dtype(), .device = a.device()});
+  // The tails as columns below the diagonal: column j holds tails[j] in rows j+1..m-1.
+  Tensor below = zeros_like(a);
+  for (int64_t j = 0; j < k; ++j) {
+    if (m - j - 1 == 0) continue;
+    Tensor col = cat({zeros_like(narrow(select(a, -1, j), -1, 0, j + 1)), tails[static_cast<size_t>(j)]}, -1);
+    below = below + unsqueeze(col, -1) * to(arange(0, n, 1, index_options(a)) == j, a.dtype());
+  }
+  h.packed = h.r + below;
+  return h;
+}
+
+// v_j of packed reflectors a [..., m, n] as [..., m]: zeros above row j, 1 at j, a's column
+// j below.
+Tensor reflector(const Tensor& a, int64_t j) {
+  int64_t m = a.size(-2);
+  Tensor col = select(a, -1, j);
+  Tensor rows = arange(0, m, 1, index_options(a));
+  return where(rows < j, zeros_like(col), where(rows == j, ones_like(col), col));
+}
+
+}  // namespace
 
 std::pair<Tensor, Tensor> qr(const Tensor& a, const std::string& mode) {
   check_matrix(a, "linalg.qr", false);
   KILN_CHECK(mode == "reduced" || mode == "complete" || mode == "r", value,
              "[linalg.qr] mode must be 'reduced', 'complete' or 'r', got '{}'", mode);
   int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
-  IntList qshape = batch_of(a);
-  qshape.insert(qshape.end(), {m, m});
-  Tensor r = a, q = expand(eye(m, std::nullopt, {.dtype = a.dtype(), .device = a.device()}), qshape);
-  // Householder reflections H = I - 2 v v^T / |v|^2 with LAPACK's choices: beta =
-  // -sign(x0) |x| (sign(0) = +), and no reflection when x is zero below its first entry.
-  for (int64_t j = 0; j < k; ++j) {
-    Tensor x = narrow(select(r, -1, j), -1, j, m - j);  // [..., m - j]
-    Tensor x0 = select(x, -1, 0), tail = narrow(x, -1, 1, m - j - 1);
-    Tensor tail_sq = sum(tail * tail, {-1});
-    Tensor beta = neg(where(x0 >= 0.0, ones_like(x0), full_like(x0, -1.0))) * sqrt(x0 * x0 + tail_sq);
-    Tensor v = cat({unsqueeze(x0 - beta, -1), tail}, -1);
-    Tensor v_sq = sum(v * v, {-1});
-    Tensor reflect = tail_sq > 0.0;
-    Tensor coef = unsqueeze(unsqueeze(where(reflect, 2.0 / where(reflect, v_sq, ones_like(v_sq)), zeros_like(v_sq)), -1), -1);
-    Tensor vc = unsqueeze(v, -1), vr = unsqueeze(v, -2);  // [..., m - j, 1], [..., 1, m - j]
-    Tensor rs = narrow(r, -2, j, m - j);
-    r = cat({narrow(r, -2, 0, j), rs - coef * vc * matmul(vr, rs)}, -2);
-    Tensor qs = narrow(q, -1, j, m - j);
-    q = cat({narrow(q, -1, 0, j), qs - coef * matmul(qs, vc) * vr}, -1);
-  }
-  r = triu(r);  // exact zeros below the diagonal, as LAPACK's R
-  if (mode == "complete") return {q, r};
-  Tensor rk = narrow(r, -2, 0, k);
+  Householder h = householder(a, mode != "r");
+  if (mode == "complete") return {h.q, h.r};
+  Tensor rk = narrow(h.r, -2, 0, k);
   if (mode == "r") return {Tensor(), rk};
-  return {narrow(q, -1, 0, k), rk};
+  return {narrow(h.q, -1, 0, k), rk};
+}
+
+Tensor householder_product(const Tensor& a, const Tensor& tau) {
+  check_matrix(a, "linalg.householder_product", false);
+  int64_t m = a.size(-2), n = a.size(-1), k = tau.size(-1);
+  KILN_CHECK(m >= n && k <= n && tau.dim() == a.dim() - 1, shape,
+             "[linalg.householder_product] expects A [..., m, n] with m >= n and tau [..., k] with k <= n, got {} "
+             "and {}",
+             a.meta_str(), tau.meta_str());
+  Tensor q = eye(m, n, {.dtype = a.dtype(), .device = a.device()});
+  IntList shape = batch_of(a);
+  shape.insert(shape.end(), {m, n});
+  q = expand(q, shape);
+  for (int64_t j = k - 1; j >= 0; --j) {  // Q = H_0 (H_1 (... (H_{k-1} I)))
+    Tensor v = unsqueeze(reflector(a, j), -1);  // [..., m, 1]
+    Tensor t = unsqueeze(narrow(tau, -1, j, 1), -1);
+    q = q - t * v * matmul(transpose(v, -2, -1), q);
+  }
+  return q;
 }
 
 std::pair<Tensor, Tensor> eigh(const Tensor& a, const std::string& uplo) {
@@ -489,5 +695,39 @@ Tensor norm(const Tensor& x, const std::string& p, const IntList& dims, bool kee
 }
 
 Tensor matrix_exp(const Tensor& a) { return linalg::matrix_exp(a); }
+
+std::pair<Tensor, Tensor> geqrf(const Tensor& a) {
+  linalg::check_matrix(a, "geqrf", false);
+  linalg::Householder h = linalg::householder(a, false);
+  return {h.packed, h.tau};
+}
+
+Tensor ormqr(const Tensor& a, const Tensor& tau, const Tensor& c, bool left, bool transpose_q) {
+  linalg::check_matrix(a, "ormqr", false);
+  int64_t k = tau.size(-1);
+  int64_t rows = left ? c.size(-2) : c.size(-1);
+  KILN_CHECK(c.dim() >= 2 && a.size(-2) == rows && k <= a.size(-1), shape,
+             "[ormqr] incompatible shapes of A {}, tau {} and C {}", a.meta_str(), tau.meta_str(), c.meta_str());
+  // Q = H_0 ... H_{k-1}: Q C applies the last reflector first; Q^T C the first; on the
+  // right, C Q the first, C Q^T the last.
+  bool last_first = left != transpose_q;
+  Tensor out = c;
+  for (int64_t s = 0; s < k; ++s) {
+    int64_t j = last_first ? k - 1 - s : s;
+    Tensor v = unsqueeze(linalg::reflector(a, j), -1);  // [..., m, 1]
+    Tensor t = unsqueeze(narrow(tau, -1, j, 1), -1);
+    Tensor vt = transpose(v, -2, -1);
+    out = left ? out - t * v * matmul(vt, out) : out - t * matmul(out, v) * vt;
+  }
+  return out;
+}
+
+Tensor lu_solve(const Tensor& b, const Tensor& lu_data, const Tensor& lu_pivots) {
+  return linalg::lu_solve(lu_data, lu_pivots, b);
+}
+std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& lu_data, const Tensor& pivots) {
+  return linalg::lu_unpack(lu_data, pivots);
+}
+
 
 }  // namespace kiln

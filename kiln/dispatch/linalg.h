@@ -20,6 +20,27 @@ namespace kiln::linalg {
 std::pair<Tensor, Tensor> lu_factor(const Tensor& a);
 /** (P, L, U) with a = P L U. */
 std::tuple<Tensor, Tensor, Tensor> lu(const Tensor& a);
+/** lu_factor with LAPACK's info ([...] i32): the 1-based index of the first zero pivot,
+ * 0 when none; a singular matrix is an Error only when check_errors. */
+std::tuple<Tensor, Tensor, Tensor> lu_factor_ex(const Tensor& a, bool check_errors = false);
+/** (P, L, U) from lu_factor's (LU, pivots), for [..., m, n] LU too (torch.lu_unpack). */
+std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& lu_data, const Tensor& pivots);
+/** X with A X = B (left) or X A = B, of A^H when adjoint, from A's lu_factor. */
+Tensor lu_solve(const Tensor& lu_data, const Tensor& pivots, const Tensor& b, bool left = true, bool adjoint = false);
+/** cholesky / inv / solve with LAPACK's info instead of an Error ([...] i32: cholesky: the
+ * order of the first leading minor that is not positive-definite; inv, solve: the first
+ * zero pivot; 0 when none); check_errors raises as the plain functions do. */
+std::pair<Tensor, Tensor> cholesky_ex(const Tensor& a, bool upper = false, bool check_errors = false);
+std::pair<Tensor, Tensor> inv_ex(const Tensor& a, bool check_errors = false);
+std::pair<Tensor, Tensor> solve_ex(const Tensor& a, const Tensor& b, bool left = true, bool check_errors = false);
+/** The inverse of a as a tensor of the first `ind` dims by the rest: reshaped to the rest's
+ * dims then the first ones (torch.linalg.tensorinv). */
+Tensor tensorinv(const Tensor& a, int64_t ind = 2);
+/** X with tensordot(A, X, X.dim()) = B; dims of A (when given) move to the end first. */
+Tensor tensorsolve(const Tensor& a, const Tensor& b, std::optional<IntList> dims = std::nullopt);
+/** The product H_0 ... H_{k-1} of the Householder reflectors I - tau_j v_j v_j^T whose
+ * v_j (1 at j, zeros above) are a's columns below the diagonal: [..., m, n], m >= n. */
+Tensor householder_product(const Tensor& a, const Tensor& tau);
 Tensor det(const Tensor& a);
 /** (sign, log|det|); a singular matrix gives (0, -inf). */
 std::pair<Tensor, Tensor> slogdet(const Tensor& a);
@@ -115,4 +136,14 @@ Tensor norm(const Tensor& x, double p = 2.0, const IntList& dims = {}, bool keep
  * norm over two dims, default the last two). */
 Tensor norm(const Tensor& x, const std::string& p, const IntList& dims = {}, bool keepdim = false);
 Tensor matrix_exp(const Tensor& a);
+/** torch.geqrf: (a, tau), LAPACK's packed QR: R on and above the diagonal, the reflectors'
+ * tails below it (see linalg::householder_product). */
+std::pair<Tensor, Tensor> geqrf(const Tensor& a);
+/** Q C (left), C Q (right), or with Q^T (transpose), Q = householder_product(a, tau),
+ * without forming Q (torch.ormqr). */
+Tensor ormqr(const Tensor& a, const Tensor& tau, const Tensor& c, bool left = true, bool transpose = false);
+/** torch.lu_solve(b, LU_data, LU_pivots) = linalg::lu_solve(LU_data, LU_pivots, b). */
+Tensor lu_solve(const Tensor& b, const Tensor& lu_data, const Tensor& lu_pivots);
+/** torch.lu_unpack. */
+std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& lu_data, const Tensor& pivots);
 }  // namespace kiln

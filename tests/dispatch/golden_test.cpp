@@ -250,6 +250,25 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
   if (op == "linalg_inv") return linalg::inv(in[0]);
   if (op == "linalg_solve") return linalg::solve(in[0], in[1]);
   if (op == "linalg_lu_factor_lu") return linalg::lu_factor(in[0]).first;
+  if (op == "linalg_lu_solve") return linalg::lu_solve(in[0], in[1], in[2], a.at("left"), a.at("adjoint"));
+  if (op == "lu_solve") return lu_solve(in[0], in[1], in[2]);
+  if (op == "lu_unpack_p") return std::get<0>(lu_unpack(in[0], in[1]));
+  if (op == "lu_unpack_l") return std::get<1>(lu_unpack(in[0], in[1]));
+  if (op == "lu_unpack_u") return std::get<2>(lu_unpack(in[0], in[1]));
+  if (op == "linalg_lu_factor_ex_info") return std::get<2>(linalg::lu_factor_ex(in[0]));
+  if (op == "linalg_cholesky_ex_info") return linalg::cholesky_ex(in[0]).second;
+  if (op == "linalg_cholesky_ex_l") return linalg::cholesky_ex(in[0]).first;
+  if (op == "linalg_inv_ex_info") return linalg::inv_ex(in[0]).second;
+  if (op == "linalg_inv_ex") return linalg::inv_ex(in[0]).first;
+  if (op == "linalg_solve_ex") return linalg::solve_ex(in[0], in[1]).first;
+  if (op == "geqrf_a") return geqrf(in[0]).first;
+  if (op == "geqrf_tau") return geqrf(in[0]).second;
+  if (op == "linalg_householder_product") return linalg::householder_product(in[0], in[1]);
+  if (op == "ormqr") return ormqr(in[0], in[1], in[2], a.at("left"), a.at("transpose"));
+  if (op == "linalg_tensorinv") return linalg::tensorinv(in[0], a.at("ind"));
+  if (op == "linalg_tensorsolve")
+    return a.contains("dims") ? linalg::tensorsolve(in[0], in[1], a.at("dims").get<IntList>())
+                              : linalg::tensorsolve(in[0], in[1]);
   if (op == "linalg_lu_factor_pivots") return linalg::lu_factor(in[0]).second;
   if (op == "linalg_lu_p") return std::get<0>(linalg::lu(in[0]));
   if (op == "linalg_lu_l") return std::get<1>(linalg::lu(in[0]));

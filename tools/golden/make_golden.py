@@ -2399,6 +2399,54 @@ auto("special_sinc", [T([0.0, 0.5, 1.0, -2.5])], torch.special.sinc)
 auto("special_xlogy", [T([0.0, 2.0, 1.0]), T([0.0, 3.0, nan])], torch.special.xlogy)
 
 
+# ---- linalg: LU solve/unpack, Householder products, the _ex forms, tensor inverse/solve ----
+lu_a = randn(2, 4, 4).double()
+lu_b = randn(2, 4, 3).double()
+lu_f, lu_p = LA.lu_factor(lu_a)
+for left_ in [True, False]:
+    for adj_ in [False, True]:
+        bb_ = lu_b if left_ else lu_b.transpose(-2, -1)
+        auto("linalg_lu_solve", [lu_f, lu_p, bb_], lambda f, p, b: LA.lu_solve(f, p, b, left=left_, adjoint=adj_),
+             {"left": left_, "adjoint": adj_}, rtol=1e-9, atol=1e-12)
+grad_cases("linalg_lu_solve", [lu_f, lu_p, lu_b], lambda f, p, b: LA.lu_solve(f, p, b),
+           {"left": True, "adjoint": False})
+auto("lu_solve", [lu_b, lu_f, lu_p], torch.lu_solve, rtol=1e-9, atol=1e-12)
+for k_, name_ in enumerate(["p", "l", "u"]):
+    auto("lu_unpack_" + name_, [lu_f, lu_p], lambda f, p: torch.lu_unpack(f, p)[k_], rtol=1e-12, atol=1e-12)
+auto("linalg_lu_factor_ex_info", [T([[1.0, 2.0], [2.0, 4.0]])], lambda a: LA.lu_factor_ex(a)[2], note="singular")
+auto("linalg_lu_factor_ex_info", [randn(3, 3)], lambda a: LA.lu_factor_ex(a)[2])
+auto("linalg_cholesky_ex_info", [T([[[4.0, 2.0], [2.0, 3.0]], [[1.0, 2.0], [2.0, 1.0]]])],
+     lambda a: LA.cholesky_ex(a)[1], note="second not positive-definite")
+auto("linalg_cholesky_ex_l", [T([[4.0, 2.0], [2.0, 3.0]])], lambda a: LA.cholesky_ex(a)[0])
+auto("linalg_inv_ex_info", [T([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 0.0], [0.0, 1.0]]])], lambda a: LA.inv_ex(a)[1])
+auto("linalg_inv_ex", [randn(3, 3).double()], lambda a: LA.inv_ex(a)[0], rtol=1e-9, atol=1e-12)
+auto("linalg_solve_ex", [randn(3, 3).double(), randn(3, 2).double()], lambda a, b: LA.solve_ex(a, b)[0],
+     rtol=1e-9, atol=1e-12)
+auto("linalg_solve_ex", [randn(3, 3).double(), randn(3).double()], lambda a, b: LA.solve_ex(a, b)[0],
+     note="vector", rtol=1e-9, atol=1e-12)
+for shape_ in [(5, 3), (4, 4), (3, 5), (2, 4, 2)]:
+    ga_ = randn(*shape_).double()
+    auto("geqrf_a", [ga_], lambda a: torch.geqrf(a)[0], note=str(shape_), rtol=1e-9, atol=1e-12)
+    auto("geqrf_tau", [ga_], lambda a: torch.geqrf(a)[1], note=str(shape_), rtol=1e-9, atol=1e-12)
+hp_a, hp_tau = torch.geqrf(randn(5, 3).double())
+auto("linalg_householder_product", [hp_a, hp_tau], LA.householder_product, rtol=1e-9, atol=1e-12)
+auto("linalg_householder_product", [hp_a, hp_tau[:2]], LA.householder_product, note="k < n", rtol=1e-9, atol=1e-12)
+grad_cases("linalg_householder_product", [hp_a, hp_tau], LA.householder_product)
+for left_ in [True, False]:
+    for tr_ in [False, True]:
+        c_ = randn(5, 2).double() if left_ else randn(2, 5).double()
+        auto("ormqr", [hp_a, hp_tau, c_], lambda a, t, c: torch.ormqr(a, t, c, left=left_, transpose=tr_),
+             {"left": left_, "transpose": tr_}, rtol=1e-9, atol=1e-12)
+ti_a = randn(4, 6, 8, 3).double()
+auto("linalg_tensorinv", [ti_a], lambda a: LA.tensorinv(a, ind=2), {"ind": 2}, rtol=1e-8, atol=1e-10)
+auto("linalg_tensorinv", [randn(4, 3, 2).double()], lambda a: LA.tensorinv(a, ind=1), {"ind": 1}, note="4 != 6")
+ts_a = randn(2, 3, 6).double()
+ts_b = randn(2, 3).double()
+auto("linalg_tensorsolve", [ts_a, ts_b], LA.tensorsolve, rtol=1e-8, atol=1e-10)
+auto("linalg_tensorsolve", [randn(6, 2, 3).double(), ts_b], lambda a, b: LA.tensorsolve(a, b, dims=(0,)),
+     {"dims": [0]}, rtol=1e-8, atol=1e-10)
+
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
