@@ -421,6 +421,77 @@ Tensor lcm(const Tensor& a, const Tensor& b) {
   return where(g == 0, zeros_like(g), abs(floor_divide(a, where(g == 0, ones_like(g), g)) * b));
 }
 
+namespace {
+
+Tensor shift(const Tensor& a, const Tensor& b, bool left) {
+  const char* op = left ? "bitwise_left_shift" : "bitwise_right_shift";
+  DType rt = ops::result_type(a, b);
+  KILN_CHECK(is_integral(rt, false), dtype, "[{}] expects integer tensors, got {} and {}", op, a.dtype(), b.dtype());
+  Tensor x = to(a, rt), s = to(b, rt);
+  int64_t bits = static_cast<int64_t>(itemsize(rt)) * 8;
+  bool is_signed = rt != DType::u8;
+  // x * 2^s wraps as x << s does; x >> s is floor(x / 2^s) while 2^s fits the type.
+  int64_t top = left ? bits - 1 : (is_signed ? bits - 2 : bits - 1);
+  Tensor in_range = logical_and(s >= 0, s <= top);
+  Tensor power = pow(full_like(s, 2), where(in_range, s, zeros_like(s)));
+  Tensor shifted = left ? x * power : floor_divide(x, power);
+  Tensor fill = !left && is_signed ? where(x < 0, full_like(x, -1), zeros_like(x)) : zeros_like(x);
+  return where(in_range, shifted, fill);
+}
+
+}  // namespace
+
+Tensor bitwise_left_shift(const Tensor& a, const Tensor& b) { return shift(a, b, true); }
+Tensor bitwise_left_shift(const Tensor& a, Scalar b) { return shift(a, wrapped_number(b), true); }
+Tensor bitwise_right_shift(const Tensor& a, const Tensor& b) { return shift(a, b, false); }
+Tensor bitwise_right_shift(const Tensor& a, Scalar b) { return shift(a, wrapped_number(b), false); }
+
+std::pair<Tensor, Tensor> frexp(const Tensor& x) {
+  KILN_CHECK(is_floating(x.dtype()), dtype, "[frexp] only supports floating-point dtypes, got {}", x.dtype());
+  // In f64 (every kiln float is exact there): e = floor(log2 |x|) + 1, corrected by one
+  // where log2 rounded across a power of two; 2^-e in two halves so subnormals don't
+  // overflow it.
+  Tensor d = to(x, DType::f64);
+  Tensor finite = logical_and(isfinite(d), d != 0.0);
+  Tensor safe = where(finite, abs(d), ones_like(d));
+  Tensor e = floor(log2(safe)) + 1.0;
+  auto scaled = [&](const Tensor& ex) {
+    Tensor half = trunc(ex * 0.5);
+    return safe * exp2(neg(half)) * exp2(half - ex);
+  };
+  Tensor m = scaled(e);
+  e = where(m >= 1.0, e + 1.0, where(m < 0.5, e - 1.0, e));
+  m = scaled(e);
+  Tensor mantissa = where(finite, m * sign(d), d);
+  return {to(mantissa, x.dtype()), to(where(finite, e, zeros_like(e)), DType::i32)};
+}
+
+Tensor nextafter(const Tensor& a, const Tensor& b) {
+  DType rt = ops::result_type(a, b);
+  KILN_CHECK(rt == DType::f32 || rt == DType::f64, dtype, "[nextafter] expects f32 or f64 tensors, got {} and {}",
+             a.dtype(), b.dtype());
+  Tensor x = to(a, rt), y = to(b, rt);
+  bool f64 = rt == DType::f64;
+  int64_t digits = f64 ? 53 : 24, min_exp = f64 ? -1021 : -125;  // frexp's exponent of the smallest normal
+  double tiny = f64 ? std::numeric_limits<double>::denorm_min() : std::numeric_limits<float>::denorm_min();
+  double largest = f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
+  auto [m, e] = frexp(x);
+  Tensor ef = to(e, rt);
+  Tensor up = y > x;  // the direction
+  Tensor away = logical_xor(up, x < 0.0);  // away from zero
+  // One unit in the last place at x's binade (clamped to the subnormals'); going toward
+  // zero from a power of two, the binade below's.
+  Tensor power_of_two = abs(m) == 0.5;
+  Tensor ulp_exp = where(logical_and(logical_not(away), logical_and(power_of_two, ef > min_exp)), ef - 1.0, ef);
+  Tensor step = exp2(maximum(ulp_exp, full_like(ef, static_cast<double>(min_exp))) - static_cast<double>(digits));
+  Tensor moved = x + where(up, step, neg(step));
+  Tensor from_zero = where(up, full_like(x, tiny), full_like(x, -tiny));
+  Tensor from_inf = where(x > 0.0, full_like(x, largest), full_like(x, -largest));
+  Tensor r = where(x == 0.0, from_zero, where(isinf(x), from_inf, moved));
+  Tensor nan = full_like(x, std::numeric_limits<double>::quiet_NaN());
+  return where(logical_or(isnan(x), isnan(y)), nan, where(x == y, y, r));
+}
+
 Tensor isin(const Tensor& elements, const Tensor& test_elements, bool /*assume_unique*/, bool invert) {
   Tensor hit = any(eq(unsqueeze(elements, -1), reshape(test_elements, {-1})), -1);
   if (test_elements.numel() == 0) hit = zeros_like(elements, {.dtype = DType::b8});

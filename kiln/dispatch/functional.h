@@ -674,6 +674,18 @@ Tensor fmin(const Tensor& a, const Tensor& b);
 /** Greatest common divisor (>= 0; gcd(0, 0) = 0) and least common multiple of integers. */
 Tensor gcd(const Tensor& a, const Tensor& b);
 Tensor lcm(const Tensor& a, const Tensor& b);
+/** Shifts of integer tensors (the promoted type): a << b and a >> b (arithmetic for signed
+ * types); a shift by a negative count or by the type's width or more gives 0 (>>: the sign,
+ * -1 or 0), as PyTorch 2 defines it. */
+Tensor bitwise_left_shift(const Tensor& a, const Tensor& b);
+Tensor bitwise_left_shift(const Tensor& a, Scalar b);
+Tensor bitwise_right_shift(const Tensor& a, const Tensor& b);
+Tensor bitwise_right_shift(const Tensor& a, Scalar b);
+/** (mantissa, exponent) with x = mantissa 2^exponent, 0.5 <= |mantissa| < 1 (0, inf and
+ * NaN: x itself and 0); the exponent is i32. Floating x only. */
+std::pair<Tensor, Tensor> frexp(const Tensor& x);
+/** The next representable value after a in the direction of b (b where a == b). */
+Tensor nextafter(const Tensor& a, const Tensor& b);
 /** Whether each element of `elements` is in `test_elements` (invert: is not). */
 Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique = false, bool invert = false);
 /** The r-element combinations of the 1-D x's elements, in lexicographic order of

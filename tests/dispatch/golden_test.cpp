@@ -649,6 +649,13 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "special_ndtri") return special_ndtri(in[0]);
   if (op == "special_entr") return special_entr(in[0]);
   if (op == "special_xlog1py") return special_xlog1py(in[0], in[1]);
+  if (op == "bitwise_left_shift_scalar") return bitwise_left_shift(in[0], scalar(a.at("other")));
+  if (op == "bitwise_right_shift_scalar") return bitwise_right_shift(in[0], scalar(a.at("other")));
+  if (op == "bitwise_left_shift") return bitwise_left_shift(in[0], in[1]);
+  if (op == "bitwise_right_shift") return bitwise_right_shift(in[0], in[1]);
+  if (op == "frexp_mantissa") return frexp(in[0]).first;
+  if (op == "frexp_exponent") return frexp(in[0]).second;
+  if (op == "nextafter") return nextafter(in[0], in[1]);
   if (op == "narrow_copy") return narrow_copy(in[0], a.at("dim"), a.at("start"), a.at("length"));
   if (op == "split_with_sizes") return split_with_sizes(in[0], a.at("sizes").get<IntList>())[a.at("index").get<size_t>()];
   if (op == "sum_to_size") return sum_to_size(in[0], a.at("size").get<IntList>());

@@ -2447,6 +2447,33 @@ auto("linalg_tensorsolve", [randn(6, 2, 3).double(), ts_b], lambda a, b: LA.tens
      {"dims": [0]}, rtol=1e-8, atol=1e-10)
 
 
+# ---- shifts, frexp, nextafter ----
+sh_a = T([5, -5, 1, -1, 127, -128], dtype=torch.int8)
+for b_ in [0, 1, 3, 7, 8, 9, -1]:
+    auto("bitwise_left_shift_scalar", [sh_a], lambda a: torch.bitwise_left_shift(a, b_), {"other": b_})
+    auto("bitwise_right_shift_scalar", [sh_a], lambda a: torch.bitwise_right_shift(a, b_), {"other": b_})
+auto("bitwise_left_shift", [T([1, 2, -3], dtype=torch.int16), T([1, 14, 2], dtype=torch.int32)],
+     torch.bitwise_left_shift, note="promoted")
+auto("bitwise_right_shift", [T([200, 3, 255], dtype=torch.uint8), T([7, 1, 8], dtype=torch.uint8)],
+     torch.bitwise_right_shift, note="u8")
+auto("bitwise_right_shift", [T([-(2 ** 40), 2 ** 40, 12345]), T([3, 40, 62])], torch.bitwise_right_shift, note="i64")
+auto("bitwise_left_shift", [T([1, -3, 12345]), T([62, 63, 10])], torch.bitwise_left_shift, note="i64 wraps")
+auto("bitwise_left_shift", [T([1.5]), T([1])], torch.bitwise_left_shift, note="floats refused")
+fx_ = T([0.0, -0.0, 1.0, 0.75, -3.5, 1e-310, inf, nan, -inf, 2.0 ** -1022, 1e300, 7.0 - 2 ** -50]).double()
+auto("frexp_mantissa", [fx_], lambda x: torch.frexp(x)[0], note="f64")
+auto("frexp_exponent", [fx_], lambda x: torch.frexp(x)[1], note="f64")
+fxf_ = T([1e-40, 3.0, -0.1, 65504.0, 1e38, 0.5, 1.0 - 2 ** -24])
+auto("frexp_mantissa", [fxf_], lambda x: torch.frexp(x)[0], note="f32 subnormal")
+auto("frexp_exponent", [fxf_], lambda x: torch.frexp(x)[1], note="f32 subnormal")
+auto("frexp_mantissa", [T([1, 2])], lambda x: torch.frexp(x)[0], note="integers refused")
+na_ = T([0.0, 1.0, 1.0, -1.0, 2.0, inf, nan, 3.4028234663852886e38, -0.0, 1e-45, 1.0, -2.0, 1.1754943508222875e-38])
+nb_ = T([1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 1.0, inf, -1.0, 0.0, 1.0, -3.0, 0.0])
+auto("nextafter", [na_, nb_], torch.nextafter, note="f32", rtol=0, atol=0)
+auto("nextafter", [na_.double(), nb_.double()], torch.nextafter, note="f64", rtol=0, atol=0)
+auto("nextafter", [T([2.0 ** -1022, 5e-324, 1e308, -1e-300]).double(), T([0.0, 1.0, inf, -inf]).double()],
+     torch.nextafter, note="f64 edges", rtol=0, atol=0)
+
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
