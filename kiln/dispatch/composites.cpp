@@ -387,6 +387,133 @@ Tensor histc(const Tensor& x, int64_t bins, double min, double max) {
   return scatter_add(zeros({bins}, {.dtype = x.dtype(), .device = x.device()}), 0, bin, counts);
 }
 
+std::pair<Tensor, Tensor> histogram(const Tensor& x, const Tensor& bin_edges, const Tensor& weight, bool density) {
+  KILN_CHECK(is_floating(x.dtype()), dtype, "[histogram] expects a floating input, got {}", x.dtype());
+  KILN_CHECK(bin_edges.dim() == 1 && bin_edges.numel() >= 2 && bin_edges.dtype() == x.dtype(), value,
+             "[histogram] expects bin edges as a 1-D tensor of at least 2 elements of the input's dtype, got {}",
+             bin_edges.meta_str());
+  KILN_CHECK(!weight.defined() || weight.shape() == x.shape(), shape,
+             "[histogram] expects weight of the input's shape {}, got {}", x.meta_str(), weight.meta_str());
+  int64_t bins = bin_edges.numel() - 1;
+  Tensor flat = flatten(x);
+  Tensor lo = select(bin_edges, 0, 0), hi = select(bin_edges, 0, bins);
+  Tensor inside = logical_and(flat >= lo, flat <= hi);
+  // The bin whose [left, right) holds the element; the right edge joins the last bin.
+  Tensor bin = clamp(searchsorted(bin_edges, flat, /*right=*/true) - 1, 0, bins - 1);
+  Tensor w = weight.defined() ? flatten(to(weight, x.dtype())) : ones_like(flat);
+  Tensor hist = scatter_add(zeros({bins}, {.dtype = x.dtype(), .device = x.device()}), 0, bin,
+                            where(inside, w, zeros_like(w)));
+  if (density) hist = hist / (sum(hist) * diff(bin_edges));
+  return {hist, bin_edges};
+}
+
+std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins, std::optional<std::pair<double, double>> range,
+                                    const Tensor& weight, bool density) {
+  KILN_CHECK(bins > 0, value, "[histogram] bins must be > 0, got {}", bins);
+  KILN_CHECK(is_floating(x.dtype()), dtype, "[histogram] expects a floating input, got {}", x.dtype());
+  double lo = 0, hi = 0;
+  if (range) {
+    std::tie(lo, hi) = *range;
+    KILN_CHECK(lo <= hi, value, "[histogram] max must be larger than min, got {} and {}", lo, hi);
+  } else if (x.numel() > 0) {  // the data's range (a host read)
+    lo = item<double>(amin(x));
+    hi = item<double>(amax(x));
+  }
+  if (lo == hi) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  return histogram(x, linspace(lo, hi, bins + 1, {.dtype = x.dtype(), .device = x.device()}), weight, density);
+}
+
+namespace {
+
+// f's derivative along dim d from sample coordinates x ([n], x's dtype) or, when x is
+// undefined, the uniform spacing h: numpy's second-order-accurate formulas inside,
+// first- or second-order one-sided ones at the two ends.
+Tensor gradient_along(const Tensor& f, int64_t d, const Tensor& x, double h, int64_t edge_order) {
+  int64_t n = f.size(d);
+  KILN_CHECK(n >= edge_order + 1, value,
+             "[gradient] torch.gradient expected each dimension size to be at least edge_order+1, got {} along dim {}",
+             n, d);
+  auto part = [&](int64_t start, int64_t length) { return narrow(f, d, start, length); };
+  // The spacings as tensors broadcasting along dim d ([n - 1] reshaped), or numbers.
+  IntList shape(static_cast<size_t>(f.dim()), 1);
+  shape[static_cast<size_t>(d)] = -1;
+  auto spacing = [&](int64_t start, int64_t length) {
+    Tensor dx = narrow(diff(x), 0, start, length);
+    return reshape(dx, shape);
+  };
+  bool uniform = !x.defined();
+  auto sp = [&](int64_t start, int64_t length) {
+    return uniform ? full({1}, h, {.dtype = f.dtype(), .device = f.device()}) : spacing(start, length);
+  };
+  Tensor inner;
+  if (n > 2) {
+    Tensor hl = sp(0, n - 2), hr = sp(1, n - 2);
+    inner = (hl * hl * part(2, n - 2) - hr * hr * part(0, n - 2) + (hr * hr - hl * hl) * part(1, n - 2)) /
+            (hl * hr * (hl + hr));
+  }
+  Tensor first, last;
+  if (edge_order == 1) {
+    first = (part(1, 1) - part(0, 1)) / sp(0, 1);
+    last = (part(n - 1, 1) - part(n - 2, 1)) / sp(n - 2, 1);
+  } else {
+    Tensor d1 = sp(0, 1), d2 = sp(1, 1);
+    first = part(0, 1) * (neg(d1 * 2.0 + d2) / (d1 * (d1 + d2))) + part(1, 1) * ((d1 + d2) / (d1 * d2)) -
+            part(2, 1) * (d1 / (d2 * (d1 + d2)));
+    Tensor e1 = sp(n - 3, 1), e2 = sp(n - 2, 1);
+    last = part(n - 3, 1) * (e2 / (e1 * (e1 + e2))) - part(n - 2, 1) * ((e1 + e2) / (e1 * e2)) +
+           part(n - 1, 1) * ((e2 * 2.0 + e1) / (e2 * (e1 + e2)));
+  }
+  return inner.defined() ? cat({first, inner, last}, d) : cat({first, last}, d);
+}
+
+IntList gradient_dims(const Tensor& f, const IntList& dims) {
+  IntList out;
+  if (dims.empty())
+    for (int64_t d = 0; d < f.dim(); ++d) out.push_back(d);
+  for (int64_t d : dims) out.push_back(d < 0 ? d + f.dim() : d);
+  for (int64_t d : out) KILN_CHECK(d >= 0 && d < f.dim(), index, "[gradient] dim out of range for {}", f.meta_str());
+  return out;
+}
+
+Tensor gradient_input(const Tensor& f, int64_t edge_order) {
+  KILN_CHECK(edge_order == 1 || edge_order == 2, value, "[gradient] torch.gradient only supports edge_order=1 and "
+             "edge_order=2, got {}", edge_order);
+  return is_floating(f.dtype()) ? f : to(f, DType::f32);
+}
+
+}  // namespace
+
+TensorList gradient(const Tensor& f, const std::vector<double>& spacing, const IntList& dims, int64_t edge_order) {
+  Tensor ff = gradient_input(f, edge_order);
+  IntList ds = gradient_dims(f, dims);
+  KILN_CHECK(spacing.size() == 1 || spacing.size() == ds.size(), value,
+             "[gradient] expected spacing to be unspecified, a scalar or one value per dim ({}), got {}", ds.size(),
+             spacing.size());
+  TensorList out;
+  for (size_t i = 0; i < ds.size(); ++i)
+    out.push_back(gradient_along(ff, ds[i], Tensor(), spacing[spacing.size() == 1 ? 0 : i], edge_order));
+  return out;
+}
+
+TensorList gradient(const Tensor& f, const TensorList& coordinates, const IntList& dims, int64_t edge_order) {
+  Tensor ff = gradient_input(f, edge_order);
+  IntList ds = gradient_dims(f, dims);
+  KILN_CHECK(coordinates.size() == ds.size(), value, "[gradient] expected one coordinate tensor per dim ({}), got {}",
+             ds.size(), coordinates.size());
+  TensorList out;
+  for (size_t i = 0; i < ds.size(); ++i) {
+    const Tensor& x = coordinates[i];
+    KILN_CHECK(x.dim() == 1 && x.size(0) == f.size(ds[i]), shape,
+               "[gradient] expected the coordinates of dim {} as a 1-D tensor of {} elements, got {}", ds[i],
+               f.size(ds[i]), x.meta_str());
+    out.push_back(gradient_along(ff, ds[i], to(x, ff.dtype()), 1.0, edge_order));
+  }
+  return out;
+}
+
 Tensor fmax(const Tensor& a, const Tensor& b) { return where(isnan(a), b, where(isnan(b), a, maximum(a, b))); }
 Tensor fmin(const Tensor& a, const Tensor& b) { return where(isnan(a), b, where(isnan(b), a, minimum(a, b))); }
 

@@ -668,6 +668,23 @@ Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right = false);
 /** The histogram of x over `bins` equal bins in [min, max] (min == max: the data's range,
  * eager only); elements outside are left out, max goes to the last bin. */
 Tensor histc(const Tensor& x, int64_t bins = 100, double min = 0, double max = 0);
+/** torch.histogram: (hist, bin_edges) of the floating x over `bins` equal bins in
+ * `range` (absent: the data's range, widened by 0.5 each way when it is one value) or
+ * over the given increasing edges; the last bin includes its right edge, elements outside
+ * are left out. weight: per-element weights summed instead of counts; density: hist
+ * divided by its sum and the bins' widths. */
+std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins = 100,
+                                    std::optional<std::pair<double, double>> range = std::nullopt,
+                                    const Tensor& weight = Tensor(), bool density = false);
+std::pair<Tensor, Tensor> histogram(const Tensor& x, const Tensor& bin_edges, const Tensor& weight = Tensor(),
+                                    bool density = false);
+/** torch.gradient: the derivative estimate of f along each of `dims` (all when empty),
+ * central differences inside and one-sided ones of order edge_order (1 or 2) at the ends,
+ * with a uniform spacing per dim (one value for all, or one per dim) ... */
+TensorList gradient(const Tensor& f, const std::vector<double>& spacing = {1.0}, const IntList& dims = {},
+                    int64_t edge_order = 1);
+/** ... or sample coordinates per dim (1-D tensors of the dim's size). */
+TensorList gradient(const Tensor& f, const TensorList& coordinates, const IntList& dims = {}, int64_t edge_order = 1);
 /** NaN-ignoring maximum / minimum: the other operand where one is NaN. */
 Tensor fmax(const Tensor& a, const Tensor& b);
 Tensor fmin(const Tensor& a, const Tensor& b);

@@ -656,6 +656,17 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "frexp_mantissa") return frexp(in[0]).first;
   if (op == "frexp_exponent") return frexp(in[0]).second;
   if (op == "nextafter") return nextafter(in[0], in[1]);
+  if (op == "histogram_hist" || op == "histogram_edges") {
+    std::optional<std::pair<double, double>> range;
+    if (a.contains("range")) range = std::pair{a.at("range")[0].get<double>(), a.at("range")[1].get<double>()};
+    auto h = histogram(in[0], a.at("bins"), range, Tensor(), a.value("density", false));
+    return op == "histogram_hist" ? h.first : h.second;
+  }
+  if (op == "histogram_edges_hist") return histogram(in[0], in[1], in[2], a.at("density")).first;
+  if (op == "gradient")
+    return gradient(in[0], a.value("spacing", std::vector<double>{1.0}), a.value("dims", IntList{}),
+                    a.value("edge_order", 1))[a.at("index").get<size_t>()];
+  if (op == "gradient_coords") return gradient(in[0], TensorList{in[1]}, {a.at("dim").get<int64_t>()}, a.at("edge_order"))[0];
   if (op == "narrow_copy") return narrow_copy(in[0], a.at("dim"), a.at("start"), a.at("length"));
   if (op == "split_with_sizes") return split_with_sizes(in[0], a.at("sizes").get<IntList>())[a.at("index").get<size_t>()];
   if (op == "sum_to_size") return sum_to_size(in[0], a.at("size").get<IntList>());

@@ -2474,6 +2474,34 @@ auto("nextafter", [T([2.0 ** -1022, 5e-324, 1e308, -1e-300]).double(), T([0.0, 1
      torch.nextafter, note="f64 edges", rtol=0, atol=0)
 
 
+# ---- histogram, gradient ----
+hx_ = T([1.0, 2.0, 1.0, 4.0, 2.5, 7.0])
+auto("histogram_hist", [hx_], lambda x: torch.histogram(x, 3)[0], {"bins": 3})
+auto("histogram_edges", [hx_], lambda x: torch.histogram(x, 3)[1], {"bins": 3})
+auto("histogram_hist", [hx_], lambda x: torch.histogram(x, 3, range=(0.0, 4.0))[0], {"bins": 3, "range": [0.0, 4.0]})
+auto("histogram_hist", [T([2.0, 2.0])], lambda x: torch.histogram(x, 2)[0], {"bins": 2}, note="one value")
+auto("histogram_edges", [T([2.0, 2.0])], lambda x: torch.histogram(x, 2)[1], {"bins": 2}, note="one value")
+auto("histogram_hist", [randn(50).double()], lambda x: torch.histogram(x, 7, density=True)[0],
+     {"bins": 7, "density": True}, rtol=1e-9, atol=1e-12)
+auto("histogram_edges_hist", [hx_, T([0.0, 1.0, 3.0, 7.0]), T([1.0, 2, 3, 4, 5, 6])],
+     lambda x, e, w: torch.histogram(x, e, weight=w, density=True)[0], {"density": True})
+auto("histogram_edges_hist", [hx_, T([2.0, 3.0, 5.0]), T([1.0, 1, 1, 1, 1, 1])],
+     lambda x, e, w: torch.histogram(x, e, weight=w)[0], {"density": False}, note="outside left out")
+gf_ = T([[1.0, 2.0, 4.0, 8.0], [10.0, 20.0, 40.0, 80.0], [3.0, 1.0, 4.0, 1.5]])
+for k_ in range(2):
+    auto("gradient", [gf_], lambda f: torch.gradient(f)[k_], {"index": k_})
+    auto("gradient", [gf_], lambda f: torch.gradient(f, spacing=(2.0, 0.5), edge_order=2)[k_],
+         {"index": k_, "spacing": [2.0, 0.5], "edge_order": 2})
+for eo_ in [1, 2]:
+    auto("gradient_coords", [gf_, T([0.0, 1.0, 1.5, 3.5])],
+         lambda f, c: torch.gradient(f, spacing=(c,), dim=1, edge_order=eo_)[0], {"dim": 1, "edge_order": eo_})
+auto("gradient", [T([1, 4, 9, 16])], lambda f: torch.gradient(f)[0], {"index": 0}, note="integers")
+auto("gradient", [T([1.0, 2.0])], lambda f: torch.gradient(f, edge_order=2)[0], {"index": 0, "edge_order": 2},
+     note="too short")
+grad_cases("gradient", [randn(3, 5).double()], lambda f: torch.gradient(f, dim=1, edge_order=2)[0],
+           {"index": 0, "dims": [1], "edge_order": 2})
+
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
