@@ -4,6 +4,7 @@
 // ops they are made of.
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numbers>
 
 #include "kiln/autograd/autograd.h"
@@ -512,6 +513,50 @@ TensorList gradient(const Tensor& f, const TensorList& coordinates, const IntLis
     out.push_back(gradient_along(ff, ds[i], to(x, ff.dtype()), 1.0, edge_order));
   }
   return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, const IntList& normalized_shape,
+                                                     const Tensor& weight, const Tensor& bias, double eps) {
+  Tensor y = layer_norm(x, normalized_shape, weight, bias, eps);
+  IntList dims;
+  for (size_t i = 0; i < normalized_shape.size(); ++i) dims.push_back(x.dim() - 1 - static_cast<int64_t>(i));
+  Tensor m = mean(x, dims, true);
+  return {y, m, rsqrt(var(x, dims, /*correction=*/0, true) + eps)};
+}
+
+Tensor segment_reduce(const Tensor& data, const std::string& reduce, const Tensor& lengths, const Tensor& offsets,
+                      int64_t axis, std::optional<double> initial) {
+  static const std::map<std::string, std::string> kScatter = {
+      {"sum", "sum"}, {"mean", "sum"}, {"max", "amax"}, {"min", "amin"}, {"prod", "prod"}};
+  auto it = kScatter.find(reduce);
+  KILN_CHECK(it != kScatter.end(), value, "[segment_reduce] reduce must be sum, mean, max, min or prod, got '{}'",
+             reduce);
+  KILN_CHECK(lengths.defined() != offsets.defined(), value, "[segment_reduce] expects exactly one of lengths and offsets");
+  Tensor lens = lengths.defined() ? lengths : diff(offsets);
+  KILN_CHECK(lens.dim() == 1 && !is_floating(lens.dtype()), value,
+             "[segment_reduce] expects 1-D integer lengths (or offsets), got {}", lens.meta_str());
+  KILN_CHECK(axis == 0 && data.dim() >= 1, value,
+             "[segment_reduce] expected axis to be the last dimension of lengths (0), got {}", axis);
+  KILN_CHECK(item<int64_t>(sum(lens)) == data.size(0) && !item<bool>(any(lens < 0)), value,
+             "[segment_reduce] expects non-negative lengths that sum to data's size along axis ({}), got {}",
+             data.size(0), lens.meta_str());
+  int64_t segments = lens.size(0);
+  double identity = reduce == "max"    ? -std::numeric_limits<double>::infinity()
+                    : reduce == "min"  ? std::numeric_limits<double>::infinity()
+                    : reduce == "prod" ? 1.0
+                                       : 0.0;
+  IntList shape(data.shape().begin(), data.shape().end());
+  shape[0] = segments;
+  Tensor start = full(shape, initial.value_or(identity), {.dtype = data.dtype(), .device = data.device()});
+  Tensor ids = repeat_interleave(arange(0, segments, 1, {.dtype = DType::i64, .device = data.device()}), to(lens, DType::i64));
+  IntList view(static_cast<size_t>(data.dim()), 1);
+  view[0] = -1;
+  Tensor index = expand(reshape(ids, view), IntList(data.shape().begin(), data.shape().end()));
+  Tensor out = scatter_reduce(start, 0, index, data, it->second, /*include_self=*/true);
+  if (reduce != "mean") return out;
+  Tensor count = reshape(to(lens, data.dtype()), view);
+  Tensor nan = full_like(out, std::numeric_limits<double>::quiet_NaN());
+  return where(count > 0.0, out / where(count > 0.0, count, ones_like(count)), initial ? out : nan);
 }
 
 Tensor fmax(const Tensor& a, const Tensor& b) { return where(isnan(a), b, where(isnan(b), a, maximum(a, b))); }

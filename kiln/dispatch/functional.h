@@ -551,6 +551,16 @@ Tensor layer_norm(const Tensor& x, const IntList& normalized_shape,
                   double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
+/** torch.native_layer_norm: (layer_norm's output, mean, rstd), the statistics per
+ * normalized group, shaped like x with the normalized dims kept as 1. */
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, const IntList& normalized_shape,
+                                                     const Tensor& weight, const Tensor& bias, double eps);
+/** torch.segment_reduce along axis 0 of data: segments of consecutive rows given by 1-D
+ * lengths (or offsets, lengths + 1 boundaries), reduced by "sum", "mean", "max", "min" or
+ * "prod". `initial` joins every segment as one more element (mean: added to the sum, not
+ * counted); without it an empty segment gives 0, NaN, -inf, inf and 1. */
+Tensor segment_reduce(const Tensor& data, const std::string& reduce, const Tensor& lengths = Tensor(),
+                      const Tensor& offsets = Tensor(), int64_t axis = 0, std::optional<double> initial = std::nullopt);
 /** The gradients w.r.t. an op's input, weight and bias (its fused backward op's outputs). */
 struct WeightedGrads {
   Tensor input, weight, bias;

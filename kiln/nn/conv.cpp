@@ -404,6 +404,16 @@ Tensor pad_index(int64_t size, int64_t before, int64_t after, const std::string&
 
 }  // namespace
 
+Tensor constant_pad_nd(const Tensor& x, const IntList& amounts, double value) { return pad(x, amounts, value); }
+
+Tensor upsample_nearest(const Tensor& input, const IntList& size, const std::vector<double>& scale_factor) {
+  return interpolate(input, {.size = size, .scale_factor = scale_factor, .mode = "nearest"});
+}
+
+Tensor upsample_bilinear(const Tensor& input, const IntList& size, const std::vector<double>& scale_factor) {
+  return interpolate(input, {.size = size, .scale_factor = scale_factor, .mode = "bilinear", .align_corners = true});
+}
+
 Tensor pad(const Tensor& x, const IntList& amounts, const std::string& mode, double value) {
   if (mode == "constant") return pad(x, amounts, value);
   KILN_CHECK(mode == "reflect" || mode == "replicate" || mode == "circular", value,

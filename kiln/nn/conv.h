@@ -73,6 +73,8 @@ Tensor adaptive_avg_pool2d(const Tensor& input, const IntList& output_size);
 /** x padded with `value`: pad holds (before, after) pairs starting from the last dim, as
  * torch.nn.functional.pad's constant mode; negative amounts crop. */
 Tensor pad(const Tensor& x, const IntList& pad, double value = 0.0);
+/** torch.constant_pad_nd: pad(x, pad, value). */
+Tensor constant_pad_nd(const Tensor& x, const IntList& pad, double value = 0.0);
 /** torch.nn.functional.pad with a mode: "constant" (as above), "reflect" (mirrored
  * without repeating the edge; each amount below the dim's size), "replicate" (the edge
  * repeated) or "circular" (wrapped; each amount at most the size). The non-constant
@@ -117,6 +119,10 @@ struct InterpolateOptions {
  * scale factor, 1 / factor is the step, as PyTorch's default recompute_scale_factor);
  * the linear modes are separable (one lerp per dim). */
 Tensor interpolate(const Tensor& input, const InterpolateOptions& options);
+/** The deprecated F.upsample_nearest and F.upsample_bilinear (align_corners = true): size
+ * or scale_factor, as interpolate's. */
+Tensor upsample_nearest(const Tensor& input, const IntList& size, const std::vector<double>& scale_factor = {});
+Tensor upsample_bilinear(const Tensor& input, const IntList& size, const std::vector<double>& scale_factor = {});
 
 /** torch.nn.functional.unfold (im2col): the sliding blocks of input [N, C, H, W] (or
  * unbatched) as columns [N, C * kh * kw, L]; fold is its adjoint, summing the columns'

@@ -102,6 +102,12 @@ Tensor pdist(const Tensor& x, double p) {
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  return std::get<0>(native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                                     const Tensor& running_mean, const Tensor& running_var,
+                                                     bool training, double momentum, double eps) {
   KILN_CHECK(x.dim() >= 2, shape, "[batch_norm] expects an input of at least 2 dims [N, C, *], got {}", x.meta_str());
   IntList dims{0};
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
@@ -129,8 +135,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     mean_ = running_mean;
     var_ = running_var;
   }
-  Tensor y = (x - per_channel(mean_, x)) * per_channel(rsqrt(var_ + eps), x);
-  return affine(y, x, weight, bias);
+  Tensor invstd = rsqrt(var_ + eps);
+  Tensor y = affine((x - per_channel(mean_, x)) * per_channel(invstd, x), x, weight, bias);
+  if (!training) {
+    Tensor none = empty({0}, {.dtype = x.dtype(), .device = x.device()});
+    return {y, none, none};
+  }
+  return {y, mean_, invstd};
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {

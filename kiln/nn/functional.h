@@ -3,8 +3,8 @@
 // export as those ops): dropout, batch and group normalization, attention.
 
 #include <optional>
-
 #include <string>
+#include <tuple>
 
 #include "kiln/dispatch/functional.h"
 
@@ -38,6 +38,11 @@ Tensor pdist(const Tensor& x, double p = 2.0);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
+/** torch.native_batch_norm: (output, save_mean, save_invstd), the batch's mean and
+ * 1 / sqrt(biased variance + eps) per channel in training, empty [0] tensors outside it. */
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                                     const Tensor& running_mean, const Tensor& running_var,
+                                                     bool training, double momentum, double eps);
 
 /** x [N, C, *] normalized over each of num_groups channel groups (and the other dims),
  * then * weight + bias per channel (each optional). */

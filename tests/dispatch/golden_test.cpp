@@ -667,6 +667,25 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
     return gradient(in[0], a.value("spacing", std::vector<double>{1.0}), a.value("dims", IntList{}),
                     a.value("edge_order", 1))[a.at("index").get<size_t>()];
   if (op == "gradient_coords") return gradient(in[0], TensorList{in[1]}, {a.at("dim").get<int64_t>()}, a.at("edge_order"))[0];
+  if (op == "native_layer_norm") {
+    auto r = native_layer_norm(in[0], a.at("shape").get<IntList>(), in[1], in[2], 1e-5);
+    size_t k = a.at("index");
+    return k == 0 ? std::get<0>(r) : k == 1 ? std::get<1>(r) : std::get<2>(r);
+  }
+  if (op == "native_batch_norm") {
+    auto r = nn::native_batch_norm(in[0], in[1], in[2], in[3], in[4], a.at("training"), 0.1, 1e-5);
+    size_t k = a.at("index");
+    return k == 0 ? std::get<0>(r) : k == 1 ? std::get<1>(r) : std::get<2>(r);
+  }
+  if (op == "segment_reduce") {
+    std::optional<double> initial;
+    if (a.contains("initial")) initial = a.at("initial").get<double>();
+    return segment_reduce(in[0], a.at("reduce"), in[1], Tensor(), 0, initial);
+  }
+  if (op == "segment_reduce_offsets") return segment_reduce(in[0], a.at("reduce"), Tensor(), in[1]);
+  if (op == "upsample_nearest") return nn::upsample_nearest(in[0], {}, a.at("scale_factor").get<std::vector<double>>());
+  if (op == "upsample_bilinear") return nn::upsample_bilinear(in[0], a.at("size").get<IntList>());
+  if (op == "constant_pad_nd") return nn::constant_pad_nd(in[0], a.at("pad").get<IntList>(), a.at("value"));
   if (op == "narrow_copy") return narrow_copy(in[0], a.at("dim"), a.at("start"), a.at("length"));
   if (op == "split_with_sizes") return split_with_sizes(in[0], a.at("sizes").get<IntList>())[a.at("index").get<size_t>()];
   if (op == "sum_to_size") return sum_to_size(in[0], a.at("size").get<IntList>());

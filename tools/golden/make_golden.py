@@ -2502,6 +2502,40 @@ grad_cases("gradient", [randn(3, 5).double()], lambda f: torch.gradient(f, dim=1
            {"index": 0, "dims": [1], "edge_order": 2})
 
 
+# ---- native norms, segment_reduce, upsample, constant_pad_nd ----
+nl_x, nl_w, nl_b = randn(2, 3, 4), randn(4), randn(4)
+for k_ in range(3):
+    auto("native_layer_norm", [nl_x, nl_w, nl_b], lambda x, w, b: torch.native_layer_norm(x, [4], w, b, 1e-5)[k_],
+         {"shape": [4], "index": k_})
+auto("native_layer_norm", [nl_x, randn(3, 4), randn(3, 4)],
+     lambda x, w, b: torch.native_layer_norm(x, [3, 4], w, b, 1e-5)[2], {"shape": [3, 4], "index": 2})
+nb_x, nb_w, nb_b = randn(4, 3, 5), randn(3), randn(3)
+for k_ in range(3):
+    auto("native_batch_norm", [nb_x, nb_w, nb_b, torch.zeros(3), torch.ones(3)],
+         lambda x, w, b, m, v: torch.native_batch_norm(x, w, b, m, v, True, 0.1, 1e-5)[k_],
+         {"training": True, "index": k_})
+    auto("native_batch_norm", [nb_x, nb_w, nb_b, randn(3), randn(3).abs() + 0.5],
+         lambda x, w, b, m, v: torch.native_batch_norm(x, w, b, m, v, False, 0.1, 1e-5)[k_],
+         {"training": False, "index": k_})
+sr_d = T([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
+sr_l = T([1, 0, 3])
+for r_ in ["sum", "mean", "max", "min", "prod"]:
+    auto("segment_reduce", [sr_d, sr_l], lambda d, l: torch.segment_reduce(d, r_, lengths=l), {"reduce": r_})
+    auto("segment_reduce", [sr_d, sr_l], lambda d, l: torch.segment_reduce(d, r_, lengths=l, initial=2.0),
+         {"reduce": r_, "initial": 2.0})
+auto("segment_reduce_offsets", [sr_d, T([0, 1, 1, 4])], lambda d, o: torch.segment_reduce(d, "sum", offsets=o),
+     {"reduce": "sum"})
+auto("segment_reduce", [sr_d, T([1, 1])], lambda d, l: torch.segment_reduce(d, "sum", lengths=l), {"reduce": "sum"},
+     note="lengths do not cover the data")
+grad_cases("segment_reduce", [randn(5, 3).double(), T([2, 0, 3])],
+           lambda d, l: torch.segment_reduce(d, "mean", lengths=l), {"reduce": "mean"})
+up_x = randn(1, 2, 3, 4)
+auto("upsample_nearest", [up_x], lambda x: F.upsample_nearest(x, scale_factor=2), {"scale_factor": [2.0]})
+auto("upsample_bilinear", [up_x], lambda x: F.upsample_bilinear(x, size=(5, 7)), {"size": [5, 7]})
+auto("constant_pad_nd", [randn(2, 3)], lambda x: torch.constant_pad_nd(x, [1, 2, 0, 1], 1.5),
+     {"pad": [1, 2, 0, 1], "value": 1.5})
+
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
