@@ -371,6 +371,22 @@ Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(Scalar a, const Tensor& b) { return gt(b, wrapped_number(a)); }
+Tensor operator<=(Scalar a, const Tensor& b) { return ge(b, wrapped_number(a)); }
+Tensor operator>(Scalar a, const Tensor& b) { return lt(b, wrapped_number(a)); }
+Tensor operator>=(Scalar a, const Tensor& b) { return le(b, wrapped_number(a)); }
+Tensor operator==(Scalar a, const Tensor& b) { return eq(b, wrapped_number(a)); }
+Tensor operator!=(Scalar a, const Tensor& b) { return ne(b, wrapped_number(a)); }
+Tensor operator&(Scalar a, const Tensor& b) { return bitwise_and(b, a); }
+Tensor operator|(Scalar a, const Tensor& b) { return bitwise_or(b, a); }
+Tensor operator^(Scalar a, const Tensor& b) { return bitwise_xor(b, a); }
+Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
+Tensor operator%(const Tensor& a, Scalar b) { return remainder(a, b); }
+Tensor operator%(Scalar a, const Tensor& b) { return remainder(a, b); }
+Tensor operator<<(const Tensor& a, const Tensor& b) { return bitwise_left_shift(a, b); }
+Tensor operator<<(const Tensor& a, Scalar b) { return bitwise_left_shift(a, b); }
+Tensor operator>>(const Tensor& a, const Tensor& b) { return bitwise_right_shift(a, b); }
+Tensor operator>>(const Tensor& a, Scalar b) { return bitwise_right_shift(a, b); }
 Tensor operator<(const Tensor& a, Scalar b) { return lt(a, wrapped_number(b)); }
 Tensor operator<=(const Tensor& a, Scalar b) { return le(a, wrapped_number(b)); }
 Tensor operator>(const Tensor& a, Scalar b) { return gt(a, wrapped_number(b)); }

@@ -299,6 +299,25 @@ Tensor operator>(const Tensor& a, Scalar b);
 Tensor operator>=(const Tensor& a, Scalar b);
 Tensor operator==(const Tensor& a, Scalar b);
 Tensor operator!=(const Tensor& a, Scalar b);
+/** The number on the left: compared as the tensor is compared with it, mirrored. */
+Tensor operator<(Scalar a, const Tensor& b);
+Tensor operator<=(Scalar a, const Tensor& b);
+Tensor operator>(Scalar a, const Tensor& b);
+Tensor operator>=(Scalar a, const Tensor& b);
+Tensor operator==(Scalar a, const Tensor& b);
+Tensor operator!=(Scalar a, const Tensor& b);
+Tensor operator&(Scalar a, const Tensor& b);
+Tensor operator|(Scalar a, const Tensor& b);
+Tensor operator^(Scalar a, const Tensor& b);
+/** Python's % (remainder: the divisor's sign) and the shifts (bitwise_left_shift /
+ * bitwise_right_shift). */
+Tensor operator%(const Tensor& a, const Tensor& b);
+Tensor operator%(const Tensor& a, Scalar b);
+Tensor operator%(Scalar a, const Tensor& b);
+Tensor operator<<(const Tensor& a, const Tensor& b);
+Tensor operator<<(const Tensor& a, Scalar b);
+Tensor operator>>(const Tensor& a, const Tensor& b);
+Tensor operator>>(const Tensor& a, Scalar b);
 /** In place on `a` (add_, sub_, mul_, div_): the same device rules as those ops (D2). */
 Tensor& operator+=(Tensor& a, const Tensor& b);
 Tensor& operator-=(Tensor& a, const Tensor& b);

@@ -517,6 +517,21 @@ TEST(Operators, ArithmeticComparisonsAndCompoundAssignment) {
   expect_error([&] { c += elsewhere; }, ErrorKind::device_mismatch, "[add_]");  // (D2)
 }
 
+TEST(Operators, NumbersOnTheLeftRemainderAndShifts) {
+  Tensor a = tensor({1, 2, 3});
+  EXPECT_EQ(to_vector<bool>(2 < a), (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(to_vector<bool>(2 >= a), (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(to_vector<bool>(2 == a), (std::vector<bool>{false, true, false}));
+  EXPECT_TRUE(all_close(tensor({-5.0, 5.0}) % 3, {1, 2}));  // Python's %: the divisor's sign
+  EXPECT_TRUE(all_close(7 % tensor({-3.0, 4.0}), {-2, 3}));
+  Tensor i = from_vector<int64_t>({1, -8, 5});
+  EXPECT_EQ(to_vector<int64_t>(i << 2), (std::vector<int64_t>{4, -32, 20}));
+  EXPECT_EQ(to_vector<int64_t>(i >> 1), (std::vector<int64_t>{0, -4, 2}));
+  EXPECT_EQ(to_vector<int64_t>(6 & i), (std::vector<int64_t>{0, 0, 4}));
+  EXPECT_EQ(to_vector<int64_t>(i << from_vector<int64_t>({64, 0, -1})), (std::vector<int64_t>{0, -8, 0}));
+  expect_error([&] { (void)(a << 1); }, ErrorKind::dtype, "[bitwise_left_shift]");
+}
+
 TEST(Operators, TypedDataChecksTheDtype) {
   Tensor f = tensor({1, 2});
   EXPECT_EQ(f.data<float>()[1], 2.0f);
