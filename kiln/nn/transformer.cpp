@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/nn/conv.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/utils.h"
 
@@ -41,6 +42,11 @@ MultiheadAttention::MultiheadAttention(MultiheadAttentionOptions o) : options_(o
     v_proj_weight = &register_parameter("v_proj_weight", xavier_uniform(e, vd, o.device));
   }
   if (o.bias) in_proj_bias = &register_parameter("in_proj_bias", zeros({3 * e}, {.device = o.device}));
+  if (o.add_bias_kv) {  // Xavier-normal of [1, 1, E]: std 1 / sqrt(E)
+    double std = 1 / std::sqrt(static_cast<double>(e));
+    bias_k = &register_parameter("bias_k", randn({1, 1, e}, {.device = o.device}) * std);
+    bias_v = &register_parameter("bias_v", randn({1, 1, e}, {.device = o.device}) * std);
+  }
   out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, o.bias, o.device));
   if (o.bias) {
     autograd::NoGradGuard no_grad;
@@ -86,27 +92,43 @@ std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query_in, con
     q = linear(query, *q_proj_weight, b[0]), k = linear(key, *k_proj_weight, b[1]),
     v = linear(value, *v_proj_weight, b[2]);
   }
+  if (o.add_bias_kv) {  // one more key and value per sequence: [S + 1, N, E]
+    k = cat({k, expand(*bias_k, {1, n, e})}, 0);
+    v = cat({v, expand(*bias_v, {1, n, e})}, 0);
+  }
+  int64_t keys = src + int64_t{o.add_bias_kv};
   // [L, N, E] -> [N * heads, L, head_dim]
   auto split_heads = [&](const Tensor& t, int64_t len) { return transpose(reshape(t, {len, n * heads, hd}), 0, 1); };
   q = split_heads(q, tgt) * (1 / std::sqrt(static_cast<double>(hd)));
-  k = split_heads(k, src);
-  v = split_heads(v, src);
+  k = split_heads(k, keys);
+  v = split_heads(v, keys);
+  if (o.add_zero_attn) {  // and a zero one per head
+    Tensor zero = zeros({n * heads, 1, hd}, {.dtype = k.dtype(), .device = k.device()});
+    k = cat({k, zero}, 1);
+    v = cat({v, zero}, 1);
+    ++keys;
+  }
+  // The masks were written for the src keys: the appended ones are never masked.
+  auto widen = [&](const Tensor& additive_mask) {
+    int64_t extra = keys - src;
+    return extra ? pad(additive_mask, {0, extra}) : additive_mask;
+  };
 
-  Tensor scores = bmm(q, transpose(k, 1, 2));  // [N * heads, L, S]
+  Tensor scores = bmm(q, transpose(k, 1, 2));  // [N * heads, L, keys]
   if (masks.attn_mask.defined()) {
     const Tensor& m = masks.attn_mask;
     bool ok = (m.dim() == 2 && m.size(0) == tgt && m.size(1) == src) ||
               (m.dim() == 3 && m.size(0) == n * heads && m.size(1) == tgt && m.size(2) == src);
     KILN_CHECK(ok, shape, "[{}] attn_mask must be [{}, {}] or [{}, {}, {}], got {}", op, tgt, src, n * heads, tgt,
                src, m.meta_str());
-    scores = scores + additive(m, scores.dtype());
+    scores = scores + widen(additive(m, scores.dtype()));
   }
   if (masks.key_padding_mask.defined()) {
     Tensor m = unbatched ? unsqueeze(masks.key_padding_mask, 0) : masks.key_padding_mask;
     KILN_CHECK(m.dim() == 2 && m.size(0) == n && m.size(1) == src, shape,
                "[{}] key_padding_mask must be [{}, {}], got {}", op, n, src, masks.key_padding_mask.meta_str());
-    Tensor per_head = reshape(expand(reshape(additive(m, scores.dtype()), {n, 1, 1, src}), {n, heads, 1, src}),
-                              {n * heads, 1, src});
+    Tensor per_head = reshape(expand(reshape(widen(additive(m, scores.dtype())), {n, 1, 1, keys}), {n, heads, 1, keys}),
+                              {n * heads, 1, keys});
     scores = scores + per_head;
   }
   Tensor attn = softmax(scores, -1);
@@ -115,7 +137,7 @@ std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query_in, con
   out = (*out_proj)(out);
   Tensor weights;
   if (need_weights) {
-    weights = reshape(attn, {n, heads, tgt, src});
+    weights = reshape(attn, {n, heads, tgt, keys});
     if (average_weights) weights = mean(weights, {1});
     if (unbatched) weights = squeeze(weights, 0);
   }

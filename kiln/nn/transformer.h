@@ -23,6 +23,11 @@ struct MultiheadAttentionOptions {
   int64_t kdim = 0, vdim = 0;
   /** Inputs and output [N, L, E] instead of [L, N, E]. */
   bool batch_first = false;
+  /** A learned key and value (bias_k, bias_v [1, 1, E]) appended to every sequence's
+   * keys and values after the projections. */
+  bool add_bias_kv = false;
+  /** An all-zero key and value appended per head after that (its score 0). */
+  bool add_zero_attn = false;
   Device device = Device("cpu:0");
 };
 
@@ -51,6 +56,7 @@ class MultiheadAttention : public Module {
   Tensor* in_proj_weight = nullptr;  // [3E, E] when kdim == vdim == embed_dim
   Tensor *q_proj_weight = nullptr, *k_proj_weight = nullptr, *v_proj_weight = nullptr;
   Tensor* in_proj_bias = nullptr;  // [3E]
+  Tensor *bias_k = nullptr, *bias_v = nullptr;  // [1, 1, E] with add_bias_kv
   std::shared_ptr<Linear> out_proj;
 
  private:

@@ -99,7 +99,9 @@ Tensor run_attention(const std::string& op, const std::vector<Tensor>& in, const
   if (op == "mha") {
     nn::MultiheadAttention m({.embed_dim = a.at("embed_dim"), .num_heads = a.at("num_heads"),
                               .bias = a.value("bias", true), .kdim = a.value("kdim", int64_t{0}),
-                              .vdim = a.value("vdim", int64_t{0}), .batch_first = a.value("batch_first", false)});
+                              .vdim = a.value("vdim", int64_t{0}), .batch_first = a.value("batch_first", false),
+                              .add_bias_kv = a.value("add_bias_kv", false),
+                              .add_zero_attn = a.value("add_zero_attn", false)});
     bind_parameters(m, in, n_data, a);
     auto [out, weights] = m.attend(in[0], in[1], in[2], masks, true, a.value("average", true));
     return flat_cat({out, weights});

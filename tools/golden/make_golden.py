@@ -1708,6 +1708,18 @@ module_cases("mha", mha(), {"embed_dim": E_, "num_heads": H_, "attn_mask": 3},
              [q_, kv_, kv_, randn(2 * H_, 4, 5)], lambda m, q, k, v, a_: m(q, k, v, attn_mask=a_), "float 3-D mask")
 module_cases("mha", mha(), {"embed_dim": E_, "num_heads": H_}, [randn(4, 2, 6), kv_, kv_], lambda m, q, k, v: m(q, k, v),
              "wrong query features")
+module_cases("mha", mha(add_bias_kv=True), {"embed_dim": E_, "num_heads": H_, "add_bias_kv": True},
+             [q_, kv_, kv_], lambda m, q, k, v: m(q, k, v), "bias_k, bias_v", grads=True)
+module_cases("mha", mha(add_zero_attn=True), {"embed_dim": E_, "num_heads": H_, "add_zero_attn": True},
+             [q_, kv_, kv_], lambda m, q, k, v: m(q, k, v), "zero attention", grads=True)
+module_cases("mha", mha(add_bias_kv=True, add_zero_attn=True),
+             {"embed_dim": E_, "num_heads": H_, "add_bias_kv": True, "add_zero_attn": True, "attn_mask": 3,
+              "key_padding_mask": 4},
+             [q_, kv_, kv_, am_, kpm_], lambda m, q, k, v, a_, p_: m(q, k, v, key_padding_mask=p_, attn_mask=a_),
+             "both, masks widened")
+module_cases("mha", mha(add_bias_kv=True, add_zero_attn=True, kdim=3, vdim=5),
+             {"embed_dim": E_, "num_heads": H_, "add_bias_kv": True, "add_zero_attn": True, "kdim": 3, "vdim": 5},
+             [q_[:, 0], randn(5, 3), randn(5, 5)], lambda m, q, k, v: m(q, k, v), "both, unbatched, kdim/vdim")
 enc_layer = lambda **kw: (lambda: torch.nn.TransformerEncoderLayer(E_, H_, dim_feedforward=16, **kw))
 module_cases("transformer_encoder_layer", enc_layer(), {"d_model": E_, "nhead": H_, "dim_feedforward": 16}, [q_],
              lambda m, x: m(x), "post-LN relu", grads=True)
