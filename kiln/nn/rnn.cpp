@@ -99,18 +99,23 @@ RNNBase::RNNBase(Mode mode, RNNOptions o) : mode_(mode), options_(std::move(o)) 
   KILN_CHECK(options_.dropout >= 0 && options_.dropout <= 1, value, "[{}] dropout must be in [0, 1], got {}", op,
              options_.dropout);
   int64_t h = options_.hidden_size, g = gates(mode), dirs = options_.bidirectional ? 2 : 1;
+  int64_t proj = options_.proj_size, out = proj ? proj : h;
+  KILN_CHECK(proj >= 0 && (proj == 0 || mode == Mode::lstm), value,
+             "[{}] proj_size argument is only supported for LSTM, not RNN or GRU", op);
+  KILN_CHECK(proj < h, value, "[{}] proj_size ({}) has to be smaller than hidden_size ({})", op, proj, h);
   double bound = 1 / std::sqrt(static_cast<double>(h));
   for (int64_t layer = 0; layer < options_.num_layers; ++layer) {
     for (int64_t dir = 0; dir < dirs; ++dir) {
       std::string suffix = "_l" + std::to_string(layer) + (dir ? "_reverse" : "");
-      int64_t in = layer == 0 ? options_.input_size : h * dirs;
+      int64_t in = layer == 0 ? options_.input_size : out * dirs;
       std::vector<Tensor*> p;
       p.push_back(&register_parameter("weight_ih" + suffix, uniform({g * h, in}, bound, options_.device)));
-      p.push_back(&register_parameter("weight_hh" + suffix, uniform({g * h, h}, bound, options_.device)));
+      p.push_back(&register_parameter("weight_hh" + suffix, uniform({g * h, out}, bound, options_.device)));
       if (options_.bias) {
         p.push_back(&register_parameter("bias_ih" + suffix, uniform({g * h}, bound, options_.device)));
         p.push_back(&register_parameter("bias_hh" + suffix, uniform({g * h}, bound, options_.device)));
       }
+      if (proj) p.push_back(&register_parameter("weight_hr" + suffix, uniform({proj, h}, bound, options_.device)));
       params_.push_back(std::move(p));
     }
   }
@@ -141,13 +146,14 @@ TensorList RNNBase::forward(const TensorList& in) {
   bool unbatched = x.dim() == 2;
   if (unbatched) x = unsqueeze(x, 1);
   else if (o.batch_first) x = transpose(x, 0, 1);  // [L, N, I]
-  int64_t steps = x.size(0), batch = x.size(1);
-  IntList state_shape{layers * dirs, batch, h};
+  int64_t steps = x.size(0), batch = x.size(1), hout = o.proj_size ? o.proj_size : h;
   auto initial = [&](size_t i) {
+    int64_t features = i == 1 ? hout : h;  // h states are projected, c states not
+    IntList state_shape{layers * dirs, batch, features};
     if (in.size() <= i) return zeros(state_shape, {.dtype = x.dtype(), .device = x.device()});
     Tensor s = unbatched ? unsqueeze(in[i], 1) : in[i];
     KILN_CHECK(s.shape() == Dims(state_shape), shape, "[{}] expected {} state {}, got {}", op,
-               i == 1 ? "hidden" : "cell", Dims(unbatched ? IntList{layers * dirs, h} : state_shape).str(),
+               i == 1 ? "hidden" : "cell", Dims(unbatched ? IntList{layers * dirs, features} : state_shape).str(),
                in[i].meta_str());
     return s;
   };
@@ -160,12 +166,14 @@ TensorList RNNBase::forward(const TensorList& in) {
       std::vector<Tensor*> p = layer_parameters(layer, dir);
       const Tensor &w_ih = *p[0], &w_hh = *p[1];
       Tensor b_ih = o.bias ? *p[2] : Tensor(), b_hh = o.bias ? *p[3] : Tensor();
+      Tensor w_hr = o.proj_size ? *p.back() : Tensor();
       Tensor gi = linear(layer_in, w_ih, b_ih);  // every step's input projection at once
       Tensor hs = select(h0, 0, layer * dirs + dir), cs = lstm ? select(c0, 0, layer * dirs + dir) : Tensor();
       TensorList seq(static_cast<size_t>(steps));
       for (int64_t i = 0; i < steps; ++i) {
         int64_t t = dir ? steps - 1 - i : i;
         std::tie(hs, cs) = step(mode_, select(gi, 0, t), hs, cs, w_hh, b_hh);
+        if (w_hr.defined()) hs = linear(hs, w_hr);
         seq[static_cast<size_t>(t)] = hs;
       }
       outs.push_back(stack(seq, 0));

@@ -38,6 +38,9 @@ struct RNNOptions {
   /** Dropout on each layer's output but the last, in training. */
   double dropout = 0;
   bool bidirectional = false;
+  /** LSTM only: h projected to proj_size (< hidden_size) by weight_hr_l{k}[_reverse]
+   * [proj_size, hidden] each step; h states and outputs then have proj_size features. */
+  int64_t proj_size = 0;
   Device device = Device("cpu:0");
 };
 
@@ -53,7 +56,8 @@ class RNNBase : public Module {
   RNNBase(Mode mode, RNNOptions options);
   TensorList forward(const TensorList& in) override;
   const RNNOptions& options() const { return options_; }
-  /** The parameters of layer `layer`, direction `dir`: w_ih, w_hh, then b_ih, b_hh if any. */
+  /** The parameters of layer `layer`, direction `dir`: w_ih, w_hh, then b_ih, b_hh if any,
+   * then w_hr with proj_size. */
   std::vector<Tensor*> layer_parameters(int64_t layer, int64_t dir) const;
 
  private:

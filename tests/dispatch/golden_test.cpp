@@ -80,7 +80,7 @@ Tensor run_recurrent(const std::string& op, const std::vector<Tensor>& in, const
   } else {
     nn::RNNOptions o{.input_size = input, .hidden_size = hidden, .num_layers = a.value("num_layers", int64_t{1}),
                      .nonlinearity = nonlinearity, .bias = bias, .batch_first = a.value("batch_first", false),
-                     .bidirectional = a.value("bidirectional", false)};
+                     .bidirectional = a.value("bidirectional", false), .proj_size = a.value("proj_size", int64_t{0})};
     if (op == "rnn") m = std::make_shared<nn::RNN>(o);
     else if (op == "lstm") m = std::make_shared<nn::LSTM>(o);
     else m = std::make_shared<nn::GRU>(o);

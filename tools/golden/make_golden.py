@@ -1618,7 +1618,8 @@ def rnn_cases(op, cls, opts, x, n_states, note, grads=False):
     else:
         layers = opts.get("num_layers", 1) * (2 if opts.get("bidirectional") else 1)
         sshape = [layers, batch, hidden] if batch is not None else [layers, hidden]
-    states = [randn(*sshape) for _ in range(n_states)]
+    proj = opts.get("proj_size", 0)  # LSTM: h states have proj_size features, c states hidden
+    states = [randn(*(sshape[:-1] + [proj if proj and i == 0 else sshape[-1]])) for i in range(n_states)]
 
     def fn(x_, *rest):
         # The weights as plain tensors in place of the parameters (1.13's functional_call
@@ -1650,6 +1651,13 @@ rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 4}, randn(5, 2
 rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 4, "num_layers": 2, "bidirectional": True}, randn(4, 2, 3), 0, "2 layers, bidirectional")
 rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 2, "batch_first": True, "bias": False}, randn(2, 6, 3), 2, "batch_first, no bias")
 rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 4}, randn(5, 3), 2, "unbatched")
+rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 4, "proj_size": 2}, randn(5, 2, 3), 2,
+          "proj_size, h0, c0", grads=True)
+rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 5, "proj_size": 3, "num_layers": 2,
+                                  "bidirectional": True, "batch_first": True}, randn(2, 4, 3), 0,
+          "proj_size, 2 layers, bidirectional")
+rnn_cases("lstm", torch.nn.LSTM, {"input_size": 3, "hidden_size": 4, "proj_size": 2, "bias": False}, randn(4, 3), 2,
+          "proj_size, unbatched, no bias")
 rnn_cases("gru", torch.nn.GRU, {"input_size": 3, "hidden_size": 4}, randn(5, 2, 3), 1, "h0", grads=True)
 rnn_cases("gru", torch.nn.GRU, {"input_size": 3, "hidden_size": 4, "num_layers": 3, "bidirectional": True, "batch_first": True}, randn(2, 4, 3), 1, "3 layers, bidirectional, batch_first")
 rnn_cases("gru", torch.nn.GRU, {"input_size": 3, "hidden_size": 4}, randn(5, 2, 3), 0, "no h0")
