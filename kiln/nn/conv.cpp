@@ -243,6 +243,109 @@ std::pair<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, const Int
                                                   const IntList& dilation, bool ceil_mode) {
   return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, 3, "max_pool3d", true);
 }
+namespace {
+
+// One value per spatial dim: a single value repeated, or exactly `dims` of them.
+template <typename T>
+std::vector<T> per_dim(const std::vector<T>& v, int64_t dims, const char* what, const char* op) {
+  KILN_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == dims, value, "[{}] {} must have 1 or {} values, got {}",
+             op, what, dims, v.size());
+  return v.size() == 1 ? std::vector<T>(static_cast<size_t>(dims), v[0]) : v;
+}
+
+std::pair<Tensor, Tensor> fractional_max_pool(const Tensor& input, const IntList& kernel_size, const IntList& output_size,
+                                              const std::vector<double>& output_ratio, const Tensor& samples_in,
+                                              int64_t dims, const char* op) {
+  KILN_CHECK(input.dim() == dims + 1 || input.dim() == dims + 2, shape, "[{}] expects a {}-D or {}-D input, got {}", op,
+             dims + 1, dims + 2, input.meta_str());
+  KILN_CHECK(is_floating(input.dtype()), dtype, "[{}] expects a floating input, got {}", op, input.dtype());
+  KILN_CHECK(output_size.empty() != output_ratio.empty(), value, "[{}] give exactly one of output_size and output_ratio",
+             op);
+  bool unbatched = input.dim() == dims + 1;
+  Tensor x = unbatched ? unsqueeze(input, 0) : input;
+  int64_t n = x.size(0), c = x.size(1);
+  IntList k = per_dim(kernel_size, dims, "kernel_size", op), out;
+  if (!output_size.empty()) {
+    out = per_dim(output_size, dims, "output_size", op);
+  } else {
+    std::vector<double> ratio = per_dim(output_ratio, dims, "output_ratio", op);
+    for (int64_t d = 0; d < dims; ++d) {
+      double r = ratio[static_cast<size_t>(d)];
+      KILN_CHECK(r > 0 && r < 1, value, "[{}] output_ratio must be in (0, 1), got {}", op, r);
+      out.push_back(static_cast<int64_t>(static_cast<double>(x.size(2 + d)) * r));
+    }
+  }
+  for (int64_t d = 0; d < dims; ++d) {
+    int64_t size = x.size(2 + d), kd = k[static_cast<size_t>(d)], od = out[static_cast<size_t>(d)];
+    KILN_CHECK(kd > 0 && od > 0 && od + kd - 1 <= size, value,
+               "[{}] output size {} with kernel {} does not fit input size {} along spatial dim {}", op, od, kd, size, d);
+  }
+  TensorOptions o{.dtype = x.dtype(), .device = x.device()};
+  Tensor samples = samples_in.defined() ? to(samples_in, x.dtype()) : rand({n, c, dims}, o);
+  KILN_CHECK(samples.dim() == 3 && samples.size(0) == n && samples.size(1) == c && samples.size(2) == dims, shape,
+             "[{}] expects samples [{}, {}, {}], got {}", op, n, c, dims, samples.meta_str());
+  // Per spatial dim d: the positions its windows cover, [N, C, out_d, k_d] (i64).
+  TensorOptions io{.dtype = DType::i64, .device = x.device()};
+  TensorList positions;
+  for (int64_t d = 0; d < dims; ++d) {
+    int64_t size = x.size(2 + d), kd = k[static_cast<size_t>(d)], od = out[static_cast<size_t>(d)];
+    // [N, C, 1]: PyTorch's 2-D kernel reads u[0] for W, its 3-D kernel u[0] for T.
+    Tensor u = unsqueeze(select(samples, 2, dims == 3 ? d : dims - 1 - d), -1);
+    Tensor starts;
+    if (od > 1) {
+      // In the input's dtype, as PyTorch computes them.
+      double alpha_d = static_cast<double>(size - kd) / static_cast<double>(od - 1);
+      Tensor alpha = scalar_tensor(alpha_d, o);
+      if (x.dtype() == DType::f32) alpha = scalar_tensor(static_cast<double>(static_cast<float>(size - kd) /
+                                                                             static_cast<float>(od - 1)), o);
+      Tensor i = arange(0, od - 1, 1, o);
+      starts = to(trunc((i + u) * alpha) - trunc(u * alpha), DType::i64);
+      starts = cat({starts, full({n, c, 1}, size - kd, io)}, -1);
+    } else {
+      starts = full({n, c, 1}, size - kd, io);
+    }
+    positions.push_back(unsqueeze(starts, -1) + arange(0, kd, 1, io));  // [N, C, out_d, k_d]
+  }
+  // The flat index of every (window, offset) pair, [N, C, out_0, k_0, out_1, k_1, ...].
+  IntList grid{n, c};
+  for (int64_t d = 0; d < dims; ++d) grid.push_back(out[static_cast<size_t>(d)]), grid.push_back(k[static_cast<size_t>(d)]);
+  Tensor flat;
+  int64_t stride = 1;
+  for (int64_t d = dims - 1; d >= 0; --d) {
+    IntList view(grid.size(), 1);
+    view[0] = n, view[1] = c;
+    view[static_cast<size_t>(2 + 2 * d)] = out[static_cast<size_t>(d)];
+    view[static_cast<size_t>(3 + 2 * d)] = k[static_cast<size_t>(d)];
+    Tensor term = reshape(positions[static_cast<size_t>(d)], view) * stride;
+    flat = flat.defined() ? flat + term : term;
+    stride *= x.size(2 + d);
+  }
+  // -> [N, C, out_0, out_1, ..., k_0 * k_1 * ...]
+  IntList perm{0, 1}, full_shape{n, c};
+  int64_t window = 1;
+  for (int64_t d = 0; d < dims; ++d) perm.push_back(2 + 2 * d), full_shape.push_back(out[static_cast<size_t>(d)]);
+  for (int64_t d = 0; d < dims; ++d) perm.push_back(3 + 2 * d), window *= k[static_cast<size_t>(d)];
+  full_shape.push_back(window);
+  Tensor index = reshape(permute(expand(flat, grid), perm), full_shape);
+  Tensor values = gather(flatten(x, 2), 2, reshape(index, {n, c, -1}));
+  values = reshape(values, full_shape);
+  auto [best, at] = max(values, -1);
+  Tensor indices = squeeze(gather(index, -1, unsqueeze(at, -1)), -1);
+  if (unbatched) return {squeeze(best, 0), squeeze(indices, 0)};
+  return {best, indices};
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> fractional_max_pool2d(const Tensor& input, const IntList& kernel_size, const IntList& output_size,
+                                                const std::vector<double>& output_ratio, const Tensor& samples) {
+  return fractional_max_pool(input, kernel_size, output_size, output_ratio, samples, 2, "fractional_max_pool2d");
+}
+std::pair<Tensor, Tensor> fractional_max_pool3d(const Tensor& input, const IntList& kernel_size, const IntList& output_size,
+                                                const std::vector<double>& output_ratio, const Tensor& samples) {
+  return fractional_max_pool(input, kernel_size, output_size, output_ratio, samples, 3, "fractional_max_pool3d");
+}
+
 Tensor avg_pool1d(const Tensor& input, const IntList& kernel_size, const IntList& stride, const IntList& padding,
                   bool ceil_mode, bool count_include_pad) {
   return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, 1, "avg_pool1d");

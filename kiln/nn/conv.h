@@ -43,6 +43,20 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Int
 std::pair<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, const IntList& kernel_size,
                                                   const IntList& stride = {}, const IntList& padding = {0},
                                                   const IntList& dilation = {1}, bool ceil_mode = false);
+/** torch.nn.functional.fractional_max_pool2d / 3d of [N, C, *S] (or unbatched [C, *S]):
+ * windows of kernel_size whose starts along each spatial dim follow PyTorch's pseudo-random
+ * sequence trunc((i + u) alpha) - trunc(u alpha), alpha = (S - k) / (out - 1), the last at
+ * S - k, from `samples` [N, C, dims] in [0, 1) (PyTorch's _random_samples: for 2-D, u for
+ * W then H; for 3-D, T, H, W; drawn when undefined). Give output_size or output_ratio
+ * (out = floor(S * ratio)). Returns (values, flat spatial index of each window's maximum). */
+std::pair<Tensor, Tensor> fractional_max_pool2d(const Tensor& input, const IntList& kernel_size,
+                                                const IntList& output_size = {},
+                                                const std::vector<double>& output_ratio = {},
+                                                const Tensor& samples = Tensor());
+std::pair<Tensor, Tensor> fractional_max_pool3d(const Tensor& input, const IntList& kernel_size,
+                                                const IntList& output_size = {},
+                                                const std::vector<double>& output_ratio = {},
+                                                const Tensor& samples = Tensor());
 /** The inverse of max_pool: each value at its index in a zero output of output_size
  * (default (S - 1) stride - 2 padding + kernel per spatial dim). */
 Tensor max_unpool1d(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride = {},

@@ -688,6 +688,16 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "upsample_nearest") return nn::upsample_nearest(in[0], {}, a.at("scale_factor").get<std::vector<double>>());
   if (op == "upsample_bilinear") return nn::upsample_bilinear(in[0], a.at("size").get<IntList>());
   if (op == "constant_pad_nd") return nn::constant_pad_nd(in[0], a.at("pad").get<IntList>(), a.at("value"));
+  if (op == "fractional_max_pool2d" || op == "fractional_max_pool3d") {
+    auto f = op == "fractional_max_pool2d" ? nn::fractional_max_pool2d : nn::fractional_max_pool3d;
+    auto r = f(in[0], a.at("kernel_size").get<IntList>(), a.value("output_size", IntList{}),
+               a.value("output_ratio", std::vector<double>{}),
+               a.contains("samples") ? to(from_vector(a.at("samples").get<std::vector<double>>(),
+                                                      a.at("samples_shape").get<IntList>(), {.dtype = in[0].dtype()}),
+                                          in[0].device())
+                                     : in[1]);
+    return a.at("index").get<int>() == 0 ? r.first : r.second;
+  }
   if (op == "narrow_copy") return narrow_copy(in[0], a.at("dim"), a.at("start"), a.at("length"));
   if (op == "split_with_sizes") return split_with_sizes(in[0], a.at("sizes").get<IntList>())[a.at("index").get<size_t>()];
   if (op == "sum_to_size") return sum_to_size(in[0], a.at("size").get<IntList>());

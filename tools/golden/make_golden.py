@@ -2066,7 +2066,11 @@ auto("linalg_lstsq_solution", [ls_a, ls_b[:, 0]], lambda a, b_: LA.lstsq(a, b_).
      rtol=1e-9, atol=1e-11)
 auto("linalg_lstsq_solution", [randn(3, 5).double(), randn(3, 2).double()], lambda a, b_: LA.lstsq(a, b_).solution,
      {"driver": "gelsy"}, "underdetermined: minimum norm", rtol=1e-9, atol=1e-11)
-auto("linalg_lstsq_solution", [deficient_.double(), ls_b], lambda a, b_: LA.lstsq(a, b_).solution, {"driver": "gelsy"},
+# Deficient in f64 itself (the f32 sum rounds: in f64 that matrix is full rank and so
+# ill-conditioned that PyTorch's own answer varies from run to run).
+deficient64_ = deficient_.double()
+deficient64_[:, 2] = deficient64_[:, 0] + deficient64_[:, 1]
+auto("linalg_lstsq_solution", [deficient64_, ls_b], lambda a, b_: LA.lstsq(a, b_).solution, {"driver": "gelsy"},
      "rank deficient", rtol=1e-8, atol=1e-10)
 auto("linalg_lstsq_rank", [deficient_.double(), ls_b], lambda a, b_: LA.lstsq(a, b_, driver="gelsd").rank,
      {"driver": "gelsd"}, "rank deficient")
@@ -2554,6 +2558,30 @@ auto("upsample_nearest", [up_x], lambda x: F.upsample_nearest(x, scale_factor=2)
 auto("upsample_bilinear", [up_x], lambda x: F.upsample_bilinear(x, size=(5, 7)), {"size": [5, 7]})
 auto("constant_pad_nd", [randn(2, 3)], lambda x: torch.constant_pad_nd(x, [1, 2, 0, 1], 1.5),
      {"pad": [1, 2, 0, 1], "value": 1.5})
+
+
+# ---- fractional max pooling (with PyTorch's _random_samples) ----
+fp_x = randn(2, 3, 9, 11)
+fp_s = torch.rand(2, 3, 2)
+for k_, what_ in enumerate(["values", "indices"]):
+    auto("fractional_max_pool2d", [fp_x, fp_s],
+         lambda x, s_: F.fractional_max_pool2d(x, 3, output_size=(4, 5), return_indices=True, _random_samples=s_)[k_],
+         {"kernel_size": [3], "output_size": [4, 5], "index": k_}, note=what_)
+    auto("fractional_max_pool2d", [fp_x[0], fp_s[:1]],
+         lambda x, s_: F.fractional_max_pool2d(x, (2, 3), output_ratio=(0.5, 0.6), return_indices=True,
+                                               _random_samples=s_)[k_],
+         {"kernel_size": [2, 3], "output_ratio": [0.5, 0.6], "index": k_}, note="unbatched, ratio " + what_)
+    fp3_x, fp3_s = randn(1, 2, 6, 7, 8), torch.rand(1, 2, 3)
+    auto("fractional_max_pool3d", [fp3_x, fp3_s],
+         lambda x, s_: F.fractional_max_pool3d(x, 2, output_size=(3, 4, 5), return_indices=True, _random_samples=s_)[k_],
+         {"kernel_size": [2], "output_size": [3, 4, 5], "index": k_}, note=what_)
+grad_cases("fractional_max_pool2d", [fp_x.double()],
+           lambda x: F.fractional_max_pool2d(x, 3, output_size=(4, 5), _random_samples=fp_s.double()),
+           {"kernel_size": [3], "output_size": [4, 5], "index": 0, "samples": fp_s.double().reshape(-1).tolist(),
+            "samples_shape": list(fp_s.shape)})
+auto("fractional_max_pool2d", [fp_x, fp_s],
+     lambda x, s_: F.fractional_max_pool2d(x, 3, output_size=(8, 5), _random_samples=s_),
+     {"kernel_size": [3], "output_size": [8, 5], "index": 0}, note="too large")
 
 
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
