@@ -126,6 +126,9 @@ struct InterpolateOptions {
   std::string mode = "nearest";
   /** Linear modes: corner pixels' centres line up (else their outer edges do). */
   std::optional<bool> align_corners;
+  /** bilinear / bicubic: when shrinking, average over the filter's footprint stretched by
+   * the scale (PyTorch's antialias, as PIL resizes); A = -0.5 for the cubic filter. */
+  bool antialias = false;
 };
 
 /** torch.nn.functional.interpolate of input [N, C, *S] with 1 to 3 spatial dims: each

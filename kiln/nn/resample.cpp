@@ -81,6 +81,38 @@ Tensor cubic_along(const Tensor& x, int64_t d, int64_t out, double scale, bool a
   return y;
 }
 
+// Antialiased resampling along dim d (PyTorch's antialias=True, after PIL): output j
+// averages the inputs within `support` of its centre scale (j + 0.5), weighted by the
+// triangle (bilinear) or Keys cubic with A = -0.5 (bicubic) filter stretched by the scale
+// when shrinking, the weights normalized per output. One [out, in] weight matrix: a
+// contraction, differentiable as matmul.
+Tensor antialiased_along(const Tensor& x, int64_t d, int64_t out, double scale, bool align_corners, bool cubic) {
+  int64_t in = x.size(d);
+  auto filter = [cubic](double t) {
+    t = std::abs(t);
+    if (!cubic) return t < 1 ? 1 - t : 0.0;
+    const double a = -0.5;
+    if (t < 1) return ((a + 2) * t - (a + 3)) * t * t + 1;
+    if (t < 2) return (((t - 5) * t + 8) * t - 4) * a;
+    return 0.0;
+  };
+  double half = cubic ? 2.0 : 1.0;  // the filter's half-width
+  double support = scale >= 1 ? half * scale : half, invscale = scale >= 1 ? 1 / scale : 1.0;
+  std::vector<double> w(static_cast<size_t>(out * in), 0.0);
+  for (int64_t j = 0; j < out; ++j) {
+    // (align_corners changes only the scale, (in - 1) / (out - 1), as in PyTorch 1.13.)
+    double center = scale * (static_cast<double>(j) + 0.5);
+    int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
+    double total = 0;
+    for (int64_t i = lo; i < hi; ++i) total += filter((static_cast<double>(i) - center + 0.5) * invscale);
+    for (int64_t i = lo; i < hi && total != 0; ++i)
+      w[static_cast<size_t>(j * in + i)] = filter((static_cast<double>(i) - center + 0.5) * invscale) / total;
+  }
+  Tensor weight = to(from_vector(w, {out, in}, {.dtype = x.dtype()}), x.device());
+  return movedim(matmul(weight, movedim(x, d, -2)), -2, d);
+}
+
 }  // namespace
 
 Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
@@ -127,11 +159,15 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
     return adaptive_avg_pool3d(input, out);
   }
   bool corners = o.align_corners.value_or(false);
+  KILN_CHECK(!o.antialias || mode == "bilinear" || cubic, value,
+             "[interpolate] antialias is supported for the bilinear and bicubic modes, got '{}'", mode);
   Tensor y = input;
   for (size_t i = 0; i < rank; ++i) {
     auto d = static_cast<int64_t>(i) + 2;
     int64_t in = y.size(d);
-    if (cubic) {
+    if (o.antialias) {
+      y = antialiased_along(y, d, out[i], source_scale(in, out[i], factor[i], corners), corners, cubic);
+    } else if (cubic) {
       y = cubic_along(y, d, out[i], source_scale(in, out[i], factor[i], corners), corners);
     } else if (linear) {
       y = linear_along(y, d, out[i], source_scale(in, out[i], factor[i], corners), corners);

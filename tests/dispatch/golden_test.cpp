@@ -858,6 +858,7 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
     nn::InterpolateOptions o{.size = ints_or("size", {}), .mode = a.at("mode").get<std::string>()};
     if (a.contains("scale_factor")) o.scale_factor = a["scale_factor"].get<std::vector<double>>();
     if (a.contains("align_corners")) o.align_corners = a["align_corners"].get<bool>();
+    o.antialias = a.value("antialias", false);
     return nn::interpolate(in[0], o);
   }
   if (op == "rnn" || op == "lstm" || op == "gru" || op.ends_with("_cell")) return run_recurrent(op, in, a);

@@ -2584,6 +2584,20 @@ auto("fractional_max_pool2d", [fp_x, fp_s],
      {"kernel_size": [3], "output_size": [8, 5], "index": 0}, note="too large")
 
 
+# ---- antialiased interpolation ----
+aa_x = randn(2, 3, 17, 13)
+for kw in ({"size": [5, 4], "mode": "bilinear", "antialias": True}, {"size": [5, 4], "mode": "bicubic", "antialias": True},
+           {"size": [20, 30], "mode": "bilinear", "antialias": True}, {"size": [25, 6], "mode": "bicubic", "antialias": True},
+           {"scale_factor": [0.3, 0.45], "mode": "bilinear", "antialias": True},
+           {"scale_factor": [0.5], "mode": "bicubic", "antialias": True}, {"size": [1, 1], "mode": "bilinear", "antialias": True}):
+    targs = {k: (tuple(v) if isinstance(v, list) and len(v) > 1 else v[0] if isinstance(v, list) else v) for k, v in kw.items()}
+    auto("interpolate", [aa_x], lambda x: F.interpolate(x, **targs), kw, kw["mode"] + " antialias", rtol=1e-5, atol=1e-5)
+grad_cases("interpolate", [randn(1, 2, 9, 8)], lambda x: F.interpolate(x, size=(4, 3), mode="bicubic", antialias=True),
+           {"size": [4, 3], "mode": "bicubic", "antialias": True})
+auto("interpolate", [aa_x], lambda x: F.interpolate(x, size=(5, 4), mode="bilinear", antialias=True, align_corners=True),
+     {"size": [5, 4], "mode": "bilinear", "antialias": True, "align_corners": True}, "antialias with align_corners")
+
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
