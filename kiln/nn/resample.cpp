@@ -222,11 +222,14 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
 }
 
 Tensor affine_grid(const Tensor& theta, const IntList& size, bool align_corners) {
-  KILN_CHECK(size.size() == 4, unsupported, "[affine_grid] supports 4-D sizes [N, C, H, W], got {}", Dims(size).str());
-  KILN_CHECK(is_floating(theta.dtype()) && theta.dim() == 3 && theta.size(0) == size[0] && theta.size(1) == 2 &&
-                 theta.size(2) == 3,
-             shape, "[affine_grid] expected a floating theta of shape [{}, 2, 3], got {}", size[0], theta.meta_str());
-  int64_t n = size[0], h = size[2], w = size[3];
+  KILN_CHECK(size.size() == 4 || size.size() == 5, shape,
+             "[affine_grid] supports 4-D [N, C, H, W] and 5-D [N, C, D, H, W] sizes, got {}", Dims(size).str());
+  auto dims = static_cast<int64_t>(size.size()) - 2;
+  KILN_CHECK(is_floating(theta.dtype()) && theta.dim() == 3 && theta.size(0) == size[0] && theta.size(1) == dims &&
+                 theta.size(2) == dims + 1,
+             shape, "[affine_grid] expected a floating theta of shape [{}, {}, {}], got {}", size[0], dims, dims + 1,
+             theta.meta_str());
+  int64_t n = size[0], points = 1;
   TensorOptions o{.dtype = theta.dtype(), .device = theta.device()};
   // Pixel centres in [-1, 1] (the corners' centres at +-1 with align_corners).
   auto axis = [&](int64_t len) {
@@ -234,9 +237,23 @@ Tensor affine_grid(const Tensor& theta, const IntList& size, bool align_corners)
     Tensor l = linspace(-1.0, 1.0, len, o);
     return align_corners ? l : l * (static_cast<double>(len - 1) / static_cast<double>(len));
   };
-  Tensor xs = expand(reshape(axis(w), {1, w}), {h, w}), ys = expand(reshape(axis(h), {h, 1}), {h, w});
-  Tensor base = reshape(stack({xs, ys, ones({h, w}, o)}, -1), {1, h * w, 3});  // [1, H W, 3]
-  return reshape(matmul(expand(base, {n, h * w, 3}), transpose(theta, 1, 2)), {n, h, w, 2});
+  IntList spatial(size.begin() + 2, size.end());
+  for (int64_t s : spatial) points *= s;
+  // The homogeneous base coordinates (x, y[, z], 1) of every output pixel: x runs along
+  // the last spatial dim.
+  TensorList coords;
+  for (int64_t j = 0; j < dims; ++j) {
+    int64_t d = dims - 1 - j;  // the spatial dim coordinate j runs along
+    IntList view(static_cast<size_t>(dims), 1);
+    view[static_cast<size_t>(d)] = spatial[static_cast<size_t>(d)];
+    coords.push_back(expand(reshape(axis(spatial[static_cast<size_t>(d)]), view), spatial));
+  }
+  coords.push_back(ones(spatial, o));
+  Tensor base = reshape(stack(coords, -1), {1, points, dims + 1});
+  IntList out{n};
+  out.insert(out.end(), spatial.begin(), spatial.end());
+  out.push_back(dims);
+  return reshape(matmul(expand(base, {n, points, dims + 1}), transpose(theta, 1, 2)), out);
 }
 
 namespace {
@@ -263,38 +280,66 @@ Tensor source_index(const Tensor& coord, int64_t size, const std::string& paddin
 
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode, const std::string& padding_mode,
                    bool align_corners) {
-  KILN_CHECK(input.dim() == 4, unsupported, "[grid_sample] supports 4-D inputs [N, C, H, W], got {}", input.meta_str());
-  KILN_CHECK(grid.dim() == 4 && grid.size(0) == input.size(0) && grid.size(3) == 2, shape,
-             "[grid_sample] expected grid of shape [{}, H, W, 2], got {}", input.size(0), grid.meta_str());
+  KILN_CHECK(input.dim() == 4 || input.dim() == 5, shape,
+             "[grid_sample] supports 4-D [N, C, H, W] and 5-D [N, C, D, H, W] inputs, got {}", input.meta_str());
+  int64_t dims = input.dim() - 2;
+  KILN_CHECK(grid.dim() == input.dim() && grid.size(0) == input.size(0) && grid.size(-1) == dims, shape,
+             "[grid_sample] expected grid of shape [{}, {}, {}], got {}", input.size(0), dims == 2 ? "H, W" : "D, H, W",
+             dims, grid.meta_str());
   KILN_CHECK(mode == "bilinear" || mode == "nearest", value,
              "[grid_sample] mode must be 'bilinear' or 'nearest' (bicubic is not supported), got '{}'", mode);
   KILN_CHECK(padding_mode == "zeros" || padding_mode == "border" || padding_mode == "reflection", value,
              "[grid_sample] padding_mode must be 'zeros', 'border' or 'reflection', got '{}'", padding_mode);
   KILN_CHECK(is_floating(input.dtype()) && grid.dtype() == input.dtype(), dtype,
              "[grid_sample] expects floating input and grid of one dtype, got {} and {}", input.dtype(), grid.dtype());
-  int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
-  int64_t ho = grid.size(1), wo = grid.size(2), points = ho * wo;
-  Tensor gx = reshape(select(grid, 3, 0), {n, points}), gy = reshape(select(grid, 3, 1), {n, points});
-  Tensor ix = source_index(gx, w, padding_mode, align_corners), iy = source_index(gy, h, padding_mode, align_corners);
-  Tensor flat = reshape(input, {n, c, h * w});
-  // input at integer pixels (x, y) [N, P] times weight [N, P]; outside the image: 0.
-  auto tap = [&](const Tensor& x, const Tensor& y, const Tensor& weight) {
-    Tensor inside = logical_and(logical_and(x >= 0.0, x <= static_cast<double>(w - 1)),
-                                logical_and(y >= 0.0, y <= static_cast<double>(h - 1)));
-    Tensor xi = to(clamp(x, 0.0, static_cast<double>(w - 1)), DType::i64);
-    Tensor yi = to(clamp(y, 0.0, static_cast<double>(h - 1)), DType::i64);
-    Tensor at = expand(unsqueeze(yi * w + xi, 1), {n, c, points});
-    return gather(flat, 2, at) * unsqueeze(where(inside, weight, zeros_like(weight)), 1);
+  int64_t n = input.size(0), c = input.size(1), points = 1, plane = 1;
+  IntList out_shape{n, c};
+  for (int64_t i = 0; i < dims; ++i) points *= grid.size(1 + i), out_shape.push_back(grid.size(1 + i));
+  for (int64_t i = 0; i < dims; ++i) plane *= input.size(2 + i);
+  // The source coordinate along each spatial dim i, [N, P]: the grid's last entries run
+  // the other way (x for W first).
+  TensorList coord;
+  for (int64_t i = 0; i < dims; ++i)
+    coord.push_back(source_index(reshape(select(grid, -1, dims - 1 - i), {n, points}), input.size(2 + i), padding_mode,
+                                 align_corners));
+  Tensor flat = reshape(input, {n, c, plane});
+  // input at the integer pixel `at` (one [N, P] per dim) times weight [N, P]; outside: 0.
+  auto tap = [&](const TensorList& at, const Tensor& weight) {
+    Tensor inside, index;
+    int64_t stride = 1;
+    for (int64_t i = dims - 1; i >= 0; --i) {
+      auto last = static_cast<double>(input.size(2 + i) - 1);
+      const Tensor& p = at[static_cast<size_t>(i)];
+      Tensor in_i = logical_and(p >= 0.0, p <= last);
+      inside = inside.defined() ? logical_and(inside, in_i) : in_i;
+      Tensor term = to(clamp(p, 0.0, last), DType::i64) * stride;
+      index = index.defined() ? index + term : term;
+      stride *= input.size(2 + i);
+    }
+    return gather(flat, 2, expand(unsqueeze(index, 1), {n, c, points})) *
+           unsqueeze(where(inside, weight, zeros_like(weight)), 1);
   };
   Tensor out;
   if (mode == "nearest") {
-    out = tap(round(ix), round(iy), ones_like(ix));  // half to even, as PyTorch's nearbyint
-  } else {
-    Tensor x0 = floor(ix), y0 = floor(iy), x1 = x0 + 1.0, y1 = y0 + 1.0;
-    Tensor wx1 = ix - x0, wx0 = x1 - ix, wy1 = iy - y0, wy0 = y1 - iy;
-    out = tap(x0, y0, wx0 * wy0) + tap(x1, y0, wx1 * wy0) + tap(x0, y1, wx0 * wy1) + tap(x1, y1, wx1 * wy1);
+    TensorList at;
+    for (const Tensor& p : coord) at.push_back(round(p));  // half to even, as PyTorch's nearbyint
+    out = tap(at, ones_like(coord[0]));
+  } else {  // (tri)linear: the 2^dims corners around each point
+    for (int64_t corner = 0; corner < (int64_t{1} << dims); ++corner) {
+      TensorList at;
+      Tensor weight;
+      for (int64_t i = 0; i < dims; ++i) {
+        Tensor lo = floor(coord[static_cast<size_t>(i)]);
+        bool high = (corner >> i) & 1;
+        Tensor w = high ? coord[static_cast<size_t>(i)] - lo : lo + 1.0 - coord[static_cast<size_t>(i)];
+        at.push_back(high ? lo + 1.0 : lo);
+        weight = weight.defined() ? weight * w : w;
+      }
+      Tensor term = tap(at, weight);
+      out = out.defined() ? out + term : term;
+    }
   }
-  return reshape(out, {n, c, ho, wo});
+  return reshape(out, out_shape);
 }
 
 }  // namespace kiln::nn

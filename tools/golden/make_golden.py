@@ -2598,6 +2598,23 @@ auto("interpolate", [aa_x], lambda x: F.interpolate(x, size=(5, 4), mode="biline
      {"size": [5, 4], "mode": "bilinear", "antialias": True, "align_corners": True}, "antialias with align_corners")
 
 
+# ---- 5-D affine_grid and grid_sample ----
+th3_ = randn(2, 3, 4)
+for ac_ in [False, True]:
+    auto("affine_grid", [th3_], lambda t: F.affine_grid(t, (2, 3, 4, 5, 6), align_corners=ac_),
+         {"size": [2, 3, 4, 5, 6], "align_corners": ac_}, "5-D")
+gs5_in, gs5_grid = randn(2, 3, 4, 5, 6), torch.rand(2, 3, 2, 4, 3, generator=g) * 2.4 - 1.2
+for mode_ in ["bilinear", "nearest"]:
+    for pad_ in ["zeros", "border", "reflection"]:
+        for ac_ in [False, True]:
+            auto("grid_sample", [gs5_in, gs5_grid],
+                 lambda x, gr: F.grid_sample(x, gr, mode=mode_, padding_mode=pad_, align_corners=ac_),
+                 {"mode": mode_, "padding_mode": pad_, "align_corners": ac_}, "5-D")
+grad_cases("grid_sample", [randn(1, 2, 3, 4, 2), torch.rand(1, 2, 3, 2, 3, generator=g) * 2.4 - 1.2],
+           lambda x, gr: F.grid_sample(x, gr, align_corners=False),
+           {"mode": "bilinear", "padding_mode": "zeros", "align_corners": False}, "5-D")
+
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
