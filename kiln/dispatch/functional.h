@@ -977,6 +977,20 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = 
 Tensor normal(const Tensor& mean, const Tensor& std);
 Tensor normal(double mean, double std, const IntList& size, TensorOptions options = {});
 
+/** Tensor.exponential_, geometric_, log_normal_, cauchy_, random_: self (floating, for
+ * all but random_) refilled in place with samples of that distribution: Exp(lambd);
+ * the number of Bernoulli(p) trials to the first success (>= 1); exp(N(mean, std)); Cauchy
+ * (median, sigma); integers uniform in [from, to). */
+Tensor& exponential_(Tensor& self, double lambd = 1.0);
+Tensor& geometric_(Tensor& self, double p);
+Tensor& log_normal_(Tensor& self, double mean = 1.0, double std = 2.0);
+Tensor& cauchy_(Tensor& self, double median = 0.0, double sigma = 1.0);
+Tensor& random_(Tensor& self, int64_t from, int64_t to);
+Tensor& random_(Tensor& self, int64_t to);
+/** torch.chain_matmul (linalg::multi_dot) and torch.ger (outer). */
+Tensor chain_matmul(const TensorList& matrices);
+Tensor ger(const Tensor& a, const Tensor& b);
+
 /** PyTorch-like printing: tensor([[1., 2.]], device='cpu:1'). */
 std::ostream& operator<<(std::ostream& os, const Tensor& x);
 std::string to_string(const Tensor& x);

@@ -5,8 +5,10 @@
 // random streams).
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 #include "kiln/dispatch/functional.h"
+#include "kiln/dispatch/linalg.h"
 
 namespace kiln {
 namespace {
@@ -249,6 +251,55 @@ Tensor bernoulli(const Tensor& x, double p) {
   KILN_CHECK(p >= 0 && p <= 1, value, "[bernoulli] p must be in [0, 1], got {}", p);
   return to(rand_like(x, {.dtype = is_floating(x.dtype()) ? x.dtype() : DType::f32}) < p, x.dtype());
 }
+
+namespace {
+
+// u in [0, 1) in self's floating dtype (f32 for the others), self refilled from f(u).
+template <typename F>
+Tensor& refill(Tensor& self, const char* op, bool floating_only, F f) {
+  KILN_CHECK(!floating_only || is_floating(self.dtype()), dtype, "[{}] expects a floating tensor, got {}", op,
+             self.dtype());
+  Tensor u = rand_like(self, {.dtype = is_floating(self.dtype()) ? self.dtype() : DType::f64});
+  copy_(self, f(u));
+  return self;
+}
+
+}  // namespace
+
+Tensor& exponential_(Tensor& self, double lambd) {
+  KILN_CHECK(lambd > 0, value, "[exponential_] expects lambd > 0.0, but found lambd={}", lambd);
+  return refill(self, "exponential_", true, [&](const Tensor& u) { return neg(log1p(neg(u))) / lambd; });
+}
+
+Tensor& geometric_(Tensor& self, double p) {
+  KILN_CHECK(p > 0 && p < 1, value, "[geometric_] expects p to be in (0, 1), got p={}", p);
+  return refill(self, "geometric_", false,
+                [&](const Tensor& u) { return clamp_min(ceil(log1p(neg(u)) / std::log1p(-p)), 1.0); });
+}
+
+Tensor& log_normal_(Tensor& self, double mean, double std) {
+  KILN_CHECK(std > 0, value, "[log_normal_] expects std > 0.0, but found std={}", std);
+  KILN_CHECK(is_floating(self.dtype()), dtype, "[log_normal_] expects a floating tensor, got {}", self.dtype());
+  copy_(self, exp(randn_like(self) * std + mean));
+  return self;
+}
+
+Tensor& cauchy_(Tensor& self, double median, double sigma) {
+  return refill(self, "cauchy_", true,
+                [&](const Tensor& u) { return tan((u - 0.5) * std::numbers::pi) * sigma + median; });
+}
+
+Tensor& random_(Tensor& self, int64_t from, int64_t to) {
+  KILN_CHECK(from < to, value, "[random_] expects 'from' to be less than 'to', but got from={} >= to={}", from, to);
+  copy_(self, randint(from, to, IntList(self.shape().begin(), self.shape().end()),
+                      {.dtype = DType::i64, .device = self.device()}));
+  return self;
+}
+
+Tensor& random_(Tensor& self, int64_t to) { return random_(self, 0, to); }
+
+Tensor chain_matmul(const TensorList& matrices) { return linalg::multi_dot(matrices); }
+Tensor ger(const Tensor& a, const Tensor& b) { return outer(a, b); }
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
   KILN_CHECK(probs.dim() == 1 || probs.dim() == 2, shape, "[multinomial] prob_dist must be 1 or 2 dim, got {}",

@@ -64,6 +64,19 @@ Tensor alpha_dropout_impl(const Tensor& x, double p, bool training, bool per_cha
 
 }  // namespace
 
+Tensor feature_dropout(const Tensor& x, double p, bool training) {
+  KILN_CHECK(x.dim() >= 3, shape, "[feature_dropout] expects an input [N, C, *spatial] of at least 3 dims, got {}",
+             x.meta_str());
+  return feature_dropout(x, p, training, x.dim() - 2, "feature_dropout");
+}
+
+std::pair<Tensor, Tensor> native_dropout(const Tensor& x, double p, bool training) {
+  KILN_CHECK(p >= 0 && p <= 1, value, "[native_dropout] probability has to be between 0 and 1, but got {}", p);
+  if (!training) return {x, ones_like(x, {.dtype = DType::b8})};
+  Tensor keep = p == 1 ? zeros_like(x, {.dtype = DType::b8}) : keep_mask(x, p, false, 0, "native_dropout");
+  return {p == 1 ? x * 0.0 : x * to(keep, x.dtype()) / (1 - p), keep};
+}
+
 Tensor dropout1d(const Tensor& x, double p, bool training) { return feature_dropout(x, p, training, 1, "dropout1d"); }
 Tensor dropout2d(const Tensor& x, double p, bool training) { return feature_dropout(x, p, training, 2, "dropout2d"); }
 Tensor dropout3d(const Tensor& x, double p, bool training) { return feature_dropout(x, p, training, 3, "dropout3d"); }

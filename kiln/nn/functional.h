@@ -19,6 +19,11 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 Tensor dropout1d(const Tensor& x, double p = 0.5, bool training = true);
 Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 Tensor dropout3d(const Tensor& x, double p = 0.5, bool training = true);
+/** torch.feature_dropout: whole channels of x [N, C, *] (any number of spatial dims, at
+ * least one) zeroed with probability p. */
+Tensor feature_dropout(const Tensor& x, double p = 0.5, bool training = true);
+/** torch.native_dropout: (output, keep mask (bool)); outside training (x, all true). */
+std::pair<Tensor, Tensor> native_dropout(const Tensor& x, double p, bool training);
 /** Dropout for SELU networks: dropped elements take SELU's negative saturation, and an
  * affine map keeps the mean and variance (per element; feature_: per channel). */
 Tensor alpha_dropout(const Tensor& x, double p = 0.5, bool training = false);

@@ -698,6 +698,8 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
                                      : in[1]);
     return a.at("index").get<int>() == 0 ? r.first : r.second;
   }
+  if (op == "ger") return ger(in[0], in[1]);
+  if (op == "chain_matmul") return chain_matmul(TensorList(in.begin(), in.end()));
   if (op == "narrow_copy") return narrow_copy(in[0], a.at("dim"), a.at("start"), a.at("length"));
   if (op == "split_with_sizes") return split_with_sizes(in[0], a.at("sizes").get<IntList>())[a.at("index").get<size_t>()];
   if (op == "sum_to_size") return sum_to_size(in[0], a.at("size").get<IntList>());

@@ -579,6 +579,43 @@ TEST(Sampling, RandintRandpermBernoulliNormal) {
   expect_error([] { normal(0.0, -1.0, {2}); }, ErrorKind::value, "std >= 0.0");
 }
 
+// The in-place distribution fills: sample means within 6 standard errors of the
+// distribution's (n = 200000), supports respected.
+TEST(Sampling, InPlaceDistributionsHaveTheirMeansAndSupports) {
+  manual_seed(7);
+  const int64_t n = 200000;
+  auto mean_of = [](const Tensor& t) { return item<double>(mean(to(t, f64))); };
+  auto within = [&](double got, double want, double sd) { return std::abs(got - want) < 6 * sd / std::sqrt(double(n)); };
+  Tensor e = empty({n}, {.dtype = f64});
+  exponential_(e, 2.0);
+  EXPECT_TRUE(within(mean_of(e), 0.5, 0.5));
+  EXPECT_GE(item<double>(amin(e)), 0.0);
+  Tensor g = empty({n}, {.dtype = i64});
+  geometric_(g, 0.25);  // mean 1/p, sd sqrt(1-p)/p
+  EXPECT_TRUE(within(mean_of(g), 4.0, std::sqrt(0.75) / 0.25));
+  EXPECT_EQ(item<int64_t>(amin(g)), 1);
+  Tensor l = empty({n}, {.dtype = f64});
+  log_normal_(l, 0.0, 0.5);  // log is N(0, 0.5)
+  EXPECT_TRUE(within(mean_of(log(l)), 0.0, 0.5));
+  Tensor c = empty({n}, {.dtype = f64});
+  cauchy_(c, 3.0, 2.0);  // median 3, quartiles 3 -+ 2
+  EXPECT_NEAR(item<double>(median(c)), 3.0, 0.05);
+  EXPECT_NEAR(item<double>(mean(to(abs(c - 3.0) < 2.0, f64))), 0.5, 0.01);
+  Tensor r = empty({n}, {.dtype = i32});
+  random_(r, -3, 4);
+  EXPECT_EQ(item<int64_t>(amin(r)), -3);
+  EXPECT_EQ(item<int64_t>(amax(r)), 3);
+  expect_error([&] { exponential_(e, 0.0); }, ErrorKind::value, "lambd > 0.0");
+  expect_error([&] { exponential_(r, 1.0); }, ErrorKind::dtype, "[exponential_]");
+  Tensor x = ones({64, 32}, {.dtype = f64});
+  auto [out, keep] = nn::native_dropout(x, 0.25, true);
+  EXPECT_EQ(keep.dtype(), b8);
+  EXPECT_TRUE(all_close(out, to_vector<double>(to(keep, f64) / 0.75)));
+  Tensor channels = nn::feature_dropout(ones({4, 8, 3, 2, 2}), 0.5, true);
+  Tensor per_channel = amax(channels, {2, 3, 4}), lowest = amin(channels, {2, 3, 4});
+  EXPECT_TRUE(all_close(per_channel, to_vector<double>(lowest)));  // whole channels kept or dropped
+}
+
 TEST(Sampling, MultinomialWithAndWithoutReplacement) {
   manual_seed(12);
   Tensor probs = tensor({0.1, 0.0, 0.6, 0.3});

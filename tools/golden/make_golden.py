@@ -2615,6 +2615,10 @@ grad_cases("grid_sample", [randn(1, 2, 3, 4, 2), torch.rand(1, 2, 3, 2, 3, gener
            {"mode": "bilinear", "padding_mode": "zeros", "align_corners": False}, "5-D")
 
 
+auto("ger", [randn(3), randn(4)], torch.ger)
+auto("chain_matmul", [randn(2, 3), randn(3, 4), randn(4, 2)], torch.chain_matmul, rtol=1e-5, atol=1e-5)
+
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
