@@ -193,6 +193,16 @@ Tensor empty_like(const Tensor& t, TensorOptions o) {
     return dtensor_filled_like(t, 0, o);
   return empty(shape_of(t), like(t, o));
 }
+Tensor new_empty(const Tensor& x, const IntList& size, TensorOptions o) { return empty(size, like(x, o)); }
+Tensor new_zeros(const Tensor& x, const IntList& size, TensorOptions o) { return zeros(size, like(x, o)); }
+Tensor new_ones(const Tensor& x, const IntList& size, TensorOptions o) { return ones(size, like(x, o)); }
+Tensor new_full(const Tensor& x, const IntList& size, Scalar value, TensorOptions o) {
+  return full(size, value, like(x, o));
+}
+Tensor randint_like(const Tensor& x, int64_t low, int64_t high, TensorOptions o) {
+  return randint(low, high, shape_of(x), like(x, o));
+}
+
 Tensor zeros_like(const Tensor& t, TensorOptions o) {
   if (t.is_dtensor()) [[unlikely]]
     return dtensor_filled_like(t, 0, o);

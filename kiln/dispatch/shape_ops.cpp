@@ -157,23 +157,6 @@ Tensor sum_to_size(const Tensor& x, const IntList& size) {
 Tensor reshape_as(const Tensor& x, const Tensor& other) { return reshape(x, shape_of(other)); }
 Tensor view_as(const Tensor& x, const Tensor& other) { return view(x, shape_of(other)); }
 
-namespace {
-TensorOptions like_of(const Tensor& x, TensorOptions o) {
-  return {.dtype = o.dtype.value_or(x.dtype()), .device = o.device.value_or(x.device()),
-          .requires_grad = o.requires_grad};
-}
-}  // namespace
-
-Tensor new_empty(const Tensor& x, const IntList& size, TensorOptions o) { return empty(size, like_of(x, o)); }
-Tensor new_zeros(const Tensor& x, const IntList& size, TensorOptions o) { return zeros(size, like_of(x, o)); }
-Tensor new_ones(const Tensor& x, const IntList& size, TensorOptions o) { return ones(size, like_of(x, o)); }
-Tensor new_full(const Tensor& x, const IntList& size, Scalar value, TensorOptions o) {
-  return full(size, value, like_of(x, o));
-}
-Tensor randint_like(const Tensor& x, int64_t low, int64_t high, TensorOptions o) {
-  return randint(low, high, shape_of(x), like_of(x, o));
-}
-
 Tensor mT(const Tensor& x) {
   KILN_CHECK(x.dim() >= 2, shape, "[mT] expects a tensor of at least 2 dims, got {}", x.meta_str());
   return transpose(x, -2, -1);
