@@ -17,6 +17,7 @@
 #include "kiln/dispatch/functional.h"
 #include "kiln/dispatch/library.h"
 #include "kiln/dispatch/linalg.h"
+#include "kiln/dispatch/masked.h"
 #include "kiln/distributed/dprogram.h"
 #include "kiln/distributed/dtensor.h"
 #include "kiln/distributed/process_group.h"

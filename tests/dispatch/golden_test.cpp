@@ -128,6 +128,43 @@ Tensor run_attention(const std::string& op, const std::vector<Tensor>& in, const
   return flat_cat({m.decode(in[0], in[1], masks)});
 }
 
+// torch.masked: in[0] the input, in[1] the mask when given (logaddexp: two inputs, two masks).
+Tensor run_masked(const std::string& op, const std::vector<Tensor>& in, const json& a) {
+  std::string fn = op.substr(std::string("masked.").size());
+  Tensor mask = in.size() > 1 ? in[1] : Tensor();
+  IntList dims;
+  if (a.contains("dim")) dims = a["dim"].is_array() ? a["dim"].get<IntList>() : IntList{a["dim"].get<int64_t>()};
+  int64_t dim = dims.empty() ? -1 : dims[0];
+  bool keepdim = a.value("keepdim", false);
+  std::optional<DType> dtype;
+  if (a.contains("dtype")) dtype = dtype_from_string(a["dtype"].get<std::string>());
+  std::optional<int64_t> opt_dim = a.contains("dim") ? std::optional<int64_t>(dim) : std::nullopt;
+  double ord = a.contains("ord") ? scalar(a["ord"]).to_double() : 2.0;
+  if (fn == "sum") return masked::sum(in[0], dims, keepdim, dtype, mask);
+  if (fn == "prod") return masked::prod(in[0], dims, keepdim, dtype, mask);
+  if (fn == "amax") return masked::amax(in[0], dims, keepdim, dtype, mask);
+  if (fn == "amin") return masked::amin(in[0], dims, keepdim, dtype, mask);
+  if (fn == "argmax") return masked::argmax(in[0], opt_dim, keepdim, dtype, mask);
+  if (fn == "argmin") return masked::argmin(in[0], opt_dim, keepdim, dtype, mask);
+  if (fn == "mean") return masked::mean(in[0], dims, keepdim, dtype, mask);
+  if (fn == "median") return masked::median(in[0], dim, keepdim, dtype, mask);
+  if (fn == "logsumexp") return masked::logsumexp(in[0], dims, keepdim, dtype, mask);
+  if (fn == "norm") return masked::norm(in[0], ord, dims, keepdim, dtype, mask);
+  if (fn == "var" || fn == "std") {
+    auto f = fn == "var" ? masked::var : masked::std;
+    return f(in[0], dims, a.value("unbiased", false), keepdim, dtype, mask);
+  }
+  if (fn == "cumsum") return masked::cumsum(in[0], dim, dtype, mask);
+  if (fn == "cumprod") return masked::cumprod(in[0], dim, dtype, mask);
+  if (fn == "softmax") return masked::softmax(in[0], dim, dtype, mask);
+  if (fn == "log_softmax") return masked::log_softmax(in[0], dim, dtype, mask);
+  if (fn == "softmin") return masked::softmin(in[0], dim, dtype, mask);
+  if (fn == "normalize") return masked::normalize(in[0], ord, dim, a.value("eps", 1e-12), dtype, mask);
+  if (fn == "logaddexp") return masked::logaddexp(in[0], in[1], dtype, in[2], in[3]);
+  ADD_FAILURE() << "no golden dispatch for " << op;
+  return {};
+}
+
 // The indexing, stacking and statistics composites.
 Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const json& a) {
   auto opt_int = [&](const char* key) {
@@ -867,6 +904,7 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   if (op == "mha" || op.starts_with("transformer_")) return run_attention(op, in, a);
   if (op == "square_subsequent_mask") return nn::square_subsequent_mask(a.at("n").get<int64_t>());
   if (op == "pixel_shuffle") return nn::pixel_shuffle(in[0], a.at("factor").get<int64_t>());
+  if (op.starts_with("masked.")) return run_masked(op, in, a);
   if (Tensor t = run_composite(op, in, a); t.defined()) return t;
   if (op == "pixel_unshuffle") return nn::pixel_unshuffle(in[0], a.at("factor").get<int64_t>());
   if (op == "pad") return nn::pad(in[0], a.at("pad").get<IntList>(), a.at("value").get<double>());

@@ -768,5 +768,34 @@ TEST(Linalg, DecompositionsReconstructAndWhatIsBuiltOnThemHolds) {
   EXPECT_LT(g.nodes().size(), 10u) << text;
 }
 
+// torch.masked (values: tests/golden): masked-out elements take no part, in the value and
+// in the gradient, and the ops trace with fake tensors on the device of their inputs.
+TEST(Masked, LeftOutElementsTakeNoPartAndTheOpsTrace) {
+  Device d("cpu:2");
+  TensorOptions o{.dtype = f64, .device = d};
+  Tensor x = tensor({1.0, 5.0, -2.0, 4.0, 3.0, 8.0}, {2, 3}, o);
+  x.set_requires_grad();
+  Tensor mask = to(tensor({1.0, 0.0, 1.0}, {}, o), b8);  // broadcast over rows
+  EXPECT_EQ(to_vector<double>(masked::sum(x, {1}, false, std::nullopt, mask)), (std::vector<double>{-1.0, 12.0}));
+  EXPECT_EQ(to_vector<double>(masked::amax(x, {1}, false, std::nullopt, mask)), (std::vector<double>{1.0, 8.0}));
+  Tensor gx = autograd::grad({sum(masked::softmax(x, 1, std::nullopt, mask) * tensor({1.0, 2.0, 3.0}, {}, o))}, {x})[0];
+  EXPECT_EQ(item<double>(sum(abs(select(gx, 1, 1)))), 0.0);  // the left-out column
+  EXPECT_GT(item<double>(sum(abs(gx))), 0.0);
+  Tensor none = zeros({3}, {.dtype = b8, .device = d});
+  EXPECT_TRUE(item<bool>(all(isnan(masked::mean(x.detach(), {1}, false, std::nullopt, none)))));
+  expect_error([&] { masked::sum(x, {}, false, std::nullopt, ones({1, 2, 3}, {.dtype = b8, .device = d})); },
+               ErrorKind::shape, "more dims");
+  expect_error([&] { masked::amax(ones({2}, {.dtype = b8}), {}, false, std::nullopt, ones({2}, {.dtype = b8})); },
+               ErrorKind::dtype, "[masked.amax] no identity for bool");
+  expect_error([&] { masked::median(ones({2}, {.dtype = i32}), 0, false, std::nullopt, zeros({2}, {.dtype = b8})); },
+               ErrorKind::value, "fully masked-out rows");
+  ir::Graph graph = make_fx([](const TensorList& in) {
+    return TensorList{masked::median(in[0], 1, false, std::nullopt, in[1]),
+                      masked::var(in[0], {1}, true, false, std::nullopt, in[1])};
+  }, {x.detach(), ones({2, 3}, {.dtype = b8, .device = d})});
+  EXPECT_NE(graph.str().find("@cpu:2"), std::string::npos);
+  EXPECT_NE(graph.str().find("where"), std::string::npos) << graph.str();
+}
+
 }  // namespace
 }  // namespace kiln

@@ -2562,7 +2562,7 @@ auto("constant_pad_nd", [randn(2, 3)], lambda x: torch.constant_pad_nd(x, [1, 2,
 
 # ---- fractional max pooling (with PyTorch's _random_samples) ----
 fp_x = randn(2, 3, 9, 11)
-fp_s = torch.rand(2, 3, 2)
+fp_s = torch.rand(2, 3, 2, generator=g)
 for k_, what_ in enumerate(["values", "indices"]):
     auto("fractional_max_pool2d", [fp_x, fp_s],
          lambda x, s_: F.fractional_max_pool2d(x, 3, output_size=(4, 5), return_indices=True, _random_samples=s_)[k_],
@@ -2571,7 +2571,7 @@ for k_, what_ in enumerate(["values", "indices"]):
          lambda x, s_: F.fractional_max_pool2d(x, (2, 3), output_ratio=(0.5, 0.6), return_indices=True,
                                                _random_samples=s_)[k_],
          {"kernel_size": [2, 3], "output_ratio": [0.5, 0.6], "index": k_}, note="unbatched, ratio " + what_)
-    fp3_x, fp3_s = randn(1, 2, 6, 7, 8), torch.rand(1, 2, 3)
+    fp3_x, fp3_s = randn(1, 2, 6, 7, 8), torch.rand(1, 2, 3, generator=g)
     auto("fractional_max_pool3d", [fp3_x, fp3_s],
          lambda x, s_: F.fractional_max_pool3d(x, 2, output_size=(3, 4, 5), return_indices=True, _random_samples=s_)[k_],
          {"kernel_size": [2], "output_size": [3, 4, 5], "index": k_}, note=what_)
@@ -2617,6 +2617,83 @@ grad_cases("grid_sample", [randn(1, 2, 3, 4, 2), torch.rand(1, 2, 3, 2, 3, gener
 
 auto("ger", [randn(3), randn(4)], torch.ger)
 auto("chain_matmul", [randn(2, 3), randn(3, 4), randn(4, 2)], torch.chain_matmul, rtol=1e-5, atol=1e-5)
+
+
+# ---- torch.masked: reductions and normalizations with a mask (appended) ----
+TM = torch.masked
+mx = randn(3, 4)
+mk = T([[True, False, True, True], [False, False, False, False], [True, True, False, True]])
+mrow = T([True, False, True, True])          # broadcast to every row
+mxi = T([[3, -7, 0, 5], [1, 2, 9, 4], [8, -1, 6, 2]], dtype=torch.int32)
+mki = T([[True, True, False, True], [False, True, True, False], [True, False, False, True]])
+DTN = {torch.float64: "f64", torch.float32: "f32", torch.int64: "i64", torch.int32: "i32"}
+
+
+def masked_case(fn, inputs, call, args, note="", grad=False, **tol):
+    """A torch.masked case: inputs are [input] or [input, mask]; call(*inputs) runs it."""
+    auto("masked." + fn, inputs, call, args, note, **tol)
+    if grad:
+        grad_cases("masked." + fn, inputs, call, args, note)
+
+
+for fn in ["sum", "prod", "amax", "amin", "logsumexp", "mean"]:
+    f = getattr(TM, fn)
+    masked_case(fn, [mx, mk], lambda x, m, f=f: f(x, 1, mask=m), {"dim": [1]}, "a fully masked row",
+                grad=fn != "prod")
+    masked_case(fn, [mx, mrow], lambda x, m, f=f: f(x, (0, 1), keepdim=True, mask=m), {"dim": [0, 1], "keepdim": True},
+                "broadcast mask, keepdim")
+    masked_case(fn, [mx], lambda x, f=f: f(x, 0), {"dim": [0]}, "no mask")
+masked_case("prod", [mx, mki], lambda x, m: TM.prod(x, 1, mask=m), {"dim": [1]}, grad=True)
+for fn in ["sum", "prod", "amax", "amin", "mean"]:
+    f = getattr(TM, fn)
+    masked_case(fn, [mxi, mki], lambda x, m, f=f: f(x, 1, mask=m), {"dim": [1]}, "i32: integer identities")
+masked_case("sum", [mxi, mki], lambda x, m: TM.sum(x, mask=m), {}, "all dims, i32 -> i64")
+masked_case("sum", [mx, mk], lambda x, m: TM.sum(x, 0, dtype=torch.float64, mask=m), {"dim": [0], "dtype": "f64"})
+masked_case("amin", [mxi.to(torch.uint8).abs(), mki], lambda x, m: TM.amin(x, 0, mask=m), {"dim": [0]}, "u8 amin")
+for fn in ["argmax", "argmin"]:
+    f = getattr(TM, fn)
+    masked_case(fn, [mx, mk], lambda x, m, f=f: f(x, 1, mask=m), {"dim": 1}, "float indices; a fully masked row")
+    masked_case(fn, [mx, mk], lambda x, m, f=f: f(x, 0, keepdim=True, mask=m), {"dim": 0, "keepdim": True})
+    masked_case(fn, [mxi, mki], lambda x, m, f=f: f(x, 1, dtype=torch.int64, mask=m), {"dim": 1, "dtype": "i64"})
+masked_case("median", [mx, mk], lambda x, m: TM.median(x, 1, mask=m), {"dim": 1}, "NaN for a fully masked row")
+masked_case("median", [mx, mrow], lambda x, m: TM.median(x, 0, keepdim=True, mask=m), {"dim": 0, "keepdim": True})
+masked_case("median", [mxi, mki], lambda x, m: TM.median(x, 1, mask=m), {"dim": 1}, "i32")
+masked_case("median", [mxi, mk], lambda x, m: TM.median(x, 1, mask=m), {"dim": 1}, "i32 with a fully masked row")
+for o in [2.0, 1.0, 3.5, inf, -inf, 0.0]:
+    masked_case("norm", [mx, mki], lambda x, m, o=o: TM.norm(x, o, 1, mask=m), {"ord": o, "dim": [1]}, f"ord {o}",
+                grad=o not in (0.0,))
+masked_case("norm", [mx, mk], lambda x, m: TM.norm(x, 2.0, None, keepdim=True, mask=m), {"ord": 2.0, "keepdim": True})
+for fn in ["var", "std"]:
+    f = getattr(TM, fn)
+    for unbiased in [False, True]:
+        masked_case(fn, [mx, mki], lambda x, m, f=f, u=unbiased: f(x, 1, u, mask=m),
+                    {"dim": [1], "unbiased": unbiased}, grad=True)
+    masked_case(fn, [mx, mk], lambda x, m, f=f: f(x, 1, True, keepdim=True, mask=m),
+                {"dim": [1], "unbiased": True, "keepdim": True}, "a fully masked row; one left: inf or NaN")
+    masked_case(fn, [mxi, mki], lambda x, m, f=f: f(x, 0, mask=m), {"dim": [0]}, "i32 -> f32")
+    masked_case(fn, [mx], lambda x, f=f: f(x, None, True), {"unbiased": True}, "no mask, all dims")
+for fn in ["cumsum", "cumprod"]:
+    f = getattr(TM, fn)
+    masked_case(fn, [mx, mk], lambda x, m, f=f: f(x, 1, mask=m), {"dim": 1}, grad=True)
+    masked_case(fn, [mxi, mki], lambda x, m, f=f: f(x, 0, mask=m), {"dim": 0}, "i32 stays i32")
+for fn in ["softmax", "log_softmax", "softmin"]:
+    f = getattr(TM, fn)
+    masked_case(fn, [mx, mki], lambda x, m, f=f: f(x, 1, mask=m), {"dim": 1}, grad=True)
+    masked_case(fn, [mx, mk], lambda x, m, f=f: f(x, -1, mask=m), {"dim": -1}, "a fully masked row gives NaN")
+    masked_case(fn, [mx, mrow], lambda x, m, f=f: f(x, 0, dtype=torch.float64, mask=m), {"dim": 0, "dtype": "f64"})
+for o, d in [(2.0, 1), (1.0, 0), (inf, 1)]:
+    masked_case("normalize", [mx, mki], lambda x, m, o=o, d=d: TM.normalize(x, o, d, mask=m), {"ord": o, "dim": d},
+                grad=o != inf)
+masked_case("normalize", [mx, mk], lambda x, m: TM.normalize(x, 2.0, 1, eps=0.5, mask=m), {"ord": 2.0, "dim": 1, "eps": 0.5},
+            "eps; a fully masked row")
+lae_a, lae_b = randn(3, 4), randn(4)
+auto("masked.logaddexp", [lae_a, lae_b, mk, mrow],
+     lambda a, b, ma, mb: TM.logaddexp(a, b, input_mask=ma, other_mask=mb), {}, "both masked: -inf")
+grad_cases("masked.logaddexp", [lae_a, lae_b, mki, mrow],
+           lambda a, b, ma, mb: TM.logaddexp(a, b, input_mask=ma, other_mask=mb))
+auto("masked.sum", [mx, torch.ones(1, 3, 4, dtype=torch.bool)], lambda x, m: TM.sum(x, 1, mask=m), {"dim": [1]},
+     "a mask of more dims")
+auto("masked.sum", [mx, T([[1, 0, 2, 0]])], lambda x, m: TM.sum(x, 1, mask=m), {"dim": [1]}, "an integer mask")
 
 
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
