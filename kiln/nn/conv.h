@@ -153,8 +153,9 @@ Tensor fold(const Tensor& input, const IntList& output_size, const IntList& kern
  * an output of size [N, C, H, W], or [N, D, H, W, 3] of theta [N, 3, 4] for [N, C, D, H, W]
  * (torch.nn.functional.affine_grid). */
 Tensor affine_grid(const Tensor& theta, const IntList& size, bool align_corners = false);
-/** input [N, C, H, W] sampled at grid [N, Ho, Wo, 2] (x, y in [-1, 1]): mode "bilinear"
- * or "nearest", padding_mode "zeros", "border" or "reflection"
+/** input [N, C, H, W] sampled at grid [N, Ho, Wo, 2] (x, y in [-1, 1]): mode "bilinear",
+ * "nearest" or "bicubic" (4-D only; 4 x 4 taps, A = -0.75, each tap padded), padding_mode
+ * "zeros", "border" or "reflection"
  * (torch.nn.functional.grid_sample, 4-D, or 5-D with grid [N, D, H, W, 3]: x, y, z, and
  * bilinear meaning trilinear); differentiable w.r.t. input and grid. */
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode = "bilinear",

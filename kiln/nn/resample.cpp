@@ -2,6 +2,7 @@
 // index tensors computed on the host from the shapes, so they differentiate (the
 // gradient of index_select adds into the sources), trace and export as those ops do.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "kiln/nn/conv.h"
@@ -258,11 +259,17 @@ Tensor affine_grid(const Tensor& theta, const IntList& size, bool align_corners)
 
 namespace {
 
-// A normalized coordinate as a pixel index of a dim of `size`, with the padding mode's
-// clipping or reflection (PyTorch's grid_sampler_compute_source_index).
-Tensor source_index(const Tensor& coord, int64_t size, const std::string& padding, bool align_corners) {
+// A normalized coordinate [-1, 1] as a (fractional) pixel index of a dim of `size`.
+Tensor unnormalize(const Tensor& coord, int64_t size, bool align_corners) {
   auto s = static_cast<double>(size);
-  Tensor x = align_corners ? (coord + 1.0) * ((s - 1) / 2) : ((coord + 1.0) * s - 1.0) / 2;
+  return align_corners ? (coord + 1.0) * ((s - 1) / 2) : ((coord + 1.0) * s - 1.0) / 2;
+}
+
+// A pixel index with the padding mode's clipping or reflection applied; "zeros" leaves it
+// (the tap reads 0 outside). PyTorch's grid_sampler_compute_source_index after
+// unnormalizing; bicubic applies it to each integer tap.
+Tensor pad_index(const Tensor& x, int64_t size, const std::string& padding, bool align_corners) {
+  auto s = static_cast<double>(size);
   auto clip = [&](const Tensor& t) { return clamp(t, 0.0, s - 1); };
   if (padding == "border") return clip(x);
   if (padding == "reflection") {
@@ -276,6 +283,16 @@ Tensor source_index(const Tensor& coord, int64_t size, const std::string& paddin
   return x;
 }
 
+// The four cubic-convolution weights (Keys, A = -0.75) of the taps at floor - 1 .. floor + 2
+// for the fraction t.
+std::array<Tensor, 4> cubic_weights(const Tensor& t) {
+  constexpr double A = -0.75;
+  auto near = [&](const Tensor& d) { return ((d * (A + 2) - (A + 3)) * d * d) + 1.0; };       // |d| <= 1
+  auto far = [&](const Tensor& d) { return (((d * A) - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < |d| < 2
+  Tensor u = 1.0 - t;
+  return {far(t + 1.0), near(t), near(u), far(u + 1.0)};
+}
+
 }  // namespace
 
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode, const std::string& padding_mode,
@@ -286,8 +303,10 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
   KILN_CHECK(grid.dim() == input.dim() && grid.size(0) == input.size(0) && grid.size(-1) == dims, shape,
              "[grid_sample] expected grid of shape [{}, {}, {}], got {}", input.size(0), dims == 2 ? "H, W" : "D, H, W",
              dims, grid.meta_str());
-  KILN_CHECK(mode == "bilinear" || mode == "nearest", value,
-             "[grid_sample] mode must be 'bilinear' or 'nearest' (bicubic is not supported), got '{}'", mode);
+  KILN_CHECK(mode == "bilinear" || mode == "nearest" || mode == "bicubic", value,
+             "[grid_sample] mode must be 'bilinear', 'nearest' or 'bicubic', got '{}'", mode);
+  KILN_CHECK(mode != "bicubic" || input.dim() == 4, shape, "[grid_sample] bicubic interpolation supports 4-D input only, got {}",
+             input.meta_str());
   KILN_CHECK(padding_mode == "zeros" || padding_mode == "border" || padding_mode == "reflection", value,
              "[grid_sample] padding_mode must be 'zeros', 'border' or 'reflection', got '{}'", padding_mode);
   KILN_CHECK(is_floating(input.dtype()) && grid.dtype() == input.dtype(), dtype,
@@ -300,8 +319,7 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
   // the other way (x for W first).
   TensorList coord;
   for (int64_t i = 0; i < dims; ++i)
-    coord.push_back(source_index(reshape(select(grid, -1, dims - 1 - i), {n, points}), input.size(2 + i), padding_mode,
-                                 align_corners));
+    coord.push_back(unnormalize(reshape(select(grid, -1, dims - 1 - i), {n, points}), input.size(2 + i), align_corners));
   Tensor flat = reshape(input, {n, c, plane});
   // input at the integer pixel `at` (one [N, P] per dim) times weight [N, P]; outside: 0.
   auto tap = [&](const TensorList& at, const Tensor& weight) {
@@ -320,11 +338,22 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
            unsqueeze(where(inside, weight, zeros_like(weight)), 1);
   };
   Tensor out;
+  auto padded = [&](const Tensor& p, int64_t i) { return pad_index(p, input.size(2 + i), padding_mode, align_corners); };
   if (mode == "nearest") {
     TensorList at;
-    for (const Tensor& p : coord) at.push_back(round(p));  // half to even, as PyTorch's nearbyint
+    for (int64_t i = 0; i < dims; ++i) at.push_back(round(padded(coord[static_cast<size_t>(i)], i)));  // half to even
     out = tap(at, ones_like(coord[0]));
+  } else if (mode == "bicubic") {  // 4 x 4 taps, each padded on its own (PyTorch's get_value_bounded)
+    Tensor x0 = floor(coord[0]), y0 = floor(coord[1]);
+    std::array<Tensor, 4> wx = cubic_weights(coord[0] - x0), wy = cubic_weights(coord[1] - y0);
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t i = 0; i < 4; ++i) {
+        Tensor term = tap({padded(x0 + static_cast<double>(i - 1), 0), padded(y0 + static_cast<double>(j - 1), 1)},
+                          wx[static_cast<size_t>(i)] * wy[static_cast<size_t>(j)]);
+        out = out.defined() ? out + term : term;
+      }
   } else {  // (tri)linear: the 2^dims corners around each point
+    for (int64_t i = 0; i < dims; ++i) coord[static_cast<size_t>(i)] = padded(coord[static_cast<size_t>(i)], i);
     for (int64_t corner = 0; corner < (int64_t{1} << dims); ++corner) {
       TensorList at;
       Tensor weight;

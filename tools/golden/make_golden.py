@@ -2696,6 +2696,21 @@ auto("masked.sum", [mx, torch.ones(1, 3, 4, dtype=torch.bool)], lambda x, m: TM.
 auto("masked.sum", [mx, T([[1, 0, 2, 0]])], lambda x, m: TM.sum(x, 1, mask=m), {"dim": [1]}, "an integer mask")
 
 
+# ---- bicubic grid_sample (appended) ----
+gsb_in, gsb_grid = randn(2, 3, 4, 5), torch.rand(2, 3, 6, 2, generator=g) * 2.8 - 1.4
+for pad_ in ("zeros", "border", "reflection"):
+    for ac_ in (False, True):
+        auto("grid_sample", [gsb_in, gsb_grid],
+             lambda x, gr: F.grid_sample(x, gr, mode="bicubic", padding_mode=pad_, align_corners=ac_),
+             {"mode": "bicubic", "padding_mode": pad_, "align_corners": ac_}, "bicubic")
+for pad_ in ("zeros", "reflection"):
+    grad_cases("grid_sample", [randn(1, 2, 3, 4).double(), (torch.rand(1, 2, 3, 2, generator=g) * 2.4 - 1.2).double()],
+               lambda x, gr: F.grid_sample(x, gr, mode="bicubic", padding_mode=pad_, align_corners=False),
+               {"mode": "bicubic", "padding_mode": pad_, "align_corners": False}, "bicubic")
+auto("grid_sample", [randn(1, 1, 2, 2, 2), torch.zeros(1, 1, 1, 1, 3)],
+     lambda x, gr: F.grid_sample(x, gr, mode="bicubic"), {"mode": "bicubic", "padding_mode": "zeros", "align_corners": False},
+     "bicubic 5-D")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
