@@ -427,6 +427,86 @@ std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins, std::optional
   return histogram(x, linspace(lo, hi, bins + 1, {.dtype = x.dtype(), .device = x.device()}), weight, density);
 }
 
+std::pair<Tensor, TensorList> histogramdd(const Tensor& x, const TensorList& bin_edges, const Tensor& weight,
+                                          bool density) {
+  KILN_CHECK(is_floating(x.dtype()), dtype, "[histogramdd] expects a floating input, got {}", x.dtype());
+  KILN_CHECK(x.dim() >= 1 && static_cast<int64_t>(bin_edges.size()) == x.size(-1), shape,
+             "[histogramdd] expects points [..., D] with D ({}) bin-edge tensors, got {}", bin_edges.size(),
+             x.meta_str());
+  IntList leading(x.shape().begin(), x.shape().end() - 1);
+  KILN_CHECK(!weight.defined() || IntList(weight.shape().begin(), weight.shape().end()) == leading, shape,
+             "[histogramdd] expects one weight per point of {}, got {}", x.meta_str(), weight.meta_str());
+  int64_t dims = x.size(-1);
+  Tensor points = reshape(x, {-1, dims});
+  Tensor w = weight.defined() ? flatten(to(weight, x.dtype())) : ones({points.size(0)}, {.dtype = x.dtype(), .device = x.device()});
+  Tensor inside, cell;  // per point: within every dim's edges; the flat index of its cell
+  IntList counts;
+  for (int64_t d = 0; d < dims; ++d) {
+    const Tensor& e = bin_edges[static_cast<size_t>(d)];
+    KILN_CHECK(e.dim() == 1 && e.numel() >= 2 && e.dtype() == x.dtype(), value,
+               "[histogramdd] expects the bin edges of dim {} as a 1-D tensor of at least 2 elements of the input's "
+               "dtype, got {}", d, e.meta_str());
+    int64_t bins = e.numel() - 1;
+    Tensor col = select(points, 1, d);
+    Tensor in_d = logical_and(col >= select(e, 0, 0), col <= select(e, 0, bins));
+    Tensor bin = clamp(searchsorted(e, col, /*right=*/true) - 1, 0, bins - 1);  // the right edge joins the last bin
+    inside = inside.defined() ? logical_and(inside, in_d) : in_d;
+    cell = cell.defined() ? cell * bins + bin : bin;
+    counts.push_back(bins);
+  }
+  int64_t cells = 1;
+  for (int64_t c : counts) cells *= c;
+  Tensor hist = scatter_add(zeros({cells}, {.dtype = x.dtype(), .device = x.device()}), 0, cell,
+                            where(inside, w, zeros_like(w)));
+  hist = reshape(hist, counts);
+  if (density) {  // the total times each cell's volume, the product of its widths
+    Tensor volume;
+    for (int64_t d = 0; d < dims; ++d) {
+      IntList view(static_cast<size_t>(dims), 1);
+      view[static_cast<size_t>(d)] = counts[static_cast<size_t>(d)];
+      Tensor widths = reshape(diff(bin_edges[static_cast<size_t>(d)]), view);
+      volume = volume.defined() ? volume * widths : widths;
+    }
+    hist = hist / (sum(hist) * volume);
+  }
+  return {hist, bin_edges};
+}
+
+std::pair<Tensor, TensorList> histogramdd(const Tensor& x, const IntList& bins, const std::vector<double>& range,
+                                          const Tensor& weight, bool density) {
+  KILN_CHECK(is_floating(x.dtype()), dtype, "[histogramdd] expects a floating input, got {}", x.dtype());
+  KILN_CHECK(x.dim() >= 1, shape, "[histogramdd] expects points [..., D], got {}", x.meta_str());
+  int64_t dims = x.size(-1);
+  KILN_CHECK(bins.size() == 1 || static_cast<int64_t>(bins.size()) == dims, value,
+             "[histogramdd] expects one bin count or {} (one per dim), got {}", dims, bins.size());
+  KILN_CHECK(range.empty() || static_cast<int64_t>(range.size()) == 2 * dims, value,
+             "[histogramdd] expects range as {} numbers (min and max per dim), got {}", 2 * dims, range.size());
+  Tensor points = reshape(x, {-1, dims}), lows, highs;
+  if (range.empty() && points.size(0) > 0) {  // each coordinate's data range (a host read)
+    lows = to(amin(points, {0}), DType::f64);
+    highs = to(amax(points, {0}), DType::f64);
+  }
+  TensorList edges;
+  for (int64_t d = 0; d < dims; ++d) {
+    int64_t b = bins.size() == 1 ? bins[0] : bins[static_cast<size_t>(d)];
+    KILN_CHECK(b > 0, value, "[histogramdd] bins must be > 0, got {} for dim {}", b, d);
+    double lo = 0, hi = 0;
+    if (!range.empty()) {
+      lo = range[static_cast<size_t>(2 * d)], hi = range[static_cast<size_t>(2 * d + 1)];
+      KILN_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, value,
+                 "[histogramdd] expects a finite range with min <= max, got [{}, {}] for dim {}", lo, hi, d);
+    } else if (lows.defined()) {
+      lo = item<double>(select(lows, 0, d)), hi = item<double>(select(highs, 0, d));
+    }
+    if (lo == hi) {
+      lo -= 0.5;
+      hi += 0.5;
+    }
+    edges.push_back(linspace(lo, hi, b + 1, {.dtype = x.dtype(), .device = x.device()}));
+  }
+  return histogramdd(x, edges, weight, density);
+}
+
 namespace {
 
 // f's derivative along dim d from sample coordinates x ([n], x's dtype) or, when x is

@@ -1059,6 +1059,23 @@ Tensor roll(const Tensor& x, const IntList& shifts, const IntList& dims) {
   }
   return out.is_same(x) ? clone(x) : out;
 }
+
+namespace {
+// x rolled by n / 2 ((n + 1) / 2 for ifftshift) along dims, all when empty.
+Tensor half_roll(const Tensor& x, const IntList& dims, bool inverse) {
+  IntList ds = dims, shifts;
+  if (ds.empty())
+    for (int64_t d = 0; d < x.dim(); ++d) ds.push_back(d);
+  for (int64_t d : ds) {
+    int64_t n = x.size(wrap_dim(d, x.dim(), inverse ? "fft.ifftshift" : "fft.fftshift"));
+    shifts.push_back(inverse ? (n + 1) / 2 : n / 2);
+  }
+  return ds.empty() ? clone(x) : roll(x, shifts, ds);
+}
+}  // namespace
+
+Tensor fft::fftshift(const Tensor& x, const IntList& dims) { return half_roll(x, dims, false); }
+Tensor fft::ifftshift(const Tensor& x, const IntList& dims) { return half_roll(x, dims, true); }
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return call1(OpKind::gather, x, dim, index);
 }

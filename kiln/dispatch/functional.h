@@ -563,6 +563,12 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar valu
 /** x's elements shifted by shifts[i] along dims[i], wrapping around (dims empty: the
  * flattened tensor by one shift). */
 Tensor roll(const Tensor& x, const IntList& shifts, const IntList& dims = {});
+namespace fft {
+/** torch.fft.fftshift: x rolled by n / 2 along each of dims (all when empty), moving the
+ * zero frequency to the middle; ifftshift rolls back (by (n + 1) / 2). */
+Tensor fftshift(const Tensor& x, const IntList& dims = {});
+Tensor ifftshift(const Tensor& x, const IntList& dims = {});
+}  // namespace fft
 
 // ---- normalization ------------------------------------------------------------
 Tensor layer_norm(const Tensor& x, const IntList& normalized_shape,
@@ -707,6 +713,16 @@ std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins = 100,
                                     const Tensor& weight = Tensor(), bool density = false);
 std::pair<Tensor, Tensor> histogram(const Tensor& x, const Tensor& bin_edges, const Tensor& weight = Tensor(),
                                     bool density = false);
+/** torch.histogramdd: (hist [b_0, ..., b_{D-1}], the D bin-edge tensors) of the points
+ * x [..., D]: bins per dim (one count for all, or one each) in `range` ({lo_0, hi_0, lo_1,
+ * hi_1, ...}; absent: each coordinate's data range, widened by 0.5 each way when it is one
+ * value), or the given edges per dim. Bins as in histogram; weight [...] per point;
+ * density divides by the total and each bin's volume. */
+std::pair<Tensor, TensorList> histogramdd(const Tensor& x, const IntList& bins,
+                                          const std::vector<double>& range = {}, const Tensor& weight = Tensor(),
+                                          bool density = false);
+std::pair<Tensor, TensorList> histogramdd(const Tensor& x, const TensorList& bin_edges,
+                                          const Tensor& weight = Tensor(), bool density = false);
 /** torch.gradient: the derivative estimate of f along each of `dims` (all when empty),
  * central differences inside and one-sided ones of order edge_order (1 or 2) at the ends,
  * with a uniform spacing per dim (one value for all, or one per dim) ... */
@@ -970,6 +986,10 @@ Tensor randperm(int64_t n, TensorOptions options = {});
  * and dtype. */
 Tensor bernoulli(const Tensor& p);
 Tensor bernoulli(const Tensor& x, double p);
+/** Poisson counts with the elementwise rates (non-negative; in their dtype), by inversion:
+ * the smallest k with P(X <= k) = Q(k + 1, rate) >= u, found by bisection over k (eager
+ * only: the bracket comes from the largest rate). */
+Tensor poisson(const Tensor& rates);
 /** num_samples category indices per row of (unnormalized) probs, with or without
  * replacement. */
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);

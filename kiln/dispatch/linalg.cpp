@@ -661,6 +661,54 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool some, bool compute_
 }
 Tensor pinverse(const Tensor& a, double rcond) { return linalg::pinv(a, std::nullopt, rcond); }
 
+namespace {
+
+// A x - M x, given A x (M may be undefined: A x).
+Tensor minus_m(const Tensor& ax, const Tensor& m, const Tensor& x) { return m.defined() ? ax - matmul(m, x) : ax; }
+
+// An orthonormal basis Q [..., m, q] of the range of A - M: Q of (A - M) R for a Gaussian
+// R [n, q], refined by niter power iterations.
+Tensor approximate_basis(const Tensor& a, int64_t q, int64_t niter, const Tensor& m) {
+  Tensor r = randn({a.size(-1), q}, {.dtype = a.dtype(), .device = a.device()});
+  Tensor a_t = transpose(a, -2, -1), m_t = m.defined() ? transpose(m, -2, -1) : m;
+  Tensor basis = linalg::qr(minus_m(matmul(a, r), m, r)).first;
+  for (int64_t i = 0; i < niter; ++i) {
+    basis = linalg::qr(minus_m(matmul(a_t, basis), m_t, basis)).first;
+    basis = linalg::qr(minus_m(matmul(a, basis), m, basis)).first;
+  }
+  return basis;
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> svd_lowrank(const Tensor& a, int64_t q, int64_t niter, const Tensor& m) {
+  KILN_CHECK(a.dim() >= 2 && is_floating(a.dtype()), shape, "[svd_lowrank] expects a floating [..., m, n] input, got {}",
+             a.meta_str());
+  KILN_CHECK(q >= 0 && niter >= 0, value, "[svd_lowrank] q and niter must be non-negative, got {} and {}", q, niter);
+  int64_t rows = a.size(-2), cols = a.size(-1);
+  Tensor a_t = transpose(a, -2, -1), m_t = m.defined() ? transpose(m, -2, -1) : m;
+  // PyTorch's branch: a basis of the row space unless the matrix is tall and narrow.
+  if (rows < cols || cols > q) {
+    Tensor basis = approximate_basis(a_t, q, niter, m_t);                     // [..., n, q]
+    auto [u, s, vh] = linalg::svd(minus_m(matmul(a, basis), m, basis), false);  // B^T = (A - M) Q
+    return {u, s, matmul(basis, transpose(vh, -2, -1))};
+  }
+  Tensor basis = approximate_basis(a, q, niter, m);                                               // [..., m, q]
+  auto [u, s, vh] = linalg::svd(transpose(minus_m(matmul(a_t, basis), m_t, basis), -2, -1), false);  // Q^T (A - M)
+  return {matmul(basis, u), s, transpose(vh, -2, -1)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> pca_lowrank(const Tensor& a, std::optional<int64_t> q, bool center, int64_t niter) {
+  KILN_CHECK(a.dim() >= 2, shape, "[pca_lowrank] expects a [..., m, n] input, got {}", a.meta_str());
+  int64_t limit = std::min(a.size(-2), a.size(-1));
+  int64_t k = q.value_or(std::min<int64_t>(6, limit));
+  KILN_CHECK(k >= 0 && k <= limit, value, "[pca_lowrank] q(={}) must be non-negative integer and not greater than "
+             "min(m, n)={}", k, limit);
+  KILN_CHECK(niter >= 0, value, "[pca_lowrank] niter(={}) must be non-negative integer", niter);
+  if (!center) return svd_lowrank(a, k, niter);
+  return svd_lowrank(a - mean(a, {-2}, true), k, niter);
+}
+
 Tensor cholesky_solve(const Tensor& b, const Tensor& factor, bool upper) {
   KILN_CHECK(factor.dim() >= 2 && factor.size(-1) == factor.size(-2), shape,
              "[cholesky_solve] expects square factors, got {}", factor.meta_str());

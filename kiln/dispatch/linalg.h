@@ -146,4 +146,14 @@ Tensor ormqr(const Tensor& a, const Tensor& tau, const Tensor& c, bool left = tr
 Tensor lu_solve(const Tensor& b, const Tensor& lu_data, const Tensor& lu_pivots);
 /** torch.lu_unpack. */
 std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& lu_data, const Tensor& pivots);
+/** torch.svd_lowrank: (U [..., m, q], S [..., q], V [..., n, q]) with A - M ~ U diag(S) V^T
+ * from a randomized range finder (kiln's generator draws the test matrix; `niter` power
+ * iterations, each re-orthogonalized by QR), as Halko, Martinsson and Tropp's algorithm
+ * and PyTorch's. Exact (to rounding) when rank(A - M) <= q. */
+std::tuple<Tensor, Tensor, Tensor> svd_lowrank(const Tensor& a, int64_t q = 6, int64_t niter = 2,
+                                               const Tensor& m = Tensor());
+/** torch.pca_lowrank: svd_lowrank of A minus its column means (center), q defaulting to
+ * min(6, m, n). */
+std::tuple<Tensor, Tensor, Tensor> pca_lowrank(const Tensor& a, std::optional<int64_t> q = std::nullopt,
+                                               bool center = true, int64_t niter = 2);
 }  // namespace kiln

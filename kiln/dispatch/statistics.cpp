@@ -247,6 +247,26 @@ Tensor bernoulli(const Tensor& p) {
   return to(rand_like(p) < p, p.dtype());
 }
 
+Tensor poisson(const Tensor& rates) {
+  KILN_CHECK(is_floating(rates.dtype()), dtype, "[poisson] expects floating rates, got {}", rates.dtype());
+  KILN_CHECK(!rates.is_fake(), data_dependent, "[poisson] samples by bisection over the data's range: eager only");
+  Tensor lam = to(rates, DType::f64);
+  if (lam.numel() == 0) return clone(rates);
+  KILN_CHECK(item<bool>(all(lam >= 0.0)), value, "[poisson] invalid Poisson rate, expected rate to be non-negative");
+  // P(X > rate + 40 sqrt(rate) + 40) is far below double's resolution of u.
+  double top = item<double>(amax(lam));
+  Tensor lo = full_like(lam, -1.0);                  // P(X <= lo) < u (P(X <= -1) = 0)
+  Tensor hi = ceil(lam + sqrt(lam) * 40.0 + 40.0);   // P(X <= hi) >= u
+  Tensor u = rand_like(lam);
+  for (double width = top + std::sqrt(top) * 40.0 + 42.0; width > 1; width = std::ceil(width / 2)) {  // >= hi - lo
+    Tensor mid = floor((lo + hi) / 2.0);
+    Tensor enough = special_gammaincc(mid + 1.0, lam) >= u;  // P(X <= mid) = Q(mid + 1, rate)
+    hi = where(enough, mid, hi);
+    lo = where(enough, lo, mid);
+  }
+  return to(hi, rates.dtype());
+}
+
 Tensor bernoulli(const Tensor& x, double p) {
   KILN_CHECK(p >= 0 && p <= 1, value, "[bernoulli] p must be in [0, 1], got {}", p);
   return to(rand_like(x, {.dtype = is_floating(x.dtype()) ? x.dtype() : DType::f32}) < p, x.dtype());

@@ -232,6 +232,23 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
     return op == "quantile" ? quantile(in[0], q, opt_int("dim"), a.value("keepdim", false), how)
                             : nanquantile(in[0], q, opt_int("dim"), a.value("keepdim", false), how);
   }
+  if (op == "fft_fftshift") return fft::fftshift(in[0], a.value("dim", IntList{}));
+  if (op == "fft_ifftshift") return fft::ifftshift(in[0], a.value("dim", IntList{}));
+  if (op == "histogramdd" || op == "histogramdd_edges") {
+    std::pair<Tensor, TensorList> h;
+    if (a.value("edges", false)) {
+      h = histogramdd(in[0], TensorList(in.begin() + 1, in.end()));
+    } else {
+      h = histogramdd(in[0], a.at("bins").get<IntList>(), a.value("range", std::vector<double>{}),
+                      a.value("weight", false) ? in[1] : Tensor(), a.value("density", false));
+    }
+    return op == "histogramdd" ? h.first : cat(h.second, 0);
+  }
+  if (op.starts_with("svd_lowrank") || op.starts_with("pca_lowrank")) {
+    auto [u, s, v] = op.starts_with("svd") ? svd_lowrank(in[0], a.at("q").get<int64_t>())
+                                           : pca_lowrank(in[0], a.at("q").get<int64_t>());
+    return op.ends_with("_S") ? s : matmul(matmul(u, diag(s)), transpose(v, 0, 1));
+  }
   if (op == "nanmedian") return nanmedian(in[0]);
   if (op == "nanmedian_dim_values" || op == "nanmedian_dim_indices") {
     auto [v, i] = nanmedian(in[0], a.at("dim"));

@@ -797,5 +797,45 @@ TEST(Masked, LeftOutElementsTakeNoPartAndTheOpsTrace) {
   EXPECT_NE(graph.str().find("where"), std::string::npos) << graph.str();
 }
 
+// torch.poisson: integer counts whose mean and variance are the rate (values are not
+// PyTorch's stream); a zero rate gives 0; a negative rate is an Error; fake: data-dependent.
+TEST(Sampling, PoissonCountsHaveTheRateAsMeanAndVariance) {
+  manual_seed(5);
+  for (double rate : {0.0, 0.3, 4.0, 37.5, 2500.0}) {
+    Tensor draws = poisson(full({40000}, rate, {.dtype = f64}));
+    EXPECT_EQ(draws.dtype(), f64);
+    EXPECT_TRUE(item<bool>(all(eq(draws, floor(draws))))) << rate;
+    double m = item<double>(mean(draws)), v = item<double>(var(draws));
+    double tol = 5 * std::sqrt(std::max(rate, 1e-3) / 40000);  // 5 standard errors of the mean
+    EXPECT_NEAR(m, rate, tol) << rate;
+    EXPECT_NEAR(v, rate, 0.05 * rate + 1e-9) << rate;
+  }
+  Tensor mixed = poisson(tensor({0.0, 1e-3, 12.0}, {}, {.dtype = f32}));
+  EXPECT_EQ(mixed.dtype(), f32);
+  EXPECT_EQ(item<double>(select(mixed, 0, 0)), 0.0);
+  expect_error([] { poisson(tensor({1.0, -0.5})); }, ErrorKind::value, "non-negative");
+  expect_error([] { poisson(ones({2}, {.dtype = i64})); }, ErrorKind::dtype, "[poisson]");
+  expect_error([] { make_fx([](const TensorList& in) { return TensorList{poisson(in[0])}; }, {ones({3})}); },
+               ErrorKind::data_dependent, "[poisson]");
+}
+
+// svd_lowrank / pca_lowrank: exact for a matrix of rank <= q, whatever the random draw.
+TEST(Linalg, LowRankSvdReconstructsLowRankMatrices) {
+  manual_seed(3);
+  TensorOptions o{.dtype = f64};
+  Tensor a = matmul(randn({9, 2}, o), randn({2, 5}, o));
+  for (Tensor m : {a, transpose(a, 0, 1)}) {
+    auto [u, s, v] = svd_lowrank(m, 4);
+    EXPECT_EQ(u.shape(), (Dims{m.size(0), 4}));
+    EXPECT_EQ(v.shape(), (Dims{m.size(1), 4}));
+    EXPECT_TRUE(all_close(matmul(matmul(u, diag(s)), transpose(v, 0, 1)), to_vector<double>(m), 1e-10, 1e-10));
+    EXPECT_TRUE(all_close(narrow(s, 0, 0, 2), to_vector<double>(narrow(linalg::svdvals(m), 0, 0, 2)), 1e-10, 1e-10));
+  }
+  auto [u, s, v] = pca_lowrank(a + 3.0);  // centering removes the offset
+  EXPECT_TRUE(all_close(matmul(matmul(u, diag(s)), transpose(v, 0, 1)), to_vector<double>(a - mean(a, {0}, true)),
+                        1e-10, 1e-10));
+  expect_error([&] { pca_lowrank(a, 6); }, ErrorKind::value, "not greater than min(m, n)=5");
+}
+
 }  // namespace
 }  // namespace kiln

@@ -2711,6 +2711,41 @@ auto("grid_sample", [randn(1, 1, 2, 2, 2), torch.zeros(1, 1, 1, 1, 3)],
      lambda x, gr: F.grid_sample(x, gr, mode="bicubic"), {"mode": "bicubic", "padding_mode": "zeros", "align_corners": False},
      "bicubic 5-D")
 
+# ---- fft.fftshift / ifftshift, histogramdd, svd_lowrank / pca_lowrank (appended) ----
+fs_x = randn(3, 4, 5)
+for fn_ in ("fftshift", "ifftshift"):
+    f_ = getattr(torch.fft, fn_)
+    auto("fft_" + fn_, [fs_x], lambda x, f_=f_: f_(x), {}, "all dims, odd and even")
+    auto("fft_" + fn_, [fs_x], lambda x, f_=f_: f_(x, dim=(0, -1)), {"dim": [0, -1]})
+    auto("fft_" + fn_, [T([1.0, 2.0, 3.0, 4.0, 5.0])], lambda x, f_=f_: f_(x, dim=0), {"dim": [0]})
+hd_x = randn(7, 2) * 2
+hd_w = torch.rand(7, generator=g)
+for k_, hd_args in enumerate([{"bins": [3]}, {"bins": [2, 4], "range": [-1.0, 1.0, -2.0, 3.0]},
+                              {"bins": [3, 2], "density": True}, {"bins": [4], "weight": True, "density": True}]):
+    def hd_call(x, *w, a=hd_args):
+        bins = a["bins"][0] if len(a["bins"]) == 1 else a["bins"]
+        return torch.histogramdd(x, bins, range=a.get("range"), weight=w[0] if w else None, density=a.get("density", False))
+    ins = [hd_x] + ([hd_w] if hd_args.get("weight") else [])
+    auto("histogramdd", ins, lambda *t: hd_call(*t).hist, hd_args)
+    auto("histogramdd_edges", ins, lambda *t: torch.cat(hd_call(*t).bin_edges), hd_args)
+hd_e = [T([-3.0, -1.0, 0.0, 2.5]), T([-1.0, 1.0, 4.0])]
+auto("histogramdd", [randn(2, 5, 2), hd_e[0], hd_e[1]],
+     lambda x, e0, e1: torch.histogramdd(x, [e0, e1]).hist, {"edges": True}, "given edges, points [2, 5, 2]")
+auto("histogramdd", [T([[0.5, 0.5], [0.5, 0.5]])], lambda x: torch.histogramdd(x, 2).hist, {"bins": [2]},
+     "one value per dim: widened by 0.5")
+lr_a = (randn(8, 3, dtype=torch.float64) @ randn(3, 6, dtype=torch.float64))   # rank 3
+for q_ in (3, 5):
+    auto("svd_lowrank_reconstruction", [lr_a], lambda a, q_=q_: (lambda u, s, v: u @ torch.diag(s) @ v.T)(*torch.svd_lowrank(a, q=q_)),
+         {"q": q_}, "rank 3", 1e-8, 1e-8)
+    auto("svd_lowrank_S", [lr_a], lambda a, q_=q_: torch.svd_lowrank(a, q=q_)[1], {"q": q_}, "rank 3", 1e-8, 1e-8)
+    auto("svd_lowrank_reconstruction", [lr_a.T], lambda a, q_=q_: (lambda u, s, v: u @ torch.diag(s) @ v.T)(*torch.svd_lowrank(a, q=q_)),
+         {"q": q_}, "rank 3, tall", 1e-8, 1e-8)
+lr_c = lr_a[:, :2] @ randn(2, 6, dtype=torch.float64) + randn(1, 6, dtype=torch.float64)  # centered rank 2
+auto("pca_lowrank_S", [lr_c], lambda a: torch.pca_lowrank(a, q=3)[1], {"q": 3}, "rank 2 after centering", 1e-8, 1e-8)
+auto("pca_lowrank_reconstruction", [lr_c], lambda a: (lambda u, s, v: u @ torch.diag(s) @ v.T)(*torch.pca_lowrank(a, q=3)),
+     {"q": 3}, "= a minus its column means", 1e-8, 1e-8)
+auto("pca_lowrank_S", [lr_c], lambda a: torch.pca_lowrank(a, q=7)[1], {"q": 7}, "q above min(m, n)")
+
 # ---- the promotion table: add's result dtype for every pair of dtypes, with the second
 # operand a tensor, a 0-dim tensor, or a Python number ----
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
