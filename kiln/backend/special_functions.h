@@ -290,7 +290,7 @@ KILN_HOST_DEVICE inline double incomplete_gamma(double a, double x, bool lower) 
 /** The degree of a polynomial from its (floating) n as PyTorch truncates it; -1 for
  * negative, NaN or out-of-range n (the polynomial is then 0). */
 KILN_HOST_DEVICE inline int64_t degree(double n) {
-  return n >= 0 && n < 9.2e18 ? static_cast<int64_t>(n) : -1;
+  return n > -1 && n < 9.2e18 ? static_cast<int64_t>(n) : -1;  // toward zero: -0.5 is degree 0
 }
 
 /** Chebyshev polynomials of the four kinds, kind 't', 'u', 'v', 'w': the three-term

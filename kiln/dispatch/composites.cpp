@@ -35,12 +35,23 @@ Tensor hypot(const Tensor& a, const Tensor& b) {
   return where(logical_or(isinf(x), isinf(y)), full_like(hi, kInf), hi * sqrt(r * r + 1.0));
 }
 
-Tensor xlogy(const Tensor& x, const Tensor& y) {
+namespace {
+// Both operands in their promoted floating dtype (a wrapped number joins without raising it).
+std::pair<Tensor, Tensor> promoted_float(const Tensor& x, const Tensor& y) {
+  DType rt = ops::result_type(x, y);
+  if (!is_floating(rt)) rt = DType::f32;
+  return {to(x, rt), to(y, rt)};
+}
+}  // namespace
+
+Tensor xlogy(const Tensor& x_in, const Tensor& y_in) {
+  auto [x, y] = promoted_float(x_in, y_in);
   Tensor product = x * log(y);
   return where(logical_and(x == 0.0, logical_not(isnan(y))), zeros_like(product), product);
 }
 
-Tensor special_xlog1py(const Tensor& x, const Tensor& y) {
+Tensor special_xlog1py(const Tensor& x_in, const Tensor& y_in) {
+  auto [x, y] = promoted_float(x_in, y_in);
   Tensor product = x * log1p(y);
   return where(logical_and(x == 0.0, logical_not(isnan(y))), zeros_like(product), product);
 }
@@ -125,7 +136,12 @@ Tensor mvlgamma(const Tensor& x, int64_t p) {
   return sum(terms, {-1}) + static_cast<double>(p * (p - 1)) / 4 * std::log(std::numbers::pi);
 }
 
-Tensor special_ndtr(const Tensor& x) { return erfc(x * -std::numbers::sqrt2 / 2) * 0.5; }
+Tensor special_ndtr(const Tensor& x) {
+  // f16/bf16: PyTorch's (1 + erf(x / sqrt 2)) / 2, rounded step by step in the dtype, so
+  // the results agree; f32/f64 take erfc, which keeps the lower tail's relative precision.
+  if (x.dtype() == DType::f16 || x.dtype() == DType::bf16) return (erf(x * (std::numbers::sqrt2 / 2)) + 1.0) * 0.5;
+  return erfc(x * -std::numbers::sqrt2 / 2) * 0.5;
+}
 
 Tensor special_ndtri(const Tensor& p) {
   // Solved in the lower tail, q = min(p, 1 - p) (ndtr keeps its relative precision
@@ -155,7 +171,11 @@ Tensor special_entr(const Tensor& x) {
 }
 
 Tensor sinc(const Tensor& x) {
-  Tensor px = x * std::numbers::pi;
+  // pi as the dtype holds it (PyTorch multiplies by pi of the element type: 3.140625 in bf16).
+  double pi = x.dtype() == DType::bf16 ? float(BFloat16(float(std::numbers::pi)))
+              : x.dtype() == DType::f16 ? float(Half(float(std::numbers::pi)))
+                                        : std::numbers::pi;
+  Tensor px = x * pi;
   Tensor safe = where(x == 0.0, ones_like(px), px);
   return where(x == 0.0, ones_like(px), sin(safe) / safe);
 }
@@ -168,7 +188,10 @@ Tensor logit(const Tensor& x, std::optional<double> eps) {
 Tensor deg2rad(const Tensor& x) { return x * (std::numbers::pi / 180.0); }
 Tensor rad2deg(const Tensor& x) { return x * (180.0 / std::numbers::pi); }
 Tensor frac(const Tensor& x) { return x - trunc(x); }
-Tensor square(const Tensor& x) { return x * x; }
+Tensor square(const Tensor& x) {
+  Tensor t = x.dtype() == DType::b8 ? to(x, DType::i64) : x;  // pow(x, 2): bool promotes to i64
+  return t * t;
+}
 
 Tensor signbit(const Tensor& x) {
   if (!is_floating(x.dtype())) return x < 0;
@@ -720,13 +743,20 @@ std::pair<Tensor, Tensor> frexp(const Tensor& x) {
 
 Tensor nextafter(const Tensor& a, const Tensor& b) {
   DType rt = ops::result_type(a, b);
-  KILN_CHECK(rt == DType::f32 || rt == DType::f64, dtype, "[nextafter] expects f32 or f64 tensors, got {} and {}",
-             a.dtype(), b.dtype());
+  KILN_CHECK(is_floating(rt), dtype, "[nextafter] expects floating tensors, got {} and {}", a.dtype(), b.dtype());
   Tensor x = to(a, rt), y = to(b, rt);
-  bool f64 = rt == DType::f64;
-  int64_t digits = f64 ? 53 : 24, min_exp = f64 ? -1021 : -125;  // frexp's exponent of the smallest normal
-  double tiny = f64 ? std::numeric_limits<double>::denorm_min() : std::numeric_limits<float>::denorm_min();
-  double largest = f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
+  // The format: significand digits, frexp's exponent of the smallest normal, the smallest
+  // subnormal and the largest finite value.
+  struct Format {
+    int64_t digits, min_exp;
+    double tiny, largest;
+  };
+  Format f = rt == DType::f64   ? Format{53, -1021, std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max()}
+             : rt == DType::f32 ? Format{24, -125, std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()}
+             : rt == DType::bf16 ? Format{8, -125, std::ldexp(1.0, -133), 3.3895313892515355e38}
+                                 : Format{11, -13, std::ldexp(1.0, -24), 65504.0};
+  int64_t digits = f.digits, min_exp = f.min_exp;
+  double tiny = f.tiny, largest = f.largest;
   auto [m, e] = frexp(x);
   Tensor ef = to(e, rt);
   Tensor up = y > x;  // the direction

@@ -258,6 +258,12 @@ Tensor reciprocal(const Tensor& x) { return call1(OpKind::reciprocal, x); }
 Tensor floor(const Tensor& x) { return call1(OpKind::floor, x); }
 Tensor ceil(const Tensor& x) { return call1(OpKind::ceil, x); }
 Tensor round(const Tensor& x) { return call1(OpKind::round, x); }
+Tensor round(const Tensor& x, int64_t decimals) {
+  KILN_CHECK(is_floating(x.dtype()), dtype, "[round] with decimals expects a floating tensor, got {}", x.dtype());
+  double scale = std::pow(10.0, static_cast<double>(std::abs(decimals)));
+  if (decimals == 0) return round(x);
+  return decimals > 0 ? round(x * scale) / scale : round(x / scale) * scale;
+}
 Tensor trunc(const Tensor& x) { return call1(OpKind::trunc, x); }
 Tensor sign(const Tensor& x) { return call1(OpKind::sign, x); }
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {

@@ -100,6 +100,9 @@ Tensor reciprocal(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor round(const Tensor& x);
+/** x rounded to `decimals` decimal places (negative: to tens, hundreds, ...), halves to
+ * even, computed in x's floating dtype as torch.round(x, decimals=d); integers refused. */
+Tensor round(const Tensor& x, int64_t decimals);
 Tensor trunc(const Tensor& x);
 /** -1, 0 or 1 (0 for NaN); the identity on bool. */
 Tensor sign(const Tensor& x);

@@ -5,6 +5,8 @@
 namespace kiln::nn {
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
+  if (x.dtype() == DType::f16 || x.dtype() == DType::bf16)  // in f32, rounded once (PyTorch's opmath)
+    return to(softplus(to(x, DType::f32), beta, threshold), x.dtype());
   Tensor bx = x * beta;
   // The log1p(exp(.)) branch sees at most `threshold`: where it is not taken it stays
   // finite, so no inf * 0 reaches the gradient.
@@ -31,7 +33,11 @@ Tensor selu(const Tensor& x) {
   return elu(x, kAlpha) * kScale;
 }
 
-Tensor hardtanh(const Tensor& x, double min_val, double max_val) { return clamp(x, min_val, max_val); }
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  if (is_integral(x.dtype(), false))  // integers stay integers: the bounds truncated, as PyTorch
+    return clamp(x, static_cast<int64_t>(min_val), static_cast<int64_t>(max_val));
+  return clamp(x, min_val, max_val);
+}
 
 Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
 
@@ -57,10 +63,18 @@ Tensor softshrink(const Tensor& x, double lambd) {
   return where(x > lambd, x - lambd, where(x < -lambd, x + lambd, zeros_like(x)));
 }
 
-Tensor hardshrink(const Tensor& x, double lambd) { return where(abs(x) > lambd, x, zeros_like(x)); }
+Tensor hardshrink(const Tensor& x, double lambd) {
+  return where(logical_and(x >= -lambd, x <= lambd), zeros_like(x), x);  // NaN stays NaN
+}
 
 Tensor threshold(const Tensor& x, double threshold, double value) {
-  return where(x > threshold, x, full_like(x, value));
+  // x <= threshold takes the value (NaN keeps itself); an integer tensor takes it converted
+  // as C converts it, wrapping (PyTorch's -9 in u8 is 247).
+  Tensor v = is_floating(x.dtype()) ? full_like(x, value)
+                                    : expand(to(scalar_tensor(static_cast<int64_t>(value), {.device = x.device()}),
+                                                x.dtype()),
+                                             IntList(x.shape().begin(), x.shape().end()));
+  return where(x <= threshold, v, x);
 }
 
 Tensor prelu(const Tensor& x, const Tensor& weight) {

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <map>
 
 #include "kiln/kiln.h"
+#include "golden_json.h"
 #include "mock_cuda.h"
 #include "test_util.h"
 
@@ -14,36 +14,11 @@ namespace kiln {
 namespace {
 
 using json = nlohmann::json;
+using testing::from_json;
+using testing::numbers;
+using testing::scalar;
 
-json load_golden() {
-  std::ifstream in(std::string(KILN_TEST_DATA) + "/golden/torch_ops.json");
-  EXPECT_TRUE(in.good()) << "missing tests/golden/torch_ops.json";
-  return json::parse(in);
-}
-
-// Numbers, or "inf" / "-inf" / "nan" for what JSON cannot hold.
-std::vector<double> numbers(const json& j) {
-  std::vector<double> out;
-  for (const json& v : j) out.push_back(v.is_string() ? std::stod(v.get<std::string>()) : v.get<double>());
-  return out;
-}
-
-Tensor from_json(const json& j, Device device) {
-  DType dtype = dtype_from_string(j.at("dtype").get<std::string>());
-  IntList shape = j.at("shape").get<IntList>();
-  std::vector<double> data = numbers(j.at("data"));
-  Tensor t = from_vector(data, shape, {.dtype = dtype});
-  return to(shape.empty() ? view(t, {}) : t, device);  // from_vector reads an empty shape as 1-D
-}
-
-// A JSON number or bool as the Scalar of the same kind (3 -> int, 3.0 -> float); "nan" and
-// "inf" (which JSON cannot hold) as floats.
-Scalar scalar(const json& v) {
-  if (v.is_boolean()) return Scalar(v.get<bool>());
-  if (v.is_string()) return Scalar(std::stod(v.get<std::string>()));  // "nan", "inf"
-  if (v.is_number_integer()) return Scalar(v.get<int64_t>());
-  return Scalar(v.get<double>());
-}
+json load_golden() { return testing::load_golden("torch_ops.json"); }
 
 // Points the module's parameters at the case's inputs from `first` on (so gradients
 // reach them), checking PyTorch's names and order.

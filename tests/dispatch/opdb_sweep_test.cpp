@@ -1,0 +1,282 @@
+// Replays PyTorch's own OpInfo samples (tests/golden/opdb_sweep.json, written by
+// tools/golden/make_opdb_sweep.py from torch.testing's op_db): every dtype each op
+// supports, broadcasting, 0-dim and empty tensors, extremal values. Tolerances are
+// PyTorch's defaults for the result's dtype (torch.testing.assert_close).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+
+#include "golden_json.h"
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::json;
+
+/** One sample: tensors (input first), positional arguments (tensors by index into
+ * `in`), keyword arguments. */
+struct Sample {
+  std::vector<Tensor> in;
+  json args, kwargs;
+
+  const Tensor& x() const { return in[0]; }
+  /** Positional argument i as a tensor (a number becomes a wrapped scalar, as in Python). */
+  Tensor tensor(size_t i) const {
+    const json& a = args.at(i);
+    return a.is_object() ? in.at(a.at("tensor").get<size_t>()) : wrapped_number(testing::scalar(a));
+  }
+  bool has(size_t i) const { return args.size() > i; }
+  /** An integer given as positional argument i or as keyword `name`. */
+  int64_t int_arg(size_t i, const char* name, int64_t fallback) const {
+    return has(i) ? args.at(i).get<int64_t>() : kw<int64_t>(name, fallback);
+  }
+  /** The `dtype` keyword, when given. */
+  std::optional<DType> dtype() const {
+    if (!kwargs.contains("dtype") || kwargs.at("dtype").is_null()) return std::nullopt;
+    return dtype_from_string(kwargs.at("dtype").at("dtype").get<std::string>());
+  }
+  double number(size_t i) const { return testing::scalar(args.at(i)).to_double(); }
+  template <typename T>
+  T kw(const char* name, T fallback) const {
+    return kwargs.contains(name) && !kwargs.at(name).is_null() ? kwargs.at(name).get<T>() : fallback;
+  }
+  double kw_number(const char* name, double fallback) const {
+    return kwargs.contains(name) && !kwargs.at(name).is_null() ? testing::scalar(kwargs.at(name)).to_double() : fallback;
+  }
+  /** The `dim` keyword as a list (absent or null: empty, meaning every dim). */
+  IntList dims() const {
+    if (!kwargs.contains("dim") || kwargs.at("dim").is_null()) return {};
+    return kwargs.at("dim").is_array() ? kwargs.at("dim").get<IntList>() : IntList{kwargs.at("dim").get<int64_t>()};
+  }
+  std::optional<int64_t> dim() const {
+    if (!kwargs.contains("dim") || kwargs.at("dim").is_null()) return std::nullopt;
+    return kwargs.at("dim").get<int64_t>();
+  }
+};
+
+using Fn = std::function<Tensor(const Sample&)>;
+
+Fn unary(Tensor (*f)(const Tensor&)) {
+  return [f](const Sample& s) { return f(s.x()); };
+}
+Fn binary(Tensor (*f)(const Tensor&, const Tensor&)) {
+  return [f](const Sample& s) { return f(s.x(), s.tensor(0)); };
+}
+
+// div with the sample's rounding_mode (op_db's reference samples may leave it out).
+Tensor rounding_div(const Sample& s) {
+  std::string mode = s.kw<std::string>("rounding_mode", "");
+  return mode.empty() ? div(s.x(), s.tensor(0)) : div(s.x(), s.tensor(0), mode);
+}
+
+// var / std: PyTorch's `unbiased` (positional or keyword) or `correction`.
+Fn spread(bool take_sqrt) {
+  return [take_sqrt](const Sample& s) {
+    int64_t correction = s.kw<int64_t>("correction", 1);
+    if (s.has(0)) correction = s.args.at(0).get<bool>() ? 1 : 0;
+    if (s.kwargs.contains("unbiased")) correction = s.kwargs.at("unbiased").get<bool>() ? 1 : 0;
+    bool keepdim = s.kw("keepdim", false);
+    return take_sqrt ? kiln::std(s.x(), s.dims(), correction, keepdim) : var(s.x(), s.dims(), correction, keepdim);
+  };
+}
+
+const std::map<std::string, Fn>& ops() {
+  static const auto* table = new std::map<std::string, Fn>{
+      // unary
+      {"abs", unary(abs)}, {"acos", unary(acos)}, {"acosh", unary(acosh)}, {"asin", unary(asin)},
+      {"asinh", unary(asinh)}, {"atan", unary(atan)}, {"atanh", unary(atanh)},
+      {"bitwise_not", unary(bitwise_not)}, {"ceil", unary(ceil)}, {"positive", unary(positive)},
+      {"cos", unary(cos)}, {"cosh", unary(cosh)}, {"deg2rad", unary(deg2rad)}, {"exp", unary(exp)},
+      {"frac", unary(frac)}, {"floor", unary(floor)}, {"i0", unary(i0)}, {"log1p", unary(log1p)},
+      {"log", unary(log)}, {"log10", unary(log10)}, {"log2", unary(log2)}, {"logical_not", unary(logical_not)},
+      {"neg", unary(neg)}, {"rad2deg", unary(rad2deg)},
+      {"round", [](const Sample& s) { return round(s.x()); }},
+      {"round.decimals_0", [](const Sample& s) { return round(s.x(), s.kw<int64_t>("decimals", 0)); }},
+      {"round.decimals_3", [](const Sample& s) { return round(s.x(), s.kw<int64_t>("decimals", 0)); }},
+      {"round.decimals_neg_3", [](const Sample& s) { return round(s.x(), s.kw<int64_t>("decimals", 0)); }},
+      {"sin", unary(sin)}, {"sinc", unary(sinc)}, {"sinh", unary(sinh)}, {"sign", unary(sign)},
+      {"sgn", unary(sgn)}, {"signbit", unary(signbit)}, {"tan", unary(tan)}, {"tanh", unary(tanh)},
+      {"trunc", unary(trunc)}, {"exp2", unary(exp2)}, {"expm1", unary(expm1)},
+      {"nan_to_num",
+       [](const Sample& s) {
+         auto opt = [&](const char* k) {
+           return s.kwargs.contains(k) && !s.kwargs.at(k).is_null() ? std::optional<double>(s.kw_number(k, 0))
+                                                                 : std::nullopt;
+         };
+         return nan_to_num(s.x(), s.kw_number("nan", 0.0), opt("posinf"), opt("neginf"));
+       }},
+      {"reciprocal", unary(reciprocal)}, {"rsqrt", unary(rsqrt)}, {"sqrt", unary(sqrt)}, {"square", unary(square)},
+      {"isfinite", unary(isfinite)}, {"isinf", unary(isinf)}, {"isposinf", unary(isposinf)},
+      {"isneginf", unary(isneginf)}, {"isreal", unary(isreal)}, {"isnan", unary(isnan)},
+      {"sigmoid", unary(sigmoid)}, {"digamma", unary(digamma)}, {"erf", unary(erf)}, {"erfc", unary(erfc)},
+      {"erfinv", unary(erfinv)}, {"lgamma", unary(lgamma)},
+      {"logit",
+       [](const Sample& s) { return s.has(0) ? logit(s.x(), s.number(0)) : logit(s.x()); }},
+      {"polygamma.polygamma_n_0", [](const Sample& s) { return polygamma(s.int_arg(0, "n", 0), s.x()); }},
+      {"polygamma.polygamma_n_1", [](const Sample& s) { return polygamma(s.int_arg(0, "n", 1), s.x()); }},
+      {"polygamma.polygamma_n_2", [](const Sample& s) { return polygamma(s.int_arg(0, "n", 2), s.x()); }},
+      {"mvlgamma.mvlgamma_p_1", [](const Sample& s) { return mvlgamma(s.x(), s.int_arg(0, "p", 1)); }},
+      {"mvlgamma.mvlgamma_p_3", [](const Sample& s) { return mvlgamma(s.x(), s.int_arg(0, "p", 3)); }},
+      {"nn.functional.relu", unary(relu)},
+      {"nn.functional.elu", [](const Sample& s) { return nn::elu(s.x(), s.kw_number("alpha", 1.0)); }},
+      {"nn.functional.celu", [](const Sample& s) { return nn::celu(s.x(), s.kw_number("alpha", 1.0)); }},
+      {"nn.functional.selu", [](const Sample& s) { return nn::selu(s.x()); }},
+      {"nn.functional.silu", unary(silu)},
+      {"nn.functional.hardsigmoid", [](const Sample& s) { return nn::hardsigmoid(s.x()); }},
+      {"nn.functional.logsigmoid", [](const Sample& s) { return nn::logsigmoid(s.x()); }},
+      {"nn.functional.mish", [](const Sample& s) { return nn::mish(s.x()); }},
+      {"nn.functional.softsign", [](const Sample& s) { return nn::softsign(s.x()); }},
+      {"nn.functional.tanhshrink", [](const Sample& s) { return nn::tanhshrink(s.x()); }},
+      {"nn.functional.threshold",
+       [](const Sample& s) {
+         return s.has(1) ? nn::threshold(s.x(), s.number(0), s.number(1))
+                         : nn::threshold(s.x(), s.kw_number("threshold", 0), s.kw_number("value", 0));
+       }},
+      {"nn.functional.softshrink", [](const Sample& s) { return nn::softshrink(s.x(), s.kw_number("lambd", 0.5)); }},
+      {"nn.functional.hardshrink", [](const Sample& s) { return nn::hardshrink(s.x(), s.kw_number("lambd", 0.5)); }},
+      {"nn.functional.hardtanh",
+       [](const Sample& s) { return nn::hardtanh(s.x(), s.kw_number("min_val", -1), s.kw_number("max_val", 1)); }},
+      {"nn.functional.relu6", [](const Sample& s) { return nn::relu6(s.x()); }},
+      {"nn.functional.softplus",
+       [](const Sample& s) { return nn::softplus(s.x(), s.kw_number("beta", 1), s.kw_number("threshold", 20)); }},
+      {"special.i0e", unary(special_i0e)}, {"special.i1", unary(special_i1)}, {"special.i1e", unary(special_i1e)},
+      {"special.ndtr", unary(special_ndtr)}, {"special.entr", unary(special_entr)},
+      {"special.ndtri", unary(special_ndtri)}, {"special.log_ndtr", unary(special_log_ndtr)},
+      {"special.erfcx", unary(special_erfcx)}, {"special.airy_ai", unary(special_airy_ai)},
+      {"special.bessel_j0", unary(special_bessel_j0)}, {"special.bessel_j1", unary(special_bessel_j1)},
+      {"special.bessel_y0", unary(special_bessel_y0)}, {"special.bessel_y1", unary(special_bessel_y1)},
+      {"special.modified_bessel_i0", unary(special_modified_bessel_i0)},
+      {"special.modified_bessel_i1", unary(special_modified_bessel_i1)},
+      {"special.modified_bessel_k0", unary(special_modified_bessel_k0)},
+      {"special.modified_bessel_k1", unary(special_modified_bessel_k1)},
+      {"special.scaled_modified_bessel_k0", unary(special_scaled_modified_bessel_k0)},
+      {"special.scaled_modified_bessel_k1", unary(special_scaled_modified_bessel_k1)},
+      {"special.spherical_bessel_j0", unary(special_spherical_bessel_j0)},
+      // binary (the second operand a tensor, or a number wrapped as PyTorch wraps it)
+      {"add", [](const Sample& s) { return add(s.x(), s.tensor(0)); }},
+      {"sub", [](const Sample& s) { return sub(s.x(), s.tensor(0)); }},
+      {"mul", binary(mul)},
+      {"clamp_max", [](const Sample& s) { return clamp(s.x(), Tensor(), s.tensor(0)); }},
+      {"clamp_min", [](const Sample& s) { return clamp(s.x(), s.tensor(0), Tensor()); }},
+      {"atan2", binary(atan2)}, {"bitwise_left_shift", binary(bitwise_left_shift)},
+      {"bitwise_right_shift", binary(bitwise_right_shift)}, {"copysign", binary(copysign)},
+      {"div.no_rounding_mode", binary(div)},
+      {"div.trunc_rounding", rounding_div}, {"div.floor_rounding", rounding_div},
+      {"true_divide", binary(true_divide)}, {"eq", binary(eq)}, {"ne", binary(ne)}, {"ge", binary(ge)},
+      {"gt", binary(gt)}, {"le", binary(le)}, {"lt", binary(lt)}, {"fmax", binary(fmax)}, {"fmin", binary(fmin)},
+      {"fmod", binary(fmod)}, {"remainder", binary(remainder)}, {"floor_divide", binary(floor_divide)},
+      {"ldexp", binary(ldexp)}, {"max.binary", binary(maximum)}, {"maximum", binary(maximum)},
+      {"min.binary", binary(minimum)}, {"minimum", binary(minimum)}, {"logical_and", binary(logical_and)},
+      {"logical_or", binary(logical_or)}, {"logical_xor", binary(logical_xor)}, {"bitwise_and", binary(bitwise_and)},
+      {"bitwise_or", binary(bitwise_or)}, {"bitwise_xor", binary(bitwise_xor)}, {"heaviside", binary(heaviside)},
+      {"lcm", binary(lcm)}, {"gcd", binary(gcd)},
+      {"isclose", [](const Sample& s) { return isclose(s.x(), s.tensor(0)); }},
+      {"nextafter", binary(nextafter)}, {"igamma", binary(igamma)}, {"igammac", binary(igammac)},
+      {"pow", binary(pow)}, {"float_power", binary(float_power)},
+      {"__radd__", [](const Sample& s) { return add(s.tensor(0), s.x()); }},
+      {"__rmul__", [](const Sample& s) { return mul(s.tensor(0), s.x()); }},
+      {"__rand__", [](const Sample& s) { return bitwise_and(s.tensor(0), s.x()); }},
+      {"__ror__", [](const Sample& s) { return bitwise_or(s.tensor(0), s.x()); }},
+      {"__rxor__", [](const Sample& s) { return bitwise_xor(s.tensor(0), s.x()); }},
+      {"__rsub__", [](const Sample& s) { return sub(s.tensor(0), s.x()); }},
+      {"rsub", [](const Sample& s) { return rsub(s.x(), s.tensor(0)); }},
+      {"hypot", binary(hypot)}, {"xlogy", binary(xlogy)}, {"special.xlog1py", binary(special_xlog1py)},
+      {"special.zeta", binary(special_zeta)},
+      {"special.chebyshev_polynomial_t", binary(special_chebyshev_polynomial_t)},
+      {"special.hermite_polynomial_h", binary(special_hermite_polynomial_h)},
+      {"special.laguerre_polynomial_l", binary(special_laguerre_polynomial_l)},
+      {"special.legendre_polynomial_p", binary(special_legendre_polynomial_p)},
+      // reductions
+      {"all", [](const Sample& s) { return s.dim() ? all(s.x(), *s.dim(), s.kw("keepdim", false)) : all(s.x()); }},
+      {"any", [](const Sample& s) { return s.dim() ? any(s.x(), *s.dim(), s.kw("keepdim", false)) : any(s.x()); }},
+      {"amax", [](const Sample& s) { return amax(s.x(), s.dims(), s.kw("keepdim", false)); }},
+      {"amin", [](const Sample& s) { return amin(s.x(), s.dims(), s.kw("keepdim", false)); }},
+      {"argmax", [](const Sample& s) { return argmax(s.x(), s.dim(), s.kw("keepdim", false)); }},
+      {"argmin", [](const Sample& s) { return argmin(s.x(), s.dim(), s.kw("keepdim", false)); }},
+      {"count_nonzero", [](const Sample& s) { return count_nonzero(s.x(), s.dims()); }},
+      {"mean", [](const Sample& s) { return mean(s.x(), s.dims(), s.kw("keepdim", false), s.dtype()); }},
+      {"nanmean", [](const Sample& s) { return nanmean(s.x(), s.dims(), s.kw("keepdim", false)); }},
+      {"sum", [](const Sample& s) { return sum(s.x(), s.dims(), s.kw("keepdim", false), s.dtype()); }},
+      {"nansum", [](const Sample& s) { return nansum(s.x(), s.dims(), s.kw("keepdim", false)); }},
+      {"prod",
+       [](const Sample& s) {
+         return s.has(0) ? prod(s.x(), s.args.at(0).get<int64_t>(), s.kw("keepdim", false), s.dtype())
+                         : prod(s.x(), s.dtype());
+       }},
+      {"std", spread(true)}, {"var", spread(false)},
+      {"linalg.vector_norm",
+       [](const Sample& s) {
+         return vector_norm(s.x(), s.kw_number("ord", 2.0), s.dims(), s.kw("keepdim", false));
+       }},
+  };
+  return *table;
+}
+
+/** PyTorch's default (rtol, atol) for a result dtype (torch.testing.assert_close). */
+std::pair<double, double> tolerance(DType d) {
+  switch (d) {
+    case DType::f16: return {1e-3, 1e-5};
+    case DType::bf16: return {1.6e-2, 1e-5};
+    case DType::f32: return {1.3e-6, 1e-5};
+    case DType::f64: return {1e-7, 1e-7};
+    default: return {0, 0};
+  }
+}
+
+// Replays every sample with its tensors on `device`.
+void expect_matches_pytorch(Device device) {
+  json golden = testing::load_golden("opdb_sweep.json");
+  ASSERT_GE(golden.at("cases").size(), 1000u);
+  std::map<std::string, int> failures;
+  for (const json& c : golden.at("cases")) {
+    std::string op = c.at("op");
+    auto it = ops().find(op);
+    if (it == ops().end()) {
+      ADD_FAILURE() << "the sweep has an op this test does not map: " << op;
+      continue;
+    }
+    Sample s{.args = c.at("args"), .kwargs = c.at("kwargs")};
+    for (const json& t : c.at("inputs")) s.in.push_back(testing::from_json(t, device));
+    SCOPED_TRACE(op + " on " + s.x().meta_str() + " args " + s.args.dump() + " kwargs " + s.kwargs.dump());
+    if (c.contains("error")) {
+      EXPECT_THROW(it->second(s), Error) << "PyTorch raised: " << c["error"];
+      continue;
+    }
+    Tensor got;
+    try {
+      got = it->second(s);
+    } catch (const Error& e) {
+      ADD_FAILURE() << "kiln refused a call PyTorch accepts: " << e.what();
+      ++failures[op];
+      continue;
+    } catch (const std::exception& e) {  // a sample this test reads wrongly: the op's failure
+      ADD_FAILURE() << "reading the sample failed: " << e.what();
+      ++failures[op];
+      continue;
+    }
+    const json& want = c.at("output");
+    bool same = to_string(got.dtype()) == want.at("dtype").get<std::string>() &&
+                got.shape().vec() == want.at("shape").get<IntList>();
+    EXPECT_EQ(to_string(got.dtype()), want.at("dtype").get<std::string>());
+    EXPECT_EQ(got.shape().vec(), want.at("shape").get<IntList>());
+    auto [rtol, atol] = tolerance(dtype_from_string(want.at("dtype").get<std::string>()));
+    auto close = testing::all_close(got, testing::numbers(want.at("data")), rtol, atol);
+    EXPECT_TRUE(close);
+    if (!same || !close) ++failures[op];
+  }
+  for (const auto& [op, n] : failures) std::cerr << "opdb sweep: " << op << " failed " << n << " sample(s)\n";
+}
+
+TEST(OpDbSweep, MatchesPyTorchOnItsOwnSamples) { expect_matches_pytorch(Device("cpu:0")); }
+
+// The CUDA kernels on the same samples (wrapped numbers stay on the CPU, as in PyTorch).
+TEST(OpDbSweep, MatchesPyTorchOnItsOwnSamplesOnCuda) {
+  KILN_REQUIRE_CUDA(1);
+  expect_matches_pytorch(Device("cuda:0"));
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""Writes tests/golden/opdb_sweep.json: PyTorch's own OpInfo samples (the reference inputs
+of torch.testing's op_db: broadcasting, 0-dim and empty tensors, extremal values, every
+dtype an op supports on the CPU) for kiln's elementwise ops and reductions, with PyTorch's
+outputs or the fact that it raised. tests/dispatch/opdb_sweep_test.cpp replays them.
+
+Run with Debian's torch:  /usr/bin/python3 tools/golden/make_opdb_sweep.py
+"""
+import json
+import math
+import pathlib
+import sys
+import types
+import unittest
+
+import torch
+
+# op_db imports expecttest, a test-only package Debian's torch does not ship; it is only
+# used by tests we do not run, so a stand-in module is enough.
+if "expecttest" not in sys.modules:
+    stub = types.ModuleType("expecttest")
+    stub.ACCEPT = False
+    stub.TestCase = unittest.TestCase
+    sys.modules["expecttest"] = stub
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+
+NAMES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
+         torch.bfloat16: "bf16", torch.int64: "i64", torch.int32: "i32", torch.int16: "i16",
+         torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool"}
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+          torch.int8, torch.uint8, torch.bool]
+MAX_NUMEL = 256       # larger samples are left out (the file stays small)
+MAX_SAMPLES = 8       # per op and dtype
+
+# The op_db entries kiln replays (tests/dispatch/opdb_sweep_test.cpp maps each to kiln).
+UNARY = """abs acos acosh asin asinh atan atanh bitwise_not ceil positive cos cosh deg2rad exp frac
+floor i0 log1p log log10 log2 logical_not neg rad2deg round round.decimals_0 round.decimals_3
+round.decimals_neg_3 sin sinc sinh sign sgn signbit tan tanh trunc exp2 expm1 nan_to_num reciprocal
+rsqrt sqrt square isfinite isinf isposinf isneginf isreal isnan sigmoid digamma erf erfc erfinv lgamma
+logit polygamma.polygamma_n_0 polygamma.polygamma_n_1 polygamma.polygamma_n_2 mvlgamma.mvlgamma_p_1
+mvlgamma.mvlgamma_p_3 nn.functional.relu nn.functional.elu nn.functional.celu nn.functional.selu
+nn.functional.silu nn.functional.hardsigmoid nn.functional.logsigmoid nn.functional.mish
+nn.functional.softsign nn.functional.tanhshrink nn.functional.threshold nn.functional.softshrink
+nn.functional.hardshrink nn.functional.hardtanh nn.functional.relu6 nn.functional.softplus
+special.i0e special.i1 special.i1e special.ndtr special.entr special.ndtri special.log_ndtr
+special.erfcx special.airy_ai special.bessel_j0 special.bessel_j1 special.bessel_y0 special.bessel_y1
+special.modified_bessel_i0 special.modified_bessel_i1 special.modified_bessel_k0
+special.modified_bessel_k1 special.scaled_modified_bessel_k0 special.scaled_modified_bessel_k1
+special.spherical_bessel_j0""".split()
+BINARY = """add clamp_max clamp_min mul sub atan2 bitwise_left_shift bitwise_right_shift copysign
+div.no_rounding_mode div.trunc_rounding div.floor_rounding true_divide eq fmax fmin fmod remainder
+floor_divide ge gt le ldexp lt max.binary maximum min.binary minimum logical_and logical_or
+logical_xor bitwise_and bitwise_or bitwise_xor heaviside lcm gcd isclose nextafter igamma igammac ne
+pow float_power __radd__ __rmul__ __rand__ __ror__ __rxor__ __rsub__ rsub hypot xlogy
+special.xlog1py special.zeta special.chebyshev_polynomial_t special.hermite_polynomial_h
+special.laguerre_polynomial_l special.legendre_polynomial_p""".split()
+REDUCTION = """all any amax amin argmax argmin count_nonzero mean nanmean std var prod sum nansum
+linalg.vector_norm""".split()
+
+
+def short(v, dtype):
+    """A value as JSON: shortest text that reads back to the same value of `dtype`."""
+    if isinstance(v, bool):
+        return v
+    if not math.isfinite(v):
+        return str(v)
+    if dtype in (torch.float32, torch.float16, torch.bfloat16):
+        return float(f"{v:.9g}")
+    return int(v) if dtype is not None and not dtype.is_floating_point and dtype != torch.bool else v
+
+
+def enc(t):
+    t = t.detach()
+    if t.is_conj():
+        t = t.resolve_conj()
+    return {"dtype": NAMES[t.dtype], "shape": list(t.shape),
+            "data": [short(v, t.dtype) for v in t.double().reshape(-1).tolist()]}
+
+
+def enc_value(v):
+    """A sample's positional or keyword argument: a tensor index is filled in by the caller."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else str(v)
+    if isinstance(v, (bool, int, str)) or v is None:
+        return v
+    if isinstance(v, torch.dtype):
+        return {"dtype": NAMES[v]}
+    if isinstance(v, (tuple, list)) and all(isinstance(x, int) for x in v):
+        return list(v)
+    raise TypeError(type(v))
+
+
+# Where PyTorch 1.13's kernel is measurably off (its Bessel J/Y and the float erfcx lose
+# digits: bessel_j0(-5.7146) is wrong in the 7th), the case holds mpmath's value instead,
+# and says so: kiln computes these in double and rounds once.
+TOLERANCE = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
+             torch.float64: (1e-7, 1e-7)}
+
+
+def mp_reference(name):
+    try:
+        import mpmath
+    except ImportError:
+        return None
+
+    def real(f):
+        def g(x):
+            try:
+                v = complex(f(mpmath.mpf(x)))
+            except (ValueError, ZeroDivisionError, OverflowError):
+                return math.nan
+            return v.real if v.imag == 0 else math.nan
+        return g
+    mpmath.mp.dps = 40
+    return {"special.bessel_j0": real(lambda x: mpmath.besselj(0, x)),
+            "special.bessel_j1": real(lambda x: mpmath.besselj(1, x)),
+            "special.bessel_y0": real(lambda x: mpmath.bessely(0, x) if x > 0 else mpmath.nan),
+            "special.bessel_y1": real(lambda x: mpmath.bessely(1, x) if x > 0 else mpmath.nan),
+            "special.erfcx": real(lambda x: mpmath.exp(x * x) * mpmath.erfc(x)),
+            # the polynomials of degree n, truncated toward zero as PyTorch does (0 below 0)
+            "special.chebyshev_polynomial_t": polynomial(mpmath.chebyt),
+            "special.hermite_polynomial_h": polynomial(mpmath.hermite),
+            "special.laguerre_polynomial_l": polynomial(lambda n, x: mpmath.laguerre(n, 0, x)),
+            "special.legendre_polynomial_p": polynomial(mpmath.legendre)}.get(name)
+
+
+def polynomial(f):
+    def g(x, n):
+        if not (math.isfinite(x) and math.isfinite(n)) or abs(n) > 1000:
+            return math.nan  # left to PyTorch's value
+        k = int(n)  # toward zero
+        return 0.0 if k < 0 else float(f(k, x))
+    return g
+
+
+def corrected(name, tensors, out):
+    """out, or mpmath's values (rounded to out's dtype) where PyTorch's are off."""
+    ref = mp_reference(name)
+    if ref is None or out.dtype not in TOLERANCE or any(t.dtype != out.dtype for t in tensors):
+        return out, False
+    rtol, atol = TOLERANCE[out.dtype]
+    columns = [t.expand(out.shape).double().reshape(-1).tolist() for t in tensors]
+    try:
+        truth = torch.tensor([ref(*v) for v in zip(*columns)], dtype=torch.float64).reshape(out.shape)
+    except TypeError:  # a number where the reference takes a tensor: PyTorch's value stands
+        return out, False
+    exact = truth.to(out.dtype).double()
+    got = out.double()
+    finite = torch.isfinite(exact) & torch.isfinite(got)
+    off = finite & ((got - exact).abs() > atol + rtol * exact.abs())
+    if not off.any():
+        return out, False
+    return torch.where(off, exact, got).to(out.dtype), True
+
+
+def op_name(o):
+    return o.name + ("." + o.variant_test_name if o.variant_test_name else "")
+
+
+def main():
+    torch.manual_seed(0)
+    by_name = {op_name(o): o for o in op_db}
+    cases, skipped = [], {}
+    for kind, names in (("unary", UNARY), ("binary", BINARY), ("reduction", REDUCTION)):
+        for name in names:
+            o = by_name[name]
+            for dtype in DTYPES:
+                if dtype not in o.supported_dtypes("cpu"):
+                    continue
+                fitting = [s for s in o.reference_inputs("cpu", dtype)
+                           if torch.is_tensor(s.input) and all(t.numel() <= MAX_NUMEL for t in
+                                                               [s.input] + [a for a in s.args if torch.is_tensor(a)])]
+                # evenly spread over the list: the plain samples come first, extremal values last
+                step = max(1, len(fitting) / MAX_SAMPLES)
+                for s in [fitting[int(i * step)] for i in range(min(MAX_SAMPLES, len(fitting)))]:
+                    tensors = [s.input] + [a for a in s.args if torch.is_tensor(a)]
+                    if any(t.dtype not in NAMES for t in tensors):
+                        continue
+                    try:
+                        args = []
+                        for a in s.args:
+                            args.append({"tensor": len([x for x in args if isinstance(x, dict) and "tensor" in x]) + 1}
+                                        if torch.is_tensor(a) else enc_value(a))
+                        kwargs = {k: enc_value(v) for k, v in s.kwargs.items()}
+                    except TypeError as e:
+                        skipped[name] = skipped.get(name, 0) + 1
+                        continue
+                    case = {"op": name, "kind": kind, "inputs": [enc(t) for t in tensors], "args": args,
+                            "kwargs": kwargs}
+                    try:
+                        out = o.op(s.input.detach().clone(), *[a.detach().clone() if torch.is_tensor(a) else a
+                                                                for a in s.args], **s.kwargs)
+                    except (RuntimeError, ValueError, TypeError, IndexError) as e:
+                        case["error"] = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
+                    else:
+                        if not torch.is_tensor(out):
+                            out = out[0] if isinstance(out, tuple) and torch.is_tensor(out[0]) else torch.tensor(out)
+                        out, fixed = corrected(name, tensors, out)
+                        case["output"] = enc(out)
+                        if fixed:
+                            case["reference"] = "mpmath"
+                    cases.append(case)
+    out = pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden" / "opdb_sweep.json"
+    out.write_text(json.dumps({"generator": "tools/golden/make_opdb_sweep.py", "torch": torch.__version__,
+                               "cases": cases}, separators=(",", ":")) + "\n")
+    print(f"wrote {len(cases)} cases to {out} ({out.stat().st_size // 1024} KiB); skipped {skipped}")
+
+
+if __name__ == "__main__":
+    main()
