@@ -743,18 +743,39 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   return sum(a * b);
 }
 
+namespace {
+// The operands in their common dtype, or in f32 when that is f16/bf16 (PyTorch's opmath:
+// the fused kernels compute there and round once); `out` is the common dtype.
+TensorList in_opmath(std::initializer_list<Tensor> operands, DType& out) {
+  out = ops::result_type(std::vector<Tensor>(operands));
+  DType wide = out == DType::f16 || out == DType::bf16 ? DType::f32 : out;
+  TensorList list;
+  for (const Tensor& t : operands) list.push_back(to(t, wide));
+  return list;
+}
+}  // namespace
+
 Tensor addcmul(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  return self + a * b * value;
+  DType out;
+  TensorList t = in_opmath({self, a, b}, out);
+  // value is converted to the element type first: an integer addcmul truncates 3.14 to 3
+  if (is_integral(out, true) && value.is_floating()) value = static_cast<int64_t>(value.to_double());
+  return to(t[0] + t[1] * t[2] * value, out);
 }
 Tensor addcdiv(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
   KILN_CHECK(is_floating(a.dtype()) || is_floating(b.dtype()), dtype,
              "[addcdiv] integer division with addcdiv is not supported; use true division of floats");
-  return self + a / b * value;
+  DType out;
+  TensorList t = in_opmath({self, a, b}, out);
+  return to(t[0] + t[1] / t[2] * value, out);
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
+  DType out;
+  TensorList t = in_opmath({start, end}, out);
   double w = weight.to_double();
-  return w < 0.5 ? start + (end - start) * w : end - (end - start) * (1.0 - w);
+  Tensor diff = t[1] - t[0];
+  return to(w < 0.5 ? t[0] + diff * w : t[1] - diff * (1.0 - w), out);
 }
 Tensor vector_norm(const Tensor& x, double ord, const IntList& dims, bool keepdim) {
   KILN_CHECK(is_floating(x.dtype()), dtype, "[vector_norm] expects a floating tensor, got {}", x.meta_str());
@@ -856,8 +877,10 @@ Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
-  Tensor diff = end - start;
-  return where(weight < 0.5, start + weight * diff, end - diff * (1.0 - weight));
+  DType out;
+  TensorList t = in_opmath({start, end, weight}, out);
+  Tensor diff = t[1] - t[0];
+  return to(where(t[2] < 0.5, t[0] + t[2] * diff, t[1] - diff * (1.0 - t[2])), out);
 }
 Tensor softmax(const Tensor& x, int64_t dim) { return call1(OpKind::softmax, x, dim); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return call1(OpKind::log_softmax, x, dim); }
@@ -1034,15 +1057,24 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
   return masked_fill(x, scattered(x, dim, index), value);
 }
+namespace {
+// A tensor as a 1-element vector when it is 0-dim: PyTorch's index ops treat 0-dim self,
+// index and source as [1].
+Tensor as_vector(const Tensor& t) { return t.dim() == 0 ? reshape(t, {1}) : t; }
+}  // namespace
+
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+  if (x.dim() == 0) return reshape(index_add(as_vector(x), dim, as_vector(index), as_vector(source), alpha), {});
   Tensor s = alpha.to_double() == 1.0 ? source : mul(source, alpha);
   return scatter_add(x, dim, along(index, source, dim, "index_add"), to(s, x.dtype()));
 }
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
+  if (x.dim() == 0) return reshape(index_copy(as_vector(x), dim, as_vector(index), as_vector(source)), {});
   return scatter(x, dim, along(index, source, dim, "index_copy"), source);
 }
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
   KILN_CHECK(index.dim() <= 1, shape, "[index_fill] index must be 1-D, got {}", index.meta_str());
+  if (x.dim() == 0) return reshape(index_fill(as_vector(x), dim, as_vector(index), value), {});
   int64_t d = wrap_dim(dim, x.dim(), "index_fill");
   IntList slice_shape(x.shape().begin(), x.shape().end());
   if (x.dim()) slice_shape[static_cast<size_t>(d)] = index.numel();
@@ -1083,6 +1115,12 @@ Tensor half_roll(const Tensor& x, const IntList& dims, bool inverse) {
 Tensor fft::fftshift(const Tensor& x, const IntList& dims) { return half_roll(x, dims, false); }
 Tensor fft::ifftshift(const Tensor& x, const IntList& dims) { return half_roll(x, dims, true); }
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  // PyTorch reads a 0-dim input as [1] (the index keeps its own 0 or 1 dims) and checks an
+  // empty index's dtype only when there is something to gather.
+  if (x.dim() == 0 && index.dim() == 1)
+    return gather(reshape(x, {1}), dim, index);
+  if (index.numel() == 0 && is_integral(index.dtype(), false) && index.dtype() != DType::i64)
+    return gather(x, dim, to(index, DType::i64));
   return call1(OpKind::gather, x, dim, index);
 }
 Tensor embedding(const Tensor& w, const Tensor& indices) {

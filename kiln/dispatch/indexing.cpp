@@ -159,7 +159,9 @@ Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tens
 
 Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source) {
   KILN_CHECK(mask.dtype() == DType::b8, dtype, "[masked_scatter] expects a bool mask, got {}", mask.dtype());
-  Tensor m = expand(mask, shape_of(x));
+  IntList shape = broadcast_shapes({shape_of(x), shape_of(mask)});
+  if (shape != shape_of(x)) return masked_scatter(expand(x, shape), mask, source);  // out of place: x broadcasts too
+  Tensor m = expand(mask, shape);
   // The k-th true position (row-major) takes source's k-th element.
   Tensor taken = cumsum(reshape(to(m, DType::i64), {-1}), 0) - 1;
   Tensor flat_source = reshape(to(source, x.dtype()), {-1});

@@ -169,8 +169,10 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
 }
 
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+  // Broadcast first: a dim of size 1 in one operand is normalized at its broadcast size.
+  TensorList both = broadcast_tensors({x1, x2});
   auto unit = [&](const Tensor& x) { return x / clamp_min(vector_norm(x, 2.0, {dim}, true), eps); };
-  return sum(unit(x1) * unit(x2), {dim});
+  return sum(unit(both[0]) * unit(both[1]), {dim});
 }
 
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {

@@ -21,11 +21,26 @@ using testing::json;
 struct Sample {
   std::vector<Tensor> in;
   json args, kwargs;
+  size_t listed = 0;  // how many leading tensors form the input list (cat, stack, ...)
+
+  TensorList list() const { return TensorList(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(listed)); }
+  bool is_tensor(size_t i) const { return has(i) && args.at(i).is_object(); }
+  bool is_null(size_t i) const { return has(i) && args.at(i).is_null(); }
+  int64_t int_at(size_t i) const { return args.at(i).get<int64_t>(); }
+  IntList ints_at(size_t i) const {
+    return args.at(i).is_array() ? args.at(i).get<IntList>() : IntList{args.at(i).get<int64_t>()};
+  }
+  /** The tensor given as keyword `name`, or an undefined one. */
+  Tensor kw_tensor(const char* name) const {
+    return kwargs.contains(name) && kwargs.at(name).is_object() ? in.at(kwargs.at(name).at("tensor").get<size_t>())
+                                                                 : Tensor();
+  }
 
   const Tensor& x() const { return in[0]; }
   /** Positional argument i as a tensor (a number becomes a wrapped scalar, as in Python). */
   Tensor tensor(size_t i) const {
     const json& a = args.at(i);
+    if (a.is_null()) return Tensor();
     return a.is_object() ? in.at(a.at("tensor").get<size_t>()) : wrapped_number(testing::scalar(a));
   }
   bool has(size_t i) const { return args.size() > i; }
@@ -70,6 +85,17 @@ Fn binary(Tensor (*f)(const Tensor&, const Tensor&)) {
 Tensor rounding_div(const Sample& s) {
   std::string mode = s.kw<std::string>("rounding_mode", "");
   return mode.empty() ? div(s.x(), s.tensor(0)) : div(s.x(), s.tensor(0), mode);
+}
+
+// quantile / nanquantile with q a tensor or a number.
+Tensor quantile_like(const Sample& s, bool ignore_nan) {
+  std::optional<int64_t> dim = s.dim();
+  bool keepdim = s.kw("keepdim", false);
+  std::string how = s.kw<std::string>("interpolation", "linear");
+  if (s.is_tensor(0))
+    return ignore_nan ? nanquantile(s.x(), s.tensor(0), dim, keepdim, how) : quantile(s.x(), s.tensor(0), dim, keepdim, how);
+  double q = s.number(0);
+  return ignore_nan ? nanquantile(s.x(), q, dim, keepdim, how) : quantile(s.x(), q, dim, keepdim, how);
 }
 
 // var / std: PyTorch's `unbiased` (positional or keyword) or `correction`.
@@ -211,6 +237,143 @@ const std::map<std::string, Fn>& ops() {
        [](const Sample& s) {
          return vector_norm(s.x(), s.kw_number("ord", 2.0), s.dims(), s.kw("keepdim", false));
        }},
+      // op_db's where is where(condition, self, other) with self first
+      {"where", [](const Sample& s) { return where(s.tensor(0), s.x(), s.tensor(1)); }},
+      {"clamp", [](const Sample& s) { return clamp(s.x(), s.tensor(0), s.has(1) ? s.tensor(1) : Tensor()); }},
+      {"lerp",
+       [](const Sample& s) {
+         return s.is_tensor(1) ? lerp(s.x(), s.tensor(0), s.tensor(1))
+                               : lerp(s.x(), s.tensor(0), testing::scalar(s.args.at(1)));
+       }},
+      {"addcmul",
+       [](const Sample& s) {
+         return addcmul(s.x(), s.tensor(0), s.tensor(1), s.kwargs.contains("value") ? testing::scalar(s.kwargs.at("value")) : 1);
+       }},
+      {"addcdiv",
+       [](const Sample& s) {
+         return addcdiv(s.x(), s.tensor(0), s.tensor(1), s.kwargs.contains("value") ? testing::scalar(s.kwargs.at("value")) : 1);
+       }},
+      {"logsumexp",
+       [](const Sample& s) { return logsumexp(s.x(), s.ints_at(0), s.has(1) && s.args.at(1).get<bool>()); }},
+      {"cumsum", [](const Sample& s) { return cumsum(s.x(), s.int_at(0), s.dtype()); }},
+      {"cumprod", [](const Sample& s) { return cumprod(s.x(), s.int_at(0), s.dtype()); }},
+      {"logcumsumexp", [](const Sample& s) { return logcumsumexp(s.x(), s.int_at(0)); }},
+      {"argsort",
+       [](const Sample& s) {
+         return argsort(s.x(), s.has(0) ? s.int_at(0) : -1, s.has(1) && s.args.at(1).get<bool>());
+       }},
+      {"msort", [](const Sample& s) { return msort(s.x()); }},
+      {"median", [](const Sample& s) { return median(s.x()); }},
+      {"nanmedian", [](const Sample& s) { return nanmedian(s.x()); }},
+      {"quantile", [](const Sample& s) { return quantile_like(s, false); }},
+      {"nanquantile", [](const Sample& s) { return quantile_like(s, true); }},
+      {"softmax", [](const Sample& s) { return softmax(s.x(), s.int_at(0)); }},
+      {"log_softmax", [](const Sample& s) { return log_softmax(s.x(), s.int_at(0)); }},
+      {"nn.functional.softmin", [](const Sample& s) { return nn::softmin(s.x(), s.int_at(0)); }},
+      {"nn.functional.layer_norm",
+       [](const Sample& s) {
+         return layer_norm(s.x(), s.ints_at(0), s.has(1) ? s.tensor(1) : Tensor(), s.has(2) ? s.tensor(2) : Tensor(),
+                           s.kw_number("eps", 1e-5));
+       }},
+      {"nn.functional.linear",
+       [](const Sample& s) { return linear(s.x(), s.tensor(0), s.has(1) ? s.tensor(1) : Tensor()); }},
+      {"nn.functional.gelu", [](const Sample& s) { return gelu(s.x(), s.kw<std::string>("approximate", "none")); }},
+      {"nn.functional.leaky_relu", [](const Sample& s) { return nn::leaky_relu(s.x()); }},
+      {"nn.functional.glu", [](const Sample& s) { return nn::glu(s.x(), s.has(0) ? s.int_at(0) : -1); }},
+      {"nn.functional.normalize",
+       [](const Sample& s) {
+         return normalize(s.x(), s.kw_number("p", 2.0), s.kw<int64_t>("dim", 1), s.kw_number("eps", 1e-12));
+       }},
+      {"nn.functional.cosine_similarity",
+       [](const Sample& s) {
+         return nn::cosine_similarity(s.x(), s.tensor(0), s.kw<int64_t>("dim", 1), s.kw_number("eps", 1e-8));
+       }},
+      {"nn.functional.pairwise_distance",
+       [](const Sample& s) {
+         return nn::pairwise_distance(s.x(), s.tensor(0), s.kw_number("p", 2.0), s.kw_number("eps", 1e-6),
+                                      s.kw("keepdim", false));
+       }},
+      {"gather", [](const Sample& s) { return gather(s.x(), s.int_at(0), s.tensor(1)); }},
+      {"scatter",
+       [](const Sample& s) {
+         return s.is_tensor(2) ? scatter(s.x(), s.int_at(0), s.tensor(1), s.tensor(2))
+                               : scatter(s.x(), s.int_at(0), s.tensor(1), testing::scalar(s.args.at(2)));
+       }},
+      {"scatter_add", [](const Sample& s) { return scatter_add(s.x(), s.int_at(0), s.tensor(1), s.tensor(2)); }},
+      {"index_select", [](const Sample& s) { return index_select(s.x(), s.int_at(0), s.tensor(1)); }},
+      {"take", [](const Sample& s) { return take(s.x(), s.tensor(0)); }},
+      {"take_along_dim",
+       [](const Sample& s) {
+         return take_along_dim(s.x(), s.tensor(0), s.has(1) ? std::optional<int64_t>(s.int_at(1)) : std::nullopt);
+       }},
+      {"index_add",
+       [](const Sample& s) {
+         return index_add(s.x(), s.int_at(0), s.tensor(1), s.tensor(2),
+                          s.kwargs.contains("alpha") ? testing::scalar(s.kwargs.at("alpha")) : 1);
+       }},
+      {"index_copy", [](const Sample& s) { return index_copy(s.x(), s.int_at(0), s.tensor(1), s.tensor(2)); }},
+      {"index_fill",
+       [](const Sample& s) { return index_fill(s.x(), s.int_at(0), s.tensor(1), testing::scalar(s.args.at(2))); }},
+      {"masked_fill",
+       [](const Sample& s) {
+         return s.is_tensor(1) ? masked_fill(s.x(), s.tensor(0), s.tensor(1))
+                               : masked_fill(s.x(), s.tensor(0), testing::scalar(s.args.at(1)));
+       }},
+      {"masked_select", [](const Sample& s) { return masked_select(s.x(), s.tensor(0)); }},
+      {"masked_scatter", [](const Sample& s) { return masked_scatter(s.x(), s.tensor(0), s.tensor(1)); }},
+      {"tril", [](const Sample& s) { return tril(s.x(), s.has(0) ? s.int_at(0) : 0); }},
+      {"triu", [](const Sample& s) { return triu(s.x(), s.has(0) ? s.int_at(0) : 0); }},
+      {"flip", [](const Sample& s) { return flip(s.x(), s.kwargs.at("dims").get<IntList>()); }},
+      {"roll",
+       [](const Sample& s) { return roll(s.x(), s.ints_at(0), s.has(1) ? s.ints_at(1) : IntList{}); }},
+      {"rot90",
+       [](const Sample& s) { return s.has(0) ? rot90(s.x(), s.int_at(0), s.ints_at(1)) : rot90(s.x()); }},
+      {"diag", [](const Sample& s) { return diag(s.x(), s.has(0) ? s.int_at(0) : 0); }},
+      {"diagonal",
+       [](const Sample& s) {
+         return diagonal(s.x(), s.kw<int64_t>("offset", 0), s.kw<int64_t>("dim1", 0), s.kw<int64_t>("dim2", 1));
+       }},
+      {"diag_embed",
+       [](const Sample& s) {
+         return diag_embed(s.x(), s.kw<int64_t>("offset", 0), s.kw<int64_t>("dim1", -2), s.kw<int64_t>("dim2", -1));
+       }},
+      {"cat", [](const Sample& s) { return cat(s.list(), s.kw<int64_t>("dim", 0)); }},
+      {"stack", [](const Sample& s) { return stack(s.list(), s.has(0) ? s.int_at(0) : 0); }},
+      {"hstack", [](const Sample& s) { return hstack(s.list()); }},
+      {"vstack", [](const Sample& s) { return vstack(s.list()); }},
+      {"dstack", [](const Sample& s) { return dstack(s.list()); }},
+  };
+  return *table;
+}
+
+using TupleFn = std::function<std::pair<Tensor, Tensor>(const Sample&)>;
+
+// The ops that return (values, indices).
+const std::map<std::string, TupleFn>& tuple_ops() {
+  static const auto* table = new std::map<std::string, TupleFn>{
+      {"cummax", [](const Sample& s) { return cummax(s.x(), s.int_at(0)); }},
+      {"cummin", [](const Sample& s) { return cummin(s.x(), s.int_at(0)); }},
+      {"sort",
+       [](const Sample& s) {
+         if (s.has(0)) return sort(s.x(), s.int_at(0), s.has(1) && s.args.at(1).get<bool>());
+         return sort(s.x(), s.kw<int64_t>("dim", -1), s.kw("descending", false), s.kw("stable", false));
+       }},
+      {"topk",
+       [](const Sample& s) {
+         return topk(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : -1, !s.has(2) || s.args.at(2).get<bool>(),
+                     !s.has(3) || s.args.at(3).get<bool>());
+       }},
+      {"kthvalue",
+       [](const Sample& s) {
+         return kthvalue(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : -1, s.has(2) && s.args.at(2).get<bool>());
+       }},
+      {"median", [](const Sample& s) { return median(s.x(), s.kw<int64_t>("dim", -1), s.kw("keepdim", false)); }},
+      {"nanmedian",
+       [](const Sample& s) { return nanmedian(s.x(), s.kw<int64_t>("dim", -1), s.kw("keepdim", false)); }},
+      {"mode",
+       [](const Sample& s) {
+         return mode(s.x(), s.has(0) ? s.int_at(0) : -1, s.has(1) && s.args.at(1).get<bool>());
+       }},
   };
   return *table;
 }
@@ -226,6 +389,18 @@ std::pair<double, double> tolerance(DType d) {
   }
 }
 
+/** Whether `got` is `want` (dtype, shape, values within the dtype's tolerance). */
+bool matches(const Tensor& got, const json& want) {
+  std::string dtype = want.at("dtype");
+  EXPECT_EQ(to_string(got.dtype()), dtype);
+  EXPECT_EQ(got.shape().vec(), want.at("shape").get<IntList>());
+  if (to_string(got.dtype()) != dtype || got.shape().vec() != want.at("shape").get<IntList>()) return false;
+  auto [rtol, atol] = tolerance(dtype_from_string(dtype));
+  auto close = testing::all_close(got, testing::numbers(want.at("data")), rtol, atol);
+  EXPECT_TRUE(close);
+  return close;
+}
+
 // Replays every sample with its tensors on `device`.
 void expect_matches_pytorch(Device device) {
   json golden = testing::load_golden("opdb_sweep.json");
@@ -233,21 +408,30 @@ void expect_matches_pytorch(Device device) {
   std::map<std::string, int> failures;
   for (const json& c : golden.at("cases")) {
     std::string op = c.at("op");
-    auto it = ops().find(op);
-    if (it == ops().end()) {
-      ADD_FAILURE() << "the sweep has an op this test does not map: " << op;
+    // (values, indices) where PyTorch returned two tensors, else one
+    bool pair = c.contains("outputs");
+    std::function<TensorList(const Sample&)> call;
+    if (auto it = tuple_ops().find(op); pair && it != tuple_ops().end()) {
+      call = [f = it->second](const Sample& s) {
+        auto [a, b] = f(s);
+        return TensorList{a, b};
+      };
+    } else if (auto it1 = ops().find(op); !pair && it1 != ops().end()) {
+      call = [f = it1->second](const Sample& s) { return TensorList{f(s)}; };
+    } else {
+      ADD_FAILURE() << "the sweep has an op this test does not map: " << op << (pair ? " (two outputs)" : "");
       continue;
     }
-    Sample s{.args = c.at("args"), .kwargs = c.at("kwargs")};
+    Sample s{.args = c.at("args"), .kwargs = c.at("kwargs"), .listed = c.value("input_list", size_t{0})};
     for (const json& t : c.at("inputs")) s.in.push_back(testing::from_json(t, device));
     SCOPED_TRACE(op + " on " + s.x().meta_str() + " args " + s.args.dump() + " kwargs " + s.kwargs.dump());
     if (c.contains("error")) {
-      EXPECT_THROW(it->second(s), Error) << "PyTorch raised: " << c["error"];
+      EXPECT_THROW(call(s), Error) << "PyTorch raised: " << c["error"];
       continue;
     }
-    Tensor got;
+    TensorList got;
     try {
-      got = it->second(s);
+      got = call(s);
     } catch (const Error& e) {
       ADD_FAILURE() << "kiln refused a call PyTorch accepts: " << e.what();
       ++failures[op];
@@ -257,15 +441,26 @@ void expect_matches_pytorch(Device device) {
       ++failures[op];
       continue;
     }
-    const json& want = c.at("output");
-    bool same = to_string(got.dtype()) == want.at("dtype").get<std::string>() &&
-                got.shape().vec() == want.at("shape").get<IntList>();
-    EXPECT_EQ(to_string(got.dtype()), want.at("dtype").get<std::string>());
-    EXPECT_EQ(got.shape().vec(), want.at("shape").get<IntList>());
-    auto [rtol, atol] = tolerance(dtype_from_string(want.at("dtype").get<std::string>()));
-    auto close = testing::all_close(got, testing::numbers(want.at("data")), rtol, atol);
-    EXPECT_TRUE(close);
-    if (!same || !close) ++failures[op];
+    json wants = pair ? c.at("outputs") : json::array({c.at("output")});
+    bool ok = got.size() == wants.size();
+    if (ok && (op == "topk" || op == "kthvalue")) {
+      // Which of equal elements is reported is the implementation's choice (PyTorch's
+      // partial sorts do not promise one): the values must match and the indices must
+      // point at them.
+      ok = matches(got[0], wants[0]);
+      int64_t d = wrap_dim(s.has(1) ? s.int_at(1) : -1, std::max<int64_t>(s.x().dim(), 1), "sweep");
+      bool kept = op == "topk" || (s.has(2) && s.args.at(2).get<bool>());
+      Tensor idx = kept || s.x().dim() == 0 ? got[1] : unsqueeze(got[1], d);
+      Tensor picked = s.x().dim() == 0 ? s.x() : gather(s.x(), d, idx);
+      if (!kept && s.x().dim() > 0) picked = squeeze(picked, d);
+      EXPECT_EQ(got[1].shape().vec(), wants[1].at("shape").get<IntList>());
+      auto same = testing::all_close(picked, to_vector<double>(got[0]), 0, 0);
+      EXPECT_TRUE(same) << "the indices do not point at the values";
+      ok = ok && same;
+    } else {
+      for (size_t i = 0; ok && i < got.size(); ++i) ok = matches(got[i], wants[i]) && ok;
+    }
+    if (!ok) ++failures[op];
   }
   for (const auto& [op, n] : failures) std::cerr << "opdb sweep: " << op << " failed " << n << " sample(s)\n";
 }
