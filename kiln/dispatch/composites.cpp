@@ -228,6 +228,10 @@ std::pair<Tensor, Tensor> std_mean(const Tensor& x, const IntList& dims, int64_t
 
 std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   IntList dims = dim ? IntList{*dim} : IntList{};
+  if (x.dim() == 0 && dim && keepdim) {  // PyTorch reads a 0-dim input as [1] here
+    wrap_dim(*dim, 1, "aminmax");
+    return {reshape(clone(x), {1}), reshape(clone(x), {1})};
+  }
   return {amin(x, dims, keepdim), amax(x, dims, keepdim)};
 }
 
@@ -235,6 +239,7 @@ Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, cons
   KILN_CHECK(x.dim() > 0, shape, "[diff] expects a tensor of at least 1 dim");
   KILN_CHECK(n >= 0, value, "[diff] order must be non-negative, got {}", n);
   int64_t d = wrap_dim(dim, x.dim(), "diff");
+  if (n == 0) return clone(x);  // PyTorch returns the input, leaving prepend and append out
   TensorList parts;
   if (prepend.defined()) parts.push_back(prepend);
   parts.push_back(x);
@@ -376,7 +381,7 @@ Tensor triu_indices(int64_t rows, int64_t cols, int64_t offset, TensorOptions op
   return triangle_indices(rows, cols, offset, options, false, "triu_indices");
 }
 
-Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right) {
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right, bool out_int32) {
   const Tensor& s = sorted_sequence;
   KILN_CHECK(s.dim() >= 1, shape, "[searchsorted] sorted_sequence needs at least 1 dim, got {}", s.meta_str());
   KILN_CHECK(s.dim() == 1 || (values.dim() == s.dim() &&
@@ -385,11 +390,13 @@ Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool ri
              s.meta_str(), values.meta_str());
   Tensor seq = unsqueeze(s, -2);  // [..., 1, M] against values [..., K, 1]
   Tensor v = unsqueeze(values, -1);
-  return sum(right ? le(seq, v) : lt(seq, v), {-1});
+  Tensor positions = sum(right ? le(seq, v) : lt(seq, v), {-1});
+  return out_int32 ? to(positions, DType::i32) : positions;
 }
-Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right) {
+Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right, bool out_int32) {
   KILN_CHECK(boundaries.dim() == 1, shape, "[bucketize] boundaries must be 1-D, got {}", boundaries.meta_str());
-  return searchsorted(boundaries, x, right);
+  if (x.dim() == 0) return reshape(searchsorted(boundaries, reshape(x, {1}), right, out_int32), {});
+  return searchsorted(boundaries, x, right, out_int32);
 }
 
 Tensor histc(const Tensor& x, int64_t bins, double min, double max) {
@@ -405,8 +412,16 @@ Tensor histc(const Tensor& x, int64_t bins, double min, double max) {
     max += 1;
   }
   Tensor flat = flatten(x);
-  Tensor inside = logical_and(flat >= min, flat <= max);
-  Tensor bin = clamp(to(floor((flat - min) * (static_cast<double>(bins) / (max - min))), DType::i64), 0, bins - 1);
+  // The edges as x's dtype holds them, and the bin (x - lo) * bins / (hi - lo) rounded step
+  // by step in that dtype (f64 for f16/bf16): PyTorch's f32/f64 kernel, so elements near an
+  // edge fall in its bin.
+  DType step_type = x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? DType::f64 : x.dtype();
+  Tensor edges = to(tensor({min, max}, {}, {.dtype = DType::f64}), step_type);
+  double lo = item<double>(select(edges, 0, 0)), hi = item<double>(select(edges, 0, 1));
+  double width = item<double>(select(edges, 0, 1) - select(edges, 0, 0));
+  Tensor wide = to(flat, step_type);
+  Tensor inside = logical_and(wide >= lo, wide <= hi);
+  Tensor bin = clamp(to(trunc((wide - lo) * bins / width), DType::i64), 0, bins - 1);
   Tensor counts = to(inside, x.dtype());
   return scatter_add(zeros({bins}, {.dtype = x.dtype(), .device = x.device()}), 0, bin, counts);
 }
@@ -807,15 +822,23 @@ Tensor combinations(const Tensor& x, int64_t r, bool with_replacement) {
 Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta, Scalar alpha) {
   KILN_CHECK(vec1.dim() == 1 && vec2.dim() == 1, shape, "[addr] expects 1-D vectors, got {} and {}", vec1.meta_str(),
              vec2.meta_str());
-  Tensor product = outer(vec1, vec2) * alpha;
-  if (beta.to_double() == 0) return product + zeros_like(input);
-  return input * beta + product;
+  if (input.dtype() == DType::b8 && vec1.dtype() == DType::b8 && vec2.dtype() == DType::b8) {  // logical, as PyTorch
+    Tensor product = logical_and(outer(vec1, vec2), scalar_tensor(alpha.to_double() != 0, {.device = input.device()}));
+    if (beta.to_double() == 0) return logical_or(product, zeros_like(input));
+    return logical_or(product, input);
+  }
+  return addmm(input, unsqueeze(vec1, 1), unsqueeze(vec2, 0), beta, alpha);
 }
 
 Tensor addbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, Scalar beta, Scalar alpha) {
-  Tensor product = sum(bmm(batch1, batch2), {0}) * alpha;
-  if (beta.to_double() == 0) return product + zeros_like(input);
-  return input * beta + product;
+  KILN_CHECK(batch1.dim() == 3 && batch2.dim() == 3 && batch1.size(0) == batch2.size(0) &&
+                 batch1.size(2) == batch2.size(1),
+             shape, "[addbmm] expects batches [b, n, m] and [b, m, p], got {} and {}", batch1.meta_str(),
+             batch2.meta_str());
+  // sum_i batch1[i] batch2[i] is one product: the batches side by side along the inner dim.
+  int64_t b = batch1.size(0), n = batch1.size(1), m = batch1.size(2);
+  Tensor left = reshape(permute(batch1, {1, 0, 2}), {n, b * m}), right = reshape(batch2, {b * m, batch2.size(2)});
+  return addmm(input, left, right, beta, alpha);
 }
 
 Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm) {
@@ -826,8 +849,12 @@ Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm) {
   IntList others;
   for (int64_t i = 0; i < x.dim(); ++i)
     if (i != d) others.push_back(i);
-  Tensor norms = vector_norm(x, p, others, true);
-  return x * where(norms > maxnorm, maxnorm / (norms + 1e-7), ones_like(norms));
+  // f16/bf16: the norms and factors in f32, one rounding at the end (PyTorch's opmath)
+  bool narrow_type = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
+  Tensor wide = narrow_type ? to(x, DType::f32) : x;
+  Tensor norms = vector_norm(wide, p, others, true);
+  Tensor scaled = wide * where(norms > maxnorm, maxnorm / (norms + 1e-7), ones_like(norms));
+  return narrow_type ? to(scaled, x.dtype()) : scaled;
 }
 
 Tensor distance(const Tensor& a, const Tensor& b, double p) { return vector_norm(a - b, p); }

@@ -593,18 +593,43 @@ Tensor mv(const Tensor& mat, const Tensor& vec) {
   return matmul(mat, vec);
 }
 namespace {
+// The operands in their common dtype, or in f32 when that is f16/bf16 (PyTorch's opmath:
+// the fused kernels compute there and round once); `out` is the common dtype.
+TensorList in_opmath(std::initializer_list<Tensor> operands, DType& out) {
+  out = ops::result_type(std::vector<Tensor>(operands));
+  DType wide = out == DType::f16 || out == DType::bf16 ? DType::f32 : out;
+  TensorList list;
+  for (const Tensor& t : operands) list.push_back(to(t, wide));
+  return list;
+}
+}  // namespace
+
+namespace {
+// addmm-family factors as the element type holds them: an integer result truncates
+// beta = 0.2 to 0 (PyTorch converts the Scalars to the dtype first).
+void integral_factors(DType result, Scalar& beta, Scalar& alpha) {
+  if (!is_integral(result, true)) return;
+  if (beta.is_floating()) beta = static_cast<int64_t>(beta.to_double());
+  if (alpha.is_floating()) alpha = static_cast<int64_t>(alpha.to_double());
+}
+
 // beta * self + alpha * product, as addmm's rule: beta == 0 ignores self (NaN too).
 Tensor scaled_sum(const Tensor& self, const Tensor& product, Scalar beta, Scalar alpha) {
+  integral_factors(ops::result_type(self, product), beta, alpha);
   Tensor p = alpha.to_double() == 1.0 ? product : mul(product, alpha);
   if (beta.to_double() == 0.0) return add(p, zeros_like(self));  // self's shape and dtype, not its values
   return add(beta.to_double() == 1.0 ? self : mul(self, beta), p);
 }
 }  // namespace
 Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha) {
-  return scaled_sum(self, mv(mat, vec), beta, alpha);
+  DType out;
+  TensorList t = in_opmath({self, mat, vec}, out);  // f16/bf16: the product and sum in f32, one rounding
+  return to(scaled_sum(t[0], mv(t[1], t[2]), beta, alpha), out);
 }
 Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, Scalar beta, Scalar alpha) {
-  return scaled_sum(self, bmm(b1, b2), beta, alpha);
+  DType out;
+  TensorList t = in_opmath({self, b1, b2}, out);
+  return to(scaled_sum(t[0], bmm(t[1], t[2]), beta, alpha), out);
 }
 Tensor kron(const Tensor& a, const Tensor& b) {
   int64_t rank = std::max(a.dim(), b.dim());
@@ -740,20 +765,11 @@ Tensor dot(const Tensor& a, const Tensor& b) {
              "[dot] expects two 1-D tensors of one size, got {} and {}", a.meta_str(), b.meta_str());
   KILN_CHECK(a.dtype() == b.dtype(), dtype, "[dot] expects both vectors to have the same dtype, got {} and {}",
              a.dtype(), b.dtype());
-  return sum(a * b);
+  if (a.dtype() == DType::f16 || a.dtype() == DType::bf16)  // accumulated in f32, rounded once
+    return to(sum(to(a, DType::f32) * to(b, DType::f32)), a.dtype());
+  return sum(a * b, {}, false, a.dtype());  // integers stay in their type
 }
 
-namespace {
-// The operands in their common dtype, or in f32 when that is f16/bf16 (PyTorch's opmath:
-// the fused kernels compute there and round once); `out` is the common dtype.
-TensorList in_opmath(std::initializer_list<Tensor> operands, DType& out) {
-  out = ops::result_type(std::vector<Tensor>(operands));
-  DType wide = out == DType::f16 || out == DType::bf16 ? DType::f32 : out;
-  TensorList list;
-  for (const Tensor& t : operands) list.push_back(to(t, wide));
-  return list;
-}
-}  // namespace
 
 Tensor addcmul(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
   DType out;
@@ -875,6 +891,31 @@ Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
   order.insert(order.begin() + t, s);
   return x.dim() == 0 ? x : permute(x, order);
 }
+Tensor movedim(const Tensor& x, const IntList& source, const IntList& destination) {
+  KILN_CHECK(source.size() == destination.size(), value,
+             "[movedim] invalid source or destination dims: source ({} dims) should contain the same number of dims "
+             "as destination ({} dims)", source.size(), destination.size());
+  int64_t rank = x.dim();
+  std::vector<int64_t> order(static_cast<size_t>(rank), -1);
+  std::vector<bool> moved(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < source.size(); ++i) {
+    int64_t s = wrap_dim(source[i], std::max<int64_t>(rank, 1), "movedim");
+    int64_t t = wrap_dim(destination[i], std::max<int64_t>(rank, 1), "movedim");
+    KILN_CHECK(rank > 0 && !moved[static_cast<size_t>(s)] && order[static_cast<size_t>(t)] < 0, value,
+               "[movedim] repeated dim in source {} or destination {}", fmt::join(source, ", "),
+               fmt::join(destination, ", "));
+    order[static_cast<size_t>(t)] = s;
+    moved[static_cast<size_t>(s)] = true;
+  }
+  if (rank == 0) return x;
+  int64_t next = 0;  // the unmoved dims fill the free places in order
+  for (int64_t& o : order) {
+    if (o >= 0) continue;
+    while (moved[static_cast<size_t>(next)]) ++next;
+    o = next++;
+  }
+  return permute(x, order);
+}
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   DType out;
@@ -897,6 +938,7 @@ Tensor mm(const Tensor& a, const Tensor& b) { return call1(OpKind::mm, a, b); }
 Tensor bmm(const Tensor& a, const Tensor& b) { return call1(OpKind::bmm, a, b); }
 Tensor matmul(const Tensor& a, const Tensor& b) { return call1(OpKind::matmul, a, b); }
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+  integral_factors(ops::result_type(std::vector<Tensor>{self, a, b}), beta, alpha);
   return call1(OpKind::addmm, self, a, b, beta, alpha);
 }
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
@@ -1211,6 +1253,7 @@ Tensor nonzero(const Tensor& x) {
   return to(from_vector(coords, {n, x.dim()}), x.device());
 }
 TensorList where(const Tensor& condition) {
+  if (condition.dim() == 0) return where(reshape(condition, {1}));  // one index tensor, as PyTorch
   Tensor coords = nonzero(condition);
   TensorList out;
   for (int64_t d = 0; d < condition.dim(); ++d) out.push_back(select(coords, 1, d));
@@ -1224,19 +1267,19 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
 }
 namespace {
 
-// The runs of equal neighbours in the 1-D `seq` (NaN != NaN): each run's first value,
-// each element's run number (with `inverse`) and each run's length (with `counts`).
+// The runs of equal neighbouring rows of `rows` [n, m] (NaN != NaN): each run's first
+// row, each row's run number (with `inverse`) and each run's length (with `counts`).
 struct Runs {
   Tensor values, run_of, counts;
 };
-Runs runs_of(const Tensor& seq, bool inverse, bool counts) {
-  int64_t n = seq.numel();
-  TensorOptions o{.dtype = DType::i64, .device = seq.device()};
-  Tensor starts = n ? cat({ones({1}, {.dtype = DType::b8, .device = seq.device()}),
-                           ne(narrow(seq, 0, 1, n - 1), narrow(seq, 0, 0, n - 1))})
-                    : zeros({0}, {.dtype = DType::b8, .device = seq.device()});
+Runs runs_of(const Tensor& rows, bool inverse, bool counts) {
+  int64_t n = rows.size(0);
+  TensorOptions o{.dtype = DType::i64, .device = rows.device()};
+  Tensor starts = n ? cat({ones({1}, {.dtype = DType::b8, .device = rows.device()}),
+                           any(ne(narrow(rows, 0, 1, n - 1), narrow(rows, 0, 0, n - 1)), 1)})
+                    : zeros({0}, {.dtype = DType::b8, .device = rows.device()});
   Tensor first = select(nonzero(starts), 1, 0);
-  Runs r{index_select(seq, 0, first), Tensor(), Tensor()};
+  Runs r{index_select(rows, 0, first), Tensor(), Tensor()};
   if (inverse) r.run_of = cumsum(starts, 0) - 1;
   if (counts) {  // each run ends where the next starts (the last at n)
     int64_t groups = first.numel();
@@ -1245,23 +1288,50 @@ Runs runs_of(const Tensor& seq, bool inverse, bool counts) {
   return r;
 }
 
-}  // namespace
-
-std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse, bool return_counts) {
-  check_readable(x, "unique");
-  auto [sorted, order] = sort(flatten(x));
-  Runs r = runs_of(sorted, return_inverse, return_counts);
-  Tensor inverse;  // the run of each sorted element, scattered back to its place in x
-  if (return_inverse)
-    inverse = reshape(scatter(zeros_like(r.run_of), 0, order, r.run_of), IntList(x.shape().begin(), x.shape().end()));
-  return {r.values, inverse, r.counts};
+// x as rows [n, m]: the elements (dim absent, m = 1) or the slices along dim, flattened.
+Tensor as_rows(const Tensor& x, std::optional<int64_t> dim) {
+  if (!dim) return reshape(x, {-1, 1});
+  Tensor moved = movedim(x, *dim, 0);
+  return reshape(moved, {moved.size(0), moved.numel() / std::max<int64_t>(moved.size(0), 1)});
 }
 
-std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse, bool return_counts) {
+// The distinct rows back as unique's values: elements 1-D, or slices moved back to dim.
+Tensor from_rows(const Tensor& rows, const Tensor& x, std::optional<int64_t> dim) {
+  if (!dim) return reshape(rows, {-1});
+  int64_t d = wrap_dim(*dim, x.dim(), "unique");
+  IntList moved{rows.size(0)};  // the slices' shape after moving dim first
+  Tensor front = movedim(x, d, 0);
+  moved.insert(moved.end(), front.shape().begin() + 1, front.shape().end());
+  return movedim(reshape(rows, moved), 0, d);
+}
+
+IntList inverse_shape(const Tensor& x, std::optional<int64_t> dim) {
+  if (dim) return {x.size(wrap_dim(*dim, x.dim(), "unique"))};
+  return IntList(x.shape().begin(), x.shape().end());
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse, bool return_counts,
+                                          std::optional<int64_t> dim) {
+  check_readable(x, "unique");
+  Tensor rows = as_rows(x, dim);
+  // Lexicographic order of the rows: stable sorts by each column, the last first.
+  Tensor order = arange(0, rows.size(0), 1, {.dtype = DType::i64, .device = x.device()});
+  for (int64_t j = rows.size(1) - 1; j >= 0; --j)
+    order = index_select(order, 0, argsort(index_select(select(rows, 1, j), 0, order), 0, false, /*stable=*/true));
+  Runs r = runs_of(index_select(rows, 0, order), return_inverse, return_counts);
+  Tensor inverse;  // the run of each sorted row, scattered back to its place in x
+  if (return_inverse) inverse = reshape(scatter(zeros_like(r.run_of), 0, order, r.run_of), inverse_shape(x, dim));
+  return {from_rows(r.values, x, dim), inverse, r.counts};
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse, bool return_counts,
+                                                      std::optional<int64_t> dim) {
   check_readable(x, "unique_consecutive");
-  Runs r = runs_of(flatten(x), return_inverse, return_counts);
-  Tensor inverse = return_inverse ? reshape(r.run_of, IntList(x.shape().begin(), x.shape().end())) : Tensor();
-  return {r.values, inverse, r.counts};
+  Runs r = runs_of(as_rows(x, dim), return_inverse, return_counts);
+  Tensor inverse = return_inverse ? reshape(r.run_of, inverse_shape(x, dim)) : Tensor();
+  return {from_rows(r.values, x, dim), inverse, r.counts};
 }
 
 Tensor repeat_interleave(const Tensor& repeats) {

@@ -496,6 +496,8 @@ Tensor trace(const Tensor& x);
 TensorList unbind(const Tensor& x, int64_t dim = 0);
 /** x with dim `source` moved to position `destination`, the others in order (a view). */
 Tensor movedim(const Tensor& x, int64_t source, int64_t destination);
+/** Several dims at once: source[i] lands at destination[i], the others keep their order. */
+Tensor movedim(const Tensor& x, const IntList& source, const IntList& destination);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 /** softmax's gradient from its output y: y (grad - sum(grad y)) along dim, one pass. */
@@ -700,9 +702,9 @@ Tensor tril_indices(int64_t rows, int64_t cols, int64_t offset = 0, TensorOption
 Tensor triu_indices(int64_t rows, int64_t cols, int64_t offset = 0, TensorOptions options = {.dtype = DType::i64});
 /** For each value, the position in the last dim of sorted_sequence where it would go:
  * the count of elements < value (<= with right). */
-Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false, bool out_int32 = false);
 /** searchsorted(boundaries, x, right): the bucket index of each element. */
-Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right = false);
+Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right = false, bool out_int32 = false);
 /** The histogram of x over `bins` equal bins in [min, max] (min == max: the data's range,
  * eager only); elements outside are left out, max goes to the last bin. */
 Tensor histc(const Tensor& x, int64_t bins = 100, double min = 0, double max = 0);
@@ -784,14 +786,18 @@ TensorList where(const Tensor& condition);
 Tensor masked_select(const Tensor& x, const Tensor& mask);
 /** (values, inverse, counts): x's distinct elements in ascending order (each NaN distinct),
  * where each element of x is among them (x's shape), and how often each occurs; inverse
- * and counts are left undefined unless asked for. */
-std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse = false, bool return_counts = false);
+ * and counts are left undefined unless asked for. With `dim`: the distinct slices along
+ * dim in lexicographic order (inverse and counts per slice), as torch.unique(dim=). */
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse = false, bool return_counts = false,
+                                          std::optional<int64_t> dim = std::nullopt);
 /** i64 counts (or weights' sums) of each value 0..max(x) of the non-negative 1-D integer
  * tensor x, at least minlength of them. */
 Tensor bincount(const Tensor& x, const Tensor& weights = Tensor(), int64_t minlength = 0);
-/** unique without sorting: each run of equal consecutive elements (x flattened) once. */
+/** unique without sorting: each run of equal consecutive elements (x flattened, or the
+ * slices along `dim`) once. */
 std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse = false,
-                                                      bool return_counts = false);
+                                                      bool return_counts = false,
+                                                      std::optional<int64_t> dim = std::nullopt);
 /** x's elements along dim (absent: x flattened) each repeated repeats[i] times (repeats: a
  * 1-D integer tensor of that dim's length, or of length 1); output_size, when given,
  * spares the host read of sum(repeats). */
@@ -862,6 +868,10 @@ TensorList tensor_split(const Tensor& x, const IntList& indices, int64_t dim = 0
 TensorList hsplit(const Tensor& x, int64_t sections);
 TensorList vsplit(const Tensor& x, int64_t sections);
 TensorList dsplit(const Tensor& x, int64_t sections);
+/** hsplit / vsplit / dsplit at the given indices (tensor_split along their dim). */
+TensorList hsplit(const Tensor& x, const IntList& indices);
+TensorList vsplit(const Tensor& x, const IntList& indices);
+TensorList dsplit(const Tensor& x, const IntList& indices);
 /** dim split into `sizes` (one may be -1). */
 Tensor unflatten(const Tensor& x, int64_t dim, const IntList& sizes);
 Tensor swapaxes(const Tensor& x, int64_t a, int64_t b);
@@ -977,6 +987,7 @@ Tensor trapezoid(const Tensor& y, double dx = 1.0, int64_t dim = -1);
 Tensor trapz(const Tensor& y, const Tensor& x, int64_t dim = -1);
 Tensor trapz(const Tensor& y, double dx = 1.0, int64_t dim = -1);
 Tensor cumulative_trapezoid(const Tensor& y, double dx = 1.0, int64_t dim = -1);
+Tensor cumulative_trapezoid(const Tensor& y, const Tensor& x, int64_t dim = -1);
 /** Columns x^(N-1) ... x^0 (increasing: x^0 ... x^(N-1)); N defaults to len(x). */
 Tensor vander(const Tensor& x, std::optional<int64_t> n = std::nullopt, bool increasing = false);
 /** base^linspace(start, end, steps). */

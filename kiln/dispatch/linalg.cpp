@@ -659,6 +659,7 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool some, bool compute_
   auto [u, s, vh] = linalg::svd(a, some);
   return {u, s, transpose(vh, -2, -1)};
 }
+Tensor linalg::cross(const Tensor& a, const Tensor& b, int64_t dim) { return kiln::cross(a, b, dim); }
 Tensor pinverse(const Tensor& a, double rcond) { return linalg::pinv(a, std::nullopt, rcond); }
 
 namespace {

@@ -33,6 +33,8 @@ Tensor lu_solve(const Tensor& lu_data, const Tensor& pivots, const Tensor& b, bo
 std::pair<Tensor, Tensor> cholesky_ex(const Tensor& a, bool upper = false, bool check_errors = false);
 std::pair<Tensor, Tensor> inv_ex(const Tensor& a, bool check_errors = false);
 std::pair<Tensor, Tensor> solve_ex(const Tensor& a, const Tensor& b, bool left = true, bool check_errors = false);
+/** The cross product along dim (-1), broadcasting (torch.linalg.cross; kiln::cross is the same). */
+Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
 /** The inverse of a as a tensor of the first `ind` dims by the rest: reshaped to the rest's
  * dims then the first ones (torch.linalg.tensorinv). */
 Tensor tensorinv(const Tensor& a, int64_t ind = 2);

@@ -98,6 +98,20 @@ TensorList hsplit(const Tensor& x, int64_t sections) {
 TensorList vsplit(const Tensor& x, int64_t sections) { return split_evenly(x, sections, 0, 2, "vsplit"); }
 TensorList dsplit(const Tensor& x, int64_t sections) { return split_evenly(x, sections, 2, 3, "dsplit"); }
 
+namespace {
+TensorList split_at(const Tensor& x, const IntList& indices, int64_t dim, int64_t min_rank, const char* op) {
+  KILN_CHECK(x.dim() >= min_rank, shape, "[{}] requires a tensor with at least {} dimension(s), got {}", op, min_rank,
+             x.meta_str());
+  return tensor_split(x, indices, dim);
+}
+}  // namespace
+
+TensorList hsplit(const Tensor& x, const IntList& indices) {
+  return split_at(x, indices, x.dim() == 1 ? 0 : 1, 1, "hsplit");
+}
+TensorList vsplit(const Tensor& x, const IntList& indices) { return split_at(x, indices, 0, 2, "vsplit"); }
+TensorList dsplit(const Tensor& x, const IntList& indices) { return split_at(x, indices, 2, 3, "dsplit"); }
+
 Tensor unflatten(const Tensor& x, int64_t dim, const IntList& sizes) {
   int64_t d = wrap_dim(dim, x.dim(), "unflatten");
   KILN_CHECK(!sizes.empty(), value, "[unflatten] sizes must be non-empty");

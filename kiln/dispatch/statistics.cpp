@@ -138,6 +138,8 @@ Tensor cov(const Tensor& x, int64_t correction, const Tensor& fweights, const Te
   KILN_CHECK(x.dim() <= 2, shape, "[cov] expects a tensor of at most 2 dims, got {}", x.meta_str());
   Tensor obs = x.dim() < 2 ? reshape(x, {1, -1}) : x;  // [variables, observations]
   if (!is_floating(obs.dtype())) obs = to(obs, DType::f32);
+  if (aweights.defined() && is_floating(aweights.dtype()))  // f32 weights make a bf16 input's result f32
+    obs = to(obs, promote_types(obs.dtype(), aweights.dtype()));
   int64_t n = obs.size(1);
   Tensor w;
   if (fweights.defined()) {
@@ -165,7 +167,7 @@ Tensor cov(const Tensor& x, int64_t correction, const Tensor& fweights, const Te
   Tensor centered = obs - avg;
   Tensor weighted = w.defined() ? centered * w : centered;
   Tensor c = matmul(weighted, transpose(centered, 0, 1)) / norm;
-  return x.dim() < 2 ? reshape(c, {}) : c;
+  return squeeze(c);  // one variable: 0-dim, as PyTorch
 }
 
 Tensor corrcoef(const Tensor& x) {
@@ -176,19 +178,33 @@ Tensor corrcoef(const Tensor& x) {
   return clamp(c, -1.0, 1.0);
 }
 
-Tensor trapezoid(const Tensor& y, const Tensor& x, int64_t dim) {
-  int64_t d = wrap_dim(dim, y.dim(), "trapezoid");
+namespace {
+// The trapezoids' areas along dim d of y with sample points x (1-D along d, or shaped
+// like y): (y[i] + y[i+1]) (x[i+1] - x[i]) / 2, n - 1 of them.
+Tensor trapezoids(const Tensor& y, const Tensor& x, int64_t d, const char* op) {
   int64_t n = y.size(d);
-  if (n == 0) return sum(y, {d});
   Tensor left = narrow(y, d, 0, n - 1), right = narrow(y, d, 1, n - 1);
-  Tensor dx = diff(x, 1, x.dim() == 1 ? 0 : dim);
+  Tensor dx = diff(x, 1, x.dim() == 1 ? 0 : d - y.dim());
   if (x.dim() == 1) {  // spacing along dim d of y
-    KILN_CHECK(x.size(0) == n, shape, "[trapezoid] x {} must have y's length {} along dim {}", x.meta_str(), n, d);
+    KILN_CHECK(x.size(0) == n, shape, "[{}] x {} must have y's length {} along dim {}", op, x.meta_str(), n, d);
     IntList shape(static_cast<size_t>(y.dim()), 1);
     shape[static_cast<size_t>(d)] = n - 1;
     dx = reshape(dx, shape);
   }
-  return sum((left + right) * dx, {d}) / 2.0;
+  return (left + right) * dx / 2.0;
+}
+}  // namespace
+
+Tensor trapezoid(const Tensor& y, const Tensor& x, int64_t dim) {
+  int64_t d = wrap_dim(dim, y.dim(), "trapezoid");
+  if (y.size(d) == 0) return sum(y, {d});
+  return sum(trapezoids(y, x, d, "trapezoid"), {d});
+}
+
+Tensor cumulative_trapezoid(const Tensor& y, const Tensor& x, int64_t dim) {
+  int64_t d = wrap_dim(dim, y.dim(), "cumulative_trapezoid");
+  if (y.size(d) == 0) return narrow(y, d, 0, 0);
+  return cumsum(trapezoids(y, x, d, "cumulative_trapezoid"), d);
 }
 
 Tensor trapezoid(const Tensor& y, double dx, int64_t dim) {

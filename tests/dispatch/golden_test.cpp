@@ -190,8 +190,8 @@ Tensor run_composite(const std::string& op, const std::vector<Tensor>& in, const
     if (a.contains("indices")) return joined(tensor_split(in[0], a["indices"].get<IntList>(), dim));
     return joined(tensor_split(in[0], a.at("sections").get<int64_t>(), dim));
   }
-  if (op == "hsplit") return joined(hsplit(in[0], a.at("sections")));
-  if (op == "vsplit") return joined(vsplit(in[0], a.at("sections")));
+  if (op == "hsplit") return joined(hsplit(in[0], a.at("sections").get<int64_t>()));
+  if (op == "vsplit") return joined(vsplit(in[0], a.at("sections").get<int64_t>()));
   if (op == "unflatten") return unflatten(in[0], a.at("dim"), a.at("sizes").get<IntList>());
   if (op == "ldexp") return ldexp(in[0], in[1]);
   if (op == "sgn") return sgn(in[0]);

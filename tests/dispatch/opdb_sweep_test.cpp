@@ -58,6 +58,10 @@ struct Sample {
   T kw(const char* name, T fallback) const {
     return kwargs.contains(name) && !kwargs.at(name).is_null() ? kwargs.at(name).get<T>() : fallback;
   }
+  /** A Scalar keyword (alpha, beta), 1 when absent. */
+  Scalar kw_scalar(const char* name) const {
+    return kwargs.contains(name) && !kwargs.at(name).is_null() ? testing::scalar(kwargs.at(name)) : Scalar(int64_t{1});
+  }
   double kw_number(const char* name, double fallback) const {
     return kwargs.contains(name) && !kwargs.at(name).is_null() ? testing::scalar(kwargs.at(name)).to_double() : fallback;
   }
@@ -96,6 +100,27 @@ Tensor quantile_like(const Sample& s, bool ignore_nan) {
     return ignore_nan ? nanquantile(s.x(), s.tensor(0), dim, keepdim, how) : quantile(s.x(), s.tensor(0), dim, keepdim, how);
   double q = s.number(0);
   return ignore_nan ? nanquantile(s.x(), q, dim, keepdim, how) : quantile(s.x(), q, dim, keepdim, how);
+}
+
+// trapz / trapezoid / cumulative_trapezoid: over x (a tensor) or a spacing dx.
+Tensor integrate(const Sample& s, std::string_view op) {
+  int64_t dim = s.kw<int64_t>("dim", -1);
+  if (s.is_tensor(0)) {
+    if (op == "cumulative_trapezoid") return cumulative_trapezoid(s.x(), s.tensor(0), dim);
+    return op == "trapz" ? trapz(s.x(), s.tensor(0), dim) : trapezoid(s.x(), s.tensor(0), dim);
+  }
+  double dx = s.kw_number("dx", 1.0);
+  if (op == "cumulative_trapezoid") return cumulative_trapezoid(s.x(), dx, dim);
+  return op == "trapz" ? trapz(s.x(), dx, dim) : trapezoid(s.x(), dx, dim);
+}
+
+// var_mean / std_mean: (spread, mean) with PyTorch's `unbiased` or `correction`.
+std::pair<Tensor, Tensor> spread_mean(const Sample& s, bool take_sqrt) {
+  int64_t correction = s.kw<int64_t>("correction", 1);
+  if (s.has(0)) correction = s.args.at(0).get<bool>() ? 1 : 0;
+  if (s.kwargs.contains("unbiased")) correction = s.kwargs.at("unbiased").get<bool>() ? 1 : 0;
+  auto f = take_sqrt ? std_mean : var_mean;
+  return f(s.x(), s.dims(), correction, s.kw("keepdim", false));
 }
 
 // var / std: PyTorch's `unbiased` (positional or keyword) or `correction`.
@@ -342,38 +367,175 @@ const std::map<std::string, Fn>& ops() {
       {"hstack", [](const Sample& s) { return hstack(s.list()); }},
       {"vstack", [](const Sample& s) { return vstack(s.list()); }},
       {"dstack", [](const Sample& s) { return dstack(s.list()); }},
+      {"matmul", binary(matmul)}, {"mm", binary(mm)}, {"bmm", binary(bmm)}, {"mv", binary(mv)},
+      {"dot", binary(dot)}, {"vdot", binary(vdot)}, {"inner", binary(inner)}, {"outer", binary(outer)},
+      {"kron", binary(kron)}, {"logaddexp", binary(logaddexp)}, {"logaddexp2", binary(logaddexp2)},
+      {"addmm", [](const Sample& s) { return addmm(s.x(), s.tensor(0), s.tensor(1), s.kw_scalar("beta"), s.kw_scalar("alpha")); }},
+      {"addmv", [](const Sample& s) { return addmv(s.x(), s.tensor(0), s.tensor(1), s.kw_scalar("beta"), s.kw_scalar("alpha")); }},
+      {"addbmm", [](const Sample& s) { return addbmm(s.x(), s.tensor(0), s.tensor(1), s.kw_scalar("beta"), s.kw_scalar("alpha")); }},
+      {"baddbmm",
+       [](const Sample& s) { return baddbmm(s.x(), s.tensor(0), s.tensor(1), s.kw_scalar("beta"), s.kw_scalar("alpha")); }},
+      {"addr", [](const Sample& s) { return addr(s.x(), s.tensor(0), s.tensor(1), s.kw_scalar("beta"), s.kw_scalar("alpha")); }},
+      {"tensordot",
+       [](const Sample& s) {
+         const json& d = s.kwargs.at("dims");
+         if (d.is_array()) return tensordot(s.x(), s.tensor(0), d.at(0).get<IntList>(), d.at(1).get<IntList>());
+         return tensordot(s.x(), s.tensor(0), d.get<int64_t>());
+       }},
+      {"einsum", [](const Sample& s) { return einsum(s.args.at(0).get<std::string>(), s.list()); }},
+      {"cross", [](const Sample& s) { return cross(s.x(), s.tensor(0), s.kw<int64_t>("dim", -1)); }},
+      {"linalg.cross", [](const Sample& s) { return linalg::cross(s.x(), s.tensor(0), s.kw<int64_t>("dim", -1)); }},
+      {"dist", [](const Sample& s) { return distance(s.x(), s.tensor(0), s.has(1) ? s.number(1) : 2.0); }},
+      {"cdist", [](const Sample& s) { return cdist(s.x(), s.tensor(0), s.has(1) ? s.number(1) : 2.0); }},
+      {"renorm", [](const Sample& s) { return renorm(s.x(), s.number(0), s.int_at(1), s.number(2)); }},
+      {"argwhere", [](const Sample& s) { return argwhere(s.x()); }},
+      {"nonzero", [](const Sample& s) { return nonzero(s.x()); }},
+      {"unique",
+       [](const Sample& s) { return std::get<0>(unique(s.x(), false, false, s.dim())); }},
+      {"unique_consecutive",
+       [](const Sample& s) { return std::get<0>(unique_consecutive(s.x(), false, false, s.dim())); }},
+      {"isin", [](const Sample& s) { return isin(s.x(), s.tensor(0)); }},
+      {"bincount",
+       [](const Sample& s) { return bincount(s.x(), s.kw_tensor("weights"), s.kw<int64_t>("minlength", 0)); }},
+      {"bucketize",
+       [](const Sample& s) { return bucketize(s.x(), s.tensor(0), s.kw("right", false), s.kw("out_int32", false)); }},
+      {"searchsorted",
+       [](const Sample& s) {
+         return searchsorted(s.x(), s.tensor(0), s.kw("right", false), s.kw("out_int32", false));
+       }},
+      {"histc",
+       [](const Sample& s) {
+         return histc(s.x(), s.kw<int64_t>("bins", 100), s.kw_number("min", 0), s.kw_number("max", 0));
+       }},
+      {"diff",
+       [](const Sample& s) {
+         Tensor prepend = s.has(2) ? s.tensor(2) : Tensor(), append = s.has(3) ? s.tensor(3) : Tensor();
+         return diff(s.x(), s.has(0) ? s.int_at(0) : 1, s.has(1) ? s.int_at(1) : -1, prepend, append);
+       }},
+      {"trapz", [](const Sample& s) { return integrate(s, "trapz"); }},
+      {"trapezoid", [](const Sample& s) { return integrate(s, "trapezoid"); }},
+      {"cumulative_trapezoid", [](const Sample& s) { return integrate(s, "cumulative_trapezoid"); }},
+      {"cov",
+       [](const Sample& s) {
+         return cov(s.x(), s.kw<int64_t>("correction", 1), s.kw_tensor("fweights"), s.kw_tensor("aweights"));
+       }},
+      {"corrcoef", [](const Sample& s) { return corrcoef(s.x()); }},
+      {"reshape", [](const Sample& s) { return reshape(s.x(), s.ints_at(0)); }},
+      {"view", [](const Sample& s) { return view(s.x(), s.ints_at(0)); }},
+      {"permute", [](const Sample& s) { return permute(s.x(), s.ints_at(0)); }},
+      {"squeeze", [](const Sample& s) { return s.has(0) ? squeeze(s.x(), s.int_at(0)) : squeeze(s.x()); }},
+      {"unsqueeze", [](const Sample& s) { return unsqueeze(s.x(), s.int_at(0)); }},
+      {"expand", [](const Sample& s) { return expand(s.x(), s.ints_at(0)); }},
+      {"repeat", [](const Sample& s) { return repeat(s.x(), s.ints_at(0)); }},
+      {"tile", [](const Sample& s) { return tile(s.x(), s.ints_at(0)); }},
+      {"narrow",
+       [](const Sample& s) {
+         int64_t start = s.is_tensor(1) ? item<int64_t>(s.tensor(1)) : s.int_at(1);
+         return narrow(s.x(), s.int_at(0), start, s.int_at(2));
+       }},
+      {"select", [](const Sample& s) { return select(s.x(), s.int_at(0), s.int_at(1)); }},
+      {"movedim",
+       [](const Sample& s) {
+         return s.args.at(0).is_array() ? movedim(s.x(), s.ints_at(0), s.ints_at(1)) : movedim(s.x(), s.int_at(0), s.int_at(1));
+       }},
+      {"t", [](const Sample& s) { return t(s.x()); }},
+      {"transpose", [](const Sample& s) { return transpose(s.x(), s.int_at(0), s.int_at(1)); }},
+      {"flatten",
+       [](const Sample& s) {
+         if (s.has(0)) return flatten(s.x(), s.int_at(0), s.int_at(1));
+         return flatten(s.x(), s.kw<int64_t>("start_dim", 0), s.kw<int64_t>("end_dim", -1));
+       }},
+      {"unflatten", [](const Sample& s) { return unflatten(s.x(), s.int_at(0), s.ints_at(1)); }},
+      {"ravel", [](const Sample& s) { return ravel(s.x()); }},
+      {"broadcast_to", [](const Sample& s) { return broadcast_to(s.x(), s.ints_at(0)); }},
+      {"atleast_1d", [](const Sample& s) { return atleast_1d(s.x()); }},
+      {"column_stack", [](const Sample& s) { return column_stack(s.list()); }},
+      {"fliplr", [](const Sample& s) { return fliplr(s.x()); }},
+      {"flipud", [](const Sample& s) { return flipud(s.x()); }},
+      {"block_diag",
+       [](const Sample& s) { return block_diag(TensorList(s.in.begin(), s.in.end())); }},
+      {"cartesian_prod",
+       [](const Sample& s) { return cartesian_prod(TensorList(s.in.begin(), s.in.end())); }},
+      {"logdet", [](const Sample& s) { return logdet(s.x()); }},
+      {"trace", [](const Sample& s) { return trace(s.x()); }},
+      {"diagflat", [](const Sample& s) { return diagflat(s.x(), s.kw<int64_t>("offset", 0)); }},
   };
   return *table;
 }
 
-using TupleFn = std::function<std::pair<Tensor, Tensor>(const Sample&)>;
+using ListFn = std::function<TensorList(const Sample&)>;
 
-// The ops that return (values, indices).
-const std::map<std::string, TupleFn>& tuple_ops() {
-  static const auto* table = new std::map<std::string, TupleFn>{
-      {"cummax", [](const Sample& s) { return cummax(s.x(), s.int_at(0)); }},
-      {"cummin", [](const Sample& s) { return cummin(s.x(), s.int_at(0)); }},
-      {"sort",
-       [](const Sample& s) {
+template <typename F>
+ListFn pair_of(F f) {
+  return [f](const Sample& s) {
+    auto [a, b] = f(s);
+    return TensorList{a, b};
+  };
+}
+
+// unique / unique_consecutive: the outputs PyTorch returned (values, then inverse and
+// counts as asked).
+TensorList unique_outputs(const std::tuple<Tensor, Tensor, Tensor>& r, const Sample& s) {
+  TensorList out{std::get<0>(r)};
+  if (s.kw("return_inverse", false)) out.push_back(std::get<1>(r));
+  if (s.kw("return_counts", false)) out.push_back(std::get<2>(r));
+  return out;
+}
+
+// The ops that return several tensors.
+const std::map<std::string, ListFn>& list_ops() {
+  static const auto* table = new std::map<std::string, ListFn>{
+      {"cummax", pair_of([](const Sample& s) { return cummax(s.x(), s.int_at(0)); })},
+      {"cummin", pair_of([](const Sample& s) { return cummin(s.x(), s.int_at(0)); })},
+      {"sort", pair_of([](const Sample& s) {
          if (s.has(0)) return sort(s.x(), s.int_at(0), s.has(1) && s.args.at(1).get<bool>());
          return sort(s.x(), s.kw<int64_t>("dim", -1), s.kw("descending", false), s.kw("stable", false));
-       }},
-      {"topk",
-       [](const Sample& s) {
+       })},
+      {"topk", pair_of([](const Sample& s) {
          return topk(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : -1, !s.has(2) || s.args.at(2).get<bool>(),
                      !s.has(3) || s.args.at(3).get<bool>());
-       }},
-      {"kthvalue",
-       [](const Sample& s) {
+       })},
+      {"kthvalue", pair_of([](const Sample& s) {
          return kthvalue(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : -1, s.has(2) && s.args.at(2).get<bool>());
-       }},
-      {"median", [](const Sample& s) { return median(s.x(), s.kw<int64_t>("dim", -1), s.kw("keepdim", false)); }},
-      {"nanmedian",
-       [](const Sample& s) { return nanmedian(s.x(), s.kw<int64_t>("dim", -1), s.kw("keepdim", false)); }},
-      {"mode",
-       [](const Sample& s) {
+       })},
+      {"median", pair_of([](const Sample& s) { return median(s.x(), s.kw<int64_t>("dim", -1), s.kw("keepdim", false)); })},
+      {"nanmedian", pair_of([](const Sample& s) { return nanmedian(s.x(), s.kw<int64_t>("dim", -1), s.kw("keepdim", false)); })},
+      {"mode", pair_of([](const Sample& s) {
          return mode(s.x(), s.has(0) ? s.int_at(0) : -1, s.has(1) && s.args.at(1).get<bool>());
+       })},
+      {"var_mean", pair_of([](const Sample& s) { return spread_mean(s, false); })},
+      {"std_mean", pair_of([](const Sample& s) { return spread_mean(s, true); })},
+      {"aminmax", pair_of([](const Sample& s) { return aminmax(s.x(), s.dim(), s.kw("keepdim", false)); })},
+      {"unique",
+       [](const Sample& s) {
+         return unique_outputs(unique(s.x(), s.kw("return_inverse", false), s.kw("return_counts", false), s.dim()), s);
        }},
+      {"unique_consecutive",
+       [](const Sample& s) {
+         return unique_outputs(
+             unique_consecutive(s.x(), s.kw("return_inverse", false), s.kw("return_counts", false), s.dim()), s);
+       }},
+      {"nonzero", [](const Sample& s) { return where(s.x()); }},  // as_tuple=True
+      {"split",
+       [](const Sample& s) { return split(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : 0); }},
+      {"chunk", [](const Sample& s) { return chunk(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : 0); }},
+      {"unbind", [](const Sample& s) { return unbind(s.x(), s.has(0) ? s.int_at(0) : 0); }},
+      {"tensor_split",
+       [](const Sample& s) {
+         int64_t dim = s.has(1) ? s.int_at(1) : 0;
+         if (s.is_tensor(0)) {  // a tensor of sections (0-dim) or of indices (1-D)
+           Tensor t = s.tensor(0);
+           if (t.dim() == 0) return tensor_split(s.x(), item<int64_t>(t), dim);
+           return tensor_split(s.x(), to_vector<int64_t>(t), dim);
+         }
+         return s.args.at(0).is_array() ? tensor_split(s.x(), s.ints_at(0), dim) : tensor_split(s.x(), s.int_at(0), dim);
+       }},
+      {"hsplit",
+       [](const Sample& s) { return s.args.at(0).is_array() ? hsplit(s.x(), s.ints_at(0)) : hsplit(s.x(), s.int_at(0)); }},
+      {"vsplit",
+       [](const Sample& s) { return s.args.at(0).is_array() ? vsplit(s.x(), s.ints_at(0)) : vsplit(s.x(), s.int_at(0)); }},
+      {"meshgrid.list_of_tensors",
+       [](const Sample& s) { return meshgrid(s.list(), s.kw<std::string>("indexing", "ij")); }},
   };
   return *table;
 }
@@ -411,11 +573,8 @@ void expect_matches_pytorch(Device device) {
     // (values, indices) where PyTorch returned two tensors, else one
     bool pair = c.contains("outputs");
     std::function<TensorList(const Sample&)> call;
-    if (auto it = tuple_ops().find(op); pair && it != tuple_ops().end()) {
-      call = [f = it->second](const Sample& s) {
-        auto [a, b] = f(s);
-        return TensorList{a, b};
-      };
+    if (auto it = list_ops().find(op); pair && it != list_ops().end()) {
+      call = it->second;
     } else if (auto it1 = ops().find(op); !pair && it1 != ops().end()) {
       call = [f = it1->second](const Sample& s) { return TensorList{f(s)}; };
     } else {

@@ -62,7 +62,13 @@ nn.functional.softmin nn.functional.layer_norm nn.functional.linear nn.functiona
 nn.functional.leaky_relu nn.functional.glu nn.functional.normalize nn.functional.cosine_similarity
 nn.functional.pairwise_distance gather scatter scatter_add index_select take take_along_dim index_add
 index_copy index_fill masked_fill masked_select masked_scatter tril triu flip roll rot90 diag diagonal
-diag_embed cat stack hstack vstack dstack""".split()
+diag_embed cat stack hstack vstack dstack matmul mm bmm addmm addmv addbmm baddbmm addr mv dot vdot inner
+outer tensordot kron einsum cross linalg.cross dist cdist renorm logaddexp logaddexp2 var_mean std_mean
+aminmax unique unique_consecutive nonzero argwhere isin bincount bucketize searchsorted histc diff trapz
+trapezoid cumulative_trapezoid cov corrcoef reshape view permute squeeze unsqueeze expand repeat tile
+narrow select split chunk unbind movedim t transpose flatten unflatten ravel broadcast_to atleast_1d
+column_stack tensor_split hsplit vsplit fliplr flipud block_diag cartesian_prod meshgrid.list_of_tensors
+logdet trace diagflat""".split()
 
 
 def short(v, dtype):
@@ -94,6 +100,8 @@ def enc_value(v):
         return {"dtype": NAMES[v]}
     if isinstance(v, (tuple, list)) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
         return list(v)
+    if isinstance(v, (tuple, list)) and all(isinstance(x, (tuple, list)) for x in v):
+        return [enc_value(x) for x in v]
     raise TypeError(type(v))
 
 
@@ -162,16 +170,20 @@ def corrected(name, tensors, out):
 
 # Ops whose f16/bf16 kernels compute in f32 and round once in current PyTorch, where 1.13
 # rounds steps in the dtype (its bf16 layer_norm of one element is not its bias; its
-# log_softmax loses half the digits): there a case holds the f64 computation rounded to
-# the dtype, marked "reference": "float64".
+# log_softmax loses half the digits; its bf16 vector-matrix products accumulate in bf16):
+# there a case holds the f64 computation rounded to the dtype, marked "reference": "float64".
 OPMATH = {"softmax", "log_softmax", "nn.functional.softmin", "nn.functional.layer_norm", "nn.functional.gelu",
-          "lerp", "addcmul", "addcdiv"}
+          "lerp", "addcmul", "addcdiv", "matmul", "mm", "bmm", "mv", "addmm", "addmv", "addbmm", "baddbmm", "addr",
+          "dot", "vdot", "inner", "outer", "einsum", "tensordot", "dist", "renorm", "cdist", "histc"}
 
 
 def opmath_corrected(o, name, first, args, kwargs, out):
     if name not in OPMATH or not torch.is_tensor(out) or out.dtype not in (torch.float16, torch.bfloat16):
         return out, False
-    wide = lambda v: v.double() if torch.is_tensor(v) and v.is_floating_point() else v  # noqa: E731
+    def wide(v):
+        if isinstance(v, (list, tuple)):
+            return [wide(x) for x in v]
+        return v.double() if torch.is_tensor(v) and v.is_floating_point() else v
     exact = o.op(wide(first), *[wide(a) for a in args], **{k: wide(v) for k, v in kwargs.items()}).to(out.dtype)
     rtol, atol = TOLERANCE[out.dtype]
     e, g = exact.double(), out.double()
