@@ -592,17 +592,25 @@ Tensor mv(const Tensor& mat, const Tensor& vec) {
              mat.meta_str(), vec.meta_str());
   return matmul(mat, vec);
 }
-namespace {
-// The operands in their common dtype, or in f32 when that is f16/bf16 (PyTorch's opmath:
-// the fused kernels compute there and round once); `out` is the common dtype.
-TensorList in_opmath(std::initializer_list<Tensor> operands, DType& out) {
-  out = ops::result_type(std::vector<Tensor>(operands));
-  DType wide = out == DType::f16 || out == DType::bf16 ? DType::f32 : out;
-  TensorList list;
-  for (const Tensor& t : operands) list.push_back(to(t, wide));
-  return list;
+bool wants_opmath(const TensorList& inputs) {
+  std::vector<Tensor> defined;
+  for (const Tensor& t : inputs)
+    if (t.defined()) defined.push_back(t);
+  DType out = ops::result_type(defined);
+  return out == DType::f16 || out == DType::bf16;
 }
-}  // namespace
+
+Tensor in_opmath(const TensorList& inputs, const std::function<Tensor(const TensorList&)>& f) {
+  std::vector<Tensor> defined;
+  for (const Tensor& t : inputs)
+    if (t.defined()) defined.push_back(t);
+  DType out = ops::result_type(defined);
+  DType wide = out == DType::f16 || out == DType::bf16 ? DType::f32 : out;
+  TensorList widened;
+  for (const Tensor& t : inputs) widened.push_back(t.defined() && is_floating(t.dtype()) ? to(t, wide) : t);
+  Tensor r = f(widened);
+  return is_floating(r.dtype()) && is_floating(out) && r.dtype() != out ? to(r, out) : r;
+}
 
 namespace {
 // addmm-family factors as the element type holds them: an integer result truncates
@@ -622,14 +630,10 @@ Tensor scaled_sum(const Tensor& self, const Tensor& product, Scalar beta, Scalar
 }
 }  // namespace
 Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha) {
-  DType out;
-  TensorList t = in_opmath({self, mat, vec}, out);  // f16/bf16: the product and sum in f32, one rounding
-  return to(scaled_sum(t[0], mv(t[1], t[2]), beta, alpha), out);
+  return in_opmath({self, mat, vec}, [&](const TensorList& t) { return scaled_sum(t[0], mv(t[1], t[2]), beta, alpha); });
 }
 Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, Scalar beta, Scalar alpha) {
-  DType out;
-  TensorList t = in_opmath({self, b1, b2}, out);
-  return to(scaled_sum(t[0], bmm(t[1], t[2]), beta, alpha), out);
+  return in_opmath({self, b1, b2}, [&](const TensorList& t) { return scaled_sum(t[0], bmm(t[1], t[2]), beta, alpha); });
 }
 Tensor kron(const Tensor& a, const Tensor& b) {
   int64_t rank = std::max(a.dim(), b.dim());
@@ -772,26 +776,23 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 
 
 Tensor addcmul(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  DType out;
-  TensorList t = in_opmath({self, a, b}, out);
   // value is converted to the element type first: an integer addcmul truncates 3.14 to 3
-  if (is_integral(out, true) && value.is_floating()) value = static_cast<int64_t>(value.to_double());
-  return to(t[0] + t[1] * t[2] * value, out);
+  if (is_integral(ops::result_type(std::vector<Tensor>{self, a, b}), true) && value.is_floating())
+    value = static_cast<int64_t>(value.to_double());
+  return in_opmath({self, a, b}, [&](const TensorList& t) { return t[0] + t[1] * t[2] * value; });
 }
 Tensor addcdiv(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
   KILN_CHECK(is_floating(a.dtype()) || is_floating(b.dtype()), dtype,
              "[addcdiv] integer division with addcdiv is not supported; use true division of floats");
-  DType out;
-  TensorList t = in_opmath({self, a, b}, out);
-  return to(t[0] + t[1] / t[2] * value, out);
+  return in_opmath({self, a, b}, [&](const TensorList& t) { return t[0] + t[1] / t[2] * value; });
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
-  DType out;
-  TensorList t = in_opmath({start, end}, out);
   double w = weight.to_double();
-  Tensor diff = t[1] - t[0];
-  return to(w < 0.5 ? t[0] + diff * w : t[1] - diff * (1.0 - w), out);
+  return in_opmath({start, end}, [&](const TensorList& t) {
+    Tensor diff = t[1] - t[0];
+    return w < 0.5 ? t[0] + diff * w : t[1] - diff * (1.0 - w);
+  });
 }
 Tensor vector_norm(const Tensor& x, double ord, const IntList& dims, bool keepdim) {
   KILN_CHECK(is_floating(x.dtype()), dtype, "[vector_norm] expects a floating tensor, got {}", x.meta_str());
@@ -918,10 +919,10 @@ Tensor movedim(const Tensor& x, const IntList& source, const IntList& destinatio
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
-  DType out;
-  TensorList t = in_opmath({start, end, weight}, out);
-  Tensor diff = t[1] - t[0];
-  return to(where(t[2] < 0.5, t[0] + t[2] * diff, t[1] - diff * (1.0 - t[2])), out);
+  return in_opmath({start, end, weight}, [](const TensorList& t) {
+    Tensor diff = t[1] - t[0];
+    return where(t[2] < 0.5, t[0] + t[2] * diff, t[1] - diff * (1.0 - t[2]));
+  });
 }
 Tensor softmax(const Tensor& x, int64_t dim) { return call1(OpKind::softmax, x, dim); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return call1(OpKind::log_softmax, x, dim); }

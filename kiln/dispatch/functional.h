@@ -3,6 +3,7 @@
 // composition of them, like reshape or stack). Argument checks live in the meta
 // functions, so every function here is a thin, readable wrapper.
 
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <utility>
@@ -468,6 +469,12 @@ Tensor outer(const Tensor& a, const Tensor& b);
 /** sum(a * b) for 1-D a and b of one size and one dtype (0-dim result). */
 Tensor dot(const Tensor& a, const Tensor& b);
 /** self + value * a * b, and self + value * a / b (floating only, as PyTorch). */
+/** Whether in_opmath widens: the inputs' promoted dtype is f16 or bf16. */
+bool wants_opmath(const TensorList& inputs);
+/** PyTorch's opmath for composites: `f` on the inputs with the floating ones converted to
+ * their promoted dtype (f32 when that is f16/bf16), its floating result rounded back to the
+ * promoted dtype once, as PyTorch's fused kernels compute. Undefined inputs pass through. */
+Tensor in_opmath(const TensorList& inputs, const std::function<Tensor(const TensorList&)>& f);
 Tensor addcmul(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value = 1);
 Tensor addcdiv(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value = 1);
 /** start + weight (end - start), computed from end's side where weight >= 0.5 as

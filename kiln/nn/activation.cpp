@@ -5,8 +5,8 @@
 namespace kiln::nn {
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
-  if (x.dtype() == DType::f16 || x.dtype() == DType::bf16)  // in f32, rounded once (PyTorch's opmath)
-    return to(softplus(to(x, DType::f32), beta, threshold), x.dtype());
+  if (wants_opmath({x}))  // in f32, rounded once (PyTorch's opmath)
+    return in_opmath({x}, [&](const TensorList& t) { return softplus(t[0], beta, threshold); });
   Tensor bx = x * beta;
   // The log1p(exp(.)) branch sees at most `threshold`: where it is not taken it stays
   // finite, so no inf * 0 reaches the gradient.
@@ -43,7 +43,10 @@ Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
 
 Tensor hardsigmoid(const Tensor& x) { return clamp(x / 6.0 + 0.5, 0.0, 1.0); }
 
-Tensor hardswish(const Tensor& x) { return x * hardsigmoid(x); }
+Tensor hardswish(const Tensor& x) {
+  if (wants_opmath({x})) return in_opmath({x}, [](const TensorList& t) { return hardswish(t[0]); });
+  return x * hardsigmoid(x);
+}
 
 Tensor mish(const Tensor& x) { return x * tanh(softplus(x)); }
 

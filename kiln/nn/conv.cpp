@@ -70,6 +70,10 @@ IntList last_dims(size_t rank, size_t count) {
 
 Tensor conv(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride_in,
             const IntList& padding_in, const IntList& dilation_in, int64_t groups, size_t rank, const char* op) {
+  if (wants_opmath({input, weight, bias}))  // f16/bf16: products, sums and bias in f32, one rounding
+    return in_opmath({input, weight, bias}, [&](const TensorList& t) {
+      return conv(t[0], t[1], t[2], stride_in, padding_in, dilation_in, groups, rank, op);
+    });
   auto [x, added] = batched(input, rank, op);
   KILN_CHECK(weight.dim() == static_cast<int64_t>(rank) + 2, shape, "[{}] expects a {}-D weight, got {}", op,
              rank + 2, weight.meta_str());
@@ -183,8 +187,13 @@ std::pair<Tensor, Tensor> max_pool(const Tensor& input, const IntList& kernel, c
 Tensor avg_pool(const Tensor& input, const IntList& kernel, const IntList& stride, const IntList& padding,
                 bool ceil_mode, bool count_include_pad, size_t rank, const char* op,
                 std::optional<int64_t> divisor_override = std::nullopt) {
+  KILN_CHECK(input.dtype() != DType::b8, dtype, "[{}] expects a numeric input, got bool", op);
+  if (!is_floating(input.dtype())) {  // integers: the mean in f64, truncated, as PyTorch's integer division
+    Tensor mean = avg_pool(to(input, DType::f64), kernel, stride, padding, ceil_mode, count_include_pad, rank, op,
+                           divisor_override);
+    return to(trunc(mean), input.dtype());
+  }
   auto [x, added] = batched(input, rank, op);
-  KILN_CHECK(is_floating(x.dtype()), dtype, "[{}] expects a floating input, got {}", op, x.dtype());
   Pooling p = pooling(x, kernel, stride, padding, {1}, ceil_mode, rank, op);
   IntList dims = last_dims(static_cast<size_t>(x.dim() + static_cast<int64_t>(rank)), rank);
   Tensor sums = sum(windows(pad_spatial(x, p.padding, plus(p.padding, p.extra), 0.0), p.kernel, p.stride, IntList(rank, 1), op), dims);
@@ -214,6 +223,45 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
 Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
               const IntList& padding, const IntList& dilation, int64_t groups) {
   return conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d");
+}
+
+namespace {
+// padding valid or same as amounts: same pads dilation (k - 1) per dim, half before
+// (rounded down) and the rest after; an uneven split pads the input explicitly first.
+Tensor conv_named_padding(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+                          ConvPadding padding, const IntList& dilation, int64_t groups, size_t rank,
+                          const char* op) {
+  if (padding == ConvPadding::valid) return conv(input, weight, bias, stride, {0}, dilation, groups, rank, op);
+  IntList strides = per_dim(stride, rank, op, "stride"), dilations = per_dim(dilation, rank, op, "dilation");
+  for (int64_t s : strides)
+    KILN_CHECK(s == 1, value, "[{}] padding='same' is not supported for strided convolutions", op);
+  IntList symmetric, extra;  // extra: F.pad amounts, the last dim first
+  bool uneven = false;
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t total = dilations[i] * (weight.size(static_cast<int64_t>(i) + 2) - 1);
+    symmetric.push_back(total / 2);
+    uneven = uneven || total % 2;
+  }
+  for (size_t i = rank; i-- > 0;) {
+    int64_t total = dilations[i] * (weight.size(static_cast<int64_t>(i) + 2) - 1);
+    extra.insert(extra.end(), {0, total % 2});
+  }
+  Tensor x = uneven ? pad(input, extra, 0.0) : input;
+  return conv(x, weight, bias, stride, symmetric, dilation, groups, rank, op);
+}
+}  // namespace
+
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+              ConvPadding padding, const IntList& dilation, int64_t groups) {
+  return conv_named_padding(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d");
+}
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+              ConvPadding padding, const IntList& dilation, int64_t groups) {
+  return conv_named_padding(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d");
+}
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+              ConvPadding padding, const IntList& dilation, int64_t groups) {
+  return conv_named_padding(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d");
 }
 
 Tensor max_pool1d(const Tensor& input, const IntList& kernel_size, const IntList& stride, const IntList& padding,
@@ -389,8 +437,13 @@ Tensor max_unpool(const Tensor& input, const Tensor& indices, const IntList& ker
   if (!idx.is_fake() && idx.numel())
     KILN_CHECK(item<int64_t>(amin(idx)) >= 0 && item<int64_t>(amax(idx)) < positions, index,
                "[{}] found an invalid max index (the output has {} positions per channel)", op, positions);
-  Tensor flat = scatter(zeros({n, c, positions}, {.dtype = x.dtype(), .device = x.device()}), 2, idx,
-                        reshape(x, {n, c, -1}));
+  // Where indices repeat the last write wins, as PyTorch's loop: each output position
+  // takes the source element of the largest position that names it.
+  Tensor src = reshape(x, {n, c, -1});
+  TensorOptions o{.dtype = DType::i64, .device = x.device()};
+  Tensor order = expand(reshape(arange(0, src.size(2), 1, o), {1, 1, -1}), {n, c, src.size(2)});
+  Tensor winner = scatter_reduce(full({n, c, positions}, int64_t{-1}, o), 2, idx, order, "amax", true);
+  Tensor flat = where(winner >= 0, gather(src, 2, clamp_min(winner, int64_t{0})), zeros_like(winner, {.dtype = x.dtype()}));
   IntList shape{n, c};
   shape.insert(shape.end(), out.begin(), out.end());
   Tensor y = reshape(flat, shape);
@@ -423,6 +476,8 @@ Tensor max_unpool3d(const Tensor& input, const Tensor& indices, const IntList& k
 namespace {
 
 Tensor adaptive_pool(const Tensor& input, const IntList& output_size, size_t rank, bool max, const char* op) {
+  if (!max && wants_opmath({input}))  // means in f32, rounded once
+    return in_opmath({input}, [&](const TensorList& t) { return adaptive_pool(t[0], output_size, rank, max, op); });
   auto [x, added] = batched(input, rank, op);
   IntList o = per_dim(output_size, rank, op, "output_size");
   Tensor y = x;
@@ -442,7 +497,63 @@ Tensor adaptive_pool(const Tensor& input, const IntList& output_size, size_t ran
   return added ? squeeze(y, 0) : y;
 }
 
+// Adaptive max pooling with the flat index (within each input plane) of every maximum:
+// one window per output cell, its maximum found over the flattened window (the first on
+// ties, NaN wins), the window-local position turned into the plane's.
+std::pair<Tensor, Tensor> adaptive_max_with_indices(const Tensor& input, const IntList& output_size, size_t rank,
+                                                    const char* op) {
+  auto [x, added] = batched(input, rank, op);
+  IntList o = per_dim(output_size, rank, op, "output_size");
+  int64_t cells = 1;
+  for (int64_t n : o) {
+    KILN_CHECK(n > 0, value, "[{}] output sizes must be positive, got {}", op, n);
+    cells *= n;
+  }
+  TensorList values, indices;
+  for (int64_t cell = 0; cell < cells; ++cell) {
+    IntList start(rank), length(rank);
+    Tensor window = x;
+    for (int64_t i = static_cast<int64_t>(rank) - 1, rest = cell; i >= 0; --i) {
+      auto u = static_cast<size_t>(i);
+      int64_t j = rest % o[u], size = x.size(i + 2);
+      rest /= o[u];
+      start[u] = j * size / o[u];
+      length[u] = ((j + 1) * size + o[u] - 1) / o[u] - start[u];
+      KILN_CHECK(length[u] > 0, shape, "[{}] input {} has an empty window for output size {}", op, x.meta_str(), o[u]);
+      window = narrow(window, i + 2, start[u], length[u]);
+    }
+    auto [v, local] = max(flatten(window, 2), 2);
+    Tensor flat;  // local = sum_i c_i prod(length[i+1:]) -> sum_i (start_i + c_i) prod(size[i+1:])
+    int64_t stride = 1;
+    for (int64_t i = static_cast<int64_t>(rank) - 1; i >= 0; --i) {
+      auto u = static_cast<size_t>(i);
+      Tensor c = remainder(local, length[u]);
+      local = div(local, Scalar(length[u]), "floor");
+      Tensor term = (c + start[u]) * stride;
+      flat = flat.defined() ? flat + term : term;
+      stride *= x.size(i + 2);
+    }
+    values.push_back(v);
+    indices.push_back(flat);
+  }
+  IntList shape{x.size(0), x.size(1)};
+  shape.insert(shape.end(), o.begin(), o.end());
+  Tensor v = reshape(stack(values, -1), shape), k = reshape(stack(indices, -1), shape);
+  if (added) return {squeeze(v, 0), squeeze(k, 0)};
+  return {v, k};
+}
+
 }  // namespace
+
+std::pair<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& input, const IntList& output_size) {
+  return adaptive_max_with_indices(input, output_size, 1, "adaptive_max_pool1d");
+}
+std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& input, const IntList& output_size) {
+  return adaptive_max_with_indices(input, output_size, 2, "adaptive_max_pool2d");
+}
+std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& input, const IntList& output_size) {
+  return adaptive_max_with_indices(input, output_size, 3, "adaptive_max_pool3d");
+}
 
 Tensor adaptive_avg_pool1d(const Tensor& input, const IntList& output_size) {
   return adaptive_pool(input, output_size, 1, false, "adaptive_avg_pool1d");
@@ -531,6 +642,15 @@ Tensor pad(const Tensor& x, const IntList& amounts, const std::string& mode, dou
   for (int64_t i = 0; i < dims; ++i) {
     int64_t d = x.dim() - 1 - i, size = x.size(d);
     int64_t before = amounts[2 * static_cast<size_t>(i)], after = amounts[2 * static_cast<size_t>(i) + 1];
+    if (mode == "circular" && (before < 0 || after < 0)) {  // negative amounts crop first, as PyTorch
+      int64_t lo = std::max<int64_t>(-before, 0), hi = std::max<int64_t>(-after, 0);
+      KILN_CHECK(lo + hi <= size, value, "[pad] circular cropping ({}, {}) exceeds the size {} of dim {}", before,
+                 after, size, d);
+      out = narrow(out, d, lo, size - lo - hi);
+      size -= lo + hi;
+      before = std::max<int64_t>(before, 0);
+      after = std::max<int64_t>(after, 0);
+    }
     KILN_CHECK(before >= 0 && after >= 0, value, "[pad] {} padding must be >= 0, got ({}, {}) for dim {}", mode,
                before, after, d);
     if (mode == "reflect")
@@ -554,6 +674,10 @@ namespace {
 Tensor conv_transpose(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride_in,
                       const IntList& padding_in, const IntList& output_padding_in, int64_t groups,
                       const IntList& dilation_in, size_t rank, const char* op) {
+  if (wants_opmath({input, weight, bias}))
+    return in_opmath({input, weight, bias}, [&](const TensorList& t) {
+      return conv_transpose(t[0], t[1], t[2], stride_in, padding_in, output_padding_in, groups, dilation_in, rank, op);
+    });
   auto [x, added] = batched(input, rank, op);
   auto r = static_cast<int64_t>(rank);
   KILN_CHECK(weight.dim() == r + 2, shape, "[{}] expects a {}-D weight, got {}", op, rank + 2, weight.meta_str());

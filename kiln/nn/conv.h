@@ -21,6 +21,15 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
               const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1);
 Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), const IntList& stride = {1},
               const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1);
+/** PyTorch's padding='valid' (none) and padding='same' (the output keeps the input's size;
+ * stride 1; an odd total padding puts the extra element after, as PyTorch). */
+enum class ConvPadding { valid, same };
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+              ConvPadding padding, const IntList& dilation = {1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+              ConvPadding padding, const IntList& dilation = {1}, int64_t groups = 1);
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+              ConvPadding padding, const IntList& dilation = {1}, int64_t groups = 1);
 
 /** The largest element of each window (NaN wins); padding counts as -inf. `stride`
  * empty: the kernel size. ceil_mode keeps a last partial window that starts inside the
@@ -115,6 +124,11 @@ Tensor adaptive_avg_pool3d(const Tensor& input, const IntList& output_size);
 Tensor adaptive_max_pool1d(const Tensor& input, const IntList& output_size);
 Tensor adaptive_max_pool2d(const Tensor& input, const IntList& output_size);
 Tensor adaptive_max_pool3d(const Tensor& input, const IntList& output_size);
+/** (values, indices): adaptive max pooling with each maximum's flat index within its
+ * input plane (return_indices=True; what max_unpool takes). */
+std::pair<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& input, const IntList& output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& input, const IntList& output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& input, const IntList& output_size);
 
 struct InterpolateOptions {
   /** The output's spatial sizes (one value for all dims, or one per dim), or ... */

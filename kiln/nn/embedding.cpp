@@ -21,22 +21,26 @@ std::optional<int64_t> wrap_padding(std::optional<int64_t> padding_idx, int64_t 
   return *padding_idx < 0 ? *padding_idx + rows : *padding_idx;
 }
 
+// PyTorch's embedding_renorm_: the rows looked up whose norm exceeds max_norm, rescaled
+// to it in place (no gradient).
+void renorm_looked_up(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
+  autograd::NoGradGuard no_grad;
+  Tensor w = weight.detach();
+  Tensor rows = std::get<0>(unique(reshape(to(indices, DType::i64), {-1})));
+  Tensor picked = index_select(w, 0, rows);
+  Tensor norms = vector_norm(picked, norm_type, {1}, true);
+  Tensor scale = where(norms > max_norm, max_norm / (norms + 1e-7), ones_like(norms));
+  Tensor updated = index_copy(w, 0, rows, picked * scale);
+  copy_(w, updated);
+}
+
 }  // namespace
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx,
                  std::optional<double> max_norm, double norm_type) {
   check_indices(indices, weight, "embedding");
   std::optional<int64_t> pad = wrap_padding(padding_idx, weight.size(0), "embedding");
-  if (max_norm) {  // PyTorch's embedding_renorm_: the rows looked up, rescaled in place
-    autograd::NoGradGuard no_grad;
-    Tensor w = weight.detach();
-    Tensor rows = std::get<0>(unique(reshape(to(indices, DType::i64), {-1})));
-    Tensor picked = index_select(w, 0, rows);
-    Tensor norms = vector_norm(picked, norm_type, {1}, true);
-    Tensor scale = where(norms > *max_norm, *max_norm / (norms + 1e-7), ones_like(norms));
-    Tensor updated = index_copy(w, 0, rows, picked * scale);
-    copy_(w, updated);
-  }
+  if (max_norm) renorm_looked_up(weight, indices, *max_norm, norm_type);
   Tensor out = kiln::embedding(weight, indices);
   if (!pad) return out;
   // The padding row's value, with no gradient path back to it.
@@ -51,6 +55,7 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingB
   KILN_CHECK(!o.per_sample_weights.defined() || o.mode == "sum", value,
              "[embedding_bag] per_sample_weights is only supported for mode='sum' (got mode='{}')", o.mode);
   std::optional<int64_t> pad = wrap_padding(o.padding_idx, weight.size(0), "embedding_bag");
+  if (o.max_norm) renorm_looked_up(weight, input, *o.max_norm, o.norm_type);
   Tensor flat, bag;  // each index, and the bag it belongs to
   int64_t bags = 0;
   if (input.dim() == 2) {
@@ -88,12 +93,17 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingB
     Tensor best = amax(scores, {1});
     return where(unsqueeze(any(member, 1), 1), best, zeros(out_shape, wo));  // an empty bag gives 0
   }
+  if (wants_opmath({weight, o.per_sample_weights})) {  // the weighted sums in f32, rounded once
+    rows = to(rows, DType::f32);
+    keep_f = to(keep_f, DType::f32);
+  }
   Tensor weighted = rows * keep_f;
   if (o.per_sample_weights.defined()) weighted = weighted * unsqueeze(reshape(o.per_sample_weights, {-1}), 1);
-  Tensor sums = index_add(zeros(out_shape, wo), 0, bag, weighted);
-  if (o.mode == "sum") return sums;
-  Tensor counts = index_add(zeros({bags, 1}, wo), 0, bag, keep_f);
-  return sums / where(counts == 0.0, ones_like(counts), counts);
+  TensorOptions so{.dtype = weighted.dtype(), .device = weight.device()};
+  Tensor sums = index_add(zeros(out_shape, so), 0, bag, weighted);
+  if (o.mode == "sum") return to(sums, weight.dtype());
+  Tensor counts = index_add(zeros({bags, 1}, so), 0, bag, keep_f);
+  return to(sums / where(counts == 0.0, ones_like(counts), counts), weight.dtype());
 }
 
 }  // namespace kiln::nn

@@ -101,6 +101,8 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
                  x2.size(-1) == weight.size(2),
              shape, "[bilinear] input1 {} and input2 {} do not match weight {} [out, in1, in2]", x1.meta_str(),
              x2.meta_str(), weight.meta_str());
+  if (wants_opmath({x1, x2, weight, bias}))
+    return in_opmath({x1, x2, weight, bias}, [](const TensorList& t) { return bilinear(t[0], t[1], t[2], t[3]); });
   Tensor y = einsum("...i,oij,...j->...o", {x1, weight, x2});
   return bias.defined() ? y + bias : y;
 }
@@ -121,6 +123,17 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                                      const Tensor& running_mean, const Tensor& running_var,
                                                      bool training, double momentum, double eps) {
+  if (x.numel() == 0 && x.dim() < 2) return {clone(x), Tensor(), Tensor()};  // PyTorch passes an empty input through
+  if (wants_opmath({x, weight, bias})) {  // statistics in f32, the output rounded once
+    Tensor wide_mean, wide_invstd;
+    Tensor y = in_opmath({x, weight, bias}, [&](const TensorList& t) {
+      auto [out, m, s] = native_batch_norm(t[0], t[1], t[2], running_mean, running_var, training, momentum, eps);
+      wide_mean = m;
+      wide_invstd = s;
+      return out;
+    });
+    return {y, wide_mean, wide_invstd};
+  }
   KILN_CHECK(x.dim() >= 2, shape, "[batch_norm] expects an input of at least 2 dims [N, C, *], got {}", x.meta_str());
   IntList dims{0};
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
@@ -162,7 +175,9 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   KILN_CHECK(num_groups > 0 && x.size(1) % num_groups == 0, value,
              "[group_norm] expected the number of channels ({}) to be divisible by num_groups ({})", x.size(1),
              num_groups);
-  Tensor g = reshape(x, {x.size(0), num_groups, -1});
+  if (wants_opmath({x, weight, bias}))
+    return in_opmath({x, weight, bias}, [&](const TensorList& t) { return group_norm(t[0], num_groups, t[1], t[2], eps); });
+  Tensor g = reshape(x, {x.size(0), num_groups, x.numel() / std::max<int64_t>(x.size(0) * num_groups, 1)});
   Tensor centered = g - mean(g, {2}, true);
   Tensor y = centered * rsqrt(mean(centered * centered, {2}, true) + eps);
   return affine(reshape(y, IntList(x.shape().begin(), x.shape().end())), x, weight, bias);
@@ -204,6 +219,10 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& 
                      const Tensor& bias, bool use_input_stats, double momentum, double eps) {
   KILN_CHECK(x.dim() >= 3, shape, "[instance_norm] expects an input of at least 3 dims [N, C, *], got {}",
              x.meta_str());
+  if (wants_opmath({x, weight, bias}))  // statistics in f32, rounded once; running stats keep their dtype
+    return in_opmath({x, weight, bias}, [&](const TensorList& t) {
+      return instance_norm(t[0], running_mean, running_var, t[1], t[2], use_input_stats, momentum, eps);
+    });
   IntList dims;
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   if (!use_input_stats) {
@@ -236,7 +255,9 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double b
   Tensor sq = movedim(x * x, 1, -1);
   IntList amounts{size / 2, (size - 1) / 2};
   Tensor padded = pad(sq, amounts, 0.0);
-  Tensor avg = movedim(mean(kiln::unfold(padded, -1, size, 1), {-1}), -1, 1);
+  Tensor windows = kiln::unfold(padded, -1, size, 1);
+  // integers: the window sum divided with truncation, as PyTorch's integer avg_pool
+  Tensor avg = movedim(is_floating(x.dtype()) ? mean(windows, {-1}) : div(sum(windows, {-1}), Scalar(size), "trunc"), -1, 1);
   return x / pow(avg * alpha + k, beta);
 }
 

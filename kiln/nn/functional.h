@@ -79,6 +79,10 @@ struct EmbeddingBagOptions {
   std::optional<int64_t> padding_idx;
   /** offsets has one more entry, the end of the last bag. */
   bool include_last_offset = false;
+  /** As embedding's: the rows looked up whose norm_type-norm exceeds max_norm are rescaled
+   * to it in weight, in place, before the bags are reduced. */
+  std::optional<double> max_norm;
+  double norm_type = 2.0;
 };
 /** Each bag's rows of weight reduced: input [B, N] (B bags of N) or 1-D with offsets;
  * returns [B, dim]. An empty bag gives zeros. */

@@ -134,8 +134,9 @@ ConvNd::ConvNd(size_t rank_, int64_t in, int64_t out, const IntList& kernel, con
   if (with_bias) bias = &register_parameter("bias", uniform({out}, conv_bound(in, groups_, spread(kernel, rank_)), d));
 }
 TensorList ConvNd::forward(const TensorList& in) {
-  auto conv = rank == 2 ? conv2d : conv3d;
-  return {conv(in[0], weight, bias ? *bias : Tensor(), stride, padding, dilation, groups)};
+  Tensor b = bias ? *bias : Tensor();
+  if (rank == 2) return {conv2d(in[0], weight, b, stride, padding, dilation, groups)};
+  return {conv3d(in[0], weight, b, stride, padding, dilation, groups)};
 }
 
 PReLU::PReLU(int64_t num_parameters, double init, Device d)

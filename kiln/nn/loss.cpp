@@ -152,6 +152,10 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const Tensor& weight,
                                         Reduction reduction, const Tensor& pos_weight) {
   check_same_shape(input, target, "binary_cross_entropy_with_logits");
+  if (wants_opmath({input, target, weight, pos_weight}))
+    return in_opmath({input, target, weight, pos_weight}, [&](const TensorList& t) {
+      return binary_cross_entropy_with_logits(t[0], t[1], t[2], reduction, t[3]);
+    });
   // -log sigmoid(x) = log(1 + exp(-|x|)) + max(-x, 0), finite for every x.
   Tensor neg_log_sigmoid = log1p(exp(neg(abs(input)))) + clamp_min(neg(input), 0.0);
   Tensor losses = pos_weight.defined()
@@ -176,16 +180,23 @@ Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, 
 }
 
 Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin, Reduction reduction) {
+  // PyTorch's form: a label that is neither 1 nor -1 takes both terms.
   Tensor pushed = clamp_min(neg(x) + margin, 0.0);
-  Tensor losses = where(y == 1, x, zeros_like(x)) + where(y == -1, pushed, zeros_like(x));
+  Tensor losses = where(y != 1, pushed, zeros_like(x)) + where(y != -1, x, zeros_like(x));
   return reduce(losses, reduction, "hinge_embedding_loss");
 }
 
 Tensor soft_margin_loss(const Tensor& x, const Tensor& y, Reduction reduction) {
+  if (wants_opmath({x, y}))
+    return in_opmath({x, y}, [&](const TensorList& t) { return soft_margin_loss(t[0], t[1], reduction); });
   return reduce(softplus(neg(y) * x), reduction, "soft_margin_loss");
 }
 
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, double margin, Reduction reduction) {
+  if (wants_opmath({x1, x2}))
+    return in_opmath({x1, x2, y}, [&](const TensorList& t) {
+      return cosine_embedding_loss(t[0], t[1], t[2], margin, reduction);
+    });
   // PyTorch's form: dot / sqrt((|x1|^2 + eps) (|x2|^2 + eps)), eps = 1e-12.
   int64_t d = x1.dim() - 1;
   Tensor cos = sum(x1 * x2, {d}) / sqrt((sum(x1 * x1, {d}) + 1e-12) * (sum(x2 * x2, {d}) + 1e-12));
@@ -368,6 +379,8 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, co
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, double margin, const Tensor& weight,
                          Reduction reduction) {
   KILN_CHECK(p == 1 || p == 2, value, "[multi_margin_loss] only p == 1 and p == 2 supported, got {}", p);
+  if (input.dim() == 0)  // one class: PyTorch reads a 0-dim input as [1]
+    return reshape(multi_margin_loss(reshape(input, {1}), target, p, margin, weight, reduction), {});
   KILN_CHECK((input.dim() == 2 && target.dim() == 1 && target.size(0) == input.size(0)) ||
                  (input.dim() == 1 && target.dim() <= 1 && target.numel() == 1),
              shape, "[multi_margin_loss] inconsistent input {} and target {}", input.meta_str(), target.meta_str());
@@ -384,6 +397,8 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, d
 }
 
 Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (input.dim() == 0 && target.dim() == 0)  // PyTorch reads 0-dim input and target as [1]
+    return reshape(multilabel_margin_loss(reshape(input, {1}), reshape(target, {1}), reduction), {});
   KILN_CHECK(input.shape() == target.shape() && input.dim() <= 2 && input.dim() >= 1, shape,
              "[multilabel_margin_loss] inconsistent input {} and target {}", input.meta_str(), target.meta_str());
   Tensor x = input.dim() == 1 ? unsqueeze(input, 0) : input, y = input.dim() == 1 ? unsqueeze(target, 0) : target;

@@ -117,6 +117,8 @@ Tensor antialiased_along(const Tensor& x, int64_t d, int64_t out, double scale, 
 }  // namespace
 
 Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
+  if (wants_opmath({input}) && o.mode != "nearest" && o.mode != "nearest-exact")  // weights in f32, one rounding
+    return in_opmath({input}, [&](const TensorList& t) { return interpolate(t[0], o); });
   const std::string& mode = o.mode;
   auto rank = static_cast<size_t>(input.dim() - 2);
   KILN_CHECK(input.dim() >= 3 && input.dim() <= 5, shape,

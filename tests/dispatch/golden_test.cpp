@@ -810,7 +810,9 @@ Tensor run(const std::string& op, const std::vector<Tensor>& in, const json& a) 
   auto ints_or = [&](const char* key, IntList fallback) { return a.contains(key) ? a[key].get<IntList>() : fallback; };
   Tensor bias = in.size() > 2 ? in[2] : Tensor();
   if (op == "conv1d" || op == "conv2d" || op == "conv3d") {
-    auto conv = op == "conv1d" ? nn::conv1d : op == "conv2d" ? nn::conv2d : nn::conv3d;
+    using Conv = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const IntList&, const IntList&, const IntList&,
+                            int64_t);  // the overload with padding amounts
+    Conv conv = op == "conv1d" ? Conv(nn::conv1d) : op == "conv2d" ? Conv(nn::conv2d) : Conv(nn::conv3d);
     return conv(in[0], in[1], bias, ints_or("stride", {1}), ints_or("padding", {0}), ints_or("dilation", {1}),
                 a.value("groups", int64_t{1}));
   }

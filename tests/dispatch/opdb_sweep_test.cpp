@@ -58,6 +58,16 @@ struct Sample {
   T kw(const char* name, T fallback) const {
     return kwargs.contains(name) && !kwargs.at(name).is_null() ? kwargs.at(name).get<T>() : fallback;
   }
+  /** An int-or-list keyword as a list (a number n as {n}); `fallback` when absent or null. */
+  IntList kw_ints(const char* name, IntList fallback) const {
+    if (!kwargs.contains(name) || kwargs.at(name).is_null()) return fallback;
+    const json& v = kwargs.at(name);
+    return v.is_array() ? v.get<IntList>() : IntList{v.get<int64_t>()};
+  }
+  /** Positional argument i as a list (a number n as {n}); `fallback` when absent or null. */
+  IntList ints_or(size_t i, IntList fallback) const { return has(i) && !is_null(i) ? ints_at(i) : fallback; }
+  /** A loss's reduction keyword. */
+  std::string reduction() const { return kw<std::string>("reduction", "mean"); }
   /** A Scalar keyword (alpha, beta), 1 when absent. */
   Scalar kw_scalar(const char* name) const {
     return kwargs.contains(name) && !kwargs.at(name).is_null() ? testing::scalar(kwargs.at(name)) : Scalar(int64_t{1});
@@ -121,6 +131,40 @@ std::pair<Tensor, Tensor> spread_mean(const Sample& s, bool take_sqrt) {
   if (s.kwargs.contains("unbiased")) correction = s.kwargs.at("unbiased").get<bool>() ? 1 : 0;
   auto f = take_sqrt ? std_mean : var_mean;
   return f(s.x(), s.dims(), correction, s.kw("keepdim", false));
+}
+
+// conv1d / conv2d: (weight, bias) and stride / padding / dilation / groups keywords.
+template <typename F>
+Tensor convolution(const Sample& s, F f) {
+  Tensor bias = s.has(1) ? s.tensor(1) : Tensor();
+  if (s.kwargs.contains("padding") && s.kwargs.at("padding").is_string())  // "valid" / "same"
+    return f(s.x(), s.tensor(0), bias, s.kw_ints("stride", {1}),
+             s.kwargs.at("padding").get<std::string>() == "same" ? nn::ConvPadding::same : nn::ConvPadding::valid,
+             s.kw_ints("dilation", {1}), s.kw<int64_t>("groups", 1));
+  return f(s.x(), s.tensor(0), bias, s.kw_ints("stride", {1}), s.kw_ints("padding", {0}), s.kw_ints("dilation", {1}),
+           s.kw<int64_t>("groups", 1));
+}
+template <typename F>
+Tensor transposed_convolution(const Sample& s, F f) {
+  return f(s.x(), s.tensor(0), s.has(1) ? s.tensor(1) : Tensor(), s.kw_ints("stride", {1}), s.kw_ints("padding", {0}),
+           s.kw_ints("output_padding", {0}), s.kw<int64_t>("groups", 1), s.kw_ints("dilation", {1}));
+}
+template <typename F>
+std::pair<Tensor, Tensor> max_pooled(const Sample& s, F f) {
+  return f(s.x(), s.kw_ints("kernel_size", {}), s.kw_ints("stride", {}), s.kw_ints("padding", {0}),
+           s.kw_ints("dilation", {1}), s.kw("ceil_mode", false));
+}
+// F.pad(x, pad, mode="constant", value=0).
+Tensor padded(const Sample& s) {
+  std::string mode = s.has(1) ? s.args.at(1).get<std::string>() : "constant";
+  return nn::pad(s.x(), s.ints_at(0), mode, s.has(2) ? s.number(2) : 0.0);
+}
+// F.interpolate(x, size, scale_factor, mode, align_corners).
+Tensor interpolated(const Sample& s) {
+  nn::InterpolateOptions o{.size = s.ints_or(0, {}), .mode = s.args.at(2).get<std::string>()};
+  if (s.has(1) && !s.is_null(1)) o.scale_factor = {s.number(1)};
+  if (s.has(3) && !s.is_null(3)) o.align_corners = s.args.at(3).get<bool>();
+  return nn::interpolate(s.x(), o);
 }
 
 // var / std: PyTorch's `unbiased` (positional or keyword) or `correction`.
@@ -459,6 +503,171 @@ const std::map<std::string, Fn>& ops() {
       {"logdet", [](const Sample& s) { return logdet(s.x()); }},
       {"trace", [](const Sample& s) { return trace(s.x()); }},
       {"diagflat", [](const Sample& s) { return diagflat(s.x(), s.kw<int64_t>("offset", 0)); }},
+      // torch.nn.functional
+      {"nn.functional.conv1d", [](const Sample& s) { return convolution(s, [](auto&&... a) { return nn::conv1d(a...); }); }},
+      {"nn.functional.conv2d", [](const Sample& s) { return convolution(s, [](auto&&... a) { return nn::conv2d(a...); }); }},
+      {"nn.functional.conv_transpose1d", [](const Sample& s) { return transposed_convolution(s, nn::conv_transpose1d); }},
+      {"nn.functional.conv_transpose2d", [](const Sample& s) { return transposed_convolution(s, nn::conv_transpose2d); }},
+      {"nn.functional.avg_pool1d",
+       [](const Sample& s) {
+         return nn::avg_pool1d(s.x(), s.ints_at(0), s.kw_ints("stride", {}), s.kw_ints("padding", {0}),
+                               s.kw("ceil_mode", false), s.kw("count_include_pad", true));
+       }},
+      {"nn.functional.avg_pool2d",
+       [](const Sample& s) {
+         std::optional<int64_t> divisor;
+         if (s.has(5) && !s.is_null(5)) divisor = s.int_at(5);
+         return nn::avg_pool2d(s.x(), s.ints_at(0), s.ints_or(1, {}), s.ints_or(2, {0}), s.has(3) && s.args.at(3).get<bool>(),
+                               !s.has(4) || s.args.at(4).get<bool>(), divisor);
+       }},
+      {"nn.functional.adaptive_avg_pool1d", [](const Sample& s) { return nn::adaptive_avg_pool1d(s.x(), s.ints_at(0)); }},
+      {"nn.functional.adaptive_avg_pool2d", [](const Sample& s) { return nn::adaptive_avg_pool2d(s.x(), s.ints_at(0)); }},
+      {"nn.functional.adaptive_max_pool1d", [](const Sample& s) { return nn::adaptive_max_pool1d(s.x(), s.ints_at(0)); }},
+      {"nn.functional.adaptive_max_pool2d", [](const Sample& s) { return nn::adaptive_max_pool2d(s.x(), s.ints_at(0)); }},
+      {"nn.functional.mse_loss", [](const Sample& s) { return nn::mse_loss(s.x(), s.tensor(0), s.reduction()); }},
+      {"nn.functional.l1_loss", [](const Sample& s) { return nn::l1_loss(s.x(), s.tensor(0), s.reduction()); }},
+      {"nn.functional.smooth_l1_loss",
+       [](const Sample& s) { return nn::smooth_l1_loss(s.x(), s.tensor(0), s.reduction(), s.kw_number("beta", 1.0)); }},
+      {"nn.functional.huber_loss",
+       [](const Sample& s) { return nn::huber_loss(s.x(), s.tensor(0), s.reduction(), s.kw_number("delta", 1.0)); }},
+      {"nn.functional.nll_loss",
+       [](const Sample& s) {
+         return nn::nll_loss(s.x(), s.tensor(0), s.reduction(), s.kw<int64_t>("ignore_index", -100), s.kw_tensor("weight"));
+       }},
+      {"nn.functional.cross_entropy",
+       [](const Sample& s) {
+         return nn::cross_entropy(s.x(), s.tensor(0), s.reduction(), s.kw<int64_t>("ignore_index", -100),
+                                  s.kw_number("label_smoothing", 0.0), s.kw_tensor("weight"));
+       }},
+      {"nn.functional.binary_cross_entropy",
+       [](const Sample& s) { return nn::binary_cross_entropy(s.x(), s.tensor(0), s.kw_tensor("weight"), s.reduction()); }},
+      {"nn.functional.binary_cross_entropy_with_logits",
+       [](const Sample& s) {
+         return nn::binary_cross_entropy_with_logits(s.x(), s.tensor(0), s.kw_tensor("weight"), s.reduction(),
+                                                     s.kw_tensor("pos_weight"));
+       }},
+      {"nn.functional.kl_div",
+       [](const Sample& s) { return nn::kl_div(s.x(), s.tensor(0), s.reduction(), s.kw("log_target", false)); }},
+      {"nn.functional.soft_margin_loss",
+       [](const Sample& s) { return nn::soft_margin_loss(s.x(), s.tensor(0), s.reduction()); }},
+      {"nn.functional.hinge_embedding_loss",
+       [](const Sample& s) {
+         return nn::hinge_embedding_loss(s.x(), s.tensor(0), s.kw_number("margin", 1.0), s.reduction());
+       }},
+      {"nn.functional.margin_ranking_loss",
+       [](const Sample& s) {
+         return nn::margin_ranking_loss(s.x(), s.tensor(0), s.tensor(1), s.kw_number("margin", 0.0), s.reduction());
+       }},
+      {"nn.functional.poisson_nll_loss",
+       [](const Sample& s) {
+         return nn::poisson_nll_loss(s.x(), s.tensor(0), s.kw("log_input", true), s.kw("full", false),
+                                     s.kw_number("eps", 1e-8), s.reduction());
+       }},
+      {"nn.functional.gaussian_nll_loss",
+       [](const Sample& s) {
+         return nn::gaussian_nll_loss(s.x(), s.tensor(0), s.tensor(1), s.kw("full", false), s.kw_number("eps", 1e-6),
+                                      s.reduction());
+       }},
+      {"nn.functional.cosine_embedding_loss",
+       [](const Sample& s) {
+         return nn::cosine_embedding_loss(s.x(), s.tensor(0), s.tensor(1), s.kw_number("margin", 0.0), s.reduction());
+       }},
+      {"nn.functional.multilabel_soft_margin_loss",
+       [](const Sample& s) {
+         return nn::multilabel_soft_margin_loss(s.x(), s.tensor(0), s.kw_tensor("weight"), s.reduction());
+       }},
+      {"nn.functional.triplet_margin_loss",
+       [](const Sample& s) {
+         return nn::triplet_margin_loss(s.x(), s.tensor(0), s.tensor(1), s.kw_number("margin", 1.0), s.kw_number("p", 2.0),
+                                        s.kw_number("eps", 1e-6), s.kw("swap", false), s.reduction());
+       }},
+      {"nn.functional.batch_norm",
+       [](const Sample& s) {
+         Tensor mean = s.has(0) ? s.tensor(0) : Tensor(), var = s.has(1) ? s.tensor(1) : Tensor();
+         if (mean.defined()) mean = clone(mean);  // updated in place in training
+         if (var.defined()) var = clone(var);
+         return nn::batch_norm(s.x(), mean, var, s.has(2) ? s.tensor(2) : Tensor(), s.has(3) ? s.tensor(3) : Tensor(),
+                               s.kw("training", false), s.kw_number("momentum", 0.1), s.kw_number("eps", 1e-5));
+       }},
+      {"nn.functional.group_norm",
+       [](const Sample& s) {
+         return nn::group_norm(s.x(), s.int_at(0), s.kw_tensor("weight"), s.kw_tensor("bias"), s.kw_number("eps", 1e-5));
+       }},
+      {"nn.functional.instance_norm",
+       [](const Sample& s) {
+         Tensor mean = s.kw_tensor("running_mean"), var = s.kw_tensor("running_var");
+         if (mean.defined()) mean = clone(mean);
+         if (var.defined()) var = clone(var);
+         return nn::instance_norm(s.x(), mean, var, s.kw_tensor("weight"), s.kw_tensor("bias"),
+                                  s.kw("use_input_stats", true), s.kw_number("momentum", 0.1), s.kw_number("eps", 1e-5));
+       }},
+      {"nn.functional.local_response_norm",
+       [](const Sample& s) {
+         return nn::local_response_norm(s.x(), s.int_at(0), s.kw_number("alpha", 1e-4), s.kw_number("beta", 0.75),
+                                        s.kw_number("k", 1.0));
+       }},
+      // op_db passes (weight, indices): F.embedding(indices, weight)
+      {"nn.functional.embedding",
+       [](const Sample& s) {
+         std::optional<int64_t> padding;
+         if (s.kwargs.contains("padding_idx") && !s.kwargs.at("padding_idx").is_null())
+           padding = s.kwargs.at("padding_idx").get<int64_t>();
+         std::optional<double> max_norm;
+         if (s.kwargs.contains("max_norm") && !s.kwargs.at("max_norm").is_null()) max_norm = s.kw_number("max_norm", 0);
+         return nn::embedding(s.tensor(0), clone(s.x()), padding, max_norm, s.kw_number("norm_type", 2.0));
+       }},
+      {"nn.functional.embedding_bag",
+       [](const Sample& s) {
+         nn::EmbeddingBagOptions o{.mode = s.kw<std::string>("mode", "mean"), .offsets = s.kw_tensor("offsets"),
+                                   .per_sample_weights = s.kw_tensor("per_sample_weights"),
+                                   .include_last_offset = s.kw("include_last_offset", false),
+                                   .norm_type = s.kw_number("norm_type", 2.0)};
+         if (s.kwargs.contains("max_norm") && !s.kwargs.at("max_norm").is_null()) o.max_norm = s.kw_number("max_norm", 0);
+         if (s.kwargs.contains("padding_idx") && !s.kwargs.at("padding_idx").is_null())
+           o.padding_idx = s.kwargs.at("padding_idx").get<int64_t>();
+         return nn::embedding_bag(s.tensor(0), clone(s.x()), o);  // max_norm writes into weight
+       }},
+      {"nn.functional.one_hot", [](const Sample& s) { return one_hot(s.x(), s.kw<int64_t>("num_classes", -1)); }},
+      {"nn.functional.pad.constant", [](const Sample& s) { return padded(s); }},
+      {"nn.functional.pad.reflect", [](const Sample& s) { return padded(s); }},
+      {"nn.functional.pad.replicate", [](const Sample& s) { return padded(s); }},
+      {"nn.functional.pad.circular", [](const Sample& s) { return padded(s); }},
+      {"nn.functional.pixel_shuffle",
+       [](const Sample& s) { return nn::pixel_shuffle(s.x(), s.kw<int64_t>("upscale_factor", 1)); }},
+      {"nn.functional.pixel_unshuffle",
+       [](const Sample& s) { return nn::pixel_unshuffle(s.x(), s.kw<int64_t>("downscale_factor", 1)); }},
+      {"nn.functional.unfold",
+       [](const Sample& s) {
+         return nn::unfold(s.x(), s.ints_at(0), s.ints_or(1, {1}), s.ints_or(2, {0}), s.ints_or(3, {1}));
+       }},
+      {"nn.functional.interpolate.nearest", interpolated},
+      {"nn.functional.interpolate.bilinear", interpolated},
+      {"nn.functional.interpolate.linear", interpolated},
+      {"nn.functional.interpolate.bicubic", interpolated},
+      {"nn.functional.interpolate.area", interpolated},
+      {"nn.functional.prelu",
+       [](const Sample& s) { return nn::prelu(s.x(), s.has(0) ? s.tensor(0) : s.kw_tensor("weight")); }},
+      {"nn.functional.bilinear",
+       [](const Sample& s) { return nn::bilinear(s.x(), s.tensor(0), s.tensor(1), s.has(2) ? s.tensor(2) : Tensor()); }},
+      {"nn.functional.pdist", [](const Sample& s) { return nn::pdist(s.x(), s.kw_number("p", 2.0)); }},
+      {"nn.functional.multi_margin_loss",
+       [](const Sample& s) {
+         return nn::multi_margin_loss(s.x(), s.tensor(0), s.kw<int64_t>("p", 1), s.kw_number("margin", 1.0),
+                                      s.kw_tensor("weight"), s.reduction());
+       }},
+      {"nn.functional.multilabel_margin_loss",
+       [](const Sample& s) { return nn::multilabel_margin_loss(s.x(), s.tensor(0), s.reduction()); }},
+      {"nn.functional.max_unpool1d",
+       [](const Sample& s) {
+         return nn::max_unpool1d(s.x(), s.tensor(0), s.kw_ints("kernel_size", {}), s.kw_ints("stride", {}),
+                                 s.kw_ints("padding", {0}), s.kw_ints("output_size", {}));
+       }},
+      {"nn.functional.grid_sample",
+       [](const Sample& s) {
+         return nn::grid_sample(s.x(), s.tensor(0), s.kw<std::string>("mode", "bilinear"),
+                                s.kw<std::string>("padding_mode", "zeros"), s.kw("align_corners", false));
+       }},
+      {"nn.functional.hardswish", [](const Sample& s) { return nn::hardswish(s.x()); }},
   };
   return *table;
 }
@@ -534,6 +743,12 @@ const std::map<std::string, ListFn>& list_ops() {
        [](const Sample& s) { return s.args.at(0).is_array() ? hsplit(s.x(), s.ints_at(0)) : hsplit(s.x(), s.int_at(0)); }},
       {"vsplit",
        [](const Sample& s) { return s.args.at(0).is_array() ? vsplit(s.x(), s.ints_at(0)) : vsplit(s.x(), s.int_at(0)); }},
+      {"nn.functional.max_pool1d", pair_of([](const Sample& s) { return max_pooled(s, nn::max_pool1d_with_indices); })},
+      {"nn.functional.max_pool2d", pair_of([](const Sample& s) { return max_pooled(s, nn::max_pool2d_with_indices); })},
+      {"nn.functional.adaptive_max_pool1d",
+       pair_of([](const Sample& s) { return nn::adaptive_max_pool1d_with_indices(s.x(), s.ints_at(0)); })},
+      {"nn.functional.adaptive_max_pool2d",
+       pair_of([](const Sample& s) { return nn::adaptive_max_pool2d_with_indices(s.x(), s.ints_at(0)); })},
       {"meshgrid.list_of_tensors",
        [](const Sample& s) { return meshgrid(s.list(), s.kw<std::string>("indexing", "ij")); }},
   };
@@ -558,6 +773,9 @@ bool matches(const Tensor& got, const json& want) {
   EXPECT_EQ(got.shape().vec(), want.at("shape").get<IntList>());
   if (to_string(got.dtype()) != dtype || got.shape().vec() != want.at("shape").get<IntList>()) return false;
   auto [rtol, atol] = tolerance(dtype_from_string(dtype));
+  // f16/bf16: one more unit in the last place, for results either side of a rounding boundary
+  if (dtype == "f16") rtol += 1.0 / 1024;
+  if (dtype == "bf16") rtol += 1.0 / 128;
   auto close = testing::all_close(got, testing::numbers(want.at("data")), rtol, atol);
   EXPECT_TRUE(close);
   return close;

@@ -69,6 +69,22 @@ trapezoid cumulative_trapezoid cov corrcoef reshape view permute squeeze unsquee
 narrow select split chunk unbind movedim t transpose flatten unflatten ravel broadcast_to atleast_1d
 column_stack tensor_split hsplit vsplit fliplr flipud block_diag cartesian_prod meshgrid.list_of_tensors
 logdet trace diagflat""".split()
+NN = """nn.functional.conv1d nn.functional.conv2d nn.functional.conv_transpose1d nn.functional.conv_transpose2d
+nn.functional.avg_pool1d nn.functional.avg_pool2d nn.functional.max_pool1d nn.functional.max_pool2d
+nn.functional.adaptive_avg_pool1d nn.functional.adaptive_avg_pool2d nn.functional.adaptive_max_pool1d
+nn.functional.adaptive_max_pool2d nn.functional.mse_loss nn.functional.l1_loss nn.functional.smooth_l1_loss
+nn.functional.huber_loss nn.functional.nll_loss nn.functional.cross_entropy nn.functional.binary_cross_entropy
+nn.functional.binary_cross_entropy_with_logits nn.functional.kl_div nn.functional.soft_margin_loss
+nn.functional.hinge_embedding_loss nn.functional.margin_ranking_loss nn.functional.poisson_nll_loss
+nn.functional.gaussian_nll_loss nn.functional.cosine_embedding_loss nn.functional.multilabel_soft_margin_loss
+nn.functional.triplet_margin_loss nn.functional.batch_norm nn.functional.group_norm nn.functional.instance_norm
+nn.functional.local_response_norm nn.functional.embedding nn.functional.one_hot nn.functional.pad.constant
+nn.functional.pad.reflect nn.functional.pad.replicate nn.functional.pad.circular nn.functional.pixel_shuffle
+nn.functional.pixel_unshuffle nn.functional.unfold nn.functional.interpolate.nearest
+nn.functional.interpolate.bilinear nn.functional.interpolate.linear nn.functional.interpolate.bicubic
+nn.functional.interpolate.area nn.functional.prelu nn.functional.bilinear nn.functional.pdist
+nn.functional.multi_margin_loss nn.functional.multilabel_margin_loss nn.functional.max_unpool1d
+nn.functional.grid_sample nn.functional.hardswish nn.functional.embedding_bag""".split()
 
 
 def short(v, dtype):
@@ -174,7 +190,14 @@ def corrected(name, tensors, out):
 # there a case holds the f64 computation rounded to the dtype, marked "reference": "float64".
 OPMATH = {"softmax", "log_softmax", "nn.functional.softmin", "nn.functional.layer_norm", "nn.functional.gelu",
           "lerp", "addcmul", "addcdiv", "matmul", "mm", "bmm", "mv", "addmm", "addmv", "addbmm", "baddbmm", "addr",
-          "dot", "vdot", "inner", "outer", "einsum", "tensordot", "dist", "renorm", "cdist", "histc"}
+          "dot", "vdot", "inner", "outer", "einsum", "tensordot", "dist", "renorm", "cdist", "histc",
+          "nn.functional.bilinear", "nn.functional.binary_cross_entropy_with_logits", "nn.functional.soft_margin_loss",
+          "nn.functional.interpolate.linear", "nn.functional.interpolate.bilinear", "nn.functional.interpolate.bicubic",
+          "nn.functional.interpolate.area", "nn.functional.instance_norm", "nn.functional.group_norm",
+          "nn.functional.batch_norm", "nn.functional.huber_loss", "nn.functional.hardswish",
+          "nn.functional.adaptive_avg_pool1d", "nn.functional.adaptive_avg_pool2d", "nn.functional.local_response_norm",
+          "nn.functional.cosine_embedding_loss", "nn.functional.conv1d", "nn.functional.conv2d",
+          "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.embedding_bag"}
 
 
 def opmath_corrected(o, name, first, args, kwargs, out):
@@ -201,7 +224,7 @@ def main():
     torch.manual_seed(0)
     by_name = {op_name(o): o for o in op_db}
     cases, skipped = [], {}
-    for kind, names in (("unary", UNARY), ("binary", BINARY), ("reduction", REDUCTION), ("other", OTHER)):
+    for kind, names in (("unary", UNARY), ("binary", BINARY), ("reduction", REDUCTION), ("other", OTHER), ("nn", NN)):
         for name in names:
             o = by_name[name]
             for dtype in DTYPES:
