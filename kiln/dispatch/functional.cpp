@@ -796,6 +796,8 @@ Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
 }
 Tensor vector_norm(const Tensor& x, double ord, const IntList& dims, bool keepdim) {
   KILN_CHECK(is_floating(x.dtype()), dtype, "[vector_norm] expects a floating tensor, got {}", x.meta_str());
+  if (wants_opmath({x}))  // powers and sums in f32 (no f16 overflow of x^2), rounded once
+    return in_opmath({x}, [&](const TensorList& t) { return vector_norm(t[0], ord, dims, keepdim); });
   Tensor a = abs(x);
   if (std::isinf(ord)) return ord > 0 ? amax(a, dims, keepdim) : amin(a, dims, keepdim);
   if (ord == 0) return sum(to(x != 0, x.dtype()), dims, keepdim);

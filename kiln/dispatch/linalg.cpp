@@ -37,30 +37,32 @@ struct LU {
 };
 
 // Doolittle with partial pivoting, one column per step (LAPACK's getrf choices: the first
-// largest |pivot|; a zero column leaves its multipliers 0).
+// largest |pivot|; a zero column leaves its multipliers 0); [..., m, n] takes min(m, n)
+// steps (L [m, k] below the diagonal, U [k, n] on and above it).
 LU factor(const Tensor& a) {
-  int64_t n = a.size(-1);
-  IntList batch = batch_of(a), vec = batch;
-  vec.push_back(n);
-  Tensor rows = arange(0, n, 1, index_options(a));
+  int64_t m = a.size(-2), n = a.size(-1), steps = std::min(m, n);
+  IntList batch = batch_of(a), vec = batch, pivot_shape = batch;
+  vec.push_back(m);
+  pivot_shape.push_back(steps);
+  Tensor rows = arange(0, m, 1, index_options(a));
   LU lu{a, expand(rows, vec), Tensor(), ones(batch, {.dtype = a.dtype(), .device = a.device()})};
   TensorList pivots;
-  for (int64_t k = 0; k < n; ++k) {
-    Tensor column = narrow(select(lu.w, -1, k), -1, k, n - k);
+  for (int64_t k = 0; k < steps; ++k) {
+    Tensor column = narrow(select(lu.w, -1, k), -1, k, m - k);
     Tensor p = argmax(abs(column), -1, /*keepdim=*/true) + k;  // [..., 1]
     Tensor swap = where(rows == k, p, where(rows == p, Scalar(k), rows));
     lu.w = gather_rows(lu.w, swap);
     lu.perm = gather(lu.perm, -1, swap);
     pivots.push_back(p);
     lu.sign = lu.sign * (1.0 - 2.0 * to(squeeze(p, -1) != k, a.dtype()));
-    if (k == n - 1) break;
+    if (k == m - 1) break;  // no rows below
     Tensor pivot = entry(lu.w, k, k);
-    Tensor below = narrow(lu.w, -2, k + 1, n - k - 1);
+    Tensor below = narrow(lu.w, -2, k + 1, m - k - 1);
     Tensor f = narrow(below, -1, k, 1) / where(pivot == 0.0, ones_like(pivot), pivot);
     Tensor right = narrow(below, -1, k + 1, n - k - 1) - f * narrow(row(lu.w, k), -1, k + 1, n - k - 1);
     lu.w = cat({narrow(lu.w, -2, 0, k + 1), cat({narrow(below, -1, 0, k), f, right}, -1)}, -2);
   }
-  lu.pivots = n ? cat(pivots, -1) : zeros(vec, index_options(a));
+  lu.pivots = steps ? cat(pivots, -1) : zeros(pivot_shape, index_options(a));
   return lu;
 }
 
@@ -103,7 +105,7 @@ std::pair<Tensor, Tensor> broadcast_batches(const Tensor& a, const Tensor& b, co
 }  // namespace
 
 std::pair<Tensor, Tensor> lu_factor(const Tensor& a) {
-  check_matrix(a, "linalg.lu_factor");
+  check_matrix(a, "linalg.lu_factor", false);
   LU lu = factor(a);
   check_invertible(lu.w, "linalg.lu_factor");  // as PyTorch: linalg.lu takes singular matrices
   return {lu.w, to(lu.pivots + 1, DType::i32)};
@@ -131,6 +133,7 @@ Tensor permutation_of(const Tensor& pivots, int64_t m, const Tensor& like) {
 // LAPACK getrf's info.
 Tensor first_zero_pivot(const Tensor& u) {
   Tensor zero = diagonal_of(u) == 0.0;
+  if (zero.size(-1) == 0) return zeros(IntList(zero.shape().begin(), zero.shape().end() - 1), {.dtype = DType::i32, .device = u.device()});
   Tensor first = argmax(to(zero, DType::i32), -1) + 1;
   return to(where(any(zero, -1), first, zeros_like(first)), DType::i32);
 }
@@ -138,7 +141,7 @@ Tensor first_zero_pivot(const Tensor& u) {
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> lu_factor_ex(const Tensor& a, bool check_errors) {
-  check_matrix(a, "linalg.lu_factor_ex");
+  check_matrix(a, "linalg.lu_factor_ex", false);
   LU lu = factor(a);
   if (check_errors) check_invertible(lu.w, "linalg.lu_factor_ex");
   return {lu.w, to(lu.pivots + 1, DType::i32), first_zero_pivot(lu.w)};
@@ -230,23 +233,23 @@ Tensor tensorsolve(const Tensor& a, const Tensor& b, std::optional<IntList> dims
   int64_t rows = b.numel(), cols = 1;
   IntList out;
   for (int64_t d = b.dim(); d < am.dim(); ++d) out.push_back(am.size(d)), cols *= am.size(d);
-  KILN_CHECK(am.dim() >= b.dim() && rows == cols &&
-                 IntList(am.shape().begin(), am.shape().begin() + b.dim()) == shape_of(b),
-             shape, "[linalg.tensorsolve] expects A's leading dims to be B's shape {} and the rest to have as many "
-                    "elements, got A {}",
+  int64_t leading = 1;
+  for (int64_t d = 0; d < std::min(b.dim(), am.dim()); ++d) leading *= am.size(d);
+  KILN_CHECK(am.dim() >= b.dim() && rows == cols && leading == rows, shape,
+             "[linalg.tensorsolve] expects A's leading dims to hold B's {} elements and the rest as many, got A {}",
              b.meta_str(), a.meta_str());
   return reshape(solve(reshape(am, {rows, cols}), reshape(b, {rows})), out);
 }
 
 std::tuple<Tensor, Tensor, Tensor> lu(const Tensor& a) {
-  check_matrix(a, "linalg.lu");
+  check_matrix(a, "linalg.lu", false);
   LU f = factor(a);
-  int64_t n = a.size(-1);
-  Tensor eye_n = eye(n, std::nullopt, {.dtype = a.dtype(), .device = a.device()});
-  Tensor rows = arange(0, n, 1, index_options(a));
-  // P[r, c] = 1 where r == perm[c]: a = P L U.
+  int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  Tensor rows = arange(0, m, 1, index_options(a));
+  // P[r, c] = 1 where r == perm[c]: a = P L U, L [m, k] unit lower, U [k, n] upper.
   Tensor p = to(unsqueeze(f.perm, -2) == unsqueeze(rows, -1), a.dtype());
-  return {p, tril(f.w, -1) + eye_n, triu(f.w)};
+  Tensor l = tril(narrow(f.w, -1, 0, k), -1) + eye(m, k, {.dtype = a.dtype(), .device = a.device()});
+  return {p, l, triu(narrow(f.w, -2, 0, k))};
 }
 
 std::pair<Tensor, Tensor> slogdet(const Tensor& a) {
@@ -490,6 +493,18 @@ Tensor matrix_rank(const Tensor& a, std::optional<double> atol, std::optional<do
   return sum(s > tolerance(s, a.size(-2), a.size(-1), atol, rtol), {-1});
 }
 
+Tensor matrix_rank(const Tensor& a, const Tensor& atol, const Tensor& rtol, bool hermitian) {
+  check_matrix(a, "linalg.matrix_rank", hermitian);
+  Tensor s = hermitian ? abs(eigvalsh(a)) : svdvals(a);
+  double eps = s.dtype() == DType::f64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
+  Tensor largest = s.size(-1) ? amax(s, {-1}) : sum(s, {-1});  // 0 for none
+  Tensor at = atol.defined() ? to(atol, s.dtype()) : zeros_like(largest);
+  // rtol absent: 0 where atol > 0, else eps max(m, n) (PyTorch's rule, per matrix)
+  Tensor rt = rtol.defined() ? to(rtol, s.dtype())
+                             : where(at > 0.0, zeros_like(at), full_like(at, eps * static_cast<double>(std::max(a.size(-2), a.size(-1)))));
+  return sum(s > unsqueeze(maximum(at, rt * largest), -1), {-1});
+}
+
 Lstsq lstsq(const Tensor& a, const Tensor& b, std::optional<double> rcond, const std::string& driver) {
   check_matrix(a, "linalg.lstsq", false);
   KILN_CHECK(driver == "gelsy" || driver == "gelsd" || driver == "gelss" || driver == "gels", value,
@@ -574,6 +589,10 @@ Tensor norm(const Tensor& a, const std::string& ord, std::optional<IntList> dim,
 }
 
 Tensor matrix_exp(const Tensor& a) {
+  KILN_CHECK(a.dim() >= 2 && a.size(-1) == a.size(-2) && is_floating(a.dtype()), shape,
+             "[linalg.matrix_exp] expects square floating matrices, got {}", a.meta_str());
+  if (a.dtype() != DType::f64)  // the series and the squarings in f64, one rounding (the squarings amplify error)
+    return to(linalg::matrix_exp(to(a, DType::f64)), a.dtype());
   check_matrix(a, "linalg.matrix_exp");
   int64_t n = a.size(-1);
   if (n == 0 || a.numel() == 0) return a;
@@ -606,6 +625,8 @@ Tensor matrix_power(const Tensor& a, int64_t n) {
 }
 
 Tensor matrix_norm(const Tensor& a, const std::string& ord, bool keepdim) {
+  if (wants_opmath({a}) && (ord == "fro" || ord == "1" || ord == "-1" || ord == "inf" || ord == "-inf"))
+    return in_opmath({a}, [&](const TensorList& t) { return matrix_norm(t[0], ord, keepdim); });  // as PyTorch: f16 too
   check_matrix(a, "linalg.matrix_norm", false);
   Tensor x = abs(a);
   Tensor out;
@@ -625,6 +646,7 @@ Tensor matrix_norm(const Tensor& a, const std::string& ord, bool keepdim) {
 
 Tensor multi_dot(const TensorList& ts) {
   KILN_CHECK(ts.size() >= 2, value, "[linalg.multi_dot] expected at least 2 tensors but got {}", ts.size());
+  if (wants_opmath(ts)) return in_opmath(ts, [](const TensorList& t) { return multi_dot(t); });
   for (size_t i = 0; i < ts.size(); ++i) {
     bool end = i == 0 || i + 1 == ts.size();
     KILN_CHECK(ts[i].dim() == 2 || (end && ts[i].dim() == 1), shape,

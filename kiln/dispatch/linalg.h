@@ -77,6 +77,9 @@ Tensor pinv(const Tensor& a, std::optional<double> atol = std::nullopt, std::opt
 /** The number of singular values above the same tolerance as pinv's (i64). */
 Tensor matrix_rank(const Tensor& a, std::optional<double> atol = std::nullopt,
                    std::optional<double> rtol = std::nullopt, bool hermitian = false);
+/** matrix_rank with per-matrix tolerances (tensors broadcast against the batch; either may
+ * be undefined). */
+Tensor matrix_rank(const Tensor& a, const Tensor& atol, const Tensor& rtol, bool hermitian = false);
 /** torch.linalg.lstsq's answer: the least-squares (minimum-norm) solution, the squared
  * residuals (drivers other than gelsy, when m > n and every matrix has full rank, else
  * empty), the rank (not for gels) and the singular values (gelsd, gelss). */

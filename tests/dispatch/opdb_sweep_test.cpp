@@ -167,6 +167,15 @@ Tensor interpolated(const Sample& s) {
   return nn::interpolate(s.x(), o);
 }
 
+// linalg.norm / linalg.matrix_norm with ord a number, a string ("fro", "nuc") or absent;
+// "inf" / "-inf" stand for the numbers (JSON has no infinity).
+Tensor norm_like(const Sample& s, std::optional<IntList> dim, bool keepdim) {
+  const json* ord = s.has(0) ? &s.args.at(0) : s.kwargs.contains("ord") ? &s.kwargs.at("ord") : nullptr;
+  if (!ord || ord->is_null()) return linalg::norm(s.x(), std::nullopt, dim, keepdim);
+  if (ord->is_string() && (*ord == "fro" || *ord == "nuc")) return linalg::norm(s.x(), ord->get<std::string>(), dim, keepdim);
+  return linalg::norm(s.x(), testing::scalar(*ord).to_double(), dim, keepdim);
+}
+
 // var / std: PyTorch's `unbiased` (positional or keyword) or `correction`.
 Fn spread(bool take_sqrt) {
   return [take_sqrt](const Sample& s) {
@@ -668,6 +677,64 @@ const std::map<std::string, Fn>& ops() {
                                 s.kw<std::string>("padding_mode", "zeros"), s.kw("align_corners", false));
        }},
       {"nn.functional.hardswish", [](const Sample& s) { return nn::hardswish(s.x()); }},
+      // torch.linalg and the older linear algebra functions
+      {"linalg.det", [](const Sample& s) { return linalg::det(s.x()); }},
+      {"linalg.inv", [](const Sample& s) { return linalg::inv(s.x()); }},
+      {"linalg.solve", [](const Sample& s) { return linalg::solve(s.x(), s.tensor(0)); }},
+      {"linalg.cholesky", [](const Sample& s) { return linalg::cholesky(s.x(), s.kw("upper", false)); }},
+      {"linalg.matrix_norm", [](const Sample& s) { return norm_like(s, s.ints_at(1), s.has(2) && s.args.at(2).get<bool>()); }},
+      {"linalg.norm",
+       [](const Sample& s) {
+         std::optional<IntList> dim;
+         if (s.kwargs.contains("dim") && !s.kwargs.at("dim").is_null()) dim = s.kw_ints("dim", {});
+         return norm_like(s, dim, s.kw("keepdim", false));
+       }},
+      {"linalg.pinv",
+       [](const Sample& s) {
+         std::optional<double> rtol;
+         if (s.kwargs.contains("rtol") && !s.kwargs.at("rtol").is_null()) rtol = s.kw_number("rtol", 0);
+         return linalg::pinv(s.x(), std::nullopt, rtol, s.kw("hermitian", false));
+       }},
+      {"linalg.matrix_rank",
+       [](const Sample& s) {
+         Tensor atol = s.kw_tensor("atol"), rtol = s.kw_tensor("rtol");  // tolerances per matrix
+         if (atol.defined() || rtol.defined()) return linalg::matrix_rank(s.x(), atol, rtol, s.kw("hermitian", false));
+         std::optional<double> atol_n, rtol_n;
+         if (s.kwargs.contains("atol") && !s.kwargs.at("atol").is_null()) atol_n = s.kw_number("atol", 0);
+         if (s.kwargs.contains("rtol") && !s.kwargs.at("rtol").is_null()) rtol_n = s.kw_number("rtol", 0);
+         return linalg::matrix_rank(s.x(), atol_n, rtol_n, s.kw("hermitian", false));
+       }},
+      {"linalg.eigvalsh", [](const Sample& s) { return linalg::eigvalsh(s.x(), s.kw<std::string>("UPLO", "L")); }},
+      {"linalg.svdvals", [](const Sample& s) { return linalg::svdvals(s.x()); }},
+      {"linalg.matrix_power", [](const Sample& s) { return linalg::matrix_power(s.x(), s.int_at(0)); }},
+      {"linalg.multi_dot", [](const Sample& s) { return linalg::multi_dot(s.list()); }},
+      {"linalg.vecdot", [](const Sample& s) { return linalg::vecdot(s.x(), s.tensor(0), s.kw<int64_t>("dim", -1)); }},
+      {"linalg.solve_triangular",
+       [](const Sample& s) {
+         return linalg::solve_triangular(s.x(), s.tensor(0), s.kw("upper", false), s.kw("left", true),
+                                         s.kw("unitriangular", false));
+       }},
+      {"linalg.tensorinv", [](const Sample& s) { return linalg::tensorinv(s.x(), s.kw<int64_t>("ind", 2)); }},
+      {"linalg.tensorsolve",
+       [](const Sample& s) {
+         std::optional<IntList> dims;
+         if (s.kwargs.contains("dims") && !s.kwargs.at("dims").is_null()) dims = s.kw_ints("dims", {});
+         return linalg::tensorsolve(s.x(), s.tensor(0), dims);
+       }},
+      {"linalg.cond", [](const Sample& s) { return linalg::cond(s.x()); }},
+      {"linalg.householder_product", [](const Sample& s) { return linalg::householder_product(s.x(), s.tensor(0)); }},
+      {"linalg.lu_solve",
+       [](const Sample& s) {
+         return linalg::lu_solve(s.x(), s.tensor(0), s.tensor(1), s.kw("left", true), s.kw("adjoint", false));
+       }},
+      {"cholesky_solve", [](const Sample& s) { return cholesky_solve(s.x(), s.tensor(0), s.kw("upper", false)); }},
+      {"cholesky_inverse", [](const Sample& s) { return cholesky_inverse(s.x(), s.kw("upper", false)); }},
+      {"pinverse", [](const Sample& s) { return pinverse(s.x(), s.kw_number("rcond", 1e-15)); }},
+      {"matrix_exp", [](const Sample& s) { return matrix_exp(s.x()); }},
+      {"ormqr",
+       [](const Sample& s) {
+         return ormqr(s.x(), s.tensor(0), s.tensor(1), s.kw("left", true), s.kw("transpose", false));
+       }},
   };
   return *table;
 }
@@ -749,6 +816,33 @@ const std::map<std::string, ListFn>& list_ops() {
        pair_of([](const Sample& s) { return nn::adaptive_max_pool1d_with_indices(s.x(), s.ints_at(0)); })},
       {"nn.functional.adaptive_max_pool2d",
        pair_of([](const Sample& s) { return nn::adaptive_max_pool2d_with_indices(s.x(), s.ints_at(0)); })},
+      {"linalg.inv_ex", pair_of([](const Sample& s) { return linalg::inv_ex(s.x()); })},
+      {"linalg.solve_ex", pair_of([](const Sample& s) { return linalg::solve_ex(s.x(), s.tensor(0)); })},
+      {"linalg.cholesky_ex", pair_of([](const Sample& s) { return linalg::cholesky_ex(s.x(), s.kw("upper", false)); })},
+      {"linalg.slogdet", pair_of([](const Sample& s) { return linalg::slogdet(s.x()); })},
+      {"linalg.lu_factor", pair_of([](const Sample& s) { return linalg::lu_factor(s.x()); })},
+      {"linalg.qr", pair_of([](const Sample& s) { return linalg::qr(s.x(), s.kw<std::string>("mode", "reduced")); })},
+      {"geqrf", pair_of([](const Sample& s) { return geqrf(s.x()); })},
+      {"triangular_solve",
+       pair_of([](const Sample& s) {
+         return triangular_solve(s.x(), s.tensor(0), s.kw("upper", true), s.kw("transpose", false),
+                                 s.kw("unitriangular", false));
+       })},
+      {"linalg.lu",
+       [](const Sample& s) {
+         auto [p, l, u] = linalg::lu(s.x());
+         return TensorList{p, l, u};
+       }},
+      {"lu_unpack",
+       [](const Sample& s) {
+         auto [p, l, u] = lu_unpack(s.x(), s.tensor(0));
+         return TensorList{p, l, u};
+       }},
+      {"linalg.lstsq",
+       [](const Sample& s) {
+         linalg::Lstsq r = linalg::lstsq(s.x(), s.tensor(0), std::nullopt, s.kw<std::string>("driver", "gelsy"));
+         return TensorList{r.solution, r.residuals, r.rank, r.singular_values};
+       }},
       {"meshgrid.list_of_tensors",
        [](const Sample& s) { return meshgrid(s.list(), s.kw<std::string>("indexing", "ij")); }},
   };
