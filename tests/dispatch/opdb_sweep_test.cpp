@@ -154,6 +154,14 @@ std::pair<Tensor, Tensor> max_pooled(const Sample& s, F f) {
   return f(s.x(), s.kw_ints("kernel_size", {}), s.kw_ints("stride", {}), s.kw_ints("padding", {0}),
            s.kw_ints("dilation", {1}), s.kw("ceil_mode", false));
 }
+// The scale_factor keyword as a list (one number for every dim).
+std::vector<double> scale_factors(const Sample& s) {
+  if (!s.kwargs.contains("scale_factor") || s.kwargs.at("scale_factor").is_null()) return {};
+  const json& v = s.kwargs.at("scale_factor");
+  if (v.is_array()) return v.get<std::vector<double>>();
+  return {testing::scalar(v).to_double()};
+}
+
 // F.pad(x, pad, mode="constant", value=0).
 Tensor padded(const Sample& s) {
   std::string mode = s.has(1) ? s.args.at(1).get<std::string>() : "constant";
@@ -677,6 +685,62 @@ const std::map<std::string, Fn>& ops() {
                                 s.kw<std::string>("padding_mode", "zeros"), s.kw("align_corners", false));
        }},
       {"nn.functional.hardswish", [](const Sample& s) { return nn::hardswish(s.x()); }},
+      // torch.masked (mask as a keyword tensor, or null)
+      {"masked.sum", [](const Sample& s) { return masked::sum(s.x(), s.dims(), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.prod", [](const Sample& s) { return masked::prod(s.x(), s.dims(), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.amax", [](const Sample& s) { return masked::amax(s.x(), s.dims(), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.amin", [](const Sample& s) { return masked::amin(s.x(), s.dims(), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.argmax", [](const Sample& s) { return masked::argmax(s.x(), s.dim(), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.argmin", [](const Sample& s) { return masked::argmin(s.x(), s.dim(), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.mean", [](const Sample& s) { return masked::mean(s.x(), s.dims(), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.logsumexp",
+       [](const Sample& s) { return masked::logsumexp(s.x(), s.dims(), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.median",
+       [](const Sample& s) { return masked::median(s.x(), s.int_at(0), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.norm",
+       [](const Sample& s) {
+         return masked::norm(s.x(), s.number(0), s.dims(), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask"));
+       }},
+      {"masked.normalize",
+       [](const Sample& s) {
+         return masked::normalize(s.x(), s.number(0), s.int_at(1), s.kw_number("eps", 1e-12), s.dtype(), s.kw_tensor("mask"));
+       }},
+      {"masked.var",
+       [](const Sample& s) {
+         return masked::var(s.x(), s.dims(), s.kw("unbiased", false), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask"));
+       }},
+      {"masked.std",
+       [](const Sample& s) {
+         return masked::std(s.x(), s.dims(), s.kw("unbiased", false), s.kw("keepdim", false), s.dtype(), s.kw_tensor("mask"));
+       }},
+      {"masked.cumsum", [](const Sample& s) { return masked::cumsum(s.x(), s.int_at(0), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.cumprod", [](const Sample& s) { return masked::cumprod(s.x(), s.int_at(0), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.softmax", [](const Sample& s) { return masked::softmax(s.x(), s.int_at(0), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.log_softmax", [](const Sample& s) { return masked::log_softmax(s.x(), s.int_at(0), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.softmin", [](const Sample& s) { return masked::softmin(s.x(), s.int_at(0), s.dtype(), s.kw_tensor("mask")); }},
+      {"masked.logaddexp",
+       [](const Sample& s) {
+         return masked::logaddexp(s.x(), s.tensor(0), s.dtype(), s.kw_tensor("input_mask"), s.kw_tensor("other_mask"));
+       }},
+      {"nn.functional.avg_pool3d",
+       [](const Sample& s) {
+         std::optional<int64_t> divisor;
+         if (s.kwargs.contains("divisor_override") && !s.kwargs.at("divisor_override").is_null())
+           divisor = s.kwargs.at("divisor_override").get<int64_t>();
+         return nn::avg_pool3d(s.x(), s.ints_at(0), s.kw_ints("stride", {}), s.kw_ints("padding", {0}), s.kw("ceil_mode", false),
+                               s.kw("count_include_pad", true), divisor);
+       }},
+      {"nn.functional.adaptive_avg_pool3d", [](const Sample& s) { return nn::adaptive_avg_pool3d(s.x(), s.ints_at(0)); }},
+      {"nn.functional.conv_transpose3d", [](const Sample& s) { return transposed_convolution(s, nn::conv_transpose3d); }},
+      {"nn.functional.upsample_nearest",
+       [](const Sample& s) { return nn::upsample_nearest(s.x(), s.kw_ints("size", {}), scale_factors(s)); }},
+      {"nn.functional.upsample_bilinear",
+       [](const Sample& s) { return nn::upsample_bilinear(s.x(), s.kw_ints("size", {}), scale_factors(s)); }},
+      {"nn.functional.max_unpool2d",
+       [](const Sample& s) {
+         return nn::max_unpool2d(s.x(), s.tensor(0), s.kw_ints("kernel_size", {}), s.kw_ints("stride", {}),
+                                 s.kw_ints("padding", {0}), s.kw_ints("output_size", {}));
+       }},
       // torch.linalg and the older linear algebra functions
       {"linalg.det", [](const Sample& s) { return linalg::det(s.x()); }},
       {"linalg.inv", [](const Sample& s) { return linalg::inv(s.x()); }},
@@ -843,6 +907,7 @@ const std::map<std::string, ListFn>& list_ops() {
          linalg::Lstsq r = linalg::lstsq(s.x(), s.tensor(0), std::nullopt, s.kw<std::string>("driver", "gelsy"));
          return TensorList{r.solution, r.residuals, r.rank, r.singular_values};
        }},
+      {"nn.functional.max_pool3d", pair_of([](const Sample& s) { return max_pooled(s, nn::max_pool3d_with_indices); })},
       {"meshgrid.list_of_tensors",
        [](const Sample& s) { return meshgrid(s.list(), s.kw<std::string>("indexing", "ij")); }},
   };
