@@ -44,6 +44,10 @@ Tensor zeros_for(const GradMeta& m) { return zeros(ints(m.shape), like(m)); }
 // wrapped and sorted.
 IntList reduced_dims(const IntList& dims, int64_t rank, std::string_view op) {
   IntList out;
+  if (rank == 0) {  // a 0-dim input reduces nothing (dim 0 / -1 name it, as PyTorch allows)
+    for (int64_t d : dims) wrap_dim(d, 1, op);
+    return out;
+  }
   if (dims.empty()) {
     for (int64_t i = 0; i < rank; ++i) out.push_back(i);
   } else {

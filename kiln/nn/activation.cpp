@@ -36,7 +36,10 @@ Tensor selu(const Tensor& x) {
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
   if (is_integral(x.dtype(), false))  // integers stay integers: the bounds truncated, as PyTorch
     return clamp(x, static_cast<int64_t>(min_val), static_cast<int64_t>(max_val));
-  return clamp(x, min_val, max_val);
+  // clamp's values; the gradient only strictly inside (PyTorch's hardtanh_backward gives 0 at
+  // the bounds, where clamp's passes it)
+  Tensor clamped = clamp(x, min_val, max_val);
+  return where(logical_and(x > min_val, x < max_val), x, clamped.detach());
 }
 
 Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
@@ -92,7 +95,7 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
   } else {
     w = reshape(weight, {});
   }
-  return where(x >= 0.0, x, x * w);
+  return where(x > 0.0, x, x * w);  // 0 takes the weight's side, as PyTorch (forward and gradient)
 }
 
 Tensor glu(const Tensor& x, int64_t dim) {

@@ -444,6 +444,10 @@ Tensor max_unpool(const Tensor& input, const Tensor& indices, const IntList& ker
   Tensor order = expand(reshape(arange(0, src.size(2), 1, o), {1, 1, -1}), {n, c, src.size(2)});
   Tensor winner = scatter_reduce(full({n, c, positions}, int64_t{-1}, o), 2, idx, order, "amax", true);
   Tensor flat = where(winner >= 0, gather(src, 2, clamp_min(winner, int64_t{0})), zeros_like(winner, {.dtype = x.dtype()}));
+  if (src.requires_grad()) {  // PyTorch's gradient: every element gets the output's at its index, winner or not
+    Tensor routed = scatter_add(zeros_like(flat), 2, idx, src);
+    flat = flat.detach() + (routed - routed.detach());
+  }
   IntList shape{n, c};
   shape.insert(shape.end(), out.begin(), out.end());
   Tensor y = reshape(flat, shape);

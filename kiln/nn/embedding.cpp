@@ -34,14 +34,26 @@ void renorm_looked_up(const Tensor& weight, const Tensor& indices, double max_no
   copy_(w, updated);
 }
 
+// rows looked up at `indices` with each one's gradient divided by its index's count in
+// `indices` (the values unchanged: rows.detach() + (rows - rows.detach()) / count).
+Tensor scaled_by_frequency(const Tensor& rows, const Tensor& indices) {
+  Tensor flat = reshape(to(indices, DType::i64), {-1});
+  Tensor counts = index_select(bincount(flat), 0, flat);
+  IntList shape(indices.shape().begin(), indices.shape().end());
+  shape.push_back(1);
+  Tensor scale = reshape(to(counts, rows.dtype()), shape);
+  return rows.detach() + (rows - rows.detach()) / scale;
+}
+
 }  // namespace
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx,
-                 std::optional<double> max_norm, double norm_type) {
+                 std::optional<double> max_norm, double norm_type, bool scale_grad_by_freq) {
   check_indices(indices, weight, "embedding");
   std::optional<int64_t> pad = wrap_padding(padding_idx, weight.size(0), "embedding");
   if (max_norm) renorm_looked_up(weight, indices, *max_norm, norm_type);
   Tensor out = kiln::embedding(weight, indices);
+  if (scale_grad_by_freq && indices.numel() && out.requires_grad()) out = scaled_by_frequency(out, indices);
   if (!pad) return out;
   // The padding row's value, with no gradient path back to it.
   Tensor at_pad = unsqueeze(indices == *pad, -1);
@@ -77,6 +89,7 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingB
     bag = searchsorted(starts, positions, /*right=*/true) - 1;  // the last start at or before
   }
   Tensor rows = kiln::embedding(weight, flat);  // [M, dim]
+  if (o.scale_grad_by_freq && flat.numel() && rows.requires_grad()) rows = scaled_by_frequency(rows, flat);
   Tensor keep = pad ? flat != *pad : ones_like(flat, {.dtype = DType::b8});
   Tensor keep_f = unsqueeze(to(keep, weight.dtype()), 1);
   IntList out_shape{bags, weight.size(1)};

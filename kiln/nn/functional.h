@@ -65,9 +65,11 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, d
 
 /** weight's rows at `indices`, as torch.nn.functional.embedding: padding_idx's row gets
  * no gradient; with max_norm, the rows looked up whose norm_type-norm exceeds it are
- * first rescaled to max_norm in weight itself (in place, not differentiated). */
+ * first rescaled to max_norm in weight itself (in place, not differentiated); with
+ * scale_grad_by_freq each row's gradient is divided by how often its index occurs. */
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx,
-                 std::optional<double> max_norm = std::nullopt, double norm_type = 2.0);
+                 std::optional<double> max_norm = std::nullopt, double norm_type = 2.0,
+                 bool scale_grad_by_freq = false);
 struct EmbeddingBagOptions {
   /** "sum", "mean" or "max" of each bag's rows. */
   std::string mode = "mean";
@@ -83,6 +85,8 @@ struct EmbeddingBagOptions {
    * to it in weight, in place, before the bags are reduced. */
   std::optional<double> max_norm;
   double norm_type = 2.0;
+  /** Each row's gradient divided by how often its index occurs in the input. */
+  bool scale_grad_by_freq = false;
 };
 /** Each bag's rows of weight reduced: input [B, N] (B bags of N) or 1-D with offsets;
  * returns [B, dim]. An empty bag gives zeros. */

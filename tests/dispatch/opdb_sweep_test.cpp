@@ -631,18 +631,20 @@ const std::map<std::string, Fn>& ops() {
            padding = s.kwargs.at("padding_idx").get<int64_t>();
          std::optional<double> max_norm;
          if (s.kwargs.contains("max_norm") && !s.kwargs.at("max_norm").is_null()) max_norm = s.kw_number("max_norm", 0);
-         return nn::embedding(s.tensor(0), clone(s.x()), padding, max_norm, s.kw_number("norm_type", 2.0));
+         return nn::embedding(s.tensor(0), s.x(), padding, max_norm, s.kw_number("norm_type", 2.0),
+                              s.kw("scale_grad_by_freq", false));
        }},
       {"nn.functional.embedding_bag",
        [](const Sample& s) {
          nn::EmbeddingBagOptions o{.mode = s.kw<std::string>("mode", "mean"), .offsets = s.kw_tensor("offsets"),
                                    .per_sample_weights = s.kw_tensor("per_sample_weights"),
                                    .include_last_offset = s.kw("include_last_offset", false),
-                                   .norm_type = s.kw_number("norm_type", 2.0)};
+                                   .norm_type = s.kw_number("norm_type", 2.0),
+                                   .scale_grad_by_freq = s.kw("scale_grad_by_freq", false)};
          if (s.kwargs.contains("max_norm") && !s.kwargs.at("max_norm").is_null()) o.max_norm = s.kw_number("max_norm", 0);
          if (s.kwargs.contains("padding_idx") && !s.kwargs.at("padding_idx").is_null())
            o.padding_idx = s.kwargs.at("padding_idx").get<int64_t>();
-         return nn::embedding_bag(s.tensor(0), clone(s.x()), o);  // max_norm writes into weight
+         return nn::embedding_bag(s.tensor(0), s.x(), o);
        }},
       {"nn.functional.one_hot", [](const Sample& s) { return one_hot(s.x(), s.kw<int64_t>("num_classes", -1)); }},
       {"nn.functional.pad.constant", [](const Sample& s) { return padded(s); }},
@@ -940,6 +942,59 @@ bool matches(const Tensor& got, const json& want) {
   return close;
 }
 
+// The gradients of sum(out * cotangent) w.r.t. the sample's f64 tensors against PyTorch's
+// autograd (an input PyTorch's gradient does not reach must get none or zeros).
+bool gradients_match(const Tensor& out, const Sample& s, const json& g, Device device) {
+  SCOPED_TRACE("gradient");
+  std::vector<size_t> wrt = g.at("wrt").get<std::vector<size_t>>();
+  TensorList inputs;
+  for (size_t i : wrt) inputs.push_back(s.in[i]);
+  // A gradient kiln's graph does not carry must be one PyTorch computes as zeros.
+  auto all_zero = [&](size_t k) {
+    const json& want = g.at("grads").at(k);
+    if (want.is_null()) return true;
+    for (double v : testing::numbers(want.at("data")))
+      if (v != 0.0) return false;
+    return true;
+  };
+  if (!out.requires_grad()) {
+    for (size_t k = 0; k < wrt.size(); ++k)
+      if (!all_zero(k)) {
+        ADD_FAILURE() << "the output does not require grad, and PyTorch's gradient for input " << wrt[k]
+                      << " is not zero";
+        return false;
+      }
+    return true;
+  }
+  TensorList grads;
+  try {
+    grads = autograd::grad({out}, inputs, {testing::from_json(g.at("cotangent"), device)}, false, /*allow_unused=*/true);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "kiln's backward refused: " << e.what();
+    return false;
+  }
+  bool ok = true;
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    const json& want = g.at("grads").at(k);
+    if (want.is_null()) {
+      bool none = !grads[k].defined() || item<double>(sum(abs(grads[k]))) == 0.0;
+      EXPECT_TRUE(none) << "input " << wrt[k] << " gets a gradient PyTorch's does not";
+      ok = ok && none;
+      continue;
+    }
+    if (!grads[k].defined()) {
+      if (!all_zero(k)) ADD_FAILURE() << "no gradient reaches input " << wrt[k] << ", PyTorch's is not zero";
+      ok = ok && all_zero(k);
+      continue;
+    }
+    SCOPED_TRACE("d/d input " + std::to_string(wrt[k]));
+    auto close = testing::all_close(grads[k], testing::numbers(want.at("data")), 1e-6, 1e-6);
+    EXPECT_TRUE(close);
+    ok = ok && close && grads[k].shape().vec() == want.at("shape").get<IntList>();
+  }
+  return ok;
+}
+
 // Replays every sample with its tensors on `device`.
 void expect_matches_pytorch(Device device) {
   json golden = testing::load_golden("opdb_sweep.json");
@@ -960,6 +1015,9 @@ void expect_matches_pytorch(Device device) {
     }
     Sample s{.args = c.at("args"), .kwargs = c.at("kwargs"), .listed = c.value("input_list", size_t{0})};
     for (const json& t : c.at("inputs")) s.in.push_back(testing::from_json(t, device));
+    const json* gradient = c.contains("grad") ? &c.at("grad") : nullptr;
+    if (gradient)
+      for (size_t i : gradient->at("wrt").get<std::vector<size_t>>()) s.in[i].set_requires_grad();
     SCOPED_TRACE(op + " on " + s.x().meta_str() + " args " + s.args.dump() + " kwargs " + s.kwargs.dump());
     if (c.contains("error")) {
       EXPECT_THROW(call(s), Error) << "PyTorch raised: " << c["error"];
@@ -996,6 +1054,7 @@ void expect_matches_pytorch(Device device) {
     } else {
       for (size_t i = 0; ok && i < got.size(); ++i) ok = matches(got[i], wants[i]) && ok;
     }
+    if (ok && gradient) ok = gradients_match(got[0], s, *gradient, device);
     if (!ok) ++failures[op];
   }
   for (const auto& [op, n] : failures) std::cerr << "opdb sweep: " << op << " failed " << n << " sample(s)\n";

@@ -236,6 +236,49 @@ def opmath_corrected(o, name, first, args, kwargs, out):
     return torch.where(off, e, g).to(out.dtype), True
 
 
+def gradient_case(o, s, inputs, tensors):
+    """PyTorch's gradients of sum(out * cotangent) w.r.t. the sample's f64 tensors (f64
+    samples only: tight tolerances), or None where the op or its backward refuses."""
+    if any(t.is_floating_point() and not torch.isfinite(t).all() for t in tensors):
+        return None  # gradients at infinities and NaN are conventions PyTorch does not keep consistent
+    leaves = [t.detach().clone().requires_grad_(t.dtype == torch.float64) for t in tensors]
+    wrt = [i for i, t in enumerate(leaves) if t.requires_grad]
+    if not wrt:
+        return None
+    fresh = dict(zip(map(id, tensors), leaves))
+    first = leaves[:len(inputs)] if isinstance(s.input, (list, tuple)) else leaves[0]
+    kwargs = dict(s.kwargs)
+    # PyTorch 1.13's CPU embedding_bag misapplies scale_grad_by_freq's counts (an index seen
+    # once in [[0, 1, 1, 1], [2, 3, 4, 5]] gets 1/3): the reference is the documented
+    # gradient, each weight row's divided by its index's count in the input.
+    by_frequency = o.name == "nn.functional.embedding_bag" and kwargs.get("scale_grad_by_freq")
+    if by_frequency:
+        kwargs["scale_grad_by_freq"] = False
+    try:
+        out = o.op(first, *[fresh.get(id(a), a) for a in s.args], **{k: fresh.get(id(v), v) for k, v in kwargs.items()})
+        if not torch.is_tensor(out) or not out.requires_grad or out.dtype != torch.float64:
+            return None
+        cotangent = torch.randn(out.shape, generator=GRAD_SEED, dtype=torch.float64)
+        grads = torch.autograd.grad(out, [leaves[i] for i in wrt], cotangent, allow_unused=True)
+    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError):
+        return None
+    if by_frequency:
+        counts = torch.bincount(s.args[0].reshape(-1), minlength=s.input.shape[0]).clamp(min=1).double()
+        grads = tuple((g.to_dense() if g.is_sparse else g) / counts.unsqueeze(1) if g is not None and i == 0 else g
+                      for i, g in zip(wrt, grads))
+    try:
+        if any(g is not None and not torch.isfinite(g).all() for g in grads):
+            return None  # infinities and NaN in gradients are left to the forward checks
+        return {"cotangent": enc(cotangent), "wrt": wrt,
+                "grads": [enc((g.to_dense() if g.is_sparse else g).contiguous()) if g is not None else None
+                          for g in grads]}
+    except RuntimeError:  # a gradient without storage (a few backward formulas): left out
+        return None
+
+
+GRAD_SEED = torch.Generator().manual_seed(7)
+
+
 def op_name(o):
     return o.name + ("." + o.variant_test_name if o.variant_test_name else "")
 
@@ -292,6 +335,10 @@ def main():
                             case["output"] = enc(out)
                             if fixed or widened:
                                 case["reference"] = "mpmath" if fixed else "float64"
+                            if dtype == torch.float64 and o.supports_autograd and not fixed and not widened:
+                                gradient = gradient_case(o, s, inputs, tensors)
+                                if gradient:
+                                    case["grad"] = gradient
                     cases.append(case)
     out = pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden" / "opdb_sweep.json"
     out.write_text(json.dumps({"generator": "tools/golden/make_opdb_sweep.py", "torch": torch.__version__,
