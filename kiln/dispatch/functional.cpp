@@ -769,11 +769,10 @@ Tensor dot(const Tensor& a, const Tensor& b) {
              "[dot] expects two 1-D tensors of one size, got {} and {}", a.meta_str(), b.meta_str());
   KILN_CHECK(a.dtype() == b.dtype(), dtype, "[dot] expects both vectors to have the same dtype, got {} and {}",
              a.dtype(), b.dtype());
-  if (a.dtype() == DType::f16 || a.dtype() == DType::bf16)  // accumulated in f32, rounded once
-    return to(sum(to(a, DType::f32) * to(b, DType::f32)), a.dtype());
+  if (wants_opmath({a, b}))  // accumulated in f32, rounded once
+    return in_opmath({a, b}, [](const TensorList& t) { return dot(t[0], t[1]); });
   return sum(a * b, {}, false, a.dtype());  // integers stay in their type
 }
-
 
 Tensor addcmul(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
   // value is converted to the element type first: an integer addcmul truncates 3.14 to 3
@@ -899,18 +898,21 @@ Tensor movedim(const Tensor& x, const IntList& source, const IntList& destinatio
              "[movedim] invalid source or destination dims: source ({} dims) should contain the same number of dims "
              "as destination ({} dims)", source.size(), destination.size());
   int64_t rank = x.dim();
+  if (rank == 0) {  // only dim 0 (or -1) names the one place a 0-dim tensor has
+    for (size_t i = 0; i < source.size(); ++i) wrap_dim(source[i], 1, "movedim"), wrap_dim(destination[i], 1, "movedim");
+    return x;
+  }
   std::vector<int64_t> order(static_cast<size_t>(rank), -1);
   std::vector<bool> moved(static_cast<size_t>(rank), false);
   for (size_t i = 0; i < source.size(); ++i) {
     int64_t s = wrap_dim(source[i], std::max<int64_t>(rank, 1), "movedim");
     int64_t t = wrap_dim(destination[i], std::max<int64_t>(rank, 1), "movedim");
-    KILN_CHECK(rank > 0 && !moved[static_cast<size_t>(s)] && order[static_cast<size_t>(t)] < 0, value,
+    KILN_CHECK(!moved[static_cast<size_t>(s)] && order[static_cast<size_t>(t)] < 0, value,
                "[movedim] repeated dim in source {} or destination {}", fmt::join(source, ", "),
                fmt::join(destination, ", "));
     order[static_cast<size_t>(t)] = s;
     moved[static_cast<size_t>(s)] = true;
   }
-  if (rank == 0) return x;
   int64_t next = 0;  // the unmoved dims fill the free places in order
   for (int64_t& o : order) {
     if (o >= 0) continue;
