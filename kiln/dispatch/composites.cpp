@@ -850,11 +850,10 @@ Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm) {
   for (int64_t i = 0; i < x.dim(); ++i)
     if (i != d) others.push_back(i);
   // f16/bf16: the norms and factors in f32, one rounding at the end (PyTorch's opmath)
-  bool narrow_type = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
-  Tensor wide = narrow_type ? to(x, DType::f32) : x;
-  Tensor norms = vector_norm(wide, p, others, true);
-  Tensor scaled = wide * where(norms > maxnorm, maxnorm / (norms + 1e-7), ones_like(norms));
-  return narrow_type ? to(scaled, x.dtype()) : scaled;
+  return in_opmath({x}, [&](const TensorList& t) {
+    Tensor norms = vector_norm(t[0], p, others, true);
+    return t[0] * where(norms > maxnorm, maxnorm / (norms + 1e-7), ones_like(norms));
+  });
 }
 
 Tensor distance(const Tensor& a, const Tensor& b, double p) { return vector_norm(a - b, p); }

@@ -74,11 +74,12 @@ IntList canonical_dims(const IntList& dims, int64_t rank, const char* op) {
   return out;
 }
 
-/** The elements left in, counted over dims (i64), as the masked sum of ones. */
+/** The elements left in, counted over dims (i64), as the masked sum of ones; `mask` is
+ * canonical (input_mask's) or undefined. */
 Tensor count(const Tensor& input, const IntList& dims, bool keepdim, const Tensor& mask) {
   Tensor ones_ = ones(IntList(input.shape().begin(), input.shape().end()),
                       TensorOptions{.dtype = DType::i64, .device = input.device()});
-  return sum(ones_, dims, keepdim, DType::i64, mask.defined() ? input_mask(input, mask, "mean") : mask);
+  return sum(ones_, dims, keepdim, DType::i64, mask);
 }
 
 Tensor var_std(const Tensor& input, const IntList& dims, bool unbiased, bool keepdim, std::optional<DType> dtype,

@@ -18,10 +18,10 @@ import torch
 # op_db imports expecttest, a test-only package Debian's torch does not ship; it is only
 # used by tests we do not run, so a stand-in module is enough.
 if "expecttest" not in sys.modules:
-    stub = types.ModuleType("expecttest")
-    stub.ACCEPT = False
-    stub.TestCase = unittest.TestCase
-    sys.modules["expecttest"] = stub
+    stand_in = types.ModuleType("expecttest")
+    stand_in.ACCEPT = False
+    stand_in.TestCase = unittest.TestCase
+    sys.modules["expecttest"] = stand_in
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 
 NAMES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
