@@ -450,7 +450,7 @@ std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins, std::optional
                                     const Tensor& weight, bool density) {
   KILN_CHECK(bins > 0, value, "[histogram] bins must be > 0, got {}", bins);
   KILN_CHECK(is_floating(x.dtype()), dtype, "[histogram] expects a floating input, got {}", x.dtype());
-  double lo = 0, hi = 0;
+  double lo = 0, hi = 1;  // the range of no data, as PyTorch's
   if (range) {
     std::tie(lo, hi) = *range;
     KILN_CHECK(lo <= hi, value, "[histogram] max must be larger than min, got {} and {}", lo, hi);
@@ -677,8 +677,9 @@ Tensor segment_reduce(const Tensor& data, const std::string& reduce, const Tenso
   return where(count > 0.0, out / where(count > 0.0, count, ones_like(count)), initial ? out : nan);
 }
 
-Tensor fmax(const Tensor& a, const Tensor& b) { return where(isnan(a), b, where(isnan(b), a, maximum(a, b))); }
-Tensor fmin(const Tensor& a, const Tensor& b) { return where(isnan(a), b, where(isnan(b), a, minimum(a, b))); }
+// NaN loses to a number; a tie goes to `a`, and so does its gradient (PyTorch's rule).
+Tensor fmax(const Tensor& a, const Tensor& b) { return where(logical_or(a >= b, isnan(b)), a, b); }
+Tensor fmin(const Tensor& a, const Tensor& b) { return where(logical_or(a <= b, isnan(b)), a, b); }
 
 namespace {
 
@@ -817,17 +818,6 @@ Tensor combinations(const Tensor& x, int64_t r, bool with_replacement) {
   int64_t count = static_cast<int64_t>(flat.size()) / r;
   Tensor index = to(from_vector<int64_t>(flat, {count * r}), x.device());
   return reshape(index_select(x, 0, index), {count, r});
-}
-
-Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta, Scalar alpha) {
-  KILN_CHECK(vec1.dim() == 1 && vec2.dim() == 1, shape, "[addr] expects 1-D vectors, got {} and {}", vec1.meta_str(),
-             vec2.meta_str());
-  if (input.dtype() == DType::b8 && vec1.dtype() == DType::b8 && vec2.dtype() == DType::b8) {  // logical, as PyTorch
-    Tensor product = logical_and(outer(vec1, vec2), scalar_tensor(alpha.to_double() != 0, {.device = input.device()}));
-    if (beta.to_double() == 0) return logical_or(product, zeros_like(input));
-    return logical_or(product, input);
-  }
-  return addmm(input, unsqueeze(vec1, 1), unsqueeze(vec2, 0), beta, alpha);
 }
 
 Tensor addbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, Scalar beta, Scalar alpha) {

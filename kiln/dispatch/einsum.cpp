@@ -184,8 +184,7 @@ Tensor einsum(std::string_view equation, const TensorList& operands) {
     for (size_t i = 0; i < out.letters.size(); ++i)
       KILN_CHECK(std::count(out.letters.begin(), out.letters.end(), out.letters[i]) == 1, value,
                  "[einsum] output subscript '{}' appears more than once", char_of(out.letters[i]));
-    KILN_CHECK(out.ellipsis_at >= 0 || ellipsis_rank == 0, value,
-               "[einsum] the operands have '...' dims but the output '{}' does not", equation.substr(arrow + 2));
+    // An output without '...' sums the ellipsis dims out, as PyTorch does.
   } else {
     for (int64_t i = 0; i < ellipsis_rank; ++i) output.push_back(kEllipsisBase + static_cast<int>(i));
     for (int l = 0; l < kEllipsisBase; ++l)

@@ -356,8 +356,10 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
 }
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
   KILN_CHECK(min.defined() || max.defined(), value, "[clamp] at least one of 'min' or 'max' must not be None");
-  Tensor y = min.defined() ? maximum(x, min) : x;
-  return max.defined() ? minimum(y, max) : y;
+  // A bound replaces x where x is outside it or the bound is NaN; x on a bound stays x and
+  // keeps the gradient (PyTorch's clamp_backward); min > max gives max.
+  Tensor y = min.defined() ? where(logical_or(x < min, isnan(min)), min, x) : x;
+  return max.defined() ? where(logical_or(y > max, isnan(max)), max, y) : y;
 }
 Tensor pow(Scalar base, const Tensor& exponent) { return pow(wrapped_number(base), exponent); }
 Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
@@ -632,6 +634,18 @@ Tensor scaled_sum(const Tensor& self, const Tensor& product, Scalar beta, Scalar
 Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha) {
   return in_opmath({self, mat, vec}, [&](const TensorList& t) { return scaled_sum(t[0], mv(t[1], t[2]), beta, alpha); });
 }
+// Elementwise, as PyTorch's addr: alpha 0 still multiplies the outer product (0 * inf is
+// NaN), where a GEMM with alpha 0 would skip it on some BLAS kernels.
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta, Scalar alpha) {
+  KILN_CHECK(vec1.dim() == 1 && vec2.dim() == 1, shape, "[addr] expects 1-D vectors, got {} and {}", vec1.meta_str(),
+             vec2.meta_str());
+  if (input.dtype() == DType::b8 && vec1.dtype() == DType::b8 && vec2.dtype() == DType::b8) {  // logical, as PyTorch
+    Tensor product = logical_and(outer(vec1, vec2), scalar_tensor(alpha.to_double() != 0, {.device = input.device()}));
+    if (beta.to_double() == 0) return logical_or(product, zeros_like(input));
+    return logical_or(product, input);
+  }
+  return in_opmath({input, vec1, vec2}, [&](const TensorList& t) { return scaled_sum(t[0], outer(t[1], t[2]), beta, alpha); });
+}
 Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, Scalar beta, Scalar alpha) {
   return in_opmath({self, b1, b2}, [&](const TensorList& t) { return scaled_sum(t[0], bmm(t[1], t[2]), beta, alpha); });
 }
@@ -803,8 +817,9 @@ Tensor vector_norm(const Tensor& x, double ord, const IntList& dims, bool keepdi
   if (ord == 1) return sum(a, dims, keepdim);
   if (ord < 0) return pow(sum(pow(a, ord), dims, keepdim), 1.0 / ord);  // a zero element gives 0
   Tensor s = ord == 2 ? sum(x * x, dims, keepdim) : sum(pow(a, ord), dims, keepdim);
-  // The root of a zero sum is 0 with gradient 0: the root never sees the 0 itself.
-  Tensor positive = s > 0.0;
+  // The root of a zero sum is 0 with gradient 0: the root never sees the 0 itself (a NaN
+  // sum is not zero and stays NaN).
+  Tensor positive = s != 0.0;
   Tensor safe = where(positive, s, ones_like(s));
   Tensor root = ord == 2 ? sqrt(safe) : pow(safe, 1.0 / ord);
   return where(positive, root, zeros_like(s));

@@ -678,7 +678,7 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool some, bool compute_
     auto [u, s, vh] = linalg::svd(a, true);
     return {zeros_like(u), s, zeros_like(vh)};
   }
-  auto [u, s, vh] = linalg::svd(a, some);
+  auto [u, s, vh] = linalg::svd(a, /*full_matrices=*/!some);
   return {u, s, transpose(vh, -2, -1)};
 }
 Tensor linalg::cross(const Tensor& a, const Tensor& b, int64_t dim) { return kiln::cross(a, b, dim); }

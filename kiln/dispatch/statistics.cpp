@@ -20,7 +20,8 @@ IntList shape_of(const Tensor& t) { return IntList(t.shape().begin(), t.shape().
 // x with `dim` moved last (or flattened to 1-D when absent).
 Tensor dim_last(const Tensor& x, std::optional<int64_t> dim, const char* op) {
   if (!dim) return reshape(x, {-1});
-  return movedim(x, wrap_dim(*dim, std::max<int64_t>(x.dim(), 1), op), -1);
+  int64_t d = wrap_dim(*dim, std::max<int64_t>(x.dim(), 1), op);
+  return x.dim() == 0 ? reshape(x, {1}) : movedim(x, d, -1);  // a 0-dim x is one row
 }
 
 // The reduced result [..., Q] back in x's layout: Q first (or dropped for a scalar q),

@@ -655,8 +655,9 @@ Tensor pad(const Tensor& x, const IntList& amounts, const std::string& mode, dou
       before = std::max<int64_t>(before, 0);
       after = std::max<int64_t>(after, 0);
     }
-    KILN_CHECK(before >= 0 && after >= 0, value, "[pad] {} padding must be >= 0, got ({}, {}) for dim {}", mode,
-               before, after, d);
+    // Negative reflect/replicate amounts crop (pad_index reads from inside the dim).
+    KILN_CHECK(size + before + after >= 1, value,
+               "[pad] {} padding ({}, {}) of dim {} (size {}) leaves no element", mode, before, after, d, size);
     if (mode == "reflect")
       KILN_CHECK(before < size && after < size, value,
                  "[pad] reflect padding ({}, {}) must be less than the size {} of dim {}", before, after, size, d);

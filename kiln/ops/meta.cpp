@@ -159,18 +159,25 @@ void meta_factory(const OpCall& c, MetaOut& out) {
 void meta_arange(const OpCall& c, MetaOut& out) {
   double start = c.args.scalar(0).to_double(), end = c.args.scalar(1).to_double(),
          step = c.args.scalar(2).to_double();
+  DType dtype = c.args.dtype(3);
   KILN_CHECK(std::isfinite(start) && std::isfinite(end), value,
              "[arange] unsupported range: {} -> {}", start, end);
-  KILN_CHECK(step != 0, value, "[arange] step must be nonzero");
-  KILN_CHECK((step > 0 && end >= start) || (step < 0 && end <= start), value,
+  // An integer output takes start, end and step as integers first (truncated, as
+  // PyTorch's int64 accumulation): arange(0.5, 5, 1.5, dtype=i64) is 0..4 in steps of 1.
+  // Only an i64 output also counts its elements from the truncated bounds.
+  bool integral = is_integral(dtype, false);
+  double xstart = integral ? std::trunc(start) : start, xend = integral ? std::trunc(end) : end,
+         xstep = integral ? std::trunc(step) : step;
+  KILN_CHECK(xstep != 0, value, "[arange] step must be nonzero");
+  KILN_CHECK((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart), value,
              "[arange] upper bound and larger bound inconsistent with step sign (start {}, end {}, "
              "step {})",
              start, end, step);
-  double count = std::ceil((end - start) / step);
+  double count = dtype == DType::i64 ? std::ceil((xend - xstart) / xstep) : std::ceil((end - start) / step);
   KILN_CHECK(count < 0x1p63, shape,
              "[arange] the range {} -> {} with step {} has more elements than int64 can hold",
              start, end, step);
-  out.fresh(Dims{static_cast<int64_t>(count)}, c.args.dtype(3));
+  out.fresh(Dims{static_cast<int64_t>(std::max(count, 0.0))}, dtype);
 }
 
 // ---- elementwise --------------------------------------------------------------

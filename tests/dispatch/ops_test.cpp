@@ -91,6 +91,29 @@ TEST(Elementwise, BinaryBroadcasts) {
                "non-singleton dimension 1");
 }
 
+// f16/bf16 add/sub with an alpha other than 1 compute in float on the half values
+// (PyTorch's opmath), dense and broadcast alike; the dense path once read the half
+// buffers as float (wrong values, reads past the end).
+TEST(Elementwise, HalfAddAndSubWithAlpha) {
+  manual_seed(7);
+  for (DType d : {f16, bf16}) {
+    Tensor a = to(randn({1000}), d), b = to(randn({1000}), d);
+    std::vector<double> av = values(a), bv = values(b);
+    for (bool is_sub : {false, true}) {
+      Tensor got = is_sub ? sub(a, b, 2.5) : add(a, b, 2.5);
+      ASSERT_EQ(got.dtype(), d);
+      std::vector<double> want;
+      for (size_t i = 0; i < av.size(); ++i) {
+        float exact = static_cast<float>(av[i]) + (is_sub ? -2.5f : 2.5f) * static_cast<float>(bv[i]);
+        want.push_back(values(to(tensor({exact}), d))[0]);  // rounded once to the half type
+      }
+      EXPECT_EQ(values(got), want) << d << (is_sub ? " sub" : " add");
+    }
+    Tensor col = to(randn({4, 1}), d), row = to(randn({5}), d);  // the strided path
+    EXPECT_TRUE(all_close(add(col, row, -3), ref_binary(col, row, {4, 5}, [](double x, double y) { return x - 3 * y; }), 2e-2));
+  }
+}
+
 // relu's fused gradient: grad where self > threshold, else 0, broadcasting like a binary
 // op; an integer self compares exactly with a threshold outside its range.
 TEST(Elementwise, ThresholdBackwardIsGradWhereSelfExceedsTheThreshold) {

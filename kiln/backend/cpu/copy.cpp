@@ -111,11 +111,15 @@ void k_full(const OpCall& c, std::span<Tensor> outs) { fill(outs[0], c.args.scal
 void k_arange(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   double start = c.args.scalar(0).to_double(), step = c.args.scalar(2).to_double();
-  bool integral = !c.args.scalar(0).is_floating() && !c.args.scalar(2).is_floating();
+  // Integer steps (integer scalars or an integer output, which truncates them: meta_arange)
+  // count exactly in int64.
+  bool integral = (!c.args.scalar(0).is_floating() && !c.args.scalar(2).is_floating()) ||
+                  is_integral(out.dtype(), false);
+  int64_t istart = c.args.scalar(0).to_int(), istep = c.args.scalar(2).to_int();
   KILN_DISPATCH_ALL(out.dtype(), "arange", {
     T* p = out.data<T>();
     for (int64_t i = 0; i < out.numel(); ++i) {
-      if (integral) p[i] = convert<T>(c.args.scalar(0).to_int() + i * c.args.scalar(2).to_int());
+      if (integral) p[i] = convert<T>(istart + i * istep);
       else p[i] = convert<T>(start + static_cast<double>(i) * step);
     }
   });

@@ -419,8 +419,7 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
           });
         } else {
           T k = sub ? backend::wrap_mul(T(-1), alpha) : alpha;
-          binary_loop<T, T>(s.dst, a, b,
-                            [k](T x, T y) -> T { return backend::wrap_add(x, backend::wrap_mul(k, y)); });
+          apply([k](T x, T y) -> T { return backend::wrap_add(x, backend::wrap_mul(k, y)); });
         }
         return;
       }

@@ -153,7 +153,8 @@ void k_arange(const OpCall& c, std::span<Tensor> outs) {
   if (out.numel() == 0) return;
   const Scalar& start = c.args.scalar(0);
   const Scalar& step = c.args.scalar(2);
-  bool integral = !start.is_floating() && !step.is_floating();
+  bool integral = (!start.is_floating() && !step.is_floating()) ||
+                  is_integral(out.dtype(), false);  // as the CPU kernel
   double fs = start.to_double(), fd = step.to_double();
   int64_t is = start.to_int(), id = step.to_int();
   auto g = make_geometry<1>(out.shape(), {out.strides()}, {out.offset()});

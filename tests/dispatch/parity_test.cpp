@@ -1,0 +1,122 @@
+// PyTorch behaviours the OpInfo sweep's samples do not reach, each checked against what
+// PyTorch 1.13 (and current PyTorch, where they agree) returns for the same call.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::all_close;
+using testing::expect_error;
+
+std::vector<int64_t> ints(const Tensor& t) { return to_vector<int64_t>(t); }
+
+// torch.svd(some=True) is the reduced decomposition: U [m, k], not [m, m].
+TEST(Parity, SvdSomeIsReduced) {
+  manual_seed(3);
+  Tensor a = randn({5, 3});
+  auto [u, s, v] = svd(a, /*some=*/true);
+  EXPECT_EQ(u.shape().vec(), (IntList{5, 3}));
+  EXPECT_EQ(v.shape().vec(), (IntList{3, 3}));
+  auto [uf, sf, vf] = svd(a, /*some=*/false);
+  EXPECT_EQ(uf.shape().vec(), (IntList{5, 5}));
+  EXPECT_TRUE(all_close(matmul(u * s, transpose(v, 0, 1)), to_vector<double>(a), 1e-5, 1e-5));
+}
+
+// A NaN element makes every p-norm NaN (the 0-"norm" counts it as non-zero).
+TEST(Parity, VectorNormOfNaNIsNaN) {
+  Tensor x = tensor({1.0, NAN});
+  for (double ord : {2.0, 1.0, 3.0, double(INFINITY), -double(INFINITY), -1.0})
+    EXPECT_TRUE(std::isnan(item<double>(vector_norm(x, ord)))) << ord;
+  EXPECT_EQ(item<double>(vector_norm(x, 0.0)), 2.0);
+  EXPECT_EQ(item<double>(vector_norm(tensor({0.0, 0.0}), 2.0)), 0.0);
+}
+
+// An integer arange takes its bounds and step as integers (truncated); only i64 counts
+// its elements from the truncated bounds.
+TEST(Parity, IntegerArangeTruncatesItsArguments) {
+  EXPECT_EQ(ints(arange(0.5, 5, 1.5, {.dtype = i64})), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(ints(arange(-1.5, 5, 2.2, {.dtype = i32})), (std::vector<int64_t>{-1, 1, 3}));
+  EXPECT_EQ(ints(arange(0, 10, 3, {.dtype = i64})), (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(arange(5.9, 0, -2.5).numel(), 3);
+  expect_error([] { arange(0, 5, 0.5, {.dtype = i64}); }, ErrorKind::value, "step must be nonzero");
+}
+
+// histogram of no data spans [0, 1]; of one value, that value +- 0.5.
+TEST(Parity, HistogramOfNothingSpansZeroToOne) {
+  auto [h, edges] = histogram(from_vector(std::vector<float>{}), 4);
+  EXPECT_TRUE(all_close(edges, {0, 0.25, 0.5, 0.75, 1}));
+  EXPECT_TRUE(all_close(h, {0, 0, 0, 0}));
+  auto [h1, e1] = histogram(tensor({3.0}), 2);
+  EXPECT_TRUE(all_close(e1, {2.5, 3, 3.5}));
+  EXPECT_TRUE(all_close(h1, {0, 1}));
+}
+
+// An output without '...' sums the ellipsis dims.
+TEST(Parity, EinsumSumsEllipsisDimsTheOutputOmits) {
+  Tensor t = reshape(arange(24.0), {2, 3, 4});
+  EXPECT_TRUE(all_close(einsum("...ij->ij", {t}), to_vector<double>(sum(t, {0}))));
+  EXPECT_TRUE(all_close(einsum("i...->i", {t}), {66, 210}));
+  EXPECT_TRUE(all_close(einsum("...i,...i->", {t, t}), {static_cast<double>(item<double>(sum(t * t)))}));
+}
+
+// fmin/fmax/clamp(tensor bounds): a tie goes to self, and so does its gradient; NaN of
+// one side of fmin/fmax gives the other.
+TEST(Parity, TiesAndTheirGradientGoToSelf) {
+  auto grads = [](auto f) {
+    Tensor a = tensor({1., 2., 3.}), b = tensor({1., 0., 3.});
+    a.set_requires_grad(true);
+    b.set_requires_grad(true);
+    autograd::backward({sum(f(a, b))});
+    return std::pair{to_vector<double>(a.grad()), to_vector<double>(b.grad())};
+  };
+  using V = std::vector<double>;
+  EXPECT_EQ(grads([](auto& a, auto& b) { return fmin(a, b); }), std::pair(V{1, 0, 1}, V{0, 1, 0}));
+  EXPECT_EQ(grads([](auto& a, auto& b) { return fmax(a, b); }), std::pair(V{1, 1, 1}, V{0, 0, 0}));
+  EXPECT_EQ(grads([](auto& a, auto& b) { return clamp(a, b, Tensor()); }), std::pair(V{1, 1, 1}, V{0, 0, 0}));
+  EXPECT_EQ(grads([](auto& a, auto& b) { return clamp(a, Tensor(), b); }), std::pair(V{1, 0, 1}, V{0, 1, 0}));
+  EXPECT_EQ(grads([](auto& a, auto& b) { return maximum(a, b); }), std::pair(V{0.5, 1, 0.5}, V{0.5, 0, 0.5}));
+  Tensor x = tensor({NAN, 1, NAN}), y = tensor({2, NAN, NAN});
+  EXPECT_TRUE(all_close(fmax(x, y), {2, 1, NAN}));
+  EXPECT_TRUE(all_close(fmin(x, y), {2, 1, NAN}));
+  // clamp: NaN in x or a bound propagates; min > max gives max
+  EXPECT_TRUE(all_close(clamp(tensor({NAN, 5, 0}), tensor({1.0}), tensor({3, NAN, 2})), {NAN, NAN, 1}));
+  EXPECT_TRUE(all_close(clamp(tensor({0, 5}), tensor({3.0}), tensor({1.0})), {1, 1}));
+  // result_type of all three: a 0-dim f64 bound does not widen an f32 x, but does an integer one
+  EXPECT_EQ(clamp(tensor({1, 2}), scalar_tensor(1.5, {.dtype = f64}), Tensor()).dtype(), f32);
+  EXPECT_EQ(clamp(tensor({1, 2}, {}, {.dtype = i32}), scalar_tensor(1.5, {.dtype = f64}), Tensor()).dtype(), f64);
+}
+
+// quantile over dim 0 of a 0-dim tensor is the value.
+TEST(Parity, QuantileOfAZeroDimTensor) {
+  EXPECT_EQ(item<double>(quantile(tensor(3.0), 0.5, 0)), 3.0);
+  EXPECT_EQ(quantile(tensor(3.0), 0.5, 0, true).dim(), 0);
+  EXPECT_EQ(item<double>(nanquantile(tensor(3.0), 0.5, -1)), 3.0);
+}
+
+// reflect / replicate padding with negative amounts crops that side.
+TEST(Parity, NegativeReflectAndReplicatePaddingCrops) {
+  Tensor x = reshape(arange(10.0), {1, 1, 10});
+  EXPECT_TRUE(all_close(nn::pad(x, {-2, 3}, "reflect"), {2, 3, 4, 5, 6, 7, 8, 9, 8, 7, 6}));
+  EXPECT_TRUE(all_close(nn::pad(x, {2, -3}, "replicate"), {0, 0, 0, 1, 2, 3, 4, 5, 6}));
+  expect_error([&] { nn::pad(x, {-6, -4}, "replicate"); }, ErrorKind::value, "leaves no element");
+}
+
+// addr multiplies the outer product even by alpha 0 (0 * inf is NaN) and ignores input
+// for beta 0 (NaN too), as PyTorch's elementwise addr.
+TEST(Parity, AddrIsElementwise) {
+  Tensor nan_input = tensor({NAN}, {1, 1});
+  EXPECT_TRUE(std::isnan(item<double>(addr(nan_input, tensor({INFINITY}), tensor({2.0}), 0.0, 0.0))));
+  EXPECT_EQ(item<double>(addr(nan_input, tensor({1.0}), tensor({2.0}), 0.0, 0.0)), 0.0);
+  EXPECT_EQ(item<double>(addr(nan_input, tensor({1.0}), tensor({2.0}), 0.0)), 2.0);
+  Tensor i = ones({2, 3}, {.dtype = i64});
+  EXPECT_EQ(ints(addr(i, arange(1, 3), arange(1, 4), 2, 3)), (std::vector<int64_t>{5, 8, 11, 8, 14, 20}));
+  EXPECT_EQ(addr(ones({3}, {.dtype = f64}), tensor({1, 2}), tensor({1, 2, 3})).dtype(), f64);
+}
+
+}  // namespace
+}  // namespace kiln
