@@ -789,7 +789,7 @@ Table build() {
     if (g.dim() == 0) return c.set(0, reshape(g, ints(in.shape)));
     IntList along(static_cast<size_t>(g.dim()), 1);
     along[static_cast<size_t>(dim)] = g.size(dim);
-    Tensor idx = expand(reshape(to(c.t(2), g.device()), along), ints(g.shape()));
+    Tensor idx = expand(reshape(to(c.t(2), g.device(), DType::i64), along), ints(g.shape()));  // i32 too
     c.set(0, scatter_add(zeros_for(in), dim, idx, g));
   });
   d.def(O::gather, arg(2), [](GradCtx& c) {
@@ -800,7 +800,7 @@ Table build() {
     const GradMeta& w = c.input(0);
     int64_t d = w.shape[1];
     Tensor g2 = reshape(c.grad(), {-1, d});
-    Tensor idx = expand(reshape(to(c.t(1), g2.device()), {-1, 1}), ints(g2.shape()));
+    Tensor idx = expand(reshape(to(c.t(1), g2.device(), DType::i64), {-1, 1}), ints(g2.shape()));  // i32 too
     c.set(0, scatter_add(zeros_for(w), 0, idx, g2));
   });
   d.def(O::scatter_add, arg(2), [](GradCtx& c) {

@@ -593,7 +593,12 @@ IntList gradient_dims(const Tensor& f, const IntList& dims) {
   if (dims.empty())
     for (int64_t d = 0; d < f.dim(); ++d) out.push_back(d);
   for (int64_t d : dims) out.push_back(d < 0 ? d + f.dim() : d);
-  for (int64_t d : out) KILN_CHECK(d >= 0 && d < f.dim(), index, "[gradient] dim out of range for {}", f.meta_str());
+  for (size_t i = 0; i < out.size(); ++i) {
+    KILN_CHECK(out[i] >= 0 && out[i] < f.dim(), index, "[gradient] dim out of range for {}", f.meta_str());
+    KILN_CHECK(std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(i), out[i]) ==
+                   out.begin() + static_cast<std::ptrdiff_t>(i),
+               value, "[gradient] dim {} appears multiple times in the list of dims", out[i]);
+  }
   return out;
 }
 

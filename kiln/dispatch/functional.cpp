@@ -662,6 +662,8 @@ Tensor kron(const Tensor& a, const Tensor& b) {
   return reshape(mul(reshape(a, pa), reshape(b, pb)), out);
 }
 Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
+  KILN_CHECK(a.dim() == b.dim(), shape, "[cross] inputs must have the same number of dims, got {} and {}",
+             a.meta_str(), b.meta_str());
   int64_t rank = std::max(a.dim(), b.dim());
   int64_t d = wrap_dim(dim, rank, "cross");
   auto at = [&](const Tensor& t, int64_t i) {
@@ -1086,6 +1088,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   return call1(OpKind::index_select, x, dim, index);
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  ops::check_long_index("scatter_add", index);
   return call1(OpKind::scatter_add, x, dim, index, src);
 }
 namespace {
@@ -1105,10 +1108,13 @@ Tensor along(const Tensor& index, const Tensor& source, int64_t dim, const char*
              "[{}] index has {} elements but source {} has {} along dim {}", op, index.numel(), source.meta_str(),
              source.dim() ? source.size(d) : 1, d);
   IntList full_shape = source.dim() ? IntList(source.shape().begin(), source.shape().end()) : shape;
-  return expand(reshape(index, shape), full_shape);
+  return expand(reshape(to(index, DType::i64), shape), full_shape);  // i32 too, for index_add
 }
 }  // namespace
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  ops::check_long_index("scatter", index);
+  KILN_CHECK(src.dtype() == x.dtype(), dtype, "[scatter] expected self ({}) and src ({}) to have the same dtype",
+             x.dtype(), src.dtype());
   IntList region;  // only index's region of src is read
   for (int64_t i = 0; i < index.dim(); ++i) region.push_back(index.size(i));
   Tensor part = src;
@@ -1117,6 +1123,7 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
   return where(scattered(x, dim, index), scatter_add(zeros_like(x), dim, index, to(part, x.dtype())), x);
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
+  ops::check_long_index("scatter", index);
   return masked_fill(x, scattered(x, dim, index), value);
 }
 namespace {
@@ -1183,6 +1190,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     return gather(reshape(x, {1}), dim, index);
   if (index.numel() == 0 && is_integral(index.dtype(), false) && index.dtype() != DType::i64)
     return gather(x, dim, to(index, DType::i64));
+  ops::check_long_index("gather", index);
   return call1(OpKind::gather, x, dim, index);
 }
 Tensor embedding(const Tensor& w, const Tensor& indices) {

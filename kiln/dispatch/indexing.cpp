@@ -42,13 +42,13 @@ Tensor scatter_into_view(const Tensor& x, const Tensor& src, ViewFn view_of, con
 }  // namespace
 
 Tensor take(const Tensor& x, const Tensor& index) {
-  check_integral_index(index, "take");
+  ops::check_long_index("take", index);
   Tensor picked = index_select(reshape(x, {-1}), 0, reshape(wrapped(to(index, DType::i64), x.numel()), {-1}));
   return reshape(picked, shape_of(index));
 }
 
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
-  check_integral_index(indices, "take_along_dim");
+  ops::check_long_index("take_along_dim", indices);
   if (!dim) return take(reshape(x, {-1}), reshape(indices, {-1}));
   KILN_CHECK(x.dim() == indices.dim(), shape, "[take_along_dim] input {} and indices {} must have the same rank",
              x.meta_str(), indices.meta_str());
@@ -278,7 +278,7 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const T
              "[scatter_reduce] reduce argument must be either sum, prod, mean, amax or amin, got {}", reduce);
   KILN_CHECK(src.dtype() == x.dtype(), dtype, "[scatter_reduce] expected self ({}) and src ({}) to have the same dtype",
              x.dtype(), src.dtype());
-  check_integral_index(index, "scatter_reduce");
+  ops::check_long_index("scatter_reduce", index);
   KILN_CHECK(index.dim() == x.dim() && index.dim() == src.dim(), shape,
              "[scatter_reduce] index {} must have as many dims as self {} and src {}", index.meta_str(), x.meta_str(),
              src.meta_str());
@@ -312,7 +312,7 @@ Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Ten
 }
 
 Tensor put(const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
-  check_integral_index(index, "put");
+  ops::check_long_index("put", index);
   KILN_CHECK(index.numel() == source.numel(), shape, "[put] source {} must have as many elements as index {}",
              source.meta_str(), index.meta_str());
   Tensor flat_index = reshape(wrapped(index, x.numel()), {-1}), flat_source = reshape(to(source, x.dtype()), {-1});

@@ -146,12 +146,16 @@ Tensor cov(const Tensor& x, int64_t correction, const Tensor& fweights, const Te
   if (fweights.defined()) {
     KILN_CHECK(fweights.dim() <= 1 && fweights.numel() == n && !is_floating(fweights.dtype()), value,
                "[cov] fweights must be an integer tensor of {} weights, got {}", n, fweights.meta_str());
+    if (!fweights.is_fake())
+      KILN_CHECK(item<bool>(all(fweights >= 0)), value, "[cov] fweights cannot be negative");
     w = to(reshape(fweights, {-1}), obs.dtype());
   }
   if (aweights.defined()) {
     KILN_CHECK(aweights.dim() <= 1 && aweights.numel() == n && is_floating(aweights.dtype()), value,
                "[cov] aweights must be a floating tensor of {} weights, got {}", n, aweights.meta_str());
     Tensor a = to(reshape(aweights, {-1}), obs.dtype());
+    if (!a.is_fake())  // a check on the values: eager only
+      KILN_CHECK(item<bool>(all(a >= 0.0)), value, "[cov] aweights cannot be negative");
     w = w.defined() ? w * a : a;
   }
   Tensor avg, norm;

@@ -84,6 +84,7 @@ Tensor threshold(const Tensor& x, double threshold, double value) {
 }
 
 Tensor prelu(const Tensor& x, const Tensor& weight) {
+  KILN_CHECK(weight.dim() <= 1, shape, "[prelu] weight must be a scalar or 1-D tensor, got {}", weight.meta_str());
   KILN_CHECK(weight.numel() == 1 || (x.dim() >= 2 && weight.numel() == x.size(1)), shape,
              "[prelu] weight must have 1 value or one per channel, got {} for input {}", weight.meta_str(),
              x.meta_str());

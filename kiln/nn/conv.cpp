@@ -68,8 +68,16 @@ IntList last_dims(size_t rank, size_t count) {
   return dims;
 }
 
+// A convolution's input, weight and bias share one dtype (PyTorch promotes none of them).
+void check_conv_dtypes(const Tensor& input, const Tensor& weight, const Tensor& bias, const char* op) {
+  KILN_CHECK(input.dtype() == weight.dtype() && (!bias.defined() || bias.dtype() == input.dtype()), dtype,
+             "[{}] input ({}), weight ({}) and bias ({}) must have the same dtype", op, input.dtype(), weight.dtype(),
+             bias.defined() ? to_string(bias.dtype()) : std::string_view("none"));
+}
+
 Tensor conv(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride_in,
             const IntList& padding_in, const IntList& dilation_in, int64_t groups, size_t rank, const char* op) {
+  check_conv_dtypes(input, weight, bias, op);
   if (wants_opmath({input, weight, bias}))  // f16/bf16: products, sums and bias in f32, one rounding
     return in_opmath({input, weight, bias}, [&](const TensorList& t) {
       return conv(t[0], t[1], t[2], stride_in, padding_in, dilation_in, groups, rank, op);
@@ -679,6 +687,7 @@ namespace {
 Tensor conv_transpose(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride_in,
                       const IntList& padding_in, const IntList& output_padding_in, int64_t groups,
                       const IntList& dilation_in, size_t rank, const char* op) {
+  check_conv_dtypes(input, weight, bias, op);
   if (wants_opmath({input, weight, bias}))
     return in_opmath({input, weight, bias}, [&](const TensorList& t) {
       return conv_transpose(t[0], t[1], t[2], stride_in, padding_in, output_padding_in, groups, dilation_in, rank, op);

@@ -609,6 +609,14 @@ void meta_cat(const OpCall& c, MetaOut& out) {
 }
 
 namespace {
+}  // namespace
+
+void check_long_index(std::string_view op, const Tensor& index) {
+  KILN_CHECK(index.dtype() == DType::i64, dtype, "[{}] expected an index tensor of dtype i64, got {}", op,
+             index.dtype());
+}
+
+namespace {
 void check_index_dtype(const char* op, const Tensor& index) {
   KILN_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, dtype,
              "[{}] expected an index tensor of dtype i64 or i32, got {}", op, index.dtype());

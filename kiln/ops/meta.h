@@ -21,6 +21,9 @@ bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& ne
                           Dims& out);
 /** The broadcast of matmul's batch dims and its output shape. */
 Dims matmul_shape(const Dims& a, const Dims& b);
+/** The index of gather/scatter/take/put/index_copy/index_fill must be i64, as PyTorch's
+ * (index_select, index_add and embedding also take i32). */
+void check_long_index(std::string_view op, const Tensor& index);
 
 // The meta functions the op table names (one per op family).
 void meta_factory(const OpCall&, MetaOut&);

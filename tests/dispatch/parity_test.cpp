@@ -118,5 +118,34 @@ TEST(Parity, AddrIsElementwise) {
   EXPECT_EQ(addr(ones({3}, {.dtype = f64}), tensor({1, 2}), tensor({1, 2, 3})).dtype(), f64);
 }
 
+// Calls PyTorch refuses (op_db's error inputs), refused here too with the op's name.
+TEST(Parity, RefusesWhatPyTorchRefuses) {
+  Tensor x = randn({3}), i32_index = tensor({0}, {}, {.dtype = i32}), index = tensor({0}, {}, {.dtype = i64});
+  expect_error([&] { gather(x, 0, i32_index); }, ErrorKind::dtype, "[gather] expected an index tensor of dtype i64");
+  expect_error([&] { scatter_add(x, 0, i32_index, randn({1})); }, ErrorKind::dtype, "[scatter_add]");
+  expect_error([&] { scatter(x, 0, i32_index, 1.0); }, ErrorKind::dtype, "[scatter]");
+  expect_error([&] { take(x, i32_index); }, ErrorKind::dtype, "[take]");
+  expect_error([&] { take_along_dim(x, i32_index, 0); }, ErrorKind::dtype, "[take_along_dim]");
+  expect_error([&] { scatter(x, 0, index, randn({1}, {.dtype = f64})); }, ErrorKind::dtype, "same dtype");
+  expect_error([&] { nn::conv1d(randn({1, 2, 5}), randn({3, 2, 2}, {.dtype = f64})); }, ErrorKind::dtype,
+               "[conv1d] input (f32), weight (f64) and bias (none) must have the same dtype");
+  expect_error([&] { nn::conv_transpose1d(randn({1, 2, 5}), randn({2, 3, 2}), randn({3}, {.dtype = f64})); },
+               ErrorKind::dtype, "[conv_transpose1d]");
+  expect_error([&] { cov(randn({2, 4}), 1, Tensor(), tensor({1., -1, 1, 1})); }, ErrorKind::value,
+               "aweights cannot be negative");
+  expect_error([&] { cov(randn({2, 4}), 1, tensor({1, -1, 1, 1}, {}, {.dtype = i64})); }, ErrorKind::value,
+               "fweights cannot be negative");
+  expect_error([] { linalg::cross(randn({3}), randn({2, 3})); }, ErrorKind::shape, "same number of dims");
+  expect_error([] { nn::prelu(randn({2, 3}), randn({3, 1})); }, ErrorKind::shape, "[prelu]");
+  expect_error([] { gradient(randn({3, 4}), std::vector<double>{1.0}, IntList{0, -2}); }, ErrorKind::value,
+               "appears multiple times");
+  // what stays accepted: i32 indices of index_select / index_add / embedding, and their gradients
+  Tensor w = randn({4, 2});
+  w.set_requires_grad(true);
+  autograd::backward({sum(index_select(w, 0, i32_index)) + sum(embedding(w, i32_index))});
+  EXPECT_TRUE(all_close(sum(w.grad(), {1}), {4, 0, 0, 0}));
+  EXPECT_TRUE(all_close(index_add(zeros({3}), 0, i32_index, ones({1})), {1, 0, 0}));
+}
+
 }  // namespace
 }  // namespace kiln
