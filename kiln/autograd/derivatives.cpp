@@ -316,6 +316,31 @@ Tensor others_product(const Tensor& x, const IntList& dims) {
   return permute(reshape(others, permuted), inverse);
 }
 
+// cumprod's gradient sum_{i >= k} g_i prod_{j <= i, j != k} x_j in differentiable ops.
+// Before a row's first zero it is the reversed running sum of g * out over x; at the first
+// zero z, the running products with x_z taken as 1; after it, 0 (every product has x_z).
+Tensor cumprod_gradient_in_ops(const Tensor& g, const Tensor& x, int64_t dim) {
+  if (x.dim() == 0) return g;
+  auto reverse_cumsum = [&](const Tensor& t) { return flip(cumsum(flip(t, {dim}), dim), {dim}); };
+  Tensor is_zero = x == 0.0;
+  Tensor zeros_so_far = cumsum(to(is_zero, DType::i64), dim);
+  Tensor before_zero = zeros_so_far == 0, first_zero = logical_and(is_zero, zeros_so_far == 1);
+  Tensor one = ones_like(x), zero = zeros_like(x);
+  Tensor up_to_zero = reverse_cumsum(g * cumprod(x, dim)) / where(before_zero, x, one);
+  Tensor at_zero = reverse_cumsum(g * cumprod(where(first_zero, one, x), dim));
+  return where(before_zero, up_to_zero, where(first_zero, at_zero, zero));
+}
+
+// The most negative finite value of a floating dtype.
+double lowest_finite(DType d) {
+  switch (d) {
+    case DType::f64: return std::numeric_limits<double>::lowest();
+    case DType::f16: return -65504.0;
+    case DType::bf16: return -0x1.fep127;  // float's exponent, 8 significant bits
+    default: return std::numeric_limits<float>::lowest();
+  }
+}
+
 constexpr uint32_t arg(int i) { return 1u << i; }
 constexpr uint32_t kResult = kSavesResult;
 
@@ -422,11 +447,17 @@ Table build() {
     const Tensor &x = c.t(0), &y = c.result(), &g = c.grad();
     std::string_view fn = c.args().str(1);
     auto unary = [&](const char* name) { return special_unary(x, name); };
+    // i1/i1e: at x = 0 the limit 1/2; the other branch divides by 1 there, so that its own
+    // gradient (create_graph) is not 0 * NaN.
+    auto off_zero = [&](auto f) {
+      Tensor at_zero = x == 0.0;
+      return g * where(at_zero, full_like(y, 0.5), f(where(at_zero, ones_like(x), x)));
+    };
     if (fn == "i0") c.set(0, g * unary("i1"));
     else if (fn == "i0e") c.set(0, g * (unary("i1e") - sign(x) * y));
-    else if (fn == "i1") c.set(0, g * where(x == 0.0, full_like(y, 0.5), unary("i0") - y / x));
+    else if (fn == "i1") c.set(0, off_zero([&](const Tensor& safe_x) { return unary("i0") - y / safe_x; }));
     else if (fn == "i1e")
-      c.set(0, g * where(x == 0.0, full_like(y, 0.5), unary("i0e") - y * (sign(x) + reciprocal(x))));
+      c.set(0, off_zero([&](const Tensor& safe_x) { return unary("i0e") - y * (sign(x) + reciprocal(safe_x)); }));
     else if (fn == "erfcx") c.set(0, g * (x * y * 2.0 - 2 / std::sqrt(std::numbers::pi)));
     else if (fn == "log_ndtr")
       c.set(0, g * exp(neg(x * x * 0.5 + y)) * (1 / std::sqrt(2 * std::numbers::pi)));
@@ -606,7 +637,10 @@ Table build() {
   });
   d.def(O::cumprod, arg(0), [](GradCtx& c) {
     const Tensor& x = c.t(0);
-    c.set(0, cumprod_backward(to(c.grad(), x.dtype()), x, c.args().i64(1)));
+    Tensor g = to(c.grad(), x.dtype());
+    int64_t dim = c.args().i64(1);
+    // create_graph: the same gradient in ordinary ops, differentiable again (G2)
+    c.set(0, grad_enabled() ? cumprod_gradient_in_ops(g, x, dim) : cumprod_backward(g, x, dim));
   });
   // exp(x_i) sum_{k >= i} g_k exp(-out_k), in log space by the gradient's sign (so no
   // exp overflows), with logcumsumexp from the other end: differentiable again.
@@ -614,13 +648,16 @@ Table build() {
     const Tensor &x = c.t(0), &out = c.result(), &g = c.grad();
     int64_t dim = c.args().i64(1);
     auto from_end = [&](const Tensor& t) { return flip(logcumsumexp(flip(t, {dim}), dim), {dim}); };
-    Tensor up = exp(x + from_end(log(relu(g)) - out)), down = exp(x + from_end(log(relu(neg(g))) - out));
+    // log|g| where g has the sign, else the dtype's lowest finite value rather than -inf:
+    // -inf - -inf would make the double backward NaN (PyTorch's formula does the same).
+    Tensor log_abs = log(abs(g)), floor = full_like(g, lowest_finite(g.dtype()));
+    Tensor up = exp(x + from_end(where(g > 0.0, log_abs, floor) - out));
+    Tensor down = exp(x + from_end(where(g < 0.0, log_abs, floor) - out));
     c.set(0, up - down);
   });
   d.def(O::cummax, kResult, [](GradCtx& c) { sorted_back(c, c.args().i64(1)); });
   d.def(O::cummin, kResult, [](GradCtx& c) { sorted_back(c, c.args().i64(1)); });
-  // Not differentiable again: cumprod is differentiable once (double backward through it
-  // gives no gradient; PyTorch's has one).
+  // The fused kernel runs only outside create_graph (the cumprod formula above).
   d.none(O::cumprod_backward);
   d.def(O::softmax, kResult, [](GradCtx& c) {  // y (g - sum(g y)), one fused op
     c.set(0, softmax_backward(c.grad(), c.result(), c.args().i64(1)));

@@ -268,6 +268,33 @@ TEST(G5, CreateGraphDifferentiatesTheBackward) {
   EXPECT_FALSE(autograd::grad({sum(x * x)}, {x})[0].requires_grad());
 }
 
+// Second derivatives PyTorch 1.13 gives (test_ops' gradgrad pattern: d/dx sum(g^2) of the
+// first gradient g of sum(f(x))), where the first-order formulas once had no history
+// (cumprod) or a 0 * NaN in a branch where() does not take (logcumsumexp at -inf, i1/i1e
+// at 0).
+TEST(G5, SecondDerivativesThroughSpecialCases) {
+  auto gradgrad = [](auto f, std::initializer_list<double> values) {
+    Tensor x = tensor(values, {}, {.dtype = f64, .requires_grad = true});
+    Tensor g = autograd::grad({sum(f(x))}, {x}, {}, true, false, /*create_graph=*/true)[0];
+    return autograd::grad({sum(g * g)}, {x})[0];
+  };
+  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return cumprod(x, 0); }, {1, 2, 0, 3}), {130, 70, 56, 32}));
+  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return logcumsumexp(x, 0); }, {1, -INFINITY, 0.5}),
+                        {1.0551284385110193, 0, -1.0551284385110193}, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return special_i1(x); }, {0, 1}), {0, 0.6019547659568157}));
+  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return special_i1e(x); }, {0, 1}), {0, -0.014963288626146145}));
+  // cumprod's first derivative in ops (create_graph) equals the fused kernel's, zeros and all
+  manual_seed(5);
+  Tensor x = where(rand({4, 6}) < 0.25, zeros({4, 6}), randn({4, 6}));
+  x = to(x, f64).set_requires_grad(true);
+  Tensor w = randn({4, 6}, {.dtype = f64});
+  for (int64_t dim : {0, 1}) {
+    Tensor in_ops = autograd::grad({sum(cumprod(x, dim) * w)}, {x}, {}, false, false, true)[0];
+    Tensor fused = autograd::grad({sum(cumprod(x, dim) * w)}, {x})[0];
+    EXPECT_TRUE(all_close(in_ops, to_vector<double>(fused), 1e-12, 1e-12)) << dim;
+  }
+}
+
 TEST(G5, EngineErrors) {
   Tensor x = tensor({1, 2}, {}, {.requires_grad = true});
   Tensor y = x * x;
