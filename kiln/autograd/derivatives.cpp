@@ -545,7 +545,15 @@ Table build() {
   });
   d.def(O::pow, arg(0) | arg(1) | kResult, [](GradCtx& c) {
     const Tensor &x = c.t(0), &e = c.t(1);
-    if (c.needs(0)) c.set(0, sum_to(c.grad() * e * pow(x, e - 1), c.input(0).shape));
+    if (c.needs(0)) {
+      // A number exponent stays a number: (1/3) - 1 in double, as Python computes it, not
+      // rounded to the default dtype as two wrapped numbers in an op would be.
+      Scalar v = e.is_wrapped_number() ? wrapped_value(e) : Scalar(int64_t{0});
+      Tensor e1 = !e.is_wrapped_number() ? e - 1
+                  : v.is_floating()      ? wrapped_number(v.to_double() - 1.0)
+                                         : wrapped_number(v.to_int() - 1);
+      c.set(0, sum_to(c.grad() * e * pow(x, e1), c.input(0).shape));
+    }
     if (c.needs(1)) {  // x^e log x, 0 where x == 0 and e >= 0 (the limit)
       Tensor d = masked_fill(c.result() * log(x), mul(x == 0, ge(e, wrapped_number(0))), 0);
       c.set(1, sum_to(c.grad() * d, c.input(1).shape));

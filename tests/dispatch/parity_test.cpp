@@ -118,6 +118,16 @@ TEST(Parity, AddrIsElementwise) {
   EXPECT_EQ(addr(ones({3}, {.dtype = f64}), tensor({1, 2}), tensor({1, 2, 3})).dtype(), f64);
 }
 
+// d/dx x^(1/3) in f64: the exponent's "minus one" stays a double number (it once fell to
+// f32 as an op of two wrapped numbers: 4e-7 off).
+TEST(Parity, PowGradientKeepsANumberExponentInDouble) {
+  Tensor x = tensor({0.3, 2.0, 5.5}, {}, {.dtype = f64, .requires_grad = true});
+  Tensor g = autograd::grad({sum(pow(x, 1.0 / 3))}, {x})[0];
+  EXPECT_TRUE(all_close(g, {0.7438143889801885, 0.20998684164914552, 0.10698025258563826}, 1e-15, 0));
+  g = autograd::grad({sum(pow(x, 2))}, {x})[0];  // an integer exponent stays an integer
+  EXPECT_TRUE(all_close(g, {0.6, 4, 11}, 1e-15, 0));
+}
+
 // Calls PyTorch refuses (op_db's error inputs), refused here too with the op's name.
 TEST(Parity, RefusesWhatPyTorchRefuses) {
   Tensor x = randn({3}), i32_index = tensor({0}, {}, {.dtype = i32}), index = tensor({0}, {}, {.dtype = i64});
