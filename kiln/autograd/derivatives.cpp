@@ -317,18 +317,22 @@ Tensor others_product(const Tensor& x, const IntList& dims) {
 }
 
 // cumprod's gradient sum_{i >= k} g_i prod_{j <= i, j != k} x_j in differentiable ops.
-// Before a row's first zero it is the reversed running sum of g * out over x; at the first
-// zero z, the running products with x_z taken as 1; after it, 0 (every product has x_z).
+// Before a row's first zero z it is the reversed running sum of g * out over x. Every
+// other position's gradient is linear in x_z; with x_z taken as 1 it is the gradient G'
+// of the row without that zero (recursively, one level per zero), and it is G' at z and
+// x_z G' after z: the value 0 there, and the right derivative w.r.t. x_z.
 Tensor cumprod_gradient_in_ops(const Tensor& g, const Tensor& x, int64_t dim) {
   if (x.dim() == 0) return g;
-  auto reverse_cumsum = [&](const Tensor& t) { return flip(cumsum(flip(t, {dim}), dim), {dim}); };
   Tensor is_zero = x == 0.0;
   Tensor zeros_so_far = cumsum(to(is_zero, DType::i64), dim);
-  Tensor before_zero = zeros_so_far == 0, first_zero = logical_and(is_zero, zeros_so_far == 1);
-  Tensor one = ones_like(x), zero = zeros_like(x);
-  Tensor up_to_zero = reverse_cumsum(g * cumprod(x, dim)) / where(before_zero, x, one);
-  Tensor at_zero = reverse_cumsum(g * cumprod(where(first_zero, one, x), dim));
-  return where(before_zero, up_to_zero, where(first_zero, at_zero, zero));
+  Tensor before_zero = zeros_so_far == 0;
+  Tensor one = ones_like(x);
+  Tensor up_to_zero = flip(cumsum(flip(g * cumprod(x, dim), {dim}), dim), {dim}) / where(before_zero, x, one);
+  if (x.is_fake() || !item<bool>(any(is_zero))) return up_to_zero;  // fake: shapes only
+  Tensor first_zero = logical_and(is_zero, zeros_so_far == 1);
+  Tensor without = cumprod_gradient_in_ops(g, where(first_zero, one, x), dim);
+  Tensor x_z = sum(where(first_zero, x, zeros_like(x)), {dim}, /*keepdim=*/true);
+  return where(before_zero, up_to_zero, where(first_zero, without, x_z * without));
 }
 
 // The most negative finite value of a floating dtype.

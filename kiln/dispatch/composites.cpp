@@ -24,10 +24,16 @@ Tensor log_add(const Tensor& a, const Tensor& b, bool base2) {
 }
 }  // namespace
 
-Tensor logaddexp(const Tensor& a, const Tensor& b) { return log_add(a, b, false); }
-Tensor logaddexp2(const Tensor& a, const Tensor& b) { return log_add(a, b, true); }
+// f16/bf16 in f32, rounded once (PyTorch's opmath)
+Tensor logaddexp(const Tensor& a, const Tensor& b) {
+  return in_opmath({a, b}, [](const TensorList& t) { return log_add(t[0], t[1], false); });
+}
+Tensor logaddexp2(const Tensor& a, const Tensor& b) {
+  return in_opmath({a, b}, [](const TensorList& t) { return log_add(t[0], t[1], true); });
+}
 
 Tensor hypot(const Tensor& a, const Tensor& b) {
+  if (wants_opmath({a, b})) return in_opmath({a, b}, [](const TensorList& t) { return hypot(t[0], t[1]); });
   Tensor x = abs(a), y = abs(b);
   Tensor hi = maximum(x, y), lo = minimum(x, y);
   Tensor safe = where(hi == 0.0, ones_like(hi), hi);  // 0 / 0 would leave NaN in the gradient

@@ -44,7 +44,12 @@ Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
 
 Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
 
-Tensor hardsigmoid(const Tensor& x) { return clamp(x / 6.0 + 0.5, 0.0, 1.0); }
+// PyTorch's arithmetic, (x + 3) / 6 inside (-3, 3), in f32 for f16/bf16; 0 gradient at
+// the bounds, NaN stays NaN.
+Tensor hardsigmoid(const Tensor& x) {
+  if (wants_opmath({x})) return in_opmath({x}, [](const TensorList& t) { return hardsigmoid(t[0]); });
+  return where(x <= -3.0, zeros_like(x), where(x >= 3.0, ones_like(x), (x + 3.0) / 6.0));
+}
 
 Tensor hardswish(const Tensor& x) {
   if (wants_opmath({x})) return in_opmath({x}, [](const TensorList& t) { return hardswish(t[0]); });

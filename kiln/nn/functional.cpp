@@ -158,8 +158,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tens
   } else {
     KILN_CHECK(running_mean.defined() && running_var.defined(), value,
                "[batch_norm] needs running_mean and running_var outside training");
-    mean_ = running_mean;
-    var_ = running_var;
+    // read in x's (compute) dtype: bf16 statistics of a bf16 input join its f32 opmath
+    mean_ = to(running_mean, x.dtype());
+    var_ = to(running_var, x.dtype());
   }
   Tensor invstd = rsqrt(var_ + eps);
   Tensor y = affine((x - per_channel(mean_, x)) * per_channel(invstd, x), x, weight, bias);

@@ -109,6 +109,7 @@ bool can_cast(DType from, DType to) {
 ReduceDims reduce_dims(const Dims& shape, const IntList& dims, bool keepdim, std::string_view op) {
   ReduceDims r;
   int64_t rank = static_cast<int64_t>(shape.size());
+  KILN_CHECK(rank <= 64, shape, "[{}] only tensors with up to 64 dims are supported, got {}", op, rank);
   r.reduced.assign(shape.size(), dims.empty());
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, rank, op);
