@@ -947,6 +947,8 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
 }
 Tensor softmax(const Tensor& x, int64_t dim) { return call1(OpKind::softmax, x, dim); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return call1(OpKind::log_softmax, x, dim); }
+Tensor softmax(const Tensor& x, int64_t dim, DType dtype) { return softmax(to(x, dtype), dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim, DType dtype) { return log_softmax(to(x, dtype), dim); }
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
   return call1(OpKind::softmax_backward, grad, y, dim);
 }

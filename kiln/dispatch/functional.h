@@ -507,6 +507,9 @@ Tensor movedim(const Tensor& x, int64_t source, int64_t destination);
 Tensor movedim(const Tensor& x, const IntList& source, const IntList& destination);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+/** With a dtype: x is converted to it first (torch.softmax(x, dim, dtype=...)). */
+Tensor softmax(const Tensor& x, int64_t dim, DType dtype);
+Tensor log_softmax(const Tensor& x, int64_t dim, DType dtype);
 /** softmax's gradient from its output y: y (grad - sum(grad y)) along dim, one pass. */
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim);
 /** log_softmax's gradient from its output y: grad - exp(y) sum(grad) along dim. */

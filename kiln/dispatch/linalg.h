@@ -35,6 +35,10 @@ std::pair<Tensor, Tensor> inv_ex(const Tensor& a, bool check_errors = false);
 std::pair<Tensor, Tensor> solve_ex(const Tensor& a, const Tensor& b, bool left = true, bool check_errors = false);
 /** The cross product along dim (-1), broadcasting (torch.linalg.cross; kiln::cross is the same). */
 Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
+/** torch.linalg.vander: [..., n, N] of increasing powers x^0 ... x^(N-1) of x [..., n] (a
+ * 0-dim x as [1]), N > 1 (default n); integers give i64, bools are refused. The powers
+ * are running products, as PyTorch's (so x^0 has gradient 0 at x = 0). */
+Tensor vander(const Tensor& x, std::optional<int64_t> n = std::nullopt);
 /** The inverse of a as a tensor of the first `ind` dims by the rest: reshaped to the rest's
  * dims then the first ones (torch.linalg.tensorinv). */
 Tensor tensorinv(const Tensor& a, int64_t ind = 2);

@@ -161,6 +161,7 @@ Tensor sum_to_size(const Tensor& x, const IntList& size) {
   }
   KILN_CHECK(expandable, shape, "[sum_to_size] size {} is not expandable to the tensor's {}", Dims(size).str(),
              x.meta_str());
+  if (size.empty()) return sum(x);  // PyTorch's sum_to: a full sum, integers promoted to i64
   IntList dims;
   for (int64_t d = 0; d < x.dim(); ++d)
     if (d < lead || (size[static_cast<size_t>(d - lead)] == 1 && x.size(d) != 1)) dims.push_back(d);
@@ -172,6 +173,7 @@ Tensor reshape_as(const Tensor& x, const Tensor& other) { return reshape(x, shap
 Tensor view_as(const Tensor& x, const Tensor& other) { return view(x, shape_of(other)); }
 
 Tensor mT(const Tensor& x) {
+  if (x.dim() == 0) return view(x, {});  // PyTorch returns a 0-dim tensor itself (1-D is an error)
   KILN_CHECK(x.dim() >= 2, shape, "[mT] expects a tensor of at least 2 dims, got {}", x.meta_str());
   return transpose(x, -2, -1);
 }

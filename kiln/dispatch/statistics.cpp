@@ -240,6 +240,17 @@ Tensor vander(const Tensor& x, std::optional<int64_t> n, bool increasing) {
   return increasing ? v : flip(v, {1});
 }
 
+Tensor linalg::vander(const Tensor& x, std::optional<int64_t> n) {
+  KILN_CHECK(x.dtype() != DType::b8, dtype, "[linalg.vander] supports floating point and integer tensors, got bool");
+  Tensor v = x.dim() == 0 ? reshape(x, {1}) : x;
+  int64_t cols = n.value_or(v.size(-1));
+  KILN_CHECK(cols > 1, value, "[linalg.vander] N must be greater than 1, got {}", cols);
+  v = unsqueeze(to(v, is_floating(x.dtype()) ? x.dtype() : DType::i64), -1);
+  IntList shape = shape_of(v);
+  shape.back() = cols - 1;
+  return cat({ones_like(v), cumprod(expand(v, shape), -1)}, -1);
+}
+
 Tensor logspace(double start, double end, int64_t steps, double base, TensorOptions options) {
   DType dtype = options.dtype.value_or(DType::f32);
   Tensor exponents = linspace(start, end, steps, {.dtype = DType::f64, .device = options.device});

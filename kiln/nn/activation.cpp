@@ -113,5 +113,6 @@ Tensor glu(const Tensor& x, int64_t dim) {
 }
 
 Tensor softmin(const Tensor& x, int64_t dim) { return softmax(neg(x), dim); }
+Tensor softmin(const Tensor& x, int64_t dim, DType dtype) { return softmax(neg(x), dim, dtype); }
 
 }  // namespace kiln::nn

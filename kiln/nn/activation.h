@@ -51,5 +51,7 @@ Tensor prelu(const Tensor& x, const Tensor& weight);
 Tensor glu(const Tensor& x, int64_t dim = -1);
 /** softmax(-x, dim). */
 Tensor softmin(const Tensor& x, int64_t dim);
+/** softmax(-x, dim, dtype): the negation in x's dtype, then the conversion (as PyTorch). */
+Tensor softmin(const Tensor& x, int64_t dim, DType dtype);
 
 }  // namespace kiln::nn

@@ -132,7 +132,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tens
       wide_invstd = s;
       return out;
     });
-    return {y, wide_mean, wide_invstd};
+    // the saved statistics in the input's dtype, as PyTorch returns them
+    auto narrow = [&](const Tensor& t) { return t.defined() ? to(t, x.dtype()) : t; };
+    return {y, narrow(wide_mean), narrow(wide_invstd)};
   }
   KILN_CHECK(x.dim() >= 2, shape, "[batch_norm] expects an input of at least 2 dims [N, C, *], got {}", x.meta_str());
   IntList dims{0};

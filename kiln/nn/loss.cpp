@@ -180,6 +180,8 @@ Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& y, 
 }
 
 Tensor hinge_embedding_loss(const Tensor& x, const Tensor& y, double margin, Reduction reduction) {
+  if (wants_opmath({x, y}))
+    return in_opmath({x, y}, [&](const TensorList& t) { return hinge_embedding_loss(t[0], t[1], margin, reduction); });
   // PyTorch's form: a label that is neither 1 nor -1 takes both terms.
   Tensor pushed = clamp_min(neg(x) + margin, 0.0);
   Tensor losses = where(y != 1, pushed, zeros_like(x)) + where(y != -1, x, zeros_like(x));
