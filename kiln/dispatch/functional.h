@@ -6,7 +6,9 @@
 #include <functional>
 #include <iosfwd>
 #include <optional>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "kiln/device/registry.h"
@@ -828,6 +830,42 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
  * (integers, or bool masks standing for their nonzero coordinates: eager only) must be
  * adjacent and broadcast together; their shape replaces the dims they index. */
 Tensor index(const Tensor& x, const std::vector<Tensor>& indices);
+namespace indexing {
+/** start:stop:step of Python's slices (absent bounds: the ends; step > 0). */
+struct Slice {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+};
+struct NoneIndex {};
+struct EllipsisIndex {};
+inline constexpr NoneIndex None{};          // x[None]: a new dim of size 1
+inline constexpr EllipsisIndex Ellipsis{};  // x[...]: as many full slices as needed
+/** One entry of x[...]: an integer, a Slice, None, Ellipsis or an index tensor (integer,
+ * or bool as a mask), as libtorch's TensorIndex. */
+class TensorIndex {
+ public:
+  template <typename I>
+    requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
+  TensorIndex(I i) : v_(static_cast<int64_t>(i)) {}
+  TensorIndex(Slice s) : v_(s) {}
+  TensorIndex(NoneIndex n) : v_(n) {}
+  TensorIndex(EllipsisIndex e) : v_(e) {}
+  TensorIndex(Tensor t) : v_(std::move(t)) {}
+  const std::variant<int64_t, Slice, NoneIndex, EllipsisIndex, Tensor>& value() const { return v_; }
+
+ private:
+  std::variant<int64_t, Slice, NoneIndex, EllipsisIndex, Tensor> v_;
+};
+}  // namespace indexing
+
+/** x[i0, i1, ...] with PyTorch's rules: integers select (negative from the end), slices,
+ * None and Ellipsis make a view; index tensors then index the result as `index` does,
+ * except that index tensors separated by other dims put their broadcast dims first. */
+Tensor getitem(const Tensor& x, const std::vector<indexing::TensorIndex>& index);
+/** x[i0, i1, ...] = value (broadcast, converted to x's dtype), in place. */
+Tensor& setitem_(Tensor& x, const std::vector<indexing::TensorIndex>& index, const Tensor& value);
+Tensor& setitem_(Tensor& x, const std::vector<indexing::TensorIndex>& index, Scalar value);
+
 /** A copy of x with values (broadcast) written (or added, with accumulate) at
  * x[indices] (index's rules). */
 Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values,

@@ -116,6 +116,14 @@ IndexPlan plan_index(const Tensor& x, const std::vector<Tensor>& indices, const 
   p.shape = IntList(shape.begin(), shape.end());
   for (size_t i = 0; i < expanded.size(); ++i) {
     int64_t size = x.size(dims[i]);
+    // Each index within its own dim (the merged position alone could alias another
+    // element): a check on the values, eager only.
+    if (!expanded[i].is_fake() && expanded[i].numel() > 0) {
+      Tensor e = expanded[i];
+      int64_t lo = item<int64_t>(amin(e)), hi = item<int64_t>(amax(e));
+      KILN_CHECK(lo >= -size && hi < size, index, "[{}] index {} is out of bounds for dimension {} with size {}", op,
+                 lo < -size ? lo : hi, dims[i], size);
+    }
     Tensor idx = wrapped(expand(expanded[i], p.shape), size);
     p.linear = p.linear.defined() ? p.linear * size + idx : idx;
   }
@@ -143,6 +151,116 @@ Tensor index(const Tensor& x, const std::vector<Tensor>& indices) {
   IndexPlan p = plan_index(x, indices, "index");
   Tensor picked = index_select(merge_block(x, p), p.first, reshape(p.linear, {-1}));
   return reshape(picked, indexed_shape(x, p));
+}
+
+namespace {
+
+// x[index] split into its basic part (a view of x: selects, slices, new dims) and the
+// index tensors left for advanced indexing, each at the view's dim it indexes. Index
+// tensors separated by other dims are moved to the front (the view permuted), where
+// PyTorch puts their broadcast dims.
+bool is_mask(const Tensor& t) { return t.dtype() == DType::b8 || t.dtype() == DType::u8; }
+// The dims an index tensor consumes: a mask its own, an integer index one.
+int64_t width_of(const Tensor& t) { return is_mask(t) ? t.dim() : 1; }
+
+struct Indexed {
+  Tensor view;
+  std::vector<Tensor> tensors;  // per dim of `view`, undefined for full slices
+  bool any = false;
+};
+
+Indexed apply_basic(const Tensor& x, const std::vector<indexing::TensorIndex>& index, const char* op) {
+  int64_t consumed = 0, ellipses = 0;  // the dims the entries other than None and Ellipsis use
+  for (const auto& i : index) {
+    const auto& v = i.value();
+    if (std::holds_alternative<indexing::EllipsisIndex>(v)) ++ellipses;
+    else if (const Tensor* t = std::get_if<Tensor>(&v))
+      consumed += is_mask(*t) ? std::max<int64_t>(t->dim(), 1) : 1;
+    else if (!std::holds_alternative<indexing::NoneIndex>(v)) ++consumed;
+  }
+  KILN_CHECK(ellipses <= 1, index, "[{}] an index can only have a single ellipsis ('...')", op);
+  KILN_CHECK(consumed <= std::max<int64_t>(x.dim(), 0), index, "[{}] too many indices for tensor of dimension {}", op,
+             x.dim());
+  Indexed r{.view = x};
+  std::vector<std::pair<int64_t, Tensor>> advanced;
+  int64_t dim = 0;
+  for (const auto& i : index) {
+    const auto& v = i.value();
+    if (const int64_t* n = std::get_if<int64_t>(&v)) {
+      int64_t size = r.view.size(dim);
+      KILN_CHECK(*n >= -size && *n < size, index, "[{}] index {} is out of bounds for dimension {} with size {}", op,
+                 *n, dim, size);
+      r.view = select(r.view, dim, *n);
+    } else if (const auto* s = std::get_if<indexing::Slice>(&v)) {
+      KILN_CHECK(s->step > 0, value, "[{}] slice step must be positive, got {}", op, s->step);
+      r.view = slice(r.view, dim++, s->start, s->stop, s->step);
+    } else if (std::holds_alternative<indexing::NoneIndex>(v)) {
+      r.view = unsqueeze(r.view, dim++);
+    } else if (std::holds_alternative<indexing::EllipsisIndex>(v)) {
+      dim += x.dim() - consumed;
+    } else {
+      const Tensor& t = std::get<Tensor>(v);
+      if (is_mask(t) && t.dim() == 0) {  // x[True]: a new dim, all of it (False: none of it)
+        r.view = unsqueeze(r.view, dim);
+        advanced.emplace_back(dim++, reshape(t, {1}));
+        continue;
+      }
+      advanced.emplace_back(dim, t);
+      dim += width_of(t);
+    }
+  }
+  if (advanced.empty()) return r;
+  r.any = true;
+  // Adjacent: indexed in place. Separated: their dims first, the others after in order.
+  bool adjacent = true;
+  for (size_t k = 1; k < advanced.size(); ++k)
+    adjacent = adjacent && advanced[k].first == advanced[k - 1].first + width_of(advanced[k - 1].second);
+  if (!adjacent) {
+    IntList front, rest;
+    std::vector<bool> taken(static_cast<size_t>(r.view.dim()), false);
+    for (const auto& [d, t] : advanced) {
+      for (int64_t k = 0; k < width_of(t); ++k) {
+        front.push_back(d + k);
+        taken[static_cast<size_t>(d + k)] = true;
+      }
+    }
+    for (int64_t d = 0; d < r.view.dim(); ++d)
+      if (!taken[static_cast<size_t>(d)]) rest.push_back(d);
+    IntList perm = front;
+    perm.insert(perm.end(), rest.begin(), rest.end());
+    r.view = permute(r.view, perm);
+    int64_t at = 0;
+    for (auto& [d, t] : advanced) {
+      d = at;
+      at += width_of(t);
+    }
+  }
+  int64_t covered = 0;  // index()'s entries: one per full dim, one per tensor (a mask spans its dims)
+  for (const auto& [d, t] : advanced) {
+    for (; covered < d; ++covered) r.tensors.emplace_back();
+    r.tensors.push_back(t);
+    covered += width_of(t);
+  }
+  return r;
+}
+
+}  // namespace
+
+Tensor getitem(const Tensor& x, const std::vector<indexing::TensorIndex>& index) {
+  Indexed r = apply_basic(x, index, "getitem");
+  return r.any ? kiln::index(r.view, r.tensors) : r.view;
+}
+
+Tensor& setitem_(Tensor& x, const std::vector<indexing::TensorIndex>& index, const Tensor& value) {
+  Indexed r = apply_basic(x, index, "setitem_");
+  Tensor target = r.view;  // a view of x: writing it writes x
+  if (r.any) copy_(target, index_put(target, r.tensors, value));
+  else copy_(target, value);
+  return x;
+}
+
+Tensor& setitem_(Tensor& x, const std::vector<indexing::TensorIndex>& index, Scalar value) {
+  return setitem_(x, index, scalar_tensor(value, {.dtype = x.dtype(), .device = x.device()}));
 }
 
 Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {

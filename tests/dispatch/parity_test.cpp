@@ -128,6 +128,63 @@ TEST(Parity, PowGradientKeepsANumberExponentInDouble) {
   EXPECT_TRUE(all_close(g, {0.6, 4, 11}, 1e-15, 0));
 }
 
+// x[...] and x[...] = v with libtorch's TensorIndex entries; shapes and values are
+// PyTorch's for the same expressions on arange(60).reshape(3, 4, 5).
+TEST(Parity, GetitemAndSetitemFollowPyTorch) {
+  using namespace indexing;
+  Tensor x = reshape(arange(60.0), {3, 4, 5});
+  Tensor t = tensor({2, 0}, {}, {.dtype = i64}), u = tensor({1, 3}, {2, 1}, {.dtype = i64});
+  auto check = [&](const std::vector<TensorIndex>& index, IntList shape, double total, std::vector<double> head) {
+    Tensor r = getitem(x, index);
+    EXPECT_EQ(r.shape().vec(), shape);
+    EXPECT_EQ(item<double>(sum(r)), total);
+    std::vector<double> v = to_vector<double>(r);
+    v.resize(std::min(v.size(), head.size()));
+    EXPECT_EQ(v, head);
+  };
+  check({1}, {4, 5}, 590, {20, 21, 22});
+  check({-1, Slice{std::nullopt, std::nullopt, 2}}, {2, 5}, 470, {40, 41, 42, 43, 44, 50});
+  check({Slice{}, Slice{1, 3}, None}, {3, 2, 1, 5}, 885, {5, 6, 7});
+  check({Ellipsis, 1}, {3, 4}, 342, {1, 6, 11, 16, 21});
+  check({None, Ellipsis, None}, {1, 3, 4, 5, 1}, 1770, {0, 1, 2});
+  check({t}, {2, 4, 5}, 1180, {40, 41});
+  check({Slice{}, t}, {3, 2, 5}, 810, {10, 11, 12, 13, 14, 0});
+  check({t, Slice{}, t}, {2, 4}, 228, {42, 47, 52, 57, 0, 5, 10, 15});  // separated: index dims first
+  check({t, 1, t}, {2}, 52, {47, 5});
+  check({1, u, t}, {2, 2}, 124, {27, 25, 37, 35});
+  check({x > 50.0}, {9}, 495, {51, 52});
+  check({Slice{}, select(x, 0, 0) > 15.0}, {3, 4}, 450, {16, 17, 18, 19, 36});
+  check({Ellipsis, t}, {3, 4, 2}, 684, {2, 0, 7, 5});
+  check({0, None, t}, {1, 2, 5}, 70, {10, 11, 12, 13, 14, 0});
+  EXPECT_EQ(getitem(x, {1}).storage(), x.storage());  // basic indexing is a view
+  expect_error([&] { getitem(x, {0, 0, 0, 0}); }, ErrorKind::index, "too many indices");
+  expect_error([&] { getitem(x, {3}); }, ErrorKind::index, "index 3 is out of bounds for dimension 0 with size 3");
+  expect_error([&] { getitem(x, {Ellipsis, Ellipsis}); }, ErrorKind::index, "single ellipsis");
+  // an index tensor is checked against its own dim, not the merged block ([0, 5] would be
+  // a valid position of the 4 x 5 block)
+  expect_error([&] { getitem(x, {0, tensor({0}, {}, {.dtype = i64}), tensor({7}, {}, {.dtype = i64})}); },
+               ErrorKind::index, "index 7 is out of bounds for dimension 1 with size 5");
+  expect_error([&] { index(x, {Tensor(), tensor({-5}, {}, {.dtype = i64})}); }, ErrorKind::index,
+               "index -5 is out of bounds for dimension 1 with size 4");
+
+  auto set = [&](const std::vector<TensorIndex>& index, const Tensor& v) {
+    Tensor y = clone(x);
+    setitem_(y, index, v);
+    return y;
+  };
+  Tensor y = set({1, Slice{}, t}, scalar_tensor(-1.0));
+  EXPECT_EQ(item<double>(sum(y)), 1534);
+  EXPECT_EQ(item<int64_t>(sum(y == -1.0)), 8);
+  y = set({t, Slice{}, t}, tensor({100, 200}, {2, 1}));
+  EXPECT_EQ(item<double>(sum(y)), 2742);
+  EXPECT_EQ(to_vector<double>(getitem(y, {2, Slice{}, 2})), (std::vector<double>{100, 100, 100, 100}));
+  y = set({x > 50.0}, scalar_tensor(0.0));
+  EXPECT_EQ(item<double>(sum(y)), 1275);
+  y = clone(x);
+  setitem_(y, {Ellipsis, Slice{1, 3}}, 7);
+  EXPECT_EQ(item<double>(sum(y)), 1242);
+}
+
 // Calls PyTorch refuses (op_db's error inputs), refused here too with the op's name.
 TEST(Parity, RefusesWhatPyTorchRefuses) {
   Tensor x = randn({3}), i32_index = tensor({0}, {}, {.dtype = i32}), index = tensor({0}, {}, {.dtype = i64});
