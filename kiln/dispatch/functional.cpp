@@ -843,8 +843,14 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
   KILN_CHECK(steps >= 0, value, "[linspace] number of steps must be non-negative, got {}", steps);
   DType dtype = dtype_or(o, f32);
   Device device = device_or(o, default_device());
-  // Float outputs compute in their own dtype, integer ones in double (then truncate).
-  DType work = is_floating(dtype) ? dtype : DType::f64;
+  // f32/f64 outputs compute in their own dtype; f16/bf16 in double, rounded once (the exact
+  // points); integer ones in double from bounds converted to the dtype first (as PyTorch),
+  // then truncated.
+  DType work = dtype == DType::f32 || dtype == DType::f64 ? dtype : DType::f64;
+  if (is_integral(dtype, false)) {
+    start = std::trunc(start);
+    end = std::trunc(end);
+  }
   Tensor i = arange(steps, {.dtype = work, .device = device});
   Tensor out = i;
   if (steps > 1) {

@@ -253,6 +253,10 @@ Tensor linalg::vander(const Tensor& x, std::optional<int64_t> n) {
 
 Tensor logspace(double start, double end, int64_t steps, double base, TensorOptions options) {
   DType dtype = options.dtype.value_or(DType::f32);
+  if (is_integral(dtype, false)) {  // PyTorch converts the bounds to the dtype first
+    start = std::trunc(start);
+    end = std::trunc(end);
+  }
   Tensor exponents = linspace(start, end, steps, {.dtype = DType::f64, .device = options.device});
   return to(pow(scalar_tensor(base, {.dtype = DType::f64, .device = exponents.device()}), exponents), dtype);
 }

@@ -46,6 +46,15 @@ TEST(Parity, IntegerArangeTruncatesItsArguments) {
   expect_error([] { arange(0, 5, 0.5, {.dtype = i64}); }, ErrorKind::value, "step must be nonzero");
 }
 
+// Integer linspace/logspace convert their bounds to the dtype first (PyTorch's rule);
+// f16 linspace is the exact points rounded once.
+TEST(Parity, IntegerLinspaceAndLogspaceTruncateTheirBounds) {
+  EXPECT_EQ(ints(linspace(4.3, -3, 8, {.dtype = i64})), (std::vector<int64_t>{4, 3, 2, 1, 0, -1, -2, -3}));
+  EXPECT_EQ(ints(logspace(4.3, 0, 4, 5.0, {.dtype = i64})), (std::vector<int64_t>{625, 73, 8, 1}));
+  EXPECT_EQ(to_vector<double>(linspace(0.1, 1.7, 5, {.dtype = f16})),
+            (std::vector<double>{0.0999755859375, 0.5, 0.89990234375, 1.2998046875, 1.7001953125}));
+}
+
 // histogram of no data spans [0, 1]; of one value, that value +- 0.5.
 TEST(Parity, HistogramOfNothingSpansZeroToOne) {
   auto [h, edges] = histogram(from_vector(std::vector<float>{}), 4);

@@ -111,6 +111,8 @@ special.hermite_polynomial_he special.shifted_chebyshev_polynomial_t special.shi
 special.shifted_chebyshev_polynomial_v special.shifted_chebyshev_polynomial_w __rdiv__ __rmod__ __rpow__ __rmatmul__
 T H mT mH double float half bfloat16 bool byte char int long short zeros_like ones_like full_like new_zeros new_ones
 new_full""".split()
+# Creation ops: the sample's input is a number or a shape ("value" in the case).
+CREATION = "arange linspace logspace eye zeros ones triu_indices tril_indices".split()
 
 
 def short(v, dtype):
@@ -258,6 +260,24 @@ def opmath_corrected(o, name, first, args, kwargs, out):
     return replace_off(out, wide_call(o, first, args, kwargs).to(out.dtype))
 
 
+def creation_corrected(name, first, args, kwargs, out):
+    """linspace/logspace in f16/bf16 and integer dtypes: PyTorch 1.13 steps in the dtype
+    per vector chunk (its integer linspace is not even monotonic); the reference is the
+    computation in double from the bounds converted to the dtype (PyTorch's rule), rounded
+    (truncated for integers) once."""
+    dtype = kwargs.get("dtype")
+    if name not in ("linspace", "logspace") or dtype in (None, torch.float32, torch.float64) or dtype == torch.bool:
+        return out, False
+    integral = not dtype.is_floating_point
+    start, end = (math.trunc(first), math.trunc(args[0])) if integral else (first, args[0])
+    f = torch.linspace if name == "linspace" else torch.logspace
+    exact = f(start, end, *args[1:], **{**kwargs, "dtype": torch.float64})
+    exact = exact.trunc().to(dtype) if integral else exact.to(dtype)
+    if integral:
+        return (exact, True) if not torch.equal(exact, out) else (out, False)
+    return replace_off(out, exact)
+
+
 def wide_call(o, first, args, kwargs):
     """The op on the f64 versions of its floating tensors (copies: in-place statistics
     updates must not touch the sample)."""
@@ -353,7 +373,14 @@ def encode_call(s, tensors):
     return args, kwargs
 
 
+def is_value(v):
+    """A sample input that is a number or a shape (the creation ops), not tensors."""
+    return isinstance(v, (int, float)) or (isinstance(v, (list, tuple)) and all(isinstance(x, int) for x in v))
+
+
 def sample_tensors(s):
+    if is_value(s.input):
+        return [], [a for a in s.args if torch.is_tensor(a)] + [v for v in s.kwargs.values() if torch.is_tensor(v)]
     inputs = list(s.input) if isinstance(s.input, (list, tuple)) else [s.input]
     return inputs, inputs + [a for a in s.args if torch.is_tensor(a)] + \
         [v for v in s.kwargs.values() if torch.is_tensor(v)]
@@ -382,13 +409,15 @@ def error_cases(o, name, kind):
             args, kwargs = encode_call(s, tensors)
         except TypeError:
             continue
-        first = inputs if isinstance(s.input, (list, tuple)) else inputs[0]
+        first = s.input if is_value(s.input) else inputs if isinstance(s.input, (list, tuple)) else inputs[0]
         try:
             o.op(first, *s.args, **s.kwargs)
         except e.error_type as err:
             case = {"op": name, "kind": kind, "inputs": [enc(t) for t in tensors], "args": args, "kwargs": kwargs,
                     "error": (str(err).splitlines() or [type(err).__name__])[0][:80], "error_input": True}
-            if isinstance(s.input, (list, tuple)):
+            if is_value(s.input):
+                case["value"] = enc_value(s.input)
+            elif isinstance(s.input, (list, tuple)):
                 case["input_list"] = len(inputs)
             cases.append(case)
         except Exception:  # noqa: BLE001 - raised something else: not what op_db says
@@ -403,7 +432,7 @@ def op_name(o):
 def main():
     by_name = {op_name(o): o for o in op_db}
     cases, skipped = [], {}
-    for kind, names in (("unary", UNARY), ("binary", BINARY), ("reduction", REDUCTION), ("other", OTHER), ("nn", NN), ("linalg", LINALG), ("more", MORE), ("more", MORE2)):
+    for kind, names in (("unary", UNARY), ("binary", BINARY), ("reduction", REDUCTION), ("other", OTHER), ("nn", NN), ("linalg", LINALG), ("more", MORE), ("more", MORE2), ("creation", CREATION)):
         for name in names:
             o = by_name[name]
             # each op draws from its own seed: adding an op leaves the other cases alone
@@ -428,12 +457,15 @@ def main():
                         continue
                     case = {"op": name, "kind": kind, "inputs": [enc(t) for t in tensors], "args": args,
                             "kwargs": kwargs}
-                    if isinstance(s.input, (list, tuple)):
+                    if is_value(s.input):
+                        case["value"] = enc_value(s.input)
+                    elif isinstance(s.input, (list, tuple)):
                         case["input_list"] = len(inputs)
                     try:
                         copies = [t.detach().clone() for t in tensors]
                         fresh = dict(zip(map(id, tensors), copies))
-                        first = copies[:len(inputs)] if isinstance(s.input, (list, tuple)) else copies[0]
+                        first = s.input if is_value(s.input) else \
+                            copies[:len(inputs)] if isinstance(s.input, (list, tuple)) else copies[0]
                         call_args = [fresh.get(id(a), a) for a in s.args]
                         call_kwargs = {k: fresh.get(id(v), v) for k, v in s.kwargs.items()}
                         out = o.op(first, *call_args, **call_kwargs)
@@ -450,6 +482,8 @@ def main():
                                 out = torch.tensor(out)
                             out, fixed = corrected(name, tensors, out)
                             out, widened = opmath_corrected(o, name, first, call_args, call_kwargs, out)
+                            if is_value(s.input):
+                                out, widened = creation_corrected(name, first, call_args, call_kwargs, out)
                             case["output"] = enc(out)
                             if fixed or widened:
                                 case["reference"] = "mpmath" if fixed else "float64"
@@ -460,6 +494,8 @@ def main():
                     cases.append(case)
             cases += error_cases(o, name, kind)
     out = pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden" / "opdb_sweep.json"
+    if "--out" in sys.argv:  # elsewhere (KILN_OPDB_SWEEP=FILE replays it)
+        out = pathlib.Path(sys.argv[sys.argv.index("--out") + 1])
     # one case a line: a regenerated file's diff is the cases that changed
     head = json.dumps({"generator": "tools/golden/make_opdb_sweep.py", "torch": torch.__version__})[:-1]
     lines = ",\n".join(json.dumps(c, separators=(",", ":")) for c in cases)
