@@ -217,6 +217,25 @@ Tensor torch_norm(const Sample& s) {
   return norm(s.x(), testing::scalar(*p).to_double(), dims, keepdim);
 }
 
+// One entry of x[...] as the generator wrote it (enc_index).
+indexing::TensorIndex index_entry(const json& e, Device device) {
+  if (e.is_number_integer()) return e.get<int64_t>();
+  if (e.contains("slice")) {
+    const json& v = e.at("slice");
+    auto bound = [&](size_t i) { return v.at(i).is_null() ? std::nullopt : std::optional(v.at(i).get<int64_t>()); };
+    return indexing::Slice{bound(0), bound(1), v.at(2).is_null() ? 1 : v.at(2).get<int64_t>()};
+  }
+  if (e.contains("none")) return indexing::None;
+  if (e.contains("ellipsis")) return indexing::Ellipsis;
+  return testing::from_json(e.at("tensor_value"), device);
+}
+
+std::vector<indexing::TensorIndex> index_entries(const json& entries, Device device) {
+  std::vector<indexing::TensorIndex> out;
+  for (const json& e : entries) out.push_back(index_entry(e, device));
+  return out;
+}
+
 Fn converted(DType d) {
   return [d](const Sample& s) { return to(s.x(), d); };
 }
@@ -875,6 +894,14 @@ const std::map<std::string, Fn>& ops() {
        [](const Sample& s) {
          return tril_indices(s.value.get<int64_t>(), s.int_at(0), s.has(1) ? s.int_at(1) : 0,
                              {.dtype = s.dtype().value_or(i64)});
+       }},
+      // indexing: x[...] and index_put(indices, values, accumulate)
+      {"__getitem__", [](const Sample& s) { return getitem(s.x(), index_entries(s.args.at(0), s.x().device())); }},
+      {"index_put",
+       [](const Sample& s) {
+         std::vector<Tensor> indices;
+         for (const json& e : s.args.at(0)) indices.push_back(testing::from_json(e.at("tensor_value"), s.x().device()));
+         return index_put(s.x(), indices, s.tensor(1), s.kw("accumulate", false));
        }},
       // the twentieth pass
       {"allclose",

@@ -111,6 +111,8 @@ special.hermite_polynomial_he special.shifted_chebyshev_polynomial_t special.shi
 special.shifted_chebyshev_polynomial_v special.shifted_chebyshev_polynomial_w __rdiv__ __rmod__ __rpow__ __rmatmul__
 T H mT mH double float half bfloat16 bool byte char int long short zeros_like ones_like full_like new_zeros new_ones
 new_full""".split()
+# Indexing: x[...] (the index as a list of entries) and index_put.
+INDEXING = "__getitem__ index_put".split()
 # Creation ops: the sample's input is a number or a shape ("value" in the case).
 CREATION = "arange linspace logspace eye zeros ones triu_indices tril_indices".split()
 
@@ -132,6 +134,33 @@ def enc(t):
         t = t.resolve_conj()
     return {"dtype": NAMES[t.dtype], "shape": list(t.shape),
             "data": [short(v, t.dtype) for v in t.double().reshape(-1).tolist()]}
+
+
+def enc_index(v):
+    """One entry of x[...]: an integer, a slice, None, Ellipsis, an index tensor (inline) or
+    a list (an index tensor of its values)."""
+    if isinstance(v, bool) or v is None:
+        return {"none": True} if v is None else {"tensor_value": enc(torch.tensor(v))}
+    if isinstance(v, int):
+        return v
+    if isinstance(v, slice):
+        return {"slice": [v.start, v.stop, v.step]}
+    if v is Ellipsis:
+        return {"ellipsis": True}
+    if torch.is_tensor(v):
+        return {"tensor_value": enc(v)}
+    if isinstance(v, (list, tuple)):
+        return {"tensor_value": enc(torch.tensor(v))}
+    raise TypeError(type(v))
+
+
+def enc_indices(v):
+    """x[v] as a list of entries: a list holding a slice, None, Ellipsis, a sequence or a
+    tensor stands for a tuple (as in PyTorch and NumPy); any other list is one index."""
+    if isinstance(v, tuple) or (isinstance(v, list) and any(
+            x is None or x is Ellipsis or isinstance(x, (slice, list, tuple)) or torch.is_tensor(x) for x in v)):
+        return [enc_index(x) for x in v]
+    return [enc_index(v)]
 
 
 def enc_value(v):
@@ -365,8 +394,15 @@ def second_order(leaves, wrt, grads):
         return None
 
 
-def encode_call(s, tensors):
-    """A sample's args and kwargs as JSON, tensors as indices into `tensors`."""
+def encode_call(s, tensors, name=""):
+    """A sample's args and kwargs as JSON, tensors as indices into `tensors` (the index of
+    __getitem__ and index_put's list of index tensors as entries of their own)."""
+    if name == "__getitem__":
+        return [enc_indices(s.args[0])], {}
+    if name == "index_put":
+        values = next(i for i, t in enumerate(tensors) if t is s.args[1])
+        return [[enc_index(t) for t in s.args[0]], {"tensor": values}], \
+            {k: enc_value(v) for k, v in s.kwargs.items()}
     index = {id(t): i for i, t in enumerate(tensors)}
     args = [{"tensor": index[id(a)]} if torch.is_tensor(a) else enc_value(a) for a in s.args]
     kwargs = {k: {"tensor": index[id(v)]} if torch.is_tensor(v) else enc_value(v) for k, v in s.kwargs.items()}
@@ -432,7 +468,7 @@ def op_name(o):
 def main():
     by_name = {op_name(o): o for o in op_db}
     cases, skipped = [], {}
-    for kind, names in (("unary", UNARY), ("binary", BINARY), ("reduction", REDUCTION), ("other", OTHER), ("nn", NN), ("linalg", LINALG), ("more", MORE), ("more", MORE2), ("creation", CREATION)):
+    for kind, names in (("unary", UNARY), ("binary", BINARY), ("reduction", REDUCTION), ("other", OTHER), ("nn", NN), ("linalg", LINALG), ("more", MORE), ("more", MORE2), ("creation", CREATION), ("indexing", INDEXING)):
         for name in names:
             o = by_name[name]
             # each op draws from its own seed: adding an op leaves the other cases alone
@@ -451,7 +487,7 @@ def main():
                 step = max(1, len(fitting) / MAX_SAMPLES)
                 for s, inputs, tensors in [fitting[int(i * step)] for i in range(min(MAX_SAMPLES, len(fitting)))]:
                     try:
-                        args, kwargs = encode_call(s, tensors)
+                        args, kwargs = encode_call(s, tensors, name)
                     except TypeError:
                         skipped[name] = skipped.get(name, 0) + 1
                         continue
