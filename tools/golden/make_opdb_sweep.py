@@ -6,14 +6,25 @@ outputs or the fact that it raised. tests/dispatch/opdb_sweep_test.cpp replays t
 
 Run with Debian's torch:  /usr/bin/python3 tools/golden/make_opdb_sweep.py
 """
-import json
-import math
-import pathlib
+import os
 import sys
+
+# Deterministic output (a regeneration diffs only where samples or PyTorch changed): string
+# hashing (some sample functions iterate sets) and one BLAS thread (LAPACK's last bits
+# moved between runs with several).
+if os.environ.get("PYTHONHASHSEED") != "0" or os.environ.get("OMP_NUM_THREADS") != "1":
+    os.execve(sys.executable, [sys.executable] + sys.argv,
+              dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1"))
+
+import json  # noqa: E402
+import math  # noqa: E402
+import pathlib
+import random
 import types
 import unittest
 import zlib
 
+import numpy
 import torch
 
 # op_db imports expecttest, a test-only package Debian's torch does not ship; it is only
@@ -474,6 +485,8 @@ def main():
             # each op draws from its own seed: adding an op leaves the other cases alone
             seed = zlib.crc32(name.encode())
             torch.manual_seed(seed)
+            random.seed(seed)  # some sample functions draw from Python's or NumPy's generator too
+            numpy.random.seed(seed)
             GRAD_SEED.manual_seed(seed)
             for dtype in DTYPES:
                 if dtype not in o.supported_dtypes("cpu"):
