@@ -387,7 +387,14 @@ Tensor triu_indices(int64_t rows, int64_t cols, int64_t offset, TensorOptions op
   return triangle_indices(rows, cols, offset, options, false, "triu_indices");
 }
 
-Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right, bool out_int32) {
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right, bool out_int32,
+                    const Tensor& sorter) {
+  if (sorter.defined()) {
+    KILN_CHECK(sorter.shape() == sorted_sequence.shape(), shape,
+               "[searchsorted] sorter {} must have the shape of sorted_sequence {}", sorter.meta_str(),
+               sorted_sequence.meta_str());
+    return searchsorted(take_along_dim(sorted_sequence, sorter, -1), values, right, out_int32);
+  }
   const Tensor& s = sorted_sequence;
   KILN_CHECK(s.dim() >= 1, shape, "[searchsorted] sorted_sequence needs at least 1 dim, got {}", s.meta_str());
   KILN_CHECK(s.dim() == 1 || (values.dim() == s.dim() &&

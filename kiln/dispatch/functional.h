@@ -572,6 +572,9 @@ Tensor clone(const Tensor& x);
  * PyTorch: kiln's sum them). */
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value);
+/** torch.scatter(..., reduce="add" | "multiply"): the writes added to (multiplied into) x. */
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value, const std::string& reduce);
 /** x with alpha * source's slices added (copied, filled with value) at the 1-D index's
  * positions along dim. */
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
@@ -714,7 +717,10 @@ Tensor tril_indices(int64_t rows, int64_t cols, int64_t offset = 0, TensorOption
 Tensor triu_indices(int64_t rows, int64_t cols, int64_t offset = 0, TensorOptions options = {.dtype = DType::i64});
 /** For each value, the position in the last dim of sorted_sequence where it would go:
  * the count of elements < value (<= with right). */
-Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false, bool out_int32 = false);
+/** With `sorter`: sorted_sequence is unsorted and sorter holds the indices that sort its
+ * last dim (as torch.argsort gives). */
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false, bool out_int32 = false,
+                    const Tensor& sorter = Tensor());
 /** searchsorted(boundaries, x, right): the bucket index of each element. */
 Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right = false, bool out_int32 = false);
 /** The histogram of x over `bins` equal bins in [min, max] (min == max: the data's range,

@@ -194,6 +194,18 @@ TEST(Parity, GetitemAndSetitemFollowPyTorch) {
   EXPECT_EQ(item<double>(sum(y)), 1242);
 }
 
+// torch.scatter(..., reduce=) and searchsorted(..., sorter=), PyTorch's values.
+TEST(Parity, ScatterWithReduceAndSearchsortedWithSorter) {
+  Tensor i = tensor({0, 1, 2, 0, 0, 0, 0, 0}, {2, 4}, {.dtype = i64});
+  Tensor src = reshape(arange(1.0, 9.0), {2, 4});
+  EXPECT_TRUE(all_close(scatter(zeros({3, 4}), 0, i, src, "add"), {6, 6, 7, 12, 0, 2, 0, 0, 0, 0, 3, 0}));
+  EXPECT_TRUE(all_close(scatter(ones({3, 4}), 0, i, src, "multiply"), {5, 6, 7, 32, 1, 2, 1, 1, 1, 1, 3, 1}));
+  EXPECT_TRUE(all_close(scatter(zeros({3, 4}), 0, i, 2.0, "add"), {4, 2, 2, 4, 0, 2, 0, 0, 0, 0, 2, 0}));
+  expect_error([&] { scatter(zeros({3, 4}), 0, i, src, "max"); }, ErrorKind::value, "add or multiply");
+  Tensor unsorted = tensor({3, 1, 2, 5}), order = tensor({1, 2, 0, 3}, {}, {.dtype = i64});
+  EXPECT_EQ(ints(searchsorted(unsorted, tensor({2.5, 0, 6}), false, false, order)), (std::vector<int64_t>{2, 0, 4}));
+}
+
 // Calls PyTorch refuses (op_db's error inputs), refused here too with the op's name.
 TEST(Parity, RefusesWhatPyTorchRefuses) {
   Tensor x = randn({3}), i32_index = tensor({0}, {}, {.dtype = i32}), index = tensor({0}, {}, {.dtype = i64});
