@@ -1119,16 +1119,30 @@ Tensor along(const Tensor& index, const Tensor& source, int64_t dim, const char*
   return expand(reshape(to(index, DType::i64), shape), full_shape);  // i32 too, for index_add
 }
 }  // namespace
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+namespace {
+// scatter's source after its checks, cut to index's region (the only part read).
+Tensor scatter_source(const Tensor& x, const Tensor& index, const Tensor& src) {
   ops::check_long_index("scatter", index);
   KILN_CHECK(src.dtype() == x.dtype(), dtype, "[scatter] expected self ({}) and src ({}) to have the same dtype",
              x.dtype(), src.dtype());
-  IntList region;  // only index's region of src is read
-  for (int64_t i = 0; i < index.dim(); ++i) region.push_back(index.size(i));
   Tensor part = src;
   for (int64_t i = 0; i < std::min(src.dim(), index.dim()); ++i)
     if (src.size(i) > index.size(i)) part = narrow(part, i, 0, index.size(i));
-  return where(scattered(x, dim, index), scatter_add(zeros_like(x), dim, index, to(part, x.dtype())), x);
+  return part;
+}
+}  // namespace
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return where(scattered(x, dim, index), scatter_add(zeros_like(x), dim, index, scatter_source(x, index, src)), x);
+}
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
+  KILN_CHECK(reduce == "add" || reduce == "multiply", value, "[scatter] reduce argument must be either add or multiply, got {}",
+             reduce);
+  return scatter_reduce(x, dim, index, scatter_source(x, index, src), reduce == "add" ? "sum" : "prod",
+                        /*include_self=*/true);
+}
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value, const std::string& reduce) {
+  IntList shape(index.shape().begin(), index.shape().end());
+  return scatter(x, dim, index, full(shape, value, {.dtype = x.dtype(), .device = x.device()}), reduce);
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
   ops::check_long_index("scatter", index);

@@ -390,21 +390,6 @@ Tensor scatter_extreme(const Tensor& x, int64_t dim, const Tensor& index, const 
 
 }  // namespace
 
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
-  KILN_CHECK(reduce == "add" || reduce == "multiply", value, "[scatter] reduce argument must be either add or multiply, got {}",
-             reduce);
-  ops::check_long_index("scatter", index);
-  KILN_CHECK(src.dtype() == x.dtype(), dtype, "[scatter] expected self ({}) and src ({}) to have the same dtype",
-             x.dtype(), src.dtype());
-  Tensor part = src;  // only index's region of src is read
-  for (int64_t i = 0; i < std::min(src.dim(), index.dim()); ++i)
-    if (src.size(i) > index.size(i)) part = narrow(part, i, 0, index.size(i));
-  return scatter_reduce(x, dim, index, part, reduce == "add" ? "sum" : "prod", /*include_self=*/true);
-}
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value, const std::string& reduce) {
-  return scatter(x, dim, index, full(shape_of(index), value, {.dtype = x.dtype(), .device = x.device()}), reduce);
-}
-
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       const std::string& reduce, bool include_self) {
   KILN_CHECK(reduce == "sum" || reduce == "mean" || reduce == "amax" || reduce == "amin" || reduce == "prod", value,
