@@ -833,8 +833,9 @@ Tensor take(const Tensor& x, const Tensor& index);
  * of the flattened x. */
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = std::nullopt);
 /** Advanced indexing x[i0, i1, ...]: undefined entries are full slices; the index tensors
- * (integers, or bool masks standing for their nonzero coordinates: eager only) must be
- * adjacent and broadcast together; their shape replaces the dims they index. */
+ * (integers, or bool masks standing for their nonzero coordinates: eager only) broadcast
+ * together and their shape replaces the dims they index (index tensors separated by full
+ * slices put it first, as PyTorch). */
 Tensor index(const Tensor& x, const std::vector<Tensor>& indices);
 namespace indexing {
 /** start:stop:step of Python's slices (absent bounds: the ends; step > 0). */
@@ -865,8 +866,7 @@ class TensorIndex {
 }  // namespace indexing
 
 /** x[i0, i1, ...] with PyTorch's rules: integers select (negative from the end), slices,
- * None and Ellipsis make a view; index tensors then index the result as `index` does,
- * except that index tensors separated by other dims put their broadcast dims first. */
+ * None and Ellipsis make a view; index tensors then index the result as `index` does. */
 Tensor getitem(const Tensor& x, const std::vector<indexing::TensorIndex>& index);
 /** x[i0, i1, ...] = value (broadcast, converted to x's dtype), in place. */
 Tensor& setitem_(Tensor& x, const std::vector<indexing::TensorIndex>& index, const Tensor& value);

@@ -65,6 +65,10 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
 
 namespace {
 
+bool is_mask(const Tensor& t) { return t.dtype() == DType::b8 || t.dtype() == DType::u8; }
+// The dims an index tensor consumes: a mask its own, an integer index one.
+int64_t width_of(const Tensor& t) { return is_mask(t) ? t.dim() : 1; }
+
 // Advanced indexing's plan: the defined index tensors (integers, or bools standing for
 // their nonzero coordinates) as one block of consecutive dims starting at `first`, each
 // broadcast to `shape`, combined into one linear position over the block.
@@ -83,7 +87,7 @@ IndexPlan plan_index(const Tensor& x, const std::vector<Tensor>& indices, const 
       ++d;
       continue;
     }
-    if (t.dtype() == DType::b8 || t.dtype() == DType::u8) {
+    if (is_mask(t)) {
       KILN_CHECK(d + t.dim() <= x.dim(), index, "[{}] a mask {} indexes past the {} dims of {}", op, t.meta_str(),
                  x.dim(), x.meta_str());
       for (int64_t k = 0; k < t.dim(); ++k)
@@ -104,9 +108,8 @@ IndexPlan plan_index(const Tensor& x, const std::vector<Tensor>& indices, const 
     dims.push_back(d++);
   }
   KILN_CHECK(!expanded.empty(), value, "[{}] expects at least one index tensor", op);
-  for (size_t i = 1; i < dims.size(); ++i)
-    KILN_CHECK(dims[i] == dims[i - 1] + 1, unsupported,
-               "[{}] index tensors separated by full slices are not supported (index dims {} and {})", op,
+  for (size_t i = 1; i < dims.size(); ++i)  // lead_with_indexed brought them together
+    KILN_CHECK(dims[i] == dims[i - 1] + 1, internal, "[{}] index tensors at dims {} and {} are not adjacent", op,
                dims[i - 1], dims[i]);
   IndexPlan p;
   p.first = dims.front();
@@ -145,9 +148,41 @@ IntList indexed_shape(const Tensor& x, const IndexPlan& p) {
   return shape;
 }
 
+// Index tensors separated by full slices: PyTorch puts their broadcast dims first. The
+// permutation that brings the indexed dims to the front, with the entries that index the
+// permuted tensor (perm empty: the tensors are adjacent already).
+struct Separated {
+  IntList perm;
+  std::vector<Tensor> indices;
+};
+
+Separated lead_with_indexed(const Tensor& x, const std::vector<Tensor>& indices) {
+  std::vector<std::pair<int64_t, Tensor>> at;  // (first dim, tensor)
+  int64_t d = 0;
+  for (const Tensor& t : indices) {
+    if (t.defined()) at.emplace_back(d, t);
+    d += t.defined() ? width_of(t) : 1;
+  }
+  bool adjacent = true;
+  for (size_t k = 1; k < at.size(); ++k) adjacent = adjacent && at[k].first == at[k - 1].first + width_of(at[k - 1].second);
+  Separated s;
+  if (adjacent || d > x.dim()) return s;  // (too many entries: plan_index reports it)
+  std::vector<bool> taken(static_cast<size_t>(x.dim()), false);
+  for (const auto& [first, t] : at)
+    for (int64_t k = 0; k < width_of(t); ++k) {
+      s.perm.push_back(first + k);
+      taken[static_cast<size_t>(first + k)] = true;
+    }
+  for (int64_t k = 0; k < x.dim(); ++k)
+    if (!taken[static_cast<size_t>(k)]) s.perm.push_back(k);
+  for (const auto& [first, t] : at) s.indices.push_back(t);
+  return s;
+}
+
 }  // namespace
 
 Tensor index(const Tensor& x, const std::vector<Tensor>& indices) {
+  if (Separated s = lead_with_indexed(x, indices); !s.perm.empty()) return index(permute(x, s.perm), s.indices);
   IndexPlan p = plan_index(x, indices, "index");
   Tensor picked = index_select(merge_block(x, p), p.first, reshape(p.linear, {-1}));
   return reshape(picked, indexed_shape(x, p));
@@ -155,17 +190,11 @@ Tensor index(const Tensor& x, const std::vector<Tensor>& indices) {
 
 namespace {
 
-// x[index] split into its basic part (a view of x: selects, slices, new dims) and the
-// index tensors left for advanced indexing, each at the view's dim it indexes. Index
-// tensors separated by other dims are moved to the front (the view permuted), where
-// PyTorch puts their broadcast dims.
-bool is_mask(const Tensor& t) { return t.dtype() == DType::b8 || t.dtype() == DType::u8; }
-// The dims an index tensor consumes: a mask its own, an integer index one.
-int64_t width_of(const Tensor& t) { return is_mask(t) ? t.dim() : 1; }
-
+// x[index] split into its basic part (a view of x: selects, slices, new dims) and index()'s
+// entries for the index tensors left (undefined for the view's full dims).
 struct Indexed {
   Tensor view;
-  std::vector<Tensor> tensors;  // per dim of `view`, undefined for full slices
+  std::vector<Tensor> tensors;
   bool any = false;
 };
 
@@ -209,32 +238,7 @@ Indexed apply_basic(const Tensor& x, const std::vector<indexing::TensorIndex>& i
       dim += width_of(t);
     }
   }
-  if (advanced.empty()) return r;
-  r.any = true;
-  // Adjacent: indexed in place. Separated: their dims first, the others after in order.
-  bool adjacent = true;
-  for (size_t k = 1; k < advanced.size(); ++k)
-    adjacent = adjacent && advanced[k].first == advanced[k - 1].first + width_of(advanced[k - 1].second);
-  if (!adjacent) {
-    IntList front, rest;
-    std::vector<bool> taken(static_cast<size_t>(r.view.dim()), false);
-    for (const auto& [d, t] : advanced) {
-      for (int64_t k = 0; k < width_of(t); ++k) {
-        front.push_back(d + k);
-        taken[static_cast<size_t>(d + k)] = true;
-      }
-    }
-    for (int64_t d = 0; d < r.view.dim(); ++d)
-      if (!taken[static_cast<size_t>(d)]) rest.push_back(d);
-    IntList perm = front;
-    perm.insert(perm.end(), rest.begin(), rest.end());
-    r.view = permute(r.view, perm);
-    int64_t at = 0;
-    for (auto& [d, t] : advanced) {
-      d = at;
-      at += width_of(t);
-    }
-  }
+  r.any = !advanced.empty();
   int64_t covered = 0;  // index()'s entries: one per full dim, one per tensor (a mask spans its dims)
   for (const auto& [d, t] : advanced) {
     for (; covered < d; ++covered) r.tensors.emplace_back();
@@ -264,6 +268,11 @@ Tensor& setitem_(Tensor& x, const std::vector<indexing::TensorIndex>& index, Sca
 }
 
 Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
+  if (Separated s = lead_with_indexed(x, indices); !s.perm.empty()) {
+    IntList inverse(s.perm.size());
+    for (size_t k = 0; k < s.perm.size(); ++k) inverse[static_cast<size_t>(s.perm[k])] = static_cast<int64_t>(k);
+    return permute(index_put(permute(x, s.perm), s.indices, values, accumulate), inverse);
+  }
   IndexPlan p = plan_index(x, indices, "index_put");
   IntList target = indexed_shape(x, p);
   Tensor v = expand(to(values, x.dtype()), target);

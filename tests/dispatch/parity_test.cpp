@@ -160,6 +160,9 @@ TEST(Parity, GetitemAndSetitemFollowPyTorch) {
   check({Slice{}, t}, {3, 2, 5}, 810, {10, 11, 12, 13, 14, 0});
   check({t, Slice{}, t}, {2, 4}, 228, {42, 47, 52, 57, 0, 5, 10, 15});  // separated: index dims first
   check({t, 1, t}, {2}, 52, {47, 5});
+  // index / index_put themselves take separated index tensors (the same rule)
+  EXPECT_EQ(to_vector<double>(index(x, {t, Tensor(), t})), to_vector<double>(getitem(x, {t, Slice{}, t})));
+  EXPECT_EQ(item<double>(sum(index_put(x, {t, Tensor(), t}, tensor({100, 200}, {2, 1})))), 2742);
   check({1, u, t}, {2, 2}, 124, {27, 25, 37, 35});
   check({x > 50.0}, {9}, 495, {51, 52});
   check({Slice{}, select(x, 0, 0) > 15.0}, {3, 4}, 450, {16, 17, 18, 19, 36});
