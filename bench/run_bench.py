@@ -125,15 +125,32 @@ def kiln_round(build, work):
                     samples.setdefault(f"{side} allreduce {r['bytes']}", []).append(r[key] * 1e-6)
         for key, v in samples.items():
             res[key] = {"seconds": statistics.median(v)}
-        # Issue 19: the TP GPT training step at 2 ranks vs one process, and its traffic.
-        for r in json_lines(run(launch + [f"{build}/bench/kiln_tp_bench"])):
-            res["tp gpt step"] = {"seconds": r["tp_ms"] * 1e-3}
-            res["single gpt step"] = {"seconds": r["single_ms"] * 1e-3}
-            res["tp gpt bytes"] = {"moved": r["bytes_moved"], "minimum": r["bytes_minimum"]}
+        # Issue 19: the TP GPT training step at 2 ranks vs one process, and its traffic; the
+        # two launched in turn ALLREDUCE_ALTERNATIONS times, medians.
+        tp, single = [], []
+        for _ in range(ALLREDUCE_ALTERNATIONS):
+            for r in json_lines(run(launch + [f"{build}/bench/kiln_tp_bench"])):
+                tp.append(r["tp_ms"] * 1e-3)
+                res["tp gpt bytes"] = {"moved": r["bytes_moved"], "minimum": r["bytes_minimum"]}
+            for r in json_lines(run([f"{build}/bench/kiln_tp_bench", "--single"])):
+                single.append(r["single_ms"] * 1e-3)
+        if tp and single:
+            res["tp gpt step"] = {"seconds": statistics.median(tp)}
+            res["single gpt step"] = {"seconds": statistics.median(single)}
     return res
 
 
 # ---- peers ---------------------------------------------------------------------------
+
+def build_native_peers():
+    """The C peers of ../shared/peers (libtorch dispatch, OpenBLAS and FMA peaks, memory
+    bandwidth), built once into PEER_BUILD by the peers' own script."""
+    script = os.path.join(PEERS, "build.sh")
+    if os.path.exists(f"{PEER_BUILD}/eager_dispatch_cpp") or not os.path.exists(script):
+        return
+    log(f"bench: building the native peers into {PEER_BUILD}")
+    run(["sh", script], env={"BUILD": PEER_BUILD}, timeout=600)
+
 
 def build_autograd_peer():
     """libtorch C++ peer of BM_TinyAddBackward (needs Debian's libtorch-dev)."""
@@ -182,6 +199,13 @@ def peer_round(work):
                          ("eager_models.py", ["--reps", "20"])):
         log(f"  peer {script}")
         recs += json_lines(run([TORCH_PY, os.path.join(PEERS, script)] + args))
+    wide = wide_openblas_coretype()
+    if wide:  # PyTorch's products once more on the kernels OpenBLAS did not pick by itself
+        log(f"  peer eager_models.py, OPENBLAS_CORETYPE={wide}")
+        for r in json_lines(run([TORCH_PY, os.path.join(PEERS, "eager_models.py"), "--reps", "20"],
+                                env={"OPENBLAS_CORETYPE": wide})):
+            r["case"] = f"{r.get('case')} openblas={wide}"
+            recs.append(r)
     t0 = time.perf_counter()
     run([TORCH_PY, "-c", "import torch"])
     recs.append({"case": "import torch", "median": time.perf_counter() - t0, "unit": "s"})
@@ -295,6 +319,17 @@ def build_rows(k, p):
             peer = ms(peer_value(p, f"{m} eager nn.Module threads={t}", "ms/forward"))
             ratio(f"program run {m.upper()}, {t} thread(s) (vs PyTorch eager)",
                   kiln_value(k, f"BM_Program/{m}/{t}"), peer, 0.6)
+    # Where OpenBLAS chose kernels narrower than the CPU, PyTorch's products are slowed by
+    # that choice: the same rows once more against PyTorch on OpenBLAS's widest kernels.
+    wide = wide_openblas_coretype()
+    for m in ("mlp", "block"):
+        peer = ms(peer_value(p, f"{m} eager nn.Module threads=1 openblas={wide}", "ms/forward"))
+        if wide and peer:
+            for what, bench in (("eager", "BM_Eager"), ("program run", "BM_Program")):
+                kv = kiln_value(k, f"{bench}/{m}/1")
+                if kv is not None:
+                    row(f"{what} {m.upper()} forward, 1 thread(s), vs PyTorch with OPENBLAS_CORETYPE={wide}",
+                        fmt_t(kv), fmt_t(peer), f"{kv / peer:.2f}x", "- (reported)", None)
     # Training (issue 16): forward + mse_loss + backward + SGD step, same shapes both sides.
     for m in ("mlp", "block"):
         for t in (1, 2):
@@ -436,7 +471,42 @@ def machine():
                     break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    have = cpu_flags()
+    flags = ", " + ("AVX-512" if "avx512f" in have else "AVX2" if "avx2" in have else "no AVX2") if have else ""
+    return f"{cpu}{flags}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def cpu_flags():
+    """The CPU's feature flags from /proc/cpuinfo (empty when unreadable)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return set(next(l for l in f if l.startswith("flags")).split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        return set()
+
+
+def wide_openblas_coretype():
+    """The OpenBLAS kernel family for this CPU's widest FMA when OpenBLAS chose a narrower
+    one by itself (a VM hiding the CPU model) and the environment does not pin one; else
+    None."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return None
+    if openblas_core().lower() in ("haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"):
+        return None
+    have = cpu_flags()
+    return "SkylakeX" if "avx512f" in have else "Haswell" if "avx2" in have else None
+
+
+def openblas_core():
+    """The kernel family OpenBLAS chose on this machine (PyTorch 1.13's products run on it;
+    kiln's f32 products go to oneDNN when it is narrower than the CPU)."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        return lib.openblas_get_corename().decode()
+    except (OSError, AttributeError):
+        return "unknown"
 
 
 def main():
@@ -448,6 +518,7 @@ def main():
     args = ap.parse_args()
     peers = not args.no_peers and have_torch()
     if peers:
+        build_native_peers()
         build_autograd_peer()
     if not peers:
         log("bench: PyTorch peers unavailable (KILN_WITH_TORCH=1 make bench installs them); kiln only")
@@ -480,7 +551,8 @@ def main():
     stamp = datetime.date.today().isoformat()
     section = (f"{MARK_START}\n## Latest table ({stamp})\n\nMachine: {machine()}. "
                f"Command: `make bench` ({args.rounds} alternating rounds, medians; "
-               f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}).\n\n{text}{MARK_END}")
+               f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
+               f"OpenBLAS kernels: {openblas_core()}).\n\n{text}{MARK_END}")
     path = os.path.join(ROOT, "docs", "benchmarks.md")
     doc = open(path).read()
     if MARK_START in doc:

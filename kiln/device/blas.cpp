@@ -3,9 +3,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 
 #include "kiln/device/kernel_scope.h"
+#include "kiln/device/threads.h"
 
 namespace kiln {
 
@@ -30,8 +30,7 @@ const BlasHandle& blas_handle(Device device) {
   std::lock_guard lock(p.mu);
   auto& slot = p.handles[{stream.device().key(), stream.id()}];
   if (!slot) {
-    int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    slot = std::make_unique<BlasHandle>(stream.device(), stream, threads);
+    slot = std::make_unique<BlasHandle>(stream.device(), stream, get_num_threads(stream.device()));
   }
   return *slot;
 }

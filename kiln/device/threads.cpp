@@ -12,10 +12,28 @@ namespace kiln {
 
 namespace {
 
+// How many processes of one job share this machine, as the launcher says: OpenMPI's
+// mpirun, MPICH's Hydra, torchrun-style launchers. 1 outside a launcher or when the value
+// is not a positive integer.
+int local_ranks() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE"}) {
+    const char* env = std::getenv(name);
+    if (!env || !*env) continue;
+    char* end = nullptr;
+    long n = std::strtol(env, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= 1 << 20) return static_cast<int>(n);
+  }
+  return 1;
+}
+
 // KILN_NUM_THREADS, read once; a malformed value is kept as an error for the first use
-// (as KILN_CPU_DEVICES), the budget then being the hardware threads.
+// (as KILN_CPU_DEVICES), the budget then being the default. The default is the hardware
+// threads shared among the job's processes on this machine (at least 1 each): ranks that
+// each took every core would run cores x ranks threads and wait on each other's spinning
+// teams (torchrun likewise sets one thread per rank).
 struct EnvBudget {
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
+                                local_ranks());
   std::string error;
 };
 

@@ -5,8 +5,9 @@
 // A CPU kernel above a grain size splits its work over an OpenMP team (the runtime
 // oneDNN, kiln's GEMM, uses too, so the two never compete with separate pools). The
 // team size is a budget:
-//  - the process budget, set_num_threads (default: the machine's hardware threads, or
-//    KILN_NUM_THREADS when set);
+//  - the process budget, set_num_threads (default: KILN_NUM_THREADS when set, else the
+//    machine's hardware threads divided among the processes a launcher started on it:
+//    mpirun -np 2 on 2 cores gives each rank 1);
 //  - a per-device budget for virtual CPU devices, set_num_threads(device, n): kernels of
 //    cpu:1 and cpu:2 driven from two host threads each use their own share instead of
 //    both taking the whole machine. 0 (the default) means "the process budget".

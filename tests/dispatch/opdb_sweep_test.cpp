@@ -1205,7 +1205,8 @@ std::pair<double, double> tolerance(DType d) {
 bool sums_products(const std::string& op) {
   static const std::set<std::string> products{
       "matmul", "mm", "bmm", "addmm", "addmv", "addbmm", "baddbmm", "mv", "dot", "vdot", "inner", "tensordot",
-      "einsum", "nn.functional.linear", "nn.functional.bilinear", "linalg.multi_dot", "cdist"};
+      "einsum", "nn.functional.linear", "nn.functional.bilinear", "linalg.multi_dot", "cdist",
+      "ormqr", "linalg.householder_product"};
   return products.contains(op) || op.find("conv") != std::string::npos;
 }
 

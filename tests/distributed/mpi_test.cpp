@@ -3,6 +3,9 @@
 // cpu:(r % 4), so collectives move data between devices of different processes.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <thread>
+
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -27,6 +30,19 @@ TEST(Mpi, RankAndSize) {
   EXPECT_GE(world()->size(), 2);
   EXPECT_LT(world()->rank(), world()->size());
   EXPECT_EQ(world()->engine(), "mpi");
+}
+
+// Ranks on one machine share its cores: without KILN_NUM_THREADS each takes the hardware
+// threads divided by the launcher's local rank count (ctest runs this once without it).
+TEST(Mpi, DefaultThreadBudgetSharesTheMachine) {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local) local = std::getenv("MPI_LOCALNRANKS");
+  ASSERT_NE(local, nullptr) << "expected mpirun to say how many ranks share this machine";
+  int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const char* set = std::getenv("KILN_NUM_THREADS");
+  int want = set ? std::atoi(set) : std::max(1, hardware / std::atoi(local));
+  EXPECT_EQ(get_num_threads(), want);
+  EXPECT_EQ(get_num_threads(my_device()), want);
 }
 
 TEST(Mpi, AllReduceEveryOpAndDtype) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -64,12 +65,29 @@ std::atomic<GemmLibrary>& library_choice() {
 // BM_GemmSmall).
 constexpr int64_t kOneDnnMinWork = 96 * 96 * 96;
 
+// Whether OpenBLAS runs kernels as wide as the CPU's FMA units. OpenBLAS chooses its kernel
+// family once, from the CPU's model number (or OPENBLAS_CORETYPE); in a VM whose CPUID
+// shows a generic model, 0.3.21 falls back to its SSE3 "Prescott" kernels on an AVX-512
+// core (~31 GFLOP/s where oneDNN reaches ~170; BM_GemmSmall: 64^3 in 25 us vs 4 us). kiln
+// leaves OpenBLAS's choice alone, but then sends every f32 product to oneDNN.
+bool openblas_has_fma_kernels() {
+  static const bool wide = [] {
+    std::string core = openblas_get_corename();
+    std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
+    for (const char* family : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
+      if (core == family) return true;
+    __builtin_cpu_init();
+    return !__builtin_cpu_supports("fma");  // a CPU without FMA: OpenBLAS's kernel is its best
+  }();
+  return wide;
+}
+
 bool use_onednn(int64_t n, int64_t m, int64_t k) {
   if (k == 0 || !onednn_available()) return false;
   switch (library_choice().load(std::memory_order_relaxed)) {
     case GemmLibrary::openblas: return false;
     case GemmLibrary::onednn: return true;
-    case GemmLibrary::automatic: return n * m * k >= kOneDnnMinWork;
+    case GemmLibrary::automatic: return n * m * k >= kOneDnnMinWork || !openblas_has_fma_kernels();
   }
   return false;
 }

@@ -6,7 +6,9 @@
 // override that setting; f32 products of a useful size go to oneDNN instead, and
 // OpenBLAS stays for f64 and for tiny products, where creating a primitive (a cache
 // hit in oneDNN's primitive cache, a few microseconds) would cost more than the
-// product. KILN_GEMM=openblas sends everything to OpenBLAS (both paths are tested).
+// product. Where OpenBLAS's own detection fell below the CPU (a VM hiding the CPU model
+// gets its SSE3 kernels), oneDNN takes every f32 product. KILN_GEMM=openblas sends
+// everything to OpenBLAS (both paths are tested).
 #include "kiln/backend/cpu/onednn.h"
 
 #include <algorithm>
