@@ -199,8 +199,7 @@ def peer_round(work):
                          ("eager_models.py", ["--reps", "20"])):
         log(f"  peer {script}")
         recs += json_lines(run([TORCH_PY, os.path.join(PEERS, script)] + args))
-    wide = wide_openblas_coretype()
-    if wide:  # PyTorch's products once more on the kernels OpenBLAS did not pick by itself
+    for wide in wide_openblas_coretypes():  # PyTorch's products on kernels OpenBLAS did not pick
         log(f"  peer eager_models.py, OPENBLAS_CORETYPE={wide}")
         for r in json_lines(run([TORCH_PY, os.path.join(PEERS, "eager_models.py"), "--reps", "20"],
                                 env={"OPENBLAS_CORETYPE": wide})):
@@ -321,10 +320,9 @@ def build_rows(k, p):
                   kiln_value(k, f"BM_Program/{m}/{t}"), peer, 0.6)
     # Where OpenBLAS chose kernels narrower than the CPU, PyTorch's products are slowed by
     # that choice: the same rows once more against PyTorch on OpenBLAS's widest kernels.
-    wide = wide_openblas_coretype()
-    for m in ("mlp", "block"):
+    for wide, m in ((w, m) for w in wide_openblas_coretypes() for m in ("mlp", "block")):
         peer = ms(peer_value(p, f"{m} eager nn.Module threads=1 openblas={wide}", "ms/forward"))
-        if wide and peer:
+        if peer:
             for what, bench in (("eager", "BM_Eager"), ("program run", "BM_Program")):
                 kv = kiln_value(k, f"{bench}/{m}/1")
                 if kv is not None:
@@ -485,16 +483,16 @@ def cpu_flags():
         return set()
 
 
-def wide_openblas_coretype():
-    """The OpenBLAS kernel family for this CPU's widest FMA when OpenBLAS chose a narrower
-    one by itself (a VM hiding the CPU model) and the environment does not pin one; else
-    None."""
+def wide_openblas_coretypes():
+    """When OpenBLAS chose kernels narrower than the CPU by itself (a VM hiding the CPU
+    model) and the environment pins none: the AVX2 family (what BENCH.md's machine pinned)
+    and, on AVX-512, the widest. Else none."""
     if os.environ.get("OPENBLAS_CORETYPE"):
-        return None
+        return []
     if openblas_core().lower() in ("haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"):
-        return None
+        return []
     have = cpu_flags()
-    return "SkylakeX" if "avx512f" in have else "Haswell" if "avx2" in have else None
+    return (["Haswell"] if "avx2" in have else []) + (["SkylakeX"] if "avx512f" in have else [])
 
 
 def openblas_core():
