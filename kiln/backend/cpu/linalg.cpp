@@ -68,8 +68,13 @@ constexpr int64_t kOneDnnMinWork = 96 * 96 * 96;
 // Whether OpenBLAS runs kernels as wide as the CPU's FMA units. OpenBLAS chooses its kernel
 // family once, from the CPU's model number (or OPENBLAS_CORETYPE); in a VM whose CPUID
 // shows a generic model, 0.3.21 falls back to its SSE3 "Prescott" kernels on an AVX-512
-// core (~31 GFLOP/s where oneDNN reaches ~170; BM_GemmSmall: 64^3 in 25 us vs 4 us). kiln
-// leaves OpenBLAS's choice alone, but then sends every f32 product to oneDNN.
+// core (~31 GFLOP/s where oneDNN reaches ~170; BM_GemmSmall: 32^3 in 5.4 us vs 1.3 us,
+// 64^3 in 25 us vs 4 us). kiln leaves OpenBLAS's choice alone, but then sends f32 products
+// from 32^3 on to oneDNN. Tinier ones stay: the first product of a new layout builds a
+// oneDNN primitive (~90 us), which a product of a few microseconds never earns back when
+// shapes vary.
+constexpr int64_t kOneDnnMinWorkNarrowBlas = 32 * 32 * 32;
+
 bool openblas_has_fma_kernels() {
   static const bool wide = [] {
     std::string core = openblas_get_corename();
@@ -87,7 +92,8 @@ bool use_onednn(int64_t n, int64_t m, int64_t k) {
   switch (library_choice().load(std::memory_order_relaxed)) {
     case GemmLibrary::openblas: return false;
     case GemmLibrary::onednn: return true;
-    case GemmLibrary::automatic: return n * m * k >= kOneDnnMinWork || !openblas_has_fma_kernels();
+    case GemmLibrary::automatic:
+      return n * m * k >= (openblas_has_fma_kernels() ? kOneDnnMinWork : kOneDnnMinWorkNarrowBlas);
   }
   return false;
 }

@@ -7,7 +7,7 @@
 // OpenBLAS stays for f64 and for tiny products, where creating a primitive (a cache
 // hit in oneDNN's primitive cache, a few microseconds) would cost more than the
 // product. Where OpenBLAS's own detection fell below the CPU (a VM hiding the CPU model
-// gets its SSE3 kernels), oneDNN takes every f32 product. KILN_GEMM=openblas sends
+// gets its SSE3 kernels), oneDNN takes f32 products from 32^3 on. KILN_GEMM=openblas sends
 // everything to OpenBLAS (both paths are tested).
 #include "kiln/backend/cpu/onednn.h"
 
