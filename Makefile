@@ -17,7 +17,10 @@ build: configure
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-demo: build
+# The demo needs only the library and the command: a first run does not wait for the
+# tests, benchmarks and examples.
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target kiln_cli
 	@$(BUILD)/tools/kiln/kiln demo
 
 # Side by side with PyTorch (KILN_WITH_TORCH=1 installs the peers); writes docs/benchmarks.md.

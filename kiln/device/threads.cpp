@@ -1,5 +1,7 @@
 #include "kiln/device/threads.h"
 
+#include <sched.h>
+
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -26,6 +28,14 @@ int local_ranks() {
   return 1;
 }
 
+// The CPUs this process may run on (its affinity mask: a container's or taskset's limit).
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 // KILN_NUM_THREADS, read once; a malformed value is kept as an error for the first use
 // (as KILN_CPU_DEVICES), the budget then being the default. The default is the hardware
 // threads shared among the job's processes on this machine (at least 1 each): ranks that
@@ -41,10 +51,12 @@ const EnvBudget& env_budget() {
   static const EnvBudget b = [] {
     EnvBudget r;
     if (const char* env = std::getenv("KILN_NUM_THREADS"); env && *env) {
+      // More threads than CPUs only queue behind each other (and spin at every barrier).
+      int cpus = usable_cpus();
       char* end = nullptr;
       long n = std::strtol(env, &end, 10);
-      if (*end == '\0' && n >= 1 && n <= 4096) r.threads = static_cast<int>(n);
-      else r.error = fmt::format("KILN_NUM_THREADS must be an integer in 1..4096, got '{}'", env);
+      if (*end == '\0' && n >= 1 && n <= cpus) r.threads = static_cast<int>(n);
+      else r.error = fmt::format("KILN_NUM_THREADS must be an integer in 1..{} (the CPUs this process may run on), got '{}'", cpus, env);
     }
     return r;
   }();

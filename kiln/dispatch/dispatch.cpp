@@ -309,6 +309,21 @@ bool writes_self_directly(const OpInfo& info, std::span<const Value> args, const
   return true;
 }
 
+// (E1) An extension kernel fills the outputs its meta function described; one that swaps
+// in a tensor of another shape, dtype or device would make fake tracing and eager disagree
+// (a built-in kernel cannot: the F6 test holds every built-in to its meta function).
+void check_extension_outputs(const OpInfo& info, const ops::MetaOut& meta, std::span<const Tensor> outs,
+                             Device device) {
+  for (size_t i = 0; i < outs.size() && i < meta.outs.size(); ++i) {
+    const Tensor& o = outs[i];
+    KILN_CHECK(o.defined() && o.shape() == meta.outs[i].shape && o.dtype() == meta.outs[i].dtype &&
+                   o.device() == device,
+               value, "[{}] the kernel's output {} is {}, but the op's meta function says {}{}@{}", info.name, i,
+               o.defined() ? o.meta_str() : std::string("undefined"), to_string(meta.outs[i].dtype),
+               meta.outs[i].shape.str(), device);
+  }
+}
+
 // Runs one op's kernel under its KernelScope (D3, D8). A derived in-place op runs its
 // functional kernel into self when that is safe (writes_self_directly), else into a
 // temporary (shaped by `meta`) that is then copied into self.
@@ -317,6 +332,7 @@ void run_kernel(const Launch& l, const ops::MetaOut& meta, std::span<const Value
   KernelScope scope(l.info->name, l.device);
   if (l.info->meta) {
     kernel_of(l.table, l.info->kind, l.device.type)(ops::OpCall{l.info->kind, args, l.device}, outs);
+    if (!ops::is_builtin(l.info->kind)) check_extension_outputs(*l.info, meta, outs, l.device);
     return;
   }
   const OpInfo& functional = ops::op_info(l.info->functional);

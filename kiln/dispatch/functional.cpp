@@ -868,8 +868,10 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   KILN_CHECK(x.dim() >= 2, shape, "[diagonal] expects a tensor of at least 2 dims, got {}", x.meta_str());
   int64_t d1 = wrap_dim(dim1, x.dim(), "diagonal"), d2 = wrap_dim(dim2, x.dim(), "diagonal");
   KILN_CHECK(d1 != d2, value, "[diagonal] dim1 and dim2 must differ, both are {}", d1);
-  int64_t length = std::max<int64_t>(
-      0, std::min(x.size(d1) - std::max<int64_t>(-offset, 0), x.size(d2) - std::max<int64_t>(offset, 0)));
+  // an offset past either side gives no element (and is never negated: INT64_MIN)
+  bool inside = offset > -x.size(d1) && offset < x.size(d2);
+  int64_t length = inside ? std::min(x.size(d1) - std::max<int64_t>(-offset, 0), x.size(d2) - std::max<int64_t>(offset, 0))
+                          : 0;
   int64_t start = x.offset();
   if (length > 0) start += offset >= 0 ? offset * x.stride(d2) : -offset * x.stride(d1);
   IntList size, stride;
@@ -1008,7 +1010,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   int64_t size = x.size(dim);
   if (start < 0) start += size;
-  KILN_CHECK(start >= 0 && length >= 0 && start + length <= size, index,
+  // compared as `length <= size - start`: `start + length` overflows for huge arguments
+  KILN_CHECK(start >= 0 && start <= size && length >= 0 && length <= size - start, index,
              "[narrow] start ({}) + length ({}) exceeds dimension size ({})", start, length, size);
   return slice(x, dim, start, start + length, 1);
 }

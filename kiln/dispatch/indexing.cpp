@@ -310,7 +310,10 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
   IntList shape = shape_of(c), strides(c.strides().begin(), c.strides().end());
   int64_t stride = strides[static_cast<size_t>(d)];
   shape[static_cast<size_t>(d)] = (len - size) / step + 1;
-  strides[static_cast<size_t>(d)] = stride * step;
+  // a step past the end leaves one window, whose stride is never used: keep it in range
+  int64_t window_stride = stride;
+  if (__builtin_mul_overflow(stride, step, &window_stride)) window_stride = stride;
+  strides[static_cast<size_t>(d)] = window_stride;
   shape.push_back(size);
   strides.push_back(stride);
   Tensor windows = as_strided(c, shape, strides, c.offset());

@@ -1,6 +1,7 @@
 #include "kiln/distributed/dprogram.h"
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -181,7 +182,8 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
   std::vector<NamedTensors> files;
   for (int64_t r = 0; r < saved_world; ++r) {
     std::string file = shard_path(path, r, saved_world);
-    KILN_CHECK(std::ifstream(file).good(), value,
+    std::error_code ec;
+    KILN_CHECK(std::filesystem::exists(file, ec), value,
                "[load_distributed] shard file {} is missing: every rank that saved the program writes one", file);
     files.push_back(load_safetensors(file));
   }
@@ -233,7 +235,7 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
                      to_string(meta.dtype), meta.shape.str());
           Tensor into = whole, seen = cover;
           for (size_t q = 0; q < offsets.size(); ++q) {
-            KILN_CHECK(offsets[q] + shard.size(static_cast<int64_t>(q)) <= meta.shape[q], format,
+            KILN_CHECK(offsets[q] <= meta.shape[q] - shard.size(static_cast<int64_t>(q)), format,
                        "[load_distributed] shard '{}' ({}) reaches past {}", key, shard.meta_str(), meta.shape.str());
             into = narrow(into, static_cast<int64_t>(q), offsets[q], shard.size(static_cast<int64_t>(q)));
             seen = narrow(seen, static_cast<int64_t>(q), offsets[q], shard.size(static_cast<int64_t>(q)));

@@ -1,6 +1,8 @@
 // The MPI engine (C1, C3, C4). See Note [Collectives on the engine].
 #include <mpi.h>
 
+#include <charconv>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -67,8 +69,12 @@ bool finalized() {
 double timeout_seconds() {
   static const double s = [] {
     const char* v = std::getenv("KILN_COLLECTIVE_TIMEOUT");
-    double x = v ? std::atof(v) : 0;
-    return x > 0 ? x : 300.0;
+    if (!v || !*v) return 300.0;
+    double x = 0;
+    auto [end, ec] = std::from_chars(v, v + std::strlen(v), x);
+    KILN_CHECK(ec == std::errc() && *end == '\0' && x > 0 && x <= 1e6, value,
+               "KILN_COLLECTIVE_TIMEOUT must be a number of seconds in (0, 1e6], got '{}'", v);
+    return x;
   }();
   return s;
 }
@@ -511,6 +517,7 @@ bool mpi_available() { return true; }
 
 std::shared_ptr<ProcessGroup> mpi_world() {
   static std::shared_ptr<ProcessGroup> world = [] {
+    timeout_seconds();  // a malformed KILN_COLLECTIVE_TIMEOUT is refused here, on the caller's thread
     runtime();
     MPI_Comm comm;
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "mpi_world");

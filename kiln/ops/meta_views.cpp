@@ -213,7 +213,7 @@ void meta_slice(const OpCall& c, MetaOut& out) {
   };
   int64_t start = c.args.is_none(2) ? 0 : clamp(c.args.i64(2));
   int64_t end = c.args.is_none(3) ? size : clamp(c.args.i64(3));
-  int64_t len = end > start ? (end - start + step - 1) / step : 0;
+  int64_t len = end > start ? (end - start - 1) / step + 1 : 0;  // no overflow for a huge step
   Dims shape = self.shape(), strides = self.strides();
   shape[d] = len;
   strides[d] *= step;

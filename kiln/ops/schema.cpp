@@ -80,7 +80,9 @@ Value parse_default(std::string_view text, ArgType type, std::string_view schema
   }
   bool is_float = text.find_first_of(".e") != std::string_view::npos;
   if (is_float) {
-    double d = std::stod(std::string(text));
+    double d = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+    if (ec != std::errc() || end != text.data() + text.size()) bad(schema, "bad default value");
     return type == ArgType::scalar || type == ArgType::opt_scalar ? Value(Scalar(d)) : Value(d);
   }
   int64_t i = 0;

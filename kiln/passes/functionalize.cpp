@@ -94,9 +94,9 @@ Tensor FunctionalizeMode::value_of(const Tensor& t) {
   return f ? value_of(t, *f) : t;
 }
 
-bool FunctionalizeMode::mutated(const Tensor& t) {
+uint64_t FunctionalizeMode::writes(const Tensor& t) {
   const FTensor* f = find(t);
-  return f && f->st->generation > 0;
+  return f ? f->st->generation : 0;
 }
 
 std::span<const Value> FunctionalizeMode::values_of(std::span<const Value> args, PoolVector<Value>& values) {

@@ -41,7 +41,10 @@ class FunctionalizeMode final : public Mode {
   /** The current value of `t` (an untracked tensor is its own value). */
   Tensor value_of(const Tensor& t);
   /** Whether anything was written to `t`'s storage. */
-  bool mutated(const Tensor& t);
+  bool mutated(const Tensor& t) { return writes(t) > 0; }
+  /** How many writes `t`'s storage has had (0 when untracked): a later count that
+   * differs means a write in between. */
+  uint64_t writes(const Tensor& t);
 
   Outputs handle(ops::OpKind op, std::span<const Value> args) override;
 

@@ -146,7 +146,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   size_t n_primals = inputs.size();
   ir::Graph &fw = program.forward, &bw = program.backward;
   Saver saver(fw, bw);
-  ir::RefList fw_refs, grad_refs;
+  ir::RefList fw_refs, grad_refs, backward_writes;
   std::vector<int> in_graph_copies;  // inputs written back by epilogue copy_ nodes
   std::vector<ir::Node*> primal_nodes, tangent_nodes;
   std::unordered_map<const ir::Node*, ir::Node*> saved_copy;  // overwritten saved primal -> its copy
@@ -209,10 +209,20 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         diff_outputs.push_back(user[k]);
         tangents.push_back(subclass_rewrap_gradient(user[k], t));
       }
+      // The writes each primal had in forward: a backward formula may write a saved input.
+      std::vector<uint64_t> forward_writes(n_primals);
+      for (size_t i = 0; i < n_primals; ++i) forward_writes[i] = functionalize.writes(traced[i]);
       if (!diff_outputs.empty() && !leaves.tensors.empty()) {
         grads.reserve(leaves.tensors.size());
         TensorList g = autograd::grad_at(diff_outputs, leaves.tensors, leaves.edges, tangents, /*allow_unused=*/true);
         for (Tensor& x : g) grads.push_back(x.defined() ? functionalize.value_of(subclass_inner(x)) : Tensor());
+      }
+      // (J2) Writes made in backward: the new values are outputs of the backward graph,
+      // after the gradients, applied to the inputs by whoever runs it (run_joint).
+      for (size_t i = 0; i < n_primals; ++i) {
+        if (functionalize.writes(traced[i]) == forward_writes[i]) continue;
+        backward_writes.push_back(proxy.ref_of(functionalize.value_of(traced[i])));
+        program.backward_mutated.push_back(static_cast<int>(i));
       }
     }
     size_t k = 0;
@@ -247,6 +257,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   std::vector<ir::Node*> bw_inputs = saver.saved_inputs;  // saved values, then tangents
   bw_inputs.insert(bw_inputs.end(), tangent_nodes.begin(), tangent_nodes.end());
   bw.move_inputs_to_front(bw_inputs);
+  grad_refs.insert(grad_refs.end(), backward_writes.begin(), backward_writes.end());
   bw.set_output(std::move(grad_refs));
   ir::eliminate_dead_code(program.forward);
   ir::eliminate_common_subexpressions(program.backward);  // d(x*x) = g*x + g*x: one product
@@ -290,9 +301,14 @@ JointRun run_joint(const JointProgram& program, const TensorList& given, const T
     bw_in.push_back(ones_like(out));
   }
   run.grads.resize(inputs.size());
-  if (!program.grad_of.empty()) {
+  if (!program.grad_of.empty() || !program.backward_mutated.empty()) {
     TensorList g = ir::interpret(program.backward, bw_in);
-    for (size_t j = 0; j < g.size(); ++j) run.grads[static_cast<size_t>(program.grad_of[j])] = g[j];
+    size_t n_grads = program.grad_of.size();
+    for (size_t j = 0; j < n_grads; ++j) run.grads[static_cast<size_t>(program.grad_of[j])] = g[j];
+    for (size_t j = 0; j < program.backward_mutated.size(); ++j) {  // writes made in backward, as eager
+      Tensor dst = inputs[static_cast<size_t>(program.backward_mutated[j])];
+      copy_(dst, g[n_grads + j]);
+    }
   }
   return run;
 }

@@ -41,7 +41,8 @@ struct JointOptions {
 
 /** A partitioned training graph. Forward: primals -> [out-of-graph mutations, user
  * outputs, saved values]; in-graph mutations are epilogue copy_ nodes. Backward: [saved
- * values, tangents] -> one gradient per differentiable input that the outputs use. */
+ * values, tangents] -> [one gradient per differentiable input that the outputs use, the
+ * new value of each input the backward writes]. */
 struct JointProgram {
   ir::Graph forward;
   ir::Graph backward;
@@ -51,6 +52,10 @@ struct JointProgram {
   int num_saved = 0;
   std::vector<int> tangent_of;  // per backward tangent input: the user output it is for
   std::vector<int> grad_of;     // per backward output: the primal input it is the gradient of
+  /** Inputs a backward formula writes in place (a saved input, or a view of one): after
+   * the gradients, the backward graph returns each one's new value, in this order, and
+   * run_joint copies it into the input, as eager's backward writes it. */
+  std::vector<int> backward_mutated;
   /** Bytes of the saved values (from their metadata). */
   int64_t saved_bytes() const;
 };

@@ -76,8 +76,12 @@ json number(double v) {
   return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
 }
 double number_of(const json& j) {
-  if (j.is_string()) return std::stod(j.get<std::string>());
-  return j.get<double>();
+  if (!j.is_string()) return j.get<double>();
+  const std::string& s = j.get_ref<const std::string&>();
+  if (s == "inf") return INFINITY;
+  if (s == "-inf") return -INFINITY;
+  if (s == "nan") return NAN;
+  throw std::invalid_argument(fmt::format("a number written as a string must be inf, -inf or nan, got '{}'", s));
 }
 
 json meta_json(const ir::ValueMeta& m, DeviceTable& dt) {
@@ -163,6 +167,13 @@ struct Reader {
     for (const json& x : j) v.push_back(integer(x, what));
     return v;
   }
+  // Names, ops and strings are printed by `kiln show` and in messages: a control character
+  // (a newline forging a graph line, an ANSI escape) makes the file malformed.
+  std::string text(std::string s, const std::string& what) const {
+    for (unsigned char c : s)
+      if (c < 0x20 || c == 0x7f) bad(path, fmt::format("{} holds a control character (0x{:02x})", what, c));
+    return s;
+  }
   template <typename T>
   T get(const json& j, const char* key, const std::string& where) const {
     const json& v = at(j, key, where);
@@ -174,6 +185,9 @@ struct Reader {
       if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max())
         bad(path, fmt::format("{} is out of range: {}", what, i));
       return static_cast<T>(i);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) bad(path, fmt::format("{} has the wrong type", what));
+      return text(v.get<std::string>(), what);
     } else {
       try {
         return v.get<T>();
@@ -284,7 +298,7 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
           else if (tag == "ints") args.emplace_back(r.integers(v, where + ": an ints argument"));
           else if (tag == "dtype") args.emplace_back(r.dtype(v.get<std::string>(), where));
           else if (tag == "device") args.emplace_back(r.device(v, where));
-          else if (tag == "str") args.emplace_back(Str(v.get<std::string>()));
+          else if (tag == "str") args.emplace_back(Str(r.text(v.get<std::string>(), where + ": a str argument")));
           else bad(r.path, fmt::format("{}: unknown argument kind '{}'", where, tag));
         } catch (const json::exception&) {
           bad(r.path, fmt::format("{}: malformed '{}' argument", where, tag));
@@ -334,10 +348,14 @@ struct Mapping {
 };
 
 std::shared_ptr<Mapping> map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) fail(ErrorKind::format, "[load] cannot open '{}': {}", path, std::strerror(errno));
   struct stat st {};
-  fstat(fd, &st);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(ErrorKind::format, "[load] '{}' is not a regular file", path);
+  }
   auto m = std::make_shared<Mapping>();
   m->size = static_cast<size_t>(st.st_size);
   if (m->size > 0) {
@@ -770,17 +788,17 @@ ExportedProgram load_program(const std::string& path, const DeviceMap& requested
     }
   }
   if (!missing.empty()) {
-    std::vector<std::string> suggestion;
-    for (Device d : missing) suggestion.push_back(fmt::format("{{\"{}\", \"cpu:0\"}}", d.str()));
+    std::vector<std::string> suggestion;  // OLD=NEW pairs: --device-map's syntax, a DeviceMap's entries
+    for (Device d : missing) suggestion.push_back(fmt::format("{}=cpu:0", d.str()));
     std::string more_cpus =
         cpus_needed ? fmt::format("; or set KILN_CPU_DEVICES={} for virtual CPU devices cpu:0..cpu:{}",
                                   cpus_needed, cpus_needed - 1)
                     : "";
     fail(ErrorKind::device,
-         "[load] {} needs {}, which this machine lacks (the program's devices: {}); pass a device "
-         "map, e.g. load_program(path, {{{}}}) (kiln run: --device-map {}=cpu:0){}",
-         path, fmt::join(missing_names, ", "), fmt::join(all_names, ", "),
-         fmt::join(suggestion, ", "), missing[0].str(), more_cpus);
+         "[load] {} needs {}, which this machine lacks (the program's devices: {}); map it to a "
+         "local device: --device-map {} (kiln run, kiln train), the same pairs in a DeviceMap{}",
+         path, fmt::join(missing_names, ", "), fmt::join(all_names, ", "), fmt::join(suggestion, ","),
+         more_cpus);
   }
   DeviceMap full = map;
   for (Device d : p.devices()) full.emplace_back(d, d);  // identity for the unmapped ones

@@ -86,6 +86,18 @@ TEST(Views, Errors) {
   expect_error([&] { as_strided(m, {4, 4}, {4, 1}); }, ErrorKind::shape,
                "[as_strided] size [4, 4] and stride [4, 1] at offset 0 need 16 elements");
   expect_error([&] { t(zeros({2, 2, 2})); }, ErrorKind::shape, "[t] expects a tensor with <= 2");
+  // Bounds near INT64_MAX are refused or clamped, never wrapped around by overflow.
+  constexpr int64_t kMax = INT64_MAX, kMin = INT64_MIN;
+  expect_error([&] { narrow(zeros({4}), 0, kMax, 2); }, ErrorKind::index, "[narrow] start");
+  expect_error([&] { narrow(zeros({4}), 0, 1, kMax); }, ErrorKind::index, "[narrow] start");
+  expect_error([&] { narrow(zeros({4}), 0, -2, kMax); }, ErrorKind::index, "[narrow] start");
+  EXPECT_EQ(slice(zeros({4}), 0, 1, kMax, kMax).shape().vec(), IntList{1});
+  EXPECT_EQ(slice(zeros({4}), 0, kMin, kMax, 1).shape().vec(), IntList{4});
+  EXPECT_EQ(diagonal(zeros({3, 3}), kMin).shape().vec(), IntList{0});
+  EXPECT_EQ(diagonal(zeros({3, 3}), kMax).shape().vec(), IntList{0});
+  Tensor windows = unfold(arange(0, 5), 0, 2, kMax);
+  EXPECT_EQ(windows.shape().vec(), (IntList{1, 2}));
+  EXPECT_TRUE(all_close(windows, {0, 1}));
 }
 
 TEST(Views, CloneAndToNeverAlias) {

@@ -167,6 +167,18 @@ TEST(Extension, KernelsAreCheckedLikeBuiltIns) {
                "[gemm] argument 'a' is on cpu:3 but the BLAS handle belongs to cpu:0");
 }
 
+// (E1) A kernel whose output is not what its meta function said (here: it swaps in a
+// tensor of another shape) is an error, as the same lie by a built-in op would be.
+TEST(Extension, KernelOutputsMustMatchTheMetaFunction) {
+  static const ops::OpKind liar = define_op(
+      {.schema = "kxt::liar(Tensor a) -> Tensor",
+       .meta = [](const ops::OpCall& c, ops::MetaOut& out) { out.fresh(c.args.tensor(0).shape(), DType::f32); },
+       .cpu = [](const ops::OpCall& c, std::span<Tensor> outs) { outs[0] = zeros({7}, {.device = c.device}); },
+       .differentiable = false});
+  expect_error([&] { call_op(liar, {ones({2, 3})}); }, ErrorKind::value,
+               "[kxt::liar] the kernel's output 0 is f32[7]@cpu:0, but the op's meta function says f32[2, 3]@cpu:0");
+}
+
 // (E1) Fake tensors and make_fx: for a device this machine lacks.
 TEST(Extension, FakeAndTraced) {
   autograd::NoGradGuard no_grad;

@@ -280,6 +280,55 @@ struct UpdateGraph {
   }
 };
 
+// ---- (J2) writes made in backward ----
+// kjt::probe(x, seen, log) = 2 x, whose backward writes every kind of saved input in place:
+// x (requires grad) += 1, seen (needs no gradient) += 1, and log[1:3] (a view) += sum(g).
+void probe_meta(const ops::OpCall& c, ops::MetaOut& out) { out.fresh(c.args.tensor(0).shape(), DType::f32); }
+void probe_cpu(const ops::OpCall& c, std::span<Tensor> outs) {
+  Tensor x = contiguous(c.args.tensor(0));
+  const float* px = x.data<float>();
+  float* po = outs[0].data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) po[i] = 2 * px[i];
+}
+void probe_backward(autograd::GradCtx& c) {
+  c.set(0, mul(c.grad(), 2.0));
+  Tensor x = c.t(0), seen = c.t(1), log = c.t(2);
+  add_(x, 1.0);
+  add_(seen, 1.0);
+  Tensor window = narrow(log, 0, 1, 2);
+  add_(window, sum(c.grad()));
+}
+ops::OpKind probe_op() {
+  static const ops::OpKind k = define_op({.schema = "kjt::probe(Tensor x, Tensor seen, Tensor log) -> Tensor",
+                                          .meta = probe_meta, .library = "the joint test",
+                                          .cpu = probe_cpu, .backward = probe_backward,
+                                          .backward_saves = 0b111});
+  return k;
+}
+TensorList probe(const TensorList& in) { return {sum(mul(call_op(probe_op(), {in[0], in[1], in[2]})[0], in[0]))}; }
+
+TEST(J2, WritesMadeInBackwardReachTheInputsAsInEager) {
+  Tensor x0 = randn({3}), seen0 = zeros({3}), log0 = zeros({4});
+  // eager
+  Tensor x = clone(x0), seen = clone(seen0), log = clone(log0);
+  x.set_requires_grad();
+  probe({x, seen, log})[0].backward();
+  // captured: forward and backward programs, run on fresh copies
+  Tensor cx = clone(x0), cseen = clone(seen0), clog = clone(log0);
+  cx.set_requires_grad();
+  JointProgram p = capture_joint(probe, {cx, cseen, clog});
+  EXPECT_EQ(p.backward_mutated, (std::vector<int>{0, 1, 2}));
+  Tensor rx = clone(x0), rseen = clone(seen0), rlog = clone(log0);
+  passes::JointRun r = run_joint(p, {rx, rseen, rlog});
+  EXPECT_TRUE(all_close(r.grads[0], values(x.grad()), 0, 0));
+  EXPECT_TRUE(all_close(rx, values(x), 0, 0));  // x0 + 1: the write to an input requiring grad
+  EXPECT_TRUE(all_close(rseen, {1, 1, 1}, 0, 0));  // an input that needs no gradient
+  EXPECT_TRUE(all_close(rlog, values(log), 0, 0));  // through a view: log[1:3] += sum(g)
+  EXPECT_NE(item<double>(sum(abs(rlog))), 0.0);
+  // the gradient read x before backward wrote it: d/dx sum(2x * x) = 4 x0
+  EXPECT_TRUE(all_close(r.grads[0], values(mul(x0, 4.0)), 1e-6, 1e-6));
+}
+
 TEST(Reinplace, UpdateChainOfWrittenBackStateBecomesInPlace) {
   UpdateGraph u(false);
   EXPECT_EQ(passes::reinplace_write_backs(u.g, {{u.p, 0}}), 2);

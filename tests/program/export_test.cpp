@@ -400,7 +400,8 @@ TEST(Export, TracedForAnAbsentDeviceRunsAnywhere) {  // (X3)
   save(p, path);
   expect_error([&] { load_program(path); }, ErrorKind::device,
                "needs cuda:0, which this machine lacks (the program's devices: cuda:0); "
-               "pass a device map, e.g. load_program(path, {{\"cuda:0\", \"cpu:0\"}})");
+               "map it to a local device: --device-map cuda:0=cpu:0 (kiln run, kiln train), the same "
+               "pairs in a DeviceMap");
   ExportedProgram q = load_program(path, {{Device("cuda:0"), Device("cpu:2")}});
   verify_no_device(q, {Device("cuda:0")});
   TensorList in = {to(ref.example_inputs[0], Device("cpu:2"))};

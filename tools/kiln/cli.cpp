@@ -12,6 +12,8 @@
 #include <iostream>
 #include <random>
 #include <set>
+#include <charconv>
+#include <climits>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -30,21 +32,42 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// "cuda:0=cpu:1,cuda:1=cpu:2"
+// "cuda:0=cpu:1,cuda:1=cpu:2": every entry OLD=NEW, none empty (a stray comma is a typo,
+// not an entry to skip), no device mapped twice.
 DeviceMap parse_device_map(const std::string& text) {
   DeviceMap map;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t comma = text.find(',', at);
-    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+  if (text.empty()) return map;
+  for (size_t at = 0;;) {
+    size_t comma = std::min(text.find(',', at), text.size());
+    std::string item = text.substr(at, comma - at);
     size_t eq = item.find('=');
-    KILN_CHECK(eq != std::string::npos, value, "--device-map entry '{}' is not OLD=NEW", item);
-    map.emplace_back(Device(std::string_view(item).substr(0, eq)),
-                     Device(std::string_view(item).substr(eq + 1)));
-    if (comma == std::string::npos) break;
+    KILN_CHECK(!item.empty(), value, "--device-map '{}' has an empty entry (a stray comma?)", text);
+    KILN_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), value,
+               "--device-map entry '{}' is not OLD=NEW (e.g. cuda:0=cpu:0)", item);
+    Device from(std::string_view(item).substr(0, eq)), to(std::string_view(item).substr(eq + 1));
+    for (const auto& [seen, target] : map)
+      KILN_CHECK(seen != from, value, "--device-map maps {} twice", from);
+    map.emplace_back(from, to);
+    if (comma == text.size()) break;
     at = comma + 1;
   }
   return map;
+}
+
+// A whole number in [lo, hi], said plainly when it is not (CLI11's own range check prints
+// its bounds as doubles, 309 digits for the largest).
+CLI::Validator whole_number(int64_t lo, int64_t hi) {
+  std::string what = hi == INT64_MAX ? fmt::format("a whole number >= {}", lo)
+                                     : fmt::format("a whole number in {}..{}", lo, hi);
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        int64_t n = 0;
+        auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (ec != std::errc() || end != v.data() + v.size() || n < lo || n > hi)
+          return fmt::format("'{}' is not {}", v, what);
+        return "";
+      },
+      what.substr(2));
 }
 
 // "key=value" settings of a reference model.
@@ -190,9 +213,13 @@ json show_json(const ExportedProgram& p) {
 
 // One self-contained page (tools/kiln/viewer.html) with the program's JSON in it.
 std::string show_html(const ExportedProgram& p) {
-  std::string data = show_json(p).dump();
-  for (size_t at = 0; (at = data.find("</", at)) != std::string::npos; at += 3)
-    data.replace(at, 2, "<\\/");  // nothing in the data may close the <script> holding it
+  // Every '<' as the JSON escape \u003c ('<' only occurs inside strings): no name can close
+  // the <script> holding the data ("</script>") or open a comment there ("<!--").
+  std::string data;
+  for (char c : show_json(p).dump()) {
+    if (c == '<') data += "\\u003c";
+    else data += c;
+  }
   std::string page = kViewerHtml;
   const std::string slot = "/*KILN_PROGRAM_JSON*/";
   page.replace(page.find(slot), slot.size(), data);
@@ -209,6 +236,16 @@ std::string module_of(const ExportedProgram& p, const ir::Node* n) {
       return dot == std::string::npos ? "" : s.target.substr(0, dot);
     }
   return "";
+}
+
+// A name inside a DOT double-quoted string: its quotes and backslashes escaped.
+std::string dot_escape(std::string_view name) {
+  std::string s;
+  for (char c : name) {
+    if (c == '"' || c == '\\') s += '\\';
+    s += c;
+  }
+  return s;
 }
 
 // Graphviz: nodes in nested clusters by module, filled by device slot (the HTML
@@ -235,7 +272,7 @@ std::string show_dot(const ExportedProgram& p) {
     size_t slot = 0;
     if (!n->meta().empty())
       slot = std::find(devices.begin(), devices.end(), n->meta()[0].device) - devices.begin();
-    return fmt::format("{}\"{}\" [label=\"%{}\\n{}{}\", fillcolor=\"{}\"];\n", indent, n->name(), n->name(),
+    return fmt::format("{}\"{}\" [label=\"%{}\\n{}{}\", fillcolor=\"{}\"];\n", indent, dot_escape(n->name()), dot_escape(n->name()),
                        label, meta, n->meta().empty() ? "#e9ecef" : kPalette[slot % std::size(kPalette)]);
   };
   std::string s = "digraph kiln {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=monospace];\n";
@@ -248,14 +285,16 @@ std::string show_dot(const ExportedProgram& p) {
                                    : child.size() > path.size() + 1 && child.starts_with(path + ".") &&
                                          child.find('.', path.size() + 1) == std::string::npos;
       if (!is_child) continue;
-      s += fmt::format("{}subgraph \"cluster_{}\" {{\n{}  label=\"{}\"; style=dashed;\n", indent, child, indent, child);
+      s += fmt::format("{}subgraph \"cluster_{}\" {{\n{}  label=\"{}\"; style=dashed;\n", indent, dot_escape(child), indent,
+                       dot_escape(child));
       emit(child, indent + "  ");
       s += indent + "}\n";
     }
   };
   emit("", "  ");
   for (const ir::Node* n : p.graph.nodes())
-    for (const ir::Ref& r : n->inputs()) s += fmt::format("  \"{}\" -> \"{}\";\n", r.node->name(), n->name());
+    for (const ir::Ref& r : n->inputs())
+      s += fmt::format("  \"{}\" -> \"{}\";\n", dot_escape(r.node->name()), dot_escape(n->name()));
   return s + "}\n";
 }
 
@@ -661,7 +700,8 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
 }  // namespace
 
 int kiln::cli_main(int argc, char** argv) {
-  CLI::App app{"kiln: export tensor programs to portable graph files and run them on any device"};
+  // named, so usage lines say `kiln`, not the path the binary was started by
+  CLI::App app{"kiln: export tensor programs to portable graph files and run them on any device", "kiln"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kiln ") + kiln::version());
   app.footer("Exit status: 0 on success, 1 when a command fails (one line on stderr), 2 for usage errors.");
@@ -678,13 +718,13 @@ int kiln::cli_main(int argc, char** argv) {
   demo->add_option("--model", model, "reference model (see `kiln export --help`)")->capture_default_str();
   demo->add_option("--trace-device", trace_device, "device to trace for")->capture_default_str();
   demo->add_option("--device", device, "device to run on")->capture_default_str();
-  demo->add_option("--seed", seed, "random seed")->capture_default_str();
+  demo->add_option("--seed", seed, "random seed")->check(whole_number(0, INT64_MAX))->capture_default_str();
 
   CLI::App* exp = app.add_subcommand("export", "Export a reference model to a program file");
   exp->add_option("--model", model, "reference model (listed below)")->required();
   exp->add_option("--set", sets, "model setting key=value (repeatable), e.g. --set layers=4");
   exp->add_option("--trace-device", trace_device, "device to trace for (fake tensors)");
-  exp->add_option("--seed", seed, "random seed of the weights and example inputs");
+  exp->add_option("--seed", seed, "random seed of the weights and example inputs")->check(whole_number(0, INT64_MAX));
   std::string optimizer;
   exp->add_option("--train", optimizer,
                   "without a value: export the forward in training mode (e.g. BatchNorm updates its "
@@ -705,7 +745,7 @@ int kiln::cli_main(int argc, char** argv) {
   int steps = 20;
   std::string data, save_to;
   trn->add_option("file", file, "train-step program file")->required();
-  trn->add_option("--steps", steps, "number of steps")->check(CLI::PositiveNumber)->capture_default_str();
+  trn->add_option("--steps", steps, "number of steps")->check(whole_number(1, INT_MAX))->capture_default_str();
   trn->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
   trn->add_option("--data", data, "safetensors file with the batch input_0, input_1, ... (default: a "
                                   "seeded synthetic batch)");
@@ -713,16 +753,16 @@ int kiln::cli_main(int argc, char** argv) {
   trn->add_flag("--profile", profile, "print the time per op (each op timed, its device synchronized after it)");
   trn->add_flag("--profile-shapes", by_shapes, "with --profile: per op and input shapes");
   trn->add_option("--save", save_to, "write the trained parameters to this safetensors file (atomically)");
-  trn->add_option("--seed", seed, "seed of the synthetic batch");
+  trn->add_option("--seed", seed, "seed of the synthetic batch")->check(whole_number(0, INT64_MAX));
 
   CLI::App* run = app.add_subcommand("run", "Run a program on this machine's devices");
   run->add_option("file", file, "program file")->required();
   run->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
   run->add_option("--inputs", inputs, "safetensors file with input_0, input_1, ...");
   run->add_option("--outputs", outputs, "write the outputs (output_0, ...) to this safetensors file");
-  run->add_option("--repeat", repeat, "number of runs to time")->check(CLI::PositiveNumber);
-  run->add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
-  run->add_option("--seed", seed, "seed of the generated inputs");
+  run->add_option("--repeat", repeat, "number of runs to time")->check(whole_number(1, INT_MAX));
+  run->add_option("--warmup", warmup, "untimed runs first")->check(whole_number(0, INT_MAX))->capture_default_str();
+  run->add_option("--seed", seed, "seed of the generated inputs")->check(whole_number(0, INT64_MAX));
   run->add_flag("--profile", profile, "print the time per op of the timed runs (each op timed, its device synchronized after it)");
   run->add_flag("--profile-shapes", by_shapes, "with --profile: per op and input shapes");
 
