@@ -3,6 +3,7 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "kiln/autograd/autograd.h"
@@ -19,6 +20,20 @@ namespace {
 
 std::string shard_path(const std::string& path, int64_t rank, int64_t n) {
   return fmt::format("{}.shard-{}-of-{}", path, rank, n);
+}
+
+// The key of the tensor that ties a shard file to the save that wrote it.
+constexpr const char* kSaveIdKey = "__kiln_save_id__";
+
+// One id for this save, the same on every rank: each rank draws one and the largest wins
+// (a max-reduction along every mesh dim in turn). A shard file from another save -- of
+// another program, or a stale one an interrupted save left -- carries another id.
+int64_t agree_on_save_id(const DeviceMesh& m) {
+  std::random_device rd;
+  int64_t mine = static_cast<int64_t>((uint64_t{rd()} << 20 ^ rd()) & ((uint64_t{1} << 52) - 1)) + 1;
+  Tensor id = full({1}, static_cast<double>(mine), {.dtype = DType::f64, .device = m.device()});
+  for (int64_t i = 0; i < m.ndim(); ++i) m.group(i)->all_reduce(id, ReduceOp::max)->wait();
+  return static_cast<int64_t>(item<double>(id));  // exact: below 2^53
 }
 
 // This rank's index in the mesh (row-major over its coordinates).
@@ -106,8 +121,10 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
     global = export_program(module, globals);
   }
   int64_t n = m.size(), me = mesh_rank(m);
+  int64_t save_id = agree_on_save_id(m);
   json distribution = {{"mesh", {{"shape", m.shape()}, {"names", m.names()}}},
                        {"world", n},
+                       {"save_id", save_id},
                        {"placements", placements},
                        {"inputs", inputs}};
   if (me == 0) save_graph(global, path, distribution.dump());
@@ -136,6 +153,7 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
     }
     shards.emplace_back(key, contiguous(local.detach_descriptor()));
   }
+  shards.emplace_back(kSaveIdKey, full({1}, save_id, {.dtype = DType::i64}));
   save_safetensors(shards, shard_path(path, me, n));
   // Every file is written when any rank returns (a barrier along each mesh dim in turn
   // orders every rank after every other's writes).
@@ -186,6 +204,23 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
     KILN_CHECK(std::filesystem::exists(file, ec), value,
                "[load_distributed] shard file {} is missing: every rank that saved the program writes one", file);
     files.push_back(load_safetensors(file));
+    // Every shard must come from the save that wrote the program file (files saved before
+    // kiln stored ids have none on either side).
+    if (d.contains("save_id")) {
+      KILN_CHECK(d["save_id"].is_number_integer(), format, "[load_distributed] {}: malformed save_id", path);
+      int64_t want = d["save_id"].get<int64_t>(), got = -1;
+      NamedTensors& f = files.back();
+      for (auto it = f.begin(); it != f.end(); ++it)
+        if (it->first == kSaveIdKey) {
+          if (it->second.numel() == 1 && it->second.dtype() == DType::i64) got = item<int64_t>(it->second);
+          f.erase(it);
+          break;
+        }
+      KILN_CHECK(got == want, format,
+                 "[load_distributed] shard file {} was not written by the save of {} (its save id is {}, the "
+                 "program's {}): a shard of another program, or left from an earlier or interrupted save",
+                 file, path, got < 0 ? std::string("missing") : std::to_string(got), want);
+    }
   }
 
   // Each tensor whole again, from shards that must cover it exactly once.

@@ -1,7 +1,7 @@
 #pragma once
 // Meta functions: the single source of shape, stride and dtype truth (one per op
 // family). Eager kernels allocate from their answer, fake mode returns it, tracing
-// records it. Each cites the SEMANTICS.md rule or PyTorch behaviour it implements.
+// records it. Each cites the docs/rules.md rule or PyTorch behaviour it implements.
 
 #include "kiln/ops/op_table.h"
 

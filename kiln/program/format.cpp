@@ -18,6 +18,7 @@
 
 #include "kiln/core/overloaded.h"
 #include "kiln/ops/extension.h"
+#include "kiln/ops/schema.h"
 #include "kiln/program/program.h"
 
 namespace kiln {
@@ -591,21 +592,29 @@ TensorList load_inputs(const ExportedProgram& program, const std::string& path) 
 namespace {
 // `distribution` null: a whole program (state in the file); else a distributed program's
 // graph, whose distribution JSON is stored there (its state is in shard files).
-ExportedProgram read_program_checked(const std::string& path, std::string* distribution);
+ExportedProgram read_program_checked(const std::string& path, std::string* distribution, const ReadOptions& options);
 }  // namespace
 
-ExportedProgram read_program(const std::string& path) {
-  return as_format_errors(path, [&] { return read_program_checked(path, nullptr); });
+ExportedProgram read_program(const std::string& path, const ReadOptions& options) {
+  return as_format_errors(path, [&] { return read_program_checked(path, nullptr, options); });
 }
 
-ExportedProgram read_graph(const std::string& path, std::string& distribution) {
-  return as_format_errors(path, [&] { return read_program_checked(path, &distribution); });
+ExportedProgram read_graph(const std::string& path, std::string& distribution, const ReadOptions& options) {
+  return as_format_errors(path, [&] { return read_program_checked(path, &distribution, options); });
 }
 
 namespace {
 // (E3) Every extension op the program lists must be registered in this process, with
 // the schema the program was traced with. Returns the listed names.
-std::vector<std::string> check_extension_ops(const json& prog, const Reader& r) {
+// The meta function of an op registered only to be shown (ReadOptions::Unregistered::show).
+void shown_only_meta(const ops::OpCall& c, ops::MetaOut&) {
+  const ops::ExtensionOp* e = ops::extension_op(c.op);
+  fail(ErrorKind::unsupported,
+       "[{}] was read from a program only to be shown: this process has not registered it{} and cannot run it",
+       ops::op_name(c.op), e && !e->library.empty() ? fmt::format(" (it comes from {})", e->library) : "");
+}
+
+std::vector<std::string> check_extension_ops(const json& prog, const Reader& r, const ReadOptions& options) {
   std::vector<std::string> names;
   if (!prog.contains("extension_ops")) return names;
   for (const json& e : r.at(prog, "extension_ops", "the program")) {
@@ -617,6 +626,27 @@ std::vector<std::string> check_extension_ops(const json& prog, const Reader& r) 
     try {
       kind = ops::op_from_name(name);
     } catch (const Error&) {
+      if (options.unregistered_extension_ops == ReadOptions::Unregistered::show) {
+        ops::ExtensionOp shown;
+        shown.schema_text = ops::canonical_schema(schema);
+        try {
+          shown.info.schema = ops::parse_schema(shown.schema_text);
+        } catch (const Error& e) {
+          bad(r.path, fmt::format("the schema of extension op '{}' is malformed: {}", name, e.what()));
+        }
+        KILN_CHECK(std::string_view(shown.info.schema.name) == name, format,
+                   "[load] {}: extension op '{}' is listed with the schema of '{}'", r.path, name,
+                   shown.info.schema.name);
+        shown.info.meta = shown_only_meta;
+        shown.library = library;
+        try {
+          ops::register_extension(std::move(shown));
+        } catch (const Error& e) {
+          bad(r.path, fmt::format("extension op '{}' cannot be shown: {}", name, e.what()));
+        }
+        names.push_back(std::move(name));
+        continue;
+      }
       fail(ErrorKind::unsupported,
            "[load] {} uses the extension op '{}'{}, which is not registered in this process: "
            "register it (link the library that defines it; on the command line, use a kiln command "
@@ -635,7 +665,7 @@ std::vector<std::string> check_extension_ops(const json& prog, const Reader& r) 
   return names;
 }
 
-ExportedProgram read_program_checked(const std::string& path, std::string* distribution) {
+ExportedProgram read_program_checked(const std::string& path, std::string* distribution, const ReadOptions& options) {
   SafeFile f = read_safetensors(path);
   Reader top{path, {}};
   const json& meta = top.at(f.header, "__metadata__", "the header");
@@ -704,7 +734,7 @@ ExportedProgram read_program_checked(const std::string& path, std::string* distr
     if (!found) bad(path, "unknown output kind '" + kind + "'");
     p.signature.outputs.push_back(spec);
   }
-  std::vector<std::string> extensions = check_extension_ops(prog, r);
+  std::vector<std::string> extensions = check_extension_ops(prog, r, options);
   NamedTensors node_constants;
   for (const json& n : r.at(prog, "graph", "the program"))
     if (n.is_object() && n.value("op", "") == "constant") {

@@ -136,13 +136,22 @@ void save(const ExportedProgram& program, const std::string& path);
  * `map`; fails if the machine lacks a device the program uses, naming the map to pass.
  * Weights are mapped from the file without copying where alignment allows. */
 ExportedProgram load_program(const std::string& path, const DeviceMap& map = {});
+/** How read_program treats what a reader for inspection can do without. */
+struct ReadOptions {
+  /** (E3) An extension op the program lists but this process has not registered: an
+   * error (the default; running needs the op), or `show`: registered from the schema the
+   * file stores as a placeholder that has no kernel and whose meta function refuses to
+   * run, so the program can be printed (`kiln show`). */
+  enum class Unregistered : uint8_t { error, show };
+  Unregistered unregistered_extension_ops = Unregistered::error;
+};
 /** Reads and validates a program without binding its devices (for inspection). */
-ExportedProgram read_program(const std::string& path);
+ExportedProgram read_program(const std::string& path, const ReadOptions& options = {});
 /** A program without its state: graph, signature, the graph's constants, and
  * `distribution` (JSON: how the state is laid out in shard files). What
  * dist::save_distributed writes next to the shards; read_graph reads it back. */
 void save_graph(const ExportedProgram& program, const std::string& path, const std::string& distribution);
-ExportedProgram read_graph(const std::string& path, std::string& distribution);
+ExportedProgram read_graph(const std::string& path, std::string& distribution, const ReadOptions& options = {});
 /** Reads a plain safetensors file (any writer). */
 NamedTensors load_safetensors(const std::string& path);
 /** Writes tensors as a plain safetensors file (atomically). */

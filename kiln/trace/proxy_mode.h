@@ -1,6 +1,6 @@
 #pragma once
 // Tracing: ProxyMode records every dispatched op into a Graph; make_fx drives it.
-// Rules (T1)-(T4) of SEMANTICS.md.
+// Rules (T1)-(T4) of docs/rules.md.
 
 #include <functional>
 #include <memory>

@@ -479,6 +479,28 @@ TEST(CliMpi, RunUnderMpirunPrintsRankZerosSummaryOnly) {
   EXPECT_TRUE(has(out, "output_0: f32[4, 4]@cpu:0")) << out;
 }
 
+// (S5) Shard files carry the id of the save that wrote them: a shard of another save (of
+// the same program saved again, or another program) is refused, never loaded as a mix.
+TEST(CliMpi, ShardsOfAnotherSaveAreRefused) {
+  std::string a = tmp("tp_a.kiln"), b = tmp("tp_b.kiln");
+  std::string mpi = std::string("KILN_CPU_DEVICES=4 ASAN_OPTIONS=detect_leaks=0 timeout 120 ") + KILN_MPIEXEC +
+                    " --allow-run-as-root --oversubscribe -np 2 ";
+  for (const std::string& f : {a, b}) {
+    Result saved = shell(mpi + KILN_MPI_SAVE_TP + " " + f);
+    ASSERT_EQ(saved.code, 0) << saved.out;
+  }
+  ASSERT_EQ(shell(mpi + KILN_CLI + " run " + b).code, 0);
+  std::filesystem::copy_file(a + ".shard-1-of-2", b + ".shard-1-of-2", std::filesystem::copy_options::overwrite_existing);
+  Result mixed = shell(mpi + KILN_CLI + " run " + b);
+  EXPECT_NE(mixed.code, 0) << mixed.out;
+  EXPECT_TRUE(has(mixed.out, "was not written by the save of " + b)) << mixed.out;
+  Result show = kiln_cmd("show " + b);
+  EXPECT_EQ(show.code, 0) << show.out;  // showing reads the global graph only
+  EXPECT_TRUE(has(show.out, "distributed: saved by 2 rank(s) on a mesh of shape [2] with axes [\"tp\"]")) << show.out;
+  EXPECT_TRUE(has(show.out, "blocks.0.attn.qkv.weight : [\"S(0)\"]")) << show.out;
+  EXPECT_TRUE(has(show.out, "graph:")) << show.out;
+}
+
 // A malformed KILN_COLLECTIVE_TIMEOUT is an error at the first collective, as every other
 // KILN_* variable is, not a silent 300 s.
 TEST(CliMpi, MalformedCollectiveTimeoutIsAnError) {
@@ -586,6 +608,29 @@ TEST(CliShow, NamesCannotBreakThePageTheGraphOrTheTerminal) {
     EXPECT_TRUE(has(r.out, "holds a control character")) << r.out;
     EXPECT_FALSE(has(r.out, "\x1b")) << "the escape reached the terminal";
   }
+}
+
+// (E3) Showing needs no kernel: a program calling an extension op this process never
+// registered is shown from the schema the file stores; running it is still refused.
+TEST(CliShow, ExtensionOpsThisProcessLacksAreShownFromTheirSchemas) {
+  std::string file = tmp("ext_show.kiln");
+  ASSERT_EQ(kiln_cmd("export --model mlp --set layers=2 -o " + file).code, 0);
+  kiln::testing::edit_program(file, [](nlohmann::json& p) {
+    for (nlohmann::json& n : p["graph"])
+      if (n["target"] == "relu") n["target"] = "kshow::my_relu";
+    p["extension_ops"] = {{{"name", "kshow::my_relu"}, {"schema", "kshow::my_relu(Tensor x) -> Tensor"},
+                           {"library", "libmy_relu.so"}}};
+  });
+  Result shown = kiln_cmd("show " + file);
+  ASSERT_EQ(shown.code, 0) << shown.out;
+  EXPECT_TRUE(has(shown.out, "extension ops: kshow::my_relu")) << shown.out;
+  EXPECT_TRUE(has(shown.out, "kshow::my_relu(%linear)")) << shown.out;
+  for (const char* format : {"json", "dot", "html"})
+    EXPECT_EQ(kiln_cmd("show " + file + " --format " + format + " -o " + tmp("ext_show.out")).code, 0) << format;
+  Result run = kiln_cmd("run " + file);
+  EXPECT_EQ(run.code, 1);
+  EXPECT_TRUE(has(run.out, "uses the extension op 'kshow::my_relu' (from libmy_relu.so), which is not registered"))
+      << run.out;
 }
 
 // Only regular files are read: a FIFO (or a directory) is refused at once, never waited on.

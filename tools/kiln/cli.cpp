@@ -212,11 +212,11 @@ json show_json(const ExportedProgram& p) {
 }
 
 // One self-contained page (tools/kiln/viewer.html) with the program's JSON in it.
-std::string show_html(const ExportedProgram& p) {
+std::string show_html(const json& program) {
   // Every '<' as the JSON escape \u003c ('<' only occurs inside strings): no name can close
   // the <script> holding the data ("</script>") or open a comment there ("<!--").
   std::string data;
-  for (char c : show_json(p).dump()) {
+  for (char c : program.dump()) {
     if (c == '<') data += "\\u003c";
     else data += c;
   }
@@ -528,12 +528,42 @@ void write_atomically(const std::string& path, const std::string& text) {
   }
 }
 
+// (S5) What a distributed program file says of its layout: the mesh it was saved for and
+// each state tensor's placements (the shards themselves are not read).
+std::string distribution_text(const json& d) {
+  std::string s = fmt::format("distributed: saved by {} rank(s) on a mesh of shape {} with axes {}\n",
+                              d.value("world", json()).dump(), d["mesh"].value("shape", json()).dump(),
+                              d["mesh"].value("names", json()).dump());
+  if (d.contains("placements") && d["placements"].is_object())
+    for (const auto& [name, placements] : d["placements"].items())
+      s += fmt::format("  {} : {}\n", name, placements.dump());
+  return s;
+}
+
 int cmd_show(const std::string& file, const std::string& format, const std::string& out) {
-  ExportedProgram p = read_program(file);
-  std::string text = format == "json" ? show_json(p).dump(1) + "\n"
-                     : format == "dot" ? show_dot(p)
-                     : format == "html" ? show_html(p)
-                                        : show_text(p);
+  // Showing needs no kernel: extension ops this process lacks are shown from their
+  // stored schemas.
+  ReadOptions read{.unregistered_extension_ops = ReadOptions::Unregistered::show};
+  ExportedProgram p;
+  json distribution;
+  if (dist::saved_mesh(file)) {
+    std::string d;
+    p = read_graph(file, d, read);
+    distribution = json::parse(d);
+  } else {
+    p = read_program(file, read);
+  }
+  std::string text;
+  if (format == "json" || format == "html") {
+    json j = show_json(p);
+    if (!distribution.is_null()) j["distribution"] = distribution;
+    text = format == "json" ? j.dump(1) + "\n" : show_html(j);
+  } else if (format == "dot") {
+    text = show_dot(p);
+  } else {
+    text = show_text(p);
+    if (!distribution.is_null()) text = distribution_text(distribution) + text;
+  }
   if (out.empty()) std::cout << text;
   else write_atomically(out, text);
   return 0;
