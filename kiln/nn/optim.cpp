@@ -23,6 +23,26 @@ void Optimizer::set_state(size_t i, const std::string& name, Tensor value) {
   state(i, name) = std::move(value);
 }
 
+void Optimizer::set_hyperparameter(const std::string& name, Tensor value) {
+  KILN_CHECK(name == "lr" || name == "weight_decay", value,
+             "[optimizer] unknown hyperparameter '{}' (lr or weight_decay)", name);
+  KILN_CHECK(value.defined() && value.dim() == 0 && value.dtype() == f64, value,
+             "[optimizer] hyperparameter '{}' must be a 0-dim f64 tensor, got {}", name,
+             value.defined() ? value.meta_str() : "undefined");
+  for (auto& [n, t] : hyperparameters_)
+    if (n == name) {
+      t = std::move(value);
+      return;
+    }
+  hyperparameters_.emplace_back(name, std::move(value));
+}
+
+Tensor Optimizer::hyperparameter(const std::string& name, double value, const Tensor& like) const {
+  for (const auto& [n, t] : hyperparameters_)
+    if (n == name) return t;
+  return full({}, value, {.dtype = f64, .device = like.device()});
+}
+
 Tensor& Optimizer::state(size_t i, const std::string& name) {
   for (auto& [n, t] : state_[i])
     if (n == name) return t;
@@ -101,7 +121,8 @@ void SGD::step() {
   // per parameter as a pass per op over the list, with each parameter's buffers still
   // in cache for the next op (the momentum buffer is read twice).
   for (size_t k = 0; k < d.size(); ++k) {
-    if (options.weight_decay != 0) d[k] = add(d[k], a.params[k], options.weight_decay);
+    if (options.weight_decay != 0)
+      d[k] = add(d[k], mul(a.params[k], hyperparameter("weight_decay", options.weight_decay, a.params[k])));
     if (options.momentum != 0) {
       Tensor& buf = state(a.index[k], "momentum_buffer");
       if (!buf.defined()) {
@@ -112,7 +133,7 @@ void SGD::step() {
       }
       d[k] = options.nesterov ? add(d[k], buf, options.momentum) : buf;
     }
-    add_(a.params[k], d[k], -options.lr);
+    sub_(a.params[k], mul(d[k], hyperparameter("lr", options.lr, a.params[k])));
   }
 }
 
@@ -156,7 +177,7 @@ OptimizerState Adam::fresh_state(const Tensor& param) const {
 void Adam::step() {
   autograd::NoGradGuard no_grad;
   Active a = active(params_, options.maximize);
-  const double lr = options.lr, b1 = options.beta1, b2 = options.beta2, wd = options.weight_decay;
+  const double b1 = options.beta1, b2 = options.beta2, wd = options.weight_decay;
   for (size_t k = 0; k < a.params.size(); ++k) {  // state on first use, as PyTorch
     size_t i = a.index[k];
     if (!state(i, "step").defined())
@@ -165,9 +186,11 @@ void Adam::step() {
   for (size_t k = 0; k < a.params.size(); ++k) add_(state(a.index[k], "step"), 1.0);
   if (wd != 0) {
     if (decoupled_)
-      for (Tensor& p : a.params) mul_(p, 1 - lr * wd);
+      for (Tensor& p : a.params)
+        mul_(p, 1 - mul(hyperparameter("lr", options.lr, p), hyperparameter("weight_decay", wd, p)));
     else
-      for (size_t k = 0; k < a.params.size(); ++k) a.grads[k] = add(a.grads[k], a.params[k], wd);
+      for (size_t k = 0; k < a.params.size(); ++k)
+        a.grads[k] = add(a.grads[k], mul(a.params[k], hyperparameter("weight_decay", wd, a.params[k])));
   }
   for (size_t k = 0; k < a.params.size(); ++k) {
     Tensor& m = state(a.index[k], "exp_avg");
@@ -192,7 +215,7 @@ void Adam::step() {
     Tensor bias2_sqrt = sqrt(1 - pow(scalar_on(b2, t), t));
     const Tensor& v = state(i, options.amsgrad ? "max_exp_avg_sq" : "exp_avg_sq");
     Tensor denom = add(div(sqrt(v), bias2_sqrt), options.eps);
-    add_(a.params[k], mul(div(state(i, "exp_avg"), denom), neg(lr / bias1)));
+    add_(a.params[k], mul(div(state(i, "exp_avg"), denom), neg(div(hyperparameter("lr", options.lr, t), bias1))));
   }
 }
 
@@ -221,7 +244,10 @@ void RMSprop::step() {
     if (!state(i, "step").defined())
       for (auto& [name, t] : fresh_state(a.params[k])) state(i, name) = t;
     add_(state(i, "step"), 1.0);
-    Tensor g = options.weight_decay != 0 ? add(a.grads[k], a.params[k], options.weight_decay) : a.grads[k];
+    Tensor g = options.weight_decay != 0
+                   ? add(a.grads[k], mul(a.params[k], hyperparameter("weight_decay", options.weight_decay, a.params[k])))
+                   : a.grads[k];
+    Tensor lr = hyperparameter("lr", options.lr, a.params[k]);
     Tensor& s = state(i, "square_avg");
     mul_(s, alpha);
     add_(s, mul(g, g), 1 - alpha);
@@ -239,9 +265,9 @@ void RMSprop::step() {
       Tensor& buf = state(i, "momentum_buffer");
       mul_(buf, options.momentum);
       add_(buf, div(g, avg));
-      add_(a.params[k], buf, -options.lr);
+      sub_(a.params[k], mul(buf, lr));
     } else {
-      add_(a.params[k], div(g, avg), -options.lr);
+      sub_(a.params[k], mul(div(g, avg), lr));
     }
   }
 }
@@ -269,11 +295,13 @@ void Adagrad::step() {
     size_t i = a.index[k];
     Tensor& step = state(i, "step");
     add_(step, 1.0);
-    Tensor g = options.weight_decay != 0 ? add(a.grads[k], a.params[k], options.weight_decay) : a.grads[k];
+    Tensor g = options.weight_decay != 0
+                   ? add(a.grads[k], mul(a.params[k], hyperparameter("weight_decay", options.weight_decay, a.params[k])))
+                   : a.grads[k];
     Tensor& s = state(i, "sum");
     add_(s, mul(g, g));
     // -lr / (1 + (t - 1) lr_decay), from the step tensor on its device (no host read).
-    Tensor clr = div(scalar_on(-options.lr, step),
+    Tensor clr = div(neg(hyperparameter("lr", options.lr, step)),
                      add(mul(sub(step_f64(step), 1.0), options.lr_decay), 1.0));
     add_(a.params[k], mul(div(g, add(sqrt(s), options.eps)), clr));
   }

@@ -41,13 +41,24 @@ class Optimizer {
   /** Makes `value` the state `name` of parameter `i`, without copying: step() then
    * updates `value` in place (how a train-step program threads its state through). */
   void set_state(size_t i, const std::string& name, Tensor value);
+  /** Reads hyperparameter `name` ("lr" or "weight_decay") from `value`, a 0-dim f64
+   * tensor, at every step instead of from the options (as PyTorch's tensor lr): its
+   * contents may change between steps. A train-step program makes them inputs this way,
+   * so `kiln train --lr` and schedules need no new export. Weight decay must have been
+   * non-zero in the options (the options decide whether the update has that term). */
+  void set_hyperparameter(const std::string& name, Tensor value);
 
  protected:
+  /** Hyperparameter `name` for a step on `like`'s device: the tensor given to
+   * set_hyperparameter, else `value` as a 0-dim f64 tensor there. Every step computes
+   * with tensors, so an eager step and a traced one are the same computation (J5). */
+  Tensor hyperparameter(const std::string& name, double value, const Tensor& like) const;
   /** The state tensor `name` of parameter `i` (undefined until created). */
   Tensor& state(size_t i, const std::string& name);
 
   TensorList params_;
   std::vector<std::vector<std::pair<std::string, Tensor>>> state_;
+  std::vector<std::pair<std::string, Tensor>> hyperparameters_;
 };
 
 struct SGDOptions {

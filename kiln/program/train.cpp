@@ -1,5 +1,9 @@
 #include "kiln/program/train.h"
 
+#include <cmath>
+#include <numbers>
+#include <random>
+
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/overloaded.h"
 #include "kiln/passes/reinplace.h"
@@ -88,6 +92,15 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
          b.persistent},
         *b.tensor);
   for (const StateSlot& s : opt_state) add({Kind::optimizer_state, node_name("o_", s.target), s.target}, s.value);
+  // The hyperparameters a run may change (kiln train --lr, schedules): 0-dim f64 inputs
+  // kept with the optimizer state and never written by the step.
+  std::vector<std::pair<std::string, Tensor>> hyper;
+  auto [lr, weight_decay] = std::visit([](const auto& o) { return std::pair{o.lr, o.weight_decay}; }, options.optimizer);
+  hyper.emplace_back("lr", full({}, lr, {.dtype = f64, .device = params[0].tensor->device()}));
+  if (weight_decay != 0)
+    hyper.emplace_back("weight_decay", full({}, weight_decay, {.dtype = f64, .device = params[0].tensor->device()}));
+  for (const auto& [name, value] : hyper)
+    add({Kind::optimizer_state, node_name("o_", "optimizer." + name), "optimizer." + name}, value);
   for (const nn::NamedTensor& w : workspaces) add({Kind::workspace, node_name("w_", w.name), w.name, false}, *w.tensor);
   size_t n_lifted = real.size();
   for (size_t i = 0; i < example_batch.size(); ++i) {
@@ -118,7 +131,7 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
     }
     for (size_t w = 0; w < workspaces.size(); ++w) {
       saved.push_back(*workspaces[w].tensor);
-      *workspaces[w].tensor = in[n_params + n_buffers + opt_state.size() + w];
+      *workspaces[w].tensor = in[n_params + n_buffers + opt_state.size() + hyper.size() + w];
     }
     struct Restore {
       std::vector<Tensor*>& slots;
@@ -140,6 +153,8 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
     std::unique_ptr<nn::Optimizer> opt = make_optimizer(options.optimizer, p);
     for (size_t k = 0; k < opt_state.size(); ++k)
       opt->set_state(opt_state[k].param, opt_state[k].name, in[n_params + n_buffers + k]);
+    for (size_t h = 0; h < hyper.size(); ++h)
+      opt->set_hyperparameter(hyper[h].first, in[n_params + n_buffers + opt_state.size() + h]);
     TensorList out{l};
     grad_of.clear();
     for (size_t i = 0; i < n_params; ++i) {
@@ -196,6 +211,7 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
     else program.constants.emplace_back(b.name, *b.tensor);
   }
   for (const StateSlot& s : opt_state) program.state.emplace_back(s.target, s.value);
+  for (const auto& [name, value] : hyper) program.state.emplace_back("optimizer." + name, value);
   for (const nn::NamedTensor& w : workspaces)
     program.workspaces.push_back({w.name, w.tensor->shape(), w.tensor->dtype(), device});
   for (ir::Node* n : program.graph.nodes())
@@ -212,6 +228,34 @@ NamedTensors trained_parameters(const ExportedProgram& program) {
       for (const auto& [name, t] : program.state)
         if (name == s.target) out.emplace_back(name, t);
   return out;
+}
+
+double scheduled_lr(const LrSchedule& schedule, double base, int64_t step, int64_t total) {
+  KILN_CHECK(step >= 0 && step < total && schedule.warmup >= 0, value,
+             "[schedule] step {} of {} (warmup {})", step, total, schedule.warmup);
+  if (step < schedule.warmup) return base * static_cast<double>(step + 1) / static_cast<double>(schedule.warmup);
+  int64_t k = step - schedule.warmup, remaining = std::max<int64_t>(total - schedule.warmup - 1, 1);
+  double f = static_cast<double>(k) / static_cast<double>(remaining);
+  switch (schedule.kind) {
+    case LrSchedule::Kind::cosine: return base * (1 + std::cos(std::numbers::pi * f)) / 2;
+    case LrSchedule::Kind::linear: return base * (1 - f);
+    case LrSchedule::Kind::constant: break;
+  }
+  return base;
+}
+
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  if (!shuffle) return order;
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
+  for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates with an unbiased draw of its own
+    uint64_t bound = static_cast<uint64_t>(i) + 1, limit = UINT64_MAX - UINT64_MAX % bound, r;
+    do r = rng();
+    while (r >= limit);
+    std::swap(order[static_cast<size_t>(i)], order[r % bound]);
+  }
+  return order;
 }
 
 }  // namespace kiln

@@ -30,7 +30,9 @@ struct TrainStepOptions {
 /** (J4) Traces `loss(module, example_batch)`, its gradients w.r.t. the module's
  * parameters and the optimizer's update into ONE program. Signature: inputs are
  * parameters, buffers, optimizer state ("optimizer.<param>.<name>", zeros at first),
- * workspaces, then the batch; outputs are the writes (parameter_mutation,
+ * the hyperparameters "optimizer.lr" and, when the options have weight decay,
+ * "optimizer.weight_decay" (0-dim f64 state the step reads and never writes: change them
+ * between runs to schedule them), workspaces, then the batch; outputs are the writes (parameter_mutation,
  * buffer_mutation, optimizer_state_mutation, in input order), then loss_output and one
  * gradient_to_parameter per parameter the loss depends on. Running it N times trains as
  * N eager steps would (J5). Errors before tracing: no parameter requires grad, an SGD
@@ -41,7 +43,23 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss,
                                   const TrainStepOptions& options = {});
 
 /** The trained parameters of a train-step program, by module name (its state minus the
- * buffers and optimizer state): what `kiln train --save` writes. */
+ * buffers and optimizer state). */
 NamedTensors trained_parameters(const ExportedProgram& program);
+
+/** A learning-rate schedule over a run of `total` steps: `warmup` steps rising linearly
+ * to the base rate (step s gets base * (s + 1) / warmup), then constant, cosine (down to
+ * 0 at the last step: base * (1 + cos(pi * k / K)) / 2 after k of K remaining steps) or
+ * linear (base * (1 - k / K)). What `kiln train --schedule` applies per step. */
+struct LrSchedule {
+  enum class Kind : uint8_t { constant, cosine, linear };
+  Kind kind = Kind::constant;
+  int64_t warmup = 0;
+};
+/** The rate of 0-based step `step` of `total` under `schedule` from `base`. */
+double scheduled_lr(const LrSchedule& schedule, double base, int64_t step, int64_t total);
+
+/** The order of `n` examples in epoch `epoch` (0-based): 0..n-1, or, with `shuffle`, a
+ * permutation drawn from (seed, epoch) alone (so a resumed run draws the same one). */
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch);
 
 }  // namespace kiln

@@ -169,11 +169,50 @@ TEST(J4, SignatureKinds) {
     state += s.kind == InputSpec::Kind::optimizer_state;
   }
   EXPECT_EQ(params, 4);
-  EXPECT_EQ(state, 12);  // step, exp_avg, exp_avg_sq per parameter
+  EXPECT_EQ(state, 14);  // step, exp_avg, exp_avg_sq per parameter; lr and weight_decay
+  EXPECT_NE(sig.find("optimizer_state optimizer.lr"), std::string::npos) << sig;
+  EXPECT_NE(sig.find("optimizer_state optimizer.weight_decay"), std::string::npos) << sig;
   // The module itself is untouched by running the program.
   Tensor w = clone(m->named_parameters()[0].second.detach());
   p.run({x, y});
   EXPECT_TRUE(all_close(m->named_parameters()[0].second, values(w), 0, 0));
+}
+
+// The learning rate and weight decay are inputs of the program: changing their state
+// between runs changes the update as an eager optimizer given the same tensors would,
+// bitwise, without exporting again.
+TEST(J4, HyperparametersAreInputsAChangedRateNeedsNoNewExport) {
+  manual_seed(5);
+  auto eager = small_mlp(Device("cpu:0"));
+  manual_seed(5);
+  auto traced = small_mlp(Device("cpu:0"));
+  Tensor x = randn({5, 6}), y = randn({5, 3});
+  ExportedProgram p = export_train_step(*traced, mse, {x, y}, {.optimizer = nn::AdamWOptions{.lr = 0.1}});
+  Tensor* lr = nullptr;
+  for (auto& [name, t] : p.state)
+    if (name == "optimizer.lr") lr = &t;
+  ASSERT_NE(lr, nullptr);
+  std::unique_ptr<nn::Optimizer> opt = make_optimizer(nn::AdamWOptions{.lr = 0.1}, params_of(*eager));
+  Tensor eager_lr = full({}, 0.1, {.dtype = f64});
+  opt->set_hyperparameter("lr", eager_lr);
+  for (double rate : {0.1, 0.02, 0.005}) {
+    fill_(*lr, rate);
+    fill_(eager_lr, rate);
+    opt->zero_grad();
+    Tensor loss = mse(*eager, {x, y});
+    loss.backward();
+    opt->step();
+    TensorList out = p.run({x, y});
+    EXPECT_TRUE(all_close(out[0], values(loss), 0, 0)) << "lr " << rate;
+  }
+  NamedTensors trained = trained_parameters(p);
+  auto named = eager->named_parameters();
+  for (size_t i = 0; i < trained.size(); ++i)
+    EXPECT_TRUE(all_close(trained[i].second, values(named[i].second), 0, 0)) << named[i].first;
+  expect_error([&] { opt->set_hyperparameter("momentum", eager_lr); }, ErrorKind::value,
+               "[optimizer] unknown hyperparameter 'momentum'");
+  expect_error([&] { opt->set_hyperparameter("lr", full({1}, 0.1, {.dtype = f64})); }, ErrorKind::value,
+               "must be a 0-dim f64 tensor");
 }
 
 // Traced for cuda:0 with fake tensors (no GPU here), saved, loaded onto cpu:1, trained

@@ -17,6 +17,7 @@
 
 #include "kiln/kiln.h"
 #include "program_file.h"
+#include "test_util.h"
 
 namespace {
 
@@ -422,9 +423,11 @@ TEST(CliTrain, ExportTrainAndSave) {
   Result t = kiln_cmd("train " + file + " --steps 25 --device-map cuda:0=cpu:1 --save " + weights);
   ASSERT_EQ(t.code, 0) << t.out;
   EXPECT_TRUE(has(t.out, "25 step(s), loss")) << t.out;
-  NamedTensors saved = load_safetensors(weights);
-  ASSERT_EQ(saved.size(), 4u);
+  NamedTensors saved = load_safetensors(weights);  // parameters, SGD momentum, lr, progress
+  ASSERT_EQ(saved.size(), 4u + 4u + 1u + 1u);
   std::map<std::string, Tensor> by_name(saved.begin(), saved.end());
+  EXPECT_TRUE(by_name.count("optimizer.0.weight.momentum_buffer"));
+  EXPECT_TRUE(by_name.count("optimizer.lr"));
   ASSERT_TRUE(by_name.count("0.weight"));
   EXPECT_EQ(by_name["0.weight"].shape(), Dims({32, 32}));
   EXPECT_EQ(by_name["2.bias"].shape(), Dims({32}));
@@ -445,7 +448,7 @@ TEST(CliTrain, BadInputIsAClearErrorAndWritesNothing) {
   save_safetensors({{"input_0", zeros({3, 16})}, {"input_1", zeros({64, 16})}}, data);
   Result bad = kiln_cmd("train " + file + " --data " + data + " --save " + weights);
   EXPECT_EQ(bad.code, 1);
-  EXPECT_TRUE(has(bad.out, "input 'input_0' expects")) << bad.out;
+  EXPECT_TRUE(has(bad.out, "'input_0' is f32[3, 16]@cpu:0, but the program takes f32[64, 16] batches of it")) << bad.out;
   EXPECT_FALSE(std::filesystem::exists(weights));
   Result bad_opt = kiln_cmd("export --model mlp --train lbfgs -o " + file);
   EXPECT_EQ(bad_opt.code, 2) << bad_opt.out;
@@ -681,6 +684,101 @@ TEST(Cli, StrictOptionsAndPlainMessages) {
   EXPECT_TRUE(has(missing.out, "--device-map cuda:0=cpu:0")) << missing.out;
   EXPECT_FALSE(has(missing.out, "load_program(")) << missing.out;
   EXPECT_FALSE(has(missing.out, "{\"")) << missing.out;
+}
+
+}  // namespace
+
+namespace {
+
+using namespace kiln;
+
+// `kiln train` as a tool: a dataset of many batches, epochs with shuffling, a learning
+// rate and a schedule chosen at train time (no new export), a checkpoint that resumes
+// training and loads into `kiln run --weights` -- the parameters bitwise those of an
+// eager run of the same schedule over the same batches.
+TEST(CliTrain, DatasetEpochsScheduleCheckpointResumeLikeEager) {
+  const std::string sets = " --set layers=2 --set batch=4 --set width=8 --seed 7";
+  std::string step = tmp("tool_step.kiln"), fwd = tmp("tool_fwd.kiln"), data = tmp("tool_data.safetensors");
+  std::string ck1 = tmp("tool_ck1.safetensors"), ck2 = tmp("tool_ck2.safetensors");
+  ASSERT_EQ(kiln_cmd("export --model mlp" + sets + " --train adamw -o " + step).code, 0);
+  ASSERT_EQ(kiln_cmd("export --model mlp" + sets + " -o " + fwd).code, 0);
+  manual_seed(11);
+  const int64_t n = 10, batch = 4;  // two batches an epoch; the last two examples dropped
+  Tensor xs = randn({n, 8}), ys = randn({n, 8});
+  save_safetensors({{"input_0", xs}, {"input_1", ys}}, data);
+  Result first = kiln_cmd("train " + step + " --data " + data +
+                          " --epochs 2 --shuffle --seed 3 --lr 0.01 --schedule cosine --warmup 2 --save " + ck1);
+  ASSERT_EQ(first.code, 0) << first.out;
+  EXPECT_TRUE(has(first.out, "4 step(s) (2 epoch(s) of 2 batches)")) << first.out;
+  Result more = kiln_cmd("train " + step + " --data " + data + " --epochs 3 --shuffle --seed 3 --lr 0.005 --resume " +
+                         ck1 + " --save " + ck2);
+  ASSERT_EQ(more.code, 0) << more.out;
+  EXPECT_TRUE(has(more.out, "2 step(s) (1 epoch(s) of 2 batches)")) << more.out;
+
+  // Eager: the same model, AdamW with the rate as a tensor, the same batches and rates.
+  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"layers", 2}, {"batch", 4}, {"width", 8}}, 7);
+  TensorList params;
+  for (auto& [name, t] : ref.module->named_parameters()) params.push_back(t);
+  nn::AdamW opt(params, nn::AdamWOptions{.lr = 1e-3});
+  Tensor lr = full({}, 0.0, {.dtype = f64});
+  opt.set_hyperparameter("lr", lr);
+  for (int64_t e = 0; e < 3; ++e) {
+    std::vector<int64_t> order = epoch_order(n, true, 3, e);
+    for (int64_t b = 0; b < n / batch; ++b) {
+      int64_t s = e * 2 + b;
+      fill_(lr, e < 2 ? scheduled_lr({.kind = LrSchedule::Kind::cosine, .warmup = 2}, 0.01, s, 4) : 0.005);
+      Tensor rows = from_vector(std::vector<int64_t>(order.begin() + b * batch, order.begin() + (b + 1) * batch));
+      opt.zero_grad();
+      nn::mse_loss((*ref.module)(TensorList{index_select(xs, 0, rows)})[0], index_select(ys, 0, rows)).backward();
+      opt.step();
+    }
+  }
+  std::map<std::string, Tensor> saved;
+  for (auto& [name, t] : load_safetensors(ck2)) saved[name] = t;
+  for (auto& [name, t] : ref.module->named_parameters()) {
+    ASSERT_TRUE(saved.count(name)) << name;
+    EXPECT_TRUE(kiln::testing::all_close(saved[name], to_vector<double>(t), 0, 0)) << name;
+  }
+  std::vector<int64_t> progress = to_vector<int64_t>(saved["__kiln_progress__"]);
+  EXPECT_EQ(progress, (std::vector<int64_t>{3, 6}));
+
+  // The checkpoint runs as the forward program's weights.
+  std::string in = tmp("tool_in.safetensors"), out = tmp("tool_out.safetensors");
+  Tensor x = randn({4, 8});
+  save_safetensors({{"input_0", x}}, in);
+  Result run = kiln_cmd("run " + fwd + " --weights " + ck2 + " --inputs " + in + " --outputs " + out);
+  ASSERT_EQ(run.code, 0) << run.out;
+  Tensor want = (*ref.module)(TensorList{x})[0];
+  EXPECT_TRUE(kiln::testing::all_close(load_safetensors(out)[0].second, to_vector<double>(want), 1e-5, 1e-6));
+  Result partial = kiln_cmd("run " + fwd + " --weights " + data);
+  EXPECT_EQ(partial.code, 1);
+  EXPECT_TRUE(has(partial.out, "lacks 4 of the program's weights: 0.weight, 0.bias, 2.weight, 2.bias")) << partial.out;
+}
+
+// Training never overwrites a program with a checkpoint, and a non-finite loss stops it
+// with the step named (nothing saved), unless --allow-nonfinite.
+TEST(CliTrain, RefusesToOverwriteProgramsAndStopsOnNonFiniteLoss) {
+  std::string step = tmp("guard_step.kiln"), data = tmp("guard_nan.safetensors"), ck = tmp("guard_ck.safetensors");
+  ASSERT_EQ(kiln_cmd("export --model mlp --set layers=1 --set batch=2 --set width=4 --train sgd -o " + step).code, 0);
+  std::string before = read_file(step);
+  Result over = kiln_cmd("train " + step + " --save " + step);
+  EXPECT_EQ(over.code, 1);
+  EXPECT_TRUE(has(over.out, "is a program file: the checkpoint would overwrite it")) << over.out;
+  EXPECT_EQ(read_file(step), before);
+  Tensor x = randn({6, 4});
+  fill_(x, NAN);
+  save_safetensors({{"input_0", x}, {"input_1", randn({6, 4})}}, data);
+  std::remove(ck.c_str());
+  Result nan = kiln_cmd("train " + step + " --data " + data + " --save " + ck);
+  EXPECT_EQ(nan.code, 1);
+  EXPECT_TRUE(has(nan.out, "the loss is nan at step 1 (epoch 1, batch 1): stopped, nothing saved")) << nan.out;
+  EXPECT_FALSE(std::filesystem::exists(ck));
+  Result on = kiln_cmd("train " + step + " --data " + data + " --allow-nonfinite --save " + ck);
+  EXPECT_EQ(on.code, 0) << on.out;
+  Result help = kiln_cmd("train --help");
+  EXPECT_TRUE(has(help.out, "input_0, input_1")) << help.out;
+  Result show = kiln_cmd("show " + step);
+  EXPECT_TRUE(has(show.out, "user inputs (kiln run --inputs, kiln train --data):\n  input_0 : f32[2,4]@cpu:0\n")) << show.out;
 }
 
 }  // namespace

@@ -173,6 +173,13 @@ std::string show_text(const ExportedProgram& p) {
         std::find(extensions.begin(), extensions.end(), ops::op_name(n->op())) == extensions.end())
       extensions.push_back(ops::op_name(n->op()));
   if (!extensions.empty()) s += fmt::format("extension ops: {}\n", fmt::join(extensions, " "));
+  // What a caller passes: the names --inputs and --data files use, with their shapes.
+  std::string users;
+  std::vector<ir::Node*> nodes = p.graph.inputs();
+  for (size_t i = 0; i < p.signature.inputs.size() && i < nodes.size(); ++i)
+    if (p.signature.inputs[i].kind == InputSpec::Kind::user_input)
+      users += fmt::format("  {} : {}\n", p.signature.inputs[i].target, nodes[i]->meta()[0].str());
+  if (!users.empty()) s += "user inputs (kiln run --inputs, kiln train --data):\n" + users;
   return s + p.signature_str() + "graph:\n" + p.graph.str();
 }
 
@@ -583,50 +590,238 @@ void print_profile(const runtime::Executor& exec, int runs, bool by_shapes) {
   std::printf("    %-30s %7s %10.3f\n", "total", "", total * 1e3 / runs);
 }
 
-int cmd_train(const std::string& file, const std::string& device_map, const std::string& data,
-              int steps, const std::string& save_path, uint64_t seed, bool profile, bool by_shapes) {
-  ExportedProgram p = load_program(file, parse_device_map(device_map));
+// ---- kiln train ----------------------------------------------------------------------
+
+// Whether `path` holds a kiln program (a safetensors file whose metadata has one): what
+// `--save` must never overwrite.
+bool is_program_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  uint64_t n = 0;
+  if (!in.read(reinterpret_cast<char*>(&n), 8) || n > (64u << 20)) return false;
+  std::string header(n, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(n))) return false;
+  json h = json::parse(header, nullptr, /*allow_exceptions=*/false);
+  return h.is_object() && h.contains("__metadata__") && h["__metadata__"].is_object() &&
+         h["__metadata__"].contains("kiln.program");
+}
+
+// The state entry `target` of a program, or null.
+Tensor* state_entry(ExportedProgram& p, const std::string& target) {
+  for (auto& [name, t] : p.state)
+    if (name == target) return &t;
+  return nullptr;
+}
+
+// The batches a run iterates: each user input's examples (a leading dimension of any
+// length, cut into the program's batch size) or, for a directory, one file per batch.
+struct Dataset {
+  std::vector<std::string> targets;  // the user inputs, input_0, input_1, ...
+  TensorList examples;               // per user input: all examples (a file)
+  std::vector<std::string> files;    // or: one batch per file (a directory)
+  int64_t batch = 0, count = 0;      // examples per batch; examples (or files)
+  int64_t batches() const { return files.empty() ? count / batch : count; }
+};
+
+Dataset load_dataset(const ExportedProgram& p, const std::string& path) {
+  Dataset d;
+  std::vector<ir::Node*> nodes = p.graph.inputs();
+  std::vector<ir::ValueMeta> metas;
+  for (size_t i = 0; i < p.signature.inputs.size(); ++i)
+    if (p.signature.inputs[i].kind == InputSpec::Kind::user_input) {
+      d.targets.push_back(p.signature.inputs[i].target);
+      metas.push_back(nodes[i]->meta()[0]);
+    }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(path))
+      if (e.path().extension() == ".safetensors") d.files.push_back(e.path().string());
+    std::sort(d.files.begin(), d.files.end());
+    KILN_CHECK(!d.files.empty(), value, "[train] --data {}: the directory has no .safetensors batch file", path);
+    d.count = static_cast<int64_t>(d.files.size());
+    return d;
+  }
+  NamedTensors given = load_safetensors(path);
+  for (size_t k = 0; k < d.targets.size(); ++k) {
+    auto it = std::find_if(given.begin(), given.end(), [&](const auto& e) { return e.first == d.targets[k]; });
+    const ir::ValueMeta& m = metas[k];
+    KILN_CHECK(it != given.end(), value, "[train] --data {} has no tensor '{}' (the program's user input {}: {}{})",
+               path, d.targets[k], k, to_string(m.dtype), m.shape.str());
+    const Tensor& t = it->second;
+    bool fits = m.shape.size() > 0 && t.dim() == static_cast<int64_t>(m.shape.size()) && t.dtype() == m.dtype;
+    for (size_t i = 1; fits && i < m.shape.size(); ++i) fits = t.size(static_cast<int64_t>(i)) == m.shape[i];
+    KILN_CHECK(fits && t.size(0) >= m.shape[0], value,
+               "[train] --data {}: '{}' is {}, but the program takes {}{} batches of it: give N >= {} examples "
+               "along the first dimension, each {}{}",
+               path, d.targets[k], t.meta_str(), to_string(m.dtype), m.shape.str(), m.shape.size() ? m.shape[0] : 0,
+               to_string(m.dtype), Dims(std::vector<int64_t>(m.shape.begin() + (m.shape.size() ? 1 : 0), m.shape.end())).str());
+    KILN_CHECK(k == 0 || t.size(0) == d.count, value, "[train] --data {}: '{}' has {} examples, '{}' {}", path,
+               d.targets[k], t.size(0), d.targets[0], d.count);
+    d.count = t.size(0);
+    d.batch = m.shape[0];
+    d.examples.push_back(t);
+  }
+  return d;
+}
+
+// Batch `b` of epoch order `order`, on the program's devices.
+TensorList batch_of(const ExportedProgram& p, const Dataset& d, const std::vector<int64_t>& order, int64_t b) {
+  if (!d.files.empty()) return load_inputs(p, d.files[static_cast<size_t>(order[static_cast<size_t>(b)])]);
+  std::vector<int64_t> rows(order.begin() + b * d.batch, order.begin() + (b + 1) * d.batch);
+  Tensor index = from_vector(rows);
+  TensorList out;
+  std::vector<ir::Node*> nodes = p.graph.inputs();
+  size_t k = 0;
+  for (size_t i = 0; i < p.signature.inputs.size(); ++i)
+    if (p.signature.inputs[i].kind == InputSpec::Kind::user_input)
+      out.push_back(to(index_select(d.examples[k++], 0, index), nodes[i]->meta()[0].device));
+  return out;
+}
+
+// The checkpoint key holding (epochs done, steps done) next to the state.
+constexpr const char* kProgressKey = "__kiln_progress__";
+
+struct TrainArgs {
+  std::string file, device_map, data, save_path, resume;
+  int steps = 20, epochs = 1, warmup = 0;
+  uint64_t seed = 0;
+  bool shuffle = false, allow_nonfinite = false, profile = false, by_shapes = false;
+  std::optional<double> lr, weight_decay;
+  std::string schedule = "constant";
+};
+
+int cmd_train(const TrainArgs& a) {
+  KILN_CHECK(a.save_path.empty() || !is_program_file(a.save_path), value,
+             "[train] --save {} is a program file: the checkpoint would overwrite it; save to another file",
+             a.save_path);
+  ExportedProgram p = load_program(a.file, parse_device_map(a.device_map));
   size_t li = loss_index(p);
-  TensorList batch = data.empty() ? random_inputs(p, seed) : load_inputs(p, data);
-  if (data.empty()) {  // a seeded synthetic task: one fixed batch to fit
+  Tensor* lr = state_entry(p, "optimizer.lr");
+  Tensor* wd = state_entry(p, "optimizer.weight_decay");
+  KILN_CHECK(lr, value, "[train] {} has no learning-rate input (exported by an older kiln): export it again", a.file);
+  KILN_CHECK(!a.weight_decay || wd, value,
+             "[train] {} was exported without weight decay: --weight-decay cannot add the term; export with it",
+             a.file);
+  if (a.weight_decay) fill_(*wd, *a.weight_decay);
+  int64_t epochs_done = 0, steps_done = 0;
+  if (!a.resume.empty()) {  // the whole state and the progress, checked before anything changes
+    NamedTensors ckpt = load_safetensors(a.resume);
+    for (auto& [name, t] : p.state) {
+      auto it = std::find_if(ckpt.begin(), ckpt.end(), [&](const auto& e) { return e.first == name; });
+      KILN_CHECK(it != ckpt.end(), value, "[train] --resume {} has no '{}' of the program's state", a.resume, name);
+      KILN_CHECK(it->second.shape() == t.shape() && it->second.dtype() == t.dtype(), value,
+                 "[train] --resume {}: '{}' is {}, the program's is {}", a.resume, name, it->second.meta_str(),
+                 t.meta_str());
+    }
+    for (auto& [name, t] : p.state)
+      for (const auto& [key, value] : ckpt)
+        if (key == name) copy_(t, value);
+    for (const auto& [key, value] : ckpt)
+      if (key == kProgressKey && value.numel() == 2 && value.dtype() == DType::i64) {
+        std::vector<int64_t> v = to_vector<int64_t>(value);
+        epochs_done = v[0], steps_done = v[1];
+      }
+  }
+  double base_lr = a.lr ? *a.lr : item<double>(*lr);
+  LrSchedule schedule{.kind = a.schedule == "cosine"   ? LrSchedule::Kind::cosine
+                              : a.schedule == "linear" ? LrSchedule::Kind::linear
+                                                       : LrSchedule::Kind::constant,
+                      .warmup = a.warmup};
+
+  // The batches: a dataset, or one seeded synthetic batch fitted --steps times.
+  std::optional<Dataset> data;
+  TensorList fixed;
+  int64_t per_epoch = a.steps, epochs = 1;
+  if (!a.data.empty()) {
+    data = load_dataset(p, a.data);
+    per_epoch = data->batches();
+    epochs = a.epochs;
+    KILN_CHECK(epochs > epochs_done, value, "[train] --resume {} has done {} epoch(s) already; ask for more with --epochs",
+               a.resume, epochs_done);
+  } else {
+    fixed = random_inputs(p, a.seed);
     std::vector<ir::Node*> nodes = p.graph.inputs();
     size_t u = 0;
     for (size_t i = 0; i < p.signature.inputs.size(); ++i) {
       if (p.signature.inputs[i].kind != InputSpec::Kind::user_input) continue;
       const ir::ValueMeta& m = nodes[i]->meta()[0];
       if (!is_floating(m.dtype) && m.dtype != DType::b8)  // class ids / tokens: in [0, 8)
-        batch[u] = to(mul(rand(m.shape.vec(), {.device = m.device}), 8.0), m.dtype);
+        fixed[u] = to(mul(rand(m.shape.vec(), {.device = m.device}), 8.0), m.dtype);
       ++u;
     }
+    epochs_done = 0;
   }
+  int64_t total = epochs * per_epoch;
+  KILN_CHECK(schedule.warmup < total, value, "[train] --warmup {} is not below the run's {} steps", schedule.warmup, total);
+
   runtime::Executor exec(p);
-  exec.set_profiling(profile);
+  exec.set_profiling(a.profile);
   bool tty = ::isatty(2);
-  double first = 0, last = 0;
+  double first = NAN, last = NAN;
+  int64_t run_steps = 0;
   auto t0 = Clock::now();
-  for (int s = 0; s < steps; ++s) {
-    TensorList out = exec.run(batch);
-    last = item<double>(out[li]);
-    if (s == 0) first = last;
-    if (tty) {
-      double secs = ms_since(t0) / 1e3;
-      int width = 30, done = static_cast<int>(width * (s + 1) / steps);
-      std::fprintf(stderr, "\r[%s%s] step %d/%d  loss %.4f  %.1f steps/s", std::string(done, '#').c_str(),
-                   std::string(width - done, ' ').c_str(), s + 1, steps, last, (s + 1) / std::max(secs, 1e-9));
+  for (int64_t e = epochs_done; e < epochs; ++e) {
+    std::vector<int64_t> order;
+    if (data) order = epoch_order(data->files.empty() ? data->count : data->batches(), a.shuffle, a.seed, e);
+    for (int64_t b = 0; b < per_epoch; ++b) {
+      int64_t step = e * per_epoch + b;
+      fill_(*lr, scheduled_lr(schedule, base_lr, step, total));
+      TensorList out = exec.run(data ? batch_of(p, *data, order, b) : fixed);
+      last = item<double>(out[li]);
+      if (run_steps++ == 0) first = last;
+      KILN_CHECK(std::isfinite(last) || a.allow_nonfinite, value,
+                 "[train] the loss is {} at step {} (epoch {}, batch {}): stopped, nothing saved "
+                 "(--allow-nonfinite goes on)",
+                 last, step + 1, e + 1, b + 1);
+      if (tty) {
+        double secs = ms_since(t0) / 1e3;
+        std::fprintf(stderr, "\repoch %lld/%lld step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s   ",
+                     static_cast<long long>(e + 1), static_cast<long long>(epochs), static_cast<long long>(step + 1),
+                     static_cast<long long>(total), last, item<double>(*lr), run_steps / std::max(secs, 1e-9));
+      }
     }
+    steps_done = (e + 1) * per_epoch;
   }
   double secs = ms_since(t0) / 1e3;
   if (tty) std::fprintf(stderr, "\n");
-  std::printf("trained %s on", file.c_str());
+  std::printf("trained %s on", a.file.c_str());
   for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
-  std::printf(": %d step(s), loss %.4f -> %.4f, %.1f steps/s\n", steps, first, last,
-              steps / std::max(secs, 1e-9));
-  if (profile) print_profile(exec, steps, by_shapes);
-  if (!save_path.empty()) {
-    save_safetensors(trained_parameters(p), save_path);  // atomic: never a partial file
-    std::printf("  saved the trained parameters to %s\n", save_path.c_str());
+  std::printf(": %lld step(s)", static_cast<long long>(run_steps));
+  if (data) std::printf(" (%lld epoch(s) of %lld batches)", static_cast<long long>(epochs - epochs_done),
+                        static_cast<long long>(per_epoch));
+  std::printf(", loss %.4f -> %.4f, %.1f steps/s\n", first, last, static_cast<double>(run_steps) / std::max(secs, 1e-9));
+  if (a.profile) print_profile(exec, static_cast<int>(run_steps), a.by_shapes);
+  if (!a.save_path.empty()) {  // the whole state (parameters, buffers, optimizer) and the progress
+    NamedTensors ckpt = p.state;
+    ckpt.emplace_back(kProgressKey, from_vector(std::vector<int64_t>{data ? epochs : 0, data ? steps_done : run_steps}));
+    save_safetensors(ckpt, a.save_path);  // atomic: never a partial file
+    std::printf("  saved a checkpoint (parameters, buffers, optimizer state) to %s\n", a.save_path.c_str());
   }
   return 0;
+}
+
+// `kiln run --weights`: the program's parameters and persistent buffers from a
+// checkpoint (or any safetensors file of them by module name); every one must be there.
+void load_weights(ExportedProgram& p, const std::string& path) {
+  NamedTensors given = load_safetensors(path);
+  std::vector<std::string> missing;
+  for (const InputSpec& s : p.signature.inputs) {
+    if (s.kind != InputSpec::Kind::parameter && !(s.kind == InputSpec::Kind::buffer && s.persistent)) continue;
+    Tensor* t = state_entry(p, s.target);
+    auto it = std::find_if(given.begin(), given.end(), [&](const auto& e) { return e.first == s.target; });
+    if (!t) continue;
+    if (it == given.end()) {
+      missing.push_back(s.target);
+      continue;
+    }
+    KILN_CHECK(it->second.shape() == t->shape() && it->second.dtype() == t->dtype(), value,
+               "[run] --weights {}: '{}' is {}, the program's is {}", path, s.target, it->second.meta_str(),
+               t->meta_str());
+    copy_(*t, it->second);
+  }
+  KILN_CHECK(missing.empty(), value, "[run] --weights {} lacks {} of the program's weights: {}", path, missing.size(),
+             fmt::join(missing, ", "));
 }
 
 // (C2) A program's collectives name their groups (mesh axes); bind each to the MPI world
@@ -683,13 +878,18 @@ int cmd_run_distributed(const std::string& file, const dist::SavedMesh& saved, i
 }
 
 int cmd_run(const std::string& file, const std::string& device_map, const std::string& inputs_path,
-            const std::string& outputs_path, int repeat, int warmup, uint64_t seed, bool profile, bool by_shapes) {
+            const std::string& outputs_path, const std::string& weights, int repeat, int warmup, uint64_t seed,
+            bool profile, bool by_shapes) {
   if (std::optional<dist::SavedMesh> saved = dist::saved_mesh(file)) {
-    KILN_CHECK(inputs_path.empty() && outputs_path.empty() && device_map.empty() && !profile, value,
-               "[run] {} is a distributed program: --inputs, --outputs, --device-map and --profile do not apply", file);
+    KILN_CHECK(inputs_path.empty() && outputs_path.empty() && device_map.empty() && weights.empty() && !profile,
+               value,
+               "[run] {} is a distributed program: --inputs, --outputs, --weights, --device-map and --profile do "
+               "not apply",
+               file);
     return cmd_run_distributed(file, *saved, repeat, seed);
   }
   ExportedProgram p = load_program(file, parse_device_map(device_map));
+  if (!weights.empty()) load_weights(p, weights);
   int rank = bind_program_groups(p);
   TensorList inputs;
   if (inputs_path.empty()) {
@@ -771,24 +971,49 @@ int kiln::cli_main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json", "dot", "html"}));
   show->add_option("-o,--output", out, "write to this file instead of stdout");
 
-  CLI::App* trn = app.add_subcommand("train", "Run a train-step program (kiln export --train OPTIMIZER) N times");
-  int steps = 20;
-  std::string data, save_to;
-  trn->add_option("file", file, "train-step program file")->required();
-  trn->add_option("--steps", steps, "number of steps")->check(whole_number(1, INT_MAX))->capture_default_str();
-  trn->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
-  trn->add_option("--data", data, "safetensors file with the batch input_0, input_1, ... (default: a "
-                                  "seeded synthetic batch)");
-  bool profile = false, by_shapes = false;
-  trn->add_flag("--profile", profile, "print the time per op (each op timed, its device synchronized after it)");
-  trn->add_flag("--profile-shapes", by_shapes, "with --profile: per op and input shapes");
-  trn->add_option("--save", save_to, "write the trained parameters to this safetensors file (atomically)");
-  trn->add_option("--seed", seed, "seed of the synthetic batch")->check(whole_number(0, INT64_MAX));
+  CLI::App* trn = app.add_subcommand("train", "Train with a train-step program (kiln export --train OPTIMIZER)");
+  TrainArgs targs;
+  std::string weights;
+  trn->add_option("file", targs.file, "train-step program file")->required();
+  trn->add_option("--data", targs.data,
+                  "the dataset: a safetensors file holding each user input (input_0, input_1, ...: `kiln show` "
+                  "lists them with their batch shapes) with N >= batch examples along the first dimension, cut "
+                  "into batches (a last partial batch is dropped); or a directory of .safetensors files, one "
+                  "batch each. Without it: one seeded synthetic batch fitted --steps times");
+  trn->add_option("--epochs", targs.epochs, "passes over --data (with --resume: the total to reach)")
+      ->check(whole_number(1, INT_MAX))
+      ->capture_default_str();
+  trn->add_flag("--shuffle", targs.shuffle, "a new order of the examples (or batch files) each epoch, from --seed");
+  trn->add_option("--steps", targs.steps, "without --data: steps on the synthetic batch")
+      ->check(whole_number(1, INT_MAX))
+      ->capture_default_str();
+  trn->add_option("--lr", targs.lr, "base learning rate (default: the one exported)")->check(CLI::NonNegativeNumber);
+  trn->add_option("--weight-decay", targs.weight_decay, "weight decay (for a program exported with one)")
+      ->check(CLI::NonNegativeNumber);
+  trn->add_option("--schedule", targs.schedule, "learning rate per step: constant, cosine (to 0) or linear (to 0)")
+      ->check(CLI::IsMember({"constant", "cosine", "linear"}))
+      ->capture_default_str();
+  trn->add_option("--warmup", targs.warmup, "steps of linear warm-up before the schedule")
+      ->check(whole_number(0, INT_MAX))
+      ->capture_default_str();
+  trn->add_option("--device-map", targs.device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
+  trn->add_option("--save", targs.save_path,
+                  "write a checkpoint (parameters, buffers, optimizer state, progress) to this safetensors file "
+                  "(atomically; never over a program file); `kiln train --resume` and `kiln run --weights` read it");
+  trn->add_option("--resume", targs.resume, "continue from a checkpoint --save wrote");
+  trn->add_flag("--allow-nonfinite", targs.allow_nonfinite, "go on when the loss is NaN or infinite (default: stop)");
+  trn->add_flag("--profile", targs.profile, "print the time per op (each op timed, its device synchronized after it)");
+  trn->add_flag("--profile-shapes", targs.by_shapes, "with --profile: per op and input shapes");
+  trn->add_option("--seed", targs.seed, "seed of the shuffling and of the synthetic batch")
+      ->check(whole_number(0, INT64_MAX));
 
+  bool profile = false, by_shapes = false;
   CLI::App* run = app.add_subcommand("run", "Run a program on this machine's devices");
   run->add_option("file", file, "program file")->required();
   run->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
-  run->add_option("--inputs", inputs, "safetensors file with input_0, input_1, ...");
+  run->add_option("--inputs", inputs, "safetensors file with input_0, input_1, ... (`kiln show` lists them)");
+  run->add_option("--weights", weights, "load the parameters and buffers from a safetensors file (a `kiln train "
+                                        "--save` checkpoint, or tensors by module name)");
   run->add_option("--outputs", outputs, "write the outputs (output_0, ...) to this safetensors file");
   run->add_option("--repeat", repeat, "number of runs to time")->check(whole_number(1, INT_MAX));
   run->add_option("--warmup", warmup, "untimed runs first")->check(whole_number(0, INT_MAX))->capture_default_str();
@@ -808,9 +1033,13 @@ int kiln::cli_main(int argc, char** argv) {
       train = exp->count("--train") > 0 && optimizer.empty();
       return cmd_export(model, sets, trace_device, seed, train, optimizer, out);
     }
-    if (trn->parsed()) return cmd_train(file, device_map, data, steps, save_to, seed, profile || by_shapes, by_shapes);
+    if (trn->parsed()) {
+      targs.profile = targs.profile || targs.by_shapes;
+      return cmd_train(targs);
+    }
     if (show->parsed()) return cmd_show(file, format, out);
-    if (run->parsed()) return cmd_run(file, device_map, inputs, outputs, repeat, warmup, seed, profile || by_shapes, by_shapes);
+    if (run->parsed())
+      return cmd_run(file, device_map, inputs, outputs, weights, repeat, warmup, seed, profile || by_shapes, by_shapes);
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
     return 1;
