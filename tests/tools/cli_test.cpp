@@ -255,7 +255,9 @@ TEST(Cli, ErrorsAreOneLineWithNonZeroExit) {
     Result r = kiln_cmd("export --model mlp -o " + out, "KILN_CPU_DEVICES=2 " + env);
     EXPECT_EQ(r.code, 1) << env;
     EXPECT_TRUE(has(r.out, "kiln: error: " + message)) << r.out;
-    if (has(env, "4096")) EXPECT_TRUE(has(r.out, "(the CPUs this process may run on), got '4096'")) << r.out;
+    if (has(env, "4096")) {
+      EXPECT_TRUE(has(r.out, "(the CPUs this process may run on), got '4096'")) << r.out;
+    }
     EXPECT_FALSE(std::filesystem::exists(out)) << env;
   }
 }
