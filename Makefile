@@ -25,7 +25,7 @@ demo: configure
 
 # Side by side with PyTorch (KILN_WITH_TORCH=1 installs the peers); writes docs/benchmarks.md.
 bench: build
-	@if [ "$${KILN_WITH_TORCH:-0}" = 1 ] && [ -d ../shared/peers ]; then sh ../shared/peers/build.sh >/dev/null; fi
+	@if [ "$${KILN_WITH_TORCH:-0}" = 1 ]; then sh bench/peers/build.sh >/dev/null; fi
 	@python3 bench/run_bench.py --build $(BUILD)
 
 # ThreadSanitizer build of the stream and device tests and the graph tests (lazy node

@@ -1,4 +1,4 @@
-// Foundation benchmarks (see ../shared/BENCH.md and docs/benchmarks.md):
+// Foundation benchmarks (see ../shared/the benchmarks and docs/benchmarks.md):
 //  - tiny-op dispatch: add of two 8-element f32 tensors, per call; the same add
 //    registered as an extension op (define_op) to measure what registration costs
 //  - SGEMM 1024^3 through kiln's matmul vs OpenBLAS called directly
@@ -79,7 +79,7 @@ void BM_SgemmOpenBlas(benchmark::State& state) {
 }
 BENCHMARK(BM_SgemmOpenBlas)->Arg(1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// One MLP layer of BENCH.md (x[64,512] -> Linear 512->512 -> ReLU) at 1 and 2 threads:
+// One MLP layer of the benchmarks (x[64,512] -> Linear 512->512 -> ReLU) at 1 and 2 threads:
 // the GEMM library and intra-op threads (Note [oneDNN for f32 GEMM]).
 void BM_MlpLayer(benchmark::State& state) {
   kiln::NumThreadsGuard threads(static_cast<int>(state.range(0)));
@@ -176,7 +176,7 @@ BENCHMARK_CAPTURE(BM_Elementwise1M, add_bf16, DType::bf16, false)->Unit(benchmar
 BENCHMARK_CAPTURE(BM_Elementwise1M, gelu_f32, DType::f32, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Elementwise1M, gelu_f16, DType::f16, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// The row kernels and GELU of BENCH.md's BLOCK at its shapes, one thread: what a BLOCK
+// The row kernels and GELU of the benchmark BLOCK at its shapes, one thread: what a BLOCK
 // forward spends outside its products.
 void BM_BlockRowOps(benchmark::State& state, int which) {
   kiln::NumThreadsGuard threads(1);

@@ -1,6 +1,6 @@
 // Fake propagation cost per op on the shared MLP and transformer-block workloads
-// (../shared/peers/models.py, re-implemented op for op), parameters on cuda:0 on a
-// machine without CUDA. Compare with ../shared/peers/fake_prop.py ("fake" rows).
+// (bench/peers/models.py, re-implemented op for op), parameters on cuda:0 on a
+// machine without CUDA. Compare with a FakeTensorMode peer (not in bench/peers) ("fake" rows).
 #include <benchmark/benchmark.h>
 
 #include "models.h"

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
     std::printf("{\"skipped\": \"no CUDA device\"}\n");
     return 0;
   }
-  // mlp: BENCH.md's MLP; gpt: GPT-2-small-sized blocks (12 x 768, 12 heads), 8 x 256 tokens.
+  // mlp: the benchmark MLP; gpt: GPT-2-small-sized blocks (12 x 768, 12 heads), 8 x 256 tokens.
   std::vector<Case> cases = {
       {"mlp", {}},
       {"gpt", {{"vocab", 50304}, {"context", 1024}, {"layers", 12}, {"heads", 12},

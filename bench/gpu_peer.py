@@ -90,7 +90,7 @@ class GPT(nn.Module):
 
 
 def build(name, state):
-    if name == "mlp":  # BENCH.md's MLP: (Linear + ReLU) per layer, as kiln's Sequential
+    if name == "mlp":  # the benchmark MLP: (Linear + ReLU) per layer, as kiln's Sequential
         mods = []
         for i in sorted({int(k.split(".")[0]) for k in state}):
             out_f, in_f = state[f"{i}.weight"].shape

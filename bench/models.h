@@ -1,5 +1,5 @@
 #pragma once
-// The workloads of ../shared/peers/models.py, op for op, with parameters created on a
+// The workloads of bench/peers/models.py, op for op, with parameters created on a
 // given device (fake or real, depending on the active mode).
 
 #include <cmath>
@@ -99,7 +99,7 @@ struct Functional {
   }
 };
 
-// The peer's functionalization workload (../shared/peers/functionalize_bench.py):
+// The peer's functionalization workload (a PyTorch functionalization peer (not in bench/peers)):
 // in-place ops, mutation through a view of a view, and an input mutation.
 inline TensorList mutation_program(const TensorList& in) {
   Tensor x = in[0];

@@ -3,8 +3,8 @@
 
 Runs, in alternation for --rounds rounds (so machine drift hits both sides): kiln's
 Google Benchmark suite (JSON), whole-process `kiln export` + `kiln run` of BLOCK, then
-the peer programs of ../shared/peers (libtorch C++ dispatch, memory bandwidth, and the
-Python scripts under Debian's /usr/bin/python3 with torch). Medians over rounds form
+the peer programs of bench/peers (memory bandwidth, and the Python scripts under
+Debian's /usr/bin/python3 with torch; KILN_PEERS may name another folder of peers). Medians over rounds form
 one table -- workload, kiln, peer, ratio, target, pass/fail -- printed and written
 between the markers of docs/benchmarks.md with the date, machine and command.
 
@@ -24,7 +24,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEERS = os.environ.get("KILN_PEERS", os.path.join(ROOT, "..", "shared", "peers"))
+PEERS = os.environ.get("KILN_PEERS", os.path.join(ROOT, "bench", "peers"))
 PEER_BUILD = os.environ.get("PEER_BUILD", "/tmp/peers-build")
 TORCH_PY = "/usr/bin/python3"
 PROCESS_SAMPLES = 5  # warm whole-process samples of `kiln export` + `kiln run`
@@ -89,7 +89,7 @@ def kiln_round(build, work):
         scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
         name = b["run_name"].removesuffix("/real_time")
         res[name] = dict(b, seconds=b["real_time"] * scale)
-    # Whole processes: export BLOCK, then run it (BENCH.md: <= 0.1 s together); one
+    # Whole processes: export BLOCK, then run it (the target: <= 0.1 s together); one
     # warm-up pair, then the median and minimum of PROCESS_SAMPLES warm pairs.
     with tempfile.TemporaryDirectory() as d:
         f = os.path.join(d, "block.kiln")
@@ -101,6 +101,22 @@ def kiln_round(build, work):
             if i > 0:
                 samples.append(time.perf_counter() - t0)
         res["process"] = {"seconds": statistics.median(samples), "min": min(samples)}
+        # `kiln run` of BLOCK while a busy loop holds one core (pinned to CPU 0), at one
+        # thread and at the default budget (Note [Intra-op thread pool]).
+        if len(os.sched_getaffinity(0)) >= 2:
+            busy = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                    preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))
+            try:
+                time.sleep(0.2)
+                for label, env in (("1 thread", {"KILN_NUM_THREADS": "1"}), ("default", {})):
+                    out = run([f"{build}/tools/kiln/kiln", "run", f, "--repeat", "50", "--warmup", "5"], env=env)
+                    line = out.splitlines()[0]
+                    med = float(line.split("median ")[1].split(" ms")[0]) * 1e-3
+                    p90 = float(line.split("p90 ")[1].split(" ms")[0]) * 1e-3
+                    res[f"busy neighbour {label}"] = {"seconds": med, "p90": p90}
+            finally:
+                busy.kill()
+                busy.wait()
     # The demo's GPT (and BENCH's MLP) on cpu:0, eager and as a program; the weights and
     # input land in `work` for the PyTorch side (bench/gpu_peer.py) to run identically.
     for r in json_lines(run([f"{build}/bench/kiln_gpu_models", work, "200", "cpu:0"])):
@@ -143,10 +159,10 @@ def kiln_round(build, work):
 # ---- peers ---------------------------------------------------------------------------
 
 def build_native_peers():
-    """The C peers of ../shared/peers (libtorch dispatch, OpenBLAS and FMA peaks, memory
-    bandwidth), built once into PEER_BUILD by the peers' own script."""
+    """The native peers (bench/peers/build.sh: memory bandwidth), built once into PEER_BUILD
+    by the peers' own script."""
     script = os.path.join(PEERS, "build.sh")
-    if os.path.exists(f"{PEER_BUILD}/eager_dispatch_cpp") or not os.path.exists(script):
+    if os.path.exists(f"{PEER_BUILD}/membw") or not os.path.exists(script):
         return
     log(f"bench: building the native peers into {PEER_BUILD}")
     run(["sh", script], env={"BUILD": PEER_BUILD}, timeout=600)
@@ -197,6 +213,9 @@ def peer_round(work):
     for script, args in (("fake_prop.py", ["--reps", "10"]), ("trace_cost.py", ["--reps", "3"]),
                          ("functionalize_bench.py", ["--reps", "10"]),
                          ("eager_models.py", ["--reps", "20"])):
+        if not os.path.exists(os.path.join(PEERS, script)):
+            log(f"  peer {script} is not in {PEERS}: its rows say peer missing")
+            continue
         log(f"  peer {script}")
         recs += json_lines(run([TORCH_PY, os.path.join(PEERS, script)] + args))
     for wide in wide_openblas_coretypes():  # PyTorch's products on kernels OpenBLAS did not pick
@@ -263,7 +282,7 @@ def build_rows(k, p):
         speedup(f"fake propagation per forward, {m.upper()} (vs FakeTensorMode)",
                 kiln_value(k, f"BM_Fake{m.capitalize()}Forward"),
                 None if per_op is None or ops is None else us(per_op * ops))
-    # Tracing per node (BENCH.md: like with like). The graphs of the same model differ in
+    # Tracing per node (like with like). The graphs of the same model differ in
     # node count (PyTorch's linear is t + addmm, kiln's one node; PyTorch's relu backward
     # one threshold_backward, and so is kiln's now), so both sides are divided by
     # PyTorch's count: kiln's whole trace over PyTorch's nodes, against PyTorch's time per
@@ -410,13 +429,19 @@ def build_rows(k, p):
             elif f32 and v:
                 row(f"{op} of 1M {dt} elements (vs the same in f32), 1 thread", fmt_t(v), fmt_t(f32),
                     f"{v / f32:.2f}x", "- (reported)", None)
-    # No BENCH.md target: reported so the demo model's speed is visible (same weights).
+    # No target: reported so the demo model's speed is visible (same weights).
     gpt_peer = ms(peer_value(p, "gpt torch eager cpu", "ms"))
     for impl in ("eager", "program"):
         kv = kiln_value(k, f"gpt kiln {impl}")
         r = "-" if kv is None or gpt_peer is None else f"{kv / gpt_peer:.2f}x"
         row(f"GPT of `kiln demo` (2 x 64 wide, 2 x 32 tokens), kiln {impl} vs PyTorch eager",
             fmt_t(kv), fmt_t(gpt_peer), r, "- (none set)", None)
+    one, default = kiln_value(k, "busy neighbour 1 thread"), kiln_value(k, "busy neighbour default")
+    one90, default90 = kiln_value(k, "busy neighbour 1 thread", "p90"), kiln_value(k, "busy neighbour default", "p90")
+    for what, kv, pv in (("median", default, one), ("p90", default90, one90)):
+        r = None if kv is None or pv is None else kv / pv
+        row(f"kiln run of BLOCK with a busy loop on one core, {what}: default threads vs 1 thread (both kiln)",
+            fmt_t(kv), fmt_t(pv), "-" if r is None else f"{r:.2f}x", "<= 1.25x", None if r is None else r <= 1.25)
     proc, proc_min = kiln_value(k, "process"), kiln_value(k, "process", "min")
     row(f"kiln export + kiln run of BLOCK, whole processes (median of {PROCESS_SAMPLES} warm; "
         f"fastest {fmt_t(proc_min)})", fmt_t(proc),
@@ -485,7 +510,7 @@ def cpu_flags():
 
 def wide_openblas_coretypes():
     """When OpenBLAS chose kernels narrower than the CPU by itself (a VM hiding the CPU
-    model) and the environment pins none: the AVX2 family (what BENCH.md's machine pinned)
+    model) and the environment pins none: the AVX2 family (what the first benchmark machine pinned)
     and, on AVX-512, the widest. Else none."""
     if os.environ.get("OPENBLAS_CORETYPE"):
         return []

@@ -1,5 +1,5 @@
 // Program runs (runtime::Executor) vs eager kiln on the shared MLP and BLOCK workloads
-// (../shared/peers/models.py); compare with ../shared/peers/eager_models.py. Counters:
+// (bench/peers/models.py); compare with bench/peers/eager_models.py. Counters:
 // peak bytes above the baseline during one forward, and minor page faults per forward.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -18,7 +18,7 @@ struct Workload {
 
 Workload make(const std::string& name) {
   manual_seed(0);
-  auto ref = nn::make_reference_model(name);  // "mlp" or "block": BENCH.md's workloads
+  auto ref = nn::make_reference_model(name);  // "mlp" or "block": the benchmark workloads
   ref.module->eval();
   return {ref.module, ref.example_inputs};
 }

@@ -1,5 +1,5 @@
 // make_fx cost per call node, fake mode, parameters passed as graph inputs (as the
-// PyTorch peer ../shared/peers/trace_cost.py does with functional_call).
+// PyTorch peer a PyTorch make_fx peer (not in bench/peers) does with functional_call).
 #include <benchmark/benchmark.h>
 
 #include "models.h"

@@ -1,6 +1,6 @@
 // Training costs, side by side with bench/train_peer.py (PyTorch eager, same shapes):
 //  - BM_TrainStep/{mlp,block}/{threads}: forward, mse_loss, backward, SGD (momentum 0.9)
-//    step of BENCH.md's MLP and BLOCK; counter peak_MiB = allocator peak above the
+//    step of the benchmark MLP and BLOCK; counter peak_MiB = allocator peak above the
 //    baseline during one step.
 //  - BM_TinyAddBackward: a + b with a requiring grad, forward and backward with a given
 //    gradient (compare libtorch C++, bench/autograd_peer.cpp).

@@ -1,4 +1,4 @@
-// Peak extra resident memory of one training step of BENCH.md's BLOCK (or MLP) in a
+// Peak extra resident memory of one training step of the benchmark BLOCK (or MLP) in a
 // fresh process, measured as bench/train_peer.py --memory measures PyTorch: VmHWM after
 // the step minus VmRSS before it (/proc/self/clear_refs resets the high-water mark).
 // Also reports the allocator's own peak above its baseline. One JSON line.

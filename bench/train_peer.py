@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch eager on kiln's training benchmarks (bench/train_bench.cpp), same shapes and
-step: BENCH.md's MLP and BLOCK (../shared/peers/models.py), forward, mse_loss against a
+step: the MLP and BLOCK workloads (bench/peers/models.py), forward, mse_loss against a
 fixed target, backward, SGD(lr=1e-3, momentum=0.9) step; 1 and 2 threads (torch and
 OpenBLAS both, models.set_threads). Prints JSON lines: ms per step (median of --reps).
 
@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-PEERS = os.environ.get("KILN_PEERS", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "peers"))
+PEERS = os.environ.get("KILN_PEERS", os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 sys.path.insert(0, PEERS)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -40,7 +40,7 @@ class Allocator {
 };
 
 /** Host memory with a cache of freed blocks per rounded size, so a steady-state
- * loop never touches fresh pages (a first touch costs ~12 us here, see BENCH.md).
+ * loop never touches fresh pages (a first touch costs ~12 us here, see docs/benchmarks.md).
  * Blocks are 64-byte aligned; large ones (from 1 MiB) are 2 MiB aligned, and those of
  * 32 MiB or more are asked to use transparent huge pages. */
 class CachingHostAllocator final : public Allocator {

@@ -273,9 +273,9 @@ TensorList GPT::forward(const TensorList& in) {
 
 const std::vector<ReferenceModelInfo>& reference_models() {
   static const std::vector<ReferenceModelInfo> models = {
-      {"mlp", "BENCH.md's MLP: x[batch, width] through layers x (Linear + ReLU)",
+      {"mlp", "the benchmark MLP: x[batch, width] through layers x (Linear + ReLU)",
        {{"batch", 64}, {"width", 512}, {"layers", 8}}},
-      {"block", "BENCH.md's transformer block: x[batch, seq, width], heads, MLP of hidden",
+      {"block", "the benchmark transformer block: x[batch, seq, width], heads, MLP of hidden",
        {{"batch", 4}, {"seq", 128}, {"width", 256}, {"heads", 4}, {"hidden", 1024}}},
       {"gpt", "a small GPT: token ids[batch, seq] -> logits over vocab",
        {{"vocab", 256}, {"context", 64}, {"layers", 2}, {"heads", 4}, {"width", 64}, {"batch", 2},

@@ -320,7 +320,7 @@ class TransformerBlock : public Module {
   std::shared_ptr<Linear> fc_, proj_;
 };
 
-/** BENCH.md's BLOCK, op for op as ../shared/peers/models.py: pre-LN, non-causal softmax
+/** The benchmark BLOCK, op for op as bench/peers/models.py: pre-LN, non-causal softmax
  * attention written with matmul, erf GELU MLP, two residuals. */
 class BenchBlock : public Module {
  public:
@@ -358,7 +358,7 @@ class GPT : public Module {
 using ModelConfig = std::map<std::string, int64_t>;
 
 /** A reference model by name ("mlp", "block", "gpt", "bn_mlp"), seeded, with example
- * inputs; "mlp" and "block" are BENCH.md's workloads. */
+ * inputs; "mlp" and "block" are the benchmark workloads. */
 struct ReferenceModel {
   std::shared_ptr<Module> module;
   TensorList example_inputs;

@@ -211,7 +211,7 @@ TEST(J1, BatchNormRunningStatisticsAreBufferMutationsInTheJointGraph) {
     EXPECT_FALSE(n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace()) << n->name();
 }
 
-// The reference BLOCK (BENCH.md's: 4 x 128 tokens, 256 wide) and GPT (kiln demo's).
+// The reference BLOCK (the benchmark: 4 x 128 tokens, 256 wide) and GPT (kiln demo's).
 TEST(J1, BlockAndGptCaptureLikeEager) {
   manual_seed(2);
   nn::ReferenceModel block = nn::make_reference_model("block");

@@ -25,7 +25,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
 from gpu_peer import GPT  # noqa: E402  the same GPT as kiln's (names, tanh GELU, mask)
 
 
-class Block(nn.Module):  # kiln's BenchBlock (BENCH.md's BLOCK), erf GELU
+class Block(nn.Module):  # kiln's BenchBlock (the benchmark BLOCK), erf GELU
     def __init__(self, width, heads, hidden):
         super().__init__()
         self.width, self.heads = width, heads
