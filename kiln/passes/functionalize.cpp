@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "kiln/autograd/autograd.h"
+#include "kiln/device/registry.h"
 #include "kiln/dispatch/functional.h"
 
 namespace kiln::passes {
@@ -17,6 +19,7 @@ struct FunctionalizeMode::FStorage {
                      // flattened only when something reads the storage another way
   int64_t numel = 0;
   uint64_t generation = 0;
+  bool written_with_grad = false;  // some write ran with grad mode on (autograd saw it)
 };
 
 namespace {
@@ -94,6 +97,11 @@ Tensor FunctionalizeMode::value_of(const Tensor& t) {
   return f ? value_of(t, *f) : t;
 }
 
+bool FunctionalizeMode::written_with_grad(const Tensor& t) {
+  const FTensor* f = find(t);
+  return f && f->st->written_with_grad;
+}
+
 uint64_t FunctionalizeMode::writes(const Tensor& t) {
   const FTensor* f = find(t);
   return f ? f->st->generation : 0;
@@ -167,6 +175,7 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
     st.flat = std::move(dispatch(OpKind::as_strided_scatter, scatter)[0]);
   }
   ++st.generation;
+  st.written_with_grad = st.written_with_grad || autograd::grad_enabled();
   f->value = std::move(next);
   f->generation = st.generation;
   Outputs out;
@@ -220,6 +229,92 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
   return dispatch(op, values_of(args, values));
 }
 
+namespace {
+
+// The elements [first, last] of its storage a tensor can address (empty: first > last).
+std::pair<int64_t, int64_t> element_span(const Tensor& t) {
+  if (t.numel() == 0) return {1, 0};
+  int64_t last = t.offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return {t.offset(), last};
+}
+
+bool share_storage(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.storage() && a.storage() == b.storage();
+}
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  if (!share_storage(a, b)) return false;
+  auto [a0, a1] = element_span(a);
+  auto [b0, b1] = element_span(b);
+  return a0 <= a1 && b0 <= b1 && a0 <= b1 && b0 <= a1;
+}
+
+}  // namespace
+
+TensorList traced_inputs(const TensorList& inputs, FakeMode* fake, std::vector<InputAlias>& overlapping) {
+  TensorList inner;
+  for (const Tensor& t : inputs) inner.push_back(subclass_inner(t));
+  TensorList traced;
+  traced.reserve(inputs.size());
+  for (size_t j = 0; j < inner.size(); ++j) {
+    const Tensor& t = inner[j];
+    bool apart = false;  // shares a storage with an earlier input without overlapping it
+    for (size_t i = 0; i < j; ++i) {
+      if (!share_storage(inner[i], t)) continue;
+      if (overlap(inner[i], t)) {
+        overlapping.push_back({static_cast<int>(i), static_cast<int>(j), t.offset() - inner[i].offset()});
+        apart = false;
+        break;
+      }
+      apart = true;
+    }
+    if (!apart) {
+      traced.push_back(fake ? fake->from_real(t) : t);
+      continue;
+    }
+    // A storage of its own, laid out like the input (same sizes and strides).
+    auto [first, last] = element_span(t);
+    int64_t extent = last - first + 1;
+    Allocator* alloc = fake ? nullptr : &device_allocator(t.device());
+    Tensor own = make_view(make_tensor(Dims{extent}, t.dtype(), t.device(), alloc), t.shape(), t.strides(), 0);
+    if (!fake) {
+      autograd::NoGradGuard no_grad;
+      copy_(own, t);
+      own.set_requires_grad(t.requires_grad());
+    }
+    traced.push_back(own);  // fake already when `fake` (no allocator)
+  }
+  return traced;
+}
+
+void check_input_aliasing(const TensorList& given, const std::vector<InputAlias>& overlapping,
+                          std::string_view runner) {
+  TensorList inputs;
+  for (const Tensor& t : given) inputs.push_back(subclass_inner(t));
+  for (const InputAlias& a : overlapping) {
+    const Tensor &x = inputs[static_cast<size_t>(a.first)], &y = inputs[static_cast<size_t>(a.second)];
+    KILN_CHECK(share_storage(x, y) && y.offset() - x.offset() == a.offset_delta, value,
+               "[{}] inputs {} and {} were captured as overlapping views of one storage ({} starting {} "
+               "element(s) after {}), but here {}: capture the function again with inputs aliased like these",
+               runner, a.first, a.second, a.second, a.offset_delta, a.first,
+               share_storage(x, y) ? fmt::format("input {} starts {} element(s) after input {}", a.second,
+                                                 y.offset() - x.offset(), a.first)
+                                   : std::string("they do not share memory"));
+  }
+  for (size_t j = 0; j < inputs.size(); ++j)
+    for (size_t i = 0; i < j; ++i) {
+      if (!overlap(inputs[i], inputs[j])) continue;
+      bool known = std::any_of(overlapping.begin(), overlapping.end(), [&](const InputAlias& a) {
+        return static_cast<size_t>(a.first) == i && static_cast<size_t>(a.second) == j;
+      });
+      KILN_CHECK(known, value,
+                 "[{}] inputs {} and {} overlap in memory here, but were captured apart (the program reads "
+                 "and writes them independently): pass separate tensors, or capture with them aliased",
+                 runner, i, j);
+    }
+}
+
 CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
                         const TensorList& inputs, const CaptureOptions& options) {
   CapturedProgram program;
@@ -230,7 +325,7 @@ CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
   if (options.mode == MakeFxOptions::Mode::fake) fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
   TensorList traced;
   traced.reserve(inputs.size());
-  for (const Tensor& t : inputs) traced.push_back(fake ? fake->from_real(subclass_inner(t)) : subclass_inner(t));
+  traced = traced_inputs(inputs, fake ? &*fake : nullptr, program.overlapping_inputs);  // Note [Aliased inputs]
   {
     ProxyMode proxy(program.graph);
     for (size_t i = 0; i < traced.size(); ++i)

@@ -25,6 +25,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "kiln/fake/fake_mode.h"
 #include "kiln/trace/proxy_mode.h"
 
 namespace kiln::passes {
@@ -45,6 +46,9 @@ class FunctionalizeMode final : public Mode {
   /** How many writes `t`'s storage has had (0 when untracked): a later count that
    * differs means a write in between. */
   uint64_t writes(const Tensor& t);
+  /** Whether a write to `t`'s storage ran with grad mode on (false: every write was
+   * under no-grad, hidden from autograd). */
+  bool written_with_grad(const Tensor& t);
 
   Outputs handle(ops::OpKind op, std::span<const Value> args) override;
 
@@ -91,12 +95,39 @@ struct CaptureOptions {
 };
 
 /** A functional graph plus what it does to its inputs. */
+// Note [Aliased inputs]
+// Two inputs may be views of one storage. Functionalization tracks contents per storage,
+// so a capture that kept them aliased would read one input through the other's node
+// (correct only for exactly that aliasing at run time). As AOTAutograd: inputs whose
+// memory does not overlap are traced as independent inputs (each its own storage);
+// overlapping ones stay views of one storage, as a synthesized base would make them.
+// Either way the program records what it assumed and its runner checks it before
+// running (check_input_aliasing), naming both inputs when the aliasing differs.
+
+/** How two inputs of a capture shared memory: `second` overlaps `first` and starts
+ * `offset_delta` elements after it in their storage. */
+struct InputAlias {
+  int first = 0, second = 0;
+  int64_t offset_delta = 0;
+};
+
+/** The traced stand-ins of `inputs` (fake twins under `fake`, else the inputs): inputs
+ * that share a storage without overlapping get storages of their own; the overlapping
+ * pairs are returned in `overlapping`. See Note [Aliased inputs]. */
+TensorList traced_inputs(const TensorList& inputs, FakeMode* fake, std::vector<InputAlias>& overlapping);
+/** Throws a value Error naming both inputs unless the inputs that overlap in memory are
+ * exactly the `overlapping` pairs, at the same relative offsets. */
+void check_input_aliasing(const TensorList& inputs, const std::vector<InputAlias>& overlapping,
+                          std::string_view runner);
+
 struct CapturedProgram {
   ir::Graph graph;
   std::vector<InputMutation> inputs;  // one per input
   /** (M5) With out-of-graph write-back, the first outputs are the new values of the
    * mutated inputs, in input order; user outputs follow. */
   int num_mutation_outputs = 0;
+  /** Inputs captured as overlapping views of one storage (Note [Aliased inputs]). */
+  std::vector<InputAlias> overlapping_inputs;
 };
 
 /** Traces `fn` (fake by default) under functionalization: the graph has no in-place op

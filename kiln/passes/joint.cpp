@@ -138,10 +138,10 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   // Subclass inputs (DTensors) are traced on their inner tensors (Note [Tensor subclasses
   // under capture]): the graph is this rank's.
   if (options.mode == MakeFxOptions::Mode::fake) fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
-  traced.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    Tensor own = subclass_inner(t).detach_descriptor();
-    traced.push_back(fake ? fake->from_real(own) : std::move(own));
+  {
+    TensorList own;  // descriptors of their own: the traced leaves' autograd state is not the caller's
+    for (const Tensor& t : inputs) own.push_back(subclass_inner(t).detach_descriptor());
+    traced = traced_inputs(own, fake ? &*fake : nullptr, program.overlapping_inputs);  // Note [Aliased inputs]
   }
   size_t n_primals = inputs.size();
   ir::Graph &fw = program.forward, &bw = program.backward;
@@ -179,7 +179,10 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         new_values[i] = functionalize.value_of(traced[i]);
         InputMutation& m = program.inputs[i];
         m.data_mutated = true;
-        if (!wants[i] && options.write_back == WriteBack::in_graph) {
+        // (J2) In graph: an input that needs no gradient, and, as AOTAutograd, one that
+        // requires grad but was written only under no-grad (autograd never saw the write).
+        bool hidden = !wants[i] || !functionalize.written_with_grad(traced[i]);
+        if (hidden && options.write_back == WriteBack::in_graph) {
           m.where = InputMutation::Where::in_graph;
           in_graph_copies.push_back(static_cast<int>(i));
           saver.need(proxy.ref_of(new_values[i]));
@@ -272,6 +275,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
 
 JointRun run_joint(const JointProgram& program, const TensorList& given, const TensorList& given_tangents) {
   autograd::NoGradGuard no_grad;
+  check_input_aliasing(given, program.overlapping_inputs, "run_joint");
   TensorList inputs, tangents;  // subclass tensors (DTensors) run as their inner tensors
   for (const Tensor& t : given) inputs.push_back(subclass_inner(t));
   for (const Tensor& t : given_tangents) tangents.push_back(subclass_inner(t));

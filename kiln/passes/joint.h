@@ -31,8 +31,9 @@ namespace kiln::passes {
 
 struct JointOptions {
   MakeFxOptions::Mode mode = MakeFxOptions::Mode::fake;
-  /** (J2) Where data mutations of inputs that need no gradient are written back; those
-   * of inputs that require grad are always out of graph. */
+  /** (J2) Where data mutations of inputs that need no gradient (or that require grad
+   * but were written only under no-grad) are written back; other writes of inputs that
+   * require grad are always out of graph. */
   WriteBack write_back = WriteBack::in_graph;
   std::vector<std::string> input_names;
   /** Which inputs to differentiate; default: those whose requires_grad() is true. */
@@ -56,6 +57,9 @@ struct JointProgram {
    * the gradients, the backward graph returns each one's new value, in this order, and
    * run_joint copies it into the input, as eager's backward writes it. */
   std::vector<int> backward_mutated;
+  /** Inputs captured as overlapping views of one storage; run_joint checks the inputs it
+   * is given alias the same way (Note [Aliased inputs]). */
+  std::vector<InputAlias> overlapping_inputs;
   /** Bytes of the saved values (from their metadata). */
   int64_t saved_bytes() const;
 };

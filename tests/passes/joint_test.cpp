@@ -143,6 +143,77 @@ TEST(J2, MutatedInputThatRequiresGradIsWrittenBackOutOfGraph) {
   EXPECT_TRUE(all_close(data, {3, 6}));               // written back
 }
 
+// (J2) An input that requires grad, written only under no-grad: kept in graph as an
+// epilogue copy_, as AOTAutograd keeps it; values and gradient as eager's.
+TEST(J2, NoGradWriteToAnInputThatRequiresGradStaysInGraph) {
+  auto fn = [](const TensorList& in) {
+    Tensor x = in[0];
+    {
+      autograd::NoGradGuard no_grad;
+      mul_(x, 2.0);
+    }
+    return TensorList{sum(sin(x))};
+  };
+  Tensor xe = tensor({0.5, 1.0}, {}, {.requires_grad = true});
+  fn({xe})[0].backward();
+  Tensor x = tensor({0.5, 1.0}, {}, {.requires_grad = true});
+  JointProgram p = capture_joint(fn, {x});
+  EXPECT_EQ(p.inputs[0].where, InputMutation::Where::in_graph);
+  EXPECT_EQ(p.num_mutation_outputs, 0);
+  EXPECT_NE(p.forward.str().find("copy_(%primals_0, %mul)"), std::string::npos) << p.forward.str();
+  Tensor data = tensor({0.5, 1.0});
+  passes::JointRun run = run_joint(p, {data});
+  EXPECT_TRUE(all_close(data, values(xe.detach()), 0, 0));
+  EXPECT_TRUE(all_close(run.grads[0], values(xe.grad()), 0, 0));
+  EXPECT_TRUE(all_close(run.outputs[0], values(sum(sin(xe.detach()))), 0, 0));
+}
+
+// (J2, Note [Aliased inputs]) Two inputs that are views of one storage. Apart (no
+// overlap): traced as independent inputs, so the program is right for separate tensors
+// too; overlapping: traced on their shared storage, and a run whose inputs alias
+// otherwise is refused, naming both.
+TEST(J2, AliasedInputsAreIndependentOrCheckedAtRunTime) {
+  auto fn = [](const TensorList& in) {
+    Tensor a = in[0];
+    add_(a, 1.0);
+    return TensorList{sum(mul(in[0], in[1]))};
+  };
+  auto eager = [&](const Tensor& a, const Tensor& b) {
+    TensorList out = fn({a, b});
+    return std::pair{item<double>(out[0]), to_vector<double>(a)};
+  };
+  Tensor base = tensor({1, 2, 3, 4, 5});
+  {  // apart: [0, 2) and [2, 4)
+    JointProgram p = capture_joint(fn, {narrow(base, 0, 0, 2), narrow(base, 0, 2, 2)});
+    EXPECT_TRUE(p.overlapping_inputs.empty());
+    Tensor a = tensor({1, 2}), b = tensor({3, 4});  // separate tensors at run time
+    auto [want, want_a] = eager(clone(a), clone(b));
+    passes::JointRun r = run_joint(p, {a, b});
+    EXPECT_DOUBLE_EQ(item<double>(r.outputs[0]), want);  // (2*3 + 3*4) = 18
+    EXPECT_EQ(to_vector<double>(a), want_a);
+    Tensor other = clone(base);  // views of one storage again: still right
+    passes::JointRun r2 = run_joint(p, {narrow(other, 0, 0, 2), narrow(other, 0, 2, 2)});
+    EXPECT_DOUBLE_EQ(item<double>(r2.outputs[0]), want);
+    Tensor same = clone(base);
+    testing::expect_error([&] { run_joint(p, {narrow(same, 0, 0, 3), narrow(same, 0, 2, 3)}); }, ErrorKind::value,
+                          "[run_joint] inputs 0 and 1 overlap in memory here, but were captured apart");
+  }
+  {  // overlapping: [0, 3) and [2, 5): the write to input 0 is seen through input 1
+    JointProgram p = capture_joint(fn, {narrow(base, 0, 0, 3), narrow(base, 0, 2, 3)});
+    ASSERT_EQ(p.overlapping_inputs.size(), 1u);
+    EXPECT_EQ(p.overlapping_inputs[0].offset_delta, 2);
+    Tensor e = clone(base);
+    auto [want, want_a] = eager(narrow(e, 0, 0, 3), narrow(e, 0, 2, 3));
+    Tensor r = clone(base);
+    passes::JointRun run = run_joint(p, {narrow(r, 0, 0, 3), narrow(r, 0, 2, 3)});
+    EXPECT_DOUBLE_EQ(item<double>(run.outputs[0]), want);
+    EXPECT_EQ(to_vector<double>(r), to_vector<double>(e));
+    testing::expect_error([&] { run_joint(p, {tensor({1, 2, 3}), tensor({3, 4, 5})}); }, ErrorKind::value,
+                          "[run_joint] inputs 0 and 1 were captured as overlapping views of one storage (1 starting "
+                          "2 element(s) after 0), but here they do not share memory");
+  }
+}
+
 // Calls `m` with its parameters and buffers replaced by `state` (registration order).
 TensorList call_with(nn::Module& m, const TensorList& state, const TensorList& user) {
   std::vector<nn::NamedTensor> named = m.named_tensors();

@@ -835,8 +835,12 @@ int bind_program_groups(const ExportedProgram& p) {
       if (specs[i].name == "group")
         if (auto* s = std::get_if<Str>(&n->args()[i])) names.insert(std::string(s->view()));
   }
-  if (names.empty()) return 0;
   bool mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_SIZE");
+  // Under a launcher every rank joins the MPI world, collectives or not: a rank that never
+  // did left the others waiting in MPI's start-up, where no collective deadline applies
+  // (C4); joined, they reach their collectives and time out with an error naming them.
+  if (mpirun && dist::mpi_available()) dist::mpi_world();
+  if (names.empty()) return 0;
   auto group = mpirun && dist::mpi_available() ? dist::mpi_world() : dist::local_group();
   for (const std::string& name : names) dist::bind_group(name, group);
   return group->rank();
