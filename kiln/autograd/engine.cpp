@@ -74,12 +74,17 @@ void check_saved(const FormulaNode& node) {
   for (const SavedTensor& s : node.saved) {
     uint32_t now = s.value.storage()->version;
     if (now == s.version) continue;
-    std::string what = s.arg >= 0 ? fmt::format("argument '{}'", ops::op_info(node.called).schema.args[s.arg].name)
-                                  : fmt::format("output {}", -1 - s.arg);
+    // As PyTorch: the tensor is named by the node that produced it ("output 0 of
+    // MulBackward0"); the op that saved it is this node, in brackets.
+    std::string which = s.arg < 0       ? fmt::format(", which is output {} of {},", -1 - s.arg, node.name())
+                        : s.producer    ? fmt::format(", which is output {} of {},", s.producer_output, s.producer->name())
+                                        : std::string();
+    std::string saved_as = s.arg >= 0 ? fmt::format("argument '{}'", ops::op_info(node.called).schema.args[s.arg].name)
+                                      : fmt::format("output {}", -1 - s.arg);
     fail(ErrorKind::value,
          "[{}] one of the tensors needed for gradient computation has been modified by an "
-         "in-place operation: {} of {} ({}) is at version {}; expected version {} instead",
-         node.name(), what, ops::op_name(node.called), s.value.meta_str(), now, s.version);
+         "in-place operation: [{}]{} is at version {}; expected version {} instead ({} of {} saved it)",
+         node.name(), s.value.meta_str(), which, now, s.version, saved_as, ops::op_name(node.called));
   }
 }
 

@@ -63,6 +63,10 @@ struct SavedTensor {
   Tensor value;
   uint32_t version = 0;
   int arg = -1;  // the argument it stands for, or -(1 + output number) for results
+  // The node that produced an argument (kept alive by this node's edge to it), and which
+  // of its outputs: what the version error names, as PyTorch's. Null for a leaf.
+  const Node* producer = nullptr;
+  uint32_t producer_output = 0;
 };
 
 /** The node of one recorded op call. */
@@ -76,6 +80,7 @@ class FormulaNode final : public Node {
 
   ops::OpKind op = ops::OpKind::empty;      // the functional op whose formula runs
   ops::OpKind called = ops::OpKind::empty;  // the op the user called (add_ for add)
+  const char* display_name = nullptr;       // a name of PyTorch's own for it ("CopySlices")
   PoolVector<Value> args;      // unsaved tensors are undefined
   PoolVector<Tensor> results;  // saved outputs (aliases without history), or empty
   PoolVector<SavedTensor> saved;

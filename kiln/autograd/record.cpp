@@ -86,9 +86,10 @@ Tensor view_base_to_rebase(const OpInfo& info, const Tensor& view) {
 // Makes `t`'s history a node of `op` (as_strided or as_strided_scatter, whose formulas read
 // only the arguments' layouts and the gradient) with edges `next`.
 void set_layout_history(const Tensor& t, OpKind op, PoolVector<Value> args, PoolVector<int> first_slot,
-                        std::initializer_list<Edge> next) {
+                        std::initializer_list<Edge> next, const char* display_name = nullptr) {
   auto node = make_pooled<FormulaNode>();
   node->op = node->called = op;
+  node->display_name = display_name;
   node->args = std::move(args);
   node->first_slot = std::move(first_slot);
   node->next.assign(next.begin(), next.end());
@@ -106,7 +107,7 @@ void rebase_onto_view_write(const Tensor& base, Edge base_before, const Tensor& 
                             const std::shared_ptr<FormulaNode>& node) {
   set_layout_history(base, OpKind::as_strided_scatter,
                      {Tensor(), Tensor(), ints(view.shape()), ints(view.strides()), view.offset()},
-                     {0, 1, -1, -1, -1}, {std::move(base_before), Edge{node, 0}});
+                     {0, 1, -1, -1, -1}, {std::move(base_before), Edge{node, 0}}, "CopySlices");
   view.impl()->view_made_at = view.storage()->version + 1;  // its history is current
 }
 
@@ -133,7 +134,7 @@ Edge gradient_edge(const Tensor& t);  // engine.cpp
 
 // ---- FormulaNode and GradCtx --------------------------------------------------------
 
-std::string FormulaNode::name() const { return backward_name(ops::op_name(op)); }
+std::string FormulaNode::name() const { return display_name ? display_name : backward_name(ops::op_name(op)); }
 
 void FormulaNode::release() {
   if (saved.empty()) return;  // nothing saved: running it again needs nothing freed
@@ -293,7 +294,9 @@ Outputs record(OpKind op, std::span<const Value> args) {
       copy->view_base.reset();
       *t = Tensor(std::move(copy));
     }
-    node->saved.push_back({*t, t->storage()->version, static_cast<int>(i)});
+    const AutogradMeta* m = t->impl()->autograd.get();
+    node->saved.push_back({*t, t->storage()->version, static_cast<int>(i), m ? m->grad_fn.get() : nullptr,
+                           m ? m->output_nr : 0});
   }
 
   Outputs outs = redispatch(op, args);

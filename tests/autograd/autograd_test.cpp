@@ -127,13 +127,26 @@ TEST(G4, ModifiedSavedTensorIsAnErrorNamingTheOp) {
   add_(z, 1.0);
   expect_error([&] { sum(z).backward(); }, ErrorKind::value,
                "[ExpBackward0] one of the tensors needed for gradient computation has been "
-               "modified by an in-place operation: output 0 of exp");
+               "modified by an in-place operation: [f32[2]@cpu:0], which is output 0 of ExpBackward0, is at "
+               "version 1; expected version 0 instead (output 0 of exp saved it)");
   EXPECT_FALSE(x.grad().defined());  // nothing was accumulated
 
   Tensor a = x * 1.0;
   Tensor b = a * a;  // saves a
   mul_(a, 2.0);
-  expect_error([&] { sum(b).backward(); }, ErrorKind::value, "argument 'self' of mul");
+  // named by the node that produced it (a = x * 1), as PyTorch; the saver in brackets
+  expect_error([&] { sum(b).backward(); }, ErrorKind::value,
+               "[MulBackward0] one of the tensors needed for gradient computation has been modified by an "
+               "in-place operation: [f32[2]@cpu:0], which is output 0 of MulBackward0, is at version 1; expected "
+               "version 0 instead (argument 'self' of mul saved it)");
+  Tensor leaf = tensor({1, 2}, {}, {.requires_grad = true});
+  Tensor c = exp(mul(leaf, 1.0));
+  Tensor d = tensor({3, 4});
+  Tensor e = mul(c, d);  // saves d, which has no history: no "which is" part
+  mul_(d, 2.0);
+  expect_error([&] { sum(e).backward(); }, ErrorKind::value,
+               "in-place operation: [f32[2]@cpu:0] is at version 1; expected version 0 instead (argument 'other' "
+               "of mul saved it)");
 }
 
 TEST(G4, InPlaceOnNonLeavesIsDifferentiated) {
@@ -175,7 +188,8 @@ TEST(G4, InPlaceThroughAViewRebasesTheBase) {
     Tensor y = x * 1.0;
     Tensor row = select(view(y, {2, 2}), 0, 1);
     mul_(row, select(view(x.detach(), {2, 2}), 0, 1));
-    EXPECT_NE(y.grad_fn(), nullptr);
+    ASSERT_NE(y.grad_fn(), nullptr);
+    EXPECT_EQ(y.grad_fn()->name(), "CopySlices");  // PyTorch's name for a write through a view
     sum(y * y).backward();
     EXPECT_TRUE(all_close(x.grad(), {2, 4, 54, 128}));
   }
