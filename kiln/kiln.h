@@ -6,6 +6,7 @@
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"
 #include "kiln/core/tensor.h"
+#include "kiln/core/warning.h"
 #include "kiln/device/blas.h"
 #include "kiln/device/caching_allocator.h"
 #include "kiln/device/handle_pool.h"

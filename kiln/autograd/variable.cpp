@@ -1,6 +1,7 @@
 // The autograd side of Tensor (declared in kiln/core/tensor.h): G1's state.
 #include "kiln/autograd/function.h"
 #include "kiln/autograd/record.h"
+#include "kiln/core/warning.h"
 
 namespace kiln {
 
@@ -48,6 +49,12 @@ bool Tensor::is_leaf() const {
 
 const Tensor& Tensor::grad() const {
   const AutogradMeta* m = impl_->autograd.get();
+  if (m && m->grad_fn && !m->retains_grad && !m->grad.defined())  // as PyTorch warns
+    warn_once("grad of a non-leaf",
+              fmt::format("the .grad of {}, a tensor that is not a leaf, is read: backward() does not fill it. "
+                          "Call retain_grad() on it before backward() to keep its gradient, or read the .grad of "
+                          "the leaf it comes from",
+                          meta_str()));
   return m ? m->grad : kUndefined;
 }
 

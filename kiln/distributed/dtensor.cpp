@@ -7,6 +7,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/pool.h"
 #include "kiln/core/small_vector.h"
+#include "kiln/core/warning.h"
 #include "kiln/dispatch/dispatch.h"
 #include "kiln/nn/module.h"
 
@@ -773,6 +774,11 @@ Operands operands_of(OpKind op, std::span<const Value> args, const DeviceMesh*& 
                  "one-element tensor joins a DTensor op (as a replicated scalar). Make it a DTensor first "
                  "(distribute_tensor or from_local)",
                  ops::op_name(op), i < specs.size() ? specs[i].name : "?", t.meta_str());
+      if (t.dim() != 0)  // as PyTorch: a 0-dim tensor is a scalar, a one-element one is a guess
+        warn_once("DTensor implicit replication",
+                  fmt::format("[{}] argument '{}' is a plain one-element tensor {} with {} dim(s): it is "
+                              "replicated over the mesh implicitly. Make it 0-dim, or a DTensor (distribute_tensor)",
+                              ops::op_name(op), i < specs.size() ? specs[i].name : "?", t.meta_str(), t.dim()));
       return;
     }
     const DTensorState& s = *t.impl()->dtensor;

@@ -52,7 +52,15 @@ struct Runtime {
     int done = 0;
     MPI_Finalized(&done);
     if (!owned || done) return;
-    if (g_broken) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (g_broken) {
+      // MPI_Abort can block when a worker thread is stuck inside MPI (seen under load);
+      // a process that ends without finalizing makes the launcher end the job too.
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        std::_Exit(1);
+      }).detach();
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     MPI_Finalize();
   }
 };

@@ -149,6 +149,33 @@ TEST(G4, ModifiedSavedTensorIsAnErrorNamingTheOp) {
                "of mul saved it)");
 }
 
+// PyTorch warns when the .grad of a non-leaf is read (backward never fills it): kiln
+// reports it through the warning handler, once per site; leaves and retained gradients
+// read silently.
+TEST(G1, ReadingTheGradOfANonLeafWarnsOnceThroughTheHandler) {
+  reset_warnings();
+  std::vector<Warning> got;
+  WarningHandlerGuard capture([&](const Warning& w) { got.push_back(w); });
+  Tensor x = tensor({1, 2}, {}, {.requires_grad = true});
+  Tensor y = x * 2.0;
+  Tensor z = x * 3.0;
+  z.retain_grad();
+  sum(y + z).backward();
+  EXPECT_TRUE(x.grad().defined());
+  EXPECT_TRUE(z.grad().defined());
+  EXPECT_TRUE(got.empty());
+  EXPECT_FALSE(y.grad().defined());
+  EXPECT_FALSE(y.grad().defined());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].site, "grad of a non-leaf");
+  EXPECT_NE(got[0].message.find("a tensor that is not a leaf, is read: backward() does not fill it"),
+            std::string::npos)
+      << got[0].message;
+  reset_warnings();
+  y.grad();
+  EXPECT_EQ(got.size(), 2u);  // reset: the site warns again
+}
+
 TEST(G4, InPlaceOnNonLeavesIsDifferentiated) {
   Tensor x = tensor({1, 2, 3}, {}, {.requires_grad = true});
   Tensor y = x * 2.0;

@@ -275,8 +275,21 @@ TEST(S3, Errors) {
   Tensor y = dist::distribute_tensor(empty({8, 4}), b, {Shard(0)});
   expect_error([&] { add(x, empty({8, 4})); }, ErrorKind::value,
                "[add] mixed Tensor and DTensor: argument 'other' is a plain tensor f32[8, 4]@cpu:0");
-  EXPECT_NO_THROW(add(x, empty({})));     // a 0-dim tensor joins as a replicated scalar
-  EXPECT_NO_THROW(add(x, empty({1, 1})));  // so does a one-element tensor
+  reset_warnings();
+  std::vector<Warning> warned;
+  {
+    WarningHandlerGuard capture([&](const Warning& w) { warned.push_back(w); });
+    EXPECT_NO_THROW(add(x, empty({})));  // a 0-dim tensor joins as a replicated scalar
+    EXPECT_TRUE(warned.empty());
+    EXPECT_NO_THROW(add(x, empty({1, 1})));  // so does a one-element tensor, with a warning (PyTorch's)
+    EXPECT_NO_THROW(add(x, empty({1})));     // once per site
+  }
+  ASSERT_EQ(warned.size(), 1u);
+  EXPECT_EQ(warned[0].site, "DTensor implicit replication");
+  EXPECT_NE(warned[0].message.find("[add] argument 'other' is a plain one-element tensor f32[1, 1]@cpu:0 with 2 "
+                                   "dim(s): it is replicated over the mesh implicitly"),
+            std::string::npos)
+      << warned[0].message;
   expect_error([&] { add(x, y); }, ErrorKind::value, "[add] DTensor arguments on different meshes");
   expect_error([&] { as_strided(x, {2, 2}, {1, 1}); }, ErrorKind::unsupported,
                "[as_strided] has no sharding rule for DTensor arguments with placements (S(0))");
