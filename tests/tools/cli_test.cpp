@@ -657,6 +657,27 @@ TEST(CliShow, ExtensionOpsThisProcessLacksAreShownFromTheirSchemas) {
       << run.out;
 }
 
+// A malformed number in a program is a format error prefixed with the file, saying what
+// was wrong (it said "malformed file: stod").
+TEST(CliShow, MalformedNumbersNameTheFile) {
+  std::string file = tmp("bad_number.kiln");
+  ASSERT_EQ(kiln_cmd("export --model block -o " + file).code, 0);
+  for (const char* kind : {"float", "scalar"}) {
+    kiln::testing::edit_program(file, [&](nlohmann::json& p) {
+      for (nlohmann::json& n : p["graph"])
+        for (nlohmann::json& a : n["args"]) {
+          if (std::string(kind) == "float" && a.contains("float")) a["float"] = "abc";
+          if (std::string(kind) == "scalar" && a.contains("scalar") && a["scalar"].contains("f")) a["scalar"]["f"] = "1e";
+        }
+    });
+    Result r = kiln_cmd("show " + file);
+    EXPECT_EQ(r.code, 1) << kind;
+    EXPECT_TRUE(has(r.out, "kiln: error: [load] " + file + ": malformed file: a number written as a string must be "
+                           "inf, -inf or nan, got '")) << r.out;
+    EXPECT_FALSE(has(r.out, "stod")) << r.out;
+  }
+}
+
 // Only regular files are read: a FIFO (or a directory) is refused at once, never waited on.
 TEST(CliShow, OnlyRegularFilesAreOpened) {
   std::string fifo = tmp("fifo.kiln");
