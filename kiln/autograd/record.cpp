@@ -5,6 +5,7 @@
 
 #include "kiln/autograd/function.h"
 #include "kiln/core/pool.h"
+#include "kiln/core/warning.h"
 #include "kiln/dispatch/dispatch.h"
 
 namespace kiln::autograd {
@@ -148,7 +149,13 @@ void FormulaNode::release() {
 GradList FormulaNode::apply(GradList& grads) {
   GradList out(next.size());
   GradCtx ctx(*this, grads, out);
-  derivative(op).formula(ctx);
+  auto formula = derivative(op).formula;
+  KILN_CHECK(formula, unsupported,
+             "[{}] has no backward formula: backward() reached it through an argument that requires grad. "
+             "Register one (OpDefinition::backward), declare the op not differentiable, or call it under "
+             "NoGradGuard",
+             ops::op_name(called));
+  formula(ctx);
   return out;
 }
 
@@ -214,13 +221,16 @@ void count_write(OpKind op, std::span<const Value> args) {
 
 Outputs record(OpKind op, std::span<const Value> args) {
   const OpInfo& info = ops::op_info(op);
-  const Derivative d = derivative(op);
+  Derivative d = derivative(op);
   if (d.kind == Differentiable::missing) {
     KILN_CHECK(!ops::is_builtin(op), internal, "[{}] has no entry in the derivative table", info.name);
-    fail(ErrorKind::unsupported,
-         "[{}] has no backward formula and an argument requires grad: register one "
-         "(OpDefinition::backward), declare the op not differentiable, or call it under NoGradGuard",
-         info.name);
+    // (E4) As PyTorch: the forward runs and records a node; backward() through it fails,
+    // naming the op (its formula may still be registered before then). A warning now.
+    warn_once(fmt::format("no backward formula for {}", info.name),
+              fmt::format("[{}] has no backward formula, and an argument requires grad: backward() through "
+                          "its outputs will fail unless one is registered first",
+                          info.name));
+    d = {Differentiable::yes, 0, nullptr};
   }
   if (d.kind == Differentiable::no) {  // outputs need no gradient
     if (info.is_inplace()) count_write(op, args);

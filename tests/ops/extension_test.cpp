@@ -295,9 +295,22 @@ TEST(Extension, Differentiated) {
     EXPECT_TRUE(all_close(got[i], to_vector<double>(want[i]), 1e-4, 1e-5)) << "gradient " << i;
   EXPECT_FALSE(m.workspace.grad().defined());
 
+  // (E4) As PyTorch: an op without a backward runs forward (with a warning) and fails at
+  // backward(), naming the op.
   Tensor a = ones({2}, {.requires_grad = true});
-  expect_error([&] { scale(a, a); }, ErrorKind::unsupported,
-               "[kxt::scale] has no backward formula and an argument requires grad");
+  reset_warnings();
+  std::vector<Warning> warned;
+  Tensor y;
+  {
+    WarningHandlerGuard capture([&](const Warning& w) { warned.push_back(w); });
+    y = scale(a, a);
+  }
+  ASSERT_EQ(warned.size(), 1u);
+  EXPECT_NE(warned[0].message.find("[kxt::scale] has no backward formula"), std::string::npos);
+  EXPECT_TRUE(y.requires_grad());
+  expect_error([&] { sum(y).backward(); }, ErrorKind::unsupported,
+               "[kxt::scale] has no backward formula: backward() reached it through an argument that requires grad");
+  EXPECT_FALSE(a.grad().defined());
   EXPECT_FALSE(call_op(bump_op(), {ones({2})})[0].requires_grad());
   {
     autograd::NoGradGuard no_grad;
