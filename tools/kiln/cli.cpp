@@ -707,7 +707,9 @@ int cmd_train(const TrainArgs& a) {
   int64_t epochs_done = 0, steps_done = 0;
   if (!a.resume.empty()) {  // the whole state and the progress, checked before anything changes
     NamedTensors ckpt = load_safetensors(a.resume);
-    for (auto& [name, t] : p.state) {
+    for (auto& entry : p.state) {
+      const std::string& name = entry.first;  // (a named reference: clang 14 cannot capture bindings)
+      const Tensor& t = entry.second;
       auto it = std::find_if(ckpt.begin(), ckpt.end(), [&](const auto& e) { return e.first == name; });
       KILN_CHECK(it != ckpt.end(), value, "[train] --resume {} has no '{}' of the program's state", a.resume, name);
       KILN_CHECK(it->second.shape() == t.shape() && it->second.dtype() == t.dtype(), value,
