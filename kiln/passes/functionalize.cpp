@@ -255,35 +255,48 @@ bool overlap(const Tensor& a, const Tensor& b) {
 TensorList traced_inputs(const TensorList& inputs, FakeMode* fake, std::vector<InputAlias>& overlapping) {
   TensorList inner;
   for (const Tensor& t : inputs) inner.push_back(subclass_inner(t));
-  TensorList traced;
-  traced.reserve(inputs.size());
-  for (size_t j = 0; j < inner.size(); ++j) {
-    const Tensor& t = inner[j];
-    bool apart = false;  // shares a storage with an earlier input without overlapping it
+  size_t n = inner.size();
+  // Groups of inputs joined by overlapping memory (union-find over the pairs); an input
+  // that shares a storage with others but overlaps none is a group of its own.
+  std::vector<size_t> group(n);
+  for (size_t i = 0; i < n; ++i) group[i] = i;
+  auto root = [&](size_t i) {
+    while (group[i] != i) i = group[i] = group[group[i]];
+    return i;
+  };
+  std::vector<bool> shares(n, false);
+  for (size_t j = 0; j < n; ++j)
     for (size_t i = 0; i < j; ++i) {
-      if (!share_storage(inner[i], t)) continue;
-      if (overlap(inner[i], t)) {
-        overlapping.push_back({static_cast<int>(i), static_cast<int>(j), t.offset() - inner[i].offset()});
-        apart = false;
-        break;
+      if (!share_storage(inner[i], inner[j])) continue;
+      shares[i] = shares[j] = true;
+      if (overlap(inner[i], inner[j])) group[std::max(root(i), root(j))] = std::min(root(i), root(j));
+    }
+  TensorList traced(n);
+  for (size_t i = 0; i < n; ++i)
+    if (!shares[i]) traced[i] = fake ? fake->from_real(inner[i]) : inner[i];
+  // Each group gets a storage of its own, each member a view into it at the offset it
+  // has in the caller's storage (functionalization addresses a storage by absolute
+  // offsets, as_strided's, so a run must place the group's inputs at the same offsets).
+  for (size_t g = 0; g < n; ++g) {
+    if (!shares[g] || root(g) != g) continue;
+    int64_t hi = 0;
+    for (size_t i = g; i < n; ++i)
+      if (shares[i] && root(i) == g) hi = std::max(hi, element_span(inner[i]).second);
+    const Tensor& t0 = inner[g];
+    Allocator* alloc = fake ? nullptr : &device_allocator(t0.device());
+    Tensor storage = make_tensor(Dims{hi + 1}, t0.dtype(), t0.device(), alloc);
+    for (size_t i = g; i < n; ++i) {
+      if (!shares[i] || root(i) != g) continue;
+      const Tensor& t = inner[i];
+      Tensor view = make_view(storage, t.shape(), t.strides(), t.offset());
+      if (!fake) {
+        autograd::NoGradGuard no_grad;
+        copy_(view, t);
+        view.set_requires_grad(t.requires_grad());
       }
-      apart = true;
+      traced[i] = view;  // fake already when `fake` (no allocator)
+      if (i != g) overlapping.push_back({static_cast<int>(g), static_cast<int>(i), t0.offset(), t.offset()});
     }
-    if (!apart) {
-      traced.push_back(fake ? fake->from_real(t) : t);
-      continue;
-    }
-    // A storage of its own, laid out like the input (same sizes and strides).
-    auto [first, last] = element_span(t);
-    int64_t extent = last - first + 1;
-    Allocator* alloc = fake ? nullptr : &device_allocator(t.device());
-    Tensor own = make_view(make_tensor(Dims{extent}, t.dtype(), t.device(), alloc), t.shape(), t.strides(), 0);
-    if (!fake) {
-      autograd::NoGradGuard no_grad;
-      copy_(own, t);
-      own.set_requires_grad(t.requires_grad());
-    }
-    traced.push_back(own);  // fake already when `fake` (no allocator)
   }
   return traced;
 }
@@ -294,20 +307,22 @@ void check_input_aliasing(const TensorList& given, const std::vector<InputAlias>
   for (const Tensor& t : given) inputs.push_back(subclass_inner(t));
   for (const InputAlias& a : overlapping) {
     const Tensor &x = inputs[static_cast<size_t>(a.first)], &y = inputs[static_cast<size_t>(a.second)];
-    KILN_CHECK(share_storage(x, y) && y.offset() - x.offset() == a.offset_delta, value,
-               "[{}] inputs {} and {} were captured as overlapping views of one storage ({} starting {} "
-               "element(s) after {}), but here {}: capture the function again with inputs aliased like these",
-               runner, a.first, a.second, a.second, a.offset_delta, a.first,
-               share_storage(x, y) ? fmt::format("input {} starts {} element(s) after input {}", a.second,
-                                                 y.offset() - x.offset(), a.first)
+    KILN_CHECK(share_storage(x, y) && x.offset() == a.first_offset && y.offset() == a.second_offset, value,
+               "[{}] inputs {} and {} were captured as overlapping views of one storage (at offsets {} and {}), "
+               "but here {}: capture the function again with inputs aliased like these",
+               runner, a.first, a.second, a.first_offset, a.second_offset,
+               share_storage(x, y) ? fmt::format("they sit at offsets {} and {}", x.offset(), y.offset())
                                    : std::string("they do not share memory"));
   }
+  auto group_of = [&](size_t i) {  // the first input of i's group (i when it has none)
+    for (const InputAlias& a : overlapping)
+      if (static_cast<size_t>(a.second) == i) return static_cast<size_t>(a.first);
+    return i;
+  };
   for (size_t j = 0; j < inputs.size(); ++j)
     for (size_t i = 0; i < j; ++i) {
       if (!overlap(inputs[i], inputs[j])) continue;
-      bool known = std::any_of(overlapping.begin(), overlapping.end(), [&](const InputAlias& a) {
-        return static_cast<size_t>(a.first) == i && static_cast<size_t>(a.second) == j;
-      });
+      bool known = group_of(i) == group_of(j);
       KILN_CHECK(known, value,
                  "[{}] inputs {} and {} overlap in memory here, but were captured apart (the program reads "
                  "and writes them independently): pass separate tensors, or capture with them aliased",

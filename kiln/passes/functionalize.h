@@ -100,23 +100,26 @@ struct CaptureOptions {
 // so a capture that kept them aliased would read one input through the other's node
 // (correct only for exactly that aliasing at run time). As AOTAutograd: inputs whose
 // memory does not overlap are traced as independent inputs (each its own storage);
-// overlapping ones stay views of one storage, as a synthesized base would make them.
-// Either way the program records what it assumed and its runner checks it before
-// running (check_input_aliasing), naming both inputs when the aliasing differs.
+// inputs joined by overlapping memory form a group traced as views of one storage of its
+// own (a synthesized base for the group), each at its captured storage offset. The
+// program records them, and its runner checks before running that each group shares one
+// storage at those offsets and that no inputs of different groups overlap
+// (check_input_aliasing), naming both inputs when the aliasing differs.
 
-/** How two inputs of a capture shared memory: `second` overlaps `first` and starts
- * `offset_delta` elements after it in their storage. */
+/** How two inputs of a capture shared memory: `second` is in the overlapping group whose
+ * first input is `first`; their storage offsets when captured. */
 struct InputAlias {
   int first = 0, second = 0;
-  int64_t offset_delta = 0;
+  int64_t first_offset = 0, second_offset = 0;
 };
 
 /** The traced stand-ins of `inputs` (fake twins under `fake`, else the inputs): inputs
- * that share a storage without overlapping get storages of their own; the overlapping
- * pairs are returned in `overlapping`. See Note [Aliased inputs]. */
+ * that share a storage get storages of their own, one per group joined by overlapping
+ * memory; each group member after the first is returned in `overlapping`. See Note
+ * [Aliased inputs]. */
 TensorList traced_inputs(const TensorList& inputs, FakeMode* fake, std::vector<InputAlias>& overlapping);
-/** Throws a value Error naming both inputs unless the inputs that overlap in memory are
- * exactly the `overlapping` pairs, at the same relative offsets. */
+/** Throws a value Error naming both inputs unless every `overlapping` member shares its
+ * group's storage at the captured offsets and no inputs of different groups overlap. */
 void check_input_aliasing(const TensorList& inputs, const std::vector<InputAlias>& overlapping,
                           std::string_view runner);
 

@@ -201,7 +201,8 @@ TEST(J2, AliasedInputsAreIndependentOrCheckedAtRunTime) {
   {  // overlapping: [0, 3) and [2, 5): the write to input 0 is seen through input 1
     JointProgram p = capture_joint(fn, {narrow(base, 0, 0, 3), narrow(base, 0, 2, 3)});
     ASSERT_EQ(p.overlapping_inputs.size(), 1u);
-    EXPECT_EQ(p.overlapping_inputs[0].offset_delta, 2);
+    EXPECT_EQ(p.overlapping_inputs[0].first_offset, 0);
+    EXPECT_EQ(p.overlapping_inputs[0].second_offset, 2);
     Tensor e = clone(base);
     auto [want, want_a] = eager(narrow(e, 0, 0, 3), narrow(e, 0, 2, 3));
     Tensor r = clone(base);
@@ -209,8 +210,28 @@ TEST(J2, AliasedInputsAreIndependentOrCheckedAtRunTime) {
     EXPECT_DOUBLE_EQ(item<double>(run.outputs[0]), want);
     EXPECT_EQ(to_vector<double>(r), to_vector<double>(e));
     testing::expect_error([&] { run_joint(p, {tensor({1, 2, 3}), tensor({3, 4, 5})}); }, ErrorKind::value,
-                          "[run_joint] inputs 0 and 1 were captured as overlapping views of one storage (1 starting "
-                          "2 element(s) after 0), but here they do not share memory");
+                          "[run_joint] inputs 0 and 1 were captured as overlapping views of one storage (at offsets 0 "
+                          "and 2), but here they do not share memory");
+    Tensor shifted = tensor({0, 1, 2, 3, 4, 5});
+    testing::expect_error([&] { run_joint(p, {narrow(shifted, 0, 1, 3), narrow(shifted, 0, 3, 3)}); },
+                          ErrorKind::value, "but here they sit at offsets 1 and 3");
+  }
+  {  // three: 0 apart from 1 and 2, which overlap; 1 is written, 2 reads the write
+    auto three = [](const TensorList& in) {
+      Tensor b = in[1];
+      add_(b, 10.0);
+      return TensorList{sum(mul(in[0], 1.0)) + sum(mul(in[2], in[2]))};
+    };
+    Tensor big = tensor({0, 1, 2, 3, 4, 5, 6, 7});
+    JointProgram p = capture_joint(three, {narrow(big, 0, 0, 2), narrow(big, 0, 3, 3), narrow(big, 0, 4, 4)});
+    ASSERT_EQ(p.overlapping_inputs.size(), 1u);
+    EXPECT_EQ(p.overlapping_inputs[0].first, 1);
+    EXPECT_EQ(p.overlapping_inputs[0].second, 2);
+    Tensor e = clone(big), r = clone(big);
+    double want = item<double>(three({narrow(e, 0, 0, 2), narrow(e, 0, 3, 3), narrow(e, 0, 4, 4)})[0]);
+    passes::JointRun run = run_joint(p, {tensor({0, 1}), narrow(r, 0, 3, 3), narrow(r, 0, 4, 4)});
+    EXPECT_DOUBLE_EQ(item<double>(run.outputs[0]), want);
+    EXPECT_EQ(to_vector<double>(narrow(r, 0, 3, 5)), to_vector<double>(narrow(e, 0, 3, 5)));
   }
 }
 

@@ -85,7 +85,7 @@ class Pool {
     fn_ = fn;
     ctx_ = ctx;
     n_ = n;
-    chunks_ = chunks;
+    chunks_.store(chunks, std::memory_order_relaxed);
     helpers_ = threads - 1;
     error_ = nullptr;
     done_.store(0, std::memory_order_relaxed);
@@ -116,19 +116,22 @@ class Pool {
   void work(uint64_t region) {
     for (;;) {
       uint64_t c = claim_.load(std::memory_order_acquire);
+      // chunks_ may already be the next region's (atomic: a stale read only makes the
+      // exchange below fail, as the claim word has moved on too).
       do {
-        if (c >> 32 != region || static_cast<int64_t>(c & 0xffffffffu) >= chunks_) return;
+        if (c >> 32 != region || static_cast<int64_t>(c & 0xffffffffu) >= chunks_.load(std::memory_order_relaxed))
+          return;
       } while (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel));
       // The region's fields stay valid: it cannot end before this chunk is done.
-      int64_t k = static_cast<int64_t>(c & 0xffffffffu);
-      int64_t begin = n_ * k / chunks_, end = n_ * (k + 1) / chunks_;
+      int64_t k = static_cast<int64_t>(c & 0xffffffffu), chunks = chunks_.load(std::memory_order_relaxed);
+      int64_t begin = n_ * k / chunks, end = n_ * (k + 1) / chunks;
       try {
         fn_(ctx_, begin, end);
       } catch (...) {  // kept, rethrown by the caller: exceptions must not leave a worker
         std::lock_guard g(error_mu_);
         if (!error_) error_ = std::current_exception();
       }
-      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks_) done_.notify_one();
+      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) done_.notify_one();
     }
   }
 
@@ -166,7 +169,8 @@ class Pool {
   std::atomic<int> helpers_{0};     // workers taking part in the current region
   detail::ChunkFn fn_ = nullptr;
   void* ctx_ = nullptr;
-  int64_t n_ = 0, chunks_ = 0;
+  int64_t n_ = 0;
+  std::atomic<int64_t> chunks_{0};
   std::mutex error_mu_;
   std::exception_ptr error_;
 };
