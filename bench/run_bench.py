@@ -102,7 +102,7 @@ def kiln_round(build, work):
                 samples.append(time.perf_counter() - t0)
         res["process"] = {"seconds": statistics.median(samples), "min": min(samples)}
         # `kiln run` of BLOCK while a busy loop holds one core (pinned to CPU 0), at one
-        # thread and at the default budget (Note [Intra-op thread pool]).
+        # thread and at the default budget (Note [Threads on a shared machine]).
         if len(os.sched_getaffinity(0)) >= 2:
             busy = subprocess.Popen([sys.executable, "-c", "while True: pass"],
                                     preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}))

@@ -2,11 +2,10 @@
 // Intra-op threads: how many threads one CPU kernel may use.
 //
 // Note [Intra-op threads]
-// A CPU kernel above a grain size splits its work over kiln's intra-op pool (Note
-// [Intra-op thread pool] in kiln/backend/cpu/parallel.cpp: chunks claimed by whichever
-// thread runs, idle workers asleep after a short spin, so a busy core slows a region
-// instead of stalling it); oneDNN's GEMM uses its own OpenMP team of the same size. The
-// size is a budget:
+// A CPU kernel above a grain size splits its work over an OpenMP team (the runtime
+// oneDNN, kiln's GEMM, uses too, so the two never compete with separate pools); when
+// another process takes a core, the team steps aside for a while (Note [Threads on a
+// shared machine] in kiln/backend/cpu/parallel.cpp). The team size is a budget:
 //  - the process budget, set_num_threads (default: KILN_NUM_THREADS when set, else the
 //    machine's hardware threads divided among the processes a launcher started on it:
 //    mpirun -np 2 on 2 cores gives each rank 1);
@@ -14,6 +13,7 @@
 //    cpu:1 and cpu:2 driven from two host threads each use their own share instead of
 //    both taking the whole machine. 0 (the default) means "the process budget".
 // OpenBLAS (f64 GEMMs and small f32 ones) is told the same count before each call.
+// Without OpenMP in the build every kernel runs on its calling thread.
 
 #include "kiln/core/device.h"
 

@@ -134,12 +134,9 @@ CachedMatmul& matmul_for(const MatmulKey& key, const MatrixBatch& a, const Matri
 
 }  // namespace
 
-namespace {
-
-// One product on the calling thread (oneDNN's OpenMP team of one: see below).
-void matmul_here(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b, MatrixBatch c,
-                 float alpha, float beta, const float* bias) {
-  use_one_openmp_thread();  // whichever thread runs the slab
+void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b,
+                   MatrixBatch c, float alpha, float beta, const float* bias) {
+  use_kernel_threads_for_openmp();
   dnnl::engine& eng = cpu_engine();
   // A stream is not thread-safe; one per host thread (a CPU stream is only a handle).
   thread_local dnnl::stream stream(eng);
@@ -147,7 +144,7 @@ void matmul_here(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, 
                 {a.batch_stride, a.row_stride, a.col_stride},
                 {b.batch_stride, b.row_stride, b.col_stride},
                 {c.batch_stride, c.row_stride, c.col_stride},
-                alpha, beta, bias != nullptr, 1};
+                alpha, beta, bias != nullptr, kernel_threads()};
   if (batch == 1) key.a[0] = key.b[0] = key.c[0] = 0;  // not part of a 2-d layout
   try {
     CachedMatmul& mm = matmul_for(key, a, b, c);
@@ -168,41 +165,6 @@ void matmul_here(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, 
   } catch (const dnnl::error& e) {
     fail(ErrorKind::internal, "[mm] oneDNN refused a [{}, {}, {}] x [{}, {}] product: {}", batch, n,
          k, k, m, e.what());
-  }
-}
-
-}  // namespace
-
-// oneDNN runs each slab on one thread, and kiln's pool runs the slabs (Note [Intra-op
-// thread pool]): an OpenMP team of oneDNN's own would spin for milliseconds after every
-// product, taking the core the pool's next region needs (and waiting for a descheduled
-// member when another process shares the cores). A product is cut into one slab per
-// thread along its batch, else its rows (unless they are few), else its columns.
-void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b,
-                   MatrixBatch c, float alpha, float beta, const float* bias) {
-  int threads = threads_for(batch * n * m * k, kGrain * 64);
-  if (threads <= 1) return matmul_here(batch, n, m, k, a, b, c, alpha, beta, bias);
-  auto shift = [](MatrixBatch x, int64_t by) {
-    x.data += by;
-    return x;
-  };
-  if (batch >= threads) {
-    parallel_slabs(batch, threads, [&](int64_t lo, int64_t hi) {
-      matmul_here(hi - lo, n, m, k, shift(a, lo * a.batch_stride), shift(b, lo * b.batch_stride),
-                  shift(c, lo * c.batch_stride), alpha, beta, bias);
-    });
-  } else if (n >= 32 * threads || n >= m) {  // rows first: the slabs share B, each packs its own A rows
-    parallel_slabs(n, threads, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = 0; i < batch; ++i)
-        matmul_here(1, hi - lo, m, k, shift(a, i * a.batch_stride + lo * a.row_stride), shift(b, i * b.batch_stride),
-                    shift(c, i * c.batch_stride + lo * c.row_stride), alpha, beta, bias);
-    });
-  } else {
-    parallel_slabs(m, threads, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = 0; i < batch; ++i)
-        matmul_here(1, n, hi - lo, k, shift(a, i * a.batch_stride), shift(b, i * b.batch_stride + lo * b.col_stride),
-                    shift(c, i * c.batch_stride + lo * c.col_stride), alpha, beta, bias ? bias + lo : nullptr);
-    });
   }
 }
 

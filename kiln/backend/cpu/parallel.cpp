@@ -3,14 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <exception>
 #include <mutex>
-#include <thread>
-#include <vector>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 #include "kiln/device/kernel_scope.h"
 #include "kiln/device/threads.h"
@@ -21,163 +16,32 @@
 
 namespace kiln::cpu {
 
-// Note [Intra-op thread pool]
-// Kernels split their loops over kiln's own pool rather than an OpenMP team. An OpenMP
-// team (GNU's) waits at every region's end by spinning, and splits work into one fixed
-// slice per thread: when another process takes one of the cores, a whole region waits
-// for the descheduled thread's slice, while the other threads burn their core spinning,
-// and a forward pass of a few hundred small regions ran 3-36x slower than on one thread.
-// The pool does three things instead:
-//  - a region is cut into more chunks than threads (kChunksPerThread), claimed one at a
-//    time from a shared counter, the calling thread included: a thread that is not
-//    running claims nothing, and the others take its share;
-//  - an idle worker spins only briefly (kSpin), then sleeps on a futex (atomic wait), so
-//    it gives its core back to whoever else wants it;
-//  - one region at a time: a second thread that asks while one runs (virtual devices
-//    driven from several host threads, CPU side streams) runs its loop alone;
-//  - when a region's caller had to wait long for a thread that lost its core, the next
-//    regions (for kSerialFor) run on the caller alone, then the pool is tried again.
-// The claim counter carries the region's number in its high half, so a worker that
-// wakes late for an old region can never claim a chunk of the next. Chunk boundaries
-// depend only on n and the chunk count, and kernels are written so that their results
-// do not depend on which thread runs a chunk (Note [Intra-op threads]).
+// Note [Threads on a shared machine]
+// Kernels split their loops over an OpenMP team (the runtime oneDNN uses too, so the two
+// never compete with separate pools). A team is fork-join: a region ends when every
+// member has run its slice, and GNU OpenMP's members spin while they wait. When another
+// process takes one of the cores, every region waits for the member that lost its core,
+// and a forward of a few hundred small regions ran 3-36x slower than on one thread.
+// So each member but the calling thread measures, per slice, the time it spent off its
+// core (wall time minus its own CPU time). When that passes kStraggler, the budget
+// follows the load: kernels (and oneDNN's products) run on the calling thread alone for
+// kSerialFor, then the team is tried again. On an idle machine nothing changes; on a
+// loaded one a region pays for a straggler about once per kSerialFor.
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kChunksPerThread = 4;
-constexpr auto kSpin = std::chrono::microseconds(200);
-// A region whose caller waited this long for other threads (and longer than its own
-// share took) had a thread without a core: later regions run on the caller alone for
-// kSerialFor, then the pool is tried again (a budget that follows the machine's load).
 constexpr auto kStraggler = std::chrono::microseconds(500);
 constexpr auto kSerialFor = std::chrono::milliseconds(200);
 std::atomic<Clock::rep> g_serial_until{0};
 
-thread_local bool t_in_region = false;
-
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
+bool serial_for_now() {
+  return Clock::now().time_since_epoch().count() < g_serial_until.load(std::memory_order_relaxed);
 }
 
-// Spins for at most kSpin while `ready()` is false; true once it is.
-template <typename F>
-bool spin_until(F ready) {
-  auto until = std::chrono::steady_clock::now() + kSpin;
-  for (int i = 0;; ++i) {
-    if (ready()) return true;
-    cpu_relax();
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
-  }
-}
-
-class Pool {
- public:
-  // Runs fn over [0, n) on up to `threads` threads (the caller one of them).
-  void run(int threads, int64_t n, detail::ChunkFn fn, void* ctx, int64_t chunks) {
-    std::unique_lock lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock()) {  // another thread's region is running: this one runs alone
-      fn(ctx, 0, n);
-      return;
-    }
-    grow(threads - 1);
-    fn_ = fn;
-    ctx_ = ctx;
-    n_ = n;
-    chunks_.store(chunks, std::memory_order_relaxed);
-    helpers_ = threads - 1;
-    error_ = nullptr;
-    done_.store(0, std::memory_order_relaxed);
-    uint64_t region = ++region_;
-    claim_.store(region << 32, std::memory_order_seq_cst);  // publishes the fields above
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) claim_.notify_all();
-
-    auto t0 = Clock::now();
-    t_in_region = true;
-    work(region);
-    t_in_region = false;
-    // Wait for the chunks other threads claimed.
-    auto t1 = Clock::now();
-    auto finished = [&] { return done_.load(std::memory_order_acquire) == chunks; };
-    if (!spin_until(finished))
-      for (int64_t d = done_.load(std::memory_order_acquire); d != chunks; d = done_.load(std::memory_order_acquire))
-        done_.wait(d, std::memory_order_acquire);
-    // A straggler: a thread holding a chunk lost its core (another process runs there).
-    // Regions stay on the calling thread for a while, then try again.
-    auto waited = Clock::now() - t1;
-    if (waited > kStraggler && waited > t1 - t0)
-      g_serial_until.store((Clock::now() + kSerialFor).time_since_epoch().count(), std::memory_order_relaxed);
-    if (error_) std::rethrow_exception(error_);
-  }
-
- private:
-  // Claims and runs chunks of region `region` until none is left.
-  void work(uint64_t region) {
-    for (;;) {
-      uint64_t c = claim_.load(std::memory_order_acquire);
-      // chunks_ may already be the next region's (atomic: a stale read only makes the
-      // exchange below fail, as the claim word has moved on too).
-      do {
-        if (c >> 32 != region || static_cast<int64_t>(c & 0xffffffffu) >= chunks_.load(std::memory_order_relaxed))
-          return;
-      } while (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel));
-      // The region's fields stay valid: it cannot end before this chunk is done.
-      int64_t k = static_cast<int64_t>(c & 0xffffffffu), chunks = chunks_.load(std::memory_order_relaxed);
-      int64_t begin = n_ * k / chunks, end = n_ * (k + 1) / chunks;
-      try {
-        fn_(ctx_, begin, end);
-      } catch (...) {  // kept, rethrown by the caller: exceptions must not leave a worker
-        std::lock_guard g(error_mu_);
-        if (!error_) error_ = std::current_exception();
-      }
-      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) done_.notify_one();
-    }
-  }
-
-  void worker(int index) {
-    t_in_region = true;  // a kernel inside a chunk never starts a region of its own
-    uint64_t seen = 0;
-    for (;;) {
-      auto moved = [&] { return claim_.load(std::memory_order_acquire) >> 32 != seen; };
-      if (!spin_until(moved)) {
-        sleepers_.fetch_add(1, std::memory_order_seq_cst);
-        for (uint64_t c = claim_.load(std::memory_order_seq_cst); c >> 32 == seen;
-             c = claim_.load(std::memory_order_seq_cst))
-          claim_.wait(c, std::memory_order_seq_cst);
-        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
-      }
-      seen = claim_.load(std::memory_order_acquire) >> 32;
-      if (index < helpers_.load(std::memory_order_relaxed)) work(seen);
-    }
-  }
-
-  // Starts workers until there are `want` (they live as long as the process).
-  void grow(int want) {
-    while (static_cast<int>(workers_) < want) {
-      int index = static_cast<int>(workers_++);
-      std::thread([this, index] { worker(index); }).detach();
-    }
-  }
-
-  std::mutex mu_;  // one region at a time
-  size_t workers_ = 0;
-  uint64_t region_ = 0;
-  std::atomic<uint64_t> claim_{0};  // region << 32 | next chunk
-  std::atomic<int64_t> done_{0};    // chunks finished
-  std::atomic<int> sleepers_{0};
-  std::atomic<int> helpers_{0};     // workers taking part in the current region
-  detail::ChunkFn fn_ = nullptr;
-  void* ctx_ = nullptr;
-  int64_t n_ = 0;
-  std::atomic<int64_t> chunks_{0};
-  std::mutex error_mu_;
-  std::exception_ptr error_;
-};
-
-Pool& pool() {
-  static Pool* p = new Pool;  // never destroyed: detached workers may still wait on it at exit
-  return *p;
+[[maybe_unused]] int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 }  // namespace
@@ -188,23 +52,58 @@ int kernel_threads() {
 }
 
 int detail::threads_for_large(int64_t work, int64_t grain) {
-  if (work < 2 * grain || t_in_region) return 1;
+#if KILN_WITH_OPENMP
+  if (work < 2 * grain || omp_in_parallel()) return 1;
   int budget = kernel_threads();
-  if (budget <= 1) return 1;
-  if (Clock::now().time_since_epoch().count() < g_serial_until.load(std::memory_order_relaxed)) return 1;
+  if (budget <= 1 || serial_for_now()) return 1;
   return static_cast<int>(std::min<int64_t>(budget, work / grain));
+#else
+  (void)work;
+  (void)grain;
+  return 1;
+#endif
 }
 
-void use_one_openmp_thread() {
+void use_kernel_threads_for_openmp() {
 #if KILN_WITH_OPENMP
-  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+  int want = serial_for_now() ? 1 : kernel_threads();
+  if (omp_get_max_threads() != want) omp_set_num_threads(want);
 #endif
 }
 
 namespace detail {
 
-void run_parallel(int threads, int64_t n, ChunkFn fn, void* ctx, int64_t chunks) {
-  pool().run(threads, n, fn, ctx, chunks > 0 ? chunks : std::min<int64_t>(n, int64_t{threads} * kChunksPerThread));
+void run_parallel(int threads, int64_t n, ChunkFn fn, void* ctx) {
+#if KILN_WITH_OPENMP
+  std::exception_ptr error;
+  std::mutex error_mu;
+#pragma omp parallel num_threads(threads)
+  {
+    int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int64_t chunk = (n + nt - 1) / nt;
+    int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
+    if (begin < end) {
+      Clock::time_point wall0;
+      int64_t cpu0 = 0;
+      if (t != 0) wall0 = Clock::now(), cpu0 = thread_cpu_ns();
+      try {
+        fn(ctx, begin, end);
+      } catch (...) {  // kept, rethrown below: exceptions must not leave the team
+        std::lock_guard lock(error_mu);
+        if (!error) error = std::current_exception();
+      }
+      if (t != 0) {  // Note [Threads on a shared machine]
+        auto off_core = (Clock::now() - wall0) - std::chrono::nanoseconds(thread_cpu_ns() - cpu0);
+        if (off_core > kStraggler)
+          g_serial_until.store((Clock::now() + kSerialFor).time_since_epoch().count(), std::memory_order_relaxed);
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+#else
+  (void)threads;
+  fn(ctx, 0, n);
+#endif
 }
 
 }  // namespace detail

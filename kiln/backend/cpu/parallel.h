@@ -2,7 +2,6 @@
 // Internal to the CPU backend: splitting a kernel's work over its intra-op threads
 // (Note [Intra-op threads] in kiln/device/threads.h).
 
-#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -22,16 +21,15 @@ inline int threads_for(int64_t work, int64_t grain) {
   return work < 2 * grain ? 1 : detail::threads_for_large(work, grain);  // tiny ops: no call
 }
 
-/** Makes a library that uses OpenMP itself (oneDNN) run on the calling thread alone: kiln
- * splits its work over the pool instead (Note [Intra-op thread pool]). */
-void use_one_openmp_thread();
+/** Sets the calling thread's OpenMP team size for a library that uses OpenMP itself
+ * (oneDNN) to the running kernel's budget. */
+void use_kernel_threads_for_openmp();
 /** The running kernel's budget (its device's, else the process's). */
 int kernel_threads();
 
 namespace detail {
 using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
-/** Runs fn over [0, n) cut into `chunks` (0: a few per thread) on up to `threads` threads. */
-void run_parallel(int threads, int64_t n, ChunkFn fn, void* ctx, int64_t chunks = 0);
+void run_parallel(int threads, int64_t n, ChunkFn fn, void* ctx);
 }  // namespace detail
 
 /** Calls `f(begin, end)` over disjoint chunks covering [0, n), on up to threads_for(n *
@@ -47,20 +45,6 @@ void parallel_for(int64_t n, int64_t cost_per_item, F&& f, int64_t grain = kGrai
   }
   auto call = [](void* ctx, int64_t b, int64_t e) { (*static_cast<F*>(ctx))(b, e); };
   detail::run_parallel(threads, n, call, const_cast<void*>(static_cast<const void*>(&f)));
-}
-
-/** Calls `f(begin, end)` over exactly `threads` equal slabs of [0, n) (work whose pieces
- * each carry a fixed cost, like a product's operand packing), each slab claimed by
- * whichever thread is free. */
-template <typename F>
-void parallel_slabs(int64_t n, int threads, F&& f) {
-  if (threads <= 1 || n <= 1) {
-    f(int64_t{0}, n);
-    return;
-  }
-  auto call = [](void* ctx, int64_t b, int64_t e) { (*static_cast<F*>(ctx))(b, e); };
-  detail::run_parallel(threads, n, call, const_cast<void*>(static_cast<const void*>(&f)),
-                       std::min<int64_t>(n, threads));
 }
 
 }  // namespace kiln::cpu
