@@ -22,4 +22,25 @@ std::string_view to_string(ErrorKind kind) {
   return "unknown";
 }
 
+namespace {
+thread_local const char* t_user_op = nullptr;
+}  // namespace
+
+OpNameScope::OpNameScope(const char* op) : outermost_(t_user_op == nullptr) {
+  if (outermost_) t_user_op = op;
+}
+
+OpNameScope::~OpNameScope() {
+  if (outermost_) t_user_op = nullptr;
+}
+
+std::string in_user_op(std::string message) {
+  if (!t_user_op || message.empty() || message[0] != '[') return message;
+  size_t close = message.find(']');
+  if (close == std::string::npos) return message;
+  std::string_view inner(message.data() + 1, close - 1);
+  if (inner == t_user_op) return message;
+  return fmt::format("[{}]{} (raised by {})", t_user_op, std::string_view(message).substr(close + 1), inner);
+}
+
 }  // namespace kiln

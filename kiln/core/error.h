@@ -40,10 +40,27 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
+/** While one lives, errors raised by the ops a composite is built from name the op the
+ * user called: "[expand] ..." inside index_put reads "[index_put] ... (raised by expand)".
+ * The outermost scope on a thread wins. */
+class OpNameScope {
+ public:
+  explicit OpNameScope(const char* op);
+  ~OpNameScope();
+  OpNameScope(const OpNameScope&) = delete;
+  OpNameScope& operator=(const OpNameScope&) = delete;
+
+ private:
+  bool outermost_;
+};
+
+/** `message` as the op the user called would report it (see OpNameScope). */
+std::string in_user_op(std::string message);
+
 /** Throws an Error of `kind` with a fmt-formatted message. */
 template <typename... Args>
 [[noreturn]] void fail(ErrorKind kind, fmt::format_string<Args...> f, Args&&... args) {
-  throw Error(kind, fmt::format(f, std::forward<Args>(args)...));
+  throw Error(kind, in_user_op(fmt::format(f, std::forward<Args>(args)...)));
 }
 
 }  // namespace kiln

@@ -268,6 +268,7 @@ Tensor& setitem_(Tensor& x, const std::vector<indexing::TensorIndex>& index, Sca
 }
 
 Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
+  OpNameScope user_op("index_put");  // errors of the ops below name the one the user called
   if (Separated s = lead_with_indexed(x, indices); !s.perm.empty()) {
     IntList inverse(s.perm.size());
     for (size_t k = 0; k < s.perm.size(); ++k) inverse[static_cast<size_t>(s.perm[k])] = static_cast<int64_t>(k);

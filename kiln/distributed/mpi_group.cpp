@@ -2,6 +2,7 @@
 #include <mpi.h>
 
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <atomic>
 #include <chrono>
@@ -53,13 +54,11 @@ struct Runtime {
     MPI_Finalized(&done);
     if (!owned || done) return;
     if (g_broken) {
-      // MPI_Abort can block when a worker thread is stuck inside MPI (seen under load);
-      // a process that ends without finalizing makes the launcher end the job too.
-      std::thread([] {
-        std::this_thread::sleep_for(std::chrono::seconds(3));
-        std::_Exit(1);
-      }).detach();
-      MPI_Abort(MPI_COMM_WORLD, 1);
+      // The job is broken (C4): end this process at once, without MPI_Abort or
+      // MPI_Finalize. Both can block while a worker thread is stuck inside MPI (seen under
+      // load); a process that exits without finalizing makes the launcher end the job.
+      std::fflush(nullptr);
+      std::_Exit(1);
     }
     MPI_Finalize();
   }

@@ -860,5 +860,20 @@ TEST(Linalg, LowRankSvdReconstructsLowRankMatrices) {
   expect_error([&] { pca_lowrank(a, 6); }, ErrorKind::value, "not greater than min(m, n)=5");
 }
 
+
+// An error raised by an op a composite is built from names the op the user called
+// (OpNameScope), with the op that raised it after the message.
+TEST(Errors, CompositesNameTheOpTheUserCalled) {
+  Tensor idx = from_vector(std::vector<int64_t>{0, 1});
+  expect_error([&] { index_put(zeros({4}), {idx}, ones({3}), false); }, ErrorKind::shape,
+               "[index_put] the expanded size of the tensor (2) must match the existing size (3) at non-singleton "
+               "dimension 0; target sizes [2], tensor sizes [3] (raised by expand)");
+  expect_error([&] { index_put(zeros({4}), {from_vector(std::vector<int64_t>{0, 7})}, ones({2}), true); },
+               ErrorKind::index, "[index_put] index 7 is out of bounds for dimension 0 with size 4");
+  // outside the composite, the op's own name
+  expect_error([&] { expand(ones({3}), {2}); }, ErrorKind::shape, "[expand] the expanded size");
+  EXPECT_EQ(in_user_op("[expand] x"), "[expand] x");
+}
+
 }  // namespace
 }  // namespace kiln
