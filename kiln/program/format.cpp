@@ -638,6 +638,7 @@ std::vector<std::string> check_extension_ops(const json& prog, const Reader& r, 
                    "[load] {}: extension op '{}' is listed with the schema of '{}'", r.path, name,
                    shown.info.schema.name);
         shown.info.meta = shown_only_meta;
+        shown.info.device_rule = ops::DeviceRule::same;  // as define_op's default
         shown.library = library;
         try {
           ops::register_extension(std::move(shown));
