@@ -153,7 +153,7 @@ Clock::time_point deadline_from_now() {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds()));
 }
 [[noreturn]] void timed_out(const std::string& what) {
-  g_broken = true;  // (C4) never a hang: the job is broken and aborts at exit
+  g_broken = true;  // (C4) never a hang: the job is broken and ends at exit
   fail(ErrorKind::backend,
        "[{}] did not complete within {:.0f} s (KILN_COLLECTIVE_TIMEOUT): a rank of the group died "
        "or stopped calling collectives; the job will abort at exit",

@@ -18,7 +18,7 @@
 // are about to call (kind, reduction, dtype, shape, root) with one 16-byte all-reduce, so
 // a mismatch is an Error on every rank, raised by wait(), naming the collective and its
 // number instead of a hang or garbage (C4). A wait longer than KILN_COLLECTIVE_TIMEOUT
-// seconds (default 300) is an Error too, after which the broken job aborts at exit.
+// seconds (default 300) is an Error too, after which the broken job ends at exit (no MPI finalize).
 
 #include <memory>
 #include <string>

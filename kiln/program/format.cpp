@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/overloaded.h"
+#include "kiln/dispatch/library.h"
 #include "kiln/ops/extension.h"
-#include "kiln/ops/schema.h"
 #include "kiln/program/program.h"
 
 namespace kiln {
@@ -627,21 +627,13 @@ std::vector<std::string> check_extension_ops(const json& prog, const Reader& r, 
       kind = ops::op_from_name(name);
     } catch (const Error&) {
       if (options.unregistered_extension_ops == ReadOptions::Unregistered::show) {
-        ops::ExtensionOp shown;
-        shown.schema_text = ops::canonical_schema(schema);
+        // Registered as a user would (define_op's defaults), with no kernel and a meta
+        // function that refuses to run.
+        std::string canonical = ops::canonical_schema(schema);
+        KILN_CHECK(canonical.starts_with(name + "("), format,
+                   "[load] {}: extension op '{}' is listed with the schema '{}'", r.path, name, canonical);
         try {
-          shown.info.schema = ops::parse_schema(shown.schema_text);
-        } catch (const Error& e) {
-          bad(r.path, fmt::format("the schema of extension op '{}' is malformed: {}", name, e.what()));
-        }
-        KILN_CHECK(std::string_view(shown.info.schema.name) == name, format,
-                   "[load] {}: extension op '{}' is listed with the schema of '{}'", r.path, name,
-                   shown.info.schema.name);
-        shown.info.meta = shown_only_meta;
-        shown.info.device_rule = ops::DeviceRule::same;  // as define_op's default
-        shown.library = library;
-        try {
-          ops::register_extension(std::move(shown));
+          define_op({.schema = canonical, .meta = shown_only_meta, .library = library});
         } catch (const Error& e) {
           bad(r.path, fmt::format("extension op '{}' cannot be shown: {}", name, e.what()));
         }
