@@ -23,6 +23,7 @@
 #include "kiln/distributed/dtensor.h"
 #include "kiln/distributed/process_group.h"
 #include "kiln/fake/fake_mode.h"
+#include "kiln/interop/pt2.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/nn/activation.h"

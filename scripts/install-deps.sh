@@ -8,6 +8,7 @@ packages=(
   libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev
   libdnnl-dev ocl-icd-opencl-dev  # f32 GEMM; oneDNN's CMake package asks for OpenCL (only Recommended)
   nlohmann-json3-dev libfmt-dev libcli11-dev
+  libminizip-dev  # .pt2 archives (kiln/interop)
   clang libclang-rt-14-dev  # make fuzz: libFuzzer and the sanitizers' runtimes for clang
   libopenmpi-dev openmpi-bin  # kiln/distributed's MPI engine and mpirun for its tests
 )

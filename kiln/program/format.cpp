@@ -20,6 +20,7 @@
 #include "kiln/dispatch/library.h"
 #include "kiln/ops/extension.h"
 #include "kiln/program/program.h"
+#include "kiln/program/mapped_file.h"
 
 namespace kiln {
 
@@ -339,38 +340,6 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
 
 // ---- the file ---------------------------------------------------------------------------
 
-// A read-only view of a whole file, privately mapped (writes to tensors never reach it).
-struct Mapping {
-  void* data = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (data && size) munmap(data, size);
-  }
-};
-
-std::shared_ptr<Mapping> map_file(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) fail(ErrorKind::format, "[load] cannot open '{}': {}", path, std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(ErrorKind::format, "[load] '{}' is not a regular file", path);
-  }
-  auto m = std::make_shared<Mapping>();
-  m->size = static_cast<size_t>(st.st_size);
-  if (m->size > 0) {
-    m->data = mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    if (m->data == MAP_FAILED) {
-      ::close(fd);
-      m->data = nullptr;
-      fail(ErrorKind::format, "[load] cannot map '{}': {}", path, std::strerror(errno));
-    }
-  }
-  ::close(fd);
-  return m;
-}
-
 struct SafeFile {
   json header;
   NamedTensors tensors;
@@ -378,7 +347,7 @@ struct SafeFile {
 
 // Parses and validates a safetensors file; tensors point into the mapping when aligned.
 SafeFile read_safetensors_checked(const std::string& path) {
-  std::shared_ptr<Mapping> m = map_file(path);
+  std::shared_ptr<MappedFile> m = map_file(path);
   const auto* bytes = static_cast<const unsigned char*>(m->data);
   if (m->size < 8) bad(path, fmt::format("truncated: {} bytes, not even a header length", m->size));
   uint64_t n = 0;
@@ -794,6 +763,11 @@ ExportedProgram read_program_checked(const std::string& path, std::string* distr
 
 ExportedProgram load_program(const std::string& path, const DeviceMap& requested) {
   ExportedProgram p = read_program(path);
+  bind_devices(p, requested, path);
+  return p;
+}
+
+void bind_devices(ExportedProgram& p, const DeviceMap& requested, const std::string& path) {
   DeviceMap map = resolve_device_map(p.devices(), requested);
   // (X3) Bind device slots: the map first, then every device must exist here.
   std::vector<Device> missing;
@@ -826,7 +800,33 @@ ExportedProgram load_program(const std::string& path, const DeviceMap& requested
   DeviceMap full = map;
   for (Device d : p.devices()) full.emplace_back(d, d);  // identity for the unmapped ones
   as_format_errors(path, [&] { move_to_device(p, full); });
-  return p;
+}
+
+MappedFile::~MappedFile() {
+  if (data && size) munmap(data, size);
+}
+
+std::shared_ptr<MappedFile> map_file(const std::string& path, std::string_view what) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail(ErrorKind::format, "[{}] cannot open '{}': {}", what, path, std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(ErrorKind::format, "[{}] '{}' is not a regular file", what, path);
+  }
+  auto m = std::make_shared<MappedFile>();
+  m->size = static_cast<size_t>(st.st_size);
+  if (m->size > 0) {
+    m->data = mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (m->data == MAP_FAILED) {
+      ::close(fd);
+      m->data = nullptr;
+      fail(ErrorKind::format, "[{}] cannot map '{}': {}", what, path, std::strerror(errno));
+    }
+  }
+  ::close(fd);
+  return m;
 }
 
 }  // namespace kiln

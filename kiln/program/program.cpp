@@ -112,27 +112,8 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
   };
   passes::CapturedProgram captured = passes::capture(
       fn, traced, {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
-  program.graph = std::move(captured.graph);
-  ir::merge_equal_constants(program.graph);  // equal constants are stored once
-
-  // (M5) Mutation outputs first, in input order, then user outputs.
-  for (size_t i = 0; i < captured.inputs.size(); ++i) {
-    if (!captured.inputs[i].data_mutated) continue;
-    const InputSpec& in = program.signature.inputs[i];
-    KILN_CHECK(in.kind != Kind::parameter, unsupported,
-               "[export] parameter '{}' is mutated in forward; only buffers and inputs may be",
-               in.target);
-    program.signature.outputs.push_back(
-        {in.kind == Kind::user_input ? OutputSpec::Kind::user_input_mutation
-                                     : OutputSpec::Kind::buffer_mutation,
-         in.target});
-  }
-  size_t n_outputs = std::get<ir::RefList>(program.graph.output()->args()[0]).size();
-  for (size_t i = program.signature.outputs.size(); i < n_outputs; ++i)
-    program.signature.outputs.push_back({OutputSpec::Kind::user_output, ""});
-
   // (X4) State: parameters and persistent buffers; constants: non-persistent buffers
-  // and tensor constants; workspaces as recipes.
+  // (tensor constants: finish_program); workspaces as recipes.
   for (const nn::NamedTensor& t : lifted) {
     if (t.kind == nn::SlotKind::workspace)
       program.workspaces.push_back({t.name, t.tensor->shape(), t.tensor->dtype(), device});
@@ -141,9 +122,31 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
     else
       program.constants.emplace_back(t.name, *t.tensor);
   }
+  finish_program(program, std::move(captured), "export");
+  return program;
+}
+
+void finish_program(ExportedProgram& program, passes::CapturedProgram captured, std::string_view who) {
+  program.graph = std::move(captured.graph);
+  ir::merge_equal_constants(program.graph);  // equal constants are stored once
+
+  // (M5) Mutation outputs first, in input order, then user outputs.
+  for (size_t i = 0; i < captured.inputs.size(); ++i) {
+    if (!captured.inputs[i].data_mutated) continue;
+    const InputSpec& in = program.signature.inputs[i];
+    KILN_CHECK(in.kind != Kind::parameter, unsupported,
+               "[{}] parameter '{}' is mutated in forward; only buffers and inputs may be", who, in.target);
+    program.signature.outputs.push_back(
+        {in.kind == Kind::user_input ? OutputSpec::Kind::user_input_mutation
+                                     : OutputSpec::Kind::buffer_mutation,
+         in.target});
+  }
+  size_t n_outputs = std::get<ir::RefList>(program.graph.output()->args()[0]).size();
+  for (size_t i = program.signature.outputs.size(); i < n_outputs; ++i)
+    program.signature.outputs.push_back({OutputSpec::Kind::user_output, ""});
+  // (X4) Tensor constants the trace met are stored by their node's name.
   for (ir::Node* n : program.graph.nodes())
     if (n->opcode() == ir::Opcode::constant) program.constants.emplace_back(n->name(), n->value());
-  return program;
 }
 
 TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs) {

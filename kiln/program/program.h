@@ -111,6 +111,12 @@ struct ExportOptions {
 ExportedProgram export_program(nn::Module& module, const TensorList& example_inputs,
                                const ExportOptions& options = {});
 
+/** The end of every capture into a program (export_program, the .pt2 importer): takes
+ * the captured graph, adds the mutation outputs (first, in input order; a mutated
+ * parameter is an unsupported Error naming `who`) and the user outputs to the
+ * signature, whose inputs the caller has filled, and stores the graph's constants. */
+void finish_program(ExportedProgram& program, passes::CapturedProgram captured, std::string_view who);
+
 /** Old device -> new device. Devices not listed stay as they are. A key without an
  * index ("cpu", "cuda") stands for every device of that type (X3). */
 using DeviceMap = std::vector<std::pair<Device, Device>>;
@@ -136,6 +142,9 @@ void save(const ExportedProgram& program, const std::string& path);
  * `map`; fails if the machine lacks a device the program uses, naming the map to pass.
  * Weights are mapped from the file without copying where alignment allows. */
 ExportedProgram load_program(const std::string& path, const DeviceMap& map = {});
+/** (X3) What load_program does after reading: applies `map`, then fails if this machine
+ * lacks a device the program uses, naming `path` and the map to pass. */
+void bind_devices(ExportedProgram& program, const DeviceMap& map, const std::string& path);
 /** How read_program treats what a reader for inspection can do without. */
 struct ReadOptions {
   /** (E3) An extension op the program lists but this process has not registered: an

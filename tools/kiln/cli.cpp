@@ -547,13 +547,41 @@ std::string distribution_text(const json& d) {
   return s;
 }
 
+// A .pt2 archive imported, with what the import decided printed as notes on stderr.
+ImportedProgram read_pt2_noting(const std::string& file) {
+  ImportedProgram imported = read_pt2(file);
+  for (const std::string& note : imported.notes) std::fprintf(stderr, "kiln: note: %s\n", note.c_str());
+  return imported;
+}
+
+// A kiln program file or a .pt2 archive (imported), its devices bound through `map`.
+ExportedProgram load_any(const std::string& file, const DeviceMap& map) {
+  if (!is_pt2_file(file)) return load_program(file, map);
+  ExportedProgram p = read_pt2_noting(file).program;
+  bind_devices(p, map, file);
+  return p;
+}
+
+int cmd_import(const std::string& file, const std::string& out) {
+  KILN_CHECK(is_pt2_file(file), value, "[import] {} is not a .pt2 archive (a zip torch.export.save writes)", file);
+  std::error_code ec;
+  KILN_CHECK(!std::filesystem::equivalent(file, out, ec), value, "[import] -o {} is the archive itself", out);
+  ExportedProgram p = read_pt2_noting(file).program;
+  save(p, out);
+  std::printf("imported %s -> %s (%zu nodes, %zu state tensors, %zu constants)\n", file.c_str(), out.c_str(),
+              p.graph.nodes().size(), p.state.size(), p.constants.size());
+  return 0;
+}
+
 int cmd_show(const std::string& file, const std::string& format, const std::string& out) {
   // Showing needs no kernel: extension ops this process lacks are shown from their
   // stored schemas.
   ReadOptions read{.unregistered_extension_ops = ReadOptions::Unregistered::show};
   ExportedProgram p;
   json distribution;
-  if (dist::saved_mesh(file)) {
+  if (is_pt2_file(file)) {
+    p = read_pt2_noting(file).program;
+  } else if (dist::saved_mesh(file)) {
     std::string d;
     p = read_graph(file, d, read);
     distribution = json::parse(d);
@@ -886,7 +914,7 @@ int cmd_run_distributed(const std::string& file, const dist::SavedMesh& saved, i
 int cmd_run(const std::string& file, const std::string& device_map, const std::string& inputs_path,
             const std::string& outputs_path, const std::string& weights, int repeat, int warmup, uint64_t seed,
             bool profile, bool by_shapes) {
-  if (std::optional<dist::SavedMesh> saved = dist::saved_mesh(file)) {
+  if (std::optional<dist::SavedMesh> saved = is_pt2_file(file) ? std::nullopt : dist::saved_mesh(file)) {
     KILN_CHECK(inputs_path.empty() && outputs_path.empty() && device_map.empty() && weights.empty() && !profile,
                value,
                "[run] {} is a distributed program: --inputs, --outputs, --weights, --device-map and --profile do "
@@ -894,7 +922,7 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
                file);
     return cmd_run_distributed(file, *saved, repeat, seed);
   }
-  ExportedProgram p = load_program(file, parse_device_map(device_map));
+  ExportedProgram p = load_any(file, parse_device_map(device_map));
   if (!weights.empty()) load_weights(p, weights);
   int rank = bind_program_groups(p);
   TensorList inputs;
@@ -971,7 +999,7 @@ int kiln::cli_main(int argc, char** argv) {
   exp->footer(models_help());
 
   CLI::App* show = app.add_subcommand("show", "Print a program: signature, devices, sizes, graph");
-  show->add_option("file", file, "program file")->required();
+  show->add_option("file", file, "program file, or a .pt2 archive (imported first)")->required();
   show->add_option("--format", format, "text, json, dot or html (one self-contained page: the graph by "
                                       "module, searchable)")
       ->check(CLI::IsMember({"text", "json", "dot", "html"}));
@@ -1013,9 +1041,14 @@ int kiln::cli_main(int argc, char** argv) {
   trn->add_option("--seed", targs.seed, "seed of the shuffling and of the synthetic batch")
       ->check(whole_number(0, INT64_MAX));
 
+  CLI::App* imp = app.add_subcommand("import", "Import a PyTorch program (a .pt2 archive torch.export.save wrote) "
+                                               "as a kiln program file");
+  imp->add_option("file", file, ".pt2 archive")->required();
+  imp->add_option("-o,--output", out, "program file to write")->required();
+
   bool profile = false, by_shapes = false;
   CLI::App* run = app.add_subcommand("run", "Run a program on this machine's devices");
-  run->add_option("file", file, "program file")->required();
+  run->add_option("file", file, "program file, or a .pt2 archive (imported first)")->required();
   run->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
   run->add_option("--inputs", inputs, "safetensors file with input_0, input_1, ... (`kiln show` lists them)");
   run->add_option("--weights", weights, "load the parameters and buffers from a safetensors file (a `kiln train "
@@ -1044,6 +1077,7 @@ int kiln::cli_main(int argc, char** argv) {
       return cmd_train(targs);
     }
     if (show->parsed()) return cmd_show(file, format, out);
+    if (imp->parsed()) return cmd_import(file, out);
     if (run->parsed())
       return cmd_run(file, device_map, inputs, outputs, weights, repeat, warmup, seed, profile || by_shapes, by_shapes);
   } catch (const kiln::Error& e) {

@@ -1,0 +1,89 @@
+#pragma once
+// One node of an imported graph as its op adapter sees it: arguments by their ATen
+// schema names, typed on access, with the schema's default where the file omits one (I2).
+// Internal to kiln/interop.
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "kiln/dispatch/functional.h"
+
+namespace kiln::interop {
+
+/** A value of the imported graph: a tensor, a number (SymInts included: sizes are
+ * specialized), or nothing (None, an absent optional tensor). */
+using Slot = std::variant<std::monostate, Tensor, Scalar>;
+using Results = std::vector<Slot>;
+using Env = std::unordered_map<std::string, Slot>;
+
+/** How the file's devices become kiln's while interpreting (X3: slots, not hard-coded). */
+using DeviceOf = std::function<Device(const nlohmann::json& device)>;
+
+class Call {
+ public:
+  Call(const nlohmann::json& node, const Env& env, const DeviceOf& device_of);
+
+  const std::string& target() const { return target_; }
+  /** Whether `name` is given and not None. */
+  bool has(std::string_view name) const;
+  /** Whether `name` is given as a tensor (not a number). */
+  bool is_tensor(std::string_view name) const;
+
+  /** A tensor argument; a number where a tensor is expected becomes a wrapped number. */
+  Tensor tensor(std::string_view name) const;
+  /** An optional tensor: undefined when None or omitted. */
+  Tensor opt_tensor(std::string_view name) const;
+  /** A list of (optional) tensors; None entries are undefined tensors. */
+  TensorList tensors(std::string_view name) const;
+  Scalar scalar(std::string_view name, std::optional<Scalar> fallback = std::nullopt) const;
+  std::optional<Scalar> opt_scalar(std::string_view name) const;
+  int64_t integer(std::string_view name, std::optional<int64_t> fallback = std::nullopt) const;
+  std::optional<int64_t> opt_integer(std::string_view name) const;
+  IntList ints(std::string_view name, std::optional<IntList> fallback = std::nullopt) const;
+  std::optional<IntList> opt_ints(std::string_view name) const;
+  double real(std::string_view name, std::optional<double> fallback = std::nullopt) const;
+  std::optional<double> opt_real(std::string_view name) const;
+  std::vector<double> reals(std::string_view name) const;
+  bool flag(std::string_view name, std::optional<bool> fallback = std::nullopt) const;
+  std::string str(std::string_view name, std::optional<std::string> fallback = std::nullopt) const;
+  std::optional<DType> dtype(std::string_view name) const;
+  std::optional<Device> device(std::string_view name) const;
+  /** Arguments that change nothing kiln computes when they have these values: accepted,
+   * else an unsupported Error (pin_memory=True, a sparse layout, channels-last...). */
+  void accept_defaults(std::initializer_list<std::string_view> names) const;
+
+  /** Every argument the adapter did not read and that is not None: an adapter that
+   * silently dropped one would compute something else than PyTorch. */
+  std::vector<std::string> unread() const;
+  [[noreturn]] void fail_arg(std::string_view name, std::string_view why) const;
+
+ private:
+  const nlohmann::json* find(std::string_view name) const;  // the Argument union, marks it read
+  Slot slot(std::string_view name, const nlohmann::json& arg) const;
+
+  const nlohmann::json& node_;
+  const Env& env_;
+  const DeviceOf& device_of_;
+  std::string target_;
+  mutable std::set<std::string, std::less<>> read_;
+};
+
+using Adapter = Results (*)(const Call&);
+
+/** The adapter of an op overload ("aten.add.Tensor"), or null. In-place overloads that
+ * the table lacks ("aten.mul_.Tensor") resolve to their functional twin followed by a
+ * copy into self (`inplace` is set). */
+Adapter find_adapter(std::string_view target, bool* inplace = nullptr);
+
+/** A number from the file: as_int / as_float (also "Infinity", "-Infinity", "NaN") /
+ * as_bool, or a SymInt by name from `env`. */
+std::optional<Scalar> number_of(const nlohmann::json& arg, const Env& env);
+
+}  // namespace kiln::interop

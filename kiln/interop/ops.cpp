@@ -1,0 +1,938 @@
+// The one table from ATen overloads to kiln (I2): each entry reads the node's arguments
+// by their schema names, with the schema's defaults where the file omits them, and calls
+// kiln's functional API. Entries are grouped as ATen's native_functions.yaml groups them.
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/interop/call.h"
+#include "kiln/nn/activation.h"
+#include "kiln/nn/conv.h"
+#include "kiln/nn/functional.h"
+#include "kiln/nn/rnn.h"
+
+namespace kiln::interop {
+
+using nlohmann::json;
+
+// ---- arguments --------------------------------------------------------------------------
+
+std::optional<Scalar> number_of(const json& arg, const Env& env) {
+  if (!arg.is_object() || arg.size() != 1) return std::nullopt;
+  const auto& [key, v] = *arg.items().begin();
+  if (key == "as_int") return Scalar(v.get<int64_t>());
+  if (key == "as_bool") return Scalar(v.get<bool>());
+  if (key == "as_float") {
+    if (v.is_string()) {  // json has no inf or nan: PyTorch writes them as strings
+      std::string s = v.get<std::string>();
+      if (s == "Infinity") return Scalar(std::numeric_limits<double>::infinity());
+      if (s == "-Infinity") return Scalar(-std::numeric_limits<double>::infinity());
+      if (s == "NaN") return Scalar(std::numeric_limits<double>::quiet_NaN());
+      return std::nullopt;
+    }
+    return Scalar(v.get<double>());
+  }
+  if (key == "as_sym_int" || key == "as_sym_float" || key == "as_sym_bool") {
+    // {"as_name": "s0"} (a value the graph computed) or {"as_int": 3}
+    if (v.contains("as_name")) {
+      auto it = env.find(v.at("as_name").get<std::string>());
+      if (it != env.end())
+        if (const auto* s = std::get_if<Scalar>(&it->second)) return *s;
+      return std::nullopt;
+    }
+    for (const char* k : {"as_int", "as_float", "as_bool"})
+      if (v.contains(k)) return number_of(json{{k, v.at(k)}}, env);
+  }
+  return std::nullopt;
+}
+
+Call::Call(const json& node, const Env& env, const DeviceOf& device_of)
+    : node_(node), env_(env), device_of_(device_of) {
+  target_ = node.at("target").get<std::string>();
+  if (target_.rfind("torch.ops.", 0) == 0) target_ = target_.substr(10);
+}
+
+const json* Call::find(std::string_view name) const {
+  for (const json& in : node_.at("inputs")) {
+    if (in.at("name").get_ref<const std::string&>() != name) continue;
+    read_.insert(std::string(name));
+    const json& arg = in.at("arg");
+    if (arg.contains("as_none")) return nullptr;
+    return &arg;
+  }
+  return nullptr;
+}
+
+bool Call::has(std::string_view name) const {
+  for (const json& in : node_.at("inputs"))
+    if (in.at("name").get_ref<const std::string&>() == name) return !in.at("arg").contains("as_none");
+  return false;
+}
+
+bool Call::is_tensor(std::string_view name) const {
+  for (const json& in : node_.at("inputs"))
+    if (in.at("name").get_ref<const std::string&>() == name) return in.at("arg").contains("as_tensor");
+  return false;
+}
+
+void Call::fail_arg(std::string_view name, std::string_view why) const {
+  fail(ErrorKind::format, "argument '{}' of {}: {}", name, target_, why);
+}
+
+Slot Call::slot(std::string_view name, const json& arg) const {
+  if (arg.contains("as_tensor") || arg.contains("as_optional_tensor")) {
+    const json& t = arg.contains("as_tensor") ? arg.at("as_tensor") : arg.at("as_optional_tensor");
+    if (t.contains("as_none")) return std::monostate{};
+    std::string ref = t.contains("as_tensor") ? t.at("as_tensor").at("name").get<std::string>()
+                                              : t.at("name").get<std::string>();
+    auto it = env_.find(ref);
+    if (it == env_.end()) fail_arg(name, fmt::format("'{}' is not a value defined before this node", ref));
+    return it->second;
+  }
+  if (auto n = number_of(arg, env_)) return *n;
+  fail_arg(name, fmt::format("expected a tensor or a number, the file has {}", arg.dump().substr(0, 80)));
+}
+
+Tensor Call::tensor(std::string_view name) const {
+  const json* arg = find(name);
+  if (!arg) fail_arg(name, "a tensor is required, the file has none");
+  Slot s = slot(name, *arg);
+  if (const auto* t = std::get_if<Tensor>(&s)) return *t;
+  if (const auto* n = std::get_if<Scalar>(&s)) return wrapped_number(*n);
+  fail_arg(name, "a tensor is required, the file has None");
+}
+
+Tensor Call::opt_tensor(std::string_view name) const {
+  const json* arg = find(name);
+  if (!arg) return Tensor();
+  Slot s = slot(name, *arg);
+  if (const auto* t = std::get_if<Tensor>(&s)) return *t;
+  if (const auto* n = std::get_if<Scalar>(&s)) return wrapped_number(*n);
+  return Tensor();
+}
+
+TensorList Call::tensors(std::string_view name) const {
+  const json* arg = find(name);
+  if (!arg) fail_arg(name, "a list of tensors is required");
+  TensorList out;
+  auto lookup = [&](const json& ref) {
+    if (ref.contains("as_none")) return Tensor();
+    std::string n = ref.contains("as_tensor") ? ref.at("as_tensor").at("name").get<std::string>()
+                                              : ref.at("name").get<std::string>();
+    auto it = env_.find(n);
+    if (it == env_.end() || !std::holds_alternative<Tensor>(it->second))
+      fail_arg(name, fmt::format("'{}' is not a tensor defined before this node", n));
+    return std::get<Tensor>(it->second);
+  };
+  if (arg->contains("as_tensors"))
+    for (const json& r : arg->at("as_tensors")) out.push_back(lookup(r));
+  else if (arg->contains("as_optional_tensors"))
+    for (const json& r : arg->at("as_optional_tensors")) out.push_back(lookup(r));
+  else
+    fail_arg(name, fmt::format("expected a list of tensors, the file has {}", arg->dump().substr(0, 80)));
+  return out;
+}
+
+std::optional<Scalar> Call::opt_scalar(std::string_view name) const {
+  const json* arg = find(name);
+  if (!arg) return std::nullopt;
+  if (auto n = number_of(*arg, env_)) return n;
+  fail_arg(name, fmt::format("expected a number, the file has {}", arg->dump().substr(0, 80)));
+}
+
+Scalar Call::scalar(std::string_view name, std::optional<Scalar> fallback) const {
+  if (auto s = opt_scalar(name)) return *s;
+  if (!fallback) fail_arg(name, "a number is required, the file has none");
+  return *fallback;
+}
+
+std::optional<int64_t> Call::opt_integer(std::string_view name) const {
+  std::optional<Scalar> s = opt_scalar(name);
+  if (!s) return std::nullopt;
+  if (s->is_floating()) fail_arg(name, "expected an integer, the file has a float");
+  return s->to_int();
+}
+
+int64_t Call::integer(std::string_view name, std::optional<int64_t> fallback) const {
+  if (auto i = opt_integer(name)) return *i;
+  if (!fallback) fail_arg(name, "an integer is required, the file has none");
+  return *fallback;
+}
+
+std::optional<IntList> Call::opt_ints(std::string_view name) const {
+  const json* arg = find(name);
+  if (!arg) return std::nullopt;
+  IntList out;
+  if (arg->contains("as_ints")) {
+    for (const json& v : arg->at("as_ints")) out.push_back(v.get<int64_t>());
+  } else if (arg->contains("as_sym_ints")) {
+    for (const json& v : arg->at("as_sym_ints")) {
+      std::optional<Scalar> n = number_of(json{{"as_sym_int", v}}, env_);
+      if (!n) fail_arg(name, fmt::format("size {} is not a known integer", v.dump()));
+      out.push_back(n->to_int());
+    }
+  } else if (auto n = number_of(*arg, env_)) {  // int[1] given as one int
+    out.push_back(n->to_int());
+  } else {
+    fail_arg(name, fmt::format("expected a list of integers, the file has {}", arg->dump().substr(0, 80)));
+  }
+  return out;
+}
+
+IntList Call::ints(std::string_view name, std::optional<IntList> fallback) const {
+  if (auto l = opt_ints(name)) return *l;
+  if (!fallback) fail_arg(name, "a list of integers is required, the file has none");
+  return *fallback;
+}
+
+std::optional<double> Call::opt_real(std::string_view name) const {
+  std::optional<Scalar> s = opt_scalar(name);
+  return s ? std::optional<double>(s->to_double()) : std::nullopt;
+}
+
+double Call::real(std::string_view name, std::optional<double> fallback) const {
+  if (auto d = opt_real(name)) return *d;
+  if (!fallback) fail_arg(name, "a number is required, the file has none");
+  return *fallback;
+}
+
+std::vector<double> Call::reals(std::string_view name) const {
+  const json* arg = find(name);
+  std::vector<double> out;
+  if (!arg) return out;
+  if (!arg->contains("as_floats")) fail_arg(name, "expected a list of floats");
+  for (const json& v : arg->at("as_floats")) out.push_back(v.get<double>());
+  return out;
+}
+
+bool Call::flag(std::string_view name, std::optional<bool> fallback) const {
+  std::optional<Scalar> s = opt_scalar(name);
+  if (s) return s->to_bool();
+  if (!fallback) fail_arg(name, "a bool is required, the file has none");
+  return *fallback;
+}
+
+std::string Call::str(std::string_view name, std::optional<std::string> fallback) const {
+  const json* arg = find(name);
+  if (!arg) {
+    if (!fallback) fail_arg(name, "a string is required, the file has none");
+    return *fallback;
+  }
+  if (!arg->contains("as_string")) fail_arg(name, "expected a string");
+  return arg->at("as_string").get<std::string>();
+}
+
+std::optional<DType> Call::dtype(std::string_view name) const {
+  const json* arg = find(name);
+  if (!arg) return std::nullopt;
+  if (!arg->contains("as_scalar_type")) fail_arg(name, "expected a dtype");
+  // torch/_export/serde/schema.py's ScalarType numbering
+  switch (arg->at("as_scalar_type").get<int>()) {
+    case 1: return DType::u8;
+    case 2: return DType::i8;
+    case 3: return DType::i16;
+    case 4: return DType::i32;
+    case 5: return DType::i64;
+    case 6: return DType::f16;
+    case 7: return DType::f32;
+    case 8: return DType::f64;
+    case 12: return DType::b8;
+    case 13: return DType::bf16;
+    default: fail_arg(name, fmt::format("dtype {} has no kiln counterpart", arg->at("as_scalar_type").dump()));
+  }
+}
+
+std::optional<Device> Call::device(std::string_view name) const {
+  const json* arg = find(name);
+  if (!arg) return std::nullopt;
+  if (!arg->contains("as_device")) fail_arg(name, "expected a device");
+  return device_of_(arg->at("as_device"));
+}
+
+void Call::accept_defaults(std::initializer_list<std::string_view> names) const {
+  for (std::string_view name : names) {
+    const json* arg = find(name);
+    if (!arg) continue;
+    bool ok = (name == "pin_memory" && arg->value("as_bool", false) == false) ||
+              (name == "layout" && arg->value("as_layout", 7) == 7) ||                 // strided
+              (name == "memory_format" && arg->value("as_memory_format", 1) != 2 &&
+               arg->value("as_memory_format", 1) != 3) ||                               // not channels-last
+              name == "non_blocking" || name == "requires_grad" || name == "cudnn_enabled" || name == "cudnn_enable" ||
+              name == "copy";
+    if (!ok) fail(ErrorKind::unsupported, "argument '{}' = {} of {} is not supported by kiln's importer", name,
+                  arg->dump(), target_);
+  }
+}
+
+std::vector<std::string> Call::unread() const {
+  std::vector<std::string> out;
+  for (const json& in : node_.at("inputs")) {
+    const std::string& name = in.at("name").get_ref<const std::string&>();
+    if (!read_.count(name) && !in.at("arg").contains("as_none")) out.push_back(name);
+  }
+  return out;
+}
+
+// ---- adapters ---------------------------------------------------------------------------
+
+namespace {
+
+Results one(Tensor t) { return {Slot(std::move(t))}; }
+Results many(const TensorList& ts) {
+  Results r;
+  for (const Tensor& t : ts) r.emplace_back(t);
+  return r;
+}
+template <typename... T>
+Results tuple_of(const std::tuple<T...>& t) {
+  return std::apply([](const auto&... x) { return Results{Slot(x)...}; }, t);
+}
+Results pair_of(const std::pair<Tensor, Tensor>& p) { return {Slot(p.first), Slot(p.second)}; }
+
+TensorOptions options_of(const Call& c, const Tensor& like = Tensor()) {
+  c.accept_defaults({"layout", "pin_memory", "memory_format", "requires_grad"});
+  TensorOptions o;
+  o.dtype = c.dtype("dtype");
+  o.device = c.device("device");
+  if (like.defined()) {
+    if (!o.dtype) o.dtype = like.dtype();
+    if (!o.device) o.device = like.device();
+  }
+  return o;
+}
+
+Tensor self(const Call& c) { return c.tensor("self"); }
+
+// x with its dims pooled, stride defaulting to the kernel (PyTorch's pooling defaults)
+IntList stride_or_kernel(const Call& c) {
+  IntList s = c.ints("stride", IntList{});
+  return s.empty() ? c.ints("kernel_size") : s;
+}
+
+// torch.convolution: conv or transposed conv of any rank, chosen by the weight's rank.
+Tensor convolution(const Tensor& x, const Tensor& w, const Tensor& b, const IntList& stride, const IntList& padding,
+                   const IntList& dilation, bool transposed, const IntList& output_padding, int64_t groups) {
+  int64_t spatial = w.dim() - 2;
+  if (transposed) {
+    if (spatial == 1) return nn::conv_transpose1d(x, w, b, stride, padding, output_padding, groups, dilation);
+    if (spatial == 2) return nn::conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation);
+    if (spatial == 3) return nn::conv_transpose3d(x, w, b, stride, padding, output_padding, groups, dilation);
+  } else {
+    if (spatial == 1) return nn::conv1d(x, w, b, stride, padding, dilation, groups);
+    if (spatial == 2) return nn::conv2d(x, w, b, stride, padding, dilation, groups);
+    if (spatial == 3) return nn::conv3d(x, w, b, stride, padding, dilation, groups);
+  }
+  fail(ErrorKind::shape, "convolution: a weight of rank {} (1, 2 or 3 spatial dims expected)", w.dim());
+}
+
+Results conv(const Call& c, int64_t spatial) {
+  Tensor x = c.tensor("input"), w = c.tensor("weight"), b = c.opt_tensor("bias");
+  IntList ones(static_cast<size_t>(spatial), 1), zeros(static_cast<size_t>(spatial), 0);
+  IntList stride = c.ints("stride", ones), dilation = c.ints("dilation", ones);
+  int64_t groups = c.integer("groups", 1);
+  if (c.has("padding") && !c.is_tensor("padding")) {
+    // conv2d.padding: the string form
+    std::optional<IntList> pad;
+    try {
+      pad = c.opt_ints("padding");
+    } catch (const Error&) {
+      std::string mode = c.str("padding");
+      nn::ConvPadding p = mode == "same" ? nn::ConvPadding::same : nn::ConvPadding::valid;
+      if (spatial == 1) return one(nn::conv1d(x, w, b, stride, p, dilation, groups));
+      if (spatial == 2) return one(nn::conv2d(x, w, b, stride, p, dilation, groups));
+      return one(nn::conv3d(x, w, b, stride, p, dilation, groups));
+    }
+    return one(convolution(x, w, b, stride, *pad, dilation, false, zeros, groups));
+  }
+  return one(convolution(x, w, b, stride, zeros, dilation, false, zeros, groups));
+}
+
+// One direction of one layer of an RNN over time: `step` maps (x_t, state) to state.
+// torch.lstm / torch.gru with batch_first and several layers; kiln runs the cells.
+Results recurrent(const Call& c, bool lstm) {
+  Tensor x = c.tensor("input");
+  TensorList hx = lstm ? c.tensors("hx") : TensorList{c.tensor("hx")};
+  TensorList params = c.tensors("params");
+  bool has_biases = c.flag("has_biases"), batch_first = c.flag("batch_first");
+  int64_t layers = c.integer("num_layers");
+  double dropout = c.real("dropout");
+  bool train = c.flag("train"), bidirectional = c.flag("bidirectional");
+  if (bidirectional) fail(ErrorKind::unsupported, "{}: bidirectional layers are not imported yet", c.target());
+  if (train && dropout > 0) fail(ErrorKind::unsupported, "{}: dropout between layers in training mode", c.target());
+  size_t per_layer = has_biases ? 4 : 2;
+  if (params.size() != per_layer * static_cast<size_t>(layers))
+    fail(ErrorKind::value, "{}: {} parameters for {} layers", c.target(), params.size(), layers);
+  Tensor seq = batch_first ? transpose(x, 0, 1) : x;  // [T, B, F]
+  TensorList h_out, c_out;
+  for (int64_t l = 0; l < layers; ++l) {
+    const Tensor* p = &params[per_layer * static_cast<size_t>(l)];
+    Tensor b_ih = has_biases ? p[2] : Tensor(), b_hh = has_biases ? p[3] : Tensor();
+    Tensor h = select(hx[0], 0, l);
+    Tensor cell = lstm ? select(hx[1], 0, l) : Tensor();
+    TensorList outs;
+    for (int64_t t = 0; t < seq.shape()[0]; ++t) {
+      Tensor xt = select(seq, 0, t);
+      if (lstm) {
+        std::tie(h, cell) = nn::lstm_cell(xt, h, cell, p[0], p[1], b_ih, b_hh);
+      } else {
+        h = nn::gru_cell(xt, h, p[0], p[1], b_ih, b_hh);
+      }
+      outs.push_back(h);
+    }
+    seq = stack(outs, 0);
+    h_out.push_back(h);
+    if (lstm) c_out.push_back(cell);
+  }
+  Tensor y = batch_first ? transpose(seq, 0, 1) : seq;
+  Results r{Slot(contiguous(y)), Slot(stack(h_out, 0))};
+  if (lstm) r.emplace_back(stack(c_out, 0));
+  return r;
+}
+
+// scaled_dot_product_attention with grouped-query heads (enable_gqa): each key/value head
+// serves heads / kv_heads query heads.
+Results attention(const Call& c) {
+  Tensor q = c.tensor("query"), k = c.tensor("key"), v = c.tensor("value");
+  Tensor mask = c.opt_tensor("attn_mask");
+  double dropout = c.real("dropout_p", 0.0);
+  bool causal = c.flag("is_causal", false);
+  std::optional<double> scale = c.opt_real("scale");
+  if (c.flag("enable_gqa", false) && q.dim() >= 3 && k.shape()[q.dim() - 3] != q.shape()[q.dim() - 3]) {
+    int64_t groups = q.shape()[q.dim() - 3] / k.shape()[k.dim() - 3];
+    k = repeat_interleave(k, groups, k.dim() - 3);
+    v = repeat_interleave(v, groups, v.dim() - 3);
+  }
+  return one(nn::scaled_dot_product_attention(q, k, v, mask, dropout, causal, scale));
+}
+
+// _native_batch_norm_legit_functional: the output, the batch statistics, and the new
+// running statistics as values (the graph writes them back itself).
+Results batch_norm_functional(const Call& c) {
+  Tensor x = c.tensor("input"), w = c.opt_tensor("weight"), b = c.opt_tensor("bias");
+  Tensor mean = clone(c.tensor("running_mean")), var = clone(c.tensor("running_var"));
+  bool training = c.flag("training");
+  auto [y, save_mean, save_rstd] = nn::native_batch_norm(x, w, b, mean, var, training, c.real("momentum"),
+                                                         c.real("eps"));
+  return {Slot(y), Slot(save_mean), Slot(save_rstd), Slot(mean), Slot(var)};
+}
+
+Tensor dim_reduce(const Call& c, Tensor (*f)(const Tensor&, const IntList&, bool, std::optional<DType>)) {
+  return f(self(c), c.ints("dim", IntList{}), c.flag("keepdim", false), c.dtype("dtype"));
+}
+
+#define KILN_UNARY(aten, fn) {"aten." #aten ".default", [](const Call& c) { return one(fn(self(c))); }}
+#define KILN_BINARY(aten, fn)                                                                       \
+  {"aten." #aten ".Tensor", [](const Call& c) { return one(fn(self(c), c.tensor("other"))); }},     \
+  {"aten." #aten ".Scalar", [](const Call& c) { return one(fn(self(c), c.tensor("other"))); }}
+
+const std::unordered_map<std::string_view, Adapter>& table() {
+  static const std::unordered_map<std::string_view, Adapter> entries = {
+      // ---- pointwise ----
+      KILN_UNARY(abs, abs), KILN_UNARY(neg, neg), KILN_UNARY(exp, exp), KILN_UNARY(log, log),
+      KILN_UNARY(sqrt, sqrt), KILN_UNARY(rsqrt, rsqrt), KILN_UNARY(sin, sin), KILN_UNARY(cos, cos),
+      KILN_UNARY(tan, tan), KILN_UNARY(tanh, tanh), KILN_UNARY(sigmoid, sigmoid), KILN_UNARY(relu, relu),
+      KILN_UNARY(silu, silu), KILN_UNARY(erf, erf), KILN_UNARY(erfc, erfc), KILN_UNARY(floor, floor),
+      KILN_UNARY(ceil, ceil), KILN_UNARY(round, round), KILN_UNARY(trunc, trunc), KILN_UNARY(sign, sign),
+      KILN_UNARY(reciprocal, reciprocal), KILN_UNARY(logical_not, logical_not),
+      KILN_UNARY(bitwise_not, bitwise_not), KILN_UNARY(log1p, log1p), KILN_UNARY(expm1, expm1),
+      KILN_UNARY(log2, log2), KILN_UNARY(log10, log10), KILN_UNARY(exp2, exp2), KILN_UNARY(atan, atan),
+      KILN_UNARY(asin, asin), KILN_UNARY(acos, acos), KILN_UNARY(sinh, sinh), KILN_UNARY(cosh, cosh),
+      KILN_UNARY(isnan, isnan), KILN_UNARY(isinf, isinf), KILN_UNARY(erfinv, erfinv),
+      KILN_UNARY(hardswish, nn::hardswish), KILN_UNARY(hardsigmoid, nn::hardsigmoid), KILN_UNARY(relu6, nn::relu6),
+      KILN_UNARY(mish, nn::mish), KILN_UNARY(selu, nn::selu), KILN_UNARY(square, square),
+      {"aten.gelu.default", [](const Call& c) { return one(gelu(self(c), c.str("approximate", "none"))); }},
+      {"aten.hardtanh.default",
+       [](const Call& c) { return one(nn::hardtanh(self(c), c.real("min_val", -1.0), c.real("max_val", 1.0))); }},
+      {"aten.leaky_relu.default",
+       [](const Call& c) { return one(nn::leaky_relu(self(c), c.real("negative_slope", 0.01))); }},
+      {"aten.elu.default",
+       [](const Call& c) {
+         if (c.real("scale", 1.0) != 1.0 || c.real("input_scale", 1.0) != 1.0)
+           fail(ErrorKind::unsupported, "aten.elu with scale or input_scale other than 1");
+         return one(nn::elu(self(c), c.real("alpha", 1.0)));
+       }},
+      {"aten.softplus.default",
+       [](const Call& c) { return one(nn::softplus(self(c), c.real("beta", 1.0), c.real("threshold", 20.0))); }},
+      {"aten.clamp.default",
+       [](const Call& c) { return one(clamp(self(c), c.opt_scalar("min"), c.opt_scalar("max"))); }},
+      {"aten.clamp.Tensor",
+       [](const Call& c) {
+         Tensor x = self(c), lo = c.opt_tensor("min"), hi = c.opt_tensor("max");
+         if (lo.defined()) x = maximum(x, lo);
+         if (hi.defined()) x = minimum(x, hi);
+         return one(x);
+       }},
+      {"aten.clamp_min.default", [](const Call& c) { return one(clamp_min(self(c), c.scalar("min"))); }},
+      {"aten.clamp_max.default", [](const Call& c) { return one(clamp_max(self(c), c.scalar("max"))); }},
+      {"aten.add.Tensor", [](const Call& c) { return one(add(self(c), c.tensor("other"), c.scalar("alpha", 1))); }},
+      {"aten.add.Scalar", [](const Call& c) { return one(add(self(c), c.tensor("other"), c.scalar("alpha", 1))); }},
+      {"aten.sub.Tensor", [](const Call& c) { return one(sub(self(c), c.tensor("other"), c.scalar("alpha", 1))); }},
+      {"aten.sub.Scalar", [](const Call& c) { return one(sub(self(c), c.tensor("other"), c.scalar("alpha", 1))); }},
+      {"aten.rsub.Tensor", [](const Call& c) { return one(rsub(self(c), c.tensor("other"), c.scalar("alpha", 1))); }},
+      {"aten.rsub.Scalar", [](const Call& c) { return one(rsub(self(c), c.tensor("other"), c.scalar("alpha", 1))); }},
+      KILN_BINARY(mul, mul), KILN_BINARY(div, div), KILN_BINARY(remainder, remainder), KILN_BINARY(fmod, fmod),
+      KILN_BINARY(eq, eq), KILN_BINARY(ne, ne), KILN_BINARY(lt, lt), KILN_BINARY(le, le), KILN_BINARY(gt, gt),
+      KILN_BINARY(ge, ge), KILN_BINARY(bitwise_and, bitwise_and), KILN_BINARY(bitwise_or, bitwise_or),
+      KILN_BINARY(bitwise_xor, bitwise_xor),
+      {"aten.floor_divide.default", [](const Call& c) { return one(floor_divide(self(c), c.tensor("other"))); }},
+      {"aten.div.Tensor_mode",
+       [](const Call& c) {
+         if (!c.has("rounding_mode")) return one(div(self(c), c.tensor("other")));
+         return one(div(self(c), c.tensor("other"), c.str("rounding_mode")));
+       }},
+      {"aten.div.Scalar_mode",
+       [](const Call& c) {
+         if (!c.has("rounding_mode")) return one(div(self(c), c.tensor("other")));
+         return one(div(self(c), c.tensor("other"), c.str("rounding_mode")));
+       }},
+      {"aten.pow.Tensor_Scalar", [](const Call& c) { return one(pow(self(c), c.scalar("exponent"))); }},
+      {"aten.pow.Tensor_Tensor", [](const Call& c) { return one(pow(self(c), c.tensor("exponent"))); }},
+      {"aten.pow.Scalar", [](const Call& c) { return one(pow(c.scalar("self"), c.tensor("exponent"))); }},
+      {"aten.maximum.default", [](const Call& c) { return one(maximum(self(c), c.tensor("other"))); }},
+      {"aten.minimum.default", [](const Call& c) { return one(minimum(self(c), c.tensor("other"))); }},
+      {"aten.atan2.default", [](const Call& c) { return one(atan2(self(c), c.tensor("other"))); }},
+      {"aten.logical_and.default", [](const Call& c) { return one(logical_and(self(c), c.tensor("other"))); }},
+      {"aten.logical_or.default", [](const Call& c) { return one(logical_or(self(c), c.tensor("other"))); }},
+      {"aten.logical_xor.default", [](const Call& c) { return one(logical_xor(self(c), c.tensor("other"))); }},
+      {"aten.where.self",
+       [](const Call& c) { return one(where(c.tensor("condition"), self(c), c.tensor("other"))); }},
+      {"aten.where.ScalarOther",
+       [](const Call& c) { return one(where(c.tensor("condition"), self(c), c.tensor("other"))); }},
+      {"aten.where.ScalarSelf",
+       [](const Call& c) { return one(where(c.tensor("condition"), self(c), c.tensor("other"))); }},
+      {"aten.where.Scalar",
+       [](const Call& c) { return one(where(c.tensor("condition"), self(c), c.tensor("other"))); }},
+      {"aten.masked_fill.Scalar",
+       [](const Call& c) { return one(masked_fill(self(c), c.tensor("mask"), c.scalar("value"))); }},
+      {"aten.masked_fill.Tensor",
+       [](const Call& c) { return one(masked_fill(self(c), c.tensor("mask"), c.tensor("value"))); }},
+      {"aten.lerp.Scalar",
+       [](const Call& c) {
+         Tensor x = self(c);
+         return one(add(x, mul(sub(c.tensor("end"), x), c.tensor("weight"))));
+       }},
+      // ---- reductions and scans ----
+      {"aten.sum.default", [](const Call& c) { return one(sum(self(c), {}, false, c.dtype("dtype"))); }},
+      {"aten.sum.dim_IntList", [](const Call& c) { return one(dim_reduce(c, sum)); }},
+      {"aten.mean.default", [](const Call& c) { return one(mean(self(c), {}, false, c.dtype("dtype"))); }},
+      {"aten.mean.dim", [](const Call& c) { return one(dim_reduce(c, mean)); }},
+      {"aten.amax.default",
+       [](const Call& c) { return one(amax(self(c), c.ints("dim", IntList{}), c.flag("keepdim", false))); }},
+      {"aten.amin.default",
+       [](const Call& c) { return one(amin(self(c), c.ints("dim", IntList{}), c.flag("keepdim", false))); }},
+      {"aten.max.dim",
+       [](const Call& c) { return pair_of(max(self(c), c.integer("dim"), c.flag("keepdim", false))); }},
+      {"aten.min.dim",
+       [](const Call& c) { return pair_of(min(self(c), c.integer("dim"), c.flag("keepdim", false))); }},
+      {"aten.max.default", [](const Call& c) { return one(max(self(c))); }},
+      {"aten.min.default", [](const Call& c) { return one(min(self(c))); }},
+      {"aten.argmax.default",
+       [](const Call& c) { return one(argmax(self(c), c.opt_integer("dim"), c.flag("keepdim", false))); }},
+      {"aten.argmin.default",
+       [](const Call& c) { return one(argmin(self(c), c.opt_integer("dim"), c.flag("keepdim", false))); }},
+      {"aten.prod.default", [](const Call& c) { return one(prod(self(c), c.dtype("dtype"))); }},
+      {"aten.prod.dim_int",
+       [](const Call& c) {
+         return one(prod(self(c), c.integer("dim"), c.flag("keepdim", false), c.dtype("dtype")));
+       }},
+      {"aten.var.correction",
+       [](const Call& c) {
+         return one(var(self(c), c.ints("dim", IntList{}), c.integer("correction", 1), c.flag("keepdim", false)));
+       }},
+      {"aten.std.correction",
+       [](const Call& c) {
+         return one(std(self(c), c.ints("dim", IntList{}), c.integer("correction", 1), c.flag("keepdim", false)));
+       }},
+      {"aten.any.default", [](const Call& c) { return one(any(self(c))); }},
+      {"aten.any.dim", [](const Call& c) { return one(any(self(c), c.integer("dim"), c.flag("keepdim", false))); }},
+      {"aten.all.default", [](const Call& c) { return one(all(self(c))); }},
+      {"aten.all.dim", [](const Call& c) { return one(all(self(c), c.integer("dim"), c.flag("keepdim", false))); }},
+      {"aten.logsumexp.default",
+       [](const Call& c) { return one(logsumexp(self(c), c.ints("dim"), c.flag("keepdim", false))); }},
+      {"aten.softmax.int",
+       [](const Call& c) {
+         auto dt = c.dtype("dtype");
+         return one(dt ? softmax(self(c), c.integer("dim"), *dt) : softmax(self(c), c.integer("dim")));
+       }},
+      {"aten.log_softmax.int",
+       [](const Call& c) {
+         auto dt = c.dtype("dtype");
+         return one(dt ? log_softmax(self(c), c.integer("dim"), *dt) : log_softmax(self(c), c.integer("dim")));
+       }},
+      {"aten._softmax.default",
+       [](const Call& c) {
+         c.flag("half_to_float");
+         return one(softmax(self(c), c.integer("dim")));
+       }},
+      {"aten._log_softmax.default",
+       [](const Call& c) {
+         c.flag("half_to_float");
+         return one(log_softmax(self(c), c.integer("dim")));
+       }},
+      {"aten.cumsum.default", [](const Call& c) { return one(cumsum(self(c), c.integer("dim"), c.dtype("dtype"))); }},
+      {"aten.cumprod.default",
+       [](const Call& c) { return one(cumprod(self(c), c.integer("dim"), c.dtype("dtype"))); }},
+      {"aten.topk.default",
+       [](const Call& c) {
+         return pair_of(topk(self(c), c.integer("k"), c.integer("dim", -1), c.flag("largest", true),
+                             c.flag("sorted", true)));
+       }},
+      {"aten.sort.default",
+       [](const Call& c) { return pair_of(sort(self(c), c.integer("dim", -1), c.flag("descending", false))); }},
+      {"aten.sort.stable",
+       [](const Call& c) {
+         return pair_of(sort(self(c), c.integer("dim", -1), c.flag("descending", false), c.flag("stable", false)));
+       }},
+      // ---- linear algebra ----
+      {"aten.mm.default", [](const Call& c) { return one(mm(self(c), c.tensor("mat2"))); }},
+      {"aten.bmm.default", [](const Call& c) { return one(bmm(self(c), c.tensor("mat2"))); }},
+      {"aten.matmul.default", [](const Call& c) { return one(matmul(self(c), c.tensor("other"))); }},
+      {"aten.addmm.default",
+       [](const Call& c) {
+         return one(addmm(self(c), c.tensor("mat1"), c.tensor("mat2"), c.scalar("beta", 1), c.scalar("alpha", 1)));
+       }},
+      {"aten.baddbmm.default",
+       [](const Call& c) {
+         return one(baddbmm(self(c), c.tensor("batch1"), c.tensor("batch2"), c.scalar("beta", 1),
+                            c.scalar("alpha", 1)));
+       }},
+      {"aten.linear.default",
+       [](const Call& c) { return one(linear(c.tensor("input"), c.tensor("weight"), c.opt_tensor("bias"))); }},
+      {"aten.einsum.default",
+       [](const Call& c) {
+         c.opt_ints("path");
+         return one(einsum(c.str("equation"), c.tensors("tensors")));
+       }},
+      // ---- views and shapes ----
+      {"aten.view.default", [](const Call& c) { return one(view(self(c), c.ints("size"))); }},
+      {"aten._unsafe_view.default", [](const Call& c) { return one(reshape(self(c), c.ints("size"))); }},
+      {"aten.reshape.default", [](const Call& c) { return one(reshape(self(c), c.ints("shape"))); }},
+      {"aten.permute.default", [](const Call& c) { return one(permute(self(c), c.ints("dims"))); }},
+      {"aten.transpose.int",
+       [](const Call& c) { return one(transpose(self(c), c.integer("dim0"), c.integer("dim1"))); }},
+      {"aten.t.default", [](const Call& c) { return one(t(self(c))); }},
+      {"aten.unsqueeze.default", [](const Call& c) { return one(unsqueeze(self(c), c.integer("dim"))); }},
+      {"aten.squeeze.default", [](const Call& c) { return one(squeeze(self(c))); }},
+      {"aten.squeeze.dim", [](const Call& c) { return one(squeeze(self(c), c.integer("dim"))); }},
+      {"aten.squeeze.dims",
+       [](const Call& c) {
+         Tensor x = self(c);
+         IntList dims = c.ints("dim");
+         for (int64_t& d : dims) d = d < 0 ? d + x.dim() : d;
+         std::sort(dims.begin(), dims.end(), std::greater<>());
+         for (int64_t d : dims) x = squeeze(x, d);
+         return one(x);
+       }},
+      {"aten.expand.default",
+       [](const Call& c) {
+         c.flag("implicit", false);
+         return one(expand(self(c), c.ints("size")));
+       }},
+      {"aten.expand_as.default", [](const Call& c) { return one(expand_as(self(c), c.tensor("other"))); }},
+      {"aten.slice.Tensor",
+       [](const Call& c) {
+         return one(slice(self(c), c.integer("dim", 0), c.opt_integer("start"), c.opt_integer("end"),
+                          c.integer("step", 1)));
+       }},
+      {"aten.select.int", [](const Call& c) { return one(select(self(c), c.integer("dim"), c.integer("index"))); }},
+      {"aten.narrow.default",
+       [](const Call& c) {
+         return one(narrow(self(c), c.integer("dim"), c.integer("start"), c.integer("length")));
+       }},
+      {"aten.flatten.using_ints",
+       [](const Call& c) { return one(flatten(self(c), c.integer("start_dim", 0), c.integer("end_dim", -1))); }},
+      {"aten.unflatten.int",
+       [](const Call& c) { return one(unflatten(self(c), c.integer("dim"), c.ints("sizes"))); }},
+      {"aten.split.Tensor",
+       [](const Call& c) { return many(split(self(c), c.integer("split_size"), c.integer("dim", 0))); }},
+      {"aten.split_with_sizes.default",
+       [](const Call& c) { return many(split_with_sizes(self(c), c.ints("split_sizes"), c.integer("dim", 0))); }},
+      {"aten.chunk.default",
+       [](const Call& c) { return many(chunk(self(c), c.integer("chunks"), c.integer("dim", 0))); }},
+      {"aten.unbind.int", [](const Call& c) { return many(unbind(self(c), c.integer("dim", 0))); }},
+      {"aten.alias.default", [](const Call& c) { return one(alias(self(c))); }},
+      {"aten.detach.default", [](const Call& c) { return one(alias(self(c))); }},
+      {"aten.lift_fresh_copy.default", [](const Call& c) { return one(clone(self(c))); }},
+      {"aten.clone.default",
+       [](const Call& c) {
+         c.accept_defaults({"memory_format"});
+         return one(clone(self(c)));
+       }},
+      {"aten.contiguous.default",
+       [](const Call& c) {
+         c.accept_defaults({"memory_format"});
+         return one(contiguous(self(c)));
+       }},
+      {"aten.cat.default", [](const Call& c) { return one(cat(c.tensors("tensors"), c.integer("dim", 0))); }},
+      {"aten.stack.default", [](const Call& c) { return one(stack(c.tensors("tensors"), c.integer("dim", 0))); }},
+      {"aten.repeat.default", [](const Call& c) { return one(repeat(self(c), c.ints("repeats"))); }},
+      {"aten.repeat_interleave.self_int",
+       [](const Call& c) {
+         c.opt_integer("output_size");
+         return one(repeat_interleave(self(c), c.integer("repeats"), c.opt_integer("dim")));
+       }},
+      {"aten.repeat_interleave.self_Tensor",
+       [](const Call& c) {
+         c.opt_integer("output_size");
+         return one(repeat_interleave(self(c), c.tensor("repeats"), c.opt_integer("dim")));
+       }},
+      {"aten.roll.default",
+       [](const Call& c) { return one(roll(self(c), c.ints("shifts"), c.ints("dims", IntList{}))); }},
+      {"aten.flip.default", [](const Call& c) { return one(flip(self(c), c.ints("dims"))); }},
+      {"aten.triu.default", [](const Call& c) { return one(triu(self(c), c.integer("diagonal", 0))); }},
+      {"aten.tril.default", [](const Call& c) { return one(tril(self(c), c.integer("diagonal", 0))); }},
+      {"aten.index_select.default",
+       [](const Call& c) { return one(index_select(self(c), c.integer("dim"), c.tensor("index"))); }},
+      {"aten.gather.default",
+       [](const Call& c) {
+         if (c.flag("sparse_grad", false)) fail(ErrorKind::unsupported, "aten.gather with sparse_grad");
+         return one(gather(self(c), c.integer("dim"), c.tensor("index")));
+       }},
+      {"aten.index.Tensor", [](const Call& c) { return one(index(self(c), c.tensors("indices"))); }},
+      {"aten.index_put.default",
+       [](const Call& c) {
+         return one(index_put(self(c), c.tensors("indices"), c.tensor("values"), c.flag("accumulate", false)));
+       }},
+      {"aten.scatter.src",
+       [](const Call& c) { return one(scatter(self(c), c.integer("dim"), c.tensor("index"), c.tensor("src"))); }},
+      {"aten.scatter.value",
+       [](const Call& c) { return one(scatter(self(c), c.integer("dim"), c.tensor("index"), c.scalar("value"))); }},
+      {"aten.scatter_add.default",
+       [](const Call& c) {
+         return one(scatter_add(self(c), c.integer("dim"), c.tensor("index"), c.tensor("src")));
+       }},
+      {"aten.embedding.default",
+       [](const Call& c) {
+         c.integer("padding_idx", -1);  // only the gradient reads these
+         c.flag("scale_grad_by_freq", false);
+         c.flag("sparse", false);
+         return one(embedding(c.tensor("weight"), c.tensor("indices")));
+       }},
+      {"aten.constant_pad_nd.default",
+       [](const Call& c) { return one(nn::constant_pad_nd(self(c), c.ints("pad"), c.real("value", 0.0))); }},
+      {"aten.pad.default",
+       [](const Call& c) {
+         return one(nn::pad(self(c), c.ints("pad"), c.str("mode", "constant"), c.opt_real("value").value_or(0.0)));
+       }},
+      // ---- factories and conversions ----
+      {"aten.zeros.default", [](const Call& c) { return one(zeros(c.ints("size"), options_of(c))); }},
+      {"aten.ones.default", [](const Call& c) { return one(ones(c.ints("size"), options_of(c))); }},
+      {"aten.empty.memory_format", [](const Call& c) { return one(zeros(c.ints("size"), options_of(c))); }},
+      {"aten.full.default",
+       [](const Call& c) { return one(full(c.ints("size"), c.scalar("fill_value"), options_of(c))); }},
+      {"aten.scalar_tensor.default",
+       [](const Call& c) {
+         TensorOptions o = options_of(c);
+         if (!o.dtype) o.dtype = DType::f32;
+         return one(scalar_tensor(c.scalar("s"), o));
+       }},
+      {"aten.zeros_like.default", [](const Call& c) { return one(zeros(self(c).shape().vec(), options_of(c, self(c)))); }},
+      {"aten.ones_like.default", [](const Call& c) { return one(ones(self(c).shape().vec(), options_of(c, self(c)))); }},
+      {"aten.empty_like.default", [](const Call& c) { return one(zeros(self(c).shape().vec(), options_of(c, self(c)))); }},
+      {"aten.full_like.default",
+       [](const Call& c) { return one(full(self(c).shape().vec(), c.scalar("fill_value"), options_of(c, self(c)))); }},
+      {"aten.new_zeros.default", [](const Call& c) { return one(zeros(c.ints("size"), options_of(c, self(c)))); }},
+      {"aten.new_ones.default", [](const Call& c) { return one(ones(c.ints("size"), options_of(c, self(c)))); }},
+      {"aten.new_empty.default", [](const Call& c) { return one(zeros(c.ints("size"), options_of(c, self(c)))); }},
+      {"aten.new_full.default",
+       [](const Call& c) { return one(full(c.ints("size"), c.scalar("fill_value"), options_of(c, self(c)))); }},
+      {"aten.arange.default",
+       [](const Call& c) {
+         TensorOptions o = options_of(c);
+         return one(arange(c.scalar("end"), o));
+       }},
+      {"aten.arange.start",
+       [](const Call& c) {
+         TensorOptions o = options_of(c);
+         return one(arange(c.scalar("start"), c.scalar("end"), 1, o));
+       }},
+      {"aten.arange.start_step",
+       [](const Call& c) {
+         TensorOptions o = options_of(c);
+         return one(arange(c.scalar("start"), c.scalar("end"), c.scalar("step", 1), o));
+       }},
+      {"aten._to_copy.default",
+       [](const Call& c) {
+         Tensor x = self(c);
+         TensorOptions o = options_of(c, x);
+         c.accept_defaults({"non_blocking"});
+         return one(_to_copy(x, *o.dtype, *o.device));
+       }},
+      {"aten.to.dtype",
+       [](const Call& c) {
+         c.accept_defaults({"non_blocking", "copy", "memory_format"});
+         return one(to(self(c), *c.dtype("dtype")));
+       }},
+      {"aten.to.device",
+       [](const Call& c) {
+         c.accept_defaults({"non_blocking", "copy", "memory_format"});
+         return one(to(self(c), *c.device("device"), c.dtype("dtype")));
+       }},
+      {"aten.to.dtype_layout",
+       [](const Call& c) {
+         Tensor x = self(c);
+         TensorOptions o = options_of(c, x);
+         c.accept_defaults({"non_blocking", "copy"});
+         return one(to(x, *o.device, o.dtype));
+       }},
+      {"aten.type_as.default", [](const Call& c) { return one(to(self(c), c.tensor("other").dtype())); }},
+      // ---- neural-network layers ----
+      {"aten.layer_norm.default",
+       [](const Call& c) {
+         c.accept_defaults({"cudnn_enable"});
+         return one(layer_norm(c.tensor("input"), c.ints("normalized_shape"), c.opt_tensor("weight"),
+                               c.opt_tensor("bias"), c.real("eps", 1e-5)));
+       }},
+      {"aten.native_layer_norm.default",
+       [](const Call& c) {
+         return tuple_of(native_layer_norm(c.tensor("input"), c.ints("normalized_shape"), c.opt_tensor("weight"),
+                                           c.opt_tensor("bias"), c.real("eps")));
+       }},
+      {"aten.rms_norm.default",
+       [](const Call& c) {
+         return one(rms_norm(c.tensor("input"), c.ints("normalized_shape"), c.opt_tensor("weight"),
+                             c.opt_real("eps")));
+       }},
+      {"aten.group_norm.default",
+       [](const Call& c) {
+         c.accept_defaults({"cudnn_enabled"});
+         return one(nn::group_norm(c.tensor("input"), c.integer("num_groups"), c.opt_tensor("weight"),
+                                   c.opt_tensor("bias"), c.real("eps", 1e-5)));
+       }},
+      {"aten.batch_norm.default",
+       [](const Call& c) {
+         c.accept_defaults({"cudnn_enabled"});
+         return one(nn::batch_norm(c.tensor("input"), c.opt_tensor("running_mean"), c.opt_tensor("running_var"),
+                                   c.opt_tensor("weight"), c.opt_tensor("bias"), c.flag("training"),
+                                   c.real("momentum"), c.real("eps")));
+       }},
+      {"aten._native_batch_norm_legit_no_training.default",
+       [](const Call& c) {
+         return tuple_of(nn::native_batch_norm(c.tensor("input"), c.opt_tensor("weight"), c.opt_tensor("bias"),
+                                               c.tensor("running_mean"), c.tensor("running_var"), false,
+                                               c.real("momentum"), c.real("eps")));
+       }},
+      {"aten._native_batch_norm_legit_functional.default", batch_norm_functional},
+      {"aten._native_batch_norm_legit.default",
+       [](const Call& c) {  // writes the running statistics in place, as PyTorch
+         return tuple_of(nn::native_batch_norm(c.tensor("input"), c.opt_tensor("weight"), c.opt_tensor("bias"),
+                                               c.tensor("running_mean"), c.tensor("running_var"),
+                                               c.flag("training"), c.real("momentum"), c.real("eps")));
+       }},
+      {"aten.native_batch_norm.default",
+       [](const Call& c) {
+         return tuple_of(nn::native_batch_norm(c.tensor("input"), c.opt_tensor("weight"), c.opt_tensor("bias"),
+                                               c.opt_tensor("running_mean"), c.opt_tensor("running_var"),
+                                               c.flag("training"), c.real("momentum"), c.real("eps")));
+       }},
+      {"aten.conv1d.default", [](const Call& c) { return conv(c, 1); }},
+      {"aten.conv2d.default", [](const Call& c) { return conv(c, 2); }},
+      {"aten.conv3d.default", [](const Call& c) { return conv(c, 3); }},
+      {"aten.conv1d.padding", [](const Call& c) { return conv(c, 1); }},
+      {"aten.conv2d.padding", [](const Call& c) { return conv(c, 2); }},
+      {"aten.conv3d.padding", [](const Call& c) { return conv(c, 3); }},
+      {"aten.convolution.default",
+       [](const Call& c) {
+         return one(convolution(c.tensor("input"), c.tensor("weight"), c.opt_tensor("bias"), c.ints("stride"),
+                                c.ints("padding"), c.ints("dilation"), c.flag("transposed"),
+                                c.ints("output_padding"), c.integer("groups")));
+       }},
+      {"aten.conv_transpose2d.input",
+       [](const Call& c) {
+         return one(nn::conv_transpose2d(c.tensor("input"), c.tensor("weight"), c.opt_tensor("bias"),
+                                         c.ints("stride", IntList{1}), c.ints("padding", IntList{0}),
+                                         c.ints("output_padding", IntList{0}), c.integer("groups", 1),
+                                         c.ints("dilation", IntList{1})));
+       }},
+      {"aten.max_pool2d.default",
+       [](const Call& c) {
+         return one(nn::max_pool2d_with_indices(self(c), c.ints("kernel_size"), stride_or_kernel(c),
+                                                c.ints("padding", IntList{0}), c.ints("dilation", IntList{1}),
+                                                c.flag("ceil_mode", false))
+                        .first);
+       }},
+      {"aten.max_pool2d_with_indices.default",
+       [](const Call& c) {
+         return pair_of(nn::max_pool2d_with_indices(self(c), c.ints("kernel_size"), stride_or_kernel(c),
+                                                    c.ints("padding", IntList{0}), c.ints("dilation", IntList{1}),
+                                                    c.flag("ceil_mode", false)));
+       }},
+      {"aten.max_pool1d.default",
+       [](const Call& c) {
+         return one(nn::max_pool1d_with_indices(self(c), c.ints("kernel_size"), stride_or_kernel(c),
+                                                c.ints("padding", IntList{0}), c.ints("dilation", IntList{1}),
+                                                c.flag("ceil_mode", false))
+                        .first);
+       }},
+      {"aten.avg_pool2d.default",
+       [](const Call& c) {
+         return one(nn::avg_pool2d(self(c), c.ints("kernel_size"), stride_or_kernel(c),
+                                   c.ints("padding", IntList{0}), c.flag("ceil_mode", false),
+                                   c.flag("count_include_pad", true), c.opt_integer("divisor_override")));
+       }},
+      {"aten.avg_pool1d.default",
+       [](const Call& c) {
+         return one(nn::avg_pool1d(self(c), c.ints("kernel_size"), stride_or_kernel(c),
+                                   c.ints("padding", IntList{0}), c.flag("ceil_mode", false),
+                                   c.flag("count_include_pad", true)));
+       }},
+      {"aten.adaptive_avg_pool1d.default",
+       [](const Call& c) { return one(nn::adaptive_avg_pool1d(self(c), c.ints("output_size"))); }},
+      {"aten.adaptive_avg_pool2d.default",
+       [](const Call& c) { return one(nn::adaptive_avg_pool2d(self(c), c.ints("output_size"))); }},
+      {"aten._adaptive_avg_pool2d.default",
+       [](const Call& c) { return one(nn::adaptive_avg_pool2d(self(c), c.ints("output_size"))); }},
+      {"aten.adaptive_max_pool2d.default",
+       [](const Call& c) { return pair_of(nn::adaptive_max_pool2d_with_indices(self(c), c.ints("output_size"))); }},
+      {"aten.upsample_nearest2d.vec",
+       [](const Call& c) {
+         IntList size = c.ints("output_size", IntList{});
+         return one(nn::upsample_nearest(c.tensor("input"), size, c.reals("scale_factors")));
+       }},
+      {"aten.pixel_shuffle.default",
+       [](const Call& c) { return one(nn::pixel_shuffle(self(c), c.integer("upscale_factor"))); }},
+      {"aten.dropout.default",
+       [](const Call& c) { return one(nn::dropout(c.tensor("input"), c.real("p"), c.flag("train"))); }},
+      {"aten.native_dropout.default",
+       [](const Call& c) { return pair_of(nn::native_dropout(c.tensor("input"), c.real("p"), c.flag("train", true))); }},
+      {"aten.scaled_dot_product_attention.default", attention},
+      {"aten.lstm.input", [](const Call& c) { return recurrent(c, true); }},
+      {"aten.gru.input", [](const Call& c) { return recurrent(c, false); }},
+      {"aten.glu.default", [](const Call& c) { return one(nn::glu(self(c), c.integer("dim", -1))); }},
+      {"aten.softmax.default", [](const Call& c) { return one(softmax(self(c), c.integer("dim"))); }},
+      {"aten.copy.default",
+       [](const Call& c) {  // functional copy_: src in self's dtype, device and shape
+         Tensor x = self(c);
+         c.accept_defaults({"non_blocking"});
+         return one(_to_copy(expand(c.tensor("src"), x.shape().vec()), x.dtype(), x.device()));
+       }},
+      {"aten.fill.Scalar",
+       [](const Call& c) { return one(full(self(c).shape().vec(), c.scalar("value"), options_of(c, self(c)))); }},
+      {"aten.zero.default",
+       [](const Call& c) { return one(zeros(self(c).shape().vec(), options_of(c, self(c)))); }},
+  };
+  return entries;
+}
+
+#undef KILN_UNARY
+#undef KILN_BINARY
+
+}  // namespace
+
+Adapter find_adapter(std::string_view target, bool* inplace) {
+  if (inplace) *inplace = false;
+  const auto& t = table();
+  if (auto it = t.find(target); it != t.end()) return it->second;
+  // "aten.mul_.Tensor" -> "aten.mul.Tensor" then a copy into self; also copy_ / fill_ / zero_
+  size_t dot = target.find('.'), second = target.find('.', dot + 1);
+  if (dot == std::string_view::npos || second == std::string_view::npos || target[second - 1] != '_')
+    return nullptr;
+  std::string functional = std::string(target.substr(0, second - 1)) + std::string(target.substr(second));
+  if (auto it = t.find(functional); it != t.end()) {
+    if (inplace) *inplace = true;
+    return it->second;
+  }
+  return nullptr;
+}
+
+}  // namespace kiln::interop

@@ -1,0 +1,685 @@
+#include "kiln/interop/pt2.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "kiln/dispatch/dispatch.h"
+#include "kiln/fake/fake_mode.h"
+#include "kiln/interop/archive.h"
+#include "kiln/interop/call.h"
+#include "kiln/ops/extension.h"
+#include "kiln/passes/functionalize.h"
+
+namespace kiln {
+namespace {
+
+using interop::Archive;
+using interop::Call;
+using interop::Env;
+using interop::Results;
+using interop::Slot;
+using json = nlohmann::json;
+using Kind = InputSpec::Kind;
+
+// The serialized ExportedProgram's major version kiln reads (torch/_export/serde/schema.py);
+// minor versions only add fields, which are ignored.
+constexpr int kSchemaMajor = 8;
+
+struct Importer {
+  const Archive& archive;
+  std::string file;  // for errors
+  std::vector<std::string> notes;
+
+  [[noreturn]] void bad(const std::string& what) const { fail(ErrorKind::format, "[import] {}: {}", file, what); }
+
+  const json& at(const json& j, const char* key, std::string_view where) const {
+    if (!j.is_object() || !j.contains(key)) bad(fmt::format("{} has no '{}'", where, key));
+    return j.at(key);
+  }
+
+  json parse(const std::string& entry) const {
+    try {
+      return json::parse(archive.text(entry));
+    } catch (const json::exception& e) {
+      bad(fmt::format("'{}' is not valid JSON: {}", entry, e.what()));
+    }
+  }
+
+  // ---- tensors --------------------------------------------------------------------------
+
+  static Device device_of(const json& d) {
+    std::string type = d.at("type").get<std::string>();
+    int index = d.contains("index") && !d.at("index").is_null() ? d.at("index").get<int>() : 0;
+    std::string spec = type == "meta" ? type : fmt::format("{}:{}", type, index);
+    return Device(std::string_view(spec));
+  }
+
+  static std::optional<DType> dtype_of(int code) {
+    switch (code) {
+      case 1: return DType::u8;
+      case 2: return DType::i8;
+      case 3: return DType::i16;
+      case 4: return DType::i32;
+      case 5: return DType::i64;
+      case 6: return DType::f16;
+      case 7: return DType::f32;
+      case 8: return DType::f64;
+      case 12: return DType::b8;
+      case 13: return DType::bf16;
+      default: return std::nullopt;
+    }
+  }
+
+  struct Meta {
+    DType dtype = DType::f32;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0;
+    Device device;
+  };
+
+  // A SymInt of the file as a number: an integer, or an expression specialized to the
+  // example value the file records beside it (kiln imports static shapes for now).
+  int64_t sym_int(const json& s, std::string_view where, const std::string& what) {
+    if (s.contains("as_int")) return s.at("as_int").get<int64_t>();
+    if (s.contains("as_expr")) {
+      const json& e = s.at("as_expr");
+      if (!e.contains("hint") || e.at("hint").is_null() || !e.at("hint").contains("as_int"))
+        bad(fmt::format("{}: symbolic {} '{}' has no example value", where, what,
+                        e.value("expr_str", std::string("?"))));
+      int64_t v = e.at("hint").at("as_int").get<int64_t>();
+      notes.push_back(fmt::format("{}: {} {} specialized to its example value {} (symbolic sizes are "
+                                  "imported static for now)",
+                                  where, what, e.value("expr_str", std::string("?")), v));
+      return v;
+    }
+    bad(fmt::format("{}: {} is neither an integer nor an expression", where, what));
+  }
+
+  Meta tensor_meta(const json& m, std::string_view where) {
+    Meta out;
+    std::optional<DType> dt = dtype_of(at(m, "dtype", where).get<int>());
+    if (!dt) bad(fmt::format("{}: dtype {} has no kiln counterpart", where, m.at("dtype").dump()));
+    out.dtype = *dt;
+    if (m.contains("layout") && m.at("layout").get<int>() != 7)
+      bad(fmt::format("{}: layout {} is not strided (sparse tensors are not imported)", where, m.at("layout").dump()));
+    for (const json& s : at(m, "sizes", where)) {
+      out.sizes.push_back(sym_int(s, where, "size"));
+      if (out.sizes.back() < 0) bad(fmt::format("{}: a negative size", where));
+    }
+    for (const json& s : at(m, "strides", where)) {
+      out.strides.push_back(sym_int(s, where, "stride"));
+      if (out.strides.back() < 0) bad(fmt::format("{}: a negative stride", where));
+    }
+    if (out.strides.size() != out.sizes.size())
+      bad(fmt::format("{}: {} sizes but {} strides", where, out.sizes.size(), out.strides.size()));
+    out.offset = m.contains("storage_offset") ? sym_int(m.at("storage_offset"), where, "storage offset") : 0;
+    if (out.offset < 0) bad(fmt::format("{}: a negative storage offset", where));
+    out.device = device_of(at(m, "device", where));
+    return out;
+  }
+
+  // Storages already read, by entry: tensors sharing one in the file share it in kiln (I3).
+  std::map<std::string, Tensor> storages;
+
+  Tensor storage(const std::string& entry, DType dtype) {
+    if (auto it = storages.find(entry); it != storages.end()) {
+      if (it->second.dtype() != dtype) bad(fmt::format("'{}' is read as two dtypes", entry));
+      return it->second;
+    }
+    std::span<const unsigned char> bytes = archive.bytes(entry);
+    size_t item = itemsize(dtype);
+    if (bytes.size() % item != 0)
+      bad(fmt::format("'{}' has {} bytes, not a whole number of {} elements", entry, bytes.size(), to_string(dtype)));
+    int64_t n = static_cast<int64_t>(bytes.size() / item);
+    Device cpu0(DeviceType::cpu, 0);
+    Tensor t;
+    std::shared_ptr<const void> owner = archive.owner();
+    if (owner && n > 0 && reinterpret_cast<uintptr_t>(bytes.data()) % item == 0 && archive.has(entry)) {
+      // zero-copy: the storage is the entry inside the mapped file (private: writes stay here)
+      auto impl = std::make_shared<TensorImpl>();
+      impl->shape = Dims({n});
+      impl->strides = contiguous_strides(impl->shape);
+      impl->dtype = dtype;
+      impl->device = cpu0;
+      impl->storage = std::make_shared<StorageImpl>(const_cast<unsigned char*>(bytes.data()), bytes.size(), cpu0,
+                                                    nullptr, false);
+      impl->storage->owner = std::const_pointer_cast<void>(owner);
+      t = Tensor(std::move(impl));
+    } else {
+      t = empty({n}, {.dtype = dtype});
+      if (n) std::memcpy(t.raw_data(), bytes.data(), bytes.size());
+    }
+    if (dtype == DType::b8)  // any other byte is not a bool
+      for (unsigned char b : bytes)
+        if (b > 1) bad(fmt::format("'{}': a BOOL storage holds the byte {}", entry, b));
+    storages.emplace(entry, t);
+    return t;
+  }
+
+  // A payload: a whole storage viewed through sizes, strides and storage offset.
+  Tensor payload(const std::string& folder, const std::string& fqn, const json& p) {
+    std::string where = fmt::format("'{}' in {}", fqn, folder);
+    if (p.value("use_pickle", false))
+      fail(ErrorKind::unsupported, "[import] {}: {} is a pickled payload; kiln never unpickles", file, where);
+    std::string path_name = at(p, "path_name", where).get<std::string>();
+    if (path_name.find('/') != std::string::npos || path_name.find("..") != std::string::npos)
+      bad(fmt::format("{}: path_name '{}' leaves its folder", where, path_name));
+    if (path_name.rfind("custom_obj", 0) == 0 || path_name.rfind("opaque_obj", 0) == 0)
+      fail(ErrorKind::unsupported, "[import] {}: {} is a custom object; kiln imports tensors only", file, where);
+    Meta m = tensor_meta(at(p, "tensor_meta", where), where);
+    Tensor s = storage(folder + path_name, m.dtype);
+    int64_t n = s.numel();
+    bool empty_view = std::any_of(m.sizes.begin(), m.sizes.end(), [](int64_t x) { return x == 0; });
+    if (!empty_view) {
+      __int128 last = m.offset;
+      for (size_t d = 0; d < m.sizes.size(); ++d) last += static_cast<__int128>(m.sizes[d] - 1) * m.strides[d];
+      if (last >= n) bad(fmt::format("{}: sizes {} and strides {} at offset {} reach past its storage of {} "
+                                     "elements", where, Dims(m.sizes).str(), Dims(m.strides).str(), m.offset, n));
+    }
+    Dims contiguous = contiguous_strides(Dims(m.sizes));
+    if (m.offset == 0 && Dims(m.strides) == contiguous && numel_of(Dims(m.sizes)) == n)
+      return m.sizes.size() == 1 ? s : view(s, m.sizes);
+    return as_strided(s, m.sizes, m.strides, m.offset);
+  }
+
+  // The payload config of `kind` ("weights", "constants"): <model>_<kind>_config.json as
+  // current PyTorch names it, or the single other *config.json an older writer left.
+  json payload_config(const std::string& model, const std::string& kind) {
+    std::string folder = "data/" + kind + "/";
+    std::string current = folder + model + "_" + kind + "_config.json";
+    if (archive.has(current)) return at(parse(current), "config", current);
+    std::vector<std::string> found;
+    for (const std::string& e : archive.list(folder))
+      if (e.size() > 11 && e.compare(e.size() - 11, 11, "config.json") == 0) found.push_back(e);
+    if (found.size() == 1) return at(parse(found[0]), "config", found[0]);
+    return json::object();  // a program without weights (or constants)
+  }
+};
+
+// The module path of a node from its nn_module_stack ("L__self__,,M;L__self__fc,fc,Linear"):
+// the path of its innermost module.
+std::string module_path(const json& node) {
+  if (!node.contains("metadata") || !node.at("metadata").contains("nn_module_stack")) return "";
+  std::string stack = node.at("metadata").at("nn_module_stack").get<std::string>();
+  size_t last = stack.rfind(';');
+  std::string entry = last == std::string::npos ? stack : stack.substr(last + 1);
+  size_t a = entry.find(','), b = a == std::string::npos ? a : entry.find(',', a + 1);
+  return a == std::string::npos || b == std::string::npos ? "" : entry.substr(a + 1, b - a - 1);
+}
+
+std::string node_label(const json& node, const std::string& target) {
+  std::string name = node.value("name", std::string());
+  if (name.empty() && !node.at("outputs").empty()) name = node.at("outputs")[0].dump();
+  std::string path = module_path(node);
+  return fmt::format("{} (node '{}'{})", target, name, path.empty() ? "" : ", module '" + path + "'");
+}
+
+// ---- bookkeeping ops: sizes as values, assertions -------------------------------------
+
+// The ops that compute with sizes rather than tensors (sizes are specialized: plain numbers).
+std::optional<Results> bookkeeping(const std::string& target, const Call& c, const json& node, const Env& env) {
+  auto positional = [&](size_t i) -> Scalar {
+    const json& in = node.at("inputs");
+    if (i >= in.size()) fail(ErrorKind::format, "{}: argument {} is missing", target, i);
+    std::optional<Scalar> n = interop::number_of(in[i].at("arg"), env);
+    if (!n) fail(ErrorKind::format, "{}: argument {} is not a number", target, i);
+    return *n;
+  };
+  auto number = [](Scalar s) { return Results{Slot(s)}; };
+  if (target == "aten.sym_size.int") return number(c.tensor("self").shape()[c.integer("dim") < 0 ? c.integer("dim") + c.tensor("self").dim() : c.integer("dim")]);
+  if (target == "aten.sym_numel.default") return number(c.tensor("self").numel());
+  if (target == "aten.sym_stride.int") {
+    Tensor x = c.tensor("self");
+    int64_t d = c.integer("dim");
+    return number(x.strides()[d < 0 ? d + x.dim() : d]);
+  }
+  if (target == "aten._assert_scalar.default") {
+    if (!c.scalar("self").to_bool())
+      fail(ErrorKind::value, "a runtime assertion of the program fails: {}", c.str("assert_msg", ""));
+    return Results{};
+  }
+  if (target == "aten.sym_constrain_range_for_size.default" || target == "aten.sym_constrain_range.default") {
+    int64_t v = c.integer("size");
+    std::optional<int64_t> lo = c.opt_integer("min"), hi = c.opt_integer("max");
+    if ((lo && v < *lo) || (hi && v > *hi))
+      fail(ErrorKind::value, "{} is outside the range the program declares", v);
+    return Results{};
+  }
+  if (target == "aten._assert_tensor_metadata.default") {
+    Tensor x = c.tensor("a");
+    if (auto dt = c.dtype("dtype"); dt && *dt != x.dtype())
+      fail(ErrorKind::dtype, "the program asserts dtype {}, the value has {}", to_string(*dt), to_string(x.dtype()));
+    if (auto sizes = c.opt_ints("size"); sizes && Dims(*sizes) != x.shape())
+      fail(ErrorKind::shape, "the program asserts sizes {}, the value has {}", Dims(*sizes).str(), x.shape().str());
+    c.opt_ints("stride");
+    c.device("device");  // devices are slots: the program may run elsewhere (X3)
+    c.accept_defaults({"layout"});
+    return Results{};
+  }
+  // Python's operators on sizes (torch.export writes them as "_operator.mul" etc.)
+  static const std::map<std::string, int> binary = {
+      {"_operator.add", 0}, {"_operator.sub", 1}, {"_operator.mul", 2}, {"_operator.floordiv", 3},
+      {"_operator.mod", 4}, {"_operator.eq", 5},  {"_operator.ne", 6},  {"_operator.lt", 7},
+      {"_operator.le", 8},  {"_operator.gt", 9},  {"_operator.ge", 10}, {"_operator.and_", 11},
+      {"_operator.or_", 12}, {"torch.sym_max", 13}, {"torch.sym_min", 14}, {"_operator.truediv", 15},
+      {"_operator.pow", 16}};
+  if (auto it = binary.find(target); it != binary.end()) {
+    Scalar a = positional(0), b = positional(1);
+    bool ints = !a.is_floating() && !b.is_floating();
+    auto floor_div = [](int64_t x, int64_t y) {
+      if (y == 0) fail(ErrorKind::value, "a size is divided by zero");
+      int64_t q = x / y;
+      return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+    };
+    double x = a.to_double(), y = b.to_double();
+    int64_t i = a.to_int(), j = b.to_int();
+    switch (it->second) {
+      case 0: return number(ints ? Scalar(i + j) : Scalar(x + y));
+      case 1: return number(ints ? Scalar(i - j) : Scalar(x - y));
+      case 2: return number(ints ? Scalar(i * j) : Scalar(x * y));
+      case 3: return number(ints ? Scalar(floor_div(i, j)) : Scalar(std::floor(x / y)));
+      case 4: return number(ints ? Scalar(i - floor_div(i, j) * j) : Scalar(x - std::floor(x / y) * y));
+      case 5: return number(Scalar(x == y));
+      case 6: return number(Scalar(x != y));
+      case 7: return number(Scalar(x < y));
+      case 8: return number(Scalar(x <= y));
+      case 9: return number(Scalar(x > y));
+      case 10: return number(Scalar(x >= y));
+      case 11: return number(Scalar(a.to_bool() && b.to_bool()));
+      case 12: return number(Scalar(a.to_bool() || b.to_bool()));
+      case 13: return number(ints ? Scalar(std::max(i, j)) : Scalar(std::max(x, y)));
+      case 14: return number(ints ? Scalar(std::min(i, j)) : Scalar(std::min(x, y)));
+      case 15: return number(Scalar(x / y));
+      case 16: return number(Scalar(std::pow(x, y)));
+    }
+  }
+  if (target == "_operator.neg") {
+    Scalar a = positional(0);
+    return number(a.is_floating() ? Scalar(-a.to_double()) : Scalar(-a.to_int()));
+  }
+  if (target == "_operator.not_" || target == "torch.sym_not") return number(Scalar(!positional(0).to_bool()));
+  if (target == "torch.sym_float") return number(Scalar(positional(0).to_double()));
+  if (target == "torch.sym_int" || target == "math.floor") return number(Scalar(static_cast<int64_t>(std::floor(positional(0).to_double()))));
+  if (target == "math.ceil") return number(Scalar(static_cast<int64_t>(std::ceil(positional(0).to_double()))));
+  return std::nullopt;
+}
+
+bool is_bookkeeping(const std::string& target) {
+  static const char* names[] = {
+      "aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int", "aten._assert_scalar.default",
+      "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
+      "aten._assert_tensor_metadata.default", "_operator.add", "_operator.sub", "_operator.mul",
+      "_operator.floordiv", "_operator.mod", "_operator.eq", "_operator.ne", "_operator.lt", "_operator.le",
+      "_operator.gt", "_operator.ge", "_operator.and_", "_operator.or_", "torch.sym_max", "torch.sym_min",
+      "_operator.truediv", "_operator.pow", "_operator.neg", "_operator.not_", "torch.sym_not", "torch.sym_float",
+      "torch.sym_int", "math.floor", "math.ceil"};
+  return std::find(std::begin(names), std::end(names), target) != std::end(names);
+}
+
+// ---- extension ops ----------------------------------------------------------------------
+
+// "mylib.foo.default" -> kiln's registered "mylib::foo" (E3), or nullopt.
+std::optional<ops::OpKind> extension_for(const std::string& target) {
+  size_t dot = target.find('.');
+  if (dot == std::string::npos || target.rfind("aten.", 0) == 0 || target.rfind("_operator.", 0) == 0 ||
+      target.rfind("torch.", 0) == 0 || target.rfind("higher_order.", 0) == 0)
+    return std::nullopt;
+  size_t second = target.find('.', dot + 1);
+  std::string op = target.substr(dot + 1, second == std::string::npos ? std::string::npos : second - dot - 1);
+  std::string overload = second == std::string::npos ? "default" : target.substr(second + 1);
+  std::string name = target.substr(0, dot) + "::" + op + (overload == "default" ? "" : "." + overload);
+  for (ops::OpKind k : ops::extension_ops())
+    if (ops::op_name(k) == name) return k;
+  return std::nullopt;
+}
+
+Results call_extension(ops::OpKind op, const Call& c, const json& node) {
+  const ops::Schema& schema = ops::op_info(op).schema;
+  // (E3) every argument the file passes is one the registered schema has
+  for (const json& in : node.at("inputs")) {
+    std::string name = in.at("name").get<std::string>();
+    if (std::none_of(schema.args.begin(), schema.args.end(), [&](const ops::ArgSpec& a) { return a.name == name; }))
+      fail(ErrorKind::value, "the file passes argument '{}', which kiln's registered schema '{}' lacks", name,
+           schema.str());
+  }
+  std::vector<Value> args;
+  for (const ops::ArgSpec& a : schema.args) {
+    bool given = c.has(a.name);
+    if (!given && a.default_value) {
+      args.push_back(*a.default_value);
+      continue;
+    }
+    using T = ops::ArgType;
+    switch (a.type) {
+      case T::tensor: args.emplace_back(c.tensor(a.name)); break;
+      case T::opt_tensor: args.emplace_back(c.opt_tensor(a.name)); break;
+      case T::tensor_list: args.emplace_back(c.tensors(a.name)); break;
+      case T::scalar: args.emplace_back(c.scalar(a.name)); break;
+      case T::opt_scalar:
+        if (auto s = c.opt_scalar(a.name)) args.emplace_back(*s);
+        else args.emplace_back(std::monostate{});
+        break;
+      case T::int_: args.emplace_back(c.integer(a.name)); break;
+      case T::opt_int:
+        if (auto i = c.opt_integer(a.name)) args.emplace_back(*i);
+        else args.emplace_back(std::monostate{});
+        break;
+      case T::int_list: args.emplace_back(c.ints(a.name)); break;
+      case T::float_: args.emplace_back(c.real(a.name)); break;
+      case T::opt_float:
+        if (auto d = c.opt_real(a.name)) args.emplace_back(*d);
+        else args.emplace_back(std::monostate{});
+        break;
+      case T::bool_: args.emplace_back(c.flag(a.name)); break;
+      case T::dtype: args.emplace_back(*c.dtype(a.name)); break;
+      case T::opt_dtype:
+        if (auto d = c.dtype(a.name)) args.emplace_back(*d);
+        else args.emplace_back(std::monostate{});
+        break;
+      case T::device: args.emplace_back(*c.device(a.name)); break;
+      case T::opt_device:
+        if (auto d = c.device(a.name)) args.emplace_back(*d);
+        else args.emplace_back(std::monostate{});
+        break;
+      case T::str: args.emplace_back(Str(c.str(a.name))); break;
+    }
+  }
+  Outputs outs = dispatch(op, args);
+  Results r;
+  for (const Tensor& t : outs) r.emplace_back(t);
+  return r;
+}
+
+// ---- the import -------------------------------------------------------------------------
+
+ImportedProgram import(const Archive& archive, const std::string& file) {
+  Importer im{archive, file, {}};
+  if (!archive.has("archive_format"))
+    im.bad("no 'archive_format' entry (not an archive torch.export.save wrote)");
+  std::string format = archive.text("archive_format");
+  if (format != "pt2") im.bad(fmt::format("archive_format is '{}', not 'pt2'", format.substr(0, 40)));
+  if (archive.has("byteorder") && archive.text("byteorder") != "little")
+    im.bad("the archive's byte order is not little-endian");
+
+  // The model: models/<name>.json, "model" when torch.export.save wrote one program.
+  std::vector<std::string> models;
+  for (const std::string& e : archive.list("models"))
+    if (e.size() > 5 && e.compare(e.size() - 5, 5, ".json") == 0) models.push_back(e);
+  if (models.empty()) im.bad("no program under models/");
+  std::string model_entry = archive.has("models/model.json") ? "models/model.json" : models[0];
+  std::string model = model_entry.substr(7, model_entry.size() - 12);
+  if (models.size() > 1)
+    im.notes.push_back(fmt::format("the archive holds {} programs; '{}' is imported", models.size(), model));
+  json doc = im.parse(model_entry);
+
+  const json& version = im.at(doc, "schema_version", model_entry);
+  int major = im.at(version, "major", "schema_version").get<int>();
+  if (major != kSchemaMajor)
+    fail(ErrorKind::format, "[import] {}: the program is serialized with schema version {}.{}; kiln reads "
+         "version {}.x", file, major, version.value("minor", 0), kSchemaMajor);
+  const json& gm = im.at(doc, "graph_module", model_entry);
+  const json& graph = im.at(gm, "graph", "graph_module");
+  const json& sig = im.at(gm, "signature", "graph_module");
+  const json& values = im.at(graph, "tensor_values", "graph");
+  const json& nodes = im.at(graph, "nodes", "graph");
+
+  // (I2) Every op the graph uses must be one kiln maps: one error lists all that are not.
+  std::vector<std::string> missing;
+  for (const json& node : nodes) {
+    std::string target = im.at(node, "target", "a node").get<std::string>();
+    if (target.rfind("torch.ops.", 0) == 0) target = target.substr(10);
+    if (!is_bookkeeping(target) && !interop::find_adapter(target) && !extension_for(target))
+      missing.push_back("  " + node_label(node, target));
+  }
+  if (!missing.empty())
+    fail(ErrorKind::unsupported, "[import] {}: {} op{} kiln does not map (kiln/interop/ops.cpp; a custom op "
+         "needs a kiln extension op of the same name):\n{}", file, missing.size(), missing.size() == 1 ? "" : "s",
+         fmt::join(missing, "\n"));
+
+  json weights = im.payload_config(model, "weights");
+  json constants = im.payload_config(model, "constants");
+  auto weight = [&](const json& config, const std::string& folder, const std::string& fqn) {
+    if (!config.contains(fqn)) im.bad(fmt::format("no payload for '{}' in data/{}", fqn, folder));
+    return im.payload("data/" + folder + "/", fqn, config.at(fqn));
+  };
+
+  // Inputs: state and constants as kiln's, user inputs as fake tensors of the file's
+  // example sizes. A tensor tied to one already bound (same storage, same view) is that
+  // input again: kiln keeps one tensor (I3).
+  ExportedProgram program;
+  std::vector<std::string> names;         // kiln graph inputs, in order
+  std::vector<Tensor> real;               // their values (state, constants) or undefined (user)
+  Env constants_in;                       // constant_input specs: numbers bound by name
+  std::map<std::string, int> input_of;  // pt2 placeholder -> kiln input
+  std::vector<std::pair<Tensor, std::string>> seen_state;  // for ties
+  auto bind_state = [&](const std::string& name, const Tensor& t, InputSpec spec, bool state, const std::string& fqn) {
+    for (auto& [other, other_fqn] : seen_state)
+      if (other.storage() == t.storage() && other.shape() == t.shape() && other.strides() == t.strides() &&
+          other.offset() == t.offset()) {
+        input_of[name] = input_of[other_fqn];
+        im.notes.push_back(fmt::format("'{}' is tied to '{}' (one storage in the file): kiln keeps one tensor, "
+                                       "'{}'", spec.target, other_fqn, other_fqn));
+        return;
+      }
+    input_of[name] = static_cast<int>(names.size());
+    seen_state.emplace_back(t, fqn);
+    input_of[fqn] = input_of[name];
+    names.push_back(name);
+    real.push_back(t);
+    program.signature.inputs.push_back(spec);
+    (state ? program.state : program.constants).emplace_back(spec.target, t);
+  };
+  int n_user = 0;
+  std::vector<std::pair<std::string, Importer::Meta>> user_inputs;
+  for (const json& spec : im.at(sig, "input_specs", "signature")) {
+    if (!spec.is_object() || spec.size() != 1) im.bad("an input spec is not a one-key union");
+    const auto& [kind, v] = *spec.items().begin();
+    if (kind == "parameter") {
+      std::string name = v.at("arg").at("name"), fqn = v.at("parameter_name");
+      bind_state(name, weight(weights, "weights", fqn), {Kind::parameter, name, fqn}, true, fqn);
+    } else if (kind == "buffer") {
+      std::string name = v.at("arg").at("name"), fqn = v.at("buffer_name");
+      bool persistent = v.value("persistent", true);
+      Tensor t = persistent ? weight(weights, "weights", fqn) : weight(constants, "constants", fqn);
+      bind_state(name, t, {Kind::buffer, name, fqn, persistent}, persistent, fqn);
+    } else if (kind == "tensor_constant") {
+      std::string name = v.at("arg").at("name"), fqn = v.at("tensor_constant_name");
+      bind_state(name, weight(constants, "constants", fqn), {Kind::constant, name, fqn, false}, false, fqn);
+    } else if (kind == "user_input") {
+      const json& arg = v.at("arg");
+      if (!arg.contains("as_tensor"))
+        fail(ErrorKind::unsupported, "[import] {}: user input {} is not a tensor; kiln programs take tensors only",
+             file, arg.dump().substr(0, 80));
+      std::string name = arg.at("as_tensor").at("name");
+      if (!values.contains(name)) im.bad(fmt::format("user input '{}' has no tensor_values entry", name));
+      Importer::Meta m = im.tensor_meta(values.at(name), fmt::format("input '{}'", name));
+      input_of[name] = static_cast<int>(names.size());
+      std::string target = "input_" + std::to_string(n_user++);
+      names.push_back(name);
+      real.emplace_back();
+      user_inputs.emplace_back(name, m);
+      program.signature.inputs.push_back({Kind::user_input, name, target});
+    } else if (kind == "constant_input") {
+      std::string name = v.at("name");
+      std::optional<Scalar> n = interop::number_of(v.at("value"), constants_in);
+      if (!n) fail(ErrorKind::unsupported, "[import] {}: constant input '{}' is not a number", file, name);
+      constants_in[name] = *n;
+    } else {
+      fail(ErrorKind::unsupported, "[import] {}: a '{}' input (kiln imports parameters, buffers, tensor "
+           "constants and tensor inputs)", file, kind);
+    }
+  }
+
+  // Outputs: user outputs are returned; writes the file lists (buffer or input mutations
+  // of the core-ATen dialect) become copies into those inputs, which kiln's capture turns
+  // back into its mutation outputs.
+  std::vector<std::string> user_outputs;
+  std::vector<std::pair<std::string, std::string>> writes;  // value, placeholder it is written into
+  std::map<std::string, std::string> user_input_by_name;
+  for (const json& spec : im.at(sig, "output_specs", "signature")) {
+    if (!spec.is_object() || spec.size() != 1) im.bad("an output spec is not a one-key union");
+    const auto& [kind, v] = *spec.items().begin();
+    if (kind == "user_output") {
+      const json& arg = v.at("arg");
+      if (!arg.contains("as_tensor"))
+        fail(ErrorKind::unsupported, "[import] {}: user output {} is not a tensor; kiln programs return tensors",
+             file, arg.dump().substr(0, 80));
+      user_outputs.push_back(arg.at("as_tensor").at("name"));
+    } else if (kind == "buffer_mutation") {
+      std::string fqn = v.at("buffer_name");
+      if (!input_of.count(fqn)) im.bad(fmt::format("a mutation of unknown buffer '{}'", fqn));
+      writes.emplace_back(v.at("arg").at("name"), fqn);
+    } else if (kind == "user_input_mutation") {
+      std::string in = v.at("user_input_name");
+      if (!input_of.count(in)) im.bad(fmt::format("a mutation of unknown input '{}'", in));
+      writes.emplace_back(v.at("arg").at("name"), in);
+    } else {
+      fail(ErrorKind::unsupported, "[import] {}: a '{}' output: training programs (losses, gradients, parameter "
+           "updates) are not imported; export the forward and capture training with kiln", file, kind);
+    }
+  }
+
+  // The trace: fake twins of the state on the file's devices; user inputs as fake tensors.
+  TensorList traced;
+  {
+    FakeMode fake;
+    size_t u = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (real[i].defined()) {
+        traced.push_back(fake.from_real(real[i]));
+      } else {
+        const Importer::Meta& m = user_inputs[u++].second;
+        traced.push_back(empty(m.sizes, {.dtype = m.dtype, .device = m.device}));
+      }
+    }
+  }
+  // State moves to the device each tensor's meta names (fake: the machine need not have it).
+  auto state_device = [&](const std::string& fqn) -> std::optional<Device> {
+    for (const json* config : {&weights, &constants})
+      if (config->contains(fqn)) return Importer::device_of(config->at(fqn).at("tensor_meta").at("device"));
+    return std::nullopt;
+  };
+  for (size_t i = 0; i < names.size(); ++i)
+    if (real[i].defined())
+      if (auto d = state_device(program.signature.inputs[i].target); d && *d != traced[i].device()) {
+        FakeMode fake;
+        traced[i] = to(traced[i], *d);
+      }
+
+  interop::DeviceOf device_of = [](const json& d) { return Importer::device_of(d); };
+  auto fn = [&](const TensorList& in) -> TensorList {
+    Env env = constants_in;
+    for (const auto& [name, index] : input_of) env[name] = in[static_cast<size_t>(index)];
+    for (const json& node : nodes) {
+      std::string target = node.at("target").get<std::string>();
+      if (target.rfind("torch.ops.", 0) == 0) target = target.substr(10);
+      std::string path = module_path(node);
+      std::optional<ScopeName> scope;
+      if (!path.empty()) scope.emplace(path);
+      Results results;
+      try {
+        Call call(node, env, device_of);
+        if (auto r = bookkeeping(target, call, node, env)) {
+          results = std::move(*r);
+        } else if (auto ext = extension_for(target)) {
+          results = call_extension(*ext, call, node);
+        } else {
+          bool inplace = false;
+          interop::Adapter adapter = interop::find_adapter(target, &inplace);
+          results = adapter(call);
+          if (inplace) {  // the functional twin's value written into self
+            Tensor self = call.tensor("self");
+            copy_(self, std::get<Tensor>(results.at(0)));
+            results = {Slot(self)};
+          }
+          if (std::vector<std::string> left = call.unread(); !left.empty())
+            fail(ErrorKind::unsupported, "argument{} {} of {} {} not supported by kiln's importer",
+                 left.size() == 1 ? "" : "s", fmt::join(left, ", "), target, left.size() == 1 ? "is" : "are");
+        }
+      } catch (const Error& e) {
+        std::string what = e.what();
+        if (what.rfind("[import]", 0) == 0) throw;
+        throw Error(e.kind(), fmt::format("[import] {}: {}: {}", file, node_label(node, target), what));
+      } catch (const json::exception& e) {
+        throw Error(ErrorKind::format, fmt::format("[import] {}: {}: malformed node: {}", file,
+                                                   node_label(node, target), e.what()));
+      }
+      // Bind the outputs in order: one result per tensor or number, a list takes several.
+      size_t next = 0;
+      auto take = [&](const std::string& name) {
+        if (next >= results.size())
+          throw Error(ErrorKind::format, fmt::format("[import] {}: {} names more outputs than the op returns",
+                                                     file, node_label(node, target)));
+        env[name] = results[next++];
+      };
+      for (const json& out : node.at("outputs")) {
+        if (out.contains("as_tensor")) take(out.at("as_tensor").at("name"));
+        else if (out.contains("as_tensors"))
+          for (const json& t : out.at("as_tensors")) take(t.at("name"));
+        else if (out.contains("as_sym_int") && out.at("as_sym_int").contains("as_name"))
+          take(out.at("as_sym_int").at("as_name"));
+        else if (out.contains("as_sym_bool") && out.at("as_sym_bool").contains("as_name"))
+          take(out.at("as_sym_bool").at("as_name"));
+        else if (out.contains("as_sym_float") && out.at("as_sym_float").contains("as_name"))
+          take(out.at("as_sym_float").at("as_name"));
+        else if (out.contains("as_none"))
+          ++next;
+        else
+          throw Error(ErrorKind::format, fmt::format("[import] {}: {}: an output of kind {}", file,
+                                                     node_label(node, target), out.dump().substr(0, 60)));
+      }
+    }
+    auto tensor_named = [&](const std::string& name) {
+      auto it = env.find(name);
+      if (it == env.end() || !std::holds_alternative<Tensor>(it->second))
+        throw Error(ErrorKind::format, fmt::format("[import] {}: the graph returns '{}', which no node defines "
+                                                   "as a tensor", file, name));
+      return std::get<Tensor>(it->second);
+    };
+    for (const auto& [value, into] : writes) {
+      Tensor dst = in[static_cast<size_t>(input_of.at(into))];
+      copy_(dst, tensor_named(value));
+    }
+    TensorList outs;
+    for (const std::string& name : user_outputs) outs.push_back(tensor_named(name));
+    return outs;
+  };
+  passes::CapturedProgram captured =
+      passes::capture(fn, traced, {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
+  finish_program(program, std::move(captured), "import");
+  return {std::move(program), std::move(im.notes)};
+}
+
+}  // namespace
+
+ImportedProgram read_pt2(const std::string& path) {
+  Archive archive = Archive::open(path);
+  return import(archive, path);
+}
+
+ImportedProgram read_pt2(std::span<const unsigned char> bytes, const std::string& name) {
+  Archive archive = Archive::from_bytes(bytes, name);
+  return import(archive, name);
+}
+
+ExportedProgram load_pt2(const std::string& path, const DeviceMap& map) {
+  ExportedProgram p = read_pt2(path).program;
+  bind_devices(p, map, path);
+  return p;
+}
+
+bool is_pt2_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  unsigned char magic[4] = {};
+  ssize_t n = ::read(fd, magic, 4);
+  ::close(fd);
+  return n == 4 && magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
+}
+
+}  // namespace kiln

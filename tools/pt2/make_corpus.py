@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Makes tests/pt2/: small torch.export programs (.pt2) with PyTorch's inputs and outputs.
+
+Run with current PyTorch from PyPI in a virtual environment:
+
+    python3 -m venv /tmp/pt2-venv && /tmp/pt2-venv/bin/pip install torch safetensors
+    /tmp/pt2-venv/bin/python tools/pt2/make_corpus.py
+
+Every model is tiny, with random weights from a fixed seed. For each NAME it writes
+NAME.pt2 and NAME.safetensors holding input_0.., output_0.. (PyTorch's results) and,
+where the program writes buffers, state.<buffer> (their values after the call). kiln's
+tests (tests/interop/pt2_test.cpp) need no Python: the files are committed.
+"""
+import json
+import pathlib
+import shutil
+import tempfile
+import zipfile
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+OUT = pathlib.Path(__file__).resolve().parents[2] / "tests" / "pt2"
+
+
+# ---- models -------------------------------------------------------------------------
+
+class MlpBn(nn.Module):
+    """Linear, BatchNorm1d (training mode: running statistics written), a non-persistent
+    buffer and a tensor constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 5)
+        self.bn = nn.BatchNorm1d(5)
+        self.register_buffer("offset", torch.linspace(-1, 1, 5), persistent=False)
+        self.scale = torch.tensor([0.5, 2.0, 1.0, -1.0, 3.0])  # a tensor constant
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.fc(x))) * self.scale + self.offset
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.reduce = nn.Conv2d(c, c // 2, 1)
+        self.expand = nn.Conv2d(c // 2, c, 1)
+
+    def forward(self, x):
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * F.hardsigmoid(self.expand(F.relu(self.reduce(s))))
+
+
+class Cnn(nn.Module):
+    """A small MobileNet-like network: conv, batch norm, hardswish, depthwise conv,
+    squeeze-excitation, max and adaptive pooling, a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.se = SqueezeExcite(8)
+        self.pool = nn.MaxPool2d(2)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        x = F.hardswish(self.bn(self.stem(x)))
+        x = self.pool(self.se(F.relu6(self.dw(x))))
+        x = torch.flatten(F.adaptive_avg_pool2d(x, (1, 1)), 1)
+        return self.head(x)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln1 = nn.LayerNorm(d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, 2 * d)
+        self.ff2 = nn.Linear(2 * d, d)
+
+    def forward(self, x, keep):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        mask = keep[:, None, None, :]  # padding mask, broadcast over heads and queries
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
+
+
+class Encoder(nn.Module):
+    """A BERT-like encoder: token and position embeddings, two pre-norm layers with a
+    padding mask, mean pooling over kept tokens."""
+
+    def __init__(self, vocab=50, d=16, heads=4, layers=2, max_len=16):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(max_len, d)
+        self.layers = nn.ModuleList(EncoderLayer(d, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, ids, keep):
+        t = ids.shape[1]
+        x = self.tok(ids) + self.pos(torch.arange(t, device=ids.device))
+        for layer in self.layers:
+            x = layer(x, keep)
+        x = self.ln(x)
+        w = keep.to(x.dtype).unsqueeze(-1)
+        return (x * w).sum(1) / w.sum(1)
+
+
+class RmsNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate(x, cos, sin):
+    a, b = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-b, a), dim=-1) * sin
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, d, heads, kv_heads):
+        super().__init__()
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, d // heads
+        self.norm1 = RmsNorm(d)
+        self.q = nn.Linear(d, d, bias=False)
+        self.kv = nn.Linear(d, 2 * kv_heads * self.hd, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.norm2 = RmsNorm(d)
+        self.gate = nn.Linear(d, 2 * d, bias=False)
+        self.up = nn.Linear(d, 2 * d, bias=False)
+        self.down = nn.Linear(2 * d, d, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        b, t, d = x.shape
+        h = self.norm1(x)
+        q = self.q(h).view(b, t, self.heads, self.hd).transpose(1, 2)
+        k, v = self.kv(h).view(b, t, 2, self.kv_heads, self.hd).unbind(2)
+        k, v = k.transpose(1, 2), v.transpose(1, 2)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        # grouped-query heads: each key/value head serves heads // kv_heads query heads
+        k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
+        v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+        h = self.norm2(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Decoder(nn.Module):
+    """A Llama-like decoder: RMS norm written in ops, rotary embeddings from non-persistent
+    buffers, grouped-query attention with a causal mask built from arange / full / triu /
+    comparisons, tied embedding and LM-head weights, and the next token's log-probability
+    picked with gather."""
+
+    def __init__(self, vocab=64, d=32, heads=4, kv_heads=2, layers=2, max_len=16):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(DecoderLayer(d, heads, kv_heads) for _ in range(layers))
+        self.norm = RmsNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.embed.weight  # tied
+        hd = d // heads
+        inv = 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd))
+        angles = torch.outer(torch.arange(max_len).float(), inv)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        pos = torch.arange(t, device=ids.device)
+        causal = pos[None, :] <= pos[:, None]
+        bias = torch.full((t, t), float("-inf"), device=ids.device).triu(1)
+        mask = torch.where(causal, bias, torch.full_like(bias, float("-inf")))
+        x = self.embed(ids)
+        cos, sin = self.cos[:t], self.sin[:t]
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        logp = F.log_softmax(self.lm_head(self.norm(x)), dim=-1)
+        nxt = torch.roll(ids, -1, dims=1)
+        picked = logp.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
+        return logp, picked.cumsum(1)
+
+
+class Recurrent(nn.Module):
+    """An LSTM (two layers) and a GRU over its output, then a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(5, 8, num_layers=2, batch_first=True)
+        self.gru = nn.GRU(8, 6, batch_first=True)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x):
+        y, (h, c) = self.lstm(x)
+        z, hg = self.gru(y)
+        return self.head(z), h, c, hg
+
+
+@torch.library.custom_op("kilntest::scaled_add", mutates_args=())
+def scaled_add(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
+    return x + alpha * y
+
+
+@scaled_add.register_fake
+def _(x, y, alpha):
+    return torch.empty_like(x)
+
+
+class CustomOp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.ops.kilntest.scaled_add(self.fc(x), x, 0.25).tanh()
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+# ---- writing --------------------------------------------------------------------------
+
+def write(name, module, inputs, *, core=False, dynamic_shapes=None, train=False):
+    torch.manual_seed(0)
+    module.train(train)
+    ep = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes)
+    if core:
+        ep = ep.run_decompositions()
+    path = OUT / f"{name}.pt2"
+    torch.export.save(ep, path)
+    # PyTorch's results, from the module itself (a copy, so buffers start where the
+    # program's do), with the buffers it wrote
+    import copy
+    m = copy.deepcopy(module)
+    with torch.no_grad():
+        out = m(*inputs)
+    outs = out if isinstance(out, tuple) else (out,)
+    tensors = {f"input_{i}": x.contiguous() for i, x in enumerate(inputs)}
+    tensors.update({f"output_{i}": y.contiguous() for i, y in enumerate(outs)})
+    if train:
+        for k, v in m.named_buffers():
+            tensors[f"state.{k}"] = v.contiguous()
+    save_file(tensors, OUT / f"{name}.safetensors")
+    print(f"wrote {path.name} ({path.stat().st_size} bytes)")
+
+
+def rewrite_devices(name, new_name, device):
+    """A copy of NAME.pt2 whose tensors and device arguments name `device`: what an export
+    on that device writes (this machine may lack the device, so the JSON is edited)."""
+    src, dst = OUT / f"{name}.pt2", OUT / f"{new_name}.pt2"
+    with zipfile.ZipFile(src) as zin, tempfile.TemporaryDirectory() as tmp:
+        tmp_path = pathlib.Path(tmp) / "out.pt2"
+        with zipfile.ZipFile(tmp_path, "w", zipfile.ZIP_STORED) as zout:
+            for info in zin.infolist():
+                data = zin.read(info.filename)
+                if info.filename.endswith(".json"):
+                    text = data.decode()
+                    text = text.replace('"device": {"type": "cpu", "index": null}', f'"device": {{"type": "cuda", "index": {device}}}')
+                    text = text.replace('"device": {"type": "cpu"}', f'"device": {{"type": "cuda", "index": {device}}}')
+                    data = text.encode()
+                new = zipfile.ZipInfo(info.filename.replace(f"{name}/", f"{new_name}/", 1), info.date_time)
+                zout.writestr(new, data, zipfile.ZIP_STORED)
+        shutil.copy(tmp_path, dst)
+    shutil.copy(OUT / f"{name}.safetensors", OUT / f"{new_name}.safetensors")
+    print(f"wrote {dst.name} (devices rewritten to cuda:{device})")
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+
+    def randn(*s):
+        return torch.randn(*s, generator=g)
+
+    x = randn(8, 6)
+    torch.manual_seed(0)
+    write("mlp_bn_train", MlpBn(), (x,), train=True)
+    torch.manual_seed(0)
+    write("mlp_bn_train_core", MlpBn(), (x,), train=True, core=True)
+
+    torch.manual_seed(0)
+    cnn = Cnn()
+    with torch.no_grad():  # running statistics that are not the defaults
+        cnn.bn.running_mean.uniform_(-0.5, 0.5)
+        cnn.bn.running_var.uniform_(0.5, 1.5)
+    img = randn(2, 3, 16, 16)
+    write("cnn", cnn, (img,))
+    write("cnn_core", cnn, (img,), core=True)
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 50, (2, 7), generator=g)
+    keep = torch.ones(2, 7, dtype=torch.bool)
+    keep[1, 5:] = False
+    write("encoder", Encoder(), (ids, keep))
+
+    torch.manual_seed(0)
+    dec = Decoder()
+    toks = torch.randint(0, 64, (2, 9), generator=g)
+    write("decoder", dec, (toks,))
+    write("decoder_core", dec, (toks,), core=True)
+
+    torch.manual_seed(0)
+    write("recurrent", Recurrent(), (randn(2, 5, 5),))
+
+    torch.manual_seed(0)
+    write("custom_op", CustomOp(), (randn(3, 4),))
+
+    torch.manual_seed(0)
+    batch = torch.export.Dim("batch", min=1, max=64)
+    write("mlp_dynamic", Mlp(), (randn(5, 4),), dynamic_shapes={"x": {0: batch}})
+    rewrite_devices("mlp_dynamic", "mlp_cuda0", 0)
+
+
+if __name__ == "__main__":
+    main()
