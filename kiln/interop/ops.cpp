@@ -19,7 +19,9 @@ using nlohmann::json;
 
 std::optional<Scalar> number_of(const json& arg, const Env& env) {
   if (!arg.is_object() || arg.size() != 1) return std::nullopt;
-  const auto& [key, v] = *arg.items().begin();
+  auto first = arg.begin();  // a one-key union
+  const std::string& key = first.key();
+  const json& v = first.value();
   if (key == "as_int") return Scalar(v.get<int64_t>());
   if (key == "as_bool") return Scalar(v.get<bool>());
   if (key == "as_float") {

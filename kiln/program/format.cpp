@@ -548,12 +548,16 @@ NamedTensors load_safetensors(const std::string& path) { return read_safetensors
 TensorList load_inputs(const ExportedProgram& program, const std::string& path) {
   NamedTensors given = load_safetensors(path);
   TensorList inputs;
-  for (const InputSpec& s : program.signature.inputs) {
+  std::vector<ir::Node*> nodes = program.graph.inputs();
+  for (size_t i = 0; i < program.signature.inputs.size(); ++i) {
+    const InputSpec& s = program.signature.inputs[i];
     if (s.kind != Kind::user_input) continue;
     auto it = std::find_if(given.begin(), given.end(), [&](const auto& e) { return e.first == s.target; });
     KILN_CHECK(it != given.end(), value, "[run] {} has no tensor '{}' for the program's input", path,
                s.target);
-    inputs.push_back(it->second);
+    // a file holds host tensors: each goes where the program takes that input
+    Device where = i < nodes.size() && !nodes[i]->meta().empty() ? nodes[i]->meta()[0].device : it->second.device();
+    inputs.push_back(where == it->second.device() ? it->second : to(it->second, where));
   }
   return inputs;
 }

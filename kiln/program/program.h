@@ -170,8 +170,9 @@ void save_safetensors(const NamedTensors& tensors, const std::string& path);
  * of the table). See docs/program-format.md. */
 std::string program_json(const ExportedProgram& program);
 /** The user inputs of `program` from a safetensors file holding input_0, input_1, ...
- * (what `kiln run --inputs` reads); a missing tensor is a value Error naming it. Shapes,
- * dtypes and devices are checked when the program runs (R3). */
+ * (what `kiln run --inputs` reads), each moved to the device the program takes it on; a
+ * missing tensor is a value Error naming it. Shapes and dtypes are checked when the
+ * program runs (R3). */
 TensorList load_inputs(const ExportedProgram& program, const std::string& path);
 
 }  // namespace kiln

@@ -67,6 +67,39 @@ TEST(Cli, ExportShowRunEveryReferenceModel) {
   }
 }
 
+// (I1-I4) .pt2 archives: kiln show and kiln run read them, kiln import writes a program
+// file that runs without the importer; the results are PyTorch's (tests/pt2).
+TEST(Cli, ImportShowAndRunPt2Archives) {
+  std::string corpus = std::string(KILN_TEST_DATA) + "/pt2/";
+  Result s = kiln_cmd("show " + corpus + "cnn.pt2 --format html -o " + tmp("cnn.html"));
+  ASSERT_EQ(s.code, 0) << s.out;
+  std::string file = tmp("encoder.kiln"), out = tmp("encoder_out.safetensors");
+  Result i = kiln_cmd("import " + corpus + "encoder.pt2 -o " + file);
+  ASSERT_EQ(i.code, 0) << i.out;
+  EXPECT_TRUE(has(i.out, "imported")) << i.out;
+  Result r = kiln_cmd("run " + file + " --inputs " + corpus + "encoder.safetensors --outputs " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  kiln::Tensor want = kiln::load_safetensors(corpus + "encoder.safetensors").at(2).second;  // output_0
+  std::vector<float> got = kiln::to_vector<float>(kiln::load_safetensors(out)[0].second), ref = kiln::to_vector<float>(want);
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], ref[k], 1e-5 + 1e-5 * std::abs(ref[k]));
+  // a program exported on cuda:0, run directly from the archive on a virtual CPU
+  Result c = kiln_cmd("run " + corpus + "mlp_cuda0.pt2 --device-map cuda:0=cpu:1 --inputs " + corpus +
+                      "mlp_cuda0.safetensors");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_TRUE(has(c.out, "kiln: note: input 'x': size")) << c.out;  // specialized, and said so
+  EXPECT_TRUE(has(c.out, "on cpu:1")) << c.out;
+  // a damaged archive: exit 1, one line
+  std::string bad = tmp("bad.pt2");
+  { std::ofstream(bad, std::ios::binary) << "PK\x03\x04 and then nothing"; }
+  Result b = kiln_cmd("run " + bad);
+  EXPECT_EQ(b.code, 1) << b.out;
+  EXPECT_EQ(std::count(b.out.begin(), b.out.end(), '\n'), 1) << b.out;
+  EXPECT_TRUE(has(b.out, "kiln: error: [import]")) << b.out;
+  // import refuses to write over its own archive
+  EXPECT_EQ(kiln_cmd("import " + bad + " -o " + bad).code, 1);
+}
+
 TEST(Cli, RunWithInputsMatchesTheLibrary) {
   std::string file = tmp("mlp_io.kiln"), in = tmp("mlp_in.safetensors"), out = tmp("mlp_out.safetensors");
   ASSERT_EQ(kiln_cmd("export --model mlp --set batch=2 --set width=16 --set layers=2 --seed 5 -o " + file).code, 0);
