@@ -1,5 +1,6 @@
 // The kiln command: demo, export, show, run, train. See `kiln --help` and README.md.
 // A library (kiln::cli) so that an extension can build the command with its ops in it.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -911,6 +912,32 @@ int cmd_run_distributed(const std::string& file, const dist::SavedMesh& saved, i
   return 0;
 }
 
+// Resident memory (from /proc/self/statm) once every page of the program's host state
+// and constants has been read: weights mapped from a file count as loaded, as a runtime
+// that copies them would have them. What a run adds is then peak - this.
+double resident_mb_with_state(const ExportedProgram& p) {
+  volatile unsigned char sink = 0;
+  for (const NamedTensors* ts : {&p.state, &p.constants})
+    for (const auto& entry : *ts) {
+      const Tensor& t = entry.second;
+      if (!t.defined() || t.device().type != DeviceType::cpu || !t.storage()) continue;
+      const auto* bytes = static_cast<const unsigned char*>(t.storage()->data);
+      for (size_t at = 0; at < t.storage()->nbytes; at += 4096) sink = sink + bytes[at];
+    }
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1e6;
+}
+
+double peak_resident_mb() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024 / 1e6;  // ru_maxrss is in KiB on Linux
+}
+
 int cmd_run(const std::string& file, const std::string& device_map, const std::string& inputs_path,
             const std::string& outputs_path, const std::string& weights, int repeat, int warmup, uint64_t seed,
             bool profile, bool by_shapes) {
@@ -931,6 +958,7 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
   } else {
     inputs = load_inputs(p, inputs_path);
   }
+  double loaded_mb = resident_mb_with_state(p);
   runtime::Executor exec(p);
   Timings times;
   TensorList outs;
@@ -952,6 +980,8 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
               times.min(), times.max());
   for (size_t i = 0; i < outs.size(); ++i)
     std::printf("  output_%zu: %s\n", i, outs[i].meta_str().c_str());
+  std::printf("  memory: %.1f MB resident with the program loaded, peak %.1f MB (%.1f MB more while running)\n",
+              loaded_mb, peak_resident_mb(), std::max(0.0, peak_resident_mb() - loaded_mb));
   if (profile) print_profile(exec, static_cast<int>(times.count()), by_shapes);
   if (!outputs_path.empty()) {
     NamedTensors named;
