@@ -1,6 +1,5 @@
 // The kiln command: demo, export, show, run, train. See `kiln --help` and README.md.
 // A library (kiln::cli) so that an extension can build the command with its ops in it.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -914,7 +913,8 @@ int cmd_run_distributed(const std::string& file, const dist::SavedMesh& saved, i
 
 // Resident memory (from /proc/self/statm) once every page of the program's host state
 // and constants has been read: weights mapped from a file count as loaded, as a runtime
-// that copies them would have them. What a run adds is then peak - this.
+// that copies them would have them. The high-water mark restarts there, so what the runs
+// add is peak - this.
 double resident_mb_with_state(const ExportedProgram& p) {
   volatile unsigned char sink = 0;
   for (const NamedTensors* ts : {&p.state, &p.constants})
@@ -924,6 +924,12 @@ double resident_mb_with_state(const ExportedProgram& p) {
       const auto* bytes = static_cast<const unsigned char*>(t.storage()->data);
       for (size_t at = 0; at < t.storage()->nbytes; at += 4096) sink = sink + bytes[at];
     }
+  // from here on the high-water mark counts the runs, not the import before them
+  // (Linux 4.0+: "5" resets VmHWM to the current resident size)
+  if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
   long pages = 0, resident = 0;
   if (FILE* f = std::fopen("/proc/self/statm", "r")) {
     if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
@@ -932,10 +938,17 @@ double resident_mb_with_state(const ExportedProgram& p) {
   return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / 1e6;
 }
 
+// The high-water mark of this process's memory (VmHWM): unlike getrusage's ru_maxrss,
+// which keeps the peak of whatever process exec'ed kiln, it starts at exec.
 double peak_resident_mb() {
-  struct rusage u {};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) * 1024 / 1e6;  // ru_maxrss is in KiB on Linux
+  double kb = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+    std::fclose(f);
+  }
+  return kb * 1024 / 1e6;
 }
 
 int cmd_run(const std::string& file, const std::string& device_map, const std::string& inputs_path,

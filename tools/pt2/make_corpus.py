@@ -57,14 +57,14 @@ class Cnn(nn.Module):
     """A small MobileNet-like network: conv, batch norm, hardswish, depthwise conv,
     squeeze-excitation, max and adaptive pooling, a classifier."""
 
-    def __init__(self):
+    def __init__(self, width=8, classes=4):
         super().__init__()
-        self.stem = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
-        self.bn = nn.BatchNorm2d(8)
-        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
-        self.se = SqueezeExcite(8)
+        self.stem = nn.Conv2d(3, width, 3, stride=2, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(width)
+        self.dw = nn.Conv2d(width, width, 3, padding=1, groups=width)
+        self.se = SqueezeExcite(width)
         self.pool = nn.MaxPool2d(2)
-        self.head = nn.Linear(8, 4)
+        self.head = nn.Linear(width, classes)
 
     def forward(self, x):
         x = F.hardswish(self.bn(self.stem(x)))
