@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make bench` (with KILN_WITH_TORCH=1): imported .pt2 programs against current PyTorch.
 
-Run with the python of scripts/torch-venv.sh (PyTorch from PyPI). Exports, at bench time,
+Run with the python of scripts/python-venv.sh (PyTorch from PyPI). Exports, at bench time,
 random-weight models with torch.export, then measures side by side:
 
 - load + first result: a fresh `kiln run model.pt2` process against a fresh Python

@@ -1006,6 +1006,14 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
 
 }  // namespace
 
+std::string kiln::show_program(const ExportedProgram& p, std::string_view format) {
+  if (format == "json") return show_json(p).dump(1) + "\n";
+  if (format == "html") return show_html(show_json(p));
+  if (format == "dot") return show_dot(p);
+  KILN_CHECK(format == "text", value, "[show] format '{}': text, json, dot or html", format);
+  return show_text(p);
+}
+
 int kiln::cli_main(int argc, char** argv) {
   // named, so usage lines say `kiln`, not the path the binary was started by
   CLI::App app{"kiln: export tensor programs to portable graph files and run them on any device", "kiln"};
