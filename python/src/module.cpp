@@ -197,6 +197,20 @@ class Program {
     return exec->run(inputs);
   }
   ExportedProgram& get() { return *program_; }
+  std::optional<size_t> loss_index() const {
+    size_t k = 0;
+    for (const OutputSpec& s : program_->signature.outputs) {
+      if (s.is_mutation()) continue;
+      if (s.kind == OutputSpec::Kind::loss_output) return k;
+      ++k;
+    }
+    return std::nullopt;
+  }
+  Tensor& state_entry(const std::string& name) {
+    for (auto& [n, t] : program_->state)
+      if (n == name) return t;
+    fail(ErrorKind::value, "[program] no state entry '{}' (a train step exported by kiln has optimizer.lr)", name);
+  }
 
  private:
   std::shared_ptr<ExportedProgram> program_;
@@ -207,6 +221,38 @@ class Program {
 Tensor as_tensor(nb::handle h) {
   if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
   return from_array(nb::cast<nb::ndarray<>>(h), std::nullopt);
+}
+
+// What kind of tensors a caller passed (the first argument decides), and the outputs
+// in that kind: kiln in, kiln out; NumPy in, NumPy out; PyTorch in, PyTorch out.
+enum class Kind { kiln, numpy, torch };
+
+Kind kind_of(const nb::args& args) {
+  if (args.size() == 0 || nb::isinstance<Tensor>(args[0])) return Kind::kiln;
+  nb::str module = nb::borrow<nb::str>(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(args[0].ptr()))).attr("__module__"));
+  std::string_view name = module.c_str();
+  if (name.rfind("torch", 0) == 0) return Kind::torch;
+  if (name.rfind("numpy", 0) == 0) return Kind::numpy;
+  return Kind::kiln;
+}
+
+nb::object as_kind(const Tensor& t, Kind kind) {
+  switch (kind) {
+    case Kind::numpy: return nb::cast(nb::ndarray<nb::numpy>(view_of(t)));
+    case Kind::torch: return nb::cast(nb::ndarray<nb::pytorch>(view_of(t)));
+    case Kind::kiln: break;
+  }
+  return nb::cast(t);
+}
+
+// Runs `p` on the call's arguments without the GIL; the outputs as kiln tensors.
+template <typename P>
+TensorList run_args(P& p, const nb::args& args) {
+  TensorList inputs;
+  inputs.reserve(args.size());
+  for (nb::handle h : args) inputs.push_back(as_tensor(h));
+  nb::gil_scoped_release no_gil;
+  return p.run(inputs);
 }
 
 DeviceMap device_map_of(const std::optional<std::map<std::string, std::string>>& m) {
@@ -292,22 +338,39 @@ NB_MODULE(_kiln, m) {
   m.def("device_count", [](const std::string& type) { return device_count(Device(std::string_view(type)).type); },
         "type"_a);
 
-  nb::class_<Program>(m, "Program", "A loaded program: call it with tensors")
-      .def("run",
-           [](Program& p, nb::args args) {
-             TensorList inputs;
-             for (nb::handle h : args) inputs.push_back(python::as_tensor(h));
-             TensorList outs;
-             {
-               nb::gil_scoped_release no_gil;
-               outs = p.run(inputs);
-             }
-             return outs;
+  nb::class_<Program>(m, "Program",
+                      "A loaded program. Call it with tensors (kiln, NumPy or PyTorch): the outputs come back in "
+                      "the same kind, sharing memory with kiln's; one output as it is, several as a tuple. Runs "
+                      "release the GIL; threads may call one program concurrently")
+      .def("__call__",
+           [](Program& p, nb::args args) -> nb::object {
+             python::Kind kind = python::kind_of(args);
+             TensorList outs = python::run_args(p, args);
+             if (outs.size() == 1) return python::as_kind(outs[0], kind);
+             nb::list l;
+             for (const Tensor& t : outs) l.append(python::as_kind(t, kind));
+             return nb::tuple(l);
            })
+      .def("run", [](Program& p, nb::args args) { return python::run_args(p, args); },
+           "The outputs as a list of kiln tensors, whatever the inputs are")
+      .def("step",
+           [](Program& p, nb::args args) {
+             std::optional<size_t> loss = p.loss_index();
+             KILN_CHECK(loss, value, "[step] the program has no loss output: export it with --train OPTIMIZER");
+             TensorList outs = python::run_args(p, args);
+             return item<double>(to(outs.at(*loss), DType::f64));
+           },
+           "A train step (forward, backward, update of the program's state) on one batch; the loss")
+      .def_prop_rw(
+          "lr",
+          [](Program& p) { return item<double>(to(p.state_entry("optimizer.lr"), DType::f64)); },
+          [](Program& p, double lr) { fill_(p.state_entry("optimizer.lr"), lr); },
+          "A train step's learning rate (its optimizer.lr input)")
       .def_prop_ro("signature", [](Program& p) { return python::signature_of(p.get()); })
       .def_prop_ro("state",
                    [](Program& p) {
-                     std::vector<std::pair<std::string, Tensor>> out(p.get().state.begin(), p.get().state.end());
+                     nb::dict out;  // name -> the program's tensor (shared, not a copy)
+                     for (const auto& [name, t] : p.get().state) out[name.c_str()] = t;
                      return out;
                    })
       .def_prop_ro("devices",
@@ -316,16 +379,7 @@ NB_MODULE(_kiln, m) {
                      for (Device d : p.get().devices()) out.push_back(d.str());
                      return out;
                    })
-      .def("loss_index",
-           [](Program& p) -> std::optional<size_t> {
-             size_t k = 0;
-             for (const OutputSpec& s : p.get().signature.outputs) {
-               if (s.is_mutation()) continue;
-               if (s.kind == OutputSpec::Kind::loss_output) return k;
-               ++k;
-             }
-             return std::nullopt;
-           })
+      .def("loss_index", &Program::loss_index, "Which output is the loss (None: not a train step)")
       .def("set_state",
            [](Program& p, const std::string& name, nb::handle value) {
              for (auto& [n, t] : p.get().state)

@@ -110,6 +110,7 @@ def test_outputs_come_back_in_the_kind_given():
     program = kiln.load(os.path.join(CORPUS, "cnn.pt2"))
     assert isinstance(program(inputs[0]), np.ndarray)
     assert isinstance(program(kiln.from_dlpack(inputs[0])), kiln.Tensor)
+    assert isinstance(kiln.Executor(program).run(inputs[0])[0], kiln.Tensor)
 
 
 def test_signature_state_show_save(tmp_path):

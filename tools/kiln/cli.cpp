@@ -988,7 +988,8 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
   if (rank != 0) return 0;  // under mpirun, rank 0 speaks for all
   std::printf("ran %s on", file.c_str());
   for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
-  std::printf(": %lld run(s), median %.3f ms, p90 %.3f ms (min %.3f, max %.3f)\n",
+  // four significant digits: a tiny program's microseconds must not print as 0.000 ms
+  std::printf(": %lld run(s), median %.4g ms, p90 %.4g ms (min %.4g, max %.4g)\n",
               static_cast<long long>(times.count()), times.quantile(0.5), times.quantile(0.9),
               times.min(), times.max());
   for (size_t i = 0; i < outs.size(); ++i)
