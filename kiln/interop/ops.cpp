@@ -848,10 +848,8 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        }},
       {"aten.max_pool2d.default",
        [](const Call& c) {
-         return one(nn::max_pool2d_with_indices(self(c), c.ints("kernel_size"), stride_or_kernel(c),
-                                                c.ints("padding", IntList{0}), c.ints("dilation", IntList{1}),
-                                                c.flag("ceil_mode", false))
-                        .first);
+         return one(nn::max_pool2d(self(c), c.ints("kernel_size"), stride_or_kernel(c), c.ints("padding", IntList{0}),
+                                   c.ints("dilation", IntList{1}), c.flag("ceil_mode", false)));
        }},
       {"aten.max_pool2d_with_indices.default",
        [](const Call& c) {
@@ -861,10 +859,8 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        }},
       {"aten.max_pool1d.default",
        [](const Call& c) {
-         return one(nn::max_pool1d_with_indices(self(c), c.ints("kernel_size"), stride_or_kernel(c),
-                                                c.ints("padding", IntList{0}), c.ints("dilation", IntList{1}),
-                                                c.flag("ceil_mode", false))
-                        .first);
+         return one(nn::max_pool1d(self(c), c.ints("kernel_size"), stride_or_kernel(c), c.ints("padding", IntList{0}),
+                                   c.ints("dilation", IntList{1}), c.flag("ceil_mode", false)));
        }},
       {"aten.avg_pool2d.default",
        [](const Call& c) {
