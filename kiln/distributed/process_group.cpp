@@ -10,7 +10,11 @@ class DoneWork final : public Work {
   bool completed() override { return true; }
 };
 
-// (C1) Metadata only: the shapes a real engine would require, checked; nothing moved.
+// (C1) The shapes a real engine would require, checked; then, as PyTorch's fake process
+// group, data moved as if every rank held what this one holds: an all_gather writes
+// `size` copies of the input, a reduce_scatter this rank's chunk of it, an all_to_all
+// the input, an all_reduce and a broadcast leave the tensor as it is. Outputs are never
+// left unwritten; on fake tensors the copies only propagate metadata.
 class FakeGroup final : public ProcessGroup {
  public:
   FakeGroup(int rank, int size) : rank_(rank), size_(size) {
@@ -23,14 +27,22 @@ class FakeGroup final : public ProcessGroup {
   std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp, Launch) override { return done(); }
   std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in, Launch) override {
     check_output("all_gather", out, in, Rows::gather);
+    for (int r = 0; r < size_; ++r) {
+      Tensor chunk = narrow(out, 0, r * in.size(0), in.size(0));
+      copy_(chunk, in);
+    }
     return done();
   }
   std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp, Launch) override {
     check_output("reduce_scatter", out, in, Rows::scatter);
+    Tensor dst = out;
+    copy_(dst, narrow(in, 0, rank_ * out.size(0), out.size(0)));
     return done();
   }
   std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in, Launch) override {
     check_output("all_to_all", out, in, Rows::same);
+    Tensor dst = out;
+    copy_(dst, in);
     return done();
   }
   std::shared_ptr<Work> broadcast(const Tensor&, int root, Launch) override {

@@ -35,8 +35,10 @@ bool mpi_available();
 /** All processes of the job (MPI_COMM_WORLD), initialising MPI on first use; an
  * unsupported Error in a build without MPI. */
 std::shared_ptr<ProcessGroup> mpi_world();
-/** A group of `size` ranks seen from `rank` that moves no data: collectives check their
- * arguments' metadata (shapes, dtypes, devices) and complete at once (C1). */
+/** A group of `size` ranks seen from `rank` in one process: collectives check their
+ * arguments' metadata (shapes, dtypes, devices), then move data as PyTorch's fake process
+ * group does, as if every rank held this one's input (an all_gather gives `size` copies),
+ * and complete at once (C1). */
 std::shared_ptr<ProcessGroup> fake_group(int rank, int size);
 /** The group of this process alone (size 1, any device): what a program for one rank
  * binds its groups to. */

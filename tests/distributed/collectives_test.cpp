@@ -48,8 +48,12 @@ TEST(C2, RunningBindsGroupsByName) {
   EXPECT_TRUE(all_close(all_gather_into_tensor(x, 1, "one"), {1, 2, 3, 4}));
   expect_error([&] { all_gather_into_tensor(x, 2, "one"); }, ErrorKind::value,
                "was traced for a group of 2 ranks, but 'one' has 1");
-  dist::bind_group("pretend", dist::fake_group(0, 4));
-  expect_error([&] { all_reduce(x, "sum", "pretend"); }, ErrorKind::value, "moves no data");
+  // (C1) The fake group moves data as PyTorch's does: as if every rank held this one's input.
+  dist::bind_group("pretend", dist::fake_group(1, 2));
+  EXPECT_TRUE(all_close(all_reduce(x, "sum", "pretend"), {1, 2, 3, 4}));
+  EXPECT_TRUE(all_close(all_gather_into_tensor(x, 2, "pretend"), {1, 2, 3, 4, 1, 2, 3, 4}));
+  EXPECT_TRUE(all_close(reduce_scatter_tensor(x, "sum", 2, "pretend"), {3, 4}));  // rank 1's chunk
+  EXPECT_TRUE(all_close(all_to_all_single(x, 2, "pretend"), {1, 2, 3, 4}));
   // Gradients flow through collectives (here a group of one).
   Tensor w = tensor({1, 2}, {}, {.requires_grad = true});
   sum(all_reduce(w * w, "sum", "one")).backward();
