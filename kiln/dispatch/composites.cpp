@@ -776,6 +776,12 @@ std::pair<Tensor, Tensor> frexp(const Tensor& x) {
 }
 
 Tensor nextafter(const Tensor& a, const Tensor& b) {
+  // (D2) One of PyTorch's per-op exceptions: nextafter takes no 0-dim CPU tensor beside a
+  // tensor on another device. A composite, so eager and fake tensors refuse alike.
+  KILN_CHECK(a.device() == b.device(), device_mismatch,
+             "[nextafter] Expected all tensors to be on the same device, but found at least two devices, {} "
+             "(argument 'self') and {} (argument 'other'); nextafter has no CPU-scalar exception",
+             a.device(), b.device());
   DType rt = ops::result_type(a, b);
   KILN_CHECK(is_floating(rt), dtype, "[nextafter] expects floating tensors, got {} and {}", a.dtype(), b.dtype());
   Tensor x = to(a, rt), y = to(b, rt);

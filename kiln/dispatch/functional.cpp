@@ -1135,19 +1135,23 @@ Tensor scatter_source(const Tensor& x, const Tensor& index, const Tensor& src) {
 }
 }  // namespace
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  OpNameScope user_op("scatter");
   return where(scattered(x, dim, index), scatter_add(zeros_like(x), dim, index, scatter_source(x, index, src)), x);
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
+  OpNameScope user_op("scatter");
   KILN_CHECK(reduce == "add" || reduce == "multiply", value, "[scatter] reduce argument must be either add or multiply, got {}",
              reduce);
   return scatter_reduce(x, dim, index, scatter_source(x, index, src), reduce == "add" ? "sum" : "prod",
                         /*include_self=*/true);
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value, const std::string& reduce) {
+  OpNameScope user_op("scatter");
   IntList shape(index.shape().begin(), index.shape().end());
   return scatter(x, dim, index, full(shape, value, {.dtype = x.dtype(), .device = x.device()}), reduce);
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
+  OpNameScope user_op("scatter");
   ops::check_long_index("scatter", index);
   return masked_fill(x, scattered(x, dim, index), value);
 }
@@ -1158,15 +1162,18 @@ Tensor as_vector(const Tensor& t) { return t.dim() == 0 ? reshape(t, {1}) : t; }
 }  // namespace
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+  OpNameScope user_op("index_add");
   if (x.dim() == 0) return reshape(index_add(as_vector(x), dim, as_vector(index), as_vector(source), alpha), {});
   Tensor s = alpha.to_double() == 1.0 ? source : mul(source, alpha);
   return scatter_add(x, dim, along(index, source, dim, "index_add"), to(s, x.dtype()));
 }
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
+  OpNameScope user_op("index_copy");
   if (x.dim() == 0) return reshape(index_copy(as_vector(x), dim, as_vector(index), as_vector(source)), {});
   return scatter(x, dim, along(index, source, dim, "index_copy"), source);
 }
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
+  OpNameScope user_op("index_fill");
   KILN_CHECK(index.dim() <= 1, shape, "[index_fill] index must be 1-D, got {}", index.meta_str());
   if (x.dim() == 0) return reshape(index_fill(as_vector(x), dim, as_vector(index), value), {});
   int64_t d = wrap_dim(dim, x.dim(), "index_fill");
@@ -1313,6 +1320,7 @@ TensorList where(const Tensor& condition) {
   return out;
 }
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
+  OpNameScope user_op("masked_select");
   KILN_CHECK(mask.dtype() == DType::b8, dtype, "[masked_select] expected a bool mask, got {}", mask.dtype());
   IntList shape = ops::broadcast_shapes(x.shape(), mask.shape(), "masked_select").vec();
   Tensor flat_mask = flatten(expand(mask, shape));

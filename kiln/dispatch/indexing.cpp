@@ -42,12 +42,14 @@ Tensor scatter_into_view(const Tensor& x, const Tensor& src, ViewFn view_of, con
 }  // namespace
 
 Tensor take(const Tensor& x, const Tensor& index) {
+  OpNameScope user_op("take");
   ops::check_long_index("take", index);
   Tensor picked = index_select(reshape(x, {-1}), 0, reshape(wrapped(to(index, DType::i64), x.numel()), {-1}));
   return reshape(picked, shape_of(index));
 }
 
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
+  OpNameScope user_op("take_along_dim");
   ops::check_long_index("take_along_dim", indices);
   if (!dim) return take(reshape(x, {-1}), reshape(indices, {-1}));
   KILN_CHECK(x.dim() == indices.dim(), shape, "[take_along_dim] input {} and indices {} must have the same rank",
@@ -182,6 +184,7 @@ Separated lead_with_indexed(const Tensor& x, const std::vector<Tensor>& indices)
 }  // namespace
 
 Tensor index(const Tensor& x, const std::vector<Tensor>& indices) {
+  OpNameScope user_op("index");
   if (Separated s = lead_with_indexed(x, indices); !s.perm.empty()) return index(permute(x, s.perm), s.indices);
   IndexPlan p = plan_index(x, indices, "index");
   Tensor picked = index_select(merge_block(x, p), p.first, reshape(p.linear, {-1}));
@@ -251,6 +254,7 @@ Indexed apply_basic(const Tensor& x, const std::vector<indexing::TensorIndex>& i
 }  // namespace
 
 Tensor getitem(const Tensor& x, const std::vector<indexing::TensorIndex>& index) {
+  OpNameScope user_op("getitem");
   Indexed r = apply_basic(x, index, "getitem");
   return r.any ? kiln::index(r.view, r.tensors) : r.view;
 }
@@ -286,6 +290,7 @@ Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tens
 }
 
 Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source) {
+  OpNameScope user_op("masked_scatter");
   KILN_CHECK(mask.dtype() == DType::b8, dtype, "[masked_scatter] expects a bool mask, got {}", mask.dtype());
   IntList shape = broadcast_shapes({shape_of(x), shape_of(mask)});
   if (shape != shape_of(x)) return masked_scatter(expand(x, shape), mask, source);  // out of place: x broadcasts too
@@ -322,11 +327,13 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
 }
 
 Tensor select_scatter(const Tensor& x, const Tensor& src, int64_t dim, int64_t index) {
+  OpNameScope user_op("select_scatter");
   return scatter_into_view(x, src, [&](const Tensor& p) { return select(p, dim, index); }, "select_scatter");
 }
 
 Tensor slice_scatter(const Tensor& x, const Tensor& src, int64_t dim, std::optional<int64_t> start,
                      std::optional<int64_t> end, int64_t step) {
+  OpNameScope user_op("slice_scatter");
   return scatter_into_view(
       x, src,
       [&](const Tensor& p) {
@@ -340,11 +347,13 @@ Tensor slice_scatter(const Tensor& x, const Tensor& src, int64_t dim, std::optio
 }
 
 Tensor diagonal_scatter(const Tensor& x, const Tensor& src, int64_t offset, int64_t dim1, int64_t dim2) {
+  OpNameScope user_op("diagonal_scatter");
   return scatter_into_view(x, src, [&](const Tensor& p) { return diagonal(p, offset, dim1, dim2); },
                            "diagonal_scatter");
 }
 
 Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  OpNameScope user_op("diag_embed");
   KILN_CHECK(x.dim() >= 1, shape, "[diag_embed] expects at least a 1-D input, got {}", x.meta_str());
   int64_t rank = x.dim() + 1, d1 = wrap_dim(dim1, rank, "diag_embed"), d2 = wrap_dim(dim2, rank, "diag_embed");
   KILN_CHECK(d1 != d2, value, "[diag_embed] diagonal dimensions cannot be identical {}, {}", dim1, dim2);
@@ -405,6 +414,7 @@ Tensor scatter_extreme(const Tensor& x, int64_t dim, const Tensor& index, const 
 
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       const std::string& reduce, bool include_self) {
+  OpNameScope user_op("scatter_reduce");
   KILN_CHECK(reduce == "sum" || reduce == "mean" || reduce == "amax" || reduce == "amin" || reduce == "prod", value,
              "[scatter_reduce] reduce argument must be either sum, prod, mean, amax or amin, got {}", reduce);
   KILN_CHECK(src.dtype() == x.dtype(), dtype, "[scatter_reduce] expected self ({}) and src ({}) to have the same dtype",
@@ -428,6 +438,7 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const T
 
 Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const std::string& reduce,
                     bool include_self) {
+  OpNameScope user_op("index_reduce");
   KILN_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin", value,
              "[index_reduce] reduce argument must be one of prod, mean, amax or amin, got {}", reduce);
   KILN_CHECK(index.dim() <= 1, shape, "[index_reduce] index must be a vector, got {}", index.meta_str());
@@ -443,6 +454,7 @@ Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Ten
 }
 
 Tensor put(const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
+  OpNameScope user_op("put");
   ops::check_long_index("put", index);
   KILN_CHECK(index.numel() == source.numel(), shape, "[put] source {} must have as many elements as index {}",
              source.meta_str(), index.meta_str());

@@ -90,6 +90,18 @@ TEST(D2, PerOpRules) {
   EXPECT_EQ(sel.shape(), (Dims{2, 2}));
   // to: the target
   EXPECT_EQ(to(x, Device("cpu:3")).device(), Device("cpu:3"));
+  // nextafter: no CPU-scalar exception (as PyTorch), in eager and fake alike
+  Tensor f = ones({2}, {.device = Device("cpu:1")});
+  expect_error([&] { nextafter(f, scalar_tensor(2.0)); }, ErrorKind::device_mismatch,
+               "[nextafter] Expected all tensors to be on the same device, but found at least two devices, cpu:1 "
+               "(argument 'self') and cpu:0 (argument 'other')");
+  EXPECT_EQ(add(f, scalar_tensor(2.0)).device(), Device("cpu:1"));  // where the exception holds
+  {
+    FakeMode mode;
+    Tensor g = empty({4}, {.device = Device("cuda:0")});
+    expect_error([&] { nextafter(g, mode.from_real(scalar_tensor(1.0))); }, ErrorKind::device_mismatch,
+                 "cuda:0 (argument 'self') and cpu:0 (argument 'other')");
+  }
 }
 
 TEST(D2, KernelsAllocateOnTheirDevice) {

@@ -870,6 +870,14 @@ TEST(Errors, CompositesNameTheOpTheUserCalled) {
                "dimension 0; target sizes [2], tensor sizes [3] (raised by expand)");
   expect_error([&] { index_put(zeros({4}), {from_vector(std::vector<int64_t>{0, 7})}, ones({2}), true); },
                ErrorKind::index, "[index_put] index 7 is out of bounds for dimension 0 with size 4");
+  // the index and scatter composites too: index_add is built on scatter_add, take on gather
+  expect_error([&] { index_add(zeros({4}), 0, from_vector(std::vector<int64_t>{5}), ones({1})); }, ErrorKind::index,
+               "[index_add] ");
+  expect_error([&] { index_add(zeros({4}), 0, from_vector(std::vector<int64_t>{5}), ones({1})); }, ErrorKind::index,
+               "(raised by scatter_add)");
+  expect_error([&] { take(zeros({4}), from_vector(std::vector<int64_t>{9})); }, ErrorKind::index, "[take] ");
+  expect_error([&] { scatter(zeros({4}), 0, from_vector(std::vector<int64_t>{6}), 1.0); }, ErrorKind::index,
+               "[scatter] ");
   // outside the composite, the op's own name
   expect_error([&] { expand(ones({3}), {2}); }, ErrorKind::shape, "[expand] the expanded size");
   EXPECT_EQ(in_user_op("[expand] x"), "[expand] x");
