@@ -455,20 +455,22 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
   std::vector<std::string> names;         // kiln graph inputs, in order
   std::vector<Tensor> real;               // their values (state, constants) or undefined (user)
   Env constants_in;                       // constant_input specs: numbers bound by name
-  std::map<std::string, int> input_of;  // pt2 placeholder -> kiln input
+  std::map<std::string, int> input_of;      // pt2 placeholder -> kiln input
+  std::map<std::string, int> state_input;   // parameter / buffer / constant name -> kiln input
   std::vector<std::pair<Tensor, std::string>> seen_state;  // for ties
   auto bind_state = [&](const std::string& name, const Tensor& t, InputSpec spec, bool state, const std::string& fqn) {
     for (auto& [other, other_fqn] : seen_state)
       if (other.storage() == t.storage() && other.shape() == t.shape() && other.strides() == t.strides() &&
           other.offset() == t.offset()) {
-        input_of[name] = input_of[other_fqn];
+        input_of[name] = state_input[other_fqn];
+        state_input[fqn] = state_input[other_fqn];
         im.notes.push_back(fmt::format("'{}' is tied to '{}' (one storage in the file): kiln keeps one tensor, "
                                        "'{}'", spec.target, other_fqn, other_fqn));
         return;
       }
     input_of[name] = static_cast<int>(names.size());
     seen_state.emplace_back(t, fqn);
-    input_of[fqn] = input_of[name];
+    state_input[fqn] = input_of[name];
     names.push_back(name);
     real.push_back(t);
     program.signature.inputs.push_back(spec);
@@ -521,8 +523,7 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
   // of the core-ATen dialect) become copies into those inputs, which kiln's capture turns
   // back into its mutation outputs.
   std::vector<std::string> user_outputs;
-  std::vector<std::pair<std::string, std::string>> writes;  // value, placeholder it is written into
-  std::map<std::string, std::string> user_input_by_name;
+  std::vector<std::pair<std::string, int>> writes;  // value, the kiln input it is written into
   for (const json& spec : im.at(sig, "output_specs", "signature")) {
     if (!spec.is_object() || spec.size() != 1) im.bad("an output spec is not a one-key union");
     auto first = spec.begin();  // a one-key union
@@ -536,44 +537,40 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       user_outputs.push_back(arg.at("as_tensor").at("name"));
     } else if (kind == "buffer_mutation") {
       std::string fqn = v.at("buffer_name");
-      if (!input_of.count(fqn)) im.bad(fmt::format("a mutation of unknown buffer '{}'", fqn));
-      writes.emplace_back(v.at("arg").at("name"), fqn);
+      if (!state_input.count(fqn)) im.bad(fmt::format("a mutation of unknown buffer '{}'", fqn));
+      writes.emplace_back(v.at("arg").at("name"), state_input.at(fqn));
     } else if (kind == "user_input_mutation") {
       std::string in = v.at("user_input_name");
       if (!input_of.count(in)) im.bad(fmt::format("a mutation of unknown input '{}'", in));
-      writes.emplace_back(v.at("arg").at("name"), in);
+      writes.emplace_back(v.at("arg").at("name"), input_of.at(in));
     } else {
       fail(ErrorKind::unsupported, "[import] {}: a '{}' output: training programs (losses, gradients, parameter "
            "updates) are not imported; export the forward and capture training with kiln", file, kind);
     }
   }
 
-  // The trace: fake twins of the state on the file's devices; user inputs as fake tensors.
+  // The trace: fake twins of the state on the devices the file names (the machine need not
+  // have them: X3 binds them later); user inputs as fake tensors of the example sizes.
+  auto state_device = [&](const std::string& fqn) -> std::optional<Device> {
+    for (const json* config : {&weights, &constants})
+      if (config->contains(fqn)) return Importer::device_of(config->at(fqn).at("tensor_meta").at("device"));
+    return std::nullopt;
+  };
   TensorList traced;
   {
     FakeMode fake;
     size_t u = 0;
     for (size_t i = 0; i < names.size(); ++i) {
       if (real[i].defined()) {
-        traced.push_back(fake.from_real(real[i]));
+        Tensor f = fake.from_real(real[i]);
+        if (auto d = state_device(program.signature.inputs[i].target); d && *d != f.device()) f = to(f, *d);
+        traced.push_back(f);
       } else {
         const Importer::Meta& m = user_inputs[u++].second;
         traced.push_back(empty(m.sizes, {.dtype = m.dtype, .device = m.device}));
       }
     }
   }
-  // State moves to the device each tensor's meta names (fake: the machine need not have it).
-  auto state_device = [&](const std::string& fqn) -> std::optional<Device> {
-    for (const json* config : {&weights, &constants})
-      if (config->contains(fqn)) return Importer::device_of(config->at(fqn).at("tensor_meta").at("device"));
-    return std::nullopt;
-  };
-  for (size_t i = 0; i < names.size(); ++i)
-    if (real[i].defined())
-      if (auto d = state_device(program.signature.inputs[i].target); d && *d != traced[i].device()) {
-        FakeMode fake;
-        traced[i] = to(traced[i], *d);
-      }
 
   interop::DeviceOf device_of = [](const json& d) { return Importer::device_of(d); };
   auto fn = [&](const TensorList& in) -> TensorList {
@@ -646,7 +643,7 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       return std::get<Tensor>(it->second);
     };
     for (const auto& [value, into] : writes) {
-      Tensor dst = in[static_cast<size_t>(input_of.at(into))];
+      Tensor dst = in[static_cast<size_t>(into)];
       copy_(dst, tensor_named(value));
     }
     TensorList outs;

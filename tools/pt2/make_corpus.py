@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """Makes tests/pt2/: small torch.export programs (.pt2) with PyTorch's inputs and outputs.
 
-Run with current PyTorch from PyPI in a virtual environment:
+Run with current PyTorch from PyPI, in the project's Python environment:
 
-    python3 -m venv /tmp/pt2-venv && /tmp/pt2-venv/bin/pip install torch safetensors
-    /tmp/pt2-venv/bin/python tools/pt2/make_corpus.py
+    $(scripts/python-venv.sh) tools/pt2/make_corpus.py
 
 Every model is tiny, with random weights from a fixed seed. For each NAME it writes
 NAME.pt2 and NAME.safetensors holding input_0.., output_0.. (PyTorch's results) and,
