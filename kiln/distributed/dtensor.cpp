@@ -909,6 +909,27 @@ Outputs linear_as_matmul(std::span<const Value> args) {
   return out;
 }
 
+// addmm(self, a, b, beta, alpha) = beta * self + alpha * (a @ b), and baddbmm the same
+// with bmm: each a DTensor op, so the product's sharding (matmul_rule) decides and a
+// partial product is reduced by the add, once.
+Outputs scaled_product_plus(OpKind product, std::span<const Value> args) {
+  Value mm_args[2] = {args[1], args[2]};
+  Tensor y = redispatch(product, mm_args)[0];
+  const Scalar& beta = std::get<Scalar>(args[3]);
+  const Scalar& alpha = std::get<Scalar>(args[4]);
+  if (alpha.to_double() != 1.0) {
+    Value mul_args[2] = {y, wrapped_number(alpha)};
+    y = redispatch(OpKind::mul, mul_args)[0];
+  }
+  if (beta.to_double() != 0.0) {  // beta = 0 ignores self (NaN and inf included), as PyTorch
+    Value add_args[3] = {y, args[0], beta};
+    y = redispatch(OpKind::add, add_args)[0];
+  }
+  Outputs out;
+  out.push_back(y);
+  return out;
+}
+
 // mean = sum / count, so that a sharded reduced dim gives partial sums, not a gather.
 Outputs mean_as_sum(std::span<const Value> args, const Tensor& x) {
   const IntList& dims = std::get<IntList>(args[1]);
@@ -991,8 +1012,9 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
   const DeviceMesh* mesh = nullptr;
   Operands in = operands_of(op, args, mesh);
   const ops::OpInfo& info = ops::op_info(op);
-  if (op == OpKind::linear || op == OpKind::mean) {
+  if (op == OpKind::linear || op == OpKind::mean || op == OpKind::addmm) {
     autograd::NoGradGuard no_grad;  // below autograd (see below)
+    if (op == OpKind::addmm) return scaled_product_plus(OpKind::mm, args);
     return op == OpKind::linear ? linear_as_matmul(args) : mean_as_sum(args, *in.tensors[0]);
   }
   if (op == OpKind::_to_copy)

@@ -103,6 +103,44 @@ TEST(S2, TensorParallelMlpTracesForEightRanks) {
   EXPECT_NE(text.find("reduce_op='sum', group='tp')"), std::string::npos) << text;
 }
 
+// addmm as PyTorch's TP linears in the core-ATen dialect write them: colwise (the
+// transposed weight sharded on its columns, the bias with it) keeps column shards, and
+// rowwise (both on the contracted dim) gives partial products that adding the replicated
+// bias reduces, once. beta and alpha scale as in addmm; values on a one-rank mesh match.
+TEST(S2, AddmmShardsLikeItsProduct) {
+  Device gpu("cuda:0");
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, 3, gpu);
+  auto fn = [&](const TensorList& in) {
+    Tensor x = dist::from_local(in[0], mesh, {Replicate()});
+    Tensor w1t = dist::from_local(in[1], mesh, {Shard(1)}), b1 = dist::from_local(in[2], mesh, {Shard(0)});
+    Tensor w2t = dist::from_local(in[3], mesh, {Shard(0)}), b2 = dist::from_local(in[4], mesh, {Replicate()});
+    Tensor h = addmm(b1, x, w1t);
+    EXPECT_EQ(dist::dtensor_state(h).placements[0], dist::Placement(Shard(1)));
+    Tensor y = addmm(b2, relu(h), w2t, 0.5, 2.0);
+    EXPECT_EQ(y.shape(), Dims({4, 16}));
+    EXPECT_TRUE(dist::dtensor_state(y).placements[0].is_replicate());
+    return TensorList{dist::to_local(y)};
+  };
+  FakeMode fake;
+  TensorList locals = {empty({4, 16}, {.device = gpu}), empty({16, 8}, {.device = gpu}), empty({8}, {.device = gpu}),
+                       empty({8, 16}, {.device = gpu}), empty({16}, {.device = gpu})};
+  std::string text = make_fx(fn, locals).str();
+  size_t reduces = 0;
+  for (size_t at = text.find("= all_reduce("); at != std::string::npos; at = text.find("= all_reduce(", at + 1)) ++reduces;
+  EXPECT_EQ(reduces, 1u) << text;
+}
+
+TEST(S2, AddmmOnAOneRankMeshComputesLikePlainTensors) {
+  dist::DeviceMesh mesh(dist::local_group(), {1}, {"solo"}, Device("cpu:0"));
+  Tensor b = tensor({1, -2, 3}), a = reshape(arange(0, 8, 1, {.dtype = DType::f32}), {2, 4}),
+         w = reshape(arange(0, 12, 1, {.dtype = DType::f32}), {4, 3});
+  auto d = [&](const Tensor& t) { return dist::distribute_tensor(t, mesh, {Replicate()}); };
+  for (auto [beta, alpha] : {std::pair<double, double>{1, 1}, {0.5, 2}, {0, 1}}) {
+    Tensor got = dist::full_tensor(addmm(d(b), d(a), d(w), beta, alpha));
+    EXPECT_TRUE(testing::all_close(got, to_vector<double>(addmm(b, a, w, beta, alpha)))) << beta << " " << alpha;
+  }
+}
+
 // Attention with its heads sharded: q, k and v colwise split into heads without a
 // gather, the per-head products shard their batch dim, the heads merge back into column
 // shards, and the rowwise projection's all_reduce is the only collective.
