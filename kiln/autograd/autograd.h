@@ -105,8 +105,10 @@ class GradModeGuard {
   bool prev_;
 };
 
-/** NoGradGuard that also skips version counting: for pure inference. Tensors made here
- * are ordinary tensors (kiln does not mark "inference tensors"). */
+/** (G6) NoGradGuard that also skips version counting: for pure inference, as PyTorch's
+ * InferenceMode. Tensors allocated here are inference tensors (Tensor::is_inference;
+ * their views too): outside the mode, an in-place op on one, saving one for backward, or
+ * making one require grad is an Error; clone() makes a normal tensor. */
 class InferenceModeGuard {
  public:
   InferenceModeGuard();

@@ -16,7 +16,6 @@ using ops::OpKind;
 using detail::t_grad_enabled;
 
 namespace {
-thread_local bool t_inference = false;
 thread_local bool t_writable_leaves = false;
 std::atomic<uint64_t> g_sequence{0};
 
@@ -119,15 +118,15 @@ NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
 GradModeGuard::GradModeGuard(bool enabled) : prev_(t_grad_enabled) { t_grad_enabled = enabled; }
 GradModeGuard::~GradModeGuard() { t_grad_enabled = prev_; }
-InferenceModeGuard::InferenceModeGuard() : prev_grad_(t_grad_enabled), prev_inference_(t_inference) {
+InferenceModeGuard::InferenceModeGuard() : prev_grad_(t_grad_enabled), prev_inference_(inference_mode()) {
   t_grad_enabled = false;
-  t_inference = true;
+  set_inference_mode(true);
 }
 InferenceModeGuard::~InferenceModeGuard() {
   t_grad_enabled = prev_grad_;
-  t_inference = prev_inference_;
+  set_inference_mode(prev_inference_);
 }
-bool InferenceModeGuard::active() { return t_inference; }
+bool InferenceModeGuard::active() { return inference_mode(); }
 WritableLeavesGuard::WritableLeavesGuard() : prev_(t_writable_leaves) { t_writable_leaves = true; }
 WritableLeavesGuard::~WritableLeavesGuard() { t_writable_leaves = prev_; }
 
@@ -215,8 +214,19 @@ bool refresh_view(const Tensor& t) {
 }
 
 void count_write(OpKind op, std::span<const Value> args) {
-  if (t_inference) return;
+  if (inference_mode()) return;
   ++std::get<Tensor>(args[ops::op_info(op).schema.mutated_arg]).storage()->version;
+}
+
+void check_inference_write(OpKind op, std::span<const Value> args) {
+  const OpInfo& info = ops::op_info(op);
+  const Tensor& self = std::get<Tensor>(args[static_cast<size_t>(info.schema.mutated_arg)]);
+  // (G6) as PyTorch: an inference tensor has no version counter to bump, so autograd
+  // could not tell a saved copy was overwritten
+  KILN_CHECK(!self.is_inference() || inference_mode(), value,
+             "[{}] Inplace update to inference tensor outside InferenceMode is not allowed ({}). You can make a "
+             "clone to get a normal tensor before doing inplace update",
+             info.name, self.meta_str());
 }
 
 Outputs record(OpKind op, std::span<const Value> args) {
@@ -282,6 +292,11 @@ Outputs record(OpKind op, std::span<const Value> args) {
     bool saved = i < 31 && (d.saves >> i) & 1u;
     if (auto* list = std::get_if<TensorList>(&node->args[i])) {
       if (!saved) list->clear();
+      for (const Tensor& x : *list)
+        KILN_CHECK(!x.defined() || !x.is_inference(), value,
+                   "[{}] Inference tensors cannot be saved for backward (an element of '{}', {}). To work around "
+                   "you can make a clone to get a normal tensor and use it in autograd",
+                   info.name, specs[i].name, x.meta_str());
       continue;
     }
     auto* t = std::get_if<Tensor>(&node->args[i]);
@@ -290,6 +305,10 @@ Outputs record(OpKind op, std::span<const Value> args) {
       *t = Tensor();
       continue;
     }
+    KILN_CHECK(!t->is_inference(), value,
+               "[{}] Inference tensors cannot be saved for backward (argument '{}', {}). To work around you can "
+               "make a clone to get a normal tensor and use it in autograd",
+               info.name, specs[i].name, t->meta_str());
     if (self && t->is_same(*self)) {
       if (!before.defined()) {
         Value clone_args[1] = {*self};

@@ -45,5 +45,7 @@ inline bool should_record(std::span<const Value> args) {
 Outputs record(ops::OpKind op, std::span<const Value> args);
 /** (G4) Counts an in-place write that autograd does not record. */
 void count_write(ops::OpKind op, std::span<const Value> args);
+/** (G6) An in-place op on an inference tensor outside inference mode is an Error. */
+void check_inference_write(ops::OpKind op, std::span<const Value> args);
 
 }  // namespace kiln::autograd::detail

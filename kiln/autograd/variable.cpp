@@ -38,6 +38,10 @@ Tensor& Tensor::set_requires_grad(bool on) {
   KILN_CHECK(!on || is_floating(dtype()), dtype,
              "[requires_grad] only tensors of floating dtype can require gradients, got {}",
              meta_str());
+  KILN_CHECK(!on || !is_inference() || inference_mode(), value,
+             "[requires_grad] Setting requires_grad=True on inference tensor outside InferenceMode is not allowed "
+             "({}); clone it first",
+             meta_str());
   if (on || m) meta_of(*this).requires_grad = on;
   return *this;
 }

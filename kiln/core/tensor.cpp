@@ -113,6 +113,13 @@ Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* all
   return make_tensor(shape, contiguous_strides(shape), dtype, device, allocator, op);
 }
 
+namespace {
+thread_local bool t_inference_mode = false;
+}  // namespace
+
+bool inference_mode() { return t_inference_mode; }
+void set_inference_mode(bool on) { t_inference_mode = on; }
+
 Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device device,
                    Allocator* allocator, std::string_view op) {
   size_t nbytes = check_sizes(shape, dtype, op);
@@ -123,6 +130,7 @@ Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device d
   impl->device = device;
   void* data = allocator ? allocator->allocate(nbytes) : nullptr;
   impl->storage = make_pooled<StorageImpl>(data, nbytes, device, allocator, !allocator);
+  impl->storage->inference = t_inference_mode;
   return Tensor(std::move(impl));
 }
 

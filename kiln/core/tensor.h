@@ -57,6 +57,9 @@ struct StorageImpl {
   /** (G4) The version left by the last in-place op that autograd recorded; views made
    * before it have a stale history. */
   uint32_t recorded_write = 0;
+  /** (G6) Allocated under inference mode: tensors over it (views included) are inference
+   * tensors, which autograd never saves and which are written only in inference mode. */
+  bool inference = false;
 
   StorageImpl(void* d, size_t n, Device dev, Allocator* a, bool is_fake)
       : data(d), nbytes(n), device(dev), allocator(a), fake(is_fake) {}
@@ -178,6 +181,10 @@ class Tensor {
     return static_cast<T*>(raw_data());
   }
 
+  /** (G6) Made under inference mode (autograd::InferenceModeGuard): a view of such a
+   * tensor is one too; a view made there of a normal tensor is normal, as in PyTorch. */
+  bool is_inference() const { return impl_->storage && impl_->storage->inference; }
+
   // ---- autograd (G1-G5; defined in kiln/autograd/variable.cpp) ----
   /** A leaf that asked for gradients, or the output of a recorded differentiable op. */
   bool requires_grad() const;
@@ -226,6 +233,12 @@ size_t check_sizes(const Dims& shape, DType dtype, std::string_view op);
 
 /** Creates a tensor with fresh contiguous storage from `allocator` (or a fake one when
  * `allocator` is null). `op` names the caller in errors (see check_sizes). */
+/** Whether this thread is in inference mode: storages made now are inference storages
+ * (G6). autograd::InferenceModeGuard sets it; it lives here so that every allocation
+ * can read it. */
+bool inference_mode();
+void set_inference_mode(bool on);
+
 Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* allocator,
                    std::string_view op = "empty");
 /** The same with the contiguous strides of `shape` already computed. */

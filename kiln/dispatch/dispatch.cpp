@@ -596,8 +596,10 @@ Outputs dispatch(OpKind op, std::span<const Value> args) {
   // The user's call (not a mode's re-dispatch): autograd's turn first. See Note
   // [Autograd sits above the modes].
   if (t_depth == t_pushed) [[likely]] {
+    bool inplace = ops::op_is_inplace(op);
+    if (inplace) autograd::detail::check_inference_write(op, args);
     if (autograd::detail::should_record(args)) return autograd::detail::record(op, args);
-    if (ops::op_is_inplace(op)) autograd::detail::count_write(op, args);
+    if (inplace) autograd::detail::count_write(op, args);
   }
   return redispatch(op, args);
 }

@@ -109,6 +109,44 @@ TEST(G1, NoGradAndInferenceModeAreScopedAndExceptionSafe) {
   EXPECT_TRUE((x * 2.0).requires_grad());
 }
 
+// (G6) Inference tensors, as PyTorch's: made under InferenceMode, views of them too;
+// outside the mode they may be read but not written in place, saved for backward or made
+// to require grad; clone() gives a normal tensor.
+TEST(G6, InferenceTensorsAreReadOnlyForAutogradOutsideTheMode) {
+  Tensor normal = ones({3});
+  Tensor inf, view_of_normal;
+  {
+    autograd::InferenceModeGuard g;
+    inf = ones({3}) * 2.0;
+    view_of_normal = view(normal, {3, 1});
+    EXPECT_TRUE(inf.is_inference());
+    EXPECT_TRUE(view(inf, {1, 3}).is_inference());
+    EXPECT_FALSE(view_of_normal.is_inference());  // a view of a normal tensor stays normal
+    add_(inf, 1.0);                                // writing it inside the mode is allowed
+    add_(normal, 0.0);                             // and normal tensors may be written there
+  }
+  EXPECT_FALSE(normal.is_inference());
+  EXPECT_EQ(to_vector<float>(inf), (std::vector<float>{3, 3, 3}));
+  expect_error([&] { add_(inf, 1.0); }, ErrorKind::value,
+               "[add_] Inplace update to inference tensor outside InferenceMode is not allowed");
+  expect_error([&] { Tensor v = view(inf, {3}); fill_(v, 0.0); }, ErrorKind::value, "inference tensor");
+  EXPECT_EQ(to_vector<float>(inf), (std::vector<float>{3, 3, 3}));  // nothing was written
+  Tensor w = ones({3}, {.requires_grad = true});
+  expect_error([&] { mul(w, inf); }, ErrorKind::value,
+               "[mul] Inference tensors cannot be saved for backward (argument 'other'");
+  Tensor sum_ok = add(w, inf);  // add saves nothing: allowed, as in PyTorch
+  EXPECT_TRUE(sum_ok.requires_grad());
+  EXPECT_FALSE(sum_ok.is_inference());
+  expect_error([&] { inf.set_requires_grad(true); }, ErrorKind::value,
+               "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed");
+  Tensor c = clone(inf);  // the way out
+  EXPECT_FALSE(c.is_inference());
+  add_(c, 1.0);
+  Tensor y = mul(w, c);
+  sum(y).backward();
+  EXPECT_EQ(to_vector<float>(w.grad()), (std::vector<float>{4, 4, 4}));
+}
+
 TEST(G4, VersionsCountInPlaceWritesOnTheStorage) {
   Tensor x = zeros({4});
   Tensor v = slice(x, 0, 1, 3);
