@@ -384,9 +384,21 @@ Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMes
   if (from.is_partial() && to.is_replicate()) return reduce(local, from.op);
   if (from.is_partial() && to.is_shard()) {
     int64_t d = to.dim;
-    if (from.op == ReduceOp::sum && global[d] % n == 0) {  // reduce_scatter along dim d
-      Tensor front = contiguous(transpose(local, 0, d));
-      return contiguous(transpose(reduce_scatter_tensor(front, "sum", n, axis), 0, d));
+    if (from.op == ReduceOp::sum) {
+      // one reduce_scatter along dim d; uneven sizes are padded to n equal chunks (the
+      // padding lands past the data and is cut off), as PyTorch's Partial -> Shard
+      int64_t chunk = (global[d] + n - 1) / n;
+      Tensor padded = local;
+      if (chunk * n > global[d]) {
+        Dims pad_shape = local.shape();
+        pad_shape[d] = chunk * n - global[d];
+        padded = cat({local, zeros(pad_shape.vec(), {.dtype = local.dtype(), .device = local.device()})}, d);
+      }
+      Tensor front = contiguous(transpose(padded, 0, d));
+      Tensor mine = transpose(reduce_scatter_tensor(front, "sum", n, axis), 0, d);
+      auto [begin, len] = chunk_of(global[d], n, me);
+      (void)begin;  // torch.chunk's chunks start at multiples of `chunk`: mine is at the front
+      return contiguous(len == chunk ? mine : narrow(mine, d, 0, len));
     }
     return my_chunk(reduce(local, from.op), d);
   }

@@ -183,6 +183,30 @@ TEST(S2, AttentionHeadsShardedTraceForEightRanks) {
   EXPECT_NE(text.find("f32[2,1,4,4]@cuda:0 = softmax("), std::string::npos) << text;  // one head per rank
 }
 
+// Partial -> Shard on a dim the mesh does not divide evenly: one padded reduce_scatter
+// (the padding cut off after), as PyTorch, not an all_reduce; each rank gets torch.chunk's
+// share, the last one less.
+TEST(S2, UnevenPartialToShardIsOnePaddedReduceScatter) {
+  for (int64_t rank : {0, 2}) {
+    dist::DeviceMesh mesh = dist::DeviceMesh::fake({3}, {"tp"}, rank, Device("cpu:0"));
+    auto fn = [&](const TensorList& in) {
+      Tensor p = dist::from_local(in[0], mesh, {dist::Partial()}, Dims({7, 2}));
+      return TensorList{dist::to_local(dist::redistribute(p, {Shard(0)}))};
+    };
+    FakeMode fake;
+    std::string text = make_fx(fn, {empty({7, 2})}).str();
+    EXPECT_EQ(text.find("all_reduce"), std::string::npos) << text;
+    EXPECT_NE(text.find("f32[3,2]@cpu:0 = reduce_scatter_tensor("), std::string::npos) << text;  // 9 rows / 3
+    // torch.chunk's shares are 3, 3 and 1 rows: only the last rank cuts its chunk
+    EXPECT_EQ(text.find("f32[1,2]@cpu:0") != std::string::npos, rank == 2) << text;
+  }
+  // the values, on a one-rank mesh (no padding) and through the uneven path's arithmetic
+  dist::DeviceMesh solo(dist::local_group(), {1}, {"solo"}, Device("cpu:0"));
+  Tensor a = reshape(arange(0, 14, 1, {.dtype = DType::f32}), {7, 2});
+  Tensor p = dist::distribute_tensor(a, solo, {dist::Partial()});
+  EXPECT_TRUE(testing::all_close(dist::to_local(dist::redistribute(p, {Shard(0)})), to_vector<double>(a)));
+}
+
 // Sequence parallelism: the sequence-sharded input of an MLP is gathered once before the
 // colwise layer, and the rowwise layer's partial sums are reduce-scattered back to
 // sequence shards (no all_reduce).
