@@ -216,12 +216,17 @@ Dims local_shape(const Dims& global, const DeviceMesh& mesh, const Placements& p
   return local;
 }
 
-void check_placements(const DeviceMesh& mesh, const Placements& placements, int64_t ndim, std::string_view op) {
+// The placements a user gave, checked against the mesh and the tensor's rank, with a
+// negative shard dim counted from the end (Shard(-1) is the last dim), as PyTorch.
+Placements checked_placements(const DeviceMesh& mesh, Placements placements, int64_t ndim, std::string_view op) {
   KILN_CHECK(static_cast<int64_t>(placements.size()) == mesh.ndim(), value,
              "[{}] {} placements for a mesh of {} dimensions", op, placements.size(), mesh.ndim());
-  for (const Placement& p : placements)
+  for (Placement& p : placements) {
+    if (p.is_shard() && p.dim < 0 && p.dim >= -ndim) p.dim += static_cast<int32_t>(ndim);
     KILN_CHECK(!p.is_shard() || (p.dim >= 0 && p.dim < ndim), index,
                "[{}] placement {} of a {}-d tensor", op, p.str(), ndim);
+  }
+  return placements;
 }
 
 // Attaches the DTensor state to `outer` (an impl with global metadata, no data).
@@ -300,10 +305,10 @@ const DTensorState& dtensor_state(const Tensor& t, std::string_view op) {
 
 Tensor to_local(const Tensor& dtensor) { return dtensor_state(dtensor, "to_local").local(*dtensor.impl()); }
 
-Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements& placements,
+Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements& given,
                   std::optional<Dims> global_shape) {
   KILN_CHECK(!local.is_dtensor(), value, "[from_local] the local tensor is a DTensor already");
-  check_placements(mesh, placements, local.dim(), "from_local");
+  Placements placements = checked_placements(mesh, given, local.dim(), "from_local");
   KILN_CHECK(local.device() == mesh.device(), device_mismatch,
              "[from_local] the local tensor is on {} but the mesh's device is {}", local.device(), mesh.device());
   Dims global = local.shape();
@@ -320,9 +325,9 @@ Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements&
   return make_dtensor(local, global, mesh, placements);
 }
 
-Tensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, const Placements& placements) {
+Tensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, const Placements& given) {
   KILN_CHECK(!full.is_dtensor(), value, "[distribute_tensor] the tensor is a DTensor already");
-  check_placements(mesh, placements, full.dim(), "distribute_tensor");
+  Placements placements = checked_placements(mesh, given, full.dim(), "distribute_tensor");
   Tensor local;
   {
     autograd::NoGradGuard no_grad;  // the DTensor is the leaf, not its shard
@@ -358,7 +363,8 @@ namespace {
 // shape (the sizes the chunks come from).
 Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMesh& mesh, int64_t i,
                         const Placement& from, const Placement& to) {
-  if (from == to) return local;
+  // a mesh dimension of one rank: every placement holds the whole value, nothing moves
+  if (from == to || mesh.size(i) == 1) return local;
   const std::string& axis = mesh.names()[static_cast<size_t>(i)];
   int64_t n = mesh.size(i), me = mesh.coordinate(i);
   auto gather = [&](const Tensor& x, int64_t d) {  // S(d) -> R: all_gather, uneven chunks padded
@@ -441,9 +447,9 @@ Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMes
 
 }  // namespace
 
-Tensor redistribute(const Tensor& dtensor, const Placements& placements) {
+Tensor redistribute(const Tensor& dtensor, const Placements& given) {
   const DTensorState& s = dtensor_state(dtensor, "redistribute");
-  check_placements(s.mesh, placements, dtensor.dim(), "redistribute");
+  Placements placements = checked_placements(s.mesh, given, dtensor.dim(), "redistribute");
   Tensor local = s.local(*dtensor.impl());
   Placements now = s.placements;
   // Gathers first (so a later chunk sees the full dim), then everything else.

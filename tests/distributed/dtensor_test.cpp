@@ -207,6 +207,30 @@ TEST(S2, UnevenPartialToShardIsOnePaddedReduceScatter) {
   EXPECT_TRUE(testing::all_close(dist::to_local(dist::redistribute(p, {Shard(0)})), to_vector<double>(a)));
 }
 
+// Shard(-1) is the last dim (normalized where placements enter, as PyTorch), and a mesh
+// dimension of one rank moves nothing: every placement there holds the whole value.
+TEST(S1, NegativeShardDimsAndSizeOneMeshDims) {
+  dist::DeviceMesh solo(dist::local_group(), {1}, {"solo"}, Device("cpu:0"));
+  Tensor a = reshape(arange(0, 12, 1, {.dtype = DType::f32}), {3, 4});
+  Tensor d = dist::distribute_tensor(a, solo, {Shard(-1)});
+  EXPECT_EQ(dist::dtensor_state(d).placements, dist::Placements({Shard(1)}));
+  EXPECT_EQ(dist::dtensor_state(dist::redistribute(d, {Shard(-2)})).placements, dist::Placements({Shard(0)}));
+  expect_error([&] { dist::distribute_tensor(a, solo, {Shard(-3)}); }, ErrorKind::index,
+               "[distribute_tensor] placement S(-3) of a 2-d tensor");
+  FakeMode fake;
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({1, 4}, {"one", "tp"}, 2, Device("cpu:0"));
+  auto fn = [&](const TensorList& in) {
+    Tensor p = dist::from_local(in[0], mesh, {Partial(), Shard(0)}, Dims({8, 2}));
+    Tensor r = dist::redistribute(p, {Replicate(), Shard(0)});      // over the 1-rank dim: nothing
+    Tensor s = dist::redistribute(r, {Shard(1), Shard(0)});         // a 1-rank shard is the whole dim
+    EXPECT_EQ(dist::to_local(s).shape(), Dims({2, 2}));
+    return TensorList{dist::to_local(s)};
+  };
+  std::string text = make_fx(fn, {empty({2, 2})}).str();
+  EXPECT_EQ(text.find("all_reduce"), std::string::npos) << text;
+  EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
+}
+
 // Sequence parallelism: the sequence-sharded input of an MLP is gathered once before the
 // colwise layer, and the rowwise layer's partial sums are reduce-scattered back to
 // sequence shards (no all_reduce).
