@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "kiln/core/pool.h"
+#include <functional>
+
 #include "kiln/dispatch/functional.h"
 
 namespace kiln::autograd {
@@ -141,6 +143,27 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs,
 /** The edge through which a gradient reaches `t` (its grad_fn, or its accumulator when
  * it is a leaf requiring grad); invalid when `t` needs no gradient. */
 Edge gradient_edge(const Tensor& t);
+
+/** A backward step written as a function of the gradient of one output, for the
+ * differentiable conversions that are not ops (DTensor's from_local, to_local and
+ * redistribute): `backward(grad)` gives the gradient of the one input. */
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, std::function<Tensor(const Tensor&)> backward)
+      : name_(std::move(name)), backward_(std::move(backward)) {}
+  std::string name() const override { return name_; }
+  GradList apply(GradList& grads) override;
+
+ private:
+  std::string name_;
+  std::function<Tensor(const Tensor&)> backward_;
+};
+
+/** Records `output = f(input)` when grad mode is on and `input` needs a gradient: the
+ * output gets a FunctionNode named `name` whose edge leads to `input`. Returns whether
+ * it recorded. `output` must be a fresh tensor (its own impl). */
+bool record_function(const Tensor& output, const Tensor& input, std::string name,
+                     std::function<Tensor(const Tensor&)> backward);
 
 /** grad() at edges taken earlier (`edges[i]` = gradient_edge(inputs[i]) when it was
  * taken; `inputs` give subclass gradients their placement): the gradient w.r.t. a

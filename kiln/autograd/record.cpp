@@ -368,4 +368,27 @@ Outputs record(OpKind op, std::span<const Value> args) {
 
 }  // namespace detail
 
+GradList FunctionNode::apply(GradList& grads) {
+  GradList out;
+  out.push_back(grads.empty() || !grads[0].defined() ? Tensor() : backward_(grads[0]));
+  return out;
+}
+
+bool record_function(const Tensor& output, const Tensor& input, std::string name,
+                     std::function<Tensor(const Tensor&)> backward) {
+  if (!grad_enabled() || !is_floating(output.dtype())) return false;
+  Edge edge = gradient_edge(input);
+  if (!edge.valid()) return false;
+  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward));
+  node->next.push_back(std::move(edge));
+  node->inputs.push_back({output.shape(), output.dtype(), output.device()});
+  node->device = output.device();
+  node->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
+  AutogradMeta& m = detail::meta_of(output);
+  m.grad_fn = std::move(node);
+  m.output_nr = 0;
+  m.requires_grad = false;
+  return true;
+}
+
 }  // namespace kiln::autograd

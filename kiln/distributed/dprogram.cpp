@@ -132,6 +132,7 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
   // This rank's shards, with their global offsets; a replicated shard only from the
   // ranks at coordinate 0 of the dims it is replicated along; partial values reduced.
   NamedTensors shards;
+  autograd::NoGradGuard no_grad;  // reading the values to save: no history
   for (const nn::NamedTensor& t : named) {
     const DTensorState& s = dtensor_state(*t.tensor);
     Placements whole = s.placements;

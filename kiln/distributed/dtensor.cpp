@@ -303,10 +303,43 @@ const DTensorState& dtensor_state(const Tensor& t, std::string_view op) {
   return *t.impl()->dtensor;
 }
 
-Tensor to_local(const Tensor& dtensor) { return dtensor_state(dtensor, "to_local").local(*dtensor.impl()); }
+// Placements a gradient is laid out with on its way back through a conversion: a
+// partial value's gradient is the same on every rank (PyTorch's backward redistribution).
+Placements replicate_partials(Placements p) {
+  for (Placement& x : p)
+    if (x.is_partial()) x = Replicate();
+  return p;
+}
+
+// Note [Autograd through the DTensor conversions]
+// from_local, to_local and redistribute are not ops, so the recorder never sees them; each
+// records itself (autograd::record_function) when grad mode is on and its input needs a
+// gradient, as PyTorch's autograd.Functions of the same names do:
+//  - to_local: the local gradient becomes a DTensor with the DTensor's placements (or the
+//    grad_placements given), without communication;
+//  - from_local: the DTensor gradient is redistributed to the placements given (partial
+//    ones as Replicate) and its shard is the local gradient;
+//  - redistribute: the gradient is redistributed back to the source's placements
+//    (partial ones as Replicate).
+// Inside the DTensor layer grad mode is off (it runs below autograd), so the layer's own
+// conversions record nothing.
+Tensor to_local(const Tensor& dtensor, std::optional<Placements> grad_placements) {
+  const DTensorState& s = dtensor_state(dtensor, "to_local");
+  Tensor local = s.local(*dtensor.impl());
+  if (!autograd::grad_enabled() || !dtensor.requires_grad()) return local;
+  Tensor out = local.detach_descriptor();  // a handle of its own to carry the history
+  DeviceMesh mesh = s.mesh;
+  Placements back = grad_placements ? checked_placements(mesh, *grad_placements, dtensor.dim(), "to_local")
+                                    : s.placements;
+  Dims global = dtensor.shape();
+  autograd::record_function(out, dtensor, "ToTorchTensorBackward", [mesh, back, global](const Tensor& g) {
+    return from_local(g, mesh, back, global);
+  });
+  return out;
+}
 
 Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements& given,
-                  std::optional<Dims> global_shape) {
+                  std::optional<Dims> global_shape, std::optional<Placements> grad_placements) {
   KILN_CHECK(!local.is_dtensor(), value, "[from_local] the local tensor is a DTensor already");
   Placements placements = checked_placements(mesh, given, local.dim(), "from_local");
   KILN_CHECK(local.device() == mesh.device(), device_mismatch,
@@ -322,7 +355,16 @@ Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements&
     for (int64_t i = 0; i < mesh.ndim(); ++i)
       if (placements[i].is_shard()) global[placements[i].dim] *= mesh.size(i);  // even shards
   }
-  return make_dtensor(local, global, mesh, placements);
+  Tensor out = make_dtensor(local, global, mesh, placements);
+  if (autograd::grad_enabled() && local.requires_grad()) {
+    Placements back = replicate_partials(grad_placements ? checked_placements(mesh, *grad_placements, local.dim(),
+                                                                              "from_local")
+                                                         : placements);
+    autograd::record_function(out, local, "FromTorchTensorBackward", [back](const Tensor& g) {
+      return to_local(g.is_dtensor() ? redistribute(g, back) : g);
+    });
+  }
+  return out;
 }
 
 Tensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, const Placements& given) {
@@ -463,7 +505,13 @@ Tensor redistribute(const Tensor& dtensor, const Placements& given) {
       local = redistribute_dim(local, dtensor.shape(), s.mesh, i, have, want);
       have = want;
     }
-  return make_dtensor(local, dtensor.shape(), s.mesh, placements);
+  Tensor out = make_dtensor(local, dtensor.shape(), s.mesh, placements);
+  if (autograd::grad_enabled() && dtensor.requires_grad()) {
+    Placements back = replicate_partials(s.placements);
+    autograd::record_function(out, dtensor, "RedistributeBackward",
+                              [back](const Tensor& g) { return redistribute(g, back); });
+  }
+  return out;
 }
 
 Tensor full_tensor(const Tensor& dtensor) {
@@ -1019,6 +1067,9 @@ bool derives_shards(const ops::OpInfo& info, std::span<const Value> args, const 
 }
 
 Outputs handle(OpKind op, std::span<const Value> args) {
+  // Below autograd: it recorded the op on the DTensors already; the conversions this
+  // layer makes (from_local, redistribute, to_local of shards) must not record again.
+  autograd::NoGradGuard below_autograd;
   if (t_implicit_replication) {
     PoolVector<Value> lifted = replicate_plain(args);
     return handle_call(op, lifted);

@@ -140,9 +140,13 @@ Tensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, const Place
 /** Wraps this rank's `local` shard. The global shape is inferred assuming even shards
  * unless given. */
 Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements& placements,
-                  std::optional<Dims> global_shape = std::nullopt);
-/** This rank's shard. */
-Tensor to_local(const Tensor& dtensor);
+                  std::optional<Dims> global_shape = std::nullopt,
+                  std::optional<Placements> grad_placements = std::nullopt);
+/** This rank's shard. Differentiable (Note [Autograd through the DTensor conversions]):
+ * the local gradient comes back as a DTensor with this one's placements, or
+ * `grad_placements`. from_local and redistribute are differentiable too; from_local's
+ * gradient is redistributed to its placements (or `grad_placements`) first. */
+Tensor to_local(const Tensor& dtensor, std::optional<Placements> grad_placements = std::nullopt);
 /** The whole tensor on every rank (redistributes to Replicate: collectives). */
 Tensor full_tensor(const Tensor& dtensor);
 /** The same tensor with other placements: all_gather, all_reduce, reduce_scatter,

@@ -231,6 +231,52 @@ TEST(S1, NegativeShardDimsAndSizeOneMeshDims) {
   EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
 }
 
+// (Note [Autograd through the DTensor conversions]) Gradients flow through from_local,
+// to_local and redistribute with PyTorch's placements: to_local's gradient is a DTensor
+// with the source's placements (or grad_placements), from_local's reaches the local
+// tensor, redistribute's goes back to the source's placements (partial as Replicate).
+TEST(S4, GradientsFlowThroughTheConversions) {
+  dist::DeviceMesh solo(dist::local_group(), {1}, {"solo"}, Device("cpu:0"));
+  // from_local -> ops -> to_local: the local leaf gets the plain gradient
+  Tensor x = tensor({1, 2, 3}, {}, {.requires_grad = true});
+  Tensor d = dist::from_local(x, solo, {Shard(0)});
+  Tensor y = dist::to_local(dist::redistribute(d * d, {Replicate()}));
+  EXPECT_EQ(y.grad_fn()->name(), "ToTorchTensorBackward");
+  sum(y).backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_FALSE(x.grad().is_dtensor());
+  EXPECT_TRUE(testing::all_close(x.grad(), {2, 4, 6}));
+  // a DTensor leaf: its gradient is a DTensor with its placements, or the grad_placements
+  // given to to_local (the gradient is laid out so, not redistributed: as PyTorch)
+  for (bool given : {false, true}) {
+    Tensor leaf = dist::distribute_tensor(tensor({1, -1}), solo, {Shard(0)});
+    leaf.set_requires_grad(true);
+    Tensor local = given ? dist::to_local(leaf, dist::Placements({Replicate()})) : dist::to_local(leaf);
+    sum(local * 3.0).backward();
+    ASSERT_TRUE(leaf.grad().is_dtensor());
+    EXPECT_EQ(dist::dtensor_state(leaf.grad()).placements,
+              given ? dist::Placements({Replicate()}) : dist::Placements({Shard(0)}));
+    EXPECT_TRUE(testing::all_close(dist::full_tensor(leaf.grad()), {3, 3}));
+  }
+  // no gradient asked for: nothing recorded
+  EXPECT_FALSE(dist::to_local(dist::distribute_tensor(tensor({1}), solo, {Replicate()})).requires_grad());
+}
+
+// Traced for 4 ranks: the backward of a redistribution is the opposite collective (an
+// all_gather's gradient a local chunk; a partial sum's reduction's a no-op on Replicate).
+TEST(S4, TheConversionsBackwardTraceForFourRanks) {
+  FakeMode fake;
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({4}, {"tp"}, 1, Device("cpu:0"));
+  Tensor x = empty({2, 3});
+  x.set_requires_grad(true);
+  Tensor d = dist::from_local(x, mesh, {Shard(0)});  // global [8, 3]
+  Tensor y = dist::to_local(dist::redistribute(d, {Replicate()}));  // all_gather
+  EXPECT_EQ(y.shape(), Dims({8, 3}));
+  TensorList g = autograd::grad({sum(y * y)}, {x});
+  EXPECT_EQ(g[0].shape(), Dims({2, 3}));  // this rank's rows of the gathered gradient
+  EXPECT_FALSE(g[0].is_dtensor());
+}
+
 // Sequence parallelism: the sequence-sharded input of an MLP is gathered once before the
 // colwise layer, and the rowwise layer's partial sums are reduce-scattered back to
 // sequence shards (no all_reduce).
