@@ -239,6 +239,11 @@ ops::MetaOut run_meta(const OpInfo& info, std::span<const Value> args, Device de
     info.meta(call, meta);
     return meta;
   }
+  // (E4) an op defined by its schema alone, its fake function not registered yet
+  KILN_CHECK(info.functional != info.kind, unsupported,
+             "[{}] has no fake (meta) function yet: register_fake({}, ...) before calling it (kiln computes "
+             "every call's outputs from it, fake or eager)",
+             info.name, info.name);
   const OpInfo& functional = ops::op_info(info.functional);
   call.op = functional.kind;
   functional.meta(call, meta);

@@ -1,5 +1,7 @@
 #include "kiln/dispatch/library.h"
 
+#include <functional>
+
 #include "kiln/backend/cpu/kernels.h"
 #if KILN_WITH_CUDA
 #include "kiln/backend/cuda/kernels.h"
@@ -27,6 +29,57 @@ ops::OpKind define_op(const OpDefinition& def) {
   op.grad_saves = def.backward_saves;
   op.grad_formula = def.backward;
   return ops::register_extension(std::move(op));
+}
+
+ops::OpKind define_schema(std::string_view schema, std::string_view library, ops::DeviceRule device_rule) {
+  ops::ExtensionOp op;
+  op.schema_text = ops::canonical_schema(schema);
+  try {
+    op.info.schema = ops::parse_schema(op.schema_text);
+  } catch (const Error& e) {
+    fail(ErrorKind::value, "[define_schema] {}", e.what());
+  }
+  op.info.device_rule = device_rule;
+  op.library = library;
+  op.staged = true;
+  return ops::register_extension(std::move(op));
+}
+
+namespace {
+// One later step of `op`'s registration; `what` names it in errors.
+void step(ops::OpKind op, std::string_view what, const std::function<void(ops::ExtensionOp&)>& change) {
+  KILN_CHECK(ops::extension_op(op), value, "[{}] {} is a built-in op: only extension ops are registered in steps",
+             what, ops::op_name(op));
+  ops::update_extension(op, change);
+}
+}  // namespace
+
+void register_fake(ops::OpKind op, ops::MetaFn meta) {
+  KILN_CHECK(meta, value, "[register_fake] a null meta function");
+  step(op, "register_fake", [&](ops::ExtensionOp& e) {
+    KILN_CHECK(!e.info.meta, value, "[register_fake] {} has a fake (meta) function already", e.name);
+    e.info.meta = meta;
+  });
+}
+
+void register_kernel(ops::OpKind op, DeviceType type, ops::Kernel kernel) {
+  KILN_CHECK(kernel && type != DeviceType::meta, value, "[register_kernel] a kernel for cpu or cuda");
+  step(op, "register_kernel", [&](ops::ExtensionOp& e) {
+    auto& slot = e.kernels[static_cast<size_t>(type)];
+    KILN_CHECK(!slot, value, "[register_kernel] {} has a {} kernel already", e.name, to_string(type));
+    slot = kernel;
+  });
+}
+
+void register_backward(ops::OpKind op, ops::GradFormula formula, uint32_t saves) {
+  KILN_CHECK(formula, value, "[register_backward] a null formula");
+  step(op, "register_backward", [&](ops::ExtensionOp& e) {
+    KILN_CHECK(e.grad != ops::ExtensionOp::Grad::formula, value, "[register_backward] {} has a backward already",
+               e.name);
+    e.grad = ops::ExtensionOp::Grad::formula;
+    e.grad_formula = formula;
+    e.grad_saves = saves;
+  });
 }
 
 Outputs call_op(ops::OpKind op, std::initializer_list<Value> args) {

@@ -59,6 +59,20 @@ struct OpDefinition {
  * Error naming the op for a malformed or taken name, or a schema kiln cannot run. */
 ops::OpKind define_op(const OpDefinition& def);
 
+/** (E4) Registration in steps, as torch.library: the schema first (the op exists and
+ * programs can name it), then each piece when its code is ready. Calling it before its
+ * fake function exists is an unsupported Error at once (fake and eager calls alike: kiln
+ * computes every call's outputs from it); before a kernel for the device, at the call;
+ * without a backward, at backward() (a warning at the forward). Each piece may be given
+ * once. */
+ops::OpKind define_schema(std::string_view schema, std::string_view library = {},
+                          ops::DeviceRule device_rule = ops::DeviceRule::same);
+void register_fake(ops::OpKind op, ops::MetaFn meta);
+void register_kernel(ops::OpKind op, DeviceType type, ops::Kernel kernel);
+/** `saves` as OpDefinition::backward_saves; `differentiable = false` declares that its
+ * outputs never require grad instead. */
+void register_backward(ops::OpKind op, ops::GradFormula formula, uint32_t saves = 0);
+
 /** Calls any op (built-in or registered) through dispatch. */
 Outputs call_op(ops::OpKind op, std::initializer_list<Value> args);
 

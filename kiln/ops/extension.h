@@ -12,6 +12,7 @@
 // The public way to register is kiln::define_op (kiln/dispatch/library.h).
 
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,12 +33,18 @@ struct ExtensionOp {
   enum class Grad : uint8_t { missing, none, formula } grad = Grad::missing;
   uint32_t grad_saves = 0;  // as Derivative::saves
   GradFormula grad_formula = nullptr;
+  /** (E4) Defined by its schema alone; the fake (meta) function comes later. */
+  bool staged = false;
 };
 
 /** Registers `op` (its info.schema already parsed, info.name unset): validates it,
  * gives it the next OpKind and returns it. Throws a value Error naming the op when the
  * name is taken or not namespaced, or the schema is one kiln cannot run. */
 OpKind register_extension(ExtensionOp op);
+/** (E4) Changes the registration of extension op `op` (a later step: its fake function,
+ * a kernel, its backward), under the registry's lock. Steps are meant to happen before
+ * the op is called on other threads (as torch.library's). */
+void update_extension(OpKind op, const std::function<void(ExtensionOp&)>& change);
 /** The registration of `op`, or null for a built-in op. */
 const ExtensionOp* extension_op(OpKind op);
 /** The kernel an extension op registered for `type`, or null. */

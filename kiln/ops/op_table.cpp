@@ -150,7 +150,7 @@ OpKind register_extension(ExtensionOp op) {
              kMaxExtensionOps);
   auto kind = static_cast<OpKind>(kNumOps + index);
   op.info.kind = op.info.functional = kind;
-  if (!op.info.meta) {  // an in-place op derived from its functional form, as built-ins
+  if (!op.info.meta && !op.staged) {  // an in-place op derived from its functional form, as built-ins
     std::string base = name.substr(0, name.size() - 1);
     auto it = r.by_name.find(base);
     KILN_CHECK(op.info.is_inplace() && name.ends_with('_') && it != r.by_name.end(), value,
@@ -166,6 +166,14 @@ OpKind register_extension(ExtensionOp op) {
   r.by_name.emplace(name, kind);
   r.order.push_back(kind);
   return kind;
+}
+
+void update_extension(OpKind op, const std::function<void(ExtensionOp&)>& change) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  const ExtensionOp* e = extension_op(op);
+  KILN_CHECK(e, value, "op kind {} is not a registered extension op", static_cast<int>(op));
+  change(*const_cast<ExtensionOp*>(e));
 }
 
 const ExtensionOp* extension_op(OpKind op) {

@@ -318,5 +318,49 @@ TEST(Extension, Differentiated) {
   }
 }
 
+// (E4) Registration in steps, as torch.library: the schema, then the fake function, the
+// kernels and the backward, each separately; a missing piece is an error when needed.
+TEST(Extension, RegisteredInSteps) {
+  ops::OpKind twice = define_schema("kxs::twice(Tensor x) -> Tensor", "the staged test");
+  EXPECT_EQ(ops::op_from_name("kxs::twice"), twice);  // it exists: programs can name it
+  Tensor x = tensor({1, 2, 3}, {}, {.requires_grad = true});
+  expect_error([&] { call_op(twice, {x}); }, ErrorKind::unsupported,
+               "[kxs::twice] has no fake (meta) function yet: register_fake(kxs::twice, ...)");
+  {
+    FakeMode fake;
+    Tensor f = empty({3});
+    expect_error([&] { call_op(twice, {f}); }, ErrorKind::unsupported, "has no fake (meta) function yet");
+  }
+  register_fake(twice, [](const ops::OpCall& c, ops::MetaOut& out) {
+    out.fresh(c.args.tensor(0).shape(), c.args.tensor(0).dtype());
+  });
+  {
+    FakeMode fake;  // tracing works with the fake function alone
+    EXPECT_EQ(call_op(twice, {empty({4, 2})})[0].shape(), Dims({4, 2}));
+  }
+  expect_error([&] { call_op(twice, {x.detach()}); }, ErrorKind::unsupported, "[kxs::twice] has no kernel for device cpu:0");
+  register_kernel(twice, DeviceType::cpu, [](const ops::OpCall& c, std::span<Tensor> outs) {
+    const Tensor& in = c.args.tensor(0);
+    KILN_CHECK(in.is_contiguous(), value, "contiguous inputs only");
+    for (int64_t i = 0; i < in.numel(); ++i) outs[0].data<float>()[i] = 2 * in.data<float>()[i];
+  });
+  EXPECT_TRUE(all_close(call_op(twice, {x.detach()})[0], {2, 4, 6}));
+  reset_warnings();
+  Tensor y;
+  {
+    WarningHandlerGuard quiet([](const Warning&) {});
+    y = call_op(twice, {x})[0];  // no backward yet: the forward runs, backward() fails
+  }
+  expect_error([&] { sum(y).backward(); }, ErrorKind::unsupported, "[kxs::twice] has no backward formula");
+  register_backward(twice, [](autograd::GradCtx& g) { g.set(0, mul(g.grad(), 2.0)); });
+  sum(call_op(twice, {x})[0] * x).backward();  // d(2x * x)/dx = 4x
+  EXPECT_TRUE(all_close(x.grad(), {4, 8, 12}));
+  // each piece once
+  expect_error([&] { register_kernel(twice, DeviceType::cpu, scale_cpu); }, ErrorKind::value,
+               "[register_kernel] kxs::twice has a cpu kernel already");
+  expect_error([&] { register_fake(twice, scale_meta); }, ErrorKind::value, "has a fake (meta) function already");
+  expect_error([&] { register_fake(ops::OpKind::add, scale_meta); }, ErrorKind::value, "add is a built-in op");
+}
+
 }  // namespace
 }  // namespace kiln
