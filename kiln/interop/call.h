@@ -28,7 +28,9 @@ using DeviceOf = std::function<Device(const nlohmann::json& device)>;
 
 class Call {
  public:
-  Call(const nlohmann::json& node, const Env& env, const DeviceOf& device_of);
+  /** `values`: the graph's tensor_values (what PyTorch recorded of each value). */
+  Call(const nlohmann::json& node, const Env& env, const DeviceOf& device_of,
+       const nlohmann::json* values = nullptr);
 
   const std::string& target() const { return target_; }
   /** Whether `name` is given and not None. */
@@ -63,12 +65,17 @@ class Call {
    * silently dropped one would compute something else than PyTorch. */
   std::vector<std::string> unread() const;
   [[noreturn]] void fail_arg(std::string_view name, std::string_view why) const;
+  /** The tensor argument `name` laid out in memory as PyTorch had it (the strides and
+   * storage offset the file records for it): what as_strided reads through. kiln's ops
+   * may lay a result out otherwise (its convolution returns a permuted view). */
+  Tensor tensor_as_recorded(std::string_view name) const;
 
  private:
   const nlohmann::json* find(std::string_view name) const;  // the Argument union, marks it read
   Slot slot(std::string_view name, const nlohmann::json& arg) const;
 
   const nlohmann::json& node_;
+  const nlohmann::json* values_;
   const Env& env_;
   const DeviceOf& device_of_;
   std::string target_;

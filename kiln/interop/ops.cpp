@@ -48,26 +48,36 @@ std::optional<Scalar> number_of(const json& arg, const Env& env) {
   return std::nullopt;
 }
 
-Call::Call(const json& node, const Env& env, const DeviceOf& device_of)
-    : node_(node), env_(env), device_of_(device_of) {
+Call::Call(const json& node, const Env& env, const DeviceOf& device_of, const json* values)
+    : node_(node), values_(values), env_(env), device_of_(device_of) {
   target_ = node.at("target").get<std::string>();
   if (target_.rfind("torch.ops.", 0) == 0) target_ = target_.substr(10);
 }
 
+// An in-place overload may name its first argument `self` where its functional twin says
+// `input` (dropout_ and dropout): an adapter asking for one finds the other.
+std::string_view twin_name(std::string_view name) {
+  return name == "input" ? "self" : name == "self" ? "input" : std::string_view();
+}
+
 const json* Call::find(std::string_view name) const {
-  for (const json& in : node_.at("inputs")) {
-    if (in.at("name").get_ref<const std::string&>() != name) continue;
-    read_.insert(std::string(name));
-    const json& arg = in.at("arg");
-    if (arg.contains("as_none")) return nullptr;
-    return &arg;
+  for (std::string_view n : {name, twin_name(name)}) {
+    if (n.empty()) break;
+    for (const json& in : node_.at("inputs")) {
+      if (in.at("name").get_ref<const std::string&>() != n) continue;
+      read_.insert(std::string(n));
+      const json& arg = in.at("arg");
+      if (arg.contains("as_none")) return nullptr;
+      return &arg;
+    }
   }
   return nullptr;
 }
 
 bool Call::has(std::string_view name) const {
-  for (const json& in : node_.at("inputs"))
-    if (in.at("name").get_ref<const std::string&>() == name) return !in.at("arg").contains("as_none");
+  for (std::string_view n : {name, twin_name(name)})
+    for (const json& in : node_.at("inputs"))
+      if (!n.empty() && in.at("name").get_ref<const std::string&>() == n) return !in.at("arg").contains("as_none");
   return false;
 }
 
@@ -266,6 +276,37 @@ void Call::accept_defaults(std::initializer_list<std::string_view> names) const 
   }
 }
 
+Tensor Call::tensor_as_recorded(std::string_view name) const {
+  Tensor x = tensor(name);
+  const json* arg = find(name);
+  if (!arg || !arg->contains("as_tensor") || !values_) return x;
+  std::string ref = arg->at("as_tensor").at("name").get<std::string>();
+  if (!values_->contains(ref)) return x;
+  const json& meta = values_->at(ref);
+  std::vector<int64_t> strides;
+  for (const json& st : meta.at("strides")) {
+    if (!st.contains("as_int")) return x;  // symbolic: sizes are specialized, strides follow kiln's
+    strides.push_back(st.at("as_int").get<int64_t>());
+  }
+  int64_t offset = meta.contains("storage_offset") && meta.at("storage_offset").contains("as_int")
+                       ? meta.at("storage_offset").at("as_int").get<int64_t>()
+                       : 0;
+  if (strides.size() != static_cast<size_t>(x.dim()) || offset < 0)
+    fail_arg(name, "the file records strides of another rank for it");
+  if (Dims(strides) == x.strides() && offset == x.offset()) return x;
+  // a fresh storage with PyTorch's layout, x's values copied in
+  int64_t extent = offset + 1;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (x.size(d) == 0) return x;
+    if (strides[static_cast<size_t>(d)] < 0) fail_arg(name, "negative strides");
+    extent += (x.size(d) - 1) * strides[static_cast<size_t>(d)];
+  }
+  Tensor storage = zeros({extent}, {.dtype = x.dtype(), .device = x.device()});
+  Tensor laid = as_strided(storage, x.shape().vec(), strides, offset);
+  copy_(laid, x);
+  return laid;
+}
+
 std::vector<std::string> Call::unread() const {
   std::vector<std::string> out;
   for (const json& in : node_.at("inputs")) {
@@ -347,6 +388,27 @@ Results conv(const Call& c, int64_t spatial) {
     return one(convolution(x, w, b, stride, *pad, dilation, false, zeros, groups));
   }
   return one(convolution(x, w, b, stride, zeros, dilation, false, zeros, groups));
+}
+
+// view(x, size), or the same values by reshape where x's layout cannot share memory that
+// way (a shape error, raised by view's meta function before anything is recorded).
+Tensor view_or_reshape(const Tensor& x, const IntList& size) {
+  try {
+    return view(x, size);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::shape) throw;
+  }
+  return reshape(x, size);
+}
+
+// upsample_*.vec: an output size or scale factors, as F.interpolate with `mode`.
+Tensor upsample(const Call& c, const char* mode) {
+  nn::InterpolateOptions o;
+  o.mode = mode;
+  o.size = c.ints("output_size", IntList{});
+  o.scale_factor = c.reals("scale_factors");
+  if (c.has("align_corners")) o.align_corners = c.flag("align_corners");
+  return nn::interpolate(c.tensor("input"), o);
 }
 
 // One direction of one layer of an RNN over time: `step` maps (x_t, state) to state.
@@ -476,6 +538,12 @@ const std::unordered_map<std::string_view, Adapter>& table() {
       KILN_BINARY(eq, eq), KILN_BINARY(ne, ne), KILN_BINARY(lt, lt), KILN_BINARY(le, le), KILN_BINARY(gt, gt),
       KILN_BINARY(ge, ge), KILN_BINARY(bitwise_and, bitwise_and), KILN_BINARY(bitwise_or, bitwise_or),
       KILN_BINARY(bitwise_xor, bitwise_xor),
+      KILN_BINARY(__and__, bitwise_and), KILN_BINARY(__or__, bitwise_or), KILN_BINARY(__xor__, bitwise_xor),
+      {"aten.diff.default",
+       [](const Call& c) {
+         return one(diff(self(c), c.integer("n", 1), c.integer("dim", -1), c.opt_tensor("prepend"),
+                         c.opt_tensor("append")));
+       }},
       {"aten.floor_divide.default", [](const Call& c) { return one(floor_divide(self(c), c.tensor("other"))); }},
       {"aten.div.Tensor_mode",
        [](const Call& c) {
@@ -606,7 +674,31 @@ const std::unordered_map<std::string_view, Adapter>& table() {
          return one(einsum(c.str("equation"), c.tensors("tensors")));
        }},
       // ---- views and shapes ----
-      {"aten.view.default", [](const Call& c) { return one(view(self(c), c.ints("size"))); }},
+      {"aten.view.default",
+       [](const Call& c) {
+         // PyTorch took this view of its layout; kiln's ops may have laid the value out
+         // otherwise (a convolution's permuted result), so the same values by reshape
+         return one(view_or_reshape(self(c), c.ints("size")));
+       }},
+      {"aten.as_strided.default",
+       [](const Call& c) {
+         return one(as_strided(c.tensor_as_recorded("self"), c.ints("size"), c.ints("stride"),
+                               c.opt_integer("storage_offset")));
+       }},
+      {"aten.slice_scatter.default",
+       [](const Call& c) {
+         return one(slice_scatter(self(c), c.tensor("src"), c.integer("dim", 0), c.opt_integer("start"),
+                                  c.opt_integer("end"), c.integer("step", 1)));
+       }},
+      {"aten.select_scatter.default",
+       [](const Call& c) {
+         return one(select_scatter(self(c), c.tensor("src"), c.integer("dim"), c.integer("index")));
+       }},
+      {"aten.diagonal_scatter.default",
+       [](const Call& c) {
+         return one(diagonal_scatter(self(c), c.tensor("src"), c.integer("offset", 0), c.integer("dim1", 0),
+                                     c.integer("dim2", 1)));
+       }},
       {"aten._unsafe_view.default", [](const Call& c) { return one(reshape(self(c), c.ints("size"))); }},
       {"aten.reshape.default", [](const Call& c) { return one(reshape(self(c), c.ints("shape"))); }},
       {"aten.permute.default", [](const Call& c) { return one(permute(self(c), c.ints("dims"))); }},
@@ -630,6 +722,9 @@ const std::unordered_map<std::string_view, Adapter>& table() {
          c.flag("implicit", false);
          return one(expand(self(c), c.ints("size")));
        }},
+      {"aten.reshape_as.default",
+       [](const Call& c) { return one(reshape(self(c), c.tensor("other").shape().vec())); }},
+      {"aten.view_as.default", [](const Call& c) { return one(view(self(c), c.tensor("other").shape().vec())); }},
       {"aten.expand_as.default", [](const Call& c) { return one(expand_as(self(c), c.tensor("other"))); }},
       {"aten.slice.Tensor",
        [](const Call& c) {
@@ -882,11 +977,14 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        [](const Call& c) { return one(nn::adaptive_avg_pool2d(self(c), c.ints("output_size"))); }},
       {"aten.adaptive_max_pool2d.default",
        [](const Call& c) { return pair_of(nn::adaptive_max_pool2d_with_indices(self(c), c.ints("output_size"))); }},
-      {"aten.upsample_nearest2d.vec",
-       [](const Call& c) {
-         IntList size = c.ints("output_size", IntList{});
-         return one(nn::upsample_nearest(c.tensor("input"), size, c.reals("scale_factors")));
-       }},
+      {"aten.upsample_nearest1d.vec", [](const Call& c) { return one(upsample(c, "nearest")); }},
+      {"aten.upsample_nearest2d.vec", [](const Call& c) { return one(upsample(c, "nearest")); }},
+      {"aten.upsample_nearest3d.vec", [](const Call& c) { return one(upsample(c, "nearest")); }},
+      {"aten._upsample_nearest_exact2d.vec", [](const Call& c) { return one(upsample(c, "nearest-exact")); }},
+      {"aten.upsample_linear1d.vec", [](const Call& c) { return one(upsample(c, "linear")); }},
+      {"aten.upsample_bilinear2d.vec", [](const Call& c) { return one(upsample(c, "bilinear")); }},
+      {"aten.upsample_bicubic2d.vec", [](const Call& c) { return one(upsample(c, "bicubic")); }},
+      {"aten.upsample_trilinear3d.vec", [](const Call& c) { return one(upsample(c, "trilinear")); }},
       {"aten.pixel_shuffle.default",
        [](const Call& c) { return one(nn::pixel_shuffle(self(c), c.integer("upscale_factor"))); }},
       {"aten.dropout.default",

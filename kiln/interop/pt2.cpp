@@ -584,7 +584,7 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       if (!path.empty()) scope.emplace(path);
       Results results;
       try {
-        Call call(node, env, device_of);
+        Call call(node, env, device_of, &values);
         if (auto r = bookkeeping(target, call, node, env)) {
           results = std::move(*r);
         } else if (auto ext = extension_for(target)) {

@@ -83,7 +83,7 @@ def test_virtual_cpu_devices():
 
 # ---- programs ---------------------------------------------------------------------------
 
-CORPUS_NAMES = ["cnn", "cnn_core", "encoder", "decoder", "decoder_core", "recurrent", "mlp_bn_train_core",
+CORPUS_NAMES = ["cnn", "cnn_core", "encoder", "decoder", "decoder_core", "recurrent", "mlp_bn_train_core", "assorted",
                 "mlp_dynamic"]
 
 

@@ -228,6 +228,27 @@ class CustomOp(nn.Module):
         return torch.ops.kilntest.scaled_add(self.fc(x), x, 0.25).tanh()
 
 
+class Assorted(nn.Module):
+    """Ops public models emit that the families above do not: bilinear upsampling, diff,
+    `&` of masks, reshape_as, in-place dropout (eval), a slice written in place, and a
+    view of a convolution's output (kiln lays it out otherwise than PyTorch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.drop = nn.Dropout(0.5, inplace=True)
+
+    def forward(self, x):
+        y = F.interpolate(self.conv(x), scale_factor=2, mode="bilinear", align_corners=False)
+        z = y.clone()
+        z[:, :, 0] = 1.0
+        z[:, 1:, :, 1:3] = z[:, 1:, :, 1:3] * 2
+        mask = (z > 0) & (z < 1.5)
+        d = torch.diff(z, dim=-1)
+        flat = self.conv(x).view(x.shape[0], -1)
+        return self.drop(torch.where(mask[..., 1:], d, -d)), flat.reshape_as(flat), flat.sum(1)
+
+
 class Mlp(nn.Module):
     def __init__(self):
         super().__init__()
@@ -325,6 +346,12 @@ def main():
 
     torch.manual_seed(0)
     write("custom_op", CustomOp(), (randn(3, 4),))
+
+    torch.manual_seed(0)
+    assorted = Assorted()
+    xs = randn(2, 2, 5, 5)
+    write("assorted", assorted, (xs,))
+    write("assorted_core", assorted, (xs,), core=True)
 
     torch.manual_seed(0)
     batch = torch.export.Dim("batch", min=1, max=64)
