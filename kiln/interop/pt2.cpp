@@ -212,11 +212,27 @@ std::string module_path(const json& node) {
   return a == std::string::npos || b == std::string::npos ? "" : entry.substr(a + 1, b - a - 1);
 }
 
-std::string node_label(const json& node, const std::string& target) {
+// Where in the user's Python a node came from: the innermost frame of its stack_trace
+// ('File "model.py", line 12, in forward'), or "".
+std::string source_line(const json& node) {
+  if (!node.contains("metadata") || !node.at("metadata").contains("stack_trace")) return "";
+  const json& trace = node.at("metadata").at("stack_trace");
+  if (!trace.is_string()) return "";
+  const std::string& t = trace.get_ref<const std::string&>();
+  size_t at = t.rfind("File \"");
+  if (at == std::string::npos) return "";
+  size_t end = t.find('\n', at);
+  return t.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+// "aten.add.Tensor (node 'add', module 'blocks.0.mlp'[, File ... line ...])": what an error
+// names. The list of missing ops leaves out the source lines (one line per op is enough).
+std::string node_label(const json& node, const std::string& target, bool with_source = true) {
   std::string name = node.value("name", std::string());
   if (name.empty() && !node.at("outputs").empty()) name = node.at("outputs")[0].dump();
-  std::string path = module_path(node);
-  return fmt::format("{} (node '{}'{})", target, name, path.empty() ? "" : ", module '" + path + "'");
+  std::string path = module_path(node), where = with_source ? source_line(node) : "";
+  return fmt::format("{} (node '{}'{}{})", target, name, path.empty() ? "" : ", module '" + path + "'",
+                     where.empty() ? "" : ", " + where);
 }
 
 // ---- bookkeeping ops: sizes as values, assertions -------------------------------------
@@ -434,7 +450,7 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
     std::string target = im.at(node, "target", "a node").get<std::string>();
     if (target.rfind("torch.ops.", 0) == 0) target = target.substr(10);
     if (!is_bookkeeping(target) && !interop::find_adapter(target) && !extension_for(target))
-      missing.push_back(node_label(node, target));
+      missing.push_back(node_label(node, target, /*with_source=*/false));
   }
   if (!missing.empty())  // one line, every op: a user sees the whole gap at once
     fail(ErrorKind::unsupported, "[import] {}: {} op{} kiln does not map: {} (the table is kiln/interop/ops.cpp; "

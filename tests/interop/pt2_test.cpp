@@ -305,6 +305,16 @@ TEST(Pt2Errors, CraftedArchivesAreOneClearError) {
         }));
       },
       ErrorKind::unsupported, "argument inplace_mode of aten.relu.default is not supported");
+  // an error while interpreting names the node, its module and the user's source line
+  testing::expect_error(
+      [&] {
+        read_pt2(crafted_json("bad_weight", "models/model.json", [](nlohmann::json& j) {
+          for (auto& n : j["graph_module"]["graph"]["nodes"])
+            if (n["target"] == "torch.ops.aten.linear.default")
+              n["inputs"][1]["arg"] = {{"as_tensor", {{"name", "p_bn_weight"}}}};  // a weight of the wrong shape
+        }));
+      },
+      ErrorKind::shape, "aten.linear.default (node 'linear', module 'fc', File \"");
   testing::expect_error(
       [&] {
         read_pt2(crafted_json("dangling", "models/model.json", [](nlohmann::json& j) {
