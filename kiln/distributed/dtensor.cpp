@@ -444,8 +444,8 @@ Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMes
       }
       Tensor front = contiguous(transpose(padded, 0, d));
       Tensor mine = transpose(reduce_scatter_tensor(front, "sum", n, axis), 0, d);
-      auto [begin, len] = chunk_of(global[d], n, me);
-      (void)begin;  // torch.chunk's chunks start at multiples of `chunk`: mine is at the front
+      // torch.chunk's chunks start at multiples of `chunk`: this rank's rows lead its piece
+      int64_t len = chunk_of(global[d], n, me).second;
       return contiguous(len == chunk ? mine : narrow(mine, d, 0, len));
     }
     return my_chunk(reduce(local, from.op), d);
