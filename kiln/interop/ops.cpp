@@ -421,31 +421,35 @@ Results recurrent(const Call& c, bool lstm) {
   int64_t layers = c.integer("num_layers");
   double dropout = c.real("dropout");
   bool train = c.flag("train"), bidirectional = c.flag("bidirectional");
-  if (bidirectional) fail(ErrorKind::unsupported, "{}: bidirectional layers are not imported yet", c.target());
   if (train && dropout > 0) fail(ErrorKind::unsupported, "{}: dropout between layers in training mode", c.target());
-  size_t per_layer = has_biases ? 4 : 2;
-  if (params.size() != per_layer * static_cast<size_t>(layers))
+  // params: per layer, per direction (forward, then reverse), w_ih, w_hh[, b_ih, b_hh]
+  size_t per_direction = has_biases ? 4 : 2, directions = bidirectional ? 2 : 1;
+  if (params.size() != per_direction * directions * static_cast<size_t>(layers))
     fail(ErrorKind::value, "{}: {} parameters for {} layers", c.target(), params.size(), layers);
   Tensor seq = batch_first ? transpose(x, 0, 1) : x;  // [T, B, F]
+  int64_t steps = seq.shape()[0];
   TensorList h_out, c_out;
   for (int64_t l = 0; l < layers; ++l) {
-    const Tensor* p = &params[per_layer * static_cast<size_t>(l)];
-    Tensor b_ih = has_biases ? p[2] : Tensor(), b_hh = has_biases ? p[3] : Tensor();
-    Tensor h = select(hx[0], 0, l);
-    Tensor cell = lstm ? select(hx[1], 0, l) : Tensor();
-    TensorList outs;
-    for (int64_t t = 0; t < seq.shape()[0]; ++t) {
-      Tensor xt = select(seq, 0, t);
-      if (lstm) {
-        std::tie(h, cell) = nn::lstm_cell(xt, h, cell, p[0], p[1], b_ih, b_hh);
-      } else {
-        h = nn::gru_cell(xt, h, p[0], p[1], b_ih, b_hh);
+    TensorList per_dir;
+    for (size_t dir = 0; dir < directions; ++dir) {
+      size_t slot = static_cast<size_t>(l) * directions + dir;
+      const Tensor* p = &params[per_direction * slot];
+      Tensor b_ih = has_biases ? p[2] : Tensor(), b_hh = has_biases ? p[3] : Tensor();
+      Tensor h = select(hx[0], 0, static_cast<int64_t>(slot));
+      Tensor cell = lstm ? select(hx[1], 0, static_cast<int64_t>(slot)) : Tensor();
+      TensorList outs(static_cast<size_t>(steps));
+      for (int64_t i = 0; i < steps; ++i) {
+        int64_t t = dir == 0 ? i : steps - 1 - i;  // the reverse direction reads the sequence backwards
+        Tensor xt = select(seq, 0, t);
+        if (lstm) std::tie(h, cell) = nn::lstm_cell(xt, h, cell, p[0], p[1], b_ih, b_hh);
+        else h = nn::gru_cell(xt, h, p[0], p[1], b_ih, b_hh);
+        outs[static_cast<size_t>(t)] = h;
       }
-      outs.push_back(h);
+      per_dir.push_back(stack(outs, 0));
+      h_out.push_back(h);
+      if (lstm) c_out.push_back(cell);
     }
-    seq = stack(outs, 0);
-    h_out.push_back(h);
-    if (lstm) c_out.push_back(cell);
+    seq = directions == 1 ? per_dir[0] : cat(per_dir, -1);  // [T, B, directions * H]
   }
   Tensor y = batch_first ? transpose(seq, 0, 1) : seq;
   Results r{Slot(contiguous(y)), Slot(stack(h_out, 0))};

@@ -228,6 +228,20 @@ class CustomOp(nn.Module):
         return torch.ops.kilntest.scaled_add(self.fc(x), x, 0.25).tanh()
 
 
+class BiRecurrent(nn.Module):
+    """A two-layer bidirectional LSTM and a bidirectional GRU (sequence first)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 5, num_layers=2, bidirectional=True)
+        self.gru = nn.GRU(10, 3, bidirectional=True)
+
+    def forward(self, x):
+        y, (h, c) = self.lstm(x)
+        z, hg = self.gru(y)
+        return z, h, c, hg
+
+
 class Assorted(nn.Module):
     """Ops public models emit that the families above do not: bilinear upsampling, diff,
     `&` of masks, reshape_as, in-place dropout (eval), a slice written in place, and a
@@ -357,6 +371,9 @@ def main():
     batch = torch.export.Dim("batch", min=1, max=64)
     write("mlp_dynamic", Mlp(), (randn(5, 4),), dynamic_shapes={"x": {0: batch}})
     rewrite_devices("mlp_dynamic", "mlp_cuda0", 0)
+
+    torch.manual_seed(0)
+    write("birecurrent", BiRecurrent(), (randn(6, 2, 4),))
 
 
 if __name__ == "__main__":
