@@ -22,9 +22,10 @@ import subprocess
 import sys
 import time
 
+from doc_table import write_table
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "pt2"))
-MARK_START, MARK_END = "<!-- pt2-table:start -->", "<!-- pt2-table:end -->"
 
 
 def log(msg):
@@ -207,14 +208,7 @@ def main():
         lines.append(f"| {name} | {k} | {e} | {c} | {ratio:.3f}× | {target} |")
     table = "\n".join(lines)
     print(table)
-    doc = os.path.join(ROOT, "docs", "benchmarks.md")
-    text = open(doc).read()
-    if MARK_START in text and MARK_END in text:
-        a, b = text.index(MARK_START) + len(MARK_START), text.index(MARK_END)
-        text = text[:a] + "\n" + table + "\n" + text[b:]
-    else:
-        text += f"\n## Imported .pt2 programs against PyTorch\n\n{MARK_START}\n{table}\n{MARK_END}\n"
-    open(doc, "w").write(text)
+    write_table("pt2", "Imported .pt2 programs against PyTorch", table)
 
 
 if __name__ == "__main__":

@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 import kiln
+from doc_table import write_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARK_START, MARK_END = "<!-- python-table:start -->", "<!-- python-table:end -->"
 
 
 def per_call_us(fn, number):
@@ -81,14 +81,7 @@ def main():
     lines += [f"| {n} | {a} | {b} | {r:.2f}× | {t} |" for n, a, b, r, t in rows]
     table = "\n".join(lines)
     print(table)
-    doc = os.path.join(ROOT, "docs", "benchmarks.md")
-    text = open(doc).read()
-    if MARK_START in text and MARK_END in text:
-        a, b = text.index(MARK_START) + len(MARK_START), text.index(MARK_END)
-        text = text[:a] + "\n" + table + "\n" + text[b:]
-    else:
-        text += f"\n## The Python package\n\n{MARK_START}\n{table}\n{MARK_END}\n"
-    open(doc, "w").write(text)
+    write_table("python", "The Python package", table)
 
 
 if __name__ == "__main__":

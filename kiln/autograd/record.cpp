@@ -83,6 +83,17 @@ Tensor view_base_to_rebase(const OpInfo& info, const Tensor& view) {
   return base;
 }
 
+// Makes `node` (its edges set) the history of `t`, its one output.
+void attach_single_output(const Tensor& t, std::shared_ptr<Node> node) {
+  node->inputs.push_back({t.shape(), t.dtype(), t.device()});
+  node->device = t.device();
+  node->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
+  AutogradMeta& m = detail::meta_of(t);
+  m.grad_fn = std::move(node);
+  m.output_nr = 0;
+  m.requires_grad = false;
+}
+
 // Makes `t`'s history a node of `op` (as_strided or as_strided_scatter, whose formulas read
 // only the arguments' layouts and the gradient) with edges `next`.
 void set_layout_history(const Tensor& t, OpKind op, PoolVector<Value> args, PoolVector<int> first_slot,
@@ -93,13 +104,7 @@ void set_layout_history(const Tensor& t, OpKind op, PoolVector<Value> args, Pool
   node->args = std::move(args);
   node->first_slot = std::move(first_slot);
   node->next.assign(next.begin(), next.end());
-  node->inputs.push_back({t.shape(), t.dtype(), t.device()});
-  node->device = t.device();
-  node->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
-  AutogradMeta& m = detail::meta_of(t);
-  m.grad_fn = std::move(node);
-  m.output_nr = 0;
-  m.requires_grad = false;
+  attach_single_output(t, std::move(node));
 }
 
 // Gives `base` the history of its value after `node` wrote `view` in place (see the Note).
@@ -381,13 +386,7 @@ bool record_function(const Tensor& output, const Tensor& input, std::string name
   if (!edge.valid()) return false;
   auto node = std::make_shared<FunctionNode>(std::move(name), std::move(backward));
   node->next.push_back(std::move(edge));
-  node->inputs.push_back({output.shape(), output.dtype(), output.device()});
-  node->device = output.device();
-  node->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
-  AutogradMeta& m = detail::meta_of(output);
-  m.grad_fn = std::move(node);
-  m.output_nr = 0;
-  m.requires_grad = false;
+  attach_single_output(output, std::move(node));
   return true;
 }
 

@@ -133,6 +133,13 @@ std::span<const unsigned char> Archive::bytes(const std::string& path) const {
   return file_.subspan(e.offset, e.size);
 }
 
+std::shared_ptr<const void> Archive::owner(const std::string& path) const {
+  auto it = entries_.find(path);
+  if (it == entries_.end()) bad(name_, fmt::format("the archive has no entry '{}/{}'", root_, path));
+  if (it->second.inflated) return it->second.inflated;
+  return owner_;
+}
+
 std::string Archive::text(const std::string& path) const {
   std::span<const unsigned char> b = bytes(path);
   return std::string(b.begin(), b.end());

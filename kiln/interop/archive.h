@@ -32,8 +32,10 @@ class Archive {
   std::string text(const std::string& path) const;
   /** The entries directly or indirectly under `folder` (relative to the root). */
   std::vector<std::string> list(const std::string& folder) const;
-  /** What keeps the bytes alive: tensors viewing an entry hold it. */
-  std::shared_ptr<const void> owner() const { return owner_; }
+  /** What keeps the bytes of `<root>/<path>` alive, for tensors that view them: the
+   * mapped file for a stored entry, the inflated copy for a deflated one; null when the
+   * archive was read from bytes it does not own. */
+  std::shared_ptr<const void> owner(const std::string& path) const;
 
  private:
   struct Entry {

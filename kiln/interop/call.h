@@ -89,6 +89,10 @@ using Adapter = Results (*)(const Call&);
  * copy into self (`inplace` is set). */
 Adapter find_adapter(std::string_view target, bool* inplace = nullptr);
 
+/** The kiln dtype of a ScalarType code of the file (torch/_export/serde/schema.py's
+ * numbering), or nullopt for one kiln lacks (complex, float8, ...). */
+std::optional<DType> dtype_of_code(int code);
+
 /** A number from the file: as_int / as_float (also "Infinity", "-Infinity", "NaN") /
  * as_bool, or a SymInt by name from `env`. */
 std::optional<Scalar> number_of(const nlohmann::json& arg, const Env& env);

@@ -238,8 +238,12 @@ std::optional<DType> Call::dtype(std::string_view name) const {
   const json* arg = find(name);
   if (!arg) return std::nullopt;
   if (!arg->contains("as_scalar_type")) fail_arg(name, "expected a dtype");
-  // torch/_export/serde/schema.py's ScalarType numbering
-  switch (arg->at("as_scalar_type").get<int>()) {
+  if (std::optional<DType> d = dtype_of_code(arg->at("as_scalar_type").get<int>())) return d;
+  fail_arg(name, fmt::format("dtype {} has no kiln counterpart", arg->at("as_scalar_type").dump()));
+}
+
+std::optional<DType> dtype_of_code(int code) {
+  switch (code) {  // torch/_export/serde/schema.py's ScalarType numbering
     case 1: return DType::u8;
     case 2: return DType::i8;
     case 3: return DType::i16;
@@ -250,7 +254,7 @@ std::optional<DType> Call::dtype(std::string_view name) const {
     case 8: return DType::f64;
     case 12: return DType::b8;
     case 13: return DType::bf16;
-    default: fail_arg(name, fmt::format("dtype {} has no kiln counterpart", arg->at("as_scalar_type").dump()));
+    default: return std::nullopt;
   }
 }
 

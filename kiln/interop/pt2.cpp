@@ -59,22 +59,6 @@ struct Importer {
     return Device(std::string_view(spec));
   }
 
-  static std::optional<DType> dtype_of(int code) {
-    switch (code) {
-      case 1: return DType::u8;
-      case 2: return DType::i8;
-      case 3: return DType::i16;
-      case 4: return DType::i32;
-      case 5: return DType::i64;
-      case 6: return DType::f16;
-      case 7: return DType::f32;
-      case 8: return DType::f64;
-      case 12: return DType::b8;
-      case 13: return DType::bf16;
-      default: return std::nullopt;
-    }
-  }
-
   struct Meta {
     DType dtype = DType::f32;
     std::vector<int64_t> sizes, strides;
@@ -102,7 +86,7 @@ struct Importer {
 
   Meta tensor_meta(const json& m, std::string_view where) {
     Meta out;
-    std::optional<DType> dt = dtype_of(at(m, "dtype", where).get<int>());
+    std::optional<DType> dt = interop::dtype_of_code(at(m, "dtype", where).get<int>());
     if (!dt) bad(fmt::format("{}: dtype {} has no kiln counterpart", where, m.at("dtype").dump()));
     out.dtype = *dt;
     if (m.contains("layout") && m.at("layout").get<int>() != 7)
@@ -138,9 +122,10 @@ struct Importer {
     int64_t n = static_cast<int64_t>(bytes.size() / item);
     Device cpu0(DeviceType::cpu, 0);
     Tensor t;
-    std::shared_ptr<const void> owner = archive.owner();
-    if (owner && n > 0 && reinterpret_cast<uintptr_t>(bytes.data()) % item == 0 && archive.has(entry)) {
-      // zero-copy: the storage is the entry inside the mapped file (private: writes stay here)
+    std::shared_ptr<const void> owner = archive.owner(entry);
+    if (owner && n > 0 && reinterpret_cast<uintptr_t>(bytes.data()) % item == 0) {
+      // zero-copy: the storage is the entry's bytes (in the privately mapped file, or the
+      // inflated copy of a deflated entry), kept alive by the storage
       auto impl = std::make_shared<TensorImpl>();
       impl->shape = Dims({n});
       impl->strides = contiguous_strides(impl->shape);

@@ -172,6 +172,16 @@ TEST(Pt2, AlignedWeightsAreMappedNotCopied) {
   EXPECT_NE(storage_owner.storage()->owner, nullptr) << "the weight should keep the mapping alive";
 }
 
+// Deflated entries (torch writes stored ones; other writers may not) import too; weights
+// viewing an inflated entry keep its bytes alive after the archive is gone.
+TEST(Pt2, DeflatedArchivesImport) {
+  std::string path = tmp("deflated.pt2");
+  testing::write_zip(path, testing::read_zip(archive("mlp_bn_train")), /*deflate=*/true);
+  NamedTensors ref = load_safetensors(kCorpus + std::string("mlp_bn_train.safetensors"));
+  ExportedProgram p = load_pt2(path);
+  expect_outputs(ref, p.run(reference_inputs(ref)), "deflated mlp_bn_train");
+}
+
 // (I4, X3) A program exported on cuda:0 loads onto cpu:1 with a device map; without one
 // the error names the map to pass.
 TEST(Pt2, ProgramExportedOnCudaRunsOnAVirtualCpu) {
