@@ -176,6 +176,30 @@ BENCHMARK_CAPTURE(BM_Elementwise1M, add_bf16, DType::bf16, false)->Unit(benchmar
 BENCHMARK_CAPTURE(BM_Elementwise1M, gelu_f32, DType::f32, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Elementwise1M, gelu_f16, DType::f16, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// The transcendental elementwise ops on 1M f32 elements, one thread: `make bench` runs
+// them at every level the CPU has (KILN_CPU_ISA) beside PyTorch's time for the same op.
+void BM_Math1M(benchmark::State& state, int which) {
+  kiln::NumThreadsGuard threads(1);
+  Tensor a = randn({1 << 20});
+  for (auto _ : state) {
+    Tensor c = which == 0   ? exp(a)
+               : which == 1 ? erf(a)
+               : which == 2 ? tanh(a)
+               : which == 3 ? sigmoid(a)
+               : which == 4 ? silu(a)
+               : which == 5 ? gelu(a)
+                            : gelu(a, "tanh");
+    benchmark::DoNotOptimize(c.impl());
+  }
+}
+BENCHMARK_CAPTURE(BM_Math1M, exp, 0)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Math1M, erf, 1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Math1M, tanh, 2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Math1M, sigmoid, 3)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Math1M, silu, 4)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Math1M, gelu, 5)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Math1M, gelu_tanh, 6)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // The row kernels and GELU of the benchmark BLOCK at its shapes, one thread: what a BLOCK
 // forward spends outside its products.
 void BM_BlockRowOps(benchmark::State& state, int which) {

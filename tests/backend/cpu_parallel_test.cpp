@@ -339,8 +339,10 @@ TEST(RowKernels, FloatAccumulationMatchesDouble) {
   EXPECT_TRUE(testing::all_close(f.bias, to_vector<double>(d.bias), 1e-5, 1e-5));
 }
 
-// Note [Portable kernels]: every level this CPU has computes the same results (up to
-// FMA contraction), and a level above the CPU's is refused.
+// Note [Portable kernels]: every level this CPU has computes the same results up to
+// rounding (FMA contraction; the lane order of the row sums, which follows the register
+// width), and a level above the CPU's is refused. The tolerance is float's for results
+// of terms up to 10x their size (log_softmax_backward's g - e^y sum(g) cancels).
 TEST(PortableKernels, EveryLevelTheCpuHasAgrees) {
   cpu::Isa best = cpu::cpu_isa_supported(), before = cpu::cpu_isa();
   manual_seed(11);
@@ -366,7 +368,7 @@ TEST(PortableKernels, EveryLevelTheCpuHasAgrees) {
     cpu::set_cpu_isa(isa);
     std::vector<Tensor> got = run_all();
     for (size_t i = 0; i < base.size(); ++i)
-      EXPECT_TRUE(testing::all_close(got[i], to_vector<double>(base[i]), 1e-6, 1e-6))
+      EXPECT_TRUE(testing::all_close(got[i], to_vector<double>(base[i]), 1e-5, 1e-5))
           << "result " << i << " at " << cpu::isa_name(isa);
   }
   cpu::set_cpu_isa(before);

@@ -78,7 +78,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         case OpKind::ceil: apply([](T v) { return std::ceil(v); }); return;
         case OpKind::round: apply([](T v) { return std::nearbyint(v); }); return;  // half to even
         case OpKind::trunc: apply([](T v) { return std::trunc(v); }); return;
-        case OpKind::exp: apply([](T v) { return std::exp(v); }); return;
+        case OpKind::exp: apply([](T v) { return vexp(v); }); return;  // libm: 8x slower
         case OpKind::log: apply([](T v) { return std::log(v); }); return;
         case OpKind::sqrt: apply([](T v) { return std::sqrt(v); }); return;
         case OpKind::rsqrt: apply([](T v) { return T(1) / std::sqrt(v); }); return;

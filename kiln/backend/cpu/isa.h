@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 namespace kiln::cpu {
 
@@ -36,6 +37,22 @@ void set_cpu_isa(Isa isa);
 void check_isa_environment();
 const char* isa_name(Isa isa);
 
+/** A level's vector register width in bytes, handed to a kernel lambda that takes one
+ * argument: code written with GCC vector types of that width stays in registers, where a
+ * vector wider than the level's registers is split through the stack (64-byte vectors
+ * made AVX2's softmax 3x slower than 32-byte ones). */
+template <int Bytes>
+struct VectorWidth {
+  static constexpr int bytes = Bytes;
+};
+
+/** f(VectorWidth<Bytes>{}) when f takes the width, else f(). */
+template <int Bytes, typename F>
+inline void call_with_width(F& f) {
+  if constexpr (std::is_invocable_v<F&, VectorWidth<Bytes>>) f(VectorWidth<Bytes>{});
+  else f();
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 // The attribute that compiles a function for a level, empty where the whole build already
 // targets it (KILN_NATIVE=ON on such a CPU): a target attribute below the build's own
@@ -53,19 +70,19 @@ const char* isa_name(Isa isa);
 
 template <typename F>
 [[gnu::flatten, KILN_TARGET_AVX512]] void call_avx512(F& f) {
-  f();
+  call_with_width<64>(f);
 }
 template <typename F>
 [[gnu::flatten, KILN_TARGET_AVX2]] void call_avx2(F& f) {
-  f();
+  call_with_width<16>(f);
 }
 #endif
 template <typename F>
 [[gnu::flatten]] void call_base(F& f) {
-  f();
+  call_with_width<16>(f);
 }
 
-/** Runs `f()` compiled for the level cpu_isa() picks. */
+/** Runs `f()` -- or `f(VectorWidth<bytes>{})` -- compiled for the level cpu_isa() picks. */
 template <typename F>
 inline void with_best_isa(F&& f) {
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -175,6 +175,8 @@ bool short_product_pays(int64_t n, int64_t m, int64_t k) {
   return n >= 16 && n <= 64 && m >= 4 * n && n * m * k >= (int64_t{1} << 22) && (n <= 32 || k >= 512);
 }
 
+using Floats16 = float __attribute__((vector_size(64)));  // one tile row
+
 // Transposes a 16 x 16 block held as 16 rows of 16 lanes: at each level b (8, 4, 2, 1),
 // the off-diagonal b x b blocks of every aligned 2b x 2b block trade places.
 template <int B>

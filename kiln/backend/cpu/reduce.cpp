@@ -114,10 +114,10 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
     parallel_for(r.outer, r.inner, [&](int64_t b, int64_t e) {
       if constexpr (std::is_same_v<T, float>) {
         // float rows through the vector row sum (compensated float lanes, met in double)
-        with_best_isa([&] {
+        with_best_isa([&](auto width) {
           for (int64_t i = b; i < e; ++i) {
             const T* row = p + i * r.inner;  // T is float (the branch compiles for every T)
-            double acc = row_sum<float>(r.inner, [&](int64_t j) { return static_cast<float>(row[j]); });
+            double acc = row_sum<float, width.bytes>(r.inner, [&](int64_t j) { return static_cast<float>(row[j]); });
             o[i] = static_cast<T>(mean ? acc / static_cast<double>(r.inner) : acc);
           }
         });
@@ -389,17 +389,21 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
     T* o = res.data<T>();
     int64_t n = r.inner;
     parallel_for(r.outer, 4 * n, [&](int64_t b, int64_t e) {
-      with_best_isa([&] {
+      with_best_isa([&](auto width) {
         for (int64_t i = b; i < e; ++i) {
           const T* row = p + i * n;
           T* orow = o + i * n;
           if (n == 0) continue;
-          T mx = row_max(row, n);
+          T mx = row_max<width.bytes>(row, n);
+          // The exps go to the output row first, in a loop of their own: inside the
+          // row sum's lane-sized steps the vectorizer's choice for them was fragile
+          // (one change of an inlined helper made AVX2's softmax 3x slower).
+          for (int64_t j = 0; j < n; ++j) orow[j] = vexp_nonpositive(row[j] - mx);
+          T sum = static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return orow[j]; }));
           if (log) {
-            T lse = std::log(static_cast<T>(row_sum<T>(n, [&](int64_t j) { return vexp_nonpositive(row[j] - mx); })));
+            T lse = std::log(sum);
             for (int64_t j = 0; j < n; ++j) orow[j] = row[j] - mx - lse;
           } else {
-            T sum = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return orow[j] = vexp_nonpositive(row[j] - mx); }));
             T inv = T(1) / sum;  // a product per element, as PyTorch's vectorized softmax
             for (int64_t j = 0; j < n; ++j) orow[j] *= inv;
           }
@@ -422,16 +426,16 @@ void k_softmax_backward(const OpCall& c, std::span<Tensor> outs) {
     T* o = r.res.data<T>();
     int64_t n = ry.inner;
     parallel_for(ry.outer, 4 * n, [&](int64_t b, int64_t e) {
-      with_best_isa([&] {
+      with_best_isa([&](auto width) {
         for (int64_t i = b; i < e; ++i) {
           const T* yr = py + i * n;
           const T* gr = pg + i * n;
           T* orow = o + i * n;
           if (log) {
-            T s = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return gr[j]; }));
+            T s = static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return gr[j]; }));
             for (int64_t j = 0; j < n; ++j) orow[j] = gr[j] - vexp(yr[j]) * s;
           } else {
-            T s = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return gr[j] * yr[j]; }));
+            T s = static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return gr[j] * yr[j]; }));
             for (int64_t j = 0; j < n; ++j) orow[j] = yr[j] * (gr[j] - s);
           }
         }
@@ -461,12 +465,12 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
     int64_t n = r.inner;
     double dn = static_cast<double>(n);
     parallel_for(r.outer, 4 * n, [&](int64_t lo, int64_t hi) {
-      with_best_isa([&] {
+      with_best_isa([&](auto width) {
         for (int64_t i = lo; i < hi; ++i) {
           const T* row = p + i * n;
           T* orow = o + i * n;
-          T mean = rms ? T(0) : static_cast<T>(row_sum<T>(n, [&](int64_t j) { return row[j]; }) / dn);
-          double ss = row_sum<T>(n, [&](int64_t j) { return (row[j] - mean) * (row[j] - mean); });
+          T mean = rms ? T(0) : static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return row[j]; }) / dn);
+          double ss = row_sum<T, width.bytes>(n, [&](int64_t j) { return (row[j] - mean) * (row[j] - mean); });
           T inv = T(1) / std::sqrt(T(ss / dn) + eps);
           if (pw && pb)
             for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv * pw[j] + pb[j];
@@ -509,7 +513,8 @@ void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
     T* o = dx.data<T>();
     const double dn = static_cast<double>(n);
     parallel_for(blocks, 8 * per * n, [&](int64_t lo, int64_t hi) {
-      with_best_isa([&] {
+      std::vector<T> scaled(static_cast<size_t>(n));  // the row's g * weight
+      with_best_isa([&](auto width) {
         for (int64_t blk = lo; blk < hi; ++blk) {
           double* dw = part.data() + 2 * blk * n;
           double* db = dw + n;
@@ -517,12 +522,16 @@ void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
             const T* xr = px + i * n;
             const T* gr = pg + i * n;
             T* orow = o + i * n;
-            auto gh = [&](int64_t j) { return pw ? gr[j] * pw[j] : gr[j]; };
-            T mean = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return xr[j]; }) / dn);
-            double ss = row_sum<T>(n, [&](int64_t j) { return (xr[j] - mean) * (xr[j] - mean); });
+            // g * weight once per row, in a loop of its own: the sums below then read an
+            // array (with the select inside their lane-sized steps AVX2 ran at half speed)
+            T* sg = scaled.data();
+            for (int64_t j = 0; j < n; ++j) sg[j] = pw ? gr[j] * pw[j] : gr[j];
+            auto gh = [&](int64_t j) { return sg[j]; };
+            T mean = static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return xr[j]; }) / dn);
+            double ss = row_sum<T, width.bytes>(n, [&](int64_t j) { return (xr[j] - mean) * (xr[j] - mean); });
             T rstd = T(1) / std::sqrt(T(ss / dn) + eps);
-            T m1 = static_cast<T>(row_sum<T>(n, gh) / dn);
-            T m2 = static_cast<T>(row_sum<T>(n, [&](int64_t j) { return gh(j) * ((xr[j] - mean) * rstd); }) / dn);
+            T m1 = static_cast<T>(row_sum<T, width.bytes>(n, gh) / dn);
+            T m2 = static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return gh(j) * ((xr[j] - mean) * rstd); }) / dn);
             for (int64_t j = 0; j < n; ++j) {
               T xhat = (xr[j] - mean) * rstd;
               orow[j] = rstd * (gh(j) - m1 - xhat * m2);

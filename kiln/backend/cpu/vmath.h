@@ -11,63 +11,66 @@
 
 namespace kiln::cpu {
 
-/** e^x for float, relative error < 3e-7; e^x = 0 below -87.3, inf above 88.7, nan kept. */
-inline float fast_exp(float x) {
-  float c = x < -87.3f ? -87.3f : x > 88.7f ? 88.7f : x;
-  c = c == c ? c : 0.0f;  // NaN: compute on 0 (never convert NaN to int), return x below
-  // n = round(x / ln 2) with the 1.5 * 2^23 trick (exact, vectorizable without
-  // fast-math); the remainder x - n ln2 in two steps (Cody-Waite) so it stays exact for
-  // large |x|.
+/** e^c for float c in [-87.3, 88.7] (no NaN), relative error < 3e-7: the shared core of
+ * the exps below, which clamp their argument first. */
+inline float exp_in_range(float c) {
+  // n = round(c / ln 2) with the 1.5 * 2^23 trick (exact, vectorizable without
+  // fast-math); the remainder c - n ln2 in two steps (Cody-Waite) so it stays exact for
+  // large |c|.
   float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float f = c - n * 0.693359375f;
   f = f - n * -2.12194440e-4f;  // |f| <= ln2 / 2
   // e^f by Taylor to degree 7: error < 5e-9 relative on [-ln2/2, ln2/2].
   float p = 1.0f + f * (1.0f + f * (0.5f + f * (1.0f / 6 + f * (1.0f / 24 + f * (1.0f / 120 +
                  f * (1.0f / 720 + f * (1.0f / 5040)))))));
-  float scale = std::bit_cast<float>(static_cast<int32_t>(static_cast<int32_t>(n) + 127) << 23);
-  float r = p * scale;
+  return p * std::bit_cast<float>(static_cast<int32_t>(static_cast<int32_t>(n) + 127) << 23);
+}
+
+/** e^x for float, relative error < 3e-7; e^x = 0 below -87.3, inf above 88.7, nan kept. */
+inline float fast_exp(float x) {
+  float c = x < -87.3f ? -87.3f : x > 88.7f ? 88.7f : x;
+  c = c == c ? c : 0.0f;  // NaN: compute on 0 (never convert NaN to int), return x below
+  float r = exp_in_range(c);
   r = x < -87.3f ? 0.0f : r;
   r = x > 88.7f ? INFINITY : r;
   return x != x ? x : r;
 }
 
-/** e^x for float x <= 0 (erf's exp(-a^2)): fast_exp less the overflow and NaN selects,
- * which cost a quarter of GELU's time; 0 below -87.3 as there (so x e^(-x^2) is NaN at
- * infinite x, as in PyTorch). A NaN argument gives an unspecified number, never
- * converted to an integer: callers get their NaN from another operand. */
+/** e^x for float x <= 0 (softmax's x - max): fast_exp less the overflow and NaN selects.
+ * 0 below -87.3 as there. A NaN argument gives an unspecified number, never converted to
+ * an integer: callers get their NaN from another operand. */
 inline float fast_exp_nonpositive(float x) {
-  float c = x > -87.3f ? x : -87.3f;  // also maps NaN to -87.3
-  float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float f = c - n * 0.693359375f;
-  f = f - n * -2.12194440e-4f;
-  float p = 1.0f + f * (1.0f + f * (0.5f + f * (1.0f / 6 + f * (1.0f / 24 + f * (1.0f / 120 +
-                 f * (1.0f / 720 + f * (1.0f / 5040)))))));
-  float r = p * std::bit_cast<float>(static_cast<int32_t>(static_cast<int32_t>(n) + 127) << 23);
+  float r = exp_in_range(x > -87.3f ? x : -87.3f);  // the max also maps NaN to -87.3
   return x < -87.3f ? 0.0f : r;
 }
 
+/** exp(-a^2) for erf's tail, a >= 0: fast_exp_nonpositive without its final select --
+ * below -87.3 it returns e^-87.3 (1e-38) instead of 0, which vanishes against erf's 1
+ * anyway. That select and the sign selects were a sixth of GELU's time. */
+inline float erf_tail_exp(float x) { return exp_in_range(x > -87.3f ? x : -87.3f); }
+
 /** erf(x) for float by Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7 in exact
- * arithmetic, < 5e-7 in float). */
+ * arithmetic, < 5e-7 in float). The signs go through fabs and copysign: bit operations,
+ * where selects cost mask registers. */
 inline float fast_erf(float x) {
-  float a = x < 0 ? -x : x;
+  float a = std::fabs(x);
   float t = 1.0f / (1.0f + 0.3275911f * a);
   float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
                t * (-1.453152027f + t * 1.061405429f))));
-  float y = 1.0f - poly * fast_exp_nonpositive(-a * a);  // a NaN x: poly is NaN
-  return x < 0 ? -y : y;
+  float y = 1.0f - poly * erf_tail_exp(-a * a);  // a NaN x: poly is NaN
+  return std::copysign(y, x);
 }
 
 /** d/dx of x Phi(x) (GELU's exact form) for float: Phi(x) + x phi(x). The erf of
  * Phi(x) = (1 + erf(x / sqrt 2)) / 2 already computes exp(-x^2 / 2), which is also
  * phi(x) sqrt(2 pi): one exp per element instead of two. */
 inline float fast_gelu_derivative(float x) {
-  float a = (x < 0 ? -x : x) * 0.70710678118654752f;
+  float a = std::fabs(x) * 0.70710678118654752f;
   float t = 1.0f / (1.0f + 0.3275911f * a);
   float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
                t * (-1.453152027f + t * 1.061405429f))));
   float e = fast_exp_nonpositive(-a * a);  // exp(-x^2 / 2); a NaN x: t and poly are NaN
-  float erf_a = 1.0f - poly * e;
-  float erf_x = x < 0 ? -erf_a : erf_a;
+  float erf_x = std::copysign(1.0f - poly * e, x);
   return 0.5f * (1.0f + erf_x) + x * e * 0.39894228040143268f;
 }
 
@@ -113,94 +116,115 @@ inline T vtanh(T x) {
   else return std::tanh(x);
 }
 
-// Row reductions for the row kernels (softmax, norms), on GCC vector types of 16 floats,
-// which each ISA level of Note [Portable kernels] lowers to its own registers (one
-// AVX-512 register, two AVX2 or four SSE ones) and which stay in registers where arrays
-// indexed by lane were kept on the stack. A float row adds into four such vectors side by
-// side, so four chains of dependent adds hide the add latency, each lane with a Kahan
-// compensation term; the lanes meet in double. That is vector speed with an error far
-// below float rounding of the result (the tests hold it to 1e-6 relative of a double
-// reference), and the order of the adds depends on the row length alone. Doubles add in
-// order.
+// Row reductions for the row kernels (softmax, norms), on GCC vector types as wide as the
+// running level's registers (VB bytes: with_best_isa hands the lambda its VectorWidth --
+// 64 at AVX-512, 32 at AVX2, 16 at the baseline), which stay in registers; a 64-byte
+// vector at AVX2 was split through the stack and made softmax 3x slower. A float row adds
+// into four such vectors side by side, so four chains of dependent adds hide the add
+// latency, each lane with a Kahan compensation term; the lanes meet in double. That is
+// vector speed with an error far below float rounding of the result (the tests hold it
+// to 1e-6 relative of a double reference). The order of the adds depends on the row
+// length and the level (as PyTorch's vectorized sums depend on its capability level),
+// never on the thread count. Doubles add in order.
 
-using Floats16 = float __attribute__((vector_size(64)));
-using Doubles8 = double __attribute__((vector_size(64)));
+/** The vector types of a width: VB bytes of floats, half as many floats, and the doubles
+ * those halves widen to. */
+template <int VB>
+struct Lanes {
+  static constexpr int floats = VB / 4;
+  typedef float Floats __attribute__((vector_size(VB)));
+  typedef float Half __attribute__((vector_size(VB / 2)));
+  typedef double Doubles __attribute__((vector_size(VB)));
+};
 
 /** acc += s - c, lane by lane in double (a compensated float sum's value). */
-inline void add_widened(Doubles8& acc, const Floats16& s, const Floats16& c) {
-  using Floats8 = float __attribute__((vector_size(32)));
+template <int VB>
+inline void add_widened(typename Lanes<VB>::Doubles& acc, const typename Lanes<VB>::Floats& s,
+                        const typename Lanes<VB>::Floats& c) {
+  using L = Lanes<VB>;
   for (int h = 0; h < 2; ++h) {
-    Floats8 sh, ch;
+    typename L::Half sh, ch;
     std::memcpy(&sh, reinterpret_cast<const char*>(&s) + h * sizeof sh, sizeof sh);
     std::memcpy(&ch, reinterpret_cast<const char*>(&c) + h * sizeof ch, sizeof ch);
-    acc += __builtin_convertvector(sh, Doubles8) - __builtin_convertvector(ch, Doubles8);
+    acc += __builtin_convertvector(sh, typename L::Doubles) - __builtin_convertvector(ch, typename L::Doubles);
   }
 }
 
-/** v = {g(j), ..., g(j + 15)}: computed into a buffer (a loop the compiler vectorizes,
+/** v = {g(j), ..., g(j + W - 1)}: computed into a buffer (a loop the compiler vectorizes,
  * exp included), read back as one vector. (Vectors pass by reference: by value, their
  * ABI would differ between the levels.) */
-template <typename G>
-inline void gather16(Floats16& v, int64_t j, G& g) {
-  float b[16];
-  for (int l = 0; l < 16; ++l) b[l] = g(j + l);
+template <int VB, typename G>
+inline void gather_lanes(typename Lanes<VB>::Floats& v, int64_t j, G& g) {
+  float b[Lanes<VB>::floats];
+  for (int l = 0; l < Lanes<VB>::floats; ++l) b[l] = g(j + l);
   std::memcpy(&v, b, sizeof v);
 }
 
-/** sum over j < n of g(j), where g returns T. */
-template <typename T, typename G>
+/** sum over j < n of g(j), where g returns T, with vectors of VB bytes. */
+template <typename T, int VB, typename G>
 inline double row_sum(int64_t n, G&& g) {
-  if constexpr (!std::is_same_v<T, float>) {
-    double s = 0;
-    for (int64_t j = 0; j < n; ++j) s += static_cast<double>(g(j));
-    return s;
-  } else {
-    constexpr int W = 16;
-    Floats16 s0{}, s1{}, s2{}, s3{}, c0{}, c1{}, c2{}, c3{};
-    Floats16 v;
-    auto add = [&v](Floats16& s, Floats16& c) {
-      Floats16 y = v - c;
-      Floats16 t = s + y;
+  double plain = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    using L = Lanes<VB>;
+    using V = typename L::Floats;
+    constexpr int W = L::floats;
+    V s0{}, s1{}, s2{}, s3{}, c0{}, c1{}, c2{}, c3{};
+    V v;
+    auto add = [&v](V& s, V& c) {
+      V y = v - c;
+      V t = s + y;
       c = (t - s) - y;
       s = t;
     };
     int64_t j = 0;
     for (; j + 4 * W <= n; j += 4 * W) {
-      gather16(v, j, g), add(s0, c0);
-      gather16(v, j + W, g), add(s1, c1);
-      gather16(v, j + 2 * W, g), add(s2, c2);
-      gather16(v, j + 3 * W, g), add(s3, c3);
+      gather_lanes<VB>(v, j, g), add(s0, c0);
+      gather_lanes<VB>(v, j + W, g), add(s1, c1);
+      gather_lanes<VB>(v, j + 2 * W, g), add(s2, c2);
+      gather_lanes<VB>(v, j + 3 * W, g), add(s3, c3);
     }
-    for (; j + W <= n; j += W) gather16(v, j, g), add(s0, c0);
+    for (; j + W <= n; j += W) gather_lanes<VB>(v, j, g), add(s0, c0);
     // The lanes meet in double vectors: each accumulator's value s - c, half a vector
-    // at a time, then one horizontal sum of eight doubles (a row of 128 paid more for
-    // a scalar fold of the 64 lanes than for its exps).
-    Doubles8 acc{};
-    add_widened(acc, s0, c0), add_widened(acc, s1, c1), add_widened(acc, s2, c2), add_widened(acc, s3, c3);
-    double total = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    // at a time, then one tree over the lanes (a row of 128 paid more for a fold of every
+    // lane one by one than for its exps).
+    typename L::Doubles acc{};
+    add_widened<VB>(acc, s0, c0), add_widened<VB>(acc, s1, c1);
+    add_widened<VB>(acc, s2, c2), add_widened<VB>(acc, s3, c3);
+    double lanes[W / 2];
+    std::memcpy(lanes, &acc, sizeof acc);
+    for (int w = W / 4; w >= 1; w /= 2)
+      for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+    double total = lanes[0];
     for (; j < n; ++j) total += static_cast<double>(g(j));
-    return total;
+    // A compensation turns NaN where the sum leaves the finite range (inf - inf): such
+    // a rare row is added again plainly, giving the infinity or NaN it really has.
+    if (total == total) return total;
   }
+  for (int64_t j = 0; j < n; ++j) plain += static_cast<double>(g(j));
+  return plain;
 }
 
-/** The largest of p[0..n) (n >= 1); with a NaN in the row the result is unspecified
- * among the values, which is enough for softmax (the NaN reaches every output anyway). */
-template <typename T>
+/** The largest of p[0..n) (n >= 1), with vectors of VB bytes; with a NaN in the row the
+ * result is unspecified among the values, which is enough for softmax (the NaN reaches
+ * every output anyway). */
+template <int VB, typename T>
 inline T row_max(const T* p, int64_t n) {
   T best = p[0];
   int64_t j = 0;
   if constexpr (std::is_same_v<T, float>) {
-    if (n >= 16) {
-      Floats16 m;
+    using V = typename Lanes<VB>::Floats;
+    constexpr int W = Lanes<VB>::floats;
+    if (n >= W) {
+      V m;
       std::memcpy(&m, p, sizeof m);
-      for (j = 16; j + 16 <= n; j += 16) {
-        Floats16 v;
+      for (j = W; j + W <= n; j += W) {
+        V v;
         std::memcpy(&v, p + j, sizeof v);
         m = m < v ? v : m;
       }
-      float lanes[16];
+      float lanes[W];
       std::memcpy(lanes, &m, sizeof m);
-      for (int w = 8; w >= 1; w /= 2)  // halved in a tree: four dependent steps
+      for (int w = W / 2; w >= 1; w /= 2)  // halved in a tree
         for (int l = 0; l < w; ++l) lanes[l] = lanes[l] < lanes[l + w] ? lanes[l + w] : lanes[l];
       best = lanes[0];
     }
