@@ -339,6 +339,21 @@ TEST(RowKernels, FloatAccumulationMatchesDouble) {
   EXPECT_TRUE(testing::all_close(f.bias, to_vector<double>(d.bias), 1e-5, 1e-5));
 }
 
+// A compensated row sum that overflows is the infinity (or NaN) it really is: Kahan's
+// compensation turns inf - inf = NaN, and a row long enough for the vector path (64
+// floats) once summed to NaN where PyTorch gives inf.
+TEST(RowKernels, OverflowingRowsSumToInfinity) {
+  std::vector<float> v(64, 1.0f);
+  v[20] = INFINITY;
+  Tensor x = from_vector(v, {1, 64});
+  EXPECT_EQ(item<float>(sum(x)), INFINITY);
+  EXPECT_EQ(item<float>(mean(x, {1})), INFINITY);
+  std::vector<float> big(64, 3e38f);  // finite values whose sum overflows
+  EXPECT_EQ(item<float>(sum(from_vector(big, {64}))), INFINITY);
+  v[40] = -INFINITY;
+  EXPECT_TRUE(std::isnan(item<float>(sum(from_vector(v, {64})))));
+}
+
 // Note [Portable kernels]: every level this CPU has computes the same results up to
 // rounding (FMA contraction; the lane order of the row sums, which follows the register
 // width), and a level above the CPU's is refused. The tolerance is float's for results
