@@ -3,8 +3,10 @@
 
 Runs, in alternation for --rounds rounds (so machine drift hits both sides): kiln's
 Google Benchmark suite (JSON), whole-process `kiln export` + `kiln run` of BLOCK, then
-the peer programs of bench/peers (memory bandwidth, and the Python scripts under
-Debian's /usr/bin/python3 with torch; KILN_PEERS may name another folder of peers). Medians over rounds form
+the peer programs of bench/peers (memory bandwidth, and the Python scripts under the
+project's Python environment with current PyTorch from PyPI -- eager, and torch.compile in
+its default mode and max-autotune-no-cudagraphs -- or, without that environment,
+Debian's /usr/bin/python3 with its torch 1.13; KILN_PEERS may name another folder). Medians over rounds form
 one table -- workload, kiln, peer, ratio, target, pass/fail -- printed and written
 between the markers of docs/benchmarks.md with the date, machine and command.
 
@@ -26,7 +28,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.environ.get("KILN_PEERS", os.path.join(ROOT, "bench", "peers"))
 PEER_BUILD = os.environ.get("PEER_BUILD", "/tmp/peers-build")
-TORCH_PY = "/usr/bin/python3"
+VENV_PY = os.path.expanduser("~/.cache/kiln/py-venv/bin/python")  # scripts/python-venv.sh
+TORCH_PY = VENV_PY if os.path.exists(VENV_PY) else "/usr/bin/python3"
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+# kiln's KILN_CPU_ISA level -> PyTorch's ATen capability and oneDNN's ISA cap, so both sides
+# of a per-level row run the same vector width.
+LEVELS = {"avx512": ("AVX512", "AVX512_CORE"), "avx2": ("AVX2", "AVX2")}
+MATH_OPS = ("exp", "erf", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh")
+ROW_OPS = ("layer_norm", "softmax", "gelu", "mean_all", "sum_rows")
 PROCESS_SAMPLES = 5  # warm whole-process samples of `kiln export` + `kiln run`
 # Rows whose two sides are both kiln benchmarks, a few percent from their target: their
 # repetitions are interleaved at random (Google Benchmark), so the machine's drift within
@@ -80,6 +89,12 @@ def kiln_round(build, work):
         scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
         name = b["name"].removesuffix("/real_time")  # every benchmark uses UseRealTime()
         res[name] = dict(b, seconds=b["real_time"] * scale)
+    for level in machine_levels():
+        out = run([f"{build}/bench/kiln_bench", "--benchmark_filter=BM_Math1M|BM_BlockRowOps",
+                   "--benchmark_format=json", "--benchmark_min_time=0.2"], env={"KILN_CPU_ISA": level})
+        for b in json.loads(out)["benchmarks"]:
+            scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+            res[f"{b['name'].removesuffix('/real_time')} {level}"] = dict(b, seconds=b["real_time"] * scale)
     out = run([f"{build}/bench/kiln_bench", f"--benchmark_filter={PAIR_FILTER}", "--benchmark_format=json",
                "--benchmark_min_time=0.1", f"--benchmark_repetitions={PAIR_REPETITIONS}",
                "--benchmark_enable_random_interleaving=true", "--benchmark_report_aggregates_only=true"])
@@ -210,6 +225,7 @@ def peer_round(work):
         # kiln's add runs on the machine's threads (intra-op), so the bound is the
         # triad on as many threads
         recs += json_lines(run([f"{PEER_BUILD}/membw"], env={"OMP_NUM_THREADS": str(os.cpu_count())}))
+        recs += json_lines(run([f"{PEER_BUILD}/membw"], env={"OMP_NUM_THREADS": "1"}))
     for script, args in (("fake_prop.py", ["--reps", "10"]), ("trace_cost.py", ["--reps", "3"]),
                          ("functionalize_bench.py", ["--reps", "10"]),
                          ("eager_models.py", ["--reps", "20"])):
@@ -224,6 +240,19 @@ def peer_round(work):
                                 env={"OPENBLAS_CORETYPE": wide})):
             r["case"] = f"{r.get('case')} openblas={wide}"
             recs.append(r)
+    if TORCH_PY == VENV_PY:  # current PyTorch: torch.compile and the per-level kernels
+        for mode in COMPILE_MODES:
+            log(f"  peer eager_models.py / train_peer.py --compile {mode}")
+            recs += json_lines(run([TORCH_PY, os.path.join(PEERS, "eager_models.py"), "--reps", "20",
+                                    "--compile", mode], timeout=3600))
+            recs += json_lines(run([TORCH_PY, os.path.join(ROOT, "bench", "train_peer.py"), "--reps", "20",
+                                    "--compile", mode], env={"KILN_PEERS": PEERS}, timeout=3600))
+        for level in machine_levels():
+            aten, dnnl = LEVELS[level]
+            for r in json_lines(run([TORCH_PY, os.path.join(PEERS, "math_ops.py")],
+                                    env={"ATEN_CPU_CAPABILITY": aten.lower(), "ONEDNN_MAX_CPU_ISA": dnnl})):
+                r["case"] = f"{r['case']} {level}"
+                recs.append(r)
     t0 = time.perf_counter()
     run([TORCH_PY, "-c", "import torch"])
     recs.append({"case": "import torch", "median": time.perf_counter() - t0, "unit": "s"})
@@ -336,7 +365,16 @@ def build_rows(k, p):
         for t in (1, 2):
             peer = ms(peer_value(p, f"{m} eager nn.Module threads={t}", "ms/forward"))
             ratio(f"program run {m.upper()}, {t} thread(s) (vs PyTorch eager)",
-                  kiln_value(k, f"BM_Program/{m}/{t}"), peer, 0.6)
+                  kiln_value(k, f"BM_Program/{m}/{t}"), peer, 0.7)
+            for mode, target in zip(COMPILE_MODES, (0.9, None)):
+                peer = ms(peer_value(p, f"{m} compile={mode} threads={t}", "ms/forward"))
+                what = f"program run {m.upper()}, {t} thread(s) (vs torch.compile, mode {mode})"
+                if target is None:
+                    kv = kiln_value(k, f"BM_Program/{m}/{t}")
+                    row(what, fmt_t(kv), fmt_t(peer), "-" if kv is None or peer is None else f"{kv / peer:.2f}x",
+                        "- (reported)", None)
+                else:
+                    ratio(what, kiln_value(k, f"BM_Program/{m}/{t}"), peer, target)
     # Where OpenBLAS chose kernels narrower than the CPU, PyTorch's products are slowed by
     # that choice: the same rows once more against PyTorch on OpenBLAS's widest kernels.
     for wide, m in ((w, m) for w in wide_openblas_coretypes() for m in ("mlp", "block")):
@@ -364,6 +402,10 @@ def build_rows(k, p):
             peer = ms(peer_value(p, f"{m} train step threads={t}", "ms/step"))
             ratio(f"train-step program {m.upper()}, {t} thread(s) (vs PyTorch eager step)",
                   kiln_value(k, f"BM_TrainProgram/{m}/{t}"), peer, 0.8)
+            for mode in COMPILE_MODES:
+                peer = ms(peer_value(p, f"{m} train step compile={mode} threads={t}", "ms/step"))
+                ratio(f"train-step program {m.upper()}, {t} thread(s) (vs the step with torch.compile, mode {mode})",
+                      kiln_value(k, f"BM_TrainProgram/{m}/{t}"), peer, 0.9)
     for m in ("mlp", "block"):
         mk = kiln_value(k, f"{m} train program memory", "MiB")
         mp = peer_value(p, f"{m} train step peak extra RSS", "MiB")
@@ -429,6 +471,24 @@ def build_rows(k, p):
             elif f32 and v:
                 row(f"{op} of 1M {dt} elements (vs the same in f32), 1 thread", fmt_t(v), fmt_t(f32),
                     f"{v / f32:.2f}x", "- (reported)", None)
+    # Issue 51: the transcendental ops (1M f32) and the BLOCK's row kernels at every vector
+    # level the CPU has, against PyTorch at the same level, and against a bound: the
+    # memory traffic (8 bytes per element for the math ops) at the triad's one-core
+    # bandwidth.
+    bw1 = peer_value(p, "triad threads=1", "GB/s")
+    for level in machine_levels():
+        for op in MATH_OPS:
+            kv, pv = kiln_value(k, f"BM_Math1M/{op} {level}"), us(peer_value(p, f"math {op} {level}"))
+            ratio(f"{op} of 1M f32, 1 thread, {level} (vs PyTorch at {level})", kv, pv, 1.2)
+            if kv is not None and bw1:
+                bound = 8 * (1 << 20) / (bw1 * 1e9)
+                row(f"{op} of 1M f32, 1 thread, {level} (vs the bound: 8 MB at the one-core triad bandwidth)",
+                    fmt_t(kv), fmt_t(bound), f"{kv / bound:.2f}x of bound", "- (reported)", None)
+        for op in ROW_OPS:
+            kv, pv = kiln_value(k, f"BM_BlockRowOps/{op} {level}"), us(peer_value(p, f"rows {op} {level}"))
+            if kv is not None:
+                row(f"BLOCK row op {op}, 1 thread, {level} (vs PyTorch at {level})", fmt_t(kv), fmt_t(pv),
+                    "-" if pv is None else f"{kv / pv:.2f}x", "- (reported)", None)
     # No target: reported so the demo model's speed is visible (same weights).
     gpt_peer = ms(peer_value(p, "gpt torch eager cpu", "ms"))
     for impl in ("eager", "program"):
@@ -508,6 +568,19 @@ def cpu_flags():
         return set()
 
 
+def machine_levels():
+    """kiln's vector levels this CPU has, among those with a per-level row."""
+    have = cpu_flags()
+    return [lv for lv, flag in (("avx512", "avx512f"), ("avx2", "avx2")) if flag in have]
+
+
+def torch_version():
+    try:
+        return run([TORCH_PY, "-c", "import torch; print(torch.__version__)"], timeout=120).strip()
+    except Exception:
+        return "none"
+
+
 def wide_openblas_coretypes():
     """When OpenBLAS chose kernels narrower than the CPU by itself (a VM hiding the CPU
     model) and the environment pins none: the AVX2 family (what the first benchmark machine pinned)
@@ -573,6 +646,7 @@ def main():
         return
     stamp = datetime.date.today().isoformat()
     section = (f"{MARK_START}\n## Latest table ({stamp})\n\nMachine: {machine()}. "
+               f"Peer: PyTorch {torch_version()} ({TORCH_PY}), eager and torch.compile. "
                f"Command: `make bench` ({args.rounds} alternating rounds, medians; "
                f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
                f"OpenBLAS kernels: {openblas_core()}).\n\n{text}{MARK_END}")

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch eager on kiln's training benchmarks (bench/train_bench.cpp), same shapes and
+"""PyTorch (eager, or torch.compile with --compile MODE) on kiln's training benchmarks (bench/train_bench.cpp), same shapes and
 step: the MLP and BLOCK workloads (bench/peers/models.py), forward, mse_loss against a
 fixed target, backward, SGD(lr=1e-3, momentum=0.9) step; 1 and 2 threads (torch and
 OpenBLAS both, models.set_threads). Prints JSON lines: ms per step (median of --reps).
@@ -22,18 +22,19 @@ sys.path.insert(0, PEERS)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import models  # noqa: E402
-from peerutil import emit, time_call  # noqa: E402
+from peer import compiled, emit, time_ms  # noqa: E402
 
 
-def setup(name):
+def setup(name, mode=None):
     mod, x, _ = models.make(name)
     mod.train()
     target = torch.randn_like(x)
     opt = torch.optim.SGD(mod.parameters(), lr=1e-3, momentum=0.9)
+    fwd = compiled(mod, mode) if mode else mod
 
     def step():
         opt.zero_grad()
-        F.mse_loss(mod(x), target).backward()
+        F.mse_loss(fwd(x), target).backward()
         opt.step()
     return step
 
@@ -49,6 +50,7 @@ def rss_kib(field):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--compile", metavar="MODE", help="the forward through torch.compile in this mode")
     ap.add_argument("--memory", choices=models.MODELS)
     ap.add_argument("--forward-memory", choices=models.MODELS,
                     help="peak extra RSS of one eager forward (eval, no_grad) instead of a step")
@@ -78,19 +80,19 @@ def main():
                           "unit": "MiB", "median": (peak - before) / 1024.0}), flush=True)
         return
     for name in models.MODELS:
-        step = setup(name)
+        step = setup(name, args.compile)
+        label = f"{name} train step" + (f" compile={args.compile}" if args.compile else "")
         for t in (1, 2):
             models.set_threads(t)
-            s = time_call(step, args.reps, warmup=3)
-            emit("train_peer", f"{name} train step threads={t}", "ms/step", [v * 1e3 for v in s],
-                 env=models.env_info())
+            emit(f"{label} threads={t}", "ms/step", time_ms(step, args.reps, warmup=3))
+    if args.compile:
+        return
     a = torch.randn(8, requires_grad=True)
     b, g = torch.randn(8), torch.ones(8)
 
     def tiny():
         (a + b).backward(g)
-    s = time_call(tiny, 20000, warmup=1000)
-    emit("train_peer", "a+b fwd+bwd (python)", "us/call", [v * 1e6 for v in s])
+    emit("a+b fwd+bwd (python)", "us/call", [v * 1e3 for v in time_ms(tiny, 20000, warmup=1000)])
 
 
 if __name__ == "__main__":

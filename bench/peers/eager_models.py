@@ -1,4 +1,5 @@
-"""PyTorch eager forward of the benchmark models (models.py) at 1 and 2 threads.
+"""PyTorch's forward of the benchmark models (models.py) at 1 and 2 threads: eager, or
+through torch.compile with --compile MODE (the case names then end in "compile=MODE").
 
 One JSON line per model and thread count: the median and fastest ms per forward over
 --reps timed calls (after warm-up), and the minor page faults per forward (a fresh page
@@ -13,6 +14,7 @@ import time
 import torch
 
 import models
+from peer import compiled
 
 
 def minor_faults():
@@ -22,10 +24,14 @@ def minor_faults():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--compile", metavar="MODE", help="torch.compile mode: default, max-autotune-no-cudagraphs, ...")
     args = ap.parse_args()
     for name in models.MODELS:
         module, x, _ = models.make(name)
         module.eval()
+        label = f"{name} eager nn.Module"
+        if args.compile:
+            module, label = compiled(module, args.compile), f"{name} compile={args.compile}"
         for threads in (1, 2):
             models.set_threads(threads)
             times = []
@@ -38,7 +44,7 @@ def main():
                     module(x)
                     times.append((time.perf_counter() - t0) * 1e3)
                 faults = (minor_faults() - faults) / args.reps
-            print(json.dumps({"case": f"{name} eager nn.Module threads={threads}", "unit": "ms/forward",
+            print(json.dumps({"case": f"{label} threads={threads}", "unit": "ms/forward",
                               "median": statistics.median(times), "min": min(times),
                               "minor_faults_per_forward": faults}), flush=True)
 
