@@ -21,7 +21,7 @@
 #include "kiln/dispatch/masked.h"
 #include "kiln/distributed/dprogram.h"
 #include "kiln/distributed/dtensor.h"
-#include "kiln/distributed/process_group.h"
+#include "kiln/distributed/groups.h"
 #include "kiln/fake/fake_mode.h"
 #include "kiln/interop/pt2.h"
 #include "kiln/ir/graph.h"

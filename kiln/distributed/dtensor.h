@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "kiln/core/small_vector.h"
-#include "kiln/distributed/process_group.h"
+#include "kiln/distributed/groups.h"
 
 namespace kiln::nn {
 class Module;

@@ -18,7 +18,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"
-#include "kiln/distributed/process_group.h"
+#include "kiln/distributed/groups.h"
 
 namespace kiln::dist {
 

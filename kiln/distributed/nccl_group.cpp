@@ -13,7 +13,7 @@
 #include "kiln/device/cuda_runtime.h"
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"
-#include "kiln/distributed/process_group.h"
+#include "kiln/distributed/groups.h"
 
 namespace kiln::dist {
 

@@ -86,18 +86,14 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         case OpKind::cos: apply([](T v) { return std::cos(v); }); return;
         case OpKind::erf: apply([](T v) { return verf(v); }); return;
         case OpKind::tanh: apply([](T v) { return vtanh(v); }); return;
-        case OpKind::sigmoid:
-          apply([](T v) { return T(1) / (T(1) + vexp(-v)); });
-          return;
-        case OpKind::silu:
-          apply([](T v) { return v / (T(1) + vexp(-v)); });
-          return;
+        case OpKind::sigmoid: apply([](T v) { return vsigmoid(v); }); return;
+        case OpKind::silu: apply([](T v) { return v * vsigmoid(v); }); return;
         case OpKind::gelu:
           if (tanh_gelu) {
             // 0.5 v (1 + tanh(z)) = v sigmoid(2z): one exp and one division per element.
             apply([](T v) {
               const T k2 = T(2) * std::sqrt(T(2) / T(3.14159265358979323846));
-              return v / (T(1) + vexp(-k2 * (v + T(0.044715) * v * v * v)));
+              return v * vsigmoid(k2 * (v + T(0.044715) * v * v * v));
             });
           } else {
             apply([](T v) {

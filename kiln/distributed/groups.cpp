@@ -1,4 +1,4 @@
-#include "kiln/distributed/process_group.h"
+#include "kiln/distributed/groups.h"
 
 namespace kiln::dist {
 
