@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kiln/core/pool.h"
+#include "kiln/core/scope.h"
 #include <functional>
 
 #include "kiln/dispatch/functional.h"
@@ -84,24 +85,20 @@ class Node : public std::enable_shared_from_this<Node> {
 bool grad_enabled();
 
 /** Records no gradients while alive (thread-local, restored on exit and on exceptions). */
-class NoGradGuard {
+class NoGradGuard : ScopeGuard {
  public:
   NoGradGuard();
   ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
 
  private:
   bool prev_;
 };
 
 /** Turns recording on (or off) while alive, e.g. to train inside a NoGradGuard. */
-class GradModeGuard {
+class GradModeGuard : ScopeGuard {
  public:
   explicit GradModeGuard(bool enabled);
   ~GradModeGuard();
-  GradModeGuard(const GradModeGuard&) = delete;
-  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool prev_;
@@ -111,12 +108,10 @@ class GradModeGuard {
  * InferenceMode. Tensors allocated here are inference tensors (Tensor::is_inference;
  * their views too): outside the mode, an in-place op on one, saving one for backward, or
  * making one require grad is an Error; clone() makes a normal tensor. */
-class InferenceModeGuard {
+class InferenceModeGuard : ScopeGuard {
  public:
   InferenceModeGuard();
   ~InferenceModeGuard();
-  InferenceModeGuard(const InferenceModeGuard&) = delete;
-  InferenceModeGuard& operator=(const InferenceModeGuard&) = delete;
   static bool active();
 
  private:
@@ -175,12 +170,10 @@ TensorList grad_at(const TensorList& outputs, const TensorList& inputs, const st
  * write's node sends the gradient of the old value to the leaf's accumulator, which
  * grad_at() can capture. Joint capture only (J2: an input that requires grad, mutated);
  * eager code gets the usual error. */
-class WritableLeavesGuard {
+class WritableLeavesGuard : ScopeGuard {
  public:
   WritableLeavesGuard();
   ~WritableLeavesGuard();
-  WritableLeavesGuard(const WritableLeavesGuard&) = delete;
-  WritableLeavesGuard& operator=(const WritableLeavesGuard&) = delete;
 
  private:
   bool prev_;

@@ -355,6 +355,32 @@ inline std::vector<bool> last_dims(int64_t rank, int64_t k) {
   return v;
 }
 
+/** What layer_norm and rms_norm read from their arguments, the same on every backend:
+ * the rows' mask (the last dims the normalized shape names), the optional weight and bias
+ * (rms_norm has no bias), and epsilon (rms_norm's None is the compute dtype's epsilon, as
+ * PyTorch's). */
+struct NormArgs {
+  bool rms;
+  std::vector<bool> rows;  // the reduced mask of to_rows
+  Tensor weight, bias;     // undefined where absent
+  double eps;              // when !eps_is_dtype_epsilon
+  bool eps_is_dtype_epsilon;
+
+  template <typename T>
+  T epsilon() const {
+    return eps_is_dtype_epsilon ? std::numeric_limits<T>::epsilon() : static_cast<T>(eps);
+  }
+};
+
+inline NormArgs norm_args(const ops::OpCall& c) {
+  const Tensor& x = c.args.tensor(0);
+  bool rms = c.op == ops::OpKind::rms_norm;
+  bool dtype_eps = rms && c.args.is_none(3);
+  return NormArgs{rms, last_dims(x.dim(), static_cast<int64_t>(c.args.ints(1).size())),
+                  c.args.opt_tensor(2), rms ? Tensor() : c.args.opt_tensor(3),
+                  dtype_eps ? 0.0 : c.args.f64(rms ? 3 : 4), dtype_eps};
+}
+
 /** copy_: a source that overlaps the destination in another layout is read out
  * completely (into `scratch(src)`, a fresh tensor like it) before anything is written. */
 template <typename CopyInto, typename Scratch>

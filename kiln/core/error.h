@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/core/scope.h"
+
 namespace kiln {
 
 /** What kind of mistake an Error reports; tests match on it. */
@@ -43,12 +45,10 @@ class Error : public std::runtime_error {
 /** While one lives, errors raised by the ops a composite is built from name the op the
  * user called: "[expand] ..." inside index_put reads "[index_put] ... (raised by expand)".
  * The outermost scope on a thread wins. */
-class OpNameScope {
+class OpNameScope : ScopeGuard {
  public:
   explicit OpNameScope(const char* op);
   ~OpNameScope();
-  OpNameScope(const OpNameScope&) = delete;
-  OpNameScope& operator=(const OpNameScope&) = delete;
 
  private:
   bool outermost_;

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <utility>
 
+#include "kiln/core/scope.h"
+
 namespace kiln {
 
 /** One warning: where it comes from (a short stable name of the site) and what it says. */
@@ -30,12 +32,10 @@ void warn_once(std::string_view site, std::string message);
 void reset_warnings();
 
 /** Installs a handler for a scope and restores the previous one. */
-class WarningHandlerGuard {
+class WarningHandlerGuard : ScopeGuard {
  public:
   explicit WarningHandlerGuard(WarningHandler handler) : before_(set_warning_handler(std::move(handler))) {}
   ~WarningHandlerGuard() { set_warning_handler(std::move(before_)); }
-  WarningHandlerGuard(const WarningHandlerGuard&) = delete;
-  WarningHandlerGuard& operator=(const WarningHandlerGuard&) = delete;
 
  private:
   WarningHandler before_;

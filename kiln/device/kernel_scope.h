@@ -10,6 +10,7 @@
 
 #include <string_view>
 
+#include "kiln/core/scope.h"
 #include "kiln/device/registry.h"
 
 namespace kiln {
@@ -24,12 +25,10 @@ struct KernelFrame {
 const KernelFrame* current_kernel();
 
 /** Enters a kernel: makes `device` current and records the frame; restores both. */
-class KernelScope {
+class KernelScope : ScopeGuard {
  public:
   KernelScope(std::string_view op, Device device);
   ~KernelScope();
-  KernelScope(const KernelScope&) = delete;
-  KernelScope& operator=(const KernelScope&) = delete;
 
  private:
   DeviceGuard guard_;

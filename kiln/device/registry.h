@@ -9,6 +9,7 @@
 #include "kiln/core/allocator.h"
 #include "kiln/core/device.h"
 #include "kiln/core/random.h"
+#include "kiln/core/scope.h"
 
 namespace kiln {
 
@@ -73,12 +74,10 @@ Device current_device(DeviceType type);
 Device exchange_device(Device device);
 
 /** (D3) Makes a device current for this thread for its lifetime. */
-class DeviceGuard {
+class DeviceGuard : ScopeGuard {
  public:
   explicit DeviceGuard(Device device) : prev_(exchange_device(resolve_device(device))) {}
   ~DeviceGuard() { exchange_device(prev_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
   /** The device that was current before this guard. */
   Device original_device() const { return prev_; }
 
@@ -87,13 +86,11 @@ class DeviceGuard {
 };
 
 /** (D3) A guard that may be empty; while empty it changes and restores nothing. */
-class OptionalDeviceGuard {
+class OptionalDeviceGuard : ScopeGuard {
  public:
   OptionalDeviceGuard() = default;
   explicit OptionalDeviceGuard(Device device) { set_device(device); }
   ~OptionalDeviceGuard() { reset(); }
-  OptionalDeviceGuard(const OptionalDeviceGuard&) = delete;
-  OptionalDeviceGuard& operator=(const OptionalDeviceGuard&) = delete;
 
   /** Engages the guard (or moves it to another device, restoring the first original). */
   void set_device(Device device);

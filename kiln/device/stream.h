@@ -20,6 +20,7 @@
 #include <memory>
 
 #include "kiln/core/device.h"
+#include "kiln/core/scope.h"
 
 namespace kiln {
 
@@ -85,12 +86,10 @@ Stream current_stream(DeviceType type);
 Stream exchange_stream(Stream stream);
 
 /** (D4) Makes a stream's device current and the stream current on it; restores both. */
-class StreamGuard {
+class StreamGuard : ScopeGuard {
  public:
   explicit StreamGuard(Stream stream);
   ~StreamGuard();
-  StreamGuard(const StreamGuard&) = delete;
-  StreamGuard& operator=(const StreamGuard&) = delete;
 
  private:
   Device prev_device_;

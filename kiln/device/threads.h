@@ -16,6 +16,7 @@
 // Without OpenMP in the build every kernel runs on its calling thread.
 
 #include "kiln/core/device.h"
+#include "kiln/core/scope.h"
 
 namespace kiln {
 
@@ -29,12 +30,10 @@ void set_num_threads(Device device, int n);
 int get_num_threads(Device device);
 
 /** Sets the process budget for a scope and restores the previous one. */
-class NumThreadsGuard {
+class NumThreadsGuard : ScopeGuard {
  public:
   explicit NumThreadsGuard(int n) : before_(get_num_threads()) { set_num_threads(n); }
   ~NumThreadsGuard() { set_num_threads(before_); }
-  NumThreadsGuard(const NumThreadsGuard&) = delete;
-  NumThreadsGuard& operator=(const NumThreadsGuard&) = delete;
 
  private:
   int before_;

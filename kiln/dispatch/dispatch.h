@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 
+#include "kiln/core/scope.h"
 #include "kiln/ops/op_table.h"
 
 namespace kiln {
@@ -43,12 +44,10 @@ Tensor lift_literal(const Tensor& literal);
 void alias_to_modes(const Tensor& alias, const Tensor& of);
 
 /** Pushes `mode` on this thread's stack for the guard's lifetime. */
-class ModeGuard {
+class ModeGuard : ScopeGuard {
  public:
   explicit ModeGuard(Mode& mode);
   ~ModeGuard();
-  ModeGuard(const ModeGuard&) = delete;
-  ModeGuard& operator=(const ModeGuard&) = delete;
 
  private:
   Mode* mode_;
@@ -57,12 +56,10 @@ class ModeGuard {
 /** While alive, dispatches go to the modes below `mode` when `mode` would see them
  * first (else it changes nothing): a mode's helpers called from outside its handle()
  * reach the modes below, as handle() does, and autograd records nothing. */
-class BelowMode {
+class BelowMode : ScopeGuard {
  public:
   explicit BelowMode(const Mode& mode);
   ~BelowMode();
-  BelowMode(const BelowMode&) = delete;
-  BelowMode& operator=(const BelowMode&) = delete;
 
  private:
   bool popped_;
@@ -80,23 +77,19 @@ bool redispatch_is_meta(std::span<const Value> args);
 /** Marks this thread as capturing a program (tracing) for its lifetime. While
  * capturing, `to()` is always recorded as `_to_copy` (X1) and in-place ops on frozen
  * storages fail (X2). */
-class CaptureScope {
+class CaptureScope : ScopeGuard {
  public:
   CaptureScope();
   ~CaptureScope();
-  CaptureScope(const CaptureScope&) = delete;
-  CaptureScope& operator=(const CaptureScope&) = delete;
   static bool active();
 };
 
 /** Names the code that runs while it is alive (e.g. a module path). Traced nodes
  * record the joined path as provenance; trace-time errors name it. */
-class ScopeName {
+class ScopeName : ScopeGuard {
  public:
   explicit ScopeName(std::string name);
   ~ScopeName();
-  ScopeName(const ScopeName&) = delete;
-  ScopeName& operator=(const ScopeName&) = delete;
 
  private:
   size_t mark_;  // the path's length before this scope
@@ -187,12 +180,10 @@ struct DevicePolicy {
 DevicePolicy current_device_policy();
 
 /** Sets the device policy for its lifetime, restoring the previous one after. */
-class DevicePolicyGuard {
+class DevicePolicyGuard : ScopeGuard {
  public:
   explicit DevicePolicyGuard(DevicePolicy policy);
   ~DevicePolicyGuard();
-  DevicePolicyGuard(const DevicePolicyGuard&) = delete;
-  DevicePolicyGuard& operator=(const DevicePolicyGuard&) = delete;
 
  private:
   DevicePolicy prev_;

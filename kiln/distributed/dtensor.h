@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/scope.h"
 #include "kiln/core/small_vector.h"
 #include "kiln/distributed/groups.h"
 
@@ -158,12 +159,10 @@ std::string describe(const Tensor& dtensor);
 /** (S3) While alive, plain tensors joining a DTensor op on this thread are taken as
  * Replicate DTensors on its mesh (torch's implicit_replication), for models that make
  * tensors in forward (positions, masks). Without it, such a call is an error. */
-class ImplicitReplication {
+class ImplicitReplication : ScopeGuard {
  public:
   ImplicitReplication();
   ~ImplicitReplication();
-  ImplicitReplication(const ImplicitReplication&) = delete;
-  ImplicitReplication& operator=(const ImplicitReplication&) = delete;
 
  private:
   bool prev_;

@@ -10,6 +10,7 @@
 
 #include "kiln/core/address_map.h"
 #include "kiln/core/pool.h"
+#include "kiln/core/scope.h"
 #include "kiln/fake/fake_mode.h"
 #include "kiln/ir/graph.h"
 
@@ -17,12 +18,10 @@ namespace kiln {
 
 /** (T4) While alive, an in-place op does not rebind a tensor that already has a
  * node; a tensor without one still gets one. */
-class NoClobberScope {
+class NoClobberScope : ScopeGuard {
  public:
   NoClobberScope();
   ~NoClobberScope();
-  NoClobberScope(const NoClobberScope&) = delete;
-  NoClobberScope& operator=(const NoClobberScope&) = delete;
   static bool active();
 
  private:

@@ -576,17 +576,16 @@ void k_softmax_backward(const OpCall& c, std::span<Tensor> outs) {
 
 void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& x = c.args.tensor(0);
-  bool rms = c.op == OpKind::rms_norm;
+  backend::NormArgs a = backend::norm_args(c);
+  bool rms = a.rms;
   DType cd = compute_dtype(x.dtype());
-  Rows r = to_rows(x, backend::last_dims(x.dim(), static_cast<int64_t>(c.args.ints(1).size())), cd);
-  Tensor w = c.args.opt_tensor(2), b = rms ? Tensor() : c.args.opt_tensor(3);
+  Rows r = to_rows(x, a.rows, cd);
+  Tensor w = a.weight, b = a.bias;
   if (w.defined()) w = dense(w, cd, x.device());
   if (b.defined()) b = dense(b, cd, x.device());
   Tensor res = outs[0].dtype() == cd ? outs[0] : empty(x.shape(), cd, x.device());
   auto run = [&]<typename T>(T*) {
-    T eps;
-    if (rms) eps = c.args.is_none(3) ? std::numeric_limits<T>::epsilon() : T(c.args.f64(3));
-    else eps = T(c.args.f64(4));
+    T eps = a.epsilon<T>();
     launch_rows(r.outer, norm_rows<T>, row_ptr<T>(r), dense_ptr<T>(res),
                 w.defined() ? dense_ptr<T>(w) : static_cast<T*>(nullptr),
                 b.defined() ? dense_ptr<T>(b) : static_cast<T*>(nullptr), r.inner, eps, rms);
