@@ -2,6 +2,7 @@
 // The umbrella header: everything a kiln user needs.
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/autograd/custom_function.h"
 #include "kiln/core/device.h"
 #include "kiln/core/dtype.h"
 #include "kiln/core/error.h"

@@ -92,6 +92,8 @@ class FormulaNode final : public Node {
 namespace detail {
 /** `t`'s gradient state, created on first use. */
 AutogradMeta& meta_of(const Tensor& t);
+/** The creation number of a new node (later nodes run first in backward). */
+uint64_t next_node_sequence();
 }  // namespace detail
 
 /** A shape or strides as an op argument. */

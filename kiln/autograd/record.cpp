@@ -118,6 +118,10 @@ void rebase_onto_view_write(const Tensor& base, Edge base_before, const Tensor& 
 
 }  // namespace
 
+namespace detail {
+uint64_t next_node_sequence() { return g_sequence.fetch_add(1, std::memory_order_relaxed); }
+}  // namespace detail
+
 bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
