@@ -16,6 +16,7 @@
 #include "kiln/device/stream.h"
 #include "kiln/device/threads.h"
 #include "kiln/dispatch/dispatch.h"
+#include "kiln/dispatch/foreach.h"
 #include "kiln/dispatch/functional.h"
 #include "kiln/dispatch/library.h"
 #include "kiln/dispatch/linalg.h"
