@@ -348,6 +348,19 @@ Tensor& relu_(Tensor& self);
 Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false);
 Tensor& fill_(Tensor& self, Scalar value);
 Tensor& zero_(Tensor& self);
+/** In-place metadata ops (Note [In-place metadata ops], inplace_views.cpp): the tensor
+ * itself takes the view's shape, strides and offset (every handle on it sees them). */
+Tensor& t_(Tensor& self);
+Tensor& transpose_(Tensor& self, int64_t dim0, int64_t dim1);
+Tensor& unsqueeze_(Tensor& self, int64_t dim);
+Tensor& squeeze_(Tensor& self);
+Tensor& squeeze_(Tensor& self, int64_t dim);
+Tensor& as_strided_(Tensor& self, const IntList& size, const IntList& stride,
+                    std::optional<int64_t> storage_offset = std::nullopt);
+/** Gives the tensor `size` (contiguous), growing its storage in place when too small. */
+Tensor& resize_(Tensor& self, const IntList& size);
+/** Makes the tensor view exactly what `source` views (its storage, shape, strides, offset). */
+Tensor& set_(Tensor& self, const Tensor& source);
 
 // ---- reductions ---------------------------------------------------------------
 /** dims empty = all dims. */

@@ -330,6 +330,24 @@ void check_input_aliasing(const TensorList& given, const std::vector<InputAlias>
     }
 }
 
+InputGeometry::InputGeometry(const TensorList& inputs) {
+  for (const Tensor& t : inputs) entries_.push_back({t.shape(), t.strides(), t.offset()});
+}
+
+void InputGeometry::check(const TensorList& inputs, const std::vector<std::string>& names) const {
+  for (size_t i = 0; i < inputs.size() && i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const Tensor& t = inputs[i];
+    if (t.shape() == e.shape && t.strides() == e.strides && t.offset() == e.offset) continue;
+    fail(ErrorKind::unsupported,
+         "[capture] input {} ({}) had its shape, strides or offset changed in place (now {} with strides {}, "
+         "offset {}) by an in-place metadata op (t_, transpose_, unsqueeze_, squeeze_, as_strided_): a captured "
+         "program cannot replay that on its inputs; use the out-of-place view (y = t(x)) instead",
+         i < names.size() ? names[i] : "#" + std::to_string(i), e.shape.str(), t.shape().str(), t.strides().str(),
+         t.offset());
+  }
+}
+
 CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
                         const TensorList& inputs, const CaptureOptions& options) {
   CapturedProgram program;
@@ -353,7 +371,9 @@ CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
       FunctionalizeMode functionalize;  // the traced inputs are their own values
       TensorList fn_inputs;
       for (size_t i = 0; i < traced.size(); ++i) fn_inputs.push_back(subclass_rewrap(inputs[i], traced[i]));
+      InputGeometry geometry(traced);
       TensorList user = fn(fn_inputs);
+      geometry.check(traced, options.input_names);
       for (size_t i = 0; i < traced.size(); ++i)
         if (functionalize.mutated(traced[i])) new_values[i] = functionalize.value_of(traced[i]);
       for (const Tensor& r : user) {

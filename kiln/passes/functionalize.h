@@ -83,9 +83,26 @@ enum class WriteBack : uint8_t { in_graph, out_of_graph };
 /** (M3) What a captured program does to one of its inputs. */
 struct InputMutation {
   bool data_mutated = false;
-  bool metadata_mutated = false;  // no in-place metadata ops exist yet: always false
   enum class Where : uint8_t { none, in_graph, out_of_graph };
   Where where = Where::none;
+};
+
+/** The shape, strides and offset of the tensors a capture traces as its inputs, taken
+ * before the function runs: an in-place metadata op on an input (t_, transpose_, ...;
+ * Note [In-place metadata ops]) changes them, which a captured program cannot replay on
+ * the tensors it is later given; check() says so, naming the input and the change, where
+ * PyTorch's AOTAutograd would replay it with as_strided_ (kiln's next step). */
+class InputGeometry {
+ public:
+  explicit InputGeometry(const TensorList& inputs);
+  void check(const TensorList& inputs, const std::vector<std::string>& names) const;
+
+ private:
+  struct Entry {
+    Dims shape, strides;
+    int64_t offset;
+  };
+  std::vector<Entry> entries_;
 };
 
 struct CaptureOptions {

@@ -167,10 +167,12 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         fn_inputs.push_back(subclass_rewrap(inputs[i], traced[i]));
         if (wants[i]) leaves.add(fn_inputs.back());
       }
+      InputGeometry geometry(traced);
       TensorList user = [&] {
         autograd::WritableLeavesGuard writable;  // (J2) an input requiring grad may be mutated
         return fn(fn_inputs);
       }();
+      geometry.check(traced, options.input_names);
       // (J2) The forward's outputs, known before backward is traced: out-of-graph
       // mutations first; inputs that need no gradient are written back by epilogue
       // copies when asked (J3: traced last, rebinding nothing).

@@ -65,7 +65,7 @@ struct JointProgram {
 };
 
 /** (J1-J3) Traces fn's forward and backward into one functional graph and partitions it.
- * A metadata mutation of an input cannot occur: kiln has no in-place metadata ops.
+ * An in-place metadata op on an input (t_, ...) is refused (InputGeometry).
  * DTensor inputs are traced on their shards (S4, Note [Tensor subclasses under
  * capture]): the graphs are this rank's, with functional collectives naming mesh axes. */
 JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& fn,

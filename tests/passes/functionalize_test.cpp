@@ -46,7 +46,6 @@ TEST(Functionalize, InputMutationInGraph) {  // (M3), (M4)
             "return %mul_1\n");
   ASSERT_EQ(p.inputs.size(), 1u);
   EXPECT_TRUE(p.inputs[0].data_mutated);
-  EXPECT_FALSE(p.inputs[0].metadata_mutated);
   EXPECT_EQ(p.inputs[0].where, InputMutation::Where::in_graph);
   EXPECT_EQ(p.num_mutation_outputs, 0);
   Tensor a = tensor({1, 2});

@@ -1,0 +1,144 @@
+// In-place metadata ops, resize_ and set_ (Note [In-place metadata ops]), as PyTorch.
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::expect_error;
+
+std::vector<double> values(const Tensor& t) { return to_vector<double>(t); }
+
+TEST(InplaceViews, EveryHandleSeesTheNewGeometry) {
+  Tensor x = reshape(arange(6.0), {2, 3});
+  Tensor same = x;  // another handle on the same tensor
+  Tensor want = contiguous(transpose(x, 0, 1));
+  t_(x);
+  EXPECT_EQ(same.shape(), Dims({3, 2}));
+  EXPECT_EQ(values(same), values(want));
+  transpose_(x, 0, 1);
+  EXPECT_EQ(x.shape(), Dims({2, 3}));
+  unsqueeze_(x, 1);
+  EXPECT_EQ(x.shape(), Dims({2, 1, 3}));
+  squeeze_(x, 1);
+  EXPECT_EQ(x.shape(), Dims({2, 3}));
+  unsqueeze_(x, 0);
+  squeeze_(x);
+  EXPECT_EQ(x.shape(), Dims({2, 3}));
+  as_strided_(x, {2, 2}, {1, 2}, 1);
+  EXPECT_EQ(values(x), (std::vector<double>{1, 3, 2, 4}));
+  EXPECT_EQ(x.offset(), 1);
+  expect_error([&] { squeeze_(x, 5); }, ErrorKind::index, "");  // the view op's own check
+}
+
+// The history is the view op's; the gradient reaches the tensor's previous value.
+TEST(InplaceViews, AutogradRecordsTheViewAndRefusesALeaf) {
+  Tensor a = randn({2, 3}, {.requires_grad = true});
+  Tensor x = mul(a, 1.0);
+  t_(x);
+  EXPECT_EQ(x.grad_fn()->name(), "TransposeBackward0");
+  Tensor w = randn({3, 2});
+  sum(mul(x, w)).backward();
+  EXPECT_EQ(values(a.grad()), values(contiguous(t(w))));
+  expect_error([&] { t_(a); }, ErrorKind::value,
+               "[t_] a leaf Variable that requires grad (f32[2, 3]@cpu:0) is being used in an in-place operation.");
+  {
+    autograd::NoGradGuard no_grad;  // as PyTorch: allowed without grad mode
+    Tensor b = randn({2, 3}, {.requires_grad = true});
+    t_(b);
+    EXPECT_EQ(b.shape(), Dims({3, 2}));
+  }
+}
+
+// Fake tensors change shape alike; a trace records the view node and reads it for the
+// tensor afterwards.
+TEST(InplaceViews, FakeAndTraced) {
+  {
+    FakeMode fake;
+    Tensor f = fake.from_real(randn({4, 5}, {.device = Device("cpu:1")}));
+    transpose_(f, 0, 1);
+    EXPECT_TRUE(f.is_fake());
+    EXPECT_EQ(f.shape(), Dims({5, 4}));
+  }
+
+  auto fn = [](const TensorList& in) {
+    Tensor x = mul(in[0], 2.0);
+    t_(x);
+    unsqueeze_(x, 0);
+    return TensorList{add(x, 1.0)};
+  };
+  Tensor in = randn({2, 3});
+  ir::Graph g = make_fx(fn, {in});
+  std::string text = g.str();
+  EXPECT_NE(text.find("transpose("), std::string::npos) << text;
+  EXPECT_NE(text.find("unsqueeze("), std::string::npos) << text;
+  Tensor traced = ir::interpret(g, {in})[0];
+  EXPECT_EQ(traced.shape(), Dims({1, 3, 2}));
+  EXPECT_EQ(values(traced), values(fn({in})[0]));
+}
+
+// Captured: an intermediate's metadata op is an ordinary view in the program; an
+// input's is refused with the way out (its replay on later inputs is not built).
+TEST(InplaceViews, CaptureKeepsIntermediatesAndRefusesInputs) {
+  auto inner = [](const TensorList& in) {
+    Tensor x = mul(in[0], 2.0);
+    transpose_(x, 0, 1);
+    return TensorList{add(x, 1.0)};
+  };
+  Tensor in = randn({2, 3});
+  passes::CapturedProgram p = passes::capture(inner, {in});
+  Tensor got = ir::interpret(p.graph, {in})[0];
+  EXPECT_EQ(values(got), values(inner({in})[0]));
+  auto on_input = [](const TensorList& in) {
+    Tensor x = in[0];
+    t_(x);
+    return TensorList{add(x, 1.0)};
+  };
+  expect_error([&] { passes::capture(on_input, {randn({2, 3})}, {.input_names = {"x"}}); }, ErrorKind::unsupported,
+               "[capture] input x ([2, 3]) had its shape, strides or offset changed in place (now [3, 2]");
+  auto joint = [](const TensorList& in) {
+    Tensor x = in[0];
+    unsqueeze_(x, 0);
+    return TensorList{sum(x)};
+  };
+  expect_error([&] { passes::capture_joint(joint, {randn({2})}); }, ErrorKind::unsupported,
+               "had its shape, strides or offset changed in place");
+}
+
+TEST(InplaceViews, ResizeGrowsTheStorageInPlace) {
+  Tensor x = arange(4.0);
+  Tensor view = x;  // sees the resize: same impl
+  Tensor other = as_strided(x, {2}, {1}, 0);  // another tensor over the same storage
+  resize_(x, {2, 3});
+  EXPECT_EQ(view.shape(), Dims({2, 3}));
+  EXPECT_TRUE(view.is_contiguous());
+  std::vector<double> v = values(x);
+  EXPECT_EQ(std::vector<double>(v.begin(), v.begin() + 4), (std::vector<double>{0, 1, 2, 3}));
+  EXPECT_EQ(values(other), (std::vector<double>{0, 1}));  // the grown memory, the old elements first
+  fill_(x, 7.0);
+  EXPECT_EQ(values(other), (std::vector<double>{7, 7}));
+  resize_(x, {2});  // smaller: the storage stays
+  EXPECT_EQ(values(x), (std::vector<double>{7, 7}));
+  Tensor g = randn({2}, {.requires_grad = true});
+  expect_error([&] { resize_(g, {4}); }, ErrorKind::value, "[resize_] cannot resize variables that require grad");
+  expect_error([&] { resize_(x, {-1}); }, ErrorKind::shape, "negative dimension");
+  expect_error([&] { make_fx([](const TensorList& in) { Tensor y = mul(in[0], 1.0); resize_(y, {9}); return TensorList{y}; },
+                             {randn({3})}); },
+               ErrorKind::unsupported, "[resize_] is not supported while tracing");
+}
+
+TEST(InplaceViews, SetViewsWhatTheSourceViews) {
+  Tensor src = reshape(arange(6.0), {3, 2});
+  Tensor x = zeros({1});
+  set_(x, transpose(src, 0, 1));
+  EXPECT_EQ(x.shape(), Dims({2, 3}));
+  EXPECT_EQ(values(x), values(contiguous(transpose(src, 0, 1))));
+  fill_(x, 1.0);  // one storage
+  EXPECT_EQ(values(src), std::vector<double>(6, 1.0));
+  expect_error([&] { set_(x, zeros({2}, {.dtype = DType::i64})); }, ErrorKind::dtype, "[set_] Could not set tensor");
+}
+
+}  // namespace
+}  // namespace kiln
