@@ -230,12 +230,14 @@ inline bool is_builtin(OpKind op) { return static_cast<int>(op) < kNumOps; }
 
 /** What the table knows about one op. */
 struct OpInfo {
-  OpKind kind;
+  // Every member initialized: an extension op's entry is built field by field, and one
+  // defined by its schema alone (define_schema) leaves `meta` null until register_fake.
+  OpKind kind{};
   std::string_view name;
-  DeviceRule device_rule;
-  MetaFn meta;            // null for in-place ops derived from `functional`
+  DeviceRule device_rule{};
+  MetaFn meta = nullptr;  // null for in-place ops derived from `functional`
   Schema schema;
-  OpKind functional;      // add_ -> add; itself for every other op
+  OpKind functional{};    // add_ -> add; itself for every other op
   bool is_inplace() const { return schema.mutated_arg >= 0; }
   bool is_view() const { return schema.view_of_arg >= 0; }
 };
