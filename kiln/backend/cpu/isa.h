@@ -74,7 +74,7 @@ template <typename F>
 }
 template <typename F>
 [[gnu::flatten, KILN_TARGET_AVX2]] void call_avx2(F& f) {
-  call_with_width<16>(f);
+  call_with_width<32>(f);
 }
 #endif
 template <typename F>
