@@ -35,13 +35,10 @@ class CustomFunctionNode final : public Node {
       for (size_t k = 0; k < g.size() && k < 64; ++k)
         if (!(flowed >> k & 1)) g[k] = Tensor();
     bool recording = grad_enabled();
-    TensorList r;
-    if (once_) {
-      NoGradGuard no_grad;
-      r = backward_(*ctx_, g);
-    } else {
-      r = backward_(*ctx_, g);
-    }
+    std::optional<NoGradGuard> no_grad;
+    if (once_) no_grad.emplace();
+    TensorList r = backward_(*ctx_, g);
+    no_grad.reset();
     KILN_CHECK(r.size() == next.size(), value,
                "[{}] backward returned {} gradients, expected {} (one per forward argument, undefined for "
                "the arguments that are not tensors)",
@@ -194,7 +191,7 @@ TensorList CustomCall::finish(TensorList outputs,
     }
     bool differentiable = is_floating(o.dtype()) && !listed(c.non_differentiable_, o);
     for (size_t i = 0; i < c.saved_.size(); ++i)  // saved outputs are held without history
-      if (same_impl(c.saved_[i], o) || (dirty && same_impl(c.saved_[i], o))) {
+      if (same_impl(c.saved_[i], o)) {
         c.saved_[i] = o.detach_descriptor();
         c.saved_output_nr_[i] = differentiable ? static_cast<int>(k) : -1;
       }

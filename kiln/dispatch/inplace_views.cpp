@@ -30,8 +30,12 @@ void check_not_grad_leaf(const char* op, const Tensor& self) {
              self.meta_str());
 }
 
-// `self` becomes `view` (a view of it made by dispatch): geometry and history.
-Tensor& become(Tensor& self, const Tensor& view) {
+// `self` becomes the view `make()` takes of it (dispatched: recorded, traced, propagated):
+// its geometry and history.
+template <typename Make>
+Tensor& become(const char* op, Tensor& self, Make&& make) {
+  check_not_grad_leaf(op, self);
+  Tensor view = make();
   TensorImpl& s = *self.impl();
   const TensorImpl& v = *view.impl();
   s.shape = v.shape;
@@ -46,33 +50,27 @@ Tensor& become(Tensor& self, const Tensor& view) {
 }  // namespace
 
 Tensor& transpose_(Tensor& self, int64_t dim0, int64_t dim1) {
-  check_not_grad_leaf("transpose_", self);
-  return become(self, transpose(self, dim0, dim1));
+  return become("transpose_", self, [&] { return transpose(self, dim0, dim1); });
 }
 
 Tensor& t_(Tensor& self) {
-  check_not_grad_leaf("t_", self);
-  return become(self, t(self));
+  return become("t_", self, [&] { return t(self); });
 }
 
 Tensor& unsqueeze_(Tensor& self, int64_t dim) {
-  check_not_grad_leaf("unsqueeze_", self);
-  return become(self, unsqueeze(self, dim));
+  return become("unsqueeze_", self, [&] { return unsqueeze(self, dim); });
 }
 
 Tensor& squeeze_(Tensor& self) {
-  check_not_grad_leaf("squeeze_", self);
-  return become(self, squeeze(self));
+  return become("squeeze_", self, [&] { return squeeze(self); });
 }
 
 Tensor& squeeze_(Tensor& self, int64_t dim) {
-  check_not_grad_leaf("squeeze_", self);
-  return become(self, squeeze(self, dim));
+  return become("squeeze_", self, [&] { return squeeze(self, dim); });
 }
 
 Tensor& as_strided_(Tensor& self, const IntList& size, const IntList& stride, std::optional<int64_t> storage_offset) {
-  check_not_grad_leaf("as_strided_", self);
-  return become(self, as_strided(self, size, stride, storage_offset));
+  return become("as_strided_", self, [&] { return as_strided(self, size, stride, storage_offset); });
 }
 
 Tensor& resize_(Tensor& self, const IntList& size) {
@@ -81,9 +79,15 @@ Tensor& resize_(Tensor& self, const IntList& size) {
              self.meta_str());
   KILN_CHECK(!CaptureScope::active(), unsupported,
              "[resize_] is not supported while tracing or capturing (its new memory is not a value of the graph)");
-  for (int64_t d : size) KILN_CHECK(d >= 0, shape, "[resize_] Trying to create tensor with negative dimension {}: {}", d, Dims(size).str());
   Dims shape(size);
-  int64_t needed = (self.offset() + numel_of(shape)) * static_cast<int64_t>(self.itemsize());
+  for (int64_t d : size)
+    KILN_CHECK(d >= 0, shape, "[resize_] Trying to create tensor with negative dimension {}: {}", d, shape.str());
+  // numel_of saturates; the byte count must not wrap past it (a wrapped count would skip
+  // the growth and leave the tensor larger than its memory)
+  int64_t needed = 0;
+  KILN_CHECK(numel_of(shape) < INT64_MAX && !__builtin_add_overflow(self.offset(), numel_of(shape), &needed) &&
+                 !__builtin_mul_overflow(needed, static_cast<int64_t>(self.itemsize()), &needed),
+             shape, "[resize_] {} elements of {} do not fit in memory", shape.str(), self.dtype());
   StorageImpl& st = *self.storage();
   if (needed > static_cast<int64_t>(st.nbytes)) {
     KILN_CHECK(st.allocator || st.fake, unsupported,

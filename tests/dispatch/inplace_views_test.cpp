@@ -124,6 +124,8 @@ TEST(InplaceViews, ResizeGrowsTheStorageInPlace) {
   Tensor g = randn({2}, {.requires_grad = true});
   expect_error([&] { resize_(g, {4}); }, ErrorKind::value, "[resize_] cannot resize variables that require grad");
   expect_error([&] { resize_(x, {-1}); }, ErrorKind::shape, "negative dimension");
+  expect_error([&] { resize_(x, {int64_t{1} << 40, int64_t{1} << 40}); }, ErrorKind::shape, "do not fit in memory");
+  expect_error([&] { resize_(x, {int64_t{1} << 62}); }, ErrorKind::shape, "do not fit in memory");
   expect_error([&] { make_fx([](const TensorList& in) { Tensor y = mul(in[0], 1.0); resize_(y, {9}); return TensorList{y}; },
                              {randn({3})}); },
                ErrorKind::unsupported, "[resize_] is not supported while tracing");
