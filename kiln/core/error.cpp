@@ -14,6 +14,7 @@ std::string_view to_string(ErrorKind kind) {
     case ErrorKind::out_of_memory: return "out_of_memory";
     case ErrorKind::backend: return "backend";
     case ErrorKind::data_dependent: return "data_dependent";
+    case ErrorKind::constraint: return "constraint";
     case ErrorKind::frozen_mutation: return "frozen_mutation";
     case ErrorKind::format: return "format";
     case ErrorKind::invalid_graph: return "invalid_graph";
@@ -33,6 +34,8 @@ OpNameScope::OpNameScope(const char* op) : outermost_(t_user_op == nullptr) {
 OpNameScope::~OpNameScope() {
   if (outermost_) t_user_op = nullptr;
 }
+
+const char* current_user_op() { return t_user_op; }
 
 std::string in_user_op(std::string message) {
   if (!t_user_op || message.empty() || message[0] != '[') return message;

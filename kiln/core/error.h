@@ -21,6 +21,7 @@ enum class ErrorKind {
   index,
   unsupported,      // no kernel, or a feature kiln does not have
   data_dependent,   // (F5) needs data a fake tensor does not have
+  constraint,       // (Y2) a declared dynamic dim the trace specialized, related or narrowed
   frozen_mutation,  // (X2)
   format,           // a malformed file
   invalid_graph,    // an IR graph that breaks an invariant
@@ -53,6 +54,9 @@ class OpNameScope : ScopeGuard {
  private:
   bool outermost_;
 };
+
+/** The op the user called, while a composite runs (the outermost OpNameScope), or null. */
+const char* current_user_op();
 
 /** `message` as the op the user called would report it (see OpNameScope). */
 std::string in_user_op(std::string message);

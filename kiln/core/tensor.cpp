@@ -39,6 +39,18 @@ int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op) {
 
 int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+SymInt Tensor::sym_size(int64_t d) const { return impl_->shape.sym(static_cast<size_t>(wrap_dim(d, dim(), "size"))); }
+
+bool Tensor::symbolic_contiguous() const {
+  Dims expected;
+  symbolic_strides_into(impl_->shape, expected);
+  for (size_t i = 0; i < impl_->shape.size(); ++i) {
+    SymInt s = impl_->shape.sym(i);
+    if (!s.is_symbolic() && s.hint() == 1) continue;
+    if (!impl_->strides.sym(i).same_as(expected.sym(i))) return false;
+  }
+  return true;
+}
 
 void* Tensor::raw_data() const {
   const Storage& s = impl_->storage;
@@ -69,7 +81,7 @@ namespace {
 inline uint64_t fast_count(const Dims& shape) {
   uint64_t n = 1;
   bool bad = false;
-  for (int64_t s : shape) {
+  for (int64_t s : shape.hints()) {
     bad |= s < 0;
     bad |= __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n);
   }
@@ -81,7 +93,7 @@ inline uint64_t fast_count(const Dims& shape) {
 [[gnu::noinline, gnu::cold]] int64_t checked_count(const Dims& shape, std::string_view op) {
   int64_t n = 1, span = 1;
   bool overflow = false;
-  for (int64_t s : shape) {
+  for (int64_t s : shape.hints()) {
     KILN_CHECK(s >= 0, shape, "[{}] Trying to create tensor with negative dimension {}: {}", op,
                s, shape.str());
     overflow |= __builtin_mul_overflow(n, s, &n);
@@ -137,7 +149,7 @@ Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device d
 Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset,
                  std::string_view op) {
   int64_t any_negative = offset;
-  for (int64_t st : strides) any_negative |= st;
+  for (int64_t st : strides.hints()) any_negative |= st;
   if (any_negative < 0) [[unlikely]] {
     KILN_CHECK(offset >= 0, shape, "[{}] invalid storage offset {}: offsets must be non-negative",
                op, offset);

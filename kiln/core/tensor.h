@@ -142,6 +142,11 @@ class Tensor {
   /** Size of dimension `d`; negative `d` counts from the end. */
   int64_t size(int64_t d) const;
   int64_t stride(int64_t d) const;
+  /** Size of dimension `d` as a size: an expression for a symbolic dim (no guard;
+   * size() reads its example value and pins it: Note [Symbolic sizes]). */
+  SymInt sym_size(int64_t d) const;
+  /** The element count as a size. */
+  SymInt sym_numel() const { return kiln::sym_numel(impl_->shape); }
   int64_t numel() const { return numel_of(impl_->shape); }
   int64_t offset() const { return impl_->offset; }
   DType dtype() const { return impl_->dtype; }
@@ -150,6 +155,8 @@ class Tensor {
   /** Row-major dense: each stride the product of the sizes after it (dims of size 1
    * ignored). Inline: dispatch asks it several times per eager op. */
   bool is_contiguous() const {
+    if (impl_->shape.is_symbolic() || impl_->strides.is_symbolic()) [[unlikely]]
+      return symbolic_contiguous();
     int64_t expected = 1;
     for (size_t i = impl_->shape.size(); i-- > 0;) {
       int64_t s = impl_->shape[i];
@@ -220,6 +227,7 @@ class Tensor {
 
  private:
   [[noreturn]] void wrong_element_type(DType requested) const;
+  bool symbolic_contiguous() const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -235,6 +235,7 @@ namespace {
 ops::MetaOut run_meta(const OpInfo& info, std::span<const Value> args, Device device) {
   ops::MetaOut meta;
   ops::OpCall call{info.kind, args, device};
+  SymOpScope sym_op(info.name);  // (Y2) names the op in the guards its sizes record
   if (info.meta) {
     info.meta(call, meta);
     return meta;

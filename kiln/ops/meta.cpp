@@ -66,13 +66,21 @@ Dims broadcast_shapes(const Dims& a, const Dims& b, std::string_view op) {
   size_t n = std::max(a.size(), b.size());
   Dims out(n);
   for (size_t i = 0; i < n; ++i) {
-    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    KILN_CHECK(da == db || da == 1 || db == 1, shape,
-               "[{}] The size of tensor a ({}) must match the size of tensor b ({}) at "
-               "non-singleton dimension {} (shapes {} and {})",
-               op, da, db, i, a.str(), b.str());
-    out[i] = da == 1 ? db : da;
+    SymInt da = i < n - a.size() ? SymInt(1) : a.sym(i - (n - a.size()));
+    SymInt db = i < n - b.size() ? SymInt(1) : b.sym(i - (n - b.size()));
+    // Sizes known alike need no decision; otherwise the order of the questions is
+    // PyTorch's: is b 1, is a 1, else they must be equal (each a guard on symbols, Y2).
+    if (da.same_as(db) || db.same_as(1)) out.set(i, da);
+    else if (da.same_as(1)) out.set(i, db);
+    else if (db == 1) out.set(i, da);
+    else if (da == 1) out.set(i, db);
+    else {
+      KILN_CHECK(da == db, shape,
+                 "[{}] The size of tensor a ({}) must match the size of tensor b ({}) at "
+                 "non-singleton dimension {} (shapes {} and {})",
+                 op, da.str(), db.str(), i, a.str(), b.str());
+      out.set(i, da.is_symbolic() ? da : db);
+    }
   }
   return out;
 }
@@ -119,8 +127,8 @@ ReduceDims reduce_dims(const Dims& shape, const IntList& dims, bool keepdim, std
     r.reduced[w] = true;
   }
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (!r.reduced[i]) r.out_shape.push_back(shape[i]);
-    else if (keepdim) r.out_shape.push_back(1);
+    if (!r.reduced[i]) r.out_shape.push_back(shape.sym(i));
+    else if (keepdim) r.out_shape.push_back(int64_t{1});
   }
   return r;
 }
@@ -129,16 +137,16 @@ Dims matmul_shape(const Dims& a, const Dims& b) {
   KILN_CHECK(!a.empty() && !b.empty(), shape,
              "[matmul] both arguments to matmul need to be at least 1D, but they are {}D and {}D",
              a.size(), b.size());
-  int64_t k_a = a.back();
-  int64_t k_b = b.size() == 1 ? b[0] : b[b.size() - 2];
-  KILN_CHECK(k_a == k_b, shape, "[matmul] mat1 and mat2 shapes cannot be multiplied ({} and {})",
-             a.str(), b.str());
+  SymInt k_a = a.sym(a.size() - 1);
+  SymInt k_b = b.size() == 1 ? b.sym(0) : b.sym(b.size() - 2);
+  KILN_CHECK(k_a.same_as(k_b) || k_a == k_b, shape,
+             "[matmul] mat1 and mat2 shapes cannot be multiplied ({} and {})", a.str(), b.str());
   Dims batch_a, batch_b;
-  for (size_t i = 0; i + 2 < a.size(); ++i) batch_a.push_back(a[i]);
-  for (size_t i = 0; i + 2 < b.size(); ++i) batch_b.push_back(b[i]);
+  for (size_t i = 0; i + 2 < a.size(); ++i) batch_a.push_back(a.sym(i));
+  for (size_t i = 0; i + 2 < b.size(); ++i) batch_b.push_back(b.sym(i));
   Dims out = broadcast_shapes(batch_a, batch_b, "matmul");
-  if (a.size() >= 2) out.push_back(a[a.size() - 2]);
-  if (b.size() >= 2) out.push_back(b.back());
+  if (a.size() >= 2) out.push_back(a.sym(a.size() - 2));
+  if (b.size() >= 2) out.push_back(b.sym(b.size() - 1));
   return out;
 }
 
@@ -298,9 +306,9 @@ void meta_fill_(const OpCall& c, MetaOut& out) {
 namespace {
 void check_nonempty_reduce(const OpCall& c, const Tensor& self, const ReduceDims& r) {
   for (size_t i = 0; i < r.reduced.size(); ++i)
-    KILN_CHECK(!r.reduced[i] || self.shape()[i] > 0, shape,
+    KILN_CHECK(!r.reduced[i] || self.shape().sym(i) > 0, shape,
                "[{}] expected reduction dim {} to have non-zero size", name_of(c), i);
-  KILN_CHECK(self.numel() > 0 || self.dim() > 0, shape, "[{}] empty input", name_of(c));
+  KILN_CHECK(self.dim() > 0 || self.numel() > 0, shape, "[{}] empty input", name_of(c));
 }
 }  // namespace
 
@@ -449,11 +457,11 @@ void meta_mm(const OpCall& c, MetaOut& out) {
   const Tensor& b = c.args.tensor(1);
   KILN_CHECK(a.dim() == 2 && b.dim() == 2, shape, "[mm] expected 2-D tensors, got {}D and {}D",
              a.dim(), b.dim());
-  KILN_CHECK(a.size(1) == b.size(0), shape,
-             "[mm] mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", a.size(0),
-             a.size(1), b.size(0), b.size(1));
+  KILN_CHECK(a.sym_size(1) == b.sym_size(0), shape,
+             "[mm] mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", a.sym_size(0).str(),
+             a.sym_size(1).str(), b.sym_size(0).str(), b.sym_size(1).str());
   check_same_dtype(c, a, b);
-  out.fresh(Dims{a.size(0), b.size(1)}, a.dtype());
+  out.fresh(sym_dims({a.sym_size(0), b.sym_size(1)}), a.dtype());
 }
 
 void meta_bmm(const OpCall& c, MetaOut& out) {
@@ -461,11 +469,11 @@ void meta_bmm(const OpCall& c, MetaOut& out) {
   const Tensor& b = c.args.tensor(1);
   KILN_CHECK(a.dim() == 3 && b.dim() == 3, shape, "[bmm] expected 3-D tensors, got {}D and {}D",
              a.dim(), b.dim());
-  KILN_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), shape,
+  KILN_CHECK(a.sym_size(0) == b.sym_size(0) && a.sym_size(2) == b.sym_size(1), shape,
              "[bmm] batch1 {} and batch2 {} cannot be multiplied", a.shape().str(),
              b.shape().str());
   check_same_dtype(c, a, b);
-  out.fresh(Dims{a.size(0), a.size(1), b.size(2)}, a.dtype());
+  out.fresh(sym_dims({a.sym_size(0), a.sym_size(1), b.sym_size(2)}), a.dtype());
 }
 
 void meta_matmul(const OpCall& c, MetaOut& out) {
@@ -479,12 +487,12 @@ void meta_addmm(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
   const Tensor& a = c.args.tensor(1);
   const Tensor& b = c.args.tensor(2);
-  KILN_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), shape,
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2 && a.sym_size(1) == b.sym_size(0), shape,
              "[addmm] mat1 and mat2 shapes cannot be multiplied ({} and {})", a.shape().str(),
              b.shape().str());
   check_same_dtype(c, a, b);
   check_same_dtype(c, self, a);
-  Dims shape{a.size(0), b.size(1)};
+  Dims shape = sym_dims({a.sym_size(0), b.sym_size(1)});
   KILN_CHECK(broadcast_shapes(self.shape(), shape, "addmm") == shape, shape,
              "[addmm] self of shape {} cannot be broadcast to {}", self.shape().str(), shape.str());
   out.fresh(std::move(shape), a.dtype());
@@ -494,12 +502,12 @@ namespace {
 // The checks linear and its gradient share: input `x` and weight `w` ([out, in]) can be
 // multiplied and have one dtype. Returns linear's output shape.
 Dims check_linear_args(const OpCall& c, const Tensor& x, const Tensor& w) {
-  KILN_CHECK(w.dim() == 2 && x.dim() >= 1 && x.size(-1) == w.size(1), shape,
+  KILN_CHECK(w.dim() == 2 && x.dim() >= 1 && x.sym_size(-1) == w.sym_size(1), shape,
              "[{}] input {} and weight {} cannot be multiplied (expected weight [out, {}])", name_of(c),
-             x.shape().str(), w.shape().str(), x.dim() ? x.size(-1) : 0);
+             x.shape().str(), w.shape().str(), x.dim() ? x.sym_size(-1).str() : "0");
   check_same_dtype(c, x, w);
   Dims shape = x.shape();
-  shape[shape.size() - 1] = w.size(0);
+  shape.set(shape.size() - 1, w.sym_size(0));
   return shape;
 }
 }  // namespace
@@ -511,7 +519,7 @@ void meta_linear(const OpCall& c, MetaOut& out) {
   Dims shape = check_linear_args(c, x, w);
   if (bias) {
     check_same_dtype(c, x, *bias);
-    KILN_CHECK(bias->dim() <= 1 && bias->numel() == w.size(0), shape,
+    KILN_CHECK(bias->dim() <= 1 && bias->sym_numel() == w.sym_size(0), shape,
                "[linear] bias of shape {} does not match {} output features", bias->shape().str(),
                w.size(0));
   }
@@ -530,7 +538,7 @@ void meta_linear_backward(const OpCall& c, MetaOut& out) {
              g.shape().str(), y.str());
   out.fresh(x.shape(), x.dtype());
   out.fresh(w.shape(), x.dtype());
-  out.fresh(Dims{w.size(0)}, x.dtype());
+  out.fresh(sym_dims({w.sym_size(0)}), x.dtype());
 }
 
 // A (batch of) float or double matrix, as the decompositions take.
@@ -587,25 +595,28 @@ void meta_cat(const OpCall& c, MetaOut& out) {
                "[cat] zero-dimensional tensor (at position {}) cannot be concatenated", i);
   // As in PyTorch, 1-D tensors of size 0 (the legacy "empty" tensor) are skipped in the
   // shape checks, whatever the rank of the others.
-  auto legacy_empty = [](const Tensor& t) { return t.dim() == 1 && t.shape()[0] == 0; };
+  auto legacy_empty = [](const Tensor& t) { return t.dim() == 1 && t.shape().sym(0).same_as(0); };
   auto ref = std::find_if(ts.begin(), ts.end(), [&](const Tensor& t) { return !legacy_empty(t); });
   const Tensor& first = ref == ts.end() ? ts[0] : *ref;
   int64_t d = wrap_dim(c.args.i64(1), first.dim(), "cat");
   Dims shape = first.shape();
-  shape[d] = 0;
+  SymInt total = 0;
   for (size_t i = 0; i < ts.size(); ++i) {
     const Tensor& t = ts[i];
     if (legacy_empty(t)) continue;
     KILN_CHECK(t.dim() == first.dim(), shape,
                "[cat] tensors must have the same number of dimensions: got {} and {} (tensor {})",
                first.dim(), t.dim(), i);
-    for (int64_t j = 0; j < t.dim(); ++j)
-      KILN_CHECK(j == d || t.shape()[j] == first.shape()[j], shape,
+    for (size_t j = 0; j < static_cast<size_t>(t.dim()); ++j) {
+      SymInt want = first.shape().sym(j), got = t.shape().sym(j);
+      KILN_CHECK(j == static_cast<size_t>(d) || want.same_as(got) || want == got, shape,
                  "[cat] sizes of tensors must match except in dimension {}: expected {} but got {} "
                  "in dimension {} for tensor {}",
-                 d, first.shape()[j], t.shape()[j], j, i);
-    shape[d] += t.shape()[d];
+                 d, want.str(), got.str(), j, i);
+    }
+    total = total + t.shape().sym(static_cast<size_t>(d));
   }
+  shape.set(static_cast<size_t>(d), total);
   out.fresh(std::move(shape), result_type(ts));
 }
 
@@ -631,7 +642,7 @@ void meta_index_select(const OpCall& c, MetaOut& out) {
   KILN_CHECK(index.dim() <= 1, shape, "[index_select] index must be 0-D or 1-D, got {}D",
              index.dim());
   Dims shape = self.shape();
-  if (self.dim() > 0) shape[wrap_dim(c.args.i64(1), self.dim(), "index_select")] = index.numel();
+  if (self.dim() > 0) shape.set(static_cast<size_t>(wrap_dim(c.args.i64(1), self.dim(), "index_select")), index.sym_numel());
   out.fresh(std::move(shape), self.dtype());
 }
 
@@ -720,7 +731,7 @@ void meta_embedding(const OpCall& c, MetaOut& out) {
   check_index_dtype("embedding", indices);
   KILN_CHECK(weight.dim() == 2, shape, "[embedding] weight must be 2-D, got {}D", weight.dim());
   Dims shape = indices.shape();
-  shape.push_back(weight.size(1));
+  shape.push_back(weight.sym_size(1));
   out.fresh(std::move(shape), weight.dtype());
 }
 
@@ -737,7 +748,7 @@ void check_norm_args(const OpCall& c, const Tensor& x, const IntList& norm, size
   check_floating(c, x.dtype());
   bool ok = static_cast<int64_t>(norm.size()) <= x.dim() && !norm.empty();
   for (size_t i = 0; ok && i < norm.size(); ++i)
-    ok = norm[i] == x.shape()[x.dim() - norm.size() + i];
+    ok = SymInt(norm[i]) == x.shape().sym(x.dim() - norm.size() + i);
   KILN_CHECK(ok, shape, "[{}] normalized_shape {} does not match the trailing dims of input {}",
              name_of(c), ints_str(norm), x.shape().str());
   for (size_t i = 0; i < n_affine; ++i) {

@@ -16,9 +16,13 @@ DType result_type(const Tensor& a, const Tensor& b);
 bool can_cast(DType from, DType to);
 /** Validates a view's reshape target (one -1 allowed); returns the concrete shape. */
 Dims infer_size(const IntList& size, int64_t numel, std::string_view op);
+/** The same for a count that may be symbolic (Y2: a divisibility guard where needed). */
+Dims infer_size(const IntList& size, const SymInt& numel, std::string_view op);
+Dims infer_symbolic_size(const IntList& size, const SymInt& numel, std::string_view op);
 /** Strides for viewing (shape, strides) as `new_shape` without a copy, if possible. */
 bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape,
                           Dims& out);
+bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape, Dims& out);
 /** The broadcast of matmul's batch dims and its output shape. */
 Dims matmul_shape(const Dims& a, const Dims& b);
 /** The index of gather/scatter/take/put/index_copy/index_fill must be i64, as PyTorch's

@@ -44,6 +44,38 @@ int64_t strided_extent(const IntList& size, const IntList& stride, int64_t offse
 
 }  // namespace
 
+Dims infer_size(const IntList& size, const SymInt& numel, std::string_view op) {
+  if (numel.is_symbolic()) [[unlikely]]
+    return infer_symbolic_size(size, numel, op);
+  return infer_size(size, numel.hint(), op);
+}
+
+Dims infer_symbolic_size(const IntList& size, const SymInt& numel, std::string_view op) {
+  Dims out(size);
+  int64_t known = 1;
+  int infer = -1;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == -1) {
+      KILN_CHECK(infer < 0, shape, "[{}] only one dimension can be inferred", op);
+      infer = static_cast<int>(i);
+    } else {
+      KILN_CHECK(size[i] >= 0, shape, "[{}] invalid shape dimension {}", op, size[i]);
+      known *= size[i];
+    }
+  }
+  // (Y2) The inferred size needs the count to divide: a divisibility guard unless the
+  // expression already is a multiple (4*s0 viewed as (-1, 4)).
+  if (infer >= 0) {
+    KILN_CHECK(known != 0 && mod(numel, known) == 0, shape, "[{}] shape '{}' is invalid for input of size {}",
+               op, ints_str(size), numel.str());
+    out.set(static_cast<size_t>(infer), floordiv(numel, known));
+  } else {
+    KILN_CHECK(numel == known, shape, "[{}] shape '{}' is invalid for input of size {}", op, ints_str(size),
+               numel.str());
+  }
+  return out;
+}
+
 Dims infer_size(const IntList& size, int64_t numel, std::string_view op) {
   Dims out(size);
   int64_t known = 1;
@@ -72,6 +104,8 @@ Dims infer_size(const IntList& size, int64_t numel, std::string_view op) {
 // a run of new dims with the same element count.
 bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape,
                           Dims& out) {
+  if (shape.is_symbolic() || strides.is_symbolic() || new_shape.is_symbolic()) [[unlikely]]
+    return symbolic_view_strides(shape, strides, new_shape, out);
   out = Dims(new_shape.size());
   int64_t numel = numel_of(shape);
   if (numel == 0 || shape.empty()) {
@@ -100,11 +134,48 @@ bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& ne
   return view_d == -1;
 }
 
+// The same walk with sizes: a stride that continues its chunk is recognised by its
+// expression before asking whether the size is 1 (which would guard on a symbol).
+bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape, Dims& out) {
+  out = Dims(new_shape.size());
+  if (shape.empty() || sym_numel(shape) == 0) {
+    symbolic_strides_into(new_shape, out);
+    return true;
+  }
+  int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+  SymInt chunk_base_stride = strides.sym(strides.size() - 1);
+  SymInt tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    tensor_numel = tensor_numel * shape.sym(static_cast<size_t>(d));
+    bool chunk_ends = d == 0;
+    if (!chunk_ends) {
+      SymInt continued = tensor_numel * chunk_base_stride;
+      SymInt prev = strides.sym(static_cast<size_t>(d - 1));
+      chunk_ends = !prev.same_as(continued) && shape.sym(static_cast<size_t>(d - 1)) != 1 && prev != continued;
+    }
+    if (chunk_ends) {
+      while (view_d >= 0 && (new_shape.sym(static_cast<size_t>(view_d)).same_as(1) ||
+                             (!view_numel.same_as(tensor_numel) && view_numel < tensor_numel))) {
+        out.set(static_cast<size_t>(view_d), view_numel * chunk_base_stride);
+        view_numel = view_numel * new_shape.sym(static_cast<size_t>(view_d));
+        --view_d;
+      }
+      if (!view_numel.same_as(tensor_numel) && view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = strides.sym(static_cast<size_t>(d - 1));
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
 // ---- views --------------------------------------------------------------------
 
 void meta_view(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
-  Dims shape = infer_size(c.args.ints(1), self.numel(), "view");
+  Dims shape = infer_size(c.args.ints(1), self.sym_numel(), "view");
   Dims strides;
   KILN_CHECK(compute_view_strides(self.shape(), self.strides(), shape, strides), shape,
              "[view] size {} is not compatible with input tensor's size {} and stride {} (at least "
@@ -125,8 +196,8 @@ void meta_permute(const OpCall& c, MetaOut& out) {
     int64_t d = wrap_dim(dims[i], self.dim(), "permute");
     KILN_CHECK(!seen[static_cast<size_t>(d)], value, "[permute] repeated dim {} in {}", d, ints_str(dims));
     seen[static_cast<size_t>(d)] = 1;
-    shape[i] = self.shape()[d];
-    strides[i] = self.strides()[d];
+    shape.set(i, self.shape().sym(static_cast<size_t>(d)));
+    strides.set(i, self.strides().sym(static_cast<size_t>(d)));
   }
   view_out(out, self, std::move(shape), std::move(strides), self.offset());
 }
@@ -140,10 +211,13 @@ void meta_transpose(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
   Dims shape = self.shape(), strides = self.strides();
   if (self.dim() > 0) {
-    int64_t a = wrap_dim(c.args.i64(1), self.dim(), "transpose");
-    int64_t b = wrap_dim(c.args.i64(2), self.dim(), "transpose");
-    std::swap(shape[a], shape[b]);
-    std::swap(strides[a], strides[b]);
+    auto a = static_cast<size_t>(wrap_dim(c.args.i64(1), self.dim(), "transpose"));
+    auto b = static_cast<size_t>(wrap_dim(c.args.i64(2), self.dim(), "transpose"));
+    SymInt sa = shape.sym(a), ta = strides.sym(a);
+    shape.set(a, shape.sym(b));
+    shape.set(b, sa);
+    strides.set(a, strides.sym(b));
+    strides.set(b, ta);
   }
   view_out(out, self, std::move(shape), std::move(strides), self.offset());
 }
@@ -152,9 +226,10 @@ void meta_unsqueeze(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
   int64_t d = wrap_dim(c.args.i64(1), self.dim() + 1, "unsqueeze");
   Dims shape = self.shape(), strides = self.strides();
-  int64_t st = d < self.dim() ? shape[d] * strides[d] : 1;
-  shape.insert(d, 1);
-  strides.insert(d, st);
+  auto at = static_cast<size_t>(d);
+  SymInt st = d < self.dim() ? shape.sym(at) * strides.sym(at) : SymInt(1);
+  shape.insert(at, int64_t{1});
+  strides.insert(at, st);
   view_out(out, self, std::move(shape), std::move(strides), self.offset());
 }
 
@@ -165,9 +240,10 @@ void meta_squeeze(const OpCall& c, MetaOut& out) {
     if (self.dim() > 0) drop[wrap_dim(d, self.dim(), "squeeze")] = true;
   Dims shape, strides;
   for (int64_t i = 0; i < self.dim(); ++i) {
-    if (drop[i] && self.shape()[i] == 1) continue;
-    shape.push_back(self.shape()[i]);
-    strides.push_back(self.strides()[i]);
+    auto at = static_cast<size_t>(i);
+    if (drop[at] && self.shape().sym(at) == 1) continue;
+    shape.push_back(self.shape().sym(at));
+    strides.push_back(self.strides().sym(at));
   }
   view_out(out, self, std::move(shape), std::move(strides), self.offset());
 }
@@ -188,14 +264,15 @@ void meta_expand(const OpCall& c, MetaOut& out) {
       strides[i] = 0;
       continue;
     }
-    int64_t have = self.shape()[i - lead];
-    int64_t want = size[i] == -1 ? have : size[i];
-    KILN_CHECK(have == want || have == 1, shape,
+    SymInt have = self.shape().sym(i - lead);
+    SymInt want = size[i] == -1 ? have : SymInt(size[i]);
+    bool same = have.same_as(want) || have == want;
+    KILN_CHECK(same || have == 1, shape,
                "[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
                "non-singleton dimension {}; target sizes {}, tensor sizes {}",
-               want, have, i, ints_str(size), self.shape().str());
-    shape[i] = want;
-    strides[i] = have == want ? self.strides()[i - lead] : 0;
+               want.str(), have.str(), i, ints_str(size), self.shape().str());
+    shape.set(i, want);
+    strides.set(i, same ? self.strides().sym(i - lead) : SymInt(0));
   }
   view_out(out, self, std::move(shape), std::move(strides), self.offset());
 }
@@ -203,35 +280,43 @@ void meta_expand(const OpCall& c, MetaOut& out) {
 void meta_slice(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
   KILN_CHECK(self.dim() > 0, shape, "[slice] cannot be applied to a 0-dim tensor");
-  int64_t d = wrap_dim(c.args.i64(1), self.dim(), "slice");
-  int64_t size = self.shape()[d];
+  auto d = static_cast<size_t>(wrap_dim(c.args.i64(1), self.dim(), "slice"));
+  SymInt size = self.shape().sym(d);
   int64_t step = c.args.i64(4);
   KILN_CHECK(step > 0, value, "[slice] step must be positive, got {}", step);
-  auto clamp = [size](int64_t v) {
-    if (v < 0) v += size;
-    return std::clamp<int64_t>(v, 0, size);
+  // Bounds clamped into [0, size] as Python's; on a symbolic size each clamp that the
+  // ranges do not settle is a guard (x[1:] on s0 >= 1 needs none). The full range (the
+  // usual bounds of a slice that keeps everything) is the size itself.
+  const int64_t kEnd = INT64_MAX;
+  auto clamp = [&size](int64_t v) -> SymInt {
+    if (v == kEnd) return size;
+    SymInt x = v < 0 ? size + SymInt(v) : SymInt(v);
+    if (x < 0) return 0;
+    if (x > size) return size;
+    return x;
   };
-  int64_t start = c.args.is_none(2) ? 0 : clamp(c.args.i64(2));
-  int64_t end = c.args.is_none(3) ? size : clamp(c.args.i64(3));
-  int64_t len = end > start ? (end - start - 1) / step + 1 : 0;  // no overflow for a huge step
+  SymInt start = c.args.is_none(2) ? SymInt(0) : clamp(c.args.i64(2));
+  SymInt end = c.args.is_none(3) ? size : clamp(c.args.i64(3));
+  // ceil((end - start) / step), 0 when end <= start: one expression, no decision
+  SymInt len = sym_max(floordiv(end - start - 1, step) + 1, 0);
   Dims shape = self.shape(), strides = self.strides();
-  shape[d] = len;
-  strides[d] *= step;
-  view_out(out, self, std::move(shape), std::move(strides),
-           self.offset() + start * self.strides()[d]);
+  SymInt stride = strides.sym(d);
+  shape.set(d, len);
+  strides.set(d, stride * step);
+  view_out(out, self, std::move(shape), std::move(strides), (SymInt(self.offset()) + start * stride).guard_int());
 }
 
 void meta_select(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
   KILN_CHECK(self.dim() > 0, shape, "[select] cannot be applied to a 0-dim tensor");
-  int64_t d = wrap_dim(c.args.i64(1), self.dim(), "select");
-  int64_t size = self.shape()[d], index = c.args.i64(2);
-  KILN_CHECK(index >= -size && index < size, index,
-             "[select] index {} out of range for tensor of size {} at dimension {}", index,
+  auto d = static_cast<size_t>(wrap_dim(c.args.i64(1), self.dim(), "select"));
+  SymInt size = self.shape().sym(d), index = c.args.i64(2);
+  KILN_CHECK(index >= SymInt(0) - size && index < size, index,
+             "[select] index {} out of range for tensor of size {} at dimension {}", index.str(),
              self.shape().str(), d);
-  if (index < 0) index += size;
+  if (index < 0) index = index + size;
   Dims shape = self.shape(), strides = self.strides();
-  int64_t offset = self.offset() + index * strides[d];
+  int64_t offset = (SymInt(self.offset()) + index * strides.sym(d)).guard_int();
   shape.erase(d);
   strides.erase(d);
   view_out(out, self, std::move(shape), std::move(strides), offset);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "kiln/dispatch/dispatch.h"
 #include "kiln/ir/interpreter.h"
+#include "kiln/program/dynamic.h"
 
 namespace kiln {
 
@@ -105,6 +107,16 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
   std::vector<Tensor*> slots;
   for (const nn::NamedTensor& t : lifted) slots.push_back(t.tensor);
   size_t n_lifted = lifted.size();
+  // (Y1) Declared dynamic dims make the fake user inputs symbolic; the trace then runs
+  // with their ShapeEnv active, which records every decision taken on them (Y2).
+  ShapeEnv env;
+  std::optional<ShapeEnvGuard> symbolic;
+  if (!options.dynamic_shapes.empty()) {
+    TensorList user(traced.begin() + static_cast<std::ptrdiff_t>(n_lifted), traced.end());
+    detail::declare_dynamic_dims(env, user, example_inputs, options.dynamic_shapes);
+    env.scope_provider = [] { return current_scope(); };
+    symbolic.emplace(&env);
+  }
   auto fn = [&](const TensorList& in) {
     Swap swap(slots, in);
     TensorList user(in.begin() + static_cast<std::ptrdiff_t>(n_lifted), in.end());
@@ -112,6 +124,10 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
   };
   passes::CapturedProgram captured = passes::capture(
       fn, traced, {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
+  if (symbolic) {
+    symbolic.reset();
+    program.shapes = detail::settle_shapes(env);
+  }
   // (X4) State: parameters and persistent buffers; constants: non-persistent buffers
   // (tensor constants: finish_program); workspaces as recipes.
   for (const nn::NamedTensor& t : lifted) {
@@ -149,7 +165,9 @@ void finish_program(ExportedProgram& program, passes::CapturedProgram captured, 
     if (n->opcode() == ir::Opcode::constant) program.constants.emplace_back(n->name(), n->value());
 }
 
-TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs) {
+TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs, std::vector<int64_t>* binding) {
+  std::vector<int64_t> symbols = bind_symbols(user_inputs);  // (Y4) checks every size first
+  if (binding) *binding = std::move(symbols);
   std::vector<ir::Node*> nodes = graph.inputs();
   size_t n_user = std::count_if(signature.inputs.begin(), signature.inputs.end(),
                                 [](const InputSpec& s) { return s.kind == Kind::user_input; });
@@ -180,13 +198,16 @@ TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs) {
       case Kind::user_input: {
         const Tensor& u = user_inputs[next_user++];
         const ir::ValueMeta& m = nodes[i]->meta()[0];
-        bool fits = u.defined() && u.shape() == m.shape && u.dtype() == m.dtype;
+        // (Y4) a symbolic shape was checked by bind_symbols
+        bool fits = u.defined() && (m.shape.is_symbolic() ? u.dim() == static_cast<int64_t>(m.shape.size())
+                                                          : u.shape() == m.shape) &&
+                    u.dtype() == m.dtype;
         if (!fits || u.device() != m.device)  // (R3) a wrong device alone is a device mismatch
           fail(fits ? ErrorKind::device_mismatch : ErrorKind::value,
                "[run] input '{}' expects {}, got {}{}", spec.target, m.str(),
                u.defined() ? ir::ValueMeta::of(u).str() : "an undefined tensor",
                u.defined() && u.shape() != m.shape
-                   ? " (programs have static shapes: export again for this shape)"
+                   ? " (export with dynamic_shapes to accept other sizes)"
                    : "");
         inputs.push_back(u);
         continue;

@@ -2,6 +2,7 @@
 // Exported programs: a functional graph, its signature, state and constants (X1-X4),
 // device-agnostic files, and retargeting.
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +58,62 @@ struct WorkspaceRecipe {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+/** (Y1) A dynamic dimension of an export input. A named Dim has a range; inputs that
+ * share a name share its symbol. A derived Dim is `k*d + c` of a named one (`2*d`,
+ * `d + 1`). An automatic Dim becomes whatever the trace needs (a symbol, a relation,
+ * or a static size) without an error. Dims not declared are static. */
+struct Dim {
+  /** The largest size a Dim may take by default (sizes are int64; this leaves room for
+   * arithmetic on them). */
+  static constexpr int64_t kMax = int64_t{1} << 40;
+  std::string name;
+  int64_t min = 1, max = kMax;  // kiln's default minimum is 1 (docs/dynamic-shapes.md)
+  bool automatic = false;
+  // A derived Dim: coeff * (the Dim called `root`) + offset; root empty otherwise.
+  std::string root;
+  int64_t coeff = 1, offset = 0;
+
+  Dim() = default;
+  explicit Dim(std::string name, int64_t min = 1, int64_t max = kMax)
+      : name(std::move(name)), min(min), max(max) {}
+  /** A dim the trace decides (PyTorch's Dim.AUTO). */
+  static Dim automatic_dim() {
+    Dim d;
+    d.automatic = true;
+    d.min = 0;
+    return d;
+  }
+  friend Dim operator*(int64_t k, const Dim& d) { return d.derived(k * d.coeff, k * d.offset); }
+  friend Dim operator+(const Dim& d, int64_t c) { return d.derived(d.coeff, d.offset + c); }
+  friend Dim operator-(const Dim& d, int64_t c) { return d.derived(d.coeff, d.offset - c); }
+  bool is_derived() const { return !root.empty(); }
+
+ private:
+  Dim derived(int64_t k, int64_t c) const {
+    Dim r = *this;
+    if (root.empty()) r.root = name;
+    r.name = "";
+    r.coeff = k;
+    r.offset = c;
+    return r;
+  }
+};
+/** The dynamic dims of one user input, by dim index. */
+using InputDims = std::map<int64_t, Dim>;
+
+/** (Y4) What a program with dynamic shapes needs to run at a new shape: its symbols with
+ * their ranges and example values, and the guards every binding must meet. Empty for a
+ * static program. */
+struct ShapeSpec {
+  std::vector<SymbolInfo> symbols;
+  std::vector<Guard> guards;
+  bool empty() const { return symbols.empty(); }
+  /** The index of a symbol in `symbols`, or -1. */
+  int index_of(const sym::Expr* symbol) const;
+  /** "s0 in [1, 1024] (batch: input_0.shape[0])" lines, then "guard: ..." lines. */
+  std::string str() const;
+};
+
 // Note [Programs across threads]
 // A program's state, constants and workspaces are shared by everything that runs it: its
 // own run(), every Executor over it, and copies of it (a copy shares the tensors). A
@@ -73,6 +130,8 @@ class ExportedProgram {
   NamedTensors state;      // parameters, persistent buffers, optimizer state
   NamedTensors constants;  // non-persistent buffers and tensor constants (by constant node name)
   std::vector<WorkspaceRecipe> workspaces;
+  /** (Y4) The symbols and guards of a program with dynamic shapes (empty if static). */
+  ShapeSpec shapes;
 
   /** Runs the program through the IR interpreter: applies buffer mutations to the state
    * (or constants, workspaces) and user-input mutations to `user_inputs`; returns the
@@ -81,7 +140,12 @@ class ExportedProgram {
   /** (R3) Checks `user_inputs` against the signature (count, shape, dtype, device),
    * naming the input, and returns the full graph input list: state, constants,
    * workspaces (created on first use) and user inputs, in signature order. */
-  TensorList bind_inputs(const TensorList& user_inputs);
+  TensorList bind_inputs(const TensorList& user_inputs, std::vector<int64_t>* binding = nullptr);
+  /** (Y4) The value of each symbol of `shapes` for these user inputs: every symbol bound
+   * from the input sizes, then every bound, static dim, repeated symbol, derived dim and
+   * guard checked, with an Error naming the input, dim, symbol and range that failed.
+   * Empty for a static program. */
+  std::vector<int64_t> bind_symbols(const TensorList& user_inputs) const;
   /** Applies the mutation outputs (buffers, workspaces, user inputs) and returns the
    * user outputs. */
   TensorList write_back(const TensorList& graph_outputs, const TensorList& user_inputs);
@@ -104,12 +168,18 @@ struct ExportOptions {
   /** Trace for this device (fake tensors: the machine need not have it). Default: the
    * device of the module's first tensor. */
   std::optional<Device> device;
+  /** (Y1) Per user input, its dynamic dims (fewer entries than inputs: the rest static). */
+  std::vector<InputDims> dynamic_shapes;
 };
 
 /** Captures `module.forward(example_inputs)` into a program: fake tracing, functional,
  * parameters / buffers / workspaces lifted to inputs, mutations as outputs (X4, M5). */
 ExportedProgram export_program(nn::Module& module, const TensorList& example_inputs,
                                const ExportOptions& options = {});
+
+/** (Y4) `meta` at a binding of `shapes`' symbols (values in symbol order): every size,
+ * stride and offset an integer. */
+ir::ValueMeta evaluate(const ir::ValueMeta& meta, const ShapeSpec& shapes, const std::vector<int64_t>& binding);
 
 /** The end of every capture into a program (export_program, the .pt2 importer): takes
  * the captured graph, adds the mutation outputs (first, in input order; a mutated

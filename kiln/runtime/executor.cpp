@@ -44,6 +44,41 @@ Tensor over(const Storage& storage, const ir::ValueMeta& m) {
 
 Executor::Executor(ExportedProgram& program) : program_(program) {
   nodes_ = program.graph.nodes();
+  if (program.shapes.empty()) {
+    plans_.emplace_back();
+    build_plan(plans_.front().second);
+    current_ = &plans_.front().second;
+  }
+}
+
+// (Y5) A program with symbols is planned per binding: the metas of every node evaluated
+// at it, then the same plan a static program gets. The last kMaxPlans bindings are kept,
+// the most recent first.
+const Executor::Plan& Executor::plan_for(const std::vector<int64_t>& binding) {
+  if (program_.shapes.empty()) return plans_.front().second;
+  for (auto it = plans_.begin(); it != plans_.end(); ++it)
+    if (it->first == binding) {
+      if (it != plans_.begin()) plans_.splice(plans_.begin(), plans_, it);
+      return plans_.front().second;
+    }
+  if (plans_.size() == kMaxPlans) plans_.pop_back();
+  plans_.emplace_front(binding, Plan{});
+  Plan& plan = plans_.front().second;
+  plan.metas.resize(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    for (const ir::ValueMeta& m : nodes_[i]->meta()) plan.metas[i].push_back(evaluate(m, program_.shapes, binding));
+  build_plan(plan);
+  ++plans_built_;
+  return plan;
+}
+
+void Executor::build_plan(Plan& plan) {
+  auto meta_of = [&](size_t node) -> std::span<const ir::ValueMeta> {
+    if (plan.metas.empty()) return nodes_[node]->meta();
+    return plan.metas[node];
+  };
+  std::vector<Outputs>& planned_ = plan.planned;
+  PlanStats& stats_ = plan.stats;
   std::unordered_map<const ir::Node*, int> pos;
   for (size_t i = 0; i < nodes_.size(); ++i) pos[nodes_[i]] = static_cast<int>(i);
   planned_.resize(nodes_.size());
@@ -92,7 +127,7 @@ Executor::Executor(ExportedProgram& program) : program_(program) {
     bool fresh = info.meta && !info.is_view() && !info.is_inplace();
     bool any = false;
     for (size_t k = 0; k < n->meta().size(); ++k) {
-      const ir::ValueMeta& m = n->meta()[k];
+      const ir::ValueMeta& m = meta_of(i)[k];
       int64_t bytes = numel_of(m.shape) * static_cast<int64_t>(itemsize(m.dtype));
       size_t v = first[i] + k;
       if (!fresh || death[v] == kForever) {
@@ -128,7 +163,7 @@ Executor::Executor(ExportedProgram& program) : program_(program) {
     size_t s = value(*self);
     auto it = planned_index.find(s);
     if (it == planned_index.end() || root[s] != s || death[s] != static_cast<int>(values[v].node) ||
-        !(self->node->meta()[static_cast<size_t>(self->output)] == n->meta()[0]))
+        !(meta_of(static_cast<size_t>(pos.at(self->node)))[static_cast<size_t>(self->output)] == meta_of(values[v].node)[0]))
       continue;
     bool read_elsewhere = false;
     for (size_t a = 1; a < n->args().size(); ++a)
@@ -184,7 +219,7 @@ Executor::Executor(ExportedProgram& program) : program_(program) {
     home->busy.push_back({p.start, p.end});
     for (size_t m : members[v]) {
       const Planned& q = values[m];
-      planned_[q.node][q.output] = over(home->storage, nodes_[q.node]->meta()[q.output]);
+      planned_[q.node][q.output] = over(home->storage, meta_of(q.node)[q.output]);
       ++stats_.planned_values;
     }
   }
@@ -200,7 +235,10 @@ TensorList Executor::run(const TensorList& user_inputs) {
     ~Done() { flag = false; }
   } done{running_};
   auto lock = program_.lock_for_run();
-  TensorList inputs = program_.bind_inputs(user_inputs);  // (R3) before anything runs
+  std::vector<int64_t> binding;
+  TensorList inputs = program_.bind_inputs(user_inputs, &binding);  // (R3, Y4) before anything runs
+  const Plan& plan = plan_for(binding);
+  current_ = &plan;
   std::vector<Outputs> env(nodes_.size());
   std::unordered_map<const ir::Node*, size_t> index;
   index.reserve(nodes_.size());
@@ -219,13 +257,13 @@ TensorList Executor::run(const TensorList& user_inputs) {
         ir::call_args(*n, value_of, args);
         std::chrono::steady_clock::time_point t0;
         if (profiling_) t0 = std::chrono::steady_clock::now();
-        if (!planned_[i].size()) {
+        if (!plan.planned[i].size()) {
           env[i] = dispatch(n->op(), args);
         } else {
-          env[i] = planned_[i];
+          env[i] = plan.planned[i];
           for (size_t k = 0; k < env[i].size(); ++k)  // an output of the program: made per run
             if (!env[i][k].defined()) {
-              const ir::ValueMeta& m = n->meta()[k];
+              const ir::ValueMeta& m = plan.metas.empty() ? n->meta()[k] : plan.metas[i][k];
               env[i][k] = make_tensor(m.shape, m.dtype, m.device, &device_allocator(m.device));
             }
           dispatch_into(n->op(), args, env[i]);

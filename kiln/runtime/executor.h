@@ -2,6 +2,7 @@
 // The runtime: runs an ExportedProgram on its devices with a static memory plan.
 
 #include <atomic>
+#include <list>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,10 @@ class Executor {
   /** Runs once; applies mutations as the signature says; returns the user outputs.
    * One thread at a time per Executor (see Note [Programs across threads]). */
   TensorList run(const TensorList& user_inputs);
-  const PlanStats& stats() const { return stats_; }
+  /** The memory plan of the last run (of construction, for a static program). */
+  const PlanStats& stats() const { return current_ ? current_->stats : empty_stats_; }
+  /** (Y5) Plans made for new bindings of a program with dynamic shapes so far. */
+  int plans_built() const { return plans_built_; }
   /** Times every call node of the runs that follow (kiln run/train --profile). A node
    * with outputs on a CUDA device has that device synchronized after it, so the time is
    * its own and not its successor's: a profiled run is slower than a plain one. */
@@ -46,10 +50,21 @@ class Executor {
   std::vector<OpTime> profile(bool by_input_shapes = false) const;
 
  private:
+  struct Plan {
+    std::vector<Outputs> planned;  // per node: preallocated outputs, or empty
+    std::vector<std::vector<ir::ValueMeta>> metas;  // per node at the binding (empty: static)
+    PlanStats stats;
+  };
+  static constexpr size_t kMaxPlans = 8;
+  void build_plan(Plan& plan);
+  const Plan& plan_for(const std::vector<int64_t>& binding);
+
   ExportedProgram& program_;
   std::vector<ir::Node*> nodes_;
-  std::vector<Outputs> planned_;  // per node: preallocated outputs, or empty
-  PlanStats stats_;
+  std::list<std::pair<std::vector<int64_t>, Plan>> plans_;  // most recently used first
+  const Plan* current_ = nullptr;
+  PlanStats empty_stats_;
+  int plans_built_ = 0;
   bool profiling_ = false;
   std::vector<double> node_seconds_;  // per node, while profiling
   std::vector<int64_t> node_calls_;

@@ -10,7 +10,7 @@ See docs/python.md.
 """
 from . import _kiln
 from ._kiln import (  # noqa: F401  (the public names)
-    BackendError, DataDependentError, DeviceError, DeviceMismatchError, DTypeError, Error, FormatError,
+    BackendError, ConstraintError, DataDependentError, DeviceError, DeviceMismatchError, DTypeError, Error, FormatError,
     FrozenMutationError, IndexError, InternalError, InvalidGraphError, InvalidValueError, OutOfMemoryError, Program,
     ShapeError, Tensor, UnsupportedError, device_count, from_dlpack, import_notes, set_cpu_device_count)
 

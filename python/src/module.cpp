@@ -153,6 +153,7 @@ void make_errors(nb::module_& m) {
       {ErrorKind::index, "IndexError", PyExc_IndexError},
       {ErrorKind::unsupported, "UnsupportedError", PyExc_NotImplementedError},
       {ErrorKind::data_dependent, "DataDependentError", PyExc_RuntimeError},
+      {ErrorKind::constraint, "ConstraintError", PyExc_ValueError},
       {ErrorKind::frozen_mutation, "FrozenMutationError", PyExc_RuntimeError},
       {ErrorKind::format, "FormatError", PyExc_ValueError},
       {ErrorKind::invalid_graph, "InvalidGraphError", PyExc_ValueError},

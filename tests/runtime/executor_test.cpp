@@ -199,8 +199,8 @@ TEST(Executor, InputsAreCheckedBeforeAnythingRuns) {  // (R3)
   std::vector<float> stats_before = to_vector<float>(p.state[2].second);
   expect_error([&] { exec.run({}); }, ErrorKind::value, "[run] the program takes 1 user inputs, got 0");
   expect_error([&] { exec.run({randn({3, 16})}); }, ErrorKind::value,
-               "[run] input 'input_0' expects f32[16,16]@cpu:0, got f32[3,16]@cpu:0 (programs have static "
-               "shapes: export again for this shape)");
+               "[run] input 'input_0' expects f32[16,16]@cpu:0, got f32[3,16]@cpu:0 (export with "
+               "dynamic_shapes to accept other sizes)");
   expect_error([&] { exec.run({randn({16, 16}, {.device = Device("cpu:1")})}); },
                ErrorKind::device_mismatch, "got f32[16,16]@cpu:1");
   EXPECT_EQ(to_vector<float>(p.state[2].second), stats_before);  // nothing ran

@@ -1,0 +1,132 @@
+// Dynamic shapes (Y1-Y6): symbolic sizes through export, programs and the executor.
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::expect_error;
+
+::testing::AssertionResult close(const Tensor& a, const Tensor& b) {
+  if (!(a.shape() == b.shape())) return ::testing::AssertionFailure() << a.meta_str() << " vs " << b.meta_str();
+  return testing::all_close(a, to_vector<double>(b), 1.3e-6, 1e-5);
+}
+
+// A module built from a function of its inputs and two registered weights.
+class Fn : public nn::Module {
+ public:
+  using F = std::function<TensorList(const TensorList&, const Tensor&, const Tensor&)>;
+  explicit Fn(F f, int64_t in = 8, int64_t out = 8)
+      : w(register_parameter("w", randn({out, in}))), b(register_parameter("b", randn({out}))), f_(std::move(f)) {}
+  TensorList forward(const TensorList& in) override { return f_(in, w, b); }
+  Tensor &w, &b;
+
+ private:
+  F f_;
+};
+
+TEST(Sym, ExpressionsAreCanonicalAndExact) {  // (Y1)
+  const sym::Expr* s0 = sym::symbol("s0");
+  const sym::Expr* s1 = sym::symbol("s1");
+  auto c = sym::constant;
+  EXPECT_EQ(sym::add(s0, s1), sym::add(s1, s0));
+  EXPECT_EQ(sym::sub(sym::add(s0, c(1)), c(1)), s0);
+  EXPECT_EQ(sym::mul(sym::mul(c(4), s0), s1), sym::mul(s1, sym::mul(s0, c(4))));
+  EXPECT_EQ(sym::floordiv(sym::mul(c(4), s0), c(2)), sym::mul(c(2), s0));
+  EXPECT_EQ(sym::floordiv(sym::mul(s0, s1), s1), s0);
+  EXPECT_EQ(sym::mod(sym::add(sym::mul(c(8), s0), c(3)), c(4)), c(3));
+  EXPECT_EQ(sym::str(sym::add(sym::mul(c(4), s0), c(1))), "4*s0 + 1");
+  EXPECT_EQ(sym::str(sym::sub(s1, sym::mul(c(2), s0))), "-2*s0 + s1");
+  EXPECT_EQ(sym::str(sym::floordiv(sym::add(s0, c(1)), c(2))), "(s0 + 1)//2");
+  for (const char* text : {"4*s0 + 1", "(s0 + 1)//2", "Max(1, s0)", "Mod(s0*s1, 4)", "-2*s0 + s1", "s0*s1 - 3"}) {
+    const sym::Expr* e = sym::parse(text, "a test");
+    EXPECT_EQ(sym::parse(sym::str(e), "a test"), e) << text;
+  }
+  auto at = [](const sym::Expr* e, int64_t v0, int64_t v1) {
+    return sym::eval(e, [&](const sym::Expr* s) { return s->name == "s0" ? v0 : v1; });
+  };
+  EXPECT_EQ(at(sym::parse("(s0 - 7)//2", "t"), 2, 0), -3);  // floor, as Python
+  EXPECT_EQ(at(sym::parse("Mod(s0 - 7, 4)", "t"), 2, 0), 3);
+  EXPECT_EQ(at(sym::parse("Max(s0, s1) * 3", "t"), 2, 5), 15);
+  expect_error([] { sym::parse("s0 +", "a test"); }, ErrorKind::format, "cannot read the size expression");
+  expect_error([] { sym::parse("Foo(s0, 1)", "a test"); }, ErrorKind::format, "unknown function");
+  expect_error([] { sym::parse("s0 // 0", "a test"); }, ErrorKind::format, "division by zero");
+}
+
+TEST(Sym, DecisionsUseRangesBeforeGuards) {  // (Y2)
+  ShapeEnv env;
+  ShapeEnvGuard active(&env);
+  SymInt s0 = env.new_symbol(8, 1, 64, "input_0.shape[0]");
+  EXPECT_TRUE(s0 >= 1);       // settled by the range: no guard
+  EXPECT_TRUE(s0 + 1 != 0);
+  EXPECT_TRUE(s0 * 4 > 3);
+  EXPECT_TRUE(env.guards().empty());
+  EXPECT_TRUE(s0 > 4);        // decided by the hint: a guard
+  ASSERT_EQ(env.guards().size(), 1u);
+  EXPECT_EQ(env.guards()[0].str(), "4 < s0");
+  EXPECT_FALSE(s0 == 3);      // the guard records what held
+  EXPECT_EQ(env.guards()[1].str(), "s0 != 3");
+  EXPECT_TRUE(s0 > 4);        // asked again: no second guard
+  EXPECT_EQ(env.guards().size(), 2u);
+  EXPECT_EQ(sym_max(s0, 1).str(), "s0");  // Max(s0, 1) is s0 when s0 >= 1
+}
+
+TEST(Sym, DimsKeepExpressionsAndSpecializeOnIntegerReads) {  // (Y2, Y6)
+  ShapeEnv env;
+  ShapeEnvGuard active(&env);
+  SymInt s0 = env.new_symbol(5, 1, 64, "input_0.shape[0]");
+  Dims d{3, 4};
+  d.set(0, s0);
+  EXPECT_TRUE(d.is_symbolic());
+  EXPECT_EQ(d.str(), "[s0, 4]");
+  Dims copy = d;
+  EXPECT_EQ(copy, d);
+  EXPECT_NE(copy, (Dims{5, 4}));
+  const Dims& read = copy;
+  EXPECT_EQ(read[1], 4);  // a static entry: no guard
+  EXPECT_TRUE(env.guards().empty());
+  EXPECT_EQ(read[0], 5);  // read as an integer: pinned
+  ASSERT_EQ(env.guards().size(), 1u);
+  EXPECT_EQ(env.guards()[0].str(), "s0 == 5");
+  copy[1] = 2;  // written through a mutable accessor: every entry pinned, then static
+  EXPECT_FALSE(copy.is_symbolic());
+  EXPECT_EQ(copy.str(), "[5, 2]");
+  Dims strides;
+  contiguous_strides_into(d, strides);
+  EXPECT_EQ(strides.str(), "[4, 1]");
+  EXPECT_EQ(sym_numel(d).str(), "4*s0");
+  Dims static_dims{2, 3};
+  EXPECT_FALSE(static_dims.is_symbolic());
+}
+
+TEST(Y1, MlpExportedWithADynamicBatchRunsAtEveryBatch) {
+  Fn m([](const TensorList& in, const Tensor& w, const Tensor& b) { return TensorList{relu(linear(in[0], w, b)) * 2}; });
+  Tensor x = randn({4, 8});
+  ExportOptions o;
+  o.dynamic_shapes = {{{0, Dim("batch", 1, 64)}}};
+  ExportedProgram p = export_program(m, {x}, o);
+  ASSERT_EQ(p.shapes.symbols.size(), 1u);
+  EXPECT_EQ(p.shapes.symbols[0].dim_name, "batch");
+  EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
+  runtime::Executor ex(p);
+  for (int64_t b : {1, 2, 3, 17, 64}) {
+    Tensor xb = randn({b, 8});
+    TensorList want = m(TensorList{xb});
+    TensorList got = ex.run({xb});
+    ASSERT_EQ(got[0].shape(), (Dims{b, 8}));
+    EXPECT_TRUE(close(got[0], want[0])) << b;
+    EXPECT_TRUE(close(p.run({xb})[0], want[0])) << b;
+  }
+  EXPECT_EQ(ex.plans_built(), 5);
+  ex.run({randn({3, 8})});  // a binding seen before: its plan again
+  EXPECT_EQ(ex.plans_built(), 5);
+  expect_error([&] { ex.run({randn({65, 8})}); }, ErrorKind::shape, "outside the range [1, 64]");
+  expect_error([&] { ex.run({randn({4, 9})}); }, ErrorKind::shape, "static at 8");
+  expect_error([&] { ex.run({randn({4, 8, 1})}); }, ErrorKind::value, "expects");
+  expect_error([&] { ex.run({randn({4, 8}, {.dtype = f64})}); }, ErrorKind::value, "expects");
+}
+
+}  // namespace
+}  // namespace kiln
