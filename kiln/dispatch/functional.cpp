@@ -84,18 +84,18 @@ Tensor made(Tensor t, const TensorOptions& o) {
 }
 }  // namespace
 
-Tensor empty(const IntList& size, TensorOptions o) {
-  return made(call1(OpKind::empty, size, dtype_or(o, f32), device_or(o, default_device())), o);
+Tensor empty(const SymSizes& size, TensorOptions o) {
+  return made(call1(OpKind::empty, size.value(), dtype_or(o, f32), device_or(o, default_device())), o);
 }
 // As torch.full, the fill value's kind picks the default dtype: i64 for an integer, bool
 // for a bool, f32 for a floating value.
-Tensor full(const IntList& size, Scalar value, TensorOptions o) {
+Tensor full(const SymSizes& size, Scalar value, TensorOptions o) {
   DType natural = value.is_floating() ? f32 : value.is_bool() ? b8 : i64;
-  return made(call1(OpKind::full, size, value, dtype_or(o, natural), device_or(o, default_device())),
+  return made(call1(OpKind::full, size.value(), value, dtype_or(o, natural), device_or(o, default_device())),
               o);
 }
-Tensor zeros(const IntList& size, TensorOptions o) { return full(size, 0.0, o); }
-Tensor ones(const IntList& size, TensorOptions o) { return full(size, 1.0, o); }
+Tensor zeros(const SymSizes& size, TensorOptions o) { return full(size, 0.0, o); }
+Tensor ones(const SymSizes& size, TensorOptions o) { return full(size, 1.0, o); }
 Tensor arange(Scalar end, TensorOptions o) { return arange(0, end, 1, o); }
 Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
   bool fp = start.is_floating() || end.is_floating() || step.is_floating();
@@ -103,11 +103,11 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
                     device_or(o, default_device())),
               o);
 }
-Tensor rand(const IntList& size, TensorOptions o) {
-  return made(call1(OpKind::rand, size, dtype_or(o, f32), device_or(o, default_device())), o);
+Tensor rand(const SymSizes& size, TensorOptions o) {
+  return made(call1(OpKind::rand, size.value(), dtype_or(o, f32), device_or(o, default_device())), o);
 }
-Tensor randn(const IntList& size, TensorOptions o) {
-  return made(call1(OpKind::randn, size, dtype_or(o, f32), device_or(o, default_device())), o);
+Tensor randn(const SymSizes& size, TensorOptions o) {
+  return made(call1(OpKind::randn, size.value(), dtype_or(o, f32), device_or(o, default_device())), o);
 }
 
 namespace {
@@ -193,10 +193,10 @@ Tensor empty_like(const Tensor& t, TensorOptions o) {
     return dtensor_filled_like(t, 0, o);
   return empty(shape_of(t), like(t, o));
 }
-Tensor new_empty(const Tensor& x, const IntList& size, TensorOptions o) { return empty(size, like(x, o)); }
-Tensor new_zeros(const Tensor& x, const IntList& size, TensorOptions o) { return zeros(size, like(x, o)); }
-Tensor new_ones(const Tensor& x, const IntList& size, TensorOptions o) { return ones(size, like(x, o)); }
-Tensor new_full(const Tensor& x, const IntList& size, Scalar value, TensorOptions o) {
+Tensor new_empty(const Tensor& x, const SymSizes& size, TensorOptions o) { return empty(size, like(x, o)); }
+Tensor new_zeros(const Tensor& x, const SymSizes& size, TensorOptions o) { return zeros(size, like(x, o)); }
+Tensor new_ones(const Tensor& x, const SymSizes& size, TensorOptions o) { return ones(size, like(x, o)); }
+Tensor new_full(const Tensor& x, const SymSizes& size, Scalar value, TensorOptions o) {
   return full(size, value, like(x, o));
 }
 Tensor randint_like(const Tensor& x, int64_t low, int64_t high, TensorOptions o) {
@@ -717,10 +717,16 @@ Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf, std
 
 namespace {
 // column - row for the last two dims of `x`, as [rows, cols] on x's device.
+// 0, 1, ..., n - 1; for a symbolic n (Y1) as a running sum of ones, whose size is n.
+Tensor positions(const SymInt& n, TensorOptions o) {
+  if (!n.is_symbolic()) return arange(n.hint(), o);
+  return cumsum(ones({n}, o), 0) - 1;
+}
+
 Tensor diagonal_offsets(const Tensor& x, const char* op) {
   KILN_CHECK(x.dim() >= 2, shape, "[{}] expects a tensor of at least 2 dims, got {}", op, x.meta_str());
   TensorOptions o{.dtype = DType::i64, .device = x.device()};
-  return unsqueeze(arange(x.size(-1), o), 0) - unsqueeze(arange(x.size(-2), o), 1);
+  return unsqueeze(positions(x.sym_size(-1), o), 0) - unsqueeze(positions(x.sym_size(-2), o), 1);
 }
 }  // namespace
 
@@ -979,9 +985,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
 
 // ---- views --------------------------------------------------------------------
 
-Tensor view(const Tensor& x, const IntList& size) { return call1(OpKind::view, x, size); }
-Tensor reshape(const Tensor& x, const IntList& size) {
-  Dims shape = ops::infer_size(size, x.numel(), "reshape");
+Tensor view(const Tensor& x, const SymSizes& size) { return call1(OpKind::view, x, size.value()); }
+Tensor reshape(const Tensor& x, const SymSizes& size) {
+  Dims shape = ops::infer_size(size.dims(), x.sym_numel(), "reshape");
   Dims strides;
   if (ops::compute_view_strides(x.shape(), x.strides(), shape, strides)) return view(x, size);
   return view(clone(x), size);
@@ -998,7 +1004,7 @@ Tensor t(const Tensor& x) {
 Tensor unsqueeze(const Tensor& x, int64_t dim) { return call1(OpKind::unsqueeze, x, dim); }
 Tensor squeeze(const Tensor& x) { return call1(OpKind::squeeze, x, IntList{}); }
 Tensor squeeze(const Tensor& x, int64_t dim) { return call1(OpKind::squeeze, x, IntList{dim}); }
-Tensor expand(const Tensor& x, const IntList& size) { return call1(OpKind::expand, x, size); }
+Tensor expand(const Tensor& x, const SymSizes& size) { return call1(OpKind::expand, x, size.value()); }
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start,
              std::optional<int64_t> end, int64_t step) {
   return call1(OpKind::slice, x, dim, start ? Value(*start) : Value(), end ? Value(*end) : Value(),

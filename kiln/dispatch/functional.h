@@ -33,18 +33,18 @@ Tensor wrapped_number(Scalar value);
 /** The number a wrapped-number tensor holds. */
 Scalar wrapped_value(const Tensor& t);
 
-Tensor empty(const IntList& size, TensorOptions options = {});
-Tensor zeros(const IntList& size, TensorOptions options = {});
-Tensor ones(const IntList& size, TensorOptions options = {});
+Tensor empty(const SymSizes& size, TensorOptions options = {});
+Tensor zeros(const SymSizes& size, TensorOptions options = {});
+Tensor ones(const SymSizes& size, TensorOptions options = {});
 /** Filled with `value`; the default dtype follows the value as in torch.full: i64 for an
  * integer, bool for a bool, f32 for a floating value. */
-Tensor full(const IntList& size, Scalar value, TensorOptions options = {});
+Tensor full(const SymSizes& size, Scalar value, TensorOptions options = {});
 /** [0, end), [start, end) with step; integral bounds give i64 unless a dtype is given. */
 Tensor arange(Scalar end, TensorOptions options = {});
 Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions options = {});
 /** Uniform in [0, 1) / standard normal, from the device's seeded generator. */
-Tensor rand(const IntList& size, TensorOptions options = {});
-Tensor randn(const IntList& size, TensorOptions options = {});
+Tensor rand(const SymSizes& size, TensorOptions options = {});
+Tensor randn(const SymSizes& size, TensorOptions options = {});
 
 /** A tensor holding `values` (shape defaults to 1-D); dtype from T unless given. */
 template <typename T>
@@ -541,9 +541,9 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta =
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- views (share storage with the input) -------------------------------------
-Tensor view(const Tensor& x, const IntList& size);
+Tensor view(const Tensor& x, const SymSizes& size);
 /** A view when the strides allow one, else a copy (like torch.reshape). */
-Tensor reshape(const Tensor& x, const IntList& size);
+Tensor reshape(const Tensor& x, const SymSizes& size);
 Tensor permute(const Tensor& x, const IntList& dims);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 /** transpose(0, 1) of a tensor with <= 2 dims. */
@@ -551,7 +551,7 @@ Tensor t(const Tensor& x);
 Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor squeeze(const Tensor& x);
 Tensor squeeze(const Tensor& x, int64_t dim);
-Tensor expand(const Tensor& x, const IntList& size);
+Tensor expand(const Tensor& x, const SymSizes& size);
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start,
              std::optional<int64_t> end, int64_t step = 1);
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
@@ -981,7 +981,7 @@ Tensor ravel(const Tensor& x);
 Tensor inner(const Tensor& a, const Tensor& b);
 /** The dot product of two 1-D tensors (real: dot). */
 Tensor vdot(const Tensor& a, const Tensor& b);
-Tensor broadcast_to(const Tensor& x, const IntList& shape);
+Tensor broadcast_to(const Tensor& x, const SymSizes& shape);
 Tensor expand_as(const Tensor& x, const Tensor& other);
 /** Every tensor expanded to their common broadcast shape. */
 TensorList broadcast_tensors(const TensorList& tensors);
@@ -1001,10 +1001,10 @@ Tensor sum_to_size(const Tensor& x, const IntList& size);
 Tensor reshape_as(const Tensor& x, const Tensor& other);
 Tensor view_as(const Tensor& x, const Tensor& other);
 /** Tensor.new_*: a new tensor of `size` with x's dtype and device unless given. */
-Tensor new_empty(const Tensor& x, const IntList& size, TensorOptions options = {});
-Tensor new_zeros(const Tensor& x, const IntList& size, TensorOptions options = {});
-Tensor new_ones(const Tensor& x, const IntList& size, TensorOptions options = {});
-Tensor new_full(const Tensor& x, const IntList& size, Scalar value, TensorOptions options = {});
+Tensor new_empty(const Tensor& x, const SymSizes& size, TensorOptions options = {});
+Tensor new_zeros(const Tensor& x, const SymSizes& size, TensorOptions options = {});
+Tensor new_ones(const Tensor& x, const SymSizes& size, TensorOptions options = {});
+Tensor new_full(const Tensor& x, const SymSizes& size, Scalar value, TensorOptions options = {});
 /** Integers uniform in [low, high) in x's shape (and dtype, device unless given). */
 Tensor randint_like(const Tensor& x, int64_t low, int64_t high, TensorOptions options = {});
 /** The last two dims swapped (Tensor.mT; mH and adjoint: the same, kiln's dtypes being

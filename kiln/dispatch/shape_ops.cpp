@@ -230,7 +230,7 @@ Tensor inner(const Tensor& a, const Tensor& b) {
 }
 
 Tensor vdot(const Tensor& a, const Tensor& b) { return dot(a, b); }
-Tensor broadcast_to(const Tensor& x, const IntList& shape) { return expand(x, shape); }
+Tensor broadcast_to(const Tensor& x, const SymSizes& shape) { return expand(x, shape); }
 Tensor expand_as(const Tensor& x, const Tensor& other) { return expand(x, shape_of(other)); }
 
 IntList broadcast_shapes(const std::vector<IntList>& shapes) {

@@ -42,7 +42,8 @@ std::string arg_str(const Arg& a) {
                  [](const IntList& v) { return ints_str(v); },
                  [](DType d) { return std::string(to_string(d)); },
                  [](Device d) { return d.str(); },
-                 [](Str s) { return fmt::format("'{}'", s.view()); }},
+                 [](Str s) { return fmt::format("'{}'", s.view()); },
+                 [](const SymIntList& v) { return v.dims().str(); }},
       a);
 }
 
@@ -101,7 +102,7 @@ std::string ValueMeta::str() const {
   std::string dims;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) dims += ',';
-    dims += std::to_string(shape[i]);
+    dims += shape.sym(i).str();
   }
   return fmt::format("{}[{}]@{}", dtype, dims, device);
 }
@@ -686,7 +687,11 @@ uint64_t arg_hash(const Arg& a) {
                         },
                         [&](DType v) { h = mix(h, static_cast<uint64_t>(v)); },
                         [&](const Device& v) { h = mix(mix(h, static_cast<uint64_t>(v.type)), static_cast<uint64_t>(v.index)); },
-                        [&](const Str& v) { h = mix(h, std::hash<std::string_view>()(v.view())); }},
+                        [&](const Str& v) { h = mix(h, std::hash<std::string_view>()(v.view())); },
+                        [&](const SymIntList& l) {
+                          for (size_t i = 0; i < l.dims().size(); ++i)
+                            h = mix(h, std::hash<std::string>()(l.dims().sym(i).str()));
+                        }},
              a);
   return h;
 }

@@ -34,7 +34,7 @@ using RefList = std::vector<Ref>;
 
 /** A call argument: like kiln::Value with tensors replaced by references. */
 using Arg = std::variant<std::monostate, Ref, RefList, Scalar, int64_t, double, bool, IntList,
-                         DType, Device, Str>;
+                         DType, Device, Str, SymIntList>;
 
 /** Arguments of a call node (pool-allocated: one per traced op). */
 using ArgList = std::vector<Arg, PoolAllocator<Arg>>;

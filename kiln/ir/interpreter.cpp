@@ -6,7 +6,20 @@
 
 namespace kiln::ir {
 
-TensorList interpret(const Graph& graph, const TensorList& inputs) {
+void bind_size_args(std::vector<Value>& args, const SymbolValues& values) {
+  for (Value& v : args)
+    if (const auto* s = std::get_if<SymIntList>(&v)) {
+      const Dims& d = s->dims();
+      IntList ints(d.size());
+      for (size_t i = 0; i < d.size(); ++i) {
+        SymInt x = d.sym(i);
+        ints[i] = x.is_symbolic() ? sym::eval(x.expr(), values) : x.hint();
+      }
+      v = std::move(ints);
+    }
+}
+
+TensorList interpret(const Graph& graph, const TensorList& inputs, const SymbolValues& values) {
   std::unordered_map<const Node*, Outputs> env;
   auto value_of = [&](const Ref& r) -> const Tensor& { return env.at(r.node)[r.output]; };
   std::vector<Node*> input_nodes = graph.inputs();
@@ -33,6 +46,7 @@ TensorList interpret(const Graph& graph, const TensorList& inputs) {
         std::vector<Value> args;
         args.reserve(n->args().size());
         call_args(*n, value_of, args);
+        if (values) bind_size_args(args, values);
         env[n] = dispatch(n->op(), args);
         break;
       }

@@ -2,6 +2,7 @@
 // Runs a graph on real (or fake) tensors through normal dispatch, so every call obeys
 // device checks, guards, streams and any active modes.
 
+#include <functional>
 #include <vector>
 
 #include "kiln/core/overloaded.h"
@@ -32,9 +33,16 @@ void call_args(const Node& n, ValueOf&& value_of, std::vector<Value>& out) {
         n.args()[i]));
 }
 
+/** (Y4) The value of each symbol a graph's sizes name, for one run. */
+using SymbolValues = std::function<int64_t(const sym::Expr*)>;
+
+/** (Y4) Makes every symbolic size argument among `args` the integers it is at `values`. */
+void bind_size_args(std::vector<Value>& args, const SymbolValues& values);
+
 /** Runs `graph` with `inputs` bound to its input nodes in order; returns the values of
  * the output node. Throws a value Error naming the input when the count, shape, dtype
- * or device of an input differs from the input node's meta. */
-TensorList interpret(const Graph& graph, const TensorList& inputs);
+ * or device of an input differs from the input node's meta (symbolic input shapes are
+ * the caller's to check). `values` gives the symbols of a graph with symbolic sizes. */
+TensorList interpret(const Graph& graph, const TensorList& inputs, const SymbolValues& values = {});
 
 }  // namespace kiln::ir

@@ -153,16 +153,15 @@ Dims matmul_shape(const Dims& a, const Dims& b) {
 // ---- factories ----------------------------------------------------------------
 
 void meta_factory(const OpCall& c, MetaOut& out) {
-  const IntList& size = c.args.ints(0);
-  for (int64_t s : size)
-    KILN_CHECK(s >= 0, shape, "[{}] negative dimension {} in size {}", name_of(c), s,
-               ints_str(size));
+  Dims size = c.args.sizes(0);  // (Y1) may be symbolic
+  for (int64_t s : size.hints())
+    KILN_CHECK(s >= 0, shape, "[{}] negative dimension {} in size {}", name_of(c), s, size.str());
   DType dtype = c.args.dtype(c.args.size() - 2);
   if (c.op == OpKind::full) check_fits("full", c.args.scalar(1), dtype);
   if (c.op == OpKind::rand || c.op == OpKind::randn)
     KILN_CHECK(is_floating(dtype), dtype, "[{}] needs a floating point dtype, got {}", name_of(c),
                dtype);
-  out.fresh(Dims(size), dtype);
+  out.fresh(std::move(size), dtype);
 }
 
 void meta_arange(const OpCall& c, MetaOut& out) {

@@ -19,6 +19,8 @@ Dims infer_size(const IntList& size, int64_t numel, std::string_view op);
 /** The same for a count that may be symbolic (Y2: a divisibility guard where needed). */
 Dims infer_size(const IntList& size, const SymInt& numel, std::string_view op);
 Dims infer_symbolic_size(const IntList& size, const SymInt& numel, std::string_view op);
+/** The same for target sizes that may themselves be symbolic (`{x.sym_size(0), -1}`). */
+Dims infer_size(const Dims& size, const SymInt& numel, std::string_view op);
 /** Strides for viewing (shape, strides) as `new_shape` without a copy, if possible. */
 bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape,
                           Dims& out);

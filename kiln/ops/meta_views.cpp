@@ -51,27 +51,36 @@ Dims infer_size(const IntList& size, const SymInt& numel, std::string_view op) {
 }
 
 Dims infer_symbolic_size(const IntList& size, const SymInt& numel, std::string_view op) {
-  Dims out(size);
-  int64_t known = 1;
+  return infer_size(Dims(std::span<const int64_t>(size.data(), size.size())), numel, op);
+}
+
+Dims infer_size(const Dims& size, const SymInt& numel, std::string_view op) {
+  if (!size.is_symbolic() && !numel.is_symbolic()) {
+    IntList ints(size.hints().begin(), size.hints().end());
+    return infer_size(ints, numel.hint(), op);
+  }
+  Dims out = size;
+  SymInt known = 1;
   int infer = -1;
   for (size_t i = 0; i < size.size(); ++i) {
-    if (size[i] == -1) {
+    SymInt s = size.sym(i);
+    if (s.same_as(-1)) {
       KILN_CHECK(infer < 0, shape, "[{}] only one dimension can be inferred", op);
       infer = static_cast<int>(i);
     } else {
-      KILN_CHECK(size[i] >= 0, shape, "[{}] invalid shape dimension {}", op, size[i]);
-      known *= size[i];
+      KILN_CHECK(s.is_symbolic() || s.hint() >= 0, shape, "[{}] invalid shape dimension {}", op, s.hint());
+      known = known * s;
     }
   }
   // (Y2) The inferred size needs the count to divide: a divisibility guard unless the
   // expression already is a multiple (4*s0 viewed as (-1, 4)).
   if (infer >= 0) {
     KILN_CHECK(known != 0 && mod(numel, known) == 0, shape, "[{}] shape '{}' is invalid for input of size {}",
-               op, ints_str(size), numel.str());
+               op, size.str(), numel.str());
     out.set(static_cast<size_t>(infer), floordiv(numel, known));
   } else {
-    KILN_CHECK(numel == known, shape, "[{}] shape '{}' is invalid for input of size {}", op, ints_str(size),
-               numel.str());
+    KILN_CHECK(numel.same_as(known) || numel == known, shape, "[{}] shape '{}' is invalid for input of size {}", op,
+               size.str(), numel.str());
   }
   return out;
 }
@@ -134,8 +143,11 @@ bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& ne
   return view_d == -1;
 }
 
-// The same walk with sizes: a stride that continues its chunk is recognised by its
-// expression before asking whether the size is 1 (which would guard on a symbol).
+// The same walk with sizes, deciding nothing on symbols: a stride continues its chunk
+// when it is the same expression, and a run of new dims matches a chunk when their
+// products are the same expression. Products
+// equal only in value (rare: different factorizations through floor division) count as
+// no match, so view refuses and reshape copies - never a wrong layout.
 bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape, Dims& out) {
   out = Dims(new_shape.size());
   if (shape.empty() || sym_numel(shape) == 0) {
@@ -151,16 +163,18 @@ bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& n
     if (!chunk_ends) {
       SymInt continued = tensor_numel * chunk_base_stride;
       SymInt prev = strides.sym(static_cast<size_t>(d - 1));
-      chunk_ends = !prev.same_as(continued) && shape.sym(static_cast<size_t>(d - 1)) != 1 && prev != continued;
+      // Not the same expression: a new chunk, with no guard. At a binding where the two
+      // happen to be equal a view was possible; reshape then copies, which is never wrong.
+      chunk_ends = !prev.same_as(continued) && !shape.sym(static_cast<size_t>(d - 1)).same_as(1);
     }
     if (chunk_ends) {
       while (view_d >= 0 && (new_shape.sym(static_cast<size_t>(view_d)).same_as(1) ||
-                             (!view_numel.same_as(tensor_numel) && view_numel < tensor_numel))) {
+                             !view_numel.same_as(tensor_numel))) {
         out.set(static_cast<size_t>(view_d), view_numel * chunk_base_stride);
         view_numel = view_numel * new_shape.sym(static_cast<size_t>(view_d));
         --view_d;
       }
-      if (!view_numel.same_as(tensor_numel) && view_numel != tensor_numel) return false;
+      if (!view_numel.same_as(tensor_numel)) return false;
       if (d > 0) {
         chunk_base_stride = strides.sym(static_cast<size_t>(d - 1));
         tensor_numel = 1;
@@ -175,7 +189,8 @@ bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& n
 
 void meta_view(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
-  Dims shape = infer_size(c.args.ints(1), self.sym_numel(), "view");
+  Dims shape = std::holds_alternative<IntList>(c.args[1]) ? infer_size(c.args.ints(1), self.sym_numel(), "view")
+                                                           : infer_size(c.args.sizes(1), self.sym_numel(), "view");
   Dims strides;
   KILN_CHECK(compute_view_strides(self.shape(), self.strides(), shape, strides), shape,
              "[view] size {} is not compatible with input tensor's size {} and stride {} (at least "
@@ -250,7 +265,7 @@ void meta_squeeze(const OpCall& c, MetaOut& out) {
 
 void meta_expand(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
-  const IntList& size = c.args.ints(1);
+  const Dims size = c.args.sizes(1);
   KILN_CHECK(static_cast<int64_t>(size.size()) >= self.dim(), shape,
              "[expand] the number of sizes provided ({}) must be greater or equal to the number "
              "of dimensions in the tensor ({})",
@@ -259,18 +274,19 @@ void meta_expand(const OpCall& c, MetaOut& out) {
   Dims shape(size.size()), strides(size.size());
   for (size_t i = 0; i < size.size(); ++i) {
     if (i < lead) {
-      KILN_CHECK(size[i] >= 0, shape, "[expand] -1 is not allowed in a leading, new dimension");
-      shape[i] = size[i];
-      strides[i] = 0;
+      KILN_CHECK(size.sym(i).is_symbolic() || size.hint(i) >= 0, shape,
+                 "[expand] -1 is not allowed in a leading, new dimension");
+      shape.set(i, size.sym(i));
+      strides.set(i, 0);
       continue;
     }
     SymInt have = self.shape().sym(i - lead);
-    SymInt want = size[i] == -1 ? have : SymInt(size[i]);
+    SymInt want = size.sym(i).same_as(-1) ? have : size.sym(i);
     bool same = have.same_as(want) || have == want;
     KILN_CHECK(same || have == 1, shape,
                "[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
                "non-singleton dimension {}; target sizes {}, tensor sizes {}",
-               want.str(), have.str(), i, ints_str(size), self.shape().str());
+               want.str(), have.str(), i, size.str(), self.shape().str());
     shape.set(i, want);
     strides.set(i, same ? self.strides().sym(i - lead) : SymInt(0));
   }

@@ -3,6 +3,7 @@
 // dispatch, the IR, the printer and the serializer).
 
 #include <algorithm>
+#include <memory>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -87,6 +88,20 @@ class IntList : public std::vector<int64_t, PoolAllocator<int64_t>> {
   }
 };
 
+/** (Y1) A list of sizes some of which are expressions: what a size argument (view's,
+ * expand's, a factory's) is while tracing with symbolic sizes. Lists of integers stay
+ * IntList, so nothing else pays for it. */
+class SymIntList {
+ public:
+  SymIntList() = default;
+  explicit SymIntList(Dims sizes) : sizes_(std::make_shared<const Dims>(std::move(sizes))) {}
+  const Dims& dims() const { return *sizes_; }
+  friend bool operator==(const SymIntList& a, const SymIntList& b) { return a.dims() == b.dims(); }
+
+ private:
+  std::shared_ptr<const Dims> sizes_;
+};
+
 /** A string argument (gelu's approximate='tanh'). Interned: a pointer-sized value that
  * compares by identity, so Values stay small and cheap to copy. */
 class Str {
@@ -106,7 +121,40 @@ using TensorList = std::vector<Tensor>;
 /** None, a tensor, a tensor list, a Scalar, an int, a float, a bool, an int list, a
  * dtype, a device or a string. */
 using Value = std::variant<std::monostate, Tensor, TensorList, Scalar, int64_t, double, bool,
-                           IntList, DType, Device, Str>;
+                           IntList, DType, Device, Str, SymIntList>;
+
+/** A size argument of the public API: integers (`{2, -1}`, an IntList) or sizes among
+ * which some are symbolic (`{x.sym_size(0), -1}`, a shape). Boxed as an IntList unless
+ * an entry is an expression. */
+class SymSizes {
+ public:
+  SymSizes() = default;
+  SymSizes(std::initializer_list<int64_t> v) : ints_(v) {}                  // NOLINT
+  SymSizes(std::initializer_list<SymInt> v) { set(v.begin(), v.end()); }    // NOLINT
+  SymSizes(const IntList& v) : ints_(v) {}                                  // NOLINT
+  SymSizes(const std::vector<int64_t>& v) : ints_(v) {}                     // NOLINT
+  SymSizes(const Dims& d) {                                                 // NOLINT
+    if (!d.is_symbolic()) ints_ = IntList(d.hints().begin(), d.hints().end());
+    else dims_ = d;
+  }
+  bool is_symbolic() const { return dims_.is_symbolic(); }
+  /** The boxed argument. */
+  Value value() const { return is_symbolic() ? Value(SymIntList(dims_)) : Value(ints_); }
+  /** The sizes as a shape. */
+  Dims dims() const { return is_symbolic() ? dims_ : Dims(std::vector<int64_t>(ints_.begin(), ints_.end())); }
+  size_t size() const { return is_symbolic() ? dims_.size() : ints_.size(); }
+
+ private:
+  template <typename It>
+  void set(It begin, It end) {
+    Dims d(static_cast<size_t>(end - begin));
+    for (size_t i = 0; begin != end; ++begin, ++i) d.set(i, *begin);
+    if (d.is_symbolic()) dims_ = std::move(d);
+    else ints_ = IntList(d.hints().begin(), d.hints().end());
+  }
+  IntList ints_;
+  Dims dims_;
+};
 
 /** Up to four tensors an op returns. */
 inline constexpr size_t kMaxOutputs = 4;
@@ -130,6 +178,12 @@ class Args {
   double f64(size_t i) const { return std::get<double>(v_[i]); }
   bool flag(size_t i) const { return std::get<bool>(v_[i]); }
   const IntList& ints(size_t i) const { return std::get<IntList>(v_[i]); }
+  /** (Y1) A size argument as a shape: an IntList, or a SymIntList while tracing. */
+  Dims sizes(size_t i) const {
+    if (const auto* s = std::get_if<SymIntList>(&v_[i])) return s->dims();
+    const IntList& l = ints(i);
+    return Dims(std::span<const int64_t>(l.data(), l.size()));
+  }
   DType dtype(size_t i) const { return std::get<DType>(v_[i]); }
   Device device(size_t i) const { return std::get<Device>(v_[i]); }
   std::string_view str(size_t i) const { return std::get<Str>(v_[i]).view(); }

@@ -188,6 +188,7 @@ namespace detail {
 
 void declare_dynamic_dims(ShapeEnv& env, TensorList& fakes, const TensorList& examples,
                           const std::vector<InputDims>& dims) {
+  ShapeEnvGuard active(&env);  // the input strides simplify with the declared ranges
   KILN_CHECK(dims.size() <= fakes.size(), value, "[export] dynamic_shapes has {} entries for {} user inputs",
              dims.size(), fakes.size());
   std::map<std::string, SymInt> by_name;

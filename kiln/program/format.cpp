@@ -30,8 +30,10 @@ using Kind = InputSpec::Kind;
 namespace {
 
 // Version 2 records C++ numbers as scalar arguments of nodes (`mul(%x, 0.125)`) instead
-// of constant nodes; version 1 files have none and still load.
-constexpr int kFormatVersion = 2;
+// of constant nodes; version 1 files have none and still load. Version 3 adds dynamic
+// shapes (Y4): sizes may be expression strings ("4*s0"), size arguments `sym_ints`, and
+// the program a `shapes` table of symbols and guards; files of 1 and 2 still load.
+constexpr int kFormatVersion = 3;
 constexpr int kOldestFormatVersion = 1;
 constexpr const char* kProgramKey = "kiln.program";
 
@@ -86,8 +88,19 @@ double number_of(const json& j) {
   throw std::invalid_argument(fmt::format("a number written as a string must be inf, -inf or nan, got '{}'", s));
 }
 
+// Sizes as JSON: integers, and strings for expressions.
+json sizes_json(const Dims& d) {
+  json out = json::array();
+  for (size_t i = 0; i < d.size(); ++i) {
+    SymInt s = d.sym(i);
+    if (s.is_symbolic()) out.push_back(sym::str(s.expr()));
+    else out.push_back(s.hint());
+  }
+  return out;
+}
+
 json meta_json(const ir::ValueMeta& m, DeviceTable& dt) {
-  return {{"shape", m.shape.vec()}, {"strides", m.strides.vec()}, {"offset", m.offset},
+  return {{"shape", sizes_json(m.shape)}, {"strides", sizes_json(m.strides)}, {"offset", m.offset},
           {"dtype", to_string(m.dtype)}, {"device", dt.slot(m.device)}};
 }
 
@@ -113,7 +126,8 @@ json arg_json(const ir::Arg& a, DeviceTable& dt) {
                  [](const IntList& v) -> json { return {{"ints", v}}; },
                  [](DType d) -> json { return {{"dtype", to_string(d)}}; },
                  [&](Device d) -> json { return {{"device", dt.slot(d)}}; },
-                 [](Str s) -> json { return {{"str", s.view()}}; }},
+                 [](Str s) -> json { return {{"str", s.view()}}; },
+                 [](const SymIntList& v) -> json { return {{"sym_ints", sizes_json(v.dims())}}; }},
       a);
 }
 
@@ -149,6 +163,7 @@ struct Reader {
   const std::string& path;
   const std::vector<Device>& devices;
   int version = kFormatVersion;
+  const ShapeSpec* shapes = nullptr;  // (Y4) the symbols sizes may name
 
   const json& at(const json& j, const char* key, const std::string& where) const {
     if (!j.is_object() || !j.contains(key)) bad(path, fmt::format("{} has no '{}'", where, key));
@@ -212,7 +227,34 @@ struct Reader {
       bad(path, fmt::format("{}: unknown dtype '{}'", where, name));
     }
   }
+  // (Y4) Sizes: integers, or expressions over the program's symbols, each kept with its
+  // value at the symbols' example values.
+  Dims sizes(const json& j, const std::string& what) const {
+    if (!j.is_array()) bad(path, what + " must be a list of sizes");
+    Dims out(j.size());
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (!j[i].is_string()) {
+        out.set(i, integer(j[i], what));
+        continue;
+      }
+      if (!shapes || shapes->empty()) bad(path, fmt::format("{} has a symbolic size but the program declares no symbols", what));
+      const sym::Expr* e = sym::parse(j[i].get<std::string>(), path + ": " + what);
+      for (const sym::Expr* s : sym::symbols_of(e))
+        if (shapes->index_of(s) < 0) bad(path, fmt::format("{} uses the undeclared symbol {}", what, sym::str(s)));
+      int64_t hint = sym::eval(e, [&](const sym::Expr* s) { return shapes->symbols[static_cast<size_t>(shapes->index_of(s))].hint; });
+      out.set(i, SymInt(e, hint));
+    }
+    return out;
+  }
   // A shape that describes a tensor kiln can hold (see check_sizes).
+  Dims shape(const Dims& shape, DType dtype, const std::string& where) const {
+    try {
+      check_sizes(shape, dtype, "load");
+    } catch (const Error& e) {
+      bad(path, fmt::format("{}: {}", where, e.what()));
+    }
+    return shape;
+  }
   Dims shape(const IntList& v, DType dtype, const std::string& where) const {
     Dims shape(v);
     try {
@@ -225,8 +267,8 @@ struct Reader {
   ir::ValueMeta meta(const json& j, const std::string& where) const {
     ir::ValueMeta m;
     m.dtype = dtype(get<std::string>(j, "dtype", where), where);
-    m.shape = shape(get<IntList>(j, "shape", where), m.dtype, where);
-    m.strides = Dims(get<IntList>(j, "strides", where));
+    m.shape = shape(sizes(at(j, "shape", where), fmt::format("'shape' of {}", where)), m.dtype, where);
+    m.strides = sizes(at(j, "strides", where), fmt::format("'strides' of {}", where));
     m.offset = get<int64_t>(j, "offset", where);
     m.device = device(at(j, "device", where), where);
     if (m.strides.size() != m.shape.size())
@@ -235,10 +277,10 @@ struct Reader {
     // The elements addressed must fit int64: offset + sum((size - 1) * stride).
     bool ok = m.offset >= 0;
     int64_t last = m.offset;
-    for (size_t i = 0; ok && i < m.shape.size(); ++i) {
-      int64_t reach = 0;
-      ok = m.strides[i] >= 0 && (m.shape[i] == 0 || (!__builtin_mul_overflow(m.shape[i] - 1, m.strides[i], &reach) &&
-                                                   !__builtin_add_overflow(last, reach, &last)));
+    for (size_t i = 0; ok && i < m.shape.size(); ++i) {  // at the example values
+      int64_t reach = 0, size = m.shape.hint(i), stride = m.strides.hint(i);
+      ok = stride >= 0 && (size == 0 || (!__builtin_mul_overflow(size - 1, stride, &reach) &&
+                                         !__builtin_add_overflow(last, reach, &last)));
     }
     if (!ok)
       bad(path, fmt::format("{}: strides {} at offset {} for shape {} are negative or address more "
@@ -298,6 +340,7 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
           else if (tag == "float") args.emplace_back(number_of(v));
           else if (tag == "bool") args.emplace_back(v.get<bool>());
           else if (tag == "ints") args.emplace_back(r.integers(v, where + ": an ints argument"));
+          else if (tag == "sym_ints") args.emplace_back(SymIntList(r.sizes(v, where + ": a sym_ints argument")));
           else if (tag == "dtype") args.emplace_back(r.dtype(v.get<std::string>(), where));
           else if (tag == "device") args.emplace_back(r.device(v, where));
           else if (tag == "str") args.emplace_back(Str(r.text(v.get<std::string>(), where + ": a str argument")));
@@ -510,6 +553,16 @@ std::string program_json(const ExportedProgram& program) {
     workspaces.push_back({{"name", w.name}, {"shape", w.shape.vec()}, {"dtype", to_string(w.dtype)},
                           {"device", dt.slot(w.device)}});
   prog["workspaces"] = workspaces;
+  if (!program.shapes.empty()) {  // (Y4)
+    json symbols = json::array(), guards = json::array();
+    for (const SymbolInfo& s : program.shapes.symbols)
+      symbols.push_back({{"name", sym::str(s.expr)}, {"min", s.min}, {"max", s.max}, {"hint", s.hint},
+                         {"dim", s.dim_name}, {"source", s.source}, {"automatic", s.automatic}});
+    for (const Guard& g : program.shapes.guards)
+      guards.push_back({{"lhs", sym::str(g.lhs)}, {"rel", to_string(g.rel)}, {"rhs", sym::str(g.rhs)}, {"op", g.op},
+                        {"scope", g.scope}});
+    prog["shapes"] = {{"symbols", symbols}, {"guards", guards}};
+  }
   // (E3) The extension ops the graph calls, with the schema they were traced with.
   json extensions = json::array();
   std::vector<ops::OpKind> listed;
@@ -707,6 +760,43 @@ ExportedProgram read_program_checked(const std::string& path, std::string* distr
       std::string name = r.get<std::string>(n, "name", "a node");
       node_constants.emplace_back(name, tensor("constants/" + name));
     }
+  if (prog.contains("shapes")) {  // (Y4)
+    const json& sh = prog.at("shapes");
+    for (const json& s : r.at(sh, "symbols", "the shapes")) {
+      SymbolInfo info;
+      std::string name = r.get<std::string>(s, "name", "a symbol");
+      info.expr = sym::parse(name, path + ": a symbol name");
+      if (info.expr->op != sym::Op::symbol || p.shapes.index_of(info.expr) >= 0)
+        bad(path, fmt::format("'{}' is not a new symbol name", name));
+      info.min = r.get<int64_t>(s, "min", "symbol " + name);
+      info.max = r.get<int64_t>(s, "max", "symbol " + name);
+      info.hint = r.get<int64_t>(s, "hint", "symbol " + name);
+      info.dim_name = r.get<std::string>(s, "dim", "symbol " + name);
+      info.source = r.get<std::string>(s, "source", "symbol " + name);
+      info.automatic = r.get<bool>(s, "automatic", "symbol " + name);
+      if (info.min < 0 || info.min > info.max || info.hint < info.min || info.hint > info.max)
+        bad(path, fmt::format("symbol {} has range [{}, {}] and example {}: not a range of sizes holding it", name,
+                              info.min, info.max, info.hint));
+      p.shapes.symbols.push_back(std::move(info));
+    }
+    r.shapes = &p.shapes;
+    for (const json& g : r.at(sh, "guards", "the shapes")) {
+      Guard guard;
+      std::string rel = r.get<std::string>(g, "rel", "a guard");
+      bool known = false;
+      for (Rel x : {Rel::eq, Rel::ne, Rel::lt, Rel::le})
+        if (to_string(x) == rel) guard.rel = x, known = true;
+      if (!known) bad(path, fmt::format("a guard has the unknown relation '{}'", rel));
+      for (auto [key, side] : {std::pair{"lhs", &guard.lhs}, std::pair{"rhs", &guard.rhs}}) {
+        *side = sym::parse(r.get<std::string>(g, key, "a guard"), path + ": a guard");
+        for (const sym::Expr* s : sym::symbols_of(*side))
+          if (p.shapes.index_of(s) < 0) bad(path, fmt::format("a guard uses the undeclared symbol {}", sym::str(s)));
+      }
+      guard.op = r.get<std::string>(g, "op", "a guard");
+      guard.scope = r.get<std::string>(g, "scope", "a guard");
+      p.shapes.guards.push_back(std::move(guard));
+    }
+  }
   p.graph = graph_from_json(prog.at("graph"), r, node_constants);
   for (ir::Node* n : p.graph.nodes())
     if (n->opcode() == ir::Opcode::call && !ops::is_builtin(n->op()) &&

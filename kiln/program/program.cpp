@@ -246,7 +246,12 @@ TensorList ExportedProgram::write_back(const TensorList& outs, const TensorList&
 
 TensorList ExportedProgram::run(const TensorList& user_inputs) {
   auto lock = lock_for_run();
-  return write_back(ir::interpret(graph, bind_inputs(user_inputs)), user_inputs);
+  std::vector<int64_t> binding;
+  TensorList inputs = bind_inputs(user_inputs, &binding);
+  ir::SymbolValues values;
+  if (!shapes.empty())
+    values = [&](const sym::Expr* s) { return binding.at(static_cast<size_t>(shapes.index_of(s))); };
+  return write_back(ir::interpret(graph, inputs, values), user_inputs);
 }
 
 std::unique_lock<std::mutex> ExportedProgram::lock_for_run() const {

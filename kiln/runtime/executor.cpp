@@ -239,6 +239,9 @@ TensorList Executor::run(const TensorList& user_inputs) {
   TensorList inputs = program_.bind_inputs(user_inputs, &binding);  // (R3, Y4) before anything runs
   const Plan& plan = plan_for(binding);
   current_ = &plan;
+  ir::SymbolValues symbol_values;
+  if (!binding.empty())
+    symbol_values = [&](const sym::Expr* s) { return binding.at(static_cast<size_t>(program_.shapes.index_of(s))); };
   std::vector<Outputs> env(nodes_.size());
   std::unordered_map<const ir::Node*, size_t> index;
   index.reserve(nodes_.size());
@@ -255,6 +258,7 @@ TensorList Executor::run(const TensorList& user_inputs) {
       case ir::Opcode::call: {
         args.clear();
         ir::call_args(*n, value_of, args);
+        if (!binding.empty()) ir::bind_size_args(args, symbol_values);
         std::chrono::steady_clock::time_point t0;
         if (profiling_) t0 = std::chrono::steady_clock::now();
         if (!plan.planned[i].size()) {

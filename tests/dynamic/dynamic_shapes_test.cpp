@@ -128,5 +128,60 @@ TEST(Y1, MlpExportedWithADynamicBatchRunsAtEveryBatch) {
   expect_error([&] { ex.run({randn({4, 8}, {.dtype = f64})}); }, ErrorKind::value, "expects");
 }
 
+// A pre-LN transformer block with a causal mask, written with sizes (sym_size) so that
+// batch and sequence stay symbolic through reshape, the mask and attention.
+class CausalBlock : public nn::Module {
+ public:
+  static constexpr int64_t C = 32, H = 4, D = C / H;
+  CausalBlock()
+      : qkv_w(register_parameter("qkv_w", randn({3 * C, C}) * 0.2)), qkv_b(register_parameter("qkv_b", randn({3 * C}))),
+        proj_w(register_parameter("proj_w", randn({C, C}) * 0.2)), fc_w(register_parameter("fc_w", randn({2 * C, C}) * 0.2)),
+        out_w(register_parameter("out_w", randn({C, 2 * C}) * 0.2)) {}
+  TensorList forward(const TensorList& in) override {
+    const Tensor& x = in[0];
+    SymInt B = x.sym_size(0), T = x.sym_size(1);
+    Tensor h = layer_norm(x, {C});
+    Tensor t = permute(reshape(linear(h, qkv_w, qkv_b), {B, T, 3, H, D}), {2, 0, 3, 1, 4});
+    Tensor q = select(t, 0, 0), k = select(t, 0, 1), v = select(t, 0, 2);
+    Tensor mask = triu(full({T, T}, -INFINITY), 1);
+    Tensor att = softmax(matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(double(D))) + mask, -1);
+    Tensor y = reshape(transpose(matmul(att, v), 1, 2), {B, T, C});
+    Tensor r = x + linear(y, proj_w);
+    return {r + linear(gelu(linear(layer_norm(r, {C}), fc_w)), out_w)};
+  }
+  Tensor &qkv_w, &qkv_b, &proj_w, &fc_w, &out_w;
+};
+
+TEST(Y5, TransformerBlockWithDynamicBatchAndSequenceRunsAtEveryLength) {
+  CausalBlock m;
+  ExportOptions o;
+  o.dynamic_shapes = {{{0, Dim("batch", 1, 4)}, {1, Dim("seq", 1, 24)}}};
+  ExportedProgram p = export_program(m, {randn({2, 5, CausalBlock::C})}, o);
+  EXPECT_EQ(p.shapes.symbols.size(), 2u);
+  EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
+  std::string path = ::testing::TempDir() + "kiln_dynamic_block.kiln";
+  save(p, path);
+  ExportedProgram loaded = load_program(path);  // (Y4) symbols and ranges survive the file
+  EXPECT_EQ(loaded.shapes.str(), p.shapes.str());
+  EXPECT_EQ(loaded.graph.str(), p.graph.str());
+  runtime::Executor ex(p), ex_loaded(loaded);
+  for (int64_t b : {1, 3})
+    for (int64_t t = 1; t <= 24; ++t) {
+      Tensor x = randn({b, t, CausalBlock::C});
+      Tensor want = m(x);
+      EXPECT_TRUE(close(ex.run({x})[0], want)) << b << "x" << t;
+      EXPECT_TRUE(close(ex_loaded.run({x})[0], want)) << b << "x" << t;
+      EXPECT_TRUE(close(p.run({x})[0], want)) << b << "x" << t;
+    }
+  // (Y5) the same values, bitwise, as the program exported static at that shape
+  Tensor x = randn({3, 7, CausalBlock::C});
+  ExportedProgram fixed = export_program(m, {x});
+  runtime::Executor ex_fixed(fixed);
+  EXPECT_EQ(to_vector<float>(ex.run({x})[0]), to_vector<float>(ex_fixed.run({x})[0]));
+  expect_error([&] { ex.run({randn({2, 25, CausalBlock::C})}); }, ErrorKind::shape,
+               "input_0.shape[1] is 25, outside the range [1, 24] of s1 ('seq')");
+  expect_error([&] { ex.run({randn({0, 5, CausalBlock::C})}); }, ErrorKind::shape, "outside the range [1, 4]");
+}
+
 }  // namespace
 }  // namespace kiln

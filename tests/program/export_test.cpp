@@ -618,7 +618,7 @@ TEST_F(Malformed, WrongVersion) {
     h["__metadata__"]["kiln.program"] = prog.dump();
   });
   expect_error([&] { load_program(path); }, ErrorKind::format,
-               "format_version 99 is not supported (this kiln reads versions 1 to 2); export the "
+               "format_version 99 is not supported (this kiln reads versions 1 to 3); export the "
                "program again with this kiln");
 }
 
