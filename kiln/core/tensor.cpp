@@ -37,8 +37,9 @@ int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op) {
   return dim < 0 ? dim + r : dim;
 }
 
-int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+// Read through const: a mutable access would make a symbolic shape static in place.
+int64_t Tensor::size(int64_t d) const { return shape()[static_cast<size_t>(wrap_dim(d, dim(), "size"))]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[static_cast<size_t>(wrap_dim(d, dim(), "stride"))]; }
 SymInt Tensor::sym_size(int64_t d) const { return impl_->shape.sym(static_cast<size_t>(wrap_dim(d, dim(), "size"))); }
 
 bool Tensor::symbolic_contiguous() const {

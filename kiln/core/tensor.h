@@ -159,10 +159,10 @@ class Tensor {
       return symbolic_contiguous();
     int64_t expected = 1;
     for (size_t i = impl_->shape.size(); i-- > 0;) {
-      int64_t s = impl_->shape[i];
+      int64_t s = shape()[i];
       if (s == 1) continue;
       if (s == 0) return true;
-      if (impl_->strides[i] != expected) return false;
+      if (strides()[i] != expected) return false;
       expected *= s;
     }
     return true;

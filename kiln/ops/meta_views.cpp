@@ -168,13 +168,17 @@ bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& n
       chunk_ends = !prev.same_as(continued) && !shape.sym(static_cast<size_t>(d - 1)).same_as(1);
     }
     if (chunk_ends) {
-      while (view_d >= 0 && (new_shape.sym(static_cast<size_t>(view_d)).same_as(1) ||
-                             !view_numel.same_as(tensor_numel))) {
+      // Equal in value but not in form (4*(s0//4) and s0): equal under a guard.
+      auto matched = [&] {
+        return view_numel.same_as(tensor_numel) ||
+               (view_numel.hint() == tensor_numel.hint() && view_numel == tensor_numel);
+      };
+      while (view_d >= 0 && (new_shape.sym(static_cast<size_t>(view_d)).same_as(1) || !matched())) {
         out.set(static_cast<size_t>(view_d), view_numel * chunk_base_stride);
         view_numel = view_numel * new_shape.sym(static_cast<size_t>(view_d));
         --view_d;
       }
-      if (!view_numel.same_as(tensor_numel)) return false;
+      if (!matched()) return false;
       if (d > 0) {
         chunk_base_stride = strides.sym(static_cast<size_t>(d - 1));
         tensor_numel = 1;

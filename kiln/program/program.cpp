@@ -286,6 +286,15 @@ std::string ExportedProgram::signature_str() const {
   for (size_t i = 0; i < signature.outputs.size(); ++i)
     out += fmt::format("  output {} : {} {}\n", i, to_string(signature.outputs[i].kind),
                        signature.outputs[i].target);
+  if (!shapes.empty()) {  // (Y4) the symbols, their ranges and the guards
+    out += "shapes:\n";
+    std::string body = shapes.str();
+    for (size_t at = 0; at < body.size();) {
+      size_t end = body.find('\n', at);
+      out += "  " + body.substr(at, end - at) + "\n";
+      at = end == std::string::npos ? body.size() : end + 1;
+    }
+  }
   return out;
 }
 

@@ -128,6 +128,135 @@ TEST(Y1, MlpExportedWithADynamicBatchRunsAtEveryBatch) {
   expect_error([&] { ex.run({randn({4, 8}, {.dtype = f64})}); }, ErrorKind::value, "expects");
 }
 
+// Exports `f` of inputs shaped `shapes` with `dims`; returns the constraint error text
+// (empty when the export succeeds).
+std::string violations(Fn::F f, std::vector<IntList> shapes, std::vector<InputDims> dims) {
+  Fn m(std::move(f));
+  TensorList in;
+  for (const IntList& s : shapes) in.push_back(randn(s));
+  ExportOptions o;
+  o.dynamic_shapes = std::move(dims);
+  try {
+    export_program(m, in, o);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::constraint) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(Y2, SpecializingADeclaredDimIsAnErrorWithItsFix) {
+  // Reading a size as an integer pins it (the reshape target is then the number 4).
+  std::string e = violations([](const TensorList& in, const Tensor&, const Tensor&) {
+    return TensorList{reshape(in[0], {in[0].size(0), 8})};
+  }, {{4, 8}}, {{{0, Dim("batch")}}});
+  EXPECT_TRUE(has(e, "Dim 'batch' (input_0.shape[0]) must be 4")) << e;
+  EXPECT_TRUE(has(e, "Fix: make it static (batch = 4)")) << e;
+  // The same with the size kept symbolic exports.
+  EXPECT_EQ(violations([](const TensorList& in, const Tensor&, const Tensor&) {
+    return TensorList{reshape(in[0], {in[0].sym_size(0), 8})};
+  }, {{4, 8}}, {{{0, Dim("batch")}}}), "");
+}
+
+TEST(Y2, RelationsBetweenDeclaredDimsSuggestTheDerivedForm) {
+  std::string e = violations([](const TensorList& in, const Tensor&, const Tensor&) { return TensorList{in[0] + in[1]}; },
+                             {{5, 8}, {5, 8}}, {{{0, Dim("dx")}}, {{0, Dim("dy")}}});
+  EXPECT_TRUE(has(e, "Dim 'dx' (input_0.shape[0]) and Dim 'dy' (input_1.shape[0]) are related")) << e;
+  EXPECT_TRUE(has(e, "Fix: dy = dx")) << e;
+  // x[1:] + y: y's dim is dx - 1; declared as derived, it exports and runs.
+  auto f = [](const TensorList& in, const Tensor&, const Tensor&) { return TensorList{slice(in[0], 0, 1, std::nullopt, 1) + in[1]}; };
+  e = violations(f, {{6, 8}, {5, 8}}, {{{0, Dim("dx")}}, {{0, Dim("dy")}}});
+  EXPECT_TRUE(has(e, "Fix: dy = dx - 1")) << e;
+  Fn m(f);
+  Dim dx("dx", 2, 32);
+  ExportOptions o;
+  o.dynamic_shapes = {{{0, dx}}, {{0, dx - 1}}};
+  ExportedProgram p = export_program(m, {randn({6, 8}), randn({5, 8})}, o);
+  runtime::Executor ex(p);
+  Tensor x = randn({10, 8}), y = randn({9, 8});
+  EXPECT_TRUE(close(ex.run({x, y})[0], m(TensorList{x, y})[0]));
+  expect_error([&] { ex.run({x, randn({8, 8})}); }, ErrorKind::shape,
+               "input_1.shape[0] is 8, but the program needs it to be s0 - 1 = 9");
+}
+
+TEST(Y2, NarrowingAndDivisibilityAreErrorsForNamedDimsAndRangesForAutomaticOnes) {
+  auto branchy = [](const TensorList& in, const Tensor&, const Tensor&) {
+    return TensorList{in[0].sym_size(0) > 4 ? in[0] * 2 : in[0] * 3};
+  };
+  std::string e = violations(branchy, {{8, 8}}, {{{0, Dim("b", 1, 64)}}});
+  EXPECT_TRUE(has(e, "must lie in [5, 64], narrower than its declared [1, 64]: user code requires 4 < s0. "
+                     "Fix: Dim(\"b\", 5, 64)")) << e;
+  auto quads = [](const TensorList& in, const Tensor&, const Tensor&) { return TensorList{reshape(in[0], {-1, 4})}; };
+  e = violations(quads, {{8}}, {{{0, Dim("n")}}});
+  EXPECT_TRUE(has(e, "Dim 'n' (input_0.shape[0]) must be a multiple of 4")) << e;
+  // An automatic dim takes the guard: the range narrows, the program checks it at run time.
+  Fn m(branchy);
+  ExportOptions o;
+  o.dynamic_shapes = {{{0, Dim::automatic_dim()}}};
+  ExportedProgram p = export_program(m, {randn({8, 8})}, o);
+  ASSERT_EQ(p.shapes.symbols.size(), 1u);
+  EXPECT_EQ(p.shapes.symbols[0].min, 5);
+  runtime::Executor ex(p);
+  Tensor x = randn({7, 8});
+  EXPECT_TRUE(close(ex.run({x})[0], x * 2));
+  expect_error([&] { ex.run({randn({3, 8})}); }, ErrorKind::shape, "outside the range [5,");
+  // A divisibility guard on an automatic dim stays a guard the program checks.
+  Fn q(quads);
+  ExportedProgram pq = export_program(q, {randn({8})}, o);
+  runtime::Executor exq(pq);
+  EXPECT_EQ(exq.run({randn({12})})[0].shape(), (Dims{3, 4}));
+  expect_error([&] { exq.run({randn({10})}); }, ErrorKind::shape, "break the guard Mod(s0, 4) == 0 that reshape");
+}
+
+TEST(Y1, AnExampleOfOneStaysSymbolicAndABranchOnOneIsAGuard) {
+  // PyTorch would specialize a batch-1 example; kiln keeps it symbolic.
+  Fn m([](const TensorList& in, const Tensor& w, const Tensor& b) { return TensorList{linear(in[0], w, b)}; });
+  ExportOptions o;
+  o.dynamic_shapes = {{{0, Dim("batch", 1, 16)}}};
+  ExportedProgram p = export_program(m, {randn({1, 8})}, o);
+  runtime::Executor ex(p);
+  Tensor x = randn({6, 8});
+  EXPECT_TRUE(close(ex.run({x})[0], m(x)));
+  // `if x.shape[0] == 1` is decided with a guard the program keeps (an automatic dim)...
+  Fn one([](const TensorList& in, const Tensor&, const Tensor&) {
+    return TensorList{in[0].sym_size(0) == 1 ? in[0] + 1 : in[0] - 1};
+  });
+  o.dynamic_shapes = {{{0, Dim::automatic_dim()}}};
+  ExportedProgram p1 = export_program(one, {randn({3, 8})}, o);
+  runtime::Executor ex1(p1);
+  EXPECT_TRUE(close(ex1.run({ones({2, 8})})[0], zeros({2, 8})));
+  expect_error([&] { ex1.run({randn({1, 8})}); }, ErrorKind::shape, "break the guard s0 != 1");
+  // ...and is an error for a named one, whose range it narrows.
+  std::string e = violations([](const TensorList& in, const Tensor&, const Tensor&) {
+    return TensorList{in[0].sym_size(0) == 1 ? in[0] + 1 : in[0] - 1};
+  }, {{3, 8}}, {{{0, Dim("batch", 1, 16)}}});
+  EXPECT_TRUE(has(e, "must lie in [2, 16]")) << e;
+}
+
+TEST(Y2, GuardsNameTheModulePath) {
+  class Inner : public nn::Module {
+   public:
+    TensorList forward(const TensorList& in) override { return {reshape(in[0], {in[0].size(0) * 2, -1})}; }
+  };
+  class Outer : public nn::Module {
+   public:
+    Outer() : inner(register_module("inner", std::make_shared<Inner>())) {}
+    TensorList forward(const TensorList& in) override { return (*inner)(in); }
+    std::shared_ptr<Inner> inner;
+  };
+  Outer m;
+  ExportOptions o;
+  o.dynamic_shapes = {{{0, Dim("batch")}}};
+  try {
+    export_program(m, {randn({4, 8})}, o);
+    ADD_FAILURE() << "expected a constraint error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(has(e.what(), "user code at inner requires s0 == 4")) << e.what();
+  }
+}
+
 // A pre-LN transformer block with a causal mask, written with sizes (sym_size) so that
 // batch and sequence stay symbolic through reshape, the mask and attention.
 class CausalBlock : public nn::Module {
@@ -164,6 +293,10 @@ TEST(Y5, TransformerBlockWithDynamicBatchAndSequenceRunsAtEveryLength) {
   ExportedProgram loaded = load_program(path);  // (Y4) symbols and ranges survive the file
   EXPECT_EQ(loaded.shapes.str(), p.shapes.str());
   EXPECT_EQ(loaded.graph.str(), p.graph.str());
+  // `kiln show` prints symbolic shapes and the symbols with their ranges
+  EXPECT_TRUE(has(p.str(), "%input_0 : f32[s0,s1,32]@cpu:0 = input()")) << p.str();
+  EXPECT_TRUE(has(p.str(), "shapes:\n  s0 in [1, 4] (batch: input_0.shape[0])\n  s1 in [1, 24] (seq: input_0.shape[1])"))
+      << p.str();
   runtime::Executor ex(p), ex_loaded(loaded);
   for (int64_t b : {1, 3})
     for (int64_t t = 1; t <= 24; ++t) {
