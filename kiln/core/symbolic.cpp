@@ -542,8 +542,20 @@ SymInt SymInt::slow(sym::Op op, const SymInt& a, const SymInt& b) {
   switch (op) {
     case sym::Op::add: return {sym::add(x, y), hint};
     case sym::Op::mul: return {sym::mul(x, y), hint};
-    case sym::Op::floordiv: return {sym::floordiv(x, y), hint};
-    case sym::Op::mod: return {sym::mod(x, y), hint};
+    case sym::Op::floordiv:
+    case sym::Op::mod: {
+      // Settled by the ranges where a lies in [0, b) or [b, 2b): Mod(s0 + 1, s0) is 1 when s0 >= 2.
+      if (ShapeEnv* env = ShapeEnv::current()) {
+        auto nonneg = [&](const sym::Expr* e) { return env->range(e).lo >= 0; };
+        const sym::Expr* one = sym::constant(1);
+        for (int64_t q : {0, 1}) {
+          const sym::Expr* low = sym::sub(x, sym::mul(sym::constant(q), y));            // a - q*b >= 0
+          const sym::Expr* high = sym::sub(sym::sub(sym::mul(sym::constant(q + 1), y), x), one);  // a < (q+1)*b
+          if (nonneg(low) && nonneg(high)) return op == sym::Op::floordiv ? SymInt(q) : SymInt(low, hint);
+        }
+      }
+      return {op == sym::Op::floordiv ? sym::floordiv(x, y) : sym::mod(x, y), hint};
+    }
     case sym::Op::max:
     case sym::Op::min: {
       // Settled by the ranges where the env knows them: Max(s0, 1) is s0 when s0 >= 1.

@@ -41,7 +41,8 @@ Tensor convert(const Tensor& x, Device device, DType dtype) {
   return _to_copy(x, dtype, device);
 }
 
-IntList shape_of(const Tensor& t) { return IntList(t.shape().begin(), t.shape().end()); }
+// A tensor's shape as a size argument: symbolic sizes stay symbolic (Y1).
+SymSizes shape_of(const Tensor& t) { return SymSizes(t.shape()); }
 
 }  // namespace
 
@@ -97,6 +98,14 @@ Tensor full(const SymSizes& size, Scalar value, TensorOptions o) {
 Tensor zeros(const SymSizes& size, TensorOptions o) { return full(size, 0.0, o); }
 Tensor ones(const SymSizes& size, TensorOptions o) { return full(size, 1.0, o); }
 Tensor arange(Scalar end, TensorOptions o) { return arange(0, end, 1, o); }
+// For a symbolic n (Y1): a running sum of ones, whose size is n (arange's own size comes
+// from a number, which a trace would pin).
+Tensor arange_of(const SymInt& n, TensorOptions o) {
+  if (!n.is_symbolic()) return arange(n.hint(), o);
+  DType dtype = o.dtype ? *o.dtype : i64;
+  Tensor counts = cumsum(ones({n}, {.dtype = i64, .device = o.device}), 0) - 1;
+  return dtype == i64 ? counts : to(counts, dtype);
+}
 Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
   bool fp = start.is_floating() || end.is_floating() || step.is_floating();
   return made(call1(OpKind::arange, start, end, step, dtype_or(o, fp ? f32 : i64),
@@ -200,7 +209,7 @@ Tensor new_full(const Tensor& x, const SymSizes& size, Scalar value, TensorOptio
   return full(size, value, like(x, o));
 }
 Tensor randint_like(const Tensor& x, int64_t low, int64_t high, TensorOptions o) {
-  return randint(low, high, shape_of(x), like(x, o));
+  return randint(low, high, x.shape().vec(), like(x, o));
 }
 
 Tensor zeros_like(const Tensor& t, TensorOptions o) {
@@ -717,11 +726,7 @@ Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf, std
 
 namespace {
 // column - row for the last two dims of `x`, as [rows, cols] on x's device.
-// 0, 1, ..., n - 1; for a symbolic n (Y1) as a running sum of ones, whose size is n.
-Tensor positions(const SymInt& n, TensorOptions o) {
-  if (!n.is_symbolic()) return arange(n.hint(), o);
-  return cumsum(ones({n}, o), 0) - 1;
-}
+Tensor positions(const SymInt& n, TensorOptions o) { return arange_of(n, o); }
 
 Tensor diagonal_offsets(const Tensor& x, const char* op) {
   KILN_CHECK(x.dim() >= 2, shape, "[{}] expects a tensor of at least 2 dims, got {}", op, x.meta_str());
@@ -1006,10 +1011,15 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) { return call1(OpKind::unsqueeze,
 Tensor squeeze(const Tensor& x) { return call1(OpKind::squeeze, x, IntList{}); }
 Tensor squeeze(const Tensor& x, int64_t dim) { return call1(OpKind::squeeze, x, IntList{dim}); }
 Tensor expand(const Tensor& x, const SymSizes& size) { return call1(OpKind::expand, x, size.value()); }
-Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start,
-             std::optional<int64_t> end, int64_t step) {
-  return call1(OpKind::slice, x, dim, start ? Value(*start) : Value(), end ? Value(*end) : Value(),
-               step);
+// (Y1) A bound that is a symbolic size is boxed as a one-entry size list.
+Value bound(const std::optional<SymInt>& b) {
+  if (!b) return Value();
+  if (b->is_symbolic()) return SymIntList(sym_dims({*b}));
+  return Value(b->hint());
+}
+Tensor slice(const Tensor& x, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end,
+             int64_t step) {
+  return call1(OpKind::slice, x, dim, bound(start), bound(end), step);
 }
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   return call1(OpKind::select, x, dim, index);
@@ -1026,10 +1036,11 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   if (x.dim() == 0) return reshape(x, {1});
   int64_t s = wrap_dim(start_dim, x.dim(), "flatten"), e = wrap_dim(end_dim, x.dim(), "flatten");
   KILN_CHECK(s <= e, value, "[flatten] start_dim ({}) cannot come after end_dim ({})", s, e);
-  IntList shape;
+  Dims shape;  // sizes, symbolic ones kept (Y1)
   for (int64_t i = 0; i < x.dim(); ++i) {
-    if (i <= s || i > e) shape.push_back(x.shape()[i]);
-    else shape.back() *= x.shape()[i];
+    SymInt size = x.shape().sym(static_cast<size_t>(i));
+    if (i <= s || i > e) shape.push_back(size);
+    else shape.set(shape.size() - 1, shape.sym(shape.size() - 1) * size);
   }
   return reshape(x, shape);
 }
@@ -1192,13 +1203,23 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar valu
 Tensor roll(const Tensor& x, const IntList& shifts, const IntList& dims) {
   if (dims.empty()) {
     KILN_CHECK(shifts.size() == 1, value, "[roll] without dims takes one shift, got {}", shifts.size());
-    return reshape(roll(flatten(x), shifts, {0}), IntList(x.shape().begin(), x.shape().end()));
+    return reshape(roll(flatten(x), shifts, {0}), x.shape());
   }
   KILN_CHECK(shifts.size() == dims.size(), value, "[roll] shifts ({}) and dims ({}) must have the same length",
              shifts.size(), dims.size());
   Tensor out = x;
   for (size_t i = 0; i < dims.size(); ++i) {
-    int64_t d = wrap_dim(dims[i], x.dim(), "roll"), n = x.dim() ? x.size(d) : 1;
+    int64_t d = wrap_dim(dims[i], x.dim(), "roll");
+    if (x.dim() && x.sym_size(d).is_symbolic()) {  // (Y1) the split point as a size
+      SymInt size = x.sym_size(d), k = shifts[i];
+      KILN_CHECK(SymInt(std::abs(shifts[i])) <= size, value,
+                 "[roll] a shift of {} along a dim of symbolic size {} needs the size to be at least {}", shifts[i],
+                 size.str(), std::abs(shifts[i]));
+      SymInt keep = shifts[i] >= 0 ? size - k : SymInt(0) - k;  // elements that move right
+      out = cat({slice(out, d, keep, std::nullopt), slice(out, d, 0, keep)}, d);
+      continue;
+    }
+    int64_t n = x.dim() ? x.size(d) : 1;
     if (n == 0) continue;
     int64_t s = ((shifts[i] % n) + n) % n;
     if (s) out = cat({narrow(out, d, n - s, s), narrow(out, d, 0, n - s)}, d);
@@ -1227,7 +1248,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   // empty index's dtype only when there is something to gather.
   if (x.dim() == 0 && index.dim() == 1)
     return gather(reshape(x, {1}), dim, index);
-  if (index.numel() == 0 && is_integral(index.dtype(), false) && index.dtype() != DType::i64)
+  if (is_integral(index.dtype(), false) && index.dtype() != DType::i64 && index.sym_numel() == 0)
     return gather(x, dim, to(index, DType::i64));
   ops::check_long_index("gather", index);
   return call1(OpKind::gather, x, dim, index);
@@ -1438,8 +1459,8 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   int64_t d = dim ? wrap_dim(*dim, input.dim(), "repeat_interleave") : 0;
   // Static: repeats copies of each slice, side by side after it.
   Tensor spread = unsqueeze(input, d + 1);
-  IntList shape(spread.shape().begin(), spread.shape().end());
-  shape[static_cast<size_t>(d + 1)] = repeats;
+  Dims shape = spread.shape();
+  shape.set(static_cast<size_t>(d + 1), repeats);
   return flatten(expand(spread, shape), d, d + 1);
 }
 

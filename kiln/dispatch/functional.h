@@ -41,6 +41,8 @@ Tensor ones(const SymSizes& size, TensorOptions options = {});
 Tensor full(const SymSizes& size, Scalar value, TensorOptions options = {});
 /** [0, end), [start, end) with step; integral bounds give i64 unless a dtype is given. */
 Tensor arange(Scalar end, TensorOptions options = {});
+/** 0, 1, ..., n - 1 (i64 unless the options say) for a size n that may be symbolic (Y1). */
+Tensor arange_of(const SymInt& n, TensorOptions options = {});
 Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions options = {});
 /** Uniform in [0, 1) / standard normal, from the device's seeded generator. */
 Tensor rand(const SymSizes& size, TensorOptions options = {});
@@ -552,8 +554,8 @@ Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor squeeze(const Tensor& x);
 Tensor squeeze(const Tensor& x, int64_t dim);
 Tensor expand(const Tensor& x, const SymSizes& size);
-Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start,
-             std::optional<int64_t> end, int64_t step = 1);
+Tensor slice(const Tensor& x, int64_t dim, std::optional<SymInt> start,
+             std::optional<SymInt> end, int64_t step = 1);
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);

@@ -115,17 +115,20 @@ TensorList dsplit(const Tensor& x, const IntList& indices) { return split_at(x, 
 Tensor unflatten(const Tensor& x, int64_t dim, const IntList& sizes) {
   int64_t d = wrap_dim(dim, x.dim(), "unflatten");
   KILN_CHECK(!sizes.empty(), value, "[unflatten] sizes must be non-empty");
-  IntList shape(x.shape().begin(), x.shape().begin() + d);
   int64_t known = 1, unknown = 0;
   for (int64_t s : sizes) {
     if (s == -1) ++unknown;
     else known *= s;
   }
-  KILN_CHECK(unknown <= 1 && (unknown ? known > 0 && x.size(d) % known == 0 : known == x.size(d)), shape,
+  SymInt size = x.sym_size(d);  // (Y1) a symbolic dim stays symbolic: its check is a guard
+  KILN_CHECK(unknown <= 1 && (unknown ? known > 0 && mod(size, known) == 0 : size == known), shape,
              "[unflatten] sizes {} don't multiply up to the size of dim {} ({}) of {}", Dims(sizes).str(), d,
-             x.size(d), x.meta_str());
-  shape.insert(shape.end(), sizes.begin(), sizes.end());
-  shape.insert(shape.end(), x.shape().begin() + d + 1, x.shape().end());
+             size.str(), x.meta_str());
+  Dims shape;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != d) shape.push_back(x.shape().sym(static_cast<size_t>(i)));
+    else
+      for (int64_t s : sizes) shape.push_back(s == -1 ? floordiv(size, known) : SymInt(s));
   return reshape(x, shape);
 }
 

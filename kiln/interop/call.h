@@ -17,9 +17,9 @@
 
 namespace kiln::interop {
 
-/** A value of the imported graph: a tensor, a number (SymInts included: sizes are
- * specialized), or nothing (None, an absent optional tensor). */
-using Slot = std::variant<std::monostate, Tensor, Scalar>;
+/** A value of the imported graph: a tensor, a number, a symbolic size (a SymInt of the
+ * file that is an expression: Y1), or nothing (None, an absent optional tensor). */
+using Slot = std::variant<std::monostate, Tensor, Scalar, SymInt>;
 using Results = std::vector<Slot>;
 using Env = std::unordered_map<std::string, Slot>;
 
@@ -49,6 +49,12 @@ class Call {
   int64_t integer(std::string_view name, std::optional<int64_t> fallback = std::nullopt) const;
   std::optional<int64_t> opt_integer(std::string_view name) const;
   IntList ints(std::string_view name, std::optional<IntList> fallback = std::nullopt) const;
+  /** (Y1) A size list that keeps symbolic entries symbolic (ints() pins them). */
+  SymSizes sizes(std::string_view name) const;
+  /** (Y1) Whether `name` is a symbolic size (reads nothing). */
+  bool is_symbolic(std::string_view name) const;
+  /** (Y1) An integer that may be a symbolic size. */
+  std::optional<SymInt> opt_sym_integer(std::string_view name) const;
   std::optional<IntList> opt_ints(std::string_view name) const;
   double real(std::string_view name, std::optional<double> fallback = std::nullopt) const;
   std::optional<double> opt_real(std::string_view name) const;
@@ -94,7 +100,10 @@ Adapter find_adapter(std::string_view target, bool* inplace = nullptr);
 std::optional<DType> dtype_of_code(int code);
 
 /** A number from the file: as_int / as_float (also "Infinity", "-Infinity", "NaN") /
- * as_bool, or a SymInt by name from `env`. */
+ * as_bool, or a SymInt by name from `env` (a symbolic one pinned to its example value:
+ * Y2). */
 std::optional<Scalar> number_of(const nlohmann::json& arg, const Env& env);
+/** (Y1) An integer or a SymInt by name from `env`, kept symbolic; nullopt otherwise. */
+std::optional<SymInt> sym_int_of(const nlohmann::json& arg, const Env& env);
 
 }  // namespace kiln::interop

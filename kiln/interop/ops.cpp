@@ -38,14 +38,27 @@ std::optional<Scalar> number_of(const json& arg, const Env& env) {
     // {"as_name": "s0"} (a value the graph computed) or {"as_int": 3}
     if (v.contains("as_name")) {
       auto it = env.find(v.at("as_name").get<std::string>());
-      if (it != env.end())
+      if (it != env.end()) {
         if (const auto* s = std::get_if<Scalar>(&it->second)) return *s;
+        if (const auto* s = std::get_if<SymInt>(&it->second)) return Scalar(s->guard_int());
+      }
       return std::nullopt;
     }
     for (const char* k : {"as_int", "as_float", "as_bool"})
       if (v.contains(k)) return number_of(json{{k, v.at(k)}}, env);
   }
   return std::nullopt;
+}
+
+std::optional<SymInt> sym_int_of(const json& arg, const Env& env) {
+  if (arg.is_object() && arg.contains("as_sym_int") && arg.at("as_sym_int").contains("as_name")) {
+    auto it = env.find(arg.at("as_sym_int").at("as_name").get<std::string>());
+    if (it != env.end())
+      if (const auto* s = std::get_if<SymInt>(&it->second)) return *s;
+  }
+  std::optional<Scalar> n = number_of(arg, env);
+  if (!n || n->is_floating() || n->is_bool()) return std::nullopt;
+  return SymInt(n->to_int());
 }
 
 Call::Call(const json& node, const Env& env, const DeviceOf& device_of, const json* values)
@@ -108,6 +121,10 @@ Slot Call::slot(std::string_view name, const json& arg) const {
 Tensor Call::tensor(std::string_view name) const {
   const json* arg = find(name);
   if (!arg) fail_arg(name, "a tensor is required, the file has none");
+  // (Y1) A symbolic size where a tensor (or a Scalar operand) goes: a 0-dim i64 tensor
+  // computed from it (the count of n ones), so the program follows the size at run time.
+  if (std::optional<SymInt> s = sym_int_of(*arg, env_); s && s->is_symbolic())
+    return sum(ones({*s}, {.dtype = DType::i64}));
   Slot s = slot(name, *arg);
   if (const auto* t = std::get_if<Tensor>(&s)) return *t;
   if (const auto* n = std::get_if<Scalar>(&s)) return wrapped_number(*n);
@@ -189,6 +206,38 @@ std::optional<IntList> Call::opt_ints(std::string_view name) const {
     fail_arg(name, fmt::format("expected a list of integers, the file has {}", arg->dump().substr(0, 80)));
   }
   return out;
+}
+
+SymSizes Call::sizes(std::string_view name) const {
+  const json* arg = find(name);
+  if (!arg) fail_arg(name, "a list of sizes is required, the file has none");
+  if (!arg->contains("as_sym_ints")) {
+    read_.erase(std::string(name));  // read again by ints()
+    return ints(name);
+  }
+  Dims out(arg->at("as_sym_ints").size());
+  size_t i = 0;
+  for (const json& v : arg->at("as_sym_ints")) {
+    std::optional<SymInt> s = sym_int_of(json{{"as_sym_int", v}}, env_);
+    if (!s) fail_arg(name, fmt::format("size {} is not a known integer", v.dump()));
+    out.set(i++, *s);
+  }
+  return SymSizes(out);
+}
+
+bool Call::is_symbolic(std::string_view name) const {
+  auto it = std::find_if(node_.at("inputs").begin(), node_.at("inputs").end(),
+                         [&](const json& in) { return in.at("name").get_ref<const std::string&>() == name; });
+  if (it == node_.at("inputs").end()) return false;
+  std::optional<SymInt> s = sym_int_of(it->at("arg"), env_);
+  return s && s->is_symbolic();
+}
+
+std::optional<SymInt> Call::opt_sym_integer(std::string_view name) const {
+  const json* arg = find(name);
+  if (!arg || arg->contains("as_none")) return std::nullopt;
+  if (std::optional<SymInt> s = sym_int_of(*arg, env_)) return s;
+  fail_arg(name, "expected an integer");
 }
 
 IntList Call::ints(std::string_view name, std::optional<IntList> fallback) const {
@@ -396,7 +445,7 @@ Results conv(const Call& c, int64_t spatial) {
 
 // view(x, size), or the same values by reshape where x's layout cannot share memory that
 // way (a shape error, raised by view's meta function before anything is recorded).
-Tensor view_or_reshape(const Tensor& x, const IntList& size) {
+Tensor view_or_reshape(const Tensor& x, const SymSizes& size) {
   try {
     return view(x, size);
   } catch (const Error& e) {
@@ -686,7 +735,7 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        [](const Call& c) {
          // PyTorch took this view of its layout; kiln's ops may have laid the value out
          // otherwise (a convolution's permuted result), so the same values by reshape
-         return one(view_or_reshape(self(c), c.ints("size")));
+         return one(view_or_reshape(self(c), c.sizes("size")));
        }},
       {"aten.as_strided.default",
        [](const Call& c) {
@@ -707,8 +756,8 @@ const std::unordered_map<std::string_view, Adapter>& table() {
          return one(diagonal_scatter(self(c), c.tensor("src"), c.integer("offset", 0), c.integer("dim1", 0),
                                      c.integer("dim2", 1)));
        }},
-      {"aten._unsafe_view.default", [](const Call& c) { return one(reshape(self(c), c.ints("size"))); }},
-      {"aten.reshape.default", [](const Call& c) { return one(reshape(self(c), c.ints("shape"))); }},
+      {"aten._unsafe_view.default", [](const Call& c) { return one(reshape(self(c), c.sizes("size"))); }},
+      {"aten.reshape.default", [](const Call& c) { return one(reshape(self(c), c.sizes("shape"))); }},
       {"aten.permute.default", [](const Call& c) { return one(permute(self(c), c.ints("dims"))); }},
       {"aten.transpose.int",
        [](const Call& c) { return one(transpose(self(c), c.integer("dim0"), c.integer("dim1"))); }},
@@ -728,15 +777,15 @@ const std::unordered_map<std::string_view, Adapter>& table() {
       {"aten.expand.default",
        [](const Call& c) {
          c.flag("implicit", false);
-         return one(expand(self(c), c.ints("size")));
+         return one(expand(self(c), c.sizes("size")));
        }},
       {"aten.reshape_as.default",
-       [](const Call& c) { return one(reshape(self(c), c.tensor("other").shape().vec())); }},
-      {"aten.view_as.default", [](const Call& c) { return one(view(self(c), c.tensor("other").shape().vec())); }},
+       [](const Call& c) { return one(reshape(self(c), c.tensor("other").shape())); }},
+      {"aten.view_as.default", [](const Call& c) { return one(view(self(c), c.tensor("other").shape())); }},
       {"aten.expand_as.default", [](const Call& c) { return one(expand_as(self(c), c.tensor("other"))); }},
       {"aten.slice.Tensor",
        [](const Call& c) {
-         return one(slice(self(c), c.integer("dim", 0), c.opt_integer("start"), c.opt_integer("end"),
+         return one(slice(self(c), c.integer("dim", 0), c.opt_sym_integer("start"), c.opt_sym_integer("end"),
                           c.integer("step", 1)));
        }},
       {"aten.select.int", [](const Call& c) { return one(select(self(c), c.integer("dim"), c.integer("index"))); }},
@@ -820,40 +869,55 @@ const std::unordered_map<std::string_view, Adapter>& table() {
          return one(nn::pad(self(c), c.ints("pad"), c.str("mode", "constant"), c.opt_real("value").value_or(0.0)));
        }},
       // ---- factories and conversions ----
-      {"aten.zeros.default", [](const Call& c) { return one(zeros(c.ints("size"), options_of(c))); }},
-      {"aten.ones.default", [](const Call& c) { return one(ones(c.ints("size"), options_of(c))); }},
-      {"aten.empty.memory_format", [](const Call& c) { return one(zeros(c.ints("size"), options_of(c))); }},
+      {"aten.zeros.default", [](const Call& c) { return one(zeros(c.sizes("size"), options_of(c))); }},
+      {"aten.ones.default", [](const Call& c) { return one(ones(c.sizes("size"), options_of(c))); }},
+      {"aten.empty.memory_format", [](const Call& c) { return one(zeros(c.sizes("size"), options_of(c))); }},
       {"aten.full.default",
-       [](const Call& c) { return one(full(c.ints("size"), c.scalar("fill_value"), options_of(c))); }},
+       [](const Call& c) { return one(full(c.sizes("size"), c.scalar("fill_value"), options_of(c))); }},
       {"aten.scalar_tensor.default",
        [](const Call& c) {
          TensorOptions o = options_of(c);
          if (!o.dtype) o.dtype = DType::f32;
          return one(scalar_tensor(c.scalar("s"), o));
        }},
-      {"aten.zeros_like.default", [](const Call& c) { return one(zeros(self(c).shape().vec(), options_of(c, self(c)))); }},
-      {"aten.ones_like.default", [](const Call& c) { return one(ones(self(c).shape().vec(), options_of(c, self(c)))); }},
-      {"aten.empty_like.default", [](const Call& c) { return one(zeros(self(c).shape().vec(), options_of(c, self(c)))); }},
+      {"aten.zeros_like.default", [](const Call& c) { return one(zeros(self(c).shape(), options_of(c, self(c)))); }},
+      {"aten.ones_like.default", [](const Call& c) { return one(ones(self(c).shape(), options_of(c, self(c)))); }},
+      {"aten.empty_like.default", [](const Call& c) { return one(zeros(self(c).shape(), options_of(c, self(c)))); }},
       {"aten.full_like.default",
-       [](const Call& c) { return one(full(self(c).shape().vec(), c.scalar("fill_value"), options_of(c, self(c)))); }},
-      {"aten.new_zeros.default", [](const Call& c) { return one(zeros(c.ints("size"), options_of(c, self(c)))); }},
-      {"aten.new_ones.default", [](const Call& c) { return one(ones(c.ints("size"), options_of(c, self(c)))); }},
-      {"aten.new_empty.default", [](const Call& c) { return one(zeros(c.ints("size"), options_of(c, self(c)))); }},
+       [](const Call& c) { return one(full(self(c).shape(), c.scalar("fill_value"), options_of(c, self(c)))); }},
+      {"aten.new_zeros.default", [](const Call& c) { return one(zeros(c.sizes("size"), options_of(c, self(c)))); }},
+      {"aten.new_ones.default", [](const Call& c) { return one(ones(c.sizes("size"), options_of(c, self(c)))); }},
+      {"aten.new_empty.default", [](const Call& c) { return one(zeros(c.sizes("size"), options_of(c, self(c)))); }},
       {"aten.new_full.default",
-       [](const Call& c) { return one(full(c.ints("size"), c.scalar("fill_value"), options_of(c, self(c)))); }},
+       [](const Call& c) { return one(full(c.sizes("size"), c.scalar("fill_value"), options_of(c, self(c)))); }},
       {"aten.arange.default",
        [](const Call& c) {
          TensorOptions o = options_of(c);
+         if (c.is_symbolic("end")) return one(arange_of(*c.opt_sym_integer("end"), o));  // (Y1)
          return one(arange(c.scalar("end"), o));
        }},
       {"aten.arange.start",
        [](const Call& c) {
          TensorOptions o = options_of(c);
+         if (c.is_symbolic("end") && !c.is_symbolic("start")) {  // (Y1) start + (0 .. end - start - 1)
+           Scalar start = c.scalar("start");
+           if (!start.is_floating())
+             return one(arange_of(*c.opt_sym_integer("end") - SymInt(start.to_int()), o) + start);
+         }
          return one(arange(c.scalar("start"), c.scalar("end"), 1, o));
        }},
       {"aten.arange.start_step",
        [](const Call& c) {
          TensorOptions o = options_of(c);
+         if (c.is_symbolic("end") && !c.is_symbolic("start") && !c.is_symbolic("step")) {
+           // (Y1) start + step * (0 .. n - 1), n = ceil((end - start) / step), integers only
+           Scalar start = c.scalar("start"), step = c.scalar("step", 1);
+           if (!start.is_floating() && !step.is_floating() && step.to_int() > 0) {
+             SymInt span = *c.opt_sym_integer("end") - SymInt(start.to_int());
+             SymInt n = sym_max(floordiv(span + SymInt(step.to_int() - 1), step.to_int()), 0);
+             return one(arange_of(n, o) * step + start);
+           }
+         }
          return one(arange(c.scalar("start"), c.scalar("end"), c.scalar("step", 1), o));
        }},
       {"aten._to_copy.default",
@@ -1008,12 +1072,12 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        [](const Call& c) {  // functional copy_: src in self's dtype, device and shape
          Tensor x = self(c);
          c.accept_defaults({"non_blocking"});
-         return one(_to_copy(expand(c.tensor("src"), x.shape().vec()), x.dtype(), x.device()));
+         return one(_to_copy(expand(c.tensor("src"), x.shape()), x.dtype(), x.device()));
        }},
       {"aten.fill.Scalar",
-       [](const Call& c) { return one(full(self(c).shape().vec(), c.scalar("value"), options_of(c, self(c)))); }},
+       [](const Call& c) { return one(full(self(c).shape(), c.scalar("value"), options_of(c, self(c)))); }},
       {"aten.zero.default",
-       [](const Call& c) { return one(zeros(self(c).shape().vec(), options_of(c, self(c)))); }},
+       [](const Call& c) { return one(zeros(self(c).shape(), options_of(c, self(c)))); }},
   };
   return entries;
 }

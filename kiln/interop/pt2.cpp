@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include "kiln/interop/call.h"
 #include "kiln/ops/extension.h"
 #include "kiln/passes/functionalize.h"
+#include "kiln/program/dynamic.h"
 
 namespace kiln {
 namespace {
@@ -30,10 +33,170 @@ using Kind = InputSpec::Kind;
 // minor versions only add fields, which are ignored.
 constexpr int kSchemaMajor = 8;
 
+// A size expression as torch.export writes it: sympy's srepr (`Symbol('s77', positive=True,
+// integer=True)`, `Mul(Integer(2), Symbol('s77'))`, `FloorDiv(...)`) in current versions,
+// its str ("2*s77") in older ones. `symbol` gives kiln's expression for a file symbol.
+class Pt2Expr {
+ public:
+  using SymbolOf = std::function<const sym::Expr*(const std::string&)>;
+  Pt2Expr(std::string_view text, SymbolOf symbol) : s_(text), symbol_(std::move(symbol)) {}
+  const sym::Expr* parse() {
+    size_t open = s_.find('(');
+    std::string_view head = s_.substr(0, open);
+    static const char* kSrepr[] = {"Symbol", "Integer", "Add", "Mul", "FloorDiv", "CleanDiv", "Mod", "PythonMod",
+                                   "Max", "Min", "Pow"};
+    bool srepr = open != std::string_view::npos &&
+                 std::any_of(std::begin(kSrepr), std::end(kSrepr), [&](const char* k) { return head == k; });
+    if (!srepr) {  // str form: kiln's own syntax, then the file's symbols renamed
+      return sym::substitute(sym::parse(s_, "a size of the program"),
+                             [&](const sym::Expr* x) { return symbol_(x->name); });
+    }
+    const sym::Expr* e = node(0);
+    skip();
+    if (pos_ != s_.size()) fail_here("trailing text");
+    return e;
+  }
+
+ private:
+  [[noreturn]] void fail_here(const char* why) const {
+    fail(ErrorKind::format, "cannot read the size expression '{}': {} at offset {}", s_, why, pos_);
+  }
+  void skip() {
+    while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;
+  }
+  bool eat(char c) {
+    skip();
+    if (pos_ < s_.size() && s_[pos_] == c) return ++pos_, true;
+    return false;
+  }
+  std::string_view word() {
+    skip();
+    size_t start = pos_;
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '-'))
+      ++pos_;
+    return s_.substr(start, pos_ - start);
+  }
+  const sym::Expr* node(int depth) {
+    if (depth > 64) fail_here("nested too deeply");
+    std::string_view head = word();
+    if (!eat('(')) fail_here("expected '('");
+    std::vector<const sym::Expr*> args;
+    std::string name;
+    int64_t integer = 0;
+    while (!eat(')')) {
+      if (!args.empty() || !name.empty() || head == "Integer") eat(',');
+      skip();
+      if (pos_ < s_.size() && s_[pos_] == '\'') {  // Symbol's name
+        size_t end = s_.find('\'', pos_ + 1);
+        if (end == std::string_view::npos) fail_here("unterminated name");
+        name = std::string(s_.substr(pos_ + 1, end - pos_ - 1));
+        pos_ = end + 1;
+        continue;
+      }
+      std::string_view w = word();
+      if (w.empty()) fail_here("expected an argument");
+      if (eat('=')) {  // keyword assumptions (positive=True): ignored
+        word();
+        continue;
+      }
+      if (head == "Integer") {
+        auto [p, ec] = std::from_chars(w.data(), w.data() + w.size(), integer);
+        if (ec != std::errc() || p != w.data() + w.size()) fail_here("expected an integer");
+        continue;
+      }
+      pos_ -= w.size();
+      args.push_back(node(depth + 1));
+    }
+    if (head == "Symbol") {
+      if (name.empty()) fail_here("a Symbol without a name");
+      return symbol_(name);
+    }
+    if (head == "Integer") return sym::constant(integer);
+    if (args.empty()) fail_here("an operation without arguments");
+    const sym::Expr* e = args[0];
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (head == "Add") e = sym::add(e, args[i]);
+      else if (head == "Mul") e = sym::mul(e, args[i]);
+      else if (head == "FloorDiv" || head == "CleanDiv") e = sym::floordiv(e, args[i]);
+      else if (head == "Mod" || head == "PythonMod") e = sym::mod(e, args[i]);
+      else if (head == "Max") e = sym::max(e, args[i]);
+      else if (head == "Min") e = sym::min(e, args[i]);
+      else if (head == "Pow") {
+        std::optional<int64_t> k = sym::as_constant(args[i]);
+        if (!k || *k < 0 || *k > 8) fail_here("a power other than a small integer");
+        const sym::Expr* base = e;
+        e = sym::constant(1);
+        for (int64_t j = 0; j < *k; ++j) e = sym::mul(e, base);
+      } else {
+        fail_here("an unknown operation");
+      }
+    }
+    return e;
+  }
+  std::string_view s_;
+  SymbolOf symbol_;
+  size_t pos_ = 0;
+};
+
 struct Importer {
   const Archive& archive;
   std::string file;  // for errors
   std::vector<std::string> notes;
+  // (Y1) The file's symbols, made kiln's: each the first time a user input's size names it,
+  // with the range of the file's range_constraints.
+  ShapeEnv shape_env;
+  std::map<std::string, SymInt> symbols;
+  const json* range_constraints = nullptr;
+
+  // The user input size `s`: an integer, or an expression over the file's symbols (Y1).
+  SymInt user_size(const json& s, std::string_view where, const std::string& source) {
+    if (!s.contains("as_expr")) return sym_int(s, where, "size");
+    const json& e = s.at("as_expr");
+    std::string text = e.value("expr_str", std::string());
+    if (!e.contains("hint") || e.at("hint").is_null() || !e.at("hint").contains("as_int"))
+      bad(fmt::format("{}: symbolic size '{}' has no example value", where, text));
+    int64_t hint = e.at("hint").at("as_int").get<int64_t>();
+    std::vector<std::string> fresh;
+    auto symbol_of = [&](const std::string& name) -> const sym::Expr* {
+      if (auto it = symbols.find(name); it != symbols.end()) return it->second.expr();
+      fresh.push_back(name);
+      return sym::symbol("pt2_" + name);  // a placeholder until it is made below
+    };
+    const sym::Expr* x;
+    try {
+      x = Pt2Expr(text, symbol_of).parse();
+    } catch (const Error& err) {
+      bad(fmt::format("{}: {}", where, err.what()));
+    }
+    if (!fresh.empty()) {
+      // One new symbol, the whole size (or k*s + c of it): its example value follows.
+      if (fresh.size() != 1) bad(fmt::format("{}: the size '{}' introduces several symbols at once", where, text));
+      auto at = [&](int64_t v) { return sym::eval(x, [&](const sym::Expr*) { return v; }); };
+      int64_t c = at(0), k = at(1) - c;
+      if (k <= 0 || (hint - c) % k != 0 || at(2) != 2 * k + c)
+        bad(fmt::format("{}: cannot tell the value of {} from the size '{}'", where, fresh[0], text));
+      int64_t lo = 0, hi = Dim::kMax;
+      if (range_constraints && range_constraints->contains(fresh[0])) {
+        const json& r = range_constraints->at(fresh[0]);
+        if (r.contains("min_val") && r.at("min_val").is_number_integer()) lo = std::max<int64_t>(0, r.at("min_val").get<int64_t>());
+        if (r.contains("max_val") && r.at("max_val").is_number_integer()) hi = std::min(Dim::kMax, r.at("max_val").get<int64_t>());
+      }
+      int64_t value = (hint - c) / k;
+      if (value < lo || value > hi) bad(fmt::format("{}: the example value {} of {} is outside its range [{}, {}]", where, value, fresh[0], lo, hi));
+      symbols[fresh[0]] = shape_env.new_symbol(value, lo, hi, source, fresh[0], /*automatic=*/true);
+      const sym::Expr* placeholder = sym::symbol("pt2_" + fresh[0]);
+      x = sym::substitute(x, [&](const sym::Expr* s) { return s == placeholder ? symbols[fresh[0]].expr() : s; });
+    }
+    SymInt size(x, hint);
+    if (size.is_symbolic()) {
+      int64_t at_hints = sym::eval(x, [&](const sym::Expr* s) {
+        const SymbolInfo* info = shape_env.find(s);
+        return info ? info->hint : 0;
+      });
+      if (at_hints != hint) bad(fmt::format("{}: the size '{}' is {} at the example, not {}", where, text, at_hints, hint));
+    }
+    return size;
+  }
 
   [[noreturn]] void bad(const std::string& what) const { fail(ErrorKind::format, "[import] {}: {}", file, what); }
 
@@ -82,6 +245,17 @@ struct Importer {
       return v;
     }
     bad(fmt::format("{}: {} is neither an integer nor an expression", where, what));
+  }
+
+  // (Y1) A user input's sizes, symbolic where the file says.
+  Dims user_sizes(const json& m, std::string_view where, const std::string& source) {
+    Dims out;
+    size_t d = 0;
+    for (const json& s : at(m, "sizes", where)) {
+      out.push_back(user_size(s, where, fmt::format("{}.shape[{}]", source, d++)));
+      if (out.hint(out.size() - 1) < 0) bad(fmt::format("{}: a negative size", where));
+    }
+    return out;
   }
 
   Meta tensor_meta(const json& m, std::string_view where) {
@@ -232,8 +406,9 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
     return *n;
   };
   auto number = [](Scalar s) { return Results{Slot(s)}; };
-  if (target == "aten.sym_size.int") return number(c.tensor("self").shape()[c.integer("dim") < 0 ? c.integer("dim") + c.tensor("self").dim() : c.integer("dim")]);
-  if (target == "aten.sym_numel.default") return number(c.tensor("self").numel());
+  auto size = [](const SymInt& s) { return s.is_symbolic() ? Results{Slot(s)} : Results{Slot(Scalar(s.hint()))}; };
+  if (target == "aten.sym_size.int") return size(c.tensor("self").sym_size(c.integer("dim")));  // (Y1)
+  if (target == "aten.sym_numel.default") return size(c.tensor("self").sym_numel());
   if (target == "aten.sym_stride.int") {
     Tensor x = c.tensor("self");
     int64_t d = c.integer("dim");
@@ -269,7 +444,32 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
       {"_operator.le", 8},  {"_operator.gt", 9},  {"_operator.ge", 10}, {"_operator.and_", 11},
       {"_operator.or_", 12}, {"torch.sym_max", 13}, {"torch.sym_min", 14}, {"_operator.truediv", 15},
       {"_operator.pow", 16}};
+  auto sym_positional = [&](size_t i) -> std::optional<SymInt> {
+    const json& in = node.at("inputs");
+    return i < in.size() ? interop::sym_int_of(in[i].at("arg"), env) : std::nullopt;
+  };
   if (auto it = binary.find(target); it != binary.end()) {
+    // (Y1) Integer arithmetic on a symbolic size stays symbolic; a comparison decides
+    // (a guard the program checks at run time).
+    std::optional<SymInt> sa = sym_positional(0), sb = sym_positional(1);
+    if (sa && sb && (sa->is_symbolic() || sb->is_symbolic())) {
+      switch (it->second) {
+        case 0: return size(*sa + *sb);
+        case 1: return size(*sa - *sb);
+        case 2: return size(*sa * *sb);
+        case 3: return size(floordiv(*sa, *sb));
+        case 4: return size(mod(*sa, *sb));
+        case 5: return number(Scalar(*sa == *sb));
+        case 6: return number(Scalar(*sa != *sb));
+        case 7: return number(Scalar(*sa < *sb));
+        case 8: return number(Scalar(*sa <= *sb));
+        case 9: return number(Scalar(*sa > *sb));
+        case 10: return number(Scalar(*sa >= *sb));
+        case 13: return size(sym_max(*sa, *sb));
+        case 14: return size(sym_min(*sa, *sb));
+        default: break;  // the rest take numbers (the size pinned)
+      }
+    }
     Scalar a = positional(0), b = positional(1);
     bool ints = !a.is_floating() && !b.is_floating();
     auto floor_div = [](int64_t x, int64_t y) {
@@ -300,6 +500,7 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
     }
   }
   if (target == "_operator.neg") {
+    if (std::optional<SymInt> s = sym_positional(0); s && s->is_symbolic()) return size(SymInt(0) - *s);
     Scalar a = positional(0);
     return number(a.is_floating() ? Scalar(-a.to_double()) : Scalar(-a.to_int()));
   }
@@ -479,6 +680,9 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
   };
   int n_user = 0;
   std::vector<std::pair<std::string, Importer::Meta>> user_inputs;
+  std::vector<Dims> user_sizes;  // (Y1) their sizes, symbolic where the file says
+  if (doc.contains("range_constraints") && doc.at("range_constraints").is_object())
+    im.range_constraints = &doc.at("range_constraints");
   for (const json& spec : im.at(sig, "input_specs", "signature")) {
     if (!spec.is_object() || spec.size() != 1) im.bad("an input spec is not a one-key union");
     auto first = spec.begin();  // a one-key union
@@ -502,9 +706,14 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
              file, arg.dump().substr(0, 80));
       std::string name = arg.at("as_tensor").at("name");
       if (!values.contains(name)) im.bad(fmt::format("user input '{}' has no tensor_values entry", name));
+      std::string target = "input_" + std::to_string(n_user);
+      Dims sizes = im.user_sizes(values.at(name), fmt::format("input '{}'", name), target);
+      size_t notes_before = im.notes.size();  // its sizes are symbolic, not specialized
       Importer::Meta m = im.tensor_meta(values.at(name), fmt::format("input '{}'", name));
+      im.notes.resize(notes_before);
+      user_sizes.push_back(std::move(sizes));
       input_of[name] = static_cast<int>(names.size());
-      std::string target = "input_" + std::to_string(n_user++);
+      ++n_user;
       names.push_back(name);
       real.emplace_back();
       user_inputs.emplace_back(name, m);
@@ -558,6 +767,13 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
     return std::nullopt;
   };
   TensorList traced;
+  // (Y1) The trace runs with the file's symbols: sizes computed from them stay symbolic,
+  // and the decisions taken on them are guards the program checks at run time.
+  std::optional<ShapeEnvGuard> symbolic;
+  if (!im.symbols.empty()) {
+    im.shape_env.scope_provider = [] { return current_scope(); };
+    symbolic.emplace(&im.shape_env);
+  }
   {
     FakeMode fake;
     size_t u = 0;
@@ -567,8 +783,8 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
         if (auto d = state_device(program.signature.inputs[i].target); d && *d != f.device()) f = to(f, *d);
         traced.push_back(f);
       } else {
-        const Importer::Meta& m = user_inputs[u++].second;
-        traced.push_back(empty(m.sizes, {.dtype = m.dtype, .device = m.device}));
+        const Importer::Meta& m = user_inputs[u].second;
+        traced.push_back(empty(user_sizes[u++], {.dtype = m.dtype, .device = m.device}));
       }
     }
   }
@@ -584,6 +800,7 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       std::optional<ScopeName> scope;
       if (!path.empty()) scope.emplace(path);
       Results results;
+      SymOpScope sym_op(target);  // (Y2) guards taken outside a meta function name the node's op
       try {
         Call call(node, env, device_of, &values);
         if (auto r = bookkeeping(target, call, node, env)) {
@@ -653,6 +870,13 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
   };
   passes::CapturedProgram captured =
       passes::capture(fn, traced, {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
+  if (symbolic) {
+    symbolic.reset();
+    program.shapes = detail::settle_shapes(im.shape_env);  // the file's dims are automatic: no errors
+    for (const SymbolInfo& s : program.shapes.symbols)
+      im.notes.push_back(fmt::format("{} ({}) is symbolic: {} in [{}, {}]", s.source, s.dim_name, sym::str(s.expr), s.min,
+                                     s.max));
+  }
   finish_program(program, std::move(captured), "import");
   return {std::move(program), std::move(im.notes)};
 }

@@ -6,16 +6,19 @@
 
 namespace kiln::ir {
 
-void bind_size_args(std::vector<Value>& args, const SymbolValues& values) {
-  for (Value& v : args)
-    if (const auto* s = std::get_if<SymIntList>(&v)) {
+void bind_size_args(ops::OpKind op, std::vector<Value>& args, const SymbolValues& values) {
+  const auto& specs = ops::op_info(op).schema.args;
+  for (size_t a = 0; a < args.size(); ++a)
+    if (const auto* s = std::get_if<SymIntList>(&args[a])) {
+      Value& v = args[a];
       const Dims& d = s->dims();
       IntList ints(d.size());
       for (size_t i = 0; i < d.size(); ++i) {
         SymInt x = d.sym(i);
         ints[i] = x.is_symbolic() ? sym::eval(x.expr(), values) : x.hint();
       }
-      v = std::move(ints);
+      if (a < specs.size() && specs[a].type != ops::ArgType::int_list) v = ints.at(0);
+      else v = std::move(ints);
     }
 }
 
@@ -46,7 +49,7 @@ TensorList interpret(const Graph& graph, const TensorList& inputs, const SymbolV
         std::vector<Value> args;
         args.reserve(n->args().size());
         call_args(*n, value_of, args);
-        if (values) bind_size_args(args, values);
+        if (values) bind_size_args(n->op(), args, values);
         env[n] = dispatch(n->op(), args);
         break;
       }

@@ -36,8 +36,9 @@ void call_args(const Node& n, ValueOf&& value_of, std::vector<Value>& out) {
 /** (Y4) The value of each symbol a graph's sizes name, for one run. */
 using SymbolValues = std::function<int64_t(const sym::Expr*)>;
 
-/** (Y4) Makes every symbolic size argument among `args` the integers it is at `values`. */
-void bind_size_args(std::vector<Value>& args, const SymbolValues& values);
+/** (Y4) Makes every symbolic size argument of `op` among `args` the integers it is at
+ * `values` (an int list, or an int where the schema takes one). */
+void bind_size_args(ops::OpKind op, std::vector<Value>& args, const SymbolValues& values);
 
 /** Runs `graph` with `inputs` bound to its input nodes in order; returns the values of
  * the output node. Throws a value Error naming the input when the count, shape, dtype

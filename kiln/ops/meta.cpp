@@ -654,7 +654,7 @@ void meta_gather(const OpCall& c, MetaOut& out) {
              "[gather] index tensor must have the same number of dimensions as input ({} vs {})",
              index.dim(), self.dim());
   for (int64_t i = 0; i < self.dim(); ++i)
-    KILN_CHECK(i == d || index.shape()[i] <= self.shape()[i], shape,
+    KILN_CHECK(i == d || index.shape().sym(static_cast<size_t>(i)) <= self.shape().sym(static_cast<size_t>(i)), shape,
                "[gather] size of index {} exceeds input {} at dimension {}", index.shape().str(),
                self.shape().str(), i);
   out.fresh(index.shape(), self.dtype());

@@ -308,15 +308,15 @@ void meta_slice(const OpCall& c, MetaOut& out) {
   // ranges do not settle is a guard (x[1:] on s0 >= 1 needs none). The full range (the
   // usual bounds of a slice that keeps everything) is the size itself.
   const int64_t kEnd = INT64_MAX;
-  auto clamp = [&size](int64_t v) -> SymInt {
-    if (v == kEnd) return size;
-    SymInt x = v < 0 ? size + SymInt(v) : SymInt(v);
+  auto clamp = [&size](const SymInt& v) -> SymInt {
+    if (v.same_as(kEnd)) return size;
+    SymInt x = !v.is_symbolic() && v.hint() < 0 ? size + v : v;
     if (x < 0) return 0;
     if (x > size) return size;
     return x;
   };
-  SymInt start = c.args.is_none(2) ? SymInt(0) : clamp(c.args.i64(2));
-  SymInt end = c.args.is_none(3) ? size : clamp(c.args.i64(3));
+  SymInt start = c.args.is_none(2) ? SymInt(0) : clamp(c.args.sym(2));
+  SymInt end = c.args.is_none(3) ? size : clamp(c.args.sym(3));
   // ceil((end - start) / step), 0 when end <= start: one expression, no decision
   SymInt len = sym_max(floordiv(end - start - 1, step) + 1, 0);
   Dims shape = self.shape(), strides = self.strides();

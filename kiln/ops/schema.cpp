@@ -153,8 +153,9 @@ bool value_matches(const Value& v, ArgType type) {
     case ArgType::tensor_list: return std::holds_alternative<TensorList>(v);
     case ArgType::scalar: return std::holds_alternative<Scalar>(v);
     case ArgType::opt_scalar: return none || std::holds_alternative<Scalar>(v);
-    case ArgType::int_: return std::holds_alternative<int64_t>(v);
-    case ArgType::opt_int: return none || std::holds_alternative<int64_t>(v);
+    // (Y1) a symbolic int is a one-entry SymIntList
+    case ArgType::int_: return std::holds_alternative<int64_t>(v) || std::holds_alternative<SymIntList>(v);
+    case ArgType::opt_int: return none || std::holds_alternative<int64_t>(v) || std::holds_alternative<SymIntList>(v);
     case ArgType::int_list: return std::holds_alternative<IntList>(v) || std::holds_alternative<SymIntList>(v);
     case ArgType::float_: return std::holds_alternative<double>(v);
     case ArgType::opt_float: return none || std::holds_alternative<double>(v);

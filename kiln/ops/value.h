@@ -178,6 +178,11 @@ class Args {
   double f64(size_t i) const { return std::get<double>(v_[i]); }
   bool flag(size_t i) const { return std::get<bool>(v_[i]); }
   const IntList& ints(size_t i) const { return std::get<IntList>(v_[i]); }
+  /** (Y1) An int argument that may be a symbolic size (a one-entry SymIntList). */
+  SymInt sym(size_t i) const {
+    if (const auto* s = std::get_if<SymIntList>(&v_[i])) return s->dims().sym(0);
+    return i64(i);
+  }
   /** (Y1) A size argument as a shape: an IntList, or a SymIntList while tracing. */
   Dims sizes(size_t i) const {
     if (const auto* s = std::get_if<SymIntList>(&v_[i])) return s->dims();

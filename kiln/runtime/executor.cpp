@@ -258,7 +258,7 @@ TensorList Executor::run(const TensorList& user_inputs) {
       case ir::Opcode::call: {
         args.clear();
         ir::call_args(*n, value_of, args);
-        if (!binding.empty()) ir::bind_size_args(args, symbol_values);
+        if (!binding.empty()) ir::bind_size_args(n->op(), args, symbol_values);
         std::chrono::steady_clock::time_point t0;
         if (profiling_) t0 = std::chrono::steady_clock::now();
         if (!plan.planned[i].size()) {

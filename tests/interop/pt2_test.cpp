@@ -197,15 +197,53 @@ TEST(Pt2, ProgramExportedOnCudaRunsOnAVirtualCpu) {
   expect_outputs(ref, out, "mlp_cuda0 on cpu:1");
 }
 
-// Symbolic sizes are imported specialized to the file's example values, saying so; the
-// program then takes exactly that shape.
-TEST(Pt2, SymbolicSizesAreSpecializedWithANote) {
+// (I4, Y1) A dynamic dim of the file is a symbol of the imported program, with the file's
+// range: one program runs at every batch the range allows.
+TEST(Pt2, SymbolicSizesAreImportedAsSymbols) {
   ImportedProgram imported = read_pt2(archive("mlp_dynamic"));
   ASSERT_FALSE(imported.notes.empty());
-  EXPECT_NE(imported.notes[0].find("s77"), std::string::npos) << imported.notes[0];
-  EXPECT_NE(imported.notes[0].find("specialized to its example value 5"), std::string::npos) << imported.notes[0];
+  EXPECT_NE(imported.notes[0].find("input_0.shape[0] (s77) is symbolic: s0 in [1, 64]"), std::string::npos)
+      << imported.notes[0];
   ExportedProgram p = load_pt2(archive("mlp_dynamic"));
-  testing::expect_error([&] { p.run({zeros({3, 4})}); }, ErrorKind::value, "expects f32[5,4]");
+  ASSERT_EQ(p.shapes.symbols.size(), 1u);
+  NamedTensors ref = load_safetensors(kCorpus + std::string("mlp_dynamic.safetensors"));
+  TensorList in = reference_inputs(ref);
+  Tensor want = p.run(in)[0];
+  expect_outputs(ref, {want}, "mlp_dynamic at its example batch");
+  // The MLP works row by row: a batch of the example's rows twice gives its output twice.
+  runtime::Executor ex(p);
+  for (int64_t copies : {1, 2, 3}) {
+    TensorList rows(static_cast<size_t>(copies), in[0]);
+    Tensor got = ex.run({cat(rows, 0)})[0];
+    TensorList wants(static_cast<size_t>(copies), want);
+    EXPECT_TRUE(testing::all_close(got, to_vector<double>(cat(wants, 0)))) << copies;
+  }
+  TensorList row = {slice(in[0], 0, 0, 1, 1)};
+  EXPECT_TRUE(testing::all_close(ex.run(row)[0], to_vector<double>(slice(want, 0, 0, 1, 1))));
+  testing::expect_error([&] { ex.run({zeros({65, 4})}); }, ErrorKind::shape, "outside the range [1, 64]");
+  // The import saved as a kiln program keeps the symbol.
+  std::string path = ::testing::TempDir() + "kiln_mlp_dynamic.kiln";
+  save(p, path);
+  EXPECT_EQ(load_program(path).shapes.str(), p.shapes.str());
+}
+
+// (I4, Y1) A decoder exported with a dynamic batch and sequence (rotary tables sliced to
+// the sequence, a causal mask from arange, roll, gather, cumsum): one imported program
+// matches PyTorch at the example shape and at another, in both dialects.
+TEST(Pt2, DynamicDecoderRunsAtEveryShapeOfItsRange) {
+  for (std::string name : {"decoder_dynamic", "decoder_dynamic_core"}) {
+    SCOPED_TRACE(name);
+    ImportedProgram imported = read_pt2(archive(name));
+    ExportedProgram& p = imported.program;
+    EXPECT_EQ(p.shapes.symbols.size(), 2u) << p.shapes.str();
+    runtime::Executor ex(p);
+    for (std::string refs : {name, name + "_alt"}) {
+      NamedTensors ref = load_safetensors(kCorpus + refs + ".safetensors");
+      expect_outputs(ref, ex.run(reference_inputs(ref)), refs);
+      expect_outputs(ref, p.run(reference_inputs(ref)), refs + " (interpreted)");
+    }
+    testing::expect_error([&] { ex.run({zeros({2, 17}, {.dtype = i64})}); }, ErrorKind::shape, "outside the range");
+  }
 }
 
 // (I3) nn_module_stack becomes kiln's scopes: kiln show --format html folds by module.

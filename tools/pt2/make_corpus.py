@@ -13,6 +13,7 @@ tests (tests/interop/pt2_test.cpp) need no Python: the files are committed.
 import json
 import pathlib
 import shutil
+import sys
 import tempfile
 import zipfile
 
@@ -320,7 +321,28 @@ def rewrite_devices(name, new_name, device):
     print(f"wrote {dst.name} (devices rewritten to cuda:{device})")
 
 
+def dynamic_decoder():
+    """The decoder with a dynamic batch and sequence (both dialects), and PyTorch's results
+    at a second shape in NAME_alt.safetensors: one imported program must run at both."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    dec = Decoder()
+    toks = torch.randint(0, 64, (2, 9), generator=g)
+    dims = {"ids": {0: torch.export.Dim("batch", min=1, max=8), 1: torch.export.Dim("seq", min=2, max=16)}}
+    for name, core in (("decoder_dynamic", False), ("decoder_dynamic_core", True)):
+        write(name, dec, (toks,), core=core, dynamic_shapes=dims)
+        alt = torch.randint(0, 64, (3, 13), generator=g)
+        with torch.no_grad():
+            outs = dec(alt)
+        tensors = {"input_0": alt.contiguous()}
+        tensors.update({f"output_{i}": y.contiguous() for i, y in enumerate(outs)})
+        save_file(tensors, OUT / f"{name}_alt.safetensors")
+
+
 def main():
+    if "--only-dynamic" in sys.argv:
+        OUT.mkdir(parents=True, exist_ok=True)
+        return dynamic_decoder()
     OUT.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -374,6 +396,8 @@ def main():
 
     torch.manual_seed(0)
     write("birecurrent", BiRecurrent(), (randn(6, 2, 4),))
+
+    dynamic_decoder()
 
 
 if __name__ == "__main__":
