@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/pool.h"
 #include "kiln/core/symbolic.h"
 
 namespace kiln {
@@ -177,12 +178,20 @@ class Dims {
 
  private:
   static constexpr uint32_t kSymbolic = 1u << 31;
+  // The heap block came from the thread pool (symbolic Dims of up to 32 entries: tracing
+  // copies them on every op, and malloc was a third of that cost).
+  static constexpr uint32_t kPooled = 1u << 30;
+  static constexpr uint32_t kFlags = kSymbolic | kPooled;
+  // A pool class is a whole number of granules (class c: c granules).
+  static size_t pool_class(size_t cap) {
+    return std::max<size_t>(1, (cap * 2 * sizeof(int64_t) + detail::kPoolGranule - 1) / detail::kPoolGranule);
+  }
 
   int64_t* ints() { return heap_ ? heap_ : inline_; }
   const int64_t* ints() const { return heap_ ? heap_ : inline_; }
   // The expressions of a symbolic Dims: after its `capacity()` ints.
   const sym::Expr** exprs() const { return reinterpret_cast<const sym::Expr**>(heap_ + capacity()); }
-  size_t capacity() const { return heap_ ? (cap_ & ~kSymbolic) : kInline; }
+  size_t capacity() const { return heap_ ? (cap_ & ~kFlags) : kInline; }
 
   int64_t read(size_t i) const {
     if (const sym::Expr* e = exprs()[i]) detail::specialize(e, heap_[i]);
@@ -209,7 +218,9 @@ class Dims {
   }
   // A heap block for `n` entries (twice that when symbolic), keeping the contents.
   void grow(size_t n, bool symbolic) {
-    auto* p = static_cast<int64_t*>(::operator new(n * sizeof(int64_t) * (symbolic ? 2 : 1)));
+    bool pooled = symbolic && pool_class(n) < detail::kPoolClasses;
+    auto* p = static_cast<int64_t*>(pooled ? detail::pool_get(pool_class(n))
+                                           : ::operator new(n * sizeof(int64_t) * (symbolic ? 2 : 1)));
     std::memcpy(p, ints(), size_ * sizeof(int64_t));
     if (symbolic) {
       auto** e = reinterpret_cast<const sym::Expr**>(p + n);
@@ -217,7 +228,7 @@ class Dims {
     }
     release();
     heap_ = p;
-    cap_ = static_cast<uint32_t>(n) | (symbolic ? kSymbolic : 0);
+    cap_ = static_cast<uint32_t>(n) | (symbolic ? kSymbolic : 0) | (pooled ? kPooled : 0);
   }
   void reserve(size_t n) {
     if (n > capacity()) grow(n, is_symbolic());
@@ -240,8 +251,10 @@ class Dims {
     size_ = o.size_;
   }
   void release() {
-    ::operator delete(heap_);
+    if (cap_ & kPooled) detail::pool_put(heap_, pool_class(cap_ & ~kFlags));
+    else ::operator delete(heap_);
     heap_ = nullptr;
+    cap_ &= ~kFlags;
   }
   void copy_inline(const Dims& o) {
     std::memcpy(inline_, o.inline_, sizeof(inline_));

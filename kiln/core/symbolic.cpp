@@ -174,22 +174,33 @@ const Expr* binary_atom(Op op, const Expr* a, const Expr* b) { return intern({op
 
 }  // namespace
 
-const Expr* constant(int64_t v) { return intern({Op::constant, v, "", {}}); }
+const Expr* constant(int64_t v) {
+  // Small constants come up on every traced op (strides, sizes): one lookup per thread
+  // instead of the interning lock.
+  constexpr int64_t kLo = -64, kHi = 4096;
+  if (v >= kLo && v < kHi) {
+    thread_local std::vector<const Expr*> small(kHi - kLo, nullptr);
+    const Expr*& slot = small[static_cast<size_t>(v - kLo)];
+    if (!slot) slot = intern({Op::constant, v, "", {}});
+    return slot;
+  }
+  return intern({Op::constant, v, "", {}});
+}
 const Expr* symbol(std::string_view name) { return intern({Op::symbol, 0, std::string(name), {}}); }
 
-const Expr* add(const Expr* a, const Expr* b) {
+const Expr* add_uncached(const Expr* a, const Expr* b) {
   Poly p = poly_of(a);
   add_to(p, b, 1);
   return expr_of(p);
 }
-const Expr* sub(const Expr* a, const Expr* b) {
+const Expr* sub_uncached(const Expr* a, const Expr* b) {
   Poly p = poly_of(a);
   add_to(p, b, -1);
   return expr_of(p);
 }
-const Expr* mul(const Expr* a, const Expr* b) { return expr_of(times(poly_of(a), poly_of(b))); }
+const Expr* mul_uncached(const Expr* a, const Expr* b) { return expr_of(times(poly_of(a), poly_of(b))); }
 
-const Expr* floordiv(const Expr* a, const Expr* b) {
+const Expr* floordiv_uncached(const Expr* a, const Expr* b) {
   auto ca = as_constant(a), cb = as_constant(b);
   if (ca && cb) return constant(floordiv_i(*ca, *cb));
   if (cb && *cb == 1) return a;
@@ -208,7 +219,7 @@ const Expr* floordiv(const Expr* a, const Expr* b) {
   return binary_atom(Op::floordiv, a, b);
 }
 
-const Expr* mod(const Expr* a, const Expr* b) {
+const Expr* mod_uncached(const Expr* a, const Expr* b) {
   auto ca = as_constant(a), cb = as_constant(b);
   if (ca && cb) return constant(mod_i(*ca, *cb));
   if (cb && *cb == 1) return constant(0);
@@ -239,8 +250,47 @@ const Expr* extremum(Op op, const Expr* a, const Expr* b) {
 }
 }  // namespace
 
-const Expr* max(const Expr* a, const Expr* b) { return extremum(Op::max, a, b); }
-const Expr* min(const Expr* a, const Expr* b) { return extremum(Op::min, a, b); }
+// Tracing repeats the same few operations on the same expressions (every contiguous
+// layout of a shape computes the same strides): each result is remembered per thread,
+// keyed by the operation and its operands (interned, so pointers name them exactly).
+namespace {
+struct OpKey {
+  Op op;
+  const Expr* a;
+  const Expr* b;
+  bool operator==(const OpKey&) const = default;
+};
+struct OpKeyHash {
+  size_t operator()(const OpKey& k) const { return k.a->hash * 31 + k.b->hash * 7 + static_cast<size_t>(k.op); }
+};
+// A direct-mapped cache: one slot per hash, a collision simply recomputes.
+template <typename F>
+const Expr* memo(Op op, const Expr* a, const Expr* b, F&& compute) {
+  struct Slot {
+    OpKey key{Op::constant, nullptr, nullptr};
+    const Expr* result = nullptr;
+  };
+  constexpr size_t kSlots = 4096;
+  thread_local std::vector<Slot> cache(kSlots);
+  OpKey key{op, a, b};
+  Slot& slot = cache[OpKeyHash()(key) % kSlots];
+  if (slot.key == key) return slot.result;
+  const Expr* r = compute();
+  slot = {key, r};
+  return r;
+}
+}  // namespace
+
+const Expr* add(const Expr* a, const Expr* b) { return memo(Op::add, a, b, [&] { return add_uncached(a, b); }); }
+// subtraction shares add's cache through a distinct tag: Op::symbol is never an operation
+const Expr* sub(const Expr* a, const Expr* b) { return memo(Op::symbol, a, b, [&] { return sub_uncached(a, b); }); }
+const Expr* mul(const Expr* a, const Expr* b) { return memo(Op::mul, a, b, [&] { return mul_uncached(a, b); }); }
+const Expr* floordiv(const Expr* a, const Expr* b) {
+  return memo(Op::floordiv, a, b, [&] { return floordiv_uncached(a, b); });
+}
+const Expr* mod(const Expr* a, const Expr* b) { return memo(Op::mod, a, b, [&] { return mod_uncached(a, b); }); }
+const Expr* max(const Expr* a, const Expr* b) { return memo(Op::max, a, b, [&] { return extremum(Op::max, a, b); }); }
+const Expr* min(const Expr* a, const Expr* b) { return memo(Op::min, a, b, [&] { return extremum(Op::min, a, b); }); }
 
 std::optional<int64_t> as_constant(const Expr* e) {
   if (e->op == Op::constant) return e->value;
@@ -641,6 +691,7 @@ SymInt ShapeEnv::new_symbol(int64_t hint, int64_t min, int64_t max, std::string 
                             bool automatic) {
   const sym::Expr* e = sym::symbol("s" + std::to_string(symbols_.size()));
   symbols_.push_back({e, min, max, hint, std::move(dim_name), std::move(source), automatic});
+  ranges_.clear();
   return {e, hint};
 }
 
@@ -651,10 +702,13 @@ const SymbolInfo* ShapeEnv::find(const sym::Expr* symbol) const {
 }
 
 sym::Range ShapeEnv::range(const sym::Expr* e) const {
-  return sym::range_of(e, [&](const sym::Expr* s) -> sym::Range {
+  if (auto it = ranges_.find(e); it != ranges_.end()) return it->second;
+  sym::Range r = sym::range_of(e, [&](const sym::Expr* s) -> sym::Range {
     const SymbolInfo* info = find(s);
     return info ? sym::Range{info->min, info->max} : sym::Range{INT64_MIN, INT64_MAX};
   });
+  ranges_.emplace(e, r);
+  return r;
 }
 
 bool ShapeEnv::decide(Rel rel, const SymInt& a, const SymInt& b) {

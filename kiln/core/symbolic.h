@@ -27,6 +27,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace kiln {
@@ -213,6 +214,8 @@ class ShapeEnv {
   std::vector<SymbolInfo> symbols_;
   std::vector<Guard> guards_;
   std::string_view current_op_;
+  // Ranges of expressions seen (symbols' ranges are fixed once made).
+  mutable std::unordered_map<const sym::Expr*, sym::Range> ranges_;
 };
 
 /** Makes `env` the active ShapeEnv of this thread while it lives. */

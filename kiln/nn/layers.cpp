@@ -207,7 +207,8 @@ CausalSelfAttention::CausalSelfAttention(int64_t width, int64_t heads, int64_t c
 
 TensorList CausalSelfAttention::forward(const TensorList& in) {
   const Tensor& x = in[0];
-  int64_t B = x.size(0), T = x.size(1), D = width_ / heads_;
+  SymInt B = x.sym_size(0), T = x.sym_size(1);  // sizes, so that a dynamic export keeps them (Y1)
+  int64_t D = width_ / heads_;
   Tensor t = permute(reshape((*qkv_)(x), {B, T, 3, heads_, D}), {2, 0, 3, 1, 4});
   Tensor q = select(t, 0, 0), k = select(t, 0, 1), v = select(t, 0, 2);
   Tensor att = matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(double(D)));
@@ -240,7 +241,8 @@ BenchBlock::BenchBlock(int64_t width, int64_t heads, int64_t hidden, Device d)
 
 TensorList BenchBlock::forward(const TensorList& in) {
   Tensor x = in[0];
-  int64_t B = x.size(0), T = x.size(1), D = width_ / heads_;
+  SymInt B = x.sym_size(0), T = x.sym_size(1);  // sizes, so that a dynamic export keeps them (Y1)
+  int64_t D = width_ / heads_;
   Tensor t = permute(reshape((*qkv_)((*ln1_)(x)), {B, T, 3, heads_, D}), {2, 0, 3, 1, 4});
   Tensor q = select(t, 0, 0), k = select(t, 0, 1), v = select(t, 0, 2);
   Tensor att = softmax(matmul(q, transpose(k, -2, -1)) * (1.0 / std::sqrt(double(D))), -1);
@@ -262,10 +264,10 @@ GPT::GPT(GPTConfig c, Device d)
 
 TensorList GPT::forward(const TensorList& in) {
   const Tensor& ids = in[0];
-  int64_t T = ids.size(1);
-  KILN_CHECK(T <= config.context, shape, "[GPT] sequence length {} exceeds the context {}", T,
+  SymInt T = ids.sym_size(1);
+  KILN_CHECK(T <= config.context, shape, "[GPT] sequence length {} exceeds the context {}", T.str(),
              config.context);
-  Tensor pos = arange(T, {.device = ids.device()});
+  Tensor pos = arange_of(T, {.device = ids.device()});
   Tensor x = (*wte_)(ids) + (*wpe_)(pos);
   for (auto& b : blocks_) x = (*b)(x);
   return {(*head_)((*ln_f_)(x))};
