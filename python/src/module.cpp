@@ -274,7 +274,13 @@ nb::dict signature_of(const ExportedProgram& p) {
     d["target"] = s.target;
     if (i < nodes.size() && !nodes[i]->meta().empty()) {  // what a run must be given
       const ir::ValueMeta& m = nodes[i]->meta()[0];
-      d["shape"] = m.shape.vec();
+      nb::list shape;  // (Y1) a symbolic dim by its expression ("s0")
+      for (size_t k = 0; k < m.shape.size(); ++k) {
+        SymInt size = m.shape.sym(k);
+        if (size.is_symbolic()) shape.append(size.str());
+        else shape.append(size.hint());
+      }
+      d["shape"] = shape;
       d["dtype"] = std::string(to_string(m.dtype));
       d["device"] = m.device.str();
     }

@@ -105,6 +105,20 @@ def test_pt2_corpus_matches_pytorch_on_torch_tensors(name):
         np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["decoder_dynamic", "decoder_dynamic_core"])
+def test_a_dynamic_pt2_program_runs_at_every_shape(name):  # (Y1, I4) batch and sequence symbolic
+    program = kiln.load(os.path.join(CORPUS, name + ".pt2"))
+    user = [s for s in program.signature["inputs"] if s["kind"] == "user_input"]
+    assert user[0]["shape"] == ["s0", "s1"]
+    for ref in (name, name + "_alt"):
+        inputs, outputs = reference(ref)
+        got = program(*[torch.from_numpy(x) for x in inputs])
+        for g, want in zip(got, outputs):
+            np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(kiln.ShapeError, match="outside the range"):
+        program(torch.zeros(2, 17, dtype=torch.int64))
+
+
 def test_outputs_come_back_in_the_kind_given():
     inputs, _ = reference("cnn")
     program = kiln.load(os.path.join(CORPUS, "cnn.pt2"))
