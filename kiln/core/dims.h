@@ -157,8 +157,11 @@ class Dims {
     --size_;
   }
 
-  /** Same entries: equal integers, or the same expressions (no guard: two different
-   * expressions are not known to be equal). */
+  /** Same entries: equal integers, or the same expressions. While a trace's ShapeEnv is
+   * active, Dims whose entries differ in form but agree at the example values are equal
+   * under the guards that say so (Y2); Dims that differ at the example values are not
+   * equal, with no guard: callers use == for checks that fail and for fast paths whose
+   * other branch also handles equal shapes, never to choose between results. */
   bool operator==(const Dims& o) const {
     if (size_ != o.size_) return false;
     if ((cap_ | o.cap_) & kSymbolic) [[unlikely]]
@@ -209,11 +212,13 @@ class Dims {
     grow(std::max<size_t>(capacity(), size_), true);
   }
   bool same_symbolic(const Dims& o) const {
-    for (size_t i = 0; i < size_; ++i) {
-      const sym::Expr* a = is_symbolic() ? exprs()[i] : nullptr;
-      const sym::Expr* b = o.is_symbolic() ? o.exprs()[i] : nullptr;
-      if (a != b || (!a && ints()[i] != o.ints()[i])) return false;
-    }
+    bool same = true;
+    for (size_t i = 0; same && i < size_; ++i) same = sym(i).same_as(o.sym(i));
+    if (same || !ShapeEnv::current()) return same;
+    for (size_t i = 0; i < size_; ++i)
+      if (hint(i) != o.hint(i)) return false;
+    for (size_t i = 0; i < size_; ++i)
+      if (sym(i) != o.sym(i)) return false;
     return true;
   }
   // A heap block for `n` entries (twice that when symbolic), keeping the contents.

@@ -83,13 +83,21 @@ TEST(Sym, DimsKeepExpressionsAndSpecializeOnIntegerReads) {  // (Y2, Y6)
   EXPECT_EQ(d.str(), "[s0, 4]");
   Dims copy = d;
   EXPECT_EQ(copy, d);
-  EXPECT_NE(copy, (Dims{5, 4}));
+  EXPECT_NE(copy, (Dims{6, 4}));  // differs at the example: not equal, no guard
+  EXPECT_TRUE(env.guards().empty());
   const Dims& read = copy;
   EXPECT_EQ(read[1], 4);  // a static entry: no guard
   EXPECT_TRUE(env.guards().empty());
   EXPECT_EQ(read[0], 5);  // read as an integer: pinned
   ASSERT_EQ(env.guards().size(), 1u);
   EXPECT_EQ(env.guards()[0].str(), "s0 == 5");
+  {
+    ShapeEnv other;  // equal at the example: equal under the guard that says so
+    ShapeEnvGuard active_other(&other);
+    EXPECT_EQ(d, (Dims{5, 4}));
+    ASSERT_EQ(other.guards().size(), 1u);
+    EXPECT_EQ(other.guards()[0].str(), "s0 == 5");
+  }
   copy[1] = 2;  // written through a mutable accessor: every entry pinned, then static
   EXPECT_FALSE(copy.is_symbolic());
   EXPECT_EQ(copy.str(), "[5, 2]");
