@@ -53,8 +53,7 @@ struct Block {
         ln2_w(empty({c}, {.device = d})), ln2_b(empty({c}, {.device = d})),
         qkv(c, 3 * c, d), proj(c, c, d), fc1(c, hid, d), fc2(hid, c, d) {}
   Tensor forward(Tensor x) const {
-    SymInt B = x.sym_size(0), T = x.sym_size(1);
-    int64_t D = C / H;
+    int64_t B = x.size(0), T = x.size(1), D = C / H;
     Tensor h = layer_norm(x, {C}, ln1_w, ln1_b);
     Tensor t = permute(reshape(qkv(h), {B, T, 3, H, D}), {2, 0, 3, 1, 4});
     Tensor q = select(t, 0, 0), k = select(t, 0, 1), v = select(t, 0, 2);

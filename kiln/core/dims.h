@@ -100,6 +100,10 @@ class Dims {
   std::span<const int64_t> hints() const { return {ints(), size_}; }
   /** Sets entry `i` to a size. */
   void set(size_t i, const SymInt& v) {
+    if (!v.is_symbolic() && !is_symbolic()) [[likely]] {
+      ints()[i] = v.hint();
+      return;
+    }
     if (v.is_symbolic()) {
       make_symbolic();
       exprs()[i] = v.expr();
@@ -109,6 +113,8 @@ class Dims {
     ints()[i] = v.hint();
   }
   void push_back(const SymInt& v) {
+    if (!v.is_symbolic()) [[likely]]
+      return push_back(v.hint());
     resize(size_ + 1);
     set(size_ - 1, v);
   }
@@ -211,7 +217,7 @@ class Dims {
     if (is_symbolic()) return;
     grow(std::max<size_t>(capacity(), size_), true);
   }
-  bool same_symbolic(const Dims& o) const {
+  [[gnu::noinline, gnu::cold]] bool same_symbolic(const Dims& o) const {
     bool same = true;
     for (size_t i = 0; same && i < size_; ++i) same = sym(i).same_as(o.sym(i));
     if (same || !ShapeEnv::current()) return same;
@@ -256,6 +262,10 @@ class Dims {
     size_ = o.size_;
   }
   void release() {
+    if (heap_) [[unlikely]]  // inline Dims (most) have nothing to give back
+      release_heap();
+  }
+  [[gnu::noinline]] void release_heap() {
     if (cap_ & kPooled) detail::pool_put(heap_, pool_class(cap_ & ~kFlags));
     else ::operator delete(heap_);
     heap_ = nullptr;

@@ -158,11 +158,13 @@ class Tensor {
     if (impl_->shape.is_symbolic() || impl_->strides.is_symbolic()) [[unlikely]]
       return symbolic_contiguous();
     int64_t expected = 1;
+    const int64_t* sizes = impl_->shape.hints().data();  // integers: checked above
+    const int64_t* steps = impl_->strides.hints().data();
     for (size_t i = impl_->shape.size(); i-- > 0;) {
-      int64_t s = shape()[i];
+      int64_t s = sizes[i];
       if (s == 1) continue;
       if (s == 0) return true;
-      if (strides()[i] != expected) return false;
+      if (steps[i] != expected) return false;
       expected *= s;
     }
     return true;

@@ -992,6 +992,12 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
 
 Tensor view(const Tensor& x, const SymSizes& size) { return call1(OpKind::view, x, size.value()); }
 Tensor reshape(const Tensor& x, const SymSizes& size) {
+  if (!size.is_symbolic() && !x.shape().is_symbolic()) [[likely]] {
+    Dims shape = ops::infer_size(size.ints(), x.numel(), "reshape");
+    Dims strides;
+    if (ops::compute_view_strides(x.shape(), x.strides(), shape, strides)) return view(x, size);
+    return view(clone(x), size);
+  }
   OpNameScope name("reshape");  // errors and guards (Y2) name the op the user called
   Dims shape = ops::infer_size(size.dims(), x.sym_numel(), "reshape");
   Dims strides;

@@ -63,6 +63,23 @@ void self_out(MetaOut& out, const Tensor& self) {
 
 Dims broadcast_shapes(const Dims& a, const Dims& b, std::string_view op) {
   if (a == b) return a;  // the common case: nothing to broadcast
+  if (a.is_symbolic() || b.is_symbolic()) [[unlikely]]
+    return broadcast_symbolic(a, b, op);
+  size_t n = std::max(a.size(), b.size());
+  Dims out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    KILN_CHECK(da == db || da == 1 || db == 1, shape,
+               "[{}] The size of tensor a ({}) must match the size of tensor b ({}) at "
+               "non-singleton dimension {} (shapes {} and {})",
+               op, da, db, i, a.str(), b.str());
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Dims broadcast_symbolic(const Dims& a, const Dims& b, std::string_view op) {
   size_t n = std::max(a.size(), b.size());
   Dims out(n);
   for (size_t i = 0; i < n; ++i) {
@@ -137,6 +154,18 @@ Dims matmul_shape(const Dims& a, const Dims& b) {
   KILN_CHECK(!a.empty() && !b.empty(), shape,
              "[matmul] both arguments to matmul need to be at least 1D, but they are {}D and {}D",
              a.size(), b.size());
+  if (!a.is_symbolic() && !b.is_symbolic()) [[likely]] {
+    int64_t k_a = a.back();
+    int64_t k_b = b.size() == 1 ? b[0] : b[b.size() - 2];
+    KILN_CHECK(k_a == k_b, shape, "[matmul] mat1 and mat2 shapes cannot be multiplied ({} and {})", a.str(), b.str());
+    Dims batch_a, batch_b;
+    for (size_t i = 0; i + 2 < a.size(); ++i) batch_a.push_back(a[i]);
+    for (size_t i = 0; i + 2 < b.size(); ++i) batch_b.push_back(b[i]);
+    Dims out = broadcast_shapes(batch_a, batch_b, "matmul");
+    if (a.size() >= 2) out.push_back(a[a.size() - 2]);
+    if (b.size() >= 2) out.push_back(b.back());
+    return out;
+  }
   SymInt k_a = a.sym(a.size() - 1);
   SymInt k_b = b.size() == 1 ? b.sym(0) : b.sym(b.size() - 2);
   KILN_CHECK(k_a.same_as(k_b) || k_a == k_b, shape,

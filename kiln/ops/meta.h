@@ -9,6 +9,8 @@ namespace kiln::ops {
 
 /** The broadcast of two shapes (numpy rules); throws a shape Error naming `op`. */
 Dims broadcast_shapes(const Dims& a, const Dims& b, std::string_view op);
+/** The same when a shape is symbolic (Y2: each decision a guard where it must be one). */
+Dims broadcast_symbolic(const Dims& a, const Dims& b, std::string_view op);
 /** The promoted dtype of tensor operands, honouring 0-dim and wrapped-number ranks. */
 DType result_type(std::span<const Tensor> tensors);
 DType result_type(const Tensor& a, const Tensor& b);

@@ -138,6 +138,8 @@ class SymSizes {
     else dims_ = d;
   }
   bool is_symbolic() const { return dims_.is_symbolic(); }
+  /** The integers (when not symbolic). */
+  const IntList& ints() const { return ints_; }
   /** The boxed argument. */
   Value value() const { return is_symbolic() ? Value(SymIntList(dims_)) : Value(ints_); }
   /** The sizes as a shape. */
@@ -147,6 +149,11 @@ class SymSizes {
  private:
   template <typename It>
   void set(It begin, It end) {
+    if (std::none_of(begin, end, [](const SymInt& s) { return s.is_symbolic(); })) {
+      ints_.reserve(static_cast<size_t>(end - begin));
+      for (It it = begin; it != end; ++it) ints_.push_back(it->hint());
+      return;
+    }
     Dims d(static_cast<size_t>(end - begin));
     for (size_t i = 0; begin != end; ++begin, ++i) d.set(i, *begin);
     if (d.is_symbolic()) dims_ = std::move(d);
