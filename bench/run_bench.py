@@ -78,7 +78,7 @@ def json_lines(text):
 KILN_FILTER = ("BM_TinyAddMeta|BM_SgemmKiln|BM_SgemmOpenBlas|BM_Add16M/|BM_FakeMlp|"
                "BM_FakeBlock|BM_MakeFxFake|BM_CaptureFakeMutation|BM_Eager/|BM_Program/|"
                "BM_TrainStep/|BM_TinyAddBackward|BM_CaptureJoint|BM_TrainProgram/|BM_Elementwise1M|"
-               "BM_MakeFxFakeChain/(32|256|512|32768|100000)/")
+               "BM_MakeFxFakeChain/(32|256|512|32768|100000)/|BM_Export/|BM_Run/|BM_FirstRunAtANewBinding")
 
 
 def kiln_round(build, work):
@@ -344,6 +344,21 @@ def build_rows(k, p):
         if n512 and big:
             row(f"make_fx chain, per node at {n} nodes (vs at 512 nodes)", fmt_t(big), fmt_t(n512),
                 f"{big / n512:.2f}x", "< 3x", big / n512 < 3)
+    # Issue 49: dynamic shapes against the same work with static shapes (kiln on both sides).
+    for m in ("mlp", "block", "gpt"):
+        st, dy = (kiln_value(k, f"BM_Export/{kind}_{m}", "ns/node") for kind in ("static", "dynamic"))
+        if st and dy:
+            row(f"export with a dynamic batch{'' if m == 'mlp' else ' and sequence'}, {m.upper()}, per call node "
+                "(vs static export)", fmt_t(dy * 1e-9), fmt_t(st * 1e-9), f"{dy / st:.2f}x", "<= 1.5x", dy <= 1.5 * st)
+    for m in ("mlp", "block"):
+        st, dy = kiln_value(k, f"BM_Run/static_{m}"), kiln_value(k, f"BM_Run/dynamic_{m}")
+        if st and dy:
+            row(f"program run {m.upper()} with symbols, at a binding seen before, 1 thread (vs exported static)",
+                fmt_t(dy), fmt_t(st), f"{dy / st:.3f}x", "<= 1.05x", dy <= 1.05 * st)
+    first, st = kiln_value(k, "BM_FirstRunAtANewBinding/block"), kiln_value(k, "BM_Run/dynamic_block")
+    if first and st:
+        row("program run BLOCK with symbols, first run at a new binding (plans memory; vs a run at a seen one)",
+            fmt_t(first), fmt_t(st), f"{first / st:.3f}x", "- (reported)", None)
     # The same program's source ops are one count for both sides (its graphs differ:
     # kiln's has ~150 nodes, PyTorch's ~177); per each side's own graph node is reported.
     mut = kiln_value(k, "BM_CaptureFakeMutationProgram")
