@@ -15,6 +15,8 @@ for spec in "mlp" "gpt --set layers=1" "block" "bn_mlp" "bn_mlp --train"; do
   name=$(echo "$spec" | tr ' =-' '___')
   $kiln export --model $spec --trace-device cuda:0 -o "$corpus/program/$name.kiln" >/dev/null
 done
+# a program with symbols, guards and symbolic size arguments (format 3, docs/dynamic-shapes.md)
+$kiln import tests/pt2/mlp_dynamic.pt2 -o "$corpus/program/mlp_dynamic.kiln" >/dev/null
 cp "$corpus"/program/*.kiln "$corpus/safetensors/"
 # .pt2 seeds: the small archives of the importer's corpus, and one archive's program JSON
 cp tests/pt2/{mlp_bn_train,mlp_bn_train_core,cnn,recurrent,mlp_dynamic}.pt2 "$corpus/pt2/"

@@ -627,22 +627,16 @@ SymInt SymInt::slow_sub(const SymInt& a, const SymInt& b) {
   return {sym::sub(a.as_expr(), b.as_expr()), hint};
 }
 
-SymInt floordiv(const SymInt& a, const SymInt& b) {
-  if (!a.expr_ && !b.expr_) return sym::floordiv_i(a.hint_, b.hint_);
-  return SymInt::slow(sym::Op::floordiv, a, b);
-}
-SymInt mod(const SymInt& a, const SymInt& b) {
-  if (!a.expr_ && !b.expr_) return sym::mod_i(a.hint_, b.hint_);
-  return SymInt::slow(sym::Op::mod, a, b);
-}
-SymInt sym_max(const SymInt& a, const SymInt& b) {
-  if (!a.expr_ && !b.expr_) return std::max(a.hint_, b.hint_);
-  return SymInt::slow(sym::Op::max, a, b);
-}
-SymInt sym_min(const SymInt& a, const SymInt& b) {
-  if (!a.expr_ && !b.expr_) return std::min(a.hint_, b.hint_);
-  return SymInt::slow(sym::Op::min, a, b);
-}
+// Integers stay integers (hint_of is their arithmetic); an expression takes slow().
+#define KILN_SYM_BINARY(name, op)                                                          \
+  SymInt name(const SymInt& a, const SymInt& b) {                                          \
+    return a.expr_ || b.expr_ ? SymInt::slow(op, a, b) : SymInt(hint_of(op, a.hint_, b.hint_)); \
+  }
+KILN_SYM_BINARY(floordiv, sym::Op::floordiv)
+KILN_SYM_BINARY(mod, sym::Op::mod)
+KILN_SYM_BINARY(sym_max, sym::Op::max)
+KILN_SYM_BINARY(sym_min, sym::Op::min)
+#undef KILN_SYM_BINARY
 
 namespace {
 bool holds(Rel rel, int64_t a, int64_t b) {

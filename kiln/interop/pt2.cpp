@@ -229,8 +229,9 @@ struct Importer {
     Device device;
   };
 
-  // A SymInt of the file as a number: an integer, or an expression specialized to the
-  // example value the file records beside it (kiln imports static shapes for now).
+  // A SymInt of the file as a number: an integer, or an expression's example value. User
+  // input sizes keep their symbols (user_size); every other value's sizes kiln computes
+  // again from its own meta functions, so their example values only describe the file.
   int64_t sym_int(const json& s, std::string_view where, const std::string& what) {
     if (s.contains("as_int")) return s.at("as_int").get<int64_t>();
     if (s.contains("as_expr")) {
@@ -238,11 +239,7 @@ struct Importer {
       if (!e.contains("hint") || e.at("hint").is_null() || !e.at("hint").contains("as_int"))
         bad(fmt::format("{}: symbolic {} '{}' has no example value", where, what,
                         e.value("expr_str", std::string("?"))));
-      int64_t v = e.at("hint").at("as_int").get<int64_t>();
-      notes.push_back(fmt::format("{}: {} {} specialized to its example value {} (symbolic sizes are "
-                                  "imported static for now)",
-                                  where, what, e.value("expr_str", std::string("?")), v));
-      return v;
+      return e.at("hint").at("as_int").get<int64_t>();
     }
     bad(fmt::format("{}: {} is neither an integer nor an expression", where, what));
   }
@@ -708,9 +705,7 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       if (!values.contains(name)) im.bad(fmt::format("user input '{}' has no tensor_values entry", name));
       std::string target = "input_" + std::to_string(n_user);
       Dims sizes = im.user_sizes(values.at(name), fmt::format("input '{}'", name), target);
-      size_t notes_before = im.notes.size();  // its sizes are symbolic, not specialized
       Importer::Meta m = im.tensor_meta(values.at(name), fmt::format("input '{}'", name));
-      im.notes.resize(notes_before);
       user_sizes.push_back(std::move(sizes));
       input_of[name] = static_cast<int>(names.size());
       ++n_user;

@@ -40,7 +40,10 @@ void mutate_tree(json& prog, std::mt19937_64& rng) {
   const json replacements[] = {json(-1), json(0), json(1), json(int64_t{1} << 32),
                                json(int64_t{1} << 62), json(INT64_MAX), json(INT64_MIN),
                                json(1e300), json(2.5), json("x"), json(nullptr), json(true),
-                               json::array(), json::object(), json::array({0, 0})};
+                               json::array(), json::object(), json::array({0, 0}),
+                               // size expressions (Y4): unknown symbols, bad syntax, overflow
+                               json("s0"), json("s9 + 1"), json("(s0"), json("s0 // 0"),
+                               json("Mod(s0, s0 - s0)"), json("9223372036854775807*s0*s0")};
   switch (rng() % 4) {
     case 0: v = replacements[rng() % std::size(replacements)]; break;
     case 1:

@@ -1,7 +1,9 @@
 // The program JSON of a .pt2 archive: the input replaces models/model.json of a real
 // archive from the corpus (its weights stay), so every mutation reaches the JSON reader,
 // the signature mapping and the op adapters instead of failing in the zip layer. Set
-// KILN_FUZZ_SEED_DIR to have that archive's own model.json written there (the seed).
+// KILN_FUZZ_SEED_DIR to have that archive's own model.json written there (the seed). The
+// archive has a dynamic batch, so its size expressions and range_constraints are fuzzed
+// too (fuzz_pt2 mutates the other archives byte by byte).
 #include <cstdlib>
 #include <fstream>
 
