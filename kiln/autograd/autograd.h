@@ -20,7 +20,8 @@
 #include "kiln/core/scope.h"
 #include <functional>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
+#include "kiln/dispatch/grad_mode.h"
 
 namespace kiln::autograd {
 
@@ -80,43 +81,8 @@ class Node : public std::enable_shared_from_this<Node> {
   Kind kind = Kind::other;
 };
 
-// ---- grad mode ------------------------------------------------------------------
-/** Whether ops record gradients on this thread (true unless a guard below is alive). */
-bool grad_enabled();
-
-/** Records no gradients while alive (thread-local, restored on exit and on exceptions). */
-class NoGradGuard : ScopeGuard {
- public:
-  NoGradGuard();
-  ~NoGradGuard();
-
- private:
-  bool prev_;
-};
-
-/** Turns recording on (or off) while alive, e.g. to train inside a NoGradGuard. */
-class GradModeGuard : ScopeGuard {
- public:
-  explicit GradModeGuard(bool enabled);
-  ~GradModeGuard();
-
- private:
-  bool prev_;
-};
-
-/** (G6) NoGradGuard that also skips version counting: for pure inference, as PyTorch's
- * InferenceMode. Tensors allocated here are inference tensors (Tensor::is_inference;
- * their views too): outside the mode, an in-place op on one, saving one for backward, or
- * making one require grad is an Error; clone() makes a normal tensor. */
-class InferenceModeGuard : ScopeGuard {
- public:
-  InferenceModeGuard();
-  ~InferenceModeGuard();
-  static bool active();
-
- private:
-  bool prev_grad_, prev_inference_;
-};
+// Grad mode (grad_enabled, NoGradGuard, GradModeGuard, InferenceModeGuard) is in
+// kiln/dispatch/grad_mode.h, below autograd.
 
 // ---- the engine -----------------------------------------------------------------
 /** (G5) Accumulates d(sum of outputs[i] * grad_outputs[i]) / d(leaf) into every leaf's
@@ -185,5 +151,13 @@ enum class Differentiable : uint8_t { missing, no, yes };
 /** `no`: the op has no gradient (comparisons, indices, factories); `yes`: it has a
  * backward formula (in-place ops use their functional op's formula). */
 Differentiable differentiability(ops::OpKind op);
+
+namespace detail {
+bool install_layer();  // kiln/autograd/variable.cpp
+/** Every file that includes this header installs autograd before its own statics run,
+ * and pulls autograd out of a static libkiln.a into its program (Note [Autograd methods
+ * through a hook] in kiln/core/tensor.h). */
+inline const bool kInstalled = install_layer();
+}  // namespace detail
 
 }  // namespace kiln::autograd

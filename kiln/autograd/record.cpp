@@ -122,20 +122,6 @@ namespace detail {
 uint64_t next_node_sequence() { return g_sequence.fetch_add(1, std::memory_order_relaxed); }
 }  // namespace detail
 
-bool grad_enabled() { return t_grad_enabled; }
-NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
-GradModeGuard::GradModeGuard(bool enabled) : prev_(t_grad_enabled) { t_grad_enabled = enabled; }
-GradModeGuard::~GradModeGuard() { t_grad_enabled = prev_; }
-InferenceModeGuard::InferenceModeGuard() : prev_grad_(t_grad_enabled), prev_inference_(inference_mode()) {
-  t_grad_enabled = false;
-  set_inference_mode(true);
-}
-InferenceModeGuard::~InferenceModeGuard() {
-  t_grad_enabled = prev_grad_;
-  set_inference_mode(prev_inference_);
-}
-bool InferenceModeGuard::active() { return inference_mode(); }
 WritableLeavesGuard::WritableLeavesGuard() : prev_(t_writable_leaves) { t_writable_leaves = true; }
 WritableLeavesGuard::~WritableLeavesGuard() { t_writable_leaves = prev_; }
 
@@ -222,22 +208,6 @@ bool refresh_view(const Tensor& t) {
   return true;
 }
 
-void count_write(OpKind op, std::span<const Value> args) {
-  if (inference_mode()) return;
-  ++std::get<Tensor>(args[ops::op_info(op).schema.mutated_arg]).storage()->version;
-}
-
-void check_inference_write(OpKind op, std::span<const Value> args) {
-  const OpInfo& info = ops::op_info(op);
-  const Tensor& self = std::get<Tensor>(args[static_cast<size_t>(info.schema.mutated_arg)]);
-  // (G6) as PyTorch: an inference tensor has no version counter to bump, so autograd
-  // could not tell a saved copy was overwritten
-  KILN_CHECK(!self.is_inference() || inference_mode(), value,
-             "[{}] Inplace update to inference tensor outside InferenceMode is not allowed ({}). You can make a "
-             "clone to get a normal tensor before doing inplace update",
-             info.name, self.meta_str());
-}
-
 Outputs record(OpKind op, std::span<const Value> args) {
   const OpInfo& info = ops::op_info(op);
   Derivative d = derivative(op);
@@ -252,7 +222,7 @@ Outputs record(OpKind op, std::span<const Value> args) {
     d = {Differentiable::yes, 0, nullptr};
   }
   if (d.kind == Differentiable::no) {  // outputs need no gradient
-    if (info.is_inplace()) count_write(op, args);
+    if (info.is_inplace()) bump_version(op, args);
     return redispatch(op, args);
   }
   const auto& specs = info.schema.args;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <ostream>
 
 #include "kiln/core/pool.h"
@@ -129,6 +130,60 @@ Tensor make_tensor(const Dims& shape, DType dtype, Device device, Allocator* all
 namespace {
 thread_local bool t_inference_mode = false;
 }  // namespace
+
+// ---- autograd's methods (Note [Autograd methods through a hook]) ----
+
+namespace {
+std::atomic<const detail::AutogradHooks*> g_autograd{nullptr};
+
+// Whether autograd has anything to say about `t`: without gradient state or a stale
+// view, a tensor does not require grad, is a leaf and has no history.
+bool seen_by_autograd(const Tensor& t) { return t.impl()->autograd || detail::stale_view(t); }
+
+const detail::AutogradHooks& autograd_hooks(const char* method) {
+  const detail::AutogradHooks* hooks = g_autograd.load(std::memory_order_acquire);
+  KILN_CHECK(hooks, unsupported,
+             "[{}] needs kiln's autograd layer, which this program does not link: include "
+             "kiln/autograd/autograd.h (or kiln/kiln.h) in one of its files",
+             method);
+  return *hooks;
+}
+
+const Tensor kUndefined;
+const std::shared_ptr<autograd::Node> kNoNode;
+}  // namespace
+
+void detail::set_autograd_hooks(const AutogradHooks* hooks) { g_autograd.store(hooks, std::memory_order_release); }
+
+bool Tensor::requires_grad() const {
+  return seen_by_autograd(*this) && autograd_hooks("requires_grad").requires_grad(*this);
+}
+Tensor& Tensor::set_requires_grad(bool on) {
+  if (on || impl_->autograd) autograd_hooks("requires_grad").set_requires_grad(*this, on);
+  return *this;
+}
+bool Tensor::is_leaf() const { return !impl_->autograd || autograd_hooks("is_leaf").is_leaf(*this); }
+const Tensor& Tensor::grad() const { return impl_->autograd ? autograd_hooks("grad").grad(*this) : kUndefined; }
+Tensor& Tensor::mutable_grad() const { return autograd_hooks("grad").mutable_grad(*this); }
+void Tensor::retain_grad() const { autograd_hooks("retain_grad").retain_grad(*this); }
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  return seen_by_autograd(*this) ? autograd_hooks("grad_fn").grad_fn(*this) : kNoNode;
+}
+std::string Tensor::grad_fn_name() const {
+  return seen_by_autograd(*this) ? autograd_hooks("grad_fn").grad_fn_name(*this) : std::string();
+}
+Tensor Tensor::detach() const { return autograd_hooks("detach").detach(*this); }
+void Tensor::backward(const Tensor& grad, bool retain_graph, bool create_graph) const {
+  autograd_hooks("backward").backward(*this, grad, retain_graph, create_graph);
+}
+
+Tensor Tensor::detach_descriptor() const {
+  auto impl = make_pooled<TensorImpl>(*impl_);
+  impl->autograd.reset();
+  impl->view_made_at = 0;
+  impl->view_base.reset();
+  return Tensor(std::move(impl));
+}
 
 bool inference_mode() { return t_inference_mode; }
 void set_inference_mode(bool on) { t_inference_mode = on; }

@@ -194,7 +194,7 @@ class Tensor {
    * tensor is one too; a view made there of a normal tensor is normal, as in PyTorch. */
   bool is_inference() const { return impl_->storage && impl_->storage->inference; }
 
-  // ---- autograd (G1-G5; defined in kiln/autograd/variable.cpp) ----
+  // ---- autograd (G1-G5), through the hook of Note [Autograd methods through a hook] ----
   /** A leaf that asked for gradients, or the output of a recorded differentiable op. */
   bool requires_grad() const;
   /** Makes a leaf require gradients (floating dtypes only); false detaches it. */
@@ -209,6 +209,8 @@ class Tensor {
   void retain_grad() const;
   /** The node that computes this tensor's gradient inputs; null for leaves. */
   const std::shared_ptr<autograd::Node>& grad_fn() const;
+  /** grad_fn's name ("MulBackward0"), or "" for a leaf. */
+  std::string grad_fn_name() const;
   /** The same data without history, requiring no gradient (shares storage and version).
    * Under active modes it is an `alias` op dispatched to them (a trace records it, as
    * PyTorch records aten.detach); eagerly, a new descriptor of the same data. */
@@ -232,6 +234,43 @@ class Tensor {
   bool symbolic_contiguous() const;
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// Note [Autograd methods through a hook]
+// Tensor keeps PyTorch's autograd methods (requires_grad, set_requires_grad, grad,
+// grad_fn, detach, backward, ...) because that is where users look for them, but their
+// work is autograd's, three layers up (kiln/autograd/). Core defines them over a table
+// of functions, AutogradHooks, that the autograd layer installs when it is linked: by a
+// static initializer of kiln/autograd/variable.cpp, and by an inline variable of
+// kiln/autograd/autograd.h, which pulls that object out of the static archive into
+// every program that includes the header. A tensor autograd never saw (no gradient
+// state, not a stale view) is answered here without the table -- no grad, a leaf, no
+// history -- so the common case costs the pointer test it always cost. Asking for
+// gradients with autograd not linked is an Error that says what to include. Dispatch
+// reaches autograd's recorder the same way (AutogradLayer, kiln/dispatch/dispatch.h),
+// so no file below autograd includes or links it.
+namespace detail {
+struct AutogradHooks {
+  bool (*requires_grad)(const Tensor&);
+  void (*set_requires_grad)(const Tensor&, bool);
+  bool (*is_leaf)(const Tensor&);
+  const Tensor& (*grad)(const Tensor&);
+  Tensor& (*mutable_grad)(const Tensor&);
+  void (*retain_grad)(const Tensor&);
+  const std::shared_ptr<autograd::Node>& (*grad_fn)(const Tensor&);
+  std::string (*grad_fn_name)(const Tensor&);
+  Tensor (*detach)(const Tensor&);
+  void (*backward)(const Tensor&, const Tensor&, bool, bool);
+};
+/** Installs autograd's table (kiln/autograd/variable.cpp); idempotent. */
+void set_autograd_hooks(const AutogradHooks* hooks);
+
+/** (G4) Whether `t` is a view made before a recorded write to its storage (its gradient
+ * history is stale until autograd refreshes it). */
+inline bool stale_view(const Tensor& t) {
+  const TensorImpl* i = t.impl();
+  return i->view_made_at != 0 && i->view_made_at <= i->storage->recorded_write;
+}
+}  // namespace detail
 
 /** Wraps `dim` (may be negative) into [0, rank); throws an index Error naming `op`. */
 int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op);

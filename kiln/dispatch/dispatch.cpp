@@ -3,7 +3,6 @@
 #include <atomic>
 #include <vector>
 
-#include "kiln/autograd/record.h"
 #include "kiln/backend/cpu/kernels.h"
 #if KILN_WITH_CUDA
 #include "kiln/backend/cuda/kernels.h"
@@ -12,6 +11,7 @@
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"
 #include "kiln/device/stream_impl.h"
+#include "kiln/dispatch/grad_mode.h"
 #include "kiln/ops/extension.h"
 #include "kiln/ops/meta.h"
 
@@ -598,14 +598,51 @@ namespace autograd::detail {
 thread_local bool t_grad_enabled = true;
 }  // namespace autograd::detail
 
+namespace {
+std::atomic<const AutogradLayer*> g_autograd_layer{nullptr};
+
+// Whether a call records a node: grad mode is on and a tensor argument requires grad.
+bool should_record(std::span<const Value> args) {
+  if (!autograd::detail::t_grad_enabled) return false;
+  for (const Value& v : args) {
+    if (auto* t = std::get_if<Tensor>(&v)) {
+      if (autograd::detail::wants_grad(*t)) return true;
+    } else if (auto* list = std::get_if<TensorList>(&v)) {
+      for (const Tensor& x : *list)
+        if (autograd::detail::wants_grad(x)) return true;
+    }
+  }
+  return false;
+}
+
+// (G6) As PyTorch: an inference tensor has no version counter to bump, so autograd
+// could not tell a saved copy was overwritten.
+void check_inference_write(OpKind op, std::span<const Value> args) {
+  const OpInfo& info = ops::op_info(op);
+  const Tensor& self = std::get<Tensor>(args[static_cast<size_t>(info.schema.mutated_arg)]);
+  KILN_CHECK(!self.is_inference() || inference_mode(), value,
+             "[{}] Inplace update to inference tensor outside InferenceMode is not allowed ({}). You can make a "
+             "clone to get a normal tensor before doing inplace update",
+             info.name, self.meta_str());
+}
+}  // namespace
+
+void set_autograd_layer(const AutogradLayer* layer) { g_autograd_layer.store(layer, std::memory_order_release); }
+
+void bump_version(OpKind op, std::span<const Value> args) {
+  if (inference_mode()) return;
+  ++std::get<Tensor>(args[ops::op_info(op).schema.mutated_arg]).storage()->version;
+}
+
 Outputs dispatch(OpKind op, std::span<const Value> args) {
   // The user's call (not a mode's re-dispatch): autograd's turn first. See Note
-  // [Autograd sits above the modes].
+  // [Autograd sits above the modes]. A tensor that requires grad was made by autograd,
+  // so its layer is installed whenever should_record holds.
   if (t_depth == t_pushed) [[likely]] {
     bool inplace = ops::op_is_inplace(op);
-    if (inplace) autograd::detail::check_inference_write(op, args);
-    if (autograd::detail::should_record(args)) return autograd::detail::record(op, args);
-    if (inplace) autograd::detail::count_write(op, args);
+    if (inplace) check_inference_write(op, args);
+    if (should_record(args)) return g_autograd_layer.load(std::memory_order_relaxed)->record(op, args);
+    if (inplace) bump_version(op, args);
   }
   return redispatch(op, args);
 }

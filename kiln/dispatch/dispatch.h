@@ -120,6 +120,19 @@ Outputs dispatch_meta(ops::OpKind op, std::span<const Value> args);
  * functional form's result (shape and dtype of that result): it must fit `self`. */
 void check_inplace_result(const ops::OpInfo& info, const Tensor& self, const Dims& shape, DType dtype);
 
+/** Autograd, the layer above dispatch: dispatch() hands it each call from user code
+ * while grad mode is on and a tensor argument requires grad (`record`, which runs the op
+ * through redispatch() and attaches its backward node). Installed by kiln/autograd
+ * (Note [Autograd methods through a hook] in kiln/core/tensor.h; Note [Autograd sits
+ * above the modes] in kiln/autograd/autograd.h). */
+struct AutogradLayer {
+  Outputs (*record)(ops::OpKind op, std::span<const Value> args);
+};
+void set_autograd_layer(const AutogradLayer* layer);
+/** (G4) Counts an in-place write on its storage's version (the choke point counts every
+ * write autograd does not record itself; nothing is counted in inference mode). */
+void bump_version(ops::OpKind op, std::span<const Value> args);
+
 /** The layer between autograd and the modes that runs ops on distributed tensors (S2):
  * redispatch() hands it every call with a DTensor argument (`handle`, which calls
  * redispatch() on local shards). Installed by kiln/distributed when the first DTensor is

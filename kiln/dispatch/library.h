@@ -25,7 +25,6 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "kiln/autograd/function.h"  // GradCtx, for backward formulas
 #include "kiln/device/blas.h"
 #include "kiln/ops/extension.h"
 

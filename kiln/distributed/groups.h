@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kiln/device/process_group.h"
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::dist {
 

@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::interop {
 

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "kiln/core/overloaded.h"
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::ir {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kiln/core/overloaded.h"
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 #include "kiln/ir/graph.h"
 
 namespace kiln::ir {

@@ -1,11 +1,11 @@
 #pragma once
 // Activation functions, as torch.nn.functional's, made of ordinary ops (so they
 // differentiate, trace and export as those ops). relu, gelu, silu, sigmoid, tanh and
-// softmax are ops of the table (kiln/dispatch/functional.h).
+// softmax are ops of the table (kiln/api/functional.h).
 
 #include <optional>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::nn {
 

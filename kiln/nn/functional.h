@@ -6,7 +6,7 @@
 #include <string>
 #include <tuple>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::nn {
 

@@ -5,7 +5,7 @@
 #include <functional>
 #include <string_view>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::nn {
 

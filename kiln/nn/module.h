@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::nn {
 

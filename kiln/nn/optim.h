@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::nn {
 

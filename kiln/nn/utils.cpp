@@ -4,7 +4,7 @@
 #include <numbers>
 
 #include "kiln/autograd/autograd.h"
-#include "kiln/dispatch/linalg.h"
+#include "kiln/api/linalg.h"
 
 namespace kiln::nn {
 namespace init {

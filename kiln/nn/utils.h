@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::nn {
 

@@ -4,7 +4,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/device/registry.h"
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::passes {
 

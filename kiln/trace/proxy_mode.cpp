@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln {
 

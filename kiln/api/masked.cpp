@@ -1,6 +1,6 @@
 // torch.masked on strided tensors: masked-out elements become the op's identity, then
 // the ordinary op runs (see masked.h).
-#include "kiln/dispatch/masked.h"
+#include "kiln/api/masked.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <ostream>
 
-#include "kiln/dispatch/functional.h"
-#include "kiln/autograd/autograd.h"
+#include "kiln/api/functional.h"
+#include "kiln/dispatch/grad_mode.h"
 
 namespace kiln {
 
@@ -143,7 +143,7 @@ std::string to_string(const Tensor& x) {
     if (!default_dtype) suffixes.push_back(fmt::format("dtype={}", x.dtype()));
   }
   // PyTorch's order: device, dtype, then the gradient state.
-  if (const auto& fn = x.grad_fn()) suffixes.push_back("grad_fn=<" + fn->name() + ">");
+  if (std::string fn = x.grad_fn_name(); !fn.empty()) suffixes.push_back("grad_fn=<" + fn + ">");
   else if (x.requires_grad()) suffixes.push_back("requires_grad=True");
   std::string out = "tensor(" + body;
   for (const std::string& s : suffixes) out += ", " + s;

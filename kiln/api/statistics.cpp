@@ -7,8 +7,8 @@
 #include <limits>
 #include <numbers>
 
-#include "kiln/dispatch/functional.h"
-#include "kiln/dispatch/linalg.h"
+#include "kiln/api/functional.h"
+#include "kiln/api/linalg.h"
 
 namespace kiln {
 namespace {

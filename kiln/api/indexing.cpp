@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln {

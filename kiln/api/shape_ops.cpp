@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numbers>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln {

@@ -14,7 +14,7 @@
 
 #include <optional>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::masked {
 

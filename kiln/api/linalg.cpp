@@ -1,4 +1,4 @@
-#include "kiln/dispatch/linalg.h"
+#include "kiln/api/linalg.h"
 
 #include <cmath>
 #include <limits>

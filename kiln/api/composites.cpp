@@ -7,9 +7,9 @@
 #include <map>
 #include <numbers>
 
-#include "kiln/autograd/autograd.h"
-#include "kiln/dispatch/functional.h"
-#include "kiln/dispatch/linalg.h"
+#include "kiln/dispatch/grad_mode.h"
+#include "kiln/api/functional.h"
+#include "kiln/api/linalg.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln {

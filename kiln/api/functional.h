@@ -672,7 +672,7 @@ std::vector<bool> to_vector<bool>(const Tensor& x);
 template <>
 bool item<bool>(const Tensor& x);
 
-// ---- more composites (kiln/dispatch/composites.cpp), as PyTorch defines them ----
+// ---- more composites (kiln/api/composites.cpp), as PyTorch defines them ----
 /** log(exp(a) + exp(b)) (base 2: log2(2^a + 2^b)) without overflow; equal infinities stay. */
 Tensor logaddexp(const Tensor& a, const Tensor& b);
 Tensor logaddexp2(const Tensor& a, const Tensor& b);
@@ -840,7 +840,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
 /** torch.repeat_interleave(repeats): i repeated repeats[i] times. */
 Tensor repeat_interleave(const Tensor& repeats);
 
-// ---- indexing composites (kiln/dispatch/indexing.cpp) ------------------------------
+// ---- indexing composites (kiln/api/indexing.cpp) ------------------------------
 /** x read as a flat row-major array at `index` (negative counts from the end), shaped
  * like index. */
 Tensor take(const Tensor& x, const Tensor& index);
@@ -918,7 +918,7 @@ Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Ten
  * (Tensor.put). */
 Tensor put(const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate = false);
 
-// ---- stacking, splitting, aliases (kiln/dispatch/shape_ops.cpp) ---------------------
+// ---- stacking, splitting, aliases (kiln/api/shape_ops.cpp) ---------------------
 Tensor atleast_1d(const Tensor& x);
 Tensor atleast_2d(const Tensor& x);
 Tensor atleast_3d(const Tensor& x);
@@ -1026,7 +1026,7 @@ Tensor resolve_conj(const Tensor& x);
 Tensor resolve_neg(const Tensor& x);
 Tensor angle(const Tensor& x);
 
-// ---- statistics and sampling (kiln/dispatch/statistics.cpp) -------------------------
+// ---- statistics and sampling (kiln/api/statistics.cpp) -------------------------
 /** The q-quantiles (q in [0, 1], a number or a 1-D tensor whose dim comes first in the
  * result) over dim (absent: all elements) of an f32/f64 tensor, interpolating "linear",
  * "lower", "higher", "midpoint" or "nearest" between sorted neighbours; a row with NaN

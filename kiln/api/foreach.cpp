@@ -1,8 +1,8 @@
 // The _foreach_* family (foreach.h): each the per-tensor op, once per list element.
-#include "kiln/dispatch/foreach.h"
+#include "kiln/api/foreach.h"
 
 #include "kiln/core/error.h"
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln {
 

@@ -11,7 +11,7 @@
 #include <tuple>
 #include <utility>
 
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln::linalg {
 

@@ -1,6 +1,6 @@
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
-#include "kiln/autograd/autograd.h"
+#include "kiln/dispatch/grad_mode.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-// The _foreach_* ops (kiln/dispatch/foreach.h): each tensor's result is the per-tensor
+// The _foreach_* ops (kiln/api/foreach.h): each tensor's result is the per-tensor
 // op's, in place and out of place, with PyTorch's list checks.
 #include <gtest/gtest.h>
 

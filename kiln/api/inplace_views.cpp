@@ -14,10 +14,10 @@
 // (as in PyTorch, where tracing them is unsupported): both refuse to run under a mode.
 #include <algorithm>
 
-#include "kiln/autograd/autograd.h"
+#include "kiln/dispatch/grad_mode.h"
 #include "kiln/core/error.h"
 #include "kiln/dispatch/dispatch.h"
-#include "kiln/dispatch/functional.h"
+#include "kiln/api/functional.h"
 
 namespace kiln {
 
