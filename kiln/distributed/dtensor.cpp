@@ -9,6 +9,7 @@
 #include "kiln/core/small_vector.h"
 #include "kiln/core/warning.h"
 #include "kiln/dispatch/dispatch.h"
+#include "kiln/distributed/sharding.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::dist {
@@ -182,9 +183,6 @@ std::string DeviceMesh::str() const {
 namespace {
 
 Outputs handle(OpKind op, std::span<const Value> args);
-
-// One flag per tensor dimension (sharded, reduced, kept whole), inline for usual ranks.
-using DimFlags = SmallVector<char, 8>;
 
 // (S1) That `placements` can lay out an `ndim`-d tensor on `mesh`.
 void check_layout(int64_t ndim, const DeviceMesh& mesh, const Placements& placements, std::string_view op) {
@@ -519,315 +517,14 @@ Tensor full_tensor(const Tensor& dtensor) {
   return to_local(redistribute(dtensor, Placements(static_cast<size_t>(s.mesh.ndim()), Replicate())));
 }
 
-// ---- sharding propagation (S2) ------------------------------------------------------
+// ---- running a call on the shards (the rules: sharding.cpp) --------------------------
 
 namespace {
 
-// What the rule decided: the placements each DTensor argument is redistributed to
-// (indexed like the call's arguments; list elements in order), and the outputs'.
-struct Decision {
-  PoolVector<Placements> inputs;  // per DTensor argument, in argument order
-  Placements output;
-};
-
-// The DTensor arguments of a call, in order (list elements included).
-struct Operands {
-  SmallVector<const Tensor*, 4> tensors;
-  SmallVector<int, 4> arg;  // the argument each came from
-};
-
-[[noreturn]] void no_rule(OpKind op, const Operands& in) {
-  std::string placements;
-  for (const Tensor* t : in.tensors)
-    placements += (placements.empty() ? "" : ", ") + to_string(t->impl()->dtensor->placements);
-  fail(ErrorKind::unsupported, "[{}] has no sharding rule for DTensor arguments with placements {}", ops::op_name(op),
-       placements);
-}
-
-bool is_pointwise(OpKind op) {
-  switch (op) {
-    case OpKind::neg: case OpKind::abs: case OpKind::relu: case OpKind::exp: case OpKind::log:
-    case OpKind::sqrt: case OpKind::rsqrt: case OpKind::sin: case OpKind::cos: case OpKind::tanh:
-    case OpKind::sigmoid: case OpKind::silu: case OpKind::gelu: case OpKind::erf: case OpKind::logical_not:
-    case OpKind::exp2: case OpKind::log10: case OpKind::erfc: case OpKind::asinh: case OpKind::acosh:
-    case OpKind::atanh: case OpKind::erfinv: case OpKind::lgamma: case OpKind::digamma:
-    case OpKind::polygamma: case OpKind::special_unary: case OpKind::bitwise_not: case OpKind::bitwise_and: case OpKind::bitwise_or:
-    case OpKind::bitwise_xor:
-    case OpKind::log1p: case OpKind::expm1: case OpKind::log2: case OpKind::tan: case OpKind::atan:
-    case OpKind::asin: case OpKind::acos: case OpKind::sinh: case OpKind::cosh: case OpKind::reciprocal:
-    case OpKind::floor: case OpKind::ceil: case OpKind::round: case OpKind::trunc: case OpKind::sign:
-    case OpKind::clamp:
-    case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div: case OpKind::pow:
-    case OpKind::remainder: case OpKind::fmod: case OpKind::floor_divide: case OpKind::atan2: case OpKind::special_binary:
-    case OpKind::maximum: case OpKind::minimum: case OpKind::eq: case OpKind::ne: case OpKind::lt:
-    case OpKind::le: case OpKind::gt: case OpKind::ge: case OpKind::where: case OpKind::gelu_backward:
-    case OpKind::threshold_backward:
-    case OpKind::masked_fill: case OpKind::add_: case OpKind::sub_: case OpKind::mul_: case OpKind::div_:
-    case OpKind::relu_: case OpKind::masked_fill_: case OpKind::fill_: case OpKind::clone:
-    case OpKind::alias: case OpKind::_to_copy: case OpKind::copy_:
-      return true;
-    default: return false;
-  }
-}
-
-// Whether Partial inputs (all of the call's DTensors, with one reduction) may stay
-// partial through `op`: sums and differences of partial sums, and scaling by a number,
-// commute with the reduction. With one DTensor operand, the other is a plain number (S3).
-bool keeps_partial(OpKind op, const Operands& in) {
-  switch (op) {
-    case OpKind::neg: case OpKind::clone: case OpKind::alias: return true;
-    case OpKind::add: case OpKind::sub: case OpKind::add_: case OpKind::sub_: case OpKind::copy_:
-      return in.tensors.size() == 2;
-    case OpKind::mul: case OpKind::mul_: return in.tensors.size() == 1;
-    case OpKind::div: case OpKind::div_: return in.tensors.size() == 1 && in.arg[0] == 0;
-    default: return false;
-  }
-}
-
-// Where dim `d` of input `t` lands in a broadcast output of shape `out`; nullopt when the
-// input is broadcast along it.
-std::optional<int64_t> out_dim(const Tensor& t, int64_t d, const Dims& out) {
-  int64_t od = d + static_cast<int64_t>(out.size()) - t.dim();
-  if (t.shape()[static_cast<size_t>(d)] == 1 && out[od] != 1) return std::nullopt;
-  return od;
-}
-
-// The common case in one pass: every DTensor operand has the output's shape and the
-// same placements, none partial. They keep them, and so does the output.
-bool same_layout(const Operands& in, const Dims& out, Decision& d, bool outputs_only) {
-  const Placements& first = in.tensors[0]->impl()->dtensor->placements;
-  for (const Placement& p : first)
-    if (p.is_partial()) return false;
-  for (const Tensor* t : in.tensors)
-    if (t->shape() != out || !(t->impl()->dtensor->placements == first)) return false;
-  if (!outputs_only) d.inputs.assign(in.tensors.size(), first);
-  d.output = first;
-  return true;
-}
-
-// `outputs_only`: the caller needs the output placements alone (d.inputs stays empty).
-Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const DeviceMesh& mesh, bool inplace,
-                        bool outputs_only) {
-  Decision d;
-  if (same_layout(in, out, d, outputs_only)) return d;
-  if (!outputs_only) d.inputs.resize(in.tensors.size());
-  for (auto& p : d.inputs) p.resize(static_cast<size_t>(mesh.ndim()));
-  for (int64_t i = 0; i < mesh.ndim(); ++i) {
-    auto at = [&](size_t k) -> const Placement& { return in.tensors[k]->impl()->dtensor->placements[static_cast<size_t>(i)]; };
-    Placement target = Replicate();
-    bool all_partial = true;
-    std::optional<ReduceOp> pop;
-    for (size_t k = 0; k < in.tensors.size(); ++k) {
-      all_partial = all_partial && at(k).is_partial();
-      if (at(k).is_partial()) pop = pop.value_or(at(k).op);
-    }
-    bool same_op = true;
-    for (size_t k = 0; k < in.tensors.size(); ++k)
-      same_op = same_op && (!at(k).is_partial() || at(k).op == *pop);
-    if (inplace) {
-      target = at(0);  // self keeps its placement
-      if (target.is_shard() && !out_dim(*in.tensors[0], target.dim, out)) target = Replicate();
-      if (target.is_partial() && !(all_partial && same_op && keeps_partial(op, in)))
-        fail(ErrorKind::unsupported,
-             "[{}] writes a Partial({}) DTensor in place, which would mix partial values; "
-             "redistribute it to Replicate first",
-             ops::op_name(op), to_string(target.op));
-    } else if (pop && all_partial && same_op && keeps_partial(op, in)) {
-      target = Partial(*pop);
-    } else {
-      for (size_t k = 0; k < in.tensors.size() && target.is_replicate(); ++k)
-        if (at(k).is_shard())
-          if (auto od = out_dim(*in.tensors[k], at(k).dim, out)) target = Shard(*od);
-    }
-    d.output.push_back(target);  // mesh dims in order
-    for (size_t k = 0; k < d.inputs.size(); ++k) {
-      const Tensor& t = *in.tensors[k];
-      Placement want = target;
-      if (target.is_shard()) {
-        int64_t td = target.dim - (static_cast<int64_t>(out.size()) - t.dim());
-        want = td >= 0 && out_dim(t, td, out) ? Shard(td) : Replicate();  // broadcast dims stay whole
-      }
-      d.inputs[k][static_cast<size_t>(i)] = want;
-    }
-  }
-  return d;
-}
-
-// Reductions over `dims` (empty: all). sum keeps partial sums partial and turns a
-// sharded reduced dim into Partial(sum); amax/amin into Partial(max/min); other
-// reductions gather the reduced dims first.
-Decision reduce_rule(OpKind op, const Tensor& x, const IntList& dims_in, bool keepdim, const DeviceMesh& mesh) {
-  DimFlags reduced(static_cast<size_t>(x.dim()), dims_in.empty());
-  for (int64_t d : dims_in) reduced[static_cast<size_t>(wrap_dim(d, x.dim(), ops::op_name(op)))] = true;
-  Decision dec;
-  dec.inputs.assign(1, Placements(static_cast<size_t>(mesh.ndim())));
-  const Placements& have = x.impl()->dtensor->placements;
-  for (int64_t i = 0; i < mesh.ndim(); ++i) {
-    const Placement& p = have[static_cast<size_t>(i)];
-    Placement in = p, out = p;
-    if (p.is_partial()) {
-      bool ok = op == OpKind::sum && p.op == ReduceOp::sum;
-      if (!ok) in = out = Replicate();
-    } else if (p.is_shard() && reduced[static_cast<size_t>(p.dim)]) {
-      if (op == OpKind::sum) out = Partial(ReduceOp::sum);
-      else if (op == OpKind::amax) out = Partial(ReduceOp::max);
-      else if (op == OpKind::amin) out = Partial(ReduceOp::min);
-      else in = out = Replicate();
-    } else if (p.is_shard() && !keepdim) {
-      int64_t before = 0;
-      for (int64_t d = 0; d < p.dim; ++d) before += reduced[static_cast<size_t>(d)];
-      out = Shard(p.dim - before);
-    }
-    dec.inputs[0][static_cast<size_t>(i)] = in;
-    dec.output.push_back(out);  // mesh dims in order
-  }
-  return dec;
-}
-
-// Every DTensor argument whole along `dims` (gathered where sharded), partial values
-// reduced; other shards kept. Outputs are placed like the first input.
-Decision keep_shards_except(const Operands& in, const DimFlags& whole) {
-  Decision d;
-  for (const Tensor* t : in.tensors) {
-    Placements p = t->impl()->dtensor->placements;
-    for (Placement& x : p)
-      if (x.is_partial() || (x.is_shard() && (static_cast<size_t>(x.dim) >= whole.size() || whole[x.dim])))
-        x = Replicate();
-    d.inputs.push_back(std::move(p));
-  }
-  d.output = d.inputs[0];
-  return d;
-}
-
-// Bytes moved to turn `from` into `to` along a mesh dim of `n` ranks, for a tensor of
-// `bytes` (ring algorithms; local chunking is free).
-double move_cost(const Placement& from, const Placement& to, double bytes, int64_t n) {
-  if (from == to || (from.is_replicate() && !to.is_replicate())) return 0;
-  double f = double(n - 1) / double(n);
-  if (from.is_shard() && to.is_replicate()) return bytes * f;
-  if (from.is_partial() && to.is_replicate()) return 2 * bytes * f;
-  if (from.is_partial() && to.is_shard()) return bytes * f;
-  if (from.is_shard() && to.is_shard()) return bytes * f / double(n);
-  return 2 * bytes;  // through Replicate
-}
-
-// a [..., m, k] @ b [k, n] or [..., k, n] with the same batch dims: per mesh dim the
-// cheapest of the strategies that need no communication after the local product:
-// shard a's batch/row dims (b whole), shard b's columns (a whole), shard the contracted
-// dim of both (partial sums), or everything whole.
-Decision matmul_rule(const Tensor& a, const Tensor& b, const Dims& out, const DeviceMesh& mesh) {
-  KILN_CHECK(a.dim() >= 2 && b.dim() >= 2, unsupported,
-             "[matmul] of DTensors needs operands of at least 2 dims, got {} and {}", a.meta_str(), b.meta_str());
-  int64_t ak = a.dim() - 1, bk = b.dim() - 2, bn = b.dim() - 1, on = static_cast<int64_t>(out.size()) - 1;
-  Decision d;
-  d.inputs.assign(2, Placements(static_cast<size_t>(mesh.ndim())));
-  d.output.resize(static_cast<size_t>(mesh.ndim()));
-  double abytes = double(a.numel() * a.itemsize()), bbytes = double(b.numel() * b.itemsize());
-  for (int64_t i = 0; i < mesh.ndim(); ++i) {
-    const Placement& pa = a.impl()->dtensor->placements[static_cast<size_t>(i)];
-    const Placement& pb = b.impl()->dtensor->placements[static_cast<size_t>(i)];
-    struct Strategy {
-      Placement a, b, out;
-    };
-    std::vector<Strategy> options = {{Replicate(), Replicate(), Replicate()},
-                                     {Shard(ak), Shard(bk), Partial()},
-                                     {Replicate(), Shard(bn), Shard(on)}};
-    for (int64_t dim = 0; dim < ak; ++dim)  // a's batch and row dims
-      if (b.dim() == 2 || dim == ak - 1)
-        options.push_back({Shard(dim), Replicate(), Shard(dim + static_cast<int64_t>(out.size()) - a.dim())});
-    if (a.dim() == b.dim())  // batch dims sharded alike on both (attention heads)
-      for (int64_t dim = 0; dim < ak - 1; ++dim) options.push_back({Shard(dim), Shard(dim), Shard(dim)});
-    if (pa.is_partial() && pa.op == ReduceOp::sum) options.push_back({pa, Replicate(), Partial()});
-    if (pb.is_partial() && pb.op == ReduceOp::sum) options.push_back({Replicate(), pb, Partial()});
-    const Strategy* best = nullptr;
-    double best_cost = 0;
-    for (const Strategy& s : options) {
-      // ties (a mesh dim of one rank moves nothing) go to the strategy that changes least
-      double c = move_cost(pa, s.a, abytes, mesh.size(i)) + move_cost(pb, s.b, bbytes, mesh.size(i)) +
-                 1e-9 * ((pa != s.a) + (pb != s.b));
-      if (!best || c < best_cost) best = &s, best_cost = c;
-    }
-    d.inputs[0][static_cast<size_t>(i)] = best->a;
-    d.inputs[1][static_cast<size_t>(i)] = best->b;
-    d.output[static_cast<size_t>(i)] = best->out;
-  }
-  return d;
-}
-
-// Where a shard of input dim `d` (over `n` ranks) lands after a view to `out`, or
-// nullopt when the view would cut through the shards (the input is gathered first). A
-// view maps groups of input dims onto groups of output dims with equal products; the
-// shard survives when its dim is kept whole, when it is split and the first output dim
-// of the split divides into the shards (heads out of a sharded hidden dim), or when it
-// is the first of the dims merged and divides evenly (heads back into the hidden dim).
-std::optional<int64_t> view_dim(const Dims& in, int64_t d, const Dims& out, int64_t n) {
-  size_t i = 0, o = 0;
-  while (i < in.size() || o < out.size()) {
-    size_t i0 = i, o0 = o;
-    int64_t pi = i < in.size() ? in[i++] : 1, po = o < out.size() ? out[o++] : 1;
-    while (pi != po) {
-      if (pi < po && i < in.size()) pi *= in[i++];
-      else if (po < pi && o < out.size()) po *= out[o++];
-      else return std::nullopt;
-    }
-    if (static_cast<size_t>(d) < i0 || static_cast<size_t>(d) >= i) continue;
-    bool first_in = static_cast<size_t>(d) == i0;
-    if (i - i0 == 1 && o - o0 == 1) return static_cast<int64_t>(o0);                   // kept
-    if (i - i0 == 1 && out[o0] % n == 0) return static_cast<int64_t>(o0);               // split
-    if (o - o0 == 1 && first_in && in[d] % n == 0) return static_cast<int64_t>(o0);    // merged
-    return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-// The placements of a view's output, and whether the input must be gathered first.
-Decision view_rule(OpKind op, const Tensor& x, std::span<const Value> args, const Dims& out,
-                   const DeviceMesh& mesh) {
-  Decision d;
-  Placements in = x.impl()->dtensor->placements, res = in;
-  for (size_t i = 0; i < in.size(); ++i) {
-    Placement& p = in[i];
-    Placement& o = res[i];
-    if (!p.is_shard()) continue;
-    int64_t dim = p.dim;
-    std::optional<int64_t> to;
-    switch (op) {
-      case OpKind::transpose: {
-        int64_t a = wrap_dim(std::get<int64_t>(args[1]), x.dim(), "transpose");
-        int64_t b = wrap_dim(std::get<int64_t>(args[2]), x.dim(), "transpose");
-        to = dim == a ? b : dim == b ? a : dim;
-        break;
-      }
-      case OpKind::permute: {
-        const IntList& perm = std::get<IntList>(args[1]);
-        for (size_t k = 0; k < perm.size(); ++k)
-          if (wrap_dim(perm[k], x.dim(), "permute") == dim) to = static_cast<int64_t>(k);
-        break;
-      }
-      case OpKind::unsqueeze: {
-        int64_t at = wrap_dim(std::get<int64_t>(args[1]), x.dim() + 1, "unsqueeze");
-        to = dim + (dim >= at);
-        break;
-      }
-      case OpKind::view: case OpKind::squeeze: to = view_dim(x.shape(), dim, out, mesh.size(i)); break;
-      case OpKind::expand: to = x.size(dim) == out[dim + out.size() - x.dim()] ? std::optional(dim + int64_t(out.size()) - x.dim()) : std::nullopt; break;
-      case OpKind::alias: to = dim; break;
-      case OpKind::slice: case OpKind::select: {
-        int64_t along = wrap_dim(std::get<int64_t>(args[1]), x.dim(), ops::op_name(op));
-        if (along != dim) to = op == OpKind::select && dim > along ? dim - 1 : dim;
-        break;
-      }
-      default: break;
-    }
-    if (to) o = Shard(*to);
-    else p = o = Replicate();
-  }
-  d.inputs.push_back(in);
-  d.output = res;
-  return d;
-}
-
-// ---- running a call on the shards -------------------------------------------------
+using detail::Decision;
+using detail::Operands;
+using detail::ShardingCall;
+using detail::ShardingKind;
 
 Operands operands_of(OpKind op, std::span<const Value> args, const DeviceMesh*& mesh) {
   Operands in;
@@ -861,153 +558,6 @@ Operands operands_of(OpKind op, std::span<const Value> args, const DeviceMesh*& 
       for (const Tensor& t : *l) take(t, i);
   }
   return in;
-}
-
-// `outputs_only`: see pointwise_rule (other rules fill the inputs' placements anyway).
-Decision decide(OpKind op, std::span<const Value> args, const Operands& in, const Dims& out,
-                const DeviceMesh& mesh, bool outputs_only) {
-  const ops::OpInfo& info = ops::op_info(op);
-  auto placements = [&](size_t k) -> const Placements& { return in.tensors[k]->impl()->dtensor->placements; };
-  if (is_pointwise(op)) {
-    if (op == OpKind::copy_) {  // (S4) the source takes self's placements
-      KILN_CHECK(in.arg[0] == 0, value, "[copy_] into a plain tensor from a DTensor; use full_tensor()");
-      return pointwise_rule(op, in, out, mesh, true, outputs_only);
-    }
-    return pointwise_rule(op, in, out, mesh, info.is_inplace(), outputs_only);
-  }
-  switch (op) {
-    case OpKind::sum: case OpKind::amax: case OpKind::amin: case OpKind::prod:
-      return reduce_rule(op, *in.tensors[0], std::get<IntList>(args[1]), std::get<bool>(args[2]), mesh);
-    case OpKind::mm: case OpKind::matmul: case OpKind::bmm:
-      return matmul_rule(*in.tensors[0], *in.tensors[1], out, mesh);
-    case OpKind::view: case OpKind::transpose: case OpKind::permute: case OpKind::unsqueeze:
-    case OpKind::squeeze: case OpKind::expand: case OpKind::alias: case OpKind::slice: case OpKind::select:
-      return view_rule(op, *in.tensors[0], args, out, mesh);
-    case OpKind::softmax: case OpKind::log_softmax: case OpKind::max: case OpKind::min: case OpKind::argmax:
-    case OpKind::var: case OpKind::cat: case OpKind::layer_norm: case OpKind::rms_norm:
-    case OpKind::softmax_backward: case OpKind::log_softmax_backward:
-    case OpKind::cumsum: case OpKind::cumprod: case OpKind::cumprod_backward: case OpKind::sort:
-    case OpKind::logcumsumexp: case OpKind::cummax: case OpKind::cummin:
-    case OpKind::topk: case OpKind::linalg_eigh: case OpKind::linalg_svd: {
-      const Tensor& x = *in.tensors[0];
-      DimFlags whole(static_cast<size_t>(x.dim()), 0);
-      auto mark = [&](int64_t d) { whole[static_cast<size_t>(wrap_dim(d, x.dim(), info.name))] = true; };
-      if (op == OpKind::softmax || op == OpKind::log_softmax || op == OpKind::max || op == OpKind::min ||
-          op == OpKind::cat || op == OpKind::cumsum || op == OpKind::cumprod || op == OpKind::sort ||
-          op == OpKind::logcumsumexp || op == OpKind::cummax || op == OpKind::cummin)
-        mark(std::get<int64_t>(args[1]));
-      else if (op == OpKind::topk)
-        mark(std::get<int64_t>(args[2]));
-      else if (op == OpKind::linalg_eigh || op == OpKind::linalg_svd) {  // whole matrices, batches sharded
-        mark(-2);
-        mark(-1);
-      }
-      else if (op == OpKind::softmax_backward || op == OpKind::log_softmax_backward ||
-               op == OpKind::cumprod_backward)
-        mark(std::get<int64_t>(args[2]));
-      else if (op == OpKind::argmax) {
-        if (auto* d = std::get_if<int64_t>(&args[1])) mark(*d);
-        else whole = DimFlags(whole.size(), 1);
-      } else if (op == OpKind::var) {
-        const IntList& dims = std::get<IntList>(args[1]);
-        if (dims.empty()) whole = DimFlags(whole.size(), 1);
-        for (int64_t d : dims) mark(d);
-      } else {  // norms: the normalized trailing dims; weight and bias whole
-        int64_t k = static_cast<int64_t>(std::get<IntList>(args[1]).size());
-        for (int64_t d = x.dim() - k; d < x.dim(); ++d) mark(d);
-      }
-      Decision d = keep_shards_except(in, whole);
-      if (op == OpKind::layer_norm || op == OpKind::rms_norm)
-        for (size_t k = 1; k < d.inputs.size(); ++k) d.inputs[k].assign(d.inputs[k].size(), Replicate());
-      if (op == OpKind::cat || op == OpKind::softmax_backward || op == OpKind::log_softmax_backward ||
-          op == OpKind::cumprod_backward)
-        // every input like the first, shards of the cat (softmax) dim gathered
-        for (size_t k = 1; k < d.inputs.size(); ++k) d.inputs[k] = d.inputs[0];
-      if (op == OpKind::var || op == OpKind::max || op == OpKind::min || op == OpKind::argmax) {
-        bool keepdim = std::get<bool>(args[op == OpKind::var ? 3 : 2]);
-        if (!keepdim)
-          for (Placement& p : d.output)
-            if (p.is_shard()) {
-              int64_t before = 0;
-              for (int64_t q = 0; q < p.dim; ++q) before += whole[static_cast<size_t>(q)];
-              p = Shard(p.dim - before);
-            }
-      }
-      return d;
-    }
-    case OpKind::embedding: {  // the table whole, the indices' shards carried to the output
-      Decision d;
-      d.inputs.push_back(Placements(static_cast<size_t>(mesh.ndim()), Replicate()));
-      if (in.tensors.size() == 2) {
-        d.inputs.push_back(placements(1));
-        d.output = placements(1);
-      } else {
-        d.output = d.inputs[0];
-      }
-      return d;
-    }
-    default: break;
-  }
-  // Any op on operands that are all Replicate is the same computation on every rank.
-  for (size_t k = 0; k < in.tensors.size(); ++k)
-    for (const Placement& p : placements(k))
-      if (!p.is_replicate()) no_rule(op, in);
-  Decision d;
-  for (size_t k = 0; k < in.tensors.size(); ++k) d.inputs.push_back(placements(k));
-  d.output = Placements(static_cast<size_t>(mesh.ndim()), Replicate());
-  return d;
-}
-
-// linear(x, w, b) = matmul(x, w^T) + b, each a DTensor op: colwise (w sharded on its
-// rows) gives column shards, rowwise (w on its columns, x on its last dim) partial sums,
-// which adding the bias reduces (one all_reduce).
-Outputs linear_as_matmul(std::span<const Value> args) {
-  Value t_args[3] = {args[1], int64_t{0}, int64_t{1}};
-  Tensor wt = redispatch(OpKind::transpose, t_args)[0];
-  Value mm_args[2] = {args[0], wt};
-  Tensor y = redispatch(OpKind::matmul, mm_args)[0];
-  if (std::holds_alternative<Tensor>(args[2])) {
-    Value add_args[3] = {y, args[2], Scalar(1)};
-    y = redispatch(OpKind::add, add_args)[0];
-  }
-  Outputs out;
-  out.push_back(y);
-  return out;
-}
-
-// addmm(self, a, b, beta, alpha) = beta * self + alpha * (a @ b), and baddbmm the same
-// with bmm: each a DTensor op, so the product's sharding (matmul_rule) decides and a
-// partial product is reduced by the add, once.
-Outputs scaled_product_plus(OpKind product, std::span<const Value> args) {
-  Value mm_args[2] = {args[1], args[2]};
-  Tensor y = redispatch(product, mm_args)[0];
-  const Scalar& beta = std::get<Scalar>(args[3]);
-  const Scalar& alpha = std::get<Scalar>(args[4]);
-  if (alpha.to_double() != 1.0) {
-    Value mul_args[2] = {y, wrapped_number(alpha)};
-    y = redispatch(OpKind::mul, mul_args)[0];
-  }
-  if (beta.to_double() != 0.0) {  // beta = 0 ignores self (NaN and inf included), as PyTorch
-    Value add_args[3] = {y, args[0], beta};
-    y = redispatch(OpKind::add, add_args)[0];
-  }
-  Outputs out;
-  out.push_back(y);
-  return out;
-}
-
-// mean = sum / count, so that a sharded reduced dim gives partial sums, not a gather.
-Outputs mean_as_sum(std::span<const Value> args, const Tensor& x) {
-  const IntList& dims = std::get<IntList>(args[1]);
-  int64_t count = 1;
-  if (dims.empty()) count = x.numel();
-  for (int64_t d : dims) count *= x.size(wrap_dim(d, x.dim(), "mean"));
-  Value sum_args[4] = {args[0], args[1], args[2], args[3]};
-  Tensor s = redispatch(OpKind::sum, sum_args)[0];
-  Value div_args[2] = {s, wrapped_number(double(count))};
-  Outputs out;
-  out.push_back(redispatch(OpKind::div, div_args)[0]);
-  return out;
 }
 
 // The local form of an argument that names global sizes (view, expand): the local shape.
@@ -1081,10 +631,10 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
   const DeviceMesh* mesh = nullptr;
   Operands in = operands_of(op, args, mesh);
   const ops::OpInfo& info = ops::op_info(op);
-  if (op == OpKind::linear || op == OpKind::mean || op == OpKind::addmm) {
+  const detail::ShardingEntry& entry = detail::sharding_entry(op);
+  if (entry.kind == ShardingKind::decomposed) {
     autograd::NoGradGuard no_grad;  // below autograd (see below)
-    if (op == OpKind::addmm) return scaled_product_plus(OpKind::mm, args);
-    return op == OpKind::linear ? linear_as_matmul(args) : mean_as_sum(args, *in.tensors[0]);
+    return entry.decompose(args);
   }
   if (op == OpKind::_to_copy)
     KILN_CHECK(std::get<Device>(args[2]) == mesh->device(), unsupported,
@@ -1093,7 +643,7 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
   // Global metadata from kiln's own meta function, on the global shapes (errors too).
   Outputs global = dispatch_meta(op, args);
   bool derive = derives_shards(info, args, in);
-  Decision d = decide(op, args, in, global[0].shape(), *mesh, derive);
+  Decision d = detail::decide(ShardingCall{op, args, in, global[0].shape(), *mesh, derive});
   if (derive) {
     // Under plain fake propagation a fresh output's shard follows from the rule (S1): a
     // contiguous tensor of the global output's dtype, shaped by its placements -- the

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "kiln/distributed/sharding.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -397,6 +398,37 @@ TEST(S1, DerivedShardsAreMadeOnceWhenFirstAskedFor) {
   Tensor b = dist::distribute_tensor(empty({4, 4}), grid, {Replicate(), Shard(0)});
   expect_error([&] { add(a, b); }, ErrorKind::unsupported,
                "[add] tensor dim 0 is sharded by two mesh dimensions (S(0), S(0))");
+}
+
+// The sharding table (kiln/distributed/sharding.cpp) gives every op a rule, a
+// decomposition into other DTensor ops, or `none`: then it runs on replicated arguments
+// only, and names itself and the placements otherwise.
+TEST(S2, EveryOpHasAShardingRuleOrIsMarked) {
+  using dist::detail::ShardingKind;
+  std::vector<std::string_view> forgotten;
+  for (size_t i = 0; i < ops::kNumOps; ++i) {
+    auto op = static_cast<ops::OpKind>(i);
+    const dist::detail::ShardingEntry& e = dist::detail::sharding_entry(op);
+    if (e.kind == ShardingKind::missing) forgotten.push_back(ops::op_name(op));
+    EXPECT_EQ(e.rule != nullptr, e.kind == ShardingKind::rule) << ops::op_name(op);
+    EXPECT_EQ(e.decompose != nullptr, e.kind == ShardingKind::decomposed) << ops::op_name(op);
+  }
+  EXPECT_TRUE(forgotten.empty()) << "no sharding entry for " << ::testing::PrintToString(forgotten);
+
+  FakeMode fake;
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({4}, {"tp"}, 0, Device("cpu:0"));
+  Tensor index = dist::distribute_tensor(zeros({2}, {.dtype = DType::i64}), mesh, {Replicate()});
+  Tensor replicated = dist::distribute_tensor(empty({8, 4}), mesh, {Replicate()});
+  Tensor y = index_select(replicated, 0, index);  // none: the same computation on every rank
+  EXPECT_EQ(y.shape(), Dims({2, 4}));
+  EXPECT_EQ(dist::to_string(y.impl()->dtensor->placements), "(R)");
+  Tensor sharded = dist::distribute_tensor(empty({8, 4}), mesh, {Shard(0)});
+  expect_error([&] { index_select(sharded, 0, index); }, ErrorKind::unsupported,
+               "[index_select] has no sharding rule for DTensor arguments with placements (S(0)), (R)");
+  // a rule (in place, self keeps its shard) and a decomposition (mean as sum / count)
+  mul_(sharded, 2.0);
+  EXPECT_EQ(dist::to_string(sharded.impl()->dtensor->placements), "(S(0))");
+  EXPECT_EQ(dist::to_string(mean(sharded, {0}).impl()->dtensor->placements), "(P(sum))");
 }
 
 TEST(S3, Errors) {
