@@ -55,14 +55,17 @@ int main() {
         int s = (i + j) % 3;  // each side first, second and third in turn
         auto t0 = std::chrono::steady_clock::now();
         sides[s]();
-        us[s].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        us[s].push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count());
       }
     double kus = median(us[0]), wus = median(us[1]), mus = median(us[2]);
     if (world->rank() == 0)
-      std::printf("{\"bench\": \"allreduce\", \"bytes\": %lld, \"kiln_us\": %.2f, \"kiln_async_us\": %.2f, "
-                  "\"mpi_us\": %.2f, \"busbw_GBps\": %.3f}\n",
-                  static_cast<long long>(bytes), kus, wus, mus,
-                  2.0 * (n - 1) / n * static_cast<double>(bytes) / kus / 1e3);
+      std::printf(
+          "{\"bench\": \"allreduce\", \"bytes\": %lld, \"kiln_us\": %.2f, \"kiln_async_us\": %.2f, "
+          "\"mpi_us\": %.2f, \"busbw_GBps\": %.3f}\n",
+          static_cast<long long>(bytes), kus, wus, mus,
+          2.0 * (n - 1) / n * static_cast<double>(bytes) / kus / 1e3);
   }
   MPI_Comm_free(&comm);
 }

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / double(iters));
   }
   std::sort(ns.begin(), ns.end());
-  std::printf("{\"bench\": \"autograd_peer\", \"case\": \"a+b requires_grad fwd+bwd\", \"unit\": "
-              "\"ns/call\", \"median\": %.1f, \"min\": %.1f, \"max\": %.1f}\n",
-              ns[ns.size() / 2], ns.front(), ns.back());
+  std::printf(
+      "{\"bench\": \"autograd_peer\", \"case\": \"a+b requires_grad fwd+bwd\", \"unit\": "
+      "\"ns/call\", \"median\": %.1f, \"min\": %.1f, \"max\": %.1f}\n",
+      ns[ns.size() / 2], ns.front(), ns.back());
 }

@@ -48,9 +48,8 @@ BENCHMARK(BM_TinyAddMeta)->UseRealTime();
 
 // An n^3 GEMM does 2 n^3 flops per iteration.
 void report_gflops(benchmark::State& state, int64_t n) {
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 void BM_SgemmKiln(benchmark::State& state) {
@@ -68,8 +67,8 @@ void BM_SgemmOpenBlas(benchmark::State& state) {
   int n = static_cast<int>(state.range(0));
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n);
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
-                n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
   report_gflops(state, n);
@@ -114,7 +113,8 @@ void BM_ShortProduct(benchmark::State& state) {
     Tensor y = linear(x, w, b);
     benchmark::DoNotOptimize(y.impl());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * m * k * double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * m * k * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 // (The sweep behind the note: rows {1, 4, 8, 16, 32, 48, 64, 96, 128} x columns and depths
 // {256, 512, 1024}, with the note's rule switched off and on.)
@@ -122,7 +122,9 @@ BENCHMARK(BM_ShortProduct)
     ->ArgsProduct({{16, 32, 64, 128}, {512}, {512, 1024}, {1, 2}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_MlpProduct, openblas, cpu::GemmLibrary::openblas)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MlpProduct, openblas, cpu::GemmLibrary::openblas)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 // BLOCK's attention products at one thread with heads as they come from the fused qkv
 // (strided; a key transposed is column-major) and with the same heads made dense first:
 // what copying strided batches costs.
@@ -140,10 +142,16 @@ void BM_AttentionProduct(benchmark::State& state) {
     Tensor y = state.range(0) == 0 ? matmul(q, transpose(k, -2, -1)) : matmul(scores, q);
     benchmark::DoNotOptimize(y.impl());
   }
-  state.SetLabel(std::string(state.range(0) == 0 ? "q k^T" : "scores v") + (dense ? ", dense heads" : ", strided heads"));
+  state.SetLabel(std::string(state.range(0) == 0 ? "q k^T" : "scores v") +
+                 (dense ? ", dense heads" : ", strided heads"));
 }
-BENCHMARK(BM_AttentionProduct)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_MlpProduct, onednn, cpu::GemmLibrary::onednn)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_AttentionProduct)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_MlpProduct, onednn, cpu::GemmLibrary::onednn)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // Small square products through each library: where the automatic choice switches.
 void BM_GemmSmall(benchmark::State& state, cpu::GemmLibrary lib) {
@@ -157,8 +165,14 @@ void BM_GemmSmall(benchmark::State& state, cpu::GemmLibrary lib) {
   }
   cpu::set_gemm_library(cpu::GemmLibrary::automatic);
 }
-BENCHMARK_CAPTURE(BM_GemmSmall, openblas, cpu::GemmLibrary::openblas)->RangeMultiplier(2)->Range(8, 64)->UseRealTime();
-BENCHMARK_CAPTURE(BM_GemmSmall, onednn, cpu::GemmLibrary::onednn)->RangeMultiplier(2)->Range(8, 64)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmSmall, openblas, cpu::GemmLibrary::openblas)
+    ->RangeMultiplier(2)
+    ->Range(8, 64)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmSmall, onednn, cpu::GemmLibrary::onednn)
+    ->RangeMultiplier(2)
+    ->Range(8, 64)
+    ->UseRealTime();
 
 // Elementwise add and GELU of 1M elements in f32, f16 and bf16, one thread (issue 21:
 // the half types within 1.5x of f32, F16C conversions in the kernels).
@@ -170,11 +184,21 @@ void BM_Elementwise1M(benchmark::State& state, DType dtype, bool gelu_op) {
     benchmark::DoNotOptimize(c.impl());
   }
 }
-BENCHMARK_CAPTURE(BM_Elementwise1M, add_f32, DType::f32, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Elementwise1M, add_f16, DType::f16, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Elementwise1M, add_bf16, DType::bf16, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Elementwise1M, gelu_f32, DType::f32, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Elementwise1M, gelu_f16, DType::f16, true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Elementwise1M, add_f32, DType::f32, false)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Elementwise1M, add_f16, DType::f16, false)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Elementwise1M, add_bf16, DType::bf16, false)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Elementwise1M, gelu_f32, DType::f32, true)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Elementwise1M, gelu_f16, DType::f16, true)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // The transcendental elementwise ops on 1M f32 elements, one thread: `make bench` runs
 // them at every level the CPU has (KILN_CPU_ISA) beside PyTorch's time for the same op.
@@ -223,7 +247,9 @@ BENCHMARK_CAPTURE(BM_BlockRowOps, softmax, 1)->Unit(benchmark::kMicrosecond)->Us
 BENCHMARK_CAPTURE(BM_BlockRowOps, gelu, 2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_BlockRowOps, mean_all, 3)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_BlockRowOps, sum_rows, 4)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_BlockRowOps, layer_norm_backward, 5)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_BlockRowOps, layer_norm_backward, 5)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_BlockRowOps, gelu_backward, 6)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Reads 2 x 64 MiB and writes 64 MiB per call; the output block is reused by the

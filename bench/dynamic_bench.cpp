@@ -37,15 +37,28 @@ void BM_Export(benchmark::State& state, const std::string& name, bool dynamic) {
     benchmark::DoNotOptimize(p.graph.first());
   }
   state.counters["call_nodes"] = static_cast<double>(calls);
-  state.counters["ns/node"] = benchmark::Counter(static_cast<double>(calls),
-                                                 benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["ns/node"] =
+      benchmark::Counter(static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
 }
-BENCHMARK_CAPTURE(BM_Export, static_mlp, std::string("mlp"), false)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Export, dynamic_mlp, std::string("mlp"), true)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Export, static_block, std::string("block"), false)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Export, dynamic_block, std::string("block"), true)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Export, static_gpt, std::string("gpt"), false)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Export, dynamic_gpt, std::string("gpt"), true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Export, static_mlp, std::string("mlp"), false)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Export, dynamic_mlp, std::string("mlp"), true)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Export, static_block, std::string("block"), false)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Export, dynamic_block, std::string("block"), true)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Export, static_gpt, std::string("gpt"), false)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Export, dynamic_gpt, std::string("gpt"), true)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // One thread: the run itself, not the thread pool, is what the binding could slow down.
 void BM_Run(benchmark::State& state, const std::string& name, bool dynamic) {
@@ -58,10 +71,18 @@ void BM_Run(benchmark::State& state, const std::string& name, bool dynamic) {
   for (int i = 0; i < 3; ++i) exec.run(w.inputs);
   for (auto _ : state) benchmark::DoNotOptimize(exec.run(w.inputs)[0].impl());
 }
-BENCHMARK_CAPTURE(BM_Run, static_mlp, std::string("mlp"), false)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Run, dynamic_mlp, std::string("mlp"), true)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Run, static_block, std::string("block"), false)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Run, dynamic_block, std::string("block"), true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Run, static_mlp, std::string("mlp"), false)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Run, dynamic_mlp, std::string("mlp"), true)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Run, static_block, std::string("block"), false)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Run, dynamic_block, std::string("block"), true)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // The first run at a binding: the sizes evaluated and the memory planned, then the run.
 void BM_FirstRunAtANewBinding(benchmark::State& state, const std::string& name) {
@@ -75,6 +96,8 @@ void BM_FirstRunAtANewBinding(benchmark::State& state, const std::string& name) 
     benchmark::DoNotOptimize(exec.run(w.inputs)[0].impl());
   }
 }
-BENCHMARK_CAPTURE(BM_FirstRunAtANewBinding, block, std::string("block"))->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_FirstRunAtANewBinding, block, std::string("block"))
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace

@@ -9,12 +9,12 @@
 namespace kiln::bench {
 
 inline ops::OpKind extension_add_op() {
-  static const ops::OpKind op = define_op(
-      {.schema = "bench::add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-       .meta = ops::meta_binary,
-       .cpu = [](const ops::OpCall& c, std::span<Tensor> outs) {
-         cpu::k_binary(ops::OpCall{ops::OpKind::add, c.args, c.device}, outs);
-       }});
+  static const ops::OpKind op =
+      define_op({.schema = "bench::add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+                 .meta = ops::meta_binary,
+                 .cpu = [](const ops::OpCall& c, std::span<Tensor> outs) {
+                   cpu::k_binary(ops::OpCall{ops::OpKind::add, c.args, c.device}, outs);
+                 }});
   return op;
 }
 

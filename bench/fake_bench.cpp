@@ -40,8 +40,9 @@ void run_fake(benchmark::State& state, std::vector<int64_t> input_shape) {
     benchmark::DoNotOptimize(y.impl());
   }
   state.counters["ops"] = static_cast<double>(ops);
-  state.counters["ns/op"] = benchmark::Counter(
-      static_cast<double>(ops), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["ns/op"] =
+      benchmark::Counter(static_cast<double>(ops), benchmark::Counter::kIsIterationInvariantRate |
+                                                       benchmark::Counter::kInvert);
 }
 
 void BM_FakeMlpForward(benchmark::State& state) { run_fake<Mlp>(state, {64, 512}); }
@@ -72,8 +73,8 @@ void run_sharded_ops(benchmark::State& state) {
     Tensor s = sum(y, {1});                // a reduction over an unsharded dim
     benchmark::DoNotOptimize(s.impl());
   }
-  state.counters["ns/op"] = benchmark::Counter(double(state.iterations()) * 4,
-                                               benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns/op"] = benchmark::Counter(
+      double(state.iterations()) * 4, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 void BM_ShardedOpsDTensor(benchmark::State& state) { run_sharded_ops<true>(state); }
 void BM_ShardedOpsLocal(benchmark::State& state) { run_sharded_ops<false>(state); }

@@ -50,10 +50,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   // mlp: the benchmark MLP; gpt: GPT-2-small-sized blocks (12 x 768, 12 heads), 8 x 256 tokens.
-  std::vector<Case> cases = {
-      {"mlp", {}},
-      {"gpt", {{"vocab", 50304}, {"context", 1024}, {"layers", 12}, {"heads", 12},
-               {"width", 768}, {"batch", 8}, {"seq", 256}}}};
+  std::vector<Case> cases = {{"mlp", {}},
+                             {"gpt",
+                              {{"vocab", 50304},
+                               {"context", 1024},
+                               {"layers", 12},
+                               {"heads", 12},
+                               {"width", 768},
+                               {"batch", 8},
+                               {"seq", 256}}}};
   if (kGpu.is_cpu()) cases[1].config = {};
   for (const Case& c : cases) {
     nn::ReferenceModel ref = nn::make_reference_model(c.name, c.config, 1);
@@ -74,9 +79,10 @@ int main(int argc, char** argv) {
     Tensor pout;
     double program = ms_per_call([&] { pout = exec.run(inputs)[0]; }, reps);
     double diff = to_vector<double>(amax(abs(sub(pout, out)), {}))[0];
-    std::printf("{\"model\": \"%s\", \"impl\": \"kiln program\", \"ms\": %.4f, "
-                "\"max_abs_diff_vs_eager\": %.3g}\n",
-                c.name.c_str(), program, diff);
+    std::printf(
+        "{\"model\": \"%s\", \"impl\": \"kiln program\", \"ms\": %.4f, "
+        "\"max_abs_diff_vs_eager\": %.3g}\n",
+        c.name.c_str(), program, diff);
     std::fflush(stdout);
 
     NamedTensors file = state;

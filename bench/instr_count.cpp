@@ -30,10 +30,14 @@ int trace(const std::string& what, IntList shape, int n) {
   wants[0] = false;
   auto loss = [&f](const TensorList& in) { return TensorList{sum(f(in)[0])}; };
   for (int i = 0; i < n; ++i) {
-    if (what == "make_fx") make_fx(std::cref(f), f.inputs);
-    else if (what == "capture") passes::capture(std::cref(f), f.inputs);
-    else if (what == "joint") passes::capture_joint(loss, f.inputs, {.requires_grad = wants});
-    else return 2;
+    if (what == "make_fx")
+      make_fx(std::cref(f), f.inputs);
+    else if (what == "capture")
+      passes::capture(std::cref(f), f.inputs);
+    else if (what == "joint")
+      passes::capture_joint(loss, f.inputs, {.requires_grad = wants});
+    else
+      return 2;
   }
   return 0;
 }
@@ -78,23 +82,30 @@ int eager_add(bool extension, int n) {
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: %s make_fx|capture|joint mlp|block N | chain LENGTH N | dtensor local|sharded N | "
-                 "eager add|extension_add N\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s make_fx|capture|joint mlp|block N | chain LENGTH N | dtensor local|sharded N | "
+        "eager add|extension_add N\n",
+        argv[0]);
     return 2;
   }
   std::string what = argv[1], arg = argv[2];
   int n = std::atoi(argv[3]);
   int rc = 2;
-  if (what == "chain") rc = chain(std::atoll(arg.c_str()), n);
-  else if (what == "eager") rc = arg == "add" || arg == "extension_add" ? eager_add(arg == "extension_add", n) : 2;
-  else if (what == "dtensor") rc = arg == "local" || arg == "sharded" ? dtensor_ops(arg == "sharded", n) : 2;
+  if (what == "chain")
+    rc = chain(std::atoll(arg.c_str()), n);
+  else if (what == "eager")
+    rc = arg == "add" || arg == "extension_add" ? eager_add(arg == "extension_add", n) : 2;
+  else if (what == "dtensor")
+    rc = arg == "local" || arg == "sharded" ? dtensor_ops(arg == "sharded", n) : 2;
   else if (what == "capture" && arg == "mutation") {
     TensorList inputs = {randn({64, 64}), randn({64, 64})};
     for (int i = 0; i < n; ++i) passes::capture(bench::mutation_program, inputs);
     rc = 0;
-  } else if (arg == "mlp") rc = trace<bench::Mlp>(what, {64, 512}, n);
-  else if (arg == "block") rc = trace<bench::Block>(what, {4, 128, 256}, n);
+  } else if (arg == "mlp")
+    rc = trace<bench::Mlp>(what, {64, 512}, n);
+  else if (arg == "block")
+    rc = trace<bench::Block>(what, {4, 128, 256}, n);
   if (rc) std::fprintf(stderr, "unknown workload: %s %s\n", argv[1], argv[2]);
   return rc;
 }

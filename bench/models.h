@@ -48,10 +48,17 @@ struct Block {
   Tensor ln1_w, ln1_b, ln2_w, ln2_b;
   Linear qkv, proj, fc1, fc2;
   Block(Device d, int64_t c = 256, int64_t h = 4, int64_t hid = 1024)
-      : C(c), H(h), hidden(hid),
-        ln1_w(empty({c}, {.device = d})), ln1_b(empty({c}, {.device = d})),
-        ln2_w(empty({c}, {.device = d})), ln2_b(empty({c}, {.device = d})),
-        qkv(c, 3 * c, d), proj(c, c, d), fc1(c, hid, d), fc2(hid, c, d) {}
+      : C(c),
+        H(h),
+        hidden(hid),
+        ln1_w(empty({c}, {.device = d})),
+        ln1_b(empty({c}, {.device = d})),
+        ln2_w(empty({c}, {.device = d})),
+        ln2_b(empty({c}, {.device = d})),
+        qkv(c, 3 * c, d),
+        proj(c, c, d),
+        fc1(c, hid, d),
+        fc2(hid, c, d) {}
   Tensor forward(Tensor x) const {
     int64_t B = x.size(0), T = x.size(1), D = C / H;
     Tensor h = layer_norm(x, {C}, ln1_w, ln1_b);

@@ -15,7 +15,8 @@
 
 namespace {
 
-constexpr kiln::nn::GPTConfig kConfig{.vocab = 256, .context = 64, .layers = 2, .heads = 4, .width = 128};
+constexpr kiln::nn::GPTConfig kConfig{
+    .vocab = 256, .context = 64, .layers = 2, .heads = 4, .width = 128};
 constexpr int64_t kBatch = 4, kSeq = 64;
 
 // Milliseconds per step: 2 warm-up steps, then the median of 5 blocks of 10.
@@ -28,7 +29,9 @@ double time_steps(Step&& step, Sync&& sync) {
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 10; ++i) step();
     sync();
-    blocks.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 10);
+    blocks.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+        10);
   }
   std::sort(blocks.begin(), blocks.end());
   return blocks[blocks.size() / 2];
@@ -38,7 +41,8 @@ int run_single() {
   using namespace kiln;
   manual_seed(1);
   nn::GPT single(kConfig, Device(DeviceType::cpu, 0));
-  Tensor ids = reshape(arange(0, kBatch * kSeq, 1, {.dtype = DType::i64}), {kBatch, kSeq});  // < vocab
+  Tensor ids =
+      reshape(arange(0, kBatch * kSeq, 1, {.dtype = DType::i64}), {kBatch, kSeq});  // < vocab
   double ms = time_steps(
       [&] {
         single.zero_grad();
@@ -63,10 +67,11 @@ int main(int argc, char** argv) {
   manual_seed(1);
   nn::GPT tp(cfg, device);
   dist::DeviceMesh mesh(world, {n}, {"tp"}, device);
-  dist::parallelize_module(tp, mesh, {{"blocks.*.attn.qkv", dist::ParallelStyle::colwise},
-                                      {"blocks.*.attn.proj", dist::ParallelStyle::rowwise},
-                                      {"blocks.*.fc", dist::ParallelStyle::colwise},
-                                      {"blocks.*.proj", dist::ParallelStyle::rowwise}});
+  dist::parallelize_module(tp, mesh,
+                           {{"blocks.*.attn.qkv", dist::ParallelStyle::colwise},
+                            {"blocks.*.attn.proj", dist::ParallelStyle::rowwise},
+                            {"blocks.*.fc", dist::ParallelStyle::colwise},
+                            {"blocks.*.proj", dist::ParallelStyle::rowwise}});
   Tensor ids = reshape(arange(0, batch * seq, 1, {.dtype = DType::i64}), {batch, seq});  // < vocab
   Tensor dids = dist::distribute_tensor(ids, mesh, {dist::Replicate()});
   double tp_ms = time_steps(
@@ -81,11 +86,13 @@ int main(int argc, char** argv) {
   std::vector<nn::NamedTensor> slots;
   TensorList inputs{dids}, kept;
   for (const nn::NamedTensor& nt : tp.named_tensors())
-    if (nt.kind == nn::SlotKind::parameter) slots.push_back(nt), inputs.push_back(*nt.tensor), kept.push_back(*nt.tensor);
+    if (nt.kind == nn::SlotKind::parameter)
+      slots.push_back(nt), inputs.push_back(*nt.tensor), kept.push_back(*nt.tensor);
   dist::ImplicitReplication implicit;  // for the backward formulas too, traced after fn
   passes::JointProgram j = passes::capture_joint(
       [&](const TensorList& in) {
-        for (size_t k = 0; k < slots.size(); ++k) *slots[k].tensor = in[k + 1];  // the traced parameters
+        for (size_t k = 0; k < slots.size(); ++k)
+          *slots[k].tensor = in[k + 1];  // the traced parameters
         Tensor y = tp(TensorList{in[0]})[0];
         return TensorList{mean(y * y)};
       },
@@ -107,7 +114,8 @@ int main(int argc, char** argv) {
     }
   double minimum = 4.0 * cfg.layers * 2 * double(n - 1) / n * double(batch * seq * cfg.width) * 4;
   if (world->rank() == 0)
-    std::printf("{\"bench\": \"tp_gpt_step\", \"ranks\": %d, \"tp_ms\": %.3f, "
-                "\"bytes_moved\": %.0f, \"bytes_minimum\": %.0f}\n",
-                n, tp_ms, moved, minimum);
+    std::printf(
+        "{\"bench\": \"tp_gpt_step\", \"ranks\": %d, \"tp_ms\": %.3f, "
+        "\"bytes_moved\": %.0f, \"bytes_minimum\": %.0f}\n",
+        n, tp_ms, moved, minimum);
 }

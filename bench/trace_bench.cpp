@@ -19,8 +19,9 @@ void per_node(benchmark::State& state, IntList input_shape, Trace trace) {
     calls = nodes - f.inputs.size() - 1;  // all nodes but inputs and the output
   }
   state.counters["call_nodes"] = static_cast<double>(calls);
-  state.counters["ns/node"] = benchmark::Counter(
-      static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["ns/node"] =
+      benchmark::Counter(static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
 }
 
 template <typename Model>
@@ -58,10 +59,19 @@ void BM_MakeFxFakeChain(benchmark::State& state) {
     benchmark::DoNotOptimize(g.first());
   }
   state.counters["nodes"] = static_cast<double>(n);
-  state.counters["ns/node"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
-                                                                          benchmark::Counter::kInvert);
+  state.counters["ns/node"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_MakeFxFakeChain)->Arg(32)->Arg(256)->Arg(512)->Arg(4096)->Arg(32768)->Arg(100000)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_MakeFxFakeChain)
+    ->Arg(32)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(4096)
+    ->Arg(32768)
+    ->Arg(100000)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 
@@ -79,13 +89,14 @@ void run_capture(benchmark::State& state, kiln::IntList input_shape) {
 
 void BM_CaptureFakeMlp(benchmark::State& state) { run_capture<kiln::bench::Mlp>(state, {64, 512}); }
 BENCHMARK(BM_CaptureFakeMlp)->Unit(benchmark::kMicrosecond)->UseRealTime();
-void BM_CaptureFakeBlock(benchmark::State& state) { run_capture<kiln::bench::Block>(state, {4, 128, 256}); }
+void BM_CaptureFakeBlock(benchmark::State& state) {
+  run_capture<kiln::bench::Block>(state, {4, 128, 256});
+}
 BENCHMARK(BM_CaptureFakeBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 
 namespace {
-
 
 void BM_CaptureFakeMutationProgram(benchmark::State& state) {
   using namespace kiln;
@@ -96,7 +107,8 @@ void BM_CaptureFakeMutationProgram(benchmark::State& state) {
     nodes = p.graph.size();
     benchmark::DoNotOptimize(p.graph.first());
   }
-  const double source_ops = 1 + 16 * 6 + 1;  // clone, 16 x (add_, mul_, view, select, add_, relu_), add_
+  const double source_ops =
+      1 + 16 * 6 + 1;  // clone, 16 x (add_, mul_, view, select, add_, relu_), add_
   state.counters["graph_nodes"] = static_cast<double>(nodes);
   state.counters["per_source_op"] = benchmark::Counter(
       source_ops, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
@@ -125,12 +137,15 @@ void run_joint(benchmark::State& state, IntList input_shape) {
       for (ir::Node* n : g->nodes()) calls += n->opcode() == ir::Opcode::call;
   }
   state.counters["call_nodes"] = static_cast<double>(calls);
-  state.counters["ns/node"] = benchmark::Counter(
-      static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["ns/node"] =
+      benchmark::Counter(static_cast<double>(calls), benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
 }
 void BM_CaptureJointMlp(benchmark::State& state) { run_joint<bench::Mlp>(state, {64, 512}); }
 BENCHMARK(BM_CaptureJointMlp)->Unit(benchmark::kMicrosecond)->UseRealTime();
-void BM_CaptureJointBlock(benchmark::State& state) { run_joint<bench::Block>(state, {4, 128, 256}); }
+void BM_CaptureJointBlock(benchmark::State& state) {
+  run_joint<bench::Block>(state, {4, 128, 256});
+}
 BENCHMARK(BM_CaptureJointBlock)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace

@@ -43,11 +43,20 @@ void BM_TrainStep(benchmark::State& state, const std::string& name) {
   device_allocator(d).reset_peak();
   int64_t base = allocator_stats(d).bytes_in_use;
   step();
-  state.counters["peak_MiB"] = static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0;
+  state.counters["peak_MiB"] =
+      static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0;
   for (auto _ : state) step();
 }
-BENCHMARK_CAPTURE(BM_TrainStep, mlp, std::string("mlp"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_TrainStep, block, std::string("block"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TrainStep, mlp, std::string("mlp"))
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_TrainStep, block, std::string("block"))
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_TinyAddBackward(benchmark::State& state) {
   Tensor a = randn({8}, {.requires_grad = true}), b = randn({8}), g = ones({8});
@@ -79,11 +88,20 @@ void BM_TrainProgram(benchmark::State& state, const std::string& name) {
   device_allocator(d).reset_peak();
   int64_t base = allocator_stats(d).bytes_in_use;
   exec.run(batch);
-  state.counters["peak_MiB"] = static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0;
+  state.counters["peak_MiB"] =
+      static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0;
   state.counters["planned_MiB"] = exec.stats().planned_bytes / 1048576.0;
   for (auto _ : state) benchmark::DoNotOptimize(exec.run(batch)[0].impl());
 }
-BENCHMARK_CAPTURE(BM_TrainProgram, mlp, std::string("mlp"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_TrainProgram, block, std::string("block"))->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_TrainProgram, mlp, std::string("mlp"))
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_TrainProgram, block, std::string("block"))
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace

@@ -20,8 +20,8 @@ int main() {
       Tensor h = relu(linear(to(x, dev), to(w1, dev), to(b1, dev)));
       Tensor y = softmax(matmul(h, t(to(w2, dev))), -1);
       AllocatorStats stats = allocator_stats(dev);
-      std::printf("  %s: y %s, row sums %s, %lld bytes in use on the device\n",
-                  dev.str().c_str(), y.meta_str().c_str(), to_string(sum(y, {1})).c_str(),
+      std::printf("  %s: y %s, row sums %s, %lld bytes in use on the device\n", dev.str().c_str(),
+                  y.meta_str().c_str(), to_string(sum(y, {1})).c_str(),
                   static_cast<long long>(stats.bytes_in_use));
       if (!ref.defined()) ref = to(y, Device("cpu:0"));
       float diff = item<float>(amax(abs(to(y, Device("cpu:0")) - ref)));
@@ -48,7 +48,8 @@ int main() {
         mx = std::max(mx, z[o]);
       }
       for (float& v : z) s += (v = std::exp(v - mx));
-      for (int o = 0; o < 8; ++o) worst = std::max(worst, std::abs(double(z[o] / s - yv[r * 8 + o])));
+      for (int o = 0; o < 8; ++o)
+        worst = std::max(worst, std::abs(double(z[o] / s - yv[r * 8 + o])));
     }
     std::printf("max |kiln - reference| = %.3g -> %s\n", worst, worst < 1e-5 ? "OK" : "FAIL");
     return worst < 1e-5 ? 0 : 1;

@@ -1,6 +1,10 @@
 #pragma once
 // The umbrella header: everything a kiln user needs.
 
+#include "kiln/api/foreach.h"
+#include "kiln/api/functional.h"
+#include "kiln/api/linalg.h"
+#include "kiln/api/masked.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/autograd/custom_function.h"
 #include "kiln/autograd/function.h"
@@ -17,11 +21,7 @@
 #include "kiln/device/stream.h"
 #include "kiln/device/threads.h"
 #include "kiln/dispatch/dispatch.h"
-#include "kiln/api/foreach.h"
-#include "kiln/api/functional.h"
 #include "kiln/dispatch/library.h"
-#include "kiln/api/linalg.h"
-#include "kiln/api/masked.h"
 #include "kiln/distributed/dprogram.h"
 #include "kiln/distributed/dtensor.h"
 #include "kiln/distributed/groups.h"

@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libminizip-dev  # .pt2 archives (kiln/interop)
   clang libclang-rt-14-dev  # make fuzz: libFuzzer and the sanitizers' runtimes for clang
+  clang-format-14  # the format check (ctest: format)
   libopenmpi-dev openmpi-bin  # kiln/distributed's MPI engine and mpirun for its tests
 )
 # The PyTorch peer (golden files, side-by-side benchmarks) is optional:

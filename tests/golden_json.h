@@ -1,9 +1,8 @@
 #pragma once
 // Reading the golden files PyTorch wrote (tests/golden/*.json, from tools/golden): tensors
 // as {dtype, shape, data}, with "inf" / "-inf" / "nan" as strings where JSON has no number.
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -24,8 +23,10 @@ inline json load_golden(const std::string& name) {
 inline std::vector<double> numbers(const json& j) {
   std::vector<double> out;
   for (const json& v : j) {
-    if (v.is_boolean()) out.push_back(v.get<bool>() ? 1.0 : 0.0);
-    else out.push_back(v.is_string() ? std::stod(v.get<std::string>()) : v.get<double>());
+    if (v.is_boolean())
+      out.push_back(v.get<bool>() ? 1.0 : 0.0);
+    else
+      out.push_back(v.is_string() ? std::stod(v.get<std::string>()) : v.get<double>());
   }
   return out;
 }

@@ -2,11 +2,10 @@
 // Helpers for tests that take a saved program file apart: raw bytes, and its JSON
 // header or program edited in place.
 
-#include <nlohmann/json.hpp>
-
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace kiln::testing {
@@ -30,9 +29,11 @@ inline void edit_header(const std::string& path, const std::function<void(nlohma
   write_all(path, std::string(reinterpret_cast<char*>(&m), 8) + text + bytes.substr(8 + n));
 }
 /** Rewrites the program JSON a saved program file holds with `edit` applied. */
-inline void edit_program(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+inline void edit_program(const std::string& path,
+                         const std::function<void(nlohmann::json&)>& edit) {
   edit_header(path, [&](nlohmann::json& h) {
-    nlohmann::json prog = nlohmann::json::parse(h["__metadata__"]["kiln.program"].get<std::string>());
+    nlohmann::json prog =
+        nlohmann::json::parse(h["__metadata__"]["kiln.program"].get<std::string>());
     edit(prog);
     h["__metadata__"]["kiln.program"] = prog.dump();
   });

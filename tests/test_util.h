@@ -49,14 +49,14 @@ struct Gate {
 };
 
 /** Skips the test (with the reason) unless this machine has `n` CUDA devices. */
-#define KILN_REQUIRE_CUDA(n)                                                              \
-  do {                                                                                    \
-    if (::kiln::device_count(::kiln::DeviceType::cuda) < (n))                             \
-      GTEST_SKIP() << "needs " << (n) << " CUDA device(s); this machine has "            \
-                   << ::kiln::device_count(::kiln::DeviceType::cuda)                      \
-                   << (::kiln::device_backend(::kiln::DeviceType::cuda)                   \
-                           ? ""                                                           \
-                           : " (this build has no CUDA backend)");                        \
+#define KILN_REQUIRE_CUDA(n)                                                  \
+  do {                                                                        \
+    if (::kiln::device_count(::kiln::DeviceType::cuda) < (n))                 \
+      GTEST_SKIP() << "needs " << (n) << " CUDA device(s); this machine has " \
+                   << ::kiln::device_count(::kiln::DeviceType::cuda)          \
+                   << (::kiln::device_backend(::kiln::DeviceType::cuda)       \
+                           ? ""                                               \
+                           : " (this build has no CUDA backend)");            \
   } while (0)
 
 }  // namespace kiln::testing

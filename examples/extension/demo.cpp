@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
     runtime::Executor executor(loaded);
     Tensor ran = executor.run({x})[0];
     double diff = item<double>(max(abs(ran - eager)));
-    std::printf("traced for cuda:0, ran on %s: max |program - eager| = %g\n", ran.device().str().c_str(), diff);
+    std::printf("traced for cuda:0, ran on %s: max |program - eager| = %g\n",
+                ran.device().str().c_str(), diff);
     if (!keep) std::remove(path.c_str());
     return diff <= 1e-6 ? 0 : 1;
   } catch (const Error& e) {

@@ -15,15 +15,16 @@ void gated_mlp_meta(const ops::OpCall& call, ops::MetaOut& out) {
   const Tensor &x = a.tensor(0), &w_gate = a.tensor(1), &w_up = a.tensor(2), &w_down = a.tensor(3),
                &ws = a.tensor(4);
   for (size_t i = 0; i < 5; ++i)
-    KILN_CHECK(a.tensor(i).dtype() == DType::f32, dtype, "[kx::gated_mlp] argument {} must be f32, got {}",
-               i, a.tensor(i).dtype());
+    KILN_CHECK(a.tensor(i).dtype() == DType::f32, dtype,
+               "[kx::gated_mlp] argument {} must be f32, got {}", i, a.tensor(i).dtype());
   KILN_CHECK(x.dim() == 2 && w_gate.dim() == 2 && w_up.dim() == 2 && w_down.dim() == 2, shape,
              "[kx::gated_mlp] expected 2-D x and weights, got x {}, w_gate {}, w_up {}, w_down {}",
              x.shape().str(), w_gate.shape().str(), w_up.shape().str(), w_down.shape().str());
   int64_t rows = x.shape()[0], dim = x.shape()[1], hidden = w_gate.shape()[0];
-  KILN_CHECK(w_gate.shape()[1] == dim && w_up.shape() == w_gate.shape() && w_down.shape()[1] == hidden,
-             shape, "[kx::gated_mlp] weights do not fit x {}: w_gate {}, w_up {}, w_down {}",
-             x.shape().str(), w_gate.shape().str(), w_up.shape().str(), w_down.shape().str());
+  KILN_CHECK(
+      w_gate.shape()[1] == dim && w_up.shape() == w_gate.shape() && w_down.shape()[1] == hidden,
+      shape, "[kx::gated_mlp] weights do not fit x {}: w_gate {}, w_up {}, w_down {}",
+      x.shape().str(), w_gate.shape().str(), w_up.shape().str(), w_down.shape().str());
   KILN_CHECK(ws.numel() >= 2 * rows * hidden, shape,
              "[kx::gated_mlp] the workspace holds {} elements; {} rows need {}", ws.numel(), rows,
              2 * rows * hidden);
@@ -32,7 +33,8 @@ void gated_mlp_meta(const ops::OpCall& call, ops::MetaOut& out) {
 
 // `t` ([r, c], any strides) transposed, as a view: what gemm reads as w^T.
 Tensor t_view(const Tensor& t) {
-  return make_view(t, Dims{t.shape()[1], t.shape()[0]}, Dims{t.strides()[1], t.strides()[0]}, t.offset());
+  return make_view(t, Dims{t.shape()[1], t.shape()[0]}, Dims{t.strides()[1], t.strides()[0]},
+                   t.offset());
 }
 
 // The CPU kernel. It runs under kiln's KernelScope for the op's device: that device is
@@ -95,7 +97,8 @@ void gated_mlp_cuda(const ops::OpCall& call, std::span<Tensor> outs) {
   gemm(blas, x, t_view(a.tensor(2)), u);
   int err = launch_silu_mul(g.data<float>(), u.data<float>(), rows * hidden,
                             current_stream(call.device).native_handle());
-  KILN_CHECK(err == 0, backend, "[kx::gated_mlp] CUDA launch failed on {}: error {}", call.device, err);
+  KILN_CHECK(err == 0, backend, "[kx::gated_mlp] CUDA launch failed on {}: error {}", call.device,
+             err);
   gemm(blas, g, t_view(a.tensor(3)), outs[0]);
 }
 }  // namespace
@@ -103,15 +106,15 @@ void gated_mlp_cuda(const ops::OpCall& call, std::span<Tensor> outs) {
 
 ops::OpKind gated_mlp_op() {
   static const ops::OpKind kind = define_op({
-      .schema = "kx::gated_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, Tensor workspace) -> Tensor",
-      .meta = gated_mlp_meta,
-      .library = "kx (examples/extension)",
-      .cpu = gated_mlp_cpu,
+    .schema =
+        "kx::gated_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, Tensor workspace) -> "
+        "Tensor",
+    .meta = gated_mlp_meta, .library = "kx (examples/extension)", .cpu = gated_mlp_cpu,
 #if KX_WITH_CUDA
-      .cuda = gated_mlp_cuda,
+    .cuda = gated_mlp_cuda,
 #endif
-      .backward = gated_mlp_backward,
-      .backward_saves = 0b1111,  // x and the three weights; never the workspace
+    .backward = gated_mlp_backward,
+    .backward_saves = 0b1111,  // x and the three weights; never the workspace
   });
   return kind;
 }

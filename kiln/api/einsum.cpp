@@ -52,7 +52,8 @@ Labels expand_term(const Term& t, int64_t rank, int64_t ellipsis_rank) {
   if (t.ellipsis_at < 0) return t.letters;
   Labels out(t.letters.begin(), t.letters.begin() + t.ellipsis_at);
   int64_t n = rank - static_cast<int64_t>(t.letters.size());
-  for (int64_t i = 0; i < n; ++i) out.push_back(kEllipsisBase + static_cast<int>(ellipsis_rank - n + i));
+  for (int64_t i = 0; i < n; ++i)
+    out.push_back(kEllipsisBase + static_cast<int>(ellipsis_rank - n + i));
   out.insert(out.end(), t.letters.begin() + t.ellipsis_at, t.letters.end());
   return out;
 }
@@ -74,7 +75,8 @@ void take_diagonals(Operand& op) {
         int label = op.labels[i];
         KILN_CHECK(op.t.size(static_cast<int64_t>(i)) == op.t.size(static_cast<int64_t>(j)), shape,
                    "[einsum] subscript '{}' is repeated in an operand for dims of sizes {} and {}",
-                   char_of(label), op.t.size(static_cast<int64_t>(i)), op.t.size(static_cast<int64_t>(j)));
+                   char_of(label), op.t.size(static_cast<int64_t>(i)),
+                   op.t.size(static_cast<int64_t>(j)));
         op.t = diagonal(op.t, 0, static_cast<int64_t>(i), static_cast<int64_t>(j));
         op.labels.erase(op.labels.begin() + static_cast<int64_t>(j));
         op.labels.erase(op.labels.begin() + static_cast<int64_t>(i));
@@ -88,8 +90,10 @@ void sum_unneeded(Operand& op, const std::vector<bool>& keep) {
   IntList dims;
   Labels kept;
   for (size_t i = 0; i < op.labels.size(); ++i) {
-    if (keep[static_cast<size_t>(op.labels[i])]) kept.push_back(op.labels[i]);
-    else dims.push_back(static_cast<int64_t>(i));
+    if (keep[static_cast<size_t>(op.labels[i])])
+      kept.push_back(op.labels[i]);
+    else
+      dims.push_back(static_cast<int64_t>(i));
   }
   if (dims.empty()) return;
   op.t = sum(op.t, dims);
@@ -112,9 +116,10 @@ Operand contract(Operand a, Operand b, const std::vector<bool>& keep) {
       int64_t s = op->t.size(static_cast<int64_t>(i));
       auto [it, fresh] = size.emplace(op->labels[i], s);
       if (!fresh && it->second != s) {
-        KILN_CHECK(it->second == 1 || s == 1, shape,
-                   "[einsum] subscript '{}' has sizes {} and {} in two operands, which do not broadcast",
-                   op->labels[i] >= kEllipsisBase ? '.' : char_of(op->labels[i]), it->second, s);
+        KILN_CHECK(
+            it->second == 1 || s == 1, shape,
+            "[einsum] subscript '{}' has sizes {} and {} in two operands, which do not broadcast",
+            op->labels[i] >= kEllipsisBase ? '.' : char_of(op->labels[i]), it->second, s);
         it->second = std::max(it->second, s);
       }
     }
@@ -153,18 +158,21 @@ Tensor einsum(std::string_view equation, const TensorList& operands) {
   std::vector<Term> terms;
   for (size_t start = 0;;) {
     size_t comma = lhs.find(',', start);
-    terms.push_back(parse_term(lhs.substr(start, comma == std::string_view::npos ? comma : comma - start)));
+    terms.push_back(
+        parse_term(lhs.substr(start, comma == std::string_view::npos ? comma : comma - start)));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
-  KILN_CHECK(terms.size() == operands.size(), value, "[einsum] '{}' has {} operand terms but {} tensors were given",
-             equation, terms.size(), operands.size());
+  KILN_CHECK(terms.size() == operands.size(), value,
+             "[einsum] '{}' has {} operand terms but {} tensors were given", equation, terms.size(),
+             operands.size());
   int64_t ellipsis_rank = 0;
   for (size_t i = 0; i < terms.size(); ++i) {
     auto explicit_dims = static_cast<int64_t>(terms[i].letters.size());
     int64_t rank = operands[i].dim();
     KILN_CHECK(terms[i].ellipsis_at >= 0 ? rank >= explicit_dims : rank == explicit_dims, shape,
-               "[einsum] operand {} has {} dims but its subscripts name {}", i, rank, explicit_dims);
+               "[einsum] operand {} has {} dims but its subscripts name {}", i, rank,
+               explicit_dims);
     if (terms[i].ellipsis_at >= 0) ellipsis_rank = std::max(ellipsis_rank, rank - explicit_dims);
   }
   std::vector<Operand> ops;
@@ -180,13 +188,15 @@ Tensor einsum(std::string_view equation, const TensorList& operands) {
     for (int l : out.letters)
       KILN_CHECK(count[static_cast<size_t>(l)] > 0, value,
                  "[einsum] output subscript '{}' does not appear in the operands", char_of(l));
-    output = expand_term(out, ellipsis_rank + static_cast<int64_t>(out.letters.size()), ellipsis_rank);
+    output =
+        expand_term(out, ellipsis_rank + static_cast<int64_t>(out.letters.size()), ellipsis_rank);
     for (size_t i = 0; i < out.letters.size(); ++i)
       KILN_CHECK(std::count(out.letters.begin(), out.letters.end(), out.letters[i]) == 1, value,
                  "[einsum] output subscript '{}' appears more than once", char_of(out.letters[i]));
     // An output without '...' sums the ellipsis dims out, as PyTorch does.
   } else {
-    for (int64_t i = 0; i < ellipsis_rank; ++i) output.push_back(kEllipsisBase + static_cast<int>(i));
+    for (int64_t i = 0; i < ellipsis_rank; ++i)
+      output.push_back(kEllipsisBase + static_cast<int>(i));
     for (int l = 0; l < kEllipsisBase; ++l)
       if (count[static_cast<size_t>(l)] == 1) output.push_back(l);
   }

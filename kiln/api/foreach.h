@@ -46,12 +46,16 @@ void _foreach_minimum_(const TensorList& self, const TensorList& other);
 
 /** self + value * t1 * t2 and self + value * t1 / t2, per tensor (value: one, or one per
  * tensor). */
-TensorList _foreach_addcmul(const TensorList& self, const TensorList& t1, const TensorList& t2, Scalar value = 1);
-void _foreach_addcmul_(const TensorList& self, const TensorList& t1, const TensorList& t2, Scalar value = 1);
+TensorList _foreach_addcmul(const TensorList& self, const TensorList& t1, const TensorList& t2,
+                            Scalar value = 1);
+void _foreach_addcmul_(const TensorList& self, const TensorList& t1, const TensorList& t2,
+                       Scalar value = 1);
 void _foreach_addcmul_(const TensorList& self, const TensorList& t1, const TensorList& t2,
                        const std::vector<Scalar>& values);
-TensorList _foreach_addcdiv(const TensorList& self, const TensorList& t1, const TensorList& t2, Scalar value = 1);
-void _foreach_addcdiv_(const TensorList& self, const TensorList& t1, const TensorList& t2, Scalar value = 1);
+TensorList _foreach_addcdiv(const TensorList& self, const TensorList& t1, const TensorList& t2,
+                            Scalar value = 1);
+void _foreach_addcdiv_(const TensorList& self, const TensorList& t1, const TensorList& t2,
+                       Scalar value = 1);
 void _foreach_addcdiv_(const TensorList& self, const TensorList& t1, const TensorList& t2,
                        const std::vector<Scalar>& values);
 /** self + weight * (end - self), per tensor. */

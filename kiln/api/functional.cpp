@@ -1,7 +1,5 @@
 #include "kiln/api/functional.h"
 
-#include "kiln/dispatch/grad_mode.h"
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -10,6 +8,7 @@
 #include "kiln/core/pool.h"
 #include "kiln/device/registry.h"
 #include "kiln/device/stream.h"
+#include "kiln/dispatch/grad_mode.h"
 #include "kiln/ops/meta.h"
 
 namespace kiln {
@@ -29,9 +28,7 @@ Tensor call1(OpKind op, A&&... a) {
 }
 
 DType dtype_or(const TensorOptions& o, DType d) { return o.dtype.value_or(d); }
-Device device_or(const TensorOptions& o, Device d) {
-  return resolve_device(o.device.value_or(d));
-}
+Device device_or(const TensorOptions& o, Device d) { return resolve_device(o.device.value_or(d)); }
 Device default_device() { return Device(DeviceType::cpu, 0); }
 
 /** `to` with eager semantics (D7) even while capturing: for kiln's own conversions
@@ -67,7 +64,8 @@ Tensor wrapped_number(Scalar s) {
 }
 
 Scalar wrapped_value(const Tensor& t) {
-  KILN_CHECK(t.is_wrapped_number(), internal, "[wrapped_value] {} is not a wrapped number", t.meta_str());
+  KILN_CHECK(t.is_wrapped_number(), internal, "[wrapped_value] {} is not a wrapped number",
+             t.meta_str());
   switch (t.dtype()) {
     case DType::f64: return Scalar(*t.data<double>());
     case DType::i64: return Scalar(*t.data<int64_t>());
@@ -86,13 +84,15 @@ Tensor made(Tensor t, const TensorOptions& o) {
 }  // namespace
 
 Tensor empty(const SymSizes& size, TensorOptions o) {
-  return made(call1(OpKind::empty, size.value(), dtype_or(o, f32), device_or(o, default_device())), o);
+  return made(call1(OpKind::empty, size.value(), dtype_or(o, f32), device_or(o, default_device())),
+              o);
 }
 // As torch.full, the fill value's kind picks the default dtype: i64 for an integer, bool
 // for a bool, f32 for a floating value.
 Tensor full(const SymSizes& size, Scalar value, TensorOptions o) {
   DType natural = value.is_floating() ? f32 : value.is_bool() ? b8 : i64;
-  return made(call1(OpKind::full, size.value(), value, dtype_or(o, natural), device_or(o, default_device())),
+  return made(call1(OpKind::full, size.value(), value, dtype_or(o, natural),
+                    device_or(o, default_device())),
               o);
 }
 Tensor zeros(const SymSizes& size, TensorOptions o) { return full(size, 0.0, o); }
@@ -113,10 +113,12 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
               o);
 }
 Tensor rand(const SymSizes& size, TensorOptions o) {
-  return made(call1(OpKind::rand, size.value(), dtype_or(o, f32), device_or(o, default_device())), o);
+  return made(call1(OpKind::rand, size.value(), dtype_or(o, f32), device_or(o, default_device())),
+              o);
 }
 Tensor randn(const SymSizes& size, TensorOptions o) {
-  return made(call1(OpKind::randn, size.value(), dtype_or(o, f32), device_or(o, default_device())), o);
+  return made(call1(OpKind::randn, size.value(), dtype_or(o, f32), device_or(o, default_device())),
+              o);
 }
 
 namespace {
@@ -142,7 +144,8 @@ Tensor literal(const std::vector<T>& values, const Dims& shape, TensorOptions o)
 
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const IntList& shape, TensorOptions o) {
-  return literal(values, shape.empty() ? Dims{static_cast<int64_t>(values.size())} : Dims(shape), o);
+  return literal(values, shape.empty() ? Dims{static_cast<int64_t>(values.size())} : Dims(shape),
+                 o);
 }
 template Tensor from_vector(const std::vector<float>&, const IntList&, TensorOptions);
 template Tensor from_vector(const std::vector<double>&, const IntList&, TensorOptions);
@@ -155,13 +158,15 @@ template Tensor from_vector(const std::vector<uint8_t>&, const IntList&, TensorO
 template <>
 Tensor from_vector(const std::vector<bool>& values, const IntList& shape, TensorOptions o) {
   std::vector<uint8_t> bytes(values.begin(), values.end());
-  return from_vector(bytes, shape,
-                     {.dtype = o.dtype.value_or(b8), .device = o.device, .requires_grad = o.requires_grad});
+  return from_vector(
+      bytes, shape,
+      {.dtype = o.dtype.value_or(b8), .device = o.device, .requires_grad = o.requires_grad});
 }
 
 Tensor tensor(std::initializer_list<double> values, const IntList& shape, TensorOptions o) {
-  return from_vector(std::vector<double>(values), shape,
-                     {.dtype = o.dtype.value_or(f32), .device = o.device, .requires_grad = o.requires_grad});
+  return from_vector(
+      std::vector<double>(values), shape,
+      {.dtype = o.dtype.value_or(f32), .device = o.device, .requires_grad = o.requires_grad});
 }
 
 Tensor scalar_tensor(Scalar value, TensorOptions o) {  // f32 unless told, as PyTorch
@@ -171,17 +176,20 @@ Tensor scalar_tensor(Scalar value, TensorOptions o) {  // f32 unless told, as Py
 
 Tensor tensor(Scalar value, TensorOptions o) {
   if (value.is_floating())
-    return literal(std::vector<double>{value.to_double()}, Dims{},
-                   {.dtype = o.dtype.value_or(f32), .device = o.device, .requires_grad = o.requires_grad});
+    return literal(
+        std::vector<double>{value.to_double()}, Dims{},
+        {.dtype = o.dtype.value_or(f32), .device = o.device, .requires_grad = o.requires_grad});
   if (value.is_bool())
-    return literal(std::vector<uint8_t>{value.to_bool()}, Dims{},
-                   {.dtype = o.dtype.value_or(b8), .device = o.device, .requires_grad = o.requires_grad});
+    return literal(
+        std::vector<uint8_t>{value.to_bool()}, Dims{},
+        {.dtype = o.dtype.value_or(b8), .device = o.device, .requires_grad = o.requires_grad});
   return literal(std::vector<int64_t>{value.to_int()}, Dims{}, o);
 }
 
 namespace {
 TensorOptions like(const Tensor& t, TensorOptions o) {
-  return {.dtype = o.dtype.value_or(t.dtype()), .device = o.device.value_or(t.device()),
+  return {.dtype = o.dtype.value_or(t.dtype()),
+          .device = o.device.value_or(t.device()),
           .requires_grad = o.requires_grad};
 }
 // (S1) A DTensor's *_like is a DTensor of the same global shape and mesh: its shards
@@ -202,9 +210,15 @@ Tensor empty_like(const Tensor& t, TensorOptions o) {
     return dtensor_filled_like(t, 0, o);
   return empty(shape_of(t), like(t, o));
 }
-Tensor new_empty(const Tensor& x, const SymSizes& size, TensorOptions o) { return empty(size, like(x, o)); }
-Tensor new_zeros(const Tensor& x, const SymSizes& size, TensorOptions o) { return zeros(size, like(x, o)); }
-Tensor new_ones(const Tensor& x, const SymSizes& size, TensorOptions o) { return ones(size, like(x, o)); }
+Tensor new_empty(const Tensor& x, const SymSizes& size, TensorOptions o) {
+  return empty(size, like(x, o));
+}
+Tensor new_zeros(const Tensor& x, const SymSizes& size, TensorOptions o) {
+  return zeros(size, like(x, o));
+}
+Tensor new_ones(const Tensor& x, const SymSizes& size, TensorOptions o) {
+  return ones(size, like(x, o));
+}
 Tensor new_full(const Tensor& x, const SymSizes& size, Scalar value, TensorOptions o) {
   return full(size, value, like(x, o));
 }
@@ -268,7 +282,8 @@ Tensor floor(const Tensor& x) { return call1(OpKind::floor, x); }
 Tensor ceil(const Tensor& x) { return call1(OpKind::ceil, x); }
 Tensor round(const Tensor& x) { return call1(OpKind::round, x); }
 Tensor round(const Tensor& x, int64_t decimals) {
-  KILN_CHECK(is_floating(x.dtype()), dtype, "[round] with decimals expects a floating tensor, got {}", x.dtype());
+  KILN_CHECK(is_floating(x.dtype()), dtype,
+             "[round] with decimals expects a floating tensor, got {}", x.dtype());
   double scale = std::pow(10.0, static_cast<double>(std::abs(decimals)));
   if (decimals == 0) return round(x);
   return decimals > 0 ? round(x * scale) / scale : round(x / scale) * scale;
@@ -303,9 +318,13 @@ Tensor bitwise_and(const Tensor& a, Scalar b) { return bitwise_and(a, wrapped_nu
 Tensor bitwise_or(const Tensor& a, Scalar b) { return bitwise_or(a, wrapped_number(b)); }
 Tensor bitwise_xor(const Tensor& a, Scalar b) { return bitwise_xor(a, wrapped_number(b)); }
 
-Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return call1(OpKind::add, a, b, alpha); }
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
+  return call1(OpKind::add, a, b, alpha);
+}
 Tensor add(const Tensor& a, Scalar b) { return add(a, wrapped_number(b)); }
-Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { return call1(OpKind::sub, a, b, alpha); }
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
+  return call1(OpKind::sub, a, b, alpha);
+}
 Tensor sub(const Tensor& a, Scalar b) { return sub(a, wrapped_number(b)); }
 Tensor mul(const Tensor& a, const Tensor& b) { return call1(OpKind::mul, a, b); }
 Tensor mul(const Tensor& a, Scalar b) { return mul(a, wrapped_number(b)); }
@@ -360,11 +379,13 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar v) {
 Tensor where(const Tensor& c, const Tensor& a, Scalar b) { return where(c, a, wrapped_number(b)); }
 Tensor where(const Tensor& c, Scalar a, const Tensor& b) { return where(c, wrapped_number(a), b); }
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
-  KILN_CHECK(value.dim() == 0, shape, "[masked_fill] only supports a 0-dim value tensor, got {}", value.meta_str());
+  KILN_CHECK(value.dim() == 0, shape, "[masked_fill] only supports a 0-dim value tensor, got {}",
+             value.meta_str());
   return where(mask, to(value, x.dtype()), x);
 }
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max) {
-  KILN_CHECK(min.defined() || max.defined(), value, "[clamp] at least one of 'min' or 'max' must not be None");
+  KILN_CHECK(min.defined() || max.defined(), value,
+             "[clamp] at least one of 'min' or 'max' must not be None");
   // A bound replaces x where x is outside it or the bound is NaN; x on a bound stays x and
   // keeps the gradient (PyTorch's clamp_backward); min > max gives max.
   Tensor y = min.defined() ? where(logical_or(x < min, isnan(min)), min, x) : x;
@@ -495,7 +516,8 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
 }
 std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
   int64_t d = wrap_dim(dim, x.dim(), "kthvalue"), n = x.dim() ? x.size(d) : 1;
-  KILN_CHECK(k >= 1 && k <= n, index, "[kthvalue] k ({}) is out of range for dim {} of size {}", k, d, n);
+  KILN_CHECK(k >= 1 && k <= n, index, "[kthvalue] k ({}) is out of range for dim {} of size {}", k,
+             d, n);
   auto [values, indices] = sort(x, d);
   if (x.dim() == 0) return {values, indices};
   Tensor v = narrow(values, d, k - 1, 1), i = narrow(indices, d, k - 1, 1);
@@ -509,10 +531,13 @@ std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
   // A row with NaN: NaN, at the position of its first NaN.
   Tensor nan_at = argmax(to(isnan(x), DType::u8), d, keepdim);
   Tensor has_nan = any(isnan(x), d, keepdim);
-  return {where(has_nan, full_like(v, std::numeric_limits<double>::quiet_NaN()), v), where(has_nan, nan_at, i)};
+  return {where(has_nan, full_like(v, std::numeric_limits<double>::quiet_NaN()), v),
+          where(has_nan, nan_at, i)};
 }
 Tensor median(const Tensor& x) {
-  if (x.numel() == 0) return full({}, std::numeric_limits<double>::quiet_NaN(), {.dtype = x.dtype(), .device = x.device()});
+  if (x.numel() == 0)
+    return full({}, std::numeric_limits<double>::quiet_NaN(),
+                {.dtype = x.dtype(), .device = x.device()});
   return median(flatten(x), 0).first;
 }
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
@@ -564,7 +589,8 @@ namespace {
 Tensor truth(const Tensor& t) { return t.dtype() == DType::b8 ? t : t != 0; }
 // any / all as counts: some non-zero element, no zero element (empty reductions count 0).
 Tensor any_all(const Tensor& x, const IntList& dims, bool keepdim, bool every) {
-  Tensor r = every ? eq(sum(logical_not(truth(x)), dims, keepdim), 0) : gt(sum(truth(x), dims, keepdim), 0);
+  Tensor r = every ? eq(sum(logical_not(truth(x)), dims, keepdim), 0)
+                   : gt(sum(truth(x), dims, keepdim), 0);
   return x.dtype() == DType::u8 ? to(r, DType::u8) : r;
 }
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -599,8 +625,8 @@ Tensor all(const Tensor& x) { return any_all(x, {}, false, true); }
 Tensor all(const Tensor& x, int64_t dim, bool keepdim) { return any_all(x, {dim}, keepdim, true); }
 Tensor count_nonzero(const Tensor& x, const IntList& dims) { return sum(truth(x), dims); }
 Tensor mv(const Tensor& mat, const Tensor& vec) {
-  KILN_CHECK(mat.dim() == 2 && vec.dim() == 1, shape, "[mv] expects a matrix and a vector, got {} and {}",
-             mat.meta_str(), vec.meta_str());
+  KILN_CHECK(mat.dim() == 2 && vec.dim() == 1, shape,
+             "[mv] expects a matrix and a vector, got {} and {}", mat.meta_str(), vec.meta_str());
   return matmul(mat, vec);
 }
 bool wants_opmath(const TensorList& inputs) {
@@ -618,7 +644,8 @@ Tensor in_opmath(const TensorList& inputs, const std::function<Tensor(const Tens
   DType out = ops::result_type(defined);
   DType wide = out == DType::f16 || out == DType::bf16 ? DType::f32 : out;
   TensorList widened;
-  for (const Tensor& t : inputs) widened.push_back(t.defined() && is_floating(t.dtype()) ? to(t, wide) : t);
+  for (const Tensor& t : inputs)
+    widened.push_back(t.defined() && is_floating(t.dtype()) ? to(t, wide) : t);
   Tensor r = f(widened);
   return is_floating(r.dtype()) && is_floating(out) && r.dtype() != out ? to(r, out) : r;
 }
@@ -636,27 +663,37 @@ void integral_factors(DType result, Scalar& beta, Scalar& alpha) {
 Tensor scaled_sum(const Tensor& self, const Tensor& product, Scalar beta, Scalar alpha) {
   integral_factors(ops::result_type(self, product), beta, alpha);
   Tensor p = alpha.to_double() == 1.0 ? product : mul(product, alpha);
-  if (beta.to_double() == 0.0) return add(p, zeros_like(self));  // self's shape and dtype, not its values
+  if (beta.to_double() == 0.0)
+    return add(p, zeros_like(self));  // self's shape and dtype, not its values
   return add(beta.to_double() == 1.0 ? self : mul(self, beta), p);
 }
 }  // namespace
 Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta, Scalar alpha) {
-  return in_opmath({self, mat, vec}, [&](const TensorList& t) { return scaled_sum(t[0], mv(t[1], t[2]), beta, alpha); });
+  return in_opmath({self, mat, vec}, [&](const TensorList& t) {
+    return scaled_sum(t[0], mv(t[1], t[2]), beta, alpha);
+  });
 }
 // Elementwise, as PyTorch's addr: alpha 0 still multiplies the outer product (0 * inf is
 // NaN), where a GEMM with alpha 0 would skip it on some BLAS kernels.
-Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta, Scalar alpha) {
-  KILN_CHECK(vec1.dim() == 1 && vec2.dim() == 1, shape, "[addr] expects 1-D vectors, got {} and {}", vec1.meta_str(),
-             vec2.meta_str());
-  if (input.dtype() == DType::b8 && vec1.dtype() == DType::b8 && vec2.dtype() == DType::b8) {  // logical, as PyTorch
-    Tensor product = logical_and(outer(vec1, vec2), scalar_tensor(alpha.to_double() != 0, {.device = input.device()}));
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta,
+            Scalar alpha) {
+  KILN_CHECK(vec1.dim() == 1 && vec2.dim() == 1, shape, "[addr] expects 1-D vectors, got {} and {}",
+             vec1.meta_str(), vec2.meta_str());
+  if (input.dtype() == DType::b8 && vec1.dtype() == DType::b8 &&
+      vec2.dtype() == DType::b8) {  // logical, as PyTorch
+    Tensor product = logical_and(outer(vec1, vec2),
+                                 scalar_tensor(alpha.to_double() != 0, {.device = input.device()}));
     if (beta.to_double() == 0) return logical_or(product, zeros_like(input));
     return logical_or(product, input);
   }
-  return in_opmath({input, vec1, vec2}, [&](const TensorList& t) { return scaled_sum(t[0], outer(t[1], t[2]), beta, alpha); });
+  return in_opmath({input, vec1, vec2}, [&](const TensorList& t) {
+    return scaled_sum(t[0], outer(t[1], t[2]), beta, alpha);
+  });
 }
 Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, Scalar beta, Scalar alpha) {
-  return in_opmath({self, b1, b2}, [&](const TensorList& t) { return scaled_sum(t[0], bmm(t[1], t[2]), beta, alpha); });
+  return in_opmath({self, b1, b2}, [&](const TensorList& t) {
+    return scaled_sum(t[0], bmm(t[1], t[2]), beta, alpha);
+  });
 }
 Tensor kron(const Tensor& a, const Tensor& b) {
   int64_t rank = std::max(a.dim(), b.dim());
@@ -671,13 +708,15 @@ Tensor kron(const Tensor& a, const Tensor& b) {
   return reshape(mul(reshape(a, pa), reshape(b, pb)), out);
 }
 Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
-  KILN_CHECK(a.dim() == b.dim(), shape, "[cross] inputs must have the same number of dims, got {} and {}",
-             a.meta_str(), b.meta_str());
+  KILN_CHECK(a.dim() == b.dim(), shape,
+             "[cross] inputs must have the same number of dims, got {} and {}", a.meta_str(),
+             b.meta_str());
   int64_t rank = std::max(a.dim(), b.dim());
   int64_t d = wrap_dim(dim, rank, "cross");
   auto at = [&](const Tensor& t, int64_t i) {
     int64_t td = d - (rank - t.dim());
-    KILN_CHECK(td >= 0 && t.size(td) == 3, shape, "[cross] dim {} must have size 3, got {}", dim, t.meta_str());
+    KILN_CHECK(td >= 0 && t.size(td) == 3, shape, "[cross] dim {} must have size 3, got {}", dim,
+               t.meta_str());
     return narrow(t, td, i, 1);
   };
   return cat({at(a, 1) * at(b, 2) - at(a, 2) * at(b, 1), at(a, 2) * at(b, 0) - at(a, 0) * at(b, 2),
@@ -686,17 +725,22 @@ Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
 }
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
   KILN_CHECK(x1.dim() >= 2 && x2.dim() >= 2 && x1.size(-1) == x2.size(-1), shape,
-             "[cdist] expects [..., P, M] and [..., R, M], got {} and {}", x1.meta_str(), x2.meta_str());
+             "[cdist] expects [..., P, M] and [..., R, M], got {} and {}", x1.meta_str(),
+             x2.meta_str());
   return vector_norm(unsqueeze(x1, -2) - unsqueeze(x2, -3), p, {-1});
 }
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
   KILN_CHECK(a.dtype() == b.dtype(), dtype, "[isclose] {} did not match {}", a.dtype(), b.dtype());
-  KILN_CHECK(rtol >= 0, value, "[isclose] rtol must be greater than or equal to zero, but got {}", rtol);
-  KILN_CHECK(atol >= 0, value, "[isclose] atol must be greater than or equal to zero, but got {}", atol);
+  KILN_CHECK(rtol >= 0, value, "[isclose] rtol must be greater than or equal to zero, but got {}",
+             rtol);
+  KILN_CHECK(atol >= 0, value, "[isclose] atol must be greater than or equal to zero, but got {}",
+             atol);
   Tensor close = eq(a, b);
-  if (equal_nan && is_floating(a.dtype())) close = logical_or(close, logical_and(isnan(a), isnan(b)));
+  if (equal_nan && is_floating(a.dtype()))
+    close = logical_or(close, logical_and(isnan(a), isnan(b)));
   if (a.dtype() == DType::b8) return close;
-  Tensor x = is_floating(a.dtype()) ? a : to(a, DType::f64), y = is_floating(b.dtype()) ? b : to(b, DType::f64);
+  Tensor x = is_floating(a.dtype()) ? a : to(a, DType::f64),
+         y = is_floating(b.dtype()) ? b : to(b, DType::f64);
   Tensor error = abs(x - y);
   return logical_or(close, logical_and(isfinite(error), le(error, abs(y) * rtol + atol)));
 }
@@ -713,7 +757,8 @@ Tensor isinf(const Tensor& x) {
 Tensor isfinite(const Tensor& x) {
   return is_floating(x.dtype()) ? abs(x) < kInf : ones_like(x, {.dtype = DType::b8});
 }
-Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf, std::optional<double> neginf) {
+Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
   if (!is_floating(x.dtype())) return clone(x);
   double top = x.dtype() == DType::f16    ? 65504.0
                : x.dtype() == DType::bf16 ? 0x1.fep127
@@ -729,7 +774,8 @@ namespace {
 Tensor positions(const SymInt& n, TensorOptions o) { return arange_of(n, o); }
 
 Tensor diagonal_offsets(const Tensor& x, const char* op) {
-  KILN_CHECK(x.dim() >= 2, shape, "[{}] expects a tensor of at least 2 dims, got {}", op, x.meta_str());
+  KILN_CHECK(x.dim() >= 2, shape, "[{}] expects a tensor of at least 2 dims, got {}", op,
+             x.meta_str());
   TensorOptions o{.dtype = DType::i64, .device = x.device()};
   return unsqueeze(positions(x.sym_size(-1), o), 0) - unsqueeze(positions(x.sym_size(-2), o), 1);
 }
@@ -750,7 +796,8 @@ Tensor flip(const Tensor& x, const IntList& dims) {
     KILN_CHECK(!seen[static_cast<size_t>(w)], value, "[flip] dim {} appears more than once", d);
     seen[static_cast<size_t>(w)] = true;
     if (x.dim() > 0)  // a 0-dim tensor reads the same backwards
-      out = index_select(out, w, arange(x.size(w) - 1, -1, -1, {.dtype = DType::i64, .device = x.device()}));
+      out = index_select(
+          out, w, arange(x.size(w) - 1, -1, -1, {.dtype = DType::i64, .device = x.device()}));
   }
   return out.is_same(x) ? clone(x) : out;
 }
@@ -758,7 +805,8 @@ Tensor flip(const Tensor& x, const IntList& dims) {
 Tensor repeat(const Tensor& x, const IntList& repeats) {
   int64_t n = static_cast<int64_t>(repeats.size());
   KILN_CHECK(n >= x.dim(), shape,
-             "[repeat] the number of repeats ({}) can not be smaller than the number of dims ({})", n, x.dim());
+             "[repeat] the number of repeats ({}) can not be smaller than the number of dims ({})",
+             n, x.dim());
   IntList padded(static_cast<size_t>(n - x.dim()), 1), interleaved, expanded, result;
   padded.insert(padded.end(), x.shape().begin(), x.shape().end());
   for (int64_t i = 0; i < n; ++i) {
@@ -777,10 +825,12 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
     int64_t lo = item<int64_t>(amin(index)), hi = item<int64_t>(amax(index));
     KILN_CHECK(lo >= 0, value, "[one_hot] class values must be non-negative, got {}", lo);
     if (num_classes < 0) num_classes = hi + 1;
-    KILN_CHECK(hi < num_classes, value, "[one_hot] class values must be smaller than num_classes ({}), got {}",
-               num_classes, hi);
+    KILN_CHECK(hi < num_classes, value,
+               "[one_hot] class values must be smaller than num_classes ({}), got {}", num_classes,
+               hi);
   }
-  KILN_CHECK(num_classes >= 0, value, "[one_hot] can not infer the number of classes of an empty tensor");
+  KILN_CHECK(num_classes >= 0, value,
+             "[one_hot] can not infer the number of classes of an empty tensor");
   Tensor classes = arange(num_classes, {.dtype = DType::i64, .device = index.device()});
   return to(unsqueeze(index, -1) == classes, DType::i64);
 }
@@ -793,9 +843,11 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 
 Tensor dot(const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.dim() == 1 && b.dim() == 1 && a.size(0) == b.size(0), shape,
-             "[dot] expects two 1-D tensors of one size, got {} and {}", a.meta_str(), b.meta_str());
-  KILN_CHECK(a.dtype() == b.dtype(), dtype, "[dot] expects both vectors to have the same dtype, got {} and {}",
-             a.dtype(), b.dtype());
+             "[dot] expects two 1-D tensors of one size, got {} and {}", a.meta_str(),
+             b.meta_str());
+  KILN_CHECK(a.dtype() == b.dtype(), dtype,
+             "[dot] expects both vectors to have the same dtype, got {} and {}", a.dtype(),
+             b.dtype());
   if (wants_opmath({a, b}))  // accumulated in f32, rounded once
     return in_opmath({a, b}, [](const TensorList& t) { return dot(t[0], t[1]); });
   return sum(a * b, {}, false, a.dtype());  // integers stay in their type
@@ -808,8 +860,9 @@ Tensor addcmul(const Tensor& self, const Tensor& a, const Tensor& b, Scalar valu
   return in_opmath({self, a, b}, [&](const TensorList& t) { return t[0] + t[1] * t[2] * value; });
 }
 Tensor addcdiv(const Tensor& self, const Tensor& a, const Tensor& b, Scalar value) {
-  KILN_CHECK(is_floating(a.dtype()) || is_floating(b.dtype()), dtype,
-             "[addcdiv] integer division with addcdiv is not supported; use true division of floats");
+  KILN_CHECK(
+      is_floating(a.dtype()) || is_floating(b.dtype()), dtype,
+      "[addcdiv] integer division with addcdiv is not supported; use true division of floats");
   return in_opmath({self, a, b}, [&](const TensorList& t) { return t[0] + t[1] / t[2] * value; });
 }
 
@@ -821,9 +874,11 @@ Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
   });
 }
 Tensor vector_norm(const Tensor& x, double ord, const IntList& dims, bool keepdim) {
-  KILN_CHECK(is_floating(x.dtype()), dtype, "[vector_norm] expects a floating tensor, got {}", x.meta_str());
+  KILN_CHECK(is_floating(x.dtype()), dtype, "[vector_norm] expects a floating tensor, got {}",
+             x.meta_str());
   if (wants_opmath({x}))  // powers and sums in f32 (no f16 overflow of x^2), rounded once
-    return in_opmath({x}, [&](const TensorList& t) { return vector_norm(t[0], ord, dims, keepdim); });
+    return in_opmath({x},
+                     [&](const TensorList& t) { return vector_norm(t[0], ord, dims, keepdim); });
   Tensor a = abs(x);
   if (std::isinf(ord)) return ord > 0 ? amax(a, dims, keepdim) : amin(a, dims, keepdim);
   if (ord == 0) return sum(to(x != 0, x.dtype()), dims, keepdim);
@@ -876,12 +931,14 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
 }
 
 Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
-  KILN_CHECK(x.dim() >= 2, shape, "[diagonal] expects a tensor of at least 2 dims, got {}", x.meta_str());
+  KILN_CHECK(x.dim() >= 2, shape, "[diagonal] expects a tensor of at least 2 dims, got {}",
+             x.meta_str());
   int64_t d1 = wrap_dim(dim1, x.dim(), "diagonal"), d2 = wrap_dim(dim2, x.dim(), "diagonal");
   KILN_CHECK(d1 != d2, value, "[diagonal] dim1 and dim2 must differ, both are {}", d1);
   // an offset past either side gives no element (and is never negated: INT64_MIN)
   bool inside = offset > -x.size(d1) && offset < x.size(d2);
-  int64_t length = inside ? std::min(x.size(d1) - std::max<int64_t>(-offset, 0), x.size(d2) - std::max<int64_t>(offset, 0))
+  int64_t length = inside ? std::min(x.size(d1) - std::max<int64_t>(-offset, 0),
+                                     x.size(d2) - std::max<int64_t>(offset, 0))
                           : 0;
   int64_t start = x.offset();
   if (length > 0) start += offset >= 0 ? offset * x.stride(d2) : -offset * x.stride(d1);
@@ -897,7 +954,8 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
 }
 
 Tensor diag(const Tensor& x, int64_t offset) {
-  KILN_CHECK(x.dim() == 1 || x.dim() == 2, shape, "[diag] expects a 1-D or 2-D tensor, got {}", x.meta_str());
+  KILN_CHECK(x.dim() == 1 || x.dim() == 2, shape, "[diag] expects a 1-D or 2-D tensor, got {}",
+             x.meta_str());
   if (x.dim() == 2) return clone(diagonal(x, offset));
   int64_t len = x.size(0), n = len + (offset >= 0 ? offset : -offset);
   TensorOptions idx{.dtype = DType::i64, .device = x.device()};
@@ -905,7 +963,8 @@ Tensor diag(const Tensor& x, int64_t offset) {
   Tensor padded = cat({x, zeros({n - len}, {.dtype = x.dtype(), .device = x.device()})});
   // (r, r + offset) holds x[r] above the diagonal; (c - offset, c) holds x[c] below it.
   Tensor values = offset >= 0 ? unsqueeze(padded, 1) : unsqueeze(padded, 0);
-  return where(cols - rows == offset, values, zeros({}, {.dtype = x.dtype(), .device = x.device()}));
+  return where(cols - rows == offset, values,
+               zeros({}, {.dtype = x.dtype(), .device = x.device()}));
 }
 
 Tensor trace(const Tensor& x) {
@@ -914,7 +973,8 @@ Tensor trace(const Tensor& x) {
 }
 
 TensorList unbind(const Tensor& x, int64_t dim) {
-  KILN_CHECK(x.dim() > 0, shape, "[unbind] expects a tensor of at least 1 dim, got {}", x.meta_str());
+  KILN_CHECK(x.dim() > 0, shape, "[unbind] expects a tensor of at least 1 dim, got {}",
+             x.meta_str());
   int64_t d = wrap_dim(dim, x.dim(), "unbind");
   TensorList parts;
   for (int64_t i = 0; i < x.size(d); ++i) parts.push_back(select(x, d, i));
@@ -931,11 +991,14 @@ Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
 }
 Tensor movedim(const Tensor& x, const IntList& source, const IntList& destination) {
   KILN_CHECK(source.size() == destination.size(), value,
-             "[movedim] invalid source or destination dims: source ({} dims) should contain the same number of dims "
-             "as destination ({} dims)", source.size(), destination.size());
+             "[movedim] invalid source or destination dims: source ({} dims) should contain the "
+             "same number of dims "
+             "as destination ({} dims)",
+             source.size(), destination.size());
   int64_t rank = x.dim();
   if (rank == 0) {  // only dim 0 (or -1) names the one place a 0-dim tensor has
-    for (size_t i = 0; i < source.size(); ++i) wrap_dim(source[i], 1, "movedim"), wrap_dim(destination[i], 1, "movedim");
+    for (size_t i = 0; i < source.size(); ++i)
+      wrap_dim(source[i], 1, "movedim"), wrap_dim(destination[i], 1, "movedim");
     return x;
   }
   std::vector<int64_t> order(static_cast<size_t>(rank), -1);
@@ -967,7 +1030,9 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
 Tensor softmax(const Tensor& x, int64_t dim) { return call1(OpKind::softmax, x, dim); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return call1(OpKind::log_softmax, x, dim); }
 Tensor softmax(const Tensor& x, int64_t dim, DType dtype) { return softmax(to(x, dtype), dim); }
-Tensor log_softmax(const Tensor& x, int64_t dim, DType dtype) { return log_softmax(to(x, dtype), dim); }
+Tensor log_softmax(const Tensor& x, int64_t dim, DType dtype) {
+  return log_softmax(to(x, dtype), dim);
+}
 Tensor softmax_backward(const Tensor& grad, const Tensor& y, int64_t dim) {
   return call1(OpKind::softmax_backward, grad, y, dim);
 }
@@ -1016,7 +1081,9 @@ Tensor t(const Tensor& x) {
 Tensor unsqueeze(const Tensor& x, int64_t dim) { return call1(OpKind::unsqueeze, x, dim); }
 Tensor squeeze(const Tensor& x) { return call1(OpKind::squeeze, x, IntList{}); }
 Tensor squeeze(const Tensor& x, int64_t dim) { return call1(OpKind::squeeze, x, IntList{dim}); }
-Tensor expand(const Tensor& x, const SymSizes& size) { return call1(OpKind::expand, x, size.value()); }
+Tensor expand(const Tensor& x, const SymSizes& size) {
+  return call1(OpKind::expand, x, size.value());
+}
 // (Y1) A bound that is a symbolic size is boxed as a one-entry size list.
 Value bound(const std::optional<SymInt>& b) {
   if (!b) return Value();
@@ -1045,8 +1112,10 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   Dims shape;  // sizes, symbolic ones kept (Y1)
   for (int64_t i = 0; i < x.dim(); ++i) {
     SymInt size = x.shape().sym(static_cast<size_t>(i));
-    if (i <= s || i > e) shape.push_back(size);
-    else shape.set(shape.size() - 1, shape.sym(shape.size() - 1) * size);
+    if (i <= s || i > e)
+      shape.push_back(size);
+    else
+      shape.set(shape.size() - 1, shape.sym(shape.size() - 1) * size);
   }
   return reshape(x, shape);
 }
@@ -1116,7 +1185,8 @@ TensorList split(const Tensor& x, int64_t split_size, int64_t dim) {
 TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   KILN_CHECK(chunks > 0, value, "[chunk] chunks must be positive, got {}", chunks);
   int64_t size = x.size(dim);
-  if (size == 0) return split(x, IntList(static_cast<size_t>(chunks), 0), dim);  // `chunks` empties, as PyTorch
+  if (size == 0)
+    return split(x, IntList(static_cast<size_t>(chunks), 0), dim);  // `chunks` empties, as PyTorch
   return split(x, (size + chunks - 1) / chunks, dim);
 }
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -1131,7 +1201,9 @@ namespace {
 Tensor scattered(const Tensor& x, int64_t dim, const Tensor& index) {
   TensorOptions o{.dtype = DType::i64, .device = x.device()};
   IntList index_shape(index.shape().begin(), index.shape().end());
-  return gt(scatter_add(zeros(IntList(x.shape().begin(), x.shape().end()), o), dim, index, ones(index_shape, o)), 0);
+  return gt(scatter_add(zeros(IntList(x.shape().begin(), x.shape().end()), o), dim, index,
+                        ones(index_shape, o)),
+            0);
 }
 // A 1-D index of source.size(dim) positions along dim, expanded to source's shape.
 Tensor along(const Tensor& index, const Tensor& source, int64_t dim, const char* op) {
@@ -1140,8 +1212,8 @@ Tensor along(const Tensor& index, const Tensor& source, int64_t dim, const char*
   IntList shape(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 1);
   shape[static_cast<size_t>(d)] = index.numel();
   KILN_CHECK(source.dim() == 0 || source.size(d) == index.numel(), shape,
-             "[{}] index has {} elements but source {} has {} along dim {}", op, index.numel(), source.meta_str(),
-             source.dim() ? source.size(d) : 1, d);
+             "[{}] index has {} elements but source {} has {} along dim {}", op, index.numel(),
+             source.meta_str(), source.dim() ? source.size(d) : 1, d);
   IntList full_shape = source.dim() ? IntList(source.shape().begin(), source.shape().end()) : shape;
   return expand(reshape(to(index, DType::i64), shape), full_shape);  // i32 too, for index_add
 }
@@ -1150,8 +1222,9 @@ namespace {
 // scatter's source after its checks, cut to index's region (the only part read).
 Tensor scatter_source(const Tensor& x, const Tensor& index, const Tensor& src) {
   ops::check_long_index("scatter", index);
-  KILN_CHECK(src.dtype() == x.dtype(), dtype, "[scatter] expected self ({}) and src ({}) to have the same dtype",
-             x.dtype(), src.dtype());
+  KILN_CHECK(src.dtype() == x.dtype(), dtype,
+             "[scatter] expected self ({}) and src ({}) to have the same dtype", x.dtype(),
+             src.dtype());
   Tensor part = src;
   for (int64_t i = 0; i < std::min(src.dim(), index.dim()); ++i)
     if (src.size(i) > index.size(i)) part = narrow(part, i, 0, index.size(i));
@@ -1160,19 +1233,24 @@ Tensor scatter_source(const Tensor& x, const Tensor& index, const Tensor& src) {
 }  // namespace
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   OpNameScope user_op("scatter");
-  return where(scattered(x, dim, index), scatter_add(zeros_like(x), dim, index, scatter_source(x, index, src)), x);
+  return where(scattered(x, dim, index),
+               scatter_add(zeros_like(x), dim, index, scatter_source(x, index, src)), x);
 }
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce) {
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+               const std::string& reduce) {
   OpNameScope user_op("scatter");
-  KILN_CHECK(reduce == "add" || reduce == "multiply", value, "[scatter] reduce argument must be either add or multiply, got {}",
-             reduce);
-  return scatter_reduce(x, dim, index, scatter_source(x, index, src), reduce == "add" ? "sum" : "prod",
+  KILN_CHECK(reduce == "add" || reduce == "multiply", value,
+             "[scatter] reduce argument must be either add or multiply, got {}", reduce);
+  return scatter_reduce(x, dim, index, scatter_source(x, index, src),
+                        reduce == "add" ? "sum" : "prod",
                         /*include_self=*/true);
 }
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value, const std::string& reduce) {
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value,
+               const std::string& reduce) {
   OpNameScope user_op("scatter");
   IntList shape(index.shape().begin(), index.shape().end());
-  return scatter(x, dim, index, full(shape, value, {.dtype = x.dtype(), .device = x.device()}), reduce);
+  return scatter(x, dim, index, full(shape, value, {.dtype = x.dtype(), .device = x.device()}),
+                 reduce);
 }
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
   OpNameScope user_op("scatter");
@@ -1185,15 +1263,18 @@ namespace {
 Tensor as_vector(const Tensor& t) { return t.dim() == 0 ? reshape(t, {1}) : t; }
 }  // namespace
 
-Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                 Scalar alpha) {
   OpNameScope user_op("index_add");
-  if (x.dim() == 0) return reshape(index_add(as_vector(x), dim, as_vector(index), as_vector(source), alpha), {});
+  if (x.dim() == 0)
+    return reshape(index_add(as_vector(x), dim, as_vector(index), as_vector(source), alpha), {});
   Tensor s = alpha.to_double() == 1.0 ? source : mul(source, alpha);
   return scatter_add(x, dim, along(index, source, dim, "index_add"), to(s, x.dtype()));
 }
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
   OpNameScope user_op("index_copy");
-  if (x.dim() == 0) return reshape(index_copy(as_vector(x), dim, as_vector(index), as_vector(source)), {});
+  if (x.dim() == 0)
+    return reshape(index_copy(as_vector(x), dim, as_vector(index), as_vector(source)), {});
   return scatter(x, dim, along(index, source, dim, "index_copy"), source);
 }
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar value) {
@@ -1208,19 +1289,22 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar valu
 }
 Tensor roll(const Tensor& x, const IntList& shifts, const IntList& dims) {
   if (dims.empty()) {
-    KILN_CHECK(shifts.size() == 1, value, "[roll] without dims takes one shift, got {}", shifts.size());
+    KILN_CHECK(shifts.size() == 1, value, "[roll] without dims takes one shift, got {}",
+               shifts.size());
     return reshape(roll(flatten(x), shifts, {0}), x.shape());
   }
-  KILN_CHECK(shifts.size() == dims.size(), value, "[roll] shifts ({}) and dims ({}) must have the same length",
-             shifts.size(), dims.size());
+  KILN_CHECK(shifts.size() == dims.size(), value,
+             "[roll] shifts ({}) and dims ({}) must have the same length", shifts.size(),
+             dims.size());
   Tensor out = x;
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = wrap_dim(dims[i], x.dim(), "roll");
     if (x.dim() && x.sym_size(d).is_symbolic()) {  // (Y1) the split point as a size
       SymInt size = x.sym_size(d), k = shifts[i];
-      KILN_CHECK(SymInt(std::abs(shifts[i])) <= size, value,
-                 "[roll] a shift of {} along a dim of symbolic size {} needs the size to be at least {}", shifts[i],
-                 size.str(), std::abs(shifts[i]));
+      KILN_CHECK(
+          SymInt(std::abs(shifts[i])) <= size, value,
+          "[roll] a shift of {} along a dim of symbolic size {} needs the size to be at least {}",
+          shifts[i], size.str(), std::abs(shifts[i]));
       SymInt keep = shifts[i] >= 0 ? size - k : SymInt(0) - k;  // elements that move right
       out = cat({slice(out, d, keep, std::nullopt), slice(out, d, 0, keep)}, d);
       continue;
@@ -1252,8 +1336,7 @@ Tensor fft::ifftshift(const Tensor& x, const IntList& dims) { return half_roll(x
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   // PyTorch reads a 0-dim input as [1] (the index keeps its own 0 or 1 dims) and checks an
   // empty index's dtype only when there is something to gather.
-  if (x.dim() == 0 && index.dim() == 1)
-    return gather(reshape(x, {1}), dim, index);
+  if (x.dim() == 0 && index.dim() == 1) return gather(reshape(x, {1}), dim, index);
   if (is_integral(index.dtype(), false) && index.dtype() != DType::i64 && index.sym_numel() == 0)
     return gather(x, dim, to(index, DType::i64));
   ops::check_long_index("gather", index);
@@ -1323,8 +1406,9 @@ void check_readable(const Tensor& x, std::string_view op) {
              "[{}] tensor {} is a DTensor: its data is in shards; read to_local() (this rank's) or "
              "full_tensor() (all of it)",
              op, x.meta_str());
-  KILN_CHECK(!x.is_fake(), data_dependent, "[{}] cannot read the value of fake tensor {}: it has metadata only",
-             op, x.meta_str());
+  KILN_CHECK(!x.is_fake(), data_dependent,
+             "[{}] cannot read the value of fake tensor {}: it has metadata only", op,
+             x.meta_str());
 }
 }  // namespace
 
@@ -1355,7 +1439,8 @@ TensorList where(const Tensor& condition) {
 }
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
   OpNameScope user_op("masked_select");
-  KILN_CHECK(mask.dtype() == DType::b8, dtype, "[masked_select] expected a bool mask, got {}", mask.dtype());
+  KILN_CHECK(mask.dtype() == DType::b8, dtype, "[masked_select] expected a bool mask, got {}",
+             mask.dtype());
   IntList shape = ops::broadcast_shapes(x.shape(), mask.shape(), "masked_select").vec();
   Tensor flat_mask = flatten(expand(mask, shape));
   return index_select(flatten(expand(x, shape)), 0, select(nonzero(flat_mask), 1, 0));
@@ -1378,7 +1463,8 @@ Runs runs_of(const Tensor& rows, bool inverse, bool counts) {
   if (inverse) r.run_of = cumsum(starts, 0) - 1;
   if (counts) {  // each run ends where the next starts (the last at n)
     int64_t groups = first.numel();
-    r.counts = groups ? cat({narrow(first, 0, 1, groups - 1), full({1}, n, o)}) - first : zeros({0}, o);
+    r.counts =
+        groups ? cat({narrow(first, 0, 1, groups - 1), full({1}, n, o)}) - first : zeros({0}, o);
   }
   return r;
 }
@@ -1414,14 +1500,17 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse, 
   // Lexicographic order of the rows: stable sorts by each column, the last first.
   Tensor order = arange(0, rows.size(0), 1, {.dtype = DType::i64, .device = x.device()});
   for (int64_t j = rows.size(1) - 1; j >= 0; --j)
-    order = index_select(order, 0, argsort(index_select(select(rows, 1, j), 0, order), 0, false, /*stable=*/true));
+    order = index_select(
+        order, 0, argsort(index_select(select(rows, 1, j), 0, order), 0, false, /*stable=*/true));
   Runs r = runs_of(index_select(rows, 0, order), return_inverse, return_counts);
   Tensor inverse;  // the run of each sorted row, scattered back to its place in x
-  if (return_inverse) inverse = reshape(scatter(zeros_like(r.run_of), 0, order, r.run_of), inverse_shape(x, dim));
+  if (return_inverse)
+    inverse = reshape(scatter(zeros_like(r.run_of), 0, order, r.run_of), inverse_shape(x, dim));
   return {from_rows(r.values, x, dim), inverse, r.counts};
 }
 
-std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse, bool return_counts,
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse,
+                                                      bool return_counts,
                                                       std::optional<int64_t> dim) {
   check_readable(x, "unique_consecutive");
   Runs r = runs_of(as_rows(x, dim), return_inverse, return_counts);
@@ -1431,10 +1520,12 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool retu
 
 Tensor repeat_interleave(const Tensor& repeats) {
   KILN_CHECK(repeats.dim() <= 1 && is_integral(repeats.dtype(), false), shape,
-             "[repeat_interleave] repeats must be a 0-D or 1-D integer tensor, got {}", repeats.meta_str());
+             "[repeat_interleave] repeats must be a 0-D or 1-D integer tensor, got {}",
+             repeats.meta_str());
   Tensor r = reshape(repeats, {-1});
   check_readable(r, "repeat_interleave");
-  KILN_CHECK(r.numel() == 0 || item<int64_t>(amin(r)) >= 0, value, "[repeat_interleave] repeats can not be negative");
+  KILN_CHECK(r.numel() == 0 || item<int64_t>(amin(r)) >= 0, value,
+             "[repeat_interleave] repeats can not be negative");
   TensorOptions o{.dtype = DType::i64, .device = r.device()};
   int64_t total = r.numel() ? item<int64_t>(sum(r)) : 0;
   // Output position k belongs to the i whose running total first exceeds k.
@@ -1449,11 +1540,13 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
   int64_t size = input.size(d);
   Tensor r = reshape(repeats, {-1});
   KILN_CHECK(r.numel() == size || r.numel() == 1, shape,
-             "[repeat_interleave] repeats must have the same size as input along dim ({}), got {}", size, r.numel());
+             "[repeat_interleave] repeats must have the same size as input along dim ({}), got {}",
+             size, r.numel());
   if (r.numel() == 1 && size != 1) r = expand(r, {size});
   if (output_size) {  // no host read: positions up to the given size (traceable)
     TensorOptions o{.dtype = DType::i64, .device = r.device()};
-    return index_select(input, d, searchsorted(cumsum(to(r, DType::i64), 0), arange(0, *output_size, 1, o), true));
+    return index_select(
+        input, d, searchsorted(cumsum(to(r, DType::i64), 0), arange(0, *output_size, 1, o), true));
   }
   return index_select(input, d, repeat_interleave(r));
 }
@@ -1471,14 +1564,15 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
 }
 
 Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
-  KILN_CHECK(x.dim() == 1 && is_integral(x.dtype(), false), shape, "[bincount] expects a 1-D integer tensor, got {}",
-             x.meta_str());
+  KILN_CHECK(x.dim() == 1 && is_integral(x.dtype(), false), shape,
+             "[bincount] expects a 1-D integer tensor, got {}", x.meta_str());
   KILN_CHECK(minlength >= 0, value, "[bincount] minlength should be >= 0, got {}", minlength);
   check_readable(x, "bincount");
   int64_t bins = minlength;
   if (x.numel()) {
     int64_t lowest = item<int64_t>(amin(x)), highest = item<int64_t>(amax(x));
-    KILN_CHECK(lowest >= 0, value, "[bincount] input should contain only non-negative values, got {}", lowest);
+    KILN_CHECK(lowest >= 0, value,
+               "[bincount] input should contain only non-negative values, got {}", lowest);
     bins = std::max(bins, highest + 1);
   }
   Tensor index = to(x, DType::i64);
@@ -1486,8 +1580,9 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
     TensorOptions o{.dtype = DType::i64, .device = x.device()};
     return scatter_add(zeros({bins}, o), 0, index, ones({x.numel()}, o));
   }
-  KILN_CHECK(weights.shape() == x.shape(), shape, "[bincount] weights {} must be shaped like the input {}",
-             weights.meta_str(), x.meta_str());
+  KILN_CHECK(weights.shape() == x.shape(), shape,
+             "[bincount] weights {} must be shaped like the input {}", weights.meta_str(),
+             x.meta_str());
   DType wd = is_floating(weights.dtype()) ? weights.dtype() : DType::f64;
   return scatter_add(zeros({bins}, {.dtype = wd, .device = x.device()}), 0, index, to(weights, wd));
 }
@@ -1514,7 +1609,7 @@ T item(const Tensor& x) {
   return to_vector<T>(x)[0];
 }
 
-#define KILN_INSTANTIATE_HOST(T)                         \
+#define KILN_INSTANTIATE_HOST(T)                       \
   template std::vector<T> to_vector<T>(const Tensor&); \
   template T item<T>(const Tensor&);
 KILN_INSTANTIATE_HOST(float)

@@ -379,22 +379,24 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false
 Tensor max(const Tensor& x);
 Tensor min(const Tensor& x);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
-Tensor var(const Tensor& x, const IntList& dims = {}, int64_t correction = 1,
-           bool keepdim = false);
+Tensor var(const Tensor& x, const IntList& dims = {}, int64_t correction = 1, bool keepdim = false);
 /** The product of all elements (0-dim), or along `dim`; integers and bools multiply into
  * i64 unless `dtype` is given (as torch.prod). */
 Tensor prod(const Tensor& x, std::optional<DType> dtype = std::nullopt);
-Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
 /** The lower median of all elements (NaN if any is NaN; an empty tensor gives NaN). */
 Tensor median(const Tensor& x);
 /** (values, indices) of the lower median along dim; a row with NaN gives NaN and the
  * position of its first NaN, as PyTorch. */
 std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false);
 /** (values, indices) of the k-th smallest element along dim (NaN above every number). */
-std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,
+                                   bool keepdim = false);
 /** (values, indices): the elements along `dim` in order, NaN above every number (last
  * ascending, first descending), ties in their original order (always stable). */
-std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,
+                               bool stable = false);
 /** sort's indices. */
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
 /** (values, indices) of the k largest (smallest) elements along `dim`, in order (also
@@ -441,16 +443,20 @@ Tensor all(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor count_nonzero(const Tensor& x, const IntList& dims = {});
 /** |a - b| <= atol + rtol |b| elementwise, or a == b (equal infinities); NaNs are close to
  * each other only with equal_nan. a and b must have one dtype (integers compare in f64). */
-Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+               bool equal_nan = false);
 /** Whether isclose holds everywhere (a and b broadcast). */
-bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false);
 /** Whether a and b have one shape and equal elements (any dtypes; NaN is never equal). */
 bool equal(const Tensor& a, const Tensor& b);
 /** mat [n, m] times vec [m]; beta * self + alpha * that (beta == 0 ignores self, NaN too). */
 Tensor mv(const Tensor& mat, const Tensor& vec);
-Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta = 1, Scalar alpha = 1);
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, Scalar beta = 1,
+             Scalar alpha = 1);
 /** beta * self + alpha * bmm(b1, b2) (beta == 0 ignores self). */
-Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, Scalar beta = 1, Scalar alpha = 1);
+Tensor baddbmm(const Tensor& self, const Tensor& b1, const Tensor& b2, Scalar beta = 1,
+               Scalar alpha = 1);
 /** The Kronecker product: block (i, j, ...) is a[i, j, ...] * b (the fewer dims lead with 1s). */
 Tensor kron(const Tensor& a, const Tensor& b);
 /** The cross product of 3-vectors along dim (of size 3), broadcasting. */
@@ -501,7 +507,8 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 /** (sum |x|^ord)^(1/ord) over dims (all when empty) for floating x; ord inf / -inf: the
  * largest / smallest |x|, 0: the count of non-zeros. The gradient at a zero vector is 0,
  * as PyTorch's (not the NaN of sqrt'(0) * 0). */
-Tensor vector_norm(const Tensor& x, double ord = 2.0, const IntList& dims = {}, bool keepdim = false);
+Tensor vector_norm(const Tensor& x, double ord = 2.0, const IntList& dims = {},
+                   bool keepdim = false);
 /** x / max(vector_norm(x, p, {dim}, keepdim), eps), as torch.nn.functional.normalize. */
 Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
 /** The n x m identity (m = n by default; f32 by default). */
@@ -554,8 +561,8 @@ Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor squeeze(const Tensor& x);
 Tensor squeeze(const Tensor& x, int64_t dim);
 Tensor expand(const Tensor& x, const SymSizes& size);
-Tensor slice(const Tensor& x, int64_t dim, std::optional<SymInt> start,
-             std::optional<SymInt> end, int64_t step = 1);
+Tensor slice(const Tensor& x, int64_t dim, std::optional<SymInt> start, std::optional<SymInt> end,
+             int64_t step = 1);
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
@@ -563,7 +570,8 @@ Tensor as_strided(const Tensor& x, const IntList& size, const IntList& stride,
                   std::optional<int64_t> storage_offset = std::nullopt);
 /** A copy of x (read as a flat row-major array) with the strided region replaced by src. */
 Tensor as_strided_scatter(const Tensor& x, const Tensor& src, const IntList& size,
-                          const IntList& stride, std::optional<int64_t> storage_offset = std::nullopt);
+                          const IntList& stride,
+                          std::optional<int64_t> storage_offset = std::nullopt);
 /** A new tensor viewing exactly what x views (PyTorch's alias). */
 Tensor alias(const Tensor& x);
 /** x itself when contiguous, else a contiguous copy. */
@@ -588,11 +596,14 @@ Tensor clone(const Tensor& x);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value);
 /** torch.scatter(..., reduce="add" | "multiply"): the writes added to (multiplied into) x. */
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce);
-Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value, const std::string& reduce);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+               const std::string& reduce);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value,
+               const std::string& reduce);
 /** x with alpha * source's slices added (copied, filled with value) at the 1-D index's
  * positions along dim. */
-Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                 Scalar alpha = 1);
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar value);
 /** x's elements shifted by shifts[i] along dims[i], wrapping around (dims empty: the
@@ -606,21 +617,23 @@ Tensor ifftshift(const Tensor& x, const IntList& dims = {});
 }  // namespace fft
 
 // ---- normalization ------------------------------------------------------------
-Tensor layer_norm(const Tensor& x, const IntList& normalized_shape,
-                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
-                  double eps = 1e-5);
+Tensor layer_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 Tensor rms_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
 /** torch.native_layer_norm: (layer_norm's output, mean, rstd), the statistics per
  * normalized group, shaped like x with the normalized dims kept as 1. */
-std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, const IntList& normalized_shape,
-                                                     const Tensor& weight, const Tensor& bias, double eps);
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x,
+                                                     const IntList& normalized_shape,
+                                                     const Tensor& weight, const Tensor& bias,
+                                                     double eps);
 /** torch.segment_reduce along axis 0 of data: segments of consecutive rows given by 1-D
  * lengths (or offsets, lengths + 1 boundaries), reduced by "sum", "mean", "max", "min" or
  * "prod". `initial` joins every segment as one more element (mean: added to the sum, not
  * counted); without it an empty segment gives 0, NaN, -inf, inf and 1. */
-Tensor segment_reduce(const Tensor& data, const std::string& reduce, const Tensor& lengths = Tensor(),
-                      const Tensor& offsets = Tensor(), int64_t axis = 0, std::optional<double> initial = std::nullopt);
+Tensor segment_reduce(const Tensor& data, const std::string& reduce,
+                      const Tensor& lengths = Tensor(), const Tensor& offsets = Tensor(),
+                      int64_t axis = 0, std::optional<double> initial = std::nullopt);
 /** The gradients w.r.t. an op's input, weight and bias (its fused backward op's outputs). */
 struct WeightedGrads {
   Tensor input, weight, bias;
@@ -629,8 +642,9 @@ using LayerNormGrads = WeightedGrads;
 using LinearGrads = WeightedGrads;
 /** layer_norm's gradients w.r.t. input, weight and bias for `grad` of its output (the
  * statistics recomputed from `x`); weight's and bias's are computed even without them. */
-LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const IntList& normalized_shape,
-                                   const Tensor& weight = Tensor(), double eps = 1e-5);
+LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x,
+                                   const IntList& normalized_shape, const Tensor& weight = Tensor(),
+                                   double eps = 1e-5);
 /** linear's gradients w.r.t. input, weight and bias for `grad` of its output, in one op. */
 LinearGrads linear_backward(const Tensor& grad, const Tensor& x, const Tensor& weight);
 
@@ -702,10 +716,13 @@ Tensor float_power(const Tensor& a, Scalar exponent);
 Tensor nansum(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
 Tensor nanmean(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
 /** (std or var, mean) over dims. */
-std::pair<Tensor, Tensor> std_mean(const Tensor& x, const IntList& dims = {}, int64_t correction = 1, bool keepdim = false);
-std::pair<Tensor, Tensor> var_mean(const Tensor& x, const IntList& dims = {}, int64_t correction = 1, bool keepdim = false);
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, const IntList& dims = {},
+                                   int64_t correction = 1, bool keepdim = false);
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, const IntList& dims = {},
+                                   int64_t correction = 1, bool keepdim = false);
 /** (amin, amax) of all elements, or along dim. */
-std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+std::pair<Tensor, Tensor> aminmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt,
+                                  bool keepdim = false);
 /** The n-th forward difference along dim, after prepending / appending (optional). */
 Tensor diff(const Tensor& x, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = Tensor(),
             const Tensor& append = Tensor());
@@ -728,16 +745,19 @@ Tensor fliplr(const Tensor& x);
 Tensor flipud(const Tensor& x);
 /** i64 [2, n]: the (row, column) coordinates of the lower (upper) triangle of a rows x
  * cols matrix, offset as tril / triu. */
-Tensor tril_indices(int64_t rows, int64_t cols, int64_t offset = 0, TensorOptions options = {.dtype = DType::i64});
-Tensor triu_indices(int64_t rows, int64_t cols, int64_t offset = 0, TensorOptions options = {.dtype = DType::i64});
+Tensor tril_indices(int64_t rows, int64_t cols, int64_t offset = 0,
+                    TensorOptions options = {.dtype = DType::i64});
+Tensor triu_indices(int64_t rows, int64_t cols, int64_t offset = 0,
+                    TensorOptions options = {.dtype = DType::i64});
 /** For each value, the position in the last dim of sorted_sequence where it would go:
  * the count of elements < value (<= with right). */
 /** With `sorter`: sorted_sequence is unsorted and sorter holds the indices that sort its
  * last dim (as torch.argsort gives). */
-Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false, bool out_int32 = false,
-                    const Tensor& sorter = Tensor());
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false,
+                    bool out_int32 = false, const Tensor& sorter = Tensor());
 /** searchsorted(boundaries, x, right): the bucket index of each element. */
-Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right = false, bool out_int32 = false);
+Tensor bucketize(const Tensor& x, const Tensor& boundaries, bool right = false,
+                 bool out_int32 = false);
 /** The histogram of x over `bins` equal bins in [min, max] (min == max: the data's range,
  * eager only); elements outside are left out, max goes to the last bin. */
 Tensor histc(const Tensor& x, int64_t bins = 100, double min = 0, double max = 0);
@@ -749,25 +769,26 @@ Tensor histc(const Tensor& x, int64_t bins = 100, double min = 0, double max = 0
 std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins = 100,
                                     std::optional<std::pair<double, double>> range = std::nullopt,
                                     const Tensor& weight = Tensor(), bool density = false);
-std::pair<Tensor, Tensor> histogram(const Tensor& x, const Tensor& bin_edges, const Tensor& weight = Tensor(),
-                                    bool density = false);
+std::pair<Tensor, Tensor> histogram(const Tensor& x, const Tensor& bin_edges,
+                                    const Tensor& weight = Tensor(), bool density = false);
 /** torch.histogramdd: (hist [b_0, ..., b_{D-1}], the D bin-edge tensors) of the points
  * x [..., D]: bins per dim (one count for all, or one each) in `range` ({lo_0, hi_0, lo_1,
  * hi_1, ...}; absent: each coordinate's data range, widened by 0.5 each way when it is one
  * value), or the given edges per dim. Bins as in histogram; weight [...] per point;
  * density divides by the total and each bin's volume. */
 std::pair<Tensor, TensorList> histogramdd(const Tensor& x, const IntList& bins,
-                                          const std::vector<double>& range = {}, const Tensor& weight = Tensor(),
-                                          bool density = false);
+                                          const std::vector<double>& range = {},
+                                          const Tensor& weight = Tensor(), bool density = false);
 std::pair<Tensor, TensorList> histogramdd(const Tensor& x, const TensorList& bin_edges,
                                           const Tensor& weight = Tensor(), bool density = false);
 /** torch.gradient: the derivative estimate of f along each of `dims` (all when empty),
  * central differences inside and one-sided ones of order edge_order (1 or 2) at the ends,
  * with a uniform spacing per dim (one value for all, or one per dim) ... */
-TensorList gradient(const Tensor& f, const std::vector<double>& spacing = {1.0}, const IntList& dims = {},
-                    int64_t edge_order = 1);
+TensorList gradient(const Tensor& f, const std::vector<double>& spacing = {1.0},
+                    const IntList& dims = {}, int64_t edge_order = 1);
 /** ... or sample coordinates per dim (1-D tensors of the dim's size). */
-TensorList gradient(const Tensor& f, const TensorList& coordinates, const IntList& dims = {}, int64_t edge_order = 1);
+TensorList gradient(const Tensor& f, const TensorList& coordinates, const IntList& dims = {},
+                    int64_t edge_order = 1);
 /** NaN-ignoring maximum / minimum: the other operand where one is NaN. */
 Tensor fmax(const Tensor& a, const Tensor& b);
 Tensor fmin(const Tensor& a, const Tensor& b);
@@ -787,14 +808,17 @@ std::pair<Tensor, Tensor> frexp(const Tensor& x);
 /** The next representable value after a in the direction of b (b where a == b). */
 Tensor nextafter(const Tensor& a, const Tensor& b);
 /** Whether each element of `elements` is in `test_elements` (invert: is not). */
-Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique = false, bool invert = false);
+Tensor isin(const Tensor& elements, const Tensor& test_elements, bool assume_unique = false,
+            bool invert = false);
 /** The r-element combinations of the 1-D x's elements, in lexicographic order of
  * positions, one per row (with_replacement: positions may repeat). */
 Tensor combinations(const Tensor& x, int64_t r = 2, bool with_replacement = false);
 /** beta input + alpha outer(vec1, vec2); beta = 0 ignores input (NaN included). */
-Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta = 1, Scalar alpha = 1);
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, Scalar beta = 1,
+            Scalar alpha = 1);
 /** beta input + alpha sum_b batch1[b] @ batch2[b]. */
-Tensor addbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1);
+Tensor addbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, Scalar beta = 1,
+              Scalar alpha = 1);
 /** Each slice along dim whose p-norm exceeds maxnorm scaled down to it. */
 Tensor renorm(const Tensor& x, double p, int64_t dim, double maxnorm);
 /** torch.dist: the p-norm of a - b (`kiln::dist` is the distributed namespace). */
@@ -808,7 +832,8 @@ Tensor hamming_window(int64_t n, bool periodic = true, double alpha = 0.54, doub
                       TensorOptions options = {});
 Tensor blackman_window(int64_t n, bool periodic = true, TensorOptions options = {});
 Tensor bartlett_window(int64_t n, bool periodic = true, TensorOptions options = {});
-Tensor kaiser_window(int64_t n, bool periodic = true, double beta = 12.0, TensorOptions options = {});
+Tensor kaiser_window(int64_t n, bool periodic = true, double beta = 12.0,
+                     TensorOptions options = {});
 
 // ---- data-dependent shapes: eager only (on fake tensors a data-dependent Error, F5)
 /** i64 [n, x.dim()]: the coordinates of x's non-zero elements, in row-major order. */
@@ -821,7 +846,8 @@ Tensor masked_select(const Tensor& x, const Tensor& mask);
  * where each element of x is among them (x's shape), and how often each occurs; inverse
  * and counts are left undefined unless asked for. With `dim`: the distinct slices along
  * dim in lexicographic order (inverse and counts per slice), as torch.unique(dim=). */
-std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse = false, bool return_counts = false,
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse = false,
+                                          bool return_counts = false,
                                           std::optional<int64_t> dim = std::nullopt);
 /** i64 counts (or weights' sums) of each value 0..max(x) of the non-negative 1-D integer
  * tensor x, at least minlength of them. */
@@ -834,9 +860,11 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool retu
 /** x's elements along dim (absent: x flattened) each repeated repeats[i] times (repeats: a
  * 1-D integer tensor of that dim's length, or of length 1); output_size, when given,
  * spares the host read of sum(repeats). */
-Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt,
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats,
+                         std::optional<int64_t> dim = std::nullopt,
                          std::optional<int64_t> output_size = std::nullopt);
-Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+Tensor repeat_interleave(const Tensor& x, int64_t repeats,
+                         std::optional<int64_t> dim = std::nullopt);
 /** torch.repeat_interleave(repeats): i repeated repeats[i] times. */
 Tensor repeat_interleave(const Tensor& repeats);
 
@@ -846,7 +874,8 @@ Tensor repeat_interleave(const Tensor& repeats);
 Tensor take(const Tensor& x, const Tensor& index);
 /** gather along dim after broadcasting x and indices on every other dim; no dim: take
  * of the flattened x. */
-Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = std::nullopt);
+Tensor take_along_dim(const Tensor& x, const Tensor& indices,
+                      std::optional<int64_t> dim = std::nullopt);
 /** Advanced indexing x[i0, i1, ...]: undefined entries are full slices; the index tensors
  * (integers, or bool masks standing for their nonzero coordinates: eager only) broadcast
  * together and their shape replaces the dims they index (index tensors separated by full
@@ -867,8 +896,8 @@ inline constexpr EllipsisIndex Ellipsis{};  // x[...]: as many full slices as ne
 class TensorIndex {
  public:
   template <typename I>
-    requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
-  TensorIndex(I i) : v_(static_cast<int64_t>(i)) {}
+  requires(std::is_integral_v<I> && !std::is_same_v<I, bool>) TensorIndex(I i)
+      : v_(static_cast<int64_t>(i)) {}
   TensorIndex(Slice s) : v_(s) {}
   TensorIndex(NoneIndex n) : v_(n) {}
   TensorIndex(EllipsisIndex e) : v_(e) {}
@@ -900,9 +929,11 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step);
 /** Copies of x with src written into select(x, dim, index), x[start:end:step] along dim,
  * or diagonal(x, offset, dim1, dim2). */
 Tensor select_scatter(const Tensor& x, const Tensor& src, int64_t dim, int64_t index);
-Tensor slice_scatter(const Tensor& x, const Tensor& src, int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+Tensor slice_scatter(const Tensor& x, const Tensor& src, int64_t dim = 0,
+                     std::optional<int64_t> start = std::nullopt,
                      std::optional<int64_t> end = std::nullopt, int64_t step = 1);
-Tensor diagonal_scatter(const Tensor& x, const Tensor& src, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+Tensor diagonal_scatter(const Tensor& x, const Tensor& src, int64_t offset = 0, int64_t dim1 = 0,
+                        int64_t dim2 = 1);
 /** x's last dim on the diagonal (offset) of dims dim1, dim2 of a zero tensor. */
 Tensor diag_embed(const Tensor& x, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
 Tensor diagflat(const Tensor& x, int64_t offset = 0);
@@ -912,8 +943,8 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const T
                       const std::string& reduce, bool include_self = true);
 /** x with source's slices along dim reduced into the slices index names: "prod", "mean",
  * "amax" or "amin" (Tensor.index_reduce). */
-Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const std::string& reduce,
-                    bool include_self = true);
+Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                    const std::string& reduce, bool include_self = true);
 /** x with source's elements written (or added) at the flat positions index names
  * (Tensor.put). */
 Tensor put(const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate = false);
@@ -1031,14 +1062,14 @@ Tensor angle(const Tensor& x);
  * result) over dim (absent: all elements) of an f32/f64 tensor, interpolating "linear",
  * "lower", "higher", "midpoint" or "nearest" between sorted neighbours; a row with NaN
  * gives NaN (nanquantile leaves NaN out). */
-Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
-                const std::string& interpolation = "linear");
-Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
-                const std::string& interpolation = "linear");
-Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
-                   const std::string& interpolation = "linear");
-Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
-                   const std::string& interpolation = "linear");
+Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = std::nullopt,
+                bool keepdim = false, const std::string& interpolation = "linear");
+Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt,
+                bool keepdim = false, const std::string& interpolation = "linear");
+Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim = std::nullopt,
+                   bool keepdim = false, const std::string& interpolation = "linear");
+Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim = std::nullopt,
+                   bool keepdim = false, const std::string& interpolation = "linear");
 /** The lower median of the non-NaN elements (NaN for a row of NaN) and its position. */
 std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor nanmedian(const Tensor& x);
@@ -1060,7 +1091,8 @@ Tensor cumulative_trapezoid(const Tensor& y, const Tensor& x, int64_t dim = -1);
 /** Columns x^(N-1) ... x^0 (increasing: x^0 ... x^(N-1)); N defaults to len(x). */
 Tensor vander(const Tensor& x, std::optional<int64_t> n = std::nullopt, bool increasing = false);
 /** base^linspace(start, end, steps). */
-Tensor logspace(double start, double end, int64_t steps, double base = 10.0, TensorOptions options = {});
+Tensor logspace(double start, double end, int64_t steps, double base = 10.0,
+                TensorOptions options = {});
 /** Integers uniform in [low, high) (i64 unless options say otherwise). */
 Tensor randint(int64_t low, int64_t high, const IntList& size, TensorOptions options = {});
 /** A random permutation of 0..n-1. */

@@ -15,10 +15,14 @@ namespace {
 
 IntList shape_of(const Tensor& t) { return IntList(t.shape().begin(), t.shape().end()); }
 
-TensorOptions index_options(const Tensor& like) { return {.dtype = DType::i64, .device = like.device()}; }
+TensorOptions index_options(const Tensor& like) {
+  return {.dtype = DType::i64, .device = like.device()};
+}
 
 // The row-major position of every element of x, shaped like x.
-Tensor positions(const Tensor& x) { return reshape(arange(0, x.numel(), 1, index_options(x)), shape_of(x)); }
+Tensor positions(const Tensor& x) {
+  return reshape(arange(0, x.numel(), 1, index_options(x)), shape_of(x));
+}
 
 // Negative indices counted from the end of a dim of `size`.
 Tensor wrapped(const Tensor& index, int64_t size) { return where(index < 0, index + size, index); }
@@ -35,7 +39,8 @@ Tensor scatter_into_view(const Tensor& x, const Tensor& src, ViewFn view_of, con
   Tensor where_to = view_of(positions(x));
   KILN_CHECK(src.shape() == where_to.shape(), shape, "[{}] expects src shaped {}, got {}", op,
              where_to.shape().str(), src.meta_str());
-  Tensor flat = index_copy(reshape(x, {-1}), 0, reshape(where_to, {-1}), reshape(to(src, x.dtype()), {-1}));
+  Tensor flat =
+      index_copy(reshape(x, {-1}), 0, reshape(where_to, {-1}), reshape(to(src, x.dtype()), {-1}));
   return reshape(flat, shape_of(x));
 }
 
@@ -44,7 +49,8 @@ Tensor scatter_into_view(const Tensor& x, const Tensor& src, ViewFn view_of, con
 Tensor take(const Tensor& x, const Tensor& index) {
   OpNameScope user_op("take");
   ops::check_long_index("take", index);
-  Tensor picked = index_select(reshape(x, {-1}), 0, reshape(wrapped(to(index, DType::i64), x.numel()), {-1}));
+  Tensor picked =
+      index_select(reshape(x, {-1}), 0, reshape(wrapped(to(index, DType::i64), x.numel()), {-1}));
   return reshape(picked, shape_of(index));
 }
 
@@ -52,8 +58,9 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int6
   OpNameScope user_op("take_along_dim");
   ops::check_long_index("take_along_dim", indices);
   if (!dim) return take(reshape(x, {-1}), reshape(indices, {-1}));
-  KILN_CHECK(x.dim() == indices.dim(), shape, "[take_along_dim] input {} and indices {} must have the same rank",
-             x.meta_str(), indices.meta_str());
+  KILN_CHECK(x.dim() == indices.dim(), shape,
+             "[take_along_dim] input {} and indices {} must have the same rank", x.meta_str(),
+             indices.meta_str());
   int64_t d = wrap_dim(*dim, x.dim(), "take_along_dim");
   // Broadcast every dim but `d`, which each keeps.
   IntList xs = shape_of(x), is = shape_of(indices);
@@ -90,12 +97,12 @@ IndexPlan plan_index(const Tensor& x, const std::vector<Tensor>& indices, const 
       continue;
     }
     if (is_mask(t)) {
-      KILN_CHECK(d + t.dim() <= x.dim(), index, "[{}] a mask {} indexes past the {} dims of {}", op, t.meta_str(),
-                 x.dim(), x.meta_str());
+      KILN_CHECK(d + t.dim() <= x.dim(), index, "[{}] a mask {} indexes past the {} dims of {}", op,
+                 t.meta_str(), x.dim(), x.meta_str());
       for (int64_t k = 0; k < t.dim(); ++k)
         KILN_CHECK(t.size(k) == x.size(d + k), index,
-                   "[{}] the mask {} does not match the indexed tensor {} at dim {}", op, t.meta_str(), x.meta_str(),
-                   d + k);
+                   "[{}] the mask {} does not match the indexed tensor {} at dim {}", op,
+                   t.meta_str(), x.meta_str(), d + k);
       TensorList coords = where(t);
       for (int64_t k = 0; k < t.dim(); ++k) {
         expanded.push_back(coords[static_cast<size_t>(k)]);
@@ -105,19 +112,21 @@ IndexPlan plan_index(const Tensor& x, const std::vector<Tensor>& indices, const 
       continue;
     }
     check_integral_index(t, op);
-    KILN_CHECK(d < x.dim(), index, "[{}] too many indices for a tensor of dimension {}", op, x.dim());
+    KILN_CHECK(d < x.dim(), index, "[{}] too many indices for a tensor of dimension {}", op,
+               x.dim());
     expanded.push_back(to(t, DType::i64));
     dims.push_back(d++);
   }
   KILN_CHECK(!expanded.empty(), value, "[{}] expects at least one index tensor", op);
   for (size_t i = 1; i < dims.size(); ++i)  // lead_with_indexed brought them together
-    KILN_CHECK(dims[i] == dims[i - 1] + 1, internal, "[{}] index tensors at dims {} and {} are not adjacent", op,
-               dims[i - 1], dims[i]);
+    KILN_CHECK(dims[i] == dims[i - 1] + 1, internal,
+               "[{}] index tensors at dims {} and {} are not adjacent", op, dims[i - 1], dims[i]);
   IndexPlan p;
   p.first = dims.front();
   p.block = static_cast<int64_t>(dims.size());
   Dims shape = expanded[0].shape();
-  for (size_t i = 1; i < expanded.size(); ++i) shape = ops::broadcast_shapes(shape, expanded[i].shape(), op);
+  for (size_t i = 1; i < expanded.size(); ++i)
+    shape = ops::broadcast_shapes(shape, expanded[i].shape(), op);
   p.shape = IntList(shape.begin(), shape.end());
   for (size_t i = 0; i < expanded.size(); ++i) {
     int64_t size = x.size(dims[i]);
@@ -126,7 +135,8 @@ IndexPlan plan_index(const Tensor& x, const std::vector<Tensor>& indices, const 
     if (!expanded[i].is_fake() && expanded[i].numel() > 0) {
       Tensor e = expanded[i];
       int64_t lo = item<int64_t>(amin(e)), hi = item<int64_t>(amax(e));
-      KILN_CHECK(lo >= -size && hi < size, index, "[{}] index {} is out of bounds for dimension {} with size {}", op,
+      KILN_CHECK(lo >= -size && hi < size, index,
+                 "[{}] index {} is out of bounds for dimension {} with size {}", op,
                  lo < -size ? lo : hi, dims[i], size);
     }
     Tensor idx = wrapped(expand(expanded[i], p.shape), size);
@@ -166,7 +176,8 @@ Separated lead_with_indexed(const Tensor& x, const std::vector<Tensor>& indices)
     d += t.defined() ? width_of(t) : 1;
   }
   bool adjacent = true;
-  for (size_t k = 1; k < at.size(); ++k) adjacent = adjacent && at[k].first == at[k - 1].first + width_of(at[k - 1].second);
+  for (size_t k = 1; k < at.size(); ++k)
+    adjacent = adjacent && at[k].first == at[k - 1].first + width_of(at[k - 1].second);
   Separated s;
   if (adjacent || d > x.dim()) return s;  // (too many entries: plan_index reports it)
   std::vector<bool> taken(static_cast<size_t>(x.dim()), false);
@@ -185,7 +196,8 @@ Separated lead_with_indexed(const Tensor& x, const std::vector<Tensor>& indices)
 
 Tensor index(const Tensor& x, const std::vector<Tensor>& indices) {
   OpNameScope user_op("index");
-  if (Separated s = lead_with_indexed(x, indices); !s.perm.empty()) return index(permute(x, s.perm), s.indices);
+  if (Separated s = lead_with_indexed(x, indices); !s.perm.empty())
+    return index(permute(x, s.perm), s.indices);
   IndexPlan p = plan_index(x, indices, "index");
   Tensor picked = index_select(merge_block(x, p), p.first, reshape(p.linear, {-1}));
   return reshape(picked, indexed_shape(x, p));
@@ -201,18 +213,21 @@ struct Indexed {
   bool any = false;
 };
 
-Indexed apply_basic(const Tensor& x, const std::vector<indexing::TensorIndex>& index, const char* op) {
+Indexed apply_basic(const Tensor& x, const std::vector<indexing::TensorIndex>& index,
+                    const char* op) {
   int64_t consumed = 0, ellipses = 0;  // the dims the entries other than None and Ellipsis use
   for (const auto& i : index) {
     const auto& v = i.value();
-    if (std::holds_alternative<indexing::EllipsisIndex>(v)) ++ellipses;
+    if (std::holds_alternative<indexing::EllipsisIndex>(v))
+      ++ellipses;
     else if (const Tensor* t = std::get_if<Tensor>(&v))
       consumed += is_mask(*t) ? std::max<int64_t>(t->dim(), 1) : 1;
-    else if (!std::holds_alternative<indexing::NoneIndex>(v)) ++consumed;
+    else if (!std::holds_alternative<indexing::NoneIndex>(v))
+      ++consumed;
   }
   KILN_CHECK(ellipses <= 1, index, "[{}] an index can only have a single ellipsis ('...')", op);
-  KILN_CHECK(consumed <= std::max<int64_t>(x.dim(), 0), index, "[{}] too many indices for tensor of dimension {}", op,
-             x.dim());
+  KILN_CHECK(consumed <= std::max<int64_t>(x.dim(), 0), index,
+             "[{}] too many indices for tensor of dimension {}", op, x.dim());
   Indexed r{.view = x};
   std::vector<std::pair<int64_t, Tensor>> advanced;
   int64_t dim = 0;
@@ -220,8 +235,8 @@ Indexed apply_basic(const Tensor& x, const std::vector<indexing::TensorIndex>& i
     const auto& v = i.value();
     if (const int64_t* n = std::get_if<int64_t>(&v)) {
       int64_t size = r.view.size(dim);
-      KILN_CHECK(*n >= -size && *n < size, index, "[{}] index {} is out of bounds for dimension {} with size {}", op,
-                 *n, dim, size);
+      KILN_CHECK(*n >= -size && *n < size, index,
+                 "[{}] index {} is out of bounds for dimension {} with size {}", op, *n, dim, size);
       r.view = select(r.view, dim, *n);
     } else if (const auto* s = std::get_if<indexing::Slice>(&v)) {
       KILN_CHECK(s->step > 0, value, "[{}] slice step must be positive, got {}", op, s->step);
@@ -242,7 +257,8 @@ Indexed apply_basic(const Tensor& x, const std::vector<indexing::TensorIndex>& i
     }
   }
   r.any = !advanced.empty();
-  int64_t covered = 0;  // index()'s entries: one per full dim, one per tensor (a mask spans its dims)
+  int64_t covered =
+      0;  // index()'s entries: one per full dim, one per tensor (a mask spans its dims)
   for (const auto& [d, t] : advanced) {
     for (; covered < d; ++covered) r.tensors.emplace_back();
     r.tensors.push_back(t);
@@ -262,8 +278,10 @@ Tensor getitem(const Tensor& x, const std::vector<indexing::TensorIndex>& index)
 Tensor& setitem_(Tensor& x, const std::vector<indexing::TensorIndex>& index, const Tensor& value) {
   Indexed r = apply_basic(x, index, "setitem_");
   Tensor target = r.view;  // a view of x: writing it writes x
-  if (r.any) copy_(target, index_put(target, r.tensors, value));
-  else copy_(target, value);
+  if (r.any)
+    copy_(target, index_put(target, r.tensors, value));
+  else
+    copy_(target, value);
   return x;
 }
 
@@ -271,11 +289,13 @@ Tensor& setitem_(Tensor& x, const std::vector<indexing::TensorIndex>& index, Sca
   return setitem_(x, index, scalar_tensor(value, {.dtype = x.dtype(), .device = x.device()}));
 }
 
-Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values,
+                 bool accumulate) {
   OpNameScope user_op("index_put");  // errors of the ops below name the one the user called
   if (Separated s = lead_with_indexed(x, indices); !s.perm.empty()) {
     IntList inverse(s.perm.size());
-    for (size_t k = 0; k < s.perm.size(); ++k) inverse[static_cast<size_t>(s.perm[k])] = static_cast<int64_t>(k);
+    for (size_t k = 0; k < s.perm.size(); ++k)
+      inverse[static_cast<size_t>(s.perm[k])] = static_cast<int64_t>(k);
     return permute(index_put(permute(x, s.perm), s.indices, values, accumulate), inverse);
   }
   IndexPlan p = plan_index(x, indices, "index_put");
@@ -283,34 +303,40 @@ Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tens
   Tensor v = expand(to(values, x.dtype()), target);
   IntList merged(target.begin(), target.begin() + p.first);
   merged.push_back(-1);
-  merged.insert(merged.end(), target.begin() + p.first + static_cast<int64_t>(p.shape.size()), target.end());
+  merged.insert(merged.end(), target.begin() + p.first + static_cast<int64_t>(p.shape.size()),
+                target.end());
   Tensor flat = merge_block(x, p), lin = reshape(p.linear, {-1}), vals = reshape(v, merged);
-  Tensor out = accumulate ? index_add(flat, p.first, lin, vals) : index_copy(flat, p.first, lin, vals);
+  Tensor out =
+      accumulate ? index_add(flat, p.first, lin, vals) : index_copy(flat, p.first, lin, vals);
   return reshape(out, shape_of(x));
 }
 
 Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source) {
   OpNameScope user_op("masked_scatter");
-  KILN_CHECK(mask.dtype() == DType::b8, dtype, "[masked_scatter] expects a bool mask, got {}", mask.dtype());
+  KILN_CHECK(mask.dtype() == DType::b8, dtype, "[masked_scatter] expects a bool mask, got {}",
+             mask.dtype());
   IntList shape = broadcast_shapes({shape_of(x), shape_of(mask)});
-  if (shape != shape_of(x)) return masked_scatter(expand(x, shape), mask, source);  // out of place: x broadcasts too
+  if (shape != shape_of(x))
+    return masked_scatter(expand(x, shape), mask, source);  // out of place: x broadcasts too
   Tensor m = expand(mask, shape);
   // The k-th true position (row-major) takes source's k-th element.
   Tensor taken = cumsum(reshape(to(m, DType::i64), {-1}), 0) - 1;
   Tensor flat_source = reshape(to(source, x.dtype()), {-1});
   if (!x.is_fake())  // PyTorch's check on the count of true elements: eager only
     KILN_CHECK(item<int64_t>(sum(to(m, DType::i64))) <= source.numel(), value,
-               "[masked_scatter] the mask selects more elements than source {} has", source.meta_str());
+               "[masked_scatter] the mask selects more elements than source {} has",
+               source.meta_str());
   Tensor safe = clamp(taken, 0, std::max<int64_t>(source.numel() - 1, 0));
-  Tensor picked = source.numel() ? reshape(index_select(flat_source, 0, safe), shape_of(x)) : zeros_like(x);
+  Tensor picked =
+      source.numel() ? reshape(index_select(flat_source, 0, safe), shape_of(x)) : zeros_like(x);
   return where(m, picked, x);
 }
 
 Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
   int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "unfold");
   int64_t len = x.dim() == 0 ? 1 : x.size(d);
-  KILN_CHECK(size >= 0 && size <= len, value, "[unfold] maximum size for tensor at dimension {} is {} but size is {}",
-             d, len, size);
+  KILN_CHECK(size >= 0 && size <= len, value,
+             "[unfold] maximum size for tensor at dimension {} is {} but size is {}", d, len, size);
   KILN_CHECK(step > 0, value, "[unfold] step is {} but must be > 0", step);
   Tensor c = contiguous(x.dim() == 0 ? reshape(x, {1}) : x);
   IntList shape = shape_of(c), strides(c.strides().begin(), c.strides().end());
@@ -328,7 +354,8 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
 
 Tensor select_scatter(const Tensor& x, const Tensor& src, int64_t dim, int64_t index) {
   OpNameScope user_op("select_scatter");
-  return scatter_into_view(x, src, [&](const Tensor& p) { return select(p, dim, index); }, "select_scatter");
+  return scatter_into_view(
+      x, src, [&](const Tensor& p) { return select(p, dim, index); }, "select_scatter");
 }
 
 Tensor slice_scatter(const Tensor& x, const Tensor& src, int64_t dim, std::optional<int64_t> start,
@@ -346,24 +373,31 @@ Tensor slice_scatter(const Tensor& x, const Tensor& src, int64_t dim, std::optio
       "slice_scatter");
 }
 
-Tensor diagonal_scatter(const Tensor& x, const Tensor& src, int64_t offset, int64_t dim1, int64_t dim2) {
+Tensor diagonal_scatter(const Tensor& x, const Tensor& src, int64_t offset, int64_t dim1,
+                        int64_t dim2) {
   OpNameScope user_op("diagonal_scatter");
-  return scatter_into_view(x, src, [&](const Tensor& p) { return diagonal(p, offset, dim1, dim2); },
-                           "diagonal_scatter");
+  return scatter_into_view(
+      x, src, [&](const Tensor& p) { return diagonal(p, offset, dim1, dim2); }, "diagonal_scatter");
 }
 
 Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   OpNameScope user_op("diag_embed");
-  KILN_CHECK(x.dim() >= 1, shape, "[diag_embed] expects at least a 1-D input, got {}", x.meta_str());
-  int64_t rank = x.dim() + 1, d1 = wrap_dim(dim1, rank, "diag_embed"), d2 = wrap_dim(dim2, rank, "diag_embed");
-  KILN_CHECK(d1 != d2, value, "[diag_embed] diagonal dimensions cannot be identical {}, {}", dim1, dim2);
+  KILN_CHECK(x.dim() >= 1, shape, "[diag_embed] expects at least a 1-D input, got {}",
+             x.meta_str());
+  int64_t rank = x.dim() + 1, d1 = wrap_dim(dim1, rank, "diag_embed"),
+          d2 = wrap_dim(dim2, rank, "diag_embed");
+  KILN_CHECK(d1 != d2, value, "[diag_embed] diagonal dimensions cannot be identical {}, {}", dim1,
+             dim2);
   int64_t n = x.size(-1) + (offset < 0 ? -offset : offset);
   IntList shape(x.shape().begin(), x.shape().end() - 1);  // the batch dims, then n at d1 and d2
   for (int64_t d : {std::min(d1, d2), std::max(d1, d2)}) shape.insert(shape.begin() + d, n);
-  return diagonal_scatter(zeros(shape, {.dtype = x.dtype(), .device = x.device()}), x, offset, d1, d2);
+  return diagonal_scatter(zeros(shape, {.dtype = x.dtype(), .device = x.device()}), x, offset, d1,
+                          d2);
 }
 
-Tensor diagflat(const Tensor& x, int64_t offset) { return diag_embed(reshape(x, {-1}), offset, 0, 1); }
+Tensor diagflat(const Tensor& x, int64_t offset) {
+  return diag_embed(reshape(x, {-1}), offset, 0, 1);
+}
 
 namespace {
 
@@ -371,7 +405,8 @@ namespace {
 // every element combined with all before it in its run. log2(n) doubling steps
 // (Hillis-Steele), each a shifted combine kept where the shifted element is in the same
 // run (keys are sorted, so equal ends mean one run).
-Tensor segmented_scan(Tensor v, const Tensor& key, Tensor (*combine)(const Tensor&, const Tensor&)) {
+Tensor segmented_scan(Tensor v, const Tensor& key,
+                      Tensor (*combine)(const Tensor&, const Tensor&)) {
   int64_t n = v.size(-1);
   for (int64_t off = 1; off < n; off *= 2) {
     Tensor cur = narrow(v, -1, off, n - off), prev = narrow(v, -1, 0, n - off);
@@ -385,14 +420,16 @@ Tensor segmented_scan(Tensor v, const Tensor& key, Tensor (*combine)(const Tenso
 // target (a stable sort of the index), each group reduced by a segmented scan, and the
 // group's last element (the whole group's result) written; the other elements write to
 // a spare slot past the end, cut off after.
-Tensor scatter_extreme(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
-                       bool include_self) {
+Tensor scatter_extreme(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                       const std::string& reduce, bool include_self) {
   auto combine = reduce == "amax" ? +[](const Tensor& a, const Tensor& b) { return maximum(a, b); }
-                 : reduce == "amin" ? +[](const Tensor& a, const Tensor& b) { return minimum(a, b); }
-                                    : +[](const Tensor& a, const Tensor& b) { return mul(a, b); };
+                 : reduce == "amin"
+                     ? +[](const Tensor& a, const Tensor& b) { return minimum(a, b); }
+                     : +[](const Tensor& a, const Tensor& b) { return mul(a, b); };
   int64_t d = x.dim() ? wrap_dim(dim, x.dim(), "scatter_reduce") : 0;
   Tensor s = src;
-  for (int64_t i = 0; i < index.dim(); ++i) s = narrow(s, i, 0, index.size(i));  // the part index covers
+  for (int64_t i = 0; i < index.dim(); ++i)
+    s = narrow(s, i, 0, index.size(i));  // the part index covers
   Tensor idx = x.dim() ? movedim(index, d, -1) : reshape(index, {1});
   Tensor vals = x.dim() ? movedim(s, d, -1) : reshape(s, {1});
   Tensor xm = x.dim() ? movedim(x, d, -1) : reshape(x, {1});
@@ -405,7 +442,8 @@ Tensor scatter_extreme(const Tensor& x, int64_t dim, const Tensor& index, const 
   Tensor target = where(last, key, Scalar(size));
   Tensor spare = cat({xm, narrow(xm, -1, 0, 1)}, -1);
   Tensor written = narrow(scatter(spare, -1, target, scanned), -1, 0, size);
-  Tensor touched = narrow(scatter(zeros_like(spare, {.dtype = DType::b8}), -1, target, Scalar(true)), -1, 0, size);
+  Tensor touched = narrow(
+      scatter(zeros_like(spare, {.dtype = DType::b8}), -1, target, Scalar(true)), -1, 0, size);
   Tensor out = where(touched, include_self ? combine(xm, written) : written, xm);
   return x.dim() ? movedim(out, -1, d) : reshape(out, {});
 }
@@ -415,52 +453,66 @@ Tensor scatter_extreme(const Tensor& x, int64_t dim, const Tensor& index, const 
 Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       const std::string& reduce, bool include_self) {
   OpNameScope user_op("scatter_reduce");
-  KILN_CHECK(reduce == "sum" || reduce == "mean" || reduce == "amax" || reduce == "amin" || reduce == "prod", value,
-             "[scatter_reduce] reduce argument must be either sum, prod, mean, amax or amin, got {}", reduce);
-  KILN_CHECK(src.dtype() == x.dtype(), dtype, "[scatter_reduce] expected self ({}) and src ({}) to have the same dtype",
-             x.dtype(), src.dtype());
+  KILN_CHECK(
+      reduce == "sum" || reduce == "mean" || reduce == "amax" || reduce == "amin" ||
+          reduce == "prod",
+      value,
+      "[scatter_reduce] reduce argument must be either sum, prod, mean, amax or amin, got {}",
+      reduce);
+  KILN_CHECK(src.dtype() == x.dtype(), dtype,
+             "[scatter_reduce] expected self ({}) and src ({}) to have the same dtype", x.dtype(),
+             src.dtype());
   ops::check_long_index("scatter_reduce", index);
   KILN_CHECK(index.dim() == x.dim() && index.dim() == src.dim(), shape,
-             "[scatter_reduce] index {} must have as many dims as self {} and src {}", index.meta_str(), x.meta_str(),
-             src.meta_str());
-  if (reduce != "sum" && reduce != "mean") return scatter_extreme(x, dim, index, src, reduce, include_self);
+             "[scatter_reduce] index {} must have as many dims as self {} and src {}",
+             index.meta_str(), x.meta_str(), src.meta_str());
+  if (reduce != "sum" && reduce != "mean")
+    return scatter_extreme(x, dim, index, src, reduce, include_self);
   Tensor base = include_self ? x : scatter(x, dim, index, 0.0);  // zero the targets
   Tensor sums = scatter_add(base, dim, index, src);
   if (reduce == "sum") return sums;
   // Mean: over the writes (and self, with include_self) at each target; untouched
   // positions keep x. Integer tensors divide with floor, as PyTorch.
-  Tensor counts = scatter_add(full_like(x, include_self ? 1 : 0), dim, index, ones_like(src, {.dtype = x.dtype()}));
-  Tensor touched = scatter_add(zeros_like(x), dim, index, ones_like(src, {.dtype = x.dtype()})) > 0.0;
+  Tensor counts = scatter_add(full_like(x, include_self ? 1 : 0), dim, index,
+                              ones_like(src, {.dtype = x.dtype()}));
+  Tensor touched =
+      scatter_add(zeros_like(x), dim, index, ones_like(src, {.dtype = x.dtype()})) > 0.0;
   Tensor safe = where(counts == 0.0, ones_like(counts), counts);
   Tensor mean = is_floating(x.dtype()) ? sums / safe : floor_divide(sums, safe);
   return where(touched, mean, x);
 }
 
-Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const std::string& reduce,
-                    bool include_self) {
+Tensor index_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                    const std::string& reduce, bool include_self) {
   OpNameScope user_op("index_reduce");
   KILN_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin", value,
-             "[index_reduce] reduce argument must be one of prod, mean, amax or amin, got {}", reduce);
-  KILN_CHECK(index.dim() <= 1, shape, "[index_reduce] index must be a vector, got {}", index.meta_str());
+             "[index_reduce] reduce argument must be one of prod, mean, amax or amin, got {}",
+             reduce);
+  KILN_CHECK(index.dim() <= 1, shape, "[index_reduce] index must be a vector, got {}",
+             index.meta_str());
   int64_t d = x.dim() ? wrap_dim(dim, x.dim(), "index_reduce") : 0;
   KILN_CHECK(source.dim() == x.dim() && index.numel() == (source.dim() ? source.size(d) : 1), shape,
-             "[index_reduce] source {} must be self {} with dim {} of the index's length {}", source.meta_str(),
-             x.meta_str(), d, index.numel());
+             "[index_reduce] source {} must be self {} with dim {} of the index's length {}",
+             source.meta_str(), x.meta_str(), d, index.numel());
   IntList along(static_cast<size_t>(std::max<int64_t>(x.dim(), 1)), 1);
   along[static_cast<size_t>(d)] = index.numel();
-  Tensor idx = x.dim() ? expand(reshape(wrapped(index, x.dim() ? x.size(d) : 1), along), shape_of(source))
-                       : reshape(index, {});
+  Tensor idx =
+      x.dim() ? expand(reshape(wrapped(index, x.dim() ? x.size(d) : 1), along), shape_of(source))
+              : reshape(index, {});
   return scatter_reduce(x, d, idx, source, reduce, include_self);
 }
 
 Tensor put(const Tensor& x, const Tensor& index, const Tensor& source, bool accumulate) {
   OpNameScope user_op("put");
   ops::check_long_index("put", index);
-  KILN_CHECK(index.numel() == source.numel(), shape, "[put] source {} must have as many elements as index {}",
-             source.meta_str(), index.meta_str());
-  Tensor flat_index = reshape(wrapped(index, x.numel()), {-1}), flat_source = reshape(to(source, x.dtype()), {-1});
+  KILN_CHECK(index.numel() == source.numel(), shape,
+             "[put] source {} must have as many elements as index {}", source.meta_str(),
+             index.meta_str());
+  Tensor flat_index = reshape(wrapped(index, x.numel()), {-1}),
+         flat_source = reshape(to(source, x.dtype()), {-1});
   Tensor flat = reshape(x, {-1});
-  flat = accumulate ? index_add(flat, 0, flat_index, flat_source) : index_copy(flat, 0, flat_index, flat_source);
+  flat = accumulate ? index_add(flat, 0, flat_index, flat_source)
+                    : index_copy(flat, 0, flat_index, flat_source);
   return reshape(flat, shape_of(x));
 }
 

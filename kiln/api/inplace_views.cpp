@@ -14,10 +14,10 @@
 // (as in PyTorch, where tracing them is unsupported): both refuse to run under a mode.
 #include <algorithm>
 
-#include "kiln/dispatch/grad_mode.h"
+#include "kiln/api/functional.h"
 #include "kiln/core/error.h"
 #include "kiln/dispatch/dispatch.h"
-#include "kiln/api/functional.h"
+#include "kiln/dispatch/grad_mode.h"
 
 namespace kiln {
 
@@ -26,8 +26,8 @@ namespace {
 void check_not_grad_leaf(const char* op, const Tensor& self) {
   KILN_CHECK(self.defined(), value, "[{}] called on an undefined tensor", op);
   KILN_CHECK(!(self.is_leaf() && self.requires_grad() && autograd::grad_enabled()), value,
-             "[{}] a leaf Variable that requires grad ({}) is being used in an in-place operation.", op,
-             self.meta_str());
+             "[{}] a leaf Variable that requires grad ({}) is being used in an in-place operation.",
+             op, self.meta_str());
 }
 
 // `self` becomes the view `make()` takes of it (dispatched: recorded, traced, propagated):
@@ -69,29 +69,36 @@ Tensor& squeeze_(Tensor& self, int64_t dim) {
   return become("squeeze_", self, [&] { return squeeze(self, dim); });
 }
 
-Tensor& as_strided_(Tensor& self, const IntList& size, const IntList& stride, std::optional<int64_t> storage_offset) {
-  return become("as_strided_", self, [&] { return as_strided(self, size, stride, storage_offset); });
+Tensor& as_strided_(Tensor& self, const IntList& size, const IntList& stride,
+                    std::optional<int64_t> storage_offset) {
+  return become("as_strided_", self,
+                [&] { return as_strided(self, size, stride, storage_offset); });
 }
 
 Tensor& resize_(Tensor& self, const IntList& size) {
   KILN_CHECK(self.defined(), value, "[resize_] called on an undefined tensor");
-  KILN_CHECK(!self.requires_grad(), value, "[resize_] cannot resize variables that require grad ({})",
-             self.meta_str());
+  KILN_CHECK(!self.requires_grad(), value,
+             "[resize_] cannot resize variables that require grad ({})", self.meta_str());
   KILN_CHECK(!CaptureScope::active(), unsupported,
-             "[resize_] is not supported while tracing or capturing (its new memory is not a value of the graph)");
+             "[resize_] is not supported while tracing or capturing (its new memory is not a value "
+             "of the graph)");
   Dims shape(size);
   for (int64_t d : size)
-    KILN_CHECK(d >= 0, shape, "[resize_] Trying to create tensor with negative dimension {}: {}", d, shape.str());
+    KILN_CHECK(d >= 0, shape, "[resize_] Trying to create tensor with negative dimension {}: {}", d,
+               shape.str());
   // numel_of saturates; the byte count must not wrap past it (a wrapped count would skip
   // the growth and leave the tensor larger than its memory)
   int64_t needed = 0;
-  KILN_CHECK(numel_of(shape) < INT64_MAX && !__builtin_add_overflow(self.offset(), numel_of(shape), &needed) &&
+  KILN_CHECK(numel_of(shape) < INT64_MAX &&
+                 !__builtin_add_overflow(self.offset(), numel_of(shape), &needed) &&
                  !__builtin_mul_overflow(needed, static_cast<int64_t>(self.itemsize()), &needed),
              shape, "[resize_] {} elements of {} do not fit in memory", shape.str(), self.dtype());
   StorageImpl& st = *self.storage();
   if (needed > static_cast<int64_t>(st.nbytes)) {
-    KILN_CHECK(st.allocator || st.fake, unsupported,
-               "[resize_] Trying to resize storage that is not resizable ({}: its memory is borrowed)", self.meta_str());
+    KILN_CHECK(
+        st.allocator || st.fake, unsupported,
+        "[resize_] Trying to resize storage that is not resizable ({}: its memory is borrowed)",
+        self.meta_str());
     if (st.fake) {
       st.nbytes = static_cast<size_t>(needed);
     } else {
@@ -119,12 +126,15 @@ Tensor& resize_(Tensor& self, const IntList& size) {
 
 Tensor& set_(Tensor& self, const Tensor& source) {
   KILN_CHECK(self.defined() && source.defined(), value, "[set_] called with an undefined tensor");
-  KILN_CHECK(!self.requires_grad(), value, "[set_] cannot set a tensor that requires grad ({})", self.meta_str());
-  KILN_CHECK(self.dtype() == source.dtype(), dtype, "[set_] Could not set tensor of type {} to a tensor of type {}",
-             self.dtype(), source.dtype());
-  KILN_CHECK(self.device() == source.device(), device_mismatch, "[set_] the source is on {}, the tensor on {}",
-             source.device(), self.device());
-  KILN_CHECK(!CaptureScope::active(), unsupported, "[set_] is not supported while tracing or capturing");
+  KILN_CHECK(!self.requires_grad(), value, "[set_] cannot set a tensor that requires grad ({})",
+             self.meta_str());
+  KILN_CHECK(self.dtype() == source.dtype(), dtype,
+             "[set_] Could not set tensor of type {} to a tensor of type {}", self.dtype(),
+             source.dtype());
+  KILN_CHECK(self.device() == source.device(), device_mismatch,
+             "[set_] the source is on {}, the tensor on {}", source.device(), self.device());
+  KILN_CHECK(!CaptureScope::active(), unsupported,
+             "[set_] is not supported while tracing or capturing");
   TensorImpl& s = *self.impl();
   const TensorImpl& src = *source.impl();
   s.storage = src.storage;

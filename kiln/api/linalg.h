@@ -26,13 +26,16 @@ std::tuple<Tensor, Tensor, Tensor> lu_factor_ex(const Tensor& a, bool check_erro
 /** (P, L, U) from lu_factor's (LU, pivots), for [..., m, n] LU too (torch.lu_unpack). */
 std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& lu_data, const Tensor& pivots);
 /** X with A X = B (left) or X A = B, of A^H when adjoint, from A's lu_factor. */
-Tensor lu_solve(const Tensor& lu_data, const Tensor& pivots, const Tensor& b, bool left = true, bool adjoint = false);
+Tensor lu_solve(const Tensor& lu_data, const Tensor& pivots, const Tensor& b, bool left = true,
+                bool adjoint = false);
 /** cholesky / inv / solve with LAPACK's info instead of an Error ([...] i32: cholesky: the
  * order of the first leading minor that is not positive-definite; inv, solve: the first
  * zero pivot; 0 when none); check_errors raises as the plain functions do. */
-std::pair<Tensor, Tensor> cholesky_ex(const Tensor& a, bool upper = false, bool check_errors = false);
+std::pair<Tensor, Tensor> cholesky_ex(const Tensor& a, bool upper = false,
+                                      bool check_errors = false);
 std::pair<Tensor, Tensor> inv_ex(const Tensor& a, bool check_errors = false);
-std::pair<Tensor, Tensor> solve_ex(const Tensor& a, const Tensor& b, bool left = true, bool check_errors = false);
+std::pair<Tensor, Tensor> solve_ex(const Tensor& a, const Tensor& b, bool left = true,
+                                   bool check_errors = false);
 /** The cross product along dim (-1), broadcasting (torch.linalg.cross; kiln::cross is the same). */
 Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
 /** torch.linalg.vander: [..., n, N] of increasing powers x^0 ... x^(N-1) of x [..., n] (a
@@ -57,7 +60,8 @@ Tensor inv(const Tensor& a);
 Tensor solve(const Tensor& a, const Tensor& b);
 /** x with a x = b (left) or x a = b for triangular a (only its upper or lower triangle is
  * read; unitriangular: its diagonal is taken as ones). */
-Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left = true, bool unitriangular = false);
+Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left = true,
+                        bool unitriangular = false);
 /** L (lower) with a = L L^T, or U = L^T with upper; a matrix that is not positive
  * definite is a value Error (eager). */
 Tensor cholesky(const Tensor& a, bool upper = false);
@@ -76,8 +80,8 @@ Tensor svdvals(const Tensor& a);
 /** The Moore-Penrose inverse through the SVD (eigh when hermitian): singular values at
  * or below max(atol, rtol * largest) are dropped. Without atol and rtol, rtol is
  * eps(dtype) * max(m, n); with only atol, rtol is 0 (PyTorch's defaults). */
-Tensor pinv(const Tensor& a, std::optional<double> atol = std::nullopt, std::optional<double> rtol = std::nullopt,
-            bool hermitian = false);
+Tensor pinv(const Tensor& a, std::optional<double> atol = std::nullopt,
+            std::optional<double> rtol = std::nullopt, bool hermitian = false);
 /** The number of singular values above the same tolerance as pinv's (i64). */
 Tensor matrix_rank(const Tensor& a, std::optional<double> atol = std::nullopt,
                    std::optional<double> rtol = std::nullopt, bool hermitian = false);
@@ -107,9 +111,10 @@ Tensor matrix_norm(const Tensor& a, const std::string& ord = "fro", bool keepdim
  * absent; two dims: Frobenius); a number: a vector norm when dim has one entry (or a is
  * 1-D), a matrix norm (1, -1, 2, -2, inf, -inf) when it has two (or a is 2-D); a string
  * ("fro", "nuc"): a matrix norm over dim (default the last two). */
-Tensor norm(const Tensor& a, std::optional<double> ord = std::nullopt, std::optional<IntList> dim = std::nullopt,
+Tensor norm(const Tensor& a, std::optional<double> ord = std::nullopt,
+            std::optional<IntList> dim = std::nullopt, bool keepdim = false);
+Tensor norm(const Tensor& a, const std::string& ord, std::optional<IntList> dim = std::nullopt,
             bool keepdim = false);
-Tensor norm(const Tensor& a, const std::string& ord, std::optional<IntList> dim = std::nullopt, bool keepdim = false);
 /** The matrix exponential: a Taylor polynomial of degree 18 of a / 2^s, squared s times,
  * with s from the largest 1-norm (eager; a traced call, which cannot read it, uses s = 10:
  * exact for 1-norms up to ~500). */
@@ -137,8 +142,8 @@ Tensor cholesky_solve(const Tensor& b, const Tensor& factor, bool upper = false)
 /** The inverse of A from its Cholesky factor. */
 Tensor cholesky_inverse(const Tensor& factor, bool upper = false);
 /** torch.triangular_solve: (x with A x = b (A^T x = b with transpose), a copy of A). */
-std::pair<Tensor, Tensor> triangular_solve(const Tensor& b, const Tensor& a, bool upper = true, bool transpose = false,
-                                           bool unitriangular = false);
+std::pair<Tensor, Tensor> triangular_solve(const Tensor& b, const Tensor& a, bool upper = true,
+                                           bool transpose = false, bool unitriangular = false);
 /** torch.norm: a vector norm of order p over dims (all when empty). */
 Tensor norm(const Tensor& x, double p = 2.0, const IntList& dims = {}, bool keepdim = false);
 /** torch.norm with p "fro" (the 2-norm of the elements over dims) or "nuc" (the nuclear
@@ -150,7 +155,8 @@ Tensor matrix_exp(const Tensor& a);
 std::pair<Tensor, Tensor> geqrf(const Tensor& a);
 /** Q C (left), C Q (right), or with Q^T (transpose), Q = householder_product(a, tau),
  * without forming Q (torch.ormqr). */
-Tensor ormqr(const Tensor& a, const Tensor& tau, const Tensor& c, bool left = true, bool transpose = false);
+Tensor ormqr(const Tensor& a, const Tensor& tau, const Tensor& c, bool left = true,
+             bool transpose = false);
 /** torch.lu_solve(b, LU_data, LU_pivots) = linalg::lu_solve(LU_data, LU_pivots, b). */
 Tensor lu_solve(const Tensor& b, const Tensor& lu_data, const Tensor& lu_pivots);
 /** torch.lu_unpack. */
@@ -163,6 +169,7 @@ std::tuple<Tensor, Tensor, Tensor> svd_lowrank(const Tensor& a, int64_t q = 6, i
                                                const Tensor& m = Tensor());
 /** torch.pca_lowrank: svd_lowrank of A minus its column means (center), q defaulting to
  * min(6, m, n). */
-std::tuple<Tensor, Tensor, Tensor> pca_lowrank(const Tensor& a, std::optional<int64_t> q = std::nullopt,
+std::tuple<Tensor, Tensor, Tensor> pca_lowrank(const Tensor& a,
+                                               std::optional<int64_t> q = std::nullopt,
                                                bool center = true, int64_t niter = 2);
 }  // namespace kiln

@@ -42,26 +42,33 @@ Tensor median(const Tensor& input, int64_t dim = -1, bool keepdim = false,
 Tensor logsumexp(const Tensor& input, const IntList& dims = {}, bool keepdim = false,
                  std::optional<DType> dtype = std::nullopt, const Tensor& mask = {});
 /** logaddexp with each operand's masked-out elements as -inf. */
-Tensor logaddexp(const Tensor& input, const Tensor& other, std::optional<DType> dtype = std::nullopt,
-                 const Tensor& input_mask = {}, const Tensor& other_mask = {});
+Tensor logaddexp(const Tensor& input, const Tensor& other,
+                 std::optional<DType> dtype = std::nullopt, const Tensor& input_mask = {},
+                 const Tensor& other_mask = {});
 /** The vector norm of order `ord` of the elements left in. */
 Tensor norm(const Tensor& input, double ord = 2.0, const IntList& dims = {}, bool keepdim = false,
             std::optional<DType> dtype = std::nullopt, const Tensor& mask = {});
 /** Variance (standard deviation) of the elements left in; unbiased divides by count - 1,
  * clamped at 0 (so one element gives inf or NaN). */
-Tensor var(const Tensor& input, const IntList& dims = {}, bool unbiased = false, bool keepdim = false,
-           std::optional<DType> dtype = std::nullopt, const Tensor& mask = {});
-Tensor std(const Tensor& input, const IntList& dims = {}, bool unbiased = false, bool keepdim = false,
-           std::optional<DType> dtype = std::nullopt, const Tensor& mask = {});
+Tensor var(const Tensor& input, const IntList& dims = {}, bool unbiased = false,
+           bool keepdim = false, std::optional<DType> dtype = std::nullopt,
+           const Tensor& mask = {});
+Tensor std(const Tensor& input, const IntList& dims = {}, bool unbiased = false,
+           bool keepdim = false, std::optional<DType> dtype = std::nullopt,
+           const Tensor& mask = {});
 /** Running sum (product) along dim with masked-out elements as 0 (1). */
-Tensor cumsum(const Tensor& input, int64_t dim, std::optional<DType> dtype = std::nullopt, const Tensor& mask = {});
-Tensor cumprod(const Tensor& input, int64_t dim, std::optional<DType> dtype = std::nullopt, const Tensor& mask = {});
+Tensor cumsum(const Tensor& input, int64_t dim, std::optional<DType> dtype = std::nullopt,
+              const Tensor& mask = {});
+Tensor cumprod(const Tensor& input, int64_t dim, std::optional<DType> dtype = std::nullopt,
+               const Tensor& mask = {});
 /** softmax / log_softmax / softmin along dim over the elements left in (masked-out ones
  * get probability 0). */
-Tensor softmax(const Tensor& input, int64_t dim, std::optional<DType> dtype = std::nullopt, const Tensor& mask = {});
+Tensor softmax(const Tensor& input, int64_t dim, std::optional<DType> dtype = std::nullopt,
+               const Tensor& mask = {});
 Tensor log_softmax(const Tensor& input, int64_t dim, std::optional<DType> dtype = std::nullopt,
                    const Tensor& mask = {});
-Tensor softmin(const Tensor& input, int64_t dim, std::optional<DType> dtype = std::nullopt, const Tensor& mask = {});
+Tensor softmin(const Tensor& input, int64_t dim, std::optional<DType> dtype = std::nullopt,
+               const Tensor& mask = {});
 /** input (masked-out elements 0) over max(masked norm(input, ord, {dim}, keepdim), eps). */
 Tensor normalize(const Tensor& input, double ord, int64_t dim, double eps = 1e-12,
                  std::optional<DType> dtype = std::nullopt, const Tensor& mask = {});

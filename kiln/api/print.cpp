@@ -103,11 +103,13 @@ struct Printer {
       if (cut(d) && i == kEdgeItems) items.push_back(" ...");
       items.push_back(format(v[next++]));
     }
-    size_t per_line = std::max<size_t>(1, (kLineWidth - std::min(indent, kLineWidth)) / (format.width() + 2));
+    size_t per_line =
+        std::max<size_t>(1, (kLineWidth - std::min(indent, kLineWidth)) / (format.width() + 2));
     std::vector<std::string> lines;
     for (size_t i = 0; i < items.size(); i += per_line) {
       auto end = items.begin() + static_cast<std::ptrdiff_t>(std::min(items.size(), i + per_line));
-      lines.push_back(fmt::format("{}", fmt::join(items.begin() + static_cast<std::ptrdiff_t>(i), end, ", ")));
+      lines.push_back(
+          fmt::format("{}", fmt::join(items.begin() + static_cast<std::ptrdiff_t>(i), end, ", ")));
     }
     return "[" + fmt::format("{}", fmt::join(lines, ",\n" + std::string(indent + 1, ' '))) + "]";
   }
@@ -124,7 +126,8 @@ std::string to_string(const Tensor& x) {
   if (!x.defined()) return "tensor(undefined)";
   constexpr size_t kIndent = 7;  // "tensor("
   std::vector<std::string> suffixes;
-  if (x.device() != Device(DeviceType::cpu, 0)) suffixes.push_back(fmt::format("device='{}'", x.device()));
+  if (x.device() != Device(DeviceType::cpu, 0))
+    suffixes.push_back(fmt::format("device='{}'", x.device()));
   bool default_dtype = x.dtype() == DType::f32 || x.dtype() == DType::i64 || x.dtype() == DType::b8;
   std::string body;
   if (x.is_fake()) {
@@ -139,12 +142,15 @@ std::string to_string(const Tensor& x) {
     bool summarize = x.numel() > kThreshold;
     std::vector<double> values = to_vector<double>(summarize ? summarized(x) : x);
     Formatter format(values, x.dtype());
-    body = x.dim() == 0 ? format(values[0]) : Printer{values, x.shape(), summarize, format}.tensor(0, kIndent);
+    body = x.dim() == 0 ? format(values[0])
+                        : Printer{values, x.shape(), summarize, format}.tensor(0, kIndent);
     if (!default_dtype) suffixes.push_back(fmt::format("dtype={}", x.dtype()));
   }
   // PyTorch's order: device, dtype, then the gradient state.
-  if (std::string fn = x.grad_fn_name(); !fn.empty()) suffixes.push_back("grad_fn=<" + fn + ">");
-  else if (x.requires_grad()) suffixes.push_back("requires_grad=True");
+  if (std::string fn = x.grad_fn_name(); !fn.empty())
+    suffixes.push_back("grad_fn=<" + fn + ">");
+  else if (x.requires_grad())
+    suffixes.push_back("requires_grad=True");
   std::string out = "tensor(" + body;
   for (const std::string& s : suffixes) out += ", " + s;
   return out + ")";

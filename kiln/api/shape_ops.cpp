@@ -48,8 +48,10 @@ Tensor column_stack(const TensorList& ts) {
 }
 
 TensorList tensor_split(const Tensor& x, int64_t sections, int64_t dim) {
-  KILN_CHECK(x.dim() > 0, shape, "[tensor_split] expects at least a 1-D tensor, got {}", x.meta_str());
-  KILN_CHECK(sections > 0, value, "[tensor_split] number of sections must be larger than 0, got {}", sections);
+  KILN_CHECK(x.dim() > 0, shape, "[tensor_split] expects at least a 1-D tensor, got {}",
+             x.meta_str());
+  KILN_CHECK(sections > 0, value, "[tensor_split] number of sections must be larger than 0, got {}",
+             sections);
   int64_t d = wrap_dim(dim, x.dim(), "tensor_split"), n = x.size(d);
   // The first n % sections pieces are one longer.
   TensorList out;
@@ -63,7 +65,8 @@ TensorList tensor_split(const Tensor& x, int64_t sections, int64_t dim) {
 }
 
 TensorList tensor_split(const Tensor& x, const IntList& indices, int64_t dim) {
-  KILN_CHECK(x.dim() > 0, shape, "[tensor_split] expects at least a 1-D tensor, got {}", x.meta_str());
+  KILN_CHECK(x.dim() > 0, shape, "[tensor_split] expects at least a 1-D tensor, got {}",
+             x.meta_str());
   int64_t d = wrap_dim(dim, x.dim(), "tensor_split"), n = x.size(d);
   auto clip = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
   // Piece k is x[indices[k-1]:indices[k]] as a Python slice: empty where they decrease.
@@ -80,11 +83,14 @@ TensorList tensor_split(const Tensor& x, const IntList& indices, int64_t dim) {
 
 namespace {
 
-TensorList split_evenly(const Tensor& x, int64_t sections, int64_t dim, int64_t min_rank, const char* op) {
-  KILN_CHECK(x.dim() >= min_rank, shape, "[{}] requires a tensor with at least {} dimension(s), got {}", op, min_rank,
+TensorList split_evenly(const Tensor& x, int64_t sections, int64_t dim, int64_t min_rank,
+                        const char* op) {
+  KILN_CHECK(x.dim() >= min_rank, shape,
+             "[{}] requires a tensor with at least {} dimension(s), got {}", op, min_rank,
              x.meta_str());
   KILN_CHECK(sections > 0 && x.size(dim) % sections == 0, value,
-             "[{}] attempted to split along dimension {}, but the size of the dimension {} is not divisible by the "
+             "[{}] attempted to split along dimension {}, but the size of the dimension {} is not "
+             "divisible by the "
              "split_size {}",
              op, dim, x.size(dim), sections);
   return tensor_split(x, sections, dim);
@@ -95,12 +101,18 @@ TensorList split_evenly(const Tensor& x, int64_t sections, int64_t dim, int64_t 
 TensorList hsplit(const Tensor& x, int64_t sections) {
   return split_evenly(x, sections, x.dim() == 1 ? 0 : 1, 1, "hsplit");
 }
-TensorList vsplit(const Tensor& x, int64_t sections) { return split_evenly(x, sections, 0, 2, "vsplit"); }
-TensorList dsplit(const Tensor& x, int64_t sections) { return split_evenly(x, sections, 2, 3, "dsplit"); }
+TensorList vsplit(const Tensor& x, int64_t sections) {
+  return split_evenly(x, sections, 0, 2, "vsplit");
+}
+TensorList dsplit(const Tensor& x, int64_t sections) {
+  return split_evenly(x, sections, 2, 3, "dsplit");
+}
 
 namespace {
-TensorList split_at(const Tensor& x, const IntList& indices, int64_t dim, int64_t min_rank, const char* op) {
-  KILN_CHECK(x.dim() >= min_rank, shape, "[{}] requires a tensor with at least {} dimension(s), got {}", op, min_rank,
+TensorList split_at(const Tensor& x, const IntList& indices, int64_t dim, int64_t min_rank,
+                    const char* op) {
+  KILN_CHECK(x.dim() >= min_rank, shape,
+             "[{}] requires a tensor with at least {} dimension(s), got {}", op, min_rank,
              x.meta_str());
   return tensor_split(x, indices, dim);
 }
@@ -109,24 +121,31 @@ TensorList split_at(const Tensor& x, const IntList& indices, int64_t dim, int64_
 TensorList hsplit(const Tensor& x, const IntList& indices) {
   return split_at(x, indices, x.dim() == 1 ? 0 : 1, 1, "hsplit");
 }
-TensorList vsplit(const Tensor& x, const IntList& indices) { return split_at(x, indices, 0, 2, "vsplit"); }
-TensorList dsplit(const Tensor& x, const IntList& indices) { return split_at(x, indices, 2, 3, "dsplit"); }
+TensorList vsplit(const Tensor& x, const IntList& indices) {
+  return split_at(x, indices, 0, 2, "vsplit");
+}
+TensorList dsplit(const Tensor& x, const IntList& indices) {
+  return split_at(x, indices, 2, 3, "dsplit");
+}
 
 Tensor unflatten(const Tensor& x, int64_t dim, const IntList& sizes) {
   int64_t d = wrap_dim(dim, x.dim(), "unflatten");
   KILN_CHECK(!sizes.empty(), value, "[unflatten] sizes must be non-empty");
   int64_t known = 1, unknown = 0;
   for (int64_t s : sizes) {
-    if (s == -1) ++unknown;
-    else known *= s;
+    if (s == -1)
+      ++unknown;
+    else
+      known *= s;
   }
   SymInt size = x.sym_size(d);  // (Y1) a symbolic dim stays symbolic: its check is a guard
   KILN_CHECK(unknown <= 1 && (unknown ? known > 0 && mod(size, known) == 0 : size == known), shape,
-             "[unflatten] sizes {} don't multiply up to the size of dim {} ({}) of {}", Dims(sizes).str(), d,
-             size.str(), x.meta_str());
+             "[unflatten] sizes {} don't multiply up to the size of dim {} ({}) of {}",
+             Dims(sizes).str(), d, size.str(), x.meta_str());
   Dims shape;
   for (int64_t i = 0; i < x.dim(); ++i)
-    if (i != d) shape.push_back(x.shape().sym(static_cast<size_t>(i)));
+    if (i != d)
+      shape.push_back(x.shape().sym(static_cast<size_t>(i)));
     else
       for (int64_t s : sizes) shape.push_back(s == -1 ? floordiv(size, known) : SymInt(s));
   return reshape(x, shape);
@@ -134,8 +153,12 @@ Tensor unflatten(const Tensor& x, int64_t dim, const IntList& sizes) {
 
 Tensor swapaxes(const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }
 Tensor swapdims(const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }
-Tensor moveaxis(const Tensor& x, int64_t source, int64_t destination) { return movedim(x, source, destination); }
-Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) { return clamp(x, min, max); }
+Tensor moveaxis(const Tensor& x, int64_t source, int64_t destination) {
+  return movedim(x, source, destination);
+}
+Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  return clamp(x, min, max);
+}
 Tensor fix(const Tensor& x) { return trunc(x); }
 Tensor absolute(const Tensor& x) { return abs(x); }
 Tensor negative(const Tensor& x) { return neg(x); }
@@ -153,7 +176,9 @@ Tensor ldexp(const Tensor& x, const Tensor& exponent) {
 Tensor narrow_copy(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   return contiguous(clone(narrow(x, dim, start, length)));
 }
-TensorList split_with_sizes(const Tensor& x, const IntList& sizes, int64_t dim) { return split(x, sizes, dim); }
+TensorList split_with_sizes(const Tensor& x, const IntList& sizes, int64_t dim) {
+  return split(x, sizes, dim);
+}
 
 Tensor sum_to_size(const Tensor& x, const IntList& size) {
   int64_t lead = x.dim() - static_cast<int64_t>(size.size());
@@ -162,8 +187,8 @@ Tensor sum_to_size(const Tensor& x, const IntList& size) {
     int64_t s = size[static_cast<size_t>(d - lead)];
     expandable = s == x.size(d) || s == 1;
   }
-  KILN_CHECK(expandable, shape, "[sum_to_size] size {} is not expandable to the tensor's {}", Dims(size).str(),
-             x.meta_str());
+  KILN_CHECK(expandable, shape, "[sum_to_size] size {} is not expandable to the tensor's {}",
+             Dims(size).str(), x.meta_str());
   if (size.empty()) return sum(x);  // PyTorch's sum_to: a full sum, integers promoted to i64
   IntList dims;
   for (int64_t d = 0; d < x.dim(); ++d)
@@ -190,7 +215,8 @@ Tensor numpy_T(const Tensor& x) {
 
 Tensor real(const Tensor& x) { return x; }
 Tensor imag(const Tensor& x) {
-  fail(ErrorKind::dtype, "[imag] is not implemented for tensors with non-complex dtypes (got {})", x.dtype());
+  fail(ErrorKind::dtype, "[imag] is not implemented for tensors with non-complex dtypes (got {})",
+       x.dtype());
 }
 Tensor conj(const Tensor& x) { return x; }
 Tensor conj_physical(const Tensor& x) { return x; }
@@ -216,7 +242,9 @@ Tensor less_equal(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor not_equal(const Tensor& a, const Tensor& b) { return ne(a, b); }
 Tensor multiply(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor divide(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor divide(const Tensor& a, const Tensor& b, std::string_view rounding_mode) { return div(a, b, rounding_mode); }
+Tensor divide(const Tensor& a, const Tensor& b, std::string_view rounding_mode) {
+  return div(a, b, rounding_mode);
+}
 Tensor true_divide(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor subtract(const Tensor& a, const Tensor& b, Scalar alpha) { return sub(a, b, alpha); }
 Tensor rsub(const Tensor& a, const Tensor& b, Scalar alpha) { return sub(b, a, alpha); }
@@ -227,8 +255,8 @@ Tensor ravel(const Tensor& x) { return reshape(x, {-1}); }
 
 Tensor inner(const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 || b.dim() == 0) return mul(a, b);
-  KILN_CHECK(a.size(-1) == b.size(-1), shape, "[inner] last dimension of a {} and b {} must match", a.meta_str(),
-             b.meta_str());
+  KILN_CHECK(a.size(-1) == b.size(-1), shape, "[inner] last dimension of a {} and b {} must match",
+             a.meta_str(), b.meta_str());
   return tensordot(a, b, IntList{-1}, IntList{-1});
 }
 

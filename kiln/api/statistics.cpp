@@ -26,7 +26,8 @@ Tensor dim_last(const Tensor& x, std::optional<int64_t> dim, const char* op) {
 
 // The reduced result [..., Q] back in x's layout: Q first (or dropped for a scalar q),
 // the reduced dim kept as size 1 with keepdim.
-Tensor place_reduced(const Tensor& r, const Tensor& x, std::optional<int64_t> dim, bool keepdim, bool scalar_q) {
+Tensor place_reduced(const Tensor& r, const Tensor& x, std::optional<int64_t> dim, bool keepdim,
+                     bool scalar_q) {
   Tensor out = r;  // [..., Q]
   if (keepdim) {
     if (!dim) {
@@ -47,13 +48,17 @@ Tensor quantile_impl(const Tensor& x, const Tensor& q_in, std::optional<int64_t>
   KILN_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, dtype,
              "[{}] input tensor must be either float or double dtype, got {}", op, x.dtype());
   KILN_CHECK(x.numel() > 0, value, "[{}] input tensor must be non-empty", op);
-  KILN_CHECK(q_in.dim() <= 1, shape, "[{}] q must be a scalar or 1-D tensor, got {}", op, q_in.meta_str());
-  KILN_CHECK(q_in.dtype() == x.dtype(), dtype, "[{}] q tensor must be same dtype as the input tensor ({}), got {}", op,
-             x.dtype(), q_in.dtype());
-  KILN_CHECK(interpolation == "linear" || interpolation == "lower" || interpolation == "higher" ||
-                 interpolation == "midpoint" || interpolation == "nearest",
-             value, "[{}] interpolation must be one of linear, lower, higher, midpoint or nearest, got '{}'", op,
-             interpolation);
+  KILN_CHECK(q_in.dim() <= 1, shape, "[{}] q must be a scalar or 1-D tensor, got {}", op,
+             q_in.meta_str());
+  KILN_CHECK(q_in.dtype() == x.dtype(), dtype,
+             "[{}] q tensor must be same dtype as the input tensor ({}), got {}", op, x.dtype(),
+             q_in.dtype());
+  KILN_CHECK(
+      interpolation == "linear" || interpolation == "lower" || interpolation == "higher" ||
+          interpolation == "midpoint" || interpolation == "nearest",
+      value,
+      "[{}] interpolation must be one of linear, lower, higher, midpoint or nearest, got '{}'", op,
+      interpolation);
   if (!q_in.is_fake())  // PyTorch's range check, on the values: eager only
     KILN_CHECK(q_in.numel() == 0 || item<bool>(all(logical_and(q_in >= 0.0, q_in <= 1.0))), value,
                "[{}] q values must be in the range [0, 1]", op);
@@ -64,10 +69,14 @@ Tensor quantile_impl(const Tensor& x, const Tensor& q_in, std::optional<int64_t>
   Tensor valid = sum(to(logical_not(isnan(rows)), x.dtype()), {-1}, true);  // [..., 1]
   Tensor count = ignore_nan ? valid : full_like(valid, static_cast<double>(n));
   Tensor rank = q * (count - 1.0);  // [..., Q]
-  if (interpolation == "lower") rank = floor(rank);
-  else if (interpolation == "higher") rank = ceil(rank);
-  else if (interpolation == "nearest") rank = round(rank);  // half to even, as torch.round
-  Tensor below_i = clamp(to(floor(rank), DType::i64), 0, n - 1), above_i = clamp(to(ceil(rank), DType::i64), 0, n - 1);
+  if (interpolation == "lower")
+    rank = floor(rank);
+  else if (interpolation == "higher")
+    rank = ceil(rank);
+  else if (interpolation == "nearest")
+    rank = round(rank);  // half to even, as torch.round
+  Tensor below_i = clamp(to(floor(rank), DType::i64), 0, n - 1),
+         above_i = clamp(to(ceil(rank), DType::i64), 0, n - 1);
   Tensor below = gather(sorted, -1, below_i), above = gather(sorted, -1, above_i);
   Tensor weight = interpolation == "midpoint" ? full_like(rank, 0.5) : rank - floor(rank);
   Tensor r = lerp(below, above, weight);
@@ -83,8 +92,10 @@ Tensor quantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bo
                 const std::string& interpolation) {
   return quantile_impl(x, q, dim, keepdim, interpolation, false, "quantile");
 }
-Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim, const std::string& interpolation) {
-  return quantile(x, scalar_tensor(q, {.dtype = x.dtype(), .device = x.device()}), dim, keepdim, interpolation);
+Tensor quantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
+                const std::string& interpolation) {
+  return quantile(x, scalar_tensor(q, {.dtype = x.dtype(), .device = x.device()}), dim, keepdim,
+                  interpolation);
 }
 Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim, bool keepdim,
                    const std::string& interpolation) {
@@ -92,25 +103,26 @@ Tensor nanquantile(const Tensor& x, const Tensor& q, std::optional<int64_t> dim,
 }
 Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> dim, bool keepdim,
                    const std::string& interpolation) {
-  return nanquantile(x, scalar_tensor(q, {.dtype = x.dtype(), .device = x.device()}), dim, keepdim, interpolation);
+  return nanquantile(x, scalar_tensor(q, {.dtype = x.dtype(), .device = x.device()}), dim, keepdim,
+                     interpolation);
 }
 
 std::pair<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim) {
   int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "nanmedian");
   Tensor rows = x.dim() == 0 ? reshape(x, {1}) : movedim(x, d, -1);
-  KILN_CHECK(rows.size(-1) > 0, index, "[nanmedian] cannot reduce an empty dim {} of {}", d, x.meta_str());
+  KILN_CHECK(rows.size(-1) > 0, index, "[nanmedian] cannot reduce an empty dim {} of {}", d,
+             x.meta_str());
   auto [sorted, order] = sort(rows, -1, false, /*stable=*/true);  // NaN last
   Tensor valid = sum(to(logical_not(isnan(rows)), DType::i64), {-1}, true);
-  Tensor at = clamp(floor_divide(valid - 1, 2), 0, rows.size(-1) - 1);  // the lower median of the numbers
+  Tensor at =
+      clamp(floor_divide(valid - 1, 2), 0, rows.size(-1) - 1);  // the lower median of the numbers
   Tensor values = gather(sorted, -1, at), indices = gather(order, -1, at);
   values = squeeze(values, -1), indices = squeeze(indices, -1);
   if (keepdim && x.dim() > 0) values = unsqueeze(values, d), indices = unsqueeze(indices, d);
   return {values, indices};
 }
 
-Tensor nanmedian(const Tensor& x) {
-  return std::get<0>(nanmedian(reshape(x, {-1}), 0, false));
-}
+Tensor nanmedian(const Tensor& x) { return std::get<0>(nanmedian(reshape(x, {-1}), 0, false)); }
 
 std::pair<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim) {
   int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "mode");
@@ -139,20 +151,23 @@ Tensor cov(const Tensor& x, int64_t correction, const Tensor& fweights, const Te
   KILN_CHECK(x.dim() <= 2, shape, "[cov] expects a tensor of at most 2 dims, got {}", x.meta_str());
   Tensor obs = x.dim() < 2 ? reshape(x, {1, -1}) : x;  // [variables, observations]
   if (!is_floating(obs.dtype())) obs = to(obs, DType::f32);
-  if (aweights.defined() && is_floating(aweights.dtype()))  // f32 weights make a bf16 input's result f32
+  if (aweights.defined() &&
+      is_floating(aweights.dtype()))  // f32 weights make a bf16 input's result f32
     obs = to(obs, promote_types(obs.dtype(), aweights.dtype()));
   int64_t n = obs.size(1);
   Tensor w;
   if (fweights.defined()) {
-    KILN_CHECK(fweights.dim() <= 1 && fweights.numel() == n && !is_floating(fweights.dtype()), value,
-               "[cov] fweights must be an integer tensor of {} weights, got {}", n, fweights.meta_str());
+    KILN_CHECK(fweights.dim() <= 1 && fweights.numel() == n && !is_floating(fweights.dtype()),
+               value, "[cov] fweights must be an integer tensor of {} weights, got {}", n,
+               fweights.meta_str());
     if (!fweights.is_fake())
       KILN_CHECK(item<bool>(all(fweights >= 0)), value, "[cov] fweights cannot be negative");
     w = to(reshape(fweights, {-1}), obs.dtype());
   }
   if (aweights.defined()) {
     KILN_CHECK(aweights.dim() <= 1 && aweights.numel() == n && is_floating(aweights.dtype()), value,
-               "[cov] aweights must be a floating tensor of {} weights, got {}", n, aweights.meta_str());
+               "[cov] aweights must be a floating tensor of {} weights, got {}", n,
+               aweights.meta_str());
     Tensor a = to(reshape(aweights, {-1}), obs.dtype());
     if (!a.is_fake())  // a check on the values: eager only
       KILN_CHECK(item<bool>(all(a >= 0.0)), value, "[cov] aweights cannot be negative");
@@ -162,11 +177,13 @@ Tensor cov(const Tensor& x, int64_t correction, const Tensor& fweights, const Te
   if (w.defined()) {
     Tensor w_sum = sum(w);
     avg = sum(obs * w, {1}, true) / w_sum;
-    norm = aweights.defined() ? w_sum - sum(w * to(reshape(aweights, {-1}), obs.dtype())) * static_cast<double>(correction) / w_sum
+    norm = aweights.defined() ? w_sum - sum(w * to(reshape(aweights, {-1}), obs.dtype())) *
+                                            static_cast<double>(correction) / w_sum
                               : w_sum - static_cast<double>(correction);
   } else {
     avg = mean(obs, {1}, true);
-    norm = scalar_tensor(static_cast<double>(n - correction), {.dtype = obs.dtype(), .device = obs.device()});
+    norm = scalar_tensor(static_cast<double>(n - correction),
+                         {.dtype = obs.dtype(), .device = obs.device()});
   }
   norm = clamp(norm, 0.0, std::nullopt);  // PyTorch warns and divides by 0
   Tensor centered = obs - avg;
@@ -191,7 +208,8 @@ Tensor trapezoids(const Tensor& y, const Tensor& x, int64_t d, const char* op) {
   Tensor left = narrow(y, d, 0, n - 1), right = narrow(y, d, 1, n - 1);
   Tensor dx = diff(x, 1, x.dim() == 1 ? 0 : d - y.dim());
   if (x.dim() == 1) {  // spacing along dim d of y
-    KILN_CHECK(x.size(0) == n, shape, "[{}] x {} must have y's length {} along dim {}", op, x.meta_str(), n, d);
+    KILN_CHECK(x.size(0) == n, shape, "[{}] x {} must have y's length {} along dim {}", op,
+               x.meta_str(), n, d);
     IntList shape(static_cast<size_t>(y.dim()), 1);
     shape[static_cast<size_t>(d)] = n - 1;
     dx = reshape(dx, shape);
@@ -231,7 +249,8 @@ Tensor cumulative_trapezoid(const Tensor& y, double dx, int64_t dim) {
 }
 
 Tensor vander(const Tensor& x, std::optional<int64_t> n, bool increasing) {
-  KILN_CHECK(x.dim() == 1, shape, "[vander] x must be a one-dimensional tensor, got {}", x.meta_str());
+  KILN_CHECK(x.dim() == 1, shape, "[vander] x must be a one-dimensional tensor, got {}",
+             x.meta_str());
   int64_t cols = n.value_or(x.size(0));
   KILN_CHECK(cols >= 0, value, "[vander] N must be non-negative, got {}", cols);
   DType dtype = is_floating(x.dtype()) ? x.dtype() : DType::i64;  // integers (and bools) give i64
@@ -241,7 +260,8 @@ Tensor vander(const Tensor& x, std::optional<int64_t> n, bool increasing) {
 }
 
 Tensor linalg::vander(const Tensor& x, std::optional<int64_t> n) {
-  KILN_CHECK(x.dtype() != DType::b8, dtype, "[linalg.vander] supports floating point and integer tensors, got bool");
+  KILN_CHECK(x.dtype() != DType::b8, dtype,
+             "[linalg.vander] supports floating point and integer tensors, got bool");
   Tensor v = x.dim() == 0 ? reshape(x, {1}) : x;
   int64_t cols = n.value_or(v.size(-1));
   KILN_CHECK(cols > 1, value, "[linalg.vander] N must be greater than 1, got {}", cols);
@@ -258,7 +278,9 @@ Tensor logspace(double start, double end, int64_t steps, double base, TensorOpti
     end = std::trunc(end);
   }
   Tensor exponents = linspace(start, end, steps, {.dtype = DType::f64, .device = options.device});
-  return to(pow(scalar_tensor(base, {.dtype = DType::f64, .device = exponents.device()}), exponents), dtype);
+  return to(
+      pow(scalar_tensor(base, {.dtype = DType::f64, .device = exponents.device()}), exponents),
+      dtype);
 }
 
 // ---- sampling -----------------------------------------------------------------------------
@@ -267,8 +289,9 @@ Tensor randint(int64_t low, int64_t high, const IntList& size, TensorOptions opt
   KILN_CHECK(low < high, value, "[randint] expects low < high, got from={} to={}", low, high);
   TensorOptions f{.dtype = DType::f64, .device = options.device};
   Tensor u = rand(size, f);  // [0, 1) in f64: exact below 2^53 values
-  Tensor v = clamp(floor(u * static_cast<double>(high - low)), 0.0, static_cast<double>(high - low - 1)) +
-             static_cast<double>(low);
+  Tensor v =
+      clamp(floor(u * static_cast<double>(high - low)), 0.0, static_cast<double>(high - low - 1)) +
+      static_cast<double>(low);
   return to(v, options.dtype.value_or(DType::i64));
 }
 
@@ -279,22 +302,27 @@ Tensor randperm(int64_t n, TensorOptions options) {
 }
 
 Tensor bernoulli(const Tensor& p) {
-  KILN_CHECK(is_floating(p.dtype()), dtype, "[bernoulli] expects floating probabilities, got {}", p.dtype());
+  KILN_CHECK(is_floating(p.dtype()), dtype, "[bernoulli] expects floating probabilities, got {}",
+             p.dtype());
   return to(rand_like(p) < p, p.dtype());
 }
 
 Tensor poisson(const Tensor& rates) {
-  KILN_CHECK(is_floating(rates.dtype()), dtype, "[poisson] expects floating rates, got {}", rates.dtype());
-  KILN_CHECK(!rates.is_fake(), data_dependent, "[poisson] samples by bisection over the data's range: eager only");
+  KILN_CHECK(is_floating(rates.dtype()), dtype, "[poisson] expects floating rates, got {}",
+             rates.dtype());
+  KILN_CHECK(!rates.is_fake(), data_dependent,
+             "[poisson] samples by bisection over the data's range: eager only");
   Tensor lam = to(rates, DType::f64);
   if (lam.numel() == 0) return clone(rates);
-  KILN_CHECK(item<bool>(all(lam >= 0.0)), value, "[poisson] invalid Poisson rate, expected rate to be non-negative");
+  KILN_CHECK(item<bool>(all(lam >= 0.0)), value,
+             "[poisson] invalid Poisson rate, expected rate to be non-negative");
   // P(X > rate + 40 sqrt(rate) + 40) is far below double's resolution of u.
   double top = item<double>(amax(lam));
-  Tensor lo = full_like(lam, -1.0);                  // P(X <= lo) < u (P(X <= -1) = 0)
-  Tensor hi = ceil(lam + sqrt(lam) * 40.0 + 40.0);   // P(X <= hi) >= u
+  Tensor lo = full_like(lam, -1.0);                 // P(X <= lo) < u (P(X <= -1) = 0)
+  Tensor hi = ceil(lam + sqrt(lam) * 40.0 + 40.0);  // P(X <= hi) >= u
   Tensor u = rand_like(lam);
-  for (double width = top + std::sqrt(top) * 40.0 + 42.0; width > 1; width = std::ceil(width / 2)) {  // >= hi - lo
+  for (double width = top + std::sqrt(top) * 40.0 + 42.0; width > 1;
+       width = std::ceil(width / 2)) {  // >= hi - lo
     Tensor mid = floor((lo + hi) / 2.0);
     Tensor enough = special_gammaincc(mid + 1.0, lam) >= u;  // P(X <= mid) = Q(mid + 1, rate)
     hi = where(enough, mid, hi);
@@ -305,7 +333,8 @@ Tensor poisson(const Tensor& rates) {
 
 Tensor bernoulli(const Tensor& x, double p) {
   KILN_CHECK(p >= 0 && p <= 1, value, "[bernoulli] p must be in [0, 1], got {}", p);
-  return to(rand_like(x, {.dtype = is_floating(x.dtype()) ? x.dtype() : DType::f32}) < p, x.dtype());
+  return to(rand_like(x, {.dtype = is_floating(x.dtype()) ? x.dtype() : DType::f32}) < p,
+            x.dtype());
 }
 
 namespace {
@@ -313,8 +342,8 @@ namespace {
 // u in [0, 1) in self's floating dtype (f32 for the others), self refilled from f(u).
 template <typename F>
 Tensor& refill(Tensor& self, const char* op, bool floating_only, F f) {
-  KILN_CHECK(!floating_only || is_floating(self.dtype()), dtype, "[{}] expects a floating tensor, got {}", op,
-             self.dtype());
+  KILN_CHECK(!floating_only || is_floating(self.dtype()), dtype,
+             "[{}] expects a floating tensor, got {}", op, self.dtype());
   Tensor u = rand_like(self, {.dtype = is_floating(self.dtype()) ? self.dtype() : DType::f64});
   copy_(self, f(u));
   return self;
@@ -324,29 +353,34 @@ Tensor& refill(Tensor& self, const char* op, bool floating_only, F f) {
 
 Tensor& exponential_(Tensor& self, double lambd) {
   KILN_CHECK(lambd > 0, value, "[exponential_] expects lambd > 0.0, but found lambd={}", lambd);
-  return refill(self, "exponential_", true, [&](const Tensor& u) { return neg(log1p(neg(u))) / lambd; });
+  return refill(self, "exponential_", true,
+                [&](const Tensor& u) { return neg(log1p(neg(u))) / lambd; });
 }
 
 Tensor& geometric_(Tensor& self, double p) {
   KILN_CHECK(p > 0 && p < 1, value, "[geometric_] expects p to be in (0, 1), got p={}", p);
-  return refill(self, "geometric_", false,
-                [&](const Tensor& u) { return clamp_min(ceil(log1p(neg(u)) / std::log1p(-p)), 1.0); });
+  return refill(self, "geometric_", false, [&](const Tensor& u) {
+    return clamp_min(ceil(log1p(neg(u)) / std::log1p(-p)), 1.0);
+  });
 }
 
 Tensor& log_normal_(Tensor& self, double mean, double std) {
   KILN_CHECK(std > 0, value, "[log_normal_] expects std > 0.0, but found std={}", std);
-  KILN_CHECK(is_floating(self.dtype()), dtype, "[log_normal_] expects a floating tensor, got {}", self.dtype());
+  KILN_CHECK(is_floating(self.dtype()), dtype, "[log_normal_] expects a floating tensor, got {}",
+             self.dtype());
   copy_(self, exp(randn_like(self) * std + mean));
   return self;
 }
 
 Tensor& cauchy_(Tensor& self, double median, double sigma) {
-  return refill(self, "cauchy_", true,
-                [&](const Tensor& u) { return tan((u - 0.5) * std::numbers::pi) * sigma + median; });
+  return refill(self, "cauchy_", true, [&](const Tensor& u) {
+    return tan((u - 0.5) * std::numbers::pi) * sigma + median;
+  });
 }
 
 Tensor& random_(Tensor& self, int64_t from, int64_t to) {
-  KILN_CHECK(from < to, value, "[random_] expects 'from' to be less than 'to', but got from={} >= to={}", from, to);
+  KILN_CHECK(from < to, value,
+             "[random_] expects 'from' to be less than 'to', but got from={} >= to={}", from, to);
   copy_(self, randint(from, to, IntList(self.shape().begin(), self.shape().end()),
                       {.dtype = DType::i64, .device = self.device()}));
   return self;
@@ -358,18 +392,21 @@ Tensor chain_matmul(const TensorList& matrices) { return linalg::multi_dot(matri
 Tensor ger(const Tensor& a, const Tensor& b) { return outer(a, b); }
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
-  KILN_CHECK(probs.dim() == 1 || probs.dim() == 2, shape, "[multinomial] prob_dist must be 1 or 2 dim, got {}",
-             probs.meta_str());
-  KILN_CHECK(is_floating(probs.dtype()), dtype, "[multinomial] expects floating probabilities, got {}", probs.dtype());
+  KILN_CHECK(probs.dim() == 1 || probs.dim() == 2, shape,
+             "[multinomial] prob_dist must be 1 or 2 dim, got {}", probs.meta_str());
+  KILN_CHECK(is_floating(probs.dtype()), dtype,
+             "[multinomial] expects floating probabilities, got {}", probs.dtype());
   int64_t k = probs.size(-1);
   KILN_CHECK(num_samples > 0, value, "[multinomial] cannot sample n_sample <= 0 samples");
-  KILN_CHECK(replacement || num_samples <= k, value,
-             "[multinomial] cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  KILN_CHECK(
+      replacement || num_samples <= k, value,
+      "[multinomial] cannot sample n_sample > prob_dist.size(-1) samples without replacement");
   Tensor p = probs.dim() == 1 ? unsqueeze(probs, 0) : probs;
   if (!p.is_fake()) {  // PyTorch's checks on the values: eager only
     KILN_CHECK(item<bool>(all(logical_and(p >= 0.0, isfinite(p)))), value,
                "[multinomial] probability tensor contains either inf, nan or element < 0");
-    KILN_CHECK(item<bool>(all(sum(p, {-1}) > 0.0)), value, "[multinomial] invalid multinomial distribution (sum of "
+    KILN_CHECK(item<bool>(all(sum(p, {-1}) > 0.0)), value,
+               "[multinomial] invalid multinomial distribution (sum of "
                "probabilities <= 0)");
   }
   Tensor out;

@@ -12,15 +12,14 @@
 // except grad(..., create_graph = true), which runs the formulas with grad mode on so
 // the gradients have histories of their own (double backward).
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "kiln/api/functional.h"
 #include "kiln/core/pool.h"
 #include "kiln/core/scope.h"
-#include <functional>
-
-#include "kiln/api/functional.h"
 #include "kiln/dispatch/grad_mode.h"
 
 namespace kiln::autograd {
@@ -38,7 +37,7 @@ struct Edge {
 struct AutogradMeta {
   bool requires_grad = false;  // a leaf that asked for gradients
   bool retains_grad = false;
-  uint32_t output_nr = 0;      // which output of grad_fn this tensor is
+  uint32_t output_nr = 0;  // which output of grad_fn this tensor is
   std::shared_ptr<Node> grad_fn;
   std::weak_ptr<Node> grad_accumulator;  // leaves: shared by every edge into them
   Tensor grad;
@@ -69,10 +68,10 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void release() {}
 
   // Pool-allocated: a node is made per recorded op.
-  PoolVector<Edge> next;         // per differentiable input, in argument order
-  PoolVector<GradMeta> inputs;   // per forward output: the gradient this node expects
-  Device device;                 // (G3) backward runs under this device's guard
-  uint64_t sequence = 0;         // creation order: later nodes run first
+  PoolVector<Edge> next;           // per differentiable input, in argument order
+  PoolVector<GradMeta> inputs;     // per forward output: the gradient this node expects
+  Device device;                   // (G3) backward runs under this device's guard
+  uint64_t sequence = 0;           // creation order: later nodes run first
   uint64_t flowed = ~uint64_t{0};  // bit i: a gradient flowed into output i (set before apply)
   /** Non-leaf outputs that retain their gradient: (output number, tensor state). */
   std::vector<std::pair<uint32_t, std::weak_ptr<AutogradMeta>>> retained;
@@ -129,8 +128,9 @@ bool record_function(const Tensor& output, const Tensor& input, std::string name
 /** grad() at edges taken earlier (`edges[i]` = gradient_edge(inputs[i]) when it was
  * taken; `inputs` give subclass gradients their placement): the gradient w.r.t. a
  * value an in-place write has since replaced. For joint capture. */
-TensorList grad_at(const TensorList& outputs, const TensorList& inputs, const std::vector<Edge>& edges,
-                   const TensorList& grad_outputs, bool allow_unused);
+TensorList grad_at(const TensorList& outputs, const TensorList& inputs,
+                   const std::vector<Edge>& edges, const TensorList& grad_outputs,
+                   bool allow_unused);
 
 /** While alive, leaves that require grad may be written in place on this thread: the
  * write's node sends the gradient of the old value to the leaf's accumulator, which

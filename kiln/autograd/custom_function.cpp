@@ -11,7 +11,9 @@ namespace kiln::autograd {
 
 namespace {
 
-bool same_impl(const Tensor& a, const Tensor& b) { return a.defined() && b.defined() && a.impl() == b.impl(); }
+bool same_impl(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.impl() == b.impl();
+}
 
 bool listed(const std::vector<const TensorImpl*>& impls, const Tensor& t) {
   return t.defined() && std::find(impls.begin(), impls.end(), t.impl()) != impls.end();
@@ -39,21 +41,23 @@ class CustomFunctionNode final : public Node {
     if (once_) no_grad.emplace();
     TensorList r = backward_(*ctx_, g);
     no_grad.reset();
-    KILN_CHECK(r.size() == next.size(), value,
-               "[{}] backward returned {} gradients, expected {} (one per forward argument, undefined for "
-               "the arguments that are not tensors)",
-               name(), r.size(), next.size());
+    KILN_CHECK(
+        r.size() == next.size(), value,
+        "[{}] backward returned {} gradients, expected {} (one per forward argument, undefined for "
+        "the arguments that are not tensors)",
+        name(), r.size(), next.size());
     GradList out;
     for (size_t i = 0; i < r.size(); ++i) {
       Tensor gi = std::move(r[i]);
       if (gi.defined()) {
         KILN_CHECK(arg_meta_[i].has_value(), value,
-                   "[{}] backward returned a gradient for argument {}, which is not a tensor", name(), i);
+                   "[{}] backward returned a gradient for argument {}, which is not a tensor",
+                   name(), i);
         const GradMeta& want = *arg_meta_[i];
         if (gi.shape() != want.shape) {  // a broadcast gradient is summed back (PyTorch does too)
           KILN_CHECK(broadcasts_to(want.shape, gi.shape()), value,
-                     "[{}] backward returned a gradient of shape {} for argument {} of shape {}", name(),
-                     gi.shape().str(), i, want.shape.str());
+                     "[{}] backward returned a gradient of shape {} for argument {} of shape {}",
+                     name(), gi.shape().str(), i, want.shape.str());
           gi = sum_to(gi, want.shape);
         }
         if (once_ && recording) gi = refuse_double_backward(gi, g);
@@ -80,7 +84,8 @@ class CustomFunctionNode final : public Node {
       if (!g.defined() || !gradient_edge(g).valid()) continue;
       Tensor alias = result.detach_descriptor();
       record_function(alias, g, name(), [n = name()](const Tensor&) -> Tensor {
-        fail(ErrorKind::value, "[{}] is once_differentiable: its backward cannot be differentiated again", n);
+        fail(ErrorKind::value,
+             "[{}] is once_differentiable: its backward cannot be differentiated again", n);
       });
       return alias;
     }
@@ -112,16 +117,18 @@ void FunctionCtx::save_for_backward(TensorList tensors) {
 TensorList FunctionCtx::saved_tensors() const {
   auto node = node_.lock();
   KILN_CHECK(!node || !node->released_, value,
-             "[{}] Trying to backward through the graph a second time (or directly access saved tensors after "
+             "[{}] Trying to backward through the graph a second time (or directly access saved "
+             "tensors after "
              "they have already been freed); pass retain_graph=true the first time",
              name_);
   TensorList out;
   for (size_t i = 0; i < saved_.size(); ++i) {
     const Tensor& t = saved_[i];
-    KILN_CHECK(!t.defined() || t.storage()->version == saved_versions_[i], value,
-               "[{}] one of the tensors needed for gradient computation has been modified by an inplace "
-               "operation: saved tensor {} ({}) is at version {}; expected version {} instead",
-               name_, i, t.meta_str(), t.storage()->version, saved_versions_[i]);
+    KILN_CHECK(
+        !t.defined() || t.storage()->version == saved_versions_[i], value,
+        "[{}] one of the tensors needed for gradient computation has been modified by an inplace "
+        "operation: saved tensor {} ({}) is at version {}; expected version {} instead",
+        name_, i, t.meta_str(), t.storage()->version, saved_versions_[i]);
     Tensor v = t;
     if (i < saved_output_nr_.size() && saved_output_nr_[i] >= 0 && node) {
       // a saved output: kept without history (the node holds the context), given its
@@ -146,13 +153,15 @@ void FunctionCtx::mark_non_differentiable(const TensorList& tensors) {
     if (t.defined()) non_differentiable_.push_back(t.impl());
 }
 
-CustomCall::CustomCall(std::string name, TensorList arguments) : ctx(std::make_shared<FunctionCtx>()) {
+CustomCall::CustomCall(std::string name, TensorList arguments)
+    : ctx(std::make_shared<FunctionCtx>()) {
   args = std::move(arguments);
   ctx->name_ = std::move(name);
   ctx->needs_input_grad_.resize(args.size());
   bool enabled = grad_enabled();
   for (size_t i = 0; i < args.size(); ++i)
-    if (enabled && args[i].defined() && args[i].requires_grad()) ctx->needs_input_grad_[i] = record = true;
+    if (enabled && args[i].defined() && args[i].requires_grad())
+      ctx->needs_input_grad_[i] = record = true;
 }
 
 TensorList CustomCall::finish(TensorList outputs,
@@ -160,15 +169,18 @@ TensorList CustomCall::finish(TensorList outputs,
                               bool once_differentiable) {
   FunctionCtx& c = *ctx;
   for (const TensorImpl* d : c.dirty_) {
-    bool returned = std::any_of(outputs.begin(), outputs.end(), [&](const Tensor& o) { return o.impl() == d; });
-    KILN_CHECK(returned, value, "[{}] an argument marked dirty must be returned as an output", c.name_);
+    bool returned =
+        std::any_of(outputs.begin(), outputs.end(), [&](const Tensor& o) { return o.impl() == d; });
+    KILN_CHECK(returned, value, "[{}] an argument marked dirty must be returned as an output",
+               c.name_);
   }
   if (!record) return outputs;
   auto node = std::make_shared<CustomFunctionNode>(ctx, std::move(backward), once_differentiable);
   for (const Tensor& a : args) {
     node->next.push_back(a.defined() ? gradient_edge(a) : Edge{});
-    node->arg_meta_.push_back(a.defined() ? std::optional<GradMeta>(GradMeta{a.shape(), a.dtype(), a.device()})
-                                          : std::nullopt);
+    node->arg_meta_.push_back(
+        a.defined() ? std::optional<GradMeta>(GradMeta{a.shape(), a.dtype(), a.device()})
+                    : std::nullopt);
   }
   node->sequence = detail::next_node_sequence();
   c.saved_output_nr_.assign(c.saved_.size(), -1);
@@ -184,9 +196,11 @@ TensorList CustomCall::finish(TensorList outputs,
     if (dirty) {
       const AutogradMeta* m = o.impl()->autograd.get();
       KILN_CHECK(!(m && m->requires_grad && !m->grad_fn), value,
-                 "[{}] a leaf tensor that requires grad ({}) is used in an in-place operation (marked dirty)",
+                 "[{}] a leaf tensor that requires grad ({}) is used in an in-place operation "
+                 "(marked dirty)",
                  c.name_, o.meta_str());
-    } else if (std::any_of(args.begin(), args.end(), [&](const Tensor& a) { return same_impl(a, o); })) {
+    } else if (std::any_of(args.begin(), args.end(),
+                           [&](const Tensor& a) { return same_impl(a, o); })) {
       o = o.detach_descriptor();  // an argument returned as is: an alias of it carries the history
     }
     bool differentiable = is_floating(o.dtype()) && !listed(c.non_differentiable_, o);

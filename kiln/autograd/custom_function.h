@@ -62,7 +62,9 @@ class FunctionCtx {
   /** false: backward receives undefined gradients for outputs none flowed into. */
   void set_materialize_grads(bool on) { materialize_grads_ = on; }
   /** Whether forward argument `i` needs a gradient (false for non-tensors). */
-  bool needs_input_grad(size_t i) const { return i < needs_input_grad_.size() && needs_input_grad_[i]; }
+  bool needs_input_grad(size_t i) const {
+    return i < needs_input_grad_.size() && needs_input_grad_[i];
+  }
   /** Anything else backward needs (sizes, flags), by name. */
   std::unordered_map<std::string, std::any> saved_data;
 
@@ -106,27 +108,39 @@ struct Function {
       return F::forward(*call.ctx, std::forward<Args>(args)...);
     }();
     TensorList outs;
-    if constexpr (std::is_same_v<Result, Tensor>) outs.push_back(result);
-    else outs = result;
-    auto backward = [](FunctionCtx& ctx, const TensorList& grads) { return TensorList(F::backward(ctx, grads)); };
+    if constexpr (std::is_same_v<Result, Tensor>)
+      outs.push_back(result);
+    else
+      outs = result;
+    auto backward = [](FunctionCtx& ctx, const TensorList& grads) {
+      return TensorList(F::backward(ctx, grads));
+    };
     TensorList done = call.finish(std::move(outs), backward, is_once_differentiable());
-    if constexpr (std::is_same_v<Result, Tensor>) return done[0];
-    else return Result(done);
+    if constexpr (std::is_same_v<Result, Tensor>)
+      return done[0];
+    else
+      return Result(done);
   }
 
  private:
   template <typename A>
   static Tensor tensor_or_none(const A& a) {
-    if constexpr (std::is_convertible_v<const A&, const Tensor&> && !std::is_arithmetic_v<A>) return Tensor(a);
-    else return Tensor();
+    if constexpr (std::is_convertible_v<const A&, const Tensor&> && !std::is_arithmetic_v<A>)
+      return Tensor(a);
+    else
+      return Tensor();
   }
   static std::string node_name() {
-    if constexpr (requires { F::name; }) return std::string(F::name) + "Backward";
-    else return "CustomFunctionBackward";
+    if constexpr (requires { F::name; })
+      return std::string(F::name) + "Backward";
+    else
+      return "CustomFunctionBackward";
   }
   static constexpr bool is_once_differentiable() {
-    if constexpr (requires { F::once_differentiable; }) return F::once_differentiable;
-    else return false;
+    if constexpr (requires { F::once_differentiable; })
+      return F::once_differentiable;
+    else
+      return false;
   }
 };
 

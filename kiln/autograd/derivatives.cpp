@@ -93,7 +93,8 @@ IntList trailing_dims(int64_t rank, size_t count) {
 // take apart. A DTensor gradient is written through `make_view(zeros)` instead: views
 // and copy_ have sharding rules, storage-level ops do not.
 template <typename F>
-Tensor into_zeros(const GradMeta& m, const Tensor& g, const Dims& strides, int64_t offset, F make_view) {
+Tensor into_zeros(const GradMeta& m, const Tensor& g, const Dims& strides, int64_t offset,
+                  F make_view) {
   Tensor z = zeros_for(m);
   if (!g.is_dtensor()) return as_strided_scatter(z, g, ints(g.shape()), ints(strides), offset);
   Tensor region = make_view(z);
@@ -129,13 +130,15 @@ bool overlaps(const IntList& size, const IntList& stride) {
 }
 
 // The storage position of every element of a layout, as an i64 tensor of `size`.
-Tensor storage_positions(const IntList& size, const IntList& stride, int64_t offset, Device device) {
+Tensor storage_positions(const IntList& size, const IntList& stride, int64_t offset,
+                         Device device) {
   Tensor pos = full({}, offset, {.dtype = DType::i64, .device = device});
   for (size_t i = 0; i < size.size(); ++i) {
     IntList shape(size.size(), 1);
     shape[i] = size[i];
-    pos = add(pos, view(mul(arange(0, size[i], 1, {.dtype = DType::i64, .device = device}), stride[i]),
-                        shape));
+    pos = add(pos,
+              view(mul(arange(0, size[i], 1, {.dtype = DType::i64, .device = device}), stride[i]),
+                   shape));
   }
   return expand(pos, size);
 }
@@ -154,7 +157,9 @@ void matmul_grads(GradCtx& c, const Tensor& a, const Tensor& b, int ia, int ib) 
   if (b.dim() == 1) g2 = unsqueeze(g2, g2.dim());
   // Back to the operand's shape: only a 1-D operand's gradient needs a reshape (a traced
   // backward records no view to the shape a gradient already has).
-  auto shaped = [](Tensor g, const Tensor& like) { return g.shape() == like.shape() ? g : reshape(g, ints(like.shape())); };
+  auto shaped = [](Tensor g, const Tensor& like) {
+    return g.shape() == like.shape() ? g : reshape(g, ints(like.shape()));
+  };
   if (c.needs(ia)) c.set(ia, shaped(sum_to(matmul(g2, transpose(b2, -1, -2)), a2.shape()), a));
   if (c.needs(ib)) c.set(ib, shaped(sum_to(matmul(transpose(a2, -1, -2), g2), b2.shape()), b));
 }
@@ -200,7 +205,8 @@ void sorted_back(GradCtx& c, int64_t dim) {
 // diagonal, where the numerators it divides are 0.
 Tensor skew(const Tensor& x) { return x - mT(x); }
 Tensor denominator(const Tensor& x) {
-  return unsqueeze(x, -2) - unsqueeze(x, -1) + eye(x.size(-1), std::nullopt, {.dtype = x.dtype(), .device = x.device()});
+  return unsqueeze(x, -2) - unsqueeze(x, -1) +
+         eye(x.size(-1), std::nullopt, {.dtype = x.dtype(), .device = x.device()});
 }
 
 // eigh: gA = V (diag(gL) + skew(V^T gV) / 2E) V^T, E from the eigenvalues; with no
@@ -209,7 +215,8 @@ Tensor denominator(const Tensor& x) {
 void eigh_back(GradCtx& c) {
   const Tensor& V = c.result(1);
   Tensor inner = diag_embed(c.grad(0));
-  if (c.flowed(1)) inner = inner + skew(matmul(mT(V), c.grad(1))) / (denominator(c.result(0)) * 2.0);
+  if (c.flowed(1))
+    inner = inner + skew(matmul(mT(V), c.grad(1))) / (denominator(c.result(0)) * 2.0);
   c.set(0, matmul(matmul(V, inner), mT(V)));
 }
 
@@ -225,7 +232,8 @@ void svd_back(GradCtx& c) {
   Tensor gU = narrow(c.grad(0), -1, 0, k), gVh = narrow(c.grad(2), -2, 0, k);
   Tensor uu = matmul(mT(U), gU), vv = matmul(Vh, mT(gVh));  // U^T gU, V^T gV
   Tensor e = denominator(S * S);
-  Tensor inner = skew(uu) / e * unsqueeze(S, -2) + unsqueeze(S, -1) * (skew(vv) / e) + diag_embed(c.grad(1));
+  Tensor inner =
+      skew(uu) / e * unsqueeze(S, -2) + unsqueeze(S, -1) * (skew(vv) / e) + diag_embed(c.grad(1));
   Tensor ga = matmul(matmul(U, inner), Vh);
   Tensor inv_s = unsqueeze(reciprocal(S), -2);
   if (U.size(-2) > k) ga = ga + matmul((gU - matmul(U, uu)) * inv_s, Vh);
@@ -235,8 +243,8 @@ void svd_back(GradCtx& c) {
 
 // linear's gradients in ops (what linear_backward computes in one node), only those asked
 // for; `bias_shape` is the bias's (a 0-dim bias of one output feature).
-LinearGrads linear_composite(const Tensor& g, const Tensor& x, const Tensor& w, bool input, bool weight,
-                             const Dims* bias_shape) {
+LinearGrads linear_composite(const Tensor& g, const Tensor& x, const Tensor& w, bool input,
+                             bool weight, const Dims* bias_shape) {
   LinearGrads r;
   if (input) r.input = matmul(g, w);
   if (weight) {  // rows of a batched input flattened (2-D ones are as they are)
@@ -270,8 +278,9 @@ TensorList composite_vjp(const GradCtx& c, const TensorList& in,
 // layer_norm's gradients in ops (what layer_norm_backward computes in one pass), only
 // those asked for: d input = rstd (gh - mean(gh) - xhat mean(gh xhat)) with gh = g w,
 // d weight = sum over rows of g xhat, d bias = sum over rows of g.
-LayerNormGrads layer_norm_composite(const Tensor& g, const Tensor& x, const Tensor* w, const IntList& norm,
-                                    double eps, bool input, bool weight, bool bias) {
+LayerNormGrads layer_norm_composite(const Tensor& g, const Tensor& x, const Tensor* w,
+                                    const IntList& norm, double eps, bool input, bool weight,
+                                    bool bias) {
   IntList dims = trailing_dims(x.dim(), norm.size());
   Tensor centered = x - mean(x, dims, true);
   Tensor rstd = rsqrt(mean(centered * centered, dims, true) + eps);
@@ -299,14 +308,18 @@ Tensor others_product(const Tensor& x, const IntList& dims) {
     for (int64_t d = 0; d < x.dim(); ++d)
       if (reduced[static_cast<size_t>(d)] == (pass == 1)) {
         perm.push_back(d);
-        if (pass == 0) grouped.push_back(x.shape()[d]);
-        else n *= x.shape()[d];
+        if (pass == 0)
+          grouped.push_back(x.shape()[d]);
+        else
+          n *= x.shape()[d];
       }
   grouped.push_back(n);
   Tensor rows = reshape(permute(x, perm), grouped);
   int64_t last = rows.dim() - 1;
   Tensor one = ones_like(narrow(rows, last, 0, 1));
-  auto exclusive = [&](const Tensor& r) { return cumprod(cat({one, narrow(r, last, 0, n - 1)}, last), last); };
+  auto exclusive = [&](const Tensor& r) {
+    return cumprod(cat({one, narrow(r, last, 0, n - 1)}, last), last);
+  };
   Tensor others = exclusive(rows) * flip(exclusive(flip(rows, {last})), {last});
   IntList permuted, inverse(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) {
@@ -327,7 +340,8 @@ Tensor cumprod_gradient_in_ops(const Tensor& g, const Tensor& x, int64_t dim) {
   Tensor zeros_so_far = cumsum(to(is_zero, DType::i64), dim);
   Tensor before_zero = zeros_so_far == 0;
   Tensor one = ones_like(x);
-  Tensor up_to_zero = flip(cumsum(flip(g * cumprod(x, dim), {dim}), dim), {dim}) / where(before_zero, x, one);
+  Tensor up_to_zero =
+      flip(cumsum(flip(g * cumprod(x, dim), {dim}), dim), {dim}) / where(before_zero, x, one);
   if (x.is_fake() || !item<bool>(any(is_zero))) return up_to_zero;  // fake: shapes only
   Tensor first_zero = logical_and(is_zero, zeros_so_far == 1);
   Tensor without = cumprod_gradient_in_ops(g, where(first_zero, one, x), dim);
@@ -393,11 +407,11 @@ Table build() {
     Tensor s = sigmoid(x);
     c.set(0, c.grad() * (s * (1 + x * (1 - s))));
   });
-  d.def(O::gelu, arg(0), [](GradCtx& c) {
-    c.set(0, gelu_backward(c.grad(), c.t(0), c.args().str(1)));
-  });
+  d.def(O::gelu, arg(0),
+        [](GradCtx& c) { c.set(0, gelu_backward(c.grad(), c.t(0), c.args().str(1))); });
   d.def(O::threshold_backward, arg(1), [](GradCtx& c) {  // piecewise constant in self
-    if (c.needs(0)) c.set(0, sum_to(threshold_backward(c.grad(), c.t(1), c.args().scalar(2)), c.input(0).shape));
+    if (c.needs(0))
+      c.set(0, sum_to(threshold_backward(c.grad(), c.t(1), c.args().scalar(2)), c.input(0).shape));
   });
   d.def(O::gelu_backward, arg(0) | arg(1), [](GradCtx& c) {  // g gelu'(x): d/dg, d/dx
     const Tensor &g = c.t(0), &x = c.t(1), &G = c.grad();
@@ -441,9 +455,8 @@ Table build() {
   });
   d.def(O::lgamma, arg(0), [](GradCtx& c) { c.set(0, c.grad() * digamma(c.t(0))); });
   d.def(O::digamma, arg(0), [](GradCtx& c) { c.set(0, c.grad() * polygamma(1, c.t(0))); });
-  d.def(O::polygamma, arg(0), [](GradCtx& c) {
-    c.set(0, c.grad() * polygamma(c.args().i64(1) + 1, c.t(0)));
-  });
+  d.def(O::polygamma, arg(0),
+        [](GradCtx& c) { c.set(0, c.grad() * polygamma(c.args().i64(1) + 1, c.t(0))); });
   // The other torch.special functions: PyTorch's derivatives where it has them (i0, i0e,
   // i1, i1e, erfcx, log_ndtr; zeta and the incomplete gamma functions w.r.t. their second
   // argument); the public functions without one give outputs that need no gradient.
@@ -457,15 +470,22 @@ Table build() {
       Tensor at_zero = x == 0.0;
       return g * where(at_zero, full_like(y, 0.5), f(where(at_zero, ones_like(x), x)));
     };
-    if (fn == "i0") c.set(0, g * unary("i1"));
-    else if (fn == "i0e") c.set(0, g * (unary("i1e") - sign(x) * y));
-    else if (fn == "i1") c.set(0, off_zero([&](const Tensor& safe_x) { return unary("i0") - y / safe_x; }));
+    if (fn == "i0")
+      c.set(0, g * unary("i1"));
+    else if (fn == "i0e")
+      c.set(0, g * (unary("i1e") - sign(x) * y));
+    else if (fn == "i1")
+      c.set(0, off_zero([&](const Tensor& safe_x) { return unary("i0") - y / safe_x; }));
     else if (fn == "i1e")
-      c.set(0, off_zero([&](const Tensor& safe_x) { return unary("i0e") - y * (sign(x) + reciprocal(safe_x)); }));
-    else if (fn == "erfcx") c.set(0, g * (x * y * 2.0 - 2 / std::sqrt(std::numbers::pi)));
+      c.set(0, off_zero([&](const Tensor& safe_x) {
+              return unary("i0e") - y * (sign(x) + reciprocal(safe_x));
+            }));
+    else if (fn == "erfcx")
+      c.set(0, g * (x * y * 2.0 - 2 / std::sqrt(std::numbers::pi)));
     else if (fn == "log_ndtr")
       c.set(0, g * exp(neg(x * x * 0.5 + y)) * (1 / std::sqrt(2 * std::numbers::pi)));
-    else fail(ErrorKind::unsupported, "[special_unary] the derivative of {} is not implemented", fn);
+    else
+      fail(ErrorKind::unsupported, "[special_unary] the derivative of {} is not implemented", fn);
   });
   d.def(O::special_binary, arg(0) | arg(1), [](GradCtx& c) {
     const Tensor &x = c.t(0), &y = c.t(1), &g = c.grad();
@@ -474,9 +494,12 @@ Table build() {
     if (fn != "zeta" && !incomplete)
       fail(ErrorKind::unsupported, "[special_binary] the derivative of {} is not implemented", fn);
     if (c.needs(0))
-      fail(ErrorKind::unsupported, "[special_binary] the derivative of {} w.r.t. its first argument is not implemented", fn);
+      fail(ErrorKind::unsupported,
+           "[special_binary] the derivative of {} w.r.t. its first argument is not implemented",
+           fn);
     if (!c.needs(1)) return;
-    Tensor d = incomplete ? exp((x - 1.0) * log(y) - y - lgamma(x)) : neg(x) * special_binary(x + 1.0, y, "zeta");
+    Tensor d = incomplete ? exp((x - 1.0) * log(y) - y - lgamma(x))
+                          : neg(x) * special_binary(x + 1.0, y, "zeta");
     c.set(1, sum_to(g * (fn == "gammaincc" ? neg(d) : d), c.input(1).shape));
   });
   d.def(O::asinh, arg(0), [](GradCtx& c) {
@@ -566,11 +589,13 @@ Table build() {
   // remainder / fmod: x - q y with q = floor(x / y) (trunc for fmod), piecewise constant.
   d.def(O::remainder, arg(0) | arg(1), [](GradCtx& c) {
     if (c.needs(0)) c.set(0, sum_to(c.grad(), c.input(0).shape));
-    if (c.needs(1)) c.set(1, sum_to(neg(c.grad()) * floor_divide(c.t(0), c.t(1)), c.input(1).shape));
+    if (c.needs(1))
+      c.set(1, sum_to(neg(c.grad()) * floor_divide(c.t(0), c.t(1)), c.input(1).shape));
   });
   d.def(O::fmod, arg(0) | arg(1), [](GradCtx& c) {
     if (c.needs(0)) c.set(0, sum_to(c.grad(), c.input(0).shape));
-    if (c.needs(1)) c.set(1, sum_to(neg(c.grad()) * div(c.t(0), c.t(1), "trunc"), c.input(1).shape));
+    if (c.needs(1))
+      c.set(1, sum_to(neg(c.grad()) * div(c.t(0), c.t(1), "trunc"), c.input(1).shape));
   });
   d.none(O::floor_divide);  // PyTorch has no derivative for it either
   for (O op : {O::bitwise_not, O::bitwise_and, O::bitwise_or, O::bitwise_xor}) d.none(op);
@@ -589,17 +614,17 @@ Table build() {
     if (c.needs(1)) c.set(1, sum_to(masked_fill(g, logical_not(cond), 0), c.input(1).shape));
     if (c.needs(2)) c.set(2, sum_to(masked_fill(g, cond, 0), c.input(2).shape));
   });
-  d.def(O::masked_fill, arg(1), [](GradCtx& c) {
-    c.set(0, sum_to(masked_fill(c.grad(), c.t(1), 0), c.input(0).shape));
-  });
+  d.def(O::masked_fill, arg(1),
+        [](GradCtx& c) { c.set(0, sum_to(masked_fill(c.grad(), c.t(1), 0), c.input(0).shape)); });
 
   // ---- in-place primitives (the derived in-place ops use their functional entry) ----
   d.def(O::copy_, 0, [](GradCtx& c) {  // self's old value is gone: only src gets one
     if (!c.needs(1)) return;
     const GradMeta& src = c.input(1);
     Tensor g = sum_to(c.grad(), src.shape);
-    c.set(1, g.device() == src.device && g.dtype() == src.dtype ? g
-                                                                : _to_copy(g, src.dtype, src.device));
+    c.set(1, g.device() == src.device && g.dtype() == src.dtype
+                 ? g
+                 : _to_copy(g, src.dtype, src.device));
   });
   d.def(O::fill_, 0, [](GradCtx&) {});  // the old value is gone, the new one is a constant
 
@@ -640,7 +665,8 @@ Table build() {
   d.def(O::prod, arg(0), [](GradCtx& c) {
     const Tensor& x = c.t(0);
     IntList dims = reduced_dims(c.args().ints(1), x.dim(), "prod");
-    c.set(0, to(broadcastable(c.grad(), dims, c.args().flag(2), x.dim()) * others_product(x, dims), x.dtype()));
+    c.set(0, to(broadcastable(c.grad(), dims, c.args().flag(2), x.dim()) * others_product(x, dims),
+                x.dtype()));
   });
   // Running sums: the gradient's running sums from the other end.
   d.def(O::cumsum, 0, [](GradCtx& c) {
@@ -684,7 +710,8 @@ Table build() {
     int64_t dim = c.args().i64(2);
     if (c.needs(0)) c.set(0, softmax_backward(G, y, dim));
     if (c.needs(1))
-      c.set(1, G * (g - sum(g * y, {dim}, /*keepdim=*/true)) - g * sum(G * y, {dim}, /*keepdim=*/true));
+      c.set(1, G * (g - sum(g * y, {dim}, /*keepdim=*/true)) -
+                   g * sum(G * y, {dim}, /*keepdim=*/true));
   });
   // g - exp(y) S, S = sum(g): d/dg = G - sum(G exp(y)); d/dy = -G exp(y) S.
   d.def(O::log_softmax_backward, arg(0) | arg(1), [](GradCtx& c) {
@@ -724,9 +751,10 @@ Table build() {
     // linear_backward (a traced backward records one node, not four). Else, and for
     // DTensors (whose ops have sharding rules), the ops asked for.
     const Dims* bias_shape = c.needs(2) ? &c.input(2).shape : nullptr;
-    bool fused = c.needs(0) && c.needs(1) && bias_shape && bias_shape->size() == 1 && !g.is_dtensor() &&
-                 !x.is_dtensor() && !w.is_dtensor();
-    LinearGrads r = fused ? linear_backward(g, x, w) : linear_composite(g, x, w, c.needs(0), c.needs(1), bias_shape);
+    bool fused = c.needs(0) && c.needs(1) && bias_shape && bias_shape->size() == 1 &&
+                 !g.is_dtensor() && !x.is_dtensor() && !w.is_dtensor();
+    LinearGrads r = fused ? linear_backward(g, x, w)
+                          : linear_composite(g, x, w, c.needs(0), c.needs(1), bias_shape);
     c.set(0, r.input);
     c.set(1, r.weight);
     c.set(2, r.bias);
@@ -749,12 +777,9 @@ Table build() {
     for (int64_t i = 0; i < rank; ++i) inverse[wrap_dim(dims[i], rank, "permute")] = i;
     c.set(0, permute(c.grad(), inverse));
   });
-  d.def(O::transpose, 0, [](GradCtx& c) {
-    c.set(0, transpose(c.grad(), c.args().i64(1), c.args().i64(2)));
-  });
-  d.def(O::unsqueeze, 0, [](GradCtx& c) {
-    c.set(0, reshape(c.grad(), ints(c.input(0).shape)));
-  });
+  d.def(O::transpose, 0,
+        [](GradCtx& c) { c.set(0, transpose(c.grad(), c.args().i64(1), c.args().i64(2))); });
+  d.def(O::unsqueeze, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), ints(c.input(0).shape))); });
   d.def(O::squeeze, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), ints(c.input(0).shape))); });
   d.def(O::alias, 0, [](GradCtx& c) { c.set(0, c.grad()); });
   d.def(O::expand, 0, [](GradCtx& c) { c.set(0, sum_to(c.grad(), c.input(0).shape)); });
@@ -838,7 +863,8 @@ Table build() {
     if (g.dim() == 0) return c.set(0, reshape(g, ints(in.shape)));
     IntList along(static_cast<size_t>(g.dim()), 1);
     along[static_cast<size_t>(dim)] = g.size(dim);
-    Tensor idx = expand(reshape(to(c.t(2), g.device(), DType::i64), along), ints(g.shape()));  // i32 too
+    Tensor idx =
+        expand(reshape(to(c.t(2), g.device(), DType::i64), along), ints(g.shape()));  // i32 too
     c.set(0, scatter_add(zeros_for(in), dim, idx, g));
   });
   d.def(O::gather, arg(2), [](GradCtx& c) {
@@ -849,7 +875,8 @@ Table build() {
     const GradMeta& w = c.input(0);
     int64_t d = w.shape[1];
     Tensor g2 = reshape(c.grad(), {-1, d});
-    Tensor idx = expand(reshape(to(c.t(1), g2.device(), DType::i64), {-1, 1}), ints(g2.shape()));  // i32 too
+    Tensor idx =
+        expand(reshape(to(c.t(1), g2.device(), DType::i64), {-1, 1}), ints(g2.shape()));  // i32 too
     c.set(0, scatter_add(zeros_for(w), 0, idx, g2));
   });
   d.def(O::scatter_add, arg(2), [](GradCtx& c) {
@@ -859,10 +886,12 @@ Table build() {
     const Tensor& index = c.t(2);
     Tensor picked = gather(c.grad(), c.args().i64(1), index);
     const GradMeta& src = c.input(3);
-    c.set(3, picked.shape() == src.shape ? picked : into_zeros(src, picked, contiguous_strides(src.shape), 0, [&](Tensor z) {
-      for (int64_t d = 0; d < z.dim(); ++d) z = narrow(z, d, 0, index.size(d));
-      return z;
-    }));
+    c.set(3, picked.shape() == src.shape
+                 ? picked
+                 : into_zeros(src, picked, contiguous_strides(src.shape), 0, [&](Tensor z) {
+                     for (int64_t d = 0; d < z.dim(); ++d) z = narrow(z, d, 0, index.size(d));
+                     return z;
+                   }));
   });
   d.def(O::clone, 0, [](GradCtx& c) { c.set(0, c.grad()); });
 
@@ -874,9 +903,10 @@ Table build() {
     // One fused op (a traced backward records one node, as PyTorch's
     // native_layer_norm_backward); DTensors take the composite form, whose ops have
     // sharding rules.
-    LayerNormGrads r = g.is_dtensor() || x.is_dtensor()
-                           ? layer_norm_composite(g, x, w, a.ints(1), a.f64(4), c.needs(0), c.needs(2), c.needs(3))
-                           : layer_norm_backward(g, x, a.ints(1), w ? *w : Tensor(), a.f64(4));
+    LayerNormGrads r =
+        g.is_dtensor() || x.is_dtensor()
+            ? layer_norm_composite(g, x, w, a.ints(1), a.f64(4), c.needs(0), c.needs(2), c.needs(3))
+            : layer_norm_backward(g, x, a.ints(1), w ? *w : Tensor(), a.f64(4));
     c.set(0, r.input);
     c.set(2, r.weight);
     c.set(3, r.bias);
@@ -887,7 +917,8 @@ Table build() {
     TensorList in = {c.t(0), c.t(1)};
     if (w) in.push_back(*w);
     TensorList d = composite_vjp(c, in, [&](const TensorList& l) {
-      return layer_norm_composite(l[0], l[1], w ? &l[2] : nullptr, a.ints(2), a.f64(4), true, true, true);
+      return layer_norm_composite(l[0], l[1], w ? &l[2] : nullptr, a.ints(2), a.f64(4), true, true,
+                                  true);
     });
     for (size_t i = 0; i < d.size(); ++i)
       if (d[i].defined()) c.set(i == 2 ? 3 : static_cast<int>(i), d[i]);
@@ -897,7 +928,7 @@ Table build() {
     Args a = c.args();
     const Tensor* w = a.opt_tensor_ptr(2);
     IntList dims = trailing_dims(x.dim(), a.ints(1).size());
-    double eps = !a.is_none(3)          ? a.f64(3)
+    double eps = !a.is_none(3)             ? a.f64(3)
                  : x.dtype() == DType::f64 ? std::numeric_limits<double>::epsilon()
                                            : std::numeric_limits<float>::epsilon();
     Tensor rr = rsqrt(mean(x * x, dims, true) + eps);
@@ -920,8 +951,9 @@ Table build() {
   });
   d.def(O::reduce_scatter_tensor, 0, [](GradCtx& c) {
     std::string_view op = c.args().str(1);
-    KILN_CHECK(op == "sum" || op == "avg", unsupported,
-               "[ReduceScatterTensorBackward0] a reduce_scatter({}) has no gradient (sum and avg do)", op);
+    KILN_CHECK(
+        op == "sum" || op == "avg", unsupported,
+        "[ReduceScatterTensorBackward0] a reduce_scatter({}) has no gradient (sum and avg do)", op);
     int64_t n = c.args().i64(2);
     Tensor g = all_gather_into_tensor(c.grad(), n, c.args().str(3));
     c.set(0, op == "avg" ? g / static_cast<double>(n) : g);

@@ -76,15 +76,20 @@ void check_saved(const FormulaNode& node) {
     if (now == s.version) continue;
     // As PyTorch: the tensor is named by the node that produced it ("output 0 of
     // MulBackward0"); the op that saved it is this node, in brackets.
-    std::string which = s.arg < 0       ? fmt::format(", which is output {} of {},", -1 - s.arg, node.name())
-                        : s.producer    ? fmt::format(", which is output {} of {},", s.producer_output, s.producer->name())
-                                        : std::string();
-    std::string saved_as = s.arg >= 0 ? fmt::format("argument '{}'", ops::op_info(node.called).schema.args[s.arg].name)
-                                      : fmt::format("output {}", -1 - s.arg);
+    std::string which =
+        s.arg < 0 ? fmt::format(", which is output {} of {},", -1 - s.arg, node.name())
+        : s.producer
+            ? fmt::format(", which is output {} of {},", s.producer_output, s.producer->name())
+            : std::string();
+    std::string saved_as =
+        s.arg >= 0 ? fmt::format("argument '{}'", ops::op_info(node.called).schema.args[s.arg].name)
+                   : fmt::format("output {}", -1 - s.arg);
     fail(ErrorKind::value,
          "[{}] one of the tensors needed for gradient computation has been modified by an "
-         "in-place operation: [{}]{} is at version {}; expected version {} instead ({} of {} saved it)",
-         node.name(), s.value.meta_str(), which, now, s.version, saved_as, ops::op_name(node.called));
+         "in-place operation: [{}]{} is at version {}; expected version {} instead ({} of {} saved "
+         "it)",
+         node.name(), s.value.meta_str(), which, now, s.version, saved_as,
+         ops::op_name(node.called));
   }
 }
 
@@ -118,11 +123,11 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
   // no allocation per node: std::unordered_map's node chase showed in wall-clock
   // profiles of joint capture).
   struct Info {
-    int deps = 0;         // edges into the node not yet run
-    bool needed = false;  // grad(): on a path to a requested input
-    bool target = false;  // grad(): a requested input's node
+    int deps = 0;            // edges into the node not yet run
+    bool needed = false;     // grad(): on a path to a requested input
+    bool target = false;     // grad(): a requested input's node
     int first_capture = -1;  // grad(): the requested inputs at this node (chained in capture_next)
-    GradList buffer;      // gradients gathered for its inputs
+    GradList buffer;         // gradients gathered for its inputs
   };
   std::vector<Info> infos(1);  // the root's first
   infos.reserve(64);
@@ -190,7 +195,8 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
     for (int k = self.first_capture; k >= 0; k = capture_next[static_cast<size_t>(k)])
       captured[static_cast<size_t>(k)] = grads[(*run.capture)[static_cast<size_t>(k)].input_nr];
     for (auto& [nr, weak] : n->retained)
-      if (auto m = weak.lock(); m && grads[nr].defined()) AccumulateGrad::accumulate(m->grad, grads[nr]);
+      if (auto m = weak.lock(); m && grads[nr].defined())
+        AccumulateGrad::accumulate(m->grad, grads[nr]);
 
     bool any = n == root.get();
     for (const Tensor& g : grads) any = any || g.defined();
@@ -198,7 +204,8 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
     GradList outs;
     if (!skip) {
       n->flowed = 0;
-      for (size_t i = 0; i < grads.size() && i < 64; ++i) n->flowed |= uint64_t{grads[i].defined()} << i;
+      for (size_t i = 0; i < grads.size() && i < 64; ++i)
+        n->flowed |= uint64_t{grads[i].defined()} << i;
       for (size_t i = 0; i < grads.size(); ++i)  // a differentiable output nobody used
         if (!grads[i].defined() && is_floating(n->inputs[i].dtype))
           grads[i] = zeros(IntList(n->inputs[i].shape.begin(), n->inputs[i].shape.end()),
@@ -223,8 +230,10 @@ TensorList execute(std::vector<Edge> roots, TensorList root_grads, const Run& ru
           // another node or a saved tensor may see is not.
           bool owned = slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 &&
                        !slot.is_wrapped_number() && !run.create_graph;
-          if (owned) add_(slot, g);
-          else slot = add(slot, g);
+          if (owned)
+            add_(slot, g);
+          else
+            slot = add(slot, g);
         } else {
           slot = std::move(g);
         }
@@ -295,7 +304,8 @@ TensorList grad_of(const TensorList& outputs, const TensorList& inputs, std::vec
   std::vector<Edge> roots;
   for (const Tensor& out : outputs) roots.push_back(gradient_edge(out));
   TensorList result = execute(std::move(roots), std::move(grads),
-                              {.keep_graph = retain_graph || create_graph, .capture = &capture,
+                              {.keep_graph = retain_graph || create_graph,
+                               .capture = &capture,
                                .create_graph = create_graph});
   for (size_t i = 0; i < result.size(); ++i) {
     KILN_CHECK(result[i].defined() || allow_unused, value,
@@ -321,11 +331,14 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
                  create_graph);
 }
 
-TensorList grad_at(const TensorList& outputs, const TensorList& inputs, const std::vector<Edge>& edges,
-                   const TensorList& grad_outputs, bool allow_unused) {
-  KILN_CHECK(inputs.size() == edges.size(), internal, "[grad_at] {} inputs, {} edges", inputs.size(), edges.size());
+TensorList grad_at(const TensorList& outputs, const TensorList& inputs,
+                   const std::vector<Edge>& edges, const TensorList& grad_outputs,
+                   bool allow_unused) {
+  KILN_CHECK(inputs.size() == edges.size(), internal, "[grad_at] {} inputs, {} edges",
+             inputs.size(), edges.size());
   for (size_t i = 0; i < edges.size(); ++i)
-    KILN_CHECK(edges[i].valid(), value, "[grad_at] input {} ({}) did not require grad", i, inputs[i].meta_str());
+    KILN_CHECK(edges[i].valid(), value, "[grad_at] input {} ({}) did not require grad", i,
+               inputs[i].meta_str());
   return grad_of(outputs, inputs, edges, grad_outputs, false, allow_unused);
 }
 

@@ -81,10 +81,10 @@ class FormulaNode final : public Node {
   ops::OpKind op = ops::OpKind::empty;      // the functional op whose formula runs
   ops::OpKind called = ops::OpKind::empty;  // the op the user called (add_ for add)
   const char* display_name = nullptr;       // a name of PyTorch's own for it ("CopySlices")
-  PoolVector<Value> args;      // unsaved tensors are undefined
-  PoolVector<Tensor> results;  // saved outputs (aliases without history), or empty
+  PoolVector<Value> args;                   // unsaved tensors are undefined
+  PoolVector<Tensor> results;               // saved outputs (aliases without history), or empty
   PoolVector<SavedTensor> saved;
-  PoolVector<int> first_slot;  // per argument: its first slot in `next` (-1: none)
+  PoolVector<int> first_slot;     // per argument: its first slot in `next` (-1: none)
   std::vector<Dims> list_shapes;  // the tensor-list argument's shapes (cat)
   bool released = false;
 };

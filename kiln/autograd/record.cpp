@@ -96,8 +96,9 @@ void attach_single_output(const Tensor& t, std::shared_ptr<Node> node) {
 
 // Makes `t`'s history a node of `op` (as_strided or as_strided_scatter, whose formulas read
 // only the arguments' layouts and the gradient) with edges `next`.
-void set_layout_history(const Tensor& t, OpKind op, PoolVector<Value> args, PoolVector<int> first_slot,
-                        std::initializer_list<Edge> next, const char* display_name = nullptr) {
+void set_layout_history(const Tensor& t, OpKind op, PoolVector<Value> args,
+                        PoolVector<int> first_slot, std::initializer_list<Edge> next,
+                        const char* display_name = nullptr) {
   auto node = make_pooled<FormulaNode>();
   node->op = node->called = op;
   node->display_name = display_name;
@@ -129,7 +130,9 @@ Edge gradient_edge(const Tensor& t);  // engine.cpp
 
 // ---- FormulaNode and GradCtx --------------------------------------------------------
 
-std::string FormulaNode::name() const { return display_name ? display_name : backward_name(ops::op_name(op)); }
+std::string FormulaNode::name() const {
+  return display_name ? display_name : backward_name(ops::op_name(op));
+}
 
 void FormulaNode::release() {
   if (saved.empty()) return;  // nothing saved: running it again needs nothing freed
@@ -144,11 +147,12 @@ GradList FormulaNode::apply(GradList& grads) {
   GradList out(next.size());
   GradCtx ctx(*this, grads, out);
   auto formula = derivative(op).formula;
-  KILN_CHECK(formula, unsupported,
-             "[{}] has no backward formula: backward() reached it through an argument that requires grad. "
-             "Register one (OpDefinition::backward), declare the op not differentiable, or call it under "
-             "NoGradGuard",
-             ops::op_name(called));
+  KILN_CHECK(
+      formula, unsupported,
+      "[{}] has no backward formula: backward() reached it through an argument that requires grad. "
+      "Register one (OpDefinition::backward), declare the op not differentiable, or call it under "
+      "NoGradGuard",
+      ops::op_name(called));
   formula(ctx);
   return out;
 }
@@ -177,8 +181,10 @@ bool GradCtx::needs(int arg, int j) const {
   return s >= 0 && node_.next[static_cast<size_t>(s + j)].valid();
 }
 const GradMeta& GradCtx::input(int arg, int j) const {
-  KILN_CHECK(needs(arg, j), internal, "[{}] formula reads the metadata of input {} that needs no "
-             "gradient", node_.name(), arg);
+  KILN_CHECK(needs(arg, j), internal,
+             "[{}] formula reads the metadata of input {} that needs no "
+             "gradient",
+             node_.name(), arg);
   const Edge& e = node_.next[static_cast<size_t>(slot(arg, j))];
   return e.node->inputs[e.input_nr];
 }
@@ -212,13 +218,15 @@ Outputs record(OpKind op, std::span<const Value> args) {
   const OpInfo& info = ops::op_info(op);
   Derivative d = derivative(op);
   if (d.kind == Differentiable::missing) {
-    KILN_CHECK(!ops::is_builtin(op), internal, "[{}] has no entry in the derivative table", info.name);
+    KILN_CHECK(!ops::is_builtin(op), internal, "[{}] has no entry in the derivative table",
+               info.name);
     // (E4) As PyTorch: the forward runs and records a node; backward() through it fails,
     // naming the op (its formula may still be registered before then). A warning now.
     warn_once(fmt::format("no backward formula for {}", info.name),
-              fmt::format("[{}] has no backward formula, and an argument requires grad: backward() through "
-                          "its outputs will fail unless one is registered first",
-                          info.name));
+              fmt::format(
+                  "[{}] has no backward formula, and an argument requires grad: backward() through "
+                  "its outputs will fail unless one is registered first",
+                  info.name));
     d = {Differentiable::yes, 0, nullptr};
   }
   if (d.kind == Differentiable::no) {  // outputs need no gradient
@@ -234,7 +242,8 @@ Outputs record(OpKind op, std::span<const Value> args) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (auto* t = std::get_if<Tensor>(&args[i])) {
       node->first_slot[i] = static_cast<int>(node->next.size());
-      if (detail::wants_grad(*t)) check_view_current(info, *t, specs[i].name);  // a stale view refreshed
+      if (detail::wants_grad(*t))
+        check_view_current(info, *t, specs[i].name);  // a stale view refreshed
       node->next.push_back(gradient_edge(*t));
     } else if (auto* list = std::get_if<TensorList>(&args[i])) {
       node->first_slot[i] = static_cast<int>(node->next.size());
@@ -247,7 +256,8 @@ Outputs record(OpKind op, std::span<const Value> args) {
   }
 
   int mutated = info.schema.mutated_arg;
-  const Tensor* self = mutated >= 0 ? &std::get<Tensor>(args[static_cast<size_t>(mutated)]) : nullptr;
+  const Tensor* self =
+      mutated >= 0 ? &std::get<Tensor>(args[static_cast<size_t>(mutated)]) : nullptr;
   Tensor base;  // the root base of a view written in place, whose history is rebased
   Edge base_edge;
   if (self) {
@@ -273,7 +283,8 @@ Outputs record(OpKind op, std::span<const Value> args) {
       if (!saved) list->clear();
       for (const Tensor& x : *list)
         KILN_CHECK(!x.defined() || !x.is_inference(), value,
-                   "[{}] Inference tensors cannot be saved for backward (an element of '{}', {}). To work around "
+                   "[{}] Inference tensors cannot be saved for backward (an element of '{}', {}). "
+                   "To work around "
                    "you can make a clone to get a normal tensor and use it in autograd",
                    info.name, specs[i].name, x.meta_str());
       continue;
@@ -285,7 +296,8 @@ Outputs record(OpKind op, std::span<const Value> args) {
       continue;
     }
     KILN_CHECK(!t->is_inference(), value,
-               "[{}] Inference tensors cannot be saved for backward (argument '{}', {}). To work around you can "
+               "[{}] Inference tensors cannot be saved for backward (argument '{}', {}). To work "
+               "around you can "
                "make a clone to get a normal tensor and use it in autograd",
                info.name, specs[i].name, t->meta_str());
     if (self && t->is_same(*self)) {
@@ -303,8 +315,8 @@ Outputs record(OpKind op, std::span<const Value> args) {
       *t = Tensor(std::move(copy));
     }
     const AutogradMeta* m = t->impl()->autograd.get();
-    node->saved.push_back({*t, t->storage()->version, static_cast<int>(i), m ? m->grad_fn.get() : nullptr,
-                           m ? m->output_nr : 0});
+    node->saved.push_back({*t, t->storage()->version, static_cast<int>(i),
+                           m ? m->grad_fn.get() : nullptr, m ? m->output_nr : 0});
   }
 
   Outputs outs = redispatch(op, args);
@@ -325,8 +337,8 @@ Outputs record(OpKind op, std::span<const Value> args) {
       Tensor saved = outs[i].detach_descriptor();
       alias_to_modes(saved, outs[i]);
       node->results.push_back(std::move(saved));
-      node->saved.push_back({node->results.back(), outs[i].storage()->version,
-                             -1 - static_cast<int>(i)});
+      node->saved.push_back(
+          {node->results.back(), outs[i].storage()->version, -1 - static_cast<int>(i)});
     }
   }
   for (size_t i = 0; i < outs.size(); ++i) {

@@ -4,9 +4,9 @@
 
 #include <span>
 
+#include "kiln/dispatch/grad_mode.h"
 #include "kiln/ops/op_table.h"
 #include "kiln/ops/value.h"
-#include "kiln/dispatch/grad_mode.h"
 
 namespace kiln::autograd::detail {
 

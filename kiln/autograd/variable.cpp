@@ -39,7 +39,8 @@ void set_requires_grad(const Tensor& t, bool on) {
              "[requires_grad] only tensors of floating dtype can require gradients, got {}",
              t.meta_str());
   KILN_CHECK(!on || !t.is_inference() || inference_mode(), value,
-             "[requires_grad] Setting requires_grad=True on inference tensor outside InferenceMode is not allowed "
+             "[requires_grad] Setting requires_grad=True on inference tensor outside InferenceMode "
+             "is not allowed "
              "({}); clone it first",
              t.meta_str());
   if (on || m) meta_of(t).requires_grad = on;
@@ -53,11 +54,13 @@ bool is_leaf(const Tensor& t) {
 const Tensor& grad(const Tensor& t) {
   const AutogradMeta* m = t.impl()->autograd.get();
   if (m && m->grad_fn && !m->retains_grad && !m->grad.defined())  // as PyTorch warns
-    warn_once("grad of a non-leaf",
-              fmt::format("the .grad of {}, a tensor that is not a leaf, is read: backward() does not fill it. "
-                          "Call retain_grad() on it before backward() to keep its gradient, or read the .grad of "
-                          "the leaf it comes from",
-                          t.meta_str()));
+    warn_once(
+        "grad of a non-leaf",
+        fmt::format(
+            "the .grad of {}, a tensor that is not a leaf, is read: backward() does not fill it. "
+            "Call retain_grad() on it before backward() to keep its gradient, or read the .grad of "
+            "the leaf it comes from",
+            t.meta_str()));
   return m ? m->grad : kUndefined;
 }
 
@@ -66,7 +69,8 @@ Tensor& mutable_grad(const Tensor& t) { return meta_of(t).grad; }
 void retain_grad(const Tensor& t) {
   AutogradMeta& m = meta_of(t);
   KILN_CHECK(m.requires_grad || m.grad_fn, value,
-             "[retain_grad] {} does not require grad: there is no gradient to retain", t.meta_str());
+             "[retain_grad] {} does not require grad: there is no gradient to retain",
+             t.meta_str());
   if (!m.grad_fn || m.retains_grad) return;  // leaves keep their gradient anyway
   m.retains_grad = true;
   m.grad_fn->retained.push_back({m.output_nr, t.impl()->autograd});
@@ -98,9 +102,9 @@ void backward_of(const Tensor& t, const Tensor& grad, bool retain_graph, bool cr
   backward({t}, grad.defined() ? TensorList{grad} : TensorList{}, retain_graph, create_graph);
 }
 
-constexpr kiln::detail::AutogradHooks kHooks{&requires_grad, &set_requires_grad, &is_leaf, &grad,
-                                             &mutable_grad,  &retain_grad,       &grad_fn, &grad_fn_name,
-                                             &detach,        &backward_of};
+constexpr kiln::detail::AutogradHooks kHooks{
+    &requires_grad, &set_requires_grad, &is_leaf,      &grad,   &mutable_grad,
+    &retain_grad,   &grad_fn,           &grad_fn_name, &detach, &backward_of};
 constexpr AutogradLayer kLayer{&detail::record};
 
 // Linked in, installed before main (Note [Autograd methods through a hook]).

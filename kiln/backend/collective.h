@@ -26,13 +26,21 @@ void run_collective(const ops::OpCall& c, std::span<Tensor> outs, CopyInto copy_
   switch (c.op) {
     case OpKind::all_reduce:
       copy_into(out, self);
-      group->all_reduce(out, dist::reduce_op_from_name(c.args.str(1)), dist::Launch::blocking)->wait();
+      group->all_reduce(out, dist::reduce_op_from_name(c.args.str(1)), dist::Launch::blocking)
+          ->wait();
       return;
-    case OpKind::all_gather_into_tensor: group->all_gather(out, self, dist::Launch::blocking)->wait(); return;
+    case OpKind::all_gather_into_tensor:
+      group->all_gather(out, self, dist::Launch::blocking)->wait();
+      return;
     case OpKind::reduce_scatter_tensor:
-      group->reduce_scatter(out, self, dist::reduce_op_from_name(c.args.str(1)), dist::Launch::blocking)->wait();
+      group
+          ->reduce_scatter(out, self, dist::reduce_op_from_name(c.args.str(1)),
+                           dist::Launch::blocking)
+          ->wait();
       return;
-    case OpKind::all_to_all_single: group->all_to_all(out, self, dist::Launch::blocking)->wait(); return;
+    case OpKind::all_to_all_single:
+      group->all_to_all(out, self, dist::Launch::blocking)->wait();
+      return;
     default: fail(ErrorKind::internal, "[{}] is not a collective", op);
   }
 }

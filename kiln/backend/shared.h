@@ -22,58 +22,58 @@
 // X(kernel, ops...): the kernel functions a backend defines and the ops each serves.
 // View ops need no kernel (dispatch builds them from meta); derived in-place ops use
 // their functional kernel plus copy_.
-#define KILN_KERNELS(X)                                                                      \
-  X(k_empty, empty)                                                                          \
-  X(k_full, full)                                                                            \
-  X(k_arange, arange)                                                                        \
-  X(k_rand, rand)                                                                            \
-  X(k_randn, randn)                                                                          \
+#define KILN_KERNELS(X)                                                                       \
+  X(k_empty, empty)                                                                           \
+  X(k_full, full)                                                                             \
+  X(k_arange, arange)                                                                         \
+  X(k_rand, rand)                                                                             \
+  X(k_randn, randn)                                                                           \
   X(k_unary, neg, abs, relu, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu, gelu, erf) \
   X(k_unary, log1p, expm1, log2, tan, atan, asin, acos, sinh, cosh, reciprocal)               \
-  X(k_unary, floor, ceil, round, trunc, sign, exp2, log10, erfc, asinh, acosh, atanh)        \
-  X(k_unary, erfinv, lgamma, digamma, polygamma)                                             \
-  X(k_special, special_unary, special_binary)                                                \
-  X(k_clamp, clamp)                                                                          \
-  X(k_logical_not, logical_not)                                                              \
-  X(k_bitwise, bitwise_not, bitwise_and, bitwise_or, bitwise_xor)                            \
-  X(k_binary, add, sub, mul, div, pow, maximum, minimum)                                     \
-  X(k_binary, remainder, fmod, floor_divide, atan2)                                          \
-  X(k_compare, eq, ne, lt, le, gt, ge)                                                       \
-  X(k_where, where)                                                                          \
-  X(k_gelu_backward, gelu_backward)                                                          \
-  X(k_threshold_backward, threshold_backward)                                                \
-  X(k_masked_fill, masked_fill)                                                              \
-  X(k_copy_, copy_)                                                                          \
-  X(k_fill_, fill_)                                                                          \
-  X(k_sum_mean, sum, mean)                                                                   \
-  X(k_amax, amax, amin)                                                                      \
-  X(k_max_dim, max, min, argmax)                                                             \
-  X(k_prod, prod)                                                                            \
-  X(k_scan, cumsum, cumprod, logcumsumexp)                                                   \
-  X(k_cumextreme, cummax, cummin)                                                            \
-  X(k_cumprod_backward, cumprod_backward)                                                    \
-  X(k_sort, sort, topk)                                                                      \
-  X(k_var, var)                                                                              \
-  X(k_softmax, softmax, log_softmax)                                                         \
-  X(k_softmax_backward, softmax_backward, log_softmax_backward)                              \
-  X(k_mm, mm)                                                                                \
-  X(k_bmm, bmm)                                                                              \
-  X(k_matmul, matmul)                                                                        \
-  X(k_addmm, addmm)                                                                          \
-  X(k_linear, linear)                                                                        \
-  X(k_linear_backward, linear_backward)                                                      \
-  X(k_linalg_eigh, linalg_eigh)                                                              \
-  X(k_linalg_svd, linalg_svd)                                                                \
-  X(k_cat, cat)                                                                              \
-  X(k_as_strided_scatter, as_strided_scatter)                                                \
-  X(k_index_select, index_select)                                                            \
-  X(k_gather, gather)                                                                        \
-  X(k_embedding, embedding)                                                                  \
-  X(k_scatter_add, scatter_add)                                                              \
-  X(k_clone, clone)                                                                          \
-  X(k_layer_norm, layer_norm, rms_norm)                                                      \
-  X(k_layer_norm_backward, layer_norm_backward)                                              \
-  X(k_to_copy, _to_copy)                                                                     \
+  X(k_unary, floor, ceil, round, trunc, sign, exp2, log10, erfc, asinh, acosh, atanh)         \
+  X(k_unary, erfinv, lgamma, digamma, polygamma)                                              \
+  X(k_special, special_unary, special_binary)                                                 \
+  X(k_clamp, clamp)                                                                           \
+  X(k_logical_not, logical_not)                                                               \
+  X(k_bitwise, bitwise_not, bitwise_and, bitwise_or, bitwise_xor)                             \
+  X(k_binary, add, sub, mul, div, pow, maximum, minimum)                                      \
+  X(k_binary, remainder, fmod, floor_divide, atan2)                                           \
+  X(k_compare, eq, ne, lt, le, gt, ge)                                                        \
+  X(k_where, where)                                                                           \
+  X(k_gelu_backward, gelu_backward)                                                           \
+  X(k_threshold_backward, threshold_backward)                                                 \
+  X(k_masked_fill, masked_fill)                                                               \
+  X(k_copy_, copy_)                                                                           \
+  X(k_fill_, fill_)                                                                           \
+  X(k_sum_mean, sum, mean)                                                                    \
+  X(k_amax, amax, amin)                                                                       \
+  X(k_max_dim, max, min, argmax)                                                              \
+  X(k_prod, prod)                                                                             \
+  X(k_scan, cumsum, cumprod, logcumsumexp)                                                    \
+  X(k_cumextreme, cummax, cummin)                                                             \
+  X(k_cumprod_backward, cumprod_backward)                                                     \
+  X(k_sort, sort, topk)                                                                       \
+  X(k_var, var)                                                                               \
+  X(k_softmax, softmax, log_softmax)                                                          \
+  X(k_softmax_backward, softmax_backward, log_softmax_backward)                               \
+  X(k_mm, mm)                                                                                 \
+  X(k_bmm, bmm)                                                                               \
+  X(k_matmul, matmul)                                                                         \
+  X(k_addmm, addmm)                                                                           \
+  X(k_linear, linear)                                                                         \
+  X(k_linear_backward, linear_backward)                                                       \
+  X(k_linalg_eigh, linalg_eigh)                                                               \
+  X(k_linalg_svd, linalg_svd)                                                                 \
+  X(k_cat, cat)                                                                               \
+  X(k_as_strided_scatter, as_strided_scatter)                                                 \
+  X(k_index_select, index_select)                                                             \
+  X(k_gather, gather)                                                                         \
+  X(k_embedding, embedding)                                                                   \
+  X(k_scatter_add, scatter_add)                                                               \
+  X(k_clone, clone)                                                                           \
+  X(k_layer_norm, layer_norm, rms_norm)                                                       \
+  X(k_layer_norm_backward, layer_norm_backward)                                               \
+  X(k_to_copy, _to_copy)                                                                      \
   X(k_collective, all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single)
 
 namespace kiln::backend {
@@ -93,18 +93,19 @@ KILN_HOST_DEVICE inline W gelu_derivative(W v, bool tanh_form, Erf erf_, Exp exp
 }  // namespace kiln::backend
 
 /** Declares a backend's kernels (inside its namespace). */
-#define KILN_DECLARE_KERNEL(name, ...) void name(const ::kiln::ops::OpCall&, std::span<::kiln::Tensor>);
+#define KILN_DECLARE_KERNEL(name, ...) \
+  void name(const ::kiln::ops::OpCall&, std::span<::kiln::Tensor>);
 
 /** The kernel table of the backend whose namespace this expands in. */
-#define KILN_BIND_KERNEL(name, ...)                                              \
+#define KILN_BIND_KERNEL(name, ...) \
   for (::kiln::ops::OpKind op : {KILN_OP_KINDS(__VA_ARGS__)}) t[static_cast<size_t>(op)] = name;
 #define KILN_OP_KIND(op) ::kiln::ops::OpKind::op,
 #define KILN_OP_KINDS(...) KILN_FOR_EACH(KILN_OP_KIND, __VA_ARGS__)
-#define KILN_BUILD_KERNEL_TABLE()         \
-  [] {                                    \
-    ::kiln::ops::KernelTable t{};         \
-    KILN_KERNELS(KILN_BIND_KERNEL)        \
-    return t;                             \
+#define KILN_BUILD_KERNEL_TABLE()  \
+  [] {                             \
+    ::kiln::ops::KernelTable t{};  \
+    KILN_KERNELS(KILN_BIND_KERNEL) \
+    return t;                      \
   }()
 
 // A small FOR_EACH over up to 16 arguments (the longest KILN_KERNELS line).
@@ -125,7 +126,7 @@ KILN_HOST_DEVICE inline W gelu_derivative(W v, bool tanh_form, Erf erf_, Exp exp
 #define KILN_FE_15(m, a, ...) m(a) KILN_FE_14(m, __VA_ARGS__)
 #define KILN_FE_16(m, a, ...) m(a) KILN_FE_15(m, __VA_ARGS__)
 #define KILN_FE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, name, \
-                     ...)                                                                     \
+                     ...)                                                                         \
   name
 #define KILN_FOR_EACH(m, ...)                                                                 \
   KILN_FE_PICK(__VA_ARGS__, KILN_FE_16, KILN_FE_15, KILN_FE_14, KILN_FE_13, KILN_FE_12,       \
@@ -160,7 +161,8 @@ KILN_HOST_DEVICE inline T wrap_mul(T x, T y) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     using P = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, U>;  // no int promotion
-    return static_cast<T>(static_cast<U>(static_cast<P>(static_cast<U>(x)) * static_cast<P>(static_cast<U>(y))));
+    return static_cast<T>(
+        static_cast<U>(static_cast<P>(static_cast<U>(x)) * static_cast<P>(static_cast<U>(y))));
   } else {
     return x * y;
   }
@@ -250,7 +252,9 @@ KILN_HOST_DEVICE inline A scan_combine(Scan s, A acc, A v) {
     using std::fabs;
     using std::log1p;
     if (acc != acc || v != v) return acc + v;
-    if (acc == v) return fabs(acc) == std::numeric_limits<A>::infinity() ? acc : acc + log1p(A(1));  // log(2 e^v)
+    if (acc == v)
+      return fabs(acc) == std::numeric_limits<A>::infinity() ? acc
+                                                             : acc + log1p(A(1));  // log(2 e^v)
     A hi = acc > v ? acc : v;
     return hi + log1p(exp(-fabs(acc - v)));
   }
@@ -376,9 +380,12 @@ inline NormArgs norm_args(const ops::OpCall& c) {
   const Tensor& x = c.args.tensor(0);
   bool rms = c.op == ops::OpKind::rms_norm;
   bool dtype_eps = rms && c.args.is_none(3);
-  return NormArgs{rms, last_dims(x.dim(), static_cast<int64_t>(c.args.ints(1).size())),
-                  c.args.opt_tensor(2), rms ? Tensor() : c.args.opt_tensor(3),
-                  dtype_eps ? 0.0 : c.args.f64(rms ? 3 : 4), dtype_eps};
+  return NormArgs{rms,
+                  last_dims(x.dim(), static_cast<int64_t>(c.args.ints(1).size())),
+                  c.args.opt_tensor(2),
+                  rms ? Tensor() : c.args.opt_tensor(3),
+                  dtype_eps ? 0.0 : c.args.f64(rms ? 3 : 4),
+                  dtype_eps};
 }
 
 /** copy_: a source that overlaps the destination in another layout is read out
@@ -429,10 +436,12 @@ inline int64_t linear_rows(const Tensor& x) {
 /** matmul's 1-D operands as matrices ([1, k] and [k, 1]); their unit dims are absent
  * from the output but do not change its dense layout. */
 inline Tensor as_left_matrix(const Tensor& a) {
-  return a.dim() == 1 ? make_view(a, Dims{1, a.shape()[0]}, Dims{0, a.strides()[0]}, a.offset()) : a;
+  return a.dim() == 1 ? make_view(a, Dims{1, a.shape()[0]}, Dims{0, a.strides()[0]}, a.offset())
+                      : a;
 }
 inline Tensor as_right_matrix(const Tensor& b) {
-  return b.dim() == 1 ? make_view(b, Dims{b.shape()[0], 1}, Dims{b.strides()[0], 0}, b.offset()) : b;
+  return b.dim() == 1 ? make_view(b, Dims{b.shape()[0], 1}, Dims{b.strides()[0], 0}, b.offset())
+                      : b;
 }
 
 /** The broadcast batch shape of matmul's (matrix-promoted) operands. */

@@ -171,8 +171,10 @@ KILN_HOST_DEVICE inline double airy_ai(double x) {
     if (!(next < t) || next < 1e-17) break;
     t = next;
     double signed_t = (k / 2) % 2 ? -t : t;
-    if (k % 2) q += signed_t;
-    else p += signed_t;
+    if (k % 2)
+      q += signed_t;
+    else
+      p += signed_t;
   }
   double phase = zeta + kPi / 4;
   return (sin(phase) * p - cos(phase) * q) / (sqrt(kPi) * sqrt(sqrt(z)));
@@ -399,10 +401,14 @@ KILN_HOST_DEVICE inline W special_binary_of(int code, W xw, W yw) {
     case Special::chebyshev_polynomial_u: return W(sd::chebyshev('u', x, sd::degree(y)));
     case Special::chebyshev_polynomial_v: return W(sd::chebyshev('v', x, sd::degree(y)));
     case Special::chebyshev_polynomial_w: return W(sd::chebyshev('w', x, sd::degree(y)));
-    case Special::shifted_chebyshev_polynomial_t: return W(sd::chebyshev('t', 2 * x - 1, sd::degree(y)));
-    case Special::shifted_chebyshev_polynomial_u: return W(sd::chebyshev('u', 2 * x - 1, sd::degree(y)));
-    case Special::shifted_chebyshev_polynomial_v: return W(sd::chebyshev('v', 2 * x - 1, sd::degree(y)));
-    case Special::shifted_chebyshev_polynomial_w: return W(sd::chebyshev('w', 2 * x - 1, sd::degree(y)));
+    case Special::shifted_chebyshev_polynomial_t:
+      return W(sd::chebyshev('t', 2 * x - 1, sd::degree(y)));
+    case Special::shifted_chebyshev_polynomial_u:
+      return W(sd::chebyshev('u', 2 * x - 1, sd::degree(y)));
+    case Special::shifted_chebyshev_polynomial_v:
+      return W(sd::chebyshev('v', 2 * x - 1, sd::degree(y)));
+    case Special::shifted_chebyshev_polynomial_w:
+      return W(sd::chebyshev('w', 2 * x - 1, sd::degree(y)));
     default: return W(sd::orthogonal_polynomial(fn, x, sd::degree(y)));
   }
 }

@@ -26,8 +26,10 @@ KILN_HOST_DEVICE inline W lgamma_of(W x) {
   return lgamma(x);
 #else
   int sign = 0;  // the reentrant form: std::lgamma writes the global signgam
-  if constexpr (std::is_same_v<W, float>) return ::lgammaf_r(x, &sign);
-  else return ::lgamma_r(x, &sign);
+  if constexpr (std::is_same_v<W, float>)
+    return ::lgammaf_r(x, &sign);
+  else
+    return ::lgamma_r(x, &sign);
 #endif
 }
 
@@ -68,7 +70,9 @@ KILN_HOST_DEVICE inline W digamma_of(W x) {
   using std::log;
   using std::tan;
   using std::trunc;
-  if (x == W(0)) return std::signbit(x) ? std::numeric_limits<W>::infinity() : -std::numeric_limits<W>::infinity();
+  if (x == W(0))
+    return std::signbit(x) ? std::numeric_limits<W>::infinity()
+                           : -std::numeric_limits<W>::infinity();
   W shift = 0;
   if (x < W(0)) {
     if (x == trunc(x)) return std::numeric_limits<W>::quiet_NaN();
@@ -86,8 +90,9 @@ KILN_HOST_DEVICE inline W digamma_of(W x) {
   W series = 0;
   if (x < W(1e17)) {
     W z = W(1) / (x * x);
-    const W c[] = {W(8.33333333333333333333E-2), W(-2.10927960927960927961E-2), W(7.57575757575757575758E-3),
-                   W(-4.16666666666666666667E-3), W(3.96825396825396825397E-3), W(-8.33333333333333333333E-3),
+    const W c[] = {W(8.33333333333333333333E-2), W(-2.10927960927960927961E-2),
+                   W(7.57575757575757575758E-3), W(-4.16666666666666666667E-3),
+                   W(3.96825396825396825397E-3), W(-8.33333333333333333333E-3),
                    W(8.33333333333333333333E-2)};
     W poly = c[0];
     for (int i = 1; i < 7; ++i) poly = poly * z + c[i];
@@ -113,7 +118,8 @@ KILN_HOST_DEVICE inline W trigamma_of(W x) {
   }
   // ψ'(x) ~ 1/x + 1/(2x²) + 1/(6x³) - 1/(30x⁵) + 1/(42x⁷)
   W ixx = W(1) / (x * x);
-  result += (W(1) + W(1) / (W(2) * x) + ixx * (W(1) / 6 - ixx * (W(1) / 30 - ixx * (W(1) / 42)))) / x;
+  result +=
+      (W(1) + W(1) / (W(2) * x) + ixx * (W(1) / 6 - ixx * (W(1) / 30 - ixx * (W(1) / 42)))) / x;
   return sign * result;
 }
 
@@ -142,9 +148,18 @@ KILN_HOST_DEVICE inline W hurwitz_zeta(W s, W q) {
     if (abs(b / sum) < eps) return sum;
   }
   // (2k)! / B_2k for k = 1..12.
-  const W A[] = {W(12.0), W(-720.0), W(30240.0), W(-1209600.0), W(47900160.0), W(-1.8924375803183791606e9),
-                 W(7.47242496e10), W(-2.950130727918164224e12), W(1.1646782814350067249e14),
-                 W(-4.5979787224074726105e15), W(1.8152105401943546773e17), W(-7.1661652561756670113e18)};
+  const W A[] = {W(12.0),
+                 W(-720.0),
+                 W(30240.0),
+                 W(-1209600.0),
+                 W(47900160.0),
+                 W(-1.8924375803183791606e9),
+                 W(7.47242496e10),
+                 W(-2.950130727918164224e12),
+                 W(1.1646782814350067249e14),
+                 W(-4.5979787224074726105e15),
+                 W(1.8152105401943546773e17),
+                 W(-7.1661652561756670113e18)};
   W w = a;
   sum += b * w / (s - W(1)) - W(0.5) * b;
   W fac = 1, k = 0;

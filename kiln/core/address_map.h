@@ -51,7 +51,8 @@ class AddressMap {
     return c;
   }
   size_t slot(const void* key) const {  // Fibonacci hashing: the high bits of a multiply
-    return static_cast<size_t>((reinterpret_cast<uintptr_t>(key) * 0x9e3779b97f4a7c15ull) >> shift_);
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(key) * 0x9e3779b97f4a7c15ull) >>
+                               shift_);
   }
   void rehash(size_t capacity) {
     std::unique_ptr<const void*[]> old_keys = std::move(keys_);

@@ -10,10 +10,11 @@
 namespace kiln {
 
 namespace {
-constexpr size_t kSmall = 512;          // granularity below 1 MiB
+constexpr size_t kSmall = 512;  // granularity below 1 MiB
 constexpr size_t kLargeThreshold = 1 << 20;
-constexpr size_t kHuge = 2 << 20;       // granularity and alignment of large blocks
-static_assert(kLargeThreshold / kSmall == 2048, "CachingHostAllocator::small_ has a list per small size");
+constexpr size_t kHuge = 2 << 20;  // granularity and alignment of large blocks
+static_assert(kLargeThreshold / kSmall == 2048,
+              "CachingHostAllocator::small_ has a list per small size");
 // Blocks from this size on are asked to use transparent huge pages. Not below: a huge
 // page is resident as a whole from its first touch, so a partly used 2 MiB tail of a
 // medium block would count in full (BLOCK's train step: 19.0 MiB peak RSS with huge
@@ -33,7 +34,7 @@ void* os_alloc(size_t size) {
 
 size_t CachingHostAllocator::round_size(size_t nbytes) {
   if (nbytes == 0) return 0;
-  if (nbytes > SIZE_MAX - kHuge) return SIZE_MAX;  // rounding would wrap; the OS refuses it
+  if (nbytes > SIZE_MAX - kHuge) return SIZE_MAX;        // rounding would wrap; the OS refuses it
   size_t g = nbytes < kLargeThreshold ? kSmall : kHuge;  // both powers of two
   return (nbytes + g - 1) & ~(g - 1);
 }
@@ -46,8 +47,10 @@ void* CachingHostAllocator::allocate(size_t nbytes) {
   std::unique_lock lock(mu_);
   void* p = nullptr;
   std::vector<void*>* blocks = nullptr;
-  if (size < kLargeThreshold) blocks = &small_[size / kSmall];
-  else if (auto it = free_.find(size); it != free_.end()) blocks = &it->second;
+  if (size < kLargeThreshold)
+    blocks = &small_[size / kSmall];
+  else if (auto it = free_.find(size); it != free_.end())
+    blocks = &it->second;
   if (blocks && !blocks->empty()) {
     p = blocks->back();
     blocks->pop_back();

@@ -31,20 +31,24 @@ class Dims {
   Dims() = default;
   explicit Dims(size_t n, int64_t value = 0) { resize(n, value); }
   Dims(std::initializer_list<int64_t> v) { assign(v.begin(), v.size()); }
-  Dims(std::span<const int64_t> v) { assign(v.data(), v.size()); }  // NOLINT
+  Dims(std::span<const int64_t> v) { assign(v.data(), v.size()); }     // NOLINT
   Dims(const std::vector<int64_t>& v) { assign(v.data(), v.size()); }  // NOLINT
   // Inline contents are copied as the whole fixed-size buffer: a constant-size copy the
   // compiler does in two vector moves, where a size-dependent one is a libc call (that
   // was the largest single cost of fake propagation).
   Dims(const Dims& o) {
-    if (o.heap_) assign_from(o);
-    else copy_inline(o);
+    if (o.heap_)
+      assign_from(o);
+    else
+      copy_inline(o);
   }
   Dims(Dims&& o) noexcept { steal(o); }
   Dims& operator=(const Dims& o) {
     if (this == &o) return *this;
-    if (!o.heap_ && !heap_) copy_inline(o);
-    else assign_from(o);
+    if (!o.heap_ && !heap_)
+      copy_inline(o);
+    else
+      assign_from(o);
     return *this;
   }
   Dims& operator=(Dims&& o) noexcept {
@@ -193,13 +197,16 @@ class Dims {
   static constexpr uint32_t kFlags = kSymbolic | kPooled;
   // A pool class is a whole number of granules (class c: c granules).
   static size_t pool_class(size_t cap) {
-    return std::max<size_t>(1, (cap * 2 * sizeof(int64_t) + detail::kPoolGranule - 1) / detail::kPoolGranule);
+    return std::max<size_t>(
+        1, (cap * 2 * sizeof(int64_t) + detail::kPoolGranule - 1) / detail::kPoolGranule);
   }
 
   int64_t* ints() { return heap_ ? heap_ : inline_; }
   const int64_t* ints() const { return heap_ ? heap_ : inline_; }
   // The expressions of a symbolic Dims: after its `capacity()` ints.
-  const sym::Expr** exprs() const { return reinterpret_cast<const sym::Expr**>(heap_ + capacity()); }
+  const sym::Expr** exprs() const {
+    return reinterpret_cast<const sym::Expr**>(heap_ + capacity());
+  }
   size_t capacity() const { return heap_ ? (cap_ & ~kFlags) : kInline; }
 
   int64_t read(size_t i) const {
@@ -230,8 +237,9 @@ class Dims {
   // A heap block for `n` entries (twice that when symbolic), keeping the contents.
   void grow(size_t n, bool symbolic) {
     bool pooled = symbolic && pool_class(n) < detail::kPoolClasses;
-    auto* p = static_cast<int64_t*>(pooled ? detail::pool_get(pool_class(n))
-                                           : ::operator new(n * sizeof(int64_t) * (symbolic ? 2 : 1)));
+    auto* p =
+        static_cast<int64_t*>(pooled ? detail::pool_get(pool_class(n))
+                                     : ::operator new(n * sizeof(int64_t) * (symbolic ? 2 : 1)));
     std::memcpy(p, ints(), size_ * sizeof(int64_t));
     if (symbolic) {
       auto** e = reinterpret_cast<const sym::Expr**>(p + n);
@@ -255,8 +263,10 @@ class Dims {
     if (!o.is_symbolic()) return assign(o.ints(), o.size_);
     size_ = 0;
     cap_ &= ~kSymbolic;
-    if (capacity() < o.size_ || !heap_) grow(std::max<size_t>(o.size_, 1), true);
-    else grow(capacity(), true);
+    if (capacity() < o.size_ || !heap_)
+      grow(std::max<size_t>(o.size_, 1), true);
+    else
+      grow(capacity(), true);
     std::memcpy(ints(), o.ints(), o.size_ * sizeof(int64_t));
     std::memcpy(exprs(), o.exprs(), o.size_ * sizeof(const sym::Expr*));
     size_ = o.size_;
@@ -266,8 +276,10 @@ class Dims {
       release_heap();
   }
   [[gnu::noinline]] void release_heap() {
-    if (cap_ & kPooled) detail::pool_put(heap_, pool_class(cap_ & ~kFlags));
-    else ::operator delete(heap_);
+    if (cap_ & kPooled)
+      detail::pool_put(heap_, pool_class(cap_ & ~kFlags));
+    else
+      ::operator delete(heap_);
     heap_ = nullptr;
     cap_ &= ~kFlags;
   }

@@ -16,9 +16,9 @@ namespace kiln {
 enum class DType : uint8_t { f32, f64, f16, bf16, i64, i32, i16, i8, u8, b8 };
 inline constexpr int kNumDTypes = 10;
 
-inline constexpr DType f32 = DType::f32, f64 = DType::f64, f16 = DType::f16,
-                       bf16 = DType::bf16, i64 = DType::i64, i32 = DType::i32,
-                       i16 = DType::i16, i8 = DType::i8, u8 = DType::u8, b8 = DType::b8;
+inline constexpr DType f32 = DType::f32, f64 = DType::f64, f16 = DType::f16, bf16 = DType::bf16,
+                       i64 = DType::i64, i32 = DType::i32, i16 = DType::i16, i8 = DType::i8,
+                       u8 = DType::u8, b8 = DType::b8;
 
 /** The short name ("f32", "bool", ...). */
 std::string_view to_string(DType dtype);
@@ -59,10 +59,10 @@ struct Half {
   uint16_t bits = 0;
   Half() = default;
 #if defined(__FLT16_MAX__) && !defined(__CUDACC__)
-  Half(float f) : bits(std::bit_cast<uint16_t>(static_cast<_Float16>(f))) {}  // NOLINT
+  Half(float f) : bits(std::bit_cast<uint16_t>(static_cast<_Float16>(f))) {}            // NOLINT
   operator float() const { return static_cast<float>(std::bit_cast<_Float16>(bits)); }  // NOLINT
 #else
-  Half(float f) : bits(half_bits_from_float(f)) {}  // NOLINT
+  Half(float f) : bits(half_bits_from_float(f)) {}               // NOLINT
   operator float() const { return float_from_half_bits(bits); }  // NOLINT
 #endif
 };
@@ -83,17 +83,48 @@ struct BFloat16 {
 };
 
 /** The C++ type that stores each DType. */
-template <DType D> struct CppType;
-template <> struct CppType<DType::f32> { using type = float; };
-template <> struct CppType<DType::f64> { using type = double; };
-template <> struct CppType<DType::f16> { using type = Half; };
-template <> struct CppType<DType::bf16> { using type = BFloat16; };
-template <> struct CppType<DType::i64> { using type = int64_t; };
-template <> struct CppType<DType::i32> { using type = int32_t; };
-template <> struct CppType<DType::i16> { using type = int16_t; };
-template <> struct CppType<DType::i8> { using type = int8_t; };
-template <> struct CppType<DType::u8> { using type = uint8_t; };
-template <> struct CppType<DType::b8> { using type = bool; };
+template <DType D>
+struct CppType;
+template <>
+struct CppType<DType::f32> {
+  using type = float;
+};
+template <>
+struct CppType<DType::f64> {
+  using type = double;
+};
+template <>
+struct CppType<DType::f16> {
+  using type = Half;
+};
+template <>
+struct CppType<DType::bf16> {
+  using type = BFloat16;
+};
+template <>
+struct CppType<DType::i64> {
+  using type = int64_t;
+};
+template <>
+struct CppType<DType::i32> {
+  using type = int32_t;
+};
+template <>
+struct CppType<DType::i16> {
+  using type = int16_t;
+};
+template <>
+struct CppType<DType::i8> {
+  using type = int8_t;
+};
+template <>
+struct CppType<DType::u8> {
+  using type = uint8_t;
+};
+template <>
+struct CppType<DType::b8> {
+  using type = bool;
+};
 
 /** The dtype whose elements are C++ type T (cv-qualifiers ignored); false for types
  * that are no dtype's element. */
@@ -105,19 +136,29 @@ inline constexpr bool kIsElement =
     std::is_same_v<std::remove_cv_t<T>, int16_t> || std::is_same_v<std::remove_cv_t<T>, int8_t> ||
     std::is_same_v<std::remove_cv_t<T>, uint8_t> || std::is_same_v<std::remove_cv_t<T>, bool>;
 template <typename T>
-  requires kIsElement<T>
+requires kIsElement<T>
 constexpr DType dtype_of() {
   using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, float>) return DType::f32;
-  else if constexpr (std::is_same_v<U, double>) return DType::f64;
-  else if constexpr (std::is_same_v<U, Half>) return DType::f16;
-  else if constexpr (std::is_same_v<U, BFloat16>) return DType::bf16;
-  else if constexpr (std::is_same_v<U, int64_t>) return DType::i64;
-  else if constexpr (std::is_same_v<U, int32_t>) return DType::i32;
-  else if constexpr (std::is_same_v<U, int16_t>) return DType::i16;
-  else if constexpr (std::is_same_v<U, int8_t>) return DType::i8;
-  else if constexpr (std::is_same_v<U, uint8_t>) return DType::u8;
-  else return DType::b8;
+  if constexpr (std::is_same_v<U, float>)
+    return DType::f32;
+  else if constexpr (std::is_same_v<U, double>)
+    return DType::f64;
+  else if constexpr (std::is_same_v<U, Half>)
+    return DType::f16;
+  else if constexpr (std::is_same_v<U, BFloat16>)
+    return DType::bf16;
+  else if constexpr (std::is_same_v<U, int64_t>)
+    return DType::i64;
+  else if constexpr (std::is_same_v<U, int32_t>)
+    return DType::i32;
+  else if constexpr (std::is_same_v<U, int16_t>)
+    return DType::i16;
+  else if constexpr (std::is_same_v<U, int8_t>)
+    return DType::i8;
+  else if constexpr (std::is_same_v<U, uint8_t>)
+    return DType::u8;
+  else
+    return DType::b8;
 }
 
 }  // namespace kiln

@@ -43,7 +43,8 @@ std::string in_user_op(std::string message) {
   if (close == std::string::npos) return message;
   std::string_view inner(message.data() + 1, close - 1);
   if (inner == t_user_op) return message;
-  return fmt::format("[{}]{} (raised by {})", t_user_op, std::string_view(message).substr(close + 1), inner);
+  return fmt::format("[{}]{} (raised by {})", t_user_op,
+                     std::string_view(message).substr(close + 1), inner);
 }
 
 }  // namespace kiln

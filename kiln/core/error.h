@@ -71,16 +71,16 @@ template <typename... Args>
 
 /** Throws kiln::Error(kind, fmt::format(...)) when `cond` is false; the message is
  * built only on failure. */
-#define KILN_CHECK(cond, kind, ...)                                   \
-  do {                                                                \
-    if (!(cond)) [[unlikely]]                                         \
-      ::kiln::fail(::kiln::ErrorKind::kind, __VA_ARGS__);             \
+#define KILN_CHECK(cond, kind, ...)                       \
+  do {                                                    \
+    if (!(cond)) [[unlikely]]                             \
+      ::kiln::fail(::kiln::ErrorKind::kind, __VA_ARGS__); \
   } while (0)
 
 /** An invariant of kiln itself; failing it is a kiln bug, reported as an internal Error. */
-#define KILN_ASSERT(cond)                                                              \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]]                                                          \
-      ::kiln::fail(::kiln::ErrorKind::internal, "internal assertion '{}' failed at {}:{}", \
-                   #cond, __FILE__, __LINE__);                                         \
+#define KILN_ASSERT(cond)                                                                         \
+  do {                                                                                            \
+    if (!(cond)) [[unlikely]]                                                                     \
+      ::kiln::fail(::kiln::ErrorKind::internal, "internal assertion '{}' failed at {}:{}", #cond, \
+                   __FILE__, __LINE__);                                                           \
   } while (0)

@@ -21,7 +21,7 @@ struct Cleanup {
 };
 }  // namespace
 
-void* pool_get_slow(size_t size_class) { return ::operator new(size_class * kPoolGranule); }
+void* pool_get_slow(size_t size_class) { return ::operator new(size_class* kPoolGranule); }
 
 void pool_put_slow(void* p, size_t size_class) {
   if (t_pool.gone) return ::operator delete(p);

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
-#include <vector>
 #include <new>
 #include <unordered_map>
+#include <vector>
 
 namespace kiln {
 
@@ -68,7 +68,9 @@ struct PoolAllocator {
     ::operator delete(p);
   }
   template <typename U>
-  bool operator==(const PoolAllocator<U>&) const { return true; }
+  bool operator==(const PoolAllocator<U>&) const {
+    return true;
+  }
 };
 
 /** std::make_shared from the pool. */
@@ -83,7 +85,7 @@ using PoolVector = std::vector<T, PoolAllocator<T>>;
 
 /** An unordered_map whose nodes come from the pool (tables filled on every traced op). */
 template <typename K, typename V>
-using PoolMap = std::unordered_map<K, V, std::hash<K>, std::equal_to<K>,
-                                   PoolAllocator<std::pair<const K, V>>>;
+using PoolMap =
+    std::unordered_map<K, V, std::hash<K>, std::equal_to<K>, PoolAllocator<std::pair<const K, V>>>;
 
 }  // namespace kiln

@@ -68,13 +68,16 @@ class SmallVector {
       if (size_ <= N) heap_.assign(inline_, inline_ + size_);
       heap_.resize(n, value);
     } else {
-      if (size_ > N) std::copy(heap_.begin(), heap_.begin() + static_cast<std::ptrdiff_t>(n), inline_);
+      if (size_ > N)
+        std::copy(heap_.begin(), heap_.begin() + static_cast<std::ptrdiff_t>(n), inline_);
       for (size_t i = size_; i < n; ++i) inline_[i] = value;
       heap_.clear();
     }
     size_ = n;
   }
-  bool operator==(const SmallVector& o) const { return std::equal(begin(), end(), o.begin(), o.end()); }
+  bool operator==(const SmallVector& o) const {
+    return std::equal(begin(), end(), o.begin(), o.end());
+  }
 
  private:
   T inline_[N];

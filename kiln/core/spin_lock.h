@@ -15,13 +15,16 @@ class SpinLock {
   void lock() noexcept {
     while (flag_.exchange(true, std::memory_order_acquire)) {
       for (int spins = 0; flag_.load(std::memory_order_relaxed); ++spins) {
-        if (spins < 64) pause();
-        else std::this_thread::yield();
+        if (spins < 64)
+          pause();
+        else
+          std::this_thread::yield();
       }
     }
   }
   bool try_lock() noexcept {
-    return !flag_.load(std::memory_order_relaxed) && !flag_.exchange(true, std::memory_order_acquire);
+    return !flag_.load(std::memory_order_relaxed) &&
+           !flag_.exchange(true, std::memory_order_acquire);
   }
   void unlock() noexcept { flag_.store(false, std::memory_order_release); }
 

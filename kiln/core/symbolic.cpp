@@ -157,8 +157,10 @@ std::optional<Poly> divide_exactly(const Poly& a, const Monomial& m, int64_t k) 
     Monomial rest;  // am minus m, as multisets
     if (!std::includes(am.begin(), am.end(), m.begin(), m.end(), less)) return std::nullopt;
     std::set_difference(am.begin(), am.end(), m.begin(), m.end(), std::back_inserter(rest), less);
-    if (rest.empty()) q.c = add_i(q.c, ak / k);
-    else q.add_term(rest, ak / k);
+    if (rest.empty())
+      q.c = add_i(q.c, ak / k);
+    else
+      q.add_term(rest, ak / k);
   }
   return q;
 }
@@ -198,7 +200,9 @@ const Expr* sub_uncached(const Expr* a, const Expr* b) {
   add_to(p, b, -1);
   return expr_of(p);
 }
-const Expr* mul_uncached(const Expr* a, const Expr* b) { return expr_of(times(poly_of(a), poly_of(b))); }
+const Expr* mul_uncached(const Expr* a, const Expr* b) {
+  return expr_of(times(poly_of(a), poly_of(b)));
+}
 
 const Expr* floordiv_uncached(const Expr* a, const Expr* b) {
   auto ca = as_constant(a), cb = as_constant(b);
@@ -211,8 +215,10 @@ const Expr* floordiv_uncached(const Expr* a, const Expr* b) {
       Poly whole, rest;
       rest.c = pa.c;
       for (const auto& [m, k] : pa.terms)
-        if (k % *cb == 0) whole.add_term(m, k / *cb);
-        else rest.add_term(m, k);
+        if (k % *cb == 0)
+          whole.add_term(m, k / *cb);
+        else
+          rest.add_term(m, k);
       if (!whole.terms.empty()) return add(expr_of(whole), floordiv(expr_of(rest), b));
     }
   }
@@ -261,7 +267,9 @@ struct OpKey {
   bool operator==(const OpKey&) const = default;
 };
 struct OpKeyHash {
-  size_t operator()(const OpKey& k) const { return k.a->hash * 31 + k.b->hash * 7 + static_cast<size_t>(k.op); }
+  size_t operator()(const OpKey& k) const {
+    return k.a->hash * 31 + k.b->hash * 7 + static_cast<size_t>(k.op);
+  }
 };
 // A direct-mapped cache: one slot per hash, a collision simply recomputes.
 template <typename F>
@@ -281,16 +289,28 @@ const Expr* memo(Op op, const Expr* a, const Expr* b, F&& compute) {
 }
 }  // namespace
 
-const Expr* add(const Expr* a, const Expr* b) { return memo(Op::add, a, b, [&] { return add_uncached(a, b); }); }
+const Expr* add(const Expr* a, const Expr* b) {
+  return memo(Op::add, a, b, [&] { return add_uncached(a, b); });
+}
 // subtraction shares add's cache through a distinct tag: Op::symbol is never an operation
-const Expr* sub(const Expr* a, const Expr* b) { return memo(Op::symbol, a, b, [&] { return sub_uncached(a, b); }); }
-const Expr* mul(const Expr* a, const Expr* b) { return memo(Op::mul, a, b, [&] { return mul_uncached(a, b); }); }
+const Expr* sub(const Expr* a, const Expr* b) {
+  return memo(Op::symbol, a, b, [&] { return sub_uncached(a, b); });
+}
+const Expr* mul(const Expr* a, const Expr* b) {
+  return memo(Op::mul, a, b, [&] { return mul_uncached(a, b); });
+}
 const Expr* floordiv(const Expr* a, const Expr* b) {
   return memo(Op::floordiv, a, b, [&] { return floordiv_uncached(a, b); });
 }
-const Expr* mod(const Expr* a, const Expr* b) { return memo(Op::mod, a, b, [&] { return mod_uncached(a, b); }); }
-const Expr* max(const Expr* a, const Expr* b) { return memo(Op::max, a, b, [&] { return extremum(Op::max, a, b); }); }
-const Expr* min(const Expr* a, const Expr* b) { return memo(Op::min, a, b, [&] { return extremum(Op::min, a, b); }); }
+const Expr* mod(const Expr* a, const Expr* b) {
+  return memo(Op::mod, a, b, [&] { return mod_uncached(a, b); });
+}
+const Expr* max(const Expr* a, const Expr* b) {
+  return memo(Op::max, a, b, [&] { return extremum(Op::max, a, b); });
+}
+const Expr* min(const Expr* a, const Expr* b) {
+  return memo(Op::min, a, b, [&] { return extremum(Op::min, a, b); });
+}
 
 std::optional<int64_t> as_constant(const Expr* e) {
   if (e->op == Op::constant) return e->value;
@@ -327,8 +347,10 @@ std::string str(const Expr* e) {
       std::string s;
       for (const Expr* t : e->args) {
         bool negative = t->op == Op::mul && t->value < 0;
-        if (s.empty()) s = negative ? "-" : "";
-        else s += negative ? " - " : " + ";
+        if (s.empty())
+          s = negative ? "-" : "";
+        else
+          s += negative ? " - " : " + ";
         s += term_str(t);
       }
       if (e->value) s += (e->value < 0 ? " - " : " + ") + std::to_string(std::abs(e->value));
@@ -359,7 +381,8 @@ class Parser {
  private:
   static constexpr int kMaxDepth = 64;
   [[noreturn]] void fail_at(const std::string& why) {
-    fail(ErrorKind::format, "{}: cannot read the size expression '{}': {} at offset {}", what_, s_, why, pos_);
+    fail(ErrorKind::format, "{}: cannot read the size expression '{}': {} at offset {}", what_, s_,
+         why, pos_);
   }
   void skip() {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
@@ -373,18 +396,25 @@ class Parser {
   const Expr* sum(int depth) {
     const Expr* e = product(depth);
     for (;;) {
-      if (eat("+")) e = add(e, product(depth));
-      else if (eat("-")) e = sub(e, product(depth));
-      else return e;
+      if (eat("+"))
+        e = add(e, product(depth));
+      else if (eat("-"))
+        e = sub(e, product(depth));
+      else
+        return e;
     }
   }
   const Expr* product(int depth) {
     const Expr* e = unary(depth);
     for (;;) {
-      if (eat("//")) e = checked_div(e, unary(depth), Op::floordiv);
-      else if (eat("*")) e = mul(e, unary(depth));
-      else if (eat("%")) e = checked_div(e, unary(depth), Op::mod);
-      else return e;
+      if (eat("//"))
+        e = checked_div(e, unary(depth), Op::floordiv);
+      else if (eat("*"))
+        e = mul(e, unary(depth));
+      else if (eat("%"))
+        e = checked_div(e, unary(depth), Op::mod);
+      else
+        return e;
     }
   }
   const Expr* checked_div(const Expr* a, const Expr* b, Op op) {
@@ -411,7 +441,9 @@ class Parser {
           fail_at("integer out of range");
       return constant(v);
     }
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+    while (pos_ < s_.size() &&
+           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_'))
+      ++pos_;
     std::string_view name = s_.substr(start, pos_ - start);
     if (name.empty()) fail_at("expected a number or a symbol");
     if (!eat("(")) return symbol(name);
@@ -430,7 +462,9 @@ class Parser {
 };
 }  // namespace
 
-const Expr* parse(std::string_view text, std::string_view what) { return Parser(text, what).parse(); }
+const Expr* parse(std::string_view text, std::string_view what) {
+  return Parser(text, what).parse();
+}
 
 std::vector<const Expr*> symbols_of(const Expr* e) {
   std::vector<const Expr*> out;
@@ -506,7 +540,8 @@ int64_t sat_mul(int64_t a, int64_t b) {
   return (a > 0) == (b > 0) ? kHi : kLo;
 }
 Range times(Range a, Range b) {
-  int64_t c[4] = {sat_mul(a.lo, b.lo), sat_mul(a.lo, b.hi), sat_mul(a.hi, b.lo), sat_mul(a.hi, b.hi)};
+  int64_t c[4] = {sat_mul(a.lo, b.lo), sat_mul(a.lo, b.hi), sat_mul(a.hi, b.lo),
+                  sat_mul(a.hi, b.hi)};
   return {*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
 }
 }  // namespace
@@ -532,7 +567,8 @@ Range range_of(const Expr* e, const std::function<Range(const Expr*)>& range) {
       Range a = range_of(e->args[0], range), b = range_of(e->args[1], range);
       if (b.lo <= 0) return {kLo, kHi};
       if (a.lo >= 0) return {a.lo / b.hi, a.hi / b.lo};
-      return {std::min(floordiv_i(a.lo, b.lo), floordiv_i(a.lo, b.hi)), std::max(a.hi / b.lo, a.hi / b.hi)};
+      return {std::min(floordiv_i(a.lo, b.lo), floordiv_i(a.lo, b.hi)),
+              std::max(a.hi / b.lo, a.hi / b.hi)};
     }
     case Op::mod: {
       Range a = range_of(e->args[0], range), b = range_of(e->args[1], range);
@@ -599,9 +635,11 @@ SymInt SymInt::slow(sym::Op op, const SymInt& a, const SymInt& b) {
         auto nonneg = [&](const sym::Expr* e) { return env->range(e).lo >= 0; };
         const sym::Expr* one = sym::constant(1);
         for (int64_t q : {0, 1}) {
-          const sym::Expr* low = sym::sub(x, sym::mul(sym::constant(q), y));            // a - q*b >= 0
-          const sym::Expr* high = sym::sub(sym::sub(sym::mul(sym::constant(q + 1), y), x), one);  // a < (q+1)*b
-          if (nonneg(low) && nonneg(high)) return op == sym::Op::floordiv ? SymInt(q) : SymInt(low, hint);
+          const sym::Expr* low = sym::sub(x, sym::mul(sym::constant(q), y));  // a - q*b >= 0
+          const sym::Expr* high =
+              sym::sub(sym::sub(sym::mul(sym::constant(q + 1), y), x), one);  // a < (q+1)*b
+          if (nonneg(low) && nonneg(high))
+            return op == sym::Op::floordiv ? SymInt(q) : SymInt(low, hint);
         }
       }
       return {op == sym::Op::floordiv ? sym::floordiv(x, y) : sym::mod(x, y), hint};
@@ -623,13 +661,14 @@ SymInt SymInt::slow(sym::Op op, const SymInt& a, const SymInt& b) {
 
 SymInt SymInt::slow_sub(const SymInt& a, const SymInt& b) {
   int64_t hint;
-  KILN_CHECK(!__builtin_sub_overflow(a.hint_, b.hint_, &hint), shape, "symbolic size arithmetic overflows int64");
+  KILN_CHECK(!__builtin_sub_overflow(a.hint_, b.hint_, &hint), shape,
+             "symbolic size arithmetic overflows int64");
   return {sym::sub(a.as_expr(), b.as_expr()), hint};
 }
 
 // Integers stay integers (hint_of is their arithmetic); an expression takes slow().
-#define KILN_SYM_BINARY(name, op)                                                          \
-  SymInt name(const SymInt& a, const SymInt& b) {                                          \
+#define KILN_SYM_BINARY(name, op)                                                               \
+  SymInt name(const SymInt& a, const SymInt& b) {                                               \
     return a.expr_ || b.expr_ ? SymInt::slow(op, a, b) : SymInt(hint_of(op, a.hint_, b.hint_)); \
   }
 KILN_SYM_BINARY(floordiv, sym::Op::floordiv)
@@ -668,7 +707,9 @@ std::string_view to_string(Rel rel) {
   return "?";
 }
 
-std::string Guard::str() const { return sym::str(lhs) + " " + std::string(to_string(rel)) + " " + sym::str(rhs); }
+std::string Guard::str() const {
+  return sym::str(lhs) + " " + std::string(to_string(rel)) + " " + sym::str(rhs);
+}
 
 // ---- ShapeEnv --------------------------------------------------------------------
 
@@ -681,8 +722,8 @@ ShapeEnv* ShapeEnv::current() { return t_env; }
 ShapeEnvGuard::ShapeEnvGuard(ShapeEnv* env) : prev_(t_env) { t_env = env; }
 ShapeEnvGuard::~ShapeEnvGuard() { t_env = prev_; }
 
-SymInt ShapeEnv::new_symbol(int64_t hint, int64_t min, int64_t max, std::string source, std::string dim_name,
-                            bool automatic) {
+SymInt ShapeEnv::new_symbol(int64_t hint, int64_t min, int64_t max, std::string source,
+                            std::string dim_name, bool automatic) {
   const sym::Expr* e = sym::symbol("s" + std::to_string(symbols_.size()));
   symbols_.push_back({e, min, max, hint, std::move(dim_name), std::move(source), automatic});
   ranges_.clear();

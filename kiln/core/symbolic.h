@@ -178,10 +178,10 @@ struct Guard {
 struct SymbolInfo {
   const sym::Expr* expr;
   int64_t min = 0, max = int64_t{1} << 62;
-  int64_t hint = 0;           // the example value (0 for an unbacked symbol: none)
-  std::string dim_name;       // the user's Dim name ("batch"), or empty
-  std::string source;         // "input_0.shape[0]"
-  bool automatic = false;     // (Y2) may be specialized or related without an error
+  int64_t hint = 0;        // the example value (0 for an unbacked symbol: none)
+  std::string dim_name;    // the user's Dim name ("batch"), or empty
+  std::string source;      // "input_0.shape[0]"
+  bool automatic = false;  // (Y2) may be specialized or related without an error
 };
 
 /** The symbols and guards of one trace (Y1, Y2). Install it with ShapeEnvGuard; while it

@@ -39,9 +39,15 @@ int64_t wrap_dim(int64_t dim, int64_t rank, std::string_view op) {
 }
 
 // Read through const: a mutable access would make a symbolic shape static in place.
-int64_t Tensor::size(int64_t d) const { return shape()[static_cast<size_t>(wrap_dim(d, dim(), "size"))]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[static_cast<size_t>(wrap_dim(d, dim(), "stride"))]; }
-SymInt Tensor::sym_size(int64_t d) const { return impl_->shape.sym(static_cast<size_t>(wrap_dim(d, dim(), "size"))); }
+int64_t Tensor::size(int64_t d) const {
+  return shape()[static_cast<size_t>(wrap_dim(d, dim(), "size"))];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return strides()[static_cast<size_t>(wrap_dim(d, dim(), "stride"))];
+}
+SymInt Tensor::sym_size(int64_t d) const {
+  return impl_->shape.sym(static_cast<size_t>(wrap_dim(d, dim(), "size")));
+}
 
 bool Tensor::symbolic_contiguous() const {
   Dims expected;
@@ -61,8 +67,7 @@ void* Tensor::raw_data() const {
              "or full_tensor() (all of it)",
              meta_str());
   KILN_CHECK(!s->fake, data_dependent,
-             "[data] tensor {} is fake: it has metadata but no data to read or write",
-             meta_str());
+             "[data] tensor {} is fake: it has metadata but no data to read or write", meta_str());
   return static_cast<char*>(s->data) + impl_->offset * static_cast<int64_t>(itemsize());
 }
 
@@ -96,8 +101,8 @@ inline uint64_t fast_count(const Dims& shape) {
   int64_t n = 1, span = 1;
   bool overflow = false;
   for (int64_t s : shape.hints()) {
-    KILN_CHECK(s >= 0, shape, "[{}] Trying to create tensor with negative dimension {}: {}", op,
-               s, shape.str());
+    KILN_CHECK(s >= 0, shape, "[{}] Trying to create tensor with negative dimension {}: {}", op, s,
+               shape.str());
     overflow |= __builtin_mul_overflow(n, s, &n);
     overflow |= __builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span);
   }
@@ -106,7 +111,8 @@ inline uint64_t fast_count(const Dims& shape) {
   return n;
 }
 
-[[gnu::noinline, gnu::cold]] void too_many_bytes(const Dims& shape, DType dtype, std::string_view op) {
+[[gnu::noinline, gnu::cold]] void too_many_bytes(const Dims& shape, DType dtype,
+                                                 std::string_view op) {
   fail(ErrorKind::shape, "[{}] size {} of {} needs more bytes than the address space", op,
        shape.str(), to_string(dtype));
 }
@@ -117,8 +123,9 @@ size_t check_sizes(const Dims& shape, DType dtype, std::string_view op) {
   if (n == 0) [[unlikely]]
     n = static_cast<uint64_t>(checked_count(shape, op));
   int64_t nbytes = 0;
-  if (__builtin_mul_overflow(static_cast<int64_t>(n), static_cast<int64_t>(kiln::itemsize(dtype)), &nbytes))
-    [[unlikely]] too_many_bytes(shape, dtype, op);
+  if (__builtin_mul_overflow(static_cast<int64_t>(n), static_cast<int64_t>(kiln::itemsize(dtype)),
+                             &nbytes)) [[unlikely]]
+    too_many_bytes(shape, dtype, op);
   return static_cast<size_t>(nbytes);
 }
 
@@ -153,7 +160,9 @@ const Tensor kUndefined;
 const std::shared_ptr<autograd::Node> kNoNode;
 }  // namespace
 
-void detail::set_autograd_hooks(const AutogradHooks* hooks) { g_autograd.store(hooks, std::memory_order_release); }
+void detail::set_autograd_hooks(const AutogradHooks* hooks) {
+  g_autograd.store(hooks, std::memory_order_release);
+}
 
 bool Tensor::requires_grad() const {
   return seen_by_autograd(*this) && autograd_hooks("requires_grad").requires_grad(*this);
@@ -162,8 +171,12 @@ Tensor& Tensor::set_requires_grad(bool on) {
   if (on || impl_->autograd) autograd_hooks("requires_grad").set_requires_grad(*this, on);
   return *this;
 }
-bool Tensor::is_leaf() const { return !impl_->autograd || autograd_hooks("is_leaf").is_leaf(*this); }
-const Tensor& Tensor::grad() const { return impl_->autograd ? autograd_hooks("grad").grad(*this) : kUndefined; }
+bool Tensor::is_leaf() const {
+  return !impl_->autograd || autograd_hooks("is_leaf").is_leaf(*this);
+}
+const Tensor& Tensor::grad() const {
+  return impl_->autograd ? autograd_hooks("grad").grad(*this) : kUndefined;
+}
 Tensor& Tensor::mutable_grad() const { return autograd_hooks("grad").mutable_grad(*this); }
 void Tensor::retain_grad() const { autograd_hooks("retain_grad").retain_grad(*this); }
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {

@@ -109,11 +109,11 @@ struct TensorImpl {
   // A new field must also be copied by FakeMode::from_real (which copies them one by one).
 
   Dims shape;
-  Dims strides;           // in elements
-  int64_t offset = 0;     // in elements, into storage
+  Dims strides;        // in elements
+  int64_t offset = 0;  // in elements, into storage
   DType dtype = DType::f32;
-  Device device;          // always has an index
-  Storage storage;        // shared with views; never null
+  Device device;                // always has an index
+  Storage storage;              // shared with views; never null
   bool wrapped_number = false;  // a 0-dim CPU tensor made from a C++ number (promotion)
   /** 1 + the storage version when this tensor was made by a view op; 0 otherwise. */
   uint32_t view_made_at = 0;
@@ -220,7 +220,8 @@ class Tensor {
   Tensor detach_descriptor() const;
   /** (G5) Gradients of this tensor w.r.t. the leaves: a scalar needs no `grad`
    * (autograd::backward). */
-  void backward(const Tensor& grad = Tensor(), bool retain_graph = false, bool create_graph = false) const;
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false,
+                bool create_graph = false) const;
   /** The in-place write counter of this tensor's storage (G4). */
   uint32_t version() const { return impl_->storage->version; }
 

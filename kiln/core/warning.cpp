@@ -36,8 +36,10 @@ void warn_once(std::string_view site, std::string message) {
     handler = w.handler;
   }
   Warning warning{std::string(site), std::move(message)};
-  if (handler) handler(warning);  // outside the lock: a handler may warn or throw
-  else std::fprintf(stderr, "kiln: warning: %s\n", warning.message.c_str());
+  if (handler)
+    handler(warning);  // outside the lock: a handler may warn or throw
+  else
+    std::fprintf(stderr, "kiln: warning: %s\n", warning.message.c_str());
 }
 
 void reset_warnings() {

@@ -34,7 +34,8 @@ void reset_warnings();
 /** Installs a handler for a scope and restores the previous one. */
 class WarningHandlerGuard : ScopeGuard {
  public:
-  explicit WarningHandlerGuard(WarningHandler handler) : before_(set_warning_handler(std::move(handler))) {}
+  explicit WarningHandlerGuard(WarningHandler handler)
+      : before_(set_warning_handler(std::move(handler))) {}
   ~WarningHandlerGuard() { set_warning_handler(std::move(before_)); }
 
  private:

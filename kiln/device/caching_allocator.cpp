@@ -7,9 +7,9 @@
 namespace kiln {
 
 namespace {
-constexpr size_t kSmall = 512;            // granularity below 1 MiB
+constexpr size_t kSmall = 512;  // granularity below 1 MiB
 constexpr size_t kLargeThreshold = 1 << 20;
-constexpr size_t kLarge = 2 << 20;        // granularity from 1 MiB on
+constexpr size_t kLarge = 2 << 20;  // granularity from 1 MiB on
 }  // namespace
 
 size_t StreamAwareAllocator::round_size(size_t nbytes) {
@@ -20,7 +20,9 @@ size_t StreamAwareAllocator::round_size(size_t nbytes) {
 
 StreamAwareAllocator::StreamAwareAllocator(Device device, std::string name, RawAlloc alloc,
                                            RawFree free)
-    : device_(device), name_(std::move(name)), raw_alloc_(std::move(alloc)),
+    : device_(device),
+      name_(std::move(name)),
+      raw_alloc_(std::move(alloc)),
       raw_free_(std::move(free)) {}
 
 StreamAwareAllocator::~StreamAwareAllocator() {
@@ -64,8 +66,7 @@ void StreamAwareAllocator::record_stream(void* ptr, StreamImpl* stream) {
   auto it = live_.find(ptr);
   if (it == live_.end()) return;  // not ours (a view into borrowed memory)
   Block& b = it->second;
-  if (stream == b.stream || std::find(b.uses.begin(), b.uses.end(), stream) != b.uses.end())
-    return;
+  if (stream == b.stream || std::find(b.uses.begin(), b.uses.end(), stream) != b.uses.end()) return;
   b.uses.push_back(stream);
 }
 

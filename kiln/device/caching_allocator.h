@@ -50,8 +50,8 @@ class StreamAwareAllocator final : public Allocator {
  private:
   struct Block {
     size_t size = 0;
-    StreamImpl* stream = nullptr;     // owner: current stream at allocation
-    std::vector<StreamImpl*> uses;    // other streams that used it
+    StreamImpl* stream = nullptr;   // owner: current stream at allocation
+    std::vector<StreamImpl*> uses;  // other streams that used it
   };
   struct Pending {
     void* ptr;

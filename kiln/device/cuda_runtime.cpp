@@ -30,8 +30,10 @@ void check(int status, const char* what) {
 
 void* load_library(const std::string& soname, const char* what) {
   void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) lib = dlopen((std::string(KILN_CUDA_LIBDIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
-  KILN_CHECK(lib, backend, "[{}] cannot load {} (also tried {}): {}", what, soname, KILN_CUDA_LIBDIR, dlerror());
+  if (!lib)
+    lib = dlopen((std::string(KILN_CUDA_LIBDIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+  KILN_CHECK(lib, backend, "[{}] cannot load {} (also tried {}): {}", what, soname,
+             KILN_CUDA_LIBDIR, dlerror());
   return lib;
 }
 
@@ -81,10 +83,14 @@ void raise_kernel_error(int device) {
   KernelError e{seen->code, seen->op, seen->value, seen->bound};
   seen->code = 0;
   if (e.code == 2)
-    fail(ErrorKind::value, "[{}] integer division by zero (ZeroDivisionError) on cuda:{}, found by the "
-         "kernel and reported at this wait", e.op ? e.op : "kernel", device);
-  fail(ErrorKind::index, "[{}] index {} is out of range for size {} (an index tensor on cuda:{}, "
-       "found by the kernel and reported at this wait)", e.op ? e.op : "kernel", e.value, e.bound, device);
+    fail(ErrorKind::value,
+         "[{}] integer division by zero (ZeroDivisionError) on cuda:{}, found by the "
+         "kernel and reported at this wait",
+         e.op ? e.op : "kernel", device);
+  fail(ErrorKind::index,
+       "[{}] index {} is out of range for size {} (an index tensor on cuda:{}, "
+       "found by the kernel and reported at this wait)",
+       e.op ? e.op : "kernel", e.value, e.bound, device);
 }
 
 namespace {
@@ -115,7 +121,8 @@ struct CudaStream final : StreamImpl {
     set_device(device.index);
     cudaEvent_t ev = nullptr;
     check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
-    native = std::shared_ptr<void>(ev, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+    native =
+        std::shared_ptr<void>(ev, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
     check(cudaEventRecord(ev, stream), "cudaEventRecord");
   }
   void event_synchronize(uint64_t, const std::shared_ptr<void>& native) override {

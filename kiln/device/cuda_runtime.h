@@ -34,10 +34,10 @@ void* library_symbol(void* lib, const char* symbol, const std::string& soname, c
 // (remainder, fmod, floor_divide; PyTorch's CPU raises ZeroDivisionError) is reported
 // the same way, as a `value` Error; its element reads as 0.
 struct KernelError {
-  int code;            // 0: none; 1: an index was out of range; 2: an integer division by zero
-  const char* op;      // the op's name (a host string literal, carried through)
-  long long value;     // the bad index
-  long long bound;     // the size it indexes
+  int code;         // 0: none; 1: an index was out of range; 2: an integer division by zero
+  const char* op;   // the op's name (a host string literal, carried through)
+  long long value;  // the bad index
+  long long bound;  // the size it indexes
 };
 
 /** The device's error block, mapped into its address space (allocated on first use);

@@ -17,16 +17,20 @@ std::string_view to_string(ReduceOp op) {
 }
 
 ReduceOp reduce_op_from_name(std::string_view name) {
-  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product})
+  for (ReduceOp op :
+       {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product})
     if (to_string(op) == name) return op;
-  fail(ErrorKind::value, "[collective] unknown reduction '{}' (sum, avg, max, min or product)", name);
+  fail(ErrorKind::value, "[collective] unknown reduction '{}' (sum, avg, max, min or product)",
+       name);
 }
 
 void ProcessGroup::check_rank(std::string_view op, int r) const {
-  KILN_CHECK(r >= 0 && r < size(), index, "[{}] rank {} is not in a group of {} ranks", op, r, size());
+  KILN_CHECK(r >= 0 && r < size(), index, "[{}] rank {} is not in a group of {} ranks", op, r,
+             size());
 }
 
-void ProcessGroup::check_output(std::string_view op, const Tensor& out, const Tensor& in, Rows rows) const {
+void ProcessGroup::check_output(std::string_view op, const Tensor& out, const Tensor& in,
+                                Rows rows) const {
   int64_t n = size();
   KILN_CHECK(in.dim() > 0 && (rows == Rows::gather || in.size(0) % n == 0), shape,
              "[{}] input {} needs a dim 0 that divides into {} chunks", op, in.meta_str(), n);
@@ -48,17 +52,20 @@ std::map<std::string, std::shared_ptr<ProcessGroup>, std::less<>>& groups() {
 
 void bind_group(const std::string& name, std::shared_ptr<ProcessGroup> group) {
   std::lock_guard lock(g_mutex);
-  if (group) groups()[name] = std::move(group);
-  else groups().erase(name);
+  if (group)
+    groups()[name] = std::move(group);
+  else
+    groups().erase(name);
 }
 
 std::shared_ptr<ProcessGroup> bound_group(std::string_view name, std::string_view op) {
   std::lock_guard lock(g_mutex);
   auto it = groups().find(name);
-  KILN_CHECK(it != groups().end(), value,
-             "[{}] no process group is bound to '{}': bind one before running (dist::bind_group, or "
-             "`kiln run`, which binds every group of a program to the MPI world)",
-             op, name);
+  KILN_CHECK(
+      it != groups().end(), value,
+      "[{}] no process group is bound to '{}': bind one before running (dist::bind_group, or "
+      "`kiln run`, which binds every group of a program to the MPI world)",
+      op, name);
   return it->second;
 }
 

@@ -52,13 +52,15 @@ class ProcessGroup {
   /** `output` ([n / size, ...]) gets this rank's slice (along dim 0) of the reduction of the
    * ranks' `input`s ([n, ...]). */
   virtual std::shared_ptr<Work> reduce_scatter(const Tensor& output, const Tensor& input,
-                                               ReduceOp op = ReduceOp::sum, Launch launch = Launch::async) = 0;
+                                               ReduceOp op = ReduceOp::sum,
+                                               Launch launch = Launch::async) = 0;
   /** `input` is split along dim 0 in `size` equal chunks; chunk j goes to rank j, and
    * `output`'s chunk i comes from rank i. */
   virtual std::shared_ptr<Work> all_to_all(const Tensor& output, const Tensor& input,
                                            Launch launch = Launch::async) = 0;
   /** In place: every rank's `tensor` becomes rank `root`'s. */
-  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root, Launch launch = Launch::async) = 0;
+  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root,
+                                          Launch launch = Launch::async) = 0;
   /** Point to point (not checked across ranks: a send and its recv must agree). */
   virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0) = 0;
   virtual std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag = 0) = 0;

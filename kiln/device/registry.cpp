@@ -37,7 +37,8 @@ class CpuBackend final : public DeviceBackend {
                "[set_cpu_device_count] cannot change the CPU device count from {} to {} after "
                "CPU devices were used; call it first (or set KILN_CPU_DEVICES)",
                count_.load(), n);
-    while (static_cast<int>(slots_.size()) < n) slots_.push_back(std::make_unique<Slot>(static_cast<int>(slots_.size())));
+    while (static_cast<int>(slots_.size()) < n)
+      slots_.push_back(std::make_unique<Slot>(static_cast<int>(slots_.size())));
     count_.store(n, std::memory_order_release);
   }
 
@@ -48,8 +49,10 @@ class CpuBackend final : public DeviceBackend {
     if (const char* env = std::getenv("KILN_CPU_DEVICES"); env && *env) {
       char* end = nullptr;
       long v = std::strtol(env, &end, 10);
-      if (*end == '\0' && v >= 1 && v <= 1024) n = static_cast<int>(v);
-      else env_error_ = fmt::format("KILN_CPU_DEVICES must be an integer in 1..1024, got '{}'", env);
+      if (*end == '\0' && v >= 1 && v <= 1024)
+        n = static_cast<int>(v);
+      else
+        env_error_ = fmt::format("KILN_CPU_DEVICES must be an integer in 1..1024, got '{}'", env);
     }
     for (int i = 0; i < n; ++i) slots_.push_back(std::make_unique<Slot>(i));
     count_ = n;
@@ -174,9 +177,7 @@ void manual_seed(uint64_t seed) {
   }
 }
 
-Device current_device(DeviceType type) {
-  return Device(type, t_current[static_cast<int>(type)]);
-}
+Device current_device(DeviceType type) { return Device(type, t_current[static_cast<int>(type)]); }
 
 Device exchange_device(Device device) {
   KILN_ASSERT(device.has_index());

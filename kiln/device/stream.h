@@ -111,9 +111,9 @@ class Event {
   void* native_handle() const { return native_.get(); }
 
  private:
-  StreamImpl* stream_ = nullptr;      // recorded on; null = complete
-  uint64_t target_ = 0;               // CPU side streams: the queue position
-  std::shared_ptr<void> native_;      // CUDA: the event object
+  StreamImpl* stream_ = nullptr;  // recorded on; null = complete
+  uint64_t target_ = 0;           // CPU side streams: the queue position
+  std::shared_ptr<void> native_;  // CUDA: the event object
   friend struct StreamImpl;
 };
 

@@ -42,8 +42,8 @@ int usable_cpus() {
 // each took every core would run cores x ranks threads and wait on each other's spinning
 // teams (torchrun likewise sets one thread per rank).
 struct EnvBudget {
-  int threads = std::max(1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
-                                local_ranks());
+  int threads = std::max(
+      1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) / local_ranks());
   std::string error;
 };
 
@@ -55,8 +55,13 @@ const EnvBudget& env_budget() {
       int cpus = usable_cpus();
       char* end = nullptr;
       long n = std::strtol(env, &end, 10);
-      if (*end == '\0' && n >= 1 && n <= cpus) r.threads = static_cast<int>(n);
-      else r.error = fmt::format("KILN_NUM_THREADS must be an integer in 1..{} (the CPUs this process may run on), got '{}'", cpus, env);
+      if (*end == '\0' && n >= 1 && n <= cpus)
+        r.threads = static_cast<int>(n);
+      else
+        r.error = fmt::format(
+            "KILN_NUM_THREADS must be an integer in 1..{} (the CPUs this process may run on), got "
+            "'{}'",
+            cpus, env);
     }
     return r;
   }();
@@ -96,8 +101,8 @@ void set_num_threads(Device device, int n) {
   KILN_CHECK(device.index < kMaxBudgets, value,
              "[set_num_threads] per-device budgets cover cpu:0..cpu:{}, got {}", kMaxBudgets - 1,
              device);
-  KILN_CHECK(n >= 0, value, "[set_num_threads] needs 0 (the process budget) or more threads, got {}",
-             n);
+  KILN_CHECK(n >= 0, value,
+             "[set_num_threads] needs 0 (the process budget) or more threads, got {}", n);
   device_budgets()[static_cast<size_t>(device.index)].store(n, std::memory_order_relaxed);
 }
 

@@ -23,7 +23,7 @@ using ops::OpKind;
 namespace {
 
 thread_local std::vector<Mode*> t_modes;
-thread_local size_t t_depth = 0;  // modes [0, t_depth) are active for the next dispatch
+thread_local size_t t_depth = 0;   // modes [0, t_depth) are active for the next dispatch
 thread_local size_t t_pushed = 0;  // t_modes.size(), readable without the vector's TLS init
 
 // Pops the innermost mode while it handles a call. See Note [Re-dispatch through the
@@ -90,7 +90,7 @@ struct DeviceFold {
       return;
     }
     if (scalar || (host_ok && d == kHost)) return;  // a host scalar never wins (D2)
-    if (from_scalar) {                             // ... so a later device replaces it
+    if (from_scalar) {                              // ... so a later device replaces it
       device = d, from_scalar = false, arg = name, arg_index = index;
       return;
     }
@@ -129,8 +129,7 @@ Device device_arg(std::span<const Value> args, std::string_view op) {
 }  // namespace
 
 ModeGuard::ModeGuard(Mode& mode) : mode_(&mode) {
-  KILN_CHECK(t_depth == t_modes.size(), value,
-             "modes must be pushed outside of a mode's handler");
+  KILN_CHECK(t_depth == t_modes.size(), value, "modes must be pushed outside of a mode's handler");
   t_modes.push_back(mode_);
   t_depth = t_pushed = t_modes.size();
 }
@@ -175,8 +174,10 @@ Device op_device(OpKind op, std::span<const Value> args) {
     if (auto* t = std::get_if<Tensor>(&v)) {
       if (!t->defined()) continue;
       const Device& d = t->impl()->device;
-      if (!first) first = &d;
-      else if (d != *first) uniform = false;
+      if (!first)
+        first = &d;
+      else if (d != *first)
+        uniform = false;
     } else if (std::holds_alternative<TensorList>(v)) {
       uniform = false;
     }
@@ -242,7 +243,8 @@ ops::MetaOut run_meta(const OpInfo& info, std::span<const Value> args, Device de
   }
   // (E4) an op defined by its schema alone, its fake function not registered yet
   KILN_CHECK(info.functional != info.kind, unsupported,
-             "[{}] has no fake (meta) function yet: register_fake({}, ...) before calling it (kiln computes "
+             "[{}] has no fake (meta) function yet: register_fake({}, ...) before calling it (kiln "
+             "computes "
              "every call's outputs from it, fake or eager)",
              info.name, info.name);
   const OpInfo& functional = ops::op_info(info.functional);
@@ -294,14 +296,16 @@ struct Launch {
 // result has self's dtype, self has no element twice (no 0 stride), and every other
 // tensor argument either does not share self's storage or is exactly self's view (an
 // elementwise kernel reads each element before writing it).
-bool writes_self_directly(const OpInfo& info, std::span<const Value> args, const ops::MetaOut& meta) {
+bool writes_self_directly(const OpInfo& info, std::span<const Value> args,
+                          const ops::MetaOut& meta) {
   const Tensor& self = std::get<Tensor>(args[info.schema.mutated_arg]);
   if (meta.outs[0].dtype != self.dtype()) return false;
   for (int64_t d = 0; d < self.dim(); ++d)
     if (self.strides()[d] == 0 && self.shape()[d] > 1) return false;
   auto harmless = [&](const Tensor& t) {
     if (!t.defined() || &t == &self || t.storage() != self.storage()) return true;
-    return t.offset() == self.offset() && t.shape() == self.shape() && t.strides() == self.strides();
+    return t.offset() == self.offset() && t.shape() == self.shape() &&
+           t.strides() == self.strides();
   };
   for (size_t i = 0; i < args.size(); ++i) {
     if (static_cast<int>(i) == info.schema.mutated_arg) continue;
@@ -318,15 +322,15 @@ bool writes_self_directly(const OpInfo& info, std::span<const Value> args, const
 // (E1) An extension kernel fills the outputs its meta function described; one that swaps
 // in a tensor of another shape, dtype or device would make fake tracing and eager disagree
 // (a built-in kernel cannot: the F6 test holds every built-in to its meta function).
-void check_extension_outputs(const OpInfo& info, const ops::MetaOut& meta, std::span<const Tensor> outs,
-                             Device device) {
+void check_extension_outputs(const OpInfo& info, const ops::MetaOut& meta,
+                             std::span<const Tensor> outs, Device device) {
   for (size_t i = 0; i < outs.size() && i < meta.outs.size(); ++i) {
     const Tensor& o = outs[i];
     KILN_CHECK(o.defined() && o.shape() == meta.outs[i].shape && o.dtype() == meta.outs[i].dtype &&
                    o.device() == device,
-               value, "[{}] the kernel's output {} is {}, but the op's meta function says {}{}@{}", info.name, i,
-               o.defined() ? o.meta_str() : std::string("undefined"), to_string(meta.outs[i].dtype),
-               meta.outs[i].shape.str(), device);
+               value, "[{}] the kernel's output {} is {}, but the op's meta function says {}{}@{}",
+               info.name, i, o.defined() ? o.meta_str() : std::string("undefined"),
+               to_string(meta.outs[i].dtype), meta.outs[i].shape.str(), device);
   }
 }
 
@@ -337,7 +341,8 @@ void run_kernel(const Launch& l, const ops::MetaOut& meta, std::span<const Value
                 std::span<Tensor> outs) {
   KernelScope scope(l.info->name, l.device);
   if (l.info->meta) {
-    kernel_of(l.table, l.info->kind, l.device.type)(ops::OpCall{l.info->kind, args, l.device}, outs);
+    kernel_of(l.table, l.info->kind, l.device.type)(ops::OpCall{l.info->kind, args, l.device},
+                                                    outs);
     if (!ops::is_builtin(l.info->kind)) check_extension_outputs(*l.info, meta, outs, l.device);
     return;
   }
@@ -363,8 +368,8 @@ void order_after_writers(const OpInfo& info, std::span<const Value> args, Stream
   auto order = [&](const Tensor& t) {
     if (!t.defined()) return;
     KILN_CHECK(!t.storage()->fake, value,
-               "[{}] got a fake tensor ({}): it has metadata but no data to compute with", info.name,
-               t.meta_str());
+               "[{}] got a fake tensor ({}): it has metadata but no data to compute with",
+               info.name, t.meta_str());
     StreamImpl* w = t.storage()->writer.load(std::memory_order_relaxed);
     if (!w || w == stream.impl()) return;
     Event written;
@@ -372,7 +377,8 @@ void order_after_writers(const OpInfo& info, std::span<const Value> args, Stream
     written.wait(stream);
   };
   for (const Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) order(*t);
+    if (auto* t = std::get_if<Tensor>(&v))
+      order(*t);
     else if (auto* list = std::get_if<TensorList>(&v))
       for (const Tensor& t : *list) order(t);
   }
@@ -387,7 +393,8 @@ void record_stream_uses(std::span<const Value> args, std::span<Tensor> outs, Str
     if (s->allocator && s->data) s->allocator->record_stream(s->data, stream.impl());
   };
   for (const Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) note(*t);
+    if (auto* t = std::get_if<Tensor>(&v))
+      note(*t);
     else if (auto* list = std::get_if<TensorList>(&v))
       for (const Tensor& t : *list) note(t);
   }
@@ -495,8 +502,8 @@ void launch(const OpInfo& info, const ops::KernelTable* table, Device device,
 const ops::KernelTable* checked_table(const OpInfo& info, Device device) {
   const ops::KernelTable* table = kernel_table(device.type);
   OpKind kernel_op = info.meta ? info.kind : info.functional;
-  KILN_CHECK(kernel_of(table, kernel_op, device.type), unsupported, "[{}] has no kernel for device {}",
-             info.name, device);
+  KILN_CHECK(kernel_of(table, kernel_op, device.type), unsupported,
+             "[{}] has no kernel for device {}", info.name, device);
   return table;
 }
 
@@ -518,8 +525,10 @@ Outputs dispatch_eager(OpKind op, std::span<const Value> args) {
       if (Allocator* pinned = b->host_transfer_allocator()) allocator = pinned;
   }
   Outputs outs;
-  if (info.meta) outs = materialize(info, args, meta, device, allocator);
-  else outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
+  if (info.meta)
+    outs = materialize(info, args, meta, device, allocator);
+  else
+    outs.push_back(std::get<Tensor>(args[info.schema.mutated_arg]));
   launch(info, table, device, meta, args, outs);
   return outs;
 }
@@ -621,13 +630,16 @@ void check_inference_write(OpKind op, std::span<const Value> args) {
   const OpInfo& info = ops::op_info(op);
   const Tensor& self = std::get<Tensor>(args[static_cast<size_t>(info.schema.mutated_arg)]);
   KILN_CHECK(!self.is_inference() || inference_mode(), value,
-             "[{}] Inplace update to inference tensor outside InferenceMode is not allowed ({}). You can make a "
+             "[{}] Inplace update to inference tensor outside InferenceMode is not allowed ({}). "
+             "You can make a "
              "clone to get a normal tensor before doing inplace update",
              info.name, self.meta_str());
 }
 }  // namespace
 
-void set_autograd_layer(const AutogradLayer* layer) { g_autograd_layer.store(layer, std::memory_order_release); }
+void set_autograd_layer(const AutogradLayer* layer) {
+  g_autograd_layer.store(layer, std::memory_order_release);
+}
 
 void bump_version(OpKind op, std::span<const Value> args) {
   if (inference_mode()) return;
@@ -641,7 +653,8 @@ Outputs dispatch(OpKind op, std::span<const Value> args) {
   if (t_depth == t_pushed) [[likely]] {
     bool inplace = ops::op_is_inplace(op);
     if (inplace) check_inference_write(op, args);
-    if (should_record(args)) return g_autograd_layer.load(std::memory_order_relaxed)->record(op, args);
+    if (should_record(args))
+      return g_autograd_layer.load(std::memory_order_relaxed)->record(op, args);
     if (inplace) bump_version(op, args);
   }
   return redispatch(op, args);

@@ -118,7 +118,8 @@ void dispatch_into(ops::OpKind op, std::span<const Value> args, std::span<Tensor
 Outputs dispatch_meta(ops::OpKind op, std::span<const Value> args);
 /** The checks an in-place op without a meta function of its own makes on its
  * functional form's result (shape and dtype of that result): it must fit `self`. */
-void check_inplace_result(const ops::OpInfo& info, const Tensor& self, const Dims& shape, DType dtype);
+void check_inplace_result(const ops::OpInfo& info, const Tensor& self, const Dims& shape,
+                          DType dtype);
 
 /** Autograd, the layer above dispatch: dispatch() hands it each call from user code
  * while grad mode is on and a tensor argument requires grad (`record`, which runs the op

@@ -37,7 +37,9 @@ class NoGradGuard : ScopeGuard {
 /** Turns recording on (or off) while alive, e.g. to train inside a NoGradGuard. */
 class GradModeGuard : ScopeGuard {
  public:
-  explicit GradModeGuard(bool enabled) : prev_(detail::t_grad_enabled) { detail::t_grad_enabled = enabled; }
+  explicit GradModeGuard(bool enabled) : prev_(detail::t_grad_enabled) {
+    detail::t_grad_enabled = enabled;
+  }
   ~GradModeGuard() { detail::t_grad_enabled = prev_; }
 
  private:

@@ -3,8 +3,8 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/fake/fake_mode.h"
@@ -30,7 +30,8 @@ constexpr const char* kSaveIdKey = "__kiln_save_id__";
 // another program, or a stale one an interrupted save left -- carries another id.
 int64_t agree_on_save_id(const DeviceMesh& m) {
   std::random_device rd;
-  int64_t mine = static_cast<int64_t>((uint64_t{rd()} << 20 ^ rd()) & ((uint64_t{1} << 52) - 1)) + 1;
+  int64_t mine =
+      static_cast<int64_t>((uint64_t{rd()} << 20 ^ rd()) & ((uint64_t{1} << 52) - 1)) + 1;
   Tensor id = full({1}, static_cast<double>(mine), {.dtype = DType::f64, .device = m.device()});
   for (int64_t i = 0; i < m.ndim(); ++i) m.group(i)->all_reduce(id, ReduceOp::max)->wait();
   return static_cast<int64_t>(item<double>(id));  // exact: below 2^53
@@ -50,7 +51,8 @@ Placement parse_placement(const std::string& s, const std::string& where) {
     auto [end, ec] = std::from_chars(s.data() + 2, s.data() + s.size() - 1, d);
     if (ec == std::errc() && end == s.data() + s.size() - 1 && d >= 0) return Shard(d);
   }
-  if (s.rfind("P(", 0) == 0 && s.back() == ')') return Partial(reduce_op_from_name(s.substr(2, s.size() - 3)));
+  if (s.rfind("P(", 0) == 0 && s.back() == ')')
+    return Partial(reduce_op_from_name(s.substr(2, s.size() - 3)));
   fail(ErrorKind::format, "[load_distributed] {}: bad placement '{}'", where, s);
 }
 
@@ -60,7 +62,8 @@ json placements_json(const Placements& p) {
   return a;
 }
 
-Placements placements_of(const json& a, const DeviceMesh& mesh, int64_t ndim, const std::string& where) {
+Placements placements_of(const json& a, const DeviceMesh& mesh, int64_t ndim,
+                         const std::string& where) {
   KILN_CHECK(a.is_array() && static_cast<int64_t>(a.size()) == mesh.ndim(), format,
              "[load_distributed] {}: expected {} placements", where, mesh.ndim());
   Placements p;
@@ -83,7 +86,8 @@ struct SlotRestore {
 
 }  // namespace
 
-void save_distributed(nn::Module& module, const TensorList& example_inputs, const std::string& path) {
+void save_distributed(nn::Module& module, const TensorList& example_inputs,
+                      const std::string& path) {
   std::vector<nn::NamedTensor> named = module.named_tensors();
   const DeviceMesh* mesh = nullptr;
   for (const nn::NamedTensor& t : named)
@@ -91,7 +95,8 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
       mesh = &dtensor_state(*t.tensor).mesh;
       break;
     }
-  KILN_CHECK(mesh, value, "[save_distributed] the module has no DTensor (use parallelize_module first)");
+  KILN_CHECK(mesh, value,
+             "[save_distributed] the module has no DTensor (use parallelize_module first)");
   DeviceMesh m = *mesh;
   json placements = json::object();
   for (const nn::NamedTensor& t : named) {
@@ -101,8 +106,9 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
   }
   json inputs = json::array();
   for (const Tensor& x : example_inputs)
-    inputs.push_back(placements_json(x.is_dtensor() ? dtensor_state(x).placements
-                                                    : Placements(static_cast<size_t>(m.ndim()), Replicate())));
+    inputs.push_back(placements_json(x.is_dtensor()
+                                         ? dtensor_state(x).placements
+                                         : Placements(static_cast<size_t>(m.ndim()), Replicate())));
 
   // The global graph: the module traced on plain fake tensors of the global shapes.
   ExportedProgram global;
@@ -112,7 +118,8 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
     for (const nn::NamedTensor& t : named) {
       restore.saved.emplace_back(t.tensor, *t.tensor);
       bool grad = t.tensor->requires_grad();
-      *t.tensor = empty(t.tensor->shape().vec(), {.dtype = t.tensor->dtype(), .device = m.device()});
+      *t.tensor =
+          empty(t.tensor->shape().vec(), {.dtype = t.tensor->dtype(), .device = m.device()});
       if (grad) t.tensor->set_requires_grad(true);
     }
     TensorList globals;
@@ -138,13 +145,16 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
     Placements whole = s.placements;
     for (Placement& p : whole)
       if (p.is_partial()) p = Replicate();
-    Tensor local = whole == s.placements ? s.local(*t.tensor->impl()) : to_local(redistribute(*t.tensor, whole));
+    Tensor local = whole == s.placements ? s.local(*t.tensor->impl())
+                                         : to_local(redistribute(*t.tensor, whole));
     bool owner = true;
     std::vector<int64_t> offsets(static_cast<size_t>(t.tensor->dim()), 0);
     for (int64_t i = 0; i < m.ndim(); ++i) {
       const Placement& p = whole[static_cast<size_t>(i)];
-      if (p.is_shard()) offsets[p.dim] = chunk_of(t.tensor->size(p.dim), m.size(i), m.coordinate(i)).first;
-      else owner = owner && m.coordinate(i) == 0;
+      if (p.is_shard())
+        offsets[p.dim] = chunk_of(t.tensor->size(p.dim), m.size(i), m.coordinate(i)).first;
+      else
+        owner = owner && m.coordinate(i) == 0;
     }
     if (!owner || local.numel() == 0) continue;
     std::string key = t.name + "@";
@@ -166,17 +176,21 @@ std::optional<SavedMesh> saved_mesh(const std::string& path) {
   try {
     read_graph(path, text);
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::format && std::string_view(e.what()).find("no 'distribution'") != std::string_view::npos)
+    if (e.kind() == ErrorKind::format &&
+        std::string_view(e.what()).find("no 'distribution'") != std::string_view::npos)
       return std::nullopt;
     throw;
   }
   json d = json::parse(text);
   SavedMesh m;
-  KILN_CHECK(d.is_object() && d.contains("mesh") && d["mesh"].is_object() && d["mesh"].contains("shape") &&
-                 d["mesh"]["shape"].is_array() && d["mesh"].contains("names") && d["mesh"]["names"].is_array(),
+  KILN_CHECK(d.is_object() && d.contains("mesh") && d["mesh"].is_object() &&
+                 d["mesh"].contains("shape") && d["mesh"]["shape"].is_array() &&
+                 d["mesh"].contains("names") && d["mesh"]["names"].is_array(),
              format, "[load_distributed] {}: malformed distribution", path);
-  for (const json& x : d["mesh"]["shape"]) m.shape.push_back(x.is_number_integer() ? x.get<int64_t>() : 0);
-  for (const json& x : d["mesh"]["names"]) m.names.push_back(x.is_string() ? x.get<std::string>() : "");
+  for (const json& x : d["mesh"]["shape"])
+    m.shape.push_back(x.is_number_integer() ? x.get<int64_t>() : 0);
+  for (const json& x : d["mesh"]["names"])
+    m.names.push_back(x.is_string() ? x.get<std::string>() : "");
   return m;
 }
 
@@ -185,42 +199,50 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
   ExportedProgram global = read_graph(path, text);
   move_to_device(global, mesh.device());  // traced on the saving rank's device
   json d = json::parse(text);
-  KILN_CHECK(d.is_object() && d.contains("mesh") && d.contains("world") && d.contains("placements") &&
-                 d.contains("inputs") && d["world"].is_number_integer() && d["mesh"].is_object() &&
-                 d["mesh"].contains("names") && d["mesh"]["names"].is_array() && d["placements"].is_object() &&
-                 d["inputs"].is_array(),
+  KILN_CHECK(d.is_object() && d.contains("mesh") && d.contains("world") &&
+                 d.contains("placements") && d.contains("inputs") &&
+                 d["world"].is_number_integer() && d["mesh"].is_object() &&
+                 d["mesh"].contains("names") && d["mesh"]["names"].is_array() &&
+                 d["placements"].is_object() && d["inputs"].is_array(),
              format, "[load_distributed] {}: malformed distribution", path);
   std::vector<std::string> names;
-  for (const json& x : d["mesh"]["names"]) names.push_back(x.is_string() ? x.get<std::string>() : "");
+  for (const json& x : d["mesh"]["names"])
+    names.push_back(x.is_string() ? x.get<std::string>() : "");
   KILN_CHECK(names == mesh.names(), value,
-             "[load_distributed] {} was saved for a mesh with axes {}, but the mesh given is {}", path,
-             d["mesh"]["names"].dump(), mesh.str());
+             "[load_distributed] {} was saved for a mesh with axes {}, but the mesh given is {}",
+             path, d["mesh"]["names"].dump(), mesh.str());
   int64_t saved_world = d["world"].get<int64_t>();
-  KILN_CHECK(saved_world > 0 && saved_world <= 65536, format, "[load_distributed] {}: bad world size {}", path,
-             saved_world);
+  KILN_CHECK(saved_world > 0 && saved_world <= 65536, format,
+             "[load_distributed] {}: bad world size {}", path, saved_world);
   std::vector<NamedTensors> files;
   for (int64_t r = 0; r < saved_world; ++r) {
     std::string file = shard_path(path, r, saved_world);
     std::error_code ec;
-    KILN_CHECK(std::filesystem::exists(file, ec), value,
-               "[load_distributed] shard file {} is missing: every rank that saved the program writes one", file);
+    KILN_CHECK(
+        std::filesystem::exists(file, ec), value,
+        "[load_distributed] shard file {} is missing: every rank that saved the program writes one",
+        file);
     files.push_back(load_safetensors(file));
     // Every shard must come from the save that wrote the program file (files saved before
     // kiln stored ids have none on either side).
     if (d.contains("save_id")) {
-      KILN_CHECK(d["save_id"].is_number_integer(), format, "[load_distributed] {}: malformed save_id", path);
+      KILN_CHECK(d["save_id"].is_number_integer(), format,
+                 "[load_distributed] {}: malformed save_id", path);
       int64_t want = d["save_id"].get<int64_t>(), got = -1;
       NamedTensors& f = files.back();
       for (auto it = f.begin(); it != f.end(); ++it)
         if (it->first == kSaveIdKey) {
-          if (it->second.numel() == 1 && it->second.dtype() == DType::i64) got = item<int64_t>(it->second);
+          if (it->second.numel() == 1 && it->second.dtype() == DType::i64)
+            got = item<int64_t>(it->second);
           f.erase(it);
           break;
         }
-      KILN_CHECK(got == want, format,
-                 "[load_distributed] shard file {} was not written by the save of {} (its save id is {}, the "
-                 "program's {}): a shard of another program, or left from an earlier or interrupted save",
-                 file, path, got < 0 ? std::string("missing") : std::to_string(got), want);
+      KILN_CHECK(
+          got == want, format,
+          "[load_distributed] shard file {} was not written by the save of {} (its save id is {}, "
+          "the "
+          "program's {}): a shard of another program, or left from an earlier or interrupted save",
+          file, path, got < 0 ? std::string("missing") : std::to_string(got), want);
     }
   }
 
@@ -234,19 +256,24 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
     const InputSpec& spec = global.signature.inputs[k];
     const ir::ValueMeta& meta = graph_inputs[k]->meta()[0];
     if (spec.kind == InputSpec::Kind::user_input) {
-      size_t j = static_cast<size_t>(std::count_if(global.signature.inputs.begin(), global.signature.inputs.begin() + k,
-                                                   [](const InputSpec& s) { return s.kind == InputSpec::Kind::user_input; }));
-      KILN_CHECK(j < d["inputs"].size(), format, "[load_distributed] {}: no placements for input {}", path, j);
-      out.input_placements.push_back(placements_of(d["inputs"][j], mesh, static_cast<int64_t>(meta.shape.size()), spec.target));
+      size_t j = static_cast<size_t>(
+          std::count_if(global.signature.inputs.begin(), global.signature.inputs.begin() + k,
+                        [](const InputSpec& s) { return s.kind == InputSpec::Kind::user_input; }));
+      KILN_CHECK(j < d["inputs"].size(), format,
+                 "[load_distributed] {}: no placements for input {}", path, j);
+      out.input_placements.push_back(placements_of(
+          d["inputs"][j], mesh, static_cast<int64_t>(meta.shape.size()), spec.target));
       out.input_meta.push_back(meta);
       FakeMode fake;
-      inputs.push_back(distribute_tensor(empty(meta.shape.vec(), {.dtype = meta.dtype, .device = mesh.device()}), mesh,
-                                         out.input_placements.back()));
+      inputs.push_back(
+          distribute_tensor(empty(meta.shape.vec(), {.dtype = meta.dtype, .device = mesh.device()}),
+                            mesh, out.input_placements.back()));
       continue;
     }
-    KILN_CHECK(d["placements"].contains(spec.target), format, "[load_distributed] {}: no placements for '{}'", path,
-               spec.target);
-    Placements p = placements_of(d["placements"][spec.target], mesh, static_cast<int64_t>(meta.shape.size()), spec.target);
+    KILN_CHECK(d["placements"].contains(spec.target), format,
+               "[load_distributed] {}: no placements for '{}'", path, spec.target);
+    Placements p = placements_of(d["placements"][spec.target], mesh,
+                                 static_cast<int64_t>(meta.shape.size()), spec.target);
     Tensor whole = zeros(meta.shape.vec(), {.dtype = meta.dtype, .device = mesh.device()});
     if (spec.kind != InputSpec::Kind::workspace) {
       Tensor cover = zeros(meta.shape.vec(), {.dtype = DType::i32, .device = mesh.device()});
@@ -265,31 +292,40 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
             offsets.push_back(o);
             at = comma + 1;
           }
-          KILN_CHECK(offsets.size() == meta.shape.size() && shard.dim() == static_cast<int64_t>(offsets.size()) &&
+          KILN_CHECK(offsets.size() == meta.shape.size() &&
+                         shard.dim() == static_cast<int64_t>(offsets.size()) &&
                          shard.dtype() == meta.dtype,
-                     format, "[load_distributed] shard '{}' ({}) does not fit {}{}", key, shard.meta_str(),
-                     to_string(meta.dtype), meta.shape.str());
+                     format, "[load_distributed] shard '{}' ({}) does not fit {}{}", key,
+                     shard.meta_str(), to_string(meta.dtype), meta.shape.str());
           Tensor into = whole, seen = cover;
           for (size_t q = 0; q < offsets.size(); ++q) {
             KILN_CHECK(offsets[q] <= meta.shape[q] - shard.size(static_cast<int64_t>(q)), format,
-                       "[load_distributed] shard '{}' ({}) reaches past {}", key, shard.meta_str(), meta.shape.str());
-            into = narrow(into, static_cast<int64_t>(q), offsets[q], shard.size(static_cast<int64_t>(q)));
-            seen = narrow(seen, static_cast<int64_t>(q), offsets[q], shard.size(static_cast<int64_t>(q)));
+                       "[load_distributed] shard '{}' ({}) reaches past {}", key, shard.meta_str(),
+                       meta.shape.str());
+            into = narrow(into, static_cast<int64_t>(q), offsets[q],
+                          shard.size(static_cast<int64_t>(q)));
+            seen = narrow(seen, static_cast<int64_t>(q), offsets[q],
+                          shard.size(static_cast<int64_t>(q)));
           }
           copy_(into, to(shard, mesh.device()));
           add_(seen, wrapped_number(1));
         }
       KILN_CHECK(whole.numel() == 0 ||
                      (item<int64_t>(amin(cover)) == 1 && item<int64_t>(amax(cover)) == 1),
-                 value, "[load_distributed] '{}': its shards do not cover it exactly once (a shard file is incomplete)",
+                 value,
+                 "[load_distributed] '{}': its shards do not cover it exactly once (a shard file "
+                 "is incomplete)",
                  spec.target);
     }
     Tensor dt = distribute_tensor(whole, mesh, p);
     inputs.push_back(dt);
-    bool stateful = spec.kind == InputSpec::Kind::parameter || spec.kind == InputSpec::Kind::optimizer_state ||
+    bool stateful = spec.kind == InputSpec::Kind::parameter ||
+                    spec.kind == InputSpec::Kind::optimizer_state ||
                     (spec.kind == InputSpec::Kind::buffer && spec.persistent);
-    if (stateful) local_state.emplace_back(spec.target, to_local(dt));
-    else if (spec.kind != InputSpec::Kind::workspace) local_constants.emplace_back(spec.target, to_local(dt));
+    if (stateful)
+      local_state.emplace_back(spec.target, to_local(dt));
+    else if (spec.kind != InputSpec::Kind::workspace)
+      local_constants.emplace_back(spec.target, to_local(dt));
   }
 
   // This rank's graph: the global graph through the DTensor layer, captured (S4). Its
@@ -309,11 +345,13 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
   out.program.state = std::move(local_state);
   out.program.constants = std::move(local_constants);
   for (ir::Node* n : out.program.graph.nodes())
-    if (n->opcode() == ir::Opcode::constant) out.program.constants.emplace_back(n->name(), n->value());
+    if (n->opcode() == ir::Opcode::constant)
+      out.program.constants.emplace_back(n->name(), n->value());
   for (WorkspaceRecipe w : global.workspaces) {
     w.device = mesh.device();
     for (size_t k = 0; k < global.signature.inputs.size(); ++k)
-      if (global.signature.inputs[k].target == w.name && global.signature.inputs[k].kind == InputSpec::Kind::workspace)
+      if (global.signature.inputs[k].target == w.name &&
+          global.signature.inputs[k].kind == InputSpec::Kind::workspace)
         w.shape = to_local(inputs[k]).shape();
     out.program.workspaces.push_back(w);
   }

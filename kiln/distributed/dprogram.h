@@ -26,11 +26,12 @@ namespace kiln::dist {
  * replicated). `path` gets the global program with the abstract mesh and placements
  * (written by the mesh's first rank); `path.shard-R-of-N` rank R's shards. Every rank
  * of the mesh calls it; it returns when every file is written. */
-void save_distributed(nn::Module& module, const TensorList& example_inputs, const std::string& path);
+void save_distributed(nn::Module& module, const TensorList& example_inputs,
+                      const std::string& path);
 
 /** A distributed program lowered for this rank. */
 struct LoadedProgram {
-  ExportedProgram program;                 // run it with this rank's shards of the inputs
+  ExportedProgram program;                   // run it with this rank's shards of the inputs
   std::vector<Placements> input_placements;  // how the user inputs were laid out at export
   std::vector<ir::ValueMeta> input_meta;     // their global metadata
 };
@@ -46,8 +47,8 @@ std::optional<SavedMesh> saved_mesh(const std::string& path);
 
 /** Every rank of `mesh` calls it: reads the program and every shard file, lays the
  * state out on `mesh` (the saved axis names, any sizes), lowers the global graph to
- * this rank's program, and binds the mesh's axis names to its groups (mesh.bind()). Missing or incomplete shards, or other axis names, are errors
- * naming the file or tensor. */
+ * this rank's program, and binds the mesh's axis names to its groups (mesh.bind()). Missing or
+ * incomplete shards, or other axis names, are errors naming the file or tensor. */
 LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh);
 
 }  // namespace kiln::dist

@@ -51,12 +51,13 @@ struct DeviceMesh::Impl {
 namespace {
 void check_names(const std::vector<int64_t>& shape, const std::vector<std::string>& names) {
   KILN_CHECK(!shape.empty() && shape.size() == names.size(), value,
-             "[DeviceMesh] needs one name per dimension: shape has {} dims, {} names given", shape.size(),
-             names.size());
+             "[DeviceMesh] needs one name per dimension: shape has {} dims, {} names given",
+             shape.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     KILN_CHECK(shape[i] > 0, value, "[DeviceMesh] dimension '{}' has size {}", names[i], shape[i]);
     for (size_t j = 0; j < i; ++j)
-      KILN_CHECK(names[i] != names[j], value, "[DeviceMesh] dimension name '{}' is used twice", names[i]);
+      KILN_CHECK(names[i] != names[j], value, "[DeviceMesh] dimension name '{}' is used twice",
+                 names[i]);
   }
 }
 std::vector<int64_t> coords_of(int64_t rank, const std::vector<int64_t>& shape) {
@@ -72,15 +73,16 @@ namespace {
 std::vector<std::shared_ptr<ProcessGroup>> split_dims(const std::shared_ptr<ProcessGroup>& world,
                                                       const std::vector<int64_t>& shape) {
   int64_t n = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
-  KILN_CHECK(world && n == world->size(), value, "[DeviceMesh] a mesh of {} ranks over a group of {}", n,
-             world ? world->size() : 0);
+  KILN_CHECK(world && n == world->size(), value,
+             "[DeviceMesh] a mesh of {} ranks over a group of {}", n, world ? world->size() : 0);
   std::vector<std::shared_ptr<ProcessGroup>> groups;
   for (size_t d = 0; d < shape.size(); ++d) {
     std::shared_ptr<ProcessGroup> mine;
     int64_t stride = 1;
     for (size_t k = d + 1; k < shape.size(); ++k) stride *= shape[k];
     for (int64_t base = 0; base < n; ++base) {
-      if (coords_of(base, shape)[d] != 0) continue;  // one group per line along d, named by its first rank
+      if (coords_of(base, shape)[d] != 0)
+        continue;  // one group per line along d, named by its first rank
       std::vector<int> ranks;
       for (int64_t i = 0; i < shape[d]; ++i) ranks.push_back(static_cast<int>(base + i * stride));
       if (auto g = world->split(ranks)) mine = g;
@@ -104,8 +106,9 @@ DeviceMesh::DeviceMesh(const std::shared_ptr<ProcessGroup>& world, std::vector<i
   bind();
 }
 
-DeviceMesh DeviceMesh::nccl(const std::shared_ptr<ProcessGroup>& bootstrap, std::vector<int64_t> shape,
-                            std::vector<std::string> names, Device device) {
+DeviceMesh DeviceMesh::nccl(const std::shared_ptr<ProcessGroup>& bootstrap,
+                            std::vector<int64_t> shape, std::vector<std::string> names,
+                            Device device) {
   check_names(shape, names);
   auto impl = std::make_shared<Impl>();
   // Each dimension's NCCL communicator, bootstrapped over that dimension's group.
@@ -120,8 +123,8 @@ DeviceMesh DeviceMesh::nccl(const std::shared_ptr<ProcessGroup>& bootstrap, std:
   return mesh;
 }
 
-DeviceMesh DeviceMesh::fake(std::vector<int64_t> shape, std::vector<std::string> names, int64_t rank,
-                            Device device) {
+DeviceMesh DeviceMesh::fake(std::vector<int64_t> shape, std::vector<std::string> names,
+                            int64_t rank, Device device) {
   check_names(shape, names);
   int64_t n = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
   KILN_CHECK(rank >= 0 && rank < n, index, "[DeviceMesh] rank {} of a mesh of {}", rank, n);
@@ -129,7 +132,8 @@ DeviceMesh DeviceMesh::fake(std::vector<int64_t> shape, std::vector<std::string>
   impl->coords = coords_of(rank, shape);
   impl->device = resolve_device(device);
   for (size_t d = 0; d < shape.size(); ++d)
-    impl->groups.push_back(fake_group(static_cast<int>(impl->coords[d]), static_cast<int>(shape[d])));
+    impl->groups.push_back(
+        fake_group(static_cast<int>(impl->coords[d]), static_cast<int>(shape[d])));
   impl->shape = std::move(shape);
   impl->names = std::move(names);
   DeviceMesh mesh(std::move(impl));
@@ -144,7 +148,9 @@ int64_t DeviceMesh::size() const {
 }
 const std::vector<int64_t>& DeviceMesh::shape() const { return impl_->shape; }
 const std::vector<std::string>& DeviceMesh::names() const { return impl_->names; }
-int64_t DeviceMesh::coordinate(int64_t dim) const { return impl_->coords[static_cast<size_t>(dim)]; }
+int64_t DeviceMesh::coordinate(int64_t dim) const {
+  return impl_->coords[static_cast<size_t>(dim)];
+}
 Device DeviceMesh::device() const { return impl_->device; }
 const std::shared_ptr<ProcessGroup>& DeviceMesh::group(int64_t dim) const {
   return impl_->groups[static_cast<size_t>(dim)];
@@ -185,18 +191,21 @@ namespace {
 Outputs handle(OpKind op, std::span<const Value> args);
 
 // (S1) That `placements` can lay out an `ndim`-d tensor on `mesh`.
-void check_layout(int64_t ndim, const DeviceMesh& mesh, const Placements& placements, std::string_view op) {
+void check_layout(int64_t ndim, const DeviceMesh& mesh, const Placements& placements,
+                  std::string_view op) {
   KILN_CHECK(static_cast<int64_t>(placements.size()) == mesh.ndim(), internal,
              "[{}] {} placements for a mesh of {} dimensions", op, placements.size(), mesh.ndim());
   for (size_t i = 0; i < placements.size(); ++i) {
     const Placement& p = placements[i];
     if (!p.is_shard()) continue;
-    KILN_CHECK(p.dim >= 0 && p.dim < ndim, index, "[{}] placement {} of a {}-d tensor", op, p.str(), ndim);
+    KILN_CHECK(p.dim >= 0 && p.dim < ndim, index, "[{}] placement {} of a {}-d tensor", op, p.str(),
+               ndim);
     for (size_t j = 0; j < i; ++j)  // a mesh has a few dimensions: no set needed
-      KILN_CHECK(!(placements[j].is_shard() && placements[j].dim == p.dim), unsupported,
-                 "[{}] tensor dim {} is sharded by two mesh dimensions {}; kiln shards a tensor dim "
-                 "along one mesh dimension at most",
-                 op, p.dim, to_string(placements));
+      KILN_CHECK(
+          !(placements[j].is_shard() && placements[j].dim == p.dim), unsupported,
+          "[{}] tensor dim {} is sharded by two mesh dimensions {}; kiln shards a tensor dim "
+          "along one mesh dimension at most",
+          op, p.dim, to_string(placements));
   }
 }
 
@@ -216,7 +225,8 @@ Dims local_shape(const Dims& global, const DeviceMesh& mesh, const Placements& p
 
 // The placements a user gave, checked against the mesh and the tensor's rank, with a
 // negative shard dim counted from the end (Shard(-1) is the last dim), as PyTorch.
-Placements checked_placements(const DeviceMesh& mesh, Placements placements, int64_t ndim, std::string_view op) {
+Placements checked_placements(const DeviceMesh& mesh, Placements placements, int64_t ndim,
+                              std::string_view op) {
   KILN_CHECK(static_cast<int64_t>(placements.size()) == mesh.ndim(), value,
              "[{}] {} placements for a mesh of {} dimensions", op, placements.size(), mesh.ndim());
   for (Placement& p : placements) {
@@ -230,8 +240,9 @@ Placements checked_placements(const DeviceMesh& mesh, Placements placements, int
 // Attaches the DTensor state to `outer` (an impl with global metadata, no data).
 void attach(const Tensor& outer, Tensor local, const DeviceMesh& mesh, Placements placements) {
   Dims want = local_shape(outer.shape(), mesh, placements, "dtensor");
-  KILN_CHECK(local.shape() == want, internal, "DTensor of {} with placements {}: local shard {} should be {}",
-             outer.shape().str(), to_string(placements), local.shape().str(), want.str());
+  KILN_CHECK(local.shape() == want, internal,
+             "DTensor of {} with placements {}: local shard {} should be {}", outer.shape().str(),
+             to_string(placements), local.shape().str(), want.str());
   outer.impl()->dtensor = make_pooled<DTensorState>(std::move(local), mesh, std::move(placements));
 }
 
@@ -241,7 +252,8 @@ Tensor distribute_like(const Tensor& like, const Tensor& whole);
 Tensor inner_of(const Tensor& t) { return t.impl()->dtensor->local(*t.impl()); }
 constexpr DTensorLayer kLayer{&handle, &inner_of, &rewrap, &rewrap_gradient, &distribute_like};
 
-Tensor make_dtensor(const Tensor& local, const Dims& global, const DeviceMesh& mesh, const Placements& placements) {
+Tensor make_dtensor(const Tensor& local, const Dims& global, const DeviceMesh& mesh,
+                    const Placements& placements) {
   static std::once_flag installed;
   std::call_once(installed, [] { set_dtensor_layer(&kLayer); });
   size_t bytes = check_sizes(global, local.dtype(), "dtensor");
@@ -289,7 +301,8 @@ Tensor rewrap_gradient(const Tensor& like, const Tensor& inner) {
 const Tensor& DTensorState::local(const TensorImpl& outer) const {
   if (derived_)
     std::call_once(made_, [&] {
-      local_ = make_tensor(local_shape(outer.shape, mesh, placements, "to_local"), outer.dtype, outer.device,
+      local_ = make_tensor(local_shape(outer.shape, mesh, placements, "to_local"), outer.dtype,
+                           outer.device,
                            /*allocator=*/nullptr, "to_local");
     });
   return local_;
@@ -327,12 +340,13 @@ Tensor to_local(const Tensor& dtensor, std::optional<Placements> grad_placements
   if (!autograd::grad_enabled() || !dtensor.requires_grad()) return local;
   Tensor out = local.detach_descriptor();  // a handle of its own to carry the history
   DeviceMesh mesh = s.mesh;
-  Placements back = grad_placements ? checked_placements(mesh, *grad_placements, dtensor.dim(), "to_local")
-                                    : s.placements;
+  Placements back = grad_placements
+                        ? checked_placements(mesh, *grad_placements, dtensor.dim(), "to_local")
+                        : s.placements;
   Dims global = dtensor.shape();
-  autograd::record_function(out, dtensor, "ToTorchTensorBackward", [mesh, back, global](const Tensor& g) {
-    return from_local(g, mesh, back, global);
-  });
+  autograd::record_function(
+      out, dtensor, "ToTorchTensorBackward",
+      [mesh, back, global](const Tensor& g) { return from_local(g, mesh, back, global); });
   return out;
 }
 
@@ -341,23 +355,24 @@ Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements&
   KILN_CHECK(!local.is_dtensor(), value, "[from_local] the local tensor is a DTensor already");
   Placements placements = checked_placements(mesh, given, local.dim(), "from_local");
   KILN_CHECK(local.device() == mesh.device(), device_mismatch,
-             "[from_local] the local tensor is on {} but the mesh's device is {}", local.device(), mesh.device());
+             "[from_local] the local tensor is on {} but the mesh's device is {}", local.device(),
+             mesh.device());
   Dims global = local.shape();
   if (global_shape) {
     global = *global_shape;
     Dims want = local_shape(global, mesh, placements, "from_local");
     KILN_CHECK(want == local.shape(), shape,
-               "[from_local] a {} shard of a {} tensor with placements {} is {} on this rank", local.shape().str(),
-               global.str(), to_string(placements), want.str());
+               "[from_local] a {} shard of a {} tensor with placements {} is {} on this rank",
+               local.shape().str(), global.str(), to_string(placements), want.str());
   } else {
     for (int64_t i = 0; i < mesh.ndim(); ++i)
       if (placements[i].is_shard()) global[placements[i].dim] *= mesh.size(i);  // even shards
   }
   Tensor out = make_dtensor(local, global, mesh, placements);
   if (autograd::grad_enabled() && local.requires_grad()) {
-    Placements back = replicate_partials(grad_placements ? checked_placements(mesh, *grad_placements, local.dim(),
-                                                                              "from_local")
-                                                         : placements);
+    Placements back = replicate_partials(
+        grad_placements ? checked_placements(mesh, *grad_placements, local.dim(), "from_local")
+                        : placements);
     autograd::record_function(out, local, "FromTorchTensorBackward", [back](const Tensor& g) {
       return to_local(g.is_dtensor() ? redistribute(g, back) : g);
     });
@@ -391,8 +406,9 @@ Tensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, const Place
 
 std::string describe(const Tensor& t) {
   const DTensorState& s = dtensor_state(t, "describe");
-  return fmt::format("DTensor({}{}, mesh={}, placements={}, local={})", to_string(t.dtype()), t.shape().str(),
-                     s.mesh.str(), to_string(s.placements), s.local(*t.impl()).meta_str());
+  return fmt::format("DTensor({}{}, mesh={}, placements={}, local={})", to_string(t.dtype()),
+                     t.shape().str(), s.mesh.str(), to_string(s.placements),
+                     s.local(*t.impl()).meta_str());
 }
 
 // ---- redistribution ---------------------------------------------------------------
@@ -438,7 +454,8 @@ Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMes
       if (chunk * n > global[d]) {
         Dims pad_shape = local.shape();
         pad_shape[d] = chunk * n - global[d];
-        padded = cat({local, zeros(pad_shape.vec(), {.dtype = local.dtype(), .device = local.device()})}, d);
+        padded = cat(
+            {local, zeros(pad_shape.vec(), {.dtype = local.dtype(), .device = local.device()})}, d);
       }
       Tensor front = contiguous(transpose(padded, 0, d));
       Tensor mine = transpose(reduce_scatter_tensor(front, "sum", n, axis), 0, d);
@@ -514,7 +531,8 @@ Tensor redistribute(const Tensor& dtensor, const Placements& given) {
 
 Tensor full_tensor(const Tensor& dtensor) {
   const DTensorState& s = dtensor_state(dtensor, "full_tensor");
-  return to_local(redistribute(dtensor, Placements(static_cast<size_t>(s.mesh.ndim()), Replicate())));
+  return to_local(
+      redistribute(dtensor, Placements(static_cast<size_t>(s.mesh.ndim()), Replicate())));
 }
 
 // ---- running a call on the shards (the rules: sharding.cpp) --------------------------
@@ -532,28 +550,33 @@ Operands operands_of(OpKind op, std::span<const Value> args, const DeviceMesh*& 
   auto take = [&](const Tensor& t, size_t i) {
     if (!t.defined()) return;
     if (!t.is_dtensor()) {
-      KILN_CHECK(t.numel() == 1, value,
-                 "[{}] mixed Tensor and DTensor: argument '{}' is a plain tensor {}; only a 0-dim or "
-                 "one-element tensor joins a DTensor op (as a replicated scalar). Make it a DTensor first "
-                 "(distribute_tensor or from_local)",
-                 ops::op_name(op), i < specs.size() ? specs[i].name : "?", t.meta_str());
+      KILN_CHECK(
+          t.numel() == 1, value,
+          "[{}] mixed Tensor and DTensor: argument '{}' is a plain tensor {}; only a 0-dim or "
+          "one-element tensor joins a DTensor op (as a replicated scalar). Make it a DTensor first "
+          "(distribute_tensor or from_local)",
+          ops::op_name(op), i < specs.size() ? specs[i].name : "?", t.meta_str());
       if (t.dim() != 0)  // as PyTorch: a 0-dim tensor is a scalar, a one-element one is a guess
-        warn_once("DTensor implicit replication",
-                  fmt::format("[{}] argument '{}' is a plain one-element tensor {} with {} dim(s): it is "
-                              "replicated over the mesh implicitly. Make it 0-dim, or a DTensor (distribute_tensor)",
-                              ops::op_name(op), i < specs.size() ? specs[i].name : "?", t.meta_str(), t.dim()));
+        warn_once(
+            "DTensor implicit replication",
+            fmt::format("[{}] argument '{}' is a plain one-element tensor {} with {} dim(s): it is "
+                        "replicated over the mesh implicitly. Make it 0-dim, or a DTensor "
+                        "(distribute_tensor)",
+                        ops::op_name(op), i < specs.size() ? specs[i].name : "?", t.meta_str(),
+                        t.dim()));
       return;
     }
     const DTensorState& s = *t.impl()->dtensor;
     if (!mesh) mesh = &s.mesh;
     KILN_CHECK(s.mesh == *mesh, value,
-               "[{}] DTensor arguments on different meshes: {} and {} (argument '{}')", ops::op_name(op),
-               mesh->str(), s.mesh.str(), i < specs.size() ? specs[i].name : "?");
+               "[{}] DTensor arguments on different meshes: {} and {} (argument '{}')",
+               ops::op_name(op), mesh->str(), s.mesh.str(), i < specs.size() ? specs[i].name : "?");
     in.tensors.push_back(&t);
     in.arg.push_back(static_cast<int>(i));
   };
   for (size_t i = 0; i < args.size(); ++i) {
-    if (auto* t = std::get_if<Tensor>(&args[i])) take(*t, i);
+    if (auto* t = std::get_if<Tensor>(&args[i]))
+      take(*t, i);
     else if (auto* l = std::get_if<TensorList>(&args[i]))
       for (const Tensor& t : *l) take(t, i);
   }
@@ -561,8 +584,8 @@ Operands operands_of(OpKind op, std::span<const Value> args, const DeviceMesh*& 
 }
 
 // The local form of an argument that names global sizes (view, expand): the local shape.
-Value local_arg(OpKind op, size_t i, const Value& v, const Tensor& global_out, const DeviceMesh& mesh,
-                const Placements& out) {
+Value local_arg(OpKind op, size_t i, const Value& v, const Tensor& global_out,
+                const DeviceMesh& mesh, const Placements& out) {
   if ((op == OpKind::view || op == OpKind::expand) && i == 1)
     return local_shape(global_out.shape(), mesh, out, ops::op_name(op)).vec();
   return v;
@@ -578,7 +601,8 @@ PoolVector<Value> replicate_plain(std::span<const Value> args) {
     if (!mesh && t.defined() && t.is_dtensor()) mesh = &t.impl()->dtensor->mesh;
   };
   for (const Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) find(*t);
+    if (auto* t = std::get_if<Tensor>(&v))
+      find(*t);
     else if (auto* l = std::get_if<TensorList>(&v))
       for (const Tensor& t : *l) find(t);
   }
@@ -588,7 +612,8 @@ PoolVector<Value> replicate_plain(std::span<const Value> args) {
   };
   PoolVector<Value> out(args.begin(), args.end());
   for (Value& v : out) {
-    if (auto* t = std::get_if<Tensor>(&v)) v = lift(*t);
+    if (auto* t = std::get_if<Tensor>(&v))
+      v = lift(*t);
     else if (auto* l = std::get_if<TensorList>(&v)) {
       TensorList lifted;
       for (const Tensor& t : *l) lifted.push_back(lift(t));
@@ -603,7 +628,8 @@ Outputs handle_call(OpKind op, std::span<const Value> args);
 // Indices and masks are never partial sums.
 void check_output_placements(const ops::OpInfo& info, const Tensor& out, const Placements& p) {
   if (is_floating(out.dtype())) return;
-  for (const Placement& x : p) KILN_CHECK(!x.is_partial(), internal, "[{}] partial integer output", info.name);
+  for (const Placement& x : p)
+    KILN_CHECK(!x.is_partial(), internal, "[{}] partial integer output", info.name);
 }
 
 // Whether running the op on the shards would only propagate metadata (FakeMode below,
@@ -637,9 +663,10 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
     return entry.decompose(args);
   }
   if (op == OpKind::_to_copy)
-    KILN_CHECK(std::get<Device>(args[2]) == mesh->device(), unsupported,
-               "[_to_copy] moves a DTensor off its mesh's device {}; use to_local() or full_tensor()",
-               mesh->device());
+    KILN_CHECK(
+        std::get<Device>(args[2]) == mesh->device(), unsupported,
+        "[_to_copy] moves a DTensor off its mesh's device {}; use to_local() or full_tensor()",
+        mesh->device());
   // Global metadata from kiln's own meta function, on the global shapes (errors too).
   Outputs global = dispatch_meta(op, args);
   bool derive = derives_shards(info, args, in);
@@ -693,7 +720,9 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
 
 }  // namespace
 
-ImplicitReplication::ImplicitReplication() : prev_(t_implicit_replication) { t_implicit_replication = true; }
+ImplicitReplication::ImplicitReplication() : prev_(t_implicit_replication) {
+  t_implicit_replication = true;
+}
 ImplicitReplication::~ImplicitReplication() { t_implicit_replication = prev_; }
 
 namespace {
@@ -711,7 +740,8 @@ bool path_matches(std::string_view pattern, std::string_view path) {
 
 void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
                         const std::vector<std::pair<std::string, ParallelStyle>>& plan) {
-  KILN_CHECK(mesh.ndim() == 1, unsupported, "[parallelize_module] needs a 1-d mesh, got {}", mesh.str());
+  KILN_CHECK(mesh.ndim() == 1, unsupported, "[parallelize_module] needs a 1-d mesh, got {}",
+             mesh.str());
   for (const nn::NamedTensor& nt : module.named_tensors()) {
     size_t dot = nt.name.rfind('.');
     std::string owner = dot == std::string::npos ? "" : nt.name.substr(0, dot);
@@ -720,8 +750,10 @@ void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
     for (const auto& [pattern, style] : plan) {
       if (!path_matches(pattern, owner)) continue;
       bool weight = leaf == "weight";
-      if (style == ParallelStyle::colwise) p = Shard(0);
-      else if (weight) p = Shard(1);
+      if (style == ParallelStyle::colwise)
+        p = Shard(0);
+      else if (weight)
+        p = Shard(1);
     }
     Tensor value = nt.tensor->is_dtensor() ? full_tensor(*nt.tensor) : *nt.tensor;
     bool grad = nt.kind == nn::SlotKind::parameter;

@@ -48,7 +48,9 @@ struct Placement {
   /** "S(0)", "R", "P(sum)". */
   std::string str() const;
 };
-inline Placement Shard(int64_t dim) { return {Placement::Kind::shard, ReduceOp::sum, static_cast<int32_t>(dim)}; }
+inline Placement Shard(int64_t dim) {
+  return {Placement::Kind::shard, ReduceOp::sum, static_cast<int32_t>(dim)};
+}
 inline Placement Replicate() { return {}; }
 inline Placement Partial(ReduceOp op = ReduceOp::sum) { return {Placement::Kind::partial, op, 0}; }
 /** One placement per mesh dimension; inline for meshes of up to 4 dimensions, so

@@ -18,7 +18,8 @@ class DoneWork final : public Work {
 class FakeGroup final : public ProcessGroup {
  public:
   FakeGroup(int rank, int size) : rank_(rank), size_(size) {
-    KILN_CHECK(size > 0 && rank >= 0 && rank < size, value, "[fake_group] rank {} of {} ranks", rank, size);
+    KILN_CHECK(size > 0 && rank >= 0 && rank < size, value, "[fake_group] rank {} of {} ranks",
+               rank, size);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -33,7 +34,8 @@ class FakeGroup final : public ProcessGroup {
     }
     return done();
   }
-  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp, Launch) override {
+  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp,
+                                       Launch) override {
     check_output("reduce_scatter", out, in, Rows::scatter);
     Tensor dst = out;
     copy_(dst, narrow(in, 0, rank_ * out.size(0), out.size(0)));
@@ -61,7 +63,8 @@ class FakeGroup final : public ProcessGroup {
   std::shared_ptr<ProcessGroup> split(const std::vector<int>& ranks) override {
     for (size_t i = 0; i < ranks.size(); ++i) {
       check_rank("split", ranks[i]);
-      if (ranks[i] == rank_) return std::make_shared<FakeGroup>(static_cast<int>(i), static_cast<int>(ranks.size()));
+      if (ranks[i] == rank_)
+        return std::make_shared<FakeGroup>(static_cast<int>(i), static_cast<int>(ranks.size()));
     }
     return nullptr;
   }
@@ -78,11 +81,16 @@ class LocalGroup final : public ProcessGroup {
   int size() const override { return 1; }
   std::string_view engine() const override { return "local"; }
   std::shared_ptr<Work> all_reduce(const Tensor&, ReduceOp, Launch) override { return done(); }
-  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in, Launch) override { return copy(out, in); }
-  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp, Launch) override {
+  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in, Launch) override {
     return copy(out, in);
   }
-  std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in, Launch) override { return copy(out, in); }
+  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp,
+                                       Launch) override {
+    return copy(out, in);
+  }
+  std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in, Launch) override {
+    return copy(out, in);
+  }
   std::shared_ptr<Work> broadcast(const Tensor&, int root, Launch) override {
     check_rank("broadcast", root);
     return done();
@@ -104,7 +112,8 @@ class LocalGroup final : public ProcessGroup {
   static std::shared_ptr<Work> done() { return std::make_shared<DoneWork>(); }
   static std::shared_ptr<Work> copy(const Tensor& out, const Tensor& in) {
     KILN_CHECK(out.shape() == in.shape() && out.dtype() == in.dtype(), shape,
-               "[collective] output {} must match input {} in a group of 1 rank", out.meta_str(), in.meta_str());
+               "[collective] output {} must match input {} in a group of 1 rank", out.meta_str(),
+               in.meta_str());
     Tensor dst = out;
     copy_(dst, in);
     return done();
@@ -113,21 +122,24 @@ class LocalGroup final : public ProcessGroup {
 
 }  // namespace
 
-std::shared_ptr<ProcessGroup> fake_group(int rank, int size) { return std::make_shared<FakeGroup>(rank, size); }
+std::shared_ptr<ProcessGroup> fake_group(int rank, int size) {
+  return std::make_shared<FakeGroup>(rank, size);
+}
 std::shared_ptr<ProcessGroup> local_group() { return std::make_shared<LocalGroup>(); }
 
 #if !KILN_WITH_NCCL
 bool nccl_available() { return false; }
 std::shared_ptr<ProcessGroup> nccl_group(const std::shared_ptr<ProcessGroup>&, Device device) {
-  fail(ErrorKind::unsupported, "[nccl_group] this kiln was built without CUDA, so without NCCL (asked for {})",
-       device);
+  fail(ErrorKind::unsupported,
+       "[nccl_group] this kiln was built without CUDA, so without NCCL (asked for {})", device);
 }
 #endif
 
 #if !KILN_WITH_MPI
 bool mpi_available() { return false; }
 std::shared_ptr<ProcessGroup> mpi_world() {
-  fail(ErrorKind::unsupported, "[mpi_world] this kiln was built without MPI (install libopenmpi-dev and rebuild)");
+  fail(ErrorKind::unsupported,
+       "[mpi_world] this kiln was built without MPI (install libopenmpi-dev and rebuild)");
 }
 #endif
 

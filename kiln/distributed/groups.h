@@ -9,24 +9,24 @@
 // algorithms do the work); a call returns a Work at once, and wait() blocks on its
 // completion. A caller that would only wait for the worker runs the call itself, in the
 // same order: a Launch::blocking call when nothing is queued or running, a wait() on the
-// call the idle worker would run next (two thread wake-ups fewer, ~7 us a call here). A collective reads and writes dense buffers of an engine dtype: inputs that
-// are not contiguous (or whose dtype the engine lacks: f16, bf16 go through f32) are
-// staged in a dense copy, after the stream that last wrote them (D4), and outputs staged
-// that way are copied back before the work completes; the outputs then carry no pending
-// stream. Callers must not touch a collective's tensors before wait(). Each collective is
-// numbered per group; unless KILN_CHECK_COLLECTIVES=0, the ranks first compare what they
-// are about to call (kind, reduction, dtype, shape, root) with one 16-byte all-reduce, so
-// a mismatch is an Error on every rank, raised by wait(), naming the collective and its
-// number instead of a hang or garbage (C4). A wait longer than KILN_COLLECTIVE_TIMEOUT
-// seconds (default 300) is an Error too, after which the broken job ends at exit (no MPI finalize).
+// call the idle worker would run next (two thread wake-ups fewer, ~7 us a call here). A collective
+// reads and writes dense buffers of an engine dtype: inputs that are not contiguous (or whose dtype
+// the engine lacks: f16, bf16 go through f32) are staged in a dense copy, after the stream that
+// last wrote them (D4), and outputs staged that way are copied back before the work completes; the
+// outputs then carry no pending stream. Callers must not touch a collective's tensors before
+// wait(). Each collective is numbered per group; unless KILN_CHECK_COLLECTIVES=0, the ranks first
+// compare what they are about to call (kind, reduction, dtype, shape, root) with one 16-byte
+// all-reduce, so a mismatch is an Error on every rank, raised by wait(), naming the collective and
+// its number instead of a hang or garbage (C4). A wait longer than KILN_COLLECTIVE_TIMEOUT seconds
+// (default 300) is an Error too, after which the broken job ends at exit (no MPI finalize).
 
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "kiln/device/process_group.h"
 #include "kiln/api/functional.h"
+#include "kiln/device/process_group.h"
 
 namespace kiln::dist {
 
@@ -49,6 +49,7 @@ bool nccl_available();
  * `bootstrap` (e.g. mpi_world()), which carries NCCL's unique id from rank 0. Collectives
  * queue on the device's current stream (C3). A device Error without that CUDA device;
  * unsupported in a build without CUDA. */
-std::shared_ptr<ProcessGroup> nccl_group(const std::shared_ptr<ProcessGroup>& bootstrap, Device device);
+std::shared_ptr<ProcessGroup> nccl_group(const std::shared_ptr<ProcessGroup>& bootstrap,
+                                         Device device);
 
 }  // namespace kiln::dist

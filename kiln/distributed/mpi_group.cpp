@@ -1,18 +1,18 @@
 // The MPI engine (C1, C3, C4). See Note [Collectives on the engine].
 #include <mpi.h>
 
-#include <charconv>
-#include <cstdio>
-#include <cstring>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
-#include <optional>
-#include <mutex>
+#include <cstdio>
 #include <cstdlib>
-#include <limits>
+#include <cstring>
+#include <deque>
 #include <functional>
+#include <limits>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "kiln/autograd/autograd.h"
@@ -29,7 +29,8 @@ void check_mpi(int rc, std::string_view what) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  fail(ErrorKind::backend, "[{}] MPI failed: {}", what, std::string_view(msg, static_cast<size_t>(len)));
+  fail(ErrorKind::backend, "[{}] MPI failed: {}", what,
+       std::string_view(msg, static_cast<size_t>(len)));
 }
 
 // Set when a collective timed out: the job is broken (a rank is gone or stuck), so
@@ -136,10 +137,14 @@ Tensor staged(const Tensor& t, DType dtype, bool read) {
   after_writer(t);
   if (t.is_contiguous() && t.dtype() == dtype) return t;
   autograd::NoGradGuard no_grad;
-  if (!read) return empty(IntList(t.shape().begin(), t.shape().end()), {.dtype = dtype, .device = t.device()});
+  if (!read)
+    return empty(IntList(t.shape().begin(), t.shape().end()),
+                 {.dtype = dtype, .device = t.device()});
   return to(t, t.device(), dtype, false, /*copy=*/true);
 }
-void* data_of(const Tensor& t) { return static_cast<char*>(t.storage()->data) + t.offset() * t.itemsize(); }
+void* data_of(const Tensor& t) {
+  return static_cast<char*>(t.storage()->data) + t.offset() * t.itemsize();
+}
 
 int count_of(const Tensor& t, std::string_view op) {
   KILN_CHECK(t.numel() <= std::numeric_limits<int>::max(), value,
@@ -150,7 +155,8 @@ int count_of(const Tensor& t, std::string_view op) {
 using Clock = std::chrono::steady_clock;
 
 Clock::time_point deadline_from_now() {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds()));
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(timeout_seconds()));
 }
 [[noreturn]] void timed_out(const std::string& what) {
   g_broken = true;  // (C4) never a hang: the job is broken and ends at exit
@@ -208,8 +214,10 @@ class Worker {
       stop_ = true;
     }
     cv_.notify_one();
-    if (g_broken) thread_.detach();  // it may be stuck in MPI for good; exit aborts the job
-    else thread_.join();
+    if (g_broken)
+      thread_.detach();  // it may be stuck in MPI for good; exit aborts the job
+    else
+      thread_.join();
   }
   void post(std::shared_ptr<Job> job) {
     {
@@ -305,7 +313,8 @@ class QueuedWork final : public Work {
 
 class MpiGroup final : public ProcessGroup {
  public:
-  MpiGroup(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned), worker_(std::make_shared<Worker>()) {
+  MpiGroup(MPI_Comm comm, bool owned)
+      : comm_(comm), owned_(owned), worker_(std::make_shared<Worker>()) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -324,12 +333,13 @@ class MpiGroup final : public ProcessGroup {
                "[all_reduce] avg needs a floating dtype, got {}", t.meta_str());
     EngineType e = engine_type(t.dtype());
     count_of(t, "all_reduce");
-    return queue("all_reduce", fmt::format("all_reduce({})", to_string(op)), t, static_cast<int>(op), launch,
-                 [=, this] {
+    return queue("all_reduce", fmt::format("all_reduce({})", to_string(op)), t,
+                 static_cast<int>(op), launch, [=, this] {
                    Tensor buf = staged(t, e.dtype, true);
-                   check_mpi(MPI_Allreduce(MPI_IN_PLACE, data_of(buf), static_cast<int>(buf.numel()), e.type,
-                                           engine_op(op, t.dtype()), comm_),
-                             "all_reduce");
+                   check_mpi(
+                       MPI_Allreduce(MPI_IN_PLACE, data_of(buf), static_cast<int>(buf.numel()),
+                                     e.type, engine_op(op, t.dtype()), comm_),
+                       "all_reduce");
                    if (op == ReduceOp::avg) div_(buf, static_cast<double>(size_));
                    land(t, buf);
                  });
@@ -342,11 +352,13 @@ class MpiGroup final : public ProcessGroup {
     int n = count_of(in, "all_gather");
     return queue("all_gather", "all_gather", in, 0, launch, [=, this] {
       Tensor src = staged(in, e.dtype, true), dst = staged(out, e.dtype, false);
-      check_mpi(MPI_Allgather(data_of(src), n, e.type, data_of(dst), n, e.type, comm_), "all_gather");
+      check_mpi(MPI_Allgather(data_of(src), n, e.type, data_of(dst), n, e.type, comm_),
+                "all_gather");
       land(out, dst);
     });
   }
-  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Launch launch) override {
+  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
+                                       Launch launch) override {
     check_cpu("reduce_scatter", in);
     KILN_CHECK(op != ReduceOp::avg || is_floating(in.dtype()), dtype,
                "[reduce_scatter] avg needs a floating dtype, got {}", in.meta_str());
@@ -354,8 +366,8 @@ class MpiGroup final : public ProcessGroup {
     check_output("reduce_scatter", out, in, Rows::scatter);
     EngineType e = engine_type(in.dtype());
     int n = count_of(out, "reduce_scatter");
-    return queue("reduce_scatter", fmt::format("reduce_scatter({})", to_string(op)), in, static_cast<int>(op), launch,
-                 [=, this] {
+    return queue("reduce_scatter", fmt::format("reduce_scatter({})", to_string(op)), in,
+                 static_cast<int>(op), launch, [=, this] {
                    Tensor src = staged(in, e.dtype, true), dst = staged(out, e.dtype, false);
                    check_mpi(MPI_Reduce_scatter_block(data_of(src), data_of(dst), n, e.type,
                                                       engine_op(op, in.dtype()), comm_),
@@ -372,7 +384,8 @@ class MpiGroup final : public ProcessGroup {
     int chunk = count_of(in, "all_to_all") / size_;
     return queue("all_to_all", "all_to_all", in, 0, launch, [=, this] {
       Tensor src = staged(in, e.dtype, true), dst = staged(out, e.dtype, false);
-      check_mpi(MPI_Alltoall(data_of(src), chunk, e.type, data_of(dst), chunk, e.type, comm_), "all_to_all");
+      check_mpi(MPI_Alltoall(data_of(src), chunk, e.type, data_of(dst), chunk, e.type, comm_),
+                "all_to_all");
       land(out, dst);
     });
   }
@@ -406,12 +419,14 @@ class MpiGroup final : public ProcessGroup {
     return post(fmt::format("recv from rank {}", src), false, Launch::async,
                 [=, this](std::optional<Clock::time_point>) {
                   Tensor buf = staged(t, e.dtype, false);
-                  check_mpi(MPI_Recv(data_of(buf), n, e.type, src, tag, comm_, MPI_STATUS_IGNORE), "recv");
+                  check_mpi(MPI_Recv(data_of(buf), n, e.type, src, tag, comm_, MPI_STATUS_IGNORE),
+                            "recv");
                   land(t, buf);
                 });
   }
   void barrier() override {
-    queue("barrier", "barrier", Tensor(), 0, Launch::blocking, [this] { check_mpi(MPI_Barrier(comm_), "barrier"); });
+    queue("barrier", "barrier", Tensor(), 0, Launch::blocking,
+          [this] { check_mpi(MPI_Barrier(comm_), "barrier"); });
   }
   std::shared_ptr<ProcessGroup> split(const std::vector<int>& ranks) override {
     int64_t h = 0;
@@ -433,8 +448,8 @@ class MpiGroup final : public ProcessGroup {
   // Numbers the collective, and queues on the worker: (C4) the check that every rank
   // calls the same thing, then `engine`. The Work fails with the check's Error.
   template <typename Engine>
-  std::shared_ptr<Work> queue(std::string_view op, std::string call, const Tensor& t, int64_t extra, Launch launch,
-                              Engine engine) {
+  std::shared_ptr<Work> queue(std::string_view op, std::string call, const Tensor& t, int64_t extra,
+                              Launch launch, Engine engine) {
     uint64_t n = ++sequence_;
     uint64_t key = signature(op, n, extra, t);
     bool checked = checks_enabled();
@@ -443,7 +458,8 @@ class MpiGroup final : public ProcessGroup {
                 [=, this, op = std::string(op)](std::optional<Clock::time_point> deadline) {
                   if (checked && !matched(key, deadline, what)) {
                     fail(ErrorKind::value,
-                         "[{}] collective #{} does not match across the ranks of its group: rank {} called {}, "
+                         "[{}] collective #{} does not match across the ranks of its group: rank "
+                         "{} called {}, "
                          "another rank a different collective, reduction, dtype or shape",
                          op, n, rank_, t.defined() ? call + " of " + t.meta_str() : call);
                   }
@@ -524,7 +540,8 @@ bool mpi_available() { return true; }
 
 std::shared_ptr<ProcessGroup> mpi_world() {
   static std::shared_ptr<ProcessGroup> world = [] {
-    timeout_seconds();  // a malformed KILN_COLLECTIVE_TIMEOUT is refused here, on the caller's thread
+    timeout_seconds();  // a malformed KILN_COLLECTIVE_TIMEOUT is refused here, on the caller's
+                        // thread
     runtime();
     MPI_Comm comm;
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "mpi_world");

@@ -5,9 +5,10 @@
 // device's guard; its outputs' writer is that stream (D4), so host reads and other
 // streams order after it, and wait() blocks until it has run.
 #include <cuda_runtime.h>
+#include <nccl.h>
+
 #include <cstring>
 #include <functional>
-#include <nccl.h>
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/device/cuda_runtime.h"
@@ -24,11 +25,13 @@ struct Nccl {
   ncclResult_t (*comm_init_rank)(ncclComm_t*, int, ncclUniqueId, int);
   ncclResult_t (*comm_destroy)(ncclComm_t);
   const char* (*error_string)(ncclResult_t);
-  ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                             cudaStream_t);
   ncclResult_t (*all_gather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
-  ncclResult_t (*reduce_scatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                                 cudaStream_t);
-  ncclResult_t (*broadcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*reduce_scatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                 ncclComm_t, cudaStream_t);
+  ncclResult_t (*broadcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
+                            cudaStream_t);
   ncclResult_t (*send)(const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*recv)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*group_start)();
@@ -92,7 +95,8 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 // Waits for the collective's stream up to the point it was queued.
 class StreamWork final : public Work {
  public:
-  StreamWork(Event done, std::function<void()> finish) : done_(std::move(done)), finish_(std::move(finish)) {}
+  StreamWork(Event done, std::function<void()> finish)
+      : done_(std::move(done)), finish_(std::move(finish)) {}
   void wait() override {
     if (finished_) return;
     done_.synchronize();
@@ -117,65 +121,74 @@ class NcclGroup final : public ProcessGroup {
   std::string_view engine() const override { return "nccl"; }
 
   std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp op, Launch) override {
-    return run("all_reduce", {t}, {t}, [&](cudaStream_t s, const TensorList& in, const TensorList& out) {
-      check_nccl(nccl().all_reduce(ptr(in[0]), ptr(out[0]), static_cast<size_t>(t.numel()),
-                                   nccl_type(t.dtype(), "all_reduce"), nccl_op(op), comm_, s),
-                 "all_reduce");
-    });
+    return run(
+        "all_reduce", {t}, {t}, [&](cudaStream_t s, const TensorList& in, const TensorList& out) {
+          check_nccl(nccl().all_reduce(ptr(in[0]), ptr(out[0]), static_cast<size_t>(t.numel()),
+                                       nccl_type(t.dtype(), "all_reduce"), nccl_op(op), comm_, s),
+                     "all_reduce");
+        });
   }
   std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in, Launch) override {
     check_output("all_gather", out, in, Rows::gather);
-    return run("all_gather", {in}, {out}, [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
-      check_nccl(nccl().all_gather(ptr(i[0]), ptr(o[0]), static_cast<size_t>(in.numel()),
-                                   nccl_type(in.dtype(), "all_gather"), comm_, s),
-                 "all_gather");
-    });
+    return run("all_gather", {in}, {out},
+               [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
+                 check_nccl(nccl().all_gather(ptr(i[0]), ptr(o[0]), static_cast<size_t>(in.numel()),
+                                              nccl_type(in.dtype(), "all_gather"), comm_, s),
+                            "all_gather");
+               });
   }
-  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op, Launch) override {
+  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
+                                       Launch) override {
     check_output("reduce_scatter", out, in, Rows::scatter);
-    return run("reduce_scatter", {in}, {out}, [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
-      check_nccl(nccl().reduce_scatter(ptr(i[0]), ptr(o[0]), static_cast<size_t>(out.numel()),
-                                       nccl_type(in.dtype(), "reduce_scatter"), nccl_op(op), comm_, s),
-                 "reduce_scatter");
-    });
+    return run("reduce_scatter", {in}, {out},
+               [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
+                 check_nccl(nccl().reduce_scatter(
+                                ptr(i[0]), ptr(o[0]), static_cast<size_t>(out.numel()),
+                                nccl_type(in.dtype(), "reduce_scatter"), nccl_op(op), comm_, s),
+                            "reduce_scatter");
+               });
   }
   std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in, Launch) override {
     check_output("all_to_all", out, in, Rows::same);
-    return run("all_to_all", {in}, {out}, [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
-      size_t chunk = static_cast<size_t>(in.numel() / size_);
-      size_t bytes = chunk * in.itemsize();
-      ncclDataType_t type = nccl_type(in.dtype(), "all_to_all");
-      check_nccl(nccl().group_start(), "all_to_all");
-      for (int r = 0; r < size_; ++r) {
-        check_nccl(nccl().send(static_cast<const char*>(ptr(i[0])) + r * bytes, chunk, type, r, comm_, s),
-                   "all_to_all");
-        check_nccl(nccl().recv(static_cast<char*>(ptr(o[0])) + r * bytes, chunk, type, r, comm_, s),
-                   "all_to_all");
-      }
-      check_nccl(nccl().group_end(), "all_to_all");
-    });
+    return run(
+        "all_to_all", {in}, {out}, [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
+          size_t chunk = static_cast<size_t>(in.numel() / size_);
+          size_t bytes = chunk * in.itemsize();
+          ncclDataType_t type = nccl_type(in.dtype(), "all_to_all");
+          check_nccl(nccl().group_start(), "all_to_all");
+          for (int r = 0; r < size_; ++r) {
+            check_nccl(nccl().send(static_cast<const char*>(ptr(i[0])) + r * bytes, chunk, type, r,
+                                   comm_, s),
+                       "all_to_all");
+            check_nccl(
+                nccl().recv(static_cast<char*>(ptr(o[0])) + r * bytes, chunk, type, r, comm_, s),
+                "all_to_all");
+          }
+          check_nccl(nccl().group_end(), "all_to_all");
+        });
   }
   std::shared_ptr<Work> broadcast(const Tensor& t, int root, Launch) override {
     check_rank("broadcast", root);
-    return run("broadcast", {t}, {t}, [&](cudaStream_t s, const TensorList& in, const TensorList& out) {
-      check_nccl(nccl().broadcast(ptr(in[0]), ptr(out[0]), static_cast<size_t>(t.numel()),
-                                  nccl_type(t.dtype(), "broadcast"), root, comm_, s),
-                 "broadcast");
-    });
+    return run(
+        "broadcast", {t}, {t}, [&](cudaStream_t s, const TensorList& in, const TensorList& out) {
+          check_nccl(nccl().broadcast(ptr(in[0]), ptr(out[0]), static_cast<size_t>(t.numel()),
+                                      nccl_type(t.dtype(), "broadcast"), root, comm_, s),
+                     "broadcast");
+        });
   }
   std::shared_ptr<Work> send(const Tensor& t, int dst, int) override {
     check_rank("send", dst);
     return run("send", {t}, {}, [&](cudaStream_t s, const TensorList& in, const TensorList&) {
-      check_nccl(nccl().send(ptr(in[0]), static_cast<size_t>(t.numel()), nccl_type(t.dtype(), "send"), dst,
-                             comm_, s),
+      check_nccl(nccl().send(ptr(in[0]), static_cast<size_t>(t.numel()),
+                             nccl_type(t.dtype(), "send"), dst, comm_, s),
                  "send");
     });
   }
   std::shared_ptr<Work> recv(const Tensor& t, int src, int) override {
     check_rank("recv", src);
     return run("recv", {}, {t}, [&](cudaStream_t s, const TensorList&, const TensorList& out) {
-      check_nccl(nccl().recv(ptr(out[0]), static_cast<size_t>(t.numel()), nccl_type(t.dtype(), "recv"), src,
-                             comm_, s),
+      check_nccl(nccl().recv(ptr(out[0]), static_cast<size_t>(t.numel()),
+                             nccl_type(t.dtype(), "recv"), src, comm_, s),
                  "recv");
     });
   }
@@ -184,15 +197,19 @@ class NcclGroup final : public ProcessGroup {
     all_reduce(one, ReduceOp::sum, Launch::blocking)->wait();
   }
   std::shared_ptr<ProcessGroup> split(const std::vector<int>&) override {
-    fail(ErrorKind::unsupported, "[split] NCCL groups are made with nccl_group over a split bootstrap group");
+    fail(ErrorKind::unsupported,
+         "[split] NCCL groups are made with nccl_group over a split bootstrap group");
   }
 
  private:
-  static void* ptr(const Tensor& t) { return static_cast<char*>(t.storage()->data) + t.offset() * t.itemsize(); }
+  static void* ptr(const Tensor& t) {
+    return static_cast<char*>(t.storage()->data) + t.offset() * t.itemsize();
+  }
   // Stages inputs and outputs densely, queues `call` on the device's current stream
   // under its guard (C3), and lands staged outputs when the work is waited for.
   template <typename Call>
-  std::shared_ptr<Work> run(std::string_view op, const TensorList& ins, const TensorList& outs, Call call) {
+  std::shared_ptr<Work> run(std::string_view op, const TensorList& ins, const TensorList& outs,
+                            Call call) {
     for (const TensorList* list : {&ins, &outs})
       for (const Tensor& t : *list)
         KILN_CHECK(t.device() == device_ && !t.is_fake(), device,
@@ -211,8 +228,10 @@ class NcclGroup final : public ProcessGroup {
     }
     for (const Tensor& t : outs) {
       bool same = !ins.empty() && t.is_same(ins[0]);
-      out.push_back(same ? in[0] : t.is_contiguous() ? t : empty(IntList(t.shape().begin(), t.shape().end()),
-                                                                   {.dtype = t.dtype(), .device = t.device()}));
+      out.push_back(same                ? in[0]
+                    : t.is_contiguous() ? t
+                                        : empty(IntList(t.shape().begin(), t.shape().end()),
+                                                {.dtype = t.dtype(), .device = t.device()}));
     }
     cuda::set_device(device_.index);
     call(static_cast<cudaStream_t>(stream.native_handle()), in, out);
@@ -234,11 +253,13 @@ class NcclGroup final : public ProcessGroup {
 
 bool nccl_available() { return device_count(DeviceType::cuda) > 0; }
 
-std::shared_ptr<ProcessGroup> nccl_group(const std::shared_ptr<ProcessGroup>& bootstrap, Device device) {
+std::shared_ptr<ProcessGroup> nccl_group(const std::shared_ptr<ProcessGroup>& bootstrap,
+                                         Device device) {
   device = resolve_device(device);
-  KILN_CHECK(device.type == DeviceType::cuda && device.index < device_count(DeviceType::cuda), device,
-             "[nccl_group] needs a CUDA device, got {} (this machine has {} CUDA device(s))", device,
-             device_count(DeviceType::cuda));
+  KILN_CHECK(device.type == DeviceType::cuda && device.index < device_count(DeviceType::cuda),
+             device,
+             "[nccl_group] needs a CUDA device, got {} (this machine has {} CUDA device(s))",
+             device, device_count(DeviceType::cuda));
   // Rank 0 makes the id; the bootstrap group (MPI) hands it to every rank.
   Tensor id = zeros({static_cast<int64_t>(sizeof(ncclUniqueId))}, {.dtype = DType::u8});
   if (bootstrap->rank() == 0) {

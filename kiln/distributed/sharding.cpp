@@ -22,8 +22,8 @@ using DimFlags = SmallVector<char, 8>;
   std::string placements;
   for (const Tensor* t : in.tensors)
     placements += (placements.empty() ? "" : ", ") + to_string(t->impl()->dtensor->placements);
-  fail(ErrorKind::unsupported, "[{}] has no sharding rule for DTensor arguments with placements {}", ops::op_name(op),
-       placements);
+  fail(ErrorKind::unsupported, "[{}] has no sharding rule for DTensor arguments with placements {}",
+       ops::op_name(op), placements);
 }
 
 // Whether Partial inputs (all of the call's DTensors, with one reduction) may stay
@@ -31,11 +31,18 @@ using DimFlags = SmallVector<char, 8>;
 // commute with the reduction. With one DTensor operand, the other is a plain number (S3).
 bool keeps_partial(OpKind op, const Operands& in) {
   switch (op) {
-    case OpKind::neg: case OpKind::clone: case OpKind::alias: return true;
-    case OpKind::add: case OpKind::sub: case OpKind::add_: case OpKind::sub_: case OpKind::copy_:
-      return in.tensors.size() == 2;
-    case OpKind::mul: case OpKind::mul_: return in.tensors.size() == 1;
-    case OpKind::div: case OpKind::div_: return in.tensors.size() == 1 && in.arg[0] == 0;
+    case OpKind::neg:
+    case OpKind::clone:
+    case OpKind::alias: return true;
+    case OpKind::add:
+    case OpKind::sub:
+    case OpKind::add_:
+    case OpKind::sub_:
+    case OpKind::copy_: return in.tensors.size() == 2;
+    case OpKind::mul:
+    case OpKind::mul_: return in.tensors.size() == 1;
+    case OpKind::div:
+    case OpKind::div_: return in.tensors.size() == 1 && in.arg[0] == 0;
     default: return false;
   }
 }
@@ -62,14 +69,16 @@ bool same_layout(const Operands& in, const Dims& out, Decision& d, bool outputs_
 }
 
 // `outputs_only`: the caller needs the output placements alone (d.inputs stays empty).
-Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const DeviceMesh& mesh, bool inplace,
-                        bool outputs_only) {
+Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const DeviceMesh& mesh,
+                        bool inplace, bool outputs_only) {
   Decision d;
   if (same_layout(in, out, d, outputs_only)) return d;
   if (!outputs_only) d.inputs.resize(in.tensors.size());
   for (auto& p : d.inputs) p.resize(static_cast<size_t>(mesh.ndim()));
   for (int64_t i = 0; i < mesh.ndim(); ++i) {
-    auto at = [&](size_t k) -> const Placement& { return in.tensors[k]->impl()->dtensor->placements[static_cast<size_t>(i)]; };
+    auto at = [&](size_t k) -> const Placement& {
+      return in.tensors[k]->impl()->dtensor->placements[static_cast<size_t>(i)];
+    };
     Placement target = Replicate();
     bool all_partial = true;
     std::optional<ReduceOp> pop;
@@ -101,7 +110,8 @@ Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const De
       Placement want = target;
       if (target.is_shard()) {
         int64_t td = target.dim - (static_cast<int64_t>(out.size()) - t.dim());
-        want = td >= 0 && out_dim(t, td, out) ? Shard(td) : Replicate();  // broadcast dims stay whole
+        want =
+            td >= 0 && out_dim(t, td, out) ? Shard(td) : Replicate();  // broadcast dims stay whole
       }
       d.inputs[k][static_cast<size_t>(i)] = want;
     }
@@ -112,9 +122,11 @@ Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const De
 // Reductions over `dims` (empty: all). sum keeps partial sums partial and turns a
 // sharded reduced dim into Partial(sum); amax/amin into Partial(max/min); other
 // reductions gather the reduced dims first.
-Decision reduce_rule(OpKind op, const Tensor& x, const IntList& dims_in, bool keepdim, const DeviceMesh& mesh) {
+Decision reduce_rule(OpKind op, const Tensor& x, const IntList& dims_in, bool keepdim,
+                     const DeviceMesh& mesh) {
   DimFlags reduced(static_cast<size_t>(x.dim()), dims_in.empty());
-  for (int64_t d : dims_in) reduced[static_cast<size_t>(wrap_dim(d, x.dim(), ops::op_name(op)))] = true;
+  for (int64_t d : dims_in)
+    reduced[static_cast<size_t>(wrap_dim(d, x.dim(), ops::op_name(op)))] = true;
   Decision dec;
   dec.inputs.assign(1, Placements(static_cast<size_t>(mesh.ndim())));
   const Placements& have = x.impl()->dtensor->placements;
@@ -125,10 +137,14 @@ Decision reduce_rule(OpKind op, const Tensor& x, const IntList& dims_in, bool ke
       bool ok = op == OpKind::sum && p.op == ReduceOp::sum;
       if (!ok) in = out = Replicate();
     } else if (p.is_shard() && reduced[static_cast<size_t>(p.dim)]) {
-      if (op == OpKind::sum) out = Partial(ReduceOp::sum);
-      else if (op == OpKind::amax) out = Partial(ReduceOp::max);
-      else if (op == OpKind::amin) out = Partial(ReduceOp::min);
-      else in = out = Replicate();
+      if (op == OpKind::sum)
+        out = Partial(ReduceOp::sum);
+      else if (op == OpKind::amax)
+        out = Partial(ReduceOp::max);
+      else if (op == OpKind::amin)
+        out = Partial(ReduceOp::min);
+      else
+        in = out = Replicate();
     } else if (p.is_shard() && !keepdim) {
       int64_t before = 0;
       for (int64_t d = 0; d < p.dim; ++d) before += reduced[static_cast<size_t>(d)];
@@ -147,7 +163,8 @@ Decision keep_shards_except(const Operands& in, const DimFlags& whole) {
   for (const Tensor* t : in.tensors) {
     Placements p = t->impl()->dtensor->placements;
     for (Placement& x : p)
-      if (x.is_partial() || (x.is_shard() && (static_cast<size_t>(x.dim) >= whole.size() || whole[x.dim])))
+      if (x.is_partial() ||
+          (x.is_shard() && (static_cast<size_t>(x.dim) >= whole.size() || whole[x.dim])))
         x = Replicate();
     d.inputs.push_back(std::move(p));
   }
@@ -173,8 +190,10 @@ double move_cost(const Placement& from, const Placement& to, double bytes, int64
 // dim of both (partial sums), or everything whole.
 Decision matmul_rule(const Tensor& a, const Tensor& b, const Dims& out, const DeviceMesh& mesh) {
   KILN_CHECK(a.dim() >= 2 && b.dim() >= 2, unsupported,
-             "[matmul] of DTensors needs operands of at least 2 dims, got {} and {}", a.meta_str(), b.meta_str());
-  int64_t ak = a.dim() - 1, bk = b.dim() - 2, bn = b.dim() - 1, on = static_cast<int64_t>(out.size()) - 1;
+             "[matmul] of DTensors needs operands of at least 2 dims, got {} and {}", a.meta_str(),
+             b.meta_str());
+  int64_t ak = a.dim() - 1, bk = b.dim() - 2, bn = b.dim() - 1,
+          on = static_cast<int64_t>(out.size()) - 1;
   Decision d;
   d.inputs.assign(2, Placements(static_cast<size_t>(mesh.ndim())));
   d.output.resize(static_cast<size_t>(mesh.ndim()));
@@ -190,17 +209,19 @@ Decision matmul_rule(const Tensor& a, const Tensor& b, const Dims& out, const De
                                      {Replicate(), Shard(bn), Shard(on)}};
     for (int64_t dim = 0; dim < ak; ++dim)  // a's batch and row dims
       if (b.dim() == 2 || dim == ak - 1)
-        options.push_back({Shard(dim), Replicate(), Shard(dim + static_cast<int64_t>(out.size()) - a.dim())});
+        options.push_back(
+            {Shard(dim), Replicate(), Shard(dim + static_cast<int64_t>(out.size()) - a.dim())});
     if (a.dim() == b.dim())  // batch dims sharded alike on both (attention heads)
-      for (int64_t dim = 0; dim < ak - 1; ++dim) options.push_back({Shard(dim), Shard(dim), Shard(dim)});
+      for (int64_t dim = 0; dim < ak - 1; ++dim)
+        options.push_back({Shard(dim), Shard(dim), Shard(dim)});
     if (pa.is_partial() && pa.op == ReduceOp::sum) options.push_back({pa, Replicate(), Partial()});
     if (pb.is_partial() && pb.op == ReduceOp::sum) options.push_back({Replicate(), pb, Partial()});
     const Strategy* best = nullptr;
     double best_cost = 0;
     for (const Strategy& s : options) {
       // ties (a mesh dim of one rank moves nothing) go to the strategy that changes least
-      double c = move_cost(pa, s.a, abytes, mesh.size(i)) + move_cost(pb, s.b, bbytes, mesh.size(i)) +
-                 1e-9 * ((pa != s.a) + (pb != s.b));
+      double c = move_cost(pa, s.a, abytes, mesh.size(i)) +
+                 move_cost(pb, s.b, bbytes, mesh.size(i)) + 1e-9 * ((pa != s.a) + (pb != s.b));
       if (!best || c < best_cost) best = &s, best_cost = c;
     }
     d.inputs[0][static_cast<size_t>(i)] = best->a;
@@ -222,15 +243,18 @@ std::optional<int64_t> view_dim(const Dims& in, int64_t d, const Dims& out, int6
     size_t i0 = i, o0 = o;
     int64_t pi = i < in.size() ? in[i++] : 1, po = o < out.size() ? out[o++] : 1;
     while (pi != po) {
-      if (pi < po && i < in.size()) pi *= in[i++];
-      else if (po < pi && o < out.size()) po *= out[o++];
-      else return std::nullopt;
+      if (pi < po && i < in.size())
+        pi *= in[i++];
+      else if (po < pi && o < out.size())
+        po *= out[o++];
+      else
+        return std::nullopt;
     }
     if (static_cast<size_t>(d) < i0 || static_cast<size_t>(d) >= i) continue;
     bool first_in = static_cast<size_t>(d) == i0;
-    if (i - i0 == 1 && o - o0 == 1) return static_cast<int64_t>(o0);                   // kept
-    if (i - i0 == 1 && out[o0] % n == 0) return static_cast<int64_t>(o0);               // split
-    if (o - o0 == 1 && first_in && in[d] % n == 0) return static_cast<int64_t>(o0);    // merged
+    if (i - i0 == 1 && o - o0 == 1) return static_cast<int64_t>(o0);                 // kept
+    if (i - i0 == 1 && out[o0] % n == 0) return static_cast<int64_t>(o0);            // split
+    if (o - o0 == 1 && first_in && in[d] % n == 0) return static_cast<int64_t>(o0);  // merged
     return std::nullopt;
   }
   return std::nullopt;
@@ -265,18 +289,26 @@ Decision view_rule(OpKind op, const Tensor& x, std::span<const Value> args, cons
         to = dim + (dim >= at);
         break;
       }
-      case OpKind::view: case OpKind::squeeze: to = view_dim(x.shape(), dim, out, mesh.size(i)); break;
-      case OpKind::expand: to = x.size(dim) == out[dim + out.size() - x.dim()] ? std::optional(dim + int64_t(out.size()) - x.dim()) : std::nullopt; break;
+      case OpKind::view:
+      case OpKind::squeeze: to = view_dim(x.shape(), dim, out, mesh.size(i)); break;
+      case OpKind::expand:
+        to = x.size(dim) == out[dim + out.size() - x.dim()]
+                 ? std::optional(dim + int64_t(out.size()) - x.dim())
+                 : std::nullopt;
+        break;
       case OpKind::alias: to = dim; break;
-      case OpKind::slice: case OpKind::select: {
+      case OpKind::slice:
+      case OpKind::select: {
         int64_t along = wrap_dim(std::get<int64_t>(args[1]), x.dim(), ops::op_name(op));
         if (along != dim) to = op == OpKind::select && dim > along ? dim - 1 : dim;
         break;
       }
       default: break;
     }
-    if (to) o = Shard(*to);
-    else p = o = Replicate();
+    if (to)
+      o = Shard(*to);
+    else
+      p = o = Replicate();
   }
   d.inputs.push_back(in);
   d.output = res;
@@ -291,15 +323,19 @@ Decision pointwise(const ShardingCall& c) {
 
 // (S4) copy_: the source takes self's placements.
 Decision copy_into(const ShardingCall& c) {
-  KILN_CHECK(c.in.arg[0] == 0, value, "[copy_] into a plain tensor from a DTensor; use full_tensor()");
+  KILN_CHECK(c.in.arg[0] == 0, value,
+             "[copy_] into a plain tensor from a DTensor; use full_tensor()");
   return pointwise_rule(c.op, c.in, c.out, c.mesh, true, c.outputs_only);
 }
 
 Decision reduction(const ShardingCall& c) {
-  return reduce_rule(c.op, c.tensor(0), std::get<IntList>(c.args[1]), std::get<bool>(c.args[2]), c.mesh);
+  return reduce_rule(c.op, c.tensor(0), std::get<IntList>(c.args[1]), std::get<bool>(c.args[2]),
+                     c.mesh);
 }
 
-Decision product(const ShardingCall& c) { return matmul_rule(c.tensor(0), c.tensor(1), c.out, c.mesh); }
+Decision product(const ShardingCall& c) {
+  return matmul_rule(c.tensor(0), c.tensor(1), c.out, c.mesh);
+}
 
 Decision view(const ShardingCall& c) { return view_rule(c.op, c.tensor(0), c.args, c.out, c.mesh); }
 
@@ -307,7 +343,8 @@ Decision view(const ShardingCall& c) { return view_rule(c.op, c.tensor(0), c.arg
 DimFlags whole_at(const ShardingCall& c, size_t i) {
   const Tensor& x = c.tensor(0);
   DimFlags whole(static_cast<size_t>(x.dim()), 0);
-  whole[static_cast<size_t>(wrap_dim(std::get<int64_t>(c.args[i]), x.dim(), ops::op_name(c.op)))] = true;
+  whole[static_cast<size_t>(wrap_dim(std::get<int64_t>(c.args[i]), x.dim(), ops::op_name(c.op)))] =
+      true;
   return whole;
 }
 
@@ -346,8 +383,9 @@ Decision extreme_along_dim(const ShardingCall& c) {
 
 // argmax over a dim, or over everything without one.
 Decision arg_extreme(const ShardingCall& c) {
-  DimFlags whole = std::holds_alternative<int64_t>(c.args[1]) ? whole_at(c, 1)
-                                                               : DimFlags(static_cast<size_t>(c.tensor(0).dim()), 1);
+  DimFlags whole = std::holds_alternative<int64_t>(c.args[1])
+                       ? whole_at(c, 1)
+                       : DimFlags(static_cast<size_t>(c.tensor(0).dim()), 1);
   Decision d = keep_shards_except(c.in, whole);
   if (!std::get<bool>(c.args[2])) drop_reduced(d.output, whole);
   return d;
@@ -451,7 +489,9 @@ Outputs mean_as_sum(std::span<const Value> args) {
   return out;
 }
 
-Outputs addmm_as_product(std::span<const Value> args) { return scaled_product_plus(OpKind::mm, args); }
+Outputs addmm_as_product(std::span<const Value> args) {
+  return scaled_product_plus(OpKind::mm, args);
+}
 
 // ---- the table ------------------------------------------------------------------------
 
@@ -463,7 +503,9 @@ struct Table {
   void decompose(OpKind op, Outputs (*f)(std::span<const Value>)) {
     entries[static_cast<size_t>(op)] = {ShardingKind::decomposed, nullptr, f};
   }
-  void none(OpKind op) { entries[static_cast<size_t>(op)] = {ShardingKind::none, nullptr, nullptr}; }
+  void none(OpKind op) {
+    entries[static_cast<size_t>(op)] = {ShardingKind::none, nullptr, nullptr};
+  }
 };
 
 Table build() {
@@ -474,17 +516,33 @@ Table build() {
 
   // ---- pointwise: shards kept (broadcast dims whole), partial values kept through the
   // linear ops (keeps_partial), self's placement kept by in-place ops ----
-  for (O op : {O::neg, O::abs, O::relu, O::exp, O::log, O::sqrt, O::rsqrt, O::sin, O::cos, O::tanh, O::sigmoid,
-               O::silu, O::gelu, O::erf, O::log1p, O::expm1, O::log2, O::tan, O::atan, O::asin, O::acos, O::sinh,
-               O::cosh, O::reciprocal, O::exp2, O::log10, O::erfc, O::asinh, O::acosh, O::atanh, O::erfinv,
-               O::lgamma, O::digamma, O::polygamma, O::special_unary, O::special_binary, O::floor, O::ceil,
-               O::round, O::trunc, O::sign, O::clamp, O::logical_not, O::bitwise_not})
+  for (O op : {O::neg,     O::abs,       O::relu,          O::exp,
+               O::log,     O::sqrt,      O::rsqrt,         O::sin,
+               O::cos,     O::tanh,      O::sigmoid,       O::silu,
+               O::gelu,    O::erf,       O::log1p,         O::expm1,
+               O::log2,    O::tan,       O::atan,          O::asin,
+               O::acos,    O::sinh,      O::cosh,          O::reciprocal,
+               O::exp2,    O::log10,     O::erfc,          O::asinh,
+               O::acosh,   O::atanh,     O::erfinv,        O::lgamma,
+               O::digamma, O::polygamma, O::special_unary, O::special_binary,
+               O::floor,   O::ceil,      O::round,         O::trunc,
+               O::sign,    O::clamp,     O::logical_not,   O::bitwise_not})
     s.rule(op, pointwise);
-  for (O op : {O::add, O::sub, O::mul, O::div, O::pow, O::maximum, O::minimum, O::remainder, O::fmod,
-               O::floor_divide, O::atan2, O::bitwise_and, O::bitwise_or, O::bitwise_xor, O::eq, O::ne, O::lt, O::le,
-               O::gt, O::ge, O::where, O::gelu_backward, O::masked_fill, O::threshold_backward})
+  for (O op : {O::add,         O::sub,
+               O::mul,         O::div,
+               O::pow,         O::maximum,
+               O::minimum,     O::remainder,
+               O::fmod,        O::floor_divide,
+               O::atan2,       O::bitwise_and,
+               O::bitwise_or,  O::bitwise_xor,
+               O::eq,          O::ne,
+               O::lt,          O::le,
+               O::gt,          O::ge,
+               O::where,       O::gelu_backward,
+               O::masked_fill, O::threshold_backward})
     s.rule(op, pointwise);
-  for (O op : {O::add_, O::sub_, O::mul_, O::div_, O::relu_, O::masked_fill_, O::fill_}) s.rule(op, pointwise);
+  for (O op : {O::add_, O::sub_, O::mul_, O::div_, O::relu_, O::masked_fill_, O::fill_})
+    s.rule(op, pointwise);
   s.rule(O::copy_, copy_into);
   for (O op : {O::clone, O::alias, O::_to_copy}) s.rule(op, pointwise);
 
@@ -494,10 +552,12 @@ Table build() {
   for (O op : {O::max, O::min}) s.rule(op, extreme_along_dim);
   s.rule(O::argmax, arg_extreme);
   s.rule(O::var, variance);
-  for (O op : {O::softmax, O::log_softmax, O::cumsum, O::cumprod, O::logcumsumexp, O::cummax, O::cummin, O::sort})
+  for (O op : {O::softmax, O::log_softmax, O::cumsum, O::cumprod, O::logcumsumexp, O::cummax,
+               O::cummin, O::sort})
     s.rule(op, along_dim);
   s.rule(O::topk, topk);
-  for (O op : {O::softmax_backward, O::log_softmax_backward, O::cumprod_backward}) s.rule(op, gradient_along_dim);
+  for (O op : {O::softmax_backward, O::log_softmax_backward, O::cumprod_backward})
+    s.rule(op, gradient_along_dim);
 
   // ---- linear algebra: the cheapest product strategy per mesh dim ----
   for (O op : {O::mm, O::bmm, O::matmul}) s.rule(op, product);
@@ -507,7 +567,8 @@ Table build() {
   for (O op : {O::linalg_eigh, O::linalg_svd}) s.rule(op, matrices);
 
   // ---- views: shards follow the dims they move to, or are gathered first ----
-  for (O op : {O::view, O::permute, O::transpose, O::unsqueeze, O::squeeze, O::expand, O::slice, O::select})
+  for (O op : {O::view, O::permute, O::transpose, O::unsqueeze, O::squeeze, O::expand, O::slice,
+               O::select})
     s.rule(op, view);
   s.none(O::as_strided);          // arbitrary geometry: no shard survives it
   s.none(O::as_strided_scatter);  // the same
@@ -522,8 +583,8 @@ Table build() {
   s.none(O::layer_norm_backward);
 
   // ---- collectives: they run on local shards, never on DTensors ----
-  for (O op : {O::all_reduce, O::all_gather_into_tensor, O::reduce_scatter_tensor, O::all_to_all_single,
-               O::wait_tensor})
+  for (O op : {O::all_reduce, O::all_gather_into_tensor, O::reduce_scatter_tensor,
+               O::all_to_all_single, O::wait_tensor})
     s.none(op);
   return s;
 }
@@ -544,7 +605,8 @@ const ShardingEntry& sharding_entry(OpKind op) {
 Decision decide(const ShardingCall& c) {
   const ShardingEntry& e = sharding_entry(c.op);
   KILN_CHECK(e.kind == ShardingKind::rule || e.kind == ShardingKind::none, internal,
-             "[{}] reached the sharding rules without a rule (a decomposed op or a table gap)", ops::op_name(c.op));
+             "[{}] reached the sharding rules without a rule (a decomposed op or a table gap)",
+             ops::op_name(c.op));
   if (e.kind == ShardingKind::rule) return e.rule(c);
   // None: any op on operands that are all Replicate is the same computation on every rank.
   Decision d;

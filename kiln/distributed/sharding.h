@@ -42,7 +42,9 @@ struct ShardingCall {
   bool outputs_only;
 
   const Tensor& tensor(size_t k) const { return *in.tensors[k]; }
-  const Placements& placements(size_t k) const { return in.tensors[k]->impl()->dtensor->placements; }
+  const Placements& placements(size_t k) const {
+    return in.tensors[k]->impl()->dtensor->placements;
+  }
 };
 
 enum class ShardingKind : uint8_t { missing, rule, decomposed, none };

@@ -33,7 +33,9 @@ uLong cursor_write(voidpf, voidpf, const void*, uLong) { return 0; }
 ZPOS64_T cursor_tell(voidpf, voidpf stream) { return static_cast<Cursor*>(stream)->pos; }
 long cursor_seek(voidpf, voidpf stream, ZPOS64_T offset, int origin) {
   auto* c = static_cast<Cursor*>(stream);
-  uint64_t base = origin == ZLIB_FILEFUNC_SEEK_SET ? 0 : origin == ZLIB_FILEFUNC_SEEK_CUR ? c->pos : c->bytes.size();
+  uint64_t base = origin == ZLIB_FILEFUNC_SEEK_SET   ? 0
+                  : origin == ZLIB_FILEFUNC_SEEK_CUR ? c->pos
+                                                     : c->bytes.size();
   if (offset > c->bytes.size() || base > c->bytes.size() - offset) return -1;
   c->pos = base + offset;
   return 0;
@@ -70,41 +72,48 @@ Archive Archive::from_bytes(std::span<const unsigned char> bytes, std::string na
 void Archive::index(std::span<const unsigned char> file) {
   file_ = file;
   Cursor cursor{file, 0};
-  zlib_filefunc64_def io{cursor_open, cursor_read, cursor_write, cursor_tell,
+  zlib_filefunc64_def io{cursor_open, cursor_read,  cursor_write, cursor_tell,
                          cursor_seek, cursor_close, cursor_error, &cursor};
   Unzip zip;
   zip.z = unzOpen2_64(name_.c_str(), &io);
   if (!zip.z) bad(name_, "not a zip archive (a .pt2 file is one, as torch.export.save writes it)");
-  for (int rc = unzGoToFirstFile(zip.z); rc != UNZ_END_OF_LIST_OF_FILE; rc = unzGoToNextFile(zip.z)) {
+  for (int rc = unzGoToFirstFile(zip.z); rc != UNZ_END_OF_LIST_OF_FILE;
+       rc = unzGoToNextFile(zip.z)) {
     if (rc != UNZ_OK) bad(name_, "the zip's central directory is damaged");
     unz_file_info64 info{};
     char raw_name[1024];
-    if (unzGetCurrentFileInfo64(zip.z, &info, raw_name, sizeof raw_name, nullptr, 0, nullptr, 0) != UNZ_OK)
+    if (unzGetCurrentFileInfo64(zip.z, &info, raw_name, sizeof raw_name, nullptr, 0, nullptr, 0) !=
+        UNZ_OK)
       bad(name_, "an entry of the zip's central directory cannot be read");
     if (info.size_filename >= sizeof raw_name) bad(name_, "an entry's name is over 1023 bytes");
     std::string full(raw_name, info.size_filename);
     if (info.compression_method != 0 && info.compression_method != Z_DEFLATED)
-      bad(name_, fmt::format("entry '{}' uses compression method {} (stored or deflated only)", full,
-                             info.compression_method));
-    if (unzOpenCurrentFile(zip.z) != UNZ_OK) bad(name_, fmt::format("entry '{}' has a damaged local header", full));
+      bad(name_, fmt::format("entry '{}' uses compression method {} (stored or deflated only)",
+                             full, info.compression_method));
+    if (unzOpenCurrentFile(zip.z) != UNZ_OK)
+      bad(name_, fmt::format("entry '{}' has a damaged local header", full));
     Entry e;
     e.offset = unzGetCurrentFileZStreamPos64(zip.z);
     e.size = info.uncompressed_size;
     e.stored = info.compression_method == 0;
     uint64_t span = e.stored ? info.uncompressed_size : info.compressed_size;
     if (e.stored && info.compressed_size != info.uncompressed_size)
-      bad(name_, fmt::format("stored entry '{}' claims {} bytes compressed but {} uncompressed", full,
-                             info.compressed_size, info.uncompressed_size));
+      bad(name_, fmt::format("stored entry '{}' claims {} bytes compressed but {} uncompressed",
+                             full, info.compressed_size, info.uncompressed_size));
     if (e.offset > file.size() || span > file.size() - e.offset)
-      bad(name_, fmt::format("entry '{}' reaches past the end of the file ({} bytes at offset {}; the file "
-                             "has {})", full, span, e.offset, file.size()));
+      bad(name_, fmt::format(
+                     "entry '{}' reaches past the end of the file ({} bytes at offset {}; the file "
+                     "has {})",
+                     full, span, e.offset, file.size()));
     if (!e.stored) {  // inflate now, into memory the archive owns
-      if (e.size > (uint64_t{1} << 34)) bad(name_, fmt::format("deflated entry '{}' claims {} bytes", full, e.size));
+      if (e.size > (uint64_t{1} << 34))
+        bad(name_, fmt::format("deflated entry '{}' claims {} bytes", full, e.size));
       auto out = std::make_shared<std::vector<unsigned char>>(e.size);
       uint64_t done = 0;
       while (done < e.size) {
-        int n = unzReadCurrentFile(zip.z, out->data() + done,
-                                   static_cast<unsigned>(std::min<uint64_t>(e.size - done, 1u << 30)));
+        int n =
+            unzReadCurrentFile(zip.z, out->data() + done,
+                               static_cast<unsigned>(std::min<uint64_t>(e.size - done, 1u << 30)));
         if (n <= 0) bad(name_, fmt::format("deflated entry '{}' is damaged", full));
         done += static_cast<uint64_t>(n);
       }
@@ -117,7 +126,8 @@ void Archive::index(std::span<const unsigned char> file) {
     if (slash == std::string::npos || slash == 0)
       bad(name_, fmt::format("entry '{}' is not under the archive's root folder", full));
     std::string root = full.substr(0, slash);
-    if (root_.empty()) root_ = root;
+    if (root_.empty())
+      root_ = root;
     else if (root != root_)
       bad(name_, fmt::format("entries under two root folders, '{}' and '{}'", root_, root));
     entries_[full.substr(slash + 1)] = std::move(e);
@@ -127,7 +137,8 @@ void Archive::index(std::span<const unsigned char> file) {
 
 std::span<const unsigned char> Archive::bytes(const std::string& path) const {
   auto it = entries_.find(path);
-  if (it == entries_.end()) bad(name_, fmt::format("the archive has no entry '{}/{}'", root_, path));
+  if (it == entries_.end())
+    bad(name_, fmt::format("the archive has no entry '{}/{}'", root_, path));
   const Entry& e = it->second;
   if (e.inflated) return {e.inflated->data(), e.inflated->size()};
   return file_.subspan(e.offset, e.size);
@@ -135,7 +146,8 @@ std::span<const unsigned char> Archive::bytes(const std::string& path) const {
 
 std::shared_ptr<const void> Archive::owner(const std::string& path) const {
   auto it = entries_.find(path);
-  if (it == entries_.end()) bad(name_, fmt::format("the archive has no entry '{}/{}'", root_, path));
+  if (it == entries_.end())
+    bad(name_, fmt::format("the archive has no entry '{}/{}'", root_, path));
   if (it->second.inflated) return it->second.inflated;
   return owner_;
 }

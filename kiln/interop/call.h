@@ -3,9 +3,8 @@
 // schema names, typed on access, with the schema's default where the file omits one (I2).
 // Internal to kiln/interop.
 
-#include <nlohmann/json.hpp>
-
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>

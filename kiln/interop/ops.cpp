@@ -90,13 +90,15 @@ const json* Call::find(std::string_view name) const {
 bool Call::has(std::string_view name) const {
   for (std::string_view n : {name, twin_name(name)})
     for (const json& in : node_.at("inputs"))
-      if (!n.empty() && in.at("name").get_ref<const std::string&>() == n) return !in.at("arg").contains("as_none");
+      if (!n.empty() && in.at("name").get_ref<const std::string&>() == n)
+        return !in.at("arg").contains("as_none");
   return false;
 }
 
 bool Call::is_tensor(std::string_view name) const {
   for (const json& in : node_.at("inputs"))
-    if (in.at("name").get_ref<const std::string&>() == name) return in.at("arg").contains("as_tensor");
+    if (in.at("name").get_ref<const std::string&>() == name)
+      return in.at("arg").contains("as_tensor");
   return false;
 }
 
@@ -111,11 +113,13 @@ Slot Call::slot(std::string_view name, const json& arg) const {
     std::string ref = t.contains("as_tensor") ? t.at("as_tensor").at("name").get<std::string>()
                                               : t.at("name").get<std::string>();
     auto it = env_.find(ref);
-    if (it == env_.end()) fail_arg(name, fmt::format("'{}' is not a value defined before this node", ref));
+    if (it == env_.end())
+      fail_arg(name, fmt::format("'{}' is not a value defined before this node", ref));
     return it->second;
   }
   if (auto n = number_of(arg, env_)) return *n;
-  fail_arg(name, fmt::format("expected a tensor or a number, the file has {}", arg.dump().substr(0, 80)));
+  fail_arg(name,
+           fmt::format("expected a tensor or a number, the file has {}", arg.dump().substr(0, 80)));
 }
 
 Tensor Call::tensor(std::string_view name) const {
@@ -158,7 +162,8 @@ TensorList Call::tensors(std::string_view name) const {
   else if (arg->contains("as_optional_tensors"))
     for (const json& r : arg->at("as_optional_tensors")) out.push_back(lookup(r));
   else
-    fail_arg(name, fmt::format("expected a list of tensors, the file has {}", arg->dump().substr(0, 80)));
+    fail_arg(name,
+             fmt::format("expected a list of tensors, the file has {}", arg->dump().substr(0, 80)));
   return out;
 }
 
@@ -203,7 +208,8 @@ std::optional<IntList> Call::opt_ints(std::string_view name) const {
   } else if (auto n = number_of(*arg, env_)) {  // int[1] given as one int
     out.push_back(n->to_int());
   } else {
-    fail_arg(name, fmt::format("expected a list of integers, the file has {}", arg->dump().substr(0, 80)));
+    fail_arg(name, fmt::format("expected a list of integers, the file has {}",
+                               arg->dump().substr(0, 80)));
   }
   return out;
 }
@@ -226,8 +232,9 @@ SymSizes Call::sizes(std::string_view name) const {
 }
 
 bool Call::is_symbolic(std::string_view name) const {
-  auto it = std::find_if(node_.at("inputs").begin(), node_.at("inputs").end(),
-                         [&](const json& in) { return in.at("name").get_ref<const std::string&>() == name; });
+  auto it = std::find_if(node_.at("inputs").begin(), node_.at("inputs").end(), [&](const json& in) {
+    return in.at("name").get_ref<const std::string&>() == name;
+  });
   if (it == node_.at("inputs").end()) return false;
   std::optional<SymInt> s = sym_int_of(it->at("arg"), env_);
   return s && s->is_symbolic();
@@ -319,13 +326,15 @@ void Call::accept_defaults(std::initializer_list<std::string_view> names) const 
     const json* arg = find(name);
     if (!arg) continue;
     bool ok = (name == "pin_memory" && arg->value("as_bool", false) == false) ||
-              (name == "layout" && arg->value("as_layout", 7) == 7) ||                 // strided
+              (name == "layout" && arg->value("as_layout", 7) == 7) ||  // strided
               (name == "memory_format" && arg->value("as_memory_format", 1) != 2 &&
-               arg->value("as_memory_format", 1) != 3) ||                               // not channels-last
-              name == "non_blocking" || name == "requires_grad" || name == "cudnn_enabled" || name == "cudnn_enable" ||
+               arg->value("as_memory_format", 1) != 3) ||  // not channels-last
+              name == "non_blocking" ||
+              name == "requires_grad" || name == "cudnn_enabled" || name == "cudnn_enable" ||
               name == "copy";
-    if (!ok) fail(ErrorKind::unsupported, "argument '{}' = {} of {} is not supported by kiln's importer", name,
-                  arg->dump(), target_);
+    if (!ok)
+      fail(ErrorKind::unsupported, "argument '{}' = {} of {} is not supported by kiln's importer",
+           name, arg->dump(), target_);
   }
 }
 
@@ -406,19 +415,24 @@ IntList stride_or_kernel(const Call& c) {
 }
 
 // torch.convolution: conv or transposed conv of any rank, chosen by the weight's rank.
-Tensor convolution(const Tensor& x, const Tensor& w, const Tensor& b, const IntList& stride, const IntList& padding,
-                   const IntList& dilation, bool transposed, const IntList& output_padding, int64_t groups) {
+Tensor convolution(const Tensor& x, const Tensor& w, const Tensor& b, const IntList& stride,
+                   const IntList& padding, const IntList& dilation, bool transposed,
+                   const IntList& output_padding, int64_t groups) {
   int64_t spatial = w.dim() - 2;
   if (transposed) {
-    if (spatial == 1) return nn::conv_transpose1d(x, w, b, stride, padding, output_padding, groups, dilation);
-    if (spatial == 2) return nn::conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation);
-    if (spatial == 3) return nn::conv_transpose3d(x, w, b, stride, padding, output_padding, groups, dilation);
+    if (spatial == 1)
+      return nn::conv_transpose1d(x, w, b, stride, padding, output_padding, groups, dilation);
+    if (spatial == 2)
+      return nn::conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation);
+    if (spatial == 3)
+      return nn::conv_transpose3d(x, w, b, stride, padding, output_padding, groups, dilation);
   } else {
     if (spatial == 1) return nn::conv1d(x, w, b, stride, padding, dilation, groups);
     if (spatial == 2) return nn::conv2d(x, w, b, stride, padding, dilation, groups);
     if (spatial == 3) return nn::conv3d(x, w, b, stride, padding, dilation, groups);
   }
-  fail(ErrorKind::shape, "convolution: a weight of rank {} (1, 2 or 3 spatial dims expected)", w.dim());
+  fail(ErrorKind::shape, "convolution: a weight of rank {} (1, 2 or 3 spatial dims expected)",
+       w.dim());
 }
 
 Results conv(const Call& c, int64_t spatial) {
@@ -474,7 +488,8 @@ Results recurrent(const Call& c, bool lstm) {
   int64_t layers = c.integer("num_layers");
   double dropout = c.real("dropout");
   bool train = c.flag("train"), bidirectional = c.flag("bidirectional");
-  if (train && dropout > 0) fail(ErrorKind::unsupported, "{}: dropout between layers in training mode", c.target());
+  if (train && dropout > 0)
+    fail(ErrorKind::unsupported, "{}: dropout between layers in training mode", c.target());
   // params: per layer, per direction (forward, then reverse), w_ih, w_hh[, b_ih, b_hh]
   size_t per_direction = has_biases ? 4 : 2, directions = bidirectional ? 2 : 1;
   if (params.size() != per_direction * directions * static_cast<size_t>(layers))
@@ -492,10 +507,13 @@ Results recurrent(const Call& c, bool lstm) {
       Tensor cell = lstm ? select(hx[1], 0, static_cast<int64_t>(slot)) : Tensor();
       TensorList outs(static_cast<size_t>(steps));
       for (int64_t i = 0; i < steps; ++i) {
-        int64_t t = dir == 0 ? i : steps - 1 - i;  // the reverse direction reads the sequence backwards
+        int64_t t =
+            dir == 0 ? i : steps - 1 - i;  // the reverse direction reads the sequence backwards
         Tensor xt = select(seq, 0, t);
-        if (lstm) std::tie(h, cell) = nn::lstm_cell(xt, h, cell, p[0], p[1], b_ih, b_hh);
-        else h = nn::gru_cell(xt, h, p[0], p[1], b_ih, b_hh);
+        if (lstm)
+          std::tie(h, cell) = nn::lstm_cell(xt, h, cell, p[0], p[1], b_ih, b_hh);
+        else
+          h = nn::gru_cell(xt, h, p[0], p[1], b_ih, b_hh);
         outs[static_cast<size_t>(t)] = h;
       }
       per_dir.push_back(stack(outs, 0));
@@ -518,7 +536,8 @@ Results attention(const Call& c) {
   double dropout = c.real("dropout_p", 0.0);
   bool causal = c.flag("is_causal", false);
   std::optional<double> scale = c.opt_real("scale");
-  if (c.flag("enable_gqa", false) && q.dim() >= 3 && k.shape()[q.dim() - 3] != q.shape()[q.dim() - 3]) {
+  if (c.flag("enable_gqa", false) && q.dim() >= 3 &&
+      k.shape()[q.dim() - 3] != q.shape()[q.dim() - 3]) {
     int64_t groups = q.shape()[q.dim() - 3] / k.shape()[k.dim() - 3];
     k = repeat_interleave(k, groups, k.dim() - 3);
     v = repeat_interleave(v, groups, v.dim() - 3);
@@ -532,19 +551,24 @@ Results batch_norm_functional(const Call& c) {
   Tensor x = c.tensor("input"), w = c.opt_tensor("weight"), b = c.opt_tensor("bias");
   Tensor mean = clone(c.tensor("running_mean")), var = clone(c.tensor("running_var"));
   bool training = c.flag("training");
-  auto [y, save_mean, save_rstd] = nn::native_batch_norm(x, w, b, mean, var, training, c.real("momentum"),
-                                                         c.real("eps"));
+  auto [y, save_mean, save_rstd] =
+      nn::native_batch_norm(x, w, b, mean, var, training, c.real("momentum"), c.real("eps"));
   return {Slot(y), Slot(save_mean), Slot(save_rstd), Slot(mean), Slot(var)};
 }
 
-Tensor dim_reduce(const Call& c, Tensor (*f)(const Tensor&, const IntList&, bool, std::optional<DType>)) {
+Tensor dim_reduce(const Call& c,
+                  Tensor (*f)(const Tensor&, const IntList&, bool, std::optional<DType>)) {
   return f(self(c), c.ints("dim", IntList{}), c.flag("keepdim", false), c.dtype("dtype"));
 }
 
-#define KILN_UNARY(aten, fn) {"aten." #aten ".default", [](const Call& c) { return one(fn(self(c))); }}
-#define KILN_BINARY(aten, fn)                                                                       \
-  {"aten." #aten ".Tensor", [](const Call& c) { return one(fn(self(c), c.tensor("other"))); }},     \
-  {"aten." #aten ".Scalar", [](const Call& c) { return one(fn(self(c), c.tensor("other"))); }}
+#define KILN_UNARY(aten, fn)                                                 \
+  {                                                                          \
+    "aten." #aten ".default", [](const Call& c) { return one(fn(self(c))); } \
+  }
+#define KILN_BINARY(aten, fn)                                                                     \
+  {"aten." #aten ".Tensor", [](const Call& c) { return one(fn(self(c), c.tensor("other"))); }}, { \
+    "aten." #aten ".Scalar", [](const Call& c) { return one(fn(self(c), c.tensor("other"))); }    \
+  }
 
 const std::unordered_map<std::string_view, Adapter>& table() {
   static const std::unordered_map<std::string_view, Adapter> entries = {
@@ -1093,9 +1117,11 @@ Adapter find_adapter(std::string_view target, bool* inplace) {
   if (auto it = t.find(target); it != t.end()) return it->second;
   // "aten.mul_.Tensor" -> "aten.mul.Tensor" then a copy into self; also copy_ / fill_ / zero_
   size_t dot = target.find('.'), second = target.find('.', dot + 1);
-  if (dot == std::string_view::npos || second == std::string_view::npos || target[second - 1] != '_')
+  if (dot == std::string_view::npos || second == std::string_view::npos ||
+      target[second - 1] != '_')
     return nullptr;
-  std::string functional = std::string(target.substr(0, second - 1)) + std::string(target.substr(second));
+  std::string functional =
+      std::string(target.substr(0, second - 1)) + std::string(target.substr(second));
   if (auto it = t.find(functional); it != t.end()) {
     if (inplace) *inplace = true;
     return it->second;

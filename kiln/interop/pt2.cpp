@@ -43,10 +43,11 @@ class Pt2Expr {
   const sym::Expr* parse() {
     size_t open = s_.find('(');
     std::string_view head = s_.substr(0, open);
-    static const char* kSrepr[] = {"Symbol", "Integer", "Add", "Mul", "FloorDiv", "CleanDiv", "Mod", "PythonMod",
-                                   "Max", "Min", "Pow"};
-    bool srepr = open != std::string_view::npos &&
-                 std::any_of(std::begin(kSrepr), std::end(kSrepr), [&](const char* k) { return head == k; });
+    static const char* kSrepr[] = {"Symbol", "Integer",   "Add", "Mul", "FloorDiv", "CleanDiv",
+                                   "Mod",    "PythonMod", "Max", "Min", "Pow"};
+    bool srepr =
+        open != std::string_view::npos &&
+        std::any_of(std::begin(kSrepr), std::end(kSrepr), [&](const char* k) { return head == k; });
     if (!srepr) {  // str form: kiln's own syntax, then the file's symbols renamed
       return sym::substitute(sym::parse(s_, "a size of the program"),
                              [&](const sym::Expr* x) { return symbol_(x->name); });
@@ -72,7 +73,8 @@ class Pt2Expr {
   std::string_view word() {
     skip();
     size_t start = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '-'))
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) ||
+                                s_[pos_] == '_' || s_[pos_] == '-'))
       ++pos_;
     return s_.substr(start, pos_ - start);
   }
@@ -115,12 +117,18 @@ class Pt2Expr {
     if (args.empty()) fail_here("an operation without arguments");
     const sym::Expr* e = args[0];
     for (size_t i = 1; i < args.size(); ++i) {
-      if (head == "Add") e = sym::add(e, args[i]);
-      else if (head == "Mul") e = sym::mul(e, args[i]);
-      else if (head == "FloorDiv" || head == "CleanDiv") e = sym::floordiv(e, args[i]);
-      else if (head == "Mod" || head == "PythonMod") e = sym::mod(e, args[i]);
-      else if (head == "Max") e = sym::max(e, args[i]);
-      else if (head == "Min") e = sym::min(e, args[i]);
+      if (head == "Add")
+        e = sym::add(e, args[i]);
+      else if (head == "Mul")
+        e = sym::mul(e, args[i]);
+      else if (head == "FloorDiv" || head == "CleanDiv")
+        e = sym::floordiv(e, args[i]);
+      else if (head == "Mod" || head == "PythonMod")
+        e = sym::mod(e, args[i]);
+      else if (head == "Max")
+        e = sym::max(e, args[i]);
+      else if (head == "Min")
+        e = sym::min(e, args[i]);
       else if (head == "Pow") {
         std::optional<int64_t> k = sym::as_constant(args[i]);
         if (!k || *k < 0 || *k > 8) fail_here("a power other than a small integer");
@@ -170,22 +178,29 @@ struct Importer {
     }
     if (!fresh.empty()) {
       // One new symbol, the whole size (or k*s + c of it): its example value follows.
-      if (fresh.size() != 1) bad(fmt::format("{}: the size '{}' introduces several symbols at once", where, text));
+      if (fresh.size() != 1)
+        bad(fmt::format("{}: the size '{}' introduces several symbols at once", where, text));
       auto at = [&](int64_t v) { return sym::eval(x, [&](const sym::Expr*) { return v; }); };
       int64_t c = at(0), k = at(1) - c;
       if (k <= 0 || (hint - c) % k != 0 || at(2) != 2 * k + c)
-        bad(fmt::format("{}: cannot tell the value of {} from the size '{}'", where, fresh[0], text));
+        bad(fmt::format("{}: cannot tell the value of {} from the size '{}'", where, fresh[0],
+                        text));
       int64_t lo = 0, hi = Dim::kMax;
       if (range_constraints && range_constraints->contains(fresh[0])) {
         const json& r = range_constraints->at(fresh[0]);
-        if (r.contains("min_val") && r.at("min_val").is_number_integer()) lo = std::max<int64_t>(0, r.at("min_val").get<int64_t>());
-        if (r.contains("max_val") && r.at("max_val").is_number_integer()) hi = std::min(Dim::kMax, r.at("max_val").get<int64_t>());
+        if (r.contains("min_val") && r.at("min_val").is_number_integer())
+          lo = std::max<int64_t>(0, r.at("min_val").get<int64_t>());
+        if (r.contains("max_val") && r.at("max_val").is_number_integer())
+          hi = std::min(Dim::kMax, r.at("max_val").get<int64_t>());
       }
       int64_t value = (hint - c) / k;
-      if (value < lo || value > hi) bad(fmt::format("{}: the example value {} of {} is outside its range [{}, {}]", where, value, fresh[0], lo, hi));
+      if (value < lo || value > hi)
+        bad(fmt::format("{}: the example value {} of {} is outside its range [{}, {}]", where,
+                        value, fresh[0], lo, hi));
       symbols[fresh[0]] = shape_env.new_symbol(value, lo, hi, source, fresh[0], /*automatic=*/true);
       const sym::Expr* placeholder = sym::symbol("pt2_" + fresh[0]);
-      x = sym::substitute(x, [&](const sym::Expr* s) { return s == placeholder ? symbols[fresh[0]].expr() : s; });
+      x = sym::substitute(
+          x, [&](const sym::Expr* s) { return s == placeholder ? symbols[fresh[0]].expr() : s; });
     }
     SymInt size(x, hint);
     if (size.is_symbolic()) {
@@ -193,12 +208,16 @@ struct Importer {
         const SymbolInfo* info = shape_env.find(s);
         return info ? info->hint : 0;
       });
-      if (at_hints != hint) bad(fmt::format("{}: the size '{}' is {} at the example, not {}", where, text, at_hints, hint));
+      if (at_hints != hint)
+        bad(fmt::format("{}: the size '{}' is {} at the example, not {}", where, text, at_hints,
+                        hint));
     }
     return size;
   }
 
-  [[noreturn]] void bad(const std::string& what) const { fail(ErrorKind::format, "[import] {}: {}", file, what); }
+  [[noreturn]] void bad(const std::string& what) const {
+    fail(ErrorKind::format, "[import] {}: {}", file, what);
+  }
 
   const json& at(const json& j, const char* key, std::string_view where) const {
     if (!j.is_object() || !j.contains(key)) bad(fmt::format("{} has no '{}'", where, key));
@@ -261,7 +280,8 @@ struct Importer {
     if (!dt) bad(fmt::format("{}: dtype {} has no kiln counterpart", where, m.at("dtype").dump()));
     out.dtype = *dt;
     if (m.contains("layout") && m.at("layout").get<int>() != 7)
-      bad(fmt::format("{}: layout {} is not strided (sparse tensors are not imported)", where, m.at("layout").dump()));
+      bad(fmt::format("{}: layout {} is not strided (sparse tensors are not imported)", where,
+                      m.at("layout").dump()));
     for (const json& s : at(m, "sizes", where)) {
       out.sizes.push_back(sym_int(s, where, "size"));
       if (out.sizes.back() < 0) bad(fmt::format("{}: a negative size", where));
@@ -272,7 +292,8 @@ struct Importer {
     }
     if (out.strides.size() != out.sizes.size())
       bad(fmt::format("{}: {} sizes but {} strides", where, out.sizes.size(), out.strides.size()));
-    out.offset = m.contains("storage_offset") ? sym_int(m.at("storage_offset"), where, "storage offset") : 0;
+    out.offset =
+        m.contains("storage_offset") ? sym_int(m.at("storage_offset"), where, "storage offset") : 0;
     if (out.offset < 0) bad(fmt::format("{}: a negative storage offset", where));
     out.device = device_of(at(m, "device", where));
     return out;
@@ -289,7 +310,8 @@ struct Importer {
     std::span<const unsigned char> bytes = archive.bytes(entry);
     size_t item = itemsize(dtype);
     if (bytes.size() % item != 0)
-      bad(fmt::format("'{}' has {} bytes, not a whole number of {} elements", entry, bytes.size(), to_string(dtype)));
+      bad(fmt::format("'{}' has {} bytes, not a whole number of {} elements", entry, bytes.size(),
+                      to_string(dtype)));
     int64_t n = static_cast<int64_t>(bytes.size() / item);
     Device cpu0(DeviceType::cpu, 0);
     Tensor t;
@@ -302,8 +324,8 @@ struct Importer {
       impl->strides = contiguous_strides(impl->shape);
       impl->dtype = dtype;
       impl->device = cpu0;
-      impl->storage = std::make_shared<StorageImpl>(const_cast<unsigned char*>(bytes.data()), bytes.size(), cpu0,
-                                                    nullptr, false);
+      impl->storage = std::make_shared<StorageImpl>(const_cast<unsigned char*>(bytes.data()),
+                                                    bytes.size(), cpu0, nullptr, false);
       impl->storage->owner = std::const_pointer_cast<void>(owner);
       t = Tensor(std::move(impl));
     } else {
@@ -321,21 +343,27 @@ struct Importer {
   Tensor payload(const std::string& folder, const std::string& fqn, const json& p) {
     std::string where = fmt::format("'{}' in {}", fqn, folder);
     if (p.value("use_pickle", false))
-      fail(ErrorKind::unsupported, "[import] {}: {} is a pickled payload; kiln never unpickles", file, where);
+      fail(ErrorKind::unsupported, "[import] {}: {} is a pickled payload; kiln never unpickles",
+           file, where);
     std::string path_name = at(p, "path_name", where).get<std::string>();
     if (path_name.find('/') != std::string::npos || path_name.find("..") != std::string::npos)
       bad(fmt::format("{}: path_name '{}' leaves its folder", where, path_name));
     if (path_name.rfind("custom_obj", 0) == 0 || path_name.rfind("opaque_obj", 0) == 0)
-      fail(ErrorKind::unsupported, "[import] {}: {} is a custom object; kiln imports tensors only", file, where);
+      fail(ErrorKind::unsupported, "[import] {}: {} is a custom object; kiln imports tensors only",
+           file, where);
     Meta m = tensor_meta(at(p, "tensor_meta", where), where);
     Tensor s = storage(folder + path_name, m.dtype);
     int64_t n = s.numel();
     bool empty_view = std::any_of(m.sizes.begin(), m.sizes.end(), [](int64_t x) { return x == 0; });
     if (!empty_view) {
       __int128 last = m.offset;
-      for (size_t d = 0; d < m.sizes.size(); ++d) last += static_cast<__int128>(m.sizes[d] - 1) * m.strides[d];
-      if (last >= n) bad(fmt::format("{}: sizes {} and strides {} at offset {} reach past its storage of {} "
-                                     "elements", where, Dims(m.sizes).str(), Dims(m.strides).str(), m.offset, n));
+      for (size_t d = 0; d < m.sizes.size(); ++d)
+        last += static_cast<__int128>(m.sizes[d] - 1) * m.strides[d];
+      if (last >= n)
+        bad(
+            fmt::format("{}: sizes {} and strides {} at offset {} reach past its storage of {} "
+                        "elements",
+                        where, Dims(m.sizes).str(), Dims(m.strides).str(), m.offset, n));
     }
     Dims contiguous = contiguous_strides(Dims(m.sizes));
     if (m.offset == 0 && Dims(m.strides) == contiguous && numel_of(Dims(m.sizes)) == n)
@@ -387,14 +415,16 @@ std::string node_label(const json& node, const std::string& target, bool with_so
   std::string name = node.value("name", std::string());
   if (name.empty() && !node.at("outputs").empty()) name = node.at("outputs")[0].dump();
   std::string path = module_path(node), where = with_source ? source_line(node) : "";
-  return fmt::format("{} (node '{}'{}{})", target, name, path.empty() ? "" : ", module '" + path + "'",
+  return fmt::format("{} (node '{}'{}{})", target, name,
+                     path.empty() ? "" : ", module '" + path + "'",
                      where.empty() ? "" : ", " + where);
 }
 
 // ---- bookkeeping ops: sizes as values, assertions -------------------------------------
 
 // The ops that compute with sizes rather than tensors (sizes are specialized: plain numbers).
-std::optional<Results> bookkeeping(const std::string& target, const Call& c, const json& node, const Env& env) {
+std::optional<Results> bookkeeping(const std::string& target, const Call& c, const json& node,
+                                   const Env& env) {
   auto positional = [&](size_t i) -> Scalar {
     const json& in = node.at("inputs");
     if (i >= in.size()) fail(ErrorKind::format, "{}: argument {} is missing", target, i);
@@ -403,8 +433,11 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
     return *n;
   };
   auto number = [](Scalar s) { return Results{Slot(s)}; };
-  auto size = [](const SymInt& s) { return s.is_symbolic() ? Results{Slot(s)} : Results{Slot(Scalar(s.hint()))}; };
-  if (target == "aten.sym_size.int") return size(c.tensor("self").sym_size(c.integer("dim")));  // (Y1)
+  auto size = [](const SymInt& s) {
+    return s.is_symbolic() ? Results{Slot(s)} : Results{Slot(Scalar(s.hint()))};
+  };
+  if (target == "aten.sym_size.int")
+    return size(c.tensor("self").sym_size(c.integer("dim")));  // (Y1)
   if (target == "aten.sym_numel.default") return size(c.tensor("self").sym_numel());
   if (target == "aten.sym_stride.int") {
     Tensor x = c.tensor("self");
@@ -413,10 +446,12 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
   }
   if (target == "aten._assert_scalar.default") {
     if (!c.scalar("self").to_bool())
-      fail(ErrorKind::value, "a runtime assertion of the program fails: {}", c.str("assert_msg", ""));
+      fail(ErrorKind::value, "a runtime assertion of the program fails: {}",
+           c.str("assert_msg", ""));
     return Results{};
   }
-  if (target == "aten.sym_constrain_range_for_size.default" || target == "aten.sym_constrain_range.default") {
+  if (target == "aten.sym_constrain_range_for_size.default" ||
+      target == "aten.sym_constrain_range.default") {
     int64_t v = c.integer("size");
     std::optional<int64_t> lo = c.opt_integer("min"), hi = c.opt_integer("max");
     if ((lo && v < *lo) || (hi && v > *hi))
@@ -426,9 +461,11 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
   if (target == "aten._assert_tensor_metadata.default") {
     Tensor x = c.tensor("a");
     if (auto dt = c.dtype("dtype"); dt && *dt != x.dtype())
-      fail(ErrorKind::dtype, "the program asserts dtype {}, the value has {}", to_string(*dt), to_string(x.dtype()));
+      fail(ErrorKind::dtype, "the program asserts dtype {}, the value has {}", to_string(*dt),
+           to_string(x.dtype()));
     if (auto sizes = c.opt_ints("size"); sizes && Dims(*sizes) != x.shape())
-      fail(ErrorKind::shape, "the program asserts sizes {}, the value has {}", Dims(*sizes).str(), x.shape().str());
+      fail(ErrorKind::shape, "the program asserts sizes {}, the value has {}", Dims(*sizes).str(),
+           x.shape().str());
     c.opt_ints("stride");
     c.device("device");  // devices are slots: the program may run elsewhere (X3)
     c.accept_defaults({"layout"});
@@ -436,11 +473,12 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
   }
   // Python's operators on sizes (torch.export writes them as "_operator.mul" etc.)
   static const std::map<std::string, int> binary = {
-      {"_operator.add", 0}, {"_operator.sub", 1}, {"_operator.mul", 2}, {"_operator.floordiv", 3},
-      {"_operator.mod", 4}, {"_operator.eq", 5},  {"_operator.ne", 6},  {"_operator.lt", 7},
-      {"_operator.le", 8},  {"_operator.gt", 9},  {"_operator.ge", 10}, {"_operator.and_", 11},
-      {"_operator.or_", 12}, {"torch.sym_max", 13}, {"torch.sym_min", 14}, {"_operator.truediv", 15},
-      {"_operator.pow", 16}};
+      {"_operator.add", 0},      {"_operator.sub", 1},  {"_operator.mul", 2},
+      {"_operator.floordiv", 3}, {"_operator.mod", 4},  {"_operator.eq", 5},
+      {"_operator.ne", 6},       {"_operator.lt", 7},   {"_operator.le", 8},
+      {"_operator.gt", 9},       {"_operator.ge", 10},  {"_operator.and_", 11},
+      {"_operator.or_", 12},     {"torch.sym_max", 13}, {"torch.sym_min", 14},
+      {"_operator.truediv", 15}, {"_operator.pow", 16}};
   auto sym_positional = [&](size_t i) -> std::optional<SymInt> {
     const json& in = node.at("inputs");
     return i < in.size() ? interop::sym_int_of(in[i].at("arg"), env) : std::nullopt;
@@ -481,7 +519,8 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
       case 1: return number(ints ? Scalar(i - j) : Scalar(x - y));
       case 2: return number(ints ? Scalar(i * j) : Scalar(x * y));
       case 3: return number(ints ? Scalar(floor_div(i, j)) : Scalar(std::floor(x / y)));
-      case 4: return number(ints ? Scalar(i - floor_div(i, j) * j) : Scalar(x - std::floor(x / y) * y));
+      case 4:
+        return number(ints ? Scalar(i - floor_div(i, j) * j) : Scalar(x - std::floor(x / y) * y));
       case 5: return number(Scalar(x == y));
       case 6: return number(Scalar(x != y));
       case 7: return number(Scalar(x < y));
@@ -497,26 +536,53 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
     }
   }
   if (target == "_operator.neg") {
-    if (std::optional<SymInt> s = sym_positional(0); s && s->is_symbolic()) return size(SymInt(0) - *s);
+    if (std::optional<SymInt> s = sym_positional(0); s && s->is_symbolic())
+      return size(SymInt(0) - *s);
     Scalar a = positional(0);
     return number(a.is_floating() ? Scalar(-a.to_double()) : Scalar(-a.to_int()));
   }
-  if (target == "_operator.not_" || target == "torch.sym_not") return number(Scalar(!positional(0).to_bool()));
+  if (target == "_operator.not_" || target == "torch.sym_not")
+    return number(Scalar(!positional(0).to_bool()));
   if (target == "torch.sym_float") return number(Scalar(positional(0).to_double()));
-  if (target == "torch.sym_int" || target == "math.floor") return number(Scalar(static_cast<int64_t>(std::floor(positional(0).to_double()))));
-  if (target == "math.ceil") return number(Scalar(static_cast<int64_t>(std::ceil(positional(0).to_double()))));
+  if (target == "torch.sym_int" || target == "math.floor")
+    return number(Scalar(static_cast<int64_t>(std::floor(positional(0).to_double()))));
+  if (target == "math.ceil")
+    return number(Scalar(static_cast<int64_t>(std::ceil(positional(0).to_double()))));
   return std::nullopt;
 }
 
 bool is_bookkeeping(const std::string& target) {
-  static const char* names[] = {
-      "aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int", "aten._assert_scalar.default",
-      "aten.sym_constrain_range_for_size.default", "aten.sym_constrain_range.default",
-      "aten._assert_tensor_metadata.default", "_operator.add", "_operator.sub", "_operator.mul",
-      "_operator.floordiv", "_operator.mod", "_operator.eq", "_operator.ne", "_operator.lt", "_operator.le",
-      "_operator.gt", "_operator.ge", "_operator.and_", "_operator.or_", "torch.sym_max", "torch.sym_min",
-      "_operator.truediv", "_operator.pow", "_operator.neg", "_operator.not_", "torch.sym_not", "torch.sym_float",
-      "torch.sym_int", "math.floor", "math.ceil"};
+  static const char* names[] = {"aten.sym_size.int",
+                                "aten.sym_numel.default",
+                                "aten.sym_stride.int",
+                                "aten._assert_scalar.default",
+                                "aten.sym_constrain_range_for_size.default",
+                                "aten.sym_constrain_range.default",
+                                "aten._assert_tensor_metadata.default",
+                                "_operator.add",
+                                "_operator.sub",
+                                "_operator.mul",
+                                "_operator.floordiv",
+                                "_operator.mod",
+                                "_operator.eq",
+                                "_operator.ne",
+                                "_operator.lt",
+                                "_operator.le",
+                                "_operator.gt",
+                                "_operator.ge",
+                                "_operator.and_",
+                                "_operator.or_",
+                                "torch.sym_max",
+                                "torch.sym_min",
+                                "_operator.truediv",
+                                "_operator.pow",
+                                "_operator.neg",
+                                "_operator.not_",
+                                "torch.sym_not",
+                                "torch.sym_float",
+                                "torch.sym_int",
+                                "math.floor",
+                                "math.ceil"};
   return std::find(std::begin(names), std::end(names), target) != std::end(names);
 }
 
@@ -525,13 +591,16 @@ bool is_bookkeeping(const std::string& target) {
 // "mylib.foo.default" -> kiln's registered "mylib::foo" (E3), or nullopt.
 std::optional<ops::OpKind> extension_for(const std::string& target) {
   size_t dot = target.find('.');
-  if (dot == std::string::npos || target.rfind("aten.", 0) == 0 || target.rfind("_operator.", 0) == 0 ||
-      target.rfind("torch.", 0) == 0 || target.rfind("higher_order.", 0) == 0)
+  if (dot == std::string::npos || target.rfind("aten.", 0) == 0 ||
+      target.rfind("_operator.", 0) == 0 || target.rfind("torch.", 0) == 0 ||
+      target.rfind("higher_order.", 0) == 0)
     return std::nullopt;
   size_t second = target.find('.', dot + 1);
-  std::string op = target.substr(dot + 1, second == std::string::npos ? std::string::npos : second - dot - 1);
+  std::string op =
+      target.substr(dot + 1, second == std::string::npos ? std::string::npos : second - dot - 1);
   std::string overload = second == std::string::npos ? "default" : target.substr(second + 1);
-  std::string name = target.substr(0, dot) + "::" + op + (overload == "default" ? "" : "." + overload);
+  std::string name =
+      target.substr(0, dot) + "::" + op + (overload == "default" ? "" : "." + overload);
   for (ops::OpKind k : ops::extension_ops())
     if (ops::op_name(k) == name) return k;
   return std::nullopt;
@@ -542,8 +611,10 @@ Results call_extension(ops::OpKind op, const Call& c, const json& node) {
   // (E3) every argument the file passes is one the registered schema has
   for (const json& in : node.at("inputs")) {
     std::string name = in.at("name").get<std::string>();
-    if (std::none_of(schema.args.begin(), schema.args.end(), [&](const ops::ArgSpec& a) { return a.name == name; }))
-      fail(ErrorKind::value, "the file passes argument '{}', which kiln's registered schema '{}' lacks", name,
+    if (std::none_of(schema.args.begin(), schema.args.end(),
+                     [&](const ops::ArgSpec& a) { return a.name == name; }))
+      fail(ErrorKind::value,
+           "the file passes argument '{}', which kiln's registered schema '{}' lacks", name,
            schema.str());
   }
   std::vector<Value> args;
@@ -560,30 +631,40 @@ Results call_extension(ops::OpKind op, const Call& c, const json& node) {
       case T::tensor_list: args.emplace_back(c.tensors(a.name)); break;
       case T::scalar: args.emplace_back(c.scalar(a.name)); break;
       case T::opt_scalar:
-        if (auto s = c.opt_scalar(a.name)) args.emplace_back(*s);
-        else args.emplace_back(std::monostate{});
+        if (auto s = c.opt_scalar(a.name))
+          args.emplace_back(*s);
+        else
+          args.emplace_back(std::monostate{});
         break;
       case T::int_: args.emplace_back(c.integer(a.name)); break;
       case T::opt_int:
-        if (auto i = c.opt_integer(a.name)) args.emplace_back(*i);
-        else args.emplace_back(std::monostate{});
+        if (auto i = c.opt_integer(a.name))
+          args.emplace_back(*i);
+        else
+          args.emplace_back(std::monostate{});
         break;
       case T::int_list: args.emplace_back(c.ints(a.name)); break;
       case T::float_: args.emplace_back(c.real(a.name)); break;
       case T::opt_float:
-        if (auto d = c.opt_real(a.name)) args.emplace_back(*d);
-        else args.emplace_back(std::monostate{});
+        if (auto d = c.opt_real(a.name))
+          args.emplace_back(*d);
+        else
+          args.emplace_back(std::monostate{});
         break;
       case T::bool_: args.emplace_back(c.flag(a.name)); break;
       case T::dtype: args.emplace_back(*c.dtype(a.name)); break;
       case T::opt_dtype:
-        if (auto d = c.dtype(a.name)) args.emplace_back(*d);
-        else args.emplace_back(std::monostate{});
+        if (auto d = c.dtype(a.name))
+          args.emplace_back(*d);
+        else
+          args.emplace_back(std::monostate{});
         break;
       case T::device: args.emplace_back(*c.device(a.name)); break;
       case T::opt_device:
-        if (auto d = c.device(a.name)) args.emplace_back(*d);
-        else args.emplace_back(std::monostate{});
+        if (auto d = c.device(a.name))
+          args.emplace_back(*d);
+        else
+          args.emplace_back(std::monostate{});
         break;
       case T::str: args.emplace_back(Str(c.str(a.name))); break;
     }
@@ -601,7 +682,8 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
   if (!archive.has("archive_format"))
     im.bad("no 'archive_format' entry (not an archive torch.export.save wrote)");
   std::string format = archive.text("archive_format");
-  if (format != "pt2") im.bad(fmt::format("archive_format is '{}', not 'pt2'", format.substr(0, 40)));
+  if (format != "pt2")
+    im.bad(fmt::format("archive_format is '{}', not 'pt2'", format.substr(0, 40)));
   if (archive.has("byteorder") && archive.text("byteorder") != "little")
     im.bad("the archive's byte order is not little-endian");
 
@@ -613,14 +695,17 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
   std::string model_entry = archive.has("models/model.json") ? "models/model.json" : models[0];
   std::string model = model_entry.substr(7, model_entry.size() - 12);
   if (models.size() > 1)
-    im.notes.push_back(fmt::format("the archive holds {} programs; '{}' is imported", models.size(), model));
+    im.notes.push_back(
+        fmt::format("the archive holds {} programs; '{}' is imported", models.size(), model));
   json doc = im.parse(model_entry);
 
   const json& version = im.at(doc, "schema_version", model_entry);
   int major = im.at(version, "major", "schema_version").get<int>();
   if (major != kSchemaMajor)
-    fail(ErrorKind::format, "[import] {}: the program is serialized with schema version {}.{}; kiln reads "
-         "version {}.x", file, major, version.value("minor", 0), kSchemaMajor);
+    fail(ErrorKind::format,
+         "[import] {}: the program is serialized with schema version {}.{}; kiln reads "
+         "version {}.x",
+         file, major, version.value("minor", 0), kSchemaMajor);
   const json& gm = im.at(doc, "graph_module", model_entry);
   const json& graph = im.at(gm, "graph", "graph_module");
   const json& sig = im.at(gm, "signature", "graph_module");
@@ -636,9 +721,10 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       missing.push_back(node_label(node, target, /*with_source=*/false));
   }
   if (!missing.empty())  // one line, every op: a user sees the whole gap at once
-    fail(ErrorKind::unsupported, "[import] {}: {} op{} kiln does not map: {} (the table is kiln/interop/ops.cpp; "
-         "a custom op needs a kiln extension op of the same name)", file, missing.size(),
-         missing.size() == 1 ? "" : "s", fmt::join(missing, "; "));
+    fail(ErrorKind::unsupported,
+         "[import] {}: {} op{} kiln does not map: {} (the table is kiln/interop/ops.cpp; "
+         "a custom op needs a kiln extension op of the same name)",
+         file, missing.size(), missing.size() == 1 ? "" : "s", fmt::join(missing, "; "));
 
   json weights = im.payload_config(model, "weights");
   json constants = im.payload_config(model, "constants");
@@ -651,20 +737,23 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
   // example sizes. A tensor tied to one already bound (same storage, same view) is that
   // input again: kiln keeps one tensor (I3).
   ExportedProgram program;
-  std::vector<std::string> names;         // kiln graph inputs, in order
-  std::vector<Tensor> real;               // their values (state, constants) or undefined (user)
-  Env constants_in;                       // constant_input specs: numbers bound by name
-  std::map<std::string, int> input_of;      // pt2 placeholder -> kiln input
-  std::map<std::string, int> state_input;   // parameter / buffer / constant name -> kiln input
+  std::vector<std::string> names;          // kiln graph inputs, in order
+  std::vector<Tensor> real;                // their values (state, constants) or undefined (user)
+  Env constants_in;                        // constant_input specs: numbers bound by name
+  std::map<std::string, int> input_of;     // pt2 placeholder -> kiln input
+  std::map<std::string, int> state_input;  // parameter / buffer / constant name -> kiln input
   std::vector<std::pair<Tensor, std::string>> seen_state;  // for ties
-  auto bind_state = [&](const std::string& name, const Tensor& t, InputSpec spec, bool state, const std::string& fqn) {
+  auto bind_state = [&](const std::string& name, const Tensor& t, InputSpec spec, bool state,
+                        const std::string& fqn) {
     for (auto& [other, other_fqn] : seen_state)
-      if (other.storage() == t.storage() && other.shape() == t.shape() && other.strides() == t.strides() &&
-          other.offset() == t.offset()) {
+      if (other.storage() == t.storage() && other.shape() == t.shape() &&
+          other.strides() == t.strides() && other.offset() == t.offset()) {
         input_of[name] = state_input[other_fqn];
         state_input[fqn] = state_input[other_fqn];
-        im.notes.push_back(fmt::format("'{}' is tied to '{}' (one storage in the file): kiln keeps one tensor, "
-                                       "'{}'", spec.target, other_fqn, other_fqn));
+        im.notes.push_back(
+            fmt::format("'{}' is tied to '{}' (one storage in the file): kiln keeps one tensor, "
+                        "'{}'",
+                        spec.target, other_fqn, other_fqn));
         return;
       }
     input_of[name] = static_cast<int>(names.size());
@@ -695,14 +784,17 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       bind_state(name, t, {Kind::buffer, name, fqn, persistent}, persistent, fqn);
     } else if (kind == "tensor_constant") {
       std::string name = v.at("arg").at("name"), fqn = v.at("tensor_constant_name");
-      bind_state(name, weight(constants, "constants", fqn), {Kind::constant, name, fqn, false}, false, fqn);
+      bind_state(name, weight(constants, "constants", fqn), {Kind::constant, name, fqn, false},
+                 false, fqn);
     } else if (kind == "user_input") {
       const json& arg = v.at("arg");
       if (!arg.contains("as_tensor"))
-        fail(ErrorKind::unsupported, "[import] {}: user input {} is not a tensor; kiln programs take tensors only",
-             file, arg.dump().substr(0, 80));
+        fail(ErrorKind::unsupported,
+             "[import] {}: user input {} is not a tensor; kiln programs take tensors only", file,
+             arg.dump().substr(0, 80));
       std::string name = arg.at("as_tensor").at("name");
-      if (!values.contains(name)) im.bad(fmt::format("user input '{}' has no tensor_values entry", name));
+      if (!values.contains(name))
+        im.bad(fmt::format("user input '{}' has no tensor_values entry", name));
       std::string target = "input_" + std::to_string(n_user);
       Dims sizes = im.user_sizes(values.at(name), fmt::format("input '{}'", name), target);
       Importer::Meta m = im.tensor_meta(values.at(name), fmt::format("input '{}'", name));
@@ -716,11 +808,15 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
     } else if (kind == "constant_input") {
       std::string name = v.at("name");
       std::optional<Scalar> n = interop::number_of(v.at("value"), constants_in);
-      if (!n) fail(ErrorKind::unsupported, "[import] {}: constant input '{}' is not a number", file, name);
+      if (!n)
+        fail(ErrorKind::unsupported, "[import] {}: constant input '{}' is not a number", file,
+             name);
       constants_in[name] = *n;
     } else {
-      fail(ErrorKind::unsupported, "[import] {}: a '{}' input (kiln imports parameters, buffers, tensor "
-           "constants and tensor inputs)", file, kind);
+      fail(ErrorKind::unsupported,
+           "[import] {}: a '{}' input (kiln imports parameters, buffers, tensor "
+           "constants and tensor inputs)",
+           file, kind);
     }
   }
 
@@ -737,8 +833,9 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
     if (kind == "user_output") {
       const json& arg = v.at("arg");
       if (!arg.contains("as_tensor"))
-        fail(ErrorKind::unsupported, "[import] {}: user output {} is not a tensor; kiln programs return tensors",
-             file, arg.dump().substr(0, 80));
+        fail(ErrorKind::unsupported,
+             "[import] {}: user output {} is not a tensor; kiln programs return tensors", file,
+             arg.dump().substr(0, 80));
       user_outputs.push_back(arg.at("as_tensor").at("name"));
     } else if (kind == "buffer_mutation") {
       std::string fqn = v.at("buffer_name");
@@ -749,8 +846,10 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       if (!input_of.count(in)) im.bad(fmt::format("a mutation of unknown input '{}'", in));
       writes.emplace_back(v.at("arg").at("name"), input_of.at(in));
     } else {
-      fail(ErrorKind::unsupported, "[import] {}: a '{}' output: training programs (losses, gradients, parameter "
-           "updates) are not imported; export the forward and capture training with kiln", file, kind);
+      fail(ErrorKind::unsupported,
+           "[import] {}: a '{}' output: training programs (losses, gradients, parameter "
+           "updates) are not imported; export the forward and capture training with kiln",
+           file, kind);
     }
   }
 
@@ -758,7 +857,8 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
   // have them: X3 binds them later); user inputs as fake tensors of the example sizes.
   auto state_device = [&](const std::string& fqn) -> std::optional<Device> {
     for (const json* config : {&weights, &constants})
-      if (config->contains(fqn)) return Importer::device_of(config->at(fqn).at("tensor_meta").at("device"));
+      if (config->contains(fqn))
+        return Importer::device_of(config->at(fqn).at("tensor_meta").at("device"));
     return std::nullopt;
   };
   TensorList traced;
@@ -775,7 +875,8 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
     for (size_t i = 0; i < names.size(); ++i) {
       if (real[i].defined()) {
         Tensor f = fake.from_real(real[i]);
-        if (auto d = state_device(program.signature.inputs[i].target); d && *d != f.device()) f = to(f, *d);
+        if (auto d = state_device(program.signature.inputs[i].target); d && *d != f.device())
+          f = to(f, *d);
         traced.push_back(f);
       } else {
         const Importer::Meta& m = user_inputs[u].second;
@@ -813,12 +914,14 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
           }
           if (std::vector<std::string> left = call.unread(); !left.empty())
             fail(ErrorKind::unsupported, "argument{} {} of {} {} not supported by kiln's importer",
-                 left.size() == 1 ? "" : "s", fmt::join(left, ", "), target, left.size() == 1 ? "is" : "are");
+                 left.size() == 1 ? "" : "s", fmt::join(left, ", "), target,
+                 left.size() == 1 ? "is" : "are");
         }
       } catch (const Error& e) {
         std::string what = e.what();
         if (what.rfind("[import]", 0) == 0) throw;
-        throw Error(e.kind(), fmt::format("[import] {}: {}: {}", file, node_label(node, target), what));
+        throw Error(e.kind(),
+                    fmt::format("[import] {}: {}: {}", file, node_label(node, target), what));
       } catch (const json::exception& e) {
         throw Error(ErrorKind::format, fmt::format("[import] {}: {}: malformed node: {}", file,
                                                    node_label(node, target), e.what()));
@@ -827,12 +930,14 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       size_t next = 0;
       auto take = [&](const std::string& name) {
         if (next >= results.size())
-          throw Error(ErrorKind::format, fmt::format("[import] {}: {} names more outputs than the op returns",
-                                                     file, node_label(node, target)));
+          throw Error(ErrorKind::format,
+                      fmt::format("[import] {}: {} names more outputs than the op returns", file,
+                                  node_label(node, target)));
         env[name] = results[next++];
       };
       for (const json& out : node.at("outputs")) {
-        if (out.contains("as_tensor")) take(out.at("as_tensor").at("name"));
+        if (out.contains("as_tensor"))
+          take(out.at("as_tensor").at("name"));
         else if (out.contains("as_tensors"))
           for (const json& t : out.at("as_tensors")) take(t.at("name"));
         else if (out.contains("as_sym_int") && out.at("as_sym_int").contains("as_name"))
@@ -844,15 +949,18 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
         else if (out.contains("as_none"))
           ++next;
         else
-          throw Error(ErrorKind::format, fmt::format("[import] {}: {}: an output of kind {}", file,
-                                                     node_label(node, target), out.dump().substr(0, 60)));
+          throw Error(ErrorKind::format,
+                      fmt::format("[import] {}: {}: an output of kind {}", file,
+                                  node_label(node, target), out.dump().substr(0, 60)));
       }
     }
     auto tensor_named = [&](const std::string& name) {
       auto it = env.find(name);
       if (it == env.end() || !std::holds_alternative<Tensor>(it->second))
-        throw Error(ErrorKind::format, fmt::format("[import] {}: the graph returns '{}', which no node defines "
-                                                   "as a tensor", file, name));
+        throw Error(ErrorKind::format,
+                    fmt::format("[import] {}: the graph returns '{}', which no node defines "
+                                "as a tensor",
+                                file, name));
       return std::get<Tensor>(it->second);
     };
     for (const auto& [value, into] : writes) {
@@ -863,14 +971,15 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
     for (const std::string& name : user_outputs) outs.push_back(tensor_named(name));
     return outs;
   };
-  passes::CapturedProgram captured =
-      passes::capture(fn, traced, {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
+  passes::CapturedProgram captured = passes::capture(
+      fn, traced, {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
   if (symbolic) {
     symbolic.reset();
-    program.shapes = detail::settle_shapes(im.shape_env);  // the file's dims are automatic: no errors
+    program.shapes =
+        detail::settle_shapes(im.shape_env);  // the file's dims are automatic: no errors
     for (const SymbolInfo& s : program.shapes.symbols)
-      im.notes.push_back(fmt::format("{} ({}) is symbolic: {} in [{}, {}]", s.source, s.dim_name, sym::str(s.expr), s.min,
-                                     s.max));
+      im.notes.push_back(fmt::format("{} ({}) is symbolic: {} in [{}, {}]", s.source, s.dim_name,
+                                     sym::str(s.expr), s.min, s.max));
   }
   finish_program(program, std::move(captured), "import");
   return {std::move(program), std::move(im.notes)};

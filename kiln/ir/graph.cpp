@@ -9,8 +9,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "kiln/core/overloaded.h"
 #include "kiln/api/functional.h"
+#include "kiln/core/overloaded.h"
 
 namespace kiln::ir {
 
@@ -27,24 +27,24 @@ std::string ints_str(const IntList& v) {
 }
 
 std::string arg_str(const Arg& a) {
-  return std::visit(
-      Overloaded{[](std::monostate) -> std::string { return "None"; },
-                 [](const Ref& r) { return ref_str(r); },
-                 [](const RefList& l) {
-                   std::string s = "[";
-                   for (size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + ref_str(l[i]);
-                   return s + "]";
-                 },
-                 [](const Scalar& v) { return v.str(); },
-                 [](int64_t v) { return std::to_string(v); },
-                 [](double v) { return fmt::format("{}", v); },
-                 [](bool v) -> std::string { return v ? "True" : "False"; },
-                 [](const IntList& v) { return ints_str(v); },
-                 [](DType d) { return std::string(to_string(d)); },
-                 [](Device d) { return d.str(); },
-                 [](Str s) { return fmt::format("'{}'", s.view()); },
-                 [](const SymIntList& v) { return v.dims().str(); }},
-      a);
+  return std::visit(Overloaded{[](std::monostate) -> std::string { return "None"; },
+                               [](const Ref& r) { return ref_str(r); },
+                               [](const RefList& l) {
+                                 std::string s = "[";
+                                 for (size_t i = 0; i < l.size(); ++i)
+                                   s += (i ? ", " : "") + ref_str(l[i]);
+                                 return s + "]";
+                               },
+                               [](const Scalar& v) { return v.str(); },
+                               [](int64_t v) { return std::to_string(v); },
+                               [](double v) { return fmt::format("{}", v); },
+                               [](bool v) -> std::string { return v ? "True" : "False"; },
+                               [](const IntList& v) { return ints_str(v); },
+                               [](DType d) { return std::string(to_string(d)); },
+                               [](Device d) { return d.str(); },
+                               [](Str s) { return fmt::format("'{}'", s.view()); },
+                               [](const SymIntList& v) { return v.dims().str(); }},
+                    a);
 }
 
 // Whether a non-tensor argument equals its schema default (then the printer omits it).
@@ -110,8 +110,10 @@ std::string ValueMeta::str() const {
 std::vector<Ref> Node::inputs() const {
   std::vector<Ref> out;
   for (const Arg& a : args_) {
-    if (auto* r = std::get_if<Ref>(&a)) out.push_back(*r);
-    else if (auto* l = std::get_if<RefList>(&a)) out.insert(out.end(), l->begin(), l->end());
+    if (auto* r = std::get_if<Ref>(&a))
+      out.push_back(*r);
+    else if (auto* l = std::get_if<RefList>(&a))
+      out.insert(out.end(), l->begin(), l->end());
   }
   return out;
 }
@@ -184,7 +186,8 @@ class Namer {
   // Erased before named (called before it leaves the list): keep what its name is made of.
   void forget(Node* n) {
     if (n->name_link_ >= 0) n->name_ = borrowed_->name(static_cast<size_t>(n->name_link_));
-    erased_.push_back({n->id_, n->op_, kind_of(n), n->given_name_ ? std::move(n->name_) : std::string()});
+    erased_.push_back(
+        {n->id_, n->op_, kind_of(n), n->given_name_ ? std::move(n->name_) : std::string()});
     if (next_ == n) next_ = n->next_;
   }
   // Names every unnamed node, erased ones included, in creation order (Node::name() of a
@@ -192,11 +195,13 @@ class Namer {
   void name_all(const Node* asking) {
     std::lock_guard lock(mutex_);
     if (!asking->namer_.load(std::memory_order_relaxed)) return;  // named meanwhile
-    std::sort(erased_.begin(), erased_.end(), [](const Erased& x, const Erased& y) { return x.id < y.id; });
+    std::sort(erased_.begin(), erased_.end(),
+              [](const Erased& x, const Erased& y) { return x.id < y.id; });
     auto e = erased_.begin();
     std::string name;
     for (Node* n = next_; n; n = n->next_) {
-      for (; e != erased_.end() && e->id < n->id_; ++e) make(e->kind, e->op, e->base, name);  // stays taken
+      for (; e != erased_.end() && e->id < n->id_; ++e)
+        make(e->kind, e->op, e->base, name);  // stays taken
       if (n->name_link_ >= 0) n->name_ = borrowed_->name(static_cast<size_t>(n->name_link_));
       make(kind_of(n), n->op_, n->name_, name);
       n->name_.swap(name);
@@ -239,9 +244,12 @@ class Namer {
   };
   // Writes into `name` the name of a node of this kind, op and given base.
   void make(Kind kind, ops::OpKind op, const std::string& given, std::string& name) {
-    if (kind == Kind::given) unique_name(given, name);
-    else if (kind == Kind::output) unique_name("output", name);
-    else unique_name(op_base(op), name, &op_entry(op));
+    if (kind == Kind::given)
+      unique_name(given, name);
+    else if (kind == Kind::output)
+      unique_name("output", name);
+    else
+      unique_name(op_base(op), name, &op_entry(op));
   }
   struct Numbering {
     int last = 0;                 // base_1 .. base_last are taken
@@ -309,7 +317,8 @@ class Namer {
     // base_k can only be taken as given (numbered names of base are all below k)
     char digits[16];
     do {  // written in place: base, '_', digits
-      size_t n = static_cast<size_t>(std::to_chars(digits, digits + sizeof digits, ++num->last).ptr - digits);
+      size_t n = static_cast<size_t>(
+          std::to_chars(digits, digits + sizeof digits, ++num->last).ptr - digits);
       name.resize(base.size() + 1 + n);
       char* out = name.data();
       std::memcpy(out, base.data(), base.size());
@@ -321,8 +330,8 @@ class Namer {
     }());
   }
 
-  Node* next_ = nullptr;         // the first node in the list not named yet
-  std::vector<Erased> erased_;  // erased before named
+  Node* next_ = nullptr;                 // the first node in the list not named yet
+  std::vector<Erased> erased_;           // erased before named
   std::shared_ptr<NameLinks> borrowed_;  // names taken from another graph's nodes
   std::unordered_map<std::string, Numbering, NameHash, std::equal_to<>,
                      PoolAllocator<std::pair<const std::string, Numbering>>>
@@ -364,12 +373,16 @@ void Graph::settle_lent_names() {
 
 Node* Graph::append(NodePtr node) {
   KILN_CHECK(!output_, invalid_graph, "[graph] cannot add node {} after the output node",
-             node->given_name_ ? "%" + node->name_
-                               : fmt::format("({})", node->opcode_ == Opcode::call ? ops::op_name(node->op_) : "output"));
+             node->given_name_
+                 ? "%" + node->name_
+                 : fmt::format("({})",
+                               node->opcode_ == Opcode::call ? ops::op_name(node->op_) : "output"));
   Node* n = node.get();
   n->prev_ = tail_;
-  if (tail_) tail_->next_ = n;
-  else head_ = n;
+  if (tail_)
+    tail_->next_ = n;
+  else
+    head_ = n;
   tail_ = n;
   n->owner_slot_ = owned_.size();
   n->id_ = next_id_++;
@@ -405,7 +418,8 @@ Node* Graph::add_input_named_after(Graph& from, Node* source, std::string_view p
                                    std::string_view suffix, ValueMeta meta) {
   KILN_CHECK(&from != this && source->owner_slot_ < from.owned_.size() &&
                  from.owned_[source->owner_slot_].get() == source,
-             internal, "[graph] add_input_named_after: the source is not a node of the other graph");
+             internal,
+             "[graph] add_input_named_after: the source is not a node of the other graph");
   Node* n = add_input({}, std::move(meta));
   if (namer_->borrow(n, from.namer_.get(), source, prefix, suffix, from.lent_)) {
     source->lends_name_ = true;
@@ -465,15 +479,20 @@ void Graph::set_constant_value(Node* node, Tensor value) {
 }
 
 void Graph::erase(Node* node) {
-  KILN_CHECK(node->users_.empty(), value, "[graph] cannot erase %{}: it still has {} user(s), e.g. %{}",
-             node->name(), node->users_.size(), node->users_[0]->name());
+  KILN_CHECK(node->users_.empty(), value,
+             "[graph] cannot erase %{}: it still has {} user(s), e.g. %{}", node->name(),
+             node->users_.size(), node->users_[0]->name());
   node->for_each_input([node](const Ref& r) { std::erase(r.node->users_, node); });
   if (node->lends_name_) settle_lent_names();
   if (node->namer_.load(std::memory_order_relaxed)) namer_->forget(node);  // its name stays taken
-  if (node->prev_) node->prev_->next_ = node->next_;
-  else head_ = node->next_;
-  if (node->next_) node->next_->prev_ = node->prev_;
-  else tail_ = node->prev_;
+  if (node->prev_)
+    node->prev_->next_ = node->next_;
+  else
+    head_ = node->next_;
+  if (node->next_)
+    node->next_->prev_ = node->prev_;
+  else
+    tail_ = node->prev_;
   if (output_ == node) output_ = nullptr;
   size_t slot = node->owner_slot_;  // swap with the last owned node, then drop it
   std::swap(owned_[slot], owned_.back());
@@ -485,14 +504,17 @@ void Graph::move_inputs_to_front(const std::vector<Node*>& inputs) {
   KILN_CHECK(!namer_ || namer_->untouched(head_), internal,
              "[graph] inputs can be reordered only before any node is named or erased");
   for (const Node* n : inputs)  // all checked before any moves
-    KILN_CHECK(n->opcode_ == Opcode::input && n->owner_slot_ < owned_.size() && owned_[n->owner_slot_].get() == n,
+    KILN_CHECK(n->opcode_ == Opcode::input && n->owner_slot_ < owned_.size() &&
+                   owned_[n->owner_slot_].get() == n,
                internal, "[graph] move_inputs_to_front: not an input of this graph");
   for (auto it = inputs.rbegin(); it != inputs.rend(); ++it) {
     Node* n = *it;
     if (n == head_) continue;
     n->prev_->next_ = n->next_;  // unlink (not the head, so it has a prev)
-    if (n->next_) n->next_->prev_ = n->prev_;
-    else tail_ = n->prev_;
+    if (n->next_)
+      n->next_->prev_ = n->prev_;
+    else
+      tail_ = n->prev_;
     n->prev_ = nullptr;  // relink first
     n->next_ = head_;
     head_->prev_ = n;
@@ -521,7 +543,8 @@ void Graph::replace_all_uses(Node* from, Node* to) {
       if (r.node == from) r.node = to;
     };
     for (Arg& a : user->args_) {
-      if (auto* r = std::get_if<Ref>(&a)) fix(*r);
+      if (auto* r = std::get_if<Ref>(&a))
+        fix(*r);
       else if (auto* l = std::get_if<RefList>(&a))
         for (Ref& r : *l) fix(r);
     }
@@ -667,32 +690,41 @@ namespace {
 // Call nodes keyed by (op, arguments) without formatting anything: a hash over the
 // arguments and an equality that compares floats by their bits (x * -0.0 is not x * 0.0,
 // and a NaN argument equals itself).
-uint64_t mix(uint64_t h, uint64_t v) { return (h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2))); }
+uint64_t mix(uint64_t h, uint64_t v) {
+  return (h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
+}
 uint64_t bits_of(double d) { return std::bit_cast<uint64_t>(d); }
-uint64_t scalar_bits(const Scalar& s) { return s.is_floating() ? bits_of(s.to_double()) : static_cast<uint64_t>(s.to_int()); }
+uint64_t scalar_bits(const Scalar& s) {
+  return s.is_floating() ? bits_of(s.to_double()) : static_cast<uint64_t>(s.to_int());
+}
 
 uint64_t arg_hash(const Arg& a) {
   uint64_t h = a.index();
-  std::visit(Overloaded{[&](const std::monostate&) {},
-                        [&](const Ref& r) { h = mix(mix(h, reinterpret_cast<uintptr_t>(r.node)), r.output); },
-                        [&](const RefList& l) {
-                          for (const Ref& r : l) h = mix(mix(h, reinterpret_cast<uintptr_t>(r.node)), r.output);
-                        },
-                        [&](const Scalar& v) { h = mix(mix(h, static_cast<uint64_t>(v.kind())), scalar_bits(v)); },
-                        [&](int64_t v) { h = mix(h, static_cast<uint64_t>(v)); },
-                        [&](double v) { h = mix(h, bits_of(v)); },
-                        [&](bool v) { h = mix(h, v); },
-                        [&](const IntList& l) {
-                          for (int64_t v : l) h = mix(h, static_cast<uint64_t>(v));
-                        },
-                        [&](DType v) { h = mix(h, static_cast<uint64_t>(v)); },
-                        [&](const Device& v) { h = mix(mix(h, static_cast<uint64_t>(v.type)), static_cast<uint64_t>(v.index)); },
-                        [&](const Str& v) { h = mix(h, std::hash<std::string_view>()(v.view())); },
-                        [&](const SymIntList& l) {
-                          for (size_t i = 0; i < l.dims().size(); ++i)
-                            h = mix(h, std::hash<std::string>()(l.dims().sym(i).str()));
-                        }},
-             a);
+  std::visit(
+      Overloaded{
+          [&](const std::monostate&) {},
+          [&](const Ref& r) { h = mix(mix(h, reinterpret_cast<uintptr_t>(r.node)), r.output); },
+          [&](const RefList& l) {
+            for (const Ref& r : l) h = mix(mix(h, reinterpret_cast<uintptr_t>(r.node)), r.output);
+          },
+          [&](const Scalar& v) {
+            h = mix(mix(h, static_cast<uint64_t>(v.kind())), scalar_bits(v));
+          },
+          [&](int64_t v) { h = mix(h, static_cast<uint64_t>(v)); },
+          [&](double v) { h = mix(h, bits_of(v)); }, [&](bool v) { h = mix(h, v); },
+          [&](const IntList& l) {
+            for (int64_t v : l) h = mix(h, static_cast<uint64_t>(v));
+          },
+          [&](DType v) { h = mix(h, static_cast<uint64_t>(v)); },
+          [&](const Device& v) {
+            h = mix(mix(h, static_cast<uint64_t>(v.type)), static_cast<uint64_t>(v.index));
+          },
+          [&](const Str& v) { h = mix(h, std::hash<std::string_view>()(v.view())); },
+          [&](const SymIntList& l) {
+            for (size_t i = 0; i < l.dims().size(); ++i)
+              h = mix(h, std::hash<std::string>()(l.dims().sym(i).str()));
+          }},
+      a);
   return h;
 }
 
@@ -764,15 +796,16 @@ int merge_equal_constants(Graph& graph) {
   };
   auto equal = [](const Tensor& a, const Tensor& b) {
     return a.dtype() == b.dtype() && a.shape() == b.shape() && a.device() == b.device() &&
-           (a.numel() == 0 ||
-            std::memcmp(a.raw_data(), b.raw_data(), static_cast<size_t>(a.numel()) * a.itemsize()) == 0);
+           (a.numel() == 0 || std::memcmp(a.raw_data(), b.raw_data(),
+                                          static_cast<size_t>(a.numel()) * a.itemsize()) == 0);
   };
   std::vector<Node*> kept;
   int merged = 0;
   for (Node* n = graph.first(); n;) {
     Node* next = n->next();
     if (n->opcode() == Opcode::constant && mergeable(n)) {
-      auto same = std::find_if(kept.begin(), kept.end(), [&](Node* k) { return equal(k->value(), n->value()); });
+      auto same = std::find_if(kept.begin(), kept.end(),
+                               [&](Node* k) { return equal(k->value(), n->value()); });
       if (same != kept.end()) {
         graph.replace_all_uses(n, *same);
         graph.erase(n);

@@ -89,7 +89,8 @@ class Node {
   template <typename F>
   void for_each_input(F&& f) const {
     for (const Arg& a : args_) {
-      if (auto* r = std::get_if<Ref>(&a)) f(*r);
+      if (auto* r = std::get_if<Ref>(&a))
+        f(*r);
       else if (auto* l = std::get_if<RefList>(&a))
         for (const Ref& x : *l) f(x);
     }
@@ -104,9 +105,9 @@ class Node {
   void name_now() const;
   Opcode opcode_ = Opcode::call;
   ops::OpKind op_ = ops::OpKind::empty;
-  bool given_name_ = false;     // name_ holds the asked-for base until the node is named
-  bool lends_name_ = false;     // another graph's node is named after this one
-  int32_t name_link_ = -1;      // named after another graph's node: its link (Note [Borrowed names])
+  bool given_name_ = false;  // name_ holds the asked-for base until the node is named
+  bool lends_name_ = false;  // another graph's node is named after this one
+  int32_t name_link_ = -1;   // named after another graph's node: its link (Note [Borrowed names])
   mutable std::string name_;
   mutable std::atomic<Namer*> namer_{nullptr};  // set while the name is not made yet
   ArgList args_;

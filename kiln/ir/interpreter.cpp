@@ -17,8 +17,10 @@ void bind_size_args(ops::OpKind op, std::vector<Value>& args, const SymbolValues
         SymInt x = d.sym(i);
         ints[i] = x.is_symbolic() ? sym::eval(x.expr(), values) : x.hint();
       }
-      if (a < specs.size() && specs[a].type != ops::ArgType::int_list) v = ints.at(0);
-      else v = std::move(ints);
+      if (a < specs.size() && specs[a].type != ops::ArgType::int_list)
+        v = ints.at(0);
+      else
+        v = std::move(ints);
     }
 }
 
@@ -35,11 +37,11 @@ TensorList interpret(const Graph& graph, const TensorList& inputs, const SymbolV
         const Tensor& t = inputs[next_input++];
         const ValueMeta& m = n->meta()[0];
         // (Y4) symbolic sizes are bound and checked by the program before it interprets
-        bool shape_fits = t.defined() && (m.shape.is_symbolic() ? t.dim() == static_cast<int64_t>(m.shape.size())
-                                                                : t.shape() == m.shape);
-        KILN_CHECK(shape_fits && t.dtype() == m.dtype &&
-                       t.device() == m.device,
-                   value, "[interpret] input %{} expects {}, got {}", n->name(), m.str(),
+        bool shape_fits =
+            t.defined() && (m.shape.is_symbolic() ? t.dim() == static_cast<int64_t>(m.shape.size())
+                                                  : t.shape() == m.shape);
+        KILN_CHECK(shape_fits && t.dtype() == m.dtype && t.device() == m.device, value,
+                   "[interpret] input %{} expects {}, got {}", n->name(), m.str(),
                    t.defined() ? ValueMeta::of(t).str() : "an undefined tensor");
         env[n].push_back(t);
         break;

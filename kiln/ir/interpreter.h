@@ -5,8 +5,8 @@
 #include <functional>
 #include <vector>
 
-#include "kiln/core/overloaded.h"
 #include "kiln/api/functional.h"
+#include "kiln/core/overloaded.h"
 #include "kiln/ir/graph.h"
 
 namespace kiln::ir {
@@ -18,19 +18,19 @@ template <typename ValueOf>
 void call_args(const Node& n, ValueOf&& value_of, std::vector<Value>& out) {
   const auto& specs = ops::op_info(n.op()).schema.args;
   for (size_t i = 0; i < n.args().size(); ++i)
-    out.push_back(std::visit(
-        Overloaded{[&](const Ref& r) -> Value { return value_of(r); },
-                   [&](const RefList& l) -> Value {
-                     TensorList ts;
-                     for (const Ref& r : l) ts.push_back(value_of(r));
-                     return ts;
-                   },
-                   [&](const Scalar& s) -> Value {
-                     if (specs[i].type == ops::ArgType::tensor) return wrapped_number(s);
-                     return s;
-                   },
-                   [](const auto& v) -> Value { return Value(v); }},
-        n.args()[i]));
+    out.push_back(std::visit(Overloaded{[&](const Ref& r) -> Value { return value_of(r); },
+                                        [&](const RefList& l) -> Value {
+                                          TensorList ts;
+                                          for (const Ref& r : l) ts.push_back(value_of(r));
+                                          return ts;
+                                        },
+                                        [&](const Scalar& s) -> Value {
+                                          if (specs[i].type == ops::ArgType::tensor)
+                                            return wrapped_number(s);
+                                          return s;
+                                        },
+                                        [](const auto& v) -> Value { return Value(v); }},
+                             n.args()[i]));
 }
 
 /** (Y4) The value of each symbol a graph's sizes name, for one run. */

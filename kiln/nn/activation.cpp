@@ -18,7 +18,8 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 }
 
 Tensor rrelu(const Tensor& x, double lower, double upper, bool training) {
-  KILN_CHECK(lower <= upper, value, "[rrelu] lower bound ({}) must not exceed the upper bound ({})", lower, upper);
+  KILN_CHECK(lower <= upper, value, "[rrelu] lower bound ({}) must not exceed the upper bound ({})",
+             lower, upper);
   if (!training) return leaky_relu(x, (lower + upper) / 2);
   return where(x >= 0.0, x, x * (rand_like(x) * (upper - lower) + lower));
 }
@@ -47,7 +48,8 @@ Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
 // PyTorch's arithmetic, (x + 3) / 6 inside (-3, 3), in f32 for f16/bf16; 0 gradient at
 // the bounds, NaN stays NaN.
 Tensor hardsigmoid(const Tensor& x) {
-  if (wants_opmath({x})) return in_opmath({x}, [](const TensorList& t) { return hardsigmoid(t[0]); });
+  if (wants_opmath({x}))
+    return in_opmath({x}, [](const TensorList& t) { return hardsigmoid(t[0]); });
   return where(x <= -3.0, zeros_like(x), where(x >= 3.0, ones_like(x), (x + 3.0) / 6.0));
 }
 
@@ -81,18 +83,20 @@ Tensor hardshrink(const Tensor& x, double lambd) {
 Tensor threshold(const Tensor& x, double threshold, double value) {
   // x <= threshold takes the value (NaN keeps itself); an integer tensor takes it converted
   // as C converts it, wrapping (PyTorch's -9 in u8 is 247).
-  Tensor v = is_floating(x.dtype()) ? full_like(x, value)
-                                    : expand(to(scalar_tensor(static_cast<int64_t>(value), {.device = x.device()}),
-                                                x.dtype()),
-                                             IntList(x.shape().begin(), x.shape().end()));
+  Tensor v = is_floating(x.dtype())
+                 ? full_like(x, value)
+                 : expand(to(scalar_tensor(static_cast<int64_t>(value), {.device = x.device()}),
+                             x.dtype()),
+                          IntList(x.shape().begin(), x.shape().end()));
   return where(x <= threshold, v, x);
 }
 
 Tensor prelu(const Tensor& x, const Tensor& weight) {
-  KILN_CHECK(weight.dim() <= 1, shape, "[prelu] weight must be a scalar or 1-D tensor, got {}", weight.meta_str());
+  KILN_CHECK(weight.dim() <= 1, shape, "[prelu] weight must be a scalar or 1-D tensor, got {}",
+             weight.meta_str());
   KILN_CHECK(weight.numel() == 1 || (x.dim() >= 2 && weight.numel() == x.size(1)), shape,
-             "[prelu] weight must have 1 value or one per channel, got {} for input {}", weight.meta_str(),
-             x.meta_str());
+             "[prelu] weight must have 1 value or one per channel, got {} for input {}",
+             weight.meta_str(), x.meta_str());
   Tensor w = weight;
   if (weight.numel() > 1) {
     IntList shape(static_cast<size_t>(x.dim()), 1);
@@ -106,8 +110,9 @@ Tensor prelu(const Tensor& x, const Tensor& weight) {
 
 Tensor glu(const Tensor& x, int64_t dim) {
   int64_t d = wrap_dim(dim, x.dim(), "glu");
-  KILN_CHECK(x.dim() > 0 && x.size(d) % 2 == 0, shape, "[glu] halving dimension must be even, but dimension {} is size {}",
-             d, x.dim() ? x.size(d) : 0);
+  KILN_CHECK(x.dim() > 0 && x.size(d) % 2 == 0, shape,
+             "[glu] halving dimension must be even, but dimension {} is size {}", d,
+             x.dim() ? x.size(d) : 0);
   int64_t half = x.size(d) / 2;
   return narrow(x, d, 0, half) * sigmoid(narrow(x, d, half, half));
 }

@@ -15,7 +15,8 @@ Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 /** Randomized leaky ReLU: in training each negative element's slope drawn from
  * U(lower, upper); otherwise the mean slope (lower + upper) / 2. */
-Tensor rrelu(const Tensor& x, double lower = 1.0 / 8, double upper = 1.0 / 3, bool training = false);
+Tensor rrelu(const Tensor& x, double lower = 1.0 / 8, double upper = 1.0 / 3,
+             bool training = false);
 /** x where x > 0, else alpha * (exp(x) - 1). */
 Tensor elu(const Tensor& x, double alpha = 1.0);
 /** scale * elu(x, alpha) with the self-normalising constants. */

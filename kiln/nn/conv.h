@@ -15,12 +15,15 @@ namespace kiln::nn {
 
 /** Cross-correlation of input [N, C, *spatial] (or unbatched [C, *spatial]) with weight
  * [O, C / groups, *kernel], plus bias [O]; spatial ranks 1 to 3. */
-Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), const IntList& stride = {1},
-              const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1);
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), const IntList& stride = {1},
-              const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1);
-Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), const IntList& stride = {1},
-              const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1);
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              const IntList& stride = {1}, const IntList& padding = {0},
+              const IntList& dilation = {1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              const IntList& stride = {1}, const IntList& padding = {0},
+              const IntList& dilation = {1}, int64_t groups = 1);
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              const IntList& stride = {1}, const IntList& padding = {0},
+              const IntList& dilation = {1}, int64_t groups = 1);
 /** PyTorch's padding='valid' (none) and padding='same' (the output keeps the input's size;
  * stride 1; an odd total padding puts the extra element after, as PyTorch). */
 enum class ConvPadding { valid, same };
@@ -36,22 +39,31 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
  * input or its left padding. Ties inside one window share the gradient (PyTorch gives it
  * to one of them). */
 Tensor max_pool1d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
+                  const IntList& padding = {0}, const IntList& dilation = {1},
+                  bool ceil_mode = false);
 Tensor max_pool2d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
+                  const IntList& padding = {0}, const IntList& dilation = {1},
+                  bool ceil_mode = false);
 Tensor max_pool3d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, const IntList& dilation = {1}, bool ceil_mode = false);
+                  const IntList& padding = {0}, const IntList& dilation = {1},
+                  bool ceil_mode = false);
 /** max_pool with return_indices: (values, i64 flat spatial position of each window's
  * maximum in the input; max_unpool's indices). */
 std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input, const IntList& kernel_size,
-                                                  const IntList& stride = {}, const IntList& padding = {0},
-                                                  const IntList& dilation = {1}, bool ceil_mode = false);
+                                                  const IntList& stride = {},
+                                                  const IntList& padding = {0},
+                                                  const IntList& dilation = {1},
+                                                  bool ceil_mode = false);
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const IntList& kernel_size,
-                                                  const IntList& stride = {}, const IntList& padding = {0},
-                                                  const IntList& dilation = {1}, bool ceil_mode = false);
+                                                  const IntList& stride = {},
+                                                  const IntList& padding = {0},
+                                                  const IntList& dilation = {1},
+                                                  bool ceil_mode = false);
 std::pair<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, const IntList& kernel_size,
-                                                  const IntList& stride = {}, const IntList& padding = {0},
-                                                  const IntList& dilation = {1}, bool ceil_mode = false);
+                                                  const IntList& stride = {},
+                                                  const IntList& padding = {0},
+                                                  const IntList& dilation = {1},
+                                                  bool ceil_mode = false);
 /** torch.nn.functional.fractional_max_pool2d / 3d of [N, C, *S] (or unbatched [C, *S]):
  * windows of kernel_size whose starts along each spatial dim follow PyTorch's pseudo-random
  * sequence trunc((i + u) alpha) - trunc(u alpha), alpha = (S - k) / (out - 1), the last at
@@ -68,26 +80,32 @@ std::pair<Tensor, Tensor> fractional_max_pool3d(const Tensor& input, const IntLi
                                                 const Tensor& samples = Tensor());
 /** The inverse of max_pool: each value at its index in a zero output of output_size
  * (default (S - 1) stride - 2 padding + kernel per spatial dim). */
-Tensor max_unpool1d(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride = {},
-                    const IntList& padding = {0}, const IntList& output_size = {});
-Tensor max_unpool2d(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride = {},
-                    const IntList& padding = {0}, const IntList& output_size = {});
-Tensor max_unpool3d(const Tensor& input, const Tensor& indices, const IntList& kernel_size, const IntList& stride = {},
-                    const IntList& padding = {0}, const IntList& output_size = {});
+Tensor max_unpool1d(const Tensor& input, const Tensor& indices, const IntList& kernel_size,
+                    const IntList& stride = {}, const IntList& padding = {0},
+                    const IntList& output_size = {});
+Tensor max_unpool2d(const Tensor& input, const Tensor& indices, const IntList& kernel_size,
+                    const IntList& stride = {}, const IntList& padding = {0},
+                    const IntList& output_size = {});
+Tensor max_unpool3d(const Tensor& input, const Tensor& indices, const IntList& kernel_size,
+                    const IntList& stride = {}, const IntList& padding = {0},
+                    const IntList& output_size = {});
 /** (sum of x^p over each window)^(1/p) (torch.nn.functional.lp_pool*d). */
-Tensor lp_pool1d(const Tensor& input, double norm_type, const IntList& kernel_size, const IntList& stride = {},
-                 bool ceil_mode = false);
-Tensor lp_pool2d(const Tensor& input, double norm_type, const IntList& kernel_size, const IntList& stride = {},
-                 bool ceil_mode = false);
+Tensor lp_pool1d(const Tensor& input, double norm_type, const IntList& kernel_size,
+                 const IntList& stride = {}, bool ceil_mode = false);
+Tensor lp_pool2d(const Tensor& input, double norm_type, const IntList& kernel_size,
+                 const IntList& stride = {}, bool ceil_mode = false);
 /** The mean of each window: over the window clipped to the padded input
  * (count_include_pad) or over its elements inside the input. */
 Tensor avg_pool1d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true);
+                  const IntList& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true);
 Tensor avg_pool2d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true,
+                  const IntList& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
 Tensor avg_pool3d(const Tensor& input, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0}, bool ceil_mode = false, bool count_include_pad = true,
+                  const IntList& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
 /** Means over output_size[i] windows per spatial dim, window j spanning
  * [floor(j S / o), ceil((j + 1) S / o)). */
@@ -108,14 +126,17 @@ Tensor pad(const Tensor& x, const IntList& pad, const std::string& mode, double 
  * *S] (or unbatched) with weight [Cin, Cout / groups, *K], plus bias [Cout]: output size
  * (S - 1) stride - 2 padding + dilation (K - 1) + output_padding + 1 per spatial dim. */
 Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
-                        const IntList& stride = {1}, const IntList& padding = {0}, const IntList& output_padding = {0},
-                        int64_t groups = 1, const IntList& dilation = {1});
+                        const IntList& stride = {1}, const IntList& padding = {0},
+                        const IntList& output_padding = {0}, int64_t groups = 1,
+                        const IntList& dilation = {1});
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
-                        const IntList& stride = {1}, const IntList& padding = {0}, const IntList& output_padding = {0},
-                        int64_t groups = 1, const IntList& dilation = {1});
+                        const IntList& stride = {1}, const IntList& padding = {0},
+                        const IntList& output_padding = {0}, int64_t groups = 1,
+                        const IntList& dilation = {1});
 Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
-                        const IntList& stride = {1}, const IntList& padding = {0}, const IntList& output_padding = {0},
-                        int64_t groups = 1, const IntList& dilation = {1});
+                        const IntList& stride = {1}, const IntList& padding = {0},
+                        const IntList& output_padding = {0}, int64_t groups = 1,
+                        const IntList& dilation = {1});
 
 /** Means (adaptive_avg) or maxima (adaptive_max, values only) over output_size[i] windows
  * per spatial dim, window j spanning [floor(j S / o), ceil((j + 1) S / o)). */
@@ -126,9 +147,12 @@ Tensor adaptive_max_pool2d(const Tensor& input, const IntList& output_size);
 Tensor adaptive_max_pool3d(const Tensor& input, const IntList& output_size);
 /** (values, indices): adaptive max pooling with each maximum's flat index within its
  * input plane (return_indices=True; what max_unpool takes). */
-std::pair<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& input, const IntList& output_size);
-std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& input, const IntList& output_size);
-std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& input, const IntList& output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& input,
+                                                           const IntList& output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& input,
+                                                           const IntList& output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& input,
+                                                           const IntList& output_size);
 
 struct InterpolateOptions {
   /** The output's spatial sizes (one value for all dims, or one per dim), or ... */
@@ -152,8 +176,10 @@ struct InterpolateOptions {
 Tensor interpolate(const Tensor& input, const InterpolateOptions& options);
 /** The deprecated F.upsample_nearest and F.upsample_bilinear (align_corners = true): size
  * or scale_factor, as interpolate's. */
-Tensor upsample_nearest(const Tensor& input, const IntList& size, const std::vector<double>& scale_factor = {});
-Tensor upsample_bilinear(const Tensor& input, const IntList& size, const std::vector<double>& scale_factor = {});
+Tensor upsample_nearest(const Tensor& input, const IntList& size,
+                        const std::vector<double>& scale_factor = {});
+Tensor upsample_bilinear(const Tensor& input, const IntList& size,
+                         const std::vector<double>& scale_factor = {});
 
 /** torch.nn.functional.unfold (im2col): the sliding blocks of input [N, C, H, W] (or
  * unbatched) as columns [N, C * kh * kw, L]; fold is its adjoint, summing the columns'
@@ -161,7 +187,8 @@ Tensor upsample_bilinear(const Tensor& input, const IntList& size, const std::ve
 Tensor unfold(const Tensor& input, const IntList& kernel_size, const IntList& dilation = {1},
               const IntList& padding = {0}, const IntList& stride = {1});
 Tensor fold(const Tensor& input, const IntList& output_size, const IntList& kernel_size,
-            const IntList& dilation = {1}, const IntList& padding = {0}, const IntList& stride = {1});
+            const IntList& dilation = {1}, const IntList& padding = {0},
+            const IntList& stride = {1});
 
 /** Sampling grids [N, H, W, 2] (x, y in [-1, 1]) of the affine maps theta [N, 2, 3] for
  * an output of size [N, C, H, W], or [N, D, H, W, 3] of theta [N, 3, 4] for [N, C, D, H, W]

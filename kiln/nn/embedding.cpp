@@ -14,16 +14,18 @@ void check_indices(const Tensor& indices, const Tensor& weight, const char* op) 
   KILN_CHECK(weight.dim() == 2, shape, "[{}] expects a 2-D weight, got {}", op, weight.meta_str());
 }
 
-std::optional<int64_t> wrap_padding(std::optional<int64_t> padding_idx, int64_t rows, const char* op) {
+std::optional<int64_t> wrap_padding(std::optional<int64_t> padding_idx, int64_t rows,
+                                    const char* op) {
   if (!padding_idx) return std::nullopt;
-  KILN_CHECK(*padding_idx >= -rows && *padding_idx < rows, value, "[{}] padding_idx {} must be within num_embeddings {}",
-             op, *padding_idx, rows);
+  KILN_CHECK(*padding_idx >= -rows && *padding_idx < rows, value,
+             "[{}] padding_idx {} must be within num_embeddings {}", op, *padding_idx, rows);
   return *padding_idx < 0 ? *padding_idx + rows : *padding_idx;
 }
 
 // PyTorch's embedding_renorm_: the rows looked up whose norm exceeds max_norm, rescaled
 // to it in place (no gradient).
-void renorm_looked_up(const Tensor& weight, const Tensor& indices, double max_norm, double norm_type) {
+void renorm_looked_up(const Tensor& weight, const Tensor& indices, double max_norm,
+                      double norm_type) {
   autograd::NoGradGuard no_grad;
   Tensor w = weight.detach();
   Tensor rows = std::get<0>(unique(reshape(to(indices, DType::i64), {-1})));
@@ -53,7 +55,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   std::optional<int64_t> pad = wrap_padding(padding_idx, weight.size(0), "embedding");
   if (max_norm) renorm_looked_up(weight, indices, *max_norm, norm_type);
   Tensor out = kiln::embedding(weight, indices);
-  if (scale_grad_by_freq && indices.numel() && out.requires_grad()) out = scaled_by_frequency(out, indices);
+  if (scale_grad_by_freq && indices.numel() && out.requires_grad())
+    out = scaled_by_frequency(out, indices);
   if (!pad) return out;
   // The padding row's value, with no gradient path back to it.
   Tensor at_pad = unsqueeze(indices == *pad, -1);
@@ -65,22 +68,26 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingB
   KILN_CHECK(o.mode == "sum" || o.mode == "mean" || o.mode == "max", value,
              "[embedding_bag] mode has to be one of sum, mean or max, got '{}'", o.mode);
   KILN_CHECK(!o.per_sample_weights.defined() || o.mode == "sum", value,
-             "[embedding_bag] per_sample_weights is only supported for mode='sum' (got mode='{}')", o.mode);
+             "[embedding_bag] per_sample_weights is only supported for mode='sum' (got mode='{}')",
+             o.mode);
   std::optional<int64_t> pad = wrap_padding(o.padding_idx, weight.size(0), "embedding_bag");
   if (o.max_norm) renorm_looked_up(weight, input, *o.max_norm, o.norm_type);
   Tensor flat, bag;  // each index, and the bag it belongs to
   int64_t bags = 0;
   if (input.dim() == 2) {
-    KILN_CHECK(!o.offsets.defined(), value, "[embedding_bag] offsets has to be undefined if input is 2-D");
+    KILN_CHECK(!o.offsets.defined(), value,
+               "[embedding_bag] offsets has to be undefined if input is 2-D");
     bags = input.size(0);
     flat = reshape(input, {-1});
-    bag = reshape(expand(unsqueeze(arange(0, bags, 1, {.dtype = DType::i64, .device = input.device()}), 1),
-                         {bags, input.size(1)}),
-                  {-1});
+    bag = reshape(
+        expand(unsqueeze(arange(0, bags, 1, {.dtype = DType::i64, .device = input.device()}), 1),
+               {bags, input.size(1)}),
+        {-1});
   } else {
-    KILN_CHECK(input.dim() == 1 && o.offsets.defined() && o.offsets.dim() == 1, shape,
-               "[embedding_bag] a 1-D input needs 1-D offsets (got input {}{})", input.meta_str(),
-               o.offsets.defined() ? ", offsets " + o.offsets.meta_str() : std::string(", no offsets"));
+    KILN_CHECK(
+        input.dim() == 1 && o.offsets.defined() && o.offsets.dim() == 1, shape,
+        "[embedding_bag] a 1-D input needs 1-D offsets (got input {}{})", input.meta_str(),
+        o.offsets.defined() ? ", offsets " + o.offsets.meta_str() : std::string(", no offsets"));
     flat = input;
     Tensor starts = to(o.offsets, DType::i64);
     if (o.include_last_offset) starts = narrow(starts, 0, 0, starts.size(0) - 1);
@@ -89,7 +96,8 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingB
     bag = searchsorted(starts, positions, /*right=*/true) - 1;  // the last start at or before
   }
   Tensor rows = kiln::embedding(weight, flat);  // [M, dim]
-  if (o.scale_grad_by_freq && flat.numel() && rows.requires_grad()) rows = scaled_by_frequency(rows, flat);
+  if (o.scale_grad_by_freq && flat.numel() && rows.requires_grad())
+    rows = scaled_by_frequency(rows, flat);
   Tensor keep = pad ? flat != *pad : ones_like(flat, {.dtype = DType::b8});
   Tensor keep_f = unsqueeze(to(keep, weight.dtype()), 1);
   IntList out_shape{bags, weight.size(1)};
@@ -97,10 +105,10 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingB
   if (o.mode == "max") {
     // Each bag's maximum: rows scattered to [bags, M, dim] would be dense; instead a
     // one-hot bag mask over M, -inf where absent (bags are model-sized).
-    Tensor member = logical_and(unsqueeze(bag, 0) == unsqueeze(arange(0, bags, 1, {.dtype = DType::i64,
-                                                                                     .device = input.device()}),
-                                                                   1),
-                                unsqueeze(keep, 0));  // [bags, M]
+    Tensor member = logical_and(
+        unsqueeze(bag, 0) ==
+            unsqueeze(arange(0, bags, 1, {.dtype = DType::i64, .device = input.device()}), 1),
+        unsqueeze(keep, 0));  // [bags, M]
     Tensor scores = where(unsqueeze(member, -1), unsqueeze(rows, 0),
                           full({1, 1, 1}, -std::numeric_limits<double>::infinity(), wo));
     Tensor best = amax(scores, {1});
@@ -111,7 +119,8 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingB
     keep_f = to(keep_f, DType::f32);
   }
   Tensor weighted = rows * keep_f;
-  if (o.per_sample_weights.defined()) weighted = weighted * unsqueeze(reshape(o.per_sample_weights, {-1}), 1);
+  if (o.per_sample_weights.defined())
+    weighted = weighted * unsqueeze(reshape(o.per_sample_weights, {-1}), 1);
   TensorOptions so{.dtype = weighted.dtype(), .device = weight.device()};
   Tensor sums = index_add(zeros(out_shape, so), 0, bag, weighted);
   if (o.mode == "sum") return to(sums, weight.dtype());

@@ -32,7 +32,8 @@ Tensor feature_alpha_dropout(const Tensor& x, double p = 0.5, bool training = fa
  * forward, the soft sample's gradient in the backward (straight-through). */
 Tensor gumbel_softmax(const Tensor& logits, double tau = 1.0, bool hard = false, int64_t dim = -1);
 /** x1^T A x2 + b per output feature: x1 [*, I1], x2 [*, I2], weight [O, I1, I2], bias [O]. */
-Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = Tensor());
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight,
+                const Tensor& bias = Tensor());
 /** The p-norm distances between the rows of x [N, M], pairs (i, j) with i < j in row-major
  * order: [N (N - 1) / 2]. */
 Tensor pdist(const Tensor& x, double p = 2.0);
@@ -41,27 +42,30 @@ Tensor pdist(const Tensor& x, double p = 2.0);
  * running_mean / running_var, when given, move by `momentum` toward them in place, the
  * variance unbiased), else with the running ones; then * weight + bias (each optional). */
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = false,
-                  double momentum = 0.1, double eps = 1e-5);
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
 /** torch.native_batch_norm: (output, save_mean, save_invstd), the batch's mean and
  * 1 / sqrt(biased variance + eps) per channel in training, empty [0] tensors outside it. */
-std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                                     const Tensor& running_mean, const Tensor& running_var,
-                                                     bool training, double momentum, double eps);
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tensor& weight,
+                                                     const Tensor& bias, const Tensor& running_mean,
+                                                     const Tensor& running_var, bool training,
+                                                     double momentum, double eps);
 
 /** x [N, C, *] normalized over each of num_groups channel groups (and the other dims),
  * then * weight + bias per channel (each optional). */
-Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
-                  double eps = 1e-5);
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 
 /** x [N, C, *] normalized per (sample, channel) over the other dims (use_input_stats),
  * or with the running statistics; in training with running statistics given, they move
  * by momentum toward the batch's mean instance statistics (variance unbiased), in place. */
-Tensor instance_norm(const Tensor& x, const Tensor& running_mean = Tensor(), const Tensor& running_var = Tensor(),
-                     const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool use_input_stats = true,
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = Tensor(),
+                     const Tensor& running_var = Tensor(), const Tensor& weight = Tensor(),
+                     const Tensor& bias = Tensor(), bool use_input_stats = true,
                      double momentum = 0.1, double eps = 1e-5);
 /** x / (k + alpha * mean of x^2 over `size` neighbouring channels)^beta (x [N, C, *]). */
-Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75,
+                           double k = 1.0);
 
 /** weight's rows at `indices`, as torch.nn.functional.embedding: padding_idx's row gets
  * no gradient; with max_norm, the rows looked up whose norm_type-norm exceeds it are
@@ -90,18 +94,21 @@ struct EmbeddingBagOptions {
 };
 /** Each bag's rows of weight reduced: input [B, N] (B bags of N) or 1-D with offsets;
  * returns [B, dim]. An empty bag gives zeros. */
-Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingBagOptions& options = {});
+Tensor embedding_bag(const Tensor& input, const Tensor& weight,
+                     const EmbeddingBagOptions& options = {});
 
 /** Cosine of the angle between x1 and x2 along dim: each normalized by max(norm, eps). */
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
 /** The p-norm of x1 - x2 + eps along the last dim. */
-Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6, bool keepdim = false);
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6,
+                         bool keepdim = false);
 
 /** softmax(q k^T * scale + mask) v over the last two dims (scale: 1 / sqrt(q.size(-1))).
  * attn_mask: bool (true = attend) or added to the scores; is_causal masks the future
  * (not with attn_mask). Rows that attend nowhere are NaN, as PyTorch's math path. */
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
-                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
 
 }  // namespace kiln::nn

@@ -22,7 +22,8 @@ class Linear : public Module {
  * nn::embedding). */
 class Embedding : public Module {
  public:
-  Embedding(int64_t num, int64_t dim, Device device = Device("cpu:0"), std::optional<int64_t> padding_idx = std::nullopt,
+  Embedding(int64_t num, int64_t dim, Device device = Device("cpu:0"),
+            std::optional<int64_t> padding_idx = std::nullopt,
             std::optional<double> max_norm = std::nullopt);
   TensorList forward(const TensorList& in) override;
   Tensor& weight;
@@ -34,7 +35,8 @@ class Embedding : public Module {
  * ({input, offsets}). */
 class EmbeddingBag : public Module {
  public:
-  EmbeddingBag(int64_t num, int64_t dim, std::string mode = "mean", Device device = Device("cpu:0"));
+  EmbeddingBag(int64_t num, int64_t dim, std::string mode = "mean",
+               Device device = Device("cpu:0"));
   TensorList forward(const TensorList& in) override;
   Tensor& weight;
   std::string mode;
@@ -100,8 +102,9 @@ class LogSoftmax : public Module {
  * running statistics by default). */
 class InstanceNorm : public Module {
  public:
-  explicit InstanceNorm(int64_t channels, double eps = 1e-5, double momentum = 0.1, bool affine = false,
-                        bool track_running_stats = false, Device device = Device("cpu:0"));
+  explicit InstanceNorm(int64_t channels, double eps = 1e-5, double momentum = 0.1,
+                        bool affine = false, bool track_running_stats = false,
+                        Device device = Device("cpu:0"));
   TensorList forward(const TensorList& in) override;
   Tensor *weight = nullptr, *bias = nullptr, *running_mean = nullptr, *running_var = nullptr;
   double eps, momentum;
@@ -151,7 +154,8 @@ class BatchNorm2d : public BatchNorm1d {
 /** group_norm with a weight (ones) and bias (zeros) per channel. */
 class GroupNorm : public Module {
  public:
-  GroupNorm(int64_t num_groups, int64_t channels, double eps = 1e-5, Device device = Device("cpu:0"));
+  GroupNorm(int64_t num_groups, int64_t channels, double eps = 1e-5,
+            Device device = Device("cpu:0"));
   TensorList forward(const TensorList& in) override;
   Tensor &weight, &bias;
   int64_t num_groups;
@@ -162,8 +166,9 @@ class GroupNorm : public Module {
  * +-1/sqrt(fan_in), fan_in = in / groups * prod(kernel) (torch.nn.Conv2d's bounds). */
 class Conv1d : public Module {
  public:
-  Conv1d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1,
-         int64_t groups = 1, bool bias = true, Device device = Device("cpu:0"));
+  Conv1d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t padding = 0,
+         int64_t dilation = 1, int64_t groups = 1, bool bias = true,
+         Device device = Device("cpu:0"));
   TensorList forward(const TensorList& in) override;
   Tensor& weight;
   Tensor* bias = nullptr;
@@ -173,8 +178,8 @@ class Conv1d : public Module {
  * bias [out], uniform in +-1/sqrt(fan_in); a one-value kernel is cubic / square. */
 class ConvNd : public Module {
  public:
-  ConvNd(size_t rank, int64_t in, int64_t out, const IntList& kernel, const IntList& stride, const IntList& padding,
-         const IntList& dilation, int64_t groups, bool bias, Device device);
+  ConvNd(size_t rank, int64_t in, int64_t out, const IntList& kernel, const IntList& stride,
+         const IntList& padding, const IntList& dilation, int64_t groups, bool bias, Device device);
   TensorList forward(const TensorList& in) override;
   Tensor& weight;
   Tensor* bias = nullptr;
@@ -184,14 +189,16 @@ class ConvNd : public Module {
 };
 class Conv2d : public ConvNd {
  public:
-  Conv2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride = {1}, const IntList& padding = {0},
-         const IntList& dilation = {1}, int64_t groups = 1, bool bias = true, Device device = Device("cpu:0"))
+  Conv2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride = {1},
+         const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1,
+         bool bias = true, Device device = Device("cpu:0"))
       : ConvNd(2, in, out, kernel, stride, padding, dilation, groups, bias, device) {}
 };
 class Conv3d : public ConvNd {
  public:
-  Conv3d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride = {1}, const IntList& padding = {0},
-         const IntList& dilation = {1}, int64_t groups = 1, bool bias = true, Device device = Device("cpu:0"))
+  Conv3d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride = {1},
+         const IntList& padding = {0}, const IntList& dilation = {1}, int64_t groups = 1,
+         bool bias = true, Device device = Device("cpu:0"))
       : ConvNd(3, in, out, kernel, stride, padding, dilation, groups, bias, device) {}
 };
 
@@ -200,8 +207,9 @@ class Conv3d : public ConvNd {
 class ConvTranspose2d : public Module {
  public:
   ConvTranspose2d(int64_t in, int64_t out, const IntList& kernel, const IntList& stride = {1},
-                  const IntList& padding = {0}, const IntList& output_padding = {0}, int64_t groups = 1,
-                  bool bias = true, const IntList& dilation = {1}, Device device = Device("cpu:0"));
+                  const IntList& padding = {0}, const IntList& output_padding = {0},
+                  int64_t groups = 1, bool bias = true, const IntList& dilation = {1},
+                  Device device = Device("cpu:0"));
   TensorList forward(const TensorList& in) override;
   Tensor& weight;
   Tensor* bias = nullptr;
@@ -230,8 +238,12 @@ class PixelShuffle : public Module {
 
 class MaxPool2d : public Module {
  public:
-  explicit MaxPool2d(IntList kernel, IntList stride = {}, IntList padding = {0}, bool ceil_mode = false)
-      : kernel_(std::move(kernel)), stride_(std::move(stride)), padding_(std::move(padding)), ceil_mode_(ceil_mode) {}
+  explicit MaxPool2d(IntList kernel, IntList stride = {}, IntList padding = {0},
+                     bool ceil_mode = false)
+      : kernel_(std::move(kernel)),
+        stride_(std::move(stride)),
+        padding_(std::move(padding)),
+        ceil_mode_(ceil_mode) {}
   TensorList forward(const TensorList& in) override;
 
  private:
@@ -241,9 +253,12 @@ class MaxPool2d : public Module {
 
 class AvgPool2d : public Module {
  public:
-  explicit AvgPool2d(IntList kernel, IntList stride = {}, IntList padding = {0}, bool ceil_mode = false,
-                     bool count_include_pad = true)
-      : kernel_(std::move(kernel)), stride_(std::move(stride)), padding_(std::move(padding)), ceil_mode_(ceil_mode),
+  explicit AvgPool2d(IntList kernel, IntList stride = {}, IntList padding = {0},
+                     bool ceil_mode = false, bool count_include_pad = true)
+      : kernel_(std::move(kernel)),
+        stride_(std::move(stride)),
+        padding_(std::move(padding)),
+        ceil_mode_(ceil_mode),
         count_include_pad_(count_include_pad) {}
   TensorList forward(const TensorList& in) override;
 
@@ -264,7 +279,8 @@ class AdaptiveAvgPool2d : public Module {
 /** flatten(x, start_dim, end_dim); by default everything but the batch dim. */
 class Flatten : public Module {
  public:
-  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : start_(start_dim), end_(end_dim) {}
   TensorList forward(const TensorList& in) override { return {flatten(in[0], start_, end_)}; }
 
  private:
@@ -274,7 +290,8 @@ class Flatten : public Module {
 /** all_reduce of its input over the process group bound to `group` (a mesh axis). */
 class AllReduce : public Module {
  public:
-  AllReduce(std::string reduce_op, std::string group) : op_(std::move(reduce_op)), group_(std::move(group)) {}
+  AllReduce(std::string reduce_op, std::string group)
+      : op_(std::move(reduce_op)), group_(std::move(group)) {}
   TensorList forward(const TensorList& in) override { return {all_reduce(in[0], op_, group_)}; }
 
  private:
@@ -299,7 +316,8 @@ class MLP : public Sequential {
 /** Multi-head causal self-attention; the causal mask is a non-persistent buffer. */
 class CausalSelfAttention : public Module {
  public:
-  CausalSelfAttention(int64_t width, int64_t heads, int64_t context, Device device = Device("cpu:0"));
+  CausalSelfAttention(int64_t width, int64_t heads, int64_t context,
+                      Device device = Device("cpu:0"));
   TensorList forward(const TensorList& in) override;
 
  private:
@@ -324,7 +342,8 @@ class TransformerBlock : public Module {
  * attention written with matmul, erf GELU MLP, two residuals. */
 class BenchBlock : public Module {
  public:
-  BenchBlock(int64_t width = 256, int64_t heads = 4, int64_t hidden = 1024, Device device = Device("cpu:0"));
+  BenchBlock(int64_t width = 256, int64_t heads = 4, int64_t hidden = 1024,
+             Device device = Device("cpu:0"));
   TensorList forward(const TensorList& in) override;
 
  private:

@@ -76,7 +76,8 @@ Module& Module::to(Device device) {
 
 void Module::zero_grad() {
   for (const NamedTensor& t : named_tensors())
-    if (t.kind == SlotKind::parameter && t.tensor->grad().defined()) t.tensor->mutable_grad() = Tensor();
+    if (t.kind == SlotKind::parameter && t.tensor->grad().defined())
+      t.tensor->mutable_grad() = Tensor();
 }
 
 StateDict Module::state_dict() {
@@ -101,8 +102,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
       continue;
     }
     KILN_CHECK(it->second->shape() == t.tensor->shape(), shape,
-               "[load_state_dict] '{}' has shape {} in the state dict but {} in the module",
-               t.name, it->second->shape().str(), t.tensor->shape().str());
+               "[load_state_dict] '{}' has shape {} in the state dict but {} in the module", t.name,
+               it->second->shape().str(), t.tensor->shape().str());
     copies.emplace_back(t.tensor, it->second);
     given.erase(it);
   }

@@ -20,7 +20,7 @@ struct NamedTensor {
   std::string name;  // fully qualified: "blocks.0.attn.qkv.weight"
   Tensor* tensor;    // the module's own handle (export swaps it while tracing)
   SlotKind kind;
-  bool persistent;   // buffers only: serialized in state_dict
+  bool persistent;  // buffers only: serialized in state_dict
 };
 
 /** An ordered name -> tensor map (parameters and persistent buffers). */

@@ -122,7 +122,8 @@ void SGD::step() {
   // in cache for the next op (the momentum buffer is read twice).
   for (size_t k = 0; k < d.size(); ++k) {
     if (options.weight_decay != 0)
-      d[k] = add(d[k], mul(a.params[k], hyperparameter("weight_decay", options.weight_decay, a.params[k])));
+      d[k] = add(d[k], mul(a.params[k],
+                           hyperparameter("weight_decay", options.weight_decay, a.params[k])));
     if (options.momentum != 0) {
       Tensor& buf = state(a.index[k], "momentum_buffer");
       if (!buf.defined()) {
@@ -141,9 +142,13 @@ namespace {
 
 // The step tensor of parameter i as f64, and a 0-dim f64 tensor of `v` on its device.
 Tensor step_f64(const Tensor& step) { return to(step, f64); }
-Tensor scalar_on(double v, const Tensor& like) { return full({}, v, {.dtype = f64, .device = like.device()}); }
+Tensor scalar_on(double v, const Tensor& like) {
+  return full({}, v, {.dtype = f64, .device = like.device()});
+}
 
-Tensor step_state(const Tensor& param) { return zeros({}, {.dtype = f32, .device = param.device()}); }
+Tensor step_state(const Tensor& param) {
+  return zeros({}, {.dtype = f32, .device = param.device()});
+}
 
 }  // namespace
 
@@ -159,8 +164,13 @@ Adam::Adam(TensorList params, AdamOptions o, bool decoupled, const char* name)
 
 AdamW::AdamW(TensorList params, AdamWOptions o)
     : Adam(std::move(params),
-           {.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
-            .amsgrad = o.amsgrad, .maximize = o.maximize},
+           {.lr = o.lr,
+            .beta1 = o.beta1,
+            .beta2 = o.beta2,
+            .eps = o.eps,
+            .weight_decay = o.weight_decay,
+            .amsgrad = o.amsgrad,
+            .maximize = o.maximize},
            true, "AdamW") {}
 
 std::vector<std::string> Adam::state_names() const {
@@ -169,7 +179,9 @@ std::vector<std::string> Adam::state_names() const {
 }
 
 OptimizerState Adam::fresh_state(const Tensor& param) const {
-  OptimizerState s = {{"step", step_state(param)}, {"exp_avg", zeros_like(param)}, {"exp_avg_sq", zeros_like(param)}};
+  OptimizerState s = {{"step", step_state(param)},
+                      {"exp_avg", zeros_like(param)},
+                      {"exp_avg_sq", zeros_like(param)}};
   if (options.amsgrad) s.emplace_back("max_exp_avg_sq", zeros_like(param));
   return s;
 }
@@ -187,10 +199,12 @@ void Adam::step() {
   if (wd != 0) {
     if (decoupled_)
       for (Tensor& p : a.params)
-        mul_(p, 1 - mul(hyperparameter("lr", options.lr, p), hyperparameter("weight_decay", wd, p)));
+        mul_(p,
+             1 - mul(hyperparameter("lr", options.lr, p), hyperparameter("weight_decay", wd, p)));
     else
       for (size_t k = 0; k < a.params.size(); ++k)
-        a.grads[k] = add(a.grads[k], mul(a.params[k], hyperparameter("weight_decay", wd, a.params[k])));
+        a.grads[k] =
+            add(a.grads[k], mul(a.params[k], hyperparameter("weight_decay", wd, a.params[k])));
   }
   for (size_t k = 0; k < a.params.size(); ++k) {
     Tensor& m = state(a.index[k], "exp_avg");
@@ -215,13 +229,14 @@ void Adam::step() {
     Tensor bias2_sqrt = sqrt(1 - pow(scalar_on(b2, t), t));
     const Tensor& v = state(i, options.amsgrad ? "max_exp_avg_sq" : "exp_avg_sq");
     Tensor denom = add(div(sqrt(v), bias2_sqrt), options.eps);
-    add_(a.params[k], mul(div(state(i, "exp_avg"), denom), neg(div(hyperparameter("lr", options.lr, t), bias1))));
+    add_(a.params[k], mul(div(state(i, "exp_avg"), denom),
+                          neg(div(hyperparameter("lr", options.lr, t), bias1))));
   }
 }
 
 RMSprop::RMSprop(TensorList params, RMSpropOptions o) : Optimizer(std::move(params)), options(o) {
-  KILN_CHECK(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0 && o.momentum >= 0 && o.alpha >= 0, value,
-             "[RMSprop] lr, alpha, eps, momentum and weight_decay must be >= 0");
+  KILN_CHECK(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0 && o.momentum >= 0 && o.alpha >= 0,
+             value, "[RMSprop] lr, alpha, eps, momentum and weight_decay must be >= 0");
 }
 
 std::vector<std::string> RMSprop::state_names() const {
@@ -245,7 +260,9 @@ void RMSprop::step() {
       for (auto& [name, t] : fresh_state(a.params[k])) state(i, name) = t;
     add_(state(i, "step"), 1.0);
     Tensor g = options.weight_decay != 0
-                   ? add(a.grads[k], mul(a.params[k], hyperparameter("weight_decay", options.weight_decay, a.params[k])))
+                   ? add(a.grads[k],
+                         mul(a.params[k],
+                             hyperparameter("weight_decay", options.weight_decay, a.params[k])))
                    : a.grads[k];
     Tensor lr = hyperparameter("lr", options.lr, a.params[k]);
     Tensor& s = state(i, "square_avg");
@@ -273,9 +290,11 @@ void RMSprop::step() {
 }
 
 Adagrad::Adagrad(TensorList params, AdagradOptions o) : Optimizer(std::move(params)), options(o) {
-  KILN_CHECK(o.lr >= 0 && o.lr_decay >= 0 && o.weight_decay >= 0 && o.initial_accumulator_value >= 0 &&
-                 o.eps >= 0,
-             value, "[Adagrad] lr, lr_decay, weight_decay, initial_accumulator_value and eps must be >= 0");
+  KILN_CHECK(
+      o.lr >= 0 && o.lr_decay >= 0 && o.weight_decay >= 0 && o.initial_accumulator_value >= 0 &&
+          o.eps >= 0,
+      value,
+      "[Adagrad] lr, lr_decay, weight_decay, initial_accumulator_value and eps must be >= 0");
   // PyTorch creates the state with the optimizer, not at the first step.
   for (size_t i = 0; i < params_.size(); ++i)
     for (auto& [name, t] : fresh_state(params_[i])) state(i, name) = t;
@@ -296,7 +315,9 @@ void Adagrad::step() {
     Tensor& step = state(i, "step");
     add_(step, 1.0);
     Tensor g = options.weight_decay != 0
-                   ? add(a.grads[k], mul(a.params[k], hyperparameter("weight_decay", options.weight_decay, a.params[k])))
+                   ? add(a.grads[k],
+                         mul(a.params[k],
+                             hyperparameter("weight_decay", options.weight_decay, a.params[k])))
                    : a.grads[k];
     Tensor& s = state(i, "sum");
     add_(s, mul(g, g));
@@ -344,7 +365,8 @@ double MultiStepLR::next_lr(int64_t epoch, double current) const {
   return current;
 }
 
-ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(optimizer), gamma_(gamma) {
+ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma)
+    : LRScheduler(optimizer), gamma_(gamma) {
   start();
 }
 
@@ -364,15 +386,18 @@ double CosineAnnealingLR::next_lr(int64_t epoch, double current) const {
   int64_t period = 2 * t_max_, r = (epoch - 1 - t_max_) % period;
   if ((r < 0 ? r + period : r) == 0)  // the bottom of a period: restart the climb
     return current + (base_lr() - eta_min_) * (1 - std::cos(pi / t)) / 2;
-  return (1 + std::cos(pi * epoch / t)) / (1 + std::cos(pi * (epoch - 1) / t)) * (current - eta_min_) + eta_min_;
+  return (1 + std::cos(pi * epoch / t)) / (1 + std::cos(pi * (epoch - 1) / t)) *
+             (current - eta_min_) +
+         eta_min_;
 }
 
-LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, int64_t total_iters)
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
+                   int64_t total_iters)
     : LRScheduler(optimizer), start_(start_factor), end_(end_factor), total_(total_iters) {
   KILN_CHECK(start_factor > 0 && start_factor <= 1, value,
              "[LinearLR] start_factor must be in (0, 1], got {}", start_factor);
-  KILN_CHECK(end_factor >= 0 && end_factor <= 1, value, "[LinearLR] end_factor must be in [0, 1], got {}",
-             end_factor);
+  KILN_CHECK(end_factor >= 0 && end_factor <= 1, value,
+             "[LinearLR] end_factor must be in [0, 1], got {}", end_factor);
   KILN_CHECK(total_iters > 0, value, "[LinearLR] total_iters must be > 0, got {}", total_iters);
   start();
 }

@@ -12,11 +12,14 @@ namespace {
 
 // PyTorch's step between output and source coordinates along one dim.
 double source_scale(int64_t in, int64_t out, std::optional<double> factor, bool align_corners) {
-  if (align_corners) return out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+  if (align_corners)
+    return out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
   return factor && *factor > 0 ? 1.0 / *factor : static_cast<double>(in) / static_cast<double>(out);
 }
 
-Tensor index_tensor(const std::vector<int64_t>& v, Device device) { return to(from_vector(v), device); }
+Tensor index_tensor(const std::vector<int64_t>& v, Device device) {
+  return to(from_vector(v), device);
+}
 
 // Nearest: out[j] = in[min(floor(j * scale), in - 1)] ("nearest-exact": (j + 0.5) * scale),
 // in f32 arithmetic as PyTorch's kernels compute it.
@@ -37,7 +40,8 @@ Tensor linear_along(const Tensor& x, int64_t d, int64_t out, double scale, bool 
   std::vector<int64_t> lo(static_cast<size_t>(out)), hi(static_cast<size_t>(out));
   std::vector<double> w(static_cast<size_t>(out));
   for (int64_t j = 0; j < out; ++j) {
-    double src = align_corners ? scale * static_cast<double>(j) : std::max(0.0, scale * (static_cast<double>(j) + 0.5) - 0.5);
+    double src = align_corners ? scale * static_cast<double>(j)
+                               : std::max(0.0, scale * (static_cast<double>(j) + 0.5) - 0.5);
     auto i0 = std::min(static_cast<int64_t>(src), in - 1);
     auto k = static_cast<size_t>(j);
     lo[k] = i0;
@@ -47,7 +51,8 @@ Tensor linear_along(const Tensor& x, int64_t d, int64_t out, double scale, bool 
   IntList wshape(static_cast<size_t>(x.dim()), 1);
   wshape[static_cast<size_t>(d)] = out;
   Tensor weight = reshape(to(from_vector(w, {}, {.dtype = x.dtype()}), x.device()), wshape);
-  Tensor a = index_select(x, d, index_tensor(lo, x.device())), b = index_select(x, d, index_tensor(hi, x.device()));
+  Tensor a = index_select(x, d, index_tensor(lo, x.device())),
+         b = index_select(x, d, index_tensor(hi, x.device()));
   return a + (b - a) * weight;
 }
 
@@ -56,13 +61,14 @@ Tensor linear_along(const Tensor& x, int64_t d, int64_t out, double scale, bool 
 // input at its edges.
 Tensor cubic_along(const Tensor& x, int64_t d, int64_t out, double scale, bool align_corners) {
   const double a = -0.75;
-  auto near = [&](double t) { return ((a + 2) * t - (a + 3)) * t * t + 1; };        // |t| <= 1
+  auto near = [&](double t) { return ((a + 2) * t - (a + 3)) * t * t + 1; };       // |t| <= 1
   auto far = [&](double t) { return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a; };  // 1 < |t| < 2
   int64_t in = x.size(d);
   std::vector<std::vector<int64_t>> taps(4, std::vector<int64_t>(static_cast<size_t>(out)));
   std::vector<std::vector<double>> weights(4, std::vector<double>(static_cast<size_t>(out)));
   for (int64_t j = 0; j < out; ++j) {
-    double src = align_corners ? scale * static_cast<double>(j) : scale * (static_cast<double>(j) + 0.5) - 0.5;
+    double src = align_corners ? scale * static_cast<double>(j)
+                               : scale * (static_cast<double>(j) + 0.5) - 0.5;
     double base = std::floor(src), t = src - base;
     double w[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
     for (int k = 0; k < 4; ++k) {
@@ -87,7 +93,8 @@ Tensor cubic_along(const Tensor& x, int64_t d, int64_t out, double scale, bool a
 // triangle (bilinear) or Keys cubic with A = -0.5 (bicubic) filter stretched by the scale
 // when shrinking, the weights normalized per output. One [out, in] weight matrix: a
 // contraction, differentiable as matmul.
-Tensor antialiased_along(const Tensor& x, int64_t d, int64_t out, double scale, bool align_corners, bool cubic) {
+Tensor antialiased_along(const Tensor& x, int64_t d, int64_t out, double scale, bool align_corners,
+                         bool cubic) {
   int64_t in = x.size(d);
   auto filter = [cubic](double t) {
     t = std::abs(t);
@@ -106,9 +113,11 @@ Tensor antialiased_along(const Tensor& x, int64_t d, int64_t out, double scale, 
     int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
     int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
     double total = 0;
-    for (int64_t i = lo; i < hi; ++i) total += filter((static_cast<double>(i) - center + 0.5) * invscale);
+    for (int64_t i = lo; i < hi; ++i)
+      total += filter((static_cast<double>(i) - center + 0.5) * invscale);
     for (int64_t i = lo; i < hi && total != 0; ++i)
-      w[static_cast<size_t>(j * in + i)] = filter((static_cast<double>(i) - center + 0.5) * invscale) / total;
+      w[static_cast<size_t>(j * in + i)] =
+          filter((static_cast<double>(i) - center + 0.5) * invscale) / total;
   }
   Tensor weight = to(from_vector(w, {out, in}, {.dtype = x.dtype()}), x.device());
   return movedim(matmul(weight, movedim(x, d, -2)), -2, d);
@@ -117,21 +126,24 @@ Tensor antialiased_along(const Tensor& x, int64_t d, int64_t out, double scale, 
 }  // namespace
 
 Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
-  if (wants_opmath({input}) && o.mode != "nearest" && o.mode != "nearest-exact")  // weights in f32, one rounding
+  if (wants_opmath({input}) && o.mode != "nearest" &&
+      o.mode != "nearest-exact")  // weights in f32, one rounding
     return in_opmath({input}, [&](const TensorList& t) { return interpolate(t[0], o); });
   const std::string& mode = o.mode;
   auto rank = static_cast<size_t>(input.dim() - 2);
   KILN_CHECK(input.dim() >= 3 && input.dim() <= 5, shape,
-             "[interpolate] expects a 3-D, 4-D or 5-D input [N, C, *spatial], got {}", input.meta_str());
+             "[interpolate] expects a 3-D, 4-D or 5-D input [N, C, *spatial], got {}",
+             input.meta_str());
   bool cubic = mode == "bicubic";
   bool linear = mode == "linear" || mode == "bilinear" || mode == "trilinear" || cubic;
   KILN_CHECK(linear || mode == "nearest" || mode == "nearest-exact" || mode == "area", value,
-             "[interpolate] mode must be nearest, nearest-exact, linear, bilinear, bicubic, trilinear or area, got '{}'",
+             "[interpolate] mode must be nearest, nearest-exact, linear, bilinear, bicubic, "
+             "trilinear or area, got '{}'",
              mode);
   if (linear) {
     size_t want = mode == "linear" ? 1 : mode == "bilinear" || cubic ? 2 : 3;
-    KILN_CHECK(rank == want, shape, "[interpolate] mode '{}' expects a {}-D input, got {}", mode, want + 2,
-               input.meta_str());
+    KILN_CHECK(rank == want, shape, "[interpolate] mode '{}' expects a {}-D input, got {}", mode,
+               want + 2, input.meta_str());
   }
   KILN_CHECK(linear || !o.align_corners.has_value(), value,
              "[interpolate] align_corners can only be set with the linear modes, not '{}'", mode);
@@ -149,12 +161,14 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
       out[i] = o.size.size() == 1 ? o.size[0] : o.size[i];
     } else {
       KILN_CHECK(o.scale_factor.size() == 1 || o.scale_factor.size() == rank, value,
-                 "[interpolate] scale_factor needs 1 or {} values, got {}", rank, o.scale_factor.size());
+                 "[interpolate] scale_factor needs 1 or {} values, got {}", rank,
+                 o.scale_factor.size());
       factor[i] = o.scale_factor.size() == 1 ? o.scale_factor[0] : o.scale_factor[i];
       out[i] = static_cast<int64_t>(std::floor(static_cast<double>(in) * *factor[i]));
     }
-    KILN_CHECK(out[i] > 0 && in > 0, value, "[interpolate] input {} and output sizes {} must be positive",
-               input.meta_str(), out[i]);
+    KILN_CHECK(out[i] > 0 && in > 0, value,
+               "[interpolate] input {} and output sizes {} must be positive", input.meta_str(),
+               out[i]);
   }
   if (mode == "area") {
     if (rank == 1) return adaptive_avg_pool1d(input, out);
@@ -163,13 +177,15 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
   }
   bool corners = o.align_corners.value_or(false);
   KILN_CHECK(!o.antialias || mode == "bilinear" || cubic, value,
-             "[interpolate] antialias is supported for the bilinear and bicubic modes, got '{}'", mode);
+             "[interpolate] antialias is supported for the bilinear and bicubic modes, got '{}'",
+             mode);
   Tensor y = input;
   for (size_t i = 0; i < rank; ++i) {
     auto d = static_cast<int64_t>(i) + 2;
     int64_t in = y.size(d);
     if (o.antialias) {
-      y = antialiased_along(y, d, out[i], source_scale(in, out[i], factor[i], corners), corners, cubic);
+      y = antialiased_along(y, d, out[i], source_scale(in, out[i], factor[i], corners), corners,
+                            cubic);
     } else if (cubic) {
       y = cubic_along(y, d, out[i], source_scale(in, out[i], factor[i], corners), corners);
     } else if (linear) {
@@ -183,21 +199,25 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
 }
 
 Tensor channel_shuffle(const Tensor& x, int64_t groups) {
-  KILN_CHECK(x.dim() >= 3, shape, "[channel_shuffle] expects an input of at least 3 dims, got {}", x.meta_str());
+  KILN_CHECK(x.dim() >= 3, shape, "[channel_shuffle] expects an input of at least 3 dims, got {}",
+             x.meta_str());
   KILN_CHECK(groups > 0 && x.size(1) % groups == 0, value,
-             "[channel_shuffle] the number of channels ({}) must be divisible by groups ({})", x.size(1), groups);
+             "[channel_shuffle] the number of channels ({}) must be divisible by groups ({})",
+             x.size(1), groups);
   IntList shape(x.shape().begin(), x.shape().end()), split{x.size(0), groups, x.size(1) / groups};
   split.insert(split.end(), shape.begin() + 2, shape.end());
   return reshape(transpose(reshape(x, split), 1, 2), shape);
 }
 
 Tensor pixel_shuffle(const Tensor& x, int64_t r) {
-  KILN_CHECK(x.dim() >= 3, shape, "[pixel_shuffle] expects an input of at least 3 dims, got {}", x.meta_str());
+  KILN_CHECK(x.dim() >= 3, shape, "[pixel_shuffle] expects an input of at least 3 dims, got {}",
+             x.meta_str());
   KILN_CHECK(r > 0, value, "[pixel_shuffle] upscale_factor must be positive, got {}", r);
   int64_t c = x.size(-3), h = x.size(-2), w = x.size(-1);
   KILN_CHECK(c % (r * r) == 0, shape,
-             "[pixel_shuffle] the channel dim ({}) of {} must be divisible by the square of upscale_factor ({})", c,
-             x.meta_str(), r * r);
+             "[pixel_shuffle] the channel dim ({}) of {} must be divisible by the square of "
+             "upscale_factor ({})",
+             c, x.meta_str(), r * r);
   IntList batch(x.shape().begin(), x.shape().end() - 3);
   auto b = static_cast<int64_t>(batch.size());
   IntList split = batch, merged = batch, perm;
@@ -209,11 +229,14 @@ Tensor pixel_shuffle(const Tensor& x, int64_t r) {
 }
 
 Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
-  KILN_CHECK(x.dim() >= 3, shape, "[pixel_unshuffle] expects an input of at least 3 dims, got {}", x.meta_str());
+  KILN_CHECK(x.dim() >= 3, shape, "[pixel_unshuffle] expects an input of at least 3 dims, got {}",
+             x.meta_str());
   KILN_CHECK(r > 0, value, "[pixel_unshuffle] downscale_factor must be positive, got {}", r);
   int64_t c = x.size(-3), h = x.size(-2), w = x.size(-1);
-  KILN_CHECK(h % r == 0 && w % r == 0, shape,
-             "[pixel_unshuffle] the height and width of {} must be divisible by downscale_factor ({})", x.meta_str(), r);
+  KILN_CHECK(
+      h % r == 0 && w % r == 0, shape,
+      "[pixel_unshuffle] the height and width of {} must be divisible by downscale_factor ({})",
+      x.meta_str(), r);
   IntList batch(x.shape().begin(), x.shape().end() - 3);
   auto b = static_cast<int64_t>(batch.size());
   IntList split = batch, merged = batch, perm;
@@ -226,12 +249,13 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
 
 Tensor affine_grid(const Tensor& theta, const IntList& size, bool align_corners) {
   KILN_CHECK(size.size() == 4 || size.size() == 5, shape,
-             "[affine_grid] supports 4-D [N, C, H, W] and 5-D [N, C, D, H, W] sizes, got {}", Dims(size).str());
+             "[affine_grid] supports 4-D [N, C, H, W] and 5-D [N, C, D, H, W] sizes, got {}",
+             Dims(size).str());
   auto dims = static_cast<int64_t>(size.size()) - 2;
-  KILN_CHECK(is_floating(theta.dtype()) && theta.dim() == 3 && theta.size(0) == size[0] && theta.size(1) == dims &&
-                 theta.size(2) == dims + 1,
-             shape, "[affine_grid] expected a floating theta of shape [{}, {}, {}], got {}", size[0], dims, dims + 1,
-             theta.meta_str());
+  KILN_CHECK(is_floating(theta.dtype()) && theta.dim() == 3 && theta.size(0) == size[0] &&
+                 theta.size(1) == dims && theta.size(2) == dims + 1,
+             shape, "[affine_grid] expected a floating theta of shape [{}, {}, {}], got {}",
+             size[0], dims, dims + 1, theta.meta_str());
   int64_t n = size[0], points = 1;
   TensorOptions o{.dtype = theta.dtype(), .device = theta.device()};
   // Pixel centres in [-1, 1] (the corners' centres at +-1 with align_corners).
@@ -289,39 +313,48 @@ Tensor pad_index(const Tensor& x, int64_t size, const std::string& padding, bool
 // for the fraction t.
 std::array<Tensor, 4> cubic_weights(const Tensor& t) {
   constexpr double A = -0.75;
-  auto near = [&](const Tensor& d) { return ((d * (A + 2) - (A + 3)) * d * d) + 1.0; };       // |d| <= 1
-  auto far = [&](const Tensor& d) { return (((d * A) - 5 * A) * d + 8 * A) * d - 4 * A; };  // 1 < |d| < 2
+  auto near = [&](const Tensor& d) { return ((d * (A + 2) - (A + 3)) * d * d) + 1.0; };  // |d| <= 1
+  auto far = [&](const Tensor& d) {
+    return (((d * A) - 5 * A) * d + 8 * A) * d - 4 * A;
+  };  // 1 < |d| < 2
   Tensor u = 1.0 - t;
   return {far(t + 1.0), near(t), near(u), far(u + 1.0)};
 }
 
 }  // namespace
 
-Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode, const std::string& padding_mode,
-                   bool align_corners) {
+Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode,
+                   const std::string& padding_mode, bool align_corners) {
   KILN_CHECK(input.dim() == 4 || input.dim() == 5, shape,
-             "[grid_sample] supports 4-D [N, C, H, W] and 5-D [N, C, D, H, W] inputs, got {}", input.meta_str());
+             "[grid_sample] supports 4-D [N, C, H, W] and 5-D [N, C, D, H, W] inputs, got {}",
+             input.meta_str());
   int64_t dims = input.dim() - 2;
-  KILN_CHECK(grid.dim() == input.dim() && grid.size(0) == input.size(0) && grid.size(-1) == dims, shape,
-             "[grid_sample] expected grid of shape [{}, {}, {}], got {}", input.size(0), dims == 2 ? "H, W" : "D, H, W",
-             dims, grid.meta_str());
+  KILN_CHECK(grid.dim() == input.dim() && grid.size(0) == input.size(0) && grid.size(-1) == dims,
+             shape, "[grid_sample] expected grid of shape [{}, {}, {}], got {}", input.size(0),
+             dims == 2 ? "H, W" : "D, H, W", dims, grid.meta_str());
   KILN_CHECK(mode == "bilinear" || mode == "nearest" || mode == "bicubic", value,
              "[grid_sample] mode must be 'bilinear', 'nearest' or 'bicubic', got '{}'", mode);
-  KILN_CHECK(mode != "bicubic" || input.dim() == 4, shape, "[grid_sample] bicubic interpolation supports 4-D input only, got {}",
+  KILN_CHECK(mode != "bicubic" || input.dim() == 4, shape,
+             "[grid_sample] bicubic interpolation supports 4-D input only, got {}",
              input.meta_str());
-  KILN_CHECK(padding_mode == "zeros" || padding_mode == "border" || padding_mode == "reflection", value,
-             "[grid_sample] padding_mode must be 'zeros', 'border' or 'reflection', got '{}'", padding_mode);
+  KILN_CHECK(padding_mode == "zeros" || padding_mode == "border" || padding_mode == "reflection",
+             value,
+             "[grid_sample] padding_mode must be 'zeros', 'border' or 'reflection', got '{}'",
+             padding_mode);
   KILN_CHECK(is_floating(input.dtype()) && grid.dtype() == input.dtype(), dtype,
-             "[grid_sample] expects floating input and grid of one dtype, got {} and {}", input.dtype(), grid.dtype());
+             "[grid_sample] expects floating input and grid of one dtype, got {} and {}",
+             input.dtype(), grid.dtype());
   int64_t n = input.size(0), c = input.size(1), points = 1, plane = 1;
   IntList out_shape{n, c};
-  for (int64_t i = 0; i < dims; ++i) points *= grid.size(1 + i), out_shape.push_back(grid.size(1 + i));
+  for (int64_t i = 0; i < dims; ++i)
+    points *= grid.size(1 + i), out_shape.push_back(grid.size(1 + i));
   for (int64_t i = 0; i < dims; ++i) plane *= input.size(2 + i);
   // The source coordinate along each spatial dim i, [N, P]: the grid's last entries run
   // the other way (x for W first).
   TensorList coord;
   for (int64_t i = 0; i < dims; ++i)
-    coord.push_back(unnormalize(reshape(select(grid, -1, dims - 1 - i), {n, points}), input.size(2 + i), align_corners));
+    coord.push_back(unnormalize(reshape(select(grid, -1, dims - 1 - i), {n, points}),
+                                input.size(2 + i), align_corners));
   Tensor flat = reshape(input, {n, c, plane});
   // input at the integer pixel `at` (one [N, P] per dim) times weight [N, P]; outside: 0.
   auto tap = [&](const TensorList& at, const Tensor& weight) {
@@ -340,29 +373,36 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
            unsqueeze(where(inside, weight, zeros_like(weight)), 1);
   };
   Tensor out;
-  auto padded = [&](const Tensor& p, int64_t i) { return pad_index(p, input.size(2 + i), padding_mode, align_corners); };
+  auto padded = [&](const Tensor& p, int64_t i) {
+    return pad_index(p, input.size(2 + i), padding_mode, align_corners);
+  };
   if (mode == "nearest") {
     TensorList at;
-    for (int64_t i = 0; i < dims; ++i) at.push_back(round(padded(coord[static_cast<size_t>(i)], i)));  // half to even
+    for (int64_t i = 0; i < dims; ++i)
+      at.push_back(round(padded(coord[static_cast<size_t>(i)], i)));  // half to even
     out = tap(at, ones_like(coord[0]));
-  } else if (mode == "bicubic") {  // 4 x 4 taps, each padded on its own (PyTorch's get_value_bounded)
+  } else if (mode ==
+             "bicubic") {  // 4 x 4 taps, each padded on its own (PyTorch's get_value_bounded)
     Tensor x0 = floor(coord[0]), y0 = floor(coord[1]);
     std::array<Tensor, 4> wx = cubic_weights(coord[0] - x0), wy = cubic_weights(coord[1] - y0);
     for (int64_t j = 0; j < 4; ++j)
       for (int64_t i = 0; i < 4; ++i) {
-        Tensor term = tap({padded(x0 + static_cast<double>(i - 1), 0), padded(y0 + static_cast<double>(j - 1), 1)},
+        Tensor term = tap({padded(x0 + static_cast<double>(i - 1), 0),
+                           padded(y0 + static_cast<double>(j - 1), 1)},
                           wx[static_cast<size_t>(i)] * wy[static_cast<size_t>(j)]);
         out = out.defined() ? out + term : term;
       }
   } else {  // (tri)linear: the 2^dims corners around each point
-    for (int64_t i = 0; i < dims; ++i) coord[static_cast<size_t>(i)] = padded(coord[static_cast<size_t>(i)], i);
+    for (int64_t i = 0; i < dims; ++i)
+      coord[static_cast<size_t>(i)] = padded(coord[static_cast<size_t>(i)], i);
     for (int64_t corner = 0; corner < (int64_t{1} << dims); ++corner) {
       TensorList at;
       Tensor weight;
       for (int64_t i = 0; i < dims; ++i) {
         Tensor lo = floor(coord[static_cast<size_t>(i)]);
         bool high = (corner >> i) & 1;
-        Tensor w = high ? coord[static_cast<size_t>(i)] - lo : lo + 1.0 - coord[static_cast<size_t>(i)];
+        Tensor w =
+            high ? coord[static_cast<size_t>(i)] - lo : lo + 1.0 - coord[static_cast<size_t>(i)];
         at.push_back(high ? lo + 1.0 : lo);
         weight = weight.defined() ? weight * w : w;
       }

@@ -21,8 +21,9 @@ Tensor rnn_relu_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const
                      const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
 /** Gates i, f, g, o (in that order along W's rows): c' = f c + i g, h' = o tanh(c').
  * Returns (h', c'). */
-std::pair<Tensor, Tensor> lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& w_ih,
-                                    const Tensor& w_hh, const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
+std::pair<Tensor, Tensor> lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c,
+                                    const Tensor& w_ih, const Tensor& w_hh,
+                                    const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
 /** Gates r, z, n: n = tanh(x W_in^T + b_in + r (h W_hn^T + b_hn)), h' = (1 - z) n + z h. */
 Tensor gru_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh,
                 const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
@@ -84,7 +85,8 @@ class GRU final : public RNNBase {
  * weight_ih, weight_hh, bias_ih, bias_hh. */
 class RNNCellBase : public Module {
  public:
-  RNNCellBase(RNNBase::Mode mode, int64_t input_size, int64_t hidden_size, bool bias, Device device);
+  RNNCellBase(RNNBase::Mode mode, int64_t input_size, int64_t hidden_size, bool bias,
+              Device device);
   TensorList forward(const TensorList& in) override;
   Tensor &weight_ih, &weight_hh;
   Tensor *bias_ih = nullptr, *bias_hh = nullptr;
@@ -96,17 +98,19 @@ class RNNCellBase : public Module {
 
 class RNNCell final : public RNNCellBase {
  public:
-  RNNCell(int64_t input_size, int64_t hidden_size, bool bias = true, const std::string& nonlinearity = "tanh",
-          Device device = Device("cpu:0"));
+  RNNCell(int64_t input_size, int64_t hidden_size, bool bias = true,
+          const std::string& nonlinearity = "tanh", Device device = Device("cpu:0"));
 };
 class LSTMCell final : public RNNCellBase {
  public:
-  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true, Device device = Device("cpu:0"))
+  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true,
+           Device device = Device("cpu:0"))
       : RNNCellBase(RNNBase::Mode::lstm, input_size, hidden_size, bias, device) {}
 };
 class GRUCell final : public RNNCellBase {
  public:
-  GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true, Device device = Device("cpu:0"))
+  GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true,
+          Device device = Device("cpu:0"))
       : RNNCellBase(RNNBase::Mode::gru, input_size, hidden_size, bias, device) {}
 };
 

@@ -20,7 +20,8 @@ Tensor xavier_uniform(int64_t rows, int64_t cols, Device d) {
 // they are (in the scores' dtype).
 Tensor additive(const Tensor& mask, DType dtype) {
   if (mask.dtype() != DType::b8) return to(mask, dtype);
-  return masked_fill(zeros(IntList(mask.shape().begin(), mask.shape().end()), {.dtype = dtype, .device = mask.device()}),
+  return masked_fill(zeros(IntList(mask.shape().begin(), mask.shape().end()),
+                           {.dtype = dtype, .device = mask.device()}),
                      mask, -std::numeric_limits<double>::infinity());
 }
 
@@ -29,9 +30,10 @@ Tensor additive(const Tensor& mask, DType dtype) {
 MultiheadAttention::MultiheadAttention(MultiheadAttentionOptions o) : options_(o) {
   int64_t e = o.embed_dim, kd = o.kdim ? o.kdim : e, vd = o.vdim ? o.vdim : e;
   KILN_CHECK(e > 0 && o.num_heads > 0 && e % o.num_heads == 0, value,
-             "[MultiheadAttention] embed_dim ({}) must be positive and divisible by num_heads ({})", e, o.num_heads);
-  KILN_CHECK(o.dropout >= 0 && o.dropout <= 1, value, "[MultiheadAttention] dropout must be in [0, 1], got {}",
-             o.dropout);
+             "[MultiheadAttention] embed_dim ({}) must be positive and divisible by num_heads ({})",
+             e, o.num_heads);
+  KILN_CHECK(o.dropout >= 0 && o.dropout <= 1, value,
+             "[MultiheadAttention] dropout must be in [0, 1], got {}", o.dropout);
   options_.kdim = kd;
   options_.vdim = vd;
   if (kd == e && vd == e) {
@@ -41,7 +43,8 @@ MultiheadAttention::MultiheadAttention(MultiheadAttentionOptions o) : options_(o
     k_proj_weight = &register_parameter("k_proj_weight", xavier_uniform(e, kd, o.device));
     v_proj_weight = &register_parameter("v_proj_weight", xavier_uniform(e, vd, o.device));
   }
-  if (o.bias) in_proj_bias = &register_parameter("in_proj_bias", zeros({3 * e}, {.device = o.device}));
+  if (o.bias)
+    in_proj_bias = &register_parameter("in_proj_bias", zeros({3 * e}, {.device = o.device}));
   if (o.add_bias_kv) {  // Xavier-normal of [1, 1, E]: std 1 / sqrt(E)
     double std = 1 / std::sqrt(static_cast<double>(e));
     bias_k = &register_parameter("bias_k", randn({1, 1, e}, {.device = o.device}) * std);
@@ -55,20 +58,24 @@ MultiheadAttention::MultiheadAttention(MultiheadAttentionOptions o) : options_(o
 }
 
 TensorList MultiheadAttention::forward(const TensorList& in) {
-  KILN_CHECK(in.size() == 3, value, "[MultiheadAttention] expects (query, key, value), got {} tensors", in.size());
+  KILN_CHECK(in.size() == 3, value,
+             "[MultiheadAttention] expects (query, key, value), got {} tensors", in.size());
   auto [out, weights] = attend(in[0], in[1], in[2]);
   return {out, weights};
 }
 
 std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query_in, const Tensor& key_in,
-                                                     const Tensor& value_in, const AttentionMasks& masks,
-                                                     bool need_weights, bool average_weights) {
+                                                     const Tensor& value_in,
+                                                     const AttentionMasks& masks, bool need_weights,
+                                                     bool average_weights) {
   const MultiheadAttentionOptions& o = options_;
   const char* op = "MultiheadAttention";
   bool unbatched = query_in.dim() == 2;
-  KILN_CHECK((query_in.dim() == 3 || unbatched) && key_in.dim() == query_in.dim() && value_in.dim() == query_in.dim(),
-             shape, "[{}] expects query, key and value all 3-D (or all 2-D, unbatched), got {}, {}, {}", op,
-             query_in.meta_str(), key_in.meta_str(), value_in.meta_str());
+  KILN_CHECK((query_in.dim() == 3 || unbatched) && key_in.dim() == query_in.dim() &&
+                 value_in.dim() == query_in.dim(),
+             shape,
+             "[{}] expects query, key and value all 3-D (or all 2-D, unbatched), got {}, {}, {}",
+             op, query_in.meta_str(), key_in.meta_str(), value_in.meta_str());
   auto layout = [&](const Tensor& t) {  // -> [L, N, E]
     if (unbatched) return unsqueeze(t, 1);
     return o.batch_first ? transpose(t, 0, 1) : t;
@@ -77,11 +84,11 @@ std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query_in, con
   int64_t e = o.embed_dim, heads = o.num_heads, hd = e / heads;
   int64_t tgt = query.size(0), n = query.size(1), src = key.size(0);
   KILN_CHECK(query.size(2) == e && key.size(2) == o.kdim && value.size(2) == o.vdim, shape,
-             "[{}] expects query, key and value features ({}, {}, {}), got {}, {}, {}", op, e, o.kdim, o.vdim,
-             query_in.meta_str(), key_in.meta_str(), value_in.meta_str());
+             "[{}] expects query, key and value features ({}, {}, {}), got {}, {}, {}", op, e,
+             o.kdim, o.vdim, query_in.meta_str(), key_in.meta_str(), value_in.meta_str());
   KILN_CHECK(key.size(1) == n && value.size(1) == n && value.size(0) == src, shape,
-             "[{}] key {} and value {} must match the query's batch and each other's length", op, key_in.meta_str(),
-             value_in.meta_str());
+             "[{}] key {} and value {} must match the query's batch and each other's length", op,
+             key_in.meta_str(), value_in.meta_str());
 
   TensorList b = in_proj_bias ? chunk(*in_proj_bias, 3) : TensorList(3);
   Tensor q, k, v;
@@ -98,7 +105,9 @@ std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query_in, con
   }
   int64_t keys = src + int64_t{o.add_bias_kv};
   // [L, N, E] -> [N * heads, L, head_dim]
-  auto split_heads = [&](const Tensor& t, int64_t len) { return transpose(reshape(t, {len, n * heads, hd}), 0, 1); };
+  auto split_heads = [&](const Tensor& t, int64_t len) {
+    return transpose(reshape(t, {len, n * heads, hd}), 0, 1);
+  };
   q = split_heads(q, tgt) * (1 / std::sqrt(static_cast<double>(hd)));
   k = split_heads(k, keys);
   v = split_heads(v, keys);
@@ -119,16 +128,18 @@ std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query_in, con
     const Tensor& m = masks.attn_mask;
     bool ok = (m.dim() == 2 && m.size(0) == tgt && m.size(1) == src) ||
               (m.dim() == 3 && m.size(0) == n * heads && m.size(1) == tgt && m.size(2) == src);
-    KILN_CHECK(ok, shape, "[{}] attn_mask must be [{}, {}] or [{}, {}, {}], got {}", op, tgt, src, n * heads, tgt,
-               src, m.meta_str());
+    KILN_CHECK(ok, shape, "[{}] attn_mask must be [{}, {}] or [{}, {}, {}], got {}", op, tgt, src,
+               n * heads, tgt, src, m.meta_str());
     scores = scores + widen(additive(m, scores.dtype()));
   }
   if (masks.key_padding_mask.defined()) {
     Tensor m = unbatched ? unsqueeze(masks.key_padding_mask, 0) : masks.key_padding_mask;
     KILN_CHECK(m.dim() == 2 && m.size(0) == n && m.size(1) == src, shape,
-               "[{}] key_padding_mask must be [{}, {}], got {}", op, n, src, masks.key_padding_mask.meta_str());
-    Tensor per_head = reshape(expand(reshape(widen(additive(m, scores.dtype())), {n, 1, 1, keys}), {n, heads, 1, keys}),
-                              {n * heads, 1, keys});
+               "[{}] key_padding_mask must be [{}, {}], got {}", op, n, src,
+               masks.key_padding_mask.meta_str());
+    Tensor per_head = reshape(
+        expand(reshape(widen(additive(m, scores.dtype())), {n, 1, 1, keys}), {n, heads, 1, keys}),
+        {n * heads, 1, keys});
     scores = scores + per_head;
   }
   Tensor attn = softmax(scores, -1);
@@ -141,8 +152,10 @@ std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query_in, con
     if (average_weights) weights = mean(weights, {1});
     if (unbatched) weights = squeeze(weights, 0);
   }
-  if (unbatched) out = squeeze(out, 1);
-  else if (o.batch_first) out = transpose(out, 0, 1);
+  if (unbatched)
+    out = squeeze(out, 1);
+  else if (o.batch_first)
+    out = transpose(out, 0, 1);
   return {out, weights};
 }
 
@@ -150,28 +163,39 @@ std::pair<Tensor, Tensor> MultiheadAttention::attend(const Tensor& query_in, con
 
 namespace {
 
-Tensor activate(const std::string& name, const Tensor& x) { return name == "gelu" ? gelu(x) : relu(x); }
+Tensor activate(const std::string& name, const Tensor& x) {
+  return name == "gelu" ? gelu(x) : relu(x);
+}
 
 MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o) {
-  return {.embed_dim = o.d_model, .num_heads = o.nhead, .dropout = o.dropout, .batch_first = o.batch_first,
+  return {.embed_dim = o.d_model,
+          .num_heads = o.nhead,
+          .dropout = o.dropout,
+          .batch_first = o.batch_first,
           .device = o.device};
 }
 
 void check_layer(const TransformerLayerOptions& o, const char* op) {
-  KILN_CHECK(o.activation == "relu" || o.activation == "gelu", value, "[{}] activation must be relu or gelu, got '{}'",
-             op, o.activation);
-  KILN_CHECK(o.dim_feedforward > 0, value, "[{}] dim_feedforward must be positive, got {}", op, o.dim_feedforward);
+  KILN_CHECK(o.activation == "relu" || o.activation == "gelu", value,
+             "[{}] activation must be relu or gelu, got '{}'", op, o.activation);
+  KILN_CHECK(o.dim_feedforward > 0, value, "[{}] dim_feedforward must be positive, got {}", op,
+             o.dim_feedforward);
 }
 
 }  // namespace
 
 TransformerEncoderLayer::TransformerEncoderLayer(TransformerLayerOptions o) : options_(o) {
   check_layer(o, "TransformerEncoderLayer");
-  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(attention_options(o)));
-  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, true, o.device));
-  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, true, o.device));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, o.device));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, o.device));
+  self_attn =
+      register_module("self_attn", std::make_shared<MultiheadAttention>(attention_options(o)));
+  linear1 = register_module("linear1",
+                            std::make_shared<Linear>(o.d_model, o.dim_feedforward, true, o.device));
+  linear2 = register_module("linear2",
+                            std::make_shared<Linear>(o.dim_feedforward, o.d_model, true, o.device));
+  norm1 =
+      register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, o.device));
+  norm2 =
+      register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, o.device));
 }
 
 Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
@@ -182,7 +206,9 @@ Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
 
 Tensor TransformerEncoderLayer::encode(const Tensor& src, const AttentionMasks& masks) {
   double p = training() ? options_.dropout : 0.0;
-  auto attend = [&](const Tensor& x) { return dropout(self_attn->attend(x, x, x, masks, false).first, p, training()); };
+  auto attend = [&](const Tensor& x) {
+    return dropout(self_attn->attend(x, x, x, masks, false).first, p, training());
+  };
   Tensor x = src;
   if (options_.norm_first) {
     x = x + attend((*norm1)(x));
@@ -194,20 +220,30 @@ Tensor TransformerEncoderLayer::encode(const Tensor& src, const AttentionMasks& 
 
 TransformerDecoderLayer::TransformerDecoderLayer(TransformerLayerOptions o) : options_(o) {
   check_layer(o, "TransformerDecoderLayer");
-  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(attention_options(o)));
-  multihead_attn = register_module("multihead_attn", std::make_shared<MultiheadAttention>(attention_options(o)));
-  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.dim_feedforward, true, o.device));
-  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward, o.d_model, true, o.device));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, o.device));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, o.device));
-  norm3 = register_module("norm3", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, o.device));
+  self_attn =
+      register_module("self_attn", std::make_shared<MultiheadAttention>(attention_options(o)));
+  multihead_attn =
+      register_module("multihead_attn", std::make_shared<MultiheadAttention>(attention_options(o)));
+  linear1 = register_module("linear1",
+                            std::make_shared<Linear>(o.d_model, o.dim_feedforward, true, o.device));
+  linear2 = register_module("linear2",
+                            std::make_shared<Linear>(o.dim_feedforward, o.d_model, true, o.device));
+  norm1 =
+      register_module("norm1", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, o.device));
+  norm2 =
+      register_module("norm2", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, o.device));
+  norm3 =
+      register_module("norm3", std::make_shared<LayerNorm>(o.d_model, o.layer_norm_eps, o.device));
 }
 
-Tensor TransformerDecoderLayer::decode(const Tensor& tgt, const Tensor& memory, const AttentionMasks& tgt_masks,
+Tensor TransformerDecoderLayer::decode(const Tensor& tgt, const Tensor& memory,
+                                       const AttentionMasks& tgt_masks,
                                        const AttentionMasks& memory_masks) {
   double p = training() ? options_.dropout : 0.0;
   auto drop = [&](const Tensor& t) { return dropout(t, p, training()); };
-  auto self_block = [&](const Tensor& x) { return drop(self_attn->attend(x, x, x, tgt_masks, false).first); };
+  auto self_block = [&](const Tensor& x) {
+    return drop(self_attn->attend(x, x, x, tgt_masks, false).first);
+  };
   auto cross_block = [&](const Tensor& x) {
     return drop(multihead_attn->attend(x, memory, memory, memory_masks, false).first);
   };
@@ -225,11 +261,16 @@ Tensor TransformerDecoderLayer::decode(const Tensor& tgt, const Tensor& memory, 
   return (*norm3)(x + ff_block(x));
 }
 
-TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers, bool final_norm) {
-  KILN_CHECK(num_layers > 0, value, "[TransformerEncoder] num_layers must be positive, got {}", num_layers);
+TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers,
+                                       bool final_norm) {
+  KILN_CHECK(num_layers > 0, value, "[TransformerEncoder] num_layers must be positive, got {}",
+             num_layers);
   for (int64_t i = 0; i < num_layers; ++i)
-    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<TransformerEncoderLayer>(layer)));
-  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(layer.d_model, layer.layer_norm_eps, layer.device));
+    layers.push_back(register_module("layers." + std::to_string(i),
+                                     std::make_shared<TransformerEncoderLayer>(layer)));
+  if (final_norm)
+    norm = register_module(
+        "norm", std::make_shared<LayerNorm>(layer.d_model, layer.layer_norm_eps, layer.device));
 }
 
 Tensor TransformerEncoder::encode(const Tensor& src, const AttentionMasks& masks) {
@@ -238,23 +279,32 @@ Tensor TransformerEncoder::encode(const Tensor& src, const AttentionMasks& masks
   return norm ? (*norm)(x) : x;
 }
 
-TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& layer, int64_t num_layers, bool final_norm) {
-  KILN_CHECK(num_layers > 0, value, "[TransformerDecoder] num_layers must be positive, got {}", num_layers);
+TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& layer, int64_t num_layers,
+                                       bool final_norm) {
+  KILN_CHECK(num_layers > 0, value, "[TransformerDecoder] num_layers must be positive, got {}",
+             num_layers);
   for (int64_t i = 0; i < num_layers; ++i)
-    layers.push_back(register_module("layers." + std::to_string(i), std::make_shared<TransformerDecoderLayer>(layer)));
-  if (final_norm) norm = register_module("norm", std::make_shared<LayerNorm>(layer.d_model, layer.layer_norm_eps, layer.device));
+    layers.push_back(register_module("layers." + std::to_string(i),
+                                     std::make_shared<TransformerDecoderLayer>(layer)));
+  if (final_norm)
+    norm = register_module(
+        "norm", std::make_shared<LayerNorm>(layer.d_model, layer.layer_norm_eps, layer.device));
 }
 
-Tensor TransformerDecoder::decode(const Tensor& tgt, const Tensor& memory, const AttentionMasks& tgt_masks,
+Tensor TransformerDecoder::decode(const Tensor& tgt, const Tensor& memory,
+                                  const AttentionMasks& tgt_masks,
                                   const AttentionMasks& memory_masks) {
   Tensor x = tgt;
   for (auto& l : layers) x = l->decode(x, memory, tgt_masks, memory_masks);
   return norm ? (*norm)(x) : x;
 }
 
-Transformer::Transformer(const TransformerLayerOptions& layer, int64_t num_encoder_layers, int64_t num_decoder_layers)
-    : encoder(register_module("encoder", std::make_shared<TransformerEncoder>(layer, num_encoder_layers, true))),
-      decoder(register_module("decoder", std::make_shared<TransformerDecoder>(layer, num_decoder_layers, true))),
+Transformer::Transformer(const TransformerLayerOptions& layer, int64_t num_encoder_layers,
+                         int64_t num_decoder_layers)
+    : encoder(register_module(
+          "encoder", std::make_shared<TransformerEncoder>(layer, num_encoder_layers, true))),
+      decoder(register_module(
+          "decoder", std::make_shared<TransformerDecoder>(layer, num_decoder_layers, true))),
       batch_first_(layer.batch_first) {
   autograd::NoGradGuard no_grad;
   for (auto& [name, p] : named_parameters())
@@ -265,16 +315,19 @@ Tensor Transformer::transform(const Tensor& src, const Tensor& tgt, const Attent
                               const AttentionMasks& tgt_masks, const AttentionMasks& memory_masks) {
   int64_t batch_dim = batch_first_ ? 0 : 1;
   KILN_CHECK(src.dim() != 3 || tgt.dim() != 3 || src.size(batch_dim) == tgt.size(batch_dim), shape,
-             "[Transformer] the batch number of src {} and tgt {} must be equal", src.meta_str(), tgt.meta_str());
-  KILN_CHECK(src.size(-1) == tgt.size(-1), shape, "[Transformer] the feature number of src {} and tgt {} must be equal",
-             src.meta_str(), tgt.meta_str());
+             "[Transformer] the batch number of src {} and tgt {} must be equal", src.meta_str(),
+             tgt.meta_str());
+  KILN_CHECK(src.size(-1) == tgt.size(-1), shape,
+             "[Transformer] the feature number of src {} and tgt {} must be equal", src.meta_str(),
+             tgt.meta_str());
   Tensor memory = encoder->encode(src, src_masks);
   return decoder->decode(tgt, memory, tgt_masks, memory_masks);
 }
 
 Tensor square_subsequent_mask(int64_t n, Device device) {
   Tensor ones_above = triu(ones({n, n}, {.device = device}), 1);
-  return masked_fill(zeros({n, n}, {.device = device}), ones_above > 0.0, -std::numeric_limits<double>::infinity());
+  return masked_fill(zeros({n, n}, {.device = device}), ones_above > 0.0,
+                     -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace kiln::nn

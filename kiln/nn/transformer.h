@@ -55,7 +55,7 @@ class MultiheadAttention : public Module {
 
   Tensor* in_proj_weight = nullptr;  // [3E, E] when kdim == vdim == embed_dim
   Tensor *q_proj_weight = nullptr, *k_proj_weight = nullptr, *v_proj_weight = nullptr;
-  Tensor* in_proj_bias = nullptr;  // [3E]
+  Tensor* in_proj_bias = nullptr;               // [3E]
   Tensor *bias_k = nullptr, *bias_v = nullptr;  // [1, 1, E] with add_bias_kv
   std::shared_ptr<Linear> out_proj;
 
@@ -114,7 +114,8 @@ class TransformerDecoderLayer : public Module {
  * optional final LayerNorm ("norm"). */
 class TransformerEncoder : public Module {
  public:
-  TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers, bool final_norm = false);
+  TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers,
+                     bool final_norm = false);
   TensorList forward(const TensorList& in) override { return {encode(in.at(0))}; }
   Tensor encode(const Tensor& src, const AttentionMasks& masks = {});
   std::vector<std::shared_ptr<TransformerEncoderLayer>> layers;
@@ -124,7 +125,8 @@ class TransformerEncoder : public Module {
 /** torch.nn.TransformerDecoder: num_layers decoder layers, then an optional LayerNorm. */
 class TransformerDecoder : public Module {
  public:
-  TransformerDecoder(const TransformerLayerOptions& layer, int64_t num_layers, bool final_norm = false);
+  TransformerDecoder(const TransformerLayerOptions& layer, int64_t num_layers,
+                     bool final_norm = false);
   TensorList forward(const TensorList& in) override { return {decode(in.at(0), in.at(1))}; }
   Tensor decode(const Tensor& tgt, const Tensor& memory, const AttentionMasks& tgt_masks = {},
                 const AttentionMasks& memory_masks = {});
@@ -139,7 +141,8 @@ class TransformerDecoder : public Module {
  * self-attention, tgt's for the decoder's, memory's for its attention over the encoding). */
 class Transformer : public Module {
  public:
-  Transformer(const TransformerLayerOptions& layer, int64_t num_encoder_layers = 6, int64_t num_decoder_layers = 6);
+  Transformer(const TransformerLayerOptions& layer, int64_t num_encoder_layers = 6,
+              int64_t num_decoder_layers = 6);
   TensorList forward(const TensorList& in) override { return {transform(in.at(0), in.at(1))}; }
   Tensor transform(const Tensor& src, const Tensor& tgt, const AttentionMasks& src_masks = {},
                    const AttentionMasks& tgt_masks = {}, const AttentionMasks& memory_masks = {});

@@ -21,7 +21,8 @@ std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Tensor& t);
 Tensor& uniform_(Tensor& t, double a = 0.0, double b = 1.0);
 Tensor& normal_(Tensor& t, double mean = 0.0, double std = 1.0);
 /** Normal(mean, std) conditioned on [a, b] (inverse CDF of a uniform draw). */
-Tensor& trunc_normal_(Tensor& t, double mean = 0.0, double std = 1.0, double a = -2.0, double b = 2.0);
+Tensor& trunc_normal_(Tensor& t, double mean = 0.0, double std = 1.0, double a = -2.0,
+                      double b = 2.0);
 Tensor& constant_(Tensor& t, double value);
 Tensor& zeros_(Tensor& t);
 Tensor& ones_(Tensor& t);

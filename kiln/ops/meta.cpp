@@ -11,8 +11,7 @@ namespace kiln::ops {
 namespace {
 
 void check_floating(const OpCall& c, DType d) {
-  KILN_CHECK(is_floating(d), dtype, "[{}] expected a floating point tensor, got {}", name_of(c),
-             d);
+  KILN_CHECK(is_floating(d), dtype, "[{}] expected a floating point tensor, got {}", name_of(c), d);
 }
 
 void check_same_dtype(const OpCall& c, const Tensor& a, const Tensor& b) {
@@ -87,10 +86,14 @@ Dims broadcast_symbolic(const Dims& a, const Dims& b, std::string_view op) {
     SymInt db = i < n - b.size() ? SymInt(1) : b.sym(i - (n - b.size()));
     // Sizes known alike need no decision; otherwise the order of the questions is
     // PyTorch's: is b 1, is a 1, else they must be equal (each a guard on symbols, Y2).
-    if (da.same_as(db) || db.same_as(1)) out.set(i, da);
-    else if (da.same_as(1)) out.set(i, db);
-    else if (db == 1) out.set(i, da);
-    else if (da == 1) out.set(i, db);
+    if (da.same_as(db) || db.same_as(1))
+      out.set(i, da);
+    else if (da.same_as(1))
+      out.set(i, db);
+    else if (db == 1)
+      out.set(i, da);
+    else if (da == 1)
+      out.set(i, db);
     else {
       KILN_CHECK(da == db, shape,
                  "[{}] The size of tensor a ({}) must match the size of tensor b ({}) at "
@@ -134,7 +137,8 @@ bool can_cast(DType from, DType to) {
 ReduceDims reduce_dims(const Dims& shape, const IntList& dims, bool keepdim, std::string_view op) {
   ReduceDims r;
   int64_t rank = static_cast<int64_t>(shape.size());
-  KILN_CHECK(rank <= 64, shape, "[{}] only tensors with up to 64 dims are supported, got {}", op, rank);
+  KILN_CHECK(rank <= 64, shape, "[{}] only tensors with up to 64 dims are supported, got {}", op,
+             rank);
   r.reduced.assign(shape.size(), dims.empty());
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, rank, op);
@@ -144,8 +148,10 @@ ReduceDims reduce_dims(const Dims& shape, const IntList& dims, bool keepdim, std
     r.reduced[w] = true;
   }
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (!r.reduced[i]) r.out_shape.push_back(shape.sym(i));
-    else if (keepdim) r.out_shape.push_back(int64_t{1});
+    if (!r.reduced[i])
+      r.out_shape.push_back(shape.sym(i));
+    else if (keepdim)
+      r.out_shape.push_back(int64_t{1});
   }
   return r;
 }
@@ -157,7 +163,8 @@ Dims matmul_shape(const Dims& a, const Dims& b) {
   if (!a.is_symbolic() && !b.is_symbolic()) [[likely]] {
     int64_t k_a = a.back();
     int64_t k_b = b.size() == 1 ? b[0] : b[b.size() - 2];
-    KILN_CHECK(k_a == k_b, shape, "[matmul] mat1 and mat2 shapes cannot be multiplied ({} and {})", a.str(), b.str());
+    KILN_CHECK(k_a == k_b, shape, "[matmul] mat1 and mat2 shapes cannot be multiplied ({} and {})",
+               a.str(), b.str());
     Dims batch_a, batch_b;
     for (size_t i = 0; i + 2 < a.size(); ++i) batch_a.push_back(a[i]);
     for (size_t i = 0; i + 2 < b.size(); ++i) batch_b.push_back(b[i]);
@@ -210,7 +217,8 @@ void meta_arange(const OpCall& c, MetaOut& out) {
              "[arange] upper bound and larger bound inconsistent with step sign (start {}, end {}, "
              "step {})",
              start, end, step);
-  double count = dtype == DType::i64 ? std::ceil((xend - xstart) / xstep) : std::ceil((end - start) / step);
+  double count =
+      dtype == DType::i64 ? std::ceil((xend - xstart) / xstep) : std::ceil((end - start) / step);
   KILN_CHECK(count < 0x1p63, shape,
              "[arange] the range {} -> {} with step {} has more elements than int64 can hold",
              start, end, step);
@@ -227,7 +235,8 @@ void meta_unary(const OpCall& c, MetaOut& out) {
              "[relu] does not support bool inputs");
   bool rounding = c.op == OpKind::floor || c.op == OpKind::ceil || c.op == OpKind::round ||
                   c.op == OpKind::trunc;
-  KILN_CHECK(!(rounding && self.dtype() == DType::b8), dtype, "[{}] does not support bool inputs", c.op);
+  KILN_CHECK(!(rounding && self.dtype() == DType::b8), dtype, "[{}] does not support bool inputs",
+             c.op);
   out.fresh(self.shape(), self.dtype());  // rounding an integer tensor is the identity
 }
 
@@ -411,8 +420,8 @@ void meta_topk(const OpCall& c, MetaOut& out) {
   int64_t d = wrap_dim(c.args.i64(2), self.dim(), name_of(c));
   int64_t k = c.args.i64(1);
   int64_t size = self.dim() ? self.shape()[d] : 1;
-  KILN_CHECK(k >= 0 && k <= size, index, "[topk] selected index k = {} is out of range for dim {} of size {}", k,
-             d, size);
+  KILN_CHECK(k >= 0 && k <= size, index,
+             "[topk] selected index k = {} is out of range for dim {} of size {}", k, d, size);
   Dims shape = self.shape();
   if (self.dim()) shape[d] = k;
   out.fresh(shape, self.dtype());
@@ -424,9 +433,10 @@ void meta_bitwise(const OpCall& c, MetaOut& out) {
   const Tensor& a = c.args.tensor(0);
   bool binary = c.op != OpKind::bitwise_not;
   DType dtype = binary ? result_type(a, c.args.tensor(1)) : a.dtype();
-  KILN_CHECK(is_integral(dtype, true), dtype, "[{}] is only defined for integer and bool tensors, got {}",
-             name_of(c), dtype);
-  out.fresh(binary ? broadcast_shapes(a.shape(), c.args.tensor(1).shape(), name_of(c)) : a.shape(), dtype);
+  KILN_CHECK(is_integral(dtype, true), dtype,
+             "[{}] is only defined for integer and bool tensors, got {}", name_of(c), dtype);
+  out.fresh(binary ? broadcast_shapes(a.shape(), c.args.tensor(1).shape(), name_of(c)) : a.shape(),
+            dtype);
 }
 
 // cumsum / cumprod(self, dim, dtype?): self's shape; integers and bools accumulate in
@@ -461,8 +471,9 @@ void meta_cumprod_backward(const OpCall& c, MetaOut& out) {
   wrap_dim(c.args.i64(2), self.dim(), name_of(c));
   check_floating(c, self.dtype());
   check_same_dtype(c, self, g);
-  KILN_CHECK(g.shape() == self.shape(), shape, "[{}] grad_output of shape {} does not match self {}",
-             name_of(c), g.shape().str(), self.shape().str());
+  KILN_CHECK(g.shape() == self.shape(), shape,
+             "[{}] grad_output of shape {} does not match self {}", name_of(c), g.shape().str(),
+             self.shape().str());
   out.fresh(self.shape(), self.dtype());
 }
 
@@ -473,8 +484,9 @@ void meta_softmax_backward(const OpCall& c, MetaOut& out) {
   wrap_dim(c.args.i64(2), y.dim(), name_of(c));
   check_floating(c, y.dtype());
   check_same_dtype(c, y, g);
-  KILN_CHECK(g.shape() == y.shape(), shape, "[{}] grad_output of shape {} does not match the output {}",
-             name_of(c), g.shape().str(), y.shape().str());
+  KILN_CHECK(g.shape() == y.shape(), shape,
+             "[{}] grad_output of shape {} does not match the output {}", name_of(c),
+             g.shape().str(), y.shape().str());
   out.fresh(y.shape(), y.dtype());
 }
 
@@ -486,8 +498,8 @@ void meta_mm(const OpCall& c, MetaOut& out) {
   KILN_CHECK(a.dim() == 2 && b.dim() == 2, shape, "[mm] expected 2-D tensors, got {}D and {}D",
              a.dim(), b.dim());
   KILN_CHECK(a.sym_size(1) == b.sym_size(0), shape,
-             "[mm] mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", a.sym_size(0).str(),
-             a.sym_size(1).str(), b.sym_size(0).str(), b.sym_size(1).str());
+             "[mm] mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})",
+             a.sym_size(0).str(), a.sym_size(1).str(), b.sym_size(0).str(), b.sym_size(1).str());
   check_same_dtype(c, a, b);
   out.fresh(sym_dims({a.sym_size(0), b.sym_size(1)}), a.dtype());
 }
@@ -531,8 +543,8 @@ namespace {
 // multiplied and have one dtype. Returns linear's output shape.
 Dims check_linear_args(const OpCall& c, const Tensor& x, const Tensor& w) {
   KILN_CHECK(w.dim() == 2 && x.dim() >= 1 && x.sym_size(-1) == w.sym_size(1), shape,
-             "[{}] input {} and weight {} cannot be multiplied (expected weight [out, {}])", name_of(c),
-             x.shape().str(), w.shape().str(), x.dim() ? x.sym_size(-1).str() : "0");
+             "[{}] input {} and weight {} cannot be multiplied (expected weight [out, {}])",
+             name_of(c), x.shape().str(), w.shape().str(), x.dim() ? x.sym_size(-1).str() : "0");
   check_same_dtype(c, x, w);
   Dims shape = x.shape();
   shape.set(shape.size() - 1, w.sym_size(0));
@@ -562,8 +574,8 @@ void meta_linear_backward(const OpCall& c, MetaOut& out) {
   const Tensor& w = c.args.tensor(2);
   Dims y = check_linear_args(c, x, w);
   check_same_dtype(c, x, g);
-  KILN_CHECK(g.shape() == y, shape, "[{}] grad_output of shape {} does not match the output {}", name_of(c),
-             g.shape().str(), y.str());
+  KILN_CHECK(g.shape() == y, shape, "[{}] grad_output of shape {} does not match the output {}",
+             name_of(c), g.shape().str(), y.str());
   out.fresh(x.shape(), x.dtype());
   out.fresh(w.shape(), x.dtype());
   out.fresh(sym_dims({w.sym_size(0)}), x.dtype());
@@ -571,10 +583,10 @@ void meta_linear_backward(const OpCall& c, MetaOut& out) {
 
 // A (batch of) float or double matrix, as the decompositions take.
 static void check_decomposed(const OpCall& c, const Tensor& a, bool square) {
-  KILN_CHECK(a.dim() >= 2, shape, "[{}] expects a (batch of) matrix with at least 2 dims, got {}", name_of(c),
-             a.meta_str());
-  KILN_CHECK(!square || a.size(-1) == a.size(-2), shape, "[{}] expects square matrices, got {}", name_of(c),
-             a.meta_str());
+  KILN_CHECK(a.dim() >= 2, shape, "[{}] expects a (batch of) matrix with at least 2 dims, got {}",
+             name_of(c), a.meta_str());
+  KILN_CHECK(!square || a.size(-1) == a.size(-2), shape, "[{}] expects square matrices, got {}",
+             name_of(c), a.meta_str());
   KILN_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, dtype,
              "[{}] expects a float or double tensor, got {}", name_of(c), a.dtype());
 }
@@ -648,12 +660,11 @@ void meta_cat(const OpCall& c, MetaOut& out) {
   out.fresh(std::move(shape), result_type(ts));
 }
 
-namespace {
-}  // namespace
+namespace {}  // namespace
 
 void check_long_index(std::string_view op, const Tensor& index) {
-  KILN_CHECK(index.dtype() == DType::i64, dtype, "[{}] expected an index tensor of dtype i64, got {}", op,
-             index.dtype());
+  KILN_CHECK(index.dtype() == DType::i64, dtype,
+             "[{}] expected an index tensor of dtype i64, got {}", op, index.dtype());
 }
 
 namespace {
@@ -670,7 +681,9 @@ void meta_index_select(const OpCall& c, MetaOut& out) {
   KILN_CHECK(index.dim() <= 1, shape, "[index_select] index must be 0-D or 1-D, got {}D",
              index.dim());
   Dims shape = self.shape();
-  if (self.dim() > 0) shape.set(static_cast<size_t>(wrap_dim(c.args.i64(1), self.dim(), "index_select")), index.sym_numel());
+  if (self.dim() > 0)
+    shape.set(static_cast<size_t>(wrap_dim(c.args.i64(1), self.dim(), "index_select")),
+              index.sym_numel());
   out.fresh(std::move(shape), self.dtype());
 }
 
@@ -683,9 +696,10 @@ void meta_gather(const OpCall& c, MetaOut& out) {
              "[gather] index tensor must have the same number of dimensions as input ({} vs {})",
              index.dim(), self.dim());
   for (int64_t i = 0; i < self.dim(); ++i)
-    KILN_CHECK(i == d || index.shape().sym(static_cast<size_t>(i)) <= self.shape().sym(static_cast<size_t>(i)), shape,
-               "[gather] size of index {} exceeds input {} at dimension {}", index.shape().str(),
-               self.shape().str(), i);
+    KILN_CHECK(i == d || index.shape().sym(static_cast<size_t>(i)) <=
+                             self.shape().sym(static_cast<size_t>(i)),
+               shape, "[gather] size of index {} exceeds input {} at dimension {}",
+               index.shape().str(), self.shape().str(), i);
   out.fresh(index.shape(), self.dtype());
 }
 
@@ -703,9 +717,10 @@ void meta_scatter_add(const OpCall& c, MetaOut& out) {
              "and {})",
              index.dim(), src.dim(), self.dim());
   for (int64_t i = 0; i < self.dim(); ++i)
-    KILN_CHECK(index.shape()[i] <= src.shape()[i] && (i == d || index.shape()[i] <= self.shape()[i]),
-               shape, "[scatter_add] index {} is larger than src {} or self {} at dimension {}",
-               index.shape().str(), src.shape().str(), self.shape().str(), i);
+    KILN_CHECK(
+        index.shape()[i] <= src.shape()[i] && (i == d || index.shape()[i] <= self.shape()[i]),
+        shape, "[scatter_add] index {} is larger than src {} or self {} at dimension {}",
+        index.shape().str(), src.shape().str(), self.shape().str(), i);
   out.fresh(self.shape(), self.dtype());
 }
 
@@ -723,7 +738,8 @@ int64_t group_size_of(const OpCall& c, size_t arg) {
 }
 Dims rows_scaled(const OpCall& c, int64_t n, bool gather) {
   const Tensor& self = c.args.tensor(0);
-  KILN_CHECK(self.dim() > 0, shape, "[{}] needs a tensor with a dim 0, got {}", name_of(c), self.meta_str());
+  KILN_CHECK(self.dim() > 0, shape, "[{}] needs a tensor with a dim 0, got {}", name_of(c),
+             self.meta_str());
   Dims shape = self.shape();
   if (gather) {
     shape[0] *= n;
@@ -772,7 +788,8 @@ namespace {
 // The checks a norm and its gradient share: input `x` floating, `norm` its trailing dims,
 // and the affine tensors at arguments first_affine.. (weight, then bias) of shape `norm`
 // and x's dtype.
-void check_norm_args(const OpCall& c, const Tensor& x, const IntList& norm, size_t first_affine, size_t n_affine) {
+void check_norm_args(const OpCall& c, const Tensor& x, const IntList& norm, size_t first_affine,
+                     size_t n_affine) {
   check_floating(c, x.dtype());
   bool ok = static_cast<int64_t>(norm.size()) <= x.dim() && !norm.empty();
   for (size_t i = 0; ok && i < norm.size(); ++i)

@@ -24,9 +24,9 @@ Dims infer_symbolic_size(const IntList& size, const SymInt& numel, std::string_v
 /** The same for target sizes that may themselves be symbolic (`{x.sym_size(0), -1}`). */
 Dims infer_size(const Dims& size, const SymInt& numel, std::string_view op);
 /** Strides for viewing (shape, strides) as `new_shape` without a copy, if possible. */
-bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape,
-                          Dims& out);
-bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape, Dims& out);
+bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape, Dims& out);
+bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape,
+                           Dims& out);
 /** The broadcast of matmul's batch dims and its output shape. */
 Dims matmul_shape(const Dims& a, const Dims& b);
 /** The index of gather/scatter/take/put/index_copy/index_fill must be i64, as PyTorch's

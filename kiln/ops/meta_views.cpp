@@ -22,10 +22,11 @@ void view_out(MetaOut& out, const Tensor& self, Dims shape, Dims strides, int64_
 // Elements a strided layout spans from the storage start (0 when it is empty).
 int64_t strided_extent(const IntList& size, const IntList& stride, int64_t offset,
                        std::string_view op) {
-  KILN_CHECK(size.size() == stride.size(), shape, "[{}] mismatch in length of sizes ({}) and strides ({})",
-             op, size.size(), stride.size());
-  KILN_CHECK(offset >= 0, shape, "[{}] invalid storage offset {}: offsets must be non-negative",
-             op, offset);
+  KILN_CHECK(size.size() == stride.size(), shape,
+             "[{}] mismatch in length of sizes ({}) and strides ({})", op, size.size(),
+             stride.size());
+  KILN_CHECK(offset >= 0, shape, "[{}] invalid storage offset {}: offsets must be non-negative", op,
+             offset);
   // One past the last element addressed, computed without overflow.
   int64_t extent = offset + 1;
   bool overflow = false;
@@ -37,8 +38,10 @@ int64_t strided_extent(const IntList& size, const IntList& stride, int64_t offse
     overflow |= __builtin_mul_overflow(size[i] - 1, stride[i], &reach) ||
                 __builtin_add_overflow(extent, reach, &extent);
   }
-  KILN_CHECK(!overflow, shape, "[{}] size {} and stride {} at offset {} address more elements "
-             "than int64 can hold", op, ints_str(size), ints_str(stride), offset);
+  KILN_CHECK(!overflow, shape,
+             "[{}] size {} and stride {} at offset {} address more elements "
+             "than int64 can hold",
+             op, ints_str(size), ints_str(stride), offset);
   return extent;
 }
 
@@ -68,19 +71,20 @@ Dims infer_size(const Dims& size, const SymInt& numel, std::string_view op) {
       KILN_CHECK(infer < 0, shape, "[{}] only one dimension can be inferred", op);
       infer = static_cast<int>(i);
     } else {
-      KILN_CHECK(s.is_symbolic() || s.hint() >= 0, shape, "[{}] invalid shape dimension {}", op, s.hint());
+      KILN_CHECK(s.is_symbolic() || s.hint() >= 0, shape, "[{}] invalid shape dimension {}", op,
+                 s.hint());
       known = known * s;
     }
   }
   // (Y2) The inferred size needs the count to divide: a divisibility guard unless the
   // expression already is a multiple (4*s0 viewed as (-1, 4)).
   if (infer >= 0) {
-    KILN_CHECK(known != 0 && mod(numel, known) == 0, shape, "[{}] shape '{}' is invalid for input of size {}",
-               op, size.str(), numel.str());
+    KILN_CHECK(known != 0 && mod(numel, known) == 0, shape,
+               "[{}] shape '{}' is invalid for input of size {}", op, size.str(), numel.str());
     out.set(static_cast<size_t>(infer), floordiv(numel, known));
   } else {
-    KILN_CHECK(numel.same_as(known) || numel == known, shape, "[{}] shape '{}' is invalid for input of size {}", op,
-               size.str(), numel.str());
+    KILN_CHECK(numel.same_as(known) || numel == known, shape,
+               "[{}] shape '{}' is invalid for input of size {}", op, size.str(), numel.str());
   }
   return out;
 }
@@ -99,8 +103,8 @@ Dims infer_size(const IntList& size, int64_t numel, std::string_view op) {
     }
   }
   if (infer >= 0) {
-    KILN_CHECK(known != 0 && numel % known == 0, shape, "[{}] shape '{}' is invalid for input of size {}",
-               op, ints_str(size), numel);
+    KILN_CHECK(known != 0 && numel % known == 0, shape,
+               "[{}] shape '{}' is invalid for input of size {}", op, ints_str(size), numel);
     out[infer] = numel / known;
   } else {
     KILN_CHECK(known == numel, shape, "[{}] shape '{}' is invalid for input of size {}", op,
@@ -148,7 +152,8 @@ bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& ne
 // products are the same expression. Products
 // equal only in value (rare: different factorizations through floor division) count as
 // no match, so view refuses and reshape copies - never a wrong layout.
-bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape, Dims& out) {
+bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape,
+                           Dims& out) {
   out = Dims(new_shape.size());
   if (shape.empty() || sym_numel(shape) == 0) {
     symbolic_strides_into(new_shape, out);
@@ -193,8 +198,9 @@ bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& n
 
 void meta_view(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
-  Dims shape = std::holds_alternative<IntList>(c.args[1]) ? infer_size(c.args.ints(1), self.sym_numel(), "view")
-                                                           : infer_size(c.args.sizes(1), self.sym_numel(), "view");
+  Dims shape = std::holds_alternative<IntList>(c.args[1])
+                   ? infer_size(c.args.ints(1), self.sym_numel(), "view")
+                   : infer_size(c.args.sizes(1), self.sym_numel(), "view");
   Dims strides;
   KILN_CHECK(compute_view_strides(self.shape(), self.strides(), shape, strides), shape,
              "[view] size {} is not compatible with input tensor's size {} and stride {} (at least "
@@ -213,7 +219,8 @@ void meta_permute(const OpCall& c, MetaOut& out) {
   Dims seen(dims.size());  // 1 where a dim was taken (inline: no allocation up to rank 6)
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = wrap_dim(dims[i], self.dim(), "permute");
-    KILN_CHECK(!seen[static_cast<size_t>(d)], value, "[permute] repeated dim {} in {}", d, ints_str(dims));
+    KILN_CHECK(!seen[static_cast<size_t>(d)], value, "[permute] repeated dim {} in {}", d,
+               ints_str(dims));
     seen[static_cast<size_t>(d)] = 1;
     shape.set(i, self.shape().sym(static_cast<size_t>(d)));
     strides.set(i, self.strides().sym(static_cast<size_t>(d)));
@@ -323,7 +330,8 @@ void meta_slice(const OpCall& c, MetaOut& out) {
   SymInt stride = strides.sym(d);
   shape.set(d, len);
   strides.set(d, stride * step);
-  view_out(out, self, std::move(shape), std::move(strides), (SymInt(self.offset()) + start * stride).guard_int());
+  view_out(out, self, std::move(shape), std::move(strides),
+           (SymInt(self.offset()) + start * stride).guard_int());
 }
 
 void meta_select(const OpCall& c, MetaOut& out) {

@@ -91,7 +91,8 @@ const std::unordered_map<std::string_view, OpKind>& builtin_names() {
 std::string unsupported_schema(const Schema& s, std::string_view text) {
   int mutated = 0;
   for (const ArgSpec& a : s.args) {
-    if (a.mutated && a.type != ArgType::tensor) return "only a Tensor argument can be written (Tensor(a!))";
+    if (a.mutated && a.type != ArgType::tensor)
+      return "only a Tensor argument can be written (Tensor(a!))";
     mutated += a.mutated;
   }
   if (s.view_of_arg >= 0) return "an extension op cannot return a view of an argument (Tensor(a))";
@@ -131,7 +132,8 @@ OpKind register_extension(ExtensionOp op) {
              name);
   if (std::string why = unsupported_schema(op.info.schema, op.schema_text); !why.empty())
     fail(ErrorKind::value, "[{}] schema '{}': {}", name, op.schema_text, why);
-  bool needs_device = op.info.device_rule == DeviceRule::factory || op.info.device_rule == DeviceRule::to_copy;
+  bool needs_device =
+      op.info.device_rule == DeviceRule::factory || op.info.device_rule == DeviceRule::to_copy;
   bool has_device = false;
   for (const ArgSpec& a : op.info.schema.args) has_device = has_device || a.type == ArgType::device;
   KILN_CHECK(!needs_device || has_device, value,
@@ -150,7 +152,8 @@ OpKind register_extension(ExtensionOp op) {
              kMaxExtensionOps);
   auto kind = static_cast<OpKind>(kNumOps + index);
   op.info.kind = op.info.functional = kind;
-  if (!op.info.meta && !op.staged) {  // an in-place op derived from its functional form, as built-ins
+  if (!op.info.meta &&
+      !op.staged) {  // an in-place op derived from its functional form, as built-ins
     std::string base = name.substr(0, name.size() - 1);
     auto it = r.by_name.find(base);
     KILN_CHECK(op.info.is_inplace() && name.ends_with('_') && it != r.by_name.end(), value,

@@ -8,8 +8,8 @@
 // in the table take `nullptr` as meta: dispatch derives them from the functional op
 // (compute into a temporary, then copy_ into self), so no shape logic is repeated.
 
-#include <atomic>
 #include <array>
+#include <atomic>
 #include <string_view>
 
 #include "kiln/ops/schema.h"
@@ -219,7 +219,8 @@ inline constexpr int kNumOps = 0
 /** Whether each op is in-place, known at compile time (the table's in-place ops are the
  * names ending in '_'; a test checks this agrees with their schemas). */
 inline constexpr bool kOpIsInplace[] = {
-#define KILN_OP_INPLACE(name, rule, meta, schema) (sizeof(#name) > 2 && #name[sizeof(#name) - 2] == '_'),
+#define KILN_OP_INPLACE(name, rule, meta, schema) \
+  (sizeof(#name) > 2 && #name[sizeof(#name) - 2] == '_'),
     KILN_OPS(KILN_OP_INPLACE)
 #undef KILN_OP_INPLACE
 };
@@ -237,7 +238,7 @@ struct OpInfo {
   DeviceRule device_rule{};
   MetaFn meta = nullptr;  // null for in-place ops derived from `functional`
   Schema schema;
-  OpKind functional{};    // add_ -> add; itself for every other op
+  OpKind functional{};  // add_ -> add; itself for every other op
   bool is_inplace() const { return schema.mutated_arg >= 0; }
   bool is_view() const { return schema.view_of_arg >= 0; }
 };
@@ -275,8 +276,8 @@ struct OpCall {
 struct TensorMeta {
   enum class Alias : uint8_t { none, view, self };
   Dims shape;
-  Dims strides;           // for views; fresh outputs are contiguous
-  int64_t offset = 0;     // for views
+  Dims strides;        // for views; fresh outputs are contiguous
+  int64_t offset = 0;  // for views
   DType dtype = DType::f32;
   Alias alias = Alias::none;  // view: a view of the aliased arg; self: the arg itself
 };

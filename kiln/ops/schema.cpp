@@ -1,12 +1,11 @@
 #include "kiln/ops/schema.h"
 
-#include <mutex>
-#include <set>
-
 #include <fmt/format.h>
 
 #include <cctype>
 #include <charconv>
+#include <mutex>
+#include <set>
 
 namespace kiln {
 
@@ -30,14 +29,22 @@ struct TypeName {
   ArgType type;
 };
 constexpr TypeName kTypes[] = {
-    {"Tensor", ArgType::tensor},       {"Tensor?", ArgType::opt_tensor},
-    {"Tensor[]", ArgType::tensor_list}, {"Scalar", ArgType::scalar},
-    {"Scalar?", ArgType::opt_scalar},  {"int", ArgType::int_},
-    {"int?", ArgType::opt_int},        {"int[]", ArgType::int_list},
-    {"float", ArgType::float_},        {"float?", ArgType::opt_float},
-    {"bool", ArgType::bool_},          {"ScalarType", ArgType::dtype},
-    {"ScalarType?", ArgType::opt_dtype}, {"Device", ArgType::device},
-    {"Device?", ArgType::opt_device},  {"str", ArgType::str},
+    {"Tensor", ArgType::tensor},
+    {"Tensor?", ArgType::opt_tensor},
+    {"Tensor[]", ArgType::tensor_list},
+    {"Scalar", ArgType::scalar},
+    {"Scalar?", ArgType::opt_scalar},
+    {"int", ArgType::int_},
+    {"int?", ArgType::opt_int},
+    {"int[]", ArgType::int_list},
+    {"float", ArgType::float_},
+    {"float?", ArgType::opt_float},
+    {"bool", ArgType::bool_},
+    {"ScalarType", ArgType::dtype},
+    {"ScalarType?", ArgType::opt_dtype},
+    {"Device", ArgType::device},
+    {"Device?", ArgType::opt_device},
+    {"str", ArgType::str},
 };
 
 std::string_view trim(std::string_view s) {
@@ -71,7 +78,8 @@ Value parse_default(std::string_view text, ArgType type, std::string_view schema
   if (text == "True") return true;
   if (text == "False") return false;
   if (type == ArgType::str) {
-    if (text.size() < 2 || text.front() != '\'' || text.back() != '\'') bad(schema, "a str default is quoted");
+    if (text.size() < 2 || text.front() != '\'' || text.back() != '\'')
+      bad(schema, "a str default is quoted");
     return Str(text.substr(1, text.size() - 2));
   }
   if (type == ArgType::int_list) {
@@ -94,7 +102,6 @@ Value parse_default(std::string_view text, ArgType type, std::string_view schema
 }
 
 }  // namespace
-
 
 std::string_view to_string(ArgType type) {
   for (const auto& t : kTypes)
@@ -136,12 +143,15 @@ Schema parse_schema(std::string_view text) {
       arg.name = std::string(rest);
     }
     int index = static_cast<int>(s.args.size());
-    if (arg.mutated) s.mutated_arg = index;
-    else if (arg.aliased) s.view_of_arg = index;
+    if (arg.mutated)
+      s.mutated_arg = index;
+    else if (arg.aliased)
+      s.view_of_arg = index;
     s.args.push_back(std::move(arg));
   }
   std::string_view ret = trim(text.substr(arrow + 2));
-  s.num_outputs = ret.starts_with("(") ? static_cast<int>(split_top(ret.substr(1, ret.size() - 2)).size()) : 1;
+  s.num_outputs =
+      ret.starts_with("(") ? static_cast<int>(split_top(ret.substr(1, ret.size() - 2)).size()) : 1;
   return s;
 }
 
@@ -154,9 +164,12 @@ bool value_matches(const Value& v, ArgType type) {
     case ArgType::scalar: return std::holds_alternative<Scalar>(v);
     case ArgType::opt_scalar: return none || std::holds_alternative<Scalar>(v);
     // (Y1) a symbolic int is a one-entry SymIntList
-    case ArgType::int_: return std::holds_alternative<int64_t>(v) || std::holds_alternative<SymIntList>(v);
-    case ArgType::opt_int: return none || std::holds_alternative<int64_t>(v) || std::holds_alternative<SymIntList>(v);
-    case ArgType::int_list: return std::holds_alternative<IntList>(v) || std::holds_alternative<SymIntList>(v);
+    case ArgType::int_:
+      return std::holds_alternative<int64_t>(v) || std::holds_alternative<SymIntList>(v);
+    case ArgType::opt_int:
+      return none || std::holds_alternative<int64_t>(v) || std::holds_alternative<SymIntList>(v);
+    case ArgType::int_list:
+      return std::holds_alternative<IntList>(v) || std::holds_alternative<SymIntList>(v);
     case ArgType::float_: return std::holds_alternative<double>(v);
     case ArgType::opt_float: return none || std::holds_alternative<double>(v);
     case ArgType::bool_: return std::holds_alternative<bool>(v);

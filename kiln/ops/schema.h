@@ -12,8 +12,22 @@
 namespace kiln::ops {
 
 enum class ArgType : uint8_t {
-  tensor, opt_tensor, tensor_list, scalar, opt_scalar, int_, opt_int, int_list,
-  float_, opt_float, bool_, dtype, opt_dtype, device, opt_device, str,
+  tensor,
+  opt_tensor,
+  tensor_list,
+  scalar,
+  opt_scalar,
+  int_,
+  opt_int,
+  int_list,
+  float_,
+  opt_float,
+  bool_,
+  dtype,
+  opt_dtype,
+  device,
+  opt_device,
+  str,
 };
 std::string_view to_string(ArgType type);
 
@@ -23,8 +37,8 @@ struct ArgSpec {
   ArgType type;
   std::optional<Value> default_value;
   bool kwarg_only = false;
-  bool mutated = false;   // Tensor(a!)
-  bool aliased = false;   // Tensor(a) or Tensor(a!)
+  bool mutated = false;  // Tensor(a!)
+  bool aliased = false;  // Tensor(a) or Tensor(a!)
 };
 
 /** The parsed signature of one op. */
@@ -32,8 +46,8 @@ struct Schema {
   std::string name;
   std::vector<ArgSpec> args;
   int num_outputs = 1;
-  int mutated_arg = -1;   // the argument an in-place op writes (its output is that tensor)
-  int view_of_arg = -1;   // the argument a view op's output aliases
+  int mutated_arg = -1;  // the argument an in-place op writes (its output is that tensor)
+  int view_of_arg = -1;  // the argument a view op's output aliases
 
   /** Throws a value Error naming the op unless `args` match this schema in count and type. */
   void check_args(std::span<const Value> args) const;

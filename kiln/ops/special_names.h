@@ -7,6 +7,7 @@
 namespace kiln::ops {
 
 // X(name) for each function of special_unary / special_binary, by its torch.special name.
+// clang-format off
 #define KILN_SPECIAL_UNARY(X)                                                                 \
   X(i0) X(i0e) X(i1) X(i1e) X(erfcx) X(log_ndtr) X(bessel_j0) X(bessel_j1) X(bessel_y0)       \
   X(bessel_y1) X(modified_bessel_k0) X(modified_bessel_k1) X(scaled_modified_bessel_k0)       \
@@ -17,6 +18,7 @@ namespace kiln::ops {
   X(shifted_chebyshev_polynomial_u) X(shifted_chebyshev_polynomial_v)                         \
   X(shifted_chebyshev_polynomial_w) X(hermite_polynomial_h) X(hermite_polynomial_he)          \
   X(laguerre_polynomial_l) X(legendre_polynomial_p)
+// clang-format on
 
 enum class Special : int {
 #define KILN_SPECIAL_ENUM(name) name,

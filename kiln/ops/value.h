@@ -3,8 +3,8 @@
 // dispatch, the IR, the printer and the serializer).
 
 #include <algorithm>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,7 +56,7 @@ class InlineVec {
   T* end() { return items_ + size_; }
   const T* begin() const { return items_; }
   const T* end() const { return items_ + size_; }
-  operator std::span<T>() { return {items_, size_}; }  // NOLINT
+  operator std::span<T>() { return {items_, size_}; }              // NOLINT
   operator std::span<const T>() const { return {items_, size_}; }  // NOLINT
 
  private:
@@ -129,13 +129,15 @@ using Value = std::variant<std::monostate, Tensor, TensorList, Scalar, int64_t, 
 class SymSizes {
  public:
   SymSizes() = default;
-  SymSizes(std::initializer_list<int64_t> v) : ints_(v) {}                  // NOLINT
-  SymSizes(std::initializer_list<SymInt> v) { set(v.begin(), v.end()); }    // NOLINT
-  SymSizes(const IntList& v) : ints_(v) {}                                  // NOLINT
-  SymSizes(const std::vector<int64_t>& v) : ints_(v) {}                     // NOLINT
-  SymSizes(const Dims& d) {                                                 // NOLINT
-    if (!d.is_symbolic()) ints_ = IntList(d.hints().begin(), d.hints().end());
-    else dims_ = d;
+  SymSizes(std::initializer_list<int64_t> v) : ints_(v) {}                // NOLINT
+  SymSizes(std::initializer_list<SymInt> v) { set(v.begin(), v.end()); }  // NOLINT
+  SymSizes(const IntList& v) : ints_(v) {}                                // NOLINT
+  SymSizes(const std::vector<int64_t>& v) : ints_(v) {}                   // NOLINT
+  SymSizes(const Dims& d) {                                               // NOLINT
+    if (!d.is_symbolic())
+      ints_ = IntList(d.hints().begin(), d.hints().end());
+    else
+      dims_ = d;
   }
   bool is_symbolic() const { return dims_.is_symbolic(); }
   /** The integers (when not symbolic). */
@@ -143,7 +145,9 @@ class SymSizes {
   /** The boxed argument. */
   Value value() const { return is_symbolic() ? Value(SymIntList(dims_)) : Value(ints_); }
   /** The sizes as a shape. */
-  Dims dims() const { return is_symbolic() ? dims_ : Dims(std::vector<int64_t>(ints_.begin(), ints_.end())); }
+  Dims dims() const {
+    return is_symbolic() ? dims_ : Dims(std::vector<int64_t>(ints_.begin(), ints_.end()));
+  }
   size_t size() const { return is_symbolic() ? dims_.size() : ints_.size(); }
 
  private:
@@ -156,8 +160,10 @@ class SymSizes {
     }
     Dims d(static_cast<size_t>(end - begin));
     for (size_t i = 0; begin != end; ++begin, ++i) d.set(i, *begin);
-    if (d.is_symbolic()) dims_ = std::move(d);
-    else ints_ = IntList(d.hints().begin(), d.hints().end());
+    if (d.is_symbolic())
+      dims_ = std::move(d);
+    else
+      ints_ = IntList(d.hints().begin(), d.hints().end());
   }
   IntList ints_;
   Dims dims_;

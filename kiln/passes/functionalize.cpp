@@ -2,9 +2,9 @@
 
 #include <optional>
 
+#include "kiln/api/functional.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/device/registry.h"
-#include "kiln/api/functional.h"
 
 namespace kiln::passes {
 
@@ -13,10 +13,10 @@ using ops::OpKind;
 
 // See Note [Functional storages].
 struct FunctionalizeMode::FStorage {
-  Tensor root;       // the first tensor written through: as_strided of it reads the storage
-  Tensor flat;       // the contents as [numel] once written (and asked for)
-  Tensor whole;      // or, after a write covering the storage, the written value itself:
-                     // flattened only when something reads the storage another way
+  Tensor root;   // the first tensor written through: as_strided of it reads the storage
+  Tensor flat;   // the contents as [numel] once written (and asked for)
+  Tensor whole;  // or, after a write covering the storage, the written value itself:
+                 // flattened only when something reads the storage another way
   int64_t numel = 0;
   uint64_t generation = 0;
   bool written_with_grad = false;  // some write ran with grad mode on (autograd saw it)
@@ -68,8 +68,10 @@ std::shared_ptr<FunctionalizeMode::FStorage> FunctionalizeMode::storage_for(cons
 }
 
 const Tensor& FunctionalizeMode::flat_of(FStorage& st) {
-  if (st.whole.defined()) st.flat = reshape(std::exchange(st.whole, Tensor()), {st.numel});
-  else if (!st.flat.defined()) st.flat = as_strided(st.root, {st.numel}, {1}, int64_t{0});
+  if (st.whole.defined())
+    st.flat = reshape(std::exchange(st.whole, Tensor()), {st.numel});
+  else if (!st.flat.defined())
+    st.flat = as_strided(st.root, {st.numel}, {1}, int64_t{0});
   return st.flat;
 }
 
@@ -83,9 +85,11 @@ bool covers(const Tensor& t, int64_t numel) {
 Tensor FunctionalizeMode::value_of(const Tensor& t, FTensor& f) {
   if (f.generation != f.st->generation) {  // stale: re-read from the storage's contents
     FStorage& st = *f.st;
-    if (st.whole.defined() && covers(t, st.numel) && t.shape() == st.whole.shape()) f.value = st.whole;
-    else f.value = as_strided(flat_of(st), IntList(t.shape().begin(), t.shape().end()),
-                                 IntList(t.strides().begin(), t.strides().end()), t.offset());
+    if (st.whole.defined() && covers(t, st.numel) && t.shape() == st.whole.shape())
+      f.value = st.whole;
+    else
+      f.value = as_strided(flat_of(st), IntList(t.shape().begin(), t.shape().end()),
+                           IntList(t.strides().begin(), t.strides().end()), t.offset());
     f.generation = f.st->generation;
   }
   return f.value;
@@ -107,7 +111,8 @@ uint64_t FunctionalizeMode::writes(const Tensor& t) {
   return f ? f->st->generation : 0;
 }
 
-std::span<const Value> FunctionalizeMode::values_of(std::span<const Value> args, PoolVector<Value>& values) {
+std::span<const Value> FunctionalizeMode::values_of(std::span<const Value> args,
+                                                    PoolVector<Value>& values) {
   // Built only once an argument is replaced, each argument copied once: the ones before
   // a replacement as they are, the replacement, then (below) the rest.
   bool any = false;
@@ -141,14 +146,17 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
   const Tensor& self = std::get<Tensor>(args[info.schema.mutated_arg]);
   // The errors eager would raise (shape, cast, device): an op with a meta function of
   // its own runs it; the others are checked on their functional result below.
-  if (info.meta) dispatch_meta(info.kind, args);
-  else op_device(info.kind, args);
+  if (info.meta)
+    dispatch_meta(info.kind, args);
+  else
+    op_device(info.kind, args);
   FTensor* f = track(self);
   Tensor next;  // the new value of self
   switch (info.kind) {
     case OpKind::copy_: {
       next = value_of(std::get<Tensor>(args[1]));
-      if (next.shape() != self.shape()) next = expand(next, IntList(self.shape().begin(), self.shape().end()));
+      if (next.shape() != self.shape())
+        next = expand(next, IntList(self.shape().begin(), self.shape().end()));
       if (next.dtype() != self.dtype() || next.device() != self.device())
         next = _to_copy(next, self.dtype(), self.device());
       break;
@@ -252,7 +260,8 @@ bool overlap(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-TensorList traced_inputs(const TensorList& inputs, FakeMode* fake, std::vector<InputAlias>& overlapping) {
+TensorList traced_inputs(const TensorList& inputs, FakeMode* fake,
+                         std::vector<InputAlias>& overlapping) {
   TensorList inner;
   for (const Tensor& t : inputs) inner.push_back(subclass_inner(t));
   size_t n = inner.size();
@@ -269,7 +278,8 @@ TensorList traced_inputs(const TensorList& inputs, FakeMode* fake, std::vector<I
     for (size_t i = 0; i < j; ++i) {
       if (!share_storage(inner[i], inner[j])) continue;
       shares[i] = shares[j] = true;
-      if (overlap(inner[i], inner[j])) group[std::max(root(i), root(j))] = std::min(root(i), root(j));
+      if (overlap(inner[i], inner[j]))
+        group[std::max(root(i), root(j))] = std::min(root(i), root(j));
     }
   TensorList traced(n);
   for (size_t i = 0; i < n; ++i)
@@ -295,7 +305,8 @@ TensorList traced_inputs(const TensorList& inputs, FakeMode* fake, std::vector<I
         view.set_requires_grad(t.requires_grad());
       }
       traced[i] = view;  // fake already when `fake` (no allocator)
-      if (i != g) overlapping.push_back({static_cast<int>(g), static_cast<int>(i), t0.offset(), t.offset()});
+      if (i != g)
+        overlapping.push_back({static_cast<int>(g), static_cast<int>(i), t0.offset(), t.offset()});
     }
   }
   return traced;
@@ -306,13 +317,16 @@ void check_input_aliasing(const TensorList& given, const std::vector<InputAlias>
   TensorList inputs;
   for (const Tensor& t : given) inputs.push_back(subclass_inner(t));
   for (const InputAlias& a : overlapping) {
-    const Tensor &x = inputs[static_cast<size_t>(a.first)], &y = inputs[static_cast<size_t>(a.second)];
-    KILN_CHECK(share_storage(x, y) && x.offset() == a.first_offset && y.offset() == a.second_offset, value,
-               "[{}] inputs {} and {} were captured as overlapping views of one storage (at offsets {} and {}), "
-               "but here {}: capture the function again with inputs aliased like these",
-               runner, a.first, a.second, a.first_offset, a.second_offset,
-               share_storage(x, y) ? fmt::format("they sit at offsets {} and {}", x.offset(), y.offset())
-                                   : std::string("they do not share memory"));
+    const Tensor &x = inputs[static_cast<size_t>(a.first)],
+                 &y = inputs[static_cast<size_t>(a.second)];
+    KILN_CHECK(
+        share_storage(x, y) && x.offset() == a.first_offset && y.offset() == a.second_offset, value,
+        "[{}] inputs {} and {} were captured as overlapping views of one storage (at offsets {} "
+        "and {}), "
+        "but here {}: capture the function again with inputs aliased like these",
+        runner, a.first, a.second, a.first_offset, a.second_offset,
+        share_storage(x, y) ? fmt::format("they sit at offsets {} and {}", x.offset(), y.offset())
+                            : std::string("they do not share memory"));
   }
   auto group_of = [&](size_t i) {  // the first input of i's group (i when it has none)
     for (const InputAlias& a : overlapping)
@@ -323,10 +337,12 @@ void check_input_aliasing(const TensorList& given, const std::vector<InputAlias>
     for (size_t i = 0; i < j; ++i) {
       if (!overlap(inputs[i], inputs[j])) continue;
       bool known = group_of(i) == group_of(j);
-      KILN_CHECK(known, value,
-                 "[{}] inputs {} and {} overlap in memory here, but were captured apart (the program reads "
-                 "and writes them independently): pass separate tensors, or capture with them aliased",
-                 runner, i, j);
+      KILN_CHECK(
+          known, value,
+          "[{}] inputs {} and {} overlap in memory here, but were captured apart (the program "
+          "reads "
+          "and writes them independently): pass separate tensors, or capture with them aliased",
+          runner, i, j);
     }
 }
 
@@ -340,11 +356,13 @@ void InputGeometry::check(const TensorList& inputs, const std::vector<std::strin
     const Tensor& t = inputs[i];
     if (t.shape() == e.shape && t.strides() == e.strides && t.offset() == e.offset) continue;
     fail(ErrorKind::unsupported,
-         "[capture] input {} ({}) had its shape, strides or offset changed in place (now {} with strides {}, "
-         "offset {}) by an in-place metadata op (t_, transpose_, unsqueeze_, squeeze_, as_strided_): a captured "
+         "[capture] input {} ({}) had its shape, strides or offset changed in place (now {} with "
+         "strides {}, "
+         "offset {}) by an in-place metadata op (t_, transpose_, unsqueeze_, squeeze_, "
+         "as_strided_): a captured "
          "program cannot replay that on its inputs; use the out-of-place view (y = t(x)) instead",
-         i < names.size() ? names[i] : "#" + std::to_string(i), e.shape.str(), t.shape().str(), t.strides().str(),
-         t.offset());
+         i < names.size() ? names[i] : "#" + std::to_string(i), e.shape.str(), t.shape().str(),
+         t.strides().str(), t.offset());
   }
 }
 
@@ -355,22 +373,25 @@ CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
   std::optional<FakeMode> fake;
   // Subclass inputs (DTensors) are traced on their inner tensors (Note [Tensor subclasses
   // under capture]).
-  if (options.mode == MakeFxOptions::Mode::fake) fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
+  if (options.mode == MakeFxOptions::Mode::fake)
+    fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
   TensorList traced;
   traced.reserve(inputs.size());
-  traced = traced_inputs(inputs, fake ? &*fake : nullptr, program.overlapping_inputs);  // Note [Aliased inputs]
+  traced = traced_inputs(inputs, fake ? &*fake : nullptr,
+                         program.overlapping_inputs);  // Note [Aliased inputs]
   {
     ProxyMode proxy(program.graph);
     for (size_t i = 0; i < traced.size(); ++i)
       proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
-                                                                 : "arg" + std::to_string(i));
+                                                                : "arg" + std::to_string(i));
     TensorList new_values(inputs.size());
     TensorList results;
     std::vector<int> result_input(0);
     {
       FunctionalizeMode functionalize;  // the traced inputs are their own values
       TensorList fn_inputs;
-      for (size_t i = 0; i < traced.size(); ++i) fn_inputs.push_back(subclass_rewrap(inputs[i], traced[i]));
+      for (size_t i = 0; i < traced.size(); ++i)
+        fn_inputs.push_back(subclass_rewrap(inputs[i], traced[i]));
       InputGeometry geometry(traced);
       TensorList user = fn(fn_inputs);
       geometry.check(traced, options.input_names);
@@ -394,7 +415,8 @@ CapturedProgram capture(const std::function<TensorList(const TensorList&)>& fn,
       return false;
     };
     std::vector<bool> must_clone;
-    for (const Tensor& v : new_values) must_clone.push_back(v.defined() && aliases_mutated_input(v));
+    for (const Tensor& v : new_values)
+      must_clone.push_back(v.defined() && aliases_mutated_input(v));
     for (size_t i = 0; i < new_values.size(); ++i)
       if (must_clone[i]) new_values[i] = clone(new_values[i]);
     ir::RefList refs;

@@ -134,7 +134,8 @@ struct InputAlias {
  * that share a storage get storages of their own, one per group joined by overlapping
  * memory; each group member after the first is returned in `overlapping`. See Note
  * [Aliased inputs]. */
-TensorList traced_inputs(const TensorList& inputs, FakeMode* fake, std::vector<InputAlias>& overlapping);
+TensorList traced_inputs(const TensorList& inputs, FakeMode* fake,
+                         std::vector<InputAlias>& overlapping);
 /** Throws a value Error naming both inputs unless every `overlapping` member shares its
  * group's storage at the captured offsets and no inputs of different groups overlap. */
 void check_input_aliasing(const TensorList& inputs, const std::vector<InputAlias>& overlapping,

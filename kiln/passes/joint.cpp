@@ -51,7 +51,8 @@ class Saver {
     while (!stack_.empty()) {
       const ir::Node* x = stack_.back();
       stack_.pop_back();
-      if (!std::exchange(needed_[x->id()], 1)) x->for_each_input([&](const ir::Ref& in) { stack_.push_back(in.node); });
+      if (!std::exchange(needed_[x->id()], 1))
+        x->for_each_input([&](const ir::Ref& in) { stack_.push_back(in.node); });
     }
   }
 
@@ -66,7 +67,8 @@ class Saver {
     } else if (n->opcode() == ir::Opcode::input || (n->id() < needed_.size() && needed_[n->id()])) {
       // Named after the forward value when the backward's names are made (Note [Borrowed names]).
       std::string suffix = r.output ? fmt::format("_{}", r.output) : std::string();
-      ir::Node* in = backward_.add_input_named_after(forward_, n, "saved_", suffix, n->meta()[static_cast<size_t>(r.output)]);
+      ir::Node* in = backward_.add_input_named_after(forward_, n, "saved_", suffix,
+                                                     n->meta()[static_cast<size_t>(r.output)]);
       saved.push_back(r);
       saved_inputs.push_back(in);
       out = {in, 0};
@@ -96,8 +98,8 @@ class Saver {
     return out;
   }
 
-  std::vector<ir::Ref> saved;            // forward values the backward reads, first use first
-  std::vector<ir::Node*> saved_inputs;   // their inputs in the backward graph
+  std::vector<ir::Ref> saved;           // forward values the backward reads, first use first
+  std::vector<ir::Node*> saved_inputs;  // their inputs in the backward graph
 
  private:
   ir::Graph& forward_;
@@ -126,7 +128,8 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   program.inputs.resize(inputs.size());
   std::vector<bool> wants(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    wants[i] = i < options.requires_grad.size() ? options.requires_grad[i] : inputs[i].requires_grad();
+    wants[i] =
+        i < options.requires_grad.size() ? options.requires_grad[i] : inputs[i].requires_grad();
     KILN_CHECK(!wants[i] || is_floating(inputs[i].dtype()), dtype,
                "[capture_joint] input {} ({}) cannot require grad: not a floating dtype", i,
                inputs[i].meta_str());
@@ -137,11 +140,14 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   TensorList traced;
   // Subclass inputs (DTensors) are traced on their inner tensors (Note [Tensor subclasses
   // under capture]): the graph is this rank's.
-  if (options.mode == MakeFxOptions::Mode::fake) fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
+  if (options.mode == MakeFxOptions::Mode::fake)
+    fake.emplace(FakeModeOptions{.allow_non_fake_inputs = true});
   {
-    TensorList own;  // descriptors of their own: the traced leaves' autograd state is not the caller's
+    TensorList
+        own;  // descriptors of their own: the traced leaves' autograd state is not the caller's
     for (const Tensor& t : inputs) own.push_back(subclass_inner(t).detach_descriptor());
-    traced = traced_inputs(own, fake ? &*fake : nullptr, program.overlapping_inputs);  // Note [Aliased inputs]
+    traced = traced_inputs(own, fake ? &*fake : nullptr,
+                           program.overlapping_inputs);  // Note [Aliased inputs]
   }
   size_t n_primals = inputs.size();
   ir::Graph &fw = program.forward, &bw = program.backward;
@@ -149,14 +155,18 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   ir::RefList fw_refs, grad_refs, backward_writes;
   std::vector<int> in_graph_copies;  // inputs written back by epilogue copy_ nodes
   std::vector<ir::Node*> primal_nodes, tangent_nodes;
-  std::unordered_map<const ir::Node*, ir::Node*> saved_copy;  // overwritten saved primal -> its copy
+  std::unordered_map<const ir::Node*, ir::Node*>
+      saved_copy;  // overwritten saved primal -> its copy
   {
     autograd::GradModeGuard grad_on(true);
     ProxyMode proxy(fw);
     primal_nodes.reserve(n_primals);
     for (size_t i = 0; i < n_primals; ++i)
-      primal_nodes.push_back(proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
-                                                                                       : "primals_" + std::to_string(i)).node);
+      primal_nodes.push_back(proxy
+                                 .add_input(traced[i], i < options.input_names.size()
+                                                           ? options.input_names[i]
+                                                           : "primals_" + std::to_string(i))
+                                 .node);
     TensorList new_values(n_primals), grads;
     {
       FunctionalizeMode functionalize;  // the traced primals are their own values
@@ -194,11 +204,13 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
           ++program.num_mutation_outputs;
         }
       }
-      for (const Tensor& u : user) fw_refs.push_back(proxy.ref_of(functionalize.value_of(subclass_inner(u))));
+      for (const Tensor& u : user)
+        fw_refs.push_back(proxy.ref_of(functionalize.value_of(subclass_inner(u))));
       program.num_user_outputs = static_cast<int>(user.size());
       for (const ir::Ref& r : fw_refs) saver.need(r);
       for (ir::Node* n = fw.first(); n; n = n->next())  // any in-place op stays in forward
-        if (n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace()) saver.need({n, 0});
+        if (n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace())
+          saver.need({n, 0});
 
       proxy.record_into(bw, [&saver](const ir::Ref& r) { return saver.import(r); });
       TensorList diff_outputs, tangents;
@@ -208,8 +220,10 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         // output, for a subclass).
         Tensor inner = subclass_inner(user[k]);
         Device d = inner.device();
-        Tensor t = make_tensor(inner.shape(), inner.dtype(), d, fake ? nullptr : &device_allocator(d), "tangent");
-        tangent_nodes.push_back(proxy.add_input(t, "tangents_" + std::to_string(tangents.size())).node);
+        Tensor t = make_tensor(inner.shape(), inner.dtype(), d,
+                               fake ? nullptr : &device_allocator(d), "tangent");
+        tangent_nodes.push_back(
+            proxy.add_input(t, "tangents_" + std::to_string(tangents.size())).node);
         program.tangent_of.push_back(static_cast<int>(k));
         diff_outputs.push_back(user[k]);
         tangents.push_back(subclass_rewrap_gradient(user[k], t));
@@ -219,8 +233,10 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
       for (size_t i = 0; i < n_primals; ++i) forward_writes[i] = functionalize.writes(traced[i]);
       if (!diff_outputs.empty() && !leaves.tensors.empty()) {
         grads.reserve(leaves.tensors.size());
-        TensorList g = autograd::grad_at(diff_outputs, leaves.tensors, leaves.edges, tangents, /*allow_unused=*/true);
-        for (Tensor& x : g) grads.push_back(x.defined() ? functionalize.value_of(subclass_inner(x)) : Tensor());
+        TensorList g = autograd::grad_at(diff_outputs, leaves.tensors, leaves.edges, tangents,
+                                         /*allow_unused=*/true);
+        for (Tensor& x : g)
+          grads.push_back(x.defined() ? functionalize.value_of(subclass_inner(x)) : Tensor());
       }
       // (J2) Writes made in backward: the new values are outputs of the backward graph,
       // after the gradients, applied to the inputs by whoever runs it (run_joint).
@@ -275,7 +291,8 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   return program;
 }
 
-JointRun run_joint(const JointProgram& program, const TensorList& given, const TensorList& given_tangents) {
+JointRun run_joint(const JointProgram& program, const TensorList& given,
+                   const TensorList& given_tangents) {
   autograd::NoGradGuard no_grad;
   check_input_aliasing(given, program.overlapping_inputs, "run_joint");
   TensorList inputs, tangents;  // subclass tensors (DTensors) run as their inner tensors
@@ -311,7 +328,8 @@ JointRun run_joint(const JointProgram& program, const TensorList& given, const T
     TensorList g = ir::interpret(program.backward, bw_in);
     size_t n_grads = program.grad_of.size();
     for (size_t j = 0; j < n_grads; ++j) run.grads[static_cast<size_t>(program.grad_of[j])] = g[j];
-    for (size_t j = 0; j < program.backward_mutated.size(); ++j) {  // writes made in backward, as eager
+    for (size_t j = 0; j < program.backward_mutated.size();
+         ++j) {  // writes made in backward, as eager
       Tensor dst = inputs[static_cast<size_t>(program.backward_mutated[j])];
       copy_(dst, g[n_grads + j]);
     }

@@ -16,7 +16,8 @@ const std::array<OpKind, ops::kNumOps>& inplace_variants() {
     for (int k = 0; k < ops::kNumOps; ++k) t[k] = static_cast<OpKind>(k);
     for (int k = 0; k < ops::kNumOps; ++k) {
       const ops::OpInfo& info = ops::op_info(static_cast<OpKind>(k));
-      if (info.is_inplace() && info.functional != info.kind) t[static_cast<size_t>(info.functional)] = info.kind;
+      if (info.is_inplace() && info.functional != info.kind)
+        t[static_cast<size_t>(info.functional)] = info.kind;
     }
     return t;
   }();
@@ -35,7 +36,8 @@ bool same_value_shape(const ir::ValueMeta& a, const ir::ValueMeta& b) {
 
 }  // namespace
 
-int reinplace_write_backs(ir::Graph& graph, const std::vector<std::pair<ir::Node*, int>>& write_backs) {
+int reinplace_write_backs(ir::Graph& graph,
+                          const std::vector<std::pair<ir::Node*, int>>& write_backs) {
   std::vector<ir::Node*> nodes = graph.nodes();
   std::unordered_map<const ir::Node*, int> pos;
   for (size_t i = 0; i < nodes.size(); ++i) pos[nodes[i]] = static_cast<int>(i);
@@ -53,7 +55,8 @@ int reinplace_write_backs(ir::Graph& graph, const std::vector<std::pair<ir::Node
     ir::Ref r = outs[static_cast<size_t>(k)];
     while (r.node->opcode() == ir::Opcode::call && ops::op_info(r.node->op()).is_view() &&
            r.node->users().size() == 1 && same_value_shape(r.node->meta()[0], input->meta()[0]))
-      r = std::get<ir::Ref>(r.node->args()[static_cast<size_t>(ops::op_info(r.node->op()).schema.view_of_arg)]);
+      r = std::get<ir::Ref>(
+          r.node->args()[static_cast<size_t>(ops::op_info(r.node->op()).schema.view_of_arg)]);
     // The chain producer <- ... <- input, each link the next one's `self`.
     std::vector<ir::Node*> chain;
     for (ir::Node* n = r.node; n != input;) {

@@ -16,6 +16,7 @@ namespace kiln::passes {
  * after the op that replaces it, the chain is rewritten to the in-place ops. The output
  * then aliases the input, and writing it back is a copy onto itself, which the runtime
  * skips. Returns the number of ops rewritten. */
-int reinplace_write_backs(ir::Graph& graph, const std::vector<std::pair<ir::Node*, int>>& write_backs);
+int reinplace_write_backs(ir::Graph& graph,
+                          const std::vector<std::pair<ir::Node*, int>>& write_backs);
 
 }  // namespace kiln::passes

@@ -23,7 +23,9 @@ struct ZeroScatters {
   std::vector<Range> written;
 };
 
-bool is_arg_ref(const ir::Node* n, size_t i) { return i < n->args().size() && std::holds_alternative<ir::Ref>(n->args()[i]); }
+bool is_arg_ref(const ir::Node* n, size_t i) {
+  return i < n->args().size() && std::holds_alternative<ir::Ref>(n->args()[i]);
+}
 
 const ir::Ref& ref_arg(const ir::Node* n, size_t i) { return std::get<ir::Ref>(n->args()[i]); }
 
@@ -34,8 +36,10 @@ std::optional<Range> view_range(const ir::Node* n) {
   const auto* stride = std::get_if<IntList>(&n->args()[3]);
   if (!size || !stride || size->size() != stride->size()) return std::nullopt;
   int64_t offset = 0;
-  if (const auto* o = std::get_if<int64_t>(&n->args()[4])) offset = *o;
-  else if (!std::holds_alternative<std::monostate>(n->args()[4])) return std::nullopt;
+  if (const auto* o = std::get_if<int64_t>(&n->args()[4]))
+    offset = *o;
+  else if (!std::holds_alternative<std::monostate>(n->args()[4]))
+    return std::nullopt;
   int64_t end = offset;
   std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims longer than 1
   for (size_t i = 0; i < size->size(); ++i) {
@@ -89,7 +93,8 @@ int merge_disjoint_scatters(ir::Graph& graph) {
       }
       continue;
     }
-    if (n->op() != OpKind::add || n->args().size() < 3 || !is_arg_ref(n, 0) || !is_arg_ref(n, 1)) continue;
+    if (n->op() != OpKind::add || n->args().size() < 3 || !is_arg_ref(n, 0) || !is_arg_ref(n, 1))
+      continue;
     const auto* alpha = std::get_if<Scalar>(&n->args()[2]);
     if (!alpha || alpha->to_double() != 1.0) continue;
     // The operand that is one region written into zeros read by this add only: folded
@@ -102,7 +107,8 @@ int merge_disjoint_scatters(ir::Graph& graph) {
           one->op() != OpKind::as_strided_scatter || one->users().size() != 1)
         continue;
       const ir::ValueMeta& m = n->meta()[0];
-      if (!(one->meta()[0] == m && other->meta()[0] == m) || !disjoint(a->second.written, b->second.written))
+      if (!(one->meta()[0] == m && other->meta()[0] == m) ||
+          !disjoint(a->second.written, b->second.written))
         continue;
       ZeroScatters merged = b->second;
       merged.written.push_back(a->second.written[0]);
@@ -132,8 +138,10 @@ int merge_disjoint_scatters(ir::Graph& graph) {
     }
     if (!tiled || at != numel) continue;
     ir::Node* fill = ref_arg(n, 0).node;
-    while (fill->op() == OpKind::as_strided_scatter && fill->users().size() == 1) fill = ref_arg(fill, 0).node;
-    if (fill->op() != OpKind::full || fill->users().size() != 1 || fill->args().size() < 4) continue;
+    while (fill->op() == OpKind::as_strided_scatter && fill->users().size() == 1)
+      fill = ref_arg(fill, 0).node;
+    if (fill->op() != OpKind::full || fill->users().size() != 1 || fill->args().size() < 4)
+      continue;
     ir::ArgList args{fill->args()[0], fill->args()[2], fill->args()[3]};
     graph.set_call(fill, OpKind::empty, std::move(args));
     ++rewritten;

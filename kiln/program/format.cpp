@@ -19,8 +19,8 @@
 #include "kiln/core/overloaded.h"
 #include "kiln/dispatch/library.h"
 #include "kiln/ops/extension.h"
-#include "kiln/program/program.h"
 #include "kiln/program/mapped_file.h"
+#include "kiln/program/program.h"
 
 namespace kiln {
 
@@ -85,7 +85,8 @@ double number_of(const json& j) {
   if (s == "inf") return INFINITY;
   if (s == "-inf") return -INFINITY;
   if (s == "nan") return NAN;
-  throw std::invalid_argument(fmt::format("a number written as a string must be inf, -inf or nan, got '{}'", s));
+  throw std::invalid_argument(
+      fmt::format("a number written as a string must be inf, -inf or nan, got '{}'", s));
 }
 
 // Sizes as JSON: integers, and strings for expressions.
@@ -93,42 +94,67 @@ json sizes_json(const Dims& d) {
   json out = json::array();
   for (size_t i = 0; i < d.size(); ++i) {
     SymInt s = d.sym(i);
-    if (s.is_symbolic()) out.push_back(sym::str(s.expr()));
-    else out.push_back(s.hint());
+    if (s.is_symbolic())
+      out.push_back(sym::str(s.expr()));
+    else
+      out.push_back(s.hint());
   }
   return out;
 }
 
 json meta_json(const ir::ValueMeta& m, DeviceTable& dt) {
-  return {{"shape", sizes_json(m.shape)}, {"strides", sizes_json(m.strides)}, {"offset", m.offset},
-          {"dtype", to_string(m.dtype)}, {"device", dt.slot(m.device)}};
+  return {{"shape", sizes_json(m.shape)},
+          {"strides", sizes_json(m.strides)},
+          {"offset", m.offset},
+          {"dtype", to_string(m.dtype)},
+          {"device", dt.slot(m.device)}};
 }
 
 json ref_json(const ir::Ref& r) { return {{"node", r.node->name()}, {"output", r.output}}; }
 
 json arg_json(const ir::Arg& a, DeviceTable& dt) {
-  return std::visit(
-      Overloaded{[](std::monostate) -> json { return {{"none", true}}; },
-                 [](const ir::Ref& r) -> json { return {{"ref", ref_json(r)}}; },
-                 [](const ir::RefList& l) -> json {
-                   json refs = json::array();
-                   for (const ir::Ref& r : l) refs.push_back(ref_json(r));
-                   return {{"refs", refs}};
-                 },
-                 [](const Scalar& s) -> json {
-                   if (s.is_floating()) return {{"scalar", {{"f", number(s.to_double())}}}};
-                   if (s.is_bool()) return {{"scalar", {{"b", s.to_bool()}}}};
-                   return {{"scalar", {{"i", s.to_int()}}}};
-                 },
-                 [](int64_t v) -> json { return {{"int", v}}; },
-                 [](double v) -> json { return {{"float", number(v)}}; },
-                 [](bool v) -> json { return {{"bool", v}}; },
-                 [](const IntList& v) -> json { return {{"ints", v}}; },
-                 [](DType d) -> json { return {{"dtype", to_string(d)}}; },
-                 [&](Device d) -> json { return {{"device", dt.slot(d)}}; },
-                 [](Str s) -> json { return {{"str", s.view()}}; },
-                 [](const SymIntList& v) -> json { return {{"sym_ints", sizes_json(v.dims())}}; }},
-      a);
+  return std::visit(Overloaded{[](std::monostate) -> json {
+                                 return {{"none", true}};
+                               },
+                               [](const ir::Ref& r) -> json {
+                                 return {{"ref", ref_json(r)}};
+                               },
+                               [](const ir::RefList& l) -> json {
+                                 json refs = json::array();
+                                 for (const ir::Ref& r : l) refs.push_back(ref_json(r));
+                                 return {{"refs", refs}};
+                               },
+                               [](const Scalar& s) -> json {
+                                 if (s.is_floating())
+                                   return {{"scalar", {{"f", number(s.to_double())}}}};
+                                 if (s.is_bool()) return {{"scalar", {{"b", s.to_bool()}}}};
+                                 return {{"scalar", {{"i", s.to_int()}}}};
+                               },
+                               [](int64_t v) -> json {
+                                 return {{"int", v}};
+                               },
+                               [](double v) -> json {
+                                 return {{"float", number(v)}};
+                               },
+                               [](bool v) -> json {
+                                 return {{"bool", v}};
+                               },
+                               [](const IntList& v) -> json {
+                                 return {{"ints", v}};
+                               },
+                               [](DType d) -> json {
+                                 return {{"dtype", to_string(d)}};
+                               },
+                               [&](Device d) -> json {
+                                 return {{"device", dt.slot(d)}};
+                               },
+                               [](Str s) -> json {
+                                 return {{"str", s.view()}};
+                               },
+                               [](const SymIntList& v) -> json {
+                                 return {{"sym_ints", sizes_json(v.dims())}};
+                               }},
+                    a);
 }
 
 json graph_json(const ir::Graph& g, DeviceTable& dt) {
@@ -188,7 +214,8 @@ struct Reader {
   // (a newline forging a graph line, an ANSI escape) makes the file malformed.
   std::string text(std::string s, const std::string& what) const {
     for (unsigned char c : s)
-      if (c < 0x20 || c == 0x7f) bad(path, fmt::format("{} holds a control character (0x{:02x})", what, c));
+      if (c < 0x20 || c == 0x7f)
+        bad(path, fmt::format("{} holds a control character (0x{:02x})", what, c));
     return s;
   }
   template <typename T>
@@ -237,11 +264,15 @@ struct Reader {
         out.set(i, integer(j[i], what));
         continue;
       }
-      if (!shapes || shapes->empty()) bad(path, fmt::format("{} has a symbolic size but the program declares no symbols", what));
+      if (!shapes || shapes->empty())
+        bad(path, fmt::format("{} has a symbolic size but the program declares no symbols", what));
       const sym::Expr* e = sym::parse(j[i].get<std::string>(), path + ": " + what);
       for (const sym::Expr* s : sym::symbols_of(e))
-        if (shapes->index_of(s) < 0) bad(path, fmt::format("{} uses the undeclared symbol {}", what, sym::str(s)));
-      int64_t hint = sym::eval(e, [&](const sym::Expr* s) { return shapes->symbols[static_cast<size_t>(shapes->index_of(s))].hint; });
+        if (shapes->index_of(s) < 0)
+          bad(path, fmt::format("{} uses the undeclared symbol {}", what, sym::str(s)));
+      int64_t hint = sym::eval(e, [&](const sym::Expr* s) {
+        return shapes->symbols[static_cast<size_t>(shapes->index_of(s))].hint;
+      });
       out.set(i, SymInt(e, hint));
     }
     return out;
@@ -267,7 +298,8 @@ struct Reader {
   ir::ValueMeta meta(const json& j, const std::string& where) const {
     ir::ValueMeta m;
     m.dtype = dtype(get<std::string>(j, "dtype", where), where);
-    m.shape = shape(sizes(at(j, "shape", where), fmt::format("'shape' of {}", where)), m.dtype, where);
+    m.shape =
+        shape(sizes(at(j, "shape", where), fmt::format("'shape' of {}", where)), m.dtype, where);
     m.strides = sizes(at(j, "strides", where), fmt::format("'strides' of {}", where));
     m.offset = get<int64_t>(j, "offset", where);
     m.device = device(at(j, "device", where), where);
@@ -297,7 +329,8 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
   auto ref = [&](const json& j, const std::string& where) -> ir::Ref {
     std::string name = r.get<std::string>(j, "node", where);
     auto it = by_name.find(name);
-    if (it == by_name.end()) bad(r.path, fmt::format("{} refers to %{}, which is not defined before it", where, name));
+    if (it == by_name.end())
+      bad(r.path, fmt::format("{} refers to %{}, which is not defined before it", where, name));
     ir::Node* node = it->second;
     int output = r.get<int>(j, "output", where);
     if (output < 0 || static_cast<size_t>(output) >= node->meta().size())
@@ -316,7 +349,8 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
       if (meta.size() != 1) bad(r.path, where + ": an input has one meta entry");
       node = g.add_input(name, meta[0]);
     } else if (op == "constant") {
-      auto it = std::find_if(constants.begin(), constants.end(), [&](const auto& c) { return c.first == name; });
+      auto it = std::find_if(constants.begin(), constants.end(),
+                             [&](const auto& c) { return c.first == name; });
       if (it == constants.end()) bad(r.path, where + ": no constant tensor named '" + name + "'");
       node = g.add_constant(it->second, name);
     } else if (op == "call" || op == "output") {
@@ -326,25 +360,39 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
         const std::string& tag = a.begin().key();
         const json& v = a.begin().value();
         try {
-          if (tag == "none") args.emplace_back(std::monostate{});
-          else if (tag == "ref") args.emplace_back(ref(v, where));
+          if (tag == "none")
+            args.emplace_back(std::monostate{});
+          else if (tag == "ref")
+            args.emplace_back(ref(v, where));
           else if (tag == "refs") {
             ir::RefList l;
             for (const json& x : v) l.push_back(ref(x, where));
             args.emplace_back(std::move(l));
           } else if (tag == "scalar") {
-            if (v.contains("f")) args.emplace_back(Scalar(number_of(v.at("f"))));
-            else if (v.contains("b")) args.emplace_back(Scalar(v.at("b").get<bool>()));
-            else args.emplace_back(Scalar(r.integer(v.at("i"), where + ": an integer scalar")));
-          } else if (tag == "int") args.emplace_back(r.integer(v, where + ": an int argument"));
-          else if (tag == "float") args.emplace_back(number_of(v));
-          else if (tag == "bool") args.emplace_back(v.get<bool>());
-          else if (tag == "ints") args.emplace_back(r.integers(v, where + ": an ints argument"));
-          else if (tag == "sym_ints") args.emplace_back(SymIntList(r.sizes(v, where + ": a sym_ints argument")));
-          else if (tag == "dtype") args.emplace_back(r.dtype(v.get<std::string>(), where));
-          else if (tag == "device") args.emplace_back(r.device(v, where));
-          else if (tag == "str") args.emplace_back(Str(r.text(v.get<std::string>(), where + ": a str argument")));
-          else bad(r.path, fmt::format("{}: unknown argument kind '{}'", where, tag));
+            if (v.contains("f"))
+              args.emplace_back(Scalar(number_of(v.at("f"))));
+            else if (v.contains("b"))
+              args.emplace_back(Scalar(v.at("b").get<bool>()));
+            else
+              args.emplace_back(Scalar(r.integer(v.at("i"), where + ": an integer scalar")));
+          } else if (tag == "int")
+            args.emplace_back(r.integer(v, where + ": an int argument"));
+          else if (tag == "float")
+            args.emplace_back(number_of(v));
+          else if (tag == "bool")
+            args.emplace_back(v.get<bool>());
+          else if (tag == "ints")
+            args.emplace_back(r.integers(v, where + ": an ints argument"));
+          else if (tag == "sym_ints")
+            args.emplace_back(SymIntList(r.sizes(v, where + ": a sym_ints argument")));
+          else if (tag == "dtype")
+            args.emplace_back(r.dtype(v.get<std::string>(), where));
+          else if (tag == "device")
+            args.emplace_back(r.device(v, where));
+          else if (tag == "str")
+            args.emplace_back(Str(r.text(v.get<std::string>(), where + ": a str argument")));
+          else
+            bad(r.path, fmt::format("{}: unknown argument kind '{}'", where, tag));
         } catch (const json::exception&) {
           bad(r.path, fmt::format("{}: malformed '{}' argument", where, tag));
         }
@@ -359,10 +407,12 @@ ir::Graph graph_from_json(const json& nodes, const Reader& r, const NamedTensors
         try {
           kind = ops::op_from_name(target);
         } catch (const Error&) {
-          bad(r.path, fmt::format("{}: unknown op '{}' (this kiln knows {} ops)", where, target, ops::kNumOps));
+          bad(r.path, fmt::format("{}: unknown op '{}' (this kiln knows {} ops)", where, target,
+                                  ops::kNumOps));
         }
         // Version 1 wrote gelu's form as `bool tanh`; version 2 has approximate='none'|'tanh'.
-        if (r.version == 1 && kind == ops::OpKind::gelu && args.size() == 2 && std::holds_alternative<bool>(args[1]))
+        if (r.version == 1 && kind == ops::OpKind::gelu && args.size() == 2 &&
+            std::holds_alternative<bool>(args[1]))
           args[1] = Str(std::get<bool>(args[1]) ? "tanh" : "none");
         node = g.add_call(kind, std::move(args), std::move(meta),
                           n.contains("scope") ? r.get<std::string>(n, "scope", where) : "", name);
@@ -395,7 +445,9 @@ SafeFile read_safetensors_checked(const std::string& path) {
   if (m->size < 8) bad(path, fmt::format("truncated: {} bytes, not even a header length", m->size));
   uint64_t n = 0;
   std::memcpy(&n, bytes, 8);  // little-endian on every platform kiln supports
-  if (n > m->size - 8) bad(path, fmt::format("truncated: the header claims {} bytes, the file has {}", n, m->size - 8));
+  if (n > m->size - 8)
+    bad(path,
+        fmt::format("truncated: the header claims {} bytes, the file has {}", n, m->size - 8));
   SafeFile f;
   try {
     f.header = json::parse(bytes + 8, bytes + 8 + n);
@@ -426,7 +478,8 @@ SafeFile read_safetensors_checked(const std::string& path) {
     const unsigned char* p = data + off[0];
     if (*dt == DType::b8)  // any other byte is not a bool (reading it would be undefined)
       for (uint64_t i = 0; i < nbytes; ++i)
-        if (p[i] > 1) bad(path, fmt::format("{}: byte {} of a BOOL tensor is {}, not 0 or 1", where, i, p[i]));
+        if (p[i] > 1)
+          bad(path, fmt::format("{}: byte {} of a BOOL tensor is {}, not 0 or 1", where, i, p[i]));
     Tensor t;
     if (reinterpret_cast<uintptr_t>(p) % itemsize(*dt) == 0 && nbytes > 0) {  // zero-copy
       auto impl = std::make_shared<TensorImpl>();
@@ -434,7 +487,8 @@ SafeFile read_safetensors_checked(const std::string& path) {
       impl->strides = contiguous_strides(impl->shape);
       impl->dtype = *dt;
       impl->device = cpu0;
-      impl->storage = std::make_shared<StorageImpl>(const_cast<unsigned char*>(p), nbytes, cpu0, nullptr, false);
+      impl->storage = std::make_shared<StorageImpl>(const_cast<unsigned char*>(p), nbytes, cpu0,
+                                                    nullptr, false);
       impl->storage->owner = m;
       t = Tensor(std::move(impl));
     } else {
@@ -508,8 +562,9 @@ namespace {
 // `metadata` into a safetensors file.
 void write_safetensors(const std::string& path, const NamedTensors& tensors, const json& metadata) {
   NamedTensors entries = tensors;
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const auto& a, const auto& b) { return a.second.itemsize() > b.second.itemsize(); });
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return a.second.itemsize() > b.second.itemsize();
+  });
   json header = json::object();
   std::vector<Tensor> hosts;
   std::vector<std::pair<const void*, size_t>> chunks;
@@ -519,7 +574,8 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors, con
     Tensor host = contiguous(to(t, Device(DeviceType::cpu, 0)));
     hosts.push_back(host);
     uint64_t nbytes = static_cast<uint64_t>(host.numel()) * host.itemsize();
-    header[key] = {{"dtype", safe_name(host.dtype())}, {"shape", host.shape().vec()},
+    header[key] = {{"dtype", safe_name(host.dtype())},
+                   {"shape", host.shape().vec()},
                    {"data_offsets", {at, at + nbytes}}};
     chunks.emplace_back(host.numel() ? host.raw_data() : nullptr, nbytes);
     at += nbytes;
@@ -543,23 +599,35 @@ std::string program_json(const ExportedProgram& program) {
   prog["graph"] = graph_json(program.graph, dt);
   json inputs = json::array(), outputs = json::array();
   for (const InputSpec& s : program.signature.inputs)
-    inputs.push_back({{"kind", to_string(s.kind)}, {"name", s.name}, {"target", s.target},
+    inputs.push_back({{"kind", to_string(s.kind)},
+                      {"name", s.name},
+                      {"target", s.target},
                       {"persistent", s.persistent}});
   for (const OutputSpec& s : program.signature.outputs)
     outputs.push_back({{"kind", to_string(s.kind)}, {"target", s.target}});
   prog["signature"] = {{"inputs", inputs}, {"outputs", outputs}};
   json workspaces = json::array();
   for (const WorkspaceRecipe& w : program.workspaces)
-    workspaces.push_back({{"name", w.name}, {"shape", w.shape.vec()}, {"dtype", to_string(w.dtype)},
+    workspaces.push_back({{"name", w.name},
+                          {"shape", w.shape.vec()},
+                          {"dtype", to_string(w.dtype)},
                           {"device", dt.slot(w.device)}});
   prog["workspaces"] = workspaces;
   if (!program.shapes.empty()) {  // (Y4)
     json symbols = json::array(), guards = json::array();
     for (const SymbolInfo& s : program.shapes.symbols)
-      symbols.push_back({{"name", sym::str(s.expr)}, {"min", s.min}, {"max", s.max}, {"hint", s.hint},
-                         {"dim", s.dim_name}, {"source", s.source}, {"automatic", s.automatic}});
+      symbols.push_back({{"name", sym::str(s.expr)},
+                         {"min", s.min},
+                         {"max", s.max},
+                         {"hint", s.hint},
+                         {"dim", s.dim_name},
+                         {"source", s.source},
+                         {"automatic", s.automatic}});
     for (const Guard& g : program.shapes.guards)
-      guards.push_back({{"lhs", sym::str(g.lhs)}, {"rel", to_string(g.rel)}, {"rhs", sym::str(g.rhs)}, {"op", g.op},
+      guards.push_back({{"lhs", sym::str(g.lhs)},
+                        {"rel", to_string(g.rel)},
+                        {"rhs", sym::str(g.rhs)},
+                        {"op", g.op},
                         {"scope", g.scope}});
     prog["shapes"] = {{"symbols", symbols}, {"guards", guards}};
   }
@@ -587,10 +655,12 @@ void save(const ExportedProgram& program, const std::string& path) {
   write_safetensors(path, tensors, {{kProgramKey, program_json(program)}});
 }
 
-void save_graph(const ExportedProgram& program, const std::string& path, const std::string& distribution) {
+void save_graph(const ExportedProgram& program, const std::string& path,
+                const std::string& distribution) {
   NamedTensors tensors;  // the graph's constant nodes only: the state is in the shards
   for (const ir::Node* n : program.graph.nodes())
-    if (n->opcode() == ir::Opcode::constant) tensors.emplace_back("constants/" + n->name(), n->value());
+    if (n->opcode() == ir::Opcode::constant)
+      tensors.emplace_back("constants/" + n->name(), n->value());
   json prog = json::parse(program_json(program));
   prog["distribution"] = json::parse(distribution);
   write_safetensors(path, tensors, {{kProgramKey, prog.dump()}});
@@ -605,11 +675,13 @@ TensorList load_inputs(const ExportedProgram& program, const std::string& path) 
   for (size_t i = 0; i < program.signature.inputs.size(); ++i) {
     const InputSpec& s = program.signature.inputs[i];
     if (s.kind != Kind::user_input) continue;
-    auto it = std::find_if(given.begin(), given.end(), [&](const auto& e) { return e.first == s.target; });
-    KILN_CHECK(it != given.end(), value, "[run] {} has no tensor '{}' for the program's input", path,
-               s.target);
+    auto it = std::find_if(given.begin(), given.end(),
+                           [&](const auto& e) { return e.first == s.target; });
+    KILN_CHECK(it != given.end(), value, "[run] {} has no tensor '{}' for the program's input",
+               path, s.target);
     // a file holds host tensors: each goes where the program takes that input
-    Device where = i < nodes.size() && !nodes[i]->meta().empty() ? nodes[i]->meta()[0].device : it->second.device();
+    Device where = i < nodes.size() && !nodes[i]->meta().empty() ? nodes[i]->meta()[0].device
+                                                                 : it->second.device();
     inputs.push_back(where == it->second.device() ? it->second : to(it->second, where));
   }
   return inputs;
@@ -618,14 +690,16 @@ TensorList load_inputs(const ExportedProgram& program, const std::string& path) 
 namespace {
 // `distribution` null: a whole program (state in the file); else a distributed program's
 // graph, whose distribution JSON is stored there (its state is in shard files).
-ExportedProgram read_program_checked(const std::string& path, std::string* distribution, const ReadOptions& options);
+ExportedProgram read_program_checked(const std::string& path, std::string* distribution,
+                                     const ReadOptions& options);
 }  // namespace
 
 ExportedProgram read_program(const std::string& path, const ReadOptions& options) {
   return as_format_errors(path, [&] { return read_program_checked(path, nullptr, options); });
 }
 
-ExportedProgram read_graph(const std::string& path, std::string& distribution, const ReadOptions& options) {
+ExportedProgram read_graph(const std::string& path, std::string& distribution,
+                           const ReadOptions& options) {
   return as_format_errors(path, [&] { return read_program_checked(path, &distribution, options); });
 }
 
@@ -636,11 +710,14 @@ namespace {
 void shown_only_meta(const ops::OpCall& c, ops::MetaOut&) {
   const ops::ExtensionOp* e = ops::extension_op(c.op);
   fail(ErrorKind::unsupported,
-       "[{}] was read from a program only to be shown: this process has not registered it{} and cannot run it",
-       ops::op_name(c.op), e && !e->library.empty() ? fmt::format(" (it comes from {})", e->library) : "");
+       "[{}] was read from a program only to be shown: this process has not registered it{} and "
+       "cannot run it",
+       ops::op_name(c.op),
+       e && !e->library.empty() ? fmt::format(" (it comes from {})", e->library) : "");
 }
 
-std::vector<std::string> check_extension_ops(const json& prog, const Reader& r, const ReadOptions& options) {
+std::vector<std::string> check_extension_ops(const json& prog, const Reader& r,
+                                             const ReadOptions& options) {
   std::vector<std::string> names;
   if (!prog.contains("extension_ops")) return names;
   for (const json& e : r.at(prog, "extension_ops", "the program")) {
@@ -657,7 +734,8 @@ std::vector<std::string> check_extension_ops(const json& prog, const Reader& r, 
         // function that refuses to run.
         std::string canonical = ops::canonical_schema(schema);
         KILN_CHECK(canonical.starts_with(name + "("), format,
-                   "[load] {}: extension op '{}' is listed with the schema '{}'", r.path, name, canonical);
+                   "[load] {}: extension op '{}' is listed with the schema '{}'", r.path, name,
+                   canonical);
         try {
           define_op({.schema = canonical, .meta = shown_only_meta, .library = library});
         } catch (const Error& e) {
@@ -673,7 +751,8 @@ std::vector<std::string> check_extension_ops(const json& prog, const Reader& r, 
            r.path, name, from);
     }
     const ops::ExtensionOp* registered = ops::extension_op(kind);
-    if (!registered) bad(r.path, fmt::format("'{}' is listed as an extension op but is built in", name));
+    if (!registered)
+      bad(r.path, fmt::format("'{}' is listed as an extension op but is built in", name));
     if (registered->schema_text != ops::canonical_schema(schema))
       fail(ErrorKind::unsupported,
            "[load] {} was exported with the extension op '{}'{} as '{}', but the registered op is "
@@ -684,7 +763,8 @@ std::vector<std::string> check_extension_ops(const json& prog, const Reader& r, 
   return names;
 }
 
-ExportedProgram read_program_checked(const std::string& path, std::string* distribution, const ReadOptions& options) {
+ExportedProgram read_program_checked(const std::string& path, std::string* distribution,
+                                     const ReadOptions& options) {
   SafeFile f = read_safetensors(path);
   Reader top{path, {}};
   const json& meta = top.at(f.header, "__metadata__", "the header");
@@ -710,10 +790,11 @@ ExportedProgram read_program_checked(const std::string& path, std::string* distr
   }
   Reader r{path, devices, version};
   bool distributed = prog.contains("distribution");
-  KILN_CHECK(!distributed || distribution, unsupported,
-             "[load] {} is a distributed program: its state is in shard files next to it; load it with "
-             "dist::load_distributed (under mpirun)",
-             path);
+  KILN_CHECK(
+      !distributed || distribution, unsupported,
+      "[load] {} is a distributed program: its state is in shard files next to it; load it with "
+      "dist::load_distributed (under mpirun)",
+      path);
   if (distribution && !distributed) bad(path, "not a distributed program (no 'distribution')");
   if (distribution) *distribution = prog.at("distribution").dump();
   ExportedProgram p;
@@ -737,13 +818,15 @@ ExportedProgram read_program_checked(const std::string& path, std::string* distr
     bool stateful = spec.kind == Kind::parameter || spec.kind == Kind::optimizer_state ||
                     (spec.kind == Kind::buffer && spec.persistent);
     if (distributed) continue;  // the shards hold state and constants
-    if (stateful) p.state.emplace_back(spec.target, tensor("state/" + spec.target));
+    if (stateful)
+      p.state.emplace_back(spec.target, tensor("state/" + spec.target));
     else if (spec.kind != Kind::user_input && spec.kind != Kind::workspace)
       p.constants.emplace_back(spec.target, tensor("constants/" + spec.target));
   }
   for (const json& s : r.at(prog.at("signature"), "outputs", "the signature")) {
     std::string kind = r.get<std::string>(s, "kind", "a signature output");
-    OutputSpec spec{OutputSpec::Kind::user_output, r.get<std::string>(s, "target", "a signature output")};
+    OutputSpec spec{OutputSpec::Kind::user_output,
+                    r.get<std::string>(s, "target", "a signature output")};
     bool found = false;
     for (auto k : {OutputSpec::Kind::user_output, OutputSpec::Kind::buffer_mutation,
                    OutputSpec::Kind::user_input_mutation, OutputSpec::Kind::loss_output,
@@ -775,8 +858,10 @@ ExportedProgram read_program_checked(const std::string& path, std::string* distr
       info.source = r.get<std::string>(s, "source", "symbol " + name);
       info.automatic = r.get<bool>(s, "automatic", "symbol " + name);
       if (info.min < 0 || info.min > info.max || info.hint < info.min || info.hint > info.max)
-        bad(path, fmt::format("symbol {} has range [{}, {}] and example {}: not a range of sizes holding it", name,
-                              info.min, info.max, info.hint));
+        bad(path,
+            fmt::format(
+                "symbol {} has range [{}, {}] and example {}: not a range of sizes holding it",
+                name, info.min, info.max, info.hint));
       p.shapes.symbols.push_back(std::move(info));
     }
     r.shapes = &p.shapes;
@@ -790,7 +875,8 @@ ExportedProgram read_program_checked(const std::string& path, std::string* distr
       for (auto [key, side] : {std::pair{"lhs", &guard.lhs}, std::pair{"rhs", &guard.rhs}}) {
         *side = sym::parse(r.get<std::string>(g, key, "a guard"), path + ": a guard");
         for (const sym::Expr* s : sym::symbols_of(*side))
-          if (p.shapes.index_of(s) < 0) bad(path, fmt::format("a guard uses the undeclared symbol {}", sym::str(s)));
+          if (p.shapes.index_of(s) < 0)
+            bad(path, fmt::format("a guard uses the undeclared symbol {}", sym::str(s)));
       }
       guard.op = r.get<std::string>(g, "op", "a guard");
       guard.scope = r.get<std::string>(g, "scope", "a guard");
@@ -801,36 +887,42 @@ ExportedProgram read_program_checked(const std::string& path, std::string* distr
   for (ir::Node* n : p.graph.nodes())
     if (n->opcode() == ir::Opcode::call && !ops::is_builtin(n->op()) &&
         std::find(extensions.begin(), extensions.end(), ops::op_name(n->op())) == extensions.end())
-      bad(path, fmt::format("node %{} calls the extension op '{}', which the program's extension_ops "
-                            "table does not list",
-                            n->name(), ops::op_name(n->op())));
+      bad(path,
+          fmt::format("node %{} calls the extension op '{}', which the program's extension_ops "
+                      "table does not list",
+                      n->name(), ops::op_name(n->op())));
   p.constants.insert(p.constants.end(), node_constants.begin(), node_constants.end());
   for (const json& w : r.at(prog, "workspaces", "the program")) {
     DType dtype = r.dtype(r.get<std::string>(w, "dtype", "a workspace"), "a workspace");
-    p.workspaces.push_back({r.get<std::string>(w, "name", "a workspace"),
-                            r.shape(r.get<IntList>(w, "shape", "a workspace"), dtype, "a workspace"),
-                            dtype, r.device(r.at(w, "device", "a workspace"), "a workspace")});
+    p.workspaces.push_back(
+        {r.get<std::string>(w, "name", "a workspace"),
+         r.shape(r.get<IntList>(w, "shape", "a workspace"), dtype, "a workspace"), dtype,
+         r.device(r.at(w, "device", "a workspace"), "a workspace")});
   }
 
   // Inputs and outputs agree with the graph; state matches the input nodes it feeds.
   std::vector<ir::Node*> inputs = p.graph.inputs();
   if (inputs.size() != p.signature.inputs.size())
-    bad(path, fmt::format("the signature lists {} inputs, the graph has {}", p.signature.inputs.size(), inputs.size()));
+    bad(path, fmt::format("the signature lists {} inputs, the graph has {}",
+                          p.signature.inputs.size(), inputs.size()));
   size_t n_out = std::get<ir::RefList>(p.graph.output()->args()[0]).size();
   if (n_out != p.signature.outputs.size())
-    bad(path, fmt::format("the signature lists {} outputs, the graph has {}", p.signature.outputs.size(), n_out));
+    bad(path, fmt::format("the signature lists {} outputs, the graph has {}",
+                          p.signature.outputs.size(), n_out));
   for (size_t i = 0; i < inputs.size(); ++i) {
     const InputSpec& s = p.signature.inputs[i];
     if (inputs[i]->name() != s.name)
-      bad(path, fmt::format("signature input {} is '{}' but the graph's is %{}", i, s.name, inputs[i]->name()));
+      bad(path, fmt::format("signature input {} is '{}' but the graph's is %{}", i, s.name,
+                            inputs[i]->name()));
     const ir::ValueMeta& m = inputs[i]->meta()[0];
     const Tensor* t = nullptr;
     for (auto* list : {&p.state, &p.constants})
       for (const auto& [name, v] : *list)
         if (name == s.target) t = &v;
     if (t && (t->shape() != m.shape || t->dtype() != m.dtype))
-      bad(path, fmt::format("'{}' is {}{} in the file but the program expects {}{}", s.target,
-                            to_string(t->dtype()), t->shape().str(), to_string(m.dtype), m.shape.str()));
+      bad(path,
+          fmt::format("'{}' is {}{} in the file but the program expects {}{}", s.target,
+                      to_string(t->dtype()), t->shape().str(), to_string(m.dtype), m.shape.str()));
   }
   // Mutation outputs name something the runtime can write back.
   size_t n_user = std::count_if(p.signature.inputs.begin(), p.signature.inputs.end(),
@@ -845,10 +937,11 @@ ExportedProgram read_program_checked(const std::string& path, std::string* distr
         bad(path, fmt::format("the mutated user input '{}' is not one of input_0..input_{}",
                               o.target, static_cast<int64_t>(n_user) - 1));
     } else if (o.is_mutation()) {
-      bool known = std::any_of(p.signature.inputs.begin(), p.signature.inputs.end(), [&](const InputSpec& s) {
-        return s.kind != Kind::user_input && s.target == o.target;
-      });
-      if (!known) bad(path, fmt::format("the mutated state '{}' is not an input of the program", o.target));
+      bool known = std::any_of(
+          p.signature.inputs.begin(), p.signature.inputs.end(),
+          [&](const InputSpec& s) { return s.kind != Kind::user_input && s.target == o.target; });
+      if (!known)
+        bad(path, fmt::format("the mutated state '{}' is not an input of the program", o.target));
     }
   }
   return p;
@@ -879,17 +972,19 @@ void bind_devices(ExportedProgram& p, const DeviceMap& requested, const std::str
     }
   }
   if (!missing.empty()) {
-    std::vector<std::string> suggestion;  // OLD=NEW pairs: --device-map's syntax, a DeviceMap's entries
+    std::vector<std::string>
+        suggestion;  // OLD=NEW pairs: --device-map's syntax, a DeviceMap's entries
     for (Device d : missing) suggestion.push_back(fmt::format("{}=cpu:0", d.str()));
     std::string more_cpus =
-        cpus_needed ? fmt::format("; or set KILN_CPU_DEVICES={} for virtual CPU devices cpu:0..cpu:{}",
-                                  cpus_needed, cpus_needed - 1)
-                    : "";
+        cpus_needed
+            ? fmt::format("; or set KILN_CPU_DEVICES={} for virtual CPU devices cpu:0..cpu:{}",
+                          cpus_needed, cpus_needed - 1)
+            : "";
     fail(ErrorKind::device,
          "[load] {} needs {}, which this machine lacks (the program's devices: {}); map it to a "
          "local device: --device-map {} (kiln run, kiln train), the same pairs in a DeviceMap{}",
-         path, fmt::join(missing_names, ", "), fmt::join(all_names, ", "), fmt::join(suggestion, ","),
-         more_cpus);
+         path, fmt::join(missing_names, ", "), fmt::join(all_names, ", "),
+         fmt::join(suggestion, ","), more_cpus);
   }
   DeviceMap full = map;
   for (Device d : p.devices()) full.emplace_back(d, d);  // identity for the unmapped ones
@@ -903,7 +998,8 @@ MappedFile::~MappedFile() {
 std::shared_ptr<MappedFile> map_file(const std::string& path, std::string_view what) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files are read
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) fail(ErrorKind::format, "[{}] cannot open '{}': {}", what, path, std::strerror(errno));
+  if (fd < 0)
+    fail(ErrorKind::format, "[{}] cannot open '{}': {}", what, path, std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);

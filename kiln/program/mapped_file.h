@@ -16,7 +16,9 @@ struct MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   ~MappedFile();
-  std::span<const unsigned char> bytes() const { return {static_cast<const unsigned char*>(data), size}; }
+  std::span<const unsigned char> bytes() const {
+    return {static_cast<const unsigned char*>(data), size};
+  }
 };
 
 /** Maps `path` (a regular file only: a FIFO or a directory is a format Error, never a

@@ -70,9 +70,9 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
                                const ExportOptions& options) {
   ExportedProgram program;
   std::vector<nn::NamedTensor> named = module.named_tensors();
-  Device device = options.device ? resolve_device(*options.device)
-                  : !named.empty()  ? named[0].tensor->device()
-                                    : example_inputs.at(0).device();
+  Device device = options.device   ? resolve_device(*options.device)
+                  : !named.empty() ? named[0].tensor->device()
+                                   : example_inputs.at(0).device();
 
   // Inputs in signature order: parameters, buffers, workspaces, user inputs.
   std::vector<nn::NamedTensor> lifted;
@@ -89,11 +89,15 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
   for (const nn::NamedTensor& t : lifted) {
     InputSpec spec;
     switch (t.kind) {
-      case nn::SlotKind::parameter: spec = {Kind::parameter, node_name("p_", t.name), t.name}; break;
+      case nn::SlotKind::parameter:
+        spec = {Kind::parameter, node_name("p_", t.name), t.name};
+        break;
       case nn::SlotKind::buffer:
         spec = {Kind::buffer, node_name("b_", t.name), t.name, t.persistent};
         break;
-      case nn::SlotKind::workspace: spec = {Kind::workspace, node_name("w_", t.name), t.name, false}; break;
+      case nn::SlotKind::workspace:
+        spec = {Kind::workspace, node_name("w_", t.name), t.name, false};
+        break;
     }
     names.push_back(spec.name);
     program.signature.inputs.push_back(spec);
@@ -142,7 +146,8 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
   return program;
 }
 
-void finish_program(ExportedProgram& program, passes::CapturedProgram captured, std::string_view who) {
+void finish_program(ExportedProgram& program, passes::CapturedProgram captured,
+                    std::string_view who) {
   program.graph = std::move(captured.graph);
   ir::merge_equal_constants(program.graph);  // equal constants are stored once
 
@@ -151,11 +156,12 @@ void finish_program(ExportedProgram& program, passes::CapturedProgram captured, 
     if (!captured.inputs[i].data_mutated) continue;
     const InputSpec& in = program.signature.inputs[i];
     KILN_CHECK(in.kind != Kind::parameter, unsupported,
-               "[{}] parameter '{}' is mutated in forward; only buffers and inputs may be", who, in.target);
-    program.signature.outputs.push_back(
-        {in.kind == Kind::user_input ? OutputSpec::Kind::user_input_mutation
-                                     : OutputSpec::Kind::buffer_mutation,
-         in.target});
+               "[{}] parameter '{}' is mutated in forward; only buffers and inputs may be", who,
+               in.target);
+    program.signature.outputs.push_back({in.kind == Kind::user_input
+                                             ? OutputSpec::Kind::user_input_mutation
+                                             : OutputSpec::Kind::buffer_mutation,
+                                         in.target});
   }
   size_t n_outputs = std::get<ir::RefList>(program.graph.output()->args()[0]).size();
   for (size_t i = program.signature.outputs.size(); i < n_outputs; ++i)
@@ -165,7 +171,8 @@ void finish_program(ExportedProgram& program, passes::CapturedProgram captured, 
     if (n->opcode() == ir::Opcode::constant) program.constants.emplace_back(n->name(), n->value());
 }
 
-TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs, std::vector<int64_t>* binding) {
+TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs,
+                                        std::vector<int64_t>* binding) {
   std::vector<int64_t> symbols = bind_symbols(user_inputs);  // (Y4) checks every size first
   if (binding) *binding = std::move(symbols);
   std::vector<ir::Node*> nodes = graph.inputs();
@@ -189,9 +196,10 @@ TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs, std::vect
         if (!(t = find(workspace_values_, spec.target))) {
           auto r = std::find_if(workspaces.begin(), workspaces.end(),
                                 [&](const WorkspaceRecipe& w) { return w.name == spec.target; });
-          KILN_CHECK(r != workspaces.end(), value, "[run] no recipe for workspace '{}'", spec.target);
-          workspace_values_.emplace_back(r->name,
-                                         zeros(r->shape.vec(), {.dtype = r->dtype, .device = r->device}));
+          KILN_CHECK(r != workspaces.end(), value, "[run] no recipe for workspace '{}'",
+                     spec.target);
+          workspace_values_.emplace_back(
+              r->name, zeros(r->shape.vec(), {.dtype = r->dtype, .device = r->device}));
           t = &workspace_values_.back().second;
         }
         break;
@@ -199,8 +207,9 @@ TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs, std::vect
         const Tensor& u = user_inputs[next_user++];
         const ir::ValueMeta& m = nodes[i]->meta()[0];
         // (Y4) a symbolic shape was checked by bind_symbols
-        bool fits = u.defined() && (m.shape.is_symbolic() ? u.dim() == static_cast<int64_t>(m.shape.size())
-                                                          : u.shape() == m.shape) &&
+        bool fits = u.defined() &&
+                    (m.shape.is_symbolic() ? u.dim() == static_cast<int64_t>(m.shape.size())
+                                           : u.shape() == m.shape) &&
                     u.dtype() == m.dtype;
         if (!fits || u.device() != m.device)  // (R3) a wrong device alone is a device mismatch
           fail(fits ? ErrorKind::device_mismatch : ErrorKind::value,
@@ -250,15 +259,18 @@ TensorList ExportedProgram::run(const TensorList& user_inputs) {
   TensorList inputs = bind_inputs(user_inputs, &binding);
   ir::SymbolValues values;
   if (!shapes.empty())
-    values = [&](const sym::Expr* s) { return binding.at(static_cast<size_t>(shapes.index_of(s))); };
+    values = [&](const sym::Expr* s) {
+      return binding.at(static_cast<size_t>(shapes.index_of(s)));
+    };
   return write_back(ir::interpret(graph, inputs, values), user_inputs);
 }
 
 std::unique_lock<std::mutex> ExportedProgram::lock_for_run() const {
-  bool writes_own = !workspaces.empty() ||
-                    std::any_of(signature.outputs.begin(), signature.outputs.end(), [](const OutputSpec& s) {
-                      return s.is_mutation() && s.kind != OutputSpec::Kind::user_input_mutation;
-                    });
+  bool writes_own =
+      !workspaces.empty() ||
+      std::any_of(signature.outputs.begin(), signature.outputs.end(), [](const OutputSpec& s) {
+        return s.is_mutation() && s.kind != OutputSpec::Kind::user_input_mutation;
+      });
   return writes_own ? std::unique_lock(*run_mutex_) : std::unique_lock<std::mutex>();
 }
 
@@ -305,21 +317,25 @@ void move_to_device(ExportedProgram& program, Device target) {
 }
 
 DeviceMap resolve_device_map(const std::vector<Device>& devices, const DeviceMap& map) {
-  auto matches = [](Device key, Device d) { return key.has_index() ? key == d : key.type == d.type; };
+  auto matches = [](Device key, Device d) {
+    return key.has_index() ? key == d : key.type == d.type;
+  };
   for (const auto& entry : map) {
     Device key = entry.first;  // (a named copy: clang 14 cannot capture structured bindings)
     if (std::none_of(devices.begin(), devices.end(), [&](Device d) { return matches(key, d); })) {
       std::vector<std::string> names;
       for (Device d : devices) names.push_back(d.str());
-      fail(ErrorKind::device, "[device map] '{}' matches no device of the program (its devices: {})",
-           key, fmt::join(names, ", "));
+      fail(ErrorKind::device,
+           "[device map] '{}' matches no device of the program (its devices: {})", key,
+           fmt::join(names, ", "));
     }
   }
   DeviceMap out;
   for (Device d : devices) {
     const std::pair<Device, Device>* chosen = nullptr;
     for (const auto& entry : map)  // the first explicit key, else the first type key
-      if (matches(entry.first, d) && (!chosen || (entry.first.has_index() && !chosen->first.has_index())))
+      if (matches(entry.first, d) &&
+          (!chosen || (entry.first.has_index() && !chosen->first.has_index())))
         chosen = &entry;
     if (chosen) out.emplace_back(d, chosen->second);
   }
@@ -355,7 +371,8 @@ void move_to_device(ExportedProgram& program, const DeviceMap& requested) {
     if (resolve_device(to) != from) gone.push_back(from);
   // A device that is both a source and a target (a swap) is legitimately still used.
   std::erase_if(gone, [&](Device d) {
-    return std::any_of(map.begin(), map.end(), [&](const auto& e) { return resolve_device(e.second) == d; });
+    return std::any_of(map.begin(), map.end(),
+                       [&](const auto& e) { return resolve_device(e.second) == d; });
   });
   verify_no_device(program, gone);
 }

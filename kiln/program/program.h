@@ -28,8 +28,13 @@ struct InputSpec {
  * loss, the parameters' gradients, and the writes of parameters and optimizer state. */
 struct OutputSpec {
   enum class Kind : uint8_t {
-    user_output, buffer_mutation, user_input_mutation,
-    loss_output, gradient_to_parameter, parameter_mutation, optimizer_state_mutation
+    user_output,
+    buffer_mutation,
+    user_input_mutation,
+    loss_output,
+    gradient_to_parameter,
+    parameter_mutation,
+    optimizer_state_mutation
   };
   Kind kind;
   std::string target;  // the state / input written, the parameter of a gradient, or ""
@@ -179,13 +184,15 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
 
 /** (Y4) `meta` at a binding of `shapes`' symbols (values in symbol order): every size,
  * stride and offset an integer. */
-ir::ValueMeta evaluate(const ir::ValueMeta& meta, const ShapeSpec& shapes, const std::vector<int64_t>& binding);
+ir::ValueMeta evaluate(const ir::ValueMeta& meta, const ShapeSpec& shapes,
+                       const std::vector<int64_t>& binding);
 
 /** The end of every capture into a program (export_program, the .pt2 importer): takes
  * the captured graph, adds the mutation outputs (first, in input order; a mutated
  * parameter is an unsupported Error naming `who`) and the user outputs to the
  * signature, whose inputs the caller has filled, and stores the graph's constants. */
-void finish_program(ExportedProgram& program, passes::CapturedProgram captured, std::string_view who);
+void finish_program(ExportedProgram& program, passes::CapturedProgram captured,
+                    std::string_view who);
 
 /** Old device -> new device. Devices not listed stay as they are. A key without an
  * index ("cpu", "cuda") stands for every device of that type (X3). */
@@ -229,8 +236,10 @@ ExportedProgram read_program(const std::string& path, const ReadOptions& options
 /** A program without its state: graph, signature, the graph's constants, and
  * `distribution` (JSON: how the state is laid out in shard files). What
  * dist::save_distributed writes next to the shards; read_graph reads it back. */
-void save_graph(const ExportedProgram& program, const std::string& path, const std::string& distribution);
-ExportedProgram read_graph(const std::string& path, std::string& distribution, const ReadOptions& options = {});
+void save_graph(const ExportedProgram& program, const std::string& path,
+                const std::string& distribution);
+ExportedProgram read_graph(const std::string& path, std::string& distribution,
+                           const ReadOptions& options = {});
 /** Reads a plain safetensors file (any writer). */
 NamedTensors load_safetensors(const std::string& path);
 /** Writes tensors as a plain safetensors file (atomically). */

@@ -25,35 +25,38 @@ std::string node_name(std::string_view prefix, const std::string& fqn) {
 }  // namespace
 
 std::unique_ptr<nn::Optimizer> make_optimizer(const OptimizerConfig& config, TensorList params) {
-  return std::visit(
-      Overloaded{[&](const nn::SGDOptions& o) -> std::unique_ptr<nn::Optimizer> {
-                   return std::make_unique<nn::SGD>(std::move(params), o);
-                 },
-                 [&](const nn::AdamWOptions& o) -> std::unique_ptr<nn::Optimizer> {
-                   return std::make_unique<nn::AdamW>(std::move(params), o);
-                 },
-                 [&](const nn::AdamOptions& o) -> std::unique_ptr<nn::Optimizer> {
-                   return std::make_unique<nn::Adam>(std::move(params), o);
-                 },
-                 [&](const nn::RMSpropOptions& o) -> std::unique_ptr<nn::Optimizer> {
-                   return std::make_unique<nn::RMSprop>(std::move(params), o);
-                 },
-                 [&](const nn::AdagradOptions& o) -> std::unique_ptr<nn::Optimizer> {
-                   return std::make_unique<nn::Adagrad>(std::move(params), o);
-                 }},
-      config);
+  return std::visit(Overloaded{[&](const nn::SGDOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                                 return std::make_unique<nn::SGD>(std::move(params), o);
+                               },
+                               [&](const nn::AdamWOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                                 return std::make_unique<nn::AdamW>(std::move(params), o);
+                               },
+                               [&](const nn::AdamOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                                 return std::make_unique<nn::Adam>(std::move(params), o);
+                               },
+                               [&](const nn::RMSpropOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                                 return std::make_unique<nn::RMSprop>(std::move(params), o);
+                               },
+                               [&](const nn::AdagradOptions& o) -> std::unique_ptr<nn::Optimizer> {
+                                 return std::make_unique<nn::Adagrad>(std::move(params), o);
+                               }},
+                    config);
 }
 
-ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const TensorList& example_batch,
+ExportedProgram export_train_step(nn::Module& module, const LossFn& loss,
+                                  const TensorList& example_batch,
                                   const TrainStepOptions& options) {
   std::vector<nn::NamedTensor> named = module.named_tensors();
   std::vector<nn::NamedTensor> params, others;
   for (const nn::NamedTensor& t : named) {
-    if (t.kind == nn::SlotKind::parameter && t.tensor->requires_grad()) params.push_back(t);
-    else others.push_back(t);
+    if (t.kind == nn::SlotKind::parameter && t.tensor->requires_grad())
+      params.push_back(t);
+    else
+      others.push_back(t);
   }
-  KILN_CHECK(!params.empty(), value,
-             "[export_train_step] the module has no parameter that requires grad: nothing to train");
+  KILN_CHECK(
+      !params.empty(), value,
+      "[export_train_step] the module has no parameter that requires grad: nothing to train");
   if (auto* sgd = std::get_if<nn::SGDOptions>(&options.optimizer))
     KILN_CHECK(sgd->momentum == 0 || sgd->dampening == 0, unsupported,
                "[export_train_step] SGD with momentum {} and dampening {}: its first step differs "
@@ -84,24 +87,33 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
     program.signature.inputs.push_back(std::move(spec));
     real.push_back(value);
   };
-  for (const nn::NamedTensor& p : params) add({Kind::parameter, node_name("p_", p.name), p.name}, *p.tensor);
+  for (const nn::NamedTensor& p : params)
+    add({Kind::parameter, node_name("p_", p.name), p.name}, *p.tensor);
   std::vector<nn::NamedTensor> buffers, workspaces;
-  for (const nn::NamedTensor& t : others) (t.kind == nn::SlotKind::workspace ? workspaces : buffers).push_back(t);
+  for (const nn::NamedTensor& t : others)
+    (t.kind == nn::SlotKind::workspace ? workspaces : buffers).push_back(t);
   for (const nn::NamedTensor& b : buffers)
-    add({b.kind == nn::SlotKind::parameter ? Kind::parameter : Kind::buffer, node_name("b_", b.name), b.name,
-         b.persistent},
+    add({b.kind == nn::SlotKind::parameter ? Kind::parameter : Kind::buffer,
+         node_name("b_", b.name), b.name, b.persistent},
         *b.tensor);
-  for (const StateSlot& s : opt_state) add({Kind::optimizer_state, node_name("o_", s.target), s.target}, s.value);
+  for (const StateSlot& s : opt_state)
+    add({Kind::optimizer_state, node_name("o_", s.target), s.target}, s.value);
   // The hyperparameters a run may change (kiln train --lr, schedules): 0-dim f64 inputs
   // kept with the optimizer state and never written by the step.
   std::vector<std::pair<std::string, Tensor>> hyper;
-  auto [lr, weight_decay] = std::visit([](const auto& o) { return std::pair{o.lr, o.weight_decay}; }, options.optimizer);
+  auto [lr, weight_decay] = std::visit(
+      [](const auto& o) {
+        return std::pair{o.lr, o.weight_decay};
+      },
+      options.optimizer);
   hyper.emplace_back("lr", full({}, lr, {.dtype = f64, .device = params[0].tensor->device()}));
   if (weight_decay != 0)
-    hyper.emplace_back("weight_decay", full({}, weight_decay, {.dtype = f64, .device = params[0].tensor->device()}));
+    hyper.emplace_back("weight_decay", full({}, weight_decay,
+                                            {.dtype = f64, .device = params[0].tensor->device()}));
   for (const auto& [name, value] : hyper)
     add({Kind::optimizer_state, node_name("o_", "optimizer." + name), "optimizer." + name}, value);
-  for (const nn::NamedTensor& w : workspaces) add({Kind::workspace, node_name("w_", w.name), w.name, false}, *w.tensor);
+  for (const nn::NamedTensor& w : workspaces)
+    add({Kind::workspace, node_name("w_", w.name), w.name, false}, *w.tensor);
   size_t n_lifted = real.size();
   for (size_t i = 0; i < example_batch.size(); ++i) {
     std::string target = "input_" + std::to_string(i);
@@ -110,7 +122,8 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
   TensorList traced;
   {
     FakeMode fake;  // (F1) twins on the trace device, present or not
-    for (const Tensor& t : real) traced.push_back(to(fake.from_real(t.detach_descriptor()), device));
+    for (const Tensor& t : real)
+      traced.push_back(to(fake.from_real(t.detach_descriptor()), device));
   }
 
   // The step, on the traced inputs: swap them into the module, compute the loss and
@@ -139,7 +152,8 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
       TensorList& saved;
       ~Restore() {
         for (size_t i = 0; i < slots.size(); ++i) *slots[i] = saved[i];
-        for (size_t w = 0; w < workspaces.size(); ++w) *workspaces[w].tensor = saved[slots.size() + w];
+        for (size_t w = 0; w < workspaces.size(); ++w)
+          *workspaces[w].tensor = saved[slots.size() + w];
       }
     } restore{slots, workspaces, saved};
     TensorList batch(in.begin() + static_cast<std::ptrdiff_t>(n_lifted), in.end());
@@ -169,8 +183,8 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
   passes::CapturedProgram captured;
   {
     autograd::GradModeGuard grad_on(true);
-    captured = passes::capture(step, traced,
-                               {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
+    captured = passes::capture(
+        step, traced, {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
   }
   program.graph = std::move(captured.graph);
   ir::merge_equal_constants(program.graph);
@@ -185,7 +199,8 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
     for (size_t i = 0; i < captured.inputs.size(); ++i) {
       if (!captured.inputs[i].data_mutated) continue;
       Kind kind = program.signature.inputs[i].kind;
-      if (kind == Kind::parameter || kind == Kind::optimizer_state) write_backs.push_back({in_nodes[i], k});
+      if (kind == Kind::parameter || kind == Kind::optimizer_state)
+        write_backs.push_back({in_nodes[i], k});
       ++k;
     }
     passes::reinplace_write_backs(program.graph, write_backs);
@@ -202,13 +217,17 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss, const 
     program.signature.outputs.push_back({kind, in.target});
   }
   program.signature.outputs.push_back({OutKind::loss_output, ""});
-  for (int i : grad_of) program.signature.outputs.push_back({OutKind::gradient_to_parameter, params[static_cast<size_t>(i)].name});
+  for (int i : grad_of)
+    program.signature.outputs.push_back(
+        {OutKind::gradient_to_parameter, params[static_cast<size_t>(i)].name});
 
   // State: parameters, persistent buffers, optimizer state; constants: the rest.
   for (const nn::NamedTensor& p : params) program.state.emplace_back(p.name, *p.tensor);
   for (const nn::NamedTensor& b : buffers) {
-    if (b.kind == nn::SlotKind::parameter || b.persistent) program.state.emplace_back(b.name, *b.tensor);
-    else program.constants.emplace_back(b.name, *b.tensor);
+    if (b.kind == nn::SlotKind::parameter || b.persistent)
+      program.state.emplace_back(b.name, *b.tensor);
+    else
+      program.constants.emplace_back(b.name, *b.tensor);
   }
   for (const StateSlot& s : opt_state) program.state.emplace_back(s.target, s.value);
   for (const auto& [name, value] : hyper) program.state.emplace_back("optimizer." + name, value);
@@ -233,7 +252,8 @@ NamedTensors trained_parameters(const ExportedProgram& program) {
 double scheduled_lr(const LrSchedule& schedule, double base, int64_t step, int64_t total) {
   KILN_CHECK(step >= 0 && step < total && schedule.warmup >= 0, value,
              "[schedule] step {} of {} (warmup {})", step, total, schedule.warmup);
-  if (step < schedule.warmup) return base * static_cast<double>(step + 1) / static_cast<double>(schedule.warmup);
+  if (step < schedule.warmup)
+    return base * static_cast<double>(step + 1) / static_cast<double>(schedule.warmup);
   int64_t k = step - schedule.warmup, remaining = std::max<int64_t>(total - schedule.warmup - 1, 1);
   double f = static_cast<double>(k) / static_cast<double>(remaining);
   switch (schedule.kind) {

@@ -15,8 +15,8 @@ namespace kiln {
 
 /** The loss of one batch: calls the module (e.g. `mse_loss(m(b[0])[0], b[1])`). */
 using LossFn = std::function<Tensor(nn::Module& module, const TensorList& batch)>;
-using OptimizerConfig =
-    std::variant<nn::SGDOptions, nn::AdamWOptions, nn::AdamOptions, nn::RMSpropOptions, nn::AdagradOptions>;
+using OptimizerConfig = std::variant<nn::SGDOptions, nn::AdamWOptions, nn::AdamOptions,
+                                     nn::RMSpropOptions, nn::AdagradOptions>;
 
 /** The optimizer a config describes, over `params`. */
 std::unique_ptr<nn::Optimizer> make_optimizer(const OptimizerConfig& config, TensorList params);
@@ -32,12 +32,12 @@ struct TrainStepOptions {
  * parameters, buffers, optimizer state ("optimizer.<param>.<name>", zeros at first),
  * the hyperparameters "optimizer.lr" and, when the options have weight decay,
  * "optimizer.weight_decay" (0-dim f64 state the step reads and never writes: change them
- * between runs to schedule them), workspaces, then the batch; outputs are the writes (parameter_mutation,
- * buffer_mutation, optimizer_state_mutation, in input order), then loss_output and one
- * gradient_to_parameter per parameter the loss depends on. Running it N times trains as
- * N eager steps would (J5). Errors before tracing: no parameter requires grad, an SGD
- * with both momentum and dampening (its first step is not expressible without a branch);
- * while tracing: a loss that is not a scalar. */
+ * between runs to schedule them), workspaces, then the batch; outputs are the writes
+ * (parameter_mutation, buffer_mutation, optimizer_state_mutation, in input order), then loss_output
+ * and one gradient_to_parameter per parameter the loss depends on. Running it N times trains as N
+ * eager steps would (J5). Errors before tracing: no parameter requires grad, an SGD with both
+ * momentum and dampening (its first step is not expressible without a branch); while tracing: a
+ * loss that is not a scalar. */
 ExportedProgram export_train_step(nn::Module& module, const LossFn& loss,
                                   const TensorList& example_batch,
                                   const TrainStepOptions& options = {});

@@ -66,7 +66,8 @@ const Executor::Plan& Executor::plan_for(const std::vector<int64_t>& binding) {
   Plan& plan = plans_.front().second;
   plan.metas.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i)
-    for (const ir::ValueMeta& m : nodes_[i]->meta()) plan.metas[i].push_back(evaluate(m, program_.shapes, binding));
+    for (const ir::ValueMeta& m : nodes_[i]->meta())
+      plan.metas[i].push_back(evaluate(m, program_.shapes, binding));
   build_plan(plan);
   ++plans_built_;
   return plan;
@@ -87,8 +88,11 @@ void Executor::build_plan(Plan& plan) {
   // first[i] + k. Each value's own lifetime: the outputs of one node die apart (a fused
   // backward op's d input is dead long before its d weight, read by the optimizer).
   std::vector<size_t> first(nodes_.size() + 1);
-  for (size_t i = 0; i < nodes_.size(); ++i) first[i + 1] = first[i] + std::max<size_t>(nodes_[i]->meta().size(), 1);
-  auto value = [&](const ir::Ref& r) { return first[pos.at(r.node)] + static_cast<size_t>(r.output); };
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    first[i + 1] = first[i] + std::max<size_t>(nodes_[i]->meta().size(), 1);
+  auto value = [&](const ir::Ref& r) {
+    return first[pos.at(r.node)] + static_cast<size_t>(r.output);
+  };
   // Aliasing root of each value: views and in-place ops share their input's.
   std::vector<size_t> root(first.back());
   for (size_t v = 0; v < root.size(); ++v) root[v] = v;
@@ -148,7 +152,8 @@ void Executor::build_plan(Plan& plan) {
   // as one value over their joined interval: gradients summed into zeros
   // (Note [Sums of disjoint scatters]) fill one buffer instead of cloning it per region.
   std::unordered_map<size_t, size_t> planned_index;  // value -> index in `values`
-  for (size_t v = 0; v < values.size(); ++v) planned_index[first[values[v].node] + values[v].output] = v;
+  for (size_t v = 0; v < values.size(); ++v)
+    planned_index[first[values[v].node] + values[v].output] = v;
   std::vector<size_t> group(values.size());
   for (size_t v = 0; v < group.size(); ++v) group[v] = v;
   auto group_of = [&](size_t v) {
@@ -163,11 +168,13 @@ void Executor::build_plan(Plan& plan) {
     size_t s = value(*self);
     auto it = planned_index.find(s);
     if (it == planned_index.end() || root[s] != s || death[s] != static_cast<int>(values[v].node) ||
-        !(meta_of(static_cast<size_t>(pos.at(self->node)))[static_cast<size_t>(self->output)] == meta_of(values[v].node)[0]))
+        !(meta_of(static_cast<size_t>(pos.at(self->node)))[static_cast<size_t>(self->output)] ==
+          meta_of(values[v].node)[0]))
       continue;
     bool read_elsewhere = false;
     for (size_t a = 1; a < n->args().size(); ++a)
-      if (const auto* r = std::get_if<ir::Ref>(&n->args()[a]); r && root[value(*r)] == s) read_elsewhere = true;
+      if (const auto* r = std::get_if<ir::Ref>(&n->args()[a]); r && root[value(*r)] == s)
+        read_elsewhere = true;
     if (read_elsewhere) continue;
     group[group_of(v)] = group_of(it->second);
   }
@@ -190,7 +197,8 @@ void Executor::build_plan(Plan& plan) {
   // (Placing big values first lets small ones fill their gaps; planning in program
   // order instead took ~20% more memory on a BLOCK train step.)
   std::vector<size_t> order = leaders;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return values[a].bytes > values[b].bytes; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return values[a].bytes > values[b].bytes; });
   struct Buffer {
     Storage storage;
     size_t bytes;
@@ -212,7 +220,8 @@ void Executor::build_plan(Plan& plan) {
     if (!home) {
       Allocator& a = device_allocator(p.device);
       size_t size = std::max<size_t>(p.bytes, 1);
-      buffers.push_back({std::make_shared<StorageImpl>(a.allocate(size), size, p.device, &a, false), size, {}});
+      buffers.push_back(
+          {std::make_shared<StorageImpl>(a.allocate(size), size, p.device, &a, false), size, {}});
       stats_.planned_bytes += static_cast<int64_t>(size);
       home = &buffers.back();
     }
@@ -241,7 +250,9 @@ TensorList Executor::run(const TensorList& user_inputs) {
   current_ = &plan;
   ir::SymbolValues symbol_values;
   if (!binding.empty())
-    symbol_values = [&](const sym::Expr* s) { return binding.at(static_cast<size_t>(program_.shapes.index_of(s))); };
+    symbol_values = [&](const sym::Expr* s) {
+      return binding.at(static_cast<size_t>(program_.shapes.index_of(s)));
+    };
   std::vector<Outputs> env(nodes_.size());
   std::unordered_map<const ir::Node*, size_t> index;
   index.reserve(nodes_.size());
@@ -251,7 +262,9 @@ TensorList Executor::run(const TensorList& user_inputs) {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     ir::Node* n = nodes_[i];
     index[n] = i;
-    auto value_of = [&](const ir::Ref& r) -> const Tensor& { return env[index.at(r.node)][r.output]; };
+    auto value_of = [&](const ir::Ref& r) -> const Tensor& {
+      return env[index.at(r.node)][r.output];
+    };
     switch (n->opcode()) {
       case ir::Opcode::input: env[i].push_back(inputs[next_input++]); break;
       case ir::Opcode::constant: env[i].push_back(n->value()); break;
@@ -275,7 +288,8 @@ TensorList Executor::run(const TensorList& user_inputs) {
         if (profiling_) {
           for (const ir::ValueMeta& m : n->meta())
             if (m.device.type == DeviceType::cuda) synchronize_device(m.device);
-          node_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          node_seconds_[i] +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           ++node_calls_[i];
         }
         break;
@@ -303,7 +317,8 @@ std::vector<OpTime> Executor::profile(bool by_input_shapes) const {
     if (by_input_shapes)
       for (const ir::Ref& r : nodes_[i]->inputs()) {
         const ir::ValueMeta& m = r.node->meta()[static_cast<size_t>(r.output)];
-        inputs += fmt::format("{}{}{}", inputs.empty() ? "" : ", ", to_string(m.dtype), m.shape.str());
+        inputs +=
+            fmt::format("{}{}{}", inputs.empty() ? "" : ", ", to_string(m.dtype), m.shape.str());
       }
     OpTime& t = by_op[{name, inputs}];
     t.op = name;
@@ -313,7 +328,8 @@ std::vector<OpTime> Executor::profile(bool by_input_shapes) const {
   }
   std::vector<OpTime> table;
   for (auto& [name, t] : by_op) table.push_back(std::move(t));
-  std::stable_sort(table.begin(), table.end(), [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
+  std::stable_sort(table.begin(), table.end(),
+                   [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
   return table;
 }
 

@@ -12,10 +12,10 @@ namespace kiln::runtime {
 
 /** What the memory plan does. */
 struct PlanStats {
-  int planned_values = 0;      // outputs written into planned buffers
-  int buffers = 0;             // distinct buffers they share
-  int64_t planned_bytes = 0;   // bytes of those buffers (the plan's footprint)
-  int64_t unplanned_bytes = 0; // bytes of values allocated per run (program outputs)
+  int planned_values = 0;       // outputs written into planned buffers
+  int buffers = 0;              // distinct buffers they share
+  int64_t planned_bytes = 0;    // bytes of those buffers (the plan's footprint)
+  int64_t unplanned_bytes = 0;  // bytes of values allocated per run (program outputs)
 };
 
 /** The time one op of a program took, summed over its nodes and the profiled runs. */
@@ -51,7 +51,7 @@ class Executor {
 
  private:
   struct Plan {
-    std::vector<Outputs> planned;  // per node: preallocated outputs, or empty
+    std::vector<Outputs> planned;                   // per node: preallocated outputs, or empty
     std::vector<std::vector<ir::ValueMeta>> metas;  // per node at the binding (empty: static)
     PlanStats stats;
   };

@@ -15,7 +15,6 @@ NoClobberScope::NoClobberScope() : prev_(t_no_clobber) { t_no_clobber = true; }
 NoClobberScope::~NoClobberScope() { t_no_clobber = prev_; }
 bool NoClobberScope::active() { return t_no_clobber; }
 
-
 ProxyMode::ProxyMode(ir::Graph& graph) : graph_(&graph), graphs_{&graph}, guard_(*this) {}
 
 const ProxyMode::Entry* ProxyMode::find(const Tensor& t) const {
@@ -81,8 +80,7 @@ Tensor ProxyMode::lift(const Tensor& literal) {
 Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
   const ops::OpInfo& info = ops::op_info(op);
   // (T4) Whether self had a node before this op, i.e. before any constant is made.
-  bool self_tracked = info.is_inplace() &&
-                      tracked(std::get<Tensor>(args[info.schema.mutated_arg]));
+  bool self_tracked = info.is_inplace() && tracked(std::get<Tensor>(args[info.schema.mutated_arg]));
   ir::ArgList ir_args;
   ir_args.reserve(args.size());
   for (const Value& v : args) {
@@ -99,8 +97,10 @@ Outputs ProxyMode::handle(ops::OpKind op, std::span<const Value> args) {
       ir_args.push_back(std::visit(
           [](const auto& x) -> ir::Arg {
             using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, TensorList>) return {};
-            else return x;
+            if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, TensorList>)
+              return {};
+            else
+              return x;
           },
           v));
     }
@@ -148,7 +148,7 @@ ir::Graph make_fx(const std::function<TensorList(const TensorList&)>& fn, const 
     ProxyMode proxy(graph);  // innermost: records, then forwards to FakeMode or eager
     for (size_t i = 0; i < traced.size(); ++i)
       proxy.add_input(traced[i], i < options.input_names.size() ? options.input_names[i]
-                                                                 : "arg" + std::to_string(i));
+                                                                : "arg" + std::to_string(i));
     TensorList results = fn(traced);
     ir::RefList refs;
     for (const Tensor& t : results) refs.push_back(proxy.ref_of(t));

@@ -59,7 +59,7 @@ class ProxyMode final : public Mode {
   const Entry* find(const Tensor& t) const;
 
   ir::Graph* graph_;
-  uint32_t graph_index_ = 0;           // of graph_ in graphs_
+  uint32_t graph_index_ = 0;              // of graph_ in graphs_
   std::vector<const ir::Graph*> graphs_;  // every graph recorded into, in first-use order
   std::function<ir::Ref(const ir::Ref&)> import_;
   // (T2) Keyed by impl address, checked against the impl's id (TensorId), so a freed

@@ -67,7 +67,8 @@ DType kiln_dtype(nb::dlpack::dtype t) {
     if (code == dtype_code::UInt && t.bits == 8) return DType::u8;
     if (code == dtype_code::Bool && t.bits == 8) return DType::b8;
   }
-  fail(ErrorKind::dtype, "[from_dlpack] a DLPack dtype (code {}, {} bits, {} lanes) kiln has no counterpart for",
+  fail(ErrorKind::dtype,
+       "[from_dlpack] a DLPack dtype (code {}, {} bits, {} lanes) kiln has no counterpart for",
        static_cast<int>(t.code), static_cast<int>(t.bits), static_cast<int>(t.lanes));
 }
 
@@ -84,10 +85,11 @@ nb::ndarray<> view_of(const Tensor& t) {
     shape.push_back(static_cast<size_t>(t.size(d)));
     strides.push_back(t.stride(d));
   }
-  int device_type = t.device().type == DeviceType::cuda ? nb::device::cuda::value : nb::device::cpu::value;
+  int device_type =
+      t.device().type == DeviceType::cuda ? nb::device::cuda::value : nb::device::cpu::value;
   int device_id = t.device().type == DeviceType::cuda ? t.device().index : 0;
-  return nb::ndarray<>(t.numel() ? t.raw_data() : nullptr, shape.size(), shape.data(), owner, strides.data(),
-                       dl_dtype(t.dtype()), device_type, device_id);
+  return nb::ndarray<>(t.numel() ? t.raw_data() : nullptr, shape.size(), shape.data(), owner,
+                       strides.data(), dl_dtype(t.dtype()), device_type, device_id);
 }
 
 // An ndarray (NumPy, PyTorch, anything with __dlpack__ or the buffer protocol) as a kiln
@@ -95,13 +97,17 @@ nb::ndarray<> view_of(const Tensor& t) {
 Tensor from_array(const nb::ndarray<>& a, std::optional<std::string> device) {
   DType dtype = kiln_dtype(a.dtype());
   Device where(DeviceType::cpu, 0);
-  if (a.device_type() == nb::device::cuda::value) where = Device(DeviceType::cuda, a.device_id());
-  else KILN_CHECK(a.device_type() == nb::device::cpu::value, device, "[from_dlpack] memory on DLPack device type {}",
-                  a.device_type());
-  if (device) {  // a CPU array may be given to a virtual CPU device: the memory is the same host memory
+  if (a.device_type() == nb::device::cuda::value)
+    where = Device(DeviceType::cuda, a.device_id());
+  else
+    KILN_CHECK(a.device_type() == nb::device::cpu::value, device,
+               "[from_dlpack] memory on DLPack device type {}", a.device_type());
+  if (device) {  // a CPU array may be given to a virtual CPU device: the memory is the same host
+                 // memory
     Device wanted{std::string_view(*device)};
-    KILN_CHECK(wanted.type == where.type, device, "[from_dlpack] {} memory cannot be a {} tensor without a copy",
-               where.str(), wanted.str());
+    KILN_CHECK(wanted.type == where.type, device,
+               "[from_dlpack] {} memory cannot be a {} tensor without a copy", where.str(),
+               wanted.str());
     where = wanted;
   }
   auto impl = std::make_shared<TensorImpl>();
@@ -111,16 +117,20 @@ Tensor from_array(const nb::ndarray<>& a, std::optional<std::string> device) {
   for (size_t d = 0; d < a.ndim(); ++d) {
     shape.push_back(static_cast<int64_t>(a.shape(d)));
     strides.push_back(a.stride(d));
-    KILN_CHECK(a.stride(d) >= 0, value, "[from_dlpack] negative strides (a reversed view): make it contiguous first");
-    if (a.shape(d) == 0) empty = true;
-    else extent += (static_cast<int64_t>(a.shape(d)) - 1) * a.stride(d);
+    KILN_CHECK(a.stride(d) >= 0, value,
+               "[from_dlpack] negative strides (a reversed view): make it contiguous first");
+    if (a.shape(d) == 0)
+      empty = true;
+    else
+      extent += (static_cast<int64_t>(a.shape(d)) - 1) * a.stride(d);
   }
   impl->shape = Dims(shape);
   impl->strides = Dims(strides);
   impl->dtype = dtype;
   impl->device = where;
   size_t nbytes = empty ? 0 : static_cast<size_t>(extent) * itemsize(dtype);
-  impl->storage = std::make_shared<StorageImpl>(const_cast<void*>(a.data()), nbytes, where, nullptr, false);
+  impl->storage =
+      std::make_shared<StorageImpl>(const_cast<void*>(a.data()), nbytes, where, nullptr, false);
   auto* held = new nb::ndarray<>(a);
   impl->storage->owner = std::shared_ptr<void>(held, [](void* p) {
     nb::gil_scoped_acquire gil;
@@ -210,7 +220,8 @@ class Program {
   Tensor& state_entry(const std::string& name) {
     for (auto& [n, t] : program_->state)
       if (n == name) return t;
-    fail(ErrorKind::value, "[program] no state entry '{}' (a train step exported by kiln has optimizer.lr)", name);
+    fail(ErrorKind::value,
+         "[program] no state entry '{}' (a train step exported by kiln has optimizer.lr)", name);
   }
 
  private:
@@ -230,7 +241,8 @@ enum class Kind { kiln, numpy, torch };
 
 Kind kind_of(const nb::args& args) {
   if (args.size() == 0 || nb::isinstance<Tensor>(args[0])) return Kind::kiln;
-  nb::str module = nb::borrow<nb::str>(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(args[0].ptr()))).attr("__module__"));
+  nb::str module = nb::borrow<nb::str>(
+      nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(args[0].ptr()))).attr("__module__"));
   std::string_view name = module.c_str();
   if (name.rfind("torch", 0) == 0) return Kind::torch;
   if (name.rfind("numpy", 0) == 0) return Kind::numpy;
@@ -259,7 +271,8 @@ TensorList run_args(P& p, const nb::args& args) {
 DeviceMap device_map_of(const std::optional<std::map<std::string, std::string>>& m) {
   DeviceMap map;
   if (m)
-    for (const auto& [from, to] : *m) map.emplace_back(Device(std::string_view(from)), Device(std::string_view(to)));
+    for (const auto& [from, to] : *m)
+      map.emplace_back(Device(std::string_view(from)), Device(std::string_view(to)));
   return map;
 }
 
@@ -277,8 +290,10 @@ nb::dict signature_of(const ExportedProgram& p) {
       nb::list shape;  // (Y1) a symbolic dim by its expression ("s0")
       for (size_t k = 0; k < m.shape.size(); ++k) {
         SymInt size = m.shape.sym(k);
-        if (size.is_symbolic()) shape.append(size.str());
-        else shape.append(size.hint());
+        if (size.is_symbolic())
+          shape.append(size.str());
+        else
+          shape.append(size.hint());
       }
       d["shape"] = shape;
       d["dtype"] = std::string(to_string(m.dtype));
@@ -307,19 +322,28 @@ NB_MODULE(_kiln, m) {
   m.doc() = "kiln: portable tensor programs (the C++ library's Python skin)";
   python::make_errors(m);
 
-  nb::class_<Tensor>(m, "Tensor", "A kiln tensor; its memory is shared with NumPy / PyTorch through DLPack")
+  nb::class_<Tensor>(m, "Tensor",
+                     "A kiln tensor; its memory is shared with NumPy / PyTorch through DLPack")
       .def_prop_ro("shape", [](const Tensor& t) { return t.shape().vec(); })
       .def_prop_ro("dtype", [](const Tensor& t) { return std::string(to_string(t.dtype())); })
       .def_prop_ro("device", [](const Tensor& t) { return t.device().str(); })
       .def_prop_ro("strides", [](const Tensor& t) { return t.strides().vec(); })
-      .def_prop_ro("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.numel() ? t.raw_data() : nullptr); })
+      .def_prop_ro("data_ptr",
+                   [](const Tensor& t) {
+                     return reinterpret_cast<uintptr_t>(t.numel() ? t.raw_data() : nullptr);
+                   })
       .def("numel", &Tensor::numel)
       .def("dim", &Tensor::dim)
-      .def("to", [](const Tensor& t, const std::string& device) { return to(t, Device(std::string_view(device))); },
-           "device"_a, "A copy on `device` (the same tensor when it is there already)")
+      .def(
+          "to",
+          [](const Tensor& t, const std::string& device) {
+            return to(t, Device(std::string_view(device)));
+          },
+          "device"_a, "A copy on `device` (the same tensor when it is there already)")
       .def("contiguous", [](const Tensor& t) { return contiguous(t); })
-      .def("numpy", [](const Tensor& t) { return nb::ndarray<nb::numpy>(python::view_of(t)); }, nb::rv_policy::reference,
-           "A NumPy array over the same memory (CPU tensors)")
+      .def(
+          "numpy", [](const Tensor& t) { return nb::ndarray<nb::numpy>(python::view_of(t)); },
+          nb::rv_policy::reference, "A NumPy array over the same memory (CPU tensors)")
       .def("__dlpack__",
            [](const Tensor& t, nb::kwargs) {
              // an ndarray without a framework crosses as the DLPack capsule itself;
@@ -328,27 +352,37 @@ NB_MODULE(_kiln, m) {
            })
       .def("__dlpack_device__",
            [](const Tensor& t) {
-             return std::pair<int, int>(t.device().type == DeviceType::cuda ? nb::device::cuda::value
-                                                                              : nb::device::cpu::value,
+             return std::pair<int, int>(t.device().type == DeviceType::cuda
+                                            ? nb::device::cuda::value
+                                            : nb::device::cpu::value,
                                         t.device().type == DeviceType::cuda ? t.device().index : 0);
            })
-      .def("__array__",
-           [](const Tensor& t, nb::args, nb::kwargs) { return nb::ndarray<nb::numpy>(python::view_of(t)); })
+      .def("__array__", [](const Tensor& t, nb::args,
+                           nb::kwargs) { return nb::ndarray<nb::numpy>(python::view_of(t)); })
       .def("__repr__", [](const Tensor& t) { return "kiln.Tensor(" + t.meta_str() + ")"; })
       .def("__str__", [](const Tensor& t) { return to_string(t); });
 
-  m.def("from_dlpack", [](nb::ndarray<> a, std::optional<std::string> device) { return python::from_array(a, device); },
-        "array"_a, "device"_a = nb::none(),
-        "A kiln tensor over the memory of `array` (NumPy, PyTorch, anything with __dlpack__ or the buffer "
-        "protocol), without a copy; `device` may name a virtual CPU device for CPU memory");
-  m.def("set_cpu_device_count", &set_cpu_device_count, "n"_a, "How many virtual CPU devices cpu:0..cpu:N-1 exist");
-  m.def("device_count", [](const std::string& type) { return device_count(Device(std::string_view(type)).type); },
-        "type"_a);
+  m.def(
+      "from_dlpack",
+      [](nb::ndarray<> a, std::optional<std::string> device) {
+        return python::from_array(a, device);
+      },
+      "array"_a, "device"_a = nb::none(),
+      "A kiln tensor over the memory of `array` (NumPy, PyTorch, anything with __dlpack__ or the "
+      "buffer "
+      "protocol), without a copy; `device` may name a virtual CPU device for CPU memory");
+  m.def("set_cpu_device_count", &set_cpu_device_count, "n"_a,
+        "How many virtual CPU devices cpu:0..cpu:N-1 exist");
+  m.def(
+      "device_count",
+      [](const std::string& type) { return device_count(Device(std::string_view(type)).type); },
+      "type"_a);
 
-  nb::class_<Program>(m, "Program",
-                      "A loaded program. Call it with tensors (kiln, NumPy or PyTorch): the outputs come back in "
-                      "the same kind, sharing memory with kiln's; one output as it is, several as a tuple. Runs "
-                      "release the GIL; threads may call one program concurrently")
+  nb::class_<Program>(
+      m, "Program",
+      "A loaded program. Call it with tensors (kiln, NumPy or PyTorch): the outputs come back in "
+      "the same kind, sharing memory with kiln's; one output as it is, several as a tuple. Runs "
+      "release the GIL; threads may call one program concurrently")
       .def("__call__",
            [](Program& p, nb::args args) -> nb::object {
              python::Kind kind = python::kind_of(args);
@@ -358,16 +392,19 @@ NB_MODULE(_kiln, m) {
              for (const Tensor& t : outs) l.append(python::as_kind(t, kind));
              return nb::tuple(l);
            })
-      .def("run", [](Program& p, nb::args args) { return python::run_args(p, args); },
-           "The outputs as a list of kiln tensors, whatever the inputs are")
-      .def("step",
-           [](Program& p, nb::args args) {
-             std::optional<size_t> loss = p.loss_index();
-             KILN_CHECK(loss, value, "[step] the program has no loss output: export it with --train OPTIMIZER");
-             TensorList outs = python::run_args(p, args);
-             return item<double>(to(outs.at(*loss), DType::f64));
-           },
-           "A train step (forward, backward, update of the program's state) on one batch; the loss")
+      .def(
+          "run", [](Program& p, nb::args args) { return python::run_args(p, args); },
+          "The outputs as a list of kiln tensors, whatever the inputs are")
+      .def(
+          "step",
+          [](Program& p, nb::args args) {
+            std::optional<size_t> loss = p.loss_index();
+            KILN_CHECK(loss, value,
+                       "[step] the program has no loss output: export it with --train OPTIMIZER");
+            TensorList outs = python::run_args(p, args);
+            return item<double>(to(outs.at(*loss), DType::f64));
+          },
+          "A train step (forward, backward, update of the program's state) on one batch; the loss")
       .def_prop_rw(
           "lr",
           [](Program& p) { return item<double>(to(p.state_entry("optimizer.lr"), DType::f64)); },
@@ -392,27 +429,35 @@ NB_MODULE(_kiln, m) {
              for (auto& [n, t] : p.get().state)
                if (n == name) {
                  Tensor v = python::as_tensor(value);
-                 KILN_CHECK(v.shape() == t.shape(), value,
-                            "[set_state] '{}' is {}, the value {}", name, t.meta_str(), v.meta_str());
+                 KILN_CHECK(v.shape() == t.shape(), value, "[set_state] '{}' is {}, the value {}",
+                            name, t.meta_str(), v.meta_str());
                  copy_(t, v);
                  return;
                }
              fail(ErrorKind::value, "[set_state] the program has no state '{}'", name);
            })
-      .def("show", [](Program& p, const std::string& format) { return show_program(p.get(), format); },
-           "format"_a = "text")
-      .def("save", [](Program& p, const std::string& path) { save(p.get(), path); }, "path"_a)
-      .def("__repr__", [](Program& p) { return "kiln.Program(\n" + p.get().signature_str() + ")"; });
+      .def(
+          "show",
+          [](Program& p, const std::string& format) { return show_program(p.get(), format); },
+          "format"_a = "text")
+      .def(
+          "save", [](Program& p, const std::string& path) { save(p.get(), path); }, "path"_a)
+      .def("__repr__",
+           [](Program& p) { return "kiln.Program(\n" + p.get().signature_str() + ")"; });
 
-  m.def("load",
-        [](const std::string& path, std::optional<std::map<std::string, std::string>> device_map) {
-          DeviceMap map = python::device_map_of(device_map);
-          nb::gil_scoped_release no_gil;
-          return new Program(is_pt2_file(path) ? load_pt2(path, map) : load_program(path, map));
-        },
-        "path"_a, "device_map"_a = nb::none(),
-        "Loads a kiln program file or a .pt2 archive (torch.export.save); device_map maps the file's devices "
-        "({'cuda:0': 'cpu:0'})");
-  m.def("import_notes", [](const std::string& path) { return read_pt2(path).notes; }, "path"_a,
-        "What importing the .pt2 archive decides that a user should know (specialized sizes, tied weights)");
+  m.def(
+      "load",
+      [](const std::string& path, std::optional<std::map<std::string, std::string>> device_map) {
+        DeviceMap map = python::device_map_of(device_map);
+        nb::gil_scoped_release no_gil;
+        return new Program(is_pt2_file(path) ? load_pt2(path, map) : load_program(path, map));
+      },
+      "path"_a, "device_map"_a = nb::none(),
+      "Loads a kiln program file or a .pt2 archive (torch.export.save); device_map maps the file's "
+      "devices "
+      "({'cuda:0': 'cpu:0'})");
+  m.def(
+      "import_notes", [](const std::string& path) { return read_pt2(path).notes; }, "path"_a,
+      "What importing the .pt2 archive decides that a user should know (specialized sizes, tied "
+      "weights)");
 }

@@ -43,7 +43,8 @@ TEST(InplaceViews, AutogradRecordsTheViewAndRefusesALeaf) {
   sum(mul(x, w)).backward();
   EXPECT_EQ(values(a.grad()), values(contiguous(t(w))));
   expect_error([&] { t_(a); }, ErrorKind::value,
-               "[t_] a leaf Variable that requires grad (f32[2, 3]@cpu:0) is being used in an in-place operation.");
+               "[t_] a leaf Variable that requires grad (f32[2, 3]@cpu:0) is being used in an "
+               "in-place operation.");
   {
     autograd::NoGradGuard no_grad;  // as PyTorch: allowed without grad mode
     Tensor b = randn({2, 3}, {.requires_grad = true});
@@ -96,8 +97,12 @@ TEST(InplaceViews, CaptureKeepsIntermediatesAndRefusesInputs) {
     t_(x);
     return TensorList{add(x, 1.0)};
   };
-  expect_error([&] { passes::capture(on_input, {randn({2, 3})}, {.input_names = {"x"}}); }, ErrorKind::unsupported,
-               "[capture] input x ([2, 3]) had its shape, strides or offset changed in place (now [3, 2]");
+  expect_error(
+      [&] {
+        passes::capture(on_input, {randn({2, 3})}, {.input_names = {"x"}});
+      },
+      ErrorKind::unsupported,
+      "[capture] input x ([2, 3]) had its shape, strides or offset changed in place (now [3, 2]");
   auto joint = [](const TensorList& in) {
     Tensor x = in[0];
     unsqueeze_(x, 0);
@@ -109,26 +114,40 @@ TEST(InplaceViews, CaptureKeepsIntermediatesAndRefusesInputs) {
 
 TEST(InplaceViews, ResizeGrowsTheStorageInPlace) {
   Tensor x = arange(4.0);
-  Tensor view = x;  // sees the resize: same impl
+  Tensor view = x;                            // sees the resize: same impl
   Tensor other = as_strided(x, {2}, {1}, 0);  // another tensor over the same storage
   resize_(x, {2, 3});
   EXPECT_EQ(view.shape(), Dims({2, 3}));
   EXPECT_TRUE(view.is_contiguous());
   std::vector<double> v = values(x);
   EXPECT_EQ(std::vector<double>(v.begin(), v.begin() + 4), (std::vector<double>{0, 1, 2, 3}));
-  EXPECT_EQ(values(other), (std::vector<double>{0, 1}));  // the grown memory, the old elements first
+  EXPECT_EQ(values(other),
+            (std::vector<double>{0, 1}));  // the grown memory, the old elements first
   fill_(x, 7.0);
   EXPECT_EQ(values(other), (std::vector<double>{7, 7}));
   resize_(x, {2});  // smaller: the storage stays
   EXPECT_EQ(values(x), (std::vector<double>{7, 7}));
   Tensor g = randn({2}, {.requires_grad = true});
-  expect_error([&] { resize_(g, {4}); }, ErrorKind::value, "[resize_] cannot resize variables that require grad");
+  expect_error([&] { resize_(g, {4}); }, ErrorKind::value,
+               "[resize_] cannot resize variables that require grad");
   expect_error([&] { resize_(x, {-1}); }, ErrorKind::shape, "negative dimension");
-  expect_error([&] { resize_(x, {int64_t{1} << 40, int64_t{1} << 40}); }, ErrorKind::shape, "do not fit in memory");
+  expect_error(
+      [&] {
+        resize_(x, {int64_t{1} << 40, int64_t{1} << 40});
+      },
+      ErrorKind::shape, "do not fit in memory");
   expect_error([&] { resize_(x, {int64_t{1} << 62}); }, ErrorKind::shape, "do not fit in memory");
-  expect_error([&] { make_fx([](const TensorList& in) { Tensor y = mul(in[0], 1.0); resize_(y, {9}); return TensorList{y}; },
-                             {randn({3})}); },
-               ErrorKind::unsupported, "[resize_] is not supported while tracing");
+  expect_error(
+      [&] {
+        make_fx(
+            [](const TensorList& in) {
+              Tensor y = mul(in[0], 1.0);
+              resize_(y, {9});
+              return TensorList{y};
+            },
+            {randn({3})});
+      },
+      ErrorKind::unsupported, "[resize_] is not supported while tracing");
 }
 
 TEST(InplaceViews, SetViewsWhatTheSourceViews) {
@@ -139,7 +158,8 @@ TEST(InplaceViews, SetViewsWhatTheSourceViews) {
   EXPECT_EQ(values(x), values(contiguous(transpose(src, 0, 1))));
   fill_(x, 1.0);  // one storage
   EXPECT_EQ(values(src), std::vector<double>(6, 1.0));
-  expect_error([&] { set_(x, zeros({2}, {.dtype = DType::i64})); }, ErrorKind::dtype, "[set_] Could not set tensor");
+  expect_error([&] { set_(x, zeros({2}, {.dtype = DType::i64})); }, ErrorKind::dtype,
+               "[set_] Could not set tensor");
 }
 
 }  // namespace

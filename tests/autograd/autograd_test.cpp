@@ -76,7 +76,7 @@ TEST(G1, DetachAndRetainGrad) {
   y.retain_grad();
   Tensor z = y * y;
   sum(z).backward();
-  EXPECT_TRUE(all_close(y.grad(), {6, 12}));  // 2y
+  EXPECT_TRUE(all_close(y.grad(), {6, 12}));   // 2y
   EXPECT_TRUE(all_close(x.grad(), {18, 36}));  // 2y * 3
 }
 
@@ -122,14 +122,19 @@ TEST(G6, InferenceTensorsAreReadOnlyForAutogradOutsideTheMode) {
     EXPECT_TRUE(inf.is_inference());
     EXPECT_TRUE(view(inf, {1, 3}).is_inference());
     EXPECT_FALSE(view_of_normal.is_inference());  // a view of a normal tensor stays normal
-    add_(inf, 1.0);                                // writing it inside the mode is allowed
-    add_(normal, 0.0);                             // and normal tensors may be written there
+    add_(inf, 1.0);                               // writing it inside the mode is allowed
+    add_(normal, 0.0);                            // and normal tensors may be written there
   }
   EXPECT_FALSE(normal.is_inference());
   EXPECT_EQ(to_vector<float>(inf), (std::vector<float>{3, 3, 3}));
   expect_error([&] { add_(inf, 1.0); }, ErrorKind::value,
                "[add_] Inplace update to inference tensor outside InferenceMode is not allowed");
-  expect_error([&] { Tensor v = view(inf, {3}); fill_(v, 0.0); }, ErrorKind::value, "inference tensor");
+  expect_error(
+      [&] {
+        Tensor v = view(inf, {3});
+        fill_(v, 0.0);
+      },
+      ErrorKind::value, "inference tensor");
   EXPECT_EQ(to_vector<float>(inf), (std::vector<float>{3, 3, 3}));  // nothing was written
   Tensor w = ones({3}, {.requires_grad = true});
   expect_error([&] { mul(w, inf); }, ErrorKind::value,
@@ -137,8 +142,9 @@ TEST(G6, InferenceTensorsAreReadOnlyForAutogradOutsideTheMode) {
   Tensor sum_ok = add(w, inf);  // add saves nothing: allowed, as in PyTorch
   EXPECT_TRUE(sum_ok.requires_grad());
   EXPECT_FALSE(sum_ok.is_inference());
-  expect_error([&] { inf.set_requires_grad(true); }, ErrorKind::value,
-               "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed");
+  expect_error(
+      [&] { inf.set_requires_grad(true); }, ErrorKind::value,
+      "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed");
   Tensor c = clone(inf);  // the way out
   EXPECT_FALSE(c.is_inference());
   add_(c, 1.0);
@@ -163,27 +169,31 @@ TEST(G4, ModifiedSavedTensorIsAnErrorNamingTheOp) {
   Tensor y = x * 2.0;
   Tensor z = exp(y);  // saves its result
   add_(z, 1.0);
-  expect_error([&] { sum(z).backward(); }, ErrorKind::value,
-               "[ExpBackward0] one of the tensors needed for gradient computation has been "
-               "modified by an in-place operation: [f32[2]@cpu:0], which is output 0 of ExpBackward0, is at "
-               "version 1; expected version 0 instead (output 0 of exp saved it)");
+  expect_error(
+      [&] { sum(z).backward(); }, ErrorKind::value,
+      "[ExpBackward0] one of the tensors needed for gradient computation has been "
+      "modified by an in-place operation: [f32[2]@cpu:0], which is output 0 of ExpBackward0, is at "
+      "version 1; expected version 0 instead (output 0 of exp saved it)");
   EXPECT_FALSE(x.grad().defined());  // nothing was accumulated
 
   Tensor a = x * 1.0;
   Tensor b = a * a;  // saves a
   mul_(a, 2.0);
   // named by the node that produced it (a = x * 1), as PyTorch; the saver in brackets
-  expect_error([&] { sum(b).backward(); }, ErrorKind::value,
-               "[MulBackward0] one of the tensors needed for gradient computation has been modified by an "
-               "in-place operation: [f32[2]@cpu:0], which is output 0 of MulBackward0, is at version 1; expected "
-               "version 0 instead (argument 'self' of mul saved it)");
+  expect_error(
+      [&] { sum(b).backward(); }, ErrorKind::value,
+      "[MulBackward0] one of the tensors needed for gradient computation has been modified by an "
+      "in-place operation: [f32[2]@cpu:0], which is output 0 of MulBackward0, is at version 1; "
+      "expected "
+      "version 0 instead (argument 'self' of mul saved it)");
   Tensor leaf = tensor({1, 2}, {}, {.requires_grad = true});
   Tensor c = exp(mul(leaf, 1.0));
   Tensor d = tensor({3, 4});
   Tensor e = mul(c, d);  // saves d, which has no history: no "which is" part
   mul_(d, 2.0);
   expect_error([&] { sum(e).backward(); }, ErrorKind::value,
-               "in-place operation: [f32[2]@cpu:0] is at version 1; expected version 0 instead (argument 'other' "
+               "in-place operation: [f32[2]@cpu:0] is at version 1; expected version 0 instead "
+               "(argument 'other' "
                "of mul saved it)");
 }
 
@@ -206,8 +216,9 @@ TEST(G1, ReadingTheGradOfANonLeafWarnsOnceThroughTheHandler) {
   EXPECT_FALSE(y.grad().defined());
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].site, "grad of a non-leaf");
-  EXPECT_NE(got[0].message.find("a tensor that is not a leaf, is read: backward() does not fill it"),
-            std::string::npos)
+  EXPECT_NE(
+      got[0].message.find("a tensor that is not a leaf, is read: backward() does not fill it"),
+      std::string::npos)
       << got[0].message;
   reset_warnings();
   y.grad();
@@ -237,7 +248,8 @@ TEST(G4, InPlaceOnALeafOrAViewOfOneIsAClearError) {
                "[add_] cannot modify in place a leaf tensor that requires grad");
   EXPECT_EQ(x.version(), 0u);  // nothing written
   Tensor v = slice(x, 0, 0, 2);
-  expect_error([&] { mul_(v, 2.0); }, ErrorKind::value, "modifies in place a view (f32[2]@cpu:0) of a leaf");
+  expect_error([&] { mul_(v, 2.0); }, ErrorKind::value,
+               "modifies in place a view (f32[2]@cpu:0) of a leaf");
   EXPECT_EQ(x.version(), 0u);
   {
     autograd::NoGradGuard g;  // the way to update parameters
@@ -308,7 +320,8 @@ TEST(G4, ViewsMadeBeforeAWriteGetTheBasesNewHistory) {
     Tensor tail = slice(y, 0, 1, 3);
     mul_(tail, select(y, 0, 0));
     EXPECT_TRUE(all_close(y, {1, 2, 3}));
-    expect_error([&] { sum(y).backward(); }, ErrorKind::value, "has been modified by an in-place operation");
+    expect_error([&] { sum(y).backward(); }, ErrorKind::value,
+                 "has been modified by an in-place operation");
   }
   {  // mul_ saves c0, whose storage its own write then changes: PyTorch refuses this too
     Tensor x = tensor({1, 2, 3, 4, 5, 6}, {}, {.requires_grad = true});
@@ -357,11 +370,15 @@ TEST(G5, SecondDerivativesThroughSpecialCases) {
     Tensor g = autograd::grad({sum(f(x))}, {x}, {}, true, false, /*create_graph=*/true)[0];
     return autograd::grad({sum(g * g)}, {x})[0];
   };
-  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return cumprod(x, 0); }, {1, 2, 0, 3}), {130, 70, 56, 32}));
-  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return logcumsumexp(x, 0); }, {1, -INFINITY, 0.5}),
-                        {1.0551284385110193, 0, -1.0551284385110193}, 1e-12, 1e-12));
-  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return special_i1(x); }, {0, 1}), {0, 0.6019547659568157}));
-  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return special_i1e(x); }, {0, 1}), {0, -0.014963288626146145}));
+  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return cumprod(x, 0); }, {1, 2, 0, 3}),
+                        {130, 70, 56, 32}));
+  EXPECT_TRUE(
+      all_close(gradgrad([](const Tensor& x) { return logcumsumexp(x, 0); }, {1, -INFINITY, 0.5}),
+                {1.0551284385110193, 0, -1.0551284385110193}, 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return special_i1(x); }, {0, 1}),
+                        {0, 0.6019547659568157}));
+  EXPECT_TRUE(all_close(gradgrad([](const Tensor& x) { return special_i1e(x); }, {0, 1}),
+                        {0, -0.014963288626146145}));
   // cumprod's first derivative in ops (create_graph) equals the fused kernel's, zeros and all
   manual_seed(5);
   Tensor x = where(rand({4, 6}) < 0.25, zeros({4, 6}), randn({4, 6}));
@@ -439,7 +456,7 @@ TEST(G3, BackwardRunsEachNodeOnItsDeviceAndSendsGradientsBack) {
   Tensor w1 = randn({4, 3}, {.device = d1, .requires_grad = true});
   Tensor w2 = randn({2, 4}, {.device = d2, .requires_grad = true});
   Tensor x = randn({5, 3}, {.device = d1});
-  Tensor h = relu(linear(x, w1));  // on cpu:1
+  Tensor h = relu(linear(x, w1));      // on cpu:1
   Tensor out = linear(to(h, d2), w2);  // on cpu:2
   Tensor loss = sum(out * out);
   DeviceLog log;

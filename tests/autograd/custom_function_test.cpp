@@ -81,7 +81,8 @@ TEST(CustomFunction, AnInputWrittenInPlaceAfterSavingIsAnErrorNamingTheFunction)
   Tensor a = randn({3}, {.requires_grad = true}), b = randn({3});
   Tensor y = Mul2::apply(a, b);
   add_(b, 1.0);
-  expect_error([&] { sum(y).backward(); }, ErrorKind::value, "[CustomFunctionBackward] one of the tensors needed");
+  expect_error([&] { sum(y).backward(); }, ErrorKind::value,
+               "[CustomFunctionBackward] one of the tensors needed");
 }
 
 // Wrong counts and shapes of the user's gradients are clear errors.
@@ -100,8 +101,9 @@ TEST(CustomFunction, BackwardsOfTheWrongCountOrShapeAreErrors) {
   Tensor x = randn({3}, {.requires_grad = true});
   expect_error([&] { sum(BadCount::apply(x)).backward(); }, ErrorKind::value,
                "[BadCountBackward] backward returned 2 gradients, expected 1");
-  expect_error([&] { sum(BadShape::apply(x)).backward(); }, ErrorKind::value,
-               "[BadShapeBackward] backward returned a gradient of shape [5] for argument 0 of shape [3]");
+  expect_error(
+      [&] { sum(BadShape::apply(x)).backward(); }, ErrorKind::value,
+      "[BadShapeBackward] backward returned a gradient of shape [5] for argument 0 of shape [3]");
 }
 
 // Sort-like: values differentiable, indices marked non-differentiable; the gradient of
@@ -187,7 +189,8 @@ TEST(CustomFunction, OnceDifferentiableRefusesASecondDerivative) {
   // a second backward through a freed graph names the function
   Tensor y = OnceSquare::apply(x);
   sum(y).backward();
-  expect_error([&] { sum(y).backward(); }, ErrorKind::value, "[OnceSquareBackward] Trying to backward through the graph a second time");
+  expect_error([&] { sum(y).backward(); }, ErrorKind::value,
+               "[OnceSquareBackward] Trying to backward through the graph a second time");
 }
 
 // Traced: make_fx records the forward's ops and the backward's; capture_joint's program

@@ -22,8 +22,9 @@ std::vector<std::vector<Value>> extra_samples(OpKind op) {
   TensorOptions o{.dtype = f64};
   Tensor a3 = randn({2, 3, 4}, o);
   switch (op) {
-    case OpKind::add: return {{randn({3, 1}, o), randn({1, 4}, o), Scalar(0.5)},
-                              {randn({2, 3}, o), scalar_tensor(1.5, o), Scalar(1)}};
+    case OpKind::add:
+      return {{randn({3, 1}, o), randn({1, 4}, o), Scalar(0.5)},
+              {randn({2, 3}, o), scalar_tensor(1.5, o), Scalar(1)}};
     case OpKind::mul: return {{transpose(randn({4, 3}, o), 0, 1), randn({3, 1}, o)}};
     case OpKind::sum: return {{a3, IntList{0, 2}, false, Value()}, {a3, IntList{}, false, Value()}};
     case OpKind::mean: return {{a3, IntList{-1, 0}, true, Value()}};
@@ -36,13 +37,14 @@ std::vector<std::vector<Value>> extra_samples(OpKind op) {
               {randn({4}, o), randn({4}, o)},
               {randn({2, 3, 4}, o), randn({4}, o)},
               {randn({3, 4}, o), randn({2, 4, 5}, o)}};
-    case OpKind::linear: return {{randn({4}, o), randn({6, 4}, o), Value()},
-                                 {a3, randn({5, 4}, o), randn({5}, o)}};
+    case OpKind::linear:
+      return {{randn({4}, o), randn({6, 4}, o), Value()}, {a3, randn({5, 4}, o), randn({5}, o)}};
     case OpKind::permute: return {{a3, IntList{2, 0, 1}}};
     case OpKind::special_unary: {  // every function with a derivative
       std::vector<std::vector<Value>> all;
       for (const char* fn : {"i0", "i0e", "i1"}) all.push_back({mul(a3, 3.0), Str(fn)});
-      for (const char* fn : {"erfcx", "log_ndtr"}) all.push_back({a3, Str(fn)});  // erfcx(-x) grows as e^{x²}
+      for (const char* fn : {"erfcx", "log_ndtr"})
+        all.push_back({a3, Str(fn)});  // erfcx(-x) grows as e^{x²}
       return all;
     }
     case OpKind::special_binary:  // w.r.t. the second argument
@@ -55,7 +57,8 @@ std::vector<std::vector<Value>> extra_samples(OpKind op) {
       return {{transpose(randn({2, 4, 3}, o), 1, 2), softmax(a3, -1), int64_t{-1}},
               {randn({2, 3, 4}, o), softmax(a3, 1), int64_t{1}}};
     case OpKind::log_softmax_backward:
-      return {{randn({2, 3, 4}, o), log_softmax(transpose(randn({2, 4, 3}, o), 1, 2), 1), int64_t{1}}};
+      return {
+          {randn({2, 3, 4}, o), log_softmax(transpose(randn({2, 4, 3}, o), 1, 2), 1), int64_t{1}}};
     case OpKind::layer_norm: return {{a3, IntList{3, 4}, Value(), Value(), 1e-5}};
     case OpKind::linalg_eigh: {  // the upper triangle, a batch
       Tensor s = randn({2, 3, 3}, o);
@@ -63,18 +66,20 @@ std::vector<std::vector<Value>> extra_samples(OpKind op) {
     }
     case OpKind::linalg_svd: return {{randn({2, 3, 5}, o), false}, {randn({3, 3}, o), true}};
     case OpKind::linear_backward:
-      return {{randn({2, 3, 5}, o), a3, randn({5, 4}, o)},
-              {randn({3, 5}, o), transpose(randn({4, 3}, o), 0, 1), transpose(randn({4, 5}, o), 0, 1)}};
-    case OpKind::layer_norm_backward: return {{randn({2, 3, 4}, o), transpose(randn({2, 4, 3}, o), 1, 2), IntList{4}, Value(), 1e-5}};
+      return {
+          {randn({2, 3, 5}, o), a3, randn({5, 4}, o)},
+          {randn({3, 5}, o), transpose(randn({4, 3}, o), 0, 1), transpose(randn({4, 5}, o), 0, 1)}};
+    case OpKind::layer_norm_backward:
+      return {
+          {randn({2, 3, 4}, o), transpose(randn({2, 4, 3}, o), 1, 2), IntList{4}, Value(), 1e-5}};
     case OpKind::gelu: return {{a3, Str("none")}};
     case OpKind::gelu_backward: return {{randn({3, 4}, o), randn({4}, o), Str("none")}};
     case OpKind::threshold_backward: return {{randn({3, 1}, o), randn({3, 4}, o), Scalar(0)}};
-    case OpKind::index_select:
-      return {{a3, int64_t{2}, from_vector<int64_t>({3, 3, 0})}};
+    case OpKind::index_select: return {{a3, int64_t{2}, from_vector<int64_t>({3, 3, 0})}};
     case OpKind::embedding: return {{randn({5, 3}, o), from_vector<int64_t>({1, 1, 4, 0}, {2, 2})}};
     case OpKind::_to_copy: return {{randn({2, 3}, o), f64, Device("cpu:2"), false}};
-    case OpKind::copy_: return {{zeros({2, 3}, {.dtype = f64, .device = Device("cpu:1")}),
-                                 randn({3}, o), false}};
+    case OpKind::copy_:
+      return {{zeros({2, 3}, {.dtype = f64, .device = Device("cpu:1")}), randn({3}, o), false}};
     case OpKind::where:
       return {{gt(randn({3, 1}, o), 0.0), randn({3, 4}, o), scalar_tensor(0.5, o)}};
     case OpKind::slice: return {{a3, int64_t{2}, int64_t{-3}, Value(), int64_t{1}}};
@@ -100,7 +105,8 @@ bool differentiable_input(const Tensor& t) {
 
 // Calls `op` on `args` where each differentiable tensor is replaced by its leaf (a
 // clone of it when the op writes it: leaves requiring grad cannot be written).
-Outputs call(OpKind op, const std::vector<Value>& args, const std::map<const TensorImpl*, Tensor>& leaf) {
+Outputs call(OpKind op, const std::vector<Value>& args,
+             const std::map<const TensorImpl*, Tensor>& leaf) {
   std::vector<Value> call_args = args;
   int mutated = ops::op_info(op).schema.mutated_arg;
   for (size_t i = 0; i < call_args.size(); ++i) {
@@ -155,7 +161,8 @@ Leaves make_leaves(const std::vector<Value>& args) {
     leaves.list.push_back(l);
   };
   for (const Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) add_leaf(*t);
+    if (auto* t = std::get_if<Tensor>(&v))
+      add_leaf(*t);
     else if (auto* list = std::get_if<TensorList>(&v))
       for (const Tensor& x : *list) add_leaf(x);
   }
@@ -166,7 +173,8 @@ Leaves make_leaves(const std::vector<Value>& args) {
 std::vector<Tensor> loss_weights(const Outputs& outs) {
   std::vector<Tensor> weights;
   for (const Tensor& out : outs)
-    if (is_floating(out.dtype())) weights.push_back(randn(IntList(out.shape().begin(), out.shape().end()), {.dtype = f64}));
+    if (is_floating(out.dtype()))
+      weights.push_back(randn(IntList(out.shape().begin(), out.shape().end()), {.dtype = f64}));
   return weights;
 }
 
@@ -208,7 +216,9 @@ void gradcheck(OpKind op, const std::vector<Value>& args) {
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < n; ++j)
             sym[static_cast<size_t>(b * n * n + i * n + j)] =
-                (numeric[static_cast<size_t>(b * n * n + i * n + j)] + numeric[static_cast<size_t>(b * n * n + j * n + i)]) / 2;
+                (numeric[static_cast<size_t>(b * n * n + i * n + j)] +
+                 numeric[static_cast<size_t>(b * n * n + j * n + i)]) /
+                2;
       numeric = sym;
     }
     Tensor got = analytic[k].defined() ? analytic[k] : zeros_like(l);
@@ -268,10 +278,12 @@ std::vector<Value> on_device(std::vector<Value> args, Device device) {
     t = it->second;
   };
   for (Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) move(*t);
+    if (auto* t = std::get_if<Tensor>(&v))
+      move(*t);
     else if (auto* list = std::get_if<TensorList>(&v))
       for (Tensor& x : *list) move(x);
-    else if (auto* d = std::get_if<Device>(&v)) *d = device;
+    else if (auto* d = std::get_if<Device>(&v))
+      *d = device;
   }
   return args;
 }

@@ -37,7 +37,9 @@ TEST(Loss, CrossEntropyMatchesLogSoftmaxAndIgnoresIndex) {
   Tensor target = from_vector<int64_t>({2, 0, 1});
   Tensor loss = nn::cross_entropy(logits, target);
   // -log softmax picked, by hand.
-  auto lse = [](double a, double b, double c) { return std::log(std::exp(a) + std::exp(b) + std::exp(c)); };
+  auto lse = [](double a, double b, double c) {
+    return std::log(std::exp(a) + std::exp(b) + std::exp(c));
+  };
   double want = ((lse(1, 2, 3) - 3) + (lse(1, 0, -1) - 1) + (lse(.5, .5, .5) - .5)) / 3;
   EXPECT_NEAR(item<double>(loss), want, 1e-6);
   loss.backward();
@@ -52,14 +54,26 @@ TEST(Loss, CrossEntropyMatchesLogSoftmaxAndIgnoresIndex) {
   EXPECT_TRUE(all_close(nn::cross_entropy(logits, ignored, "none"),
                         {lse(1, 2, 3) - 3, 0, lse(.5, .5, .5) - .5}, 1e-5, 1e-6));
   // Float targets are class probabilities, shaped like the input (as PyTorch).
-  expect_error([&] { nn::cross_entropy(logits, tensor({1, 2, 0})); }, ErrorKind::shape,
-               "class-probability targets must be shaped like the input");
-  expect_error([&] { nn::nll_loss(logits, tensor({1, 2, 0})); }, ErrorKind::dtype,
-               "class indices of an integer dtype");
-  expect_error([&] { nn::cross_entropy(logits, from_vector<int64_t>({1, 2})); }, ErrorKind::shape,
-               "expects input [N, C, *] with target [N, *]");
-  expect_error([&] { nn::cross_entropy(logits, from_vector<int64_t>({1, 3, 0})); }, ErrorKind::index,
-               "out of bounds");
+  expect_error(
+      [&] {
+        nn::cross_entropy(logits, tensor({1, 2, 0}));
+      },
+      ErrorKind::shape, "class-probability targets must be shaped like the input");
+  expect_error(
+      [&] {
+        nn::nll_loss(logits, tensor({1, 2, 0}));
+      },
+      ErrorKind::dtype, "class indices of an integer dtype");
+  expect_error(
+      [&] {
+        nn::cross_entropy(logits, from_vector<int64_t>({1, 2}));
+      },
+      ErrorKind::shape, "expects input [N, C, *] with target [N, *]");
+  expect_error(
+      [&] {
+        nn::cross_entropy(logits, from_vector<int64_t>({1, 3, 0}));
+      },
+      ErrorKind::index, "out of bounds");
 }
 
 // ---- optimizers against their formulas, in double ------------------------------------
@@ -67,8 +81,11 @@ TEST(Loss, CrossEntropyMatchesLogSoftmaxAndIgnoresIndex) {
 TEST(Optim, SgdMomentumNesterovWeightDecay) {
   for (bool nesterov : {false, true}) {
     Tensor p = tensor({1.0, -2.0}, {}, {.dtype = f64, .requires_grad = true});
-    nn::SGD opt({p}, {.lr = 0.1, .momentum = 0.9, .dampening = nesterov ? 0 : 0.25,
-                      .weight_decay = 0.01, .nesterov = nesterov});
+    nn::SGD opt({p}, {.lr = 0.1,
+                      .momentum = 0.9,
+                      .dampening = nesterov ? 0 : 0.25,
+                      .weight_decay = 0.01,
+                      .nesterov = nesterov});
     std::vector<double> w = {1.0, -2.0}, buf = {0, 0};
     for (int step = 0; step < 3; ++step) {
       opt.zero_grad();
@@ -131,11 +148,18 @@ TEST(Optim, StateDictRoundTripContinuesTraining) {
     o->step();
   }
   EXPECT_TRUE(all_close(b, values(a), 0, 0));
-  expect_error([&] { ob.load_state_dict({{"state.0.bogus", zeros({2})}}); }, ErrorKind::value,
-               "unexpected state key 'state.0.bogus'");
-  expect_error([&] { ob.load_state_dict({{"state.0.exp_avg", zeros({3})}}); }, ErrorKind::shape,
-               "has shape [3], expected [2]");
-  expect_error([] { nn::SGD({zeros({2})}, {}); }, ErrorKind::value, "must be a leaf that requires grad");
+  expect_error(
+      [&] {
+        ob.load_state_dict({{"state.0.bogus", zeros({2})}});
+      },
+      ErrorKind::value, "unexpected state key 'state.0.bogus'");
+  expect_error(
+      [&] {
+        ob.load_state_dict({{"state.0.exp_avg", zeros({3})}});
+      },
+      ErrorKind::shape, "has shape [3], expected [2]");
+  expect_error([] { nn::SGD({zeros({2})}, {}); }, ErrorKind::value,
+               "must be a leaf that requires grad");
 }
 
 // ---- modules ---------------------------------------------------------------------------
@@ -169,7 +193,8 @@ TEST(Modules, PyTorchNamedModulesApplyTheirFunctions) {
   EXPECT_TRUE(same(nn::ReflectionPad({1, 2, 0, 1})(x), nn::pad(x, {1, 2, 0, 1}, "reflect")));
   EXPECT_TRUE(same(nn::ChannelShuffle(3)(x), nn::channel_shuffle(x, 3)));
   Tensor target = randn({2, 3, 4, 4});
-  EXPECT_TRUE(same(nn::HuberLoss("sum", 0.5)({x, target})[0], nn::huber_loss(x, target, "sum", 0.5)));
+  EXPECT_TRUE(
+      same(nn::HuberLoss("sum", 0.5)({x, target})[0], nn::huber_loss(x, target, "sum", 0.5)));
   Tensor labels = from_vector<int64_t>({2, 0});
   Tensor logits = randn({2, 3});
   EXPECT_TRUE(same(nn::CrossEntropyLoss({}, -100, "mean", 0.1)({logits, labels})[0],
@@ -226,7 +251,8 @@ TEST(Modules, TrainAndEvalModes) {
 struct Golden {
   std::map<std::string, Tensor> t;
   Golden() {
-    for (auto& [k, v] : load_safetensors(std::string(KILN_TEST_DATA) + "/golden/train_golden.safetensors"))
+    for (auto& [k, v] :
+         load_safetensors(std::string(KILN_TEST_DATA) + "/golden/train_golden.safetensors"))
       t[k] = v;
   }
   const Tensor& at(const std::string& k) const {
@@ -261,7 +287,8 @@ Case make_case(const std::string& name) {
   if (name == "block")
     return {std::make_shared<nn::BenchBlock>(16, 2, 32),
             [](const Tensor& o, const Tensor& t) { return nn::mse_loss(o, t); }};
-  return {std::make_shared<nn::GPT>(nn::GPTConfig{.vocab = 32, .context = 8, .layers = 2, .heads = 2, .width = 16}),
+  return {std::make_shared<nn::GPT>(
+              nn::GPTConfig{.vocab = 32, .context = 8, .layers = 2, .heads = 2, .width = 16}),
           [](const Tensor& o, const Tensor& t) {
             return nn::cross_entropy(reshape(o, {-1, 32}), reshape(t, {-1}));
           }};

@@ -19,7 +19,8 @@ using testing::expect_error;
 
 // Same shape and bitwise the same values (NaNs equal).
 ::testing::AssertionResult same(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return ::testing::AssertionFailure() << "shape or dtype";
+  if (a.shape() != b.shape() || a.dtype() != b.dtype())
+    return ::testing::AssertionFailure() << "shape or dtype";
   std::vector<double> av = to_vector<double>(a), bv = to_vector<double>(b);
   for (size_t i = 0; i < av.size(); ++i)
     if (!(av[i] == bv[i] || (std::isnan(av[i]) && std::isnan(bv[i]))))
@@ -56,7 +57,8 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
   struct Shape {
     int64_t n, k, m;
   };
-  std::vector<Shape> shapes{{1, 1, 1}, {3, 5, 2}, {64, 512, 512}, {130, 67, 129}, {1, 300, 200}, {200, 300, 1}};
+  std::vector<Shape> shapes{{1, 1, 1},      {3, 5, 2},     {64, 512, 512},
+                            {130, 67, 129}, {1, 300, 200}, {200, 300, 1}};
   for (cpu::GemmLibrary lib : libraries()) {
     cpu::set_gemm_library(lib);
     for (Shape s : shapes)
@@ -69,8 +71,8 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
                                          s.k, ta ? "T" : "", s.k, s.m, tb ? "T" : "");
           expect_matches_f64(mm(a, b), mm(a64, b64), what);
           Tensor c = randn({s.n, s.m});
-          expect_matches_f64(addmm(c, a, b, 0.5, -2.0), addmm(to(c, DType::f64), a64, b64, 0.5, -2.0),
-                             "addmm " + what);
+          expect_matches_f64(addmm(c, a, b, 0.5, -2.0),
+                             addmm(to(c, DType::f64), a64, b64, 0.5, -2.0), "addmm " + what);
         }
     // linear with and without bias, batch dims folded into rows
     Tensor x = randn({4, 33, 96}), w = randn({80, 96}), bias = randn({80});
@@ -95,7 +97,8 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
     // scores), a selected batch, an empty batch, and matrices that share memory (each row
     // overlaps the next: per matrix through BLAS)
     Tensor qkv = randn({2, 24, 3, 4, 16});  // [B, T, 3, H, D]
-    Tensor heads = permute(qkv, {2, 0, 3, 1, 4}), heads64 = to(heads, DType::f64);  // [3, B, H, T, D]
+    Tensor heads = permute(qkv, {2, 0, 3, 1, 4}),
+           heads64 = to(heads, DType::f64);  // [3, B, H, T, D]
     Tensor hq = select(heads, 0, 0), hk = select(heads, 0, 1), hv = select(heads, 0, 2);
     Tensor q64 = select(heads64, 0, 0), k64 = select(heads64, 0, 1), v64 = select(heads64, 0, 2);
     Tensor scores = matmul(hq, transpose(hk, -2, -1));
@@ -103,24 +106,32 @@ TEST(GemmLibraries, EveryLayoutMatchesADoubleReference) {
     expect_matches_f64(matmul(scores, hv), matmul(to(scores, DType::f64), v64), "attention values");
     // strided heads transposed (column-major matrices, copied as such): backward's q^T
     expect_matches_f64(matmul(transpose(hq, -2, -1), scores),
-                       matmul(transpose(q64, -2, -1), to(scores, DType::f64)), "a strided head transposed");
-    Tensor kk = transpose(select(randn({3, 2, 4, 5}), 1, 1), -2, -1), left = randn({2, 1, 6, 5});  // [3, 5, 4]
+                       matmul(transpose(q64, -2, -1), to(scores, DType::f64)),
+                       "a strided head transposed");
+    Tensor kk = transpose(select(randn({3, 2, 4, 5}), 1, 1), -2, -1),
+           left = randn({2, 1, 6, 5});  // [3, 5, 4]
     expect_matches_f64(matmul(left, kk), matmul(to(left, DType::f64), to(kk, DType::f64)),
                        "a broadcast batch of strided column-major matrices");
-    Tensor dense_v = contiguous(hv), scores64 = to(scores, DType::f64);  // transposes of dense batches
+    Tensor dense_v = contiguous(hv),
+           scores64 = to(scores, DType::f64);  // transposes of dense batches
     expect_matches_f64(matmul(transpose(scores, -2, -1), dense_v),
-                       matmul(transpose(scores64, -2, -1), to(dense_v, DType::f64)), "transposed scores");
+                       matmul(transpose(scores64, -2, -1), to(dense_v, DType::f64)),
+                       "transposed scores");
     expect_matches_f64(matmul(dense_v, transpose(dense_v, -2, -1)),
-                       matmul(to(dense_v, DType::f64), transpose(to(dense_v, DType::f64), -2, -1)), "v v^T");
+                       matmul(to(dense_v, DType::f64), transpose(to(dense_v, DType::f64), -2, -1)),
+                       "v v^T");
     Tensor many = select(randn({20, 3, 5, 7, 6}), 1, 2), right = randn({20, 5, 6, 4});
-    expect_matches_f64(matmul(many, right), matmul(to(many, DType::f64), to(right, DType::f64)), "a selected batch");
+    expect_matches_f64(matmul(many, right), matmul(to(many, DType::f64), to(right, DType::f64)),
+                       "a selected batch");
     EXPECT_EQ(matmul(randn({0, 3, 4, 5}), randn({0, 3, 5, 2})).shape(), Dims({0, 3, 4, 2}));
     Tensor base = randn({200}), rhs = randn({3, 8, 5});
-    expect_matches_f64(matmul(as_strided(base, {3, 10, 8}, {20, 2, 1}), rhs),
-                       matmul(as_strided(to(base, DType::f64), {3, 10, 8}, {20, 2, 1}), to(rhs, DType::f64)),
-                       "overlapping rows");
+    expect_matches_f64(
+        matmul(as_strided(base, {3, 10, 8}, {20, 2, 1}), rhs),
+        matmul(as_strided(to(base, DType::f64), {3, 10, 8}, {20, 2, 1}), to(rhs, DType::f64)),
+        "overlapping rows");
     Tensor r = randn({2, 1, 40, 50}), u = randn({3, 50, 60});
-    expect_matches_f64(matmul(r, u), matmul(to(r, DType::f64), to(u, DType::f64)), "matmul broadcast");
+    expect_matches_f64(matmul(r, u), matmul(to(r, DType::f64), to(u, DType::f64)),
+                       "matmul broadcast");
     // an empty inner dimension: zeros, and addmm keeps beta * self
     Tensor z = mm(zeros({3, 0}), zeros({0, 4}));
     EXPECT_TRUE(testing::all_close(z, std::vector<double>(12, 0.0)));
@@ -141,20 +152,22 @@ TEST(GemmLibraries, ShortProductsComputedTransposedMatchADoubleReference) {
   };
   for (int threads : {1, 2}) {
     kiln::NumThreadsGuard guard(threads);
-    for (Shape s : {Shape{16, 600, 512}, Shape{40, 512, 300}, Shape{64, 512, 512}, Shape{32, 256, 1024}})
+    for (Shape s :
+         {Shape{16, 600, 512}, Shape{40, 512, 300}, Shape{64, 512, 512}, Shape{32, 256, 1024}})
       for (bool ta : {false, true})
         for (bool tb : {false, true}) {
           Tensor a = ta ? t(randn({s.k, s.n})) : randn({s.n, s.k});
           Tensor b = tb ? t(randn({s.m, s.k})) : randn({s.k, s.m});
           Tensor a64 = to(a, DType::f64), b64 = to(b, DType::f64);
-          std::string what = fmt::format("[{}x{}]{} @ [{}x{}]{}, {} thread(s)", s.n, s.k, ta ? "T" : "", s.k,
-                                         s.m, tb ? "T" : "", threads);
+          std::string what = fmt::format("[{}x{}]{} @ [{}x{}]{}, {} thread(s)", s.n, s.k,
+                                         ta ? "T" : "", s.k, s.m, tb ? "T" : "", threads);
           expect_matches_f64(mm(a, b), mm(a64, b64), what);
           Tensor c = randn({s.n, s.m});  // beta 0: c is not read
           expect_matches_f64(addmm(c, a, b, 0.0, 2.0), addmm(to(c, DType::f64), a64, b64, 0.0, 2.0),
                              "addmm alpha 2 " + what);
           Tensor bias = randn({s.m});
-          expect_matches_f64(addmm(bias, a, b), addmm(to(bias, DType::f64), a64, b64), "bias row " + what);
+          expect_matches_f64(addmm(bias, a, b), addmm(to(bias, DType::f64), a64, b64),
+                             "bias row " + what);
         }
     // linear: batch dims folded into 40 rows, with and without bias
     Tensor x = randn({2, 20, 512}), w = randn({300, 512}), bias = randn({300});
@@ -178,7 +191,8 @@ TEST(GemmLibraries, KeptPrimitivesMatchTheirProducts) {
         Tensor a = randn({n, 9}), b = randn({9, 5}), bias = randn({5});
         std::string what = fmt::format("[{}x9] @ [9x5], {} thread(s), round {}", n, threads, round);
         expect_matches_f64(mm(a, b), mm(to(a, DType::f64), to(b, DType::f64)), what);
-        expect_matches_f64(linear(a, t(b), bias), linear(to(a, DType::f64), to(t(b), DType::f64), to(bias, DType::f64)),
+        expect_matches_f64(linear(a, t(b), bias),
+                           linear(to(a, DType::f64), to(t(b), DType::f64), to(bias, DType::f64)),
                            "linear " + what);
       }
   }
@@ -240,7 +254,8 @@ TEST(IntraOpThreads, AnExceptionInAChunkReachesTheCaller) {
   EXPECT_THROW(cpu::parallel_for(static_cast<int64_t>(hit.size()), 1,
                                  [&](int64_t b, int64_t e) {
                                    for (int64_t i = b; i < e; ++i) hit[i] = 1;
-                                   if (e == static_cast<int64_t>(hit.size())) throw std::runtime_error("last chunk");
+                                   if (e == static_cast<int64_t>(hit.size()))
+                                     throw std::runtime_error("last chunk");
                                  }),
                std::runtime_error);
   // every chunk still ran: the team finished before the error was rethrown
@@ -314,26 +329,31 @@ TEST(RowKernels, FloatAccumulationMatchesDouble) {
   EXPECT_TRUE(close(softmax(x, 1), softmax(x64, 1)));
   EXPECT_TRUE(close(log_softmax(x, 1), log_softmax(x64, 1)));
   // layer_norm's output is (x - mean) / std: relative to its O(1) values
-  EXPECT_TRUE(testing::all_close(layer_norm(x, {4096}, w, b),
-                                 to_vector<double>(layer_norm(x64, {4096}, to(w, DType::f64), to(b, DType::f64))),
-                                 1e-4, 2e-4));
-  EXPECT_TRUE(testing::all_close(layer_norm(x, {4096}, Tensor(), b),
-                                 to_vector<double>(layer_norm(x64, {4096}, Tensor(), to(b, DType::f64))),
-                                 1e-4, 2e-4));
+  EXPECT_TRUE(testing::all_close(
+      layer_norm(x, {4096}, w, b),
+      to_vector<double>(layer_norm(x64, {4096}, to(w, DType::f64), to(b, DType::f64))), 1e-4,
+      2e-4));
+  EXPECT_TRUE(testing::all_close(
+      layer_norm(x, {4096}, Tensor(), b),
+      to_vector<double>(layer_norm(x64, {4096}, Tensor(), to(b, DType::f64))), 1e-4, 2e-4));
   EXPECT_TRUE(close(rms_norm(x, {4096}), rms_norm(x64, {4096})));
   EXPECT_TRUE(close(mean(x, {1}), mean(x64, {1})));
-  EXPECT_TRUE(close(sum(x), sum(x64)));  // one row of 262144 (mse_loss's mean)
+  EXPECT_TRUE(close(sum(x), sum(x64)));                  // one row of 262144 (mse_loss's mean)
   EXPECT_TRUE(close(sum(t(x), {0}), sum(t(x64), {0})));  // rows gathered from columns
   // softmax's fused gradients: sum(g y) and sum(g) over rows of 4096, outputs O(1e-4)
   Tensor gs = randn({64, 4096}), gs64 = to(gs, DType::f64);
   Tensor y = softmax(x, 1), y64 = to(y, DType::f64);
-  EXPECT_TRUE(testing::all_close(softmax_backward(gs, y, 1), to_vector<double>(softmax_backward(gs64, y64, 1)), 1e-6, 1e-9));
+  EXPECT_TRUE(testing::all_close(softmax_backward(gs, y, 1),
+                                 to_vector<double>(softmax_backward(gs64, y64, 1)), 1e-6, 1e-9));
   Tensor ly = log_softmax(x, 1), ly64 = to(ly, DType::f64);
-  EXPECT_TRUE(testing::all_close(log_softmax_backward(gs, ly, 1), to_vector<double>(log_softmax_backward(gs64, ly64, 1)), 1e-5, 1e-5));
+  EXPECT_TRUE(testing::all_close(log_softmax_backward(gs, ly, 1),
+                                 to_vector<double>(log_softmax_backward(gs64, ly64, 1)), 1e-5,
+                                 1e-5));
   // layer_norm's fused gradients: d input relative to its O(1) values, the column sums
   // over 64 rows of O(1) terms
   Tensor g = randn({64, 4096});
-  LayerNormGrads f = layer_norm_backward(g, x, {4096}, w), d = layer_norm_backward(to(g, DType::f64), x64, {4096}, to(w, DType::f64));
+  LayerNormGrads f = layer_norm_backward(g, x, {4096}, w),
+                 d = layer_norm_backward(to(g, DType::f64), x64, {4096}, to(w, DType::f64));
   EXPECT_TRUE(testing::all_close(f.input, to_vector<double>(d.input), 1e-4, 2e-4));
   EXPECT_TRUE(testing::all_close(f.weight, to_vector<double>(d.weight), 1e-4, 1e-3));
   EXPECT_TRUE(testing::all_close(f.bias, to_vector<double>(d.bias), 1e-5, 1e-5));
@@ -364,13 +384,20 @@ TEST(PortableKernels, EveryLevelTheCpuHasAgrees) {
   Tensor x = randn({64, 1000}), y = randn({64, 1000}), w = randn({1000});
   Tensor h = to(x, DType::f16), bh = to(x, DType::bf16);
   auto run_all = [&] {
-    return std::vector<Tensor>{add(x, y),         mul(x, w),
-                               gelu(x, "tanh"),   gelu(x),
-                               softmax(x, 1),     layer_norm(x, {1000}, w, w),
-                               softmax_backward(y, softmax(x, 1), 1), log_softmax_backward(y, x, 1),
-                               sum(x, {0}),       masked_fill(x, gt(y, 0.0), 2.0),
-                               to(h, DType::f32), to(x, DType::f16),
-                               add(h, h),         to(bh, DType::f32),
+    return std::vector<Tensor>{add(x, y),
+                               mul(x, w),
+                               gelu(x, "tanh"),
+                               gelu(x),
+                               softmax(x, 1),
+                               layer_norm(x, {1000}, w, w),
+                               softmax_backward(y, softmax(x, 1), 1),
+                               log_softmax_backward(y, x, 1),
+                               sum(x, {0}),
+                               masked_fill(x, gt(y, 0.0), 2.0),
+                               to(h, DType::f32),
+                               to(x, DType::f16),
+                               add(h, h),
+                               to(bh, DType::f32),
                                contiguous(t(x))};
   };
   cpu::set_cpu_isa(cpu::Isa::base);
@@ -403,11 +430,13 @@ TEST(PortableKernels, HalfConversionsAgreeWithThePortableCode) {
     ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << b;
     ASSERT_EQ(Half(got).bits, h.bits) << b;  // exact values round-trip
   }
-  std::vector<float> edges{0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e-8f, 2.98e-8f,
-                           5.96e-8f, 6.1e-5f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, INFINITY,
-                           -INFINITY, 3.14159f, -2.71828e4f};
+  std::vector<float> edges{
+      0.0f,     -0.0f,     65504.0f, 65519.99f,  65520.0f,           -65520.0f,
+      1e-8f,    2.98e-8f,  5.96e-8f, 6.1e-5f,    1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,
+      INFINITY, -INFINITY, 3.14159f, -2.71828e4f};
   manual_seed(2);
-  for (double v : to_vector<double>(mul(randn({4096}), 300.0))) edges.push_back(static_cast<float>(v));
+  for (double v : to_vector<double>(mul(randn({4096}), 300.0)))
+    edges.push_back(static_cast<float>(v));
   for (float f : edges) EXPECT_EQ(Half(f).bits, half_bits_from_float(f)) << f;
 }
 
@@ -417,24 +446,28 @@ TEST(PortableKernels, DenseConversionsAgreeOnEveryLevel) {
   cpu::Isa before = cpu::cpu_isa();
   std::vector<uint16_t> bits(65536 + 7);  // + 7: a tail that is not a whole vector
   for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint16_t>(i);
-  std::vector<float> floats{0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, 65504.0f, 65520.0f, 1e-8f,
-                            INFINITY, -INFINITY, NAN, -NAN, 3.4e38f, -1.17549435e-38f, 2.5f, -7.75f};
+  std::vector<float> floats{
+      0.0f,     -0.0f,     1.0f, 1.00390625f, 1.01171875f, 65504.0f,         65520.0f, 1e-8f,
+      INFINITY, -INFINITY, NAN,  -NAN,        3.4e38f,     -1.17549435e-38f, 2.5f,     -7.75f};
   manual_seed(4);
-  for (double v : to_vector<double>(mul(randn({1000}), 1000.0))) floats.push_back(static_cast<float>(v));
+  for (double v : to_vector<double>(mul(randn({1000}), 1000.0)))
+    floats.push_back(static_cast<float>(v));
   for (uint32_t u : {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7fc00001u, 0xff800001u, 0x00008000u})
     floats.push_back(std::bit_cast<float>(u));  // exact bf16 ties, NaN payloads, subnormals
   for (cpu::Isa isa : {cpu::Isa::base, cpu::Isa::avx2, cpu::Isa::avx512}) {
     if (isa > cpu::cpu_isa_supported()) continue;
     cpu::set_cpu_isa(isa);
     std::vector<float> up(bits.size());
-    cpu::convert_dense(reinterpret_cast<const Half*>(bits.data()), up.data(), static_cast<int64_t>(bits.size()));
+    cpu::convert_dense(reinterpret_cast<const Half*>(bits.data()), up.data(),
+                       static_cast<int64_t>(bits.size()));
     for (size_t i = 0; i < bits.size(); ++i) {
       float want = float_from_half_bits(bits[i]);
       ASSERT_TRUE(std::bit_cast<uint32_t>(up[i]) == std::bit_cast<uint32_t>(want) ||
                   (std::isnan(up[i]) && std::isnan(want)))
           << "f16 " << bits[i] << " at " << cpu::isa_name(isa);
     }
-    cpu::convert_dense(reinterpret_cast<const BFloat16*>(bits.data()), up.data(), static_cast<int64_t>(bits.size()));
+    cpu::convert_dense(reinterpret_cast<const BFloat16*>(bits.data()), up.data(),
+                       static_cast<int64_t>(bits.size()));
     for (size_t i = 0; i < bits.size(); ++i)
       ASSERT_EQ(std::bit_cast<uint32_t>(up[i]), uint32_t(bits[i]) << 16) << "bf16 " << bits[i];
     std::vector<Half> h(floats.size());
@@ -444,8 +477,10 @@ TEST(PortableKernels, DenseConversionsAgreeOnEveryLevel) {
     for (size_t i = 0; i < floats.size(); ++i) {
       uint16_t want_h = half_bits_from_float(floats[i]), want_b = BFloat16(floats[i]).bits;
       bool h_nan = (want_h & 0x7c00) == 0x7c00 && (want_h & 0x3ff);
-      if (h_nan) EXPECT_TRUE((h[i].bits & 0x7c00) == 0x7c00 && (h[i].bits & 0x3ff)) << floats[i];
-      else EXPECT_EQ(h[i].bits, want_h) << floats[i] << " at " << cpu::isa_name(isa);
+      if (h_nan)
+        EXPECT_TRUE((h[i].bits & 0x7c00) == 0x7c00 && (h[i].bits & 0x3ff)) << floats[i];
+      else
+        EXPECT_EQ(h[i].bits, want_h) << floats[i] << " at " << cpu::isa_name(isa);
       EXPECT_EQ(b[i].bits, want_b) << floats[i] << " at " << cpu::isa_name(isa);
     }
   }

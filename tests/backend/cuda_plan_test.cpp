@@ -79,8 +79,8 @@ TEST(CudaPlan, FastDivisionIsExactBelowTwoToThe31) {
   divisors.push_back((uint32_t{1} << 31) - 1);
   for (uint32_t d : divisors) {
     FastDivider div(d);
-    std::vector<uint32_t> dividends = {0, 1, d - 1, d, d + 1, 2 * d - 1, (uint32_t{1} << 31) - 1,
-                                       (uint32_t{1} << 31) - d};
+    std::vector<uint32_t> dividends = {
+        0, 1, d - 1, d, d + 1, 2 * d - 1, (uint32_t{1} << 31) - 1, (uint32_t{1} << 31) - d};
     for (int r = 0; r < 64; ++r) dividends.push_back(static_cast<uint32_t>(rng()) >> 1);
     for (uint32_t n : dividends) {
       if (n >= (uint32_t{1} << 31)) continue;
@@ -129,11 +129,11 @@ void emulate(const GemmCall& g, const double* first, const double* second, doubl
 // A [batch, r, c] operand in one of several layouts, as a view of a larger buffer.
 Tensor operand_in_layout(int64_t batch, int64_t r, int64_t c, int layout) {
   switch (layout) {
-    case 0: return randn({batch, r, c}, {.dtype = f64});                        // row-major
-    case 1: return transpose(randn({batch, c, r}, {.dtype = f64}), 1, 2);       // column-major
+    case 0: return randn({batch, r, c}, {.dtype = f64});                          // row-major
+    case 1: return transpose(randn({batch, c, r}, {.dtype = f64}), 1, 2);         // column-major
     case 2: return slice(randn({batch, r, c + 3}, {.dtype = f64}), 2, 1, c + 1);  // padded rows
     case 3: return transpose(slice(randn({batch, c, r + 2}, {.dtype = f64}), 2, 0, r), 1, 2);
-    case 4: return expand(randn({1, r, c}, {.dtype = f64}), {batch, r, c});     // broadcast batch
+    case 4: return expand(randn({1, r, c}, {.dtype = f64}), {batch, r, c});  // broadcast batch
     default: return slice(randn({batch, r, 2 * c}, {.dtype = f64}), 2, 0, 2 * c, 2);  // strided
   }
 }
@@ -162,11 +162,11 @@ TEST(CudaPlan, GemmCallsComputeTheRowMajorProduct) {
 }
 
 TEST(CudaPlan, BatchDimsCollapseOnlyWhenOneStrideDescribesThem) {
-  EXPECT_EQ(collapsed_batch_stride(Dims{2, 3}, Dims{60, 20}), 20);  // dense
-  EXPECT_EQ(collapsed_batch_stride(Dims{2, 3}, Dims{0, 0}), 0);     // fully broadcast
+  EXPECT_EQ(collapsed_batch_stride(Dims{2, 3}, Dims{60, 20}), 20);        // dense
+  EXPECT_EQ(collapsed_batch_stride(Dims{2, 3}, Dims{0, 0}), 0);           // fully broadcast
   EXPECT_EQ(collapsed_batch_stride(Dims{2, 1, 3}, Dims{60, 7, 20}), 20);  // size-1 ignored
   EXPECT_EQ(collapsed_batch_stride(Dims{}, Dims{}), 0);
-  EXPECT_FALSE(collapsed_batch_stride(Dims{2, 3}, Dims{0, 20}));  // broadcast outer dim
+  EXPECT_FALSE(collapsed_batch_stride(Dims{2, 3}, Dims{0, 20}));    // broadcast outer dim
   EXPECT_FALSE(collapsed_batch_stride(Dims{2, 3}, Dims{100, 20}));  // padded
 }
 

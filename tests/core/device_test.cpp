@@ -25,13 +25,14 @@ TEST(Device, ParsesEveryForm) {  // (D1)
 TEST(Device, RejectsMalformedStrings) {  // (D1)
   expect_error([] { Device(""); }, ErrorKind::device, "empty device string");
   for (const char* bad : {"cuda:", "cuda:01", "cuda:-1", "cuda:1:2", "cpu:x", "cuda: 1"})
-    expect_error([bad] { Device{std::string_view(bad)}; }, ErrorKind::device, "malformed device index");
+    expect_error([bad] { Device{std::string_view(bad)}; }, ErrorKind::device,
+                 "malformed device index");
   expect_error([] { Device(":0"); }, ErrorKind::device, "unknown device type ''");
   expect_error([] { Device("tpu:0"); }, ErrorKind::device, "valid types are: cpu, cuda, meta");
 }
 
 TEST(Device, IndexBeyondCountFailsAtUseNotParse) {  // (D1)
-  Device d("cpu:7");  // parses fine
+  Device d("cpu:7");                                // parses fine
   EXPECT_EQ(d.index, 7);
   expect_error([&] { zeros({2}, {.device = d}); }, ErrorKind::device,
                "cpu:7 is not available: 4 cpu device(s)");

@@ -30,17 +30,27 @@ TEST(Hardening, ViewsNeverStartBeforeTheirStorage) {
 }
 
 TEST(Hardening, SizesAreCheckedForOverflow) {
-  expect_error([&] { empty({kBig, kBig}); }, ErrorKind::shape,
-               "[empty] size [4294967296, 4294967296] has more elements than int64 can hold");
+  expect_error(
+      [&] {
+        empty({kBig, kBig});
+      },
+      ErrorKind::shape,
+      "[empty] size [4294967296, 4294967296] has more elements than int64 can hold");
   expect_error([&] { empty({int64_t{1} << 62}); }, ErrorKind::shape,
                "size [4611686018427387904] of f32 needs more bytes than the address space");
   expect_error([&] { zeros({2, -1}); }, ErrorKind::shape, "negative dimension -1");
-  expect_error([&] { expand(ones({1, 1}), {kBig, kBig}); }, ErrorKind::shape,
-               "has more elements than int64 can hold");
+  expect_error(
+      [&] {
+        expand(ones({1, 1}), {kBig, kBig});
+      },
+      ErrorKind::shape, "has more elements than int64 can hold");
   {  // fake tensors have no bytes, but still a size that must be representable
     FakeMode mode;
-    expect_error([&] { empty({kBig, kBig}, {.device = Device("cuda:0")}); }, ErrorKind::shape,
-                 "has more elements than int64 can hold");
+    expect_error(
+        [&] {
+          empty({kBig, kBig}, {.device = Device("cuda:0")});
+        },
+        ErrorKind::shape, "has more elements than int64 can hold");
     EXPECT_EQ(empty({kBig, 2}, {.device = Device("cuda:0")}).numel(), 2 * kBig);
   }
   // Zero elements, but its contiguous strides would not fit int64: refused as well.
@@ -55,7 +65,8 @@ TEST(Hardening, CpuOutOfMemoryIsAKilnError) {
     ADD_FAILURE() << "expected out_of_memory";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::out_of_memory) << e.what();
-    EXPECT_NE(std::string(e.what()).find("cpu:0 is out of memory: tried to allocate 4503599627370496 bytes"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "cpu:0 is out of memory: tried to allocate 4503599627370496 bytes"),
               std::string::npos)
         << e.what();
   }
@@ -107,7 +118,8 @@ TEST(Hardening, IntegerArithmeticWraps) {
   // A negative scalar exponent is an error (PyTorch); a tensor one gives 1, +-1 or 0.
   expect_error([&] { pow(from_vector<int64_t>({2}), -1); }, ErrorKind::value,
                "Integers to negative integer powers are not allowed");
-  EXPECT_EQ(to_vector<int64_t>(pow(from_vector<int64_t>({2, 1, -1, -1}), from_vector<int64_t>({-1, -3, -3, -2}))),
+  EXPECT_EQ(to_vector<int64_t>(
+                pow(from_vector<int64_t>({2, 1, -1, -1}), from_vector<int64_t>({-1, -3, -3, -2}))),
             (std::vector<int64_t>{0, 1, -1, 1}));
 }
 
@@ -125,8 +137,11 @@ TEST(Hardening, CatEdgeCases) {
   EXPECT_EQ(c.shape(), (Dims{3, 3}));
   EXPECT_TRUE(all_close(sum(c, {1}), {3, 3, 0}));
   EXPECT_EQ(cat({empty({0}), empty({0})}).shape(), (Dims{0}));
-  expect_error([&] { cat({ones({2}), full({}, 1.0)}); }, ErrorKind::shape,
-               "zero-dimensional tensor (at position 1) cannot be concatenated");
+  expect_error(
+      [&] {
+        cat({ones({2}), full({}, 1.0)});
+      },
+      ErrorKind::shape, "zero-dimensional tensor (at position 1) cannot be concatenated");
 }
 
 TEST(Hardening, DimsFromEmptyVectors) {

@@ -62,7 +62,8 @@ TEST(Tensor, IdsAreNeverReused) {
   EXPECT_EQ(copy.id.value(), kept);
   std::vector<uint64_t> ids[2];
   auto take = [&ids](int k) {
-    for (int i = 0; i < 70000; ++i) ids[k].push_back(empty({1}).impl()->id.value());  // past a block
+    for (int i = 0; i < 70000; ++i)
+      ids[k].push_back(empty({1}).impl()->id.value());  // past a block
   };
   std::thread t0(take, 0), t1(take, 1);
   t0.join(), t1.join();
@@ -165,7 +166,8 @@ TEST(Printing, LooksLikeTorch) {
   EXPECT_EQ(to_string(empty({0, 3})), "tensor([], size=(0, 3))");
   {
     FakeMode mode;
-    EXPECT_EQ(to_string(empty({5}, {.device = Device("cuda:0")})), "tensor(..., device='cuda:0', size=(5,))");
+    EXPECT_EQ(to_string(empty({5}, {.device = Device("cuda:0")})),
+              "tensor(..., device='cuda:0', size=(5,))");
   }
   EXPECT_EQ(to_string(empty({0}, {.dtype = i64})), "tensor([], dtype=i64)");
 }

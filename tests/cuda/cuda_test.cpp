@@ -107,16 +107,21 @@ TEST(CudaKernels, SoftmaxOfEveryRowLength) {
     Tensor x = mul(randn({7, inner}), 4.0);
     Tensor gx = to(x, kGpu);
     EXPECT_TRUE(all_close(host(softmax(gx, 1)), to_vector<double>(softmax(x, 1)), 1e-5, 1e-7));
-    EXPECT_TRUE(all_close(host(log_softmax(gx, -1)), to_vector<double>(log_softmax(x, -1)), 1e-5, 1e-5));
-    EXPECT_TRUE(all_close(host(softmax(to(gx, f64), 0)), to_vector<double>(softmax(to(x, f64), 0)), 1e-12, 1e-14));
+    EXPECT_TRUE(
+        all_close(host(log_softmax(gx, -1)), to_vector<double>(log_softmax(x, -1)), 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(host(softmax(to(gx, f64), 0)), to_vector<double>(softmax(to(x, f64), 0)),
+                          1e-12, 1e-14));
   }
 }
 
 TEST(CudaKernels, IndexErrorsFromHostIndicesAreClear) {
   KILN_REQUIRE_CUDA(1);
   Tensor w = randn({10, 4}, {.device = kGpu});
-  expect_error([&] { embedding(w, from_vector<int64_t>({1, 10})); }, ErrorKind::index,
-               "[embedding] index 10 is out of range for size 10");
+  expect_error(
+      [&] {
+        embedding(w, from_vector<int64_t>({1, 10}));
+      },
+      ErrorKind::index, "[embedding] index 10 is out of range for size 10");
   EXPECT_EQ(embedding(w, from_vector<int64_t>({3})).shape(), (Dims{1, 4}));
 }
 
@@ -127,13 +132,29 @@ TEST(CudaKernels, IndexErrorsFromDeviceIndicesSurfaceAtTheNextWaitAndLeaveTheGpu
   KILN_REQUIRE_CUDA(1);
   Tensor w = randn({10, 4}, {.device = kGpu});
   Tensor x = randn({3, 5}, {.device = kGpu});
-  auto bad = [&](std::vector<int64_t> v, IntList shape) { return to(from_vector<int64_t>(v, shape), kGpu); };
-  struct Case { std::function<Tensor()> call; std::string message; };
+  auto bad = [&](std::vector<int64_t> v, IntList shape) {
+    return to(from_vector<int64_t>(v, shape), kGpu);
+  };
+  struct Case {
+    std::function<Tensor()> call;
+    std::string message;
+  };
   std::vector<Case> cases = {
-      {[&] { return embedding(w, bad({1, 10}, {2})); }, "[embedding] index 10 is out of range for size 10"},
-      {[&] { return index_select(x, 1, bad({0, -1}, {2})); }, "[index_select] index -1 is out of range for size 5"},
-      {[&] { return gather(x, 0, bad({0, 1, 3, 0, 0}, {1, 5})); }, "[gather] index 3 is out of range for size 3"},
-      {[&] { return scatter_add(zeros({3, 5}, {.device = kGpu}), 0, bad({7, 0, 0, 0, 0}, {1, 5}), x); },
+      {[&] {
+         return embedding(w, bad({1, 10}, {2}));
+       },
+       "[embedding] index 10 is out of range for size 10"},
+      {[&] {
+         return index_select(x, 1, bad({0, -1}, {2}));
+       },
+       "[index_select] index -1 is out of range for size 5"},
+      {[&] {
+         return gather(x, 0, bad({0, 1, 3, 0, 0}, {1, 5}));
+       },
+       "[gather] index 3 is out of range for size 3"},
+      {[&] {
+         return scatter_add(zeros({3, 5}, {.device = kGpu}), 0, bad({7, 0, 0, 0, 0}, {1, 5}), x);
+       },
        "[scatter_add] index 7 is out of range for size 3"},
   };
   for (const Case& c : cases) {
@@ -144,7 +165,8 @@ TEST(CudaKernels, IndexErrorsFromDeviceIndicesSurfaceAtTheNextWaitAndLeaveTheGpu
     EXPECT_EQ(to_vector<float>(add(out, 1.0)).size(), static_cast<size_t>(out.numel()));
   }
   Tensor e = embedding(w, bad({3, 3}, {2}));
-  EXPECT_TRUE(all_close(host(e), to_vector<double>(host(index_select(w, 0, from_vector<int64_t>({3, 3})))), 0, 0));
+  EXPECT_TRUE(all_close(
+      host(e), to_vector<double>(host(index_select(w, 0, from_vector<int64_t>({3, 3})))), 0, 0));
   synchronize_device(kGpu);  // nothing left to report
 }
 

@@ -119,7 +119,7 @@ TEST(StreamAwareAllocator, OutOfMemoryReleasesTheCacheThenFailsClearly) {
   raw.limit = 4096;
   StreamAwareAllocator a = raw.make(kCpu2);
   void* p = a.allocate(2048);
-  a.deallocate(p, 2048);  // cached, still counted against the raw limit
+  a.deallocate(p, 2048);       // cached, still counted against the raw limit
   void* q = a.allocate(3072);  // fails, frees the cache, retries
   EXPECT_EQ(raw.frees, 1);
   EXPECT_EQ(a.stats().bytes_cached, 0);

@@ -68,7 +68,8 @@ TEST(Streams, CurrentStreamIsPerDeviceAndRestored) {
   EXPECT_TRUE(current_stream(kCpu1).is_default());
   // A device index past the machine's count (cuda:0 when it has no GPU).
   std::string absent = "cuda:" + std::to_string(device_count(DeviceType::cuda));
-  expect_error([&] { Stream::create(Device(absent)); }, ErrorKind::device, absent + " is not available");
+  expect_error([&] { Stream::create(Device(absent)); }, ErrorKind::device,
+               absent + " is not available");
 }
 
 TEST(Streams, OpsOnASideStreamAreOrderedAndHostReadsSynchronize) {
@@ -163,7 +164,8 @@ TEST(Streams, KernelErrorsSurfaceAtSynchronize) {
     StreamGuard g(s);
     index_select(x, 0, bad);  // out of bounds: detected inside the queued kernel
   }
-  expect_error([&] { s.synchronize(); }, ErrorKind::index, "[index_select] index 5 is out of bounds");
+  expect_error([&] { s.synchronize(); }, ErrorKind::index,
+               "[index_select] index 5 is out of bounds");
   s.synchronize();  // the error is reported once
 }
 
@@ -196,8 +198,8 @@ TEST(SafetyChecker, CatchesAKernelRunningWithAnotherDeviceCurrent) {
   expect_error(
       [] {
         launch_kernel("bad_guard", kCpu1, [] {
-          DeviceGuard oops(kCpu2);           // e.g. a guard for the wrong tensor
-          blas_handle(DeviceType::cpu);      // code that takes no device argument
+          DeviceGuard oops(kCpu2);       // e.g. a guard for the wrong tensor
+          blas_handle(DeviceType::cpu);  // code that takes no device argument
         });
       },
       ErrorKind::device_mismatch, "[bad_guard] kernel for cpu:1 used the current device of cpu:2");
@@ -208,19 +210,18 @@ TEST(SafetyChecker, CatchesAKernelRunningWithAnotherDeviceCurrent) {
 
 TEST(SafetyChecker, CatchesAStreamOfAnotherDevice) {
   expect_error(
-      [] {
-        launch_kernel("bad_stream", kCpu1, [] { current_stream(kCpu2).enqueue([] {}); });
-      },
+      [] { launch_kernel("bad_stream", kCpu1, [] { current_stream(kCpu2).enqueue([] {}); }); },
       ErrorKind::device_mismatch, "[bad_stream] kernel for cpu:1 used the stream of cpu:2");
   int ran = 0;
-  launch_kernel("good_stream", kCpu1, [&] { current_stream(DeviceType::cpu).enqueue([&] { ++ran; }); });
+  launch_kernel("good_stream", kCpu1,
+                [&] { current_stream(DeviceType::cpu).enqueue([&] { ++ran; }); });
   EXPECT_EQ(ran, 1);
 }
 
 TEST(SafetyChecker, CatchesABlasHandleOfAnotherDevice) {
-  expect_error(
-      [] { launch_kernel("bad_handle", kCpu1, [] { blas_handle(kCpu2).begin_use(); }); },
-      ErrorKind::device_mismatch, "[bad_handle] kernel for cpu:1 used the BLAS handle of cpu:2");
+  expect_error([] { launch_kernel("bad_handle", kCpu1, [] { blas_handle(kCpu2).begin_use(); }); },
+               ErrorKind::device_mismatch,
+               "[bad_handle] kernel for cpu:1 used the BLAS handle of cpu:2");
   launch_kernel("good_handle", kCpu1, [] { blas_handle(DeviceType::cpu).begin_use(); });
   EXPECT_EQ(current_kernel(), nullptr);  // the scope ended
 }

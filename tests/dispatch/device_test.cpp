@@ -17,8 +17,12 @@ TEST(D2, MismatchNamesOpDevicesAndArguments) {
                "devices, cpu:1 (argument 'self') and cpu:2 (argument 'other')");
   expect_error([&] { matmul(a, b); }, ErrorKind::device_mismatch,
                "cpu:1 (argument 'self') and cpu:2 (argument 'other')");
-  expect_error([&] { cat({a, a, b}); }, ErrorKind::device_mismatch,
-               "cpu:1 (argument 'tensors[0]') and cpu:2 (argument 'tensors[2]')");
+  expect_error(
+      [&] {
+        cat({a, a, b});
+      },
+      ErrorKind::device_mismatch,
+      "cpu:1 (argument 'tensors[0]') and cpu:2 (argument 'tensors[2]')");
   expect_error([&] { where(gt(a, 0), a, b); }, ErrorKind::device_mismatch,
                "cpu:1 (argument 'condition') and cpu:2 (argument 'other')");
 }
@@ -48,16 +52,18 @@ TEST(D2, ZeroDimCpuTensorJoinsAnyDevice) {
 // as GPUs. And it never covers the tensor an op writes.
 TEST(D2, OnlyHostScalarsAreExemptAndNeverTheWrittenTensor) {
   Tensor a = rand({3}, {.device = Device("cpu:1")});
-  expect_error([&] { add(a, full({}, 1.0, {.device = Device("cpu:2")})); }, ErrorKind::device_mismatch,
-               "cpu:1 (argument 'self') and cpu:2 (argument 'other')");
+  expect_error([&] { add(a, full({}, 1.0, {.device = Device("cpu:2")})); },
+               ErrorKind::device_mismatch, "cpu:1 (argument 'self') and cpu:2 (argument 'other')");
   Tensor x = ones({2, 3}, {.device = Device("cpu:1")});
-  expect_error([&] { index_select(x, 1, from_vector<int64_t>({0}, {1}, {.device = Device("cpu:2")})); },
-               ErrorKind::device_mismatch, "cpu:1 (argument 'self') and cpu:2 (argument 'index')");
+  expect_error(
+      [&] { index_select(x, 1, from_vector<int64_t>({0}, {1}, {.device = Device("cpu:2")})); },
+      ErrorKind::device_mismatch, "cpu:1 (argument 'self') and cpu:2 (argument 'index')");
   Tensor host = scalar_tensor(1.0);
   Tensor other = full({}, 2.0, {.device = Device("cpu:1")});
-  expect_error([&] { add_(host, other); }, ErrorKind::device_mismatch,
-               "[add_] Expected all tensors to be on the same device, but found at least two devices, "
-               "cpu:0 (argument 'self') and cpu:1 (argument 'other')");
+  expect_error(
+      [&] { add_(host, other); }, ErrorKind::device_mismatch,
+      "[add_] Expected all tensors to be on the same device, but found at least two devices, "
+      "cpu:0 (argument 'self') and cpu:1 (argument 'other')");
   EXPECT_EQ(item<double>(host), 1.0);  // nothing was written
   Tensor dev = full({}, 2.0, {.device = Device("cpu:1")});
   add_(dev, host);  // the host scalar still joins an op that writes a device tensor
@@ -66,7 +72,8 @@ TEST(D2, OnlyHostScalarsAreExemptAndNeverTheWrittenTensor) {
     FakeMode mode;  // (F3) the same fold under fake tensors
     Tensor s = mode.from_real(scalar_tensor(1.0));
     Tensor g = empty({4}, {.device = Device("cuda:0")});
-    expect_error([&] { add_(s, g); }, ErrorKind::device_mismatch, "cpu:0 (argument 'self') and cuda:0");
+    expect_error([&] { add_(s, g); }, ErrorKind::device_mismatch,
+                 "cpu:0 (argument 'self') and cuda:0");
     EXPECT_EQ(add(s, g).device(), Device("cuda:0"));
   }
 }
@@ -93,13 +100,15 @@ TEST(D2, PerOpRules) {
   // nextafter: no CPU-scalar exception (as PyTorch), in eager and fake alike
   Tensor f = ones({2}, {.device = Device("cpu:1")});
   expect_error([&] { nextafter(f, scalar_tensor(2.0)); }, ErrorKind::device_mismatch,
-               "[nextafter] Expected all tensors to be on the same device, but found at least two devices, cpu:1 "
+               "[nextafter] Expected all tensors to be on the same device, but found at least two "
+               "devices, cpu:1 "
                "(argument 'self') and cpu:0 (argument 'other')");
   EXPECT_EQ(add(f, scalar_tensor(2.0)).device(), Device("cpu:1"));  // where the exception holds
   {
     FakeMode mode;
     Tensor g = empty({4}, {.device = Device("cuda:0")});
-    expect_error([&] { nextafter(g, mode.from_real(scalar_tensor(1.0))); }, ErrorKind::device_mismatch,
+    expect_error([&] { nextafter(g, mode.from_real(scalar_tensor(1.0))); },
+                 ErrorKind::device_mismatch,
                  "cuda:0 (argument 'self') and cpu:0 (argument 'other')");
   }
 }
@@ -160,8 +169,11 @@ TEST(MetaDevice, ComputesMetadataOnly) {
 }
 
 TEST(Errors, NoKernelIsUnsupported) {
-  expect_error([] { mm(ones({2, 2}, {.dtype = b8}), ones({2, 2}, {.dtype = b8})); },
-               ErrorKind::unsupported, "[mm] does not support dtype bool");
+  expect_error(
+      [] {
+        mm(ones({2, 2}, {.dtype = b8}), ones({2, 2}, {.dtype = b8}));
+      },
+      ErrorKind::unsupported, "[mm] does not support dtype bool");
 }
 
 }  // namespace

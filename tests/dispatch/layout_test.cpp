@@ -19,7 +19,8 @@ Tensor with_gaps(const Tensor& t) {
   if (!t.defined() || t.dim() == 0 || t.numel() == 0) return t;
   IntList wide(t.shape().begin(), t.shape().end());
   wide.back() *= 2;
-  Tensor every_other = slice(zeros(wide, {.dtype = t.dtype(), .device = t.device()}), -1, 0, std::nullopt, 2);
+  Tensor every_other =
+      slice(zeros(wide, {.dtype = t.dtype(), .device = t.device()}), -1, 0, std::nullopt, 2);
   copy_(every_other, t);
   return every_other;
 }
@@ -32,7 +33,8 @@ Tensor column_major(const Tensor& t) {
 
 std::vector<Value> relaid(std::vector<Value> args, Tensor (*layout)(const Tensor&)) {
   for (Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) *t = layout(*t);
+    if (auto* t = std::get_if<Tensor>(&v))
+      *t = layout(*t);
     else if (auto* list = std::get_if<TensorList>(&v))
       for (Tensor& x : *list) x = layout(x);
   }
@@ -42,41 +44,43 @@ std::vector<Value> relaid(std::vector<Value> args, Tensor (*layout)(const Tensor
 // `args` with every tensor (0-dim ones too) and device argument on `device`.
 std::vector<Value> on(std::vector<Value> args, Device device) {
   for (Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) *t = t->defined() ? to(*t, device) : *t;
+    if (auto* t = std::get_if<Tensor>(&v))
+      *t = t->defined() ? to(*t, device) : *t;
     else if (auto* list = std::get_if<TensorList>(&v))
       for (Tensor& x : *list) x = x.defined() ? to(x, device) : x;
-    else if (auto* d = std::get_if<Device>(&v)) *d = device;
+    else if (auto* d = std::get_if<Device>(&v))
+      *d = device;
   }
   return args;
 }
 
 void expect_layouts_agree(Device device) {
   for (auto layout : {&with_gaps, &column_major})
-  for (DType fp : {f32, f64, f16, bf16}) {
-    for (int k = 0; k < ops::kNumOps; ++k) {
-      auto op = static_cast<OpKind>(k);
-      SCOPED_TRACE(std::string(ops::op_name(op)) + " " + std::string(to_string(fp)) +
-                   (layout == &with_gaps ? " gaps" : " column-major"));
-      // Ops that read storage rather than values, or whose sample needs dense strides.
-      if (op == OpKind::as_strided || op == OpKind::as_strided_scatter || op == OpKind::view ||
-          op == OpKind::rand || op == OpKind::randn || op == OpKind::empty)
-        continue;
-      auto sample = [&] {
-        manual_seed(11);
-        return on(testing::sample_args(op, fp), device);  // _to_copy stays on `device`
-      };
-      Outputs dense = dispatch(op, sample());
-      Outputs strided = dispatch(op, relaid(sample(), layout));
-      ASSERT_EQ(dense.size(), strided.size());
-      for (size_t i = 0; i < dense.size(); ++i) {
-        ASSERT_EQ(strided[i].shape(), dense[i].shape());
-        ASSERT_EQ(strided[i].dtype(), dense[i].dtype());
-        EXPECT_EQ(strided[i].device(), device);
-        std::vector<double> want = to_vector<double>(to(dense[i], f64));
-        EXPECT_TRUE(testing::all_close(strided[i], want, 1e-6, 1e-6)) << "output " << i;
+    for (DType fp : {f32, f64, f16, bf16}) {
+      for (int k = 0; k < ops::kNumOps; ++k) {
+        auto op = static_cast<OpKind>(k);
+        SCOPED_TRACE(std::string(ops::op_name(op)) + " " + std::string(to_string(fp)) +
+                     (layout == &with_gaps ? " gaps" : " column-major"));
+        // Ops that read storage rather than values, or whose sample needs dense strides.
+        if (op == OpKind::as_strided || op == OpKind::as_strided_scatter || op == OpKind::view ||
+            op == OpKind::rand || op == OpKind::randn || op == OpKind::empty)
+          continue;
+        auto sample = [&] {
+          manual_seed(11);
+          return on(testing::sample_args(op, fp), device);  // _to_copy stays on `device`
+        };
+        Outputs dense = dispatch(op, sample());
+        Outputs strided = dispatch(op, relaid(sample(), layout));
+        ASSERT_EQ(dense.size(), strided.size());
+        for (size_t i = 0; i < dense.size(); ++i) {
+          ASSERT_EQ(strided[i].shape(), dense[i].shape());
+          ASSERT_EQ(strided[i].dtype(), dense[i].dtype());
+          EXPECT_EQ(strided[i].device(), device);
+          std::vector<double> want = to_vector<double>(to(dense[i], f64));
+          EXPECT_TRUE(testing::all_close(strided[i], want, 1e-6, 1e-6)) << "output " << i;
+        }
       }
     }
-  }
 }
 
 TEST(Layouts, StridedInputsGiveTheSameValuesOnEveryOp) { expect_layouts_agree(Device("cpu:0")); }

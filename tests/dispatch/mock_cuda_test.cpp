@@ -2,12 +2,13 @@
 // of tests/mock_cuda.h: copies between backends (Note [Copies between backends]), pinned
 // non-blocking copies (D7), stream-aware reuse through dispatch (Note [Stream-aware
 // reuse]), device checks (D2, D8) and programs/modules on cuda:N (R1, X3).
+#include "mock_cuda.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
 #include "kiln/kiln.h"
-#include "mock_cuda.h"
 #include "test_util.h"
 
 namespace kiln {

@@ -29,7 +29,9 @@ struct Sample {
   json value;         // an input that is a number or a shape (creation ops; add(2, t))
   Tensor wrapped;     // that number as a wrapped number, for the ops that take a tensor
 
-  TensorList list() const { return TensorList(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(listed)); }
+  TensorList list() const {
+    return TensorList(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(listed));
+  }
   bool is_tensor(size_t i) const { return has(i) && args.at(i).is_object(); }
   bool is_null(size_t i) const { return has(i) && args.at(i).is_null(); }
   int64_t int_at(size_t i) const { return args.at(i).get<int64_t>(); }
@@ -38,8 +40,9 @@ struct Sample {
   }
   /** The tensor given as keyword `name`, or an undefined one. */
   Tensor kw_tensor(const char* name) const {
-    return kwargs.contains(name) && kwargs.at(name).is_object() ? in.at(kwargs.at(name).at("tensor").get<size_t>())
-                                                                 : Tensor();
+    return kwargs.contains(name) && kwargs.at(name).is_object()
+               ? in.at(kwargs.at(name).at("tensor").get<size_t>())
+               : Tensor();
   }
 
   const Tensor& x() const { return wrapped.defined() ? wrapped : in.at(0); }
@@ -62,7 +65,8 @@ struct Sample {
   double number(size_t i) const { return testing::scalar(args.at(i)).to_double(); }
   template <typename T>
   T kw(const char* name, T fallback) const {
-    return kwargs.contains(name) && !kwargs.at(name).is_null() ? kwargs.at(name).get<T>() : fallback;
+    return kwargs.contains(name) && !kwargs.at(name).is_null() ? kwargs.at(name).get<T>()
+                                                               : fallback;
   }
   /** An int-or-list keyword as a list (a number n as {n}); `fallback` when absent or null. */
   IntList kw_ints(const char* name, IntList fallback) const {
@@ -71,20 +75,26 @@ struct Sample {
     return v.is_array() ? v.get<IntList>() : IntList{v.get<int64_t>()};
   }
   /** Positional argument i as a list (a number n as {n}); `fallback` when absent or null. */
-  IntList ints_or(size_t i, IntList fallback) const { return has(i) && !is_null(i) ? ints_at(i) : fallback; }
+  IntList ints_or(size_t i, IntList fallback) const {
+    return has(i) && !is_null(i) ? ints_at(i) : fallback;
+  }
   /** A loss's reduction keyword. */
   std::string reduction() const { return kw<std::string>("reduction", "mean"); }
   /** A Scalar keyword (alpha, beta), 1 when absent. */
   Scalar kw_scalar(const char* name) const {
-    return kwargs.contains(name) && !kwargs.at(name).is_null() ? testing::scalar(kwargs.at(name)) : Scalar(int64_t{1});
+    return kwargs.contains(name) && !kwargs.at(name).is_null() ? testing::scalar(kwargs.at(name))
+                                                               : Scalar(int64_t{1});
   }
   double kw_number(const char* name, double fallback) const {
-    return kwargs.contains(name) && !kwargs.at(name).is_null() ? testing::scalar(kwargs.at(name)).to_double() : fallback;
+    return kwargs.contains(name) && !kwargs.at(name).is_null()
+               ? testing::scalar(kwargs.at(name)).to_double()
+               : fallback;
   }
   /** The `dim` keyword as a list (absent or null: empty, meaning every dim). */
   IntList dims() const {
     if (!kwargs.contains("dim") || kwargs.at("dim").is_null()) return {};
-    return kwargs.at("dim").is_array() ? kwargs.at("dim").get<IntList>() : IntList{kwargs.at("dim").get<int64_t>()};
+    return kwargs.at("dim").is_array() ? kwargs.at("dim").get<IntList>()
+                                       : IntList{kwargs.at("dim").get<int64_t>()};
   }
   std::optional<int64_t> dim() const {
     if (!kwargs.contains("dim") || kwargs.at("dim").is_null()) return std::nullopt;
@@ -113,9 +123,11 @@ Tensor quantile_like(const Sample& s, bool ignore_nan) {
   bool keepdim = s.kw("keepdim", false);
   std::string how = s.kw<std::string>("interpolation", "linear");
   if (s.is_tensor(0))
-    return ignore_nan ? nanquantile(s.x(), s.tensor(0), dim, keepdim, how) : quantile(s.x(), s.tensor(0), dim, keepdim, how);
+    return ignore_nan ? nanquantile(s.x(), s.tensor(0), dim, keepdim, how)
+                      : quantile(s.x(), s.tensor(0), dim, keepdim, how);
   double q = s.number(0);
-  return ignore_nan ? nanquantile(s.x(), q, dim, keepdim, how) : quantile(s.x(), q, dim, keepdim, how);
+  return ignore_nan ? nanquantile(s.x(), q, dim, keepdim, how)
+                    : quantile(s.x(), q, dim, keepdim, how);
 }
 
 // trapz / trapezoid / cumulative_trapezoid: over x (a tensor) or a spacing dx.
@@ -145,15 +157,17 @@ Tensor convolution(const Sample& s, F f) {
   Tensor bias = s.has(1) ? s.tensor(1) : Tensor();
   if (s.kwargs.contains("padding") && s.kwargs.at("padding").is_string())  // "valid" / "same"
     return f(s.x(), s.tensor(0), bias, s.kw_ints("stride", {1}),
-             s.kwargs.at("padding").get<std::string>() == "same" ? nn::ConvPadding::same : nn::ConvPadding::valid,
+             s.kwargs.at("padding").get<std::string>() == "same" ? nn::ConvPadding::same
+                                                                 : nn::ConvPadding::valid,
              s.kw_ints("dilation", {1}), s.kw<int64_t>("groups", 1));
-  return f(s.x(), s.tensor(0), bias, s.kw_ints("stride", {1}), s.kw_ints("padding", {0}), s.kw_ints("dilation", {1}),
-           s.kw<int64_t>("groups", 1));
+  return f(s.x(), s.tensor(0), bias, s.kw_ints("stride", {1}), s.kw_ints("padding", {0}),
+           s.kw_ints("dilation", {1}), s.kw<int64_t>("groups", 1));
 }
 template <typename F>
 Tensor transposed_convolution(const Sample& s, F f) {
-  return f(s.x(), s.tensor(0), s.has(1) ? s.tensor(1) : Tensor(), s.kw_ints("stride", {1}), s.kw_ints("padding", {0}),
-           s.kw_ints("output_padding", {0}), s.kw<int64_t>("groups", 1), s.kw_ints("dilation", {1}));
+  return f(s.x(), s.tensor(0), s.has(1) ? s.tensor(1) : Tensor(), s.kw_ints("stride", {1}),
+           s.kw_ints("padding", {0}), s.kw_ints("output_padding", {0}), s.kw<int64_t>("groups", 1),
+           s.kw_ints("dilation", {1}));
 }
 template <typename F>
 std::pair<Tensor, Tensor> max_pooled(const Sample& s, F f) {
@@ -184,9 +198,12 @@ Tensor interpolated(const Sample& s) {
 // linalg.norm / linalg.matrix_norm with ord a number, a string ("fro", "nuc") or absent;
 // "inf" / "-inf" stand for the numbers (JSON has no infinity).
 Tensor norm_like(const Sample& s, std::optional<IntList> dim, bool keepdim) {
-  const json* ord = s.has(0) ? &s.args.at(0) : s.kwargs.contains("ord") ? &s.kwargs.at("ord") : nullptr;
+  const json* ord = s.has(0)                   ? &s.args.at(0)
+                    : s.kwargs.contains("ord") ? &s.kwargs.at("ord")
+                                               : nullptr;
   if (!ord || ord->is_null()) return linalg::norm(s.x(), std::nullopt, dim, keepdim);
-  if (ord->is_string() && (*ord == "fro" || *ord == "nuc")) return linalg::norm(s.x(), ord->get<std::string>(), dim, keepdim);
+  if (ord->is_string() && (*ord == "fro" || *ord == "nuc"))
+    return linalg::norm(s.x(), ord->get<std::string>(), dim, keepdim);
   return linalg::norm(s.x(), testing::scalar(*ord).to_double(), dim, keepdim);
 }
 
@@ -197,14 +214,15 @@ Fn spread(bool take_sqrt) {
     if (s.has(0)) correction = s.args.at(0).get<bool>() ? 1 : 0;
     if (s.kwargs.contains("unbiased")) correction = s.kwargs.at("unbiased").get<bool>() ? 1 : 0;
     bool keepdim = s.kw("keepdim", false);
-    return take_sqrt ? kiln::std(s.x(), s.dims(), correction, keepdim) : var(s.x(), s.dims(), correction, keepdim);
+    return take_sqrt ? kiln::std(s.x(), s.dims(), correction, keepdim)
+                     : var(s.x(), s.dims(), correction, keepdim);
   };
 }
 
 // scatter_reduce(dim, index, src, reduce, include_self=).
 Tensor scatter_reduced(const Sample& s) {
-  return scatter_reduce(s.x(), s.int_at(0), s.tensor(1), s.tensor(2), s.args.at(3).get<std::string>(),
-                        s.kw("include_self", true));
+  return scatter_reduce(s.x(), s.int_at(0), s.tensor(1), s.tensor(2),
+                        s.args.at(3).get<std::string>(), s.kw("include_self", true));
 }
 
 // torch.norm(x, p="fro", dim=None, keepdim=False): p a number, "fro" or "nuc".
@@ -213,7 +231,8 @@ Tensor torch_norm(const Sample& s) {
   IntList dims = s.has(1) ? s.ints_or(1, {}) : s.kw_ints("dim", {});
   bool keepdim = s.has(2) ? s.args.at(2).get<bool>() : s.kw("keepdim", false);
   if (!p || p->is_null()) return norm(s.x(), "fro", dims, keepdim);
-  if (p->is_string() && (*p == "fro" || *p == "nuc")) return norm(s.x(), p->get<std::string>(), dims, keepdim);
+  if (p->is_string() && (*p == "fro" || *p == "nuc"))
+    return norm(s.x(), p->get<std::string>(), dims, keepdim);
   return norm(s.x(), testing::scalar(*p).to_double(), dims, keepdim);
 }
 
@@ -222,7 +241,9 @@ indexing::TensorIndex index_entry(const json& e, Device device) {
   if (e.is_number_integer()) return e.get<int64_t>();
   if (e.contains("slice")) {
     const json& v = e.at("slice");
-    auto bound = [&](size_t i) { return v.at(i).is_null() ? std::nullopt : std::optional(v.at(i).get<int64_t>()); };
+    auto bound = [&](size_t i) {
+      return v.at(i).is_null() ? std::nullopt : std::optional(v.at(i).get<int64_t>());
+    };
     return indexing::Slice{bound(0), bound(1), v.at(2).is_null() ? 1 : v.at(2).get<int64_t>()};
   }
   if (e.contains("none")) return indexing::None;
@@ -1063,36 +1084,47 @@ const std::map<std::string, ListFn>& list_ops() {
       {"cummin", pair_of([](const Sample& s) { return cummin(s.x(), s.int_at(0)); })},
       {"sort", pair_of([](const Sample& s) {
          if (s.has(0)) return sort(s.x(), s.int_at(0), s.has(1) && s.args.at(1).get<bool>());
-         return sort(s.x(), s.kw<int64_t>("dim", -1), s.kw("descending", false), s.kw("stable", false));
+         return sort(s.x(), s.kw<int64_t>("dim", -1), s.kw("descending", false),
+                     s.kw("stable", false));
        })},
       {"topk", pair_of([](const Sample& s) {
-         return topk(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : -1, !s.has(2) || s.args.at(2).get<bool>(),
-                     !s.has(3) || s.args.at(3).get<bool>());
+         return topk(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : -1,
+                     !s.has(2) || s.args.at(2).get<bool>(), !s.has(3) || s.args.at(3).get<bool>());
        })},
       {"kthvalue", pair_of([](const Sample& s) {
-         return kthvalue(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : -1, s.has(2) && s.args.at(2).get<bool>());
+         return kthvalue(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : -1,
+                         s.has(2) && s.args.at(2).get<bool>());
        })},
-      {"median", pair_of([](const Sample& s) { return median(s.x(), s.kw<int64_t>("dim", -1), s.kw("keepdim", false)); })},
-      {"nanmedian", pair_of([](const Sample& s) { return nanmedian(s.x(), s.kw<int64_t>("dim", -1), s.kw("keepdim", false)); })},
+      {"median", pair_of([](const Sample& s) {
+         return median(s.x(), s.kw<int64_t>("dim", -1), s.kw("keepdim", false));
+       })},
+      {"nanmedian", pair_of([](const Sample& s) {
+         return nanmedian(s.x(), s.kw<int64_t>("dim", -1), s.kw("keepdim", false));
+       })},
       {"mode", pair_of([](const Sample& s) {
          return mode(s.x(), s.has(0) ? s.int_at(0) : -1, s.has(1) && s.args.at(1).get<bool>());
        })},
       {"var_mean", pair_of([](const Sample& s) { return spread_mean(s, false); })},
       {"std_mean", pair_of([](const Sample& s) { return spread_mean(s, true); })},
-      {"aminmax", pair_of([](const Sample& s) { return aminmax(s.x(), s.dim(), s.kw("keepdim", false)); })},
+      {"aminmax",
+       pair_of([](const Sample& s) { return aminmax(s.x(), s.dim(), s.kw("keepdim", false)); })},
       {"unique",
        [](const Sample& s) {
-         return unique_outputs(unique(s.x(), s.kw("return_inverse", false), s.kw("return_counts", false), s.dim()), s);
+         return unique_outputs(
+             unique(s.x(), s.kw("return_inverse", false), s.kw("return_counts", false), s.dim()),
+             s);
        }},
       {"unique_consecutive",
        [](const Sample& s) {
-         return unique_outputs(
-             unique_consecutive(s.x(), s.kw("return_inverse", false), s.kw("return_counts", false), s.dim()), s);
+         return unique_outputs(unique_consecutive(s.x(), s.kw("return_inverse", false),
+                                                  s.kw("return_counts", false), s.dim()),
+                               s);
        }},
       {"nonzero", [](const Sample& s) { return where(s.x()); }},  // as_tuple=True
       {"split",
        [](const Sample& s) { return split(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : 0); }},
-      {"chunk", [](const Sample& s) { return chunk(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : 0); }},
+      {"chunk",
+       [](const Sample& s) { return chunk(s.x(), s.int_at(0), s.has(1) ? s.int_at(1) : 0); }},
       {"unbind", [](const Sample& s) { return unbind(s.x(), s.has(0) ? s.int_at(0) : 0); }},
       {"tensor_split",
        [](const Sample& s) {
@@ -1102,27 +1134,39 @@ const std::map<std::string, ListFn>& list_ops() {
            if (t.dim() == 0) return tensor_split(s.x(), item<int64_t>(t), dim);
            return tensor_split(s.x(), to_vector<int64_t>(t), dim);
          }
-         return s.args.at(0).is_array() ? tensor_split(s.x(), s.ints_at(0), dim) : tensor_split(s.x(), s.int_at(0), dim);
+         return s.args.at(0).is_array() ? tensor_split(s.x(), s.ints_at(0), dim)
+                                        : tensor_split(s.x(), s.int_at(0), dim);
        }},
       {"hsplit",
-       [](const Sample& s) { return s.args.at(0).is_array() ? hsplit(s.x(), s.ints_at(0)) : hsplit(s.x(), s.int_at(0)); }},
+       [](const Sample& s) {
+         return s.args.at(0).is_array() ? hsplit(s.x(), s.ints_at(0)) : hsplit(s.x(), s.int_at(0));
+       }},
       {"vsplit",
-       [](const Sample& s) { return s.args.at(0).is_array() ? vsplit(s.x(), s.ints_at(0)) : vsplit(s.x(), s.int_at(0)); }},
-      {"nn.functional.max_pool1d", pair_of([](const Sample& s) { return max_pooled(s, nn::max_pool1d_with_indices); })},
-      {"nn.functional.max_pool2d", pair_of([](const Sample& s) { return max_pooled(s, nn::max_pool2d_with_indices); })},
-      {"nn.functional.adaptive_max_pool1d",
-       pair_of([](const Sample& s) { return nn::adaptive_max_pool1d_with_indices(s.x(), s.ints_at(0)); })},
-      {"nn.functional.adaptive_max_pool2d",
-       pair_of([](const Sample& s) { return nn::adaptive_max_pool2d_with_indices(s.x(), s.ints_at(0)); })},
+       [](const Sample& s) {
+         return s.args.at(0).is_array() ? vsplit(s.x(), s.ints_at(0)) : vsplit(s.x(), s.int_at(0));
+       }},
+      {"nn.functional.max_pool1d",
+       pair_of([](const Sample& s) { return max_pooled(s, nn::max_pool1d_with_indices); })},
+      {"nn.functional.max_pool2d",
+       pair_of([](const Sample& s) { return max_pooled(s, nn::max_pool2d_with_indices); })},
+      {"nn.functional.adaptive_max_pool1d", pair_of([](const Sample& s) {
+         return nn::adaptive_max_pool1d_with_indices(s.x(), s.ints_at(0));
+       })},
+      {"nn.functional.adaptive_max_pool2d", pair_of([](const Sample& s) {
+         return nn::adaptive_max_pool2d_with_indices(s.x(), s.ints_at(0));
+       })},
       {"linalg.inv_ex", pair_of([](const Sample& s) { return linalg::inv_ex(s.x()); })},
-      {"linalg.solve_ex", pair_of([](const Sample& s) { return linalg::solve_ex(s.x(), s.tensor(0)); })},
-      {"linalg.cholesky_ex", pair_of([](const Sample& s) { return linalg::cholesky_ex(s.x(), s.kw("upper", false)); })},
+      {"linalg.solve_ex",
+       pair_of([](const Sample& s) { return linalg::solve_ex(s.x(), s.tensor(0)); })},
+      {"linalg.cholesky_ex",
+       pair_of([](const Sample& s) { return linalg::cholesky_ex(s.x(), s.kw("upper", false)); })},
       {"linalg.slogdet", pair_of([](const Sample& s) { return linalg::slogdet(s.x()); })},
       {"linalg.lu_factor", pair_of([](const Sample& s) { return linalg::lu_factor(s.x()); })},
-      {"linalg.qr", pair_of([](const Sample& s) { return linalg::qr(s.x(), s.kw<std::string>("mode", "reduced")); })},
+      {"linalg.qr", pair_of([](const Sample& s) {
+         return linalg::qr(s.x(), s.kw<std::string>("mode", "reduced"));
+       })},
       {"geqrf", pair_of([](const Sample& s) { return geqrf(s.x()); })},
-      {"triangular_solve",
-       pair_of([](const Sample& s) {
+      {"triangular_solve", pair_of([](const Sample& s) {
          return triangular_solve(s.x(), s.tensor(0), s.kw("upper", true), s.kw("transpose", false),
                                  s.kw("unitriangular", false));
        })},
@@ -1138,36 +1182,51 @@ const std::map<std::string, ListFn>& list_ops() {
        }},
       {"linalg.lstsq",
        [](const Sample& s) {
-         linalg::Lstsq r = linalg::lstsq(s.x(), s.tensor(0), std::nullopt, s.kw<std::string>("driver", "gelsy"));
+         linalg::Lstsq r =
+             linalg::lstsq(s.x(), s.tensor(0), std::nullopt, s.kw<std::string>("driver", "gelsy"));
          return TensorList{r.solution, r.residuals, r.rank, r.singular_values};
        }},
-      {"nn.functional.max_pool3d", pair_of([](const Sample& s) { return max_pooled(s, nn::max_pool3d_with_indices); })},
+      {"nn.functional.max_pool3d",
+       pair_of([](const Sample& s) { return max_pooled(s, nn::max_pool3d_with_indices); })},
       {"meshgrid.list_of_tensors",
        [](const Sample& s) { return meshgrid(s.list(), s.kw<std::string>("indexing", "ij")); }},
       // the twentieth pass
-      {"split_with_sizes", [](const Sample& s) { return split_with_sizes(s.x(), s.ints_at(0), s.int_arg(1, "dim", 0)); }},
-      {"split.list_args", [](const Sample& s) { return split_with_sizes(s.x(), s.ints_at(0), s.int_arg(1, "dim", 0)); }},
+      {"split_with_sizes",
+       [](const Sample& s) {
+         return split_with_sizes(s.x(), s.ints_at(0), s.int_arg(1, "dim", 0));
+       }},
+      {"split.list_args",
+       [](const Sample& s) {
+         return split_with_sizes(s.x(), s.ints_at(0), s.int_arg(1, "dim", 0));
+       }},
       {"dsplit",
-       [](const Sample& s) { return s.args.at(0).is_array() ? dsplit(s.x(), s.ints_at(0)) : dsplit(s.x(), s.int_at(0)); }},
+       [](const Sample& s) {
+         return s.args.at(0).is_array() ? dsplit(s.x(), s.ints_at(0)) : dsplit(s.x(), s.int_at(0));
+       }},
       {"native_layer_norm",
        [](const Sample& s) {
-         auto [y, m, r] = native_layer_norm(s.x(), s.ints_at(0), s.tensor(1), s.tensor(2), s.number(3));
+         auto [y, m, r] =
+             native_layer_norm(s.x(), s.ints_at(0), s.tensor(1), s.tensor(2), s.number(3));
          return TensorList{y, m, r};
        }},
       {"native_batch_norm",
        [](const Sample& s) {
-         auto [y, m, r] = nn::native_batch_norm(s.x(), s.tensor(0), s.tensor(1), s.tensor(2), s.tensor(3),
-                                                s.args.at(4).get<bool>(), s.number(5), s.number(6));
+         auto [y, m, r] =
+             nn::native_batch_norm(s.x(), s.tensor(0), s.tensor(1), s.tensor(2), s.tensor(3),
+                                   s.args.at(4).get<bool>(), s.number(5), s.number(6));
          return TensorList{y, m, r};
        }},
-      {"max.reduction_with_dim",
-       pair_of([](const Sample& s) { return max(s.x(), s.int_at(0), s.has(1) ? s.args.at(1).get<bool>() : s.kw("keepdim", false)); })},
-      {"min.reduction_with_dim",
-       pair_of([](const Sample& s) { return min(s.x(), s.int_at(0), s.has(1) ? s.args.at(1).get<bool>() : s.kw("keepdim", false)); })},
+      {"max.reduction_with_dim", pair_of([](const Sample& s) {
+         return max(s.x(), s.int_at(0),
+                    s.has(1) ? s.args.at(1).get<bool>() : s.kw("keepdim", false));
+       })},
+      {"min.reduction_with_dim", pair_of([](const Sample& s) {
+         return min(s.x(), s.int_at(0),
+                    s.has(1) ? s.args.at(1).get<bool>() : s.kw("keepdim", false));
+       })},
       {"frexp", pair_of([](const Sample& s) { return frexp(s.x()); })},
       {"gradient", torch_gradient},
-      {"histogram",
-       pair_of([](const Sample& s) {
+      {"histogram", pair_of([](const Sample& s) {
          Tensor weight = s.kw_tensor("weight");
          bool density = s.kw("density", false);
          if (s.is_tensor(0)) return histogram(s.x(), s.tensor(0), weight, density);
@@ -1175,15 +1234,17 @@ const std::map<std::string, ListFn>& list_ops() {
          if (s.kwargs.contains("range") && !s.kwargs.at("range").is_null())
            range = std::pair{testing::scalar(s.kwargs.at("range").at(0)).to_double(),
                              testing::scalar(s.kwargs.at("range").at(1)).to_double()};
-         return histogram(s.x(), s.has(0) ? s.int_at(0) : s.kw<int64_t>("bins", 100), range, weight, density);
+         return histogram(s.x(), s.has(0) ? s.int_at(0) : s.kw<int64_t>("bins", 100), range, weight,
+                          density);
        })},
       {"linalg.lu_factor_ex",
        [](const Sample& s) {
          auto [lu, pivots, info] = linalg::lu_factor_ex(s.x());
          return TensorList{lu, pivots, info};
        }},
-      {"nn.functional.adaptive_max_pool3d",
-       pair_of([](const Sample& s) { return nn::adaptive_max_pool3d_with_indices(s.x(), s.ints_at(0)); })},
+      {"nn.functional.adaptive_max_pool3d", pair_of([](const Sample& s) {
+         return nn::adaptive_max_pool3d_with_indices(s.x(), s.ints_at(0));
+       })},
   };
   return *table;
 }
@@ -1203,10 +1264,25 @@ std::pair<double, double> tolerance(DType d) {
  * own, which differs between CPU kernels (AVX2, AVX-512, AMX): their rounding error
  * scales with the largest term, not with each (possibly cancelling) result element. */
 bool sums_products(const std::string& op) {
-  static const std::set<std::string> products{
-      "matmul", "mm", "bmm", "addmm", "addmv", "addbmm", "baddbmm", "mv", "dot", "vdot", "inner", "tensordot",
-      "einsum", "nn.functional.linear", "nn.functional.bilinear", "linalg.multi_dot", "cdist",
-      "ormqr", "linalg.householder_product"};
+  static const std::set<std::string> products{"matmul",
+                                              "mm",
+                                              "bmm",
+                                              "addmm",
+                                              "addmv",
+                                              "addbmm",
+                                              "baddbmm",
+                                              "mv",
+                                              "dot",
+                                              "vdot",
+                                              "inner",
+                                              "tensordot",
+                                              "einsum",
+                                              "nn.functional.linear",
+                                              "nn.functional.bilinear",
+                                              "linalg.multi_dot",
+                                              "cdist",
+                                              "ormqr",
+                                              "linalg.householder_product"};
   return products.contains(op) || op.find("conv") != std::string::npos;
 }
 
@@ -1216,13 +1292,40 @@ bool sums_products(const std::string& op) {
  * by the matrix's condition number: backward-stable algorithms promise a forward error of
  * about n * eps * cond(A), not the dtype's plain tolerance. */
 bool factorizes(const std::string& op) {
-  static const std::set<std::string> ops{
-      "linalg.cond", "linalg.inv", "linalg.inv_ex", "linalg.solve", "linalg.solve_ex", "linalg.det", "logdet",
-      "linalg.slogdet", "linalg.pinv", "pinverse", "linalg.matrix_rank", "linalg.eigvalsh", "linalg.svdvals",
-      "linalg.matrix_norm", "linalg.norm", "linalg.matrix_power", "linalg.tensorinv", "linalg.tensorsolve",
-      "linalg.cholesky", "linalg.cholesky_ex", "cholesky", "cholesky_solve", "cholesky_inverse", "linalg.lu",
-      "linalg.lu_factor", "linalg.lu_factor_ex", "linalg.lu_solve", "lu_solve", "linalg.qr", "geqrf",
-      "linalg.lstsq", "linalg.solve_triangular", "triangular_solve", "matrix_exp"};
+  static const std::set<std::string> ops{"linalg.cond",
+                                         "linalg.inv",
+                                         "linalg.inv_ex",
+                                         "linalg.solve",
+                                         "linalg.solve_ex",
+                                         "linalg.det",
+                                         "logdet",
+                                         "linalg.slogdet",
+                                         "linalg.pinv",
+                                         "pinverse",
+                                         "linalg.matrix_rank",
+                                         "linalg.eigvalsh",
+                                         "linalg.svdvals",
+                                         "linalg.matrix_norm",
+                                         "linalg.norm",
+                                         "linalg.matrix_power",
+                                         "linalg.tensorinv",
+                                         "linalg.tensorsolve",
+                                         "linalg.cholesky",
+                                         "linalg.cholesky_ex",
+                                         "cholesky",
+                                         "cholesky_solve",
+                                         "cholesky_inverse",
+                                         "linalg.lu",
+                                         "linalg.lu_factor",
+                                         "linalg.lu_factor_ex",
+                                         "linalg.lu_solve",
+                                         "lu_solve",
+                                         "linalg.qr",
+                                         "geqrf",
+                                         "linalg.lstsq",
+                                         "linalg.solve_triangular",
+                                         "triangular_solve",
+                                         "matrix_exp"};
   return ops.contains(op);
 }
 
@@ -1243,11 +1346,13 @@ double factorization_rtol(const Tensor& a, DType dtype) {
 /** Whether `got` is `want` (dtype, shape, values within the dtype's tolerance; for an op
  * that sums products, the absolute part at least rtol times the largest |value|; for a
  * factorization, a relative tolerance of at least `conditioned_rtol`). */
-bool matches(const Tensor& got, const json& want, bool summed = false, double conditioned_rtol = 0) {
+bool matches(const Tensor& got, const json& want, bool summed = false,
+             double conditioned_rtol = 0) {
   std::string dtype = want.at("dtype");
   EXPECT_EQ(to_string(got.dtype()), dtype);
   EXPECT_EQ(got.shape().vec(), want.at("shape").get<IntList>());
-  if (to_string(got.dtype()) != dtype || got.shape().vec() != want.at("shape").get<IntList>()) return false;
+  if (to_string(got.dtype()) != dtype || got.shape().vec() != want.at("shape").get<IntList>())
+    return false;
   auto [rtol, atol] = tolerance(dtype_from_string(dtype));
   // f16/bf16: one more unit in the last place, for results either side of a rounding boundary
   if (dtype == "f16") rtol += 1.0 / 1024;
@@ -1280,7 +1385,8 @@ bool same_gradients(const TensorList& got, const json& want, const std::vector<s
       continue;
     }
     if (!got[k].defined()) {
-      if (!all_zero(k)) ADD_FAILURE() << "no gradient reaches input " << wrt[k] << ", PyTorch's is not zero";
+      if (!all_zero(k))
+        ADD_FAILURE() << "no gradient reaches input " << wrt[k] << ", PyTorch's is not zero";
       ok = ok && all_zero(k);
       continue;
     }
@@ -1295,14 +1401,16 @@ bool same_gradients(const TensorList& got, const json& want, const std::vector<s
 // At 0, PyTorch's elu/celu/selu double backward takes the positive side while their first
 // derivative takes the negative one: no smooth formula matches both there.
 bool second_order_convention(const std::string& op, const Sample& s) {
-  if (op != "nn.functional.elu" && op != "nn.functional.celu" && op != "nn.functional.selu") return false;
+  if (op != "nn.functional.elu" && op != "nn.functional.celu" && op != "nn.functional.selu")
+    return false;
   return item<bool>(any(s.x() == 0.0));
 }
 
 // The gradients of sum(out * cotangent) w.r.t. the sample's f64 tensors against PyTorch's
 // autograd, and where the case has them the second-order ones (test_ops' gradgrad: the
 // gradients of sum(grads_i * v_i), through kiln's create_graph).
-bool gradients_match(const Tensor& out, const Sample& s, const json& g, Device device, const std::string& op) {
+bool gradients_match(const Tensor& out, const Sample& s, const json& g, Device device,
+                     const std::string& op) {
   SCOPED_TRACE("gradient");
   std::vector<size_t> wrt = g.at("wrt").get<std::vector<size_t>>();
   TensorList inputs;
@@ -1311,7 +1419,8 @@ bool gradients_match(const Tensor& out, const Sample& s, const json& g, Device d
   bool second = g.contains("gradgrad") && !second_order_convention(op, s);
   TensorList grads;
   try {
-    grads = autograd::grad({out}, inputs, {testing::from_json(g.at("cotangent"), device)}, /*retain_graph=*/second,
+    grads = autograd::grad({out}, inputs, {testing::from_json(g.at("cotangent"), device)},
+                           /*retain_graph=*/second,
                            /*allow_unused=*/true, /*create_graph=*/second);
   } catch (const Error& e) {
     ADD_FAILURE() << "kiln's backward refused: " << e.what();
@@ -1351,23 +1460,32 @@ void expect_matches_pytorch(Device device) {
     // (values, indices) where PyTorch returned two tensors, else one
     bool pair = c.contains("outputs");
     std::function<TensorList(const Sample&)> call;
-    if (c.contains("error") && !ops().contains(op)) pair = true;  // an error case of an op with several outputs
+    if (c.contains("error") && !ops().contains(op))
+      pair = true;  // an error case of an op with several outputs
     if (auto it = list_ops().find(op); pair && it != list_ops().end()) {
       call = it->second;
     } else if (auto it1 = ops().find(op); !pair && it1 != ops().end()) {
       call = [f = it1->second](const Sample& s) { return TensorList{f(s)}; };
     } else {
-      ADD_FAILURE() << "the sweep has an op this test does not map: " << op << (pair ? " (two outputs)" : "");
+      ADD_FAILURE() << "the sweep has an op this test does not map: " << op
+                    << (pair ? " (two outputs)" : "");
       continue;
     }
-    Sample s{.args = c.at("args"), .kwargs = c.at("kwargs"), .listed = c.value("input_list", size_t{0}),
+    Sample s{.args = c.at("args"),
+             .kwargs = c.at("kwargs"),
+             .listed = c.value("input_list", size_t{0}),
              .value = c.value("value", json())};
     for (const json& t : c.at("inputs")) s.in.push_back(testing::from_json(t, device));
-    if (s.value.is_number() || s.value.is_boolean()) s.wrapped = wrapped_number(testing::scalar(s.value));
+    if (s.value.is_number() || s.value.is_boolean())
+      s.wrapped = wrapped_number(testing::scalar(s.value));
     const json* gradient = c.contains("grad") ? &c.at("grad") : nullptr;
     if (gradient)
       for (size_t i : gradient->at("wrt").get<std::vector<size_t>>()) s.in[i].set_requires_grad();
-    SCOPED_TRACE(op + " on " + (!s.value.is_null() ? s.value.dump() : s.in.empty() ? std::string("no tensor") : s.x().meta_str()) + " args " + s.args.dump() + " kwargs " + s.kwargs.dump());
+    SCOPED_TRACE(op + " on " +
+                 (!s.value.is_null() ? s.value.dump()
+                  : s.in.empty()     ? std::string("no tensor")
+                                     : s.x().meta_str()) +
+                 " args " + s.args.dump() + " kwargs " + s.kwargs.dump());
     if (c.contains("error")) {
       EXPECT_THROW(call(s), Error) << "PyTorch raised: " << c["error"];
       continue;
@@ -1401,16 +1519,19 @@ void expect_matches_pytorch(Device device) {
       EXPECT_TRUE(same) << "the indices do not point at the values";
       ok = ok && same;
     } else {
-      double conditioned = 0;  // over every matrix argument (the system of a solve may be the second)
+      double conditioned =
+          0;  // over every matrix argument (the system of a solve may be the second)
       if (factorizes(op))
-        for (const Tensor& t : s.in) conditioned = std::max(conditioned, factorization_rtol(t, got[0].dtype()));
+        for (const Tensor& t : s.in)
+          conditioned = std::max(conditioned, factorization_rtol(t, got[0].dtype()));
       for (size_t i = 0; ok && i < got.size(); ++i)
         ok = matches(got[i], wants[i], sums_products(op), conditioned) && ok;
     }
     if (ok && gradient) ok = gradients_match(got[0], s, *gradient, device, op);
     if (!ok) ++failures[op];
   }
-  for (const auto& [op, n] : failures) std::cerr << "opdb sweep: " << op << " failed " << n << " sample(s)\n";
+  for (const auto& [op, n] : failures)
+    std::cerr << "opdb sweep: " << op << " failed " << n << " sample(s)\n";
 }
 
 TEST(OpDbSweep, MatchesPyTorchOnItsOwnSamples) { expect_matches_pytorch(Device("cpu:0")); }

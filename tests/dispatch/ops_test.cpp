@@ -2,10 +2,9 @@
 // promotion, non-contiguous inputs.
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include <cmath>
 #include <functional>
+#include <sstream>
 
 #include "kiln/kiln.h"
 #include "test_util.h"
@@ -74,13 +73,18 @@ TEST(Elementwise, BinaryBroadcasts) {
   Tensor col = randn({3, 1});
   Dims out{3, 4};
   EXPECT_TRUE(all_close(add(a, row), ref_binary(a, row, out, std::plus<>())));
-  EXPECT_TRUE(all_close(sub(a, col, 2), ref_binary(a, col, out, [](double x, double y) { return x - 2 * y; })));
+  EXPECT_TRUE(all_close(sub(a, col, 2),
+                        ref_binary(a, col, out, [](double x, double y) { return x - 2 * y; })));
   EXPECT_TRUE(all_close(mul(col, row), ref_binary(col, row, out, std::multiplies<>())));
   EXPECT_TRUE(all_close(div(a, row), ref_binary(a, row, out, std::divides<>())));
-  EXPECT_TRUE(all_close(maximum(a, col), ref_binary(a, col, out, [](double x, double y) { return std::max(x, y); })));
-  EXPECT_TRUE(all_close(minimum(a, row), ref_binary(a, row, out, [](double x, double y) { return std::min(x, y); })));
+  EXPECT_TRUE(all_close(
+      maximum(a, col), ref_binary(a, col, out, [](double x, double y) { return std::max(x, y); })));
+  EXPECT_TRUE(all_close(
+      minimum(a, row), ref_binary(a, row, out, [](double x, double y) { return std::min(x, y); })));
   Tensor pos = abs(a) + 0.5;
-  EXPECT_TRUE(all_close(pow(pos, row), ref_binary(pos, row, out, [](double x, double y) { return std::pow(x, y); }), 1e-4));
+  EXPECT_TRUE(all_close(
+      pow(pos, row), ref_binary(pos, row, out, [](double x, double y) { return std::pow(x, y); }),
+      1e-4));
   EXPECT_EQ(to_vector<bool>(lt(a, row)), [&] {
     std::vector<bool> r;
     for (double v : ref_binary(a, row, out, std::less<>())) r.push_back(v != 0);
@@ -104,13 +108,16 @@ TEST(Elementwise, HalfAddAndSubWithAlpha) {
       ASSERT_EQ(got.dtype(), d);
       std::vector<double> want;
       for (size_t i = 0; i < av.size(); ++i) {
-        float exact = static_cast<float>(av[i]) + (is_sub ? -2.5f : 2.5f) * static_cast<float>(bv[i]);
+        float exact =
+            static_cast<float>(av[i]) + (is_sub ? -2.5f : 2.5f) * static_cast<float>(bv[i]);
         want.push_back(values(to(tensor({exact}), d))[0]);  // rounded once to the half type
       }
       EXPECT_EQ(values(got), want) << d << (is_sub ? " sub" : " add");
     }
     Tensor col = to(randn({4, 1}), d), row = to(randn({5}), d);  // the strided path
-    EXPECT_TRUE(all_close(add(col, row, -3), ref_binary(col, row, {4, 5}, [](double x, double y) { return x - 3 * y; }), 2e-2));
+    EXPECT_TRUE(all_close(
+        add(col, row, -3),
+        ref_binary(col, row, {4, 5}, [](double x, double y) { return x - 3 * y; }), 2e-2));
   }
 }
 
@@ -119,14 +126,16 @@ TEST(Elementwise, HalfAddAndSubWithAlpha) {
 TEST(Elementwise, ThresholdBackwardIsGradWhereSelfExceedsTheThreshold) {
   manual_seed(4);
   Tensor g = randn({3, 4}), x = transpose(randn({4, 3}), 0, 1);
-  EXPECT_EQ(to_vector<float>(threshold_backward(g, x, 0.25)), to_vector<float>(masked_fill(g, x <= 0.25, 0)));
+  EXPECT_EQ(to_vector<float>(threshold_backward(g, x, 0.25)),
+            to_vector<float>(masked_fill(g, x <= 0.25, 0)));
   Tensor row = randn({4});
   EXPECT_EQ(to_vector<float>(threshold_backward(row, x, 0)),
             to_vector<float>(masked_fill(contiguous(expand(row, {3, 4})), x <= 0, 0)));
   Tensor gi = from_vector<int64_t>({1, 2, 3}), xi = from_vector<int64_t>({-5, 0, 7});
   EXPECT_EQ(to_vector<int64_t>(threshold_backward(gi, xi, 0)), (std::vector<int64_t>{0, 0, 3}));
   EXPECT_EQ(to_vector<int64_t>(threshold_backward(gi, xi, 1e300)), (std::vector<int64_t>{0, 0, 0}));
-  EXPECT_EQ(to_vector<int64_t>(threshold_backward(gi, xi, -1e300)), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(to_vector<int64_t>(threshold_backward(gi, xi, -1e300)),
+            (std::vector<int64_t>{1, 2, 3}));
 }
 
 TEST(Elementwise, TypePromotion) {
@@ -139,9 +148,11 @@ TEST(Elementwise, TypePromotion) {
   EXPECT_EQ(add(i32t, 2).dtype(), i32);    // int scalar keeps the tensor's type
   EXPECT_EQ(add(ones({2}, {.dtype = f16}), 2.5).dtype(), f16);
   EXPECT_EQ(add(i32t, scalar_tensor(1, {.dtype = i64})).dtype(), i32);  // 0-dim ranks lower
-  EXPECT_EQ(add(i32t, scalar_tensor(1, {.dtype = f64})).dtype(), f64);  // ... unless a higher category
+  EXPECT_EQ(add(i32t, scalar_tensor(1, {.dtype = f64})).dtype(),
+            f64);  // ... unless a higher category
   EXPECT_EQ(add(ones({2}, {.dtype = f16}), ones({2}, {.dtype = bf16})).dtype(), f32);
-  EXPECT_EQ(to_vector<double>(add(ones({2}, {.dtype = f16}), 2.5)), (std::vector<double>{3.5, 3.5}));
+  EXPECT_EQ(to_vector<double>(add(ones({2}, {.dtype = f16}), 2.5)),
+            (std::vector<double>{3.5, 3.5}));
   EXPECT_EQ(to_vector<int32_t>(mul(i32t, 3)), (std::vector<int32_t>{3, 3}));
   EXPECT_EQ(to_vector<bool>(add(ones({2}, {.dtype = b8}), ones({2}, {.dtype = b8}))),
             (std::vector<bool>{true, true}));
@@ -153,7 +164,7 @@ TEST(Elementwise, TypePromotion) {
 TEST(Elementwise, NonContiguousInputs) {
   Tensor base = arange(0, 12, 1, {.dtype = f32});
   Tensor m = view(base, {3, 4});
-  Tensor tr = transpose(m, 0, 1);  // [4, 3], strides (1, 4)
+  Tensor tr = transpose(m, 0, 1);             // [4, 3], strides (1, 4)
   Tensor strided = slice(base, 0, 0, 12, 3);  // 0, 3, 6, 9
   EXPECT_FALSE(tr.is_contiguous());
   Tensor r = add(tr, tr);
@@ -162,7 +173,8 @@ TEST(Elementwise, NonContiguousInputs) {
     for (int j = 0; j < 3; ++j) want.push_back(2.0 * (j * 4 + i));
   EXPECT_TRUE(all_close(r, want));
   EXPECT_TRUE(all_close(mul(strided, strided), {0, 9, 36, 81}));
-  EXPECT_TRUE(all_close(exp(select(tr, 1, 2)), {std::exp(8.0), std::exp(9.0), std::exp(10.0), std::exp(11.0)}));
+  EXPECT_TRUE(all_close(exp(select(tr, 1, 2)),
+                        {std::exp(8.0), std::exp(9.0), std::exp(10.0), std::exp(11.0)}));
 }
 
 TEST(Elementwise, WhereAndMaskedFill) {
@@ -175,7 +187,8 @@ TEST(Elementwise, WhereAndMaskedFill) {
   Tensor y = clone(x);
   masked_fill_(y, mask, 0);
   EXPECT_TRUE(all_close(y, {1, 0, 3, 0}));
-  expect_error([&] { where(x, x, x); }, ErrorKind::dtype, "[where] expected condition to be a bool");
+  expect_error([&] { where(x, x, x); }, ErrorKind::dtype,
+               "[where] expected condition to be a bool");
 }
 
 TEST(InPlace, ArithmeticWritesSelf) {
@@ -192,8 +205,11 @@ TEST(InPlace, ArithmeticWritesSelf) {
   Tensor i = arange(3);
   expect_error([&] { div_(i, 2); }, ErrorKind::dtype,
                "[div_] result type f32 can't be cast to the desired output type i64");
-  expect_error([&] { add_(x, ones({2, 3})); }, ErrorKind::shape,
-               "[add_] output with shape [3] doesn't match the broadcast shape [2, 3]");
+  expect_error(
+      [&] {
+        add_(x, ones({2, 3}));
+      },
+      ErrorKind::shape, "[add_] output with shape [3] doesn't match the broadcast shape [2, 3]");
   Tensor z = ones({2, 2});
   zero_(z);
   EXPECT_EQ(item<float>(sum(z)), 0.0f);
@@ -218,7 +234,8 @@ TEST(Reductions, OverDimsWithKeepdim) {
   EXPECT_TRUE(all_close(mn, {-3, -7, -11, -15, -19, -23}));
   EXPECT_EQ(to_vector<int64_t>(mi), (std::vector<int64_t>(6, 3)));
   EXPECT_EQ(item<int64_t>(argmax(x)), 23);
-  EXPECT_EQ(to_vector<int64_t>(argmax(tensor({1, 5, 5, 2}, {2, 2}), 1)), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(to_vector<int64_t>(argmax(tensor({1, 5, 5, 2}, {2, 2}), 1)),
+            (std::vector<int64_t>{1, 0}));
   EXPECT_TRUE(all_close(var(x, {2}), std::vector<double>(6, 20.0 / 12)));
   EXPECT_TRUE(all_close(var(x, {2}, 0), std::vector<double>(6, 1.25)));
   EXPECT_EQ(sum(arange(4)).dtype(), i64);
@@ -258,8 +275,10 @@ TEST(Reductions, SoftmaxGradientsInOnePassMatchTheirFormulas) {
   Tensor x = randn({5, 7}, {.dtype = f64}), g = transpose(randn({7, 5}, {.dtype = f64}), 0, 1);
   for (int64_t dim : {1, 0, -1}) {
     Tensor y = softmax(x, dim), ly = log_softmax(x, dim);
-    EXPECT_TRUE(all_close(softmax_backward(g, y, dim), values(y * (g - sum(g * y, {dim}, true))), 1e-12, 1e-12));
-    EXPECT_TRUE(all_close(log_softmax_backward(g, ly, dim), values(g - exp(ly) * sum(g, {dim}, true)), 1e-12, 1e-12));
+    EXPECT_TRUE(all_close(softmax_backward(g, y, dim), values(y * (g - sum(g * y, {dim}, true))),
+                          1e-12, 1e-12));
+    EXPECT_TRUE(all_close(log_softmax_backward(g, ly, dim),
+                          values(g - exp(ly) * sum(g, {dim}, true)), 1e-12, 1e-12));
     // f32 and f16 agree with the f64 result to their precision
     Tensor want = softmax_backward(g, y, dim);
     EXPECT_TRUE(all_close(softmax_backward(to(g, f32), to(y, f32), dim), values(want), 1e-6, 1e-6));
@@ -269,11 +288,17 @@ TEST(Reductions, SoftmaxGradientsInOnePassMatchTheirFormulas) {
   }
   // Sums along dim: a gradient constant along it has zero softmax gradient.
   Tensor y = softmax(x, 1);
-  EXPECT_TRUE(all_close(softmax_backward(ones_like(y), y, 1), std::vector<double>(35, 0.0), 1e-12, 1e-12));
+  EXPECT_TRUE(
+      all_close(softmax_backward(ones_like(y), y, 1), std::vector<double>(35, 0.0), 1e-12, 1e-12));
   expect_error([&] { softmax_backward(g, y, 2); }, ErrorKind::index, "Dimension out of range");
-  expect_error([&] { softmax_backward(randn({5, 1}, {.dtype = f64}), y, 1); }, ErrorKind::shape,
-               "[softmax_backward] grad_output of shape [5, 1] does not match the output [5, 7]");
-  expect_error([&] { log_softmax_backward(to(g, f32), y, 1); }, ErrorKind::dtype, "log_softmax_backward");
+  expect_error(
+      [&] {
+        softmax_backward(randn({5, 1}, {.dtype = f64}), y, 1);
+      },
+      ErrorKind::shape,
+      "[softmax_backward] grad_output of shape [5, 1] does not match the output [5, 7]");
+  expect_error([&] { log_softmax_backward(to(g, f32), y, 1); }, ErrorKind::dtype,
+               "log_softmax_backward");
 }
 
 TEST(LinearAlgebra, MatchesNaiveProducts) {
@@ -357,8 +382,11 @@ TEST(DataMovement, CatStackSplitChunk) {
   EXPECT_TRUE(parts[1].is_alias_of(parts[0]));
   TensorList ch = chunk(arange(6), 4);  // torch gives chunks of 2: [0,1], [2,3], [4,5]
   EXPECT_EQ(ch.size(), 3u);
-  expect_error([&] { cat({a, tensor({1, 2, 3}, {1, 3})}); }, ErrorKind::shape,
-               "[cat] sizes of tensors must match except in dimension 0");
+  expect_error(
+      [&] {
+        cat({a, tensor({1, 2, 3}, {1, 3})});
+      },
+      ErrorKind::shape, "[cat] sizes of tensors must match except in dimension 0");
 }
 
 TEST(DataMovement, IndexingOps) {
@@ -369,8 +397,11 @@ TEST(DataMovement, IndexingOps) {
   // Negative indices are out of bounds, as in PyTorch (no wrapping).
   for (Tensor bad : {from_vector<int32_t>({3, -1}), from_vector<int64_t>({-4})})
     expect_error([&] { index_select(x, 1, bad); }, ErrorKind::index, "[index_select] index -");
-  expect_error([&] { gather(x, 1, from_vector<int64_t>({-1}, {1, 1})); }, ErrorKind::index,
-               "[gather] index -1 is out of bounds");
+  expect_error(
+      [&] {
+        gather(x, 1, from_vector<int64_t>({-1}, {1, 1}));
+      },
+      ErrorKind::index, "[gather] index -1 is out of bounds");
   expect_error([&] { embedding(x, from_vector<int64_t>({-1})); }, ErrorKind::index,
                "[embedding] index -1 is out of bounds");
   Tensor g = gather(x, 1, from_vector<int64_t>({0, 3, 1, 1, 2, 0}, {3, 2}));
@@ -396,12 +427,14 @@ TEST(Normalization, LayerAndRmsNorm) {
     for (int j = 0; j < 8; ++j) m += xv[r * 8 + j] / 8;
     for (int j = 0; j < 8; ++j) v += (xv[r * 8 + j] - m) * (xv[r * 8 + j] - m) / 8;
     for (int j = 0; j < 8; ++j) ms += xv[r * 8 + j] * xv[r * 8 + j] / 8;
-    for (int j = 0; j < 8; ++j) want.push_back((xv[r * 8 + j] - m) / std::sqrt(v + 1e-5) * wv[j] + bv[j]);
+    for (int j = 0; j < 8; ++j)
+      want.push_back((xv[r * 8 + j] - m) / std::sqrt(v + 1e-5) * wv[j] + bv[j]);
     for (int j = 0; j < 8; ++j) want_rms.push_back(xv[r * 8 + j] / std::sqrt(ms + 1e-6) * wv[j]);
   }
   EXPECT_TRUE(all_close(y, want, 1e-4, 1e-5));
   EXPECT_TRUE(all_close(rms_norm(x, {8}, w, 1e-6), want_rms, 1e-4, 1e-5));
-  expect_error([&] { layer_norm(x, {4}); }, ErrorKind::shape, "normalized_shape [4] does not match");
+  expect_error([&] { layer_norm(x, {4}); }, ErrorKind::shape,
+               "normalized_shape [4] does not match");
 }
 
 TEST(Factories, ShapesDtypesAndValues) {
@@ -414,7 +447,11 @@ TEST(Factories, ShapesDtypesAndValues) {
   EXPECT_EQ(scalar_tensor(2).dim(), 0);
   expect_error([] { zeros({-1}); }, ErrorKind::shape, "negative dimension");
   expect_error([] { arange(0, 5, -1); }, ErrorKind::value, "inconsistent with step sign");
-  expect_error([] { tensor({1, 2, 3}, {2, 2}); }, ErrorKind::shape, "3 values cannot fill shape [2, 2]");
+  expect_error(
+      [] {
+        tensor({1, 2, 3}, {2, 2});
+      },
+      ErrorKind::shape, "3 values cannot fill shape [2, 2]");
 }
 
 }  // namespace
@@ -442,7 +479,8 @@ TEST(VectorMath, FastExpAndErfAreAccurate) {
   // the exp without overflow selects: accurate on x <= 0, exactly 0 below -87.3
   double worst_nonpositive = 0;
   for (float x = -87.0f; x <= 0.0f; x += 0.00737f)
-    worst_nonpositive = std::max(worst_nonpositive, std::abs(cpu::fast_exp_nonpositive(x) / std::exp(double(x)) - 1));
+    worst_nonpositive = std::max(worst_nonpositive,
+                                 std::abs(cpu::fast_exp_nonpositive(x) / std::exp(double(x)) - 1));
   EXPECT_LT(worst_nonpositive, 3e-7);
   EXPECT_EQ(cpu::fast_exp_nonpositive(-INFINITY), 0.0f);
   EXPECT_EQ(cpu::fast_exp_nonpositive(-90.0f), 0.0f);
@@ -465,7 +503,8 @@ TEST(VectorMath, GeluDerivativeSharesItsExpAndStaysAccurate) {
   double worst = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     double v = xs[i];
-    double want = 0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    double want =
+        0.5 * (1 + std::erf(v / std::sqrt(2.0))) + v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
     worst = std::max(worst, std::abs(got[i] - want));
     worst = std::max(worst, std::abs(cpu::fast_gelu_derivative(xs[i]) - want));
   }
@@ -551,7 +590,8 @@ TEST(Operators, NumbersOnTheLeftRemainderAndShifts) {
   EXPECT_EQ(to_vector<int64_t>(i << 2), (std::vector<int64_t>{4, -32, 20}));
   EXPECT_EQ(to_vector<int64_t>(i >> 1), (std::vector<int64_t>{0, -4, 2}));
   EXPECT_EQ(to_vector<int64_t>(6 & i), (std::vector<int64_t>{0, 0, 4}));
-  EXPECT_EQ(to_vector<int64_t>(i << from_vector<int64_t>({64, 0, -1})), (std::vector<int64_t>{0, -8, 0}));
+  EXPECT_EQ(to_vector<int64_t>(i << from_vector<int64_t>({64, 0, -1})),
+            (std::vector<int64_t>{0, -8, 0}));
   expect_error([&] { (void)(a << 1); }, ErrorKind::dtype, "[bitwise_left_shift]");
 }
 
@@ -608,7 +648,9 @@ TEST(Sampling, InPlaceDistributionsHaveTheirMeansAndSupports) {
   manual_seed(7);
   const int64_t n = 200000;
   auto mean_of = [](const Tensor& t) { return item<double>(mean(to(t, f64))); };
-  auto within = [&](double got, double want, double sd) { return std::abs(got - want) < 6 * sd / std::sqrt(double(n)); };
+  auto within = [&](double got, double want, double sd) {
+    return std::abs(got - want) < 6 * sd / std::sqrt(double(n));
+  };
   Tensor e = empty({n}, {.dtype = f64});
   exponential_(e, 2.0);
   EXPECT_TRUE(within(mean_of(e), 0.5, 0.5));
@@ -661,7 +703,8 @@ TEST(Sampling, MultinomialWithAndWithoutReplacement) {
     for (double c : values(select(pick, 0, 0))) EXPECT_NE(c, 1.0);
   }
   // The most likely category comes first most often (Gumbel top-k draws in order).
-  Tensor firsts = select(multinomial(expand(unsqueeze(tensor({0.7, 0.2, 0.1}), 0), {4000, 3}), 1), 1, 0);
+  Tensor firsts =
+      select(multinomial(expand(unsqueeze(tensor({0.7, 0.2, 0.1}), 0), {4000, 3}), 1), 1, 0);
   EXPECT_NEAR(item<double>(mean(to(firsts == 0, f64))), 0.7, 0.03);
   expect_error([&] { multinomial(probs, 5); }, ErrorKind::value, "without replacement");
   expect_error([] { multinomial(tensor({0.5, -0.1}), 1); }, ErrorKind::value, "element < 0");
@@ -680,24 +723,33 @@ TEST(Linalg, FactorizationsReconstructAndSolversInvert) {
   EXPECT_TRUE(all_close(matmul(a, linalg::inv(a)), values(expand(eye5, {3, 5, 5})), 1e-10, 1e-10));
   EXPECT_TRUE(all_close(matmul(a, linalg::solve(a, b)), values(b), 1e-10, 1e-10));
   auto [q, r] = linalg::qr(randn({3, 6, 4}, o));
-  EXPECT_TRUE(all_close(matmul(transpose(q, -2, -1), q), values(expand(eye(4, std::nullopt, o), {3, 4, 4})), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(matmul(transpose(q, -2, -1), q),
+                        values(expand(eye(4, std::nullopt, o), {3, 4, 4})), 1e-12, 1e-12));
   Tensor spd = matmul(a, transpose(a, -2, -1)) + eye5;
   Tensor c = linalg::cholesky(spd);
   EXPECT_TRUE(all_close(matmul(c, transpose(c, -2, -1)), values(spd), 1e-10, 1e-10));
-  EXPECT_TRUE(all_close(linalg::det(spd), values(prod(diagonal(c, 0, -2, -1), -1) * prod(diagonal(c, 0, -2, -1), -1)),
+  EXPECT_TRUE(all_close(linalg::det(spd),
+                        values(prod(diagonal(c, 0, -2, -1), -1) * prod(diagonal(c, 0, -2, -1), -1)),
                         1e-10, 1e-10));
   EXPECT_TRUE(all_close(matrix_power(a, 3), values(matmul(a, matmul(a, a))), 1e-12, 1e-12));
   EXPECT_EQ(linalg::det(a).device(), d);
   Tensor singular = tensor({1.0, 2.0, 2.0, 4.0}, {2, 2});
   EXPECT_EQ(item<double>(linalg::det(singular)), 0.0);
-  expect_error([&] { linalg::inv(singular); }, ErrorKind::value, "[linalg.inv] the input matrix is singular");
+  expect_error([&] { linalg::inv(singular); }, ErrorKind::value,
+               "[linalg.inv] the input matrix is singular");
   expect_error([&] { linalg::solve(singular, tensor({1.0, 1.0})); }, ErrorKind::value, "singular");
-  expect_error([&] { linalg::cholesky(tensor({1.0, 2.0, 2.0, 1.0}, {2, 2})); }, ErrorKind::value,
-               "leading minor of order 2 is not positive-definite");
+  expect_error(
+      [&] {
+        linalg::cholesky(tensor({1.0, 2.0, 2.0, 1.0}, {2, 2}));
+      },
+      ErrorKind::value, "leading minor of order 2 is not positive-definite");
   expect_error([&] { linalg::det(randn({2, 3})); }, ErrorKind::shape, "square");
   // Traced with fake tensors: the loop unrolls, the eager checks (host reads) are skipped.
-  ir::Graph g = make_fx([](const TensorList& in) { return TensorList{linalg::solve(in[0], in[1]), linalg::det(in[0])}; },
-                        {a, b});
+  ir::Graph g = make_fx(
+      [](const TensorList& in) {
+        return TensorList{linalg::solve(in[0], in[1]), linalg::det(in[0])};
+      },
+      {a, b});
   EXPECT_GT(g.nodes().size(), 5u * 10u);
   EXPECT_NE(g.str().find("@cpu:2"), std::string::npos);
 }
@@ -743,11 +795,14 @@ TEST(Linalg, DecompositionsReconstructAndWhatIsBuiltOnThemHolds) {
   auto [l, v] = linalg::eigh(sym);
   EXPECT_EQ(l.device(), d);
   EXPECT_TRUE(all_close(matmul(v * unsqueeze(l, -2), mT(v)), values(sym), 1e-12, 1e-12));
-  EXPECT_TRUE(all_close(matmul(mT(v), v), values(expand(eye(5, std::nullopt, o), {3, 5, 5})), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(matmul(mT(v), v), values(expand(eye(5, std::nullopt, o), {3, 5, 5})), 1e-12,
+                        1e-12));
   EXPECT_TRUE(item<bool>(all(diff(l, 1, -1) >= 0.0)));  // ascending
   // Only the named triangle is read: garbage in the other changes nothing.
-  EXPECT_TRUE(all_close(linalg::eigvalsh(tril(sym) + triu(randn({3, 5, 5}, o), 1)), values(l), 1e-12, 1e-12));
-  EXPECT_TRUE(all_close(linalg::eigvalsh(triu(sym) + tril(randn({3, 5, 5}, o), -1), "U"), values(l), 1e-12, 1e-12));
+  EXPECT_TRUE(all_close(linalg::eigvalsh(tril(sym) + triu(randn({3, 5, 5}, o), 1)), values(l),
+                        1e-12, 1e-12));
+  EXPECT_TRUE(all_close(linalg::eigvalsh(triu(sym) + tril(randn({3, 5, 5}, o), -1), "U"), values(l),
+                        1e-12, 1e-12));
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6, 4}, {4, 6}}) {
     Tensor a = randn({2, rows, cols}, o);
     for (bool full : {false, true}) {
@@ -758,7 +813,8 @@ TEST(Linalg, DecompositionsReconstructAndWhatIsBuiltOnThemHolds) {
       Tensor uk = narrow(u, -1, 0, k), vk = narrow(vh, -2, 0, k);
       EXPECT_TRUE(all_close(matmul(uk * unsqueeze(s, -2), vk), values(a), 1e-12, 1e-12));
       int64_t c = u.size(-1);
-      EXPECT_TRUE(all_close(matmul(mT(u), u), values(expand(eye(c, std::nullopt, o), {2, c, c})), 1e-12, 1e-12));
+      EXPECT_TRUE(all_close(matmul(mT(u), u), values(expand(eye(c, std::nullopt, o), {2, c, c})),
+                            1e-12, 1e-12));
     }
     // The Moore-Penrose conditions, and least squares through them.
     Tensor p = linalg::pinv(a);
@@ -766,25 +822,45 @@ TEST(Linalg, DecompositionsReconstructAndWhatIsBuiltOnThemHolds) {
     EXPECT_TRUE(all_close(matmul(matmul(p, a), p), values(p), 1e-10, 1e-10));
     Tensor b = randn({2, rows, 3}, o);
     EXPECT_TRUE(all_close(linalg::lstsq(a, b).solution, values(matmul(p, b)), 1e-10, 1e-10));
-    EXPECT_EQ(to_vector<int64_t>(linalg::matrix_rank(a)), (std::vector<int64_t>{std::min(rows, cols), std::min(rows, cols)}));
+    EXPECT_EQ(to_vector<int64_t>(linalg::matrix_rank(a)),
+              (std::vector<int64_t>{std::min(rows, cols), std::min(rows, cols)}));
   }
   Tensor deficient = matmul(randn({5, 2}, o), randn({2, 4}, o));
   EXPECT_EQ(item<int64_t>(linalg::matrix_rank(deficient)), 2);
-  EXPECT_NEAR(item<double>(linalg::matrix_norm(deficient, "2")), item<double>(amax(linalg::svdvals(deficient))), 1e-12);
+  EXPECT_NEAR(item<double>(linalg::matrix_norm(deficient, "2")),
+              item<double>(amax(linalg::svdvals(deficient))), 1e-12);
   EXPECT_NEAR(item<double>(linalg::cond(eye(3, std::nullopt, o) * 2.0)), 1.0, 1e-12);
   // Refusals: what LAPACK cannot take, and what it would not converge on.
-  expect_error([&] { linalg::eigh(randn({2, 3}, o)); }, ErrorKind::shape, "[linalg_eigh] expects square matrices");
-  expect_error([&] { linalg::eigh(ones({2, 2}, {.dtype = f16})); }, ErrorKind::dtype, "float or double");
+  expect_error(
+      [&] {
+        linalg::eigh(randn({2, 3}, o));
+      },
+      ErrorKind::shape, "[linalg_eigh] expects square matrices");
+  expect_error(
+      [&] {
+        linalg::eigh(ones({2, 2}, {.dtype = f16}));
+      },
+      ErrorKind::dtype, "float or double");
   expect_error([&] { linalg::eigh(sym, "X"); }, ErrorKind::value, "UPLO must be 'L' or 'U'");
-  expect_error([&] { linalg::svd(tensor({1.0, std::nan(""), 0.0, 1.0}, {2, 2})); }, ErrorKind::value,
-               "[linalg.svd] the algorithm failed to converge because the input matrix contained non-finite values");
-  expect_error([&] { linalg::lstsq(randn({4, 3}, o), randn({4, 2}, o), std::nullopt, "gelsx"); }, ErrorKind::value,
-               "driver");
+  expect_error(
+      [&] {
+        linalg::svd(tensor({1.0, std::nan(""), 0.0, 1.0}, {2, 2}));
+      },
+      ErrorKind::value,
+      "[linalg.svd] the algorithm failed to converge because the input matrix contained non-finite "
+      "values");
+  expect_error(
+      [&] {
+        linalg::lstsq(randn({4, 3}, o), randn({4, 2}, o), std::nullopt, "gelsx");
+      },
+      ErrorKind::value, "driver");
   // Traced: one node per decomposition, on the traced device, with the results' shapes.
-  ir::Graph g = make_fx([](const TensorList& in) {
-    auto [u, s, vh] = linalg::svd(in[0], false);
-    return TensorList{linalg::eigvalsh(in[1]), s};
-  }, {randn({4, 3}, o), sym});
+  ir::Graph g = make_fx(
+      [](const TensorList& in) {
+        auto [u, s, vh] = linalg::svd(in[0], false);
+        return TensorList{linalg::eigvalsh(in[1]), s};
+      },
+      {randn({4, 3}, o), sym});
   std::string text = g.str();
   EXPECT_NE(text.find("linalg_svd"), std::string::npos) << text;
   EXPECT_NE(text.find("linalg_eigh"), std::string::npos) << text;
@@ -799,23 +875,38 @@ TEST(Masked, LeftOutElementsTakeNoPartAndTheOpsTrace) {
   Tensor x = tensor({1.0, 5.0, -2.0, 4.0, 3.0, 8.0}, {2, 3}, o);
   x.set_requires_grad();
   Tensor mask = to(tensor({1.0, 0.0, 1.0}, {}, o), b8);  // broadcast over rows
-  EXPECT_EQ(to_vector<double>(masked::sum(x, {1}, false, std::nullopt, mask)), (std::vector<double>{-1.0, 12.0}));
-  EXPECT_EQ(to_vector<double>(masked::amax(x, {1}, false, std::nullopt, mask)), (std::vector<double>{1.0, 8.0}));
-  Tensor gx = autograd::grad({sum(masked::softmax(x, 1, std::nullopt, mask) * tensor({1.0, 2.0, 3.0}, {}, o))}, {x})[0];
+  EXPECT_EQ(to_vector<double>(masked::sum(x, {1}, false, std::nullopt, mask)),
+            (std::vector<double>{-1.0, 12.0}));
+  EXPECT_EQ(to_vector<double>(masked::amax(x, {1}, false, std::nullopt, mask)),
+            (std::vector<double>{1.0, 8.0}));
+  Tensor gx = autograd::grad(
+      {sum(masked::softmax(x, 1, std::nullopt, mask) * tensor({1.0, 2.0, 3.0}, {}, o))}, {x})[0];
   EXPECT_EQ(item<double>(sum(abs(select(gx, 1, 1)))), 0.0);  // the left-out column
   EXPECT_GT(item<double>(sum(abs(gx))), 0.0);
   Tensor none = zeros({3}, {.dtype = b8, .device = d});
   EXPECT_TRUE(item<bool>(all(isnan(masked::mean(x.detach(), {1}, false, std::nullopt, none)))));
-  expect_error([&] { masked::sum(x, {}, false, std::nullopt, ones({1, 2, 3}, {.dtype = b8, .device = d})); },
-               ErrorKind::shape, "more dims");
-  expect_error([&] { masked::amax(ones({2}, {.dtype = b8}), {}, false, std::nullopt, ones({2}, {.dtype = b8})); },
-               ErrorKind::dtype, "[masked.amax] no identity for bool");
-  expect_error([&] { masked::median(ones({2}, {.dtype = i32}), 0, false, std::nullopt, zeros({2}, {.dtype = b8})); },
-               ErrorKind::value, "fully masked-out rows");
-  ir::Graph graph = make_fx([](const TensorList& in) {
-    return TensorList{masked::median(in[0], 1, false, std::nullopt, in[1]),
-                      masked::var(in[0], {1}, true, false, std::nullopt, in[1])};
-  }, {x.detach(), ones({2, 3}, {.dtype = b8, .device = d})});
+  expect_error(
+      [&] {
+        masked::sum(x, {}, false, std::nullopt, ones({1, 2, 3}, {.dtype = b8, .device = d}));
+      },
+      ErrorKind::shape, "more dims");
+  expect_error(
+      [&] {
+        masked::amax(ones({2}, {.dtype = b8}), {}, false, std::nullopt, ones({2}, {.dtype = b8}));
+      },
+      ErrorKind::dtype, "[masked.amax] no identity for bool");
+  expect_error(
+      [&] {
+        masked::median(ones({2}, {.dtype = i32}), 0, false, std::nullopt,
+                       zeros({2}, {.dtype = b8}));
+      },
+      ErrorKind::value, "fully masked-out rows");
+  ir::Graph graph = make_fx(
+      [](const TensorList& in) {
+        return TensorList{masked::median(in[0], 1, false, std::nullopt, in[1]),
+                          masked::var(in[0], {1}, true, false, std::nullopt, in[1])};
+      },
+      {x.detach(), ones({2, 3}, {.dtype = b8, .device = d})});
   EXPECT_NE(graph.str().find("@cpu:2"), std::string::npos);
   EXPECT_NE(graph.str().find("where"), std::string::npos) << graph.str();
 }
@@ -838,8 +929,9 @@ TEST(Sampling, PoissonCountsHaveTheRateAsMeanAndVariance) {
   EXPECT_EQ(item<double>(select(mixed, 0, 0)), 0.0);
   expect_error([] { poisson(tensor({1.0, -0.5})); }, ErrorKind::value, "non-negative");
   expect_error([] { poisson(ones({2}, {.dtype = i64})); }, ErrorKind::dtype, "[poisson]");
-  expect_error([] { make_fx([](const TensorList& in) { return TensorList{poisson(in[0])}; }, {ones({3})}); },
-               ErrorKind::data_dependent, "[poisson]");
+  expect_error(
+      [] { make_fx([](const TensorList& in) { return TensorList{poisson(in[0])}; }, {ones({3})}); },
+      ErrorKind::data_dependent, "[poisson]");
 }
 
 // svd_lowrank / pca_lowrank: exact for a matrix of rank <= q, whatever the random draw.
@@ -851,33 +943,39 @@ TEST(Linalg, LowRankSvdReconstructsLowRankMatrices) {
     auto [u, s, v] = svd_lowrank(m, 4);
     EXPECT_EQ(u.shape(), (Dims{m.size(0), 4}));
     EXPECT_EQ(v.shape(), (Dims{m.size(1), 4}));
-    EXPECT_TRUE(all_close(matmul(matmul(u, diag(s)), transpose(v, 0, 1)), to_vector<double>(m), 1e-10, 1e-10));
-    EXPECT_TRUE(all_close(narrow(s, 0, 0, 2), to_vector<double>(narrow(linalg::svdvals(m), 0, 0, 2)), 1e-10, 1e-10));
+    EXPECT_TRUE(all_close(matmul(matmul(u, diag(s)), transpose(v, 0, 1)), to_vector<double>(m),
+                          1e-10, 1e-10));
+    EXPECT_TRUE(all_close(narrow(s, 0, 0, 2),
+                          to_vector<double>(narrow(linalg::svdvals(m), 0, 0, 2)), 1e-10, 1e-10));
   }
   auto [u, s, v] = pca_lowrank(a + 3.0);  // centering removes the offset
-  EXPECT_TRUE(all_close(matmul(matmul(u, diag(s)), transpose(v, 0, 1)), to_vector<double>(a - mean(a, {0}, true)),
-                        1e-10, 1e-10));
+  EXPECT_TRUE(all_close(matmul(matmul(u, diag(s)), transpose(v, 0, 1)),
+                        to_vector<double>(a - mean(a, {0}, true)), 1e-10, 1e-10));
   expect_error([&] { pca_lowrank(a, 6); }, ErrorKind::value, "not greater than min(m, n)=5");
 }
-
 
 // An error raised by an op a composite is built from names the op the user called
 // (OpNameScope), with the op that raised it after the message.
 TEST(Errors, CompositesNameTheOpTheUserCalled) {
   Tensor idx = from_vector(std::vector<int64_t>{0, 1});
   expect_error([&] { index_put(zeros({4}), {idx}, ones({3}), false); }, ErrorKind::shape,
-               "[index_put] the expanded size of the tensor (2) must match the existing size (3) at non-singleton "
+               "[index_put] the expanded size of the tensor (2) must match the existing size (3) "
+               "at non-singleton "
                "dimension 0; target sizes [2], tensor sizes [3] (raised by expand)");
-  expect_error([&] { index_put(zeros({4}), {from_vector(std::vector<int64_t>{0, 7})}, ones({2}), true); },
-               ErrorKind::index, "[index_put] index 7 is out of bounds for dimension 0 with size 4");
+  expect_error(
+      [&] {
+        index_put(zeros({4}), {from_vector(std::vector<int64_t>{0, 7})}, ones({2}), true);
+      },
+      ErrorKind::index, "[index_put] index 7 is out of bounds for dimension 0 with size 4");
   // the index and scatter composites too: index_add is built on scatter_add, take on gather
-  expect_error([&] { index_add(zeros({4}), 0, from_vector(std::vector<int64_t>{5}), ones({1})); }, ErrorKind::index,
-               "[index_add] ");
-  expect_error([&] { index_add(zeros({4}), 0, from_vector(std::vector<int64_t>{5}), ones({1})); }, ErrorKind::index,
-               "(raised by scatter_add)");
-  expect_error([&] { take(zeros({4}), from_vector(std::vector<int64_t>{9})); }, ErrorKind::index, "[take] ");
-  expect_error([&] { scatter(zeros({4}), 0, from_vector(std::vector<int64_t>{6}), 1.0); }, ErrorKind::index,
-               "[scatter] ");
+  expect_error([&] { index_add(zeros({4}), 0, from_vector(std::vector<int64_t>{5}), ones({1})); },
+               ErrorKind::index, "[index_add] ");
+  expect_error([&] { index_add(zeros({4}), 0, from_vector(std::vector<int64_t>{5}), ones({1})); },
+               ErrorKind::index, "(raised by scatter_add)");
+  expect_error([&] { take(zeros({4}), from_vector(std::vector<int64_t>{9})); }, ErrorKind::index,
+               "[take] ");
+  expect_error([&] { scatter(zeros({4}), 0, from_vector(std::vector<int64_t>{6}), 1.0); },
+               ErrorKind::index, "[scatter] ");
   // outside the composite, the op's own name
   expect_error([&] { expand(ones({3}), {2}); }, ErrorKind::shape, "[expand] the expanded size");
   EXPECT_EQ(in_user_op("[expand] x"), "[expand] x");

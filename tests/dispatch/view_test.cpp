@@ -72,19 +72,31 @@ TEST(Views, ReshapeViewsWhenItCan) {
   EXPECT_TRUE(all_close(flat, {0, 3, 1, 4, 2, 5}));
   expect_error([&] { view(tr, {6}); }, ErrorKind::shape, "use reshape instead");
   EXPECT_EQ(view(m, {-1}).shape(), (Dims{6}));
-  expect_error([&] { view(m, {4, -1}); }, ErrorKind::shape, "[view] shape '[4, -1]' is invalid for input of size 6");
+  expect_error(
+      [&] {
+        view(m, {4, -1});
+      },
+      ErrorKind::shape, "[view] shape '[4, -1]' is invalid for input of size 6");
   EXPECT_TRUE(contiguous(m).is_same(m));
   EXPECT_FALSE(contiguous(tr).is_alias_of(m));
 }
 
 TEST(Views, Errors) {
   Tensor m = zeros({2, 3});
-  expect_error([&] { expand(m, {4, 3, 2}); }, ErrorKind::shape,
-               "[expand] the expanded size of the tensor (3) must match the existing size (2) at non-singleton dimension 1");
+  expect_error(
+      [&] {
+        expand(m, {4, 3, 2});
+      },
+      ErrorKind::shape,
+      "[expand] the expanded size of the tensor (3) must match the existing size (2) at "
+      "non-singleton dimension 1");
   expect_error([&] { permute(m, {0, 0}); }, ErrorKind::value, "[permute] repeated dim");
   expect_error([&] { select(m, 0, 2); }, ErrorKind::index, "[select] index 2 out of range");
-  expect_error([&] { as_strided(m, {4, 4}, {4, 1}); }, ErrorKind::shape,
-               "[as_strided] size [4, 4] and stride [4, 1] at offset 0 need 16 elements");
+  expect_error(
+      [&] {
+        as_strided(m, {4, 4}, {4, 1});
+      },
+      ErrorKind::shape, "[as_strided] size [4, 4] and stride [4, 1] at offset 0 need 16 elements");
   expect_error([&] { t(zeros({2, 2, 2})); }, ErrorKind::shape, "[t] expects a tensor with <= 2");
   // Bounds near INT64_MAX are refused or clamped, never wrapped around by overflow.
   constexpr int64_t kMax = INT64_MAX, kMin = INT64_MIN;

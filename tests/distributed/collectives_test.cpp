@@ -16,16 +16,20 @@ using testing::expect_error;
 
 TEST(C2, CollectivesTraceForAnyGroupSizeWithFakeTensors) {
   auto fn = [](const TensorList& in) {
-    Tensor g = all_gather_into_tensor(in[0], 8, "dp");                  // [16, 4]
-    Tensor r = reduce_scatter_tensor(g * 2.0, "sum", 8, "dp");          // [2, 4]
+    Tensor g = all_gather_into_tensor(in[0], 8, "dp");          // [16, 4]
+    Tensor r = reduce_scatter_tensor(g * 2.0, "sum", 8, "dp");  // [2, 4]
     Tensor a = wait_tensor(all_reduce(r, "avg", "tp"));
     return TensorList{a, all_to_all_single(in[0], 2, "dp")};
   };
   ir::Graph g = make_fx(fn, {empty({2, 4}, {.device = Device("cpu:1")})});
   std::string text = g.str();
-  EXPECT_NE(text.find("f32[16,4]@cpu:1 = all_gather_into_tensor(%arg0, group_size=8, group='dp')"), std::string::npos) << text;
+  EXPECT_NE(text.find("f32[16,4]@cpu:1 = all_gather_into_tensor(%arg0, group_size=8, group='dp')"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("reduce_scatter_tensor("), std::string::npos) << text;
-  EXPECT_NE(text.find("all_reduce(%reduce_scatter_tensor, reduce_op='avg', group='tp')"), std::string::npos) << text;
+  EXPECT_NE(text.find("all_reduce(%reduce_scatter_tensor, reduce_op='avg', group='tp')"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("wait_tensor("), std::string::npos) << text;
 }
 
@@ -35,7 +39,8 @@ TEST(C2, MetaFunctionsCheckArguments) {
   expect_error([&] { reduce_scatter_tensor(x, "sum", 4, "dp"); }, ErrorKind::shape,
                "dim 0 of f32[6, 2]@cpu:0 is not divisible by the group size 4");
   expect_error([&] { all_reduce(x, "mean", "dp"); }, ErrorKind::value, "unknown reduction 'mean'");
-  expect_error([&] { all_gather_into_tensor(x, 0, "dp"); }, ErrorKind::value, "group_size must be positive");
+  expect_error([&] { all_gather_into_tensor(x, 0, "dp"); }, ErrorKind::value,
+               "group_size must be positive");
 }
 
 TEST(C2, RunningBindsGroupsByName) {
@@ -78,7 +83,8 @@ TEST(C2, ProgramsWithCollectivesExportLoadAndRun) {
   ExportedProgram q = load_program(path.string(), {{Device("cuda:0"), Device("cpu:1")}});
   std::filesystem::remove(path);
   std::string text = q.graph.str();
-  EXPECT_NE(text.find("all_reduce(%linear, reduce_op='sum', group='dp')"), std::string::npos) << text;
+  EXPECT_NE(text.find("all_reduce(%linear, reduce_op='sum', group='dp')"), std::string::npos)
+      << text;
   dist::bind_group("dp", dist::local_group());
   runtime::Executor exec(q);
   Tensor got = exec.run({to(x, Device("cpu:1"))})[0];

@@ -19,15 +19,19 @@ using testing::expect_error;
 
 std::shared_ptr<dist::ProcessGroup> world() { return dist::mpi_world(); }
 Device my_device() { return Device(DeviceType::cpu, world()->rank() % 4); }
-dist::DeviceMesh mesh_1d() { return dist::DeviceMesh(world(), {world()->size()}, {"tp"}, my_device()); }
+dist::DeviceMesh mesh_1d() {
+  return dist::DeviceMesh(world(), {world()->size()}, {"tp"}, my_device());
+}
 
 // 0, 1, 2, ... in `shape`, the same on every rank, on this rank's device.
 Tensor iota(const IntList& shape) {
-  return to(reshape(arange(0, numel_of(Dims(shape)), 1, {.dtype = DType::f32}), shape), my_device());
+  return to(reshape(arange(0, numel_of(Dims(shape)), 1, {.dtype = DType::f32}), shape),
+            my_device());
 }
 // Whether a and b hold the same values (exactly, unless tol).
 ::testing::AssertionResult same(const Tensor& a, const Tensor& b, double tol = 0) {
-  if (a.shape() != b.shape()) return ::testing::AssertionFailure() << a.meta_str() << " vs " << b.meta_str();
+  if (a.shape() != b.shape())
+    return ::testing::AssertionFailure() << a.meta_str() << " vs " << b.meta_str();
   double diff = a.numel() ? item<double>(max(abs(to(a, DType::f64) - to(b, DType::f64)))) : 0;
   if (diff > tol) return ::testing::AssertionFailure() << "max difference " << diff;
   return ::testing::AssertionSuccess();
@@ -116,10 +120,12 @@ TEST(DTensorMpi, MatmulStrategies) {
   struct Case {
     Placement x, w, out;
   };
-  for (Case c : {Case{Shard(0), Replicate(), Shard(0)}, Case{Replicate(), Shard(1), Shard(1)},
-                 Case{Shard(1), Shard(0), Partial()}, Case{Replicate(), Replicate(), Replicate()}}) {
+  for (Case c :
+       {Case{Shard(0), Replicate(), Shard(0)}, Case{Replicate(), Shard(1), Shard(1)},
+        Case{Shard(1), Shard(0), Partial()}, Case{Replicate(), Replicate(), Replicate()}}) {
     SCOPED_TRACE(c.x.str() + " @ " + c.w.str());
-    Tensor y = matmul(dist::distribute_tensor(x, mesh, {c.x}), dist::distribute_tensor(w, mesh, {c.w}));
+    Tensor y =
+        matmul(dist::distribute_tensor(x, mesh, {c.x}), dist::distribute_tensor(w, mesh, {c.w}));
     EXPECT_EQ(dist::dtensor_state(y).placements, one(c.out));
     EXPECT_TRUE(same(dist::full_tensor(y), want));
   }
@@ -135,9 +141,11 @@ TEST(DTensorMpi, TensorParallelMlp) {
          b2 = on_me(randn({width}));
   Tensor want = linear(gelu(linear(x, w1, b1)), w2, b2);
   Tensor dx = dist::distribute_tensor(x, mesh, {Replicate()});
-  Tensor h = gelu(linear(dx, dist::distribute_tensor(w1, mesh, {Shard(0)}), dist::distribute_tensor(b1, mesh, {Shard(0)})));
+  Tensor h = gelu(linear(dx, dist::distribute_tensor(w1, mesh, {Shard(0)}),
+                         dist::distribute_tensor(b1, mesh, {Shard(0)})));
   EXPECT_EQ(dist::dtensor_state(h).placements, one(Shard(1)));
-  Tensor y = linear(h, dist::distribute_tensor(w2, mesh, {Shard(1)}), dist::distribute_tensor(b2, mesh, {Replicate()}));
+  Tensor y = linear(h, dist::distribute_tensor(w2, mesh, {Shard(1)}),
+                    dist::distribute_tensor(b2, mesh, {Replicate()}));
   EXPECT_EQ(dist::dtensor_state(y).placements, one(Replicate()));
   EXPECT_TRUE(same(dist::to_local(y), want, 1e-5));
 }
@@ -147,17 +155,24 @@ TEST(DTensorMpi, EmbeddingCatCopyAndTo) {
   Tensor table = iota({10, 3});
   Tensor ids = on_me(reshape(arange(0, 12, 1, {.dtype = DType::i64}), {4, 3}));
   ids = to(div(to(ids, DType::f64), 2.0), DType::i64);  // 0, 0, 1, 1, ... < 10
-  Tensor e = embedding(dist::distribute_tensor(table, mesh, {Replicate()}), dist::distribute_tensor(ids, mesh, {Shard(0)}));
+  Tensor e = embedding(dist::distribute_tensor(table, mesh, {Replicate()}),
+                       dist::distribute_tensor(ids, mesh, {Shard(0)}));
   EXPECT_EQ(dist::dtensor_state(e).placements, one(Shard(0)));
   EXPECT_TRUE(same(dist::full_tensor(e), embedding(table, ids)));
   Tensor a = iota({4, 6}), b = add(iota({4, 2}), 100.0);
-  Tensor c = cat({dist::distribute_tensor(a, mesh, {Shard(0)}), dist::distribute_tensor(b, mesh, {Shard(0)})}, 1);
-  EXPECT_EQ(dist::dtensor_state(c).placements, one(Shard(0)));  // rows stay sharded along a column cat
+  Tensor c = cat(
+      {dist::distribute_tensor(a, mesh, {Shard(0)}), dist::distribute_tensor(b, mesh, {Shard(0)})},
+      1);
+  EXPECT_EQ(dist::dtensor_state(c).placements,
+            one(Shard(0)));  // rows stay sharded along a column cat
   EXPECT_TRUE(same(dist::full_tensor(c), cat({a, b}, 1)));
-  Tensor rows = cat({dist::distribute_tensor(a, mesh, {Shard(0)}), dist::distribute_tensor(a, mesh, {Shard(0)})}, 0);
+  Tensor rows = cat(
+      {dist::distribute_tensor(a, mesh, {Shard(0)}), dist::distribute_tensor(a, mesh, {Shard(0)})},
+      0);
   EXPECT_TRUE(same(dist::full_tensor(rows), cat({a, a}, 0)));
   Tensor dst = dist::distribute_tensor(zeros_like(a), mesh, {Shard(1)});
-  copy_(dst, dist::distribute_tensor(a, mesh, {Shard(0)}));  // (S4) redistributed to dst's placement
+  copy_(dst,
+        dist::distribute_tensor(a, mesh, {Shard(0)}));  // (S4) redistributed to dst's placement
   EXPECT_EQ(dist::dtensor_state(dst).placements, one(Shard(1)));
   EXPECT_TRUE(same(dist::full_tensor(dst), a));
   Tensor half = to(dist::distribute_tensor(a, mesh, {Shard(0)}), DType::f64);
@@ -238,7 +253,8 @@ TEST(DTensorMpi, TensorParallelGradients) {
   Tensor rw1 = w1.detach(), rw2 = w2.detach();
   rw1.set_requires_grad(true), rw2.set_requires_grad(true);
   sum(linear(relu(linear(x, rw1)), rw2)).backward();
-  Tensor dw1 = dist::distribute_tensor(w1, mesh, {Shard(0)}), dw2 = dist::distribute_tensor(w2, mesh, {Shard(1)});
+  Tensor dw1 = dist::distribute_tensor(w1, mesh, {Shard(0)}),
+         dw2 = dist::distribute_tensor(w2, mesh, {Shard(1)});
   dw1.set_requires_grad(true), dw2.set_requires_grad(true);
   Tensor dx = dist::distribute_tensor(x, mesh, {Replicate()});
   sum(linear(relu(linear(dx, dw1)), dw2)).backward();
@@ -254,10 +270,14 @@ TEST(DTensorMpi, TensorParallelTrainingCaptured) {
   dist::DeviceMesh mesh = mesh_1d();
   int64_t n = mesh.size(0), width = 4, hidden = 2 * n;
   manual_seed(5);
-  Tensor x = on_me(randn({3, width})), w1 = on_me(randn({hidden, width})), w2 = on_me(randn({width, hidden}));
-  auto fn = [](const TensorList& in) { return TensorList{sum(linear(relu(linear(in[0], in[1])), in[2]))}; };
+  Tensor x = on_me(randn({3, width})), w1 = on_me(randn({hidden, width})),
+         w2 = on_me(randn({width, hidden}));
+  auto fn = [](const TensorList& in) {
+    return TensorList{sum(linear(relu(linear(in[0], in[1])), in[2]))};
+  };
   auto params = [&] {
-    Tensor a = dist::distribute_tensor(w1, mesh, {Shard(0)}), b = dist::distribute_tensor(w2, mesh, {Shard(1)});
+    Tensor a = dist::distribute_tensor(w1, mesh, {Shard(0)}),
+           b = dist::distribute_tensor(w2, mesh, {Shard(1)});
     a.set_requires_grad(true), b.set_requires_grad(true);
     return std::pair{a, b};
   };
@@ -285,10 +305,11 @@ TEST(DTensorMpi, TensorParallelGpt) {
   nn::GPT ref(cfg), tp(cfg);
   tp.load_state_dict(ref.state_dict());
   ref.to(my_device()), tp.to(my_device());
-  dist::parallelize_module(tp, mesh, {{"blocks.*.attn.qkv", dist::ParallelStyle::colwise},
-                                      {"blocks.*.attn.proj", dist::ParallelStyle::rowwise},
-                                      {"blocks.*.fc", dist::ParallelStyle::colwise},
-                                      {"blocks.*.proj", dist::ParallelStyle::rowwise}});
+  dist::parallelize_module(tp, mesh,
+                           {{"blocks.*.attn.qkv", dist::ParallelStyle::colwise},
+                            {"blocks.*.attn.proj", dist::ParallelStyle::rowwise},
+                            {"blocks.*.fc", dist::ParallelStyle::colwise},
+                            {"blocks.*.proj", dist::ParallelStyle::rowwise}});
   auto params = tp.named_parameters();
   for (const auto& [name, p] : params) {
     ASSERT_TRUE(p.is_dtensor()) << name;
@@ -319,7 +340,8 @@ TEST(DTensorMpi, TensorParallelGpt) {
   for (size_t i = 0; i < params.size(); ++i) {
     SCOPED_TRACE(params[i].first);
     ASSERT_TRUE(params[i].second.grad().defined());
-    EXPECT_TRUE(same(dist::full_tensor(params[i].second.grad()), ref_params[i].second.grad(), 1e-4));
+    EXPECT_TRUE(
+        same(dist::full_tensor(params[i].second.grad()), ref_params[i].second.grad(), 1e-4));
   }
 }
 
@@ -331,11 +353,14 @@ struct HeadAttention : nn::Module {
         q(register_module("q", std::make_shared<nn::Linear>(width, width, true, Device("cpu:0")))),
         k(register_module("k", std::make_shared<nn::Linear>(width, width, true, Device("cpu:0")))),
         v(register_module("v", std::make_shared<nn::Linear>(width, width, true, Device("cpu:0")))),
-        proj(register_module("proj", std::make_shared<nn::Linear>(width, width, true, Device("cpu:0")))) {}
+        proj(register_module("proj",
+                             std::make_shared<nn::Linear>(width, width, true, Device("cpu:0")))) {}
   TensorList forward(const TensorList& in) override {
     const Tensor& x = in[0];
     int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-    auto split = [&](const Tensor& t) { return transpose(view(t, {B, T, heads, C / heads}), 1, 2); };
+    auto split = [&](const Tensor& t) {
+      return transpose(view(t, {B, T, heads, C / heads}), 1, 2);
+    };
     Tensor att = softmax(matmul(split((*q)(x)), transpose(split((*k)(x)), 2, 3)) * 0.5, -1);
     return {(*proj)(reshape(transpose(matmul(att, split((*v)(x))), 1, 2), {B, T, C}))};
   }
@@ -350,8 +375,11 @@ TEST(DTensorMpi, AttentionWithHeadsSharded) {
   HeadAttention ref(4 * n, n), tp(4 * n, n);
   tp.load_state_dict(ref.state_dict());
   ref.to(my_device()), tp.to(my_device());
-  dist::parallelize_module(tp, mesh, {{"q", dist::ParallelStyle::colwise}, {"k", dist::ParallelStyle::colwise},
-                                      {"v", dist::ParallelStyle::colwise}, {"proj", dist::ParallelStyle::rowwise}});
+  dist::parallelize_module(tp, mesh,
+                           {{"q", dist::ParallelStyle::colwise},
+                            {"k", dist::ParallelStyle::colwise},
+                            {"v", dist::ParallelStyle::colwise},
+                            {"proj", dist::ParallelStyle::rowwise}});
   Tensor x = on_me(randn({2, 3, 4 * n}));
   Tensor want = ref(TensorList{x})[0];
   Tensor got = tp(TensorList{dist::distribute_tensor(x, mesh, {Replicate()})})[0];
@@ -371,11 +399,13 @@ TEST(DTensorMpi, SequenceParallelMlp) {
   dist::DeviceMesh mesh = mesh_1d();
   int64_t n = mesh.size(0);
   manual_seed(17);
-  Tensor x = on_me(randn({2, 2 * n, 8})), w1 = on_me(randn({4 * n, 8})), w2 = on_me(randn({8, 4 * n}));
+  Tensor x = on_me(randn({2, 2 * n, 8})), w1 = on_me(randn({4 * n, 8})),
+         w2 = on_me(randn({8, 4 * n}));
   Tensor want = linear(gelu(linear(layer_norm(x, {8}), w1)), w2);
   Tensor h = gelu(linear(layer_norm(dist::distribute_tensor(x, mesh, {Shard(1)}), {8}),
                          dist::distribute_tensor(w1, mesh, {Shard(0)})));
-  Tensor y = dist::redistribute(linear(h, dist::distribute_tensor(w2, mesh, {Shard(1)})), {Shard(1)});
+  Tensor y =
+      dist::redistribute(linear(h, dist::distribute_tensor(w2, mesh, {Shard(1)})), {Shard(1)});
   EXPECT_TRUE(same(dist::full_tensor(y), want, 1e-4));
 }
 
@@ -384,8 +414,10 @@ TEST(DTensorMpi, SequenceParallelMlp) {
 // size: both run to the single-process result. Missing shards are an error.
 struct TpMlp : nn::Module {
   explicit TpMlp(int64_t width, int64_t hidden)
-      : fc(register_module("fc", std::make_shared<nn::Linear>(width, hidden, true, Device("cpu:0")))),
-        proj(register_module("proj", std::make_shared<nn::Linear>(hidden, width, true, Device("cpu:0")))) {}
+      : fc(register_module("fc",
+                           std::make_shared<nn::Linear>(width, hidden, true, Device("cpu:0")))),
+        proj(register_module("proj",
+                             std::make_shared<nn::Linear>(hidden, width, true, Device("cpu:0")))) {}
   TensorList forward(const TensorList& in) override { return {(*proj)(gelu((*fc)(in[0])))}; }
   std::shared_ptr<nn::Linear> fc, proj;
 };
@@ -403,7 +435,8 @@ TEST(DTensorMpi, DistributedProgramLoadsAtAnotherWorldSize) {
     autograd::NoGradGuard no_grad;
     want = ref(TensorList{x})[0];
   }
-  dist::parallelize_module(model, mesh, {{"fc", dist::ParallelStyle::colwise}, {"proj", dist::ParallelStyle::rowwise}});
+  dist::parallelize_module(
+      model, mesh, {{"fc", dist::ParallelStyle::colwise}, {"proj", dist::ParallelStyle::rowwise}});
   std::string path = ::testing::TempDir() + "kiln_dtensor_mlp_np" + std::to_string(n) + ".kiln";
   dist::save_distributed(model, {dist::distribute_tensor(x, mesh, {Replicate()})}, path);
   // a whole program file refuses to pretend it has its state
@@ -418,10 +451,12 @@ TEST(DTensorMpi, DistributedProgramLoadsAtAnotherWorldSize) {
     Tensor y = loaded.program.run({local_x})[0];
     EXPECT_TRUE(same(y, want, 1e-5));  // rowwise + bias: the output is replicated
   }
-  expect_error([&] { dist::load_distributed(path, dist::DeviceMesh(world(), {n}, {"dp"}, my_device())); },
-               ErrorKind::value, "was saved for a mesh with axes [\"tp\"]");
+  expect_error(
+      [&] { dist::load_distributed(path, dist::DeviceMesh(world(), {n}, {"dp"}, my_device())); },
+      ErrorKind::value, "was saved for a mesh with axes [\"tp\"]");
   world()->barrier();
-  if (world()->rank() == 0) std::remove((path + ".shard-" + std::to_string(n - 1) + "-of-" + std::to_string(n)).c_str());
+  if (world()->rank() == 0)
+    std::remove((path + ".shard-" + std::to_string(n - 1) + "-of-" + std::to_string(n)).c_str());
   world()->barrier();
   expect_error([&] { dist::load_distributed(path, mesh); }, ErrorKind::value, "is missing");
 }
@@ -446,13 +481,18 @@ TEST(DTensorMpi, TwoDimensionalMesh) {
 TEST(DTensorMpi, ErrorsOnEveryRank) {
   dist::DeviceMesh mesh = mesh_1d();
   Tensor d = dist::distribute_tensor(iota({4, 4}), mesh, {Shard(0)});
-  expect_error([&] { add(d, iota({4, 4})); }, ErrorKind::value, "[add] mixed Tensor and DTensor: argument 'other'");
+  expect_error(
+      [&] {
+        add(d, iota({4, 4}));
+      },
+      ErrorKind::value, "[add] mixed Tensor and DTensor: argument 'other'");
   dist::DeviceMesh other = mesh_1d();
   Tensor e = dist::distribute_tensor(iota({4, 4}), other, {Shard(0)});
   expect_error([&] { add(d, e); }, ErrorKind::value, "[add] DTensor arguments on different meshes");
-  expect_error([&] { index_select(d, 0, arange(0, 2, 1, {.dtype = DType::i64})); }, ErrorKind::value,
-               "mixed Tensor and DTensor");
-  expect_error([&] { dist::redistribute(d, {Shard(2)}); }, ErrorKind::index, "placement S(2) of a 2-d tensor");
+  expect_error([&] { index_select(d, 0, arange(0, 2, 1, {.dtype = DType::i64})); },
+               ErrorKind::value, "mixed Tensor and DTensor");
+  expect_error([&] { dist::redistribute(d, {Shard(2)}); }, ErrorKind::index,
+               "placement S(2) of a 2-d tensor");
 }
 
 }  // namespace

@@ -43,12 +43,18 @@ TEST(S1, FakeMeshes) {
   EXPECT_EQ(tp.coordinate(0), 2);
   EXPECT_EQ(dist::bound_group("tp", "test")->size(), 4);
   expect_error([&] { mesh["pp"]; }, ErrorKind::value, "has no dimension 'pp'");
-  expect_error([] { dist::DeviceMesh::fake({2, 2}, {"a"}, 0, Device("cpu:0")); }, ErrorKind::value,
-               "needs one name per dimension");
-  expect_error([] { dist::DeviceMesh::fake({2, 2}, {"a", "a"}, 0, Device("cpu:0")); }, ErrorKind::value,
-               "'a' is used twice");
-  expect_error([] { dist::DeviceMesh(dist::local_group(), {2}, {"a"}, Device("cpu:0")); }, ErrorKind::value,
-               "a mesh of 2 ranks over a group of 1");
+  expect_error(
+      [] {
+        dist::DeviceMesh::fake({2, 2}, {"a"}, 0, Device("cpu:0"));
+      },
+      ErrorKind::value, "needs one name per dimension");
+  expect_error(
+      [] {
+        dist::DeviceMesh::fake({2, 2}, {"a", "a"}, 0, Device("cpu:0"));
+      },
+      ErrorKind::value, "'a' is used twice");
+  expect_error([] { dist::DeviceMesh(dist::local_group(), {2}, {"a"}, Device("cpu:0")); },
+               ErrorKind::value, "a mesh of 2 ranks over a group of 1");
   // A mesh of NCCL groups for CUDA: where this machine has no GPU (or the build no CUDA),
   // making its communicators is nccl_group's clear error.
   if (!dist::nccl_available()) {
@@ -68,14 +74,18 @@ TEST(S2, OneRankMeshComputesLikePlainTensors) {
   Tensor a = reshape(arange(0, 12, 1, {.dtype = DType::f32}), {3, 4});
   Tensor d = dist::distribute_tensor(a, mesh, {Shard(0)});
   EXPECT_TRUE(d.is_dtensor());
-  EXPECT_EQ(dist::describe(d), "DTensor(f32[3, 4], mesh=DeviceMesh((1,), names=('solo',)), placements=(S(0)), "
-                               "local=f32[3, 4]@cpu:0)");
+  EXPECT_EQ(dist::describe(d),
+            "DTensor(f32[3, 4], mesh=DeviceMesh((1,), names=('solo',)), placements=(S(0)), "
+            "local=f32[3, 4]@cpu:0)");
   Tensor y = matmul(relu(d - 2.0), t(d));
-  EXPECT_TRUE(testing::all_close(dist::full_tensor(y), to_vector<double>(matmul(relu(a - 2.0), t(a)))));
-  Tensor z = zeros_like(sum(d, {0}));  // *_like of a DTensor is a DTensor (Partial becomes Replicate)
+  EXPECT_TRUE(
+      testing::all_close(dist::full_tensor(y), to_vector<double>(matmul(relu(a - 2.0), t(a)))));
+  Tensor z =
+      zeros_like(sum(d, {0}));  // *_like of a DTensor is a DTensor (Partial becomes Replicate)
   ASSERT_TRUE(z.is_dtensor());
   EXPECT_TRUE(dist::dtensor_state(z).placements[0].is_replicate());
-  expect_error([&] { item<float>(sum(d)); }, ErrorKind::value, "is a DTensor: its data is in shards");
+  expect_error([&] { item<float>(sum(d)); }, ErrorKind::value,
+               "is a DTensor: its data is in shards");
 }
 
 // (S4, C2) A tensor-parallel MLP traced for rank 3 of 8 with fake tensors on a GPU this
@@ -85,22 +95,28 @@ TEST(S2, TensorParallelMlpTracesForEightRanks) {
   dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, 3, gpu);
   auto fn = [&](const TensorList& in) {
     Tensor x = dist::from_local(in[0], mesh, {Replicate()});
-    Tensor w1 = dist::from_local(in[1], mesh, {Shard(0)}), b1 = dist::from_local(in[2], mesh, {Shard(0)});
-    Tensor w2 = dist::from_local(in[3], mesh, {Shard(1)}), b2 = dist::from_local(in[4], mesh, {Replicate()});
+    Tensor w1 = dist::from_local(in[1], mesh, {Shard(0)}),
+           b1 = dist::from_local(in[2], mesh, {Shard(0)});
+    Tensor w2 = dist::from_local(in[3], mesh, {Shard(1)}),
+           b2 = dist::from_local(in[4], mesh, {Replicate()});
     Tensor y = linear(gelu(linear(x, w1, b1)), w2, b2);
     EXPECT_EQ(y.shape(), Dims({4, 16}));
     EXPECT_TRUE(dist::dtensor_state(y).placements[0].is_replicate());
     return TensorList{dist::to_local(y)};
   };
   FakeMode fake;
-  TensorList locals = {empty({4, 16}, {.device = gpu}), empty({8, 16}, {.device = gpu}), empty({8}, {.device = gpu}),
-                       empty({16, 8}, {.device = gpu}), empty({16}, {.device = gpu})};
+  TensorList locals = {empty({4, 16}, {.device = gpu}), empty({8, 16}, {.device = gpu}),
+                       empty({8}, {.device = gpu}), empty({16, 8}, {.device = gpu}),
+                       empty({16}, {.device = gpu})};
   ir::Graph g = make_fx(fn, locals);
   std::string text = g.str();
   size_t reduces = 0;
-  for (size_t at = text.find("= all_reduce("); at != std::string::npos; at = text.find("= all_reduce(", at + 1)) ++reduces;
+  for (size_t at = text.find("= all_reduce("); at != std::string::npos;
+       at = text.find("= all_reduce(", at + 1))
+    ++reduces;
   EXPECT_EQ(reduces, 1u) << text;
-  EXPECT_NE(text.find("f32[4,8]@cuda:0 = matmul("), std::string::npos) << text;  // this rank's columns
+  EXPECT_NE(text.find("f32[4,8]@cuda:0 = matmul("), std::string::npos)
+      << text;  // this rank's columns
   EXPECT_NE(text.find("reduce_op='sum', group='tp')"), std::string::npos) << text;
 }
 
@@ -113,8 +129,10 @@ TEST(S2, AddmmShardsLikeItsProduct) {
   dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, 3, gpu);
   auto fn = [&](const TensorList& in) {
     Tensor x = dist::from_local(in[0], mesh, {Replicate()});
-    Tensor w1t = dist::from_local(in[1], mesh, {Shard(1)}), b1 = dist::from_local(in[2], mesh, {Shard(0)});
-    Tensor w2t = dist::from_local(in[3], mesh, {Shard(0)}), b2 = dist::from_local(in[4], mesh, {Replicate()});
+    Tensor w1t = dist::from_local(in[1], mesh, {Shard(1)}),
+           b1 = dist::from_local(in[2], mesh, {Shard(0)});
+    Tensor w2t = dist::from_local(in[3], mesh, {Shard(0)}),
+           b2 = dist::from_local(in[4], mesh, {Replicate()});
     Tensor h = addmm(b1, x, w1t);
     EXPECT_EQ(dist::dtensor_state(h).placements[0], dist::Placement(Shard(1)));
     Tensor y = addmm(b2, relu(h), w2t, 0.5, 2.0);
@@ -123,11 +141,14 @@ TEST(S2, AddmmShardsLikeItsProduct) {
     return TensorList{dist::to_local(y)};
   };
   FakeMode fake;
-  TensorList locals = {empty({4, 16}, {.device = gpu}), empty({16, 8}, {.device = gpu}), empty({8}, {.device = gpu}),
-                       empty({8, 16}, {.device = gpu}), empty({16}, {.device = gpu})};
+  TensorList locals = {empty({4, 16}, {.device = gpu}), empty({16, 8}, {.device = gpu}),
+                       empty({8}, {.device = gpu}), empty({8, 16}, {.device = gpu}),
+                       empty({16}, {.device = gpu})};
   std::string text = make_fx(fn, locals).str();
   size_t reduces = 0;
-  for (size_t at = text.find("= all_reduce("); at != std::string::npos; at = text.find("= all_reduce(", at + 1)) ++reduces;
+  for (size_t at = text.find("= all_reduce("); at != std::string::npos;
+       at = text.find("= all_reduce(", at + 1))
+    ++reduces;
   EXPECT_EQ(reduces, 1u) << text;
 }
 
@@ -138,7 +159,8 @@ TEST(S2, AddmmOnAOneRankMeshComputesLikePlainTensors) {
   auto d = [&](const Tensor& t) { return dist::distribute_tensor(t, mesh, {Replicate()}); };
   for (auto [beta, alpha] : {std::pair<double, double>{1, 1}, {0.5, 2}, {0, 1}}) {
     Tensor got = dist::full_tensor(addmm(d(b), d(a), d(w), beta, alpha));
-    EXPECT_TRUE(testing::all_close(got, to_vector<double>(addmm(b, a, w, beta, alpha)))) << beta << " " << alpha;
+    EXPECT_TRUE(testing::all_close(got, to_vector<double>(addmm(b, a, w, beta, alpha))))
+        << beta << " " << alpha;
   }
 }
 
@@ -155,7 +177,9 @@ struct HeadParallelAttention : nn::Module {
   TensorList forward(const TensorList& in) override {
     const Tensor& x = in[0];
     int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-    auto split = [&](const Tensor& t) { return transpose(view(t, {B, T, heads, C / heads}), 1, 2); };
+    auto split = [&](const Tensor& t) {
+      return transpose(view(t, {B, T, heads, C / heads}), 1, 2);
+    };
     Tensor att = softmax(matmul(split((*q)(x)), transpose(split((*k)(x)), 2, 3)) * 0.5, -1);
     Tensor y = transpose(matmul(att, split((*v)(x))), 1, 2);
     return {(*proj)(reshape(y, {B, T, C}))};
@@ -164,8 +188,10 @@ struct HeadParallelAttention : nn::Module {
   std::shared_ptr<nn::Linear> q, k, v, proj;
 };
 std::vector<std::pair<std::string, dist::ParallelStyle>> head_plan() {
-  return {{"q", dist::ParallelStyle::colwise}, {"k", dist::ParallelStyle::colwise},
-          {"v", dist::ParallelStyle::colwise}, {"proj", dist::ParallelStyle::rowwise}};
+  return {{"q", dist::ParallelStyle::colwise},
+          {"k", dist::ParallelStyle::colwise},
+          {"v", dist::ParallelStyle::colwise},
+          {"proj", dist::ParallelStyle::rowwise}};
 }
 
 TEST(S2, AttentionHeadsShardedTraceForEightRanks) {
@@ -178,10 +204,13 @@ TEST(S2, AttentionHeadsShardedTraceForEightRanks) {
   passes::CapturedProgram p = passes::capture([&](const TensorList& in) { return attn(in); }, {x});
   std::string text = p.graph.str();
   size_t reduces = 0;
-  for (size_t at = text.find("= all_reduce("); at != std::string::npos; at = text.find("= all_reduce(", at + 1)) ++reduces;
+  for (size_t at = text.find("= all_reduce("); at != std::string::npos;
+       at = text.find("= all_reduce(", at + 1))
+    ++reduces;
   EXPECT_EQ(reduces, 1u) << text;
   EXPECT_EQ(text.find("all_gather"), std::string::npos) << text;
-  EXPECT_NE(text.find("f32[2,1,4,4]@cuda:0 = softmax("), std::string::npos) << text;  // one head per rank
+  EXPECT_NE(text.find("f32[2,1,4,4]@cuda:0 = softmax("), std::string::npos)
+      << text;  // one head per rank
 }
 
 // Partial -> Shard on a dim the mesh does not divide evenly: one padded reduce_scatter
@@ -197,7 +226,8 @@ TEST(S2, UnevenPartialToShardIsOnePaddedReduceScatter) {
     FakeMode fake;
     std::string text = make_fx(fn, {empty({7, 2})}).str();
     EXPECT_EQ(text.find("all_reduce"), std::string::npos) << text;
-    EXPECT_NE(text.find("f32[3,2]@cpu:0 = reduce_scatter_tensor("), std::string::npos) << text;  // 9 rows / 3
+    EXPECT_NE(text.find("f32[3,2]@cpu:0 = reduce_scatter_tensor("), std::string::npos)
+        << text;  // 9 rows / 3
     // torch.chunk's shares are 3, 3 and 1 rows: only the last rank cuts its chunk
     EXPECT_EQ(text.find("f32[1,2]@cpu:0") != std::string::npos, rank == 2) << text;
   }
@@ -205,7 +235,8 @@ TEST(S2, UnevenPartialToShardIsOnePaddedReduceScatter) {
   dist::DeviceMesh solo(dist::local_group(), {1}, {"solo"}, Device("cpu:0"));
   Tensor a = reshape(arange(0, 14, 1, {.dtype = DType::f32}), {7, 2});
   Tensor p = dist::distribute_tensor(a, solo, {dist::Partial()});
-  EXPECT_TRUE(testing::all_close(dist::to_local(dist::redistribute(p, {Shard(0)})), to_vector<double>(a)));
+  EXPECT_TRUE(
+      testing::all_close(dist::to_local(dist::redistribute(p, {Shard(0)})), to_vector<double>(a)));
 }
 
 // Shard(-1) is the last dim (normalized where placements enter, as PyTorch), and a mesh
@@ -215,15 +246,16 @@ TEST(S1, NegativeShardDimsAndSizeOneMeshDims) {
   Tensor a = reshape(arange(0, 12, 1, {.dtype = DType::f32}), {3, 4});
   Tensor d = dist::distribute_tensor(a, solo, {Shard(-1)});
   EXPECT_EQ(dist::dtensor_state(d).placements, dist::Placements({Shard(1)}));
-  EXPECT_EQ(dist::dtensor_state(dist::redistribute(d, {Shard(-2)})).placements, dist::Placements({Shard(0)}));
+  EXPECT_EQ(dist::dtensor_state(dist::redistribute(d, {Shard(-2)})).placements,
+            dist::Placements({Shard(0)}));
   expect_error([&] { dist::distribute_tensor(a, solo, {Shard(-3)}); }, ErrorKind::index,
                "[distribute_tensor] placement S(-3) of a 2-d tensor");
   FakeMode fake;
   dist::DeviceMesh mesh = dist::DeviceMesh::fake({1, 4}, {"one", "tp"}, 2, Device("cpu:0"));
   auto fn = [&](const TensorList& in) {
     Tensor p = dist::from_local(in[0], mesh, {Partial(), Shard(0)}, Dims({8, 2}));
-    Tensor r = dist::redistribute(p, {Replicate(), Shard(0)});      // over the 1-rank dim: nothing
-    Tensor s = dist::redistribute(r, {Shard(1), Shard(0)});         // a 1-rank shard is the whole dim
+    Tensor r = dist::redistribute(p, {Replicate(), Shard(0)});  // over the 1-rank dim: nothing
+    Tensor s = dist::redistribute(r, {Shard(1), Shard(0)});     // a 1-rank shard is the whole dim
     EXPECT_EQ(dist::to_local(s).shape(), Dims({2, 2}));
     return TensorList{dist::to_local(s)};
   };
@@ -252,7 +284,8 @@ TEST(S4, GradientsFlowThroughTheConversions) {
   for (bool given : {false, true}) {
     Tensor leaf = dist::distribute_tensor(tensor({1, -1}), solo, {Shard(0)});
     leaf.set_requires_grad(true);
-    Tensor local = given ? dist::to_local(leaf, dist::Placements({Replicate()})) : dist::to_local(leaf);
+    Tensor local =
+        given ? dist::to_local(leaf, dist::Placements({Replicate()})) : dist::to_local(leaf);
     sum(local * 3.0).backward();
     ASSERT_TRUE(leaf.grad().is_dtensor());
     EXPECT_EQ(dist::dtensor_state(leaf.grad()).placements,
@@ -260,7 +293,8 @@ TEST(S4, GradientsFlowThroughTheConversions) {
     EXPECT_TRUE(testing::all_close(dist::full_tensor(leaf.grad()), {3, 3}));
   }
   // no gradient asked for: nothing recorded
-  EXPECT_FALSE(dist::to_local(dist::distribute_tensor(tensor({1}), solo, {Replicate()})).requires_grad());
+  EXPECT_FALSE(
+      dist::to_local(dist::distribute_tensor(tensor({1}), solo, {Replicate()})).requires_grad());
 }
 
 // Traced for 4 ranks: the backward of a redistribution is the opposite collective (an
@@ -270,7 +304,7 @@ TEST(S4, TheConversionsBackwardTraceForFourRanks) {
   dist::DeviceMesh mesh = dist::DeviceMesh::fake({4}, {"tp"}, 1, Device("cpu:0"));
   Tensor x = empty({2, 3});
   x.set_requires_grad(true);
-  Tensor d = dist::from_local(x, mesh, {Shard(0)});  // global [8, 3]
+  Tensor d = dist::from_local(x, mesh, {Shard(0)});                 // global [8, 3]
   Tensor y = dist::to_local(dist::redistribute(d, {Replicate()}));  // all_gather
   EXPECT_EQ(y.shape(), Dims({8, 3}));
   TensorList g = autograd::grad({sum(y * y)}, {x});
@@ -302,7 +336,8 @@ TEST(S2, SequenceParallelMlpTracesForEightRanks) {
   EXPECT_EQ(count("= all_gather_into_tensor("), 1u) << text;
   EXPECT_EQ(count("= reduce_scatter_tensor("), 1u) << text;
   EXPECT_EQ(count("= all_reduce("), 0u) << text;
-  EXPECT_NE(text.find("f32[2,2,64]@cpu:0 = layer_norm("), std::string::npos) << text;  // on sequence shards
+  EXPECT_NE(text.find("f32[2,2,64]@cpu:0 = layer_norm("), std::string::npos)
+      << text;  // on sequence shards
 }
 
 TEST(S1, UnevenShardsOnAFakeMesh) {
@@ -323,7 +358,9 @@ TEST(S1, UnevenShardsOnAFakeMesh) {
 // dispatching path; every op family, uneven shards and integer outputs are compared.
 TEST(S2, ShardsDerivedUnderFakePropagationMatchTheLocalOps) {
   struct PassOn final : Mode {
-    Outputs handle(ops::OpKind op, std::span<const Value> args) override { return redispatch(op, args); }
+    Outputs handle(ops::OpKind op, std::span<const Value> args) override {
+      return redispatch(op, args);
+    }
   };
   auto run = [](int64_t rank, bool dispatch_shards) {
     FakeMode fake;
@@ -336,15 +373,16 @@ TEST(S2, ShardsDerivedUnderFakePropagationMatchTheLocalOps) {
     Tensor w = dist::distribute_tensor(empty({12}), mesh, {Replicate()});
     Tensor m = dist::distribute_tensor(empty({12, 6}), mesh, {Replicate()});
     Tensor idx = dist::distribute_tensor(empty({5, 3}, {.dtype = DType::i64}), mesh, {Shard(0)});
-    TensorList outs = {mul(x, w), add(x, 1.0), relu(c), sum(x, {1}), sum(c, {1}), sum(x, {0}, true),
-                       matmul(x, m), matmul(c, m), softmax(x, 1),
-                       layer_norm(x, {12}), gt(x, 0.0), embedding(m, idx), mean(x, {1})};
+    TensorList outs = {mul(x, w),     add(x, 1.0),         relu(c),      sum(x, {1}),
+                       sum(c, {1}),   sum(x, {0}, true),   matmul(x, m), matmul(c, m),
+                       softmax(x, 1), layer_norm(x, {12}), gt(x, 0.0),   embedding(m, idx),
+                       mean(x, {1})};
     auto [values, indices] = max(x, 1, false);
     outs.push_back(values);
     outs.push_back(indices);
     // Scans, orders and products: along a sharded dim (gathered first) or not.
-    for (Tensor t : {cumsum(x, 1), cumsum(x, 0), cumprod(c, 0), prod(x, 1), prod(x, 0), remainder(x, 2.0),
-                     atan2(x, x), bitwise_and(idx, 3)})
+    for (Tensor t : {cumsum(x, 1), cumsum(x, 0), cumprod(c, 0), prod(x, 1), prod(x, 0),
+                     remainder(x, 2.0), atan2(x, x), bitwise_and(idx, 3)})
       outs.push_back(t);
     for (auto [v, i] : {sort(c, 0), sort(x, 1, true), topk(x, 3, 1), topk(c, 2, 1)}) {
       outs.push_back(v);
@@ -359,15 +397,17 @@ TEST(S2, ShardsDerivedUnderFakePropagationMatchTheLocalOps) {
     std::vector<std::string> seen;
     for (const Tensor& t : outs) {
       const Tensor& l = dist::to_local(t);
-      seen.push_back(t.meta_str() + " " + dist::to_string(dist::dtensor_state(t).placements) + " local " +
-                     l.meta_str() + " strides " + l.strides().str() + (l.is_fake() ? " fake" : " real"));
+      seen.push_back(t.meta_str() + " " + dist::to_string(dist::dtensor_state(t).placements) +
+                     " local " + l.meta_str() + " strides " + l.strides().str() +
+                     (l.is_fake() ? " fake" : " real"));
     }
     return seen;
   };
   for (int64_t rank : {0, 3, 5, 7}) {
     std::vector<std::string> derived = run(rank, false), dispatched = run(rank, true);
     ASSERT_EQ(derived.size(), dispatched.size());
-    for (size_t i = 0; i < derived.size(); ++i) EXPECT_EQ(derived[i], dispatched[i]) << "rank " << rank << " output " << i;
+    for (size_t i = 0; i < derived.size(); ++i)
+      EXPECT_EQ(derived[i], dispatched[i]) << "rank " << rank << " output " << i;
   }
 }
 
@@ -423,8 +463,9 @@ TEST(S2, EveryOpHasAShardingRuleOrIsMarked) {
   EXPECT_EQ(y.shape(), Dims({2, 4}));
   EXPECT_EQ(dist::to_string(y.impl()->dtensor->placements), "(R)");
   Tensor sharded = dist::distribute_tensor(empty({8, 4}), mesh, {Shard(0)});
-  expect_error([&] { index_select(sharded, 0, index); }, ErrorKind::unsupported,
-               "[index_select] has no sharding rule for DTensor arguments with placements (S(0)), (R)");
+  expect_error(
+      [&] { index_select(sharded, 0, index); }, ErrorKind::unsupported,
+      "[index_select] has no sharding rule for DTensor arguments with placements (S(0)), (R)");
   // a rule (in place, self keeps its shard) and a decomposition (mean as sum / count)
   mul_(sharded, 2.0);
   EXPECT_EQ(dist::to_string(sharded.impl()->dtensor->placements), "(S(0))");
@@ -437,33 +478,55 @@ TEST(S3, Errors) {
   dist::DeviceMesh b = dist::DeviceMesh::fake({4}, {"tp"}, 0, Device("cpu:0"));
   Tensor x = dist::distribute_tensor(empty({8, 4}), a, {Shard(0)});
   Tensor y = dist::distribute_tensor(empty({8, 4}), b, {Shard(0)});
-  expect_error([&] { add(x, empty({8, 4})); }, ErrorKind::value,
-               "[add] mixed Tensor and DTensor: argument 'other' is a plain tensor f32[8, 4]@cpu:0");
+  expect_error(
+      [&] {
+        add(x, empty({8, 4}));
+      },
+      ErrorKind::value,
+      "[add] mixed Tensor and DTensor: argument 'other' is a plain tensor f32[8, 4]@cpu:0");
   reset_warnings();
   std::vector<Warning> warned;
   {
     WarningHandlerGuard capture([&](const Warning& w) { warned.push_back(w); });
     EXPECT_NO_THROW(add(x, empty({})));  // a 0-dim tensor joins as a replicated scalar
     EXPECT_TRUE(warned.empty());
-    EXPECT_NO_THROW(add(x, empty({1, 1})));  // so does a one-element tensor, with a warning (PyTorch's)
-    EXPECT_NO_THROW(add(x, empty({1})));     // once per site
+    EXPECT_NO_THROW(
+        add(x, empty({1, 1})));  // so does a one-element tensor, with a warning (PyTorch's)
+    EXPECT_NO_THROW(add(x, empty({1})));  // once per site
   }
   ASSERT_EQ(warned.size(), 1u);
   EXPECT_EQ(warned[0].site, "DTensor implicit replication");
-  EXPECT_NE(warned[0].message.find("[add] argument 'other' is a plain one-element tensor f32[1, 1]@cpu:0 with 2 "
-                                   "dim(s): it is replicated over the mesh implicitly"),
+  EXPECT_NE(warned[0].message.find(
+                "[add] argument 'other' is a plain one-element tensor f32[1, 1]@cpu:0 with 2 "
+                "dim(s): it is replicated over the mesh implicitly"),
             std::string::npos)
       << warned[0].message;
   expect_error([&] { add(x, y); }, ErrorKind::value, "[add] DTensor arguments on different meshes");
-  expect_error([&] { as_strided(x, {2, 2}, {1, 1}); }, ErrorKind::unsupported,
-               "[as_strided] has no sharding rule for DTensor arguments with placements (S(0))");
-  expect_error([&] { dist::from_local(empty({2, 4}, {.device = Device("cpu:1")}), a, {Shard(0)}); },
-               ErrorKind::device_mismatch, "[from_local] the local tensor is on cpu:1 but the mesh's device is cpu:0");
-  expect_error([&] { dist::from_local(empty({3, 4}), a, {Shard(0)}, Dims{8, 4}); }, ErrorKind::shape,
-               "a [3, 4] shard of a [8, 4] tensor with placements (S(0)) is [2, 4] on this rank");
-  expect_error([&] { dist::redistribute(x, {Shard(0), Shard(1)}); }, ErrorKind::value,
-               "[redistribute] 2 placements for a mesh of 1 dimensions");
-  expect_error([&] { dist::to_local(empty({2})); }, ErrorKind::value, "[to_local] expected a DTensor");
+  expect_error(
+      [&] {
+        as_strided(x, {2, 2}, {1, 1});
+      },
+      ErrorKind::unsupported,
+      "[as_strided] has no sharding rule for DTensor arguments with placements (S(0))");
+  expect_error(
+      [&] {
+        dist::from_local(empty({2, 4}, {.device = Device("cpu:1")}), a, {Shard(0)});
+      },
+      ErrorKind::device_mismatch,
+      "[from_local] the local tensor is on cpu:1 but the mesh's device is cpu:0");
+  expect_error(
+      [&] {
+        dist::from_local(empty({3, 4}), a, {Shard(0)}, Dims{8, 4});
+      },
+      ErrorKind::shape,
+      "a [3, 4] shard of a [8, 4] tensor with placements (S(0)) is [2, 4] on this rank");
+  expect_error(
+      [&] {
+        dist::redistribute(x, {Shard(0), Shard(1)});
+      },
+      ErrorKind::value, "[redistribute] 2 placements for a mesh of 1 dimensions");
+  expect_error([&] { dist::to_local(empty({2})); }, ErrorKind::value,
+               "[to_local] expected a DTensor");
   Tensor p = dist::distribute_tensor(empty({8}), a, {Partial()});
   EXPECT_NO_THROW(mul_(p, empty({})));  // scaling partial sums keeps them partial
   expect_error([&] { add_(p, empty({})); }, ErrorKind::unsupported,
@@ -489,7 +552,8 @@ TEST(S4, CopyFromAnotherPlacementRedistributesInTheCapture) {
   std::string text = p.graph.str();
   EXPECT_TRUE(p.inputs[0].data_mutated) << text;
   EXPECT_FALSE(p.inputs[1].data_mutated) << text;
-  EXPECT_NE(text.find("%y : f32[2,16]@cuda:0 = input()"), std::string::npos) << text;  // this rank's shards
+  EXPECT_NE(text.find("%y : f32[2,16]@cuda:0 = input()"), std::string::npos)
+      << text;  // this rank's shards
   EXPECT_NE(text.find("%z : f32[16,2]@cuda:0 = input()"), std::string::npos) << text;
   EXPECT_NE(text.find("= all_to_all_single("), std::string::npos) << text;
   std::vector<ir::Node*> nodes = p.graph.nodes();

@@ -48,23 +48,31 @@ TEST(Mpi, DefaultThreadBudgetSharesTheMachine) {
 TEST(Mpi, AllReduceEveryOpAndDtype) {
   int n = world()->size(), r = world()->rank();
   for (DType dtype : {f32, f64, f16, bf16, i64, i32, i16, i8, u8}) {
-    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product}) {
+    for (ReduceOp op :
+         {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product}) {
       if (op == ReduceOp::avg && !is_floating(dtype)) continue;
       if (op == ReduceOp::product && n > 2 && (dtype == f16 || dtype == bf16)) continue;  // range
       if (op == ReduceOp::product && (dtype == i8 || dtype == u8) && n > 4) continue;
       SCOPED_TRACE(fmt::format("{} {}", to_string(dtype), dist::to_string(op)));
       bool integral = !is_floating(dtype);
-      Tensor t = integral ? to(full({5}, r + 1, {.dtype = f64}), my_device(), dtype) : values_of(r, {5}, dtype);
+      Tensor t = integral ? to(full({5}, r + 1, {.dtype = f64}), my_device(), dtype)
+                          : values_of(r, {5}, dtype);
       world()->all_reduce(t, op)->wait();
       // What every rank must hold, computed here in f64.
       Tensor want;
       for (int k = 0; k < n; ++k) {
-        Tensor v = integral ? full({5}, k + 1, {.dtype = f64}) : to(values_of(k, {5}, dtype), Device("cpu:0"), f64);
-        if (!want.defined()) want = v;
-        else if (op == ReduceOp::max) want = maximum(want, v);
-        else if (op == ReduceOp::min) want = minimum(want, v);
-        else if (op == ReduceOp::product) want = mul(want, v);
-        else want = add(want, v);
+        Tensor v = integral ? full({5}, k + 1, {.dtype = f64})
+                            : to(values_of(k, {5}, dtype), Device("cpu:0"), f64);
+        if (!want.defined())
+          want = v;
+        else if (op == ReduceOp::max)
+          want = maximum(want, v);
+        else if (op == ReduceOp::min)
+          want = minimum(want, v);
+        else if (op == ReduceOp::product)
+          want = mul(want, v);
+        else
+          want = add(want, v);
       }
       if (op == ReduceOp::avg) want = div(want, double(n));
       EXPECT_EQ(t.device(), my_device());
@@ -93,13 +101,15 @@ TEST(Mpi, GatherScatterAllToAllBroadcast) {
   Tensor in = full({2, 3}, r + 0.0, {.device = d});
   Tensor gathered = empty({2 * n, 3}, {.device = d});
   world()->all_gather(gathered, in)->wait();
-  for (int k = 0; k < n; ++k) EXPECT_TRUE(all_close(slice(gathered, 0, 2 * k, 2 * k + 2), std::vector<double>(6, k)));
+  for (int k = 0; k < n; ++k)
+    EXPECT_TRUE(all_close(slice(gathered, 0, 2 * k, 2 * k + 2), std::vector<double>(6, k)));
 
   Tensor big = values_of(r, {2 * n, 2}, f64);
   Tensor part = empty({2, 2}, {.dtype = f64, .device = d});
   world()->reduce_scatter(part, big)->wait();
   Tensor sum_all = full({2 * n, 2}, 0.0, {.dtype = f64});
-  for (int k = 0; k < n; ++k) sum_all = add(sum_all, to(values_of(k, {2 * n, 2}, f64), Device("cpu:0")));
+  for (int k = 0; k < n; ++k)
+    sum_all = add(sum_all, to(values_of(k, {2 * n, 2}, f64), Device("cpu:0")));
   EXPECT_TRUE(all_close(part, to_vector<double>(slice(sum_all, 0, 2 * r, 2 * r + 2))));
 
   // all_to_all: chunk j of rank i is (i, j); rank r receives (k, r) from every k.
@@ -120,7 +130,8 @@ TEST(Mpi, GatherScatterAllToAllBroadcast) {
 
 TEST(Mpi, SendRecvRing) {
   int n = world()->size(), r = world()->rank();
-  Tensor out = full({3}, r + 0.0, {.device = my_device()}), in = empty({3}, {.device = my_device()});
+  Tensor out = full({3}, r + 0.0, {.device = my_device()}),
+         in = empty({3}, {.device = my_device()});
   auto s = world()->send(out, (r + 1) % n, 5);
   auto v = world()->recv(in, (r + n - 1) % n, 5);
   v->wait();
@@ -130,7 +141,8 @@ TEST(Mpi, SendRecvRing) {
 
 TEST(Mpi, AsyncHandlesOverlap) {
   int n = world()->size(), r = world()->rank();
-  Tensor a = full({1000}, 1.0, {.device = my_device()}), b = full({1000}, r + 0.0, {.device = my_device()});
+  Tensor a = full({1000}, 1.0, {.device = my_device()}),
+         b = full({1000}, r + 0.0, {.device = my_device()});
   auto wa = world()->all_reduce(a);
   auto wb = world()->all_reduce(b, ReduceOp::max);
   wb->wait();
@@ -144,7 +156,8 @@ TEST(Mpi, AsyncHandlesOverlap) {
 // idle it runs on this thread, behind queued calls it waits for them.
 TEST(Mpi, BlockingCallsKeepTheOrderOfQueuedOnes) {
   int n = world()->size(), r = world()->rank();
-  Tensor a = full({1 << 16}, 1.0, {.device = my_device()}), b = full({8}, r + 0.0, {.device = my_device()});
+  Tensor a = full({1 << 16}, 1.0, {.device = my_device()}),
+         b = full({8}, r + 0.0, {.device = my_device()});
   auto wa = world()->all_reduce(a);
   auto wb = world()->all_reduce(b, ReduceOp::max, Launch::blocking);
   EXPECT_TRUE(wb->completed());
@@ -184,10 +197,14 @@ TEST(Mpi, SplitIntoSubGroups) {
 TEST(Mpi, MismatchedCollectivesAreAnErrorOnEveryRank) {
   int r = world()->rank();
   Tensor t = zeros({r == 0 ? 3 : 4}, {.device = my_device()});
-  expect_error([&] { world()->all_reduce(t)->wait(); }, ErrorKind::value, "does not match across the ranks");
+  expect_error([&] { world()->all_reduce(t)->wait(); }, ErrorKind::value,
+               "does not match across the ranks");
   Tensor u = zeros({2}, {.device = my_device()});
-  if (r == 0) expect_error([&] { world()->all_reduce(u, ReduceOp::max)->wait(); }, ErrorKind::value, "all_reduce");
-  else expect_error([&] { world()->broadcast(u, 0)->wait(); }, ErrorKind::value, "broadcast");
+  if (r == 0)
+    expect_error([&] { world()->all_reduce(u, ReduceOp::max)->wait(); }, ErrorKind::value,
+                 "all_reduce");
+  else
+    expect_error([&] { world()->broadcast(u, 0)->wait(); }, ErrorKind::value, "broadcast");
   Tensor v = zeros({r == 0 ? 5 : 6}, {.device = my_device()});
   expect_error([&] { world()->all_reduce(v, ReduceOp::sum, Launch::blocking); }, ErrorKind::value,
                "does not match across the ranks");
@@ -199,9 +216,11 @@ TEST(Mpi, MismatchedCollectivesAreAnErrorOnEveryRank) {
 
 TEST(Mpi, BadArgumentsAreClearErrors) {
   Tensor t = zeros({3}, {.device = my_device()});
-  expect_error([&] { world()->all_gather(zeros({3}), t); }, ErrorKind::shape, "[all_gather] output");
+  expect_error([&] { world()->all_gather(zeros({3}), t); }, ErrorKind::shape,
+               "[all_gather] output");
   expect_error([&] { world()->broadcast(t, 99); }, ErrorKind::index, "rank 99 is not in a group");
-  expect_error([&] { world()->all_reduce(arange(3), ReduceOp::avg); }, ErrorKind::dtype, "avg needs a floating dtype");
+  expect_error([&] { world()->all_reduce(arange(3), ReduceOp::avg); }, ErrorKind::dtype,
+               "avg needs a floating dtype");
   FakeMode fake;
   Tensor f = empty({2});
   expect_error([&] { world()->all_reduce(f); }, ErrorKind::device, "CPU tensors with data");
@@ -215,8 +234,11 @@ TEST(Mpi, FakeGroupChecksMetadataOnly) {
   FakeMode fake;
   Tensor in = empty({2, 4}, {.device = Device("cuda:0")});
   g->all_gather(empty({16, 4}, {.device = Device("cuda:0")}), in)->wait();
-  expect_error([&] { g->all_gather(empty({8, 4}, {.device = Device("cuda:0")}), in); }, ErrorKind::shape,
-               "must be f32[16, 4]@cuda:0");
+  expect_error(
+      [&] {
+        g->all_gather(empty({8, 4}, {.device = Device("cuda:0")}), in);
+      },
+      ErrorKind::shape, "must be f32[16, 4]@cuda:0");
   EXPECT_EQ(g->split({1, 3, 5})->rank(), 1);
   EXPECT_EQ(g->split({0, 2}), nullptr);
 }

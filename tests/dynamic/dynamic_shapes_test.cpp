@@ -10,7 +10,8 @@ namespace {
 using testing::expect_error;
 
 ::testing::AssertionResult close(const Tensor& a, const Tensor& b) {
-  if (!(a.shape() == b.shape())) return ::testing::AssertionFailure() << a.meta_str() << " vs " << b.meta_str();
+  if (!(a.shape() == b.shape()))
+    return ::testing::AssertionFailure() << a.meta_str() << " vs " << b.meta_str();
   return testing::all_close(a, to_vector<double>(b), 1.3e-6, 1e-5);
 }
 
@@ -19,7 +20,9 @@ class Fn : public nn::Module {
  public:
   using F = std::function<TensorList(const TensorList&, const Tensor&, const Tensor&)>;
   explicit Fn(F f, int64_t in = 8, int64_t out = 8)
-      : w(register_parameter("w", randn({out, in}))), b(register_parameter("b", randn({out}))), f_(std::move(f)) {}
+      : w(register_parameter("w", randn({out, in}))),
+        b(register_parameter("b", randn({out}))),
+        f_(std::move(f)) {}
   TensorList forward(const TensorList& in) override { return f_(in, w, b); }
   Tensor &w, &b;
 
@@ -40,7 +43,8 @@ TEST(Sym, ExpressionsAreCanonicalAndExact) {  // (Y1)
   EXPECT_EQ(sym::str(sym::add(sym::mul(c(4), s0), c(1))), "4*s0 + 1");
   EXPECT_EQ(sym::str(sym::sub(s1, sym::mul(c(2), s0))), "-2*s0 + s1");
   EXPECT_EQ(sym::str(sym::floordiv(sym::add(s0, c(1)), c(2))), "(s0 + 1)//2");
-  for (const char* text : {"4*s0 + 1", "(s0 + 1)//2", "Max(1, s0)", "Mod(s0*s1, 4)", "-2*s0 + s1", "s0*s1 - 3"}) {
+  for (const char* text :
+       {"4*s0 + 1", "(s0 + 1)//2", "Max(1, s0)", "Mod(s0*s1, 4)", "-2*s0 + s1", "s0*s1 - 3"}) {
     const sym::Expr* e = sym::parse(text, "a test");
     EXPECT_EQ(sym::parse(sym::str(e), "a test"), e) << text;
   }
@@ -50,7 +54,8 @@ TEST(Sym, ExpressionsAreCanonicalAndExact) {  // (Y1)
   EXPECT_EQ(at(sym::parse("(s0 - 7)//2", "t"), 2, 0), -3);  // floor, as Python
   EXPECT_EQ(at(sym::parse("Mod(s0 - 7, 4)", "t"), 2, 0), 3);
   EXPECT_EQ(at(sym::parse("Max(s0, s1) * 3", "t"), 2, 5), 15);
-  expect_error([] { sym::parse("s0 +", "a test"); }, ErrorKind::format, "cannot read the size expression");
+  expect_error([] { sym::parse("s0 +", "a test"); }, ErrorKind::format,
+               "cannot read the size expression");
   expect_error([] { sym::parse("Foo(s0, 1)", "a test"); }, ErrorKind::format, "unknown function");
   expect_error([] { sym::parse("s0 // 0", "a test"); }, ErrorKind::format, "division by zero");
 }
@@ -59,16 +64,16 @@ TEST(Sym, DecisionsUseRangesBeforeGuards) {  // (Y2)
   ShapeEnv env;
   ShapeEnvGuard active(&env);
   SymInt s0 = env.new_symbol(8, 1, 64, "input_0.shape[0]");
-  EXPECT_TRUE(s0 >= 1);       // settled by the range: no guard
+  EXPECT_TRUE(s0 >= 1);  // settled by the range: no guard
   EXPECT_TRUE(s0 + 1 != 0);
   EXPECT_TRUE(s0 * 4 > 3);
   EXPECT_TRUE(env.guards().empty());
-  EXPECT_TRUE(s0 > 4);        // decided by the hint: a guard
+  EXPECT_TRUE(s0 > 4);  // decided by the hint: a guard
   ASSERT_EQ(env.guards().size(), 1u);
   EXPECT_EQ(env.guards()[0].str(), "4 < s0");
-  EXPECT_FALSE(s0 == 3);      // the guard records what held
+  EXPECT_FALSE(s0 == 3);  // the guard records what held
   EXPECT_EQ(env.guards()[1].str(), "s0 != 3");
-  EXPECT_TRUE(s0 > 4);        // asked again: no second guard
+  EXPECT_TRUE(s0 > 4);  // asked again: no second guard
   EXPECT_EQ(env.guards().size(), 2u);
   EXPECT_EQ(sym_max(s0, 1).str(), "s0");  // Max(s0, 1) is s0 when s0 >= 1
 }
@@ -110,7 +115,9 @@ TEST(Sym, DimsKeepExpressionsAndSpecializeOnIntegerReads) {  // (Y2, Y6)
 }
 
 TEST(Y1, MlpExportedWithADynamicBatchRunsAtEveryBatch) {
-  Fn m([](const TensorList& in, const Tensor& w, const Tensor& b) { return TensorList{relu(linear(in[0], w, b)) * 2}; });
+  Fn m([](const TensorList& in, const Tensor& w, const Tensor& b) {
+    return TensorList{relu(linear(in[0], w, b)) * 2};
+  });
   Tensor x = randn({4, 8});
   ExportOptions o;
   o.dynamic_shapes = {{{0, Dim("batch", 1, 64)}}};
@@ -153,28 +160,39 @@ std::string violations(Fn::F f, std::vector<IntList> shapes, std::vector<InputDi
   return "";
 }
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(Y2, SpecializingADeclaredDimIsAnErrorWithItsFix) {
   // Reading a size as an integer pins it (the reshape target is then the number 4).
-  std::string e = violations([](const TensorList& in, const Tensor&, const Tensor&) {
-    return TensorList{reshape(in[0], {in[0].size(0), 8})};
-  }, {{4, 8}}, {{{0, Dim("batch")}}});
+  std::string e = violations(
+      [](const TensorList& in, const Tensor&, const Tensor&) {
+        return TensorList{reshape(in[0], {in[0].size(0), 8})};
+      },
+      {{4, 8}}, {{{0, Dim("batch")}}});
   EXPECT_TRUE(has(e, "Dim 'batch' (input_0.shape[0]) must be 4")) << e;
   EXPECT_TRUE(has(e, "Fix: make it static (batch = 4)")) << e;
   // The same with the size kept symbolic exports.
-  EXPECT_EQ(violations([](const TensorList& in, const Tensor&, const Tensor&) {
-    return TensorList{reshape(in[0], {in[0].sym_size(0), 8})};
-  }, {{4, 8}}, {{{0, Dim("batch")}}}), "");
+  EXPECT_EQ(violations(
+                [](const TensorList& in, const Tensor&, const Tensor&) {
+                  return TensorList{reshape(in[0], {in[0].sym_size(0), 8})};
+                },
+                {{4, 8}}, {{{0, Dim("batch")}}}),
+            "");
 }
 
 TEST(Y2, RelationsBetweenDeclaredDimsSuggestTheDerivedForm) {
-  std::string e = violations([](const TensorList& in, const Tensor&, const Tensor&) { return TensorList{in[0] + in[1]}; },
-                             {{5, 8}, {5, 8}}, {{{0, Dim("dx")}}, {{0, Dim("dy")}}});
-  EXPECT_TRUE(has(e, "Dim 'dx' (input_0.shape[0]) and Dim 'dy' (input_1.shape[0]) are related")) << e;
+  std::string e = violations(
+      [](const TensorList& in, const Tensor&, const Tensor&) { return TensorList{in[0] + in[1]}; },
+      {{5, 8}, {5, 8}}, {{{0, Dim("dx")}}, {{0, Dim("dy")}}});
+  EXPECT_TRUE(has(e, "Dim 'dx' (input_0.shape[0]) and Dim 'dy' (input_1.shape[0]) are related"))
+      << e;
   EXPECT_TRUE(has(e, "Fix: dy = dx")) << e;
   // x[1:] + y: y's dim is dx - 1; declared as derived, it exports and runs.
-  auto f = [](const TensorList& in, const Tensor&, const Tensor&) { return TensorList{slice(in[0], 0, 1, std::nullopt, 1) + in[1]}; };
+  auto f = [](const TensorList& in, const Tensor&, const Tensor&) {
+    return TensorList{slice(in[0], 0, 1, std::nullopt, 1) + in[1]};
+  };
   e = violations(f, {{6, 8}, {5, 8}}, {{{0, Dim("dx")}}, {{0, Dim("dy")}}});
   EXPECT_TRUE(has(e, "Fix: dy = dx - 1")) << e;
   Fn m(f);
@@ -185,8 +203,11 @@ TEST(Y2, RelationsBetweenDeclaredDimsSuggestTheDerivedForm) {
   runtime::Executor ex(p);
   Tensor x = randn({10, 8}), y = randn({9, 8});
   EXPECT_TRUE(close(ex.run({x, y})[0], m(TensorList{x, y})[0]));
-  expect_error([&] { ex.run({x, randn({8, 8})}); }, ErrorKind::shape,
-               "input_1.shape[0] is 8, but the program needs it to be s0 - 1 = 9");
+  expect_error(
+      [&] {
+        ex.run({x, randn({8, 8})});
+      },
+      ErrorKind::shape, "input_1.shape[0] is 8, but the program needs it to be s0 - 1 = 9");
 }
 
 TEST(Y2, NarrowingAndDivisibilityAreErrorsForNamedDimsAndRangesForAutomaticOnes) {
@@ -194,9 +215,14 @@ TEST(Y2, NarrowingAndDivisibilityAreErrorsForNamedDimsAndRangesForAutomaticOnes)
     return TensorList{in[0].sym_size(0) > 4 ? in[0] * 2 : in[0] * 3};
   };
   std::string e = violations(branchy, {{8, 8}}, {{{0, Dim("b", 1, 64)}}});
-  EXPECT_TRUE(has(e, "must lie in [5, 64], narrower than its declared [1, 64]: user code requires 4 < s0. "
-                     "Fix: Dim(\"b\", 5, 64)")) << e;
-  auto quads = [](const TensorList& in, const Tensor&, const Tensor&) { return TensorList{reshape(in[0], {-1, 4})}; };
+  EXPECT_TRUE(
+      has(e,
+          "must lie in [5, 64], narrower than its declared [1, 64]: user code requires 4 < s0. "
+          "Fix: Dim(\"b\", 5, 64)"))
+      << e;
+  auto quads = [](const TensorList& in, const Tensor&, const Tensor&) {
+    return TensorList{reshape(in[0], {-1, 4})};
+  };
   e = violations(quads, {{8}}, {{{0, Dim("n")}}});
   EXPECT_TRUE(has(e, "Dim 'n' (input_0.shape[0]) must be a multiple of 4")) << e;
   // An automatic dim takes the guard: the range narrows, the program checks it at run time.
@@ -215,12 +241,15 @@ TEST(Y2, NarrowingAndDivisibilityAreErrorsForNamedDimsAndRangesForAutomaticOnes)
   ExportedProgram pq = export_program(q, {randn({8})}, o);
   runtime::Executor exq(pq);
   EXPECT_EQ(exq.run({randn({12})})[0].shape(), (Dims{3, 4}));
-  expect_error([&] { exq.run({randn({10})}); }, ErrorKind::shape, "break the guard Mod(s0, 4) == 0 that reshape");
+  expect_error([&] { exq.run({randn({10})}); }, ErrorKind::shape,
+               "break the guard Mod(s0, 4) == 0 that reshape");
 }
 
 TEST(Y1, AnExampleOfOneStaysSymbolicAndABranchOnOneIsAGuard) {
   // PyTorch would specialize a batch-1 example; kiln keeps it symbolic.
-  Fn m([](const TensorList& in, const Tensor& w, const Tensor& b) { return TensorList{linear(in[0], w, b)}; });
+  Fn m([](const TensorList& in, const Tensor& w, const Tensor& b) {
+    return TensorList{linear(in[0], w, b)};
+  });
   ExportOptions o;
   o.dynamic_shapes = {{{0, Dim("batch", 1, 16)}}};
   ExportedProgram p = export_program(m, {randn({1, 8})}, o);
@@ -237,16 +266,20 @@ TEST(Y1, AnExampleOfOneStaysSymbolicAndABranchOnOneIsAGuard) {
   EXPECT_TRUE(close(ex1.run({ones({2, 8})})[0], zeros({2, 8})));
   expect_error([&] { ex1.run({randn({1, 8})}); }, ErrorKind::shape, "break the guard s0 != 1");
   // ...and is an error for a named one, whose range it narrows.
-  std::string e = violations([](const TensorList& in, const Tensor&, const Tensor&) {
-    return TensorList{in[0].sym_size(0) == 1 ? in[0] + 1 : in[0] - 1};
-  }, {{3, 8}}, {{{0, Dim("batch", 1, 16)}}});
+  std::string e = violations(
+      [](const TensorList& in, const Tensor&, const Tensor&) {
+        return TensorList{in[0].sym_size(0) == 1 ? in[0] + 1 : in[0] - 1};
+      },
+      {{3, 8}}, {{{0, Dim("batch", 1, 16)}}});
   EXPECT_TRUE(has(e, "must lie in [2, 16]")) << e;
 }
 
 TEST(Y2, GuardsNameTheModulePath) {
   class Inner : public nn::Module {
    public:
-    TensorList forward(const TensorList& in) override { return {reshape(in[0], {in[0].size(0) * 2, -1})}; }
+    TensorList forward(const TensorList& in) override {
+      return {reshape(in[0], {in[0].size(0) * 2, -1})};
+    }
   };
   class Outer : public nn::Module {
    public:
@@ -271,8 +304,10 @@ class CausalBlock : public nn::Module {
  public:
   static constexpr int64_t C = 32, H = 4, D = C / H;
   CausalBlock()
-      : qkv_w(register_parameter("qkv_w", randn({3 * C, C}) * 0.2)), qkv_b(register_parameter("qkv_b", randn({3 * C}))),
-        proj_w(register_parameter("proj_w", randn({C, C}) * 0.2)), fc_w(register_parameter("fc_w", randn({2 * C, C}) * 0.2)),
+      : qkv_w(register_parameter("qkv_w", randn({3 * C, C}) * 0.2)),
+        qkv_b(register_parameter("qkv_b", randn({3 * C}))),
+        proj_w(register_parameter("proj_w", randn({C, C}) * 0.2)),
+        fc_w(register_parameter("fc_w", randn({2 * C, C}) * 0.2)),
         out_w(register_parameter("out_w", randn({C, 2 * C}) * 0.2)) {}
   TensorList forward(const TensorList& in) override {
     const Tensor& x = in[0];
@@ -303,7 +338,9 @@ TEST(Y5, TransformerBlockWithDynamicBatchAndSequenceRunsAtEveryLength) {
   EXPECT_EQ(loaded.graph.str(), p.graph.str());
   // `kiln show` prints symbolic shapes and the symbols with their ranges
   EXPECT_TRUE(has(p.str(), "%input_0 : f32[s0,s1,32]@cpu:0 = input()")) << p.str();
-  EXPECT_TRUE(has(p.str(), "shapes:\n  s0 in [1, 4] (batch: input_0.shape[0])\n  s1 in [1, 24] (seq: input_0.shape[1])"))
+  EXPECT_TRUE(has(
+      p.str(),
+      "shapes:\n  s0 in [1, 4] (batch: input_0.shape[0])\n  s1 in [1, 24] (seq: input_0.shape[1])"))
       << p.str();
   runtime::Executor ex(p), ex_loaded(loaded);
   for (int64_t b : {1, 3})
@@ -319,9 +356,16 @@ TEST(Y5, TransformerBlockWithDynamicBatchAndSequenceRunsAtEveryLength) {
   ExportedProgram fixed = export_program(m, {x});
   runtime::Executor ex_fixed(fixed);
   EXPECT_EQ(to_vector<float>(ex.run({x})[0]), to_vector<float>(ex_fixed.run({x})[0]));
-  expect_error([&] { ex.run({randn({2, 25, CausalBlock::C})}); }, ErrorKind::shape,
-               "input_0.shape[1] is 25, outside the range [1, 24] of s1 ('seq')");
-  expect_error([&] { ex.run({randn({0, 5, CausalBlock::C})}); }, ErrorKind::shape, "outside the range [1, 4]");
+  expect_error(
+      [&] {
+        ex.run({randn({2, 25, CausalBlock::C})});
+      },
+      ErrorKind::shape, "input_0.shape[1] is 25, outside the range [1, 24] of s1 ('seq')");
+  expect_error(
+      [&] {
+        ex.run({randn({0, 5, CausalBlock::C})});
+      },
+      ErrorKind::shape, "outside the range [1, 4]");
 }
 
 }  // namespace

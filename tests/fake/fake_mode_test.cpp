@@ -58,7 +58,8 @@ TEST(F6, SymbolicSizesAgreeWithEagerOnEveryOp) {
         int64_t v = shape.hint(d);
         if (v < 2) continue;
         auto it = symbol_of.find(v);
-        if (it == symbol_of.end()) it = symbol_of.emplace(v, env.new_symbol(v, 2, 1 << 20, "sample")).first;
+        if (it == symbol_of.end())
+          it = symbol_of.emplace(v, env.new_symbol(v, 2, 1 << 20, "sample")).first;
         shape.set(d, it->second);
       }
       auto impl = std::make_shared<TensorImpl>(*t.impl());
@@ -67,7 +68,8 @@ TEST(F6, SymbolicSizesAgreeWithEagerOnEveryOp) {
       t = Tensor(impl);
     };
     for (Value& v : fake_args) {
-      if (auto* t = std::get_if<Tensor>(&v)) symbolize(*t);
+      if (auto* t = std::get_if<Tensor>(&v))
+        symbolize(*t);
       else if (auto* list = std::get_if<TensorList>(&v))
         for (Tensor& t : *list) symbolize(t);
     }
@@ -82,7 +84,9 @@ TEST(F6, SymbolicSizesAgreeWithEagerOnEveryOp) {
     for (size_t i = 0; i < eager.size(); ++i) {
       const Dims& shape = fake[i].shape();
       const Dims& strides = fake[i].strides();
-      EXPECT_EQ(std::vector<int64_t>(shape.hints().begin(), shape.hints().end()), eager[i].shape().vec()) << shape.str();
+      EXPECT_EQ(std::vector<int64_t>(shape.hints().begin(), shape.hints().end()),
+                eager[i].shape().vec())
+          << shape.str();
       if (eager[i].numel() > 1) {  // strides of a one-element tensor are arbitrary
         for (size_t d = 0; d < strides.size(); ++d) {
           if (eager[i].shape()[d] > 1) {
@@ -106,10 +110,12 @@ std::vector<Value> moved(std::vector<Value> args, Device device) {
     t = make_view(base, t.shape(), t.strides(), t.offset());
   };
   for (Value& v : args) {
-    if (auto* t = std::get_if<Tensor>(&v)) move(*t);
+    if (auto* t = std::get_if<Tensor>(&v))
+      move(*t);
     else if (auto* list = std::get_if<TensorList>(&v))
       for (Tensor& t : *list) move(t);
-    else if (auto* d = std::get_if<Device>(&v)) *d = device;
+    else if (auto* d = std::get_if<Device>(&v))
+      *d = device;
   }
   return args;
 }
@@ -145,7 +151,8 @@ void expect_agrees_with_cpu(Device gpu) {
       EXPECT_EQ(fake[i].dtype(), got[i].dtype());
       if (random) continue;
       double tol = got[i].dtype() == f16 ? 1e-3 : 1e-5;
-      EXPECT_TRUE(testing::all_close(to(got[i], Device("cpu:0")), to_vector<double>(want[i]), tol, tol));
+      EXPECT_TRUE(
+          testing::all_close(to(got[i], Device("cpu:0")), to_vector<double>(want[i]), tol, tol));
     }
   }
 }
@@ -233,7 +240,8 @@ TEST(F3, OutputDeviceRules) {
   expect_error([&] { add(cpu_vec, c0); }, ErrorKind::device_mismatch,
                "[add] Expected all tensors to be on the same device, but found at least two "
                "devices, cpu:0 (argument 'self') and cuda:0 (argument 'other')");
-  expect_error([&] { add(c0, c1); }, ErrorKind::device_mismatch, "cuda:0 (argument 'self') and cuda:1");
+  expect_error([&] { add(c0, c1); }, ErrorKind::device_mismatch,
+               "cuda:0 (argument 'self') and cuda:1");
 }
 
 TEST(F4, PreferencePolicyIsScopedAndExact) {
@@ -285,8 +293,9 @@ TEST(F5, DataDependentReadsFail) {
   expect_error([&] { to_vector<float>(x); }, ErrorKind::data_dependent, "[to_vector]");
   // Outputs whose shape depends on the data: as PyTorch's fake tensors, they stop here.
   expect_error([&] { nonzero(x); }, ErrorKind::data_dependent, "[nonzero]");
-  expect_error([&] { masked_select(x, gt(x, 0.0)); }, ErrorKind::data_dependent,
-               "[masked_select] cannot read the value of fake tensor");  // raised by nonzero inside it
+  expect_error(
+      [&] { masked_select(x, gt(x, 0.0)); }, ErrorKind::data_dependent,
+      "[masked_select] cannot read the value of fake tensor");  // raised by nonzero inside it
   expect_error([&] { unique(x); }, ErrorKind::data_dependent, "[unique]");
   expect_error([&] { bincount(to(x, i64)); }, ErrorKind::data_dependent, "[bincount]");
 }
@@ -302,11 +311,18 @@ TEST(F1, FakeTensorsNeverReachAKernel) {
   ASSERT_TRUE(f.is_fake());
   expect_error([&] { add(f, ones({3})); }, ErrorKind::value,
                "[add] got a fake tensor (f32[3]@cpu:0): it has metadata but no data");
-  expect_error([&] { Tensor r = ones({3}); copy_(r, f); }, ErrorKind::value, "[copy_] got a fake tensor");
+  expect_error(
+      [&] {
+        Tensor r = ones({3});
+        copy_(r, f);
+      },
+      ErrorKind::value, "[copy_] got a fake tensor");
   ir::Graph g;
   ir::Node* x = g.add_input("x", ir::ValueMeta::of(ones({3})));
   ir::Node* c = g.add_constant(f);
-  g.set_output({{g.add_call(OpKind::add, {ir::Ref{x, 0}, ir::Ref{c, 0}, Scalar(1)}, {ir::ValueMeta::of(f)}), 0}});
+  g.set_output(
+      {{g.add_call(OpKind::add, {ir::Ref{x, 0}, ir::Ref{c, 0}, Scalar(1)}, {ir::ValueMeta::of(f)}),
+        0}});
   expect_error([&] { ir::interpret(g, {ones({3})}); }, ErrorKind::value, "[add] got a fake tensor");
 }
 

@@ -57,7 +57,8 @@ void mutate_tree(json& prog, std::mt19937_64& rng) {
       if (v.is_array() && !v.empty()) v.push_back(v[rng() % v.size()]);
       break;
     default:
-      if (v.is_array() && !v.empty()) v.erase(rng() % v.size());
+      if (v.is_array() && !v.empty())
+        v.erase(rng() % v.size());
       else if (v.is_number_integer())  // one step up or down, wrapping (no overflow here)
         v = static_cast<int64_t>(static_cast<uint64_t>(v.get<int64_t>()) + rng() % 3 - 1);
       break;
@@ -66,14 +67,17 @@ void mutate_tree(json& prog, std::mt19937_64& rng) {
 
 }  // namespace
 
-extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
+                                          unsigned int seed) {
   std::mt19937_64 rng(seed);
   json header;
   std::string rest;
   if (rng() % 8 == 0 || !split(data, size, header, rest) || !header.contains("__metadata__") ||
-      !header["__metadata__"].contains("kiln.program") || !header["__metadata__"]["kiln.program"].is_string())
+      !header["__metadata__"].contains("kiln.program") ||
+      !header["__metadata__"]["kiln.program"].is_string())
     return LLVMFuzzerMutate(data, size, max_size);
-  json prog = json::parse(header["__metadata__"]["kiln.program"].get<std::string>(), nullptr, false);
+  json prog =
+      json::parse(header["__metadata__"]["kiln.program"].get<std::string>(), nullptr, false);
   if (prog.is_discarded()) return LLVMFuzzerMutate(data, size, max_size);
   for (int k = 1 + static_cast<int>(rng() % 3); k-- > 0;) mutate_tree(prog, rng);
   header["__metadata__"]["kiln.program"] = prog.dump();

@@ -3,6 +3,7 @@
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  kiln::fuzz::expect_clean([&] { kiln::read_pt2(std::span<const unsigned char>(data, size), "fuzz.pt2"); });
+  kiln::fuzz::expect_clean(
+      [&] { kiln::read_pt2(std::span<const unsigned char>(data, size), "fuzz.pt2"); });
   return 0;
 }

@@ -23,7 +23,8 @@ bool is_model_json(const std::string& name) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (const char* dir = std::getenv("KILN_FUZZ_SEED_DIR"))
     for (const auto& [name, bytes] : base())
-      if (is_model_json(name)) std::ofstream(std::string(dir) + "/model.json", std::ios::binary) << bytes;
+      if (is_model_json(name))
+        std::ofstream(std::string(dir) + "/model.json", std::ios::binary) << bytes;
   return 0;
 }
 

@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
       kiln::nn::make_reference_model("mlp", {{"batch", 2}, {"width", 8}, {"layers", 2}});
   g_program = new kiln::ExportedProgram(kiln::export_program(*ref.module, ref.example_inputs));
   if (const char* dir = std::getenv("KILN_FUZZ_SEED_DIR"))
-    kiln::save_safetensors({{"input_0", ref.example_inputs[0]}}, std::string(dir) + "/inputs.safetensors");
+    kiln::save_safetensors({{"input_0", ref.example_inputs[0]}},
+                           std::string(dir) + "/inputs.safetensors");
   return 0;
 }
 

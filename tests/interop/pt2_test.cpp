@@ -10,9 +10,9 @@
 #include <set>
 
 #include "interop/zip_util.h"
-#include "program_file.h"
 #include "kiln/kiln.h"
 #include "kiln/runtime/executor.h"
+#include "program_file.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -35,7 +35,8 @@ Tensor reference(const NamedTensors& ref, const std::string& key) {
 TensorList reference_inputs(const NamedTensors& ref, Device device = Device("cpu:0")) {
   TensorList in;
   for (int i = 0;; ++i) {
-    auto it = std::find_if(ref.begin(), ref.end(), [&](const auto& e) { return e.first == "input_" + std::to_string(i); });
+    auto it = std::find_if(ref.begin(), ref.end(),
+                           [&](const auto& e) { return e.first == "input_" + std::to_string(i); });
     if (it == ref.end()) return in;
     in.push_back(to(it->second, device));
   }
@@ -82,9 +83,10 @@ TEST_P(Corpus, MatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pt2, Corpus,
-                         ::testing::Values("cnn", "cnn_core", "encoder", "decoder", "decoder_core", "recurrent",
-                                           "mlp_bn_train", "mlp_bn_train_core", "mlp_dynamic", "assorted",
-                                           "assorted_core", "birecurrent"));
+                         ::testing::Values("cnn", "cnn_core", "encoder", "decoder", "decoder_core",
+                                           "recurrent", "mlp_bn_train", "mlp_bn_train_core",
+                                           "mlp_dynamic", "assorted", "assorted_core",
+                                           "birecurrent"));
 
 // (I3) BatchNorm in training mode, in both dialects: the training IR writes the running
 // statistics in place (batch_norm, add_ on num_batches_tracked), the core-ATen dialect
@@ -98,7 +100,8 @@ TEST(Pt2, BatchNormTrainingUpdatesRunningStatisticsInBothDialects) {
     for (const OutputSpec& o : p.signature.outputs)
       if (o.kind == OutputSpec::Kind::buffer_mutation) written.push_back(o.target);
     std::sort(written.begin(), written.end());
-    EXPECT_EQ(written, (std::vector<std::string>{"bn.num_batches_tracked", "bn.running_mean", "bn.running_var"}));
+    EXPECT_EQ(written, (std::vector<std::string>{"bn.num_batches_tracked", "bn.running_mean",
+                                                 "bn.running_var"}));
     p.run(reference_inputs(ref));
     for (std::string buffer : {"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}) {
       const Tensor* t = state_of(p, buffer);
@@ -145,7 +148,8 @@ TEST(Pt2, TiedWeightsStayOneTensor) {
   TensorList out = q.run(reference_inputs(ref));
   std::vector<double> logp = values(out[0]);
   double first = logp[0];  // uniform log-probabilities: every logit is 0
-  EXPECT_TRUE(std::all_of(logp.begin(), logp.end(), [&](double v) { return std::abs(v - first) < 1e-5; }));
+  EXPECT_TRUE(
+      std::all_of(logp.begin(), logp.end(), [&](double v) { return std::abs(v - first) < 1e-5; }));
 }
 
 // Weights are viewed in the mapped archive, not copied, where the entry is aligned
@@ -188,7 +192,8 @@ TEST(Pt2, ProgramExportedOnCudaRunsOnAVirtualCpu) {
   ExportedProgram fake = read_pt2(archive("mlp_cuda0")).program;
   EXPECT_EQ(fake.devices(), std::vector<Device>{Device("cuda:0")});
   if (device_count(DeviceType::cuda) == 0)
-    testing::expect_error([&] { load_pt2(archive("mlp_cuda0")); }, ErrorKind::device, "--device-map cuda:0=cpu:0");
+    testing::expect_error([&] { load_pt2(archive("mlp_cuda0")); }, ErrorKind::device,
+                          "--device-map cuda:0=cpu:0");
   NamedTensors ref = load_safetensors(kCorpus + std::string("mlp_cuda0.safetensors"));
   ExportedProgram p = load_pt2(archive("mlp_cuda0"), {{Device("cuda:0"), Device("cpu:1")}});
   EXPECT_EQ(p.devices(), std::vector<Device>{Device("cpu:1")});
@@ -202,7 +207,8 @@ TEST(Pt2, ProgramExportedOnCudaRunsOnAVirtualCpu) {
 TEST(Pt2, SymbolicSizesAreImportedAsSymbols) {
   ImportedProgram imported = read_pt2(archive("mlp_dynamic"));
   ASSERT_FALSE(imported.notes.empty());
-  EXPECT_NE(imported.notes[0].find("input_0.shape[0] (s77) is symbolic: s0 in [1, 64]"), std::string::npos)
+  EXPECT_NE(imported.notes[0].find("input_0.shape[0] (s77) is symbolic: s0 in [1, 64]"),
+            std::string::npos)
       << imported.notes[0];
   ExportedProgram p = load_pt2(archive("mlp_dynamic"));
   ASSERT_EQ(p.shapes.symbols.size(), 1u);
@@ -220,7 +226,11 @@ TEST(Pt2, SymbolicSizesAreImportedAsSymbols) {
   }
   TensorList row = {slice(in[0], 0, 0, 1, 1)};
   EXPECT_TRUE(testing::all_close(ex.run(row)[0], to_vector<double>(slice(want, 0, 0, 1, 1))));
-  testing::expect_error([&] { ex.run({zeros({65, 4})}); }, ErrorKind::shape, "outside the range [1, 64]");
+  testing::expect_error(
+      [&] {
+        ex.run({zeros({65, 4})});
+      },
+      ErrorKind::shape, "outside the range [1, 64]");
   // The import saved as a kiln program keeps the symbol.
   std::string path = ::testing::TempDir() + "kiln_mlp_dynamic.kiln";
   save(p, path);
@@ -242,7 +252,11 @@ TEST(Pt2, DynamicDecoderRunsAtEveryShapeOfItsRange) {
       expect_outputs(ref, ex.run(reference_inputs(ref)), refs);
       expect_outputs(ref, p.run(reference_inputs(ref)), refs + " (interpreted)");
     }
-    testing::expect_error([&] { ex.run({zeros({2, 17}, {.dtype = i64})}); }, ErrorKind::shape, "outside the range");
+    testing::expect_error(
+        [&] {
+          ex.run({zeros({2, 17}, {.dtype = i64})});
+        },
+        ErrorKind::shape, "outside the range");
   }
 }
 
@@ -268,7 +282,8 @@ TEST(Pt2, CustomOpsResolveToExtensionOps) {
              .cpu =
                  [](const ops::OpCall& c, std::span<Tensor> outs) {
                    const Tensor &x = c.args.tensor(0), &y = c.args.tensor(1);
-                   KILN_CHECK(x.is_contiguous() && y.is_contiguous(), value, "contiguous inputs only");
+                   KILN_CHECK(x.is_contiguous() && y.is_contiguous(), value,
+                              "contiguous inputs only");
                    double alpha = c.args.f64(2);
                    for (int64_t i = 0; i < x.numel(); ++i)
                      outs[0].data<float>()[i] =
@@ -286,11 +301,13 @@ TEST(Pt2, CustomOpsResolveToExtensionOps) {
 std::string crafted(const std::string& name, const std::string& suffix,
                     const std::function<void(std::string&)>& edit) {
   std::string out = tmp(name + ".pt2");
-  testing::rewrite_zip(archive("mlp_bn_train"), out, [&](const std::string& entry, std::string& bytes) {
-    if (entry.size() >= suffix.size() && entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) == 0)
-      edit(bytes);
-    return true;
-  });
+  testing::rewrite_zip(
+      archive("mlp_bn_train"), out, [&](const std::string& entry, std::string& bytes) {
+        if (entry.size() >= suffix.size() &&
+            entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) == 0)
+          edit(bytes);
+        return true;
+      });
   return out;
 }
 std::string crafted_json(const std::string& name, const std::string& suffix,
@@ -305,30 +322,37 @@ std::string crafted_json(const std::string& name, const std::string& suffix,
 TEST(Pt2Errors, CraftedArchivesAreOneClearError) {
   // the rewritten archive itself still imports (the writer is not what fails below)
   EXPECT_NO_THROW(read_pt2(crafted("unchanged", "archive_format", [](std::string&) {})));
-  testing::expect_error([&] { read_pt2(crafted("format", "archive_format", [](std::string& b) { b = "zip"; })); },
-                        ErrorKind::format, "archive_format is 'zip', not 'pt2'");
+  testing::expect_error(
+      [&] { read_pt2(crafted("format", "archive_format", [](std::string& b) { b = "zip"; })); },
+      ErrorKind::format, "archive_format is 'zip', not 'pt2'");
   testing::expect_error(
       [&] {
-        read_pt2(crafted_json("major", "models/model.json", [](nlohmann::json& j) { j["schema_version"]["major"] = 9; }));
+        read_pt2(crafted_json("major", "models/model.json",
+                              [](nlohmann::json& j) { j["schema_version"]["major"] = 9; }));
       },
       ErrorKind::format, "schema version 9.20; kiln reads version 8.x");
   testing::expect_error(
       [&] {
-        read_pt2(crafted_json("pickle", "model_weights_config.json",
-                              [](nlohmann::json& j) { j["config"]["fc.weight"]["use_pickle"] = true; }));
+        read_pt2(crafted_json("pickle", "model_weights_config.json", [](nlohmann::json& j) {
+          j["config"]["fc.weight"]["use_pickle"] = true;
+        }));
       },
-      ErrorKind::unsupported, "'fc.weight' in data/weights/ is a pickled payload; kiln never unpickles");
+      ErrorKind::unsupported,
+      "'fc.weight' in data/weights/ is a pickled payload; kiln never unpickles");
   testing::expect_error(
       [&] {
         read_pt2(crafted_json("past_storage", "model_weights_config.json", [](nlohmann::json& j) {
           j["config"]["fc.bias"]["tensor_meta"]["storage_offset"] = {{"as_int", 3}};
         }));
       },
-      ErrorKind::format, "'fc.bias' in data/weights/: sizes [5] and strides [1] at offset 3 reach past its storage of 5");
+      ErrorKind::format,
+      "'fc.bias' in data/weights/: sizes [5] and strides [1] at offset 3 reach past its storage of "
+      "5");
   testing::expect_error(
       [&] {
-        read_pt2(crafted_json("escape", "model_weights_config.json",
-                              [](nlohmann::json& j) { j["config"]["fc.bias"]["path_name"] = "../models/model.json"; }));
+        read_pt2(crafted_json("escape", "model_weights_config.json", [](nlohmann::json& j) {
+          j["config"]["fc.bias"]["path_name"] = "../models/model.json";
+        }));
       },
       ErrorKind::format, "leaves its folder");
   // an op kiln lacks: every one is listed, with its node and module path
@@ -336,13 +360,16 @@ TEST(Pt2Errors, CraftedArchivesAreOneClearError) {
       [&] {
         read_pt2(crafted_json("unknown_op", "models/model.json", [](nlohmann::json& j) {
           for (auto& n : j["graph_module"]["graph"]["nodes"]) {
-            if (n["target"] == "torch.ops.aten.relu.default") n["target"] = "torch.ops.aten.frobnicate.default";
-            if (n["target"] == "torch.ops.aten.linear.default") n["target"] = "torch.ops.aten.linear.fancy";
+            if (n["target"] == "torch.ops.aten.relu.default")
+              n["target"] = "torch.ops.aten.frobnicate.default";
+            if (n["target"] == "torch.ops.aten.linear.default")
+              n["target"] = "torch.ops.aten.linear.fancy";
           }
         }));
       },
       ErrorKind::unsupported,
-      "2 ops kiln does not map: aten.linear.fancy (node 'linear', module 'fc'); aten.frobnicate.default (node "
+      "2 ops kiln does not map: aten.linear.fancy (node 'linear', module 'fc'); "
+      "aten.frobnicate.default (node "
       "'relu') (the table is kiln/interop/ops.cpp");
   testing::expect_error(
       [&] {
@@ -359,14 +386,16 @@ TEST(Pt2Errors, CraftedArchivesAreOneClearError) {
         read_pt2(crafted_json("bad_weight", "models/model.json", [](nlohmann::json& j) {
           for (auto& n : j["graph_module"]["graph"]["nodes"])
             if (n["target"] == "torch.ops.aten.linear.default")
-              n["inputs"][1]["arg"] = {{"as_tensor", {{"name", "p_bn_weight"}}}};  // a weight of the wrong shape
+              n["inputs"][1]["arg"] = {
+                  {"as_tensor", {{"name", "p_bn_weight"}}}};  // a weight of the wrong shape
         }));
       },
       ErrorKind::shape, "aten.linear.default (node 'linear', module 'fc', File \"");
   testing::expect_error(
       [&] {
         read_pt2(crafted_json("dangling", "models/model.json", [](nlohmann::json& j) {
-          j["graph_module"]["graph"]["nodes"][0]["inputs"][0]["arg"] = {{"as_tensor", {{"name", "nowhere"}}}};
+          j["graph_module"]["graph"]["nodes"][0]["inputs"][0]["arg"] = {
+              {"as_tensor", {{"name", "nowhere"}}}};
         }));
       },
       ErrorKind::format, "'nowhere' is not a value defined before this node");
@@ -376,7 +405,8 @@ TEST(Pt2Errors, DamagedZipsAreFormatErrors) {
   std::string text = tmp("text.pt2");
   testing::write_all(text, "not a zip at all");
   testing::expect_error([&] { read_pt2(text); }, ErrorKind::format, "not a zip archive");
-  testing::expect_error([&] { read_pt2(::testing::TempDir()); }, ErrorKind::format, "is not a regular file");
+  testing::expect_error([&] { read_pt2(::testing::TempDir()); }, ErrorKind::format,
+                        "is not a regular file");
   // an entry whose recorded size reaches past the end of the file
   std::string bytes = testing::read_all(archive("mlp_bn_train"));
   std::string past = tmp("past_end.pt2");
@@ -394,8 +424,9 @@ TEST(Pt2Errors, DamagedZipsAreFormatErrors) {
     std::memcpy(&bytes[cd + 24], &huge, 4);
     testing::write_all(past, bytes);
   }
-  testing::expect_error([&] { read_pt2(past); }, ErrorKind::format,
-                        "entry 'mlp_bn_train/data/weights/weight_0' reaches past the end of the file");
+  testing::expect_error(
+      [&] { read_pt2(past); }, ErrorKind::format,
+      "entry 'mlp_bn_train/data/weights/weight_0' reaches past the end of the file");
   // truncated: the central directory is gone
   std::string cut = tmp("truncated.pt2");
   testing::write_all(cut, testing::read_all(archive("mlp_bn_train")).substr(0, 5000));
@@ -405,7 +436,8 @@ TEST(Pt2Errors, DamagedZipsAreFormatErrors) {
 // Bytes in memory take the same path (what the fuzzer drives).
 TEST(Pt2Errors, BytesInMemoryImportAsTheFileDoes) {
   std::string bytes = testing::read_all(archive("encoder"));
-  ImportedProgram p = read_pt2(std::span(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()), "mem");
+  ImportedProgram p = read_pt2(
+      std::span(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()), "mem");
   EXPECT_EQ(p.program.state.size(), read_pt2(archive("encoder")).program.state.size());
 }
 

@@ -40,8 +40,8 @@ inline void write_zip(const std::string& path, const ZipEntries& entries, bool d
   if (!z) throw std::runtime_error("cannot create " + path);
   for (const auto& [name, bytes] : entries) {
     zip_fileinfo info{};
-    zipOpenNewFileInZip64(z, name.c_str(), &info, nullptr, 0, nullptr, 0, nullptr, deflate ? Z_DEFLATED : 0,
-                          deflate ? Z_DEFAULT_COMPRESSION : 0, 1);
+    zipOpenNewFileInZip64(z, name.c_str(), &info, nullptr, 0, nullptr, 0, nullptr,
+                          deflate ? Z_DEFLATED : 0, deflate ? Z_DEFAULT_COMPRESSION : 0, 1);
     zipWriteInFileInZip(z, bytes.data(), static_cast<unsigned>(bytes.size()));
     zipCloseFileInZip(z);
   }

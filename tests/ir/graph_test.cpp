@@ -128,13 +128,13 @@ TEST(Graph, NamesDoNotDependOnWhenTheyAreAsked) {
     Node* x = keep(g.add_input("x", meta({4})));
     Node* a = keep(g.add_call(OpKind::neg, {Ref{x}}, {meta({4})}));
     Node* dead = g.add_call(OpKind::neg, {Ref{a}}, {meta({4})});  // neg_1, erased unasked
-    Node* dead_given = g.add_input("y", meta({4}));                // y, erased unasked
+    Node* dead_given = g.add_input("y", meta({4}));               // y, erased unasked
     g.erase(dead);
     g.erase(dead_given);
     keep(g.add_input("y", meta({4})));                               // y_1
     Node* b = keep(g.add_call(OpKind::neg, {Ref{a}}, {meta({4})}));  // neg_2
     keep(g.add_call(OpKind::relu, {Ref{b}}, {meta({4})}, "", "neg_3"));
-    keep(g.add_call(OpKind::neg, {Ref{b}}, {meta({4})}));            // neg_4 (neg_3 is given)
+    keep(g.add_call(OpKind::neg, {Ref{b}}, {meta({4})}));  // neg_4 (neg_3 is given)
     keep(g.set_output({Ref{b}}));
     return alive;
   };
@@ -142,7 +142,8 @@ TEST(Graph, NamesDoNotDependOnWhenTheyAreAsked) {
   std::vector<Node*> e = build(early, true), l = build(late, false);
   std::vector<std::string> names;
   for (Node* n : l) names.push_back(n->name());
-  EXPECT_EQ(names, (std::vector<std::string>{"x", "neg", "y_1", "neg_2", "neg_3", "neg_4", "output"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"x", "neg", "y_1", "neg_2", "neg_3", "neg_4", "output"}));
   for (size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i]->name(), names[i]);
 
   // First requests from several threads at once (a const graph is shared by readers).
@@ -152,11 +153,13 @@ TEST(Graph, NamesDoNotDependOnWhenTheyAreAsked) {
   std::vector<std::vector<std::string>> seen(4);
   for (size_t t = 0; t < seen.size(); ++t)
     readers.emplace_back([&, t] {
-      for (size_t i = nodes.size(); i-- > 0;) seen[t].push_back(nodes[(i + t) % nodes.size()]->name());
+      for (size_t i = nodes.size(); i-- > 0;)
+        seen[t].push_back(nodes[(i + t) % nodes.size()]->name());
     });
   for (auto& r : readers) r.join();
   for (size_t t = 0; t < seen.size(); ++t)
-    for (size_t i = nodes.size(), k = 0; i-- > 0; ++k) EXPECT_EQ(seen[t][k], names[(i + t) % nodes.size()]);
+    for (size_t i = nodes.size(), k = 0; i-- > 0; ++k)
+      EXPECT_EQ(seen[t][k], names[(i + t) % nodes.size()]);
 }
 
 // Inputs a recorder makes after calls (joint capture's saved values) move to the front:
@@ -183,12 +186,15 @@ TEST(Graph, InputsMadeLateMoveToTheFront) {
             "%mul : f32[4]@cpu:0 = mul(%neg, %s1)\n"
             "%add : f32[4]@cpu:0 = add(%mul, %s2)\n"
             "return %add\n");
-  expect_error([&] { g.move_inputs_to_front({t}); }, ErrorKind::internal, "before any node is named");
+  expect_error([&] { g.move_inputs_to_front({t}); }, ErrorKind::internal,
+               "before any node is named");
   Graph h;
   Node* x = h.add_input("x", meta({4}));
   Node* n = h.add_call(OpKind::neg, {Ref{x}}, {meta({4})});
-  expect_error([&] { h.move_inputs_to_front({n}); }, ErrorKind::internal, "not an input of this graph");
-  expect_error([&] { h.move_inputs_to_front({s1}); }, ErrorKind::internal, "not an input of this graph");
+  expect_error([&] { h.move_inputs_to_front({n}); }, ErrorKind::internal,
+               "not an input of this graph");
+  expect_error([&] { h.move_inputs_to_front({s1}); }, ErrorKind::internal,
+               "not an input of this graph");
 }
 
 // Note [Borrowed names]: an input named after another graph's node takes the source's
@@ -235,7 +241,8 @@ TEST(Graph, BorrowedNamesOutliveTheirSourceGraph) {
     Pair p;
     p.fw->erase(p.b);
     EXPECT_EQ(p.s1->name(), "saved_neg_1");
-    EXPECT_EQ(p.fw->str(), "%x : f32[4]@cpu:0 = input()\n%neg : f32[4]@cpu:0 = neg(%x)\nreturn %neg\n");
+    EXPECT_EQ(p.fw->str(),
+              "%x : f32[4]@cpu:0 = input()\n%neg : f32[4]@cpu:0 = neg(%x)\nreturn %neg\n");
   }
   {  // the borrower destroyed first: the source reads nothing at its end
     Pair p;
@@ -249,10 +256,10 @@ TEST(Graph, BorrowedNamesOutliveTheirSourceGraph) {
     Node* u = third.add_input_named_after(*p.fw, p.a, "of_", "", meta({4}));
     EXPECT_EQ(t->name(), "grad_saved_neg_1");
     EXPECT_EQ(u->name(), "of_neg");
-    expect_error([&] { third.add_input_named_after(third, t, "self_", "", meta({4})); }, ErrorKind::internal,
-                 "not a node of the other graph");
-    expect_error([&] { third.add_input_named_after(*p.fw, t, "x_", "", meta({4})); }, ErrorKind::internal,
-                 "not a node of the other graph");
+    expect_error([&] { third.add_input_named_after(third, t, "self_", "", meta({4})); },
+                 ErrorKind::internal, "not a node of the other graph");
+    expect_error([&] { third.add_input_named_after(*p.fw, t, "x_", "", meta({4})); },
+                 ErrorKind::internal, "not a node of the other graph");
   }
   {  // first requests from several threads at once, the source graph unnamed
     Pair p;
@@ -261,7 +268,8 @@ TEST(Graph, BorrowedNamesOutliveTheirSourceGraph) {
     for (size_t t = 0; t < seen.size(); ++t)
       readers.emplace_back([&, t] { seen[t] = t % 2 ? p.bw->str() : p.fw->str() + p.bw->str(); });
     for (auto& r : readers) r.join();
-    for (size_t t = 0; t < seen.size(); ++t) EXPECT_EQ(seen[t].substr(seen[t].size() - want.size()), want);
+    for (size_t t = 0; t < seen.size(); ++t)
+      EXPECT_EQ(seen[t].substr(seen[t].size() - want.size()), want);
   }
 }
 
@@ -335,9 +343,9 @@ TEST(Passes, DeadCodeKeepsMutations) {
   Graph g;
   Node* x = g.add_input("x", meta({4}));
   Node* dead = g.add_call(OpKind::exp, {Ref{x}}, {meta({4})});
-  g.add_call(OpKind::relu, {Ref{dead}}, {meta({4})});  // dead too
+  g.add_call(OpKind::relu, {Ref{dead}}, {meta({4})});           // dead too
   g.add_call(OpKind::fill_, {Ref{x}, Scalar(0)}, {meta({4})});  // mutates: kept
-  g.add_constant(tensor({1}));  // unused constant: removed
+  g.add_constant(tensor({1}));                                  // unused constant: removed
   g.set_output({Ref{x}});
   EXPECT_EQ(eliminate_dead_code(g), 3);
   g.verify();
@@ -353,7 +361,8 @@ TEST(Passes, CommonSubexpressionsMergeUpToAMutation) {
   Node* a = g.add_call(OpKind::exp, {Ref{x}}, {meta({4})});
   Node* b = g.add_call(OpKind::exp, {Ref{x}}, {meta({4})});  // same as a
   Node* r1 = g.add_call(OpKind::rand, {IntList{4}, f32, Device("cpu:0")}, {meta({4})});
-  Node* r2 = g.add_call(OpKind::rand, {IntList{4}, f32, Device("cpu:0")}, {meta({4})});  // random: kept
+  Node* r2 =
+      g.add_call(OpKind::rand, {IntList{4}, f32, Device("cpu:0")}, {meta({4})});  // random: kept
   g.add_call(OpKind::add_, {Ref{x}, Ref{r1}, Scalar(1)}, {meta({4})});
   Node* c = g.add_call(OpKind::exp, {Ref{x}}, {meta({4})});  // after the mutation: kept
   Node* sum = g.add_call(OpKind::add, {Ref{a}, Ref{b}, Scalar(1)}, {meta({4})});
@@ -387,7 +396,8 @@ TEST(Passes, CommonSubexpressionsCompareArgumentsExactly) {
   Node* g3 = call(OpKind::gelu, {Ref{x}, Str("none")});
   std::vector<Node*> chain{x};
   for (int i = 0; i < 40; ++i) chain.push_back(call(OpKind::exp, {Ref{chain.back()}}));
-  for (int i = 0; i < 40; ++i) call(OpKind::exp, {Ref{chain[static_cast<size_t>(i)]}});  // each a repeat
+  for (int i = 0; i < 40; ++i)
+    call(OpKind::exp, {Ref{chain[static_cast<size_t>(i)]}});  // each a repeat
   g.set_output(outs);
   EXPECT_EQ(eliminate_common_subexpressions(g), 1 + 1 + 40);
   g.verify();
@@ -395,13 +405,14 @@ TEST(Passes, CommonSubexpressionsCompareArgumentsExactly) {
   EXPECT_EQ(out[0].node, pz);
   EXPECT_EQ(out[1].node, nz);  // -0.0 kept apart from 0.0
   EXPECT_EQ(out[2].node, i1);
-  EXPECT_EQ(out[3].node, f1);  // 1.0 kept apart from 1
+  EXPECT_EQ(out[3].node, f1);    // 1.0 kept apart from 1
   EXPECT_EQ(out[5].node, nan1);  // NaN merged with NaN
   EXPECT_NE(out[5].node, nan2);
   EXPECT_EQ(out[7].node, g1);
   EXPECT_NE(out[7].node, g2);
   EXPECT_EQ(out[8].node, g3);
-  for (int i = 0; i < 40; ++i) EXPECT_EQ(out[static_cast<size_t>(49 + i)].node, chain[static_cast<size_t>(i) + 1]);
+  for (int i = 0; i < 40; ++i)
+    EXPECT_EQ(out[static_cast<size_t>(49 + i)].node, chain[static_cast<size_t>(i) + 1]);
 }
 
 TEST(Interpreter, RunsThroughDispatchAndChecksInputs) {
@@ -410,8 +421,11 @@ TEST(Interpreter, RunsThroughDispatchAndChecksInputs) {
   TensorList out = interpret(s.g, {x, y});
   EXPECT_EQ(to_vector<float>(out[0]), (std::vector<float>{6, 8, 10, 12}));
   expect_error([&] { interpret(s.g, {x}); }, ErrorKind::value, "the graph takes 2 inputs, got 1");
-  expect_error([&] { interpret(s.g, {x, tensor({1, 2})}); }, ErrorKind::value,
-               "[interpret] input %y expects f32[4]@cpu:0, got f32[2]@cpu:0");
+  expect_error(
+      [&] {
+        interpret(s.g, {x, tensor({1, 2})});
+      },
+      ErrorKind::value, "[interpret] input %y expects f32[4]@cpu:0, got f32[2]@cpu:0");
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // Extension ops (E1-E3): ops registered outside the built-in table go through the same
 // dispatch, modes, export and executor. The sample library kx (examples/extension) is
 // compiled into this test; the small kxt:: ops below cover the registration rules.
+#include "kiln/ops/extension.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
 #include "gated_mlp.h"
-#include "kiln/ops/extension.h"
 #include "program_file.h"
 #include "test_util.h"
 
@@ -22,8 +23,8 @@ using json = nlohmann::json;
 void scale_meta(const ops::OpCall& c, ops::MetaOut& out) {
   const Tensor &x = c.args.tensor(0), &w = c.args.tensor(1);
   KILN_CHECK(x.shape() == w.shape() && x.dtype() == DType::f32 && w.dtype() == DType::f32, shape,
-             "[{}] expects two f32 tensors of one shape, got {} and {}", ops::op_name(c.op), x.meta_str(),
-             w.meta_str());
+             "[{}] expects two f32 tensors of one shape, got {} and {}", ops::op_name(c.op),
+             x.meta_str(), w.meta_str());
   out.fresh(x.shape(), DType::f32);
 }
 void scale_cpu(const ops::OpCall& c, std::span<Tensor> outs) {
@@ -36,7 +37,8 @@ void scale_cpu(const ops::OpCall& c, std::span<Tensor> outs) {
 
 ops::OpKind scale_op() {
   static const ops::OpKind k = define_op({.schema = "kxt::scale(Tensor x, Tensor w) -> Tensor",
-                                          .meta = scale_meta, .library = "the kxt test library",
+                                          .meta = scale_meta,
+                                          .library = "the kxt test library",
                                           .cpu = scale_cpu});
   return k;
 }
@@ -49,20 +51,22 @@ ops::OpKind scale_inplace_op() {
 }
 // A mutating op with its own meta and no functional form: functionalization rejects it (E2).
 ops::OpKind bump_op() {
-  static const ops::OpKind k = define_op(
-      {.schema = "kxt::bump_(Tensor(a!) x) -> Tensor(a!)",
-       .meta = [](const ops::OpCall& c, ops::MetaOut& out) {
-         ops::TensorMeta m;
-         m.shape = c.args.tensor(0).shape();
-         m.dtype = c.args.tensor(0).dtype();
-         m.alias = ops::TensorMeta::Alias::self;
-         out.outs.push_back(m);
-       },
-       .cpu = [](const ops::OpCall& c, std::span<Tensor>) {
-         Tensor x = c.args.tensor(0);
-         for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] += 1;
-       },
-       .differentiable = false});
+  static const ops::OpKind k = define_op({.schema = "kxt::bump_(Tensor(a!) x) -> Tensor(a!)",
+                                          .meta =
+                                              [](const ops::OpCall& c, ops::MetaOut& out) {
+                                                ops::TensorMeta m;
+                                                m.shape = c.args.tensor(0).shape();
+                                                m.dtype = c.args.tensor(0).dtype();
+                                                m.alias = ops::TensorMeta::Alias::self;
+                                                out.outs.push_back(m);
+                                              },
+                                          .cpu =
+                                              [](const ops::OpCall& c, std::span<Tensor>) {
+                                                Tensor x = c.args.tensor(0);
+                                                for (int64_t i = 0; i < x.numel(); ++i)
+                                                  x.data<float>()[i] += 1;
+                                              },
+                                          .differentiable = false});
   return k;
 }
 
@@ -73,12 +77,14 @@ Tensor reference_mlp(const Tensor& x, const Tensor& wg, const Tensor& wu, const 
   return matmul(silu(matmul(x, t(wg))) * matmul(x, t(wu)), t(wd));
 }
 
-std::string tmp_path(const std::string& name) { return ::testing::TempDir() + "kiln_ext_" + name + ".kiln"; }
+std::string tmp_path(const std::string& name) {
+  return ::testing::TempDir() + "kiln_ext_" + name + ".kiln";
+}
 
 TEST(Extension, RegistrationRules) {
   auto rejected = [](std::string_view schema, const std::string& needle) {
-    expect_error([&] { define_op({.schema = schema, .meta = scale_meta, .cpu = scale_cpu}); }, ErrorKind::value,
-                 needle);
+    expect_error([&] { define_op({.schema = schema, .meta = scale_meta, .cpu = scale_cpu}); },
+                 ErrorKind::value, needle);
   };
   rejected("scale2(Tensor x, Tensor w) -> Tensor", "must be 'namespace::op'");
   rejected("kxt::(Tensor x) -> Tensor", "must be 'namespace::op'");
@@ -88,12 +94,18 @@ TEST(Extension, RegistrationRules) {
   rejected("kxt::bad(Tensor x", "malformed op schema");
   rejected("kxt::bad2(Blob x) -> Tensor", "unknown type 'Blob'");
   scale_op();
-  rejected("kxt::scale(Tensor x, Tensor w) -> Tensor", "[kxt::scale] is already registered (by the kxt test library)");
-  expect_error([] { define_op({.schema = "kxt::lonely_(Tensor(a!) x) -> Tensor(a!)"}); }, ErrorKind::value,
+  rejected("kxt::scale(Tensor x, Tensor w) -> Tensor",
+           "[kxt::scale] is already registered (by the kxt test library)");
+  expect_error([] { define_op({.schema = "kxt::lonely_(Tensor(a!) x) -> Tensor(a!)"}); },
+               ErrorKind::value,
                "only an in-place op 'ns::op_' whose functional form 'ns::op' is registered");
-  expect_error([] { define_op({.schema = "kxt::make(int n) -> Tensor", .meta = scale_meta,
-                               .device_rule = ops::DeviceRule::factory}); },
-               ErrorKind::value, "needs a Device argument");
+  expect_error(
+      [] {
+        define_op({.schema = "kxt::make(int n) -> Tensor",
+                   .meta = scale_meta,
+                   .device_rule = ops::DeviceRule::factory});
+      },
+      ErrorKind::value, "needs a Device argument");
 }
 
 TEST(Extension, IsATableEntry) {
@@ -109,7 +121,8 @@ TEST(Extension, IsATableEntry) {
   EXPECT_EQ(ops::op_info(scale_inplace_op()).functional, scale_op());
   auto all = ops::extension_ops();
   EXPECT_NE(std::find(all.begin(), all.end(), k), all.end());
-  expect_error([] { ops::op_from_name("kx::nope"); }, ErrorKind::unsupported, "no extension registered it");
+  expect_error([] { ops::op_from_name("kx::nope"); }, ErrorKind::unsupported,
+               "no extension registered it");
 }
 
 // (E1) Eagerly: the kernel runs on its tensors' device, checked like a built-in.
@@ -121,62 +134,89 @@ TEST(Extension, RunsEagerlyOnAVirtualDevice) {
   Tensor y = m(x);
   EXPECT_EQ(y.device(), d);
   EXPECT_EQ(y.shape(), Dims({5, 6}));
-  EXPECT_TRUE(all_close(y, to_vector<double>(reference_mlp(x, m.w_gate, m.w_up, m.w_down)), 1e-5, 1e-6));
+  EXPECT_TRUE(
+      all_close(y, to_vector<double>(reference_mlp(x, m.w_gate, m.w_up, m.w_down)), 1e-5, 1e-6));
   // fewer rows than the workspace holds, and a transposed (non-contiguous) input
   Tensor xt = t(randn({8, 3}, {.device = d}));
-  EXPECT_TRUE(all_close(m(xt), to_vector<double>(reference_mlp(xt, m.w_gate, m.w_up, m.w_down)), 1e-5, 1e-6));
+  EXPECT_TRUE(all_close(m(xt), to_vector<double>(reference_mlp(xt, m.w_gate, m.w_up, m.w_down)),
+                        1e-5, 1e-6));
 
   // (D2) arguments on two devices, before any work
   Tensor x1 = randn({5, 8}, {.device = Device("cpu:1")});
-  expect_error([&] { m(x1); }, ErrorKind::device_mismatch,
-               "[kx::gated_mlp] Expected all tensors to be on the same device, but found at least two "
-               "devices, cpu:1 (argument 'x') and cpu:2 (argument 'w_gate')");
+  expect_error(
+      [&] { m(x1); }, ErrorKind::device_mismatch,
+      "[kx::gated_mlp] Expected all tensors to be on the same device, but found at least two "
+      "devices, cpu:1 (argument 'x') and cpu:2 (argument 'w_gate')");
   // the meta function's errors name the op
-  expect_error([&] { kx::gated_mlp(randn({9, 8}, {.device = d}), m.w_gate, m.w_up, m.w_down, m.workspace); },
-               ErrorKind::shape, "[kx::gated_mlp] the workspace holds 240 elements; 9 rows need 432");
+  expect_error(
+      [&] {
+        kx::gated_mlp(randn({9, 8}, {.device = d}), m.w_gate, m.w_up, m.w_down, m.workspace);
+      },
+      ErrorKind::shape, "[kx::gated_mlp] the workspace holds 240 elements; 9 rows need 432");
   // meta tensors: shapes only
-  Tensor meta = kx::gated_mlp(empty({5, 8}, {.device = Device("meta")}), to(m.w_gate, Device("meta")),
-                              to(m.w_up, Device("meta")), to(m.w_down, Device("meta")),
-                              to(m.workspace, Device("meta")));
+  Tensor meta = kx::gated_mlp(empty({5, 8}, {.device = Device("meta")}),
+                              to(m.w_gate, Device("meta")), to(m.w_up, Device("meta")),
+                              to(m.w_down, Device("meta")), to(m.workspace, Device("meta")));
   EXPECT_EQ(meta.device(), Device("meta"));
   EXPECT_EQ(meta.shape(), Dims({5, 6}));
   // an op without a kernel for a device
   static const ops::OpKind meta_only =
       define_op({.schema = "kxt::meta_only(Tensor x, Tensor w) -> Tensor", .meta = scale_meta});
-  expect_error([&] { call_op(meta_only, {x, x}); }, ErrorKind::unsupported, "[kxt::meta_only] has no kernel for device cpu:2");
+  expect_error(
+      [&] {
+        call_op(meta_only, {x, x});
+      },
+      ErrorKind::unsupported, "[kxt::meta_only] has no kernel for device cpu:2");
 }
 
 // (D8) A kernel that takes another device's BLAS handle is stopped, naming both.
 TEST(Extension, KernelsAreCheckedLikeBuiltIns) {
   static const ops::OpKind wrong = define_op(
       {.schema = "kxt::mm_on_host_handle(Tensor a, Tensor b) -> Tensor",
-       .meta = [](const ops::OpCall& c, ops::MetaOut& out) {
-         out.fresh(Dims{c.args.tensor(0).shape()[0], c.args.tensor(1).shape()[1]}, DType::f32);
-       },
-       .cpu = [](const ops::OpCall& c, std::span<Tensor> outs) {
-         gemm(blas_handle(Device("cpu:0")), c.args.tensor(0), c.args.tensor(1), outs[0]);
-       },
+       .meta =
+           [](const ops::OpCall& c, ops::MetaOut& out) {
+             out.fresh(Dims{c.args.tensor(0).shape()[0], c.args.tensor(1).shape()[1]}, DType::f32);
+           },
+       .cpu =
+           [](const ops::OpCall& c, std::span<Tensor> outs) {
+             gemm(blas_handle(Device("cpu:0")), c.args.tensor(0), c.args.tensor(1), outs[0]);
+           },
        .differentiable = false});
   Tensor a = ones({2, 3}), b = ones({3, 4});
   EXPECT_TRUE(all_close(call_op(wrong, {a, b})[0], std::vector<double>(8, 3.0)));  // right on cpu:0
   Device d("cpu:3");
-  expect_error([&] { call_op(wrong, {to(a, d), to(b, d)}); }, ErrorKind::device_mismatch,
-               "[kxt::mm_on_host_handle] kernel for cpu:3 used the BLAS handle of cpu:0");
+  expect_error(
+      [&] {
+        call_op(wrong, {to(a, d), to(b, d)});
+      },
+      ErrorKind::device_mismatch,
+      "[kxt::mm_on_host_handle] kernel for cpu:3 used the BLAS handle of cpu:0");
   // kiln::gemm checks its operands against the handle outside kernels too
-  expect_error([&] { gemm(blas_handle(Device("cpu:0")), to(a, d), b, zeros({2, 4})); }, ErrorKind::device_mismatch,
-               "[gemm] argument 'a' is on cpu:3 but the BLAS handle belongs to cpu:0");
+  expect_error(
+      [&] {
+        gemm(blas_handle(Device("cpu:0")), to(a, d), b, zeros({2, 4}));
+      },
+      ErrorKind::device_mismatch,
+      "[gemm] argument 'a' is on cpu:3 but the BLAS handle belongs to cpu:0");
 }
 
 // (E1) A kernel whose output is not what its meta function said (here: it swaps in a
 // tensor of another shape) is an error, as the same lie by a built-in op would be.
 TEST(Extension, KernelOutputsMustMatchTheMetaFunction) {
-  static const ops::OpKind liar = define_op(
-      {.schema = "kxt::liar(Tensor a) -> Tensor",
-       .meta = [](const ops::OpCall& c, ops::MetaOut& out) { out.fresh(c.args.tensor(0).shape(), DType::f32); },
-       .cpu = [](const ops::OpCall& c, std::span<Tensor> outs) { outs[0] = zeros({7}, {.device = c.device}); },
-       .differentiable = false});
-  expect_error([&] { call_op(liar, {ones({2, 3})}); }, ErrorKind::value,
-               "[kxt::liar] the kernel's output 0 is f32[7]@cpu:0, but the op's meta function says f32[2, 3]@cpu:0");
+  static const ops::OpKind liar =
+      define_op({.schema = "kxt::liar(Tensor a) -> Tensor",
+                 .meta = [](const ops::OpCall& c,
+                            ops::MetaOut& out) { out.fresh(c.args.tensor(0).shape(), DType::f32); },
+                 .cpu = [](const ops::OpCall& c,
+                           std::span<Tensor> outs) { outs[0] = zeros({7}, {.device = c.device}); },
+                 .differentiable = false});
+  expect_error(
+      [&] {
+        call_op(liar, {ones({2, 3})});
+      },
+      ErrorKind::value,
+      "[kxt::liar] the kernel's output 0 is f32[7]@cpu:0, but the op's meta function says f32[2, "
+      "3]@cpu:0");
 }
 
 // (E1) Fake tensors and make_fx: for a device this machine lacks.
@@ -196,7 +236,9 @@ TEST(Extension, FakeAndTraced) {
   }
   ir::Graph g = make_fx([&](const TensorList& in) { return TensorList{m(in[0])}; }, {x});
   std::string text = g.str();
-  EXPECT_NE(text.find("%gated_mlp : f32[5,6]@cpu:0 = kx::gated_mlp(%arg0, %const"), std::string::npos) << text;
+  EXPECT_NE(text.find("%gated_mlp : f32[5,6]@cpu:0 = kx::gated_mlp(%arg0, %const"),
+            std::string::npos)
+      << text;
 }
 
 // (E2) In-place extension ops: derived ones functionalize, others are rejected by name.
@@ -214,9 +256,16 @@ TEST(Extension, Functionalized) {
   EXPECT_NE(text.find("= kxt::scale(%arg0, %arg1)"), std::string::npos) << text;
   EXPECT_EQ(text.find("kxt::scale_"), std::string::npos) << text;
   EXPECT_TRUE(p.inputs[0].data_mutated);
-  expect_error([&] {
-    passes::capture([](const TensorList& in) { call_op(bump_op(), {in[0]}); return TensorList{in[0]}; }, {x});
-  }, ErrorKind::unsupported, "[kxt::bump_] has no functional form to capture");
+  expect_error(
+      [&] {
+        passes::capture(
+            [](const TensorList& in) {
+              call_op(bump_op(), {in[0]});
+              return TensorList{in[0]};
+            },
+            {x});
+      },
+      ErrorKind::unsupported, "[kxt::bump_] has no functional form to capture");
   call_op(bump_op(), {x});  // eagerly it runs
   EXPECT_TRUE(all_close(x, {11, 11, 11}));
 }
@@ -234,13 +283,15 @@ TEST(Extension, ExportedProgramsRunAnywhere) {
   ASSERT_TRUE(prog.contains("extension_ops"));
   EXPECT_EQ(prog["extension_ops"][0]["name"], "kx::gated_mlp");
   EXPECT_EQ(prog["extension_ops"][0]["schema"],
-            "kx::gated_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, Tensor workspace) -> Tensor");
+            "kx::gated_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, Tensor workspace) "
+            "-> Tensor");
   EXPECT_EQ(prog["extension_ops"][0]["library"], "kx (examples/extension)");
 
   ExportedProgram loaded = load_program(path, {{Device("cuda:0"), Device("cpu:1")}});
   ASSERT_EQ(loaded.workspaces.size(), 1u);  // (D6) re-created where it runs, never saved
   runtime::Executor exec(loaded);
-  for (int i = 0; i < 2; ++i) EXPECT_TRUE(all_close(exec.run({x})[0], to_vector<double>(eager), 0, 0));
+  for (int i = 0; i < 2; ++i)
+    EXPECT_TRUE(all_close(exec.run({x})[0], to_vector<double>(eager), 0, 0));
   EXPECT_TRUE(all_close(loaded.run({x})[0], to_vector<double>(eager), 0, 0));
   std::remove(path.c_str());
 }
@@ -257,22 +308,26 @@ TEST(Extension, LoadingNeedsTheOpWithItsSchema) {
       if (n["op"] == "call" && n["target"] == "kx::gated_mlp") n["target"] = name;
   };
   testing::edit_program(path, [&](json& p) { rename(p, "kx::gone"); });
-  expect_error([&] { load_program(path); }, ErrorKind::unsupported,
-               "uses the extension op 'kx::gone' (from kx (examples/extension)), which is not registered in "
-               "this process");
+  expect_error(
+      [&] { load_program(path); }, ErrorKind::unsupported,
+      "uses the extension op 'kx::gone' (from kx (examples/extension)), which is not registered in "
+      "this process");
   testing::write_all(path, good);
   testing::edit_program(path, [](json& p) {
-    p["extension_ops"][0]["schema"] = "kx::gated_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor";
+    p["extension_ops"][0]["schema"] =
+        "kx::gated_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor";
   });
-  expect_error([&] { load_program(path); }, ErrorKind::unsupported,
-               "was exported with the extension op 'kx::gated_mlp' (from kx (examples/extension)) as "
-               "'kx::gated_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor', but the "
-               "registered op is 'kx::gated_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, Tensor "
-               "workspace) -> Tensor'");
+  expect_error(
+      [&] { load_program(path); }, ErrorKind::unsupported,
+      "was exported with the extension op 'kx::gated_mlp' (from kx (examples/extension)) as "
+      "'kx::gated_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor', but the "
+      "registered op is 'kx::gated_mlp(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, Tensor "
+      "workspace) -> Tensor'");
   testing::write_all(path, good);
   testing::edit_program(path, [](json& p) { p.erase("extension_ops"); });
   expect_error([&] { load_program(path); }, ErrorKind::format,
-               "calls the extension op 'kx::gated_mlp', which the program's extension_ops table does not list");
+               "calls the extension op 'kx::gated_mlp', which the program's extension_ops table "
+               "does not list");
   testing::write_all(path, good);
   EXPECT_NO_THROW(load_program(path));
   std::remove(path.c_str());
@@ -309,7 +364,8 @@ TEST(Extension, Differentiated) {
   EXPECT_NE(warned[0].message.find("[kxt::scale] has no backward formula"), std::string::npos);
   EXPECT_TRUE(y.requires_grad());
   expect_error([&] { sum(y).backward(); }, ErrorKind::unsupported,
-               "[kxt::scale] has no backward formula: backward() reached it through an argument that requires grad");
+               "[kxt::scale] has no backward formula: backward() reached it through an argument "
+               "that requires grad");
   EXPECT_FALSE(a.grad().defined());
   EXPECT_FALSE(call_op(bump_op(), {ones({2})})[0].requires_grad());
   {
@@ -329,7 +385,8 @@ TEST(Extension, RegisteredInSteps) {
   {
     FakeMode fake;
     Tensor f = empty({3});
-    expect_error([&] { call_op(twice, {f}); }, ErrorKind::unsupported, "has no fake (meta) function yet");
+    expect_error([&] { call_op(twice, {f}); }, ErrorKind::unsupported,
+                 "has no fake (meta) function yet");
   }
   register_fake(twice, [](const ops::OpCall& c, ops::MetaOut& out) {
     out.fresh(c.args.tensor(0).shape(), c.args.tensor(0).dtype());
@@ -338,7 +395,8 @@ TEST(Extension, RegisteredInSteps) {
     FakeMode fake;  // tracing works with the fake function alone
     EXPECT_EQ(call_op(twice, {empty({4, 2})})[0].shape(), Dims({4, 2}));
   }
-  expect_error([&] { call_op(twice, {x.detach()}); }, ErrorKind::unsupported, "[kxs::twice] has no kernel for device cpu:0");
+  expect_error([&] { call_op(twice, {x.detach()}); }, ErrorKind::unsupported,
+               "[kxs::twice] has no kernel for device cpu:0");
   register_kernel(twice, DeviceType::cpu, [](const ops::OpCall& c, std::span<Tensor> outs) {
     const Tensor& in = c.args.tensor(0);
     KILN_CHECK(in.is_contiguous(), value, "contiguous inputs only");
@@ -351,15 +409,18 @@ TEST(Extension, RegisteredInSteps) {
     WarningHandlerGuard quiet([](const Warning&) {});
     y = call_op(twice, {x})[0];  // no backward yet: the forward runs, backward() fails
   }
-  expect_error([&] { sum(y).backward(); }, ErrorKind::unsupported, "[kxs::twice] has no backward formula");
+  expect_error([&] { sum(y).backward(); }, ErrorKind::unsupported,
+               "[kxs::twice] has no backward formula");
   register_backward(twice, [](autograd::GradCtx& g) { g.set(0, mul(g.grad(), 2.0)); });
   sum(call_op(twice, {x})[0] * x).backward();  // d(2x * x)/dx = 4x
   EXPECT_TRUE(all_close(x.grad(), {4, 8, 12}));
   // each piece once
   expect_error([&] { register_kernel(twice, DeviceType::cpu, scale_cpu); }, ErrorKind::value,
                "[register_kernel] kxs::twice has a cpu kernel already");
-  expect_error([&] { register_fake(twice, scale_meta); }, ErrorKind::value, "has a fake (meta) function already");
-  expect_error([&] { register_fake(ops::OpKind::add, scale_meta); }, ErrorKind::value, "add is a built-in op");
+  expect_error([&] { register_fake(twice, scale_meta); }, ErrorKind::value,
+               "has a fake (meta) function already");
+  expect_error([&] { register_fake(ops::OpKind::add, scale_meta); }, ErrorKind::value,
+               "add is a built-in op");
 }
 
 }  // namespace

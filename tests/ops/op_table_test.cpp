@@ -58,7 +58,8 @@ TEST(OpTable, EveryOpRunsOnCpu) {
 // dispatch's compile-time in-place flags agree with the schemas' alias annotations.
 TEST(OpTable, InplaceFlagsMatchSchemas) {
   for (int i = 0; i < kNumOps; ++i)
-    EXPECT_EQ(kOpIsInplace[i], op_info(static_cast<OpKind>(i)).is_inplace()) << op_info(static_cast<OpKind>(i)).name;
+    EXPECT_EQ(kOpIsInplace[i], op_info(static_cast<OpKind>(i)).is_inplace())
+        << op_info(static_cast<OpKind>(i)).name;
 }
 
 TEST(OpTable, SchemaChecksArguments) {

@@ -59,8 +59,8 @@ TEST(Functionalize, InputMutationOutOfGraph) {  // (M3), (M5)
     mul_(a, 2);
     return TensorList{a * 3};
   };
-  CapturedProgram p = capture(fn, {tensor({1, 2})},
-                              {.write_back = WriteBack::out_of_graph, .input_names = {"a"}});
+  CapturedProgram p =
+      capture(fn, {tensor({1, 2})}, {.write_back = WriteBack::out_of_graph, .input_names = {"a"}});
   expect_functional(p.graph);
   EXPECT_EQ(p.inputs[0].where, InputMutation::Where::out_of_graph);
   EXPECT_EQ(p.num_mutation_outputs, 1);
@@ -79,8 +79,8 @@ TEST(Functionalize, EpilogueOfRepeatedCopies) {  // (M4)
     copy_(x, in[2]);
     return TensorList{x};
   };
-  CapturedProgram p = capture(fn, {zeros({3}), ones({3}), full({3}, 2.0)},
-                              {.input_names = {"x", "y", "z"}});
+  CapturedProgram p =
+      capture(fn, {zeros({3}), ones({3}), full({3}, 2.0)}, {.input_names = {"x", "y", "z"}});
   expect_functional(p.graph);
   EXPECT_EQ(p.graph.str(),
             "%x : f32[3]@cpu:0 = input()\n"
@@ -114,7 +114,7 @@ TEST(Functionalize, MutationThroughAStridedViewOfAnInput) {  // (M2)
   Fn fn = [](const TensorList& in) {
     Tensor base = in[0];
     Tensor v = slice(transpose(base, 0, 1), 0, 1, 6, 2);  // columns 1, 3, 5
-    Tensor row = select(base, 0, 2);                     // another view of the base
+    Tensor row = select(base, 0, 2);                      // another view of the base
     Tensor before = row * 1.0;
     add_(v, 100);
     Tensor first_col = select(v, 1, 0);
@@ -139,15 +139,39 @@ TEST(Functionalize, MutationThroughAStridedViewOfAnInput) {  // (M2)
 // (M1) A captured in-place op fails as eagerly, on fresh outputs and on inputs alike.
 TEST(Functionalize, InPlaceErrorsAreEagerErrors) {
   for (Mode mode : {Mode::fake, Mode::real}) {
-    expect_error([&] { capture([](const TensorList& in) { Tensor i = in[0] + 1; div_(i, 2); return TensorList{i}; },
-                               {arange(3)}, {.mode = mode}); },
-                 ErrorKind::dtype, "[div_] result type f32 can't be cast to the desired output type i64");
-    expect_error([&] { capture([](const TensorList& in) { Tensor x = in[0]; add_(x, ones({2, 3})); return TensorList{x}; },
-                               {ones({3})}, {.mode = mode}); },
-                 ErrorKind::shape, "[add_] output with shape [3] doesn't match the broadcast shape [2, 3]");
-    expect_error([&] { capture([](const TensorList& in) { Tensor x = in[0] * 2; mul_(x, ones({4})); return TensorList{x}; },
-                               {ones({3})}, {.mode = mode}); },
-                 ErrorKind::shape, "[mul]");
+    expect_error(
+        [&] {
+          capture(
+              [](const TensorList& in) {
+                Tensor i = in[0] + 1;
+                div_(i, 2);
+                return TensorList{i};
+              },
+              {arange(3)}, {.mode = mode});
+        },
+        ErrorKind::dtype, "[div_] result type f32 can't be cast to the desired output type i64");
+    expect_error(
+        [&] {
+          capture(
+              [](const TensorList& in) {
+                Tensor x = in[0];
+                add_(x, ones({2, 3}));
+                return TensorList{x};
+              },
+              {ones({3})}, {.mode = mode});
+        },
+        ErrorKind::shape, "[add_] output with shape [3] doesn't match the broadcast shape [2, 3]");
+    expect_error(
+        [&] {
+          capture(
+              [](const TensorList& in) {
+                Tensor x = in[0] * 2;
+                mul_(x, ones({4}));
+                return TensorList{x};
+              },
+              {ones({3})}, {.mode = mode});
+        },
+        ErrorKind::shape, "[mul]");
   }
 }
 
@@ -198,7 +222,8 @@ TEST(Functionalize, FakeCaptureLeavesTheCallersInputsAlone) {
     CapturedProgram p = capture(fn, in, {.mode = mode});
     EXPECT_TRUE(p.inputs[0].data_mutated && p.inputs[1].data_mutated);
     const TensorList& want = mode == Mode::fake ? before : eager;
-    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(to_vector<float>(in[i]), to_vector<float>(want[i])) << i;
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_EQ(to_vector<float>(in[i]), to_vector<float>(want[i])) << i;
     if (mode == Mode::fake) {
       EXPECT_EQ(in[0].version(), v0);
       EXPECT_EQ(in[1].version(), v1);
@@ -218,25 +243,35 @@ TEST(CaptureTo, IsAlwaysRecorded) {  // (X1)
 
 TEST(CaptureTo, FrozenResultsRejectEveryMutationPath) {  // (X2)
   auto expect_frozen = [](Fn fn, const std::string& op) {
-    expect_error([&] { capture(fn, {ones({2, 2}), ones({2, 2})}); }, ErrorKind::frozen_mutation,
-                 "[" + op + "] cannot mutate the result of to(cpu:0) of f32[2, 2]@cpu:0");
+    expect_error(
+        [&] {
+          capture(fn, {ones({2, 2}), ones({2, 2})});
+        },
+        ErrorKind::frozen_mutation,
+        "[" + op + "] cannot mutate the result of to(cpu:0) of f32[2, 2]@cpu:0");
   };
-  expect_frozen([](const TensorList& in) {
-    Tensor y = to(in[0], in[0].device());
-    add_(y, 1);
-    return TensorList{y};
-  }, "add_");
-  expect_frozen([](const TensorList& in) {
-    Tensor y = to(in[0], in[0].device());
-    Tensor row = select(y, 0, 0);
-    mul_(row, 2);
-    return TensorList{y};
-  }, "mul_");
-  expect_frozen([](const TensorList& in) {
-    Tensor y = to(in[0], in[0].device());
-    copy_(y, in[1]);
-    return TensorList{y};
-  }, "copy_");
+  expect_frozen(
+      [](const TensorList& in) {
+        Tensor y = to(in[0], in[0].device());
+        add_(y, 1);
+        return TensorList{y};
+      },
+      "add_");
+  expect_frozen(
+      [](const TensorList& in) {
+        Tensor y = to(in[0], in[0].device());
+        Tensor row = select(y, 0, 0);
+        mul_(row, 2);
+        return TensorList{y};
+      },
+      "mul_");
+  expect_frozen(
+      [](const TensorList& in) {
+        Tensor y = to(in[0], in[0].device());
+        copy_(y, in[1]);
+        return TensorList{y};
+      },
+      "copy_");
   expect_error(
       [] {
         capture(
@@ -277,9 +312,9 @@ TEST(CaptureTo, CopiesMayBeMutated) {  // (X2)
 // ---- property test: random programs of views, in-place ops, copy_ and to() ----
 
 struct Step {
-  int kind;       // what to do
-  int target;     // index of the tensor it acts on
-  int other;      // a second tensor, where used
+  int kind;         // what to do
+  int target;       // index of the tensor it acts on
+  int other;        // a second tensor, where used
   int64_t a, b, c;  // parameters
 };
 
@@ -305,7 +340,7 @@ TensorList run(const Program& p, const TensorList& in) {
       case 5: copy_(t, ts[s.other]); break;
       case 6: fill_(t, static_cast<double>(s.a)); break;
       case 7: ts.push_back(add(t, 1.0)); break;
-      case 8: ts.push_back(to(t, t.device())); break;  // frozen
+      case 8: ts.push_back(to(t, t.device())); break;                    // frozen
       case 9: ts.push_back(to(t, t.dtype() == f64 ? f32 : f64)); break;  // converts: mutable
       case 10: ts.push_back(reshape(t, {-1})); break;
     }
@@ -318,7 +353,7 @@ TensorList run(const Program& p, const TensorList& in) {
 Program generate(std::mt19937& rng) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   std::vector<Dims> shapes = {Dims{4, 6}, Dims{4, 6}};
-  std::vector<int> base = {0, 1};           // which storage each tensor views
+  std::vector<int> base = {0, 1};             // which storage each tensor views
   std::vector<bool> frozen = {false, false};  // per storage: a side of a device-preserving to()
   Program p;
   int n_steps = 4 + pick(10);
@@ -333,13 +368,19 @@ Program generate(std::mt19937& rng) {
         if (sh.size() != 2) s.kind = 7;
         break;
       case 1:
-        if (sh.empty() || sh[0] < 2) { s.kind = 7; break; }
+        if (sh.empty() || sh[0] < 2) {
+          s.kind = 7;
+          break;
+        }
         s.a = pick(static_cast<int>(sh.size()));
         s.b = pick(static_cast<int>(sh[s.a]));
         s.c = 1 + pick(2);
         break;
       case 2:
-        if (sh.empty()) { s.kind = 7; break; }
+        if (sh.empty()) {
+          s.kind = 7;
+          break;
+        }
         s.a = pick(static_cast<int>(sh.size()));
         s.b = pick(static_cast<int>(sh[s.a]));
         break;
@@ -348,7 +389,11 @@ Program generate(std::mt19937& rng) {
         std::vector<int> same;
         for (size_t j = 0; j < shapes.size(); ++j)
           if (shapes[j] == sh && static_cast<int>(j) != target) same.push_back(static_cast<int>(j));
-        if (same.empty()) { s.kind = 4; s.a = 2; break; }
+        if (same.empty()) {
+          s.kind = 4;
+          s.a = 2;
+          break;
+        }
         s.other = same[pick(static_cast<int>(same.size()))];
         break;
       }
@@ -361,13 +406,28 @@ Program generate(std::mt19937& rng) {
     bool adds = true, view = true;
     switch (s.kind) {
       case 0: out = Dims{sh[1], sh[0]}; break;
-      case 1: out = sh; out[s.a] = (sh[s.a] - s.b + s.c - 1) / s.c; break;
-      case 2: out = sh; out.erase(s.a); break;
-      case 7: case 8: case 9: out = sh; view = false; break;
+      case 1:
+        out = sh;
+        out[s.a] = (sh[s.a] - s.b + s.c - 1) / s.c;
+        break;
+      case 2:
+        out = sh;
+        out.erase(s.a);
+        break;
+      case 7:
+      case 8:
+      case 9:
+        out = sh;
+        view = false;
+        break;
       case 10: out = Dims{numel_of(sh)}; break;  // a view or a copy: never mutated
       default: adds = false;
     }
-    if (s.kind == 1 && out[s.a] == 0) { s.kind = 7; out = sh; view = false; }
+    if (s.kind == 1 && out[s.a] == 0) {
+      s.kind = 7;
+      out = sh;
+      view = false;
+    }
     if (adds) {
       shapes.push_back(out);
       if (view && s.kind != 10) {
@@ -400,8 +460,9 @@ TEST(Functionalize, RandomProgramsMatchEager) {  // (M1)-(M5)
       Mode mode;
       WriteBack wb;
     };
-    for (Variant v : {Variant{Mode::fake, WriteBack::in_graph}, Variant{Mode::fake, WriteBack::out_of_graph},
-                      Variant{Mode::real, WriteBack::in_graph}}) {
+    for (Variant v :
+         {Variant{Mode::fake, WriteBack::in_graph}, Variant{Mode::fake, WriteBack::out_of_graph},
+          Variant{Mode::real, WriteBack::in_graph}}) {
       SCOPED_TRACE("program " + std::to_string(n));
       CapturedProgram p = capture(fn, {clone(x0), clone(y0)}, {.mode = v.mode, .write_back = v.wb});
       expect_functional(p.graph);
@@ -418,10 +479,12 @@ TEST(Functionalize, RandomProgramsMatchEager) {  // (M1)-(M5)
                              st.other, st.a, st.b, st.c);
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_EQ(to_vector<double>(got[m + i]), to_vector<double>(want[i]))
-            << "output " << i << "\n" << steps << p.graph.str();
+            << "output " << i << "\n"
+            << steps << p.graph.str();
       for (size_t i = 0; i < run_in.size(); ++i) {
         ASSERT_EQ(to_vector<double>(run_in[i]), to_vector<double>(eager_in[i]))
-            << "input " << i << "\n" << p.graph.str();
+            << "input " << i << "\n"
+            << p.graph.str();
         bool changed = to_vector<double>(eager_in[i]) != to_vector<double>(i ? y0 : x0);
         if (changed) {
           EXPECT_TRUE(p.inputs[i].data_mutated);

@@ -93,11 +93,11 @@ TEST(J1, DetachStopsGradientsLikeEager) {
 // are captured with the base's rebased history: the joint graph's gradients are eager's.
 TEST(J1, WritesThroughViewsOfIntermediatesDifferentiateLikeEager) {
   auto fn = [](const TensorList& in) {
-    Tensor h = in[0] * in[1];                 // [2, 3]
+    Tensor h = in[0] * in[1];  // [2, 3]
     Tensor row = select(h, 0, 1);
-    copy_(row, sin(select(in[0], 0, 0)));     // a row overwritten with another's function
+    copy_(row, sin(select(in[0], 0, 0)));  // a row overwritten with another's function
     Tensor part = slice(h, 1, 0, 2);
-    mul_(part, 2.0);                          // a slice scaled (a view made after the write)
+    mul_(part, 2.0);  // a slice scaled (a view made after the write)
     return TensorList{sum(h * h)};
   };
   Tensor x = randn({2, 3}, {.requires_grad = true}), w = randn({2, 3}, {.requires_grad = true});
@@ -138,9 +138,9 @@ TEST(J2, MutatedInputThatRequiresGradIsWrittenBackOutOfGraph) {
   EXPECT_EQ(p.num_mutation_outputs, 1);
   Tensor data = tensor({1, 2});
   passes::JointRun run = run_joint(p, {data});
-  EXPECT_TRUE(all_close(run.outputs[0], {45}));       // (3 + 36) ... 9 + 36
-  EXPECT_TRUE(all_close(run.grads[0], {18, 36}));     // d/dx (3x)^2 = 18 x
-  EXPECT_TRUE(all_close(data, {3, 6}));               // written back
+  EXPECT_TRUE(all_close(run.outputs[0], {45}));    // (3 + 36) ... 9 + 36
+  EXPECT_TRUE(all_close(run.grads[0], {18, 36}));  // d/dx (3x)^2 = 18 x
+  EXPECT_TRUE(all_close(data, {3, 6}));            // written back
 }
 
 // (J2) An input that requires grad, written only under no-grad: kept in graph as an
@@ -195,8 +195,12 @@ TEST(J2, AliasedInputsAreIndependentOrCheckedAtRunTime) {
     passes::JointRun r2 = run_joint(p, {narrow(other, 0, 0, 2), narrow(other, 0, 2, 2)});
     EXPECT_DOUBLE_EQ(item<double>(r2.outputs[0]), want);
     Tensor same = clone(base);
-    testing::expect_error([&] { run_joint(p, {narrow(same, 0, 0, 3), narrow(same, 0, 2, 3)}); }, ErrorKind::value,
-                          "[run_joint] inputs 0 and 1 overlap in memory here, but were captured apart");
+    testing::expect_error(
+        [&] {
+          run_joint(p, {narrow(same, 0, 0, 3), narrow(same, 0, 2, 3)});
+        },
+        ErrorKind::value,
+        "[run_joint] inputs 0 and 1 overlap in memory here, but were captured apart");
   }
   {  // overlapping: [0, 3) and [2, 5): the write to input 0 is seen through input 1
     JointProgram p = capture_joint(fn, {narrow(base, 0, 0, 3), narrow(base, 0, 2, 3)});
@@ -209,12 +213,20 @@ TEST(J2, AliasedInputsAreIndependentOrCheckedAtRunTime) {
     passes::JointRun run = run_joint(p, {narrow(r, 0, 0, 3), narrow(r, 0, 2, 3)});
     EXPECT_DOUBLE_EQ(item<double>(run.outputs[0]), want);
     EXPECT_EQ(to_vector<double>(r), to_vector<double>(e));
-    testing::expect_error([&] { run_joint(p, {tensor({1, 2, 3}), tensor({3, 4, 5})}); }, ErrorKind::value,
-                          "[run_joint] inputs 0 and 1 were captured as overlapping views of one storage (at offsets 0 "
-                          "and 2), but here they do not share memory");
+    testing::expect_error(
+        [&] {
+          run_joint(p, {tensor({1, 2, 3}), tensor({3, 4, 5})});
+        },
+        ErrorKind::value,
+        "[run_joint] inputs 0 and 1 were captured as overlapping views of one storage (at offsets "
+        "0 "
+        "and 2), but here they do not share memory");
     Tensor shifted = tensor({0, 1, 2, 3, 4, 5});
-    testing::expect_error([&] { run_joint(p, {narrow(shifted, 0, 1, 3), narrow(shifted, 0, 3, 3)}); },
-                          ErrorKind::value, "but here they sit at offsets 1 and 3");
+    testing::expect_error(
+        [&] {
+          run_joint(p, {narrow(shifted, 0, 1, 3), narrow(shifted, 0, 3, 3)});
+        },
+        ErrorKind::value, "but here they sit at offsets 1 and 3");
   }
   {  // three: 0 apart from 1 and 2, which overlap; 1 is written, 2 reads the write
     auto three = [](const TensorList& in) {
@@ -223,12 +235,14 @@ TEST(J2, AliasedInputsAreIndependentOrCheckedAtRunTime) {
       return TensorList{sum(mul(in[0], 1.0)) + sum(mul(in[2], in[2]))};
     };
     Tensor big = tensor({0, 1, 2, 3, 4, 5, 6, 7});
-    JointProgram p = capture_joint(three, {narrow(big, 0, 0, 2), narrow(big, 0, 3, 3), narrow(big, 0, 4, 4)});
+    JointProgram p =
+        capture_joint(three, {narrow(big, 0, 0, 2), narrow(big, 0, 3, 3), narrow(big, 0, 4, 4)});
     ASSERT_EQ(p.overlapping_inputs.size(), 1u);
     EXPECT_EQ(p.overlapping_inputs[0].first, 1);
     EXPECT_EQ(p.overlapping_inputs[0].second, 2);
     Tensor e = clone(big), r = clone(big);
-    double want = item<double>(three({narrow(e, 0, 0, 2), narrow(e, 0, 3, 3), narrow(e, 0, 4, 4)})[0]);
+    double want =
+        item<double>(three({narrow(e, 0, 0, 2), narrow(e, 0, 3, 3), narrow(e, 0, 4, 4)})[0]);
     passes::JointRun run = run_joint(p, {tensor({0, 1}), narrow(r, 0, 3, 3), narrow(r, 0, 4, 4)});
     EXPECT_DOUBLE_EQ(item<double>(run.outputs[0]), want);
     EXPECT_EQ(to_vector<double>(narrow(r, 0, 3, 5)), to_vector<double>(narrow(e, 0, 3, 5)));
@@ -284,7 +298,8 @@ JointProgram check_module(nn::Module& m, const TensorList& user,
       continue;
     }
     EXPECT_TRUE(run.grads[i].defined()) << named[i].name;
-    EXPECT_TRUE(all_close(run.grads[i], values(named[i].tensor->grad()), tol, tol)) << named[i].name;
+    EXPECT_TRUE(all_close(run.grads[i], values(named[i].tensor->grad()), tol, tol))
+        << named[i].name;
   }
   return p;
 }
@@ -294,13 +309,15 @@ TEST(J1, BatchNormRunningStatisticsAreBufferMutationsInTheJointGraph) {
   nn::Sequential m({std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::BatchNorm1d>(6),
                     std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(6, 2)});
   Tensor x = randn({8, 4});
-  JointProgram p = check_module(m, {x}, [](const TensorList& o) { return sum(o[0] * o[0]); }, 1e-5);
+  JointProgram p = check_module(
+      m, {x}, [](const TensorList& o) { return sum(o[0] * o[0]); }, 1e-5);
   int copies = 0;
   for (ir::Node* n : p.forward.nodes())
     if (n->opcode() == ir::Opcode::call && n->op() == ops::OpKind::copy_) ++copies;
   EXPECT_EQ(copies, 3);  // running_mean, running_var, num_batches_tracked
   for (ir::Node* n : p.backward.nodes())
-    EXPECT_FALSE(n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace()) << n->name();
+    EXPECT_FALSE(n->opcode() == ir::Opcode::call && ops::op_info(n->op()).is_inplace())
+        << n->name();
 }
 
 // The reference BLOCK (the benchmark: 4 x 128 tokens, 256 wide) and GPT (kiln demo's).
@@ -308,23 +325,28 @@ TEST(J1, BlockAndGptCaptureLikeEager) {
   manual_seed(2);
   nn::ReferenceModel block = nn::make_reference_model("block");
   Tensor target = randn_like(block.example_inputs[0]);
-  JointProgram pb = check_module(*block.module, block.example_inputs,
-                                 [&](const TensorList& o) { return nn::mse_loss(o[0], target); }, 1e-4);
+  JointProgram pb = check_module(
+      *block.module, block.example_inputs,
+      [&](const TensorList& o) { return nn::mse_loss(o[0], target); }, 1e-4);
   nn::ReferenceModel gpt = nn::make_reference_model("gpt");
   const Tensor& ids = gpt.example_inputs[0];
   Tensor next = to(mul(rand(IntList(ids.shape().begin(), ids.shape().end())), 256.0), i64);
-  JointProgram pg = check_module(*gpt.module, gpt.example_inputs, [&](const TensorList& o) {
-    return nn::cross_entropy(reshape(o[0], {-1, 256}), reshape(next, {-1}));
-  }, 1e-4);
+  JointProgram pg = check_module(
+      *gpt.module, gpt.example_inputs,
+      [&](const TensorList& o) {
+        return nn::cross_entropy(reshape(o[0], {-1, 256}), reshape(next, {-1}));
+      },
+      1e-4);
   std::cout << "saved by forward for backward: BLOCK " << pb.saved_bytes() << " bytes in "
             << pb.num_saved << " values; GPT " << pg.saved_bytes() << " bytes in " << pg.num_saved
             << " values\n";
   EXPECT_GT(pb.num_saved, 0);
   EXPECT_GT(pg.num_saved, 0);
   // Each layer_norm, softmax and linear differentiates through one fused node (as PyTorch's
-  // native_layer_norm_backward, _softmax_backward_data and linear_backward: qkv, projection and the MLP's two
-  // linears ask for all three gradients), select's gradient is one as_strided_scatter into zeros,
-  // and nothing in backward writes in place (no view write for functionalization to undo).
+  // native_layer_norm_backward, _softmax_backward_data and linear_backward: qkv, projection and the
+  // MLP's two linears ask for all three gradients), select's gradient is one as_strided_scatter
+  // into zeros, and nothing in backward writes in place (no view write for functionalization to
+  // undo).
   std::map<ops::OpKind, int> count;
   for (ir::Node* n : pb.backward.nodes())
     if (n->opcode() == ir::Opcode::call) ++count[n->op()];
@@ -364,8 +386,9 @@ struct UpdateGraph {
     add = g.add_call(ops::OpKind::add, {ir::Ref{mul, 0}, ir::Ref{grad, 0}, Scalar(1)}, {m});
     ir::RefList outs{{add, 0}};
     if (read_old_value_after) {
-      ir::Node* s = g.add_call(ops::OpKind::sum, {ir::Ref{p, 0}, IntList{}, false, std::monostate{}},
-                               {ir::ValueMeta::of(zeros({}))});
+      ir::Node* s =
+          g.add_call(ops::OpKind::sum, {ir::Ref{p, 0}, IntList{}, false, std::monostate{}},
+                     {ir::ValueMeta::of(zeros({}))});
       outs.push_back({s, 0});
     }
     g.set_output(outs);
@@ -375,7 +398,9 @@ struct UpdateGraph {
 // ---- (J2) writes made in backward ----
 // kjt::probe(x, seen, log) = 2 x, whose backward writes every kind of saved input in place:
 // x (requires grad) += 1, seen (needs no gradient) += 1, and log[1:3] (a view) += sum(g).
-void probe_meta(const ops::OpCall& c, ops::MetaOut& out) { out.fresh(c.args.tensor(0).shape(), DType::f32); }
+void probe_meta(const ops::OpCall& c, ops::MetaOut& out) {
+  out.fresh(c.args.tensor(0).shape(), DType::f32);
+}
 void probe_cpu(const ops::OpCall& c, std::span<Tensor> outs) {
   Tensor x = contiguous(c.args.tensor(0));
   const float* px = x.data<float>();
@@ -391,13 +416,18 @@ void probe_backward(autograd::GradCtx& c) {
   add_(window, sum(c.grad()));
 }
 ops::OpKind probe_op() {
-  static const ops::OpKind k = define_op({.schema = "kjt::probe(Tensor x, Tensor seen, Tensor log) -> Tensor",
-                                          .meta = probe_meta, .library = "the joint test",
-                                          .cpu = probe_cpu, .backward = probe_backward,
-                                          .backward_saves = 0b111});
+  static const ops::OpKind k =
+      define_op({.schema = "kjt::probe(Tensor x, Tensor seen, Tensor log) -> Tensor",
+                 .meta = probe_meta,
+                 .library = "the joint test",
+                 .cpu = probe_cpu,
+                 .backward = probe_backward,
+                 .backward_saves = 0b111});
   return k;
 }
-TensorList probe(const TensorList& in) { return {sum(mul(call_op(probe_op(), {in[0], in[1], in[2]})[0], in[0]))}; }
+TensorList probe(const TensorList& in) {
+  return {sum(mul(call_op(probe_op(), {in[0], in[1], in[2]})[0], in[0]))};
+}
 
 TEST(J2, WritesMadeInBackwardReachTheInputsAsInEager) {
   Tensor x0 = randn({3}), seen0 = zeros({3}), log0 = zeros({4});
@@ -413,8 +443,8 @@ TEST(J2, WritesMadeInBackwardReachTheInputsAsInEager) {
   Tensor rx = clone(x0), rseen = clone(seen0), rlog = clone(log0);
   passes::JointRun r = run_joint(p, {rx, rseen, rlog});
   EXPECT_TRUE(all_close(r.grads[0], values(x.grad()), 0, 0));
-  EXPECT_TRUE(all_close(rx, values(x), 0, 0));  // x0 + 1: the write to an input requiring grad
-  EXPECT_TRUE(all_close(rseen, {1, 1, 1}, 0, 0));  // an input that needs no gradient
+  EXPECT_TRUE(all_close(rx, values(x), 0, 0));      // x0 + 1: the write to an input requiring grad
+  EXPECT_TRUE(all_close(rseen, {1, 1, 1}, 0, 0));   // an input that needs no gradient
   EXPECT_TRUE(all_close(rlog, values(log), 0, 0));  // through a view: log[1:3] += sum(g)
   EXPECT_NE(item<double>(sum(abs(rlog))), 0.0);
   // the gradient read x before backward wrote it: d/dx sum(2x * x) = 4 x0

@@ -1,11 +1,12 @@
 // Note [Sums of disjoint scatters]: passes::merge_disjoint_scatters.
+#include "kiln/passes/scatter_sums.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "kiln/ir/interpreter.h"
 #include "kiln/kiln.h"
-#include "kiln/passes/scatter_sums.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -18,18 +19,24 @@ using ops::OpKind;
 struct ScatterSum {
   ir::Graph g;
   std::vector<ir::Node*> adds, scatters;
-  ScatterSum(std::vector<int64_t> offsets, double alpha = 1.0, std::vector<size_t> also_outputs = {}) {
-    ir::ValueMeta whole = ir::ValueMeta::of(zeros({3, 2, 4})), part = ir::ValueMeta::of(zeros({2, 4}));
+  ScatterSum(std::vector<int64_t> offsets, double alpha = 1.0,
+             std::vector<size_t> also_outputs = {}) {
+    ir::ValueMeta whole = ir::ValueMeta::of(zeros({3, 2, 4})),
+                  part = ir::ValueMeta::of(zeros({2, 4}));
     std::vector<ir::Node*> grads;
-    for (size_t i = 0; i < offsets.size(); ++i) grads.push_back(g.add_input(fmt::format("g{}", i), part));
+    for (size_t i = 0; i < offsets.size(); ++i)
+      grads.push_back(g.add_input(fmt::format("g{}", i), part));
     ir::Node* sum = nullptr;
     ir::RefList outs;
     for (size_t i = 0; i < offsets.size(); ++i) {
-      ir::Node* z = g.add_call(OpKind::full, {IntList{3, 2, 4}, Scalar(0.0), DType::f32, Device("cpu:0")}, {whole});
-      ir::Node* s = g.add_call(OpKind::as_strided_scatter,
-                               {ir::Ref{z, 0}, ir::Ref{grads[i], 0}, IntList{2, 4}, IntList{4, 1}, offsets[i]}, {whole});
+      ir::Node* z = g.add_call(
+          OpKind::full, {IntList{3, 2, 4}, Scalar(0.0), DType::f32, Device("cpu:0")}, {whole});
+      ir::Node* s = g.add_call(
+          OpKind::as_strided_scatter,
+          {ir::Ref{z, 0}, ir::Ref{grads[i], 0}, IntList{2, 4}, IntList{4, 1}, offsets[i]}, {whole});
       scatters.push_back(s);
-      if (std::find(also_outputs.begin(), also_outputs.end(), i) != also_outputs.end()) outs.push_back({s, 0});
+      if (std::find(also_outputs.begin(), also_outputs.end(), i) != also_outputs.end())
+        outs.push_back({s, 0});
       if (!sum) {
         sum = s;
         continue;
@@ -77,7 +84,8 @@ TEST(ScatterSums, RegionsThatLeaveElementsKeepTheFill) {
   EXPECT_EQ(s.count(OpKind::full), 1);
   EXPECT_EQ(s.count(OpKind::empty), 0);
   Tensor got = ir::interpret(s.g, in)[0];
-  EXPECT_TRUE(testing::all_close(got, to_vector<double>(stack({in[1], zeros({2, 4}), in[0]})), 0, 0));
+  EXPECT_TRUE(
+      testing::all_close(got, to_vector<double>(stack({in[1], zeros({2, 4}), in[0]})), 0, 0));
 }
 
 TEST(ScatterSums, OverlapsScaledSumsAndSharedScattersStayAdds) {
@@ -88,8 +96,8 @@ TEST(ScatterSums, OverlapsScaledSumsAndSharedScattersStayAdds) {
     std::vector<size_t> also_outputs;
     int merged;
   };
-  for (const Case& c : {Case{{0, 4}, 1.0, {}, 0},         // rows overlap by half
-                        Case{{0, 8}, 2.0, {}, 0},         // alpha 2: not a plain sum
+  for (const Case& c : {Case{{0, 4}, 1.0, {}, 0},          // rows overlap by half
+                        Case{{0, 8}, 2.0, {}, 0},          // alpha 2: not a plain sum
                         Case{{0, 8, 16}, 1.0, {0, 1}, 0},  // the first two are outputs too
                         Case{{0, 8, 16}, 1.0, {1}, 2},     // the first is folded into the second
                         Case{{0, 8, 4}, 1.0, {}, 1}}) {    // the third overlaps both
@@ -105,7 +113,8 @@ TEST(ScatterSums, OverlapsScaledSumsAndSharedScattersStayAdds) {
 }
 
 // A BLOCK train step: the gradients of q, k and v come back into one buffer of the fused
-// qkv's shape (not even filled: they cover it), and (J5) its steps still equal eager SGD steps on a twin of the model.
+// qkv's shape (not even filled: they cover it), and (J5) its steps still equal eager SGD steps on a
+// twin of the model.
 TEST(ScatterSums, BlockTrainStepFillsTheQkvGradientOnce) {
   manual_seed(3);
   const nn::ModelConfig config{{"batch", 2}, {"seq", 8}, {"width", 16}, {"hidden", 32}};
@@ -113,8 +122,8 @@ TEST(ScatterSums, BlockTrainStepFillsTheQkvGradientOnce) {
   auto twin = nn::make_reference_model("block", config, 5);
   Tensor x = ref.example_inputs[0], target = randn_like(x);
   ExportedProgram p = export_train_step(
-      *ref.module, [](nn::Module& m, const TensorList& b) { return nn::mse_loss(m(b[0]), b[1]); }, {x, target},
-      {.optimizer = nn::SGDOptions{.lr = 1e-2}});
+      *ref.module, [](nn::Module& m, const TensorList& b) { return nn::mse_loss(m(b[0]), b[1]); },
+      {x, target}, {.optimizer = nn::SGDOptions{.lr = 1e-2}});
   int fills = 0, empties = 0, scatters = 0, big_adds = 0;
   for (ir::Node* n : p.graph.nodes()) {
     if (n->opcode() != ir::Opcode::call || n->meta()[0].shape.size() != 5) continue;
@@ -143,7 +152,8 @@ TEST(ScatterSums, BlockTrainStepFillsTheQkvGradientOnce) {
   auto named = twin.module->named_parameters();
   ASSERT_EQ(trained.size(), named.size());
   for (size_t i = 0; i < trained.size(); ++i)
-    EXPECT_TRUE(testing::all_close(trained[i].second, to_vector<double>(named[i].second), 0, 0)) << named[i].first;
+    EXPECT_TRUE(testing::all_close(trained[i].second, to_vector<double>(named[i].second), 0, 0))
+        << named[i].first;
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // Modules, export, the program file and retargeting: (D6), (X1)-(X4), (R3).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "kiln/kiln.h"
@@ -16,9 +16,9 @@ namespace {
 using testing::all_close;
 using testing::edit_header;
 using testing::edit_program;
+using testing::expect_error;
 using testing::read_all;
 using testing::write_all;
-using testing::expect_error;
 using json = nlohmann::json;
 
 std::string tmp_path(const std::string& name) {
@@ -65,8 +65,11 @@ TEST(Module, RegistryStateDictAndTo) {  // (D6)
   bad.push_back({"count", ones({4})});
   bad.push_back({"extra", ones({1})});
   expect_error([&] { m.load_state_dict(bad); }, ErrorKind::value, "unexpected key(s): extra");
-  expect_error([&] { m.load_state_dict({{"w", ones({5})}, {"count", ones({4})}}); }, ErrorKind::shape,
-               "'w' has shape [5] in the state dict but [4] in the module");
+  expect_error(
+      [&] {
+        m.load_state_dict({{"w", ones({5})}, {"count", ones({4})}});
+      },
+      ErrorKind::shape, "'w' has shape [5] in the state dict but [4] in the module");
   m.load_state_dict({{"w", ones({4})}, {"count", full({4}, 7.0)}});
   EXPECT_EQ(m.w.device(), Device("cpu:2"));
   EXPECT_EQ(item<float>(sum(m.count)), 28.0f);
@@ -87,24 +90,31 @@ TEST(Layers, DropoutRmsNormAndEmbedding) {
   EXPECT_NEAR(zeros_seen / 4000.0, 0.25, 0.03);
   for (float f : v) EXPECT_TRUE(f == 0.0f || std::abs(f - 1.0f / 0.75f) < 1e-6);
   nn::RMSNorm norm(3);
-  EXPECT_TRUE(all_close(norm(tensor({3, 4, 0}, {1, 3})), {3 / std::sqrt(25.0 / 3), 4 / std::sqrt(25.0 / 3), 0}, 1e-5));
+  EXPECT_TRUE(all_close(norm(tensor({3, 4, 0}, {1, 3})),
+                        {3 / std::sqrt(25.0 / 3), 4 / std::sqrt(25.0 / 3), 0}, 1e-5));
   nn::Embedding emb(5, 2);
   EXPECT_EQ(emb(from_vector<int64_t>({4, 0, 4})).shape(), (Dims{3, 2}));
   expect_error([] { nn::make_reference_model("resnet"); }, ErrorKind::value,
                "unknown reference model 'resnet'; known: mlp, block, gpt, bn_mlp");
-  expect_error([] { nn::make_reference_model("gpt", {{"depth", 3}}); }, ErrorKind::value,
-               "'gpt' has no setting 'depth'");
+  expect_error(
+      [] {
+        nn::make_reference_model("gpt", {{"depth", 3}});
+      },
+      ErrorKind::value, "'gpt' has no setting 'depth'");
 }
 
 TEST(Layers, ConvolutionalLayers) {
   manual_seed(2);
   auto conv1 = std::make_shared<nn::Conv2d>(3, 8, IntList{3}, IntList{1}, IntList{1});
-  auto conv2 = std::make_shared<nn::Conv2d>(8, 4, IntList{3, 2}, IntList{2}, IntList{0}, IntList{1}, /*groups=*/2, false);
+  auto conv2 = std::make_shared<nn::Conv2d>(8, 4, IntList{3, 2}, IntList{2}, IntList{0}, IntList{1},
+                                            /*groups=*/2, false);
   auto bn = std::make_shared<nn::BatchNorm2d>(8);
-  nn::Sequential net({conv1, bn, std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(IntList{2}), conv2,
-                      std::make_shared<nn::GroupNorm>(2, 4), std::make_shared<nn::AvgPool2d>(IntList{2}, IntList{1}),
-                      std::make_shared<nn::AdaptiveAvgPool2d>(IntList{1}), std::make_shared<nn::Flatten>(),
-                      std::make_shared<nn::Linear>(4, 2)});
+  nn::Sequential net({conv1, bn, std::make_shared<nn::ReLU>(),
+                      std::make_shared<nn::MaxPool2d>(IntList{2}), conv2,
+                      std::make_shared<nn::GroupNorm>(2, 4),
+                      std::make_shared<nn::AvgPool2d>(IntList{2}, IntList{1}),
+                      std::make_shared<nn::AdaptiveAvgPool2d>(IntList{1}),
+                      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(4, 2)});
   EXPECT_EQ(conv1->weight.shape(), (Dims{8, 3, 3, 3}));
   EXPECT_EQ(conv2->weight.shape(), (Dims{4, 4, 3, 2}));
   EXPECT_EQ(conv2->bias, nullptr);
@@ -154,26 +164,33 @@ TEST(Layers, EmbeddingNormAndActivationModules) {
   Tensor idx = from_vector<int64_t>({1, 3, 1, 0}, {2, 2});
   sum(emb(idx)).backward();
   std::vector<double> g = to_vector<double>(emb.weight.grad());
-  EXPECT_EQ(std::vector<double>(g.begin() + 3, g.begin() + 6), (std::vector<double>{0, 0, 0}));  // the padding row
+  EXPECT_EQ(std::vector<double>(g.begin() + 3, g.begin() + 6),
+            (std::vector<double>{0, 0, 0}));  // the padding row
   EXPECT_EQ(std::vector<double>(g.begin(), g.begin() + 3), (std::vector<double>{1, 1, 1}));
 
   nn::EmbeddingBag bag(5, 3, "sum");
   Tensor summed = bag({from_vector<int64_t>({0, 2, 4}), from_vector<int64_t>({0, 1})})[0];
-  EXPECT_TRUE(all_close(select(summed, 0, 1), to_vector<double>(select(bag.weight, 0, 2) + select(bag.weight, 0, 4)),
+  EXPECT_TRUE(all_close(select(summed, 0, 1),
+                        to_vector<double>(select(bag.weight, 0, 2) + select(bag.weight, 0, 4)),
                         1e-6, 1e-6));
 
   nn::InstanceNorm norm(2, 1e-5, 0.5, /*affine=*/true, /*track_running_stats=*/true);
   Tensor x = randn({4, 2, 6}) * 3.0 + 1.0;
   Tensor y = norm(x);
   EXPECT_TRUE(all_close(mean(y, {2}), std::vector<double>(8, 0.0), 1e-5, 1e-5));
-  EXPECT_GT(item<double>(amax(abs(*norm.running_mean))), 0.1);  // moved halfway to the batch's means
+  EXPECT_GT(item<double>(amax(abs(*norm.running_mean))),
+            0.1);  // moved halfway to the batch's means
   norm.eval();
-  EXPECT_TRUE(all_close(norm(x), to_vector<double>(nn::instance_norm(x, *norm.running_mean, *norm.running_var,
-                                                                     *norm.weight, *norm.bias, false)),
-                        1e-6, 1e-6));
+  EXPECT_TRUE(
+      all_close(norm(x),
+                to_vector<double>(nn::instance_norm(x, *norm.running_mean, *norm.running_var,
+                                                    *norm.weight, *norm.bias, false)),
+                1e-6, 1e-6));
 
-  nn::Sequential act({std::make_shared<nn::Identity>(), std::make_shared<nn::Tanh>(), std::make_shared<nn::Softmax>(-1)});
-  EXPECT_TRUE(all_close(act(TensorList{x})[0], to_vector<double>(softmax(tanh(x), -1)), 1e-6, 1e-6));
+  nn::Sequential act({std::make_shared<nn::Identity>(), std::make_shared<nn::Tanh>(),
+                      std::make_shared<nn::Softmax>(-1)});
+  EXPECT_TRUE(
+      all_close(act(TensorList{x})[0], to_vector<double>(softmax(tanh(x), -1)), 1e-6, 1e-6));
 }
 
 TEST(Export, SignatureOfEveryKind) {  // (X4), (M5)
@@ -210,7 +227,8 @@ TEST(Export, SignatureOfEveryKind) {  // (X4), (M5)
   // Workspaces are never in the file's bytes.
   std::string path = tmp_path("everything");
   save(p, path);
-  for (const auto& [key, t] : load_safetensors(path)) EXPECT_EQ(key.find("scratch"), std::string::npos);
+  for (const auto& [key, t] : load_safetensors(path))
+    EXPECT_EQ(key.find("scratch"), std::string::npos);
   ExportedProgram loaded = load_program(path);
   EXPECT_EQ(to_vector<float>(loaded.run({ones({4}), zeros({4})})[0]), to_vector<float>(want));
   std::remove(path.c_str());
@@ -230,8 +248,7 @@ TEST(Export, ToInForwardIsCapturedAndFrozen) {  // (X1), (X2)
   ExportedProgram p = export_program(m, {ones({2})});
   EXPECT_NE(p.graph.str().find("_to_copy(%input_0, dtype=f32, device=cpu:0)"), std::string::npos);
   m.mutate = true;
-  expect_error([&] { export_program(m, {ones({2})}); }, ErrorKind::frozen_mutation,
-               "in 'head'");
+  expect_error([&] { export_program(m, {ones({2})}); }, ErrorKind::frozen_mutation, "in 'head'");
 }
 
 // Export -> save -> load -> run equals eager for every reference model.
@@ -308,7 +325,8 @@ TEST(Export, ConvolutionalModelRoundTrips) {
     int checked = 0;
     for (const auto& [name, t] : loaded.state)  // the running statistics moved alike
       if (name == "mean" || name == "var") {
-        EXPECT_TRUE(all_close(t, to_vector<double>(name == "mean" ? m.mean : m.var), 1e-6, 1e-6)) << name;
+        EXPECT_TRUE(all_close(t, to_vector<double>(name == "mean" ? m.mean : m.var), 1e-6, 1e-6))
+            << name;
         ++checked;
       }
     EXPECT_EQ(checked, 2);
@@ -322,13 +340,15 @@ TEST(Export, ConvolutionalModelRoundTrips) {
 class SmallDecoder : public nn::Module {
  public:
   SmallDecoder()
-      : up(register_module("up", std::make_shared<nn::ConvTranspose2d>(4, 8, IntList{3}, IntList{2}, IntList{1},
-                                                                        IntList{1}))),
-        resize(register_module("resize", std::make_shared<nn::Upsample>(nn::InterpolateOptions{
-                                              .scale_factor = {1.5}, .mode = "bilinear", .align_corners = false}))) {}
+      : up(register_module("up", std::make_shared<nn::ConvTranspose2d>(4, 8, IntList{3}, IntList{2},
+                                                                       IntList{1}, IntList{1}))),
+        resize(register_module(
+            "resize", std::make_shared<nn::Upsample>(nn::InterpolateOptions{
+                          .scale_factor = {1.5}, .mode = "bilinear", .align_corners = false}))) {}
   TensorList forward(const TensorList& in) override {
-    Tensor x = relu((*up)(in[0]));                                  // [N, 8, 2H, 2W]
-    x = nn::pixel_shuffle(nn::pad(x, {1, 1, 2, 0}, "reflect"), 2);  // [N, 2, 4H + 4, 4W + 4], then x1.5
+    Tensor x = relu((*up)(in[0]));  // [N, 8, 2H, 2W]
+    x = nn::pixel_shuffle(nn::pad(x, {1, 1, 2, 0}, "reflect"),
+                          2);  // [N, 2, 4H + 4, 4W + 4], then x1.5
     return {(*resize)(x)};
   }
   std::shared_ptr<nn::Module> up, resize;
@@ -355,12 +375,15 @@ TEST(Export, DecoderModelRoundTrips) {
 class CausalEncoder : public nn::Module {
  public:
   CausalEncoder()
-      : encoder(register_module("encoder", std::make_shared<nn::TransformerEncoder>(
-                                               nn::TransformerLayerOptions{.d_model = 8, .nhead = 2,
-                                                                           .dim_feedforward = 16, .batch_first = true},
-                                               2, /*final_norm=*/true))) {}
+      : encoder(register_module(
+            "encoder",
+            std::make_shared<nn::TransformerEncoder>(
+                nn::TransformerLayerOptions{
+                    .d_model = 8, .nhead = 2, .dim_feedforward = 16, .batch_first = true},
+                2, /*final_norm=*/true))) {}
   TensorList forward(const TensorList& in) override {
-    return {encoder->encode(in[0], {.attn_mask = nn::square_subsequent_mask(in[0].size(1), in[0].device())})};
+    return {encoder->encode(
+        in[0], {.attn_mask = nn::square_subsequent_mask(in[0].size(1), in[0].device())})};
   }
   std::shared_ptr<nn::TransformerEncoder> encoder;
 };
@@ -387,21 +410,24 @@ TEST(Export, TransformerEncoderRoundTrips) {
   Tensor changed = clone(in[0]);
   Tensor later = narrow(changed, 1, 1, 4);
   fill_(later, 3.0);
-  EXPECT_TRUE(all_close(select(m(TensorList{changed})[0], 1, 0), to_vector<double>(select(want[0], 1, 0)), 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(select(m(TensorList{changed})[0], 1, 0),
+                        to_vector<double>(select(want[0], 1, 0)), 1e-6, 1e-6));
   std::remove(path.c_str());
 }
 
 TEST(Export, TracedForAnAbsentDeviceRunsAnywhere) {  // (X3)
   nn::ReferenceModel ref = nn::make_reference_model("gpt", {{"layers", 1}}, 3);
   ExportedProgram p = export_program(*ref.module, ref.example_inputs, {.device = Device("cuda:0")});
-  for (Device d : p.devices()) EXPECT_TRUE(d == Device("cuda:0") || d == Device("cpu:0")) << d.str();
+  for (Device d : p.devices())
+    EXPECT_TRUE(d == Device("cuda:0") || d == Device("cpu:0")) << d.str();
   EXPECT_NE(p.graph.str().find("@cuda:0"), std::string::npos);
   std::string path = tmp_path("gpt_cuda");
   save(p, path);
-  expect_error([&] { load_program(path); }, ErrorKind::device,
-               "needs cuda:0, which this machine lacks (the program's devices: cuda:0); "
-               "map it to a local device: --device-map cuda:0=cpu:0 (kiln run, kiln train), the same "
-               "pairs in a DeviceMap");
+  expect_error(
+      [&] { load_program(path); }, ErrorKind::device,
+      "needs cuda:0, which this machine lacks (the program's devices: cuda:0); "
+      "map it to a local device: --device-map cuda:0=cpu:0 (kiln run, kiln train), the same "
+      "pairs in a DeviceMap");
   ExportedProgram q = load_program(path, {{Device("cuda:0"), Device("cpu:2")}});
   verify_no_device(q, {Device("cuda:0")});
   TensorList in = {to(ref.example_inputs[0], Device("cpu:2"))};
@@ -530,7 +556,8 @@ TEST(Export, WritesThroughViewsRunLikeEager) {
       TensorList got = planned ? exec.run({x, yr}) : q->run({x, yr});
       ASSERT_EQ(got.size(), want.size()) << q->str();
       for (size_t i = 0; i < want.size(); ++i)
-        EXPECT_EQ(to_vector<float>(got[i]), to_vector<float>(want[i])) << i << "\n" << q->graph.str();
+        EXPECT_EQ(to_vector<float>(got[i]), to_vector<float>(want[i])) << i << "\n"
+                                                                       << q->graph.str();
       EXPECT_EQ(to_vector<float>(yr), to_vector<float>(ye)) << q->graph.str();  // written back
     }
   }
@@ -540,50 +567,67 @@ TEST(Export, WritesThroughViewsRunLikeEager) {
 // prints, saves and loads.
 TEST(Export, GeluApproximateIsAStringArgument) {
   struct Act : nn::Module {
-    TensorList forward(const TensorList& in) override { return {gelu(in[0], "tanh") + gelu(in[0])}; }
+    TensorList forward(const TensorList& in) override {
+      return {gelu(in[0], "tanh") + gelu(in[0])};
+    }
   } m;
   Tensor x = tensor({-1, 0.5, 2});
   ExportedProgram p = export_program(m, {x});
-  EXPECT_NE(p.graph.str().find("gelu(%input_0, approximate='tanh')"), std::string::npos) << p.graph.str();
-  EXPECT_NE(p.graph.str().find("= gelu(%input_0)\n"), std::string::npos) << p.graph.str();  // the default
+  EXPECT_NE(p.graph.str().find("gelu(%input_0, approximate='tanh')"), std::string::npos)
+      << p.graph.str();
+  EXPECT_NE(p.graph.str().find("= gelu(%input_0)\n"), std::string::npos)
+      << p.graph.str();  // the default
   std::string path = tmp_path("gelu.kiln");
   save(p, path);
   ExportedProgram back = load_program(path);
   EXPECT_EQ(back.graph.str(), p.graph.str());
   EXPECT_TRUE(all_close(back.run({x})[0], to_vector<double>(m.forward({x})[0])));
   std::remove(path.c_str());
-  expect_error([&] { gelu(x, "fast"); }, ErrorKind::value, "[gelu] approximate must be 'none' or 'tanh', got 'fast'");
+  expect_error([&] { gelu(x, "fast"); }, ErrorKind::value,
+               "[gelu] approximate must be 'none' or 'tanh', got 'fast'");
 }
 
 // (X3) Map keys: a type key matches every device of that type, a key with an index wins
 // over it, and a key matching no device of the program is an error listing its devices.
 TEST(Export, DeviceMapKeysFollowX3) {
   std::vector<Device> devices = {Device("cuda:0"), Device("cpu:0"), Device("cuda:1")};
-  DeviceMap m = resolve_device_map(devices, {{Device("cuda"), Device("cpu:1")},
-                                             {Device("cuda:1"), Device("cpu:2")}});
+  DeviceMap m = resolve_device_map(
+      devices, {{Device("cuda"), Device("cpu:1")}, {Device("cuda:1"), Device("cpu:2")}});
   ASSERT_EQ(m.size(), 2u);
   EXPECT_EQ(m[0], std::make_pair(Device("cuda:0"), Device("cpu:1")));
   EXPECT_EQ(m[1], std::make_pair(Device("cuda:1"), Device("cpu:2")));
-  expect_error([&] { resolve_device_map(devices, {{Device("cpu:3"), Device("cpu:1")}}); },
-               ErrorKind::device,
-               "[device map] 'cpu:3' matches no device of the program (its devices: cuda:0, cpu:0, cuda:1)");
-  expect_error([&] { resolve_device_map(devices, {{Device("meta"), Device("cpu:1")}}); },
-               ErrorKind::device, "'meta' matches no device");
+  expect_error(
+      [&] {
+        resolve_device_map(devices, {{Device("cpu:3"), Device("cpu:1")}});
+      },
+      ErrorKind::device,
+      "[device map] 'cpu:3' matches no device of the program (its devices: cuda:0, cpu:0, cuda:1)");
+  expect_error(
+      [&] {
+        resolve_device_map(devices, {{Device("meta"), Device("cpu:1")}});
+      },
+      ErrorKind::device, "'meta' matches no device");
 
-  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 2}, {"width", 8}, {"layers", 2}});
+  nn::ReferenceModel ref =
+      nn::make_reference_model("mlp", {{"batch", 2}, {"width", 8}, {"layers", 2}});
   ExportedProgram p = export_program(*ref.module, ref.example_inputs);  // on cpu:0
-  move_to_device(p, {{Device("cpu"), Device("cpu:1")}});  // the type key moves cpu:0
+  move_to_device(p, {{Device("cpu"), Device("cpu:1")}});                // the type key moves cpu:0
   verify_no_device(p, {Device("cpu:0")});
   EXPECT_EQ(p.devices(), std::vector<Device>{Device("cpu:1")});
-  expect_error([&] { move_to_device(p, {{Device("cuda"), Device("cpu:2")}}); }, ErrorKind::device,
-               "'cuda' matches no device of the program (its devices: cpu:1)");
+  expect_error(
+      [&] {
+        move_to_device(p, {{Device("cuda"), Device("cpu:2")}});
+      },
+      ErrorKind::device, "'cuda' matches no device of the program (its devices: cpu:1)");
 
   std::string path = tmp_path("x3_cuda.kiln");
   {
-    ExportedProgram traced = export_program(*ref.module, ref.example_inputs, {.device = Device("cuda:0")});
+    ExportedProgram traced =
+        export_program(*ref.module, ref.example_inputs, {.device = Device("cuda:0")});
     save(traced, path);
   }
-  ExportedProgram q = load_program(path, {{Device("cuda"), Device("cpu:1")}});  // no "cuda:0 is not available"
+  ExportedProgram q =
+      load_program(path, {{Device("cuda"), Device("cpu:1")}});  // no "cuda:0 is not available"
   EXPECT_EQ(q.run({to(ref.example_inputs[0], Device("cpu:1"))})[0].device(), Device("cpu:1"));
   std::remove(path.c_str());
 }
@@ -593,14 +637,15 @@ TEST(Export, DeviceMapKeysFollowX3) {
 class Malformed : public ::testing::Test {
  protected:
   void SetUp() override {
-    nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 2}, {"width", 8}, {"layers", 2}});
+    nn::ReferenceModel ref =
+        nn::make_reference_model("mlp", {{"batch", 2}, {"width", 8}, {"layers", 2}});
     save(export_program(*ref.module, ref.example_inputs), path);
   }
   void TearDown() override { std::remove(path.c_str()); }
   // One file per test: ctest runs tests in parallel processes, and truncating a file
   // another process has mapped would fault there.
-  std::string path =
-      tmp_path(std::string("malformed_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::string path = tmp_path(std::string("malformed_") +
+                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
 };
 
 TEST_F(Malformed, Truncated) {
@@ -692,15 +737,29 @@ TEST_F(Malformed, TensorDescriptionsAreBoundedAtLoad) {
     std::function<void(json&)> edit;
     std::string message;
   } cases[] = {
-      {[](json& m) { m["shape"] = {int64_t{1} << 62}; m["strides"] = {1}; },
+      {[](json& m) {
+         m["shape"] = {int64_t{1} << 62};
+         m["strides"] = {1};
+       },
        "size [4611686018427387904] of f32 needs more bytes than the address space"},
-      {[](json& m) { m["shape"] = {int64_t{1} << 32, int64_t{1} << 32}; },
+      {[](json& m) {
+         m["shape"] = {int64_t{1} << 32, int64_t{1} << 32};
+       },
        "size [4294967296, 4294967296] has more elements than int64 can hold"},
-      {[](json& m) { m["shape"] = {-2, 8}; }, "negative dimension -2"},
+      {[](json& m) {
+         m["shape"] = {-2, 8};
+       },
+       "negative dimension -2"},
       {[](json& m) { m["offset"] = -1; }, "are negative or address more elements than int64"},
-      {[](json& m) { m["strides"] = {INT64_MAX, 1}; }, "address more elements than int64"},
+      {[](json& m) {
+         m["strides"] = {INT64_MAX, 1};
+       },
+       "address more elements than int64"},
       {[](json& m) { m["strides"] = {1}; }, "1 strides for a shape of rank 2"},
-      {[](json& m) { m["shape"] = {2.5, 8}; }, "must be an integer within int64, got 2.5"},
+      {[](json& m) {
+         m["shape"] = {2.5, 8};
+       },
+       "must be an integer within int64, got 2.5"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);
@@ -722,7 +781,8 @@ TEST_F(Malformed, IntegerFieldsTakeOnlyIntegers) {
   expect_error([&] { load_program(path); }, ErrorKind::format, "must be an integer within int64");
   write_all(path, good);
   edit_header(path, [](json& h) { h["state/0.weight"]["data_offsets"] = {-8, 0}; });
-  expect_error([&] { load_program(path); }, ErrorKind::format, "data offsets [-8, 0] are out of range");
+  expect_error([&] { load_program(path); }, ErrorKind::format,
+               "data offsets [-8, 0] are out of range");
   write_all(path, good);
   edit_program(path, [](json& prog) {
     for (json& n : prog["graph"])
@@ -788,7 +848,8 @@ TEST_F(Malformed, RandomDamageIsAlwaysAFormatError) {
     int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) {
       size_t at = rng() % (8 + n);  // the length prefix or the header
-      bad[at] = static_cast<char>(rng() % 2 ? rng() % 256 : kAlphabet[rng() % (sizeof(kAlphabet) - 1)]);
+      bad[at] =
+          static_cast<char>(rng() % 2 ? rng() % 256 : kAlphabet[rng() % (sizeof(kAlphabet) - 1)]);
     }
     if (rng() % 5 == 0) bad.resize(rng() % bad.size());
     write_all(path, bad);
@@ -813,16 +874,18 @@ TEST_F(Malformed, RandomStructuralDamageIsAlwaysAFormatError) {
     edit_header(path, [&](json& h) {
       json prog = json::parse(h["__metadata__"]["kiln.program"].get<std::string>());
       std::vector<json::json_pointer> paths;
-      std::function<void(const json&, const json::json_pointer&)> walk = [&](const json& j, const json::json_pointer& at) {
-        if (!at.empty()) paths.push_back(at);
-        if (j.is_object())
-          for (auto it = j.begin(); it != j.end(); ++it) walk(it.value(), at / it.key());
-        if (j.is_array())
-          for (size_t k = 0; k < j.size(); ++k) walk(j[k], at / k);
-      };
+      std::function<void(const json&, const json::json_pointer&)> walk =
+          [&](const json& j, const json::json_pointer& at) {
+            if (!at.empty()) paths.push_back(at);
+            if (j.is_object())
+              for (auto it = j.begin(); it != j.end(); ++it) walk(it.value(), at / it.key());
+            if (j.is_array())
+              for (size_t k = 0; k < j.size(); ++k) walk(j[k], at / k);
+          };
       walk(prog, json::json_pointer());
       const json::json_pointer& target = paths[rng() % paths.size()];
-      const json replacements[] = {json("x"), json(7), json(nullptr), json::array(), json::object(), json(-1)};
+      const json replacements[] = {json("x"),     json(7),        json(nullptr),
+                                   json::array(), json::object(), json(-1)};
       if (rng() % 3 == 0 && prog.at(target.parent_pointer()).is_object())
         prog.at(target.parent_pointer()).erase(target.back());
       else

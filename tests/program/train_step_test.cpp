@@ -58,15 +58,18 @@ void expect_like_eager(const OptimizerConfig& config, int steps) {
 }
 
 TEST(J5, SgdStepsEqualEagerBitwise) {
-  expect_like_eager(nn::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}, 4);
+  expect_like_eager(
+      nn::SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true}, 4);
 }
 
 TEST(J5, AdamWStepsEqualEagerBitwise) { expect_like_eager(nn::AdamWOptions{.lr = 1e-2}, 4); }
 
 TEST(J5, AdamRMSpropAdagradStepsEqualEagerBitwise) {
   expect_like_eager(nn::AdamOptions{.lr = 1e-2, .weight_decay = 0.1, .amsgrad = true}, 4);
-  expect_like_eager(nn::RMSpropOptions{.lr = 1e-2, .weight_decay = 0.1, .momentum = 0.5, .centered = true}, 4);
-  expect_like_eager(nn::AdagradOptions{.lr = 0.1, .lr_decay = 0.1, .initial_accumulator_value = 0.2}, 4);
+  expect_like_eager(
+      nn::RMSpropOptions{.lr = 1e-2, .weight_decay = 0.1, .momentum = 0.5, .centered = true}, 4);
+  expect_like_eager(
+      nn::AdagradOptions{.lr = 0.1, .lr_decay = 0.1, .initial_accumulator_value = 0.2}, 4);
 }
 
 // Convolution, pooling and group norm (composites over as_strided windows, whose
@@ -88,8 +91,8 @@ class TinyCnn : public nn::Module {
 // Three program steps equal three eager steps of the same model (built twice from one
 // seed) on cpu:1, bitwise: the losses and the trained parameters.
 template <typename M>
-void expect_steps_like_eager(uint64_t seed, const Tensor& x, const Tensor& y, const OptimizerConfig& config,
-                             size_t expected_params) {
+void expect_steps_like_eager(uint64_t seed, const Tensor& x, const Tensor& y,
+                             const OptimizerConfig& config, size_t expected_params) {
   Device d = x.device();
   manual_seed(seed);
   M eager(d);
@@ -126,9 +129,13 @@ TEST(J5, ConvolutionalStepsEqualEager) {
 class TinySeq : public nn::Module {
  public:
   explicit TinySeq(Device d)
-      : lstm(register_module("lstm", std::make_shared<nn::LSTM>(nn::RNNOptions{
-                                         .input_size = 3, .hidden_size = 4, .num_layers = 2, .batch_first = true,
-                                         .bidirectional = true, .device = d}))),
+      : lstm(
+            register_module("lstm", std::make_shared<nn::LSTM>(nn::RNNOptions{.input_size = 3,
+                                                                              .hidden_size = 4,
+                                                                              .num_layers = 2,
+                                                                              .batch_first = true,
+                                                                              .bidirectional = true,
+                                                                              .device = d}))),
         cell(register_module("cell", std::make_shared<nn::GRUCell>(8, 5, true, d))),
         head(register_module("head", std::make_shared<nn::Linear>(5, 2, true, d))) {}
   TensorList forward(const TensorList& in) override {
@@ -187,12 +194,14 @@ TEST(J4, HyperparametersAreInputsAChangedRateNeedsNoNewExport) {
   manual_seed(5);
   auto traced = small_mlp(Device("cpu:0"));
   Tensor x = randn({5, 6}), y = randn({5, 3});
-  ExportedProgram p = export_train_step(*traced, mse, {x, y}, {.optimizer = nn::AdamWOptions{.lr = 0.1}});
+  ExportedProgram p =
+      export_train_step(*traced, mse, {x, y}, {.optimizer = nn::AdamWOptions{.lr = 0.1}});
   Tensor* lr = nullptr;
   for (auto& [name, t] : p.state)
     if (name == "optimizer.lr") lr = &t;
   ASSERT_NE(lr, nullptr);
-  std::unique_ptr<nn::Optimizer> opt = make_optimizer(nn::AdamWOptions{.lr = 0.1}, params_of(*eager));
+  std::unique_ptr<nn::Optimizer> opt =
+      make_optimizer(nn::AdamWOptions{.lr = 0.1}, params_of(*eager));
   Tensor eager_lr = full({}, 0.1, {.dtype = f64});
   opt->set_hyperparameter("lr", eager_lr);
   for (double rate : {0.1, 0.02, 0.005}) {
@@ -211,8 +220,8 @@ TEST(J4, HyperparametersAreInputsAChangedRateNeedsNoNewExport) {
     EXPECT_TRUE(all_close(trained[i].second, values(named[i].second), 0, 0)) << named[i].first;
   expect_error([&] { opt->set_hyperparameter("momentum", eager_lr); }, ErrorKind::value,
                "[optimizer] unknown hyperparameter 'momentum'");
-  expect_error([&] { opt->set_hyperparameter("lr", full({1}, 0.1, {.dtype = f64})); }, ErrorKind::value,
-               "must be a 0-dim f64 tensor");
+  expect_error([&] { opt->set_hyperparameter("lr", full({1}, 0.1, {.dtype = f64})); },
+               ErrorKind::value, "must be a 0-dim f64 tensor");
 }
 
 // Traced for cuda:0 with fake tensors (no GPU here), saved, loaded onto cpu:1, trained
@@ -227,9 +236,9 @@ TEST(J4, TracedForCudaSavedLoadedAndTrainedOnCpu) {
   };
   auto m = make();
   Tensor x = randn({6, 4}), y = randn({6, 2});
-  ExportedProgram p = export_train_step(*m, mse, {x, y},
-                                        {.optimizer = nn::SGDOptions{.lr = 0.1, .momentum = 0.9},
-                                         .device = Device("cuda:0")});
+  ExportedProgram p = export_train_step(
+      *m, mse, {x, y},
+      {.optimizer = nn::SGDOptions{.lr = 0.1, .momentum = 0.9}, .device = Device("cuda:0")});
   EXPECT_EQ(p.devices(), std::vector<Device>{Device("cuda:0")});
   auto path = std::filesystem::temp_directory_path() / "kiln_train_step.kiln";
   save(p, path.string());
@@ -274,19 +283,34 @@ TEST(J4, BadInputIsAnErrorBeforeAnythingRuns) {
   auto m = small_mlp(Device("cpu:0"));
   Tensor x = randn({5, 6}), y = randn({5, 3});
   for (auto& [k, p] : m->named_parameters()) p.set_requires_grad(false);
-  expect_error([&] { export_train_step(*m, mse, {x, y}); }, ErrorKind::value,
-               "has no parameter that requires grad");
+  expect_error(
+      [&] {
+        export_train_step(*m, mse, {x, y});
+      },
+      ErrorKind::value, "has no parameter that requires grad");
   auto m2 = small_mlp(Device("cpu:0"));
-  expect_error([&] {
-    export_train_step(*m2, [](nn::Module& mm, const TensorList& b) { return mm(b[0]); }, {x, y});
-  }, ErrorKind::value, "the loss must be a floating scalar, got f32[5, 3]");
-  expect_error([&] { export_train_step(*m2, mse, {x, y}, {.optimizer = nn::AdamWOptions{.beta1 = 1.5}}); },
-               ErrorKind::value, "betas must be in [0, 1)");
-  expect_error([&] { export_train_step(*m2, mse, {x, y}, {.optimizer = nn::SGDOptions{.lr = -1}}); },
-               ErrorKind::value, "must be >= 0");
-  expect_error([&] {
-    export_train_step(*m2, mse, {x, y}, {.optimizer = nn::SGDOptions{.momentum = 0.9, .dampening = 0.1}});
-  }, ErrorKind::unsupported, "use dampening 0");
+  expect_error(
+      [&] {
+        export_train_step(*m2, [](nn::Module& mm, const TensorList& b) { return mm(b[0]); },
+                          {x, y});
+      },
+      ErrorKind::value, "the loss must be a floating scalar, got f32[5, 3]");
+  expect_error(
+      [&] {
+        export_train_step(*m2, mse, {x, y}, {.optimizer = nn::AdamWOptions{.beta1 = 1.5}});
+      },
+      ErrorKind::value, "betas must be in [0, 1)");
+  expect_error(
+      [&] {
+        export_train_step(*m2, mse, {x, y}, {.optimizer = nn::SGDOptions{.lr = -1}});
+      },
+      ErrorKind::value, "must be >= 0");
+  expect_error(
+      [&] {
+        export_train_step(*m2, mse, {x, y},
+                          {.optimizer = nn::SGDOptions{.momentum = 0.9, .dampening = 0.1}});
+      },
+      ErrorKind::unsupported, "use dampening 0");
   ExportedProgram p = export_train_step(*m2, mse, {x, y});
   expect_error([&] { p.run({x, randn({5, 4})}); }, ErrorKind::value, "input 'input_1' expects");
 }

@@ -23,7 +23,9 @@ int main(int argc, char** argv) {
   int line_no = 0, blocks = 0;
   bool inside = false;
   std::string body, expected;
-  auto trim_left = [](const std::string& s) { return s.substr(std::min(s.find_first_not_of(' '), s.size())); };
+  auto trim_left = [](const std::string& s) {
+    return s.substr(std::min(s.find_first_not_of(' '), s.size()));
+  };
   while (std::getline(in, line)) {
     ++line_no;
     if (!inside && line == "```cpp") {
@@ -36,12 +38,15 @@ int main(int argc, char** argv) {
     if (line == "```") {
       inside = false;
       ++blocks;
-      tests += "TEST(Readme, Block" + std::to_string(blocks) + ") {\n"
+      tests += "TEST(Readme, Block" + std::to_string(blocks) +
+               ") {\n"
                "  std::ostringstream captured;\n"
                "  CaptureCout capture(captured);\n"
-               "  {\n" + body + "  }\n";
+               "  {\n" +
+               body + "  }\n";
       if (!expected.empty())
-        tests += "  capture.restore();\n  EXPECT_EQ(captured.str(), R\"kiln(" + expected + ")kiln\");\n";
+        tests +=
+            "  capture.restore();\n  EXPECT_EQ(captured.str(), R\"kiln(" + expected + ")kiln\");\n";
       tests += "}\n\n";
       continue;
     }
@@ -50,13 +55,14 @@ int main(int argc, char** argv) {
       includes += line + "\n";
       continue;
     }
-    if (t.rfind("// > ", 0) == 0 || t == "// >") expected += (t.size() > 5 ? t.substr(5) : "") + "\n";
+    if (t.rfind("// > ", 0) == 0 || t == "// >")
+      expected += (t.size() > 5 ? t.substr(5) : "") + "\n";
     body += "#line " + std::to_string(line_no) + " \"README.md\"\n" + line + "\n";
   }
   std::ofstream out(argv[2]);
   out << "// Generated from README.md by tests/readme/extract.cpp; do not edit.\n"
-      << "#include <gtest/gtest.h>\n#include <iostream>\n#include <sstream>\n" << includes
-      << "#include \"kiln/kiln.h\"\n\nusing namespace kiln;\n\n"
+      << "#include <gtest/gtest.h>\n#include <iostream>\n#include <sstream>\n"
+      << includes << "#include \"kiln/kiln.h\"\n\nusing namespace kiln;\n\n"
       << "namespace {\n"
       << "// Sends std::cout to a string for the test's lifetime (or until restore()).\n"
       << "struct CaptureCout {\n"

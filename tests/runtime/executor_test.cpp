@@ -20,11 +20,12 @@ struct Case {
   nn::ModelConfig config;
   bool train;
 };
-const std::vector<Case> kCases = {{"mlp", {{"batch", 8}, {"width", 64}, {"layers", 4}}, false},
-                                  {"gpt", {}, false},
-                                  {"block", {{"batch", 2}, {"seq", 16}, {"width", 32}, {"hidden", 64}}, false},
-                                  {"bn_mlp", {}, false},
-                                  {"bn_mlp", {}, true}};
+const std::vector<Case> kCases = {
+    {"mlp", {{"batch", 8}, {"width", 64}, {"layers", 4}}, false},
+    {"gpt", {}, false},
+    {"block", {{"batch", 2}, {"seq", 16}, {"width", 32}, {"hidden", 64}}, false},
+    {"bn_mlp", {}, false},
+    {"bn_mlp", {}, true}};
 
 TEST(Executor, EqualsEagerOnEveryReferenceModelAndDevice) {
   for (const Case& c : kCases) {
@@ -38,10 +39,12 @@ TEST(Executor, EqualsEagerOnEveryReferenceModelAndDevice) {
       TensorList in;
       for (const Tensor& t : ref.example_inputs) in.push_back(to(t, d));
       for (int step = 0; step < 2; ++step) {  // twice: buffers and running stats evolve
-        AllocatorStats other = allocator_stats(d == Device("cpu:0") ? Device("cpu:1") : Device("cpu:0"));
+        AllocatorStats other =
+            allocator_stats(d == Device("cpu:0") ? Device("cpu:1") : Device("cpu:0"));
         TensorList got = exec.run(in);
         // (R2) nothing lands on another device
-        AllocatorStats other_after = allocator_stats(d == Device("cpu:0") ? Device("cpu:1") : Device("cpu:0"));
+        AllocatorStats other_after =
+            allocator_stats(d == Device("cpu:0") ? Device("cpu:1") : Device("cpu:0"));
         EXPECT_EQ(other_after.num_allocs, other.num_allocs);
         TensorList want = (*ref.module)(ref.example_inputs);
         ASSERT_EQ(got.size(), want.size());
@@ -61,7 +64,8 @@ TEST(Executor, EqualsEagerOnEveryReferenceModelAndDevice) {
 // op (and, grouped by shapes, under its input shapes), most expensive first; nothing is
 // recorded while profiling is off.
 TEST(Executor, ProfileCountsEveryCallNodeOfTheProfiledRuns) {
-  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 3}});
+  nn::ReferenceModel ref =
+      nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 3}});
   ExportedProgram p = export_program(*ref.module, ref.example_inputs);
   Executor exec(p);
   exec.run(ref.example_inputs);
@@ -97,7 +101,8 @@ TEST(Executor, ProfileCountsEveryCallNodeOfTheProfiledRuns) {
 }
 
 TEST(Executor, PlanReusesBuffersAndSteadyStateAllocatesOnlyOutputs) {
-  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 8}});
+  nn::ReferenceModel ref =
+      nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 8}});
   ExportedProgram p = export_program(*ref.module, ref.example_inputs);
   Executor exec(p);
   const PlanStats& s = exec.stats();
@@ -146,13 +151,15 @@ TEST(Executor, ElementwiseOutputsTakeTheBufferOfASelfThatDiesThere) {
 // the layer below only) is planned although its d weight is a program output; only the
 // program's outputs are made per run.
 TEST(Executor, OutputsOfOneNodeArePlannedApart) {
-  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 4}});
+  nn::ReferenceModel ref =
+      nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 4}});
   Tensor target = randn({16, 128});
   ExportedProgram p = export_train_step(
       *ref.module, [](nn::Module& m, const TensorList& b) { return nn::mse_loss(m(b[0]), b[1]); },
       {ref.example_inputs[0], target}, {.optimizer = nn::SGDOptions{.lr = 1e-2}});
   int fused = 0;
-  for (ir::Node* n : p.graph.nodes()) fused += n->opcode() == ir::Opcode::call && n->op() == ops::OpKind::linear_backward;
+  for (ir::Node* n : p.graph.nodes())
+    fused += n->opcode() == ir::Opcode::call && n->op() == ops::OpKind::linear_backward;
   EXPECT_EQ(fused, 3);  // the first layer's input needs no gradient: its backward is two ops
   std::set<std::pair<const ir::Node*, int>> outputs;
   int64_t output_bytes = 0;
@@ -171,7 +178,8 @@ TEST(Executor, OutputsOfOneNodeArePlannedApart) {
 }
 
 TEST(Executor, PlannedPeakIsBelowEager) {
-  nn::ReferenceModel ref = nn::make_reference_model("gpt", {{"layers", 4}, {"width", 128}, {"seq", 64}});
+  nn::ReferenceModel ref =
+      nn::make_reference_model("gpt", {{"layers", 4}, {"width", 128}, {"seq", 64}});
   ExportedProgram p = export_program(*ref.module, ref.example_inputs);
   move_to_device(p, Device("cpu:3"));
   Executor exec(p);
@@ -197,12 +205,20 @@ TEST(Executor, InputsAreCheckedBeforeAnythingRuns) {  // (R3)
   ExportedProgram p = export_program(*ref.module, ref.example_inputs);
   Executor exec(p);
   std::vector<float> stats_before = to_vector<float>(p.state[2].second);
-  expect_error([&] { exec.run({}); }, ErrorKind::value, "[run] the program takes 1 user inputs, got 0");
-  expect_error([&] { exec.run({randn({3, 16})}); }, ErrorKind::value,
-               "[run] input 'input_0' expects f32[16,16]@cpu:0, got f32[3,16]@cpu:0 (export with "
-               "dynamic_shapes to accept other sizes)");
-  expect_error([&] { exec.run({randn({16, 16}, {.device = Device("cpu:1")})}); },
-               ErrorKind::device_mismatch, "got f32[16,16]@cpu:1");
+  expect_error([&] { exec.run({}); }, ErrorKind::value,
+               "[run] the program takes 1 user inputs, got 0");
+  expect_error(
+      [&] {
+        exec.run({randn({3, 16})});
+      },
+      ErrorKind::value,
+      "[run] input 'input_0' expects f32[16,16]@cpu:0, got f32[3,16]@cpu:0 (export with "
+      "dynamic_shapes to accept other sizes)");
+  expect_error(
+      [&] {
+        exec.run({randn({16, 16}, {.device = Device("cpu:1")})});
+      },
+      ErrorKind::device_mismatch, "got f32[16,16]@cpu:1");
   EXPECT_EQ(to_vector<float>(p.state[2].second), stats_before);  // nothing ran
 }
 
@@ -229,7 +245,8 @@ TEST(Executor, ThreadsSharingAStatefulProgramSerialiseTheirUpdates) {
   ASSERT_EQ(shared.state.size(), alone.state.size());
   for (size_t i = 0; i < shared.state.size(); ++i) {
     SCOPED_TRACE(shared.state[i].first);
-    EXPECT_TRUE(all_close(shared.state[i].second, to_vector<double>(alone.state[i].second), 1e-6, 1e-6));
+    EXPECT_TRUE(
+        all_close(shared.state[i].second, to_vector<double>(alone.state[i].second), 1e-6, 1e-6));
     if (shared.state[i].first.ends_with("num_batches_tracked")) {
       EXPECT_EQ(item<int64_t>(shared.state[i].second), kThreads * kRuns);
     }
@@ -239,7 +256,8 @@ TEST(Executor, ThreadsSharingAStatefulProgramSerialiseTheirUpdates) {
 // One Executor on two threads at once is refused with a clear error (it owns its planned
 // buffers); whatever the interleaving, every run either completes or throws that error.
 TEST(Executor, OneExecutorOnTwoThreadsIsAnErrorNotARace) {
-  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"batch", 64}, {"width", 128}, {"layers", 4}}, 5);
+  nn::ReferenceModel ref =
+      nn::make_reference_model("mlp", {{"batch", 64}, {"width", 128}, {"layers", 4}}, 5);
   ExportedProgram p = export_program(*ref.module, ref.example_inputs);
   Executor exec(p);
   TensorList want = exec.run(ref.example_inputs);
@@ -250,7 +268,9 @@ TEST(Executor, OneExecutorOnTwoThreadsIsAnErrorNotARace) {
         TensorList got = exec.run(ref.example_inputs);
         EXPECT_EQ(got[0].shape(), want[0].shape());
       } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("already running on another thread"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("already running on another thread"),
+                  std::string::npos)
+            << e.what();
         ++refused;
       }
     }

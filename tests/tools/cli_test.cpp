@@ -1,18 +1,17 @@
 // The kiln command, run as a user would: export -> show -> run, device maps, errors.
 #include <gtest/gtest.h>
-
-#include <chrono>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "kiln/kiln.h"
@@ -44,7 +43,9 @@ Result kiln_cmd(const std::string& args, const std::string& env = "KILN_CPU_DEVI
 
 std::string tmp(const std::string& name) { return ::testing::TempDir() + "cli_" + name; }
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST(Cli, ExportShowRunEveryReferenceModel) {
   for (const std::string model : {"mlp", "gpt", "bn_mlp"}) {
@@ -77,17 +78,22 @@ TEST(Cli, ImportShowAndRunPt2Archives) {
   Result i = kiln_cmd("import " + corpus + "encoder.pt2 -o " + file);
   ASSERT_EQ(i.code, 0) << i.out;
   EXPECT_TRUE(has(i.out, "imported")) << i.out;
-  Result r = kiln_cmd("run " + file + " --inputs " + corpus + "encoder.safetensors --outputs " + out);
+  Result r =
+      kiln_cmd("run " + file + " --inputs " + corpus + "encoder.safetensors --outputs " + out);
   ASSERT_EQ(r.code, 0) << r.out;
-  kiln::Tensor want = kiln::load_safetensors(corpus + "encoder.safetensors").at(2).second;  // output_0
-  std::vector<float> got = kiln::to_vector<float>(kiln::load_safetensors(out)[0].second), ref = kiln::to_vector<float>(want);
+  kiln::Tensor want =
+      kiln::load_safetensors(corpus + "encoder.safetensors").at(2).second;  // output_0
+  std::vector<float> got = kiln::to_vector<float>(kiln::load_safetensors(out)[0].second),
+                     ref = kiln::to_vector<float>(want);
   ASSERT_EQ(got.size(), ref.size());
-  for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], ref[k], 1e-5 + 1e-5 * std::abs(ref[k]));
+  for (size_t k = 0; k < got.size(); ++k)
+    EXPECT_NEAR(got[k], ref[k], 1e-5 + 1e-5 * std::abs(ref[k]));
   // a program exported on cuda:0, run directly from the archive on a virtual CPU
-  Result c = kiln_cmd("run " + corpus + "mlp_cuda0.pt2 --device-map cuda:0=cpu:1 --inputs " + corpus +
-                      "mlp_cuda0.safetensors");
+  Result c = kiln_cmd("run " + corpus + "mlp_cuda0.pt2 --device-map cuda:0=cpu:1 --inputs " +
+                      corpus + "mlp_cuda0.safetensors");
   ASSERT_EQ(c.code, 0) << c.out;
-  EXPECT_TRUE(has(c.out, "kiln: note: input_0.shape[0] (s77) is symbolic: s0 in [1, 64]")) << c.out;  // (Y1)
+  EXPECT_TRUE(has(c.out, "kiln: note: input_0.shape[0] (s77) is symbolic: s0 in [1, 64]"))
+      << c.out;  // (Y1)
   EXPECT_TRUE(has(c.out, "on cpu:1")) << c.out;
   // a damaged archive: exit 1, one line
   std::string bad = tmp("bad.pt2");
@@ -101,15 +107,20 @@ TEST(Cli, ImportShowAndRunPt2Archives) {
 }
 
 TEST(Cli, RunWithInputsMatchesTheLibrary) {
-  std::string file = tmp("mlp_io.kiln"), in = tmp("mlp_in.safetensors"), out = tmp("mlp_out.safetensors");
-  ASSERT_EQ(kiln_cmd("export --model mlp --set batch=2 --set width=16 --set layers=2 --seed 5 -o " + file).code, 0);
+  std::string file = tmp("mlp_io.kiln"), in = tmp("mlp_in.safetensors"),
+              out = tmp("mlp_out.safetensors");
+  ASSERT_EQ(
+      kiln_cmd("export --model mlp --set batch=2 --set width=16 --set layers=2 --seed 5 -o " + file)
+          .code,
+      0);
   kiln::Tensor x = kiln::randn({2, 16});
   kiln::save_safetensors({{"input_0", x}}, in);
   Result r = kiln_cmd("run " + file + " --inputs " + in + " --outputs " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   kiln::ExportedProgram p = kiln::load_program(file);
   kiln::Tensor want = p.run({x})[0];
-  EXPECT_EQ(kiln::to_vector<float>(kiln::load_safetensors(out)[0].second), kiln::to_vector<float>(want));
+  EXPECT_EQ(kiln::to_vector<float>(kiln::load_safetensors(out)[0].second),
+            kiln::to_vector<float>(want));
 }
 
 TEST(Cli, DeviceMapRetargets) {
@@ -118,7 +129,8 @@ TEST(Cli, DeviceMapRetargets) {
   Result missing = kiln_cmd("run " + file);
   EXPECT_EQ(missing.code, 1);
   EXPECT_TRUE(has(missing.out, "kiln: error: [load]")) << missing.out;
-  EXPECT_TRUE(has(missing.out, "the program's devices: cuda:0)")) << missing.out;  // numbers name no device
+  EXPECT_TRUE(has(missing.out, "the program's devices: cuda:0)"))
+      << missing.out;  // numbers name no device
   EXPECT_TRUE(has(missing.out, "--device-map cuda:0=cpu:0")) << missing.out;
   Result r = kiln_cmd("run " + file + " --device-map cuda:0=cpu:1");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -201,7 +213,8 @@ TEST(CliShowHtml, DotHasModuleClustersAndDeviceColours) {
   EXPECT_TRUE(has(dot.out, "subgraph \"cluster_blocks.0.attn\" {")) << dot.out;
   EXPECT_TRUE(has(dot.out, "fillcolor=\"#b2d7ff\"")) << dot.out;  // slot 0
   // a parameter sits in its module's cluster
-  size_t cluster = dot.out.find("subgraph \"cluster_blocks.0.ln1\""), param = dot.out.find("\"p_blocks_0_ln1_weight\" [");
+  size_t cluster = dot.out.find("subgraph \"cluster_blocks.0.ln1\""),
+         param = dot.out.find("\"p_blocks_0_ln1_weight\" [");
   EXPECT_LT(cluster, param);
 }
 
@@ -210,20 +223,24 @@ TEST(CliShowHtml, DotHasModuleClustersAndDeviceColours) {
 // saw into the DOM, which --dump-dom prints. A screenshot is kept next to the test.
 TEST(CliShowHtml, WorksInABrowser) {
   if (std::system("command -v chromium >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "chromium is not installed: KILN_WITH_BROWSER=1 scripts/install-deps.sh installs it";
+    GTEST_SKIP()
+        << "chromium is not installed: KILN_WITH_BROWSER=1 scripts/install-deps.sh installs it";
   for (const std::string layers : {"2", "12"}) {
     SCOPED_TRACE("layers=" + layers);
-    std::string file = tmp("browser_gpt" + layers + ".kiln"), page = tmp("browser_gpt" + layers + ".html");
+    std::string file = tmp("browser_gpt" + layers + ".kiln"),
+                page = tmp("browser_gpt" + layers + ".html");
     ASSERT_EQ(kiln_cmd("export --model gpt --set layers=" + layers + " -o " + file).code, 0);
     ASSERT_EQ(kiln_cmd("show " + file + " --format html -o " + page).code, 0);
     std::string url = "file://" + std::filesystem::absolute(page).string() + "#selftest";
-    std::string browser = "timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
-                          "--window-size=1400,900 --virtual-time-budget=10000 ";
+    std::string browser =
+        "timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+        "--window-size=1400,900 --virtual-time-budget=10000 ";
     Result dom = shell(browser + "--dump-dom '" + url + "' 2>/dev/null");
     ASSERT_EQ(dom.code, 0) << dom.out;
     const std::string open = "<pre id=\"selftest-result\">";
     size_t at = dom.out.find(open);
-    ASSERT_NE(at, std::string::npos) << "the page did not run its self-test:\n" << dom.out.substr(0, 2000);
+    ASSERT_NE(at, std::string::npos) << "the page did not run its self-test:\n"
+                                     << dom.out.substr(0, 2000);
     at += open.size();
     nlohmann::json r = nlohmann::json::parse(dom.out.substr(at, dom.out.find("</pre>", at) - at));
     kiln::ExportedProgram p = kiln::read_program(file);
@@ -272,7 +289,8 @@ TEST(Cli, ErrorsAreOneLineWithNonZeroExit) {
   for (const char* cmd : {"demo", "export --model mlp -o /dev/null"}) {
     Result env = kiln_cmd(cmd, "KILN_CPU_DEVICES=abc");
     EXPECT_EQ(env.code, 1) << cmd;
-    EXPECT_TRUE(has(env.out, "kiln: error: KILN_CPU_DEVICES must be an integer in 1..1024, got 'abc'"))
+    EXPECT_TRUE(
+        has(env.out, "kiln: error: KILN_CPU_DEVICES must be an integer in 1..1024, got 'abc'"))
         << env.out;
   }
   // So are the CPU backend's switches (Note [Intra-op threads], [oneDNN for f32 GEMM],
@@ -315,12 +333,15 @@ TEST(Cli, FirstHour) {
   EXPECT_EQ(help.code, 0);
   for (const kiln::nn::ReferenceModelInfo& m : kiln::nn::reference_models()) {
     EXPECT_TRUE(has(help.out, m.name)) << help.out;
-    for (const auto& [key, value] : m.defaults) EXPECT_TRUE(has(help.out, key + "=" + std::to_string(value)));
+    for (const auto& [key, value] : m.defaults)
+      EXPECT_TRUE(has(help.out, key + "=" + std::to_string(value)));
   }
   Result key = kiln_cmd("export --model mlp --set depth=3 -o " + tmp("k.kiln"));
   EXPECT_EQ(key.code, 1);
-  EXPECT_TRUE(has(key.out, "'mlp' has no setting 'depth'; its settings: batch (default 64), layers "
-                           "(default 8), width (default 512)")) << key.out;
+  EXPECT_TRUE(has(key.out,
+                  "'mlp' has no setting 'depth'; its settings: batch (default 64), layers "
+                  "(default 8), width (default 512)"))
+      << key.out;
 
   std::string file = tmp("first.kiln");
   ASSERT_EQ(kiln_cmd("export --model mlp --set batch=2 --set layers=1 -o " + file).code, 0);
@@ -336,27 +357,35 @@ TEST(Cli, FirstHour) {
 
   Result more = kiln_cmd("run " + file + " --device-map cpu:0=cpu:7");
   EXPECT_EQ(more.code, 1);
-  EXPECT_TRUE(has(more.out, "or set KILN_CPU_DEVICES=8 for virtual CPU devices cpu:0..cpu:7")) << more.out;
+  EXPECT_TRUE(has(more.out, "or set KILN_CPU_DEVICES=8 for virtual CPU devices cpu:0..cpu:7"))
+      << more.out;
   Result warm = kiln_cmd("run " + file + " --warmup 3 --repeat 2");
   EXPECT_EQ(warm.code, 0) << warm.out;
   EXPECT_TRUE(has(warm.out, ": 2 run(s), median")) << warm.out;
   if (kiln::device_count(kiln::DeviceType::cuda) == 0) {  // fails before exporting anything
     Result gpu = kiln_cmd("demo --device cuda:0");
     EXPECT_EQ(gpu.code, 1);
-    EXPECT_EQ(gpu.out.find("kiln: error: [demo] cannot run on cuda:0: this machine has 0 cuda device(s); "
-                           "run on a local device, e.g. --device cpu:0"), 0u) << gpu.out;
+    EXPECT_EQ(
+        gpu.out.find("kiln: error: [demo] cannot run on cuda:0: this machine has 0 cuda device(s); "
+                     "run on a local device, e.g. --device cpu:0"),
+        0u)
+        << gpu.out;
   }
 }
 
 // Sizes no machine can hold are one-line errors with exit 1, never a hang, a crash or an
 // escaped std::bad_alloc.
 TEST(Cli, ImpossibleSizesAreOneLineErrors) {
-  Result wide = kiln_cmd("export --model mlp --set width=4294967296 --set batch=1 --set layers=1 -o " +
-                         tmp("wide.kiln"));
+  Result wide =
+      kiln_cmd("export --model mlp --set width=4294967296 --set batch=1 --set layers=1 -o " +
+               tmp("wide.kiln"));
   EXPECT_EQ(wide.code, 1) << wide.out;
-  EXPECT_TRUE(has(wide.out, "kiln: error: [rand] size [4294967296, 4294967296] has more elements "
-                            "than int64 can hold")) << wide.out;
-  Result oom = kiln_cmd("export --model mlp --set width=100000000 --set layers=1 -o " + tmp("oom.kiln"));
+  EXPECT_TRUE(has(wide.out,
+                  "kiln: error: [rand] size [4294967296, 4294967296] has more elements "
+                  "than int64 can hold"))
+      << wide.out;
+  Result oom =
+      kiln_cmd("export --model mlp --set width=100000000 --set layers=1 -o " + tmp("oom.kiln"));
   EXPECT_EQ(oom.code, 1) << oom.out;
   EXPECT_TRUE(has(oom.out, "kiln: error: [alloc] cpu:0 is out of memory")) << oom.out;
   // One line from kiln (sanitizer builds may add their own warnings before it).
@@ -378,13 +407,15 @@ TEST(Cli, ProfileListsTheTimePerOp) {
   Result r = kiln_cmd("run " + file + " --repeat 3 --profile");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(has(r.out, "time per op (3 profiled run(s); per run):")) << r.out;
-  EXPECT_TRUE(has(r.out, "\n    linear                               2 ")) << r.out;  // calls per run
+  EXPECT_TRUE(has(r.out, "\n    linear                               2 "))
+      << r.out;  // calls per run
   EXPECT_TRUE(has(r.out, "\n    relu                                 2 ")) << r.out;
   Result shapes = kiln_cmd("run " + file + " --profile-shapes");
   EXPECT_EQ(shapes.code, 0) << shapes.out;
   EXPECT_TRUE(has(shapes.out, "%  f32[2, 512], f32[512, 512], f32[512]")) << shapes.out;
   std::string train = tmp("profiled_train.kiln");
-  ASSERT_EQ(kiln_cmd("export --model mlp --set batch=2 --set layers=2 --train sgd -o " + train).code, 0);
+  ASSERT_EQ(
+      kiln_cmd("export --model mlp --set batch=2 --set layers=2 --train sgd -o " + train).code, 0);
   Result t = kiln_cmd("train " + train + " --steps 2 --profile");
   EXPECT_EQ(t.code, 0) << t.out;
   EXPECT_TRUE(has(t.out, "time per op (2 profiled run(s); per run):")) << t.out;
@@ -432,7 +463,8 @@ TEST(Cli, KilledSavesNeverCorruptTheFile) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     std::string now = read(target);
-    ASSERT_TRUE(now == bytes_a || now == bytes_b) << "trial " << trial << ": " << now.size() << " bytes";
+    ASSERT_TRUE(now == bytes_a || now == bytes_b)
+        << "trial " << trial << ": " << now.size() << " bytes";
     saw_b += now == bytes_b;
     EXPECT_NO_THROW(load_program(target));
   }
@@ -451,7 +483,9 @@ namespace {
 // (here on cpu:1 although it was traced for cuda:0) and saves the trained parameters.
 TEST(CliTrain, ExportTrainAndSave) {
   std::string file = tmp("mlp_train.kiln"), weights = tmp("mlp_weights.safetensors");
-  Result e = kiln_cmd("export --model mlp --set width=32 --set layers=2 --train sgd --trace-device cuda:0 -o " + file);
+  Result e = kiln_cmd(
+      "export --model mlp --set width=32 --set layers=2 --train sgd --trace-device cuda:0 -o " +
+      file);
   ASSERT_EQ(e.code, 0) << e.out;
   ExportedProgram p = read_program(file);
   EXPECT_EQ(p.signature.outputs.back().kind, OutputSpec::Kind::gradient_to_parameter);
@@ -473,17 +507,22 @@ TEST(CliTrain, ExportTrainAndSave) {
 }
 
 TEST(CliTrain, BadInputIsAClearErrorAndWritesNothing) {
-  std::string fwd = tmp("fwd.kiln"), file = tmp("train_bad.kiln"), weights = tmp("never.safetensors");
+  std::string fwd = tmp("fwd.kiln"), file = tmp("train_bad.kiln"),
+              weights = tmp("never.safetensors");
   ASSERT_EQ(kiln_cmd("export --model mlp --set width=16 --set layers=1 -o " + fwd).code, 0);
   Result no_loss = kiln_cmd("train " + fwd + " --save " + weights);
   EXPECT_EQ(no_loss.code, 1);
   EXPECT_TRUE(has(no_loss.out, "has no loss output")) << no_loss.out;
-  ASSERT_EQ(kiln_cmd("export --model mlp --set width=16 --set layers=1 --train adamw -o " + file).code, 0);
+  ASSERT_EQ(
+      kiln_cmd("export --model mlp --set width=16 --set layers=1 --train adamw -o " + file).code,
+      0);
   std::string data = tmp("bad_batch.safetensors");
   save_safetensors({{"input_0", zeros({3, 16})}, {"input_1", zeros({64, 16})}}, data);
   Result bad = kiln_cmd("train " + file + " --data " + data + " --save " + weights);
   EXPECT_EQ(bad.code, 1);
-  EXPECT_TRUE(has(bad.out, "'input_0' is f32[3, 16]@cpu:0, but the program takes f32[64, 16] batches of it")) << bad.out;
+  EXPECT_TRUE(has(bad.out,
+                  "'input_0' is f32[3, 16]@cpu:0, but the program takes f32[64, 16] batches of it"))
+      << bad.out;
   EXPECT_FALSE(std::filesystem::exists(weights));
   Result bad_opt = kiln_cmd("export --model mlp --train lbfgs -o " + file);
   EXPECT_EQ(bad_opt.code, 2) << bad_opt.out;
@@ -512,7 +551,8 @@ TEST(CliMpi, RunUnderMpirunPrintsRankZerosSummaryOnly) {
   int status = pclose(pipe);
   EXPECT_EQ(status, 0) << out;
   size_t summaries = 0;
-  for (size_t at = out.find("ran "); at != std::string::npos; at = out.find("ran ", at + 1)) ++summaries;
+  for (size_t at = out.find("ran "); at != std::string::npos; at = out.find("ran ", at + 1))
+    ++summaries;
   EXPECT_EQ(summaries, 1u) << out;
   EXPECT_TRUE(has(out, "output_0: f32[4, 4]@cpu:0")) << out;
 }
@@ -521,20 +561,23 @@ TEST(CliMpi, RunUnderMpirunPrintsRankZerosSummaryOnly) {
 // the same program saved again, or another program) is refused, never loaded as a mix.
 TEST(CliMpi, ShardsOfAnotherSaveAreRefused) {
   std::string a = tmp("tp_a.kiln"), b = tmp("tp_b.kiln");
-  std::string mpi = std::string("KILN_CPU_DEVICES=4 ASAN_OPTIONS=detect_leaks=0 timeout 120 ") + KILN_MPIEXEC +
-                    " --allow-run-as-root --oversubscribe -np 2 ";
+  std::string mpi = std::string("KILN_CPU_DEVICES=4 ASAN_OPTIONS=detect_leaks=0 timeout 120 ") +
+                    KILN_MPIEXEC + " --allow-run-as-root --oversubscribe -np 2 ";
   for (const std::string& f : {a, b}) {
     Result saved = shell(mpi + KILN_MPI_SAVE_TP + " " + f);
     ASSERT_EQ(saved.code, 0) << saved.out;
   }
   ASSERT_EQ(shell(mpi + KILN_CLI + " run " + b).code, 0);
-  std::filesystem::copy_file(a + ".shard-1-of-2", b + ".shard-1-of-2", std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(a + ".shard-1-of-2", b + ".shard-1-of-2",
+                             std::filesystem::copy_options::overwrite_existing);
   Result mixed = shell(mpi + KILN_CLI + " run " + b);
   EXPECT_NE(mixed.code, 0) << mixed.out;
   EXPECT_TRUE(has(mixed.out, "was not written by the save of " + b)) << mixed.out;
   Result show = kiln_cmd("show " + b);
   EXPECT_EQ(show.code, 0) << show.out;  // showing reads the global graph only
-  EXPECT_TRUE(has(show.out, "distributed: saved by 2 rank(s) on a mesh of shape [2] with axes [\"tp\"]")) << show.out;
+  EXPECT_TRUE(
+      has(show.out, "distributed: saved by 2 rank(s) on a mesh of shape [2] with axes [\"tp\"]"))
+      << show.out;
   EXPECT_TRUE(has(show.out, "blocks.0.attn.qkv.weight : [\"S(0)\"]")) << show.out;
   EXPECT_TRUE(has(show.out, "graph:")) << show.out;
 }
@@ -548,9 +591,10 @@ TEST(CliMpi, ARankThatNeverJoinsTheCollectivesEndsTheJob) {
   ASSERT_EQ(kiln_cmd("export --model mlp -o " + mlp).code, 0);
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto t0 = std::chrono::steady_clock::now();
-    Result r = shell(std::string("KILN_CPU_DEVICES=2 KILN_COLLECTIVE_TIMEOUT=5 ASAN_OPTIONS=detect_leaks=0 timeout 60 ") +
-                     KILN_MPIEXEC + " --allow-run-as-root --oversubscribe -np 1 " + KILN_CLI + " run " + dp +
-                     " : -np 1 " + KILN_CLI + " run " + mlp);
+    Result r = shell(std::string("KILN_CPU_DEVICES=2 KILN_COLLECTIVE_TIMEOUT=5 "
+                                 "ASAN_OPTIONS=detect_leaks=0 timeout 60 ") +
+                     KILN_MPIEXEC + " --allow-run-as-root --oversubscribe -np 1 " + KILN_CLI +
+                     " run " + dp + " : -np 1 " + KILN_CLI + " run " + mlp);
     EXPECT_NE(r.code, 0) << r.out;
     EXPECT_NE(r.code, 124) << "the job hung: " << r.out;
     EXPECT_TRUE(has(r.out, "did not complete within 5 s (KILN_COLLECTIVE_TIMEOUT)")) << r.out;
@@ -563,28 +607,34 @@ TEST(CliMpi, ARankThatNeverJoinsTheCollectivesEndsTheJob) {
 TEST(CliMpi, MalformedCollectiveTimeoutIsAnError) {
   std::string file = tmp("dp_timeout.kiln");
   ASSERT_EQ(kiln_cmd("export --model dp_linear --trace-device cuda:0 -o " + file).code, 0);
-  Result r = shell(std::string("KILN_CPU_DEVICES=2 KILN_COLLECTIVE_TIMEOUT=abc ASAN_OPTIONS=detect_leaks=0 timeout 120 ") +
-                   KILN_MPIEXEC + " -np 2 --allow-run-as-root --oversubscribe " + KILN_CLI + " run " + file +
-                   " --device-map cuda:0=cpu:0");
+  Result r = shell(std::string("KILN_CPU_DEVICES=2 KILN_COLLECTIVE_TIMEOUT=abc "
+                               "ASAN_OPTIONS=detect_leaks=0 timeout 120 ") +
+                   KILN_MPIEXEC + " -np 2 --allow-run-as-root --oversubscribe " + KILN_CLI +
+                   " run " + file + " --device-map cuda:0=cpu:0");
   EXPECT_NE(r.code, 0) << r.out;
-  EXPECT_TRUE(has(r.out, "KILN_COLLECTIVE_TIMEOUT must be a number of seconds in (0, 1e6], got 'abc'")) << r.out;
+  EXPECT_TRUE(
+      has(r.out, "KILN_COLLECTIVE_TIMEOUT must be a number of seconds in (0, 1e6], got 'abc'"))
+      << r.out;
 }
 
 // (S5) A tensor-parallel GPT saved by 2 ranks runs under `mpirun kiln run` at 2 and at
 // 4 ranks (resharded on load), rank 0 printing one summary.
 TEST(CliMpi, DistributedProgramRunsAtAnotherWorldSize) {
   std::string file = tmp("tp_gpt.kiln");
-  std::string mpi = std::string("KILN_CPU_DEVICES=4 ASAN_OPTIONS=detect_leaks=0 timeout 120 ") + KILN_MPIEXEC +
-                    " --allow-run-as-root --oversubscribe -np ";
+  std::string mpi = std::string("KILN_CPU_DEVICES=4 ASAN_OPTIONS=detect_leaks=0 timeout 120 ") +
+                    KILN_MPIEXEC + " --allow-run-as-root --oversubscribe -np ";
   Result saved = shell(mpi + "2 " + KILN_MPI_SAVE_TP + " " + file);
   ASSERT_EQ(saved.code, 0) << saved.out;
   for (const char* np : {"2", "4"}) {
     Result r = shell(mpi + np + " " + KILN_CLI + " run " + file + " --repeat 2");
     EXPECT_EQ(r.code, 0) << r.out;
     size_t summaries = 0;
-    for (size_t at = r.out.find("ran "); at != std::string::npos; at = r.out.find("ran ", at + 1)) ++summaries;
+    for (size_t at = r.out.find("ran "); at != std::string::npos; at = r.out.find("ran ", at + 1))
+      ++summaries;
     EXPECT_EQ(summaries, 1u) << r.out;
-    EXPECT_TRUE(has(r.out, std::string("on ") + np + " ranks (DeviceMesh((" + np + ",), names=('tp',)))")) << r.out;
+    EXPECT_TRUE(
+        has(r.out, std::string("on ") + np + " ranks (DeviceMesh((" + np + ",), names=('tp',)))"))
+        << r.out;
     EXPECT_TRUE(has(r.out, "output_0 (rank 0's shard): f32[2, 8, 32]@cpu:0")) << r.out;
   }
   // Outside mpirun: one rank (MPI's singleton), still resharded. (OpenMPI keeps memory
@@ -601,22 +651,26 @@ struct Job {
   std::string out;
 };
 Job run_dead_rank(const std::string& mode) {
-  std::string cmd = std::string("KILN_COLLECTIVE_TIMEOUT=3 ASAN_OPTIONS=detect_leaks=0 timeout 120 ") + KILN_MPIEXEC +
-                    " -np 2 --allow-run-as-root --oversubscribe " + KILN_MPI_DEAD_RANK + " " + mode + " 2>&1";
+  std::string cmd =
+      std::string("KILN_COLLECTIVE_TIMEOUT=3 ASAN_OPTIONS=detect_leaks=0 timeout 120 ") +
+      KILN_MPIEXEC + " -np 2 --allow-run-as-root --oversubscribe " + KILN_MPI_DEAD_RANK + " " +
+      mode + " 2>&1";
   auto t0 = std::chrono::steady_clock::now();
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
   char buf[512];
   while (size_t got = fread(buf, 1, sizeof buf, pipe)) out.append(buf, got);
   int status = pclose(pipe);
-  return {status, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), out};
+  return {status, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+          out};
 }
 
 TEST(CliMpi, DeadRankEndsTheJobWithAClearError) {
   Job died = run_dead_rank("die");
   EXPECT_NE(died.status, 0) << died.out;
   EXPECT_LT(died.seconds, 60) << died.out;
-  EXPECT_TRUE(has(died.out, "exited with non-zero status") || has(died.out, "did not complete within"))
+  EXPECT_TRUE(has(died.out, "exited with non-zero status") ||
+              has(died.out, "did not complete within"))
       << died.out;
   Job left = run_dead_rank("leave");
   EXPECT_NE(left.status, 0) << left.out;
@@ -653,7 +707,8 @@ TEST(CliShow, NamesCannotBreakThePageTheGraphOrTheTerminal) {
   EXPECT_FALSE(has(data, "<")) << "a '<' inside the embedded data";
   int scoped = 0;  // the page still reads the names as they are
   nlohmann::json shown = embedded_program(text);
-  for (const nlohmann::json& n : shown["nodes"]) scoped += n.value("scope", std::string()) == "<!--<script>\"x\\";
+  for (const nlohmann::json& n : shown["nodes"])
+    scoped += n.value("scope", std::string()) == "<!--<script>\"x\\";
   EXPECT_GT(scoped, 0);
   Result dot = kiln_cmd("show " + file + " --format dot");
   ASSERT_EQ(dot.code, 0) << dot.out;
@@ -675,7 +730,8 @@ TEST(CliShow, ExtensionOpsThisProcessLacksAreShownFromTheirSchemas) {
   kiln::testing::edit_program(file, [](nlohmann::json& p) {
     for (nlohmann::json& n : p["graph"])
       if (n["target"] == "relu") n["target"] = "kshow::my_relu";
-    p["extension_ops"] = {{{"name", "kshow::my_relu"}, {"schema", "kshow::my_relu(Tensor x) -> Tensor"},
+    p["extension_ops"] = {{{"name", "kshow::my_relu"},
+                           {"schema", "kshow::my_relu(Tensor x) -> Tensor"},
                            {"library", "libmy_relu.so"}}};
   });
   Result shown = kiln_cmd("show " + file);
@@ -683,10 +739,14 @@ TEST(CliShow, ExtensionOpsThisProcessLacksAreShownFromTheirSchemas) {
   EXPECT_TRUE(has(shown.out, "extension ops: kshow::my_relu")) << shown.out;
   EXPECT_TRUE(has(shown.out, "kshow::my_relu(%linear)")) << shown.out;
   for (const char* format : {"json", "dot", "html"})
-    EXPECT_EQ(kiln_cmd("show " + file + " --format " + format + " -o " + tmp("ext_show.out")).code, 0) << format;
+    EXPECT_EQ(kiln_cmd("show " + file + " --format " + format + " -o " + tmp("ext_show.out")).code,
+              0)
+        << format;
   Result run = kiln_cmd("run " + file);
   EXPECT_EQ(run.code, 1);
-  EXPECT_TRUE(has(run.out, "uses the extension op 'kshow::my_relu' (from libmy_relu.so), which is not registered"))
+  EXPECT_TRUE(
+      has(run.out,
+          "uses the extension op 'kshow::my_relu' (from libmy_relu.so), which is not registered"))
       << run.out;
 }
 
@@ -700,13 +760,16 @@ TEST(CliShow, MalformedNumbersNameTheFile) {
       for (nlohmann::json& n : p["graph"])
         for (nlohmann::json& a : n["args"]) {
           if (std::string(kind) == "float" && a.contains("float")) a["float"] = "abc";
-          if (std::string(kind) == "scalar" && a.contains("scalar") && a["scalar"].contains("f")) a["scalar"]["f"] = "1e";
+          if (std::string(kind) == "scalar" && a.contains("scalar") && a["scalar"].contains("f"))
+            a["scalar"]["f"] = "1e";
         }
     });
     Result r = kiln_cmd("show " + file);
     EXPECT_EQ(r.code, 1) << kind;
-    EXPECT_TRUE(has(r.out, "kiln: error: [load] " + file + ": malformed file: a number written as a string must be "
-                           "inf, -inf or nan, got '")) << r.out;
+    EXPECT_TRUE(has(r.out, "kiln: error: [load] " + file +
+                               ": malformed file: a number written as a string must be "
+                               "inf, -inf or nan, got '"))
+        << r.out;
     EXPECT_FALSE(has(r.out, "stod")) << r.out;
   }
 }
@@ -734,7 +797,8 @@ TEST(CliShow, OnlyRegularFilesAreOpened) {
 TEST(Cli, StrictOptionsAndPlainMessages) {
   std::string file = tmp("strict.kiln");
   ASSERT_EQ(kiln_cmd("export --model mlp --trace-device cuda:0 -o " + file).code, 0);
-  for (const char* map : {"cuda:0=cpu:0,", ",cuda:0=cpu:0", "cuda:0=cpu:0,,cuda:0=cpu:1", "=cpu:0", "cuda:0="}) {
+  for (const char* map :
+       {"cuda:0=cpu:0,", ",cuda:0=cpu:0", "cuda:0=cpu:0,,cuda:0=cpu:1", "=cpu:0", "cuda:0="}) {
     Result r = kiln_cmd("run " + file + " --device-map '" + map + "'");
     EXPECT_EQ(r.code, 1) << map << ": " << r.out;
     EXPECT_TRUE(has(r.out, "--device-map")) << r.out;
@@ -773,7 +837,8 @@ using namespace kiln;
 // eager run of the same schedule over the same batches.
 TEST(CliTrain, DatasetEpochsScheduleCheckpointResumeLikeEager) {
   const std::string sets = " --set layers=2 --set batch=4 --set width=8 --seed 7";
-  std::string step = tmp("tool_step.kiln"), fwd = tmp("tool_fwd.kiln"), data = tmp("tool_data.safetensors");
+  std::string step = tmp("tool_step.kiln"), fwd = tmp("tool_fwd.kiln"),
+              data = tmp("tool_data.safetensors");
   std::string ck1 = tmp("tool_ck1.safetensors"), ck2 = tmp("tool_ck2.safetensors");
   ASSERT_EQ(kiln_cmd("export --model mlp" + sets + " --train adamw -o " + step).code, 0);
   ASSERT_EQ(kiln_cmd("export --model mlp" + sets + " -o " + fwd).code, 0);
@@ -781,17 +846,20 @@ TEST(CliTrain, DatasetEpochsScheduleCheckpointResumeLikeEager) {
   const int64_t n = 10, batch = 4;  // two batches an epoch; the last two examples dropped
   Tensor xs = randn({n, 8}), ys = randn({n, 8});
   save_safetensors({{"input_0", xs}, {"input_1", ys}}, data);
-  Result first = kiln_cmd("train " + step + " --data " + data +
-                          " --epochs 2 --shuffle --seed 3 --lr 0.01 --schedule cosine --warmup 2 --save " + ck1);
+  Result first = kiln_cmd(
+      "train " + step + " --data " + data +
+      " --epochs 2 --shuffle --seed 3 --lr 0.01 --schedule cosine --warmup 2 --save " + ck1);
   ASSERT_EQ(first.code, 0) << first.out;
   EXPECT_TRUE(has(first.out, "4 step(s) (2 epoch(s) of 2 batches)")) << first.out;
-  Result more = kiln_cmd("train " + step + " --data " + data + " --epochs 3 --shuffle --seed 3 --lr 0.005 --resume " +
-                         ck1 + " --save " + ck2);
+  Result more =
+      kiln_cmd("train " + step + " --data " + data +
+               " --epochs 3 --shuffle --seed 3 --lr 0.005 --resume " + ck1 + " --save " + ck2);
   ASSERT_EQ(more.code, 0) << more.out;
   EXPECT_TRUE(has(more.out, "2 step(s) (1 epoch(s) of 2 batches)")) << more.out;
 
   // Eager: the same model, AdamW with the rate as a tensor, the same batches and rates.
-  nn::ReferenceModel ref = nn::make_reference_model("mlp", {{"layers", 2}, {"batch", 4}, {"width", 8}}, 7);
+  nn::ReferenceModel ref =
+      nn::make_reference_model("mlp", {{"layers", 2}, {"batch", 4}, {"width", 8}}, 7);
   TensorList params;
   for (auto& [name, t] : ref.module->named_parameters()) params.push_back(t);
   nn::AdamW opt(params, nn::AdamWOptions{.lr = 1e-3});
@@ -801,10 +869,14 @@ TEST(CliTrain, DatasetEpochsScheduleCheckpointResumeLikeEager) {
     std::vector<int64_t> order = epoch_order(n, true, 3, e);
     for (int64_t b = 0; b < n / batch; ++b) {
       int64_t s = e * 2 + b;
-      fill_(lr, e < 2 ? scheduled_lr({.kind = LrSchedule::Kind::cosine, .warmup = 2}, 0.01, s, 4) : 0.005);
-      Tensor rows = from_vector(std::vector<int64_t>(order.begin() + b * batch, order.begin() + (b + 1) * batch));
+      fill_(lr, e < 2 ? scheduled_lr({.kind = LrSchedule::Kind::cosine, .warmup = 2}, 0.01, s, 4)
+                      : 0.005);
+      Tensor rows = from_vector(
+          std::vector<int64_t>(order.begin() + b * batch, order.begin() + (b + 1) * batch));
       opt.zero_grad();
-      nn::mse_loss((*ref.module)(TensorList{index_select(xs, 0, rows)})[0], index_select(ys, 0, rows)).backward();
+      nn::mse_loss((*ref.module)(TensorList{index_select(xs, 0, rows)})[0],
+                   index_select(ys, 0, rows))
+          .backward();
       opt.step();
     }
   }
@@ -821,20 +893,29 @@ TEST(CliTrain, DatasetEpochsScheduleCheckpointResumeLikeEager) {
   std::string in = tmp("tool_in.safetensors"), out = tmp("tool_out.safetensors");
   Tensor x = randn({4, 8});
   save_safetensors({{"input_0", x}}, in);
-  Result run = kiln_cmd("run " + fwd + " --weights " + ck2 + " --inputs " + in + " --outputs " + out);
+  Result run =
+      kiln_cmd("run " + fwd + " --weights " + ck2 + " --inputs " + in + " --outputs " + out);
   ASSERT_EQ(run.code, 0) << run.out;
   Tensor want = (*ref.module)(TensorList{x})[0];
-  EXPECT_TRUE(kiln::testing::all_close(load_safetensors(out)[0].second, to_vector<double>(want), 1e-5, 1e-6));
+  EXPECT_TRUE(kiln::testing::all_close(load_safetensors(out)[0].second, to_vector<double>(want),
+                                       1e-5, 1e-6));
   Result partial = kiln_cmd("run " + fwd + " --weights " + data);
   EXPECT_EQ(partial.code, 1);
-  EXPECT_TRUE(has(partial.out, "lacks 4 of the program's weights: 0.weight, 0.bias, 2.weight, 2.bias")) << partial.out;
+  EXPECT_TRUE(
+      has(partial.out, "lacks 4 of the program's weights: 0.weight, 0.bias, 2.weight, 2.bias"))
+      << partial.out;
 }
 
 // Training never overwrites a program with a checkpoint, and a non-finite loss stops it
 // with the step named (nothing saved), unless --allow-nonfinite.
 TEST(CliTrain, RefusesToOverwriteProgramsAndStopsOnNonFiniteLoss) {
-  std::string step = tmp("guard_step.kiln"), data = tmp("guard_nan.safetensors"), ck = tmp("guard_ck.safetensors");
-  ASSERT_EQ(kiln_cmd("export --model mlp --set layers=1 --set batch=2 --set width=4 --train sgd -o " + step).code, 0);
+  std::string step = tmp("guard_step.kiln"), data = tmp("guard_nan.safetensors"),
+              ck = tmp("guard_ck.safetensors");
+  ASSERT_EQ(
+      kiln_cmd("export --model mlp --set layers=1 --set batch=2 --set width=4 --train sgd -o " +
+               step)
+          .code,
+      0);
   std::string before = read_file(step);
   Result over = kiln_cmd("train " + step + " --save " + step);
   EXPECT_EQ(over.code, 1);
@@ -846,14 +927,18 @@ TEST(CliTrain, RefusesToOverwriteProgramsAndStopsOnNonFiniteLoss) {
   std::remove(ck.c_str());
   Result nan = kiln_cmd("train " + step + " --data " + data + " --save " + ck);
   EXPECT_EQ(nan.code, 1);
-  EXPECT_TRUE(has(nan.out, "the loss is nan at step 1 (epoch 1, batch 1): stopped, nothing saved")) << nan.out;
+  EXPECT_TRUE(has(nan.out, "the loss is nan at step 1 (epoch 1, batch 1): stopped, nothing saved"))
+      << nan.out;
   EXPECT_FALSE(std::filesystem::exists(ck));
   Result on = kiln_cmd("train " + step + " --data " + data + " --allow-nonfinite --save " + ck);
   EXPECT_EQ(on.code, 0) << on.out;
   Result help = kiln_cmd("train --help");
   EXPECT_TRUE(has(help.out, "input_0, input_1")) << help.out;
   Result show = kiln_cmd("show " + step);
-  EXPECT_TRUE(has(show.out, "user inputs (kiln run --inputs, kiln train --data):\n  input_0 : f32[2,4]@cpu:0\n")) << show.out;
+  EXPECT_TRUE(
+      has(show.out,
+          "user inputs (kiln run --inputs, kiln train --data):\n  input_0 : f32[2,4]@cpu:0\n"))
+      << show.out;
 }
 
 }  // namespace

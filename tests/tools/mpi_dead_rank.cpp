@@ -5,10 +5,9 @@
 // what happened, never hang.
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "kiln/kiln.h"
-
-#include <string>
 
 int main(int argc, char** argv) {
   std::string mode = argc < 2 ? "die" : argv[1];
@@ -21,8 +20,10 @@ int main(int argc, char** argv) {
   }
   kiln::Tensor t = kiln::ones({4});
   try {
-    if (mode == "leave-blocking") world->all_reduce(t, kiln::dist::ReduceOp::sum, kiln::dist::Launch::blocking);
-    else world->all_reduce(t)->wait();
+    if (mode == "leave-blocking")
+      world->all_reduce(t, kiln::dist::ReduceOp::sum, kiln::dist::Launch::blocking);
+    else
+      world->all_reduce(t)->wait();
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
     return 1;

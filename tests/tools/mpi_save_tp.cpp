@@ -18,10 +18,11 @@ int main(int argc, char** argv) {
     manual_seed(1);
     nn::GPT gpt({.vocab = 32, .context = 16, .layers = 1, .heads = 2, .width = 16});
     gpt.to(device);
-    dist::parallelize_module(gpt, mesh, {{"blocks.*.attn.qkv", dist::ParallelStyle::colwise},
-                                         {"blocks.*.attn.proj", dist::ParallelStyle::rowwise},
-                                         {"blocks.*.fc", dist::ParallelStyle::colwise},
-                                         {"blocks.*.proj", dist::ParallelStyle::rowwise}});
+    dist::parallelize_module(gpt, mesh,
+                             {{"blocks.*.attn.qkv", dist::ParallelStyle::colwise},
+                              {"blocks.*.attn.proj", dist::ParallelStyle::rowwise},
+                              {"blocks.*.fc", dist::ParallelStyle::colwise},
+                              {"blocks.*.proj", dist::ParallelStyle::rowwise}});
     Tensor ids = zeros({2, 8}, {.dtype = DType::i64, .device = device});
     dist::save_distributed(gpt, {dist::distribute_tensor(ids, mesh, {dist::Replicate()})}, argv[1]);
   } catch (const Error& e) {

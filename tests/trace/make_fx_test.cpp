@@ -101,8 +101,8 @@ TEST(MakeFx, NoClobberScopeKeepsExistingNodes) {  // (T4)
 // node), written to in place, then copied into self -- the shape of a distributed
 // tensor's copy_ that redistributes first.
 Tensor& add_via_temporary_(Tensor& self, const Tensor& other) {
-  Tensor tmp = from_vector(std::vector<float>(static_cast<size_t>(self.numel()), 0.0f),
-                           self.shape().vec());
+  Tensor tmp =
+      from_vector(std::vector<float>(static_cast<size_t>(self.numel()), 0.0f), self.shape().vec());
   copy_(tmp, add(self, other));  // tmp has no node: it gets this one, scope or not
   return copy_(self, tmp);
 }
@@ -224,7 +224,8 @@ TEST(MakeFx, RoundTripEqualsEagerInBothModes) {
   std::vector<Case> cases = {
       {"mlp", mlp, {randn({8, 16}), randn({32, 16}), randn({32}), randn({4, 32})}},
       {"views", views, {randn({12})}},
-      {"batched matmul", [](const TensorList& in) { return TensorList{matmul(in[0], in[1]) * 0.5}; },
+      {"batched matmul",
+       [](const TensorList& in) { return TensorList{matmul(in[0], in[1]) * 0.5}; },
        {randn({2, 3, 4}), randn({4, 5})}},
       {"cat/split/in-place",
        [](const TensorList& in) {
@@ -273,17 +274,17 @@ TEST(MakeFx, NodeMetaKeepsDevices) {
     FakeMode fake;
     TensorList in = {empty({4, 8}, {.device = Device("cuda:0")}),
                      empty({3, 8}, {.device = Device("cuda:0")})};
-    ir::Graph g = make_fx([](const TensorList& x) { return TensorList{relu(linear(x[0], x[1]))}; },
-                          in);
+    ir::Graph g =
+        make_fx([](const TensorList& x) { return TensorList{relu(linear(x[0], x[1]))}; }, in);
     for (ir::Node* n : g.nodes())
       for (const ir::ValueMeta& m : n->meta()) EXPECT_EQ(m.device, Device("cuda:0"));
     EXPECT_NE(g.str().find("%relu : f32[4,3]@cuda:0 = relu(%linear)"), std::string::npos);
   }
   {  // a virtual CPU device, traced for real, with an explicit transfer
     TensorList in = {ones({2}, {.device = Device("cpu:1")})};
-    ir::Graph g = make_fx(
-        [](const TensorList& x) { return TensorList{to(exp(x[0]), Device("cpu:2"))}; }, in,
-        {.mode = Mode::real, .input_names = {"x"}});
+    ir::Graph g =
+        make_fx([](const TensorList& x) { return TensorList{to(exp(x[0]), Device("cpu:2"))}; }, in,
+                {.mode = Mode::real, .input_names = {"x"}});
     EXPECT_EQ(g.str(),
               "%x : f32[2]@cpu:1 = input()\n"
               "%exp : f32[2]@cpu:1 = exp(%x)\n"
@@ -298,9 +299,13 @@ TEST(MakeFx, TraceErrorsNameTheScope) {
     ScopeName inner("proj");
     return TensorList{mm(in[0], in[0])};
   };
-  expect_error([&] { make_fx(fn, {randn({2, 3})}); }, ErrorKind::shape,
-               "[mm] mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3) (while tracing "
-               "encoder.proj)");
+  expect_error(
+      [&] {
+        make_fx(fn, {randn({2, 3})});
+      },
+      ErrorKind::shape,
+      "[mm] mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3) (while tracing "
+      "encoder.proj)");
 }
 
 }  // namespace

@@ -1,23 +1,24 @@
 // The kiln command: demo, export, show, run, train. See `kiln --help` and README.md.
 // A library (kiln::cli) so that an extension can build the command with its ops in it.
+#include "kiln/cli.h"
+
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
-#include <cstdio>
-#include <filesystem>
-#include <functional>
-#include <map>
-#include <fstream>
-#include <iostream>
-#include <random>
-#include <set>
 #include <charconv>
+#include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 
-#include "kiln/cli.h"
 #include "kiln/kiln.h"
 
 extern const char kViewerHtml[];  // viewer_html.cpp, generated from viewer.html
@@ -107,7 +108,7 @@ TensorList random_inputs(const ExportedProgram& p, uint64_t seed) {
     if (p.signature.inputs[i].kind != InputSpec::Kind::user_input) continue;
     const ir::ValueMeta& m = nodes[i]->meta()[0];
     TensorOptions o{.device = m.device};
-    Tensor t = is_floating(m.dtype) ? to(randn(m.shape.vec(), o), m.dtype)
+    Tensor t = is_floating(m.dtype)   ? to(randn(m.shape.vec(), o), m.dtype)
                : m.dtype == DType::b8 ? gt(rand(m.shape.vec(), o), 0.5)
                                       : to(mul(rand(m.shape.vec(), o), 8.0), m.dtype);
     out.push_back(t);
@@ -194,7 +195,9 @@ json show_json(const ExportedProgram& p) {
   auto tensors = [](const NamedTensors& ts) {
     json a = json::array();
     for (const auto& [name, t] : ts)
-      a.push_back({{"name", name}, {"dtype", to_string(t.dtype())}, {"shape", t.shape().vec()},
+      a.push_back({{"name", name},
+                   {"dtype", to_string(t.dtype())},
+                   {"shape", t.shape().vec()},
                    {"bytes", t.numel() * static_cast<int64_t>(t.itemsize())}});
     return a;
   };
@@ -224,8 +227,10 @@ std::string show_html(const json& program) {
   // the <script> holding the data ("</script>") or open a comment there ("<!--").
   std::string data;
   for (char c : program.dump()) {
-    if (c == '<') data += "\\u003c";
-    else data += c;
+    if (c == '<')
+      data += "\\u003c";
+    else
+      data += c;
   }
   std::string page = kViewerHtml;
   const std::string slot = "/*KILN_PROGRAM_JSON*/";
@@ -271,33 +276,37 @@ std::string show_dot(const ExportedProgram& p) {
     }
   }
   auto node_line = [&](const ir::Node* n, const std::string& indent) {
-    std::string label = n->opcode() == ir::Opcode::call ? std::string(ops::op_name(n->op()))
+    std::string label = n->opcode() == ir::Opcode::call       ? std::string(ops::op_name(n->op()))
                         : n->opcode() == ir::Opcode::input    ? "input"
                         : n->opcode() == ir::Opcode::constant ? "constant"
-                                                               : "output";
+                                                              : "output";
     std::string meta = n->meta().empty() ? "" : "\\n" + n->meta()[0].str();
     size_t slot = 0;
     if (!n->meta().empty())
       slot = std::find(devices.begin(), devices.end(), n->meta()[0].device) - devices.begin();
-    return fmt::format("{}\"{}\" [label=\"%{}\\n{}{}\", fillcolor=\"{}\"];\n", indent, dot_escape(n->name()), dot_escape(n->name()),
-                       label, meta, n->meta().empty() ? "#e9ecef" : kPalette[slot % std::size(kPalette)]);
+    return fmt::format("{}\"{}\" [label=\"%{}\\n{}{}\", fillcolor=\"{}\"];\n", indent,
+                       dot_escape(n->name()), dot_escape(n->name()), label, meta,
+                       n->meta().empty() ? "#e9ecef" : kPalette[slot % std::size(kPalette)]);
   };
-  std::string s = "digraph kiln {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=monospace];\n";
+  std::string s =
+      "digraph kiln {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", "
+      "fontname=monospace];\n";
   // Clusters nest by path: a module's children are the paths one component longer.
-  std::function<void(const std::string&, const std::string&)> emit = [&](const std::string& path,
-                                                                        const std::string& indent) {
-    for (const ir::Node* n : direct[path]) s += node_line(n, indent);
-    for (const auto& [child, nodes] : direct) {
-      bool is_child = path.empty() ? !child.empty() && child.find('.') == std::string::npos
-                                   : child.size() > path.size() + 1 && child.starts_with(path + ".") &&
-                                         child.find('.', path.size() + 1) == std::string::npos;
-      if (!is_child) continue;
-      s += fmt::format("{}subgraph \"cluster_{}\" {{\n{}  label=\"{}\"; style=dashed;\n", indent, dot_escape(child), indent,
-                       dot_escape(child));
-      emit(child, indent + "  ");
-      s += indent + "}\n";
-    }
-  };
+  std::function<void(const std::string&, const std::string&)> emit =
+      [&](const std::string& path, const std::string& indent) {
+        for (const ir::Node* n : direct[path]) s += node_line(n, indent);
+        for (const auto& [child, nodes] : direct) {
+          bool is_child = path.empty()
+                              ? !child.empty() && child.find('.') == std::string::npos
+                              : child.size() > path.size() + 1 && child.starts_with(path + ".") &&
+                                    child.find('.', path.size() + 1) == std::string::npos;
+          if (!is_child) continue;
+          s += fmt::format("{}subgraph \"cluster_{}\" {{\n{}  label=\"{}\"; style=dashed;\n",
+                           indent, dot_escape(child), indent, dot_escape(child));
+          emit(child, indent + "  ");
+          s += indent + "}\n";
+        }
+      };
   emit("", "  ");
   for (const ir::Node* n : p.graph.nodes())
     for (const ir::Ref& r : n->inputs())
@@ -322,7 +331,8 @@ Task reference_task(const std::string& model, nn::ReferenceModel& ref, uint64_t 
     auto* gpt = dynamic_cast<nn::GPT*>(ref.module.get());
     int64_t vocab = gpt->config.vocab;
     const Tensor& ids = ref.example_inputs[0];
-    t.batch.push_back(to(mul(rand(ids.shape().vec(), {.device = ids.device()}), static_cast<double>(vocab)), i64));
+    t.batch.push_back(to(
+        mul(rand(ids.shape().vec(), {.device = ids.device()}), static_cast<double>(vocab)), i64));
     t.loss = [vocab](nn::Module& m, const TensorList& b) {
       return nn::cross_entropy(reshape(m(b[0]), {-1, vocab}), reshape(b[1], {-1}));
     };
@@ -357,7 +367,8 @@ size_t loss_index(const ExportedProgram& p) {
     if (s.kind == OutputSpec::Kind::loss_output) return k;
     ++k;
   }
-  fail(ErrorKind::value, "[train] the program has no loss output: export it with --train OPTIMIZER");
+  fail(ErrorKind::value,
+       "[train] the program has no loss output: export it with --train OPTIMIZER");
 }
 
 // ---- commands -----------------------------------------------------------------------
@@ -379,9 +390,10 @@ bool demo_training(const std::string& model, const std::string& trace_device, De
   for (Device d : p.devices())
     if (d != target) map.emplace_back(d, target);
   ExportedProgram q = load_program(path, map);
-  std::printf("  train   export a train step (forward, loss, backward, AdamW) traced for %s: %zu nodes, "
-              "saved, loaded onto %s   %.1f ms\n",
-              trace_device.c_str(), q.graph.size(), target.str().c_str(), ms_since(t0));
+  std::printf(
+      "  train   export a train step (forward, loss, backward, AdamW) traced for %s: %zu nodes, "
+      "saved, loaded onto %s   %.1f ms\n",
+      trace_device.c_str(), q.graph.size(), target.str().c_str(), ms_since(t0));
   TensorList batch;
   for (const Tensor& t : task.batch) batch.push_back(to(t, target));
   runtime::Executor exec(q);
@@ -392,8 +404,8 @@ bool demo_training(const std::string& model, const std::string& trace_device, De
     double loss = item<double>(exec.run(batch)[li]);
     if (s == 1 || s % 5 == 0) losses += fmt::format("{}{:.3f}", losses.empty() ? "" : " -> ", loss);
   }
-  std::printf("  steps   %d program steps on %s, loss %s   %.2f ms/step\n", steps, target.str().c_str(),
-              losses.c_str(), ms_since(t0) / steps);
+  std::printf("  steps   %d program steps on %s, loss %s   %.2f ms/step\n", steps,
+              target.str().c_str(), losses.c_str(), ms_since(t0) / steps);
 
   nn::ReferenceModel eager = nn::make_reference_model(model, {}, seed);  // the same weights
   eager.module->to(target);
@@ -409,34 +421,38 @@ bool demo_training(const std::string& model, const std::string& trace_device, De
   NamedTensors trained = trained_parameters(q);
   auto named = eager.module->named_parameters();
   for (size_t i = 0; i < trained.size() && i < named.size(); ++i)
-    diff = std::max(diff, item<double>(amax(abs(to(trained[i].second, f64) - to(named[i].second, f64)))));
+    diff = std::max(diff,
+                    item<double>(amax(abs(to(trained[i].second, f64) - to(named[i].second, f64)))));
   bool ok = trained.size() == named.size() && diff <= 1e-5;
-  std::printf("  check   max |program - eager| over the parameters after %d steps = %.3g -> %s\n", steps,
-              diff, ok ? "OK" : "MISMATCH");
+  std::printf("  check   max |program - eager| over the parameters after %d steps = %.3g -> %s\n",
+              steps, diff, ok ? "OK" : "MISMATCH");
   return ok;
 }
 
 int cmd_demo(const std::string& model, const std::string& trace_device, const std::string& device,
              uint64_t seed) {
   Device target = resolve_device(Device(device));
-  KILN_CHECK(target.type == DeviceType::meta || target.index < device_count(target.type), device,
-             "[demo] cannot run on {}: this machine has {} {} device(s); run on a local device, e.g. "
-             "--device cpu:0 (KILN_CPU_DEVICES=N gives cpu:0..cpu:N-1)",
-             target, device_count(target.type), to_string(target.type));
+  KILN_CHECK(
+      target.type == DeviceType::meta || target.index < device_count(target.type), device,
+      "[demo] cannot run on {}: this machine has {} {} device(s); run on a local device, e.g. "
+      "--device cpu:0 (KILN_CPU_DEVICES=N gives cpu:0..cpu:N-1)",
+      target, device_count(target.type), to_string(target.type));
   std::printf("kiln demo: export %s traced for %s, save, load, retarget to %s, run, compare\n",
               model.c_str(), trace_device.c_str(), target.str().c_str());
   nn::ReferenceModel ref = nn::make_reference_model(model, {}, seed);
   ref.module->eval();
 
   auto t0 = Clock::now();
-  ExportedProgram p = export_program(*ref.module, ref.example_inputs, {.device = Device(trace_device)});
+  ExportedProgram p =
+      export_program(*ref.module, ref.example_inputs, {.device = Device(trace_device)});
   double t_export = ms_since(t0);
   size_t kinds[6] = {};
   for (const InputSpec& s : p.signature.inputs) ++kinds[static_cast<int>(s.kind)];
-  std::printf("  export  %zu nodes; inputs: %zu parameters, %zu buffers, %zu user; %zu output(s); "
-              "%zu constants   %.1f ms\n",
-              p.graph.size(), kinds[0], kinds[1], kinds[4], p.signature.outputs.size(),
-              p.constants.size(), t_export);
+  std::printf(
+      "  export  %zu nodes; inputs: %zu parameters, %zu buffers, %zu user; %zu output(s); "
+      "%zu constants   %.1f ms\n",
+      p.graph.size(), kinds[0], kinds[1], kinds[4], p.signature.outputs.size(), p.constants.size(),
+      t_export);
 
   auto dir = std::filesystem::temp_directory_path() / ("kiln-demo-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -472,9 +488,10 @@ int cmd_demo(const std::string& model, const std::string& trace_device, const st
   t0 = Clock::now();
   TensorList got = exec.run(in);
   double t_run = ms_since(t0);
-  std::printf("  run     executor on %s: %d planned values in %d buffers (%s); output %s   %.2f ms\n",
-              target.str().c_str(), exec.stats().planned_values, exec.stats().buffers,
-              human_bytes(double(exec.stats().planned_bytes)).c_str(), got[0].meta_str().c_str(), t_run);
+  std::printf(
+      "  run     executor on %s: %d planned values in %d buffers (%s); output %s   %.2f ms\n",
+      target.str().c_str(), exec.stats().planned_values, exec.stats().buffers,
+      human_bytes(double(exec.stats().planned_bytes)).c_str(), got[0].meta_str().c_str(), t_run);
 
   ref.module->to(target);
   t0 = Clock::now();
@@ -507,8 +524,8 @@ int cmd_export(const std::string& model, const std::vector<std::string>& sets,
   }
   save(p, out);
   if (tty) std::fprintf(stderr, "\r");
-  std::printf("exported %s: %zu nodes, %zu state tensors (%s), devices", model.c_str(), p.graph.size(),
-              p.state.size(), human_bytes(double(bytes_of(p.state))).c_str());
+  std::printf("exported %s: %zu nodes, %zu state tensors (%s), devices", model.c_str(),
+              p.graph.size(), p.state.size(), human_bytes(double(bytes_of(p.state))).c_str());
   for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
   std::printf(" -> %s (%.1f ms)\n", out.c_str(), ms_since(t0));
   return 0;
@@ -538,9 +555,10 @@ void write_atomically(const std::string& path, const std::string& text) {
 // (S5) What a distributed program file says of its layout: the mesh it was saved for and
 // each state tensor's placements (the shards themselves are not read).
 std::string distribution_text(const json& d) {
-  std::string s = fmt::format("distributed: saved by {} rank(s) on a mesh of shape {} with axes {}\n",
-                              d.value("world", json()).dump(), d["mesh"].value("shape", json()).dump(),
-                              d["mesh"].value("names", json()).dump());
+  std::string s =
+      fmt::format("distributed: saved by {} rank(s) on a mesh of shape {} with axes {}\n",
+                  d.value("world", json()).dump(), d["mesh"].value("shape", json()).dump(),
+                  d["mesh"].value("names", json()).dump());
   if (d.contains("placements") && d["placements"].is_object())
     for (const auto& [name, placements] : d["placements"].items())
       s += fmt::format("  {} : {}\n", name, placements.dump());
@@ -550,7 +568,8 @@ std::string distribution_text(const json& d) {
 // A .pt2 archive imported, with what the import decided printed as notes on stderr.
 ImportedProgram read_pt2_noting(const std::string& file) {
   ImportedProgram imported = read_pt2(file);
-  for (const std::string& note : imported.notes) std::fprintf(stderr, "kiln: note: %s\n", note.c_str());
+  for (const std::string& note : imported.notes)
+    std::fprintf(stderr, "kiln: note: %s\n", note.c_str());
   return imported;
 }
 
@@ -563,13 +582,15 @@ ExportedProgram load_any(const std::string& file, const DeviceMap& map) {
 }
 
 int cmd_import(const std::string& file, const std::string& out) {
-  KILN_CHECK(is_pt2_file(file), value, "[import] {} is not a .pt2 archive (a zip torch.export.save writes)", file);
+  KILN_CHECK(is_pt2_file(file), value,
+             "[import] {} is not a .pt2 archive (a zip torch.export.save writes)", file);
   std::error_code ec;
-  KILN_CHECK(!std::filesystem::equivalent(file, out, ec), value, "[import] -o {} is the archive itself", out);
+  KILN_CHECK(!std::filesystem::equivalent(file, out, ec), value,
+             "[import] -o {} is the archive itself", out);
   ExportedProgram p = read_pt2_noting(file).program;
   save(p, out);
-  std::printf("imported %s -> %s (%zu nodes, %zu state tensors, %zu constants)\n", file.c_str(), out.c_str(),
-              p.graph.nodes().size(), p.state.size(), p.constants.size());
+  std::printf("imported %s -> %s (%zu nodes, %zu state tensors, %zu constants)\n", file.c_str(),
+              out.c_str(), p.graph.nodes().size(), p.state.size(), p.constants.size());
   return 0;
 }
 
@@ -599,8 +620,10 @@ int cmd_show(const std::string& file, const std::string& format, const std::stri
     text = show_text(p);
     if (!distribution.is_null()) text = distribution_text(distribution) + text;
   }
-  if (out.empty()) std::cout << text;
-  else write_atomically(out, text);
+  if (out.empty())
+    std::cout << text;
+  else
+    write_atomically(out, text);
   return 0;
 }
 
@@ -612,9 +635,11 @@ void print_profile(const runtime::Executor& exec, int runs, bool by_shapes) {
   std::printf("  time per op (%d profiled run(s); per run):\n", runs);
   std::printf("    %-30s %7s %10s %10s %7s\n", "op", "calls", "ms", "us/call", "share");
   for (const runtime::OpTime& t : table)
-    std::printf("    %-30s %7lld %10.3f %10.2f %6.1f%%%s%s\n", t.op.c_str(), static_cast<long long>(t.calls / runs),
-                t.seconds * 1e3 / runs, t.seconds * 1e6 / static_cast<double>(t.calls),
-                100.0 * t.seconds / std::max(total, 1e-12), t.inputs.empty() ? "" : "  ", t.inputs.c_str());
+    std::printf("    %-30s %7lld %10.3f %10.2f %6.1f%%%s%s\n", t.op.c_str(),
+                static_cast<long long>(t.calls / runs), t.seconds * 1e3 / runs,
+                t.seconds * 1e6 / static_cast<double>(t.calls),
+                100.0 * t.seconds / std::max(total, 1e-12), t.inputs.empty() ? "" : "  ",
+                t.inputs.c_str());
   std::printf("    %-30s %7s %10.3f\n", "total", "", total * 1e3 / runs);
 }
 
@@ -666,26 +691,35 @@ Dataset load_dataset(const ExportedProgram& p, const std::string& path) {
     for (const auto& e : std::filesystem::directory_iterator(path))
       if (e.path().extension() == ".safetensors") d.files.push_back(e.path().string());
     std::sort(d.files.begin(), d.files.end());
-    KILN_CHECK(!d.files.empty(), value, "[train] --data {}: the directory has no .safetensors batch file", path);
+    KILN_CHECK(!d.files.empty(), value,
+               "[train] --data {}: the directory has no .safetensors batch file", path);
     d.count = static_cast<int64_t>(d.files.size());
     return d;
   }
   NamedTensors given = load_safetensors(path);
   for (size_t k = 0; k < d.targets.size(); ++k) {
-    auto it = std::find_if(given.begin(), given.end(), [&](const auto& e) { return e.first == d.targets[k]; });
+    auto it = std::find_if(given.begin(), given.end(),
+                           [&](const auto& e) { return e.first == d.targets[k]; });
     const ir::ValueMeta& m = metas[k];
-    KILN_CHECK(it != given.end(), value, "[train] --data {} has no tensor '{}' (the program's user input {}: {}{})",
-               path, d.targets[k], k, to_string(m.dtype), m.shape.str());
+    KILN_CHECK(it != given.end(), value,
+               "[train] --data {} has no tensor '{}' (the program's user input {}: {}{})", path,
+               d.targets[k], k, to_string(m.dtype), m.shape.str());
     const Tensor& t = it->second;
-    bool fits = m.shape.size() > 0 && t.dim() == static_cast<int64_t>(m.shape.size()) && t.dtype() == m.dtype;
-    for (size_t i = 1; fits && i < m.shape.size(); ++i) fits = t.size(static_cast<int64_t>(i)) == m.shape[i];
+    bool fits = m.shape.size() > 0 && t.dim() == static_cast<int64_t>(m.shape.size()) &&
+                t.dtype() == m.dtype;
+    for (size_t i = 1; fits && i < m.shape.size(); ++i)
+      fits = t.size(static_cast<int64_t>(i)) == m.shape[i];
     KILN_CHECK(fits && t.size(0) >= m.shape[0], value,
-               "[train] --data {}: '{}' is {}, but the program takes {}{} batches of it: give N >= {} examples "
+               "[train] --data {}: '{}' is {}, but the program takes {}{} batches of it: give N >= "
+               "{} examples "
                "along the first dimension, each {}{}",
-               path, d.targets[k], t.meta_str(), to_string(m.dtype), m.shape.str(), m.shape.size() ? m.shape[0] : 0,
-               to_string(m.dtype), Dims(std::vector<int64_t>(m.shape.begin() + (m.shape.size() ? 1 : 0), m.shape.end())).str());
-    KILN_CHECK(k == 0 || t.size(0) == d.count, value, "[train] --data {}: '{}' has {} examples, '{}' {}", path,
-               d.targets[k], t.size(0), d.targets[0], d.count);
+               path, d.targets[k], t.meta_str(), to_string(m.dtype), m.shape.str(),
+               m.shape.size() ? m.shape[0] : 0, to_string(m.dtype),
+               Dims(std::vector<int64_t>(m.shape.begin() + (m.shape.size() ? 1 : 0), m.shape.end()))
+                   .str());
+    KILN_CHECK(k == 0 || t.size(0) == d.count, value,
+               "[train] --data {}: '{}' has {} examples, '{}' {}", path, d.targets[k], t.size(0),
+               d.targets[0], d.count);
     d.count = t.size(0);
     d.batch = m.shape[0];
     d.examples.push_back(t);
@@ -694,8 +728,10 @@ Dataset load_dataset(const ExportedProgram& p, const std::string& path) {
 }
 
 // Batch `b` of epoch order `order`, on the program's devices.
-TensorList batch_of(const ExportedProgram& p, const Dataset& d, const std::vector<int64_t>& order, int64_t b) {
-  if (!d.files.empty()) return load_inputs(p, d.files[static_cast<size_t>(order[static_cast<size_t>(b)])]);
+TensorList batch_of(const ExportedProgram& p, const Dataset& d, const std::vector<int64_t>& order,
+                    int64_t b) {
+  if (!d.files.empty())
+    return load_inputs(p, d.files[static_cast<size_t>(order[static_cast<size_t>(b)])]);
   std::vector<int64_t> rows(order.begin() + b * d.batch, order.begin() + (b + 1) * d.batch);
   Tensor index = from_vector(rows);
   TensorList out;
@@ -721,28 +757,35 @@ struct TrainArgs {
 
 int cmd_train(const TrainArgs& a) {
   KILN_CHECK(a.save_path.empty() || !is_program_file(a.save_path), value,
-             "[train] --save {} is a program file: the checkpoint would overwrite it; save to another file",
+             "[train] --save {} is a program file: the checkpoint would overwrite it; save to "
+             "another file",
              a.save_path);
   ExportedProgram p = load_program(a.file, parse_device_map(a.device_map));
   size_t li = loss_index(p);
   Tensor* lr = state_entry(p, "optimizer.lr");
   Tensor* wd = state_entry(p, "optimizer.weight_decay");
-  KILN_CHECK(lr, value, "[train] {} has no learning-rate input (exported by an older kiln): export it again", a.file);
+  KILN_CHECK(lr, value,
+             "[train] {} has no learning-rate input (exported by an older kiln): export it again",
+             a.file);
   KILN_CHECK(!a.weight_decay || wd, value,
-             "[train] {} was exported without weight decay: --weight-decay cannot add the term; export with it",
+             "[train] {} was exported without weight decay: --weight-decay cannot add the term; "
+             "export with it",
              a.file);
   if (a.weight_decay) fill_(*wd, *a.weight_decay);
   int64_t epochs_done = 0, steps_done = 0;
   if (!a.resume.empty()) {  // the whole state and the progress, checked before anything changes
     NamedTensors ckpt = load_safetensors(a.resume);
     for (auto& entry : p.state) {
-      const std::string& name = entry.first;  // (a named reference: clang 14 cannot capture bindings)
+      const std::string& name =
+          entry.first;  // (a named reference: clang 14 cannot capture bindings)
       const Tensor& t = entry.second;
-      auto it = std::find_if(ckpt.begin(), ckpt.end(), [&](const auto& e) { return e.first == name; });
-      KILN_CHECK(it != ckpt.end(), value, "[train] --resume {} has no '{}' of the program's state", a.resume, name);
+      auto it =
+          std::find_if(ckpt.begin(), ckpt.end(), [&](const auto& e) { return e.first == name; });
+      KILN_CHECK(it != ckpt.end(), value, "[train] --resume {} has no '{}' of the program's state",
+                 a.resume, name);
       KILN_CHECK(it->second.shape() == t.shape() && it->second.dtype() == t.dtype(), value,
-                 "[train] --resume {}: '{}' is {}, the program's is {}", a.resume, name, it->second.meta_str(),
-                 t.meta_str());
+                 "[train] --resume {}: '{}' is {}, the program's is {}", a.resume, name,
+                 it->second.meta_str(), t.meta_str());
     }
     for (auto& [name, t] : p.state)
       for (const auto& [key, value] : ckpt)
@@ -767,7 +810,8 @@ int cmd_train(const TrainArgs& a) {
     data = load_dataset(p, a.data);
     per_epoch = data->batches();
     epochs = a.epochs;
-    KILN_CHECK(epochs > epochs_done, value, "[train] --resume {} has done {} epoch(s) already; ask for more with --epochs",
+    KILN_CHECK(epochs > epochs_done, value,
+               "[train] --resume {} has done {} epoch(s) already; ask for more with --epochs",
                a.resume, epochs_done);
   } else {
     fixed = random_inputs(p, a.seed);
@@ -783,7 +827,8 @@ int cmd_train(const TrainArgs& a) {
     epochs_done = 0;
   }
   int64_t total = epochs * per_epoch;
-  KILN_CHECK(schedule.warmup < total, value, "[train] --warmup {} is not below the run's {} steps", schedule.warmup, total);
+  KILN_CHECK(schedule.warmup < total, value, "[train] --warmup {} is not below the run's {} steps",
+             schedule.warmup, total);
 
   runtime::Executor exec(p);
   exec.set_profiling(a.profile);
@@ -793,7 +838,9 @@ int cmd_train(const TrainArgs& a) {
   auto t0 = Clock::now();
   for (int64_t e = epochs_done; e < epochs; ++e) {
     std::vector<int64_t> order;
-    if (data) order = epoch_order(data->files.empty() ? data->count : data->batches(), a.shuffle, a.seed, e);
+    if (data)
+      order =
+          epoch_order(data->files.empty() ? data->count : data->batches(), a.shuffle, a.seed, e);
     for (int64_t b = 0; b < per_epoch; ++b) {
       int64_t step = e * per_epoch + b;
       fill_(*lr, scheduled_lr(schedule, base_lr, step, total));
@@ -806,9 +853,11 @@ int cmd_train(const TrainArgs& a) {
                  last, step + 1, e + 1, b + 1);
       if (tty) {
         double secs = ms_since(t0) / 1e3;
-        std::fprintf(stderr, "\repoch %lld/%lld step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s   ",
-                     static_cast<long long>(e + 1), static_cast<long long>(epochs), static_cast<long long>(step + 1),
-                     static_cast<long long>(total), last, item<double>(*lr), run_steps / std::max(secs, 1e-9));
+        std::fprintf(stderr,
+                     "\repoch %lld/%lld step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s   ",
+                     static_cast<long long>(e + 1), static_cast<long long>(epochs),
+                     static_cast<long long>(step + 1), static_cast<long long>(total), last,
+                     item<double>(*lr), run_steps / std::max(secs, 1e-9));
       }
     }
     steps_done = (e + 1) * per_epoch;
@@ -818,15 +867,19 @@ int cmd_train(const TrainArgs& a) {
   std::printf("trained %s on", a.file.c_str());
   for (Device d : p.devices()) std::printf(" %s", d.str().c_str());
   std::printf(": %lld step(s)", static_cast<long long>(run_steps));
-  if (data) std::printf(" (%lld epoch(s) of %lld batches)", static_cast<long long>(epochs - epochs_done),
-                        static_cast<long long>(per_epoch));
-  std::printf(", loss %.4f -> %.4f, %.1f steps/s\n", first, last, static_cast<double>(run_steps) / std::max(secs, 1e-9));
+  if (data)
+    std::printf(" (%lld epoch(s) of %lld batches)", static_cast<long long>(epochs - epochs_done),
+                static_cast<long long>(per_epoch));
+  std::printf(", loss %.4f -> %.4f, %.1f steps/s\n", first, last,
+              static_cast<double>(run_steps) / std::max(secs, 1e-9));
   if (a.profile) print_profile(exec, static_cast<int>(run_steps), a.by_shapes);
   if (!a.save_path.empty()) {  // the whole state (parameters, buffers, optimizer) and the progress
     NamedTensors ckpt = p.state;
-    ckpt.emplace_back(kProgressKey, from_vector(std::vector<int64_t>{data ? epochs : 0, data ? steps_done : run_steps}));
+    ckpt.emplace_back(kProgressKey, from_vector(std::vector<int64_t>{
+                                        data ? epochs : 0, data ? steps_done : run_steps}));
     save_safetensors(ckpt, a.save_path);  // atomic: never a partial file
-    std::printf("  saved a checkpoint (parameters, buffers, optimizer state) to %s\n", a.save_path.c_str());
+    std::printf("  saved a checkpoint (parameters, buffers, optimizer state) to %s\n",
+                a.save_path.c_str());
   }
   return 0;
 }
@@ -837,21 +890,24 @@ void load_weights(ExportedProgram& p, const std::string& path) {
   NamedTensors given = load_safetensors(path);
   std::vector<std::string> missing;
   for (const InputSpec& s : p.signature.inputs) {
-    if (s.kind != InputSpec::Kind::parameter && !(s.kind == InputSpec::Kind::buffer && s.persistent)) continue;
+    if (s.kind != InputSpec::Kind::parameter &&
+        !(s.kind == InputSpec::Kind::buffer && s.persistent))
+      continue;
     Tensor* t = state_entry(p, s.target);
-    auto it = std::find_if(given.begin(), given.end(), [&](const auto& e) { return e.first == s.target; });
+    auto it = std::find_if(given.begin(), given.end(),
+                           [&](const auto& e) { return e.first == s.target; });
     if (!t) continue;
     if (it == given.end()) {
       missing.push_back(s.target);
       continue;
     }
     KILN_CHECK(it->second.shape() == t->shape() && it->second.dtype() == t->dtype(), value,
-               "[run] --weights {}: '{}' is {}, the program's is {}", path, s.target, it->second.meta_str(),
-               t->meta_str());
+               "[run] --weights {}: '{}' is {}, the program's is {}", path, s.target,
+               it->second.meta_str(), t->meta_str());
     copy_(*t, it->second);
   }
-  KILN_CHECK(missing.empty(), value, "[run] --weights {} lacks {} of the program's weights: {}", path, missing.size(),
-             fmt::join(missing, ", "));
+  KILN_CHECK(missing.empty(), value, "[run] --weights {} lacks {} of the program's weights: {}",
+             path, missing.size(), fmt::join(missing, ", "));
 }
 
 // (C2) A program's collectives name their groups (mesh axes); bind each to the MPI world
@@ -865,7 +921,8 @@ int bind_program_groups(const ExportedProgram& p) {
       if (specs[i].name == "group")
         if (auto* s = std::get_if<Str>(&n->args()[i])) names.insert(std::string(s->view()));
   }
-  bool mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_SIZE");
+  bool mpirun =
+      std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_SIZE");
   // Under a launcher every rank joins the MPI world, collectives or not: a rank that never
   // did left the others waiting in MPI's start-up, where no collective deadline applies
   // (C4); joined, they reach their collectives and time out with an error naming them.
@@ -879,7 +936,8 @@ int bind_program_groups(const ExportedProgram& p) {
 // (S5) A distributed program under mpirun: a mesh over every rank along the saved axes
 // (one axis: all ranks; more: the saved sizes), the program lowered for this rank, seeded
 // global inputs laid out as at export; rank 0 prints the summary and its shards.
-int cmd_run_distributed(const std::string& file, const dist::SavedMesh& saved, int repeat, uint64_t seed) {
+int cmd_run_distributed(const std::string& file, const dist::SavedMesh& saved, int repeat,
+                        uint64_t seed) {
   auto world = dist::mpi_world();
   std::vector<int64_t> shape = saved.shape;
   if (shape.size() == 1) shape[0] = world->size();
@@ -892,7 +950,8 @@ int cmd_run_distributed(const std::string& file, const dist::SavedMesh& saved, i
     const ir::ValueMeta& m = loaded.input_meta[i];
     Tensor whole = is_floating(m.dtype) ? randn(m.shape.vec(), {.dtype = m.dtype})
                                         : zeros(m.shape.vec(), {.dtype = m.dtype});
-    inputs.push_back(dist::to_local(dist::distribute_tensor(whole, mesh, loaded.input_placements[i])));
+    inputs.push_back(
+        dist::to_local(dist::distribute_tensor(whole, mesh, loaded.input_placements[i])));
   }
   runtime::Executor exec(loaded.program);
   Timings times;
@@ -904,8 +963,8 @@ int cmd_run_distributed(const std::string& file, const dist::SavedMesh& saved, i
   }
   if (world->rank() != 0) return 0;
   std::printf("ran %s on %lld ranks (%s): %lld run(s), median %.3f ms\n", file.c_str(),
-              static_cast<long long>(world->size()), mesh.str().c_str(), static_cast<long long>(times.count()),
-              times.quantile(0.5));
+              static_cast<long long>(world->size()), mesh.str().c_str(),
+              static_cast<long long>(times.count()), times.quantile(0.5));
   for (size_t i = 0; i < outs.size(); ++i)
     std::printf("  output_%zu (rank 0's shard): %s\n", i, outs[i].meta_str().c_str());
   return 0;
@@ -952,12 +1011,15 @@ double peak_resident_mb() {
 }
 
 int cmd_run(const std::string& file, const std::string& device_map, const std::string& inputs_path,
-            const std::string& outputs_path, const std::string& weights, int repeat, int warmup, uint64_t seed,
-            bool profile, bool by_shapes) {
-  if (std::optional<dist::SavedMesh> saved = is_pt2_file(file) ? std::nullopt : dist::saved_mesh(file)) {
-    KILN_CHECK(inputs_path.empty() && outputs_path.empty() && device_map.empty() && weights.empty() && !profile,
+            const std::string& outputs_path, const std::string& weights, int repeat, int warmup,
+            uint64_t seed, bool profile, bool by_shapes) {
+  if (std::optional<dist::SavedMesh> saved =
+          is_pt2_file(file) ? std::nullopt : dist::saved_mesh(file)) {
+    KILN_CHECK(inputs_path.empty() && outputs_path.empty() && device_map.empty() &&
+                   weights.empty() && !profile,
                value,
-               "[run] {} is a distributed program: --inputs, --outputs, --weights, --device-map and --profile do "
+               "[run] {} is a distributed program: --inputs, --outputs, --weights, --device-map "
+               "and --profile do "
                "not apply",
                file);
     return cmd_run_distributed(file, *saved, repeat, seed);
@@ -994,12 +1056,15 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
               times.min(), times.max());
   for (size_t i = 0; i < outs.size(); ++i)
     std::printf("  output_%zu: %s\n", i, outs[i].meta_str().c_str());
-  std::printf("  memory: %.1f MB resident with the program loaded, peak %.1f MB (%.1f MB more while running)\n",
-              loaded_mb, peak_resident_mb(), std::max(0.0, peak_resident_mb() - loaded_mb));
+  std::printf(
+      "  memory: %.1f MB resident with the program loaded, peak %.1f MB (%.1f MB more while "
+      "running)\n",
+      loaded_mb, peak_resident_mb(), std::max(0.0, peak_resident_mb() - loaded_mb));
   if (profile) print_profile(exec, static_cast<int>(times.count()), by_shapes);
   if (!outputs_path.empty()) {
     NamedTensors named;
-    for (size_t i = 0; i < outs.size(); ++i) named.emplace_back("output_" + std::to_string(i), outs[i]);
+    for (size_t i = 0; i < outs.size(); ++i)
+      named.emplace_back("output_" + std::to_string(i), outs[i]);
     save_safetensors(named, outputs_path);
   }
   return 0;
@@ -1017,10 +1082,13 @@ std::string kiln::show_program(const ExportedProgram& p, std::string_view format
 
 int kiln::cli_main(int argc, char** argv) {
   // named, so usage lines say `kiln`, not the path the binary was started by
-  CLI::App app{"kiln: export tensor programs to portable graph files and run them on any device", "kiln"};
+  CLI::App app{"kiln: export tensor programs to portable graph files and run them on any device",
+               "kiln"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kiln ") + kiln::version());
-  app.footer("Exit status: 0 on success, 1 when a command fails (one line on stderr), 2 for usage errors.");
+  app.footer(
+      "Exit status: 0 on success, 1 when a command fails (one line on stderr), 2 for usage "
+      "errors.");
 
   std::string model = "gpt", trace_device = "cuda:0", device = "cpu:0", out, file, format = "text",
               device_map, inputs, outputs;
@@ -1029,22 +1097,30 @@ int kiln::cli_main(int argc, char** argv) {
   int repeat = 1, warmup = 1;
   bool train = false;
 
-  CLI::App* demo = app.add_subcommand("demo", "The main job: export a model traced for cuda:0 (fake), "
-                                              "save, load, retarget to a local device, run, compare with eager");
-  demo->add_option("--model", model, "reference model (see `kiln export --help`)")->capture_default_str();
+  CLI::App* demo =
+      app.add_subcommand("demo",
+                         "The main job: export a model traced for cuda:0 (fake), "
+                         "save, load, retarget to a local device, run, compare with eager");
+  demo->add_option("--model", model, "reference model (see `kiln export --help`)")
+      ->capture_default_str();
   demo->add_option("--trace-device", trace_device, "device to trace for")->capture_default_str();
   demo->add_option("--device", device, "device to run on")->capture_default_str();
-  demo->add_option("--seed", seed, "random seed")->check(whole_number(0, INT64_MAX))->capture_default_str();
+  demo->add_option("--seed", seed, "random seed")
+      ->check(whole_number(0, INT64_MAX))
+      ->capture_default_str();
 
   CLI::App* exp = app.add_subcommand("export", "Export a reference model to a program file");
   exp->add_option("--model", model, "reference model (listed below)")->required();
   exp->add_option("--set", sets, "model setting key=value (repeatable), e.g. --set layers=4");
   exp->add_option("--trace-device", trace_device, "device to trace for (fake tensors)");
-  exp->add_option("--seed", seed, "random seed of the weights and example inputs")->check(whole_number(0, INT64_MAX));
+  exp->add_option("--seed", seed, "random seed of the weights and example inputs")
+      ->check(whole_number(0, INT64_MAX));
   std::string optimizer;
-  exp->add_option("--train", optimizer,
-                  "without a value: export the forward in training mode (e.g. BatchNorm updates its "
-                  "statistics); sgd, adam, adamw, rmsprop or adagrad: export a whole train step (forward, loss, backward, update)")
+  exp->add_option(
+         "--train", optimizer,
+         "without a value: export the forward in training mode (e.g. BatchNorm updates its "
+         "statistics); sgd, adam, adamw, rmsprop or adagrad: export a whole train step (forward, "
+         "loss, backward, update)")
       ->expected(0, 1)
       ->check(CLI::IsMember({"", "sgd", "adamw", "adam", "rmsprop", "adagrad"}));
   exp->add_option("-o,--output", out, "program file to write")->required();
@@ -1052,31 +1128,39 @@ int kiln::cli_main(int argc, char** argv) {
 
   CLI::App* show = app.add_subcommand("show", "Print a program: signature, devices, sizes, graph");
   show->add_option("file", file, "program file, or a .pt2 archive (imported first)")->required();
-  show->add_option("--format", format, "text, json, dot or html (one self-contained page: the graph by "
-                                      "module, searchable)")
+  show->add_option("--format", format,
+                   "text, json, dot or html (one self-contained page: the graph by "
+                   "module, searchable)")
       ->check(CLI::IsMember({"text", "json", "dot", "html"}));
   show->add_option("-o,--output", out, "write to this file instead of stdout");
 
-  CLI::App* trn = app.add_subcommand("train", "Train with a train-step program (kiln export --train OPTIMIZER)");
+  CLI::App* trn = app.add_subcommand(
+      "train", "Train with a train-step program (kiln export --train OPTIMIZER)");
   TrainArgs targs;
   std::string weights;
   trn->add_option("file", targs.file, "train-step program file")->required();
-  trn->add_option("--data", targs.data,
-                  "the dataset: a safetensors file holding each user input (input_0, input_1, ...: `kiln show` "
-                  "lists them with their batch shapes) with N >= batch examples along the first dimension, cut "
-                  "into batches (a last partial batch is dropped); or a directory of .safetensors files, one "
-                  "batch each. Without it: one seeded synthetic batch fitted --steps times");
-  trn->add_option("--epochs", targs.epochs, "passes over --data (with --resume: the total to reach)")
+  trn->add_option(
+      "--data", targs.data,
+      "the dataset: a safetensors file holding each user input (input_0, input_1, ...: `kiln show` "
+      "lists them with their batch shapes) with N >= batch examples along the first dimension, cut "
+      "into batches (a last partial batch is dropped); or a directory of .safetensors files, one "
+      "batch each. Without it: one seeded synthetic batch fitted --steps times");
+  trn->add_option("--epochs", targs.epochs,
+                  "passes over --data (with --resume: the total to reach)")
       ->check(whole_number(1, INT_MAX))
       ->capture_default_str();
-  trn->add_flag("--shuffle", targs.shuffle, "a new order of the examples (or batch files) each epoch, from --seed");
+  trn->add_flag("--shuffle", targs.shuffle,
+                "a new order of the examples (or batch files) each epoch, from --seed");
   trn->add_option("--steps", targs.steps, "without --data: steps on the synthetic batch")
       ->check(whole_number(1, INT_MAX))
       ->capture_default_str();
-  trn->add_option("--lr", targs.lr, "base learning rate (default: the one exported)")->check(CLI::NonNegativeNumber);
-  trn->add_option("--weight-decay", targs.weight_decay, "weight decay (for a program exported with one)")
+  trn->add_option("--lr", targs.lr, "base learning rate (default: the one exported)")
       ->check(CLI::NonNegativeNumber);
-  trn->add_option("--schedule", targs.schedule, "learning rate per step: constant, cosine (to 0) or linear (to 0)")
+  trn->add_option("--weight-decay", targs.weight_decay,
+                  "weight decay (for a program exported with one)")
+      ->check(CLI::NonNegativeNumber);
+  trn->add_option("--schedule", targs.schedule,
+                  "learning rate per step: constant, cosine (to 0) or linear (to 0)")
       ->check(CLI::IsMember({"constant", "cosine", "linear"}))
       ->capture_default_str();
   trn->add_option("--warmup", targs.warmup, "steps of linear warm-up before the schedule")
@@ -1084,17 +1168,23 @@ int kiln::cli_main(int argc, char** argv) {
       ->capture_default_str();
   trn->add_option("--device-map", targs.device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
   trn->add_option("--save", targs.save_path,
-                  "write a checkpoint (parameters, buffers, optimizer state, progress) to this safetensors file "
-                  "(atomically; never over a program file); `kiln train --resume` and `kiln run --weights` read it");
+                  "write a checkpoint (parameters, buffers, optimizer state, progress) to this "
+                  "safetensors file "
+                  "(atomically; never over a program file); `kiln train --resume` and `kiln run "
+                  "--weights` read it");
   trn->add_option("--resume", targs.resume, "continue from a checkpoint --save wrote");
-  trn->add_flag("--allow-nonfinite", targs.allow_nonfinite, "go on when the loss is NaN or infinite (default: stop)");
-  trn->add_flag("--profile", targs.profile, "print the time per op (each op timed, its device synchronized after it)");
+  trn->add_flag("--allow-nonfinite", targs.allow_nonfinite,
+                "go on when the loss is NaN or infinite (default: stop)");
+  trn->add_flag("--profile", targs.profile,
+                "print the time per op (each op timed, its device synchronized after it)");
   trn->add_flag("--profile-shapes", targs.by_shapes, "with --profile: per op and input shapes");
   trn->add_option("--seed", targs.seed, "seed of the shuffling and of the synthetic batch")
       ->check(whole_number(0, INT64_MAX));
 
-  CLI::App* imp = app.add_subcommand("import", "Import a PyTorch program (a .pt2 archive torch.export.save wrote) "
-                                               "as a kiln program file");
+  CLI::App* imp =
+      app.add_subcommand("import",
+                         "Import a PyTorch program (a .pt2 archive torch.export.save wrote) "
+                         "as a kiln program file");
   imp->add_option("file", file, ".pt2 archive")->required();
   imp->add_option("-o,--output", out, "program file to write")->required();
 
@@ -1102,14 +1192,22 @@ int kiln::cli_main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "Run a program on this machine's devices");
   run->add_option("file", file, "program file, or a .pt2 archive (imported first)")->required();
   run->add_option("--device-map", device_map, "OLD=NEW[,OLD=NEW...], e.g. cuda:0=cpu:1");
-  run->add_option("--inputs", inputs, "safetensors file with input_0, input_1, ... (`kiln show` lists them)");
-  run->add_option("--weights", weights, "load the parameters and buffers from a safetensors file (a `kiln train "
-                                        "--save` checkpoint, or tensors by module name)");
-  run->add_option("--outputs", outputs, "write the outputs (output_0, ...) to this safetensors file");
+  run->add_option("--inputs", inputs,
+                  "safetensors file with input_0, input_1, ... (`kiln show` lists them)");
+  run->add_option("--weights", weights,
+                  "load the parameters and buffers from a safetensors file (a `kiln train "
+                  "--save` checkpoint, or tensors by module name)");
+  run->add_option("--outputs", outputs,
+                  "write the outputs (output_0, ...) to this safetensors file");
   run->add_option("--repeat", repeat, "number of runs to time")->check(whole_number(1, INT_MAX));
-  run->add_option("--warmup", warmup, "untimed runs first")->check(whole_number(0, INT_MAX))->capture_default_str();
-  run->add_option("--seed", seed, "seed of the generated inputs")->check(whole_number(0, INT64_MAX));
-  run->add_flag("--profile", profile, "print the time per op of the timed runs (each op timed, its device synchronized after it)");
+  run->add_option("--warmup", warmup, "untimed runs first")
+      ->check(whole_number(0, INT_MAX))
+      ->capture_default_str();
+  run->add_option("--seed", seed, "seed of the generated inputs")
+      ->check(whole_number(0, INT64_MAX));
+  run->add_flag(
+      "--profile", profile,
+      "print the time per op of the timed runs (each op timed, its device synchronized after it)");
   run->add_flag("--profile-shapes", by_shapes, "with --profile: per op and input shapes");
 
   try {
@@ -1117,7 +1215,8 @@ int kiln::cli_main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // --help and --version succeed; usage errors are 2
   }
-  if (exp->parsed() && trace_device == "cuda:0" && !exp->count("--trace-device")) trace_device.clear();
+  if (exp->parsed() && trace_device == "cuda:0" && !exp->count("--trace-device"))
+    trace_device.clear();
   try {
     if (demo->parsed()) return cmd_demo(model, trace_device, device, seed);
     if (exp->parsed()) {
@@ -1131,7 +1230,8 @@ int kiln::cli_main(int argc, char** argv) {
     if (show->parsed()) return cmd_show(file, format, out);
     if (imp->parsed()) return cmd_import(file, out);
     if (run->parsed())
-      return cmd_run(file, device_map, inputs, outputs, weights, repeat, warmup, seed, profile || by_shapes, by_shapes);
+      return cmd_run(file, device_map, inputs, outputs, weights, repeat, warmup, seed,
+                     profile || by_shapes, by_shapes);
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
     return 1;

@@ -25,13 +25,15 @@ void convert_scalar(const S* src, D* dst, int64_t i, int64_t n) {
 [[KILN_TARGET_AVX512]] void half_to_float_avx512(const Half* s, float* d, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(d + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
+    _mm512_storeu_ps(d + i,
+                     _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i))));
   convert_scalar(s, d, i, n);
 }
 [[KILN_TARGET_AVX2]] void half_to_float_avx2(const Half* s, float* d, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+    _mm256_storeu_ps(d + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
   convert_scalar(s, d, i, n);
 }
 [[KILN_TARGET_AVX512]] void float_to_half_avx512(const float* s, Half* d, int64_t n) {

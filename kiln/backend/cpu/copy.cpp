@@ -22,7 +22,8 @@ void copy_typed(const Tensor& dst, const Tensor& src) {
                       if constexpr (std::is_same_v<D, S>) {
                         std::memcpy(dp, sp, n * sizeof(D));
                       } else if constexpr (requires { convert_dense(sp, dp, n); }) {
-                        convert_dense(sp, dp, n);  // float <-> f16/bf16: F16C (Note [Portable kernels])
+                        convert_dense(sp, dp,
+                                      n);  // float <-> f16/bf16: F16C (Note [Portable kernels])
                       } else {
                         with_best_isa([&] {
                           for (int64_t i = 0; i < n; ++i) dp[i] = convert<D>(sp[i]);
@@ -69,8 +70,9 @@ Tensor contiguous(const Tensor& t) {
 
 void k_copy_(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& dst = outs[0];
-  backend::copy_overlapping(dst, c.args.tensor(1), copy_into,
-                            [&](const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); });
+  backend::copy_overlapping(dst, c.args.tensor(1), copy_into, [&](const Tensor& t) {
+    return empty(t.shape(), t.dtype(), t.device());
+  });
 }
 
 void fill(const Tensor& t, const Scalar& v) {
@@ -80,8 +82,10 @@ void fill(const Tensor& t, const Scalar& v) {
     for_each_run<1>(t.shape(), {t.strides()}, {t.offset()},
                     [&](int64_t n, std::array<int64_t, 1> off, std::array<int64_t, 1> st) {
                       T* q = p + off[0];
-                      if (st[0] == 1) std::fill(q, q + n, value);
-                      else for (int64_t i = 0; i < n; ++i) q[i * st[0]] = value;
+                      if (st[0] == 1)
+                        std::fill(q, q + n, value);
+                      else
+                        for (int64_t i = 0; i < n; ++i) q[i * st[0]] = value;
                     });
   });
 }
@@ -119,8 +123,10 @@ void k_arange(const OpCall& c, std::span<Tensor> outs) {
   KILN_DISPATCH_ALL(out.dtype(), "arange", {
     T* p = out.data<T>();
     for (int64_t i = 0; i < out.numel(); ++i) {
-      if (integral) p[i] = convert<T>(istart + i * istep);
-      else p[i] = convert<T>(start + static_cast<double>(i) * step);
+      if (integral)
+        p[i] = convert<T>(istart + i * istep);
+      else
+        p[i] = convert<T>(start + static_cast<double>(i) * step);
     }
   });
 }
@@ -132,8 +138,7 @@ void fill_random(const OpCall& c, const Tensor& out) {
   std::lock_guard lock(g.mutex());
   KILN_DISPATCH_ALL(out.dtype(), Normal ? "randn" : "rand", {
     T* p = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i)
-      p[i] = convert<T>(Normal ? g.normal() : g.uniform());
+    for (int64_t i = 0; i < out.numel(); ++i) p[i] = convert<T>(Normal ? g.normal() : g.uniform());
   });
 }
 }  // namespace

@@ -81,7 +81,8 @@ bool any_zero(const Tensor& t) {
   for_each_run<1>(t.shape(), {t.strides()}, {t.offset()},
                   [&](int64_t n, std::array<int64_t, 1> off, std::array<int64_t, 1> st) {
                     for (int64_t i = 0; i < n; ++i)
-                      if (p[off[0] + i * st[0]] == T(0)) return zero.store(true, std::memory_order_relaxed);
+                      if (p[off[0] + i * st[0]] == T(0))
+                        return zero.store(true, std::memory_order_relaxed);
                   });
   return zero.load();
 }
@@ -104,7 +105,8 @@ struct Staged {
 // The half types, dense: blocks converted to float on the stack, computed, converted
 // back, so an f16 op reads and writes f16 once instead of going through f32 tensors.
 inline bool dense_half_case(const Tensor& out, std::initializer_list<const Tensor*> ins) {
-  if ((out.dtype() != DType::f16 && out.dtype() != DType::bf16) || !out.is_contiguous()) return false;
+  if ((out.dtype() != DType::f16 && out.dtype() != DType::bf16) || !out.is_contiguous())
+    return false;
   for (const Tensor* t : ins)
     if (t->dtype() != out.dtype() || t->shape() != out.shape() || !t->is_contiguous()) return false;
   return true;
@@ -152,8 +154,10 @@ template <typename T, typename F>
 void map_unary(const Tensor& dst, const Tensor& x, bool half, F f) {
   if constexpr (std::is_same_v<T, float>) {
     if (half) {
-      if (x.dtype() == DType::f16) half_unary<Half>(dst, x, f);
-      else half_unary<BFloat16>(dst, x, f);
+      if (x.dtype() == DType::f16)
+        half_unary<Half>(dst, x, f);
+      else
+        half_unary<BFloat16>(dst, x, f);
       return;
     }
   }

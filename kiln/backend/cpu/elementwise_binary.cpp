@@ -17,7 +17,8 @@ void k_bitwise(const OpCall& c, std::span<Tensor> outs) {
     if constexpr (std::is_integral_v<T>) {
       Tensor ta = cast(c.args.tensor(0), out.dtype());
       if (op == OpKind::bitwise_not)
-        return unary_loop<T, T>(out, ta, [](T x) { return backend::bitwise_of<T>(OpKind::bitwise_not, x, x); });
+        return unary_loop<T, T>(
+            out, ta, [](T x) { return backend::bitwise_of<T>(OpKind::bitwise_not, x, x); });
       Tensor tb = cast(c.args.tensor(1), out.dtype());
       binary_loop<T, T>(out, ta, tb, [op](T x, T y) { return backend::bitwise_of(op, x, y); });
     }
@@ -38,8 +39,10 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
     auto apply = [&](auto f) {
       if constexpr (std::is_same_v<T, float>) {
         if (half) {
-          if (a.dtype() == DType::f16) half_binary<Half>(s.dst, a, b, f);
-          else half_binary<BFloat16>(s.dst, a, b, f);
+          if (a.dtype() == DType::f16)
+            half_binary<Half>(s.dst, a, b, f);
+          else
+            half_binary<BFloat16>(s.dst, a, b, f);
           return;
         }
       }
@@ -55,9 +58,7 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
         } else if (alpha == T(1) && !sub) {
           apply([](T x, T y) -> T { return backend::wrap_add(x, y); });
         } else if (alpha == T(1)) {
-          apply([](T x, T y) -> T {
-            return backend::wrap_add(x, backend::wrap_mul(T(-1), y));
-          });
+          apply([](T x, T y) -> T { return backend::wrap_add(x, backend::wrap_mul(T(-1), y)); });
         } else {
           T k = sub ? backend::wrap_mul(T(-1), alpha) : alpha;
           apply([k](T x, T y) -> T { return backend::wrap_add(x, backend::wrap_mul(k, y)); });
@@ -65,8 +66,10 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
         return;
       }
       case OpKind::mul:
-        if constexpr (is_bool) apply([](T x, T y) -> T { return x && y; });
-        else apply([](T x, T y) -> T { return backend::wrap_mul(x, y); });
+        if constexpr (is_bool)
+          apply([](T x, T y) -> T { return x && y; });
+        else
+          apply([](T x, T y) -> T { return backend::wrap_mul(x, y); });
         return;
       case OpKind::div:
         if constexpr (std::is_floating_point_v<T>) {
@@ -79,7 +82,8 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
           apply([](T x, T y) -> T { return std::pow(x, y); });
         else if constexpr (is_bool)
           apply([](T x, T y) -> T { return x || !y; });
-        else apply([](T x, T y) -> T { return backend::int_pow(x, y); });
+        else
+          apply([](T x, T y) -> T { return backend::int_pow(x, y); });
         return;
       case OpKind::maximum:
         apply([](T x, T y) -> T {
@@ -100,10 +104,14 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
       case OpKind::floor_divide:
         if constexpr (!is_bool) {
           if constexpr (std::is_integral_v<T>)
-            KILN_CHECK(!any_zero<T>(b), value, "[{}] integer division by zero (ZeroDivisionError)", c.op);
-          if (c.op == OpKind::remainder) apply([](T x, T y) -> T { return backend::remainder_of(x, y); });
-          else if (c.op == OpKind::fmod) apply([](T x, T y) -> T { return backend::fmod_of(x, y); });
-          else apply([](T x, T y) -> T { return backend::floor_divide_of(x, y); });
+            KILN_CHECK(!any_zero<T>(b), value, "[{}] integer division by zero (ZeroDivisionError)",
+                       c.op);
+          if (c.op == OpKind::remainder)
+            apply([](T x, T y) -> T { return backend::remainder_of(x, y); });
+          else if (c.op == OpKind::fmod)
+            apply([](T x, T y) -> T { return backend::fmod_of(x, y); });
+          else
+            apply([](T x, T y) -> T { return backend::floor_divide_of(x, y); });
           return;
         }
         break;

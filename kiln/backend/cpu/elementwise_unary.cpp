@@ -26,8 +26,10 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         return;
       case OpKind::abs:
         apply([](T v) -> T {
-          if constexpr (std::is_unsigned_v<T> || std::is_same_v<T, bool>) return v;
-          else return v < 0 ? -v : v;
+          if constexpr (std::is_unsigned_v<T> || std::is_same_v<T, bool>)
+            return v;
+          else
+            return v < 0 ? -v : v;
         });
         return;
       case OpKind::relu:
@@ -35,12 +37,18 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         return;
       case OpKind::sign:  // of NaN: 0, as PyTorch's
         apply([](T v) -> T {
-          if constexpr (std::is_same_v<T, bool>) return v;
-          else if constexpr (std::is_unsigned_v<T>) return static_cast<T>(v > T(0));
-          else return static_cast<T>((T(0) < v) - (v < T(0)));
+          if constexpr (std::is_same_v<T, bool>)
+            return v;
+          else if constexpr (std::is_unsigned_v<T>)
+            return static_cast<T>(v > T(0));
+          else
+            return static_cast<T>((T(0) < v) - (v < T(0)));
         });
         return;
-      case OpKind::floor: case OpKind::ceil: case OpKind::round: case OpKind::trunc:
+      case OpKind::floor:
+      case OpKind::ceil:
+      case OpKind::round:
+      case OpKind::trunc:
         if constexpr (!fp) {  // integers are whole already (bool is refused by meta)
           apply([](T v) { return v; });
           return;
@@ -96,9 +104,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
               return v * vsigmoid(k2 * (v + T(0.044715) * v * v * v));
             });
           } else {
-            apply([](T v) {
-              return T(0.5) * v * (T(1) + verf(v * T(0.70710678118654752440)));
-            });
+            apply([](T v) { return T(0.5) * v * (T(1) + verf(v * T(0.70710678118654752440))); });
           }
           return;
         default: break;
@@ -122,7 +128,8 @@ void k_clamp(const OpCall& c, std::span<Tensor> outs) {
   auto run = [&]<typename T>(T*) {
     T lo = has_lo ? scalar_as<T>(c.args.scalar(1)) : T(0);
     T hi = has_hi ? scalar_as<T>(c.args.scalar(2)) : T(0);
-    map_unary<T>(s.dst, x, half, [=](T v) { return backend::clamp_value(v, has_lo, lo, has_hi, hi); });
+    map_unary<T>(s.dst, x, half,
+                 [=](T v) { return backend::clamp_value(v, has_lo, lo, has_hi, hi); });
   };
   KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
   s.finish();
@@ -170,7 +177,8 @@ void k_threshold_backward(const OpCall& c, std::span<Tensor> outs) {
       T th = static_cast<T>(threshold);  // defined for any double (inf, NaN)
       binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) { return v <= th ? T(0) : gv; });
     } else {  // compared as doubles: a threshold outside T's range converts to nothing
-      binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) { return static_cast<double>(v) <= threshold ? T(0) : gv; });
+      binary_loop<T, T>(s.dst, g, x,
+                        [=](T gv, T v) { return static_cast<double>(v) <= threshold ? T(0) : gv; });
     }
   };
   KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
@@ -197,7 +205,8 @@ void k_special(const OpCall& c, std::span<Tensor> outs) {
     if constexpr (std::is_floating_point_v<T>) {
       if (binary) {
         const Tensor& b = cast_ref(c.args.tensor(1), cd, tb);
-        binary_loop<T, T>(s.dst, a, b, [code](T x, T y) { return backend::special_binary_of(code, x, y); });
+        binary_loop<T, T>(s.dst, a, b,
+                          [code](T x, T y) { return backend::special_binary_of(code, x, y); });
       } else {
         unary_loop<T, T>(s.dst, a, [code](T x) { return backend::special_unary_of(code, x); });
       }

@@ -105,8 +105,10 @@ void k_scatter_add(const OpCall& c, std::span<Tensor> outs) {
         to += (d == dim ? ip[lin] : pos[d]) * out.strides()[d];
         so += pos[d] * src.strides()[d];
       }
-      if constexpr (std::is_same_v<T, bool>) dst[to] = dst[to] || from[so];
-      else dst[to] = static_cast<T>(dst[to] + from[so]);
+      if constexpr (std::is_same_v<T, bool>)
+        dst[to] = dst[to] || from[so];
+      else
+        dst[to] = static_cast<T>(dst[to] + from[so]);
       for (int64_t d = rank; d-- > 0;) {
         if (++pos[d] < idx.shape()[d]) break;
         pos[d] = 0;

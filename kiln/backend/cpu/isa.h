@@ -49,8 +49,10 @@ struct VectorWidth {
 /** f(VectorWidth<Bytes>{}) when f takes the width, else f(). */
 template <int Bytes, typename F>
 inline void call_with_width(F& f) {
-  if constexpr (std::is_invocable_v<F&, VectorWidth<Bytes>>) f(VectorWidth<Bytes>{});
-  else f();
+  if constexpr (std::is_invocable_v<F&, VectorWidth<Bytes>>)
+    f(VectorWidth<Bytes>{});
+  else
+    f();
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)

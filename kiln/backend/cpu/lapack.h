@@ -18,6 +18,7 @@ void eigh(const T* a, T* w, T* v, int64_t batch, int64_t n, char uplo, const cha
 /** `batch` m x n matrices a = U diag(S) Vh with k = min(m, n): u [batch, m, full ? m : k],
  * s [batch, k] (descending), vh [batch, full ? n : k, n]. */
 template <typename T>
-void svd(const T* a, T* u, T* s, T* vh, int64_t batch, int64_t m, int64_t n, bool full, const char* op);
+void svd(const T* a, T* u, T* s, T* vh, int64_t batch, int64_t m, int64_t n, bool full,
+         const char* op);
 
 }  // namespace kiln::cpu::lapack

@@ -46,10 +46,14 @@ const EnvLibrary& env_library() {
     EnvLibrary r;
     const char* env = std::getenv("KILN_GEMM");
     if (!env || !*env) return r;
-    if (std::strcmp(env, "openblas") == 0) r.library = GemmLibrary::openblas;
-    else if (std::strcmp(env, "onednn") == 0 && onednn_available()) r.library = GemmLibrary::onednn;
-    else if (std::strcmp(env, "onednn") == 0) r.error = "KILN_GEMM=onednn, but this kiln was built without oneDNN";
-    else r.error = fmt::format("KILN_GEMM must be 'openblas' or 'onednn', got '{}'", env);
+    if (std::strcmp(env, "openblas") == 0)
+      r.library = GemmLibrary::openblas;
+    else if (std::strcmp(env, "onednn") == 0 && onednn_available())
+      r.library = GemmLibrary::onednn;
+    else if (std::strcmp(env, "onednn") == 0)
+      r.error = "KILN_GEMM=onednn, but this kiln was built without oneDNN";
+    else
+      r.error = fmt::format("KILN_GEMM must be 'openblas' or 'onednn', got '{}'", env);
     return r;
   }();
   return e;
@@ -78,7 +82,8 @@ constexpr int64_t kOneDnnMinWorkNarrowBlas = 32 * 32 * 32;
 bool openblas_has_fma_kernels() {
   static const bool wide = [] {
     std::string core = openblas_get_corename();
-    std::transform(core.begin(), core.end(), core.begin(), [](unsigned char c) { return std::tolower(c); });
+    std::transform(core.begin(), core.end(), core.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
     for (const char* family : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
       if (core == family) return true;
     __builtin_cpu_init();
@@ -141,7 +146,8 @@ void naive_gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
     for (int64_t j = 0; j < m; ++j) {
       T acc = T(0);
       for (int64_t p = 0; p < k; ++p)
-        acc += pa[i * a.strides()[0] + p * a.strides()[1]] * pb[p * b.strides()[0] + j * b.strides()[1]];
+        acc += pa[i * a.strides()[0] + p * a.strides()[1]] *
+               pb[p * b.strides()[0] + j * b.strides()[1]];
       T& dst = pc[i * c.strides()[0] + j * c.strides()[1]];
       dst = static_cast<T>(beta == 0 ? alpha * acc : beta * dst + alpha * acc);
     }
@@ -172,7 +178,8 @@ void check_gemm_environment() {
 // multiply-adds (0.64-0.82x of the time), up to 64 rows when the depth is at least 512
 // (0.79-0.94x); fewer rows, or more, lose or gain nothing.
 bool short_product_pays(int64_t n, int64_t m, int64_t k) {
-  return n >= 16 && n <= 64 && m >= 4 * n && n * m * k >= (int64_t{1} << 22) && (n <= 32 || k >= 512);
+  return n >= 16 && n <= 64 && m >= 4 * n && n * m * k >= (int64_t{1} << 22) &&
+         (n <= 32 || k >= 512);
 }
 
 using Floats16 = float __attribute__((vector_size(64)));  // one tile row
@@ -184,13 +191,16 @@ void swap_blocks(Floats16& r0, Floats16& r1) {
   Floats16 lo, hi;
   if constexpr (B == 8) {
     lo = __builtin_shufflevector(r0, r1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-    hi = __builtin_shufflevector(r0, r1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    hi = __builtin_shufflevector(r0, r1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30,
+                                 31);
   } else if constexpr (B == 4) {
     lo = __builtin_shufflevector(r0, r1, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
-    hi = __builtin_shufflevector(r0, r1, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    hi =
+        __builtin_shufflevector(r0, r1, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
   } else if constexpr (B == 2) {
     lo = __builtin_shufflevector(r0, r1, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
-    hi = __builtin_shufflevector(r0, r1, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    hi =
+        __builtin_shufflevector(r0, r1, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
   } else {
     lo = __builtin_shufflevector(r0, r1, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
     hi = __builtin_shufflevector(r0, r1, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
@@ -207,7 +217,8 @@ void transpose_level(Floats16 (&r)[16]) {
 
 // c[i, j] = t[j, i] (+ bias[j]) for t dense [m, n] and c with contiguous rows: whole
 // 16 x 16 tiles transposed in vector registers, the edges element by element.
-void transpose_into(float* c, int64_t ldc, const float* t, int64_t n, int64_t m, const float* bias) {
+void transpose_into(float* c, int64_t ldc, const float* t, int64_t n, int64_t m,
+                    const float* bias) {
   constexpr int64_t kTile = 16;
   parallel_for((m + kTile - 1) / kTile, kTile * n, [&](int64_t lo, int64_t hi) {
     with_best_isa([&] {
@@ -219,7 +230,8 @@ void transpose_into(float* c, int64_t ldc, const float* t, int64_t n, int64_t m,
           int64_t ie = std::min(n, it + kTile);
           if (je - jt == kTile && ie - it == kTile) {
             Floats16 r[16];
-            for (int64_t j = 0; j < kTile; ++j) std::memcpy(&r[j], t + (jt + j) * n + it, sizeof(Floats16));
+            for (int64_t j = 0; j < kTile; ++j)
+              std::memcpy(&r[j], t + (jt + j) * n + it, sizeof(Floats16));
             transpose_level<8>(r);
             transpose_level<4>(r);
             transpose_level<2>(r);
@@ -231,7 +243,8 @@ void transpose_into(float* c, int64_t ldc, const float* t, int64_t n, int64_t m,
             continue;
           }
           for (int64_t i = it; i < ie; ++i)
-            for (int64_t j = jt; j < je; ++j) c[i * ldc + j] = bias ? t[j * n + i] + bias[j] : t[j * n + i];
+            for (int64_t j = jt; j < je; ++j)
+              c[i * ldc + j] = bias ? t[j * n + i] + bias[j] : t[j * n + i];
         }
       }
     });
@@ -239,7 +252,8 @@ void transpose_into(float* c, int64_t ldc, const float* t, int64_t n, int64_t m,
 }
 
 // c = beta * c + alpha * a @ b (+ bias), with c's rows contiguous.
-void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta, const Tensor& bias) {
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta,
+          const Tensor& bias) {
   int64_t n = a.shape()[0], k = a.shape()[1], m = b.shape()[1];
   if (n == 0 || m == 0) return;
   DType d = c.dtype();
@@ -263,7 +277,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
       return;
     }
     KILN_CHECK(d != DType::b8, unsupported, "[mm] does not support dtype bool on cpu");
-    KILN_DISPATCH_COMPUTE(d, "mm", if constexpr (!std::is_same_v<T, bool>) naive_gemm<T>(a, b, c, alpha, beta));
+    KILN_DISPATCH_COMPUTE(
+        d, "mm", if constexpr (!std::is_same_v<T, bool>) naive_gemm<T>(a, b, c, alpha, beta));
     return;
   }
   if (k == 0) {  // an empty sum: c = beta * c (zeros for beta 0, as PyTorch), no library call
@@ -282,8 +297,10 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
       MatrixBatch at = matrix_of(A), bt = matrix_of(B);
       std::swap(at.row_stride, at.col_stride);
       std::swap(bt.row_stride, bt.col_stride);
-      onednn_matmul(1, m, n, k, bt, at, {t.data<float>(), 0, n, 1}, static_cast<float>(alpha), 0.0f);
-      transpose_into(c.data<float>(), ldc, t.data<float>(), n, m, bias.defined() ? bias.data<float>() : nullptr);
+      onednn_matmul(1, m, n, k, bt, at, {t.data<float>(), 0, n, 1}, static_cast<float>(alpha),
+                    0.0f);
+      transpose_into(c.data<float>(), ldc, t.data<float>(), n, m,
+                     bias.defined() ? bias.data<float>() : nullptr);
       return;
     }
     onednn_matmul(1, n, m, k, matrix_of(A), matrix_of(B), {c.data<float>(), 0, ldc, 1},
@@ -298,8 +315,8 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
     cblas_sgemm(CblasRowMajor, ta, tb, n, m, k, static_cast<float>(alpha), A.t.data<float>(), A.ld,
                 B.t.data<float>(), B.ld, static_cast<float>(beta), c.data<float>(), ldc);
   else
-    cblas_dgemm(CblasRowMajor, ta, tb, n, m, k, alpha, A.t.data<double>(), A.ld,
-                B.t.data<double>(), B.ld, beta, c.data<double>(), ldc);
+    cblas_dgemm(CblasRowMajor, ta, tb, n, m, k, alpha, A.t.data<double>(), A.ld, B.t.data<double>(),
+                B.ld, beta, c.data<double>(), ldc);
 }
 
 namespace {
@@ -339,13 +356,14 @@ MatrixBatch batch_of(const Tensor& t) {
 // when it takes the product, else a GEMM per matrix.
 void gemm_batched(const Tensor& a, const Tensor& b, const Tensor& c) {
   int64_t nb = a.shape()[0], n = a.shape()[1], k = a.shape()[2], m = b.shape()[2];
-  if (nb > 1 && k > 0 && c.dtype() == DType::f32 && use_onednn(n, m, k) && blockwise(a) && blockwise(b) &&
-      c.strides()[2] == 1) {
+  if (nb > 1 && k > 0 && c.dtype() == DType::f32 && use_onednn(n, m, k) && blockwise(a) &&
+      blockwise(b) && c.strides()[2] == 1) {
     blas_handle(DeviceType::cpu).begin_use();  // (D5), as gemm
     onednn_matmul(nb, n, m, k, batch_of(a), batch_of(b), batch_of(c), 1.0f, 0.0f);
     return;
   }
-  for (int64_t i = 0; i < nb; ++i) gemm(batch_slice(a, i), batch_slice(b, i), batch_slice(c, i), 1.0, 0.0);
+  for (int64_t i = 0; i < nb; ++i)
+    gemm(batch_slice(a, i), batch_slice(b, i), batch_slice(c, i), 1.0, 0.0);
 }
 
 }  // namespace
@@ -387,7 +405,8 @@ void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
   int64_t in = w.shape()[1], outf = w.shape()[0], rows = backend::linear_rows(x);
   Tensor g2 = mat(contiguous(c.args.tensor(0)), rows, outf);
   gemm(g2, w, mat(outs[0], rows, in), 1.0, 0.0);
-  gemm(make_view(g2, Dims{outf, rows}, Dims{1, outf}, g2.offset()), mat(contiguous(x), rows, in), outs[1], 1.0, 0.0);
+  gemm(make_view(g2, Dims{outf, rows}, Dims{1, outf}, g2.offset()), mat(contiguous(x), rows, in),
+       outs[1], 1.0, 0.0);
   DType cd = compute_dtype(g2.dtype());
   Tensor gc = cast(g2, cd);  // g2 is dense
   Tensor db = empty(Dims{outf}, DType::f64, x.device());
@@ -439,10 +458,13 @@ void k_matmul(const OpCall& c, std::span<Tensor> outs) {
     int64_t r = t.shape()[t.dim() - 2], c = t.shape()[t.dim() - 1];
     bool whole_batch = t.dim() - 2 == static_cast<int64_t>(batch.size()) &&
                        std::equal(batch.begin(), batch.end(), t.shape().begin());
-    if (whole_batch && t.is_contiguous()) return make_view(t, Dims{nb, r, c}, Dims{r * c, c, 1}, t.offset());
+    if (whole_batch && t.is_contiguous())
+      return make_view(t, Dims{nb, r, c}, Dims{r * c, c, 1}, t.offset());
     if (whole_batch && transposed_contiguous(t))  // backward's transposes: column-major matrices
       return make_view(t, Dims{nb, r, c}, Dims{r * c, 1, r}, t.offset());
-    auto fresh = [](const Dims& shape, const Tensor& like) { return empty(shape, like.dtype(), like.device()); };
+    auto fresh = [](const Dims& shape, const Tensor& like) {
+      return empty(shape, like.dtype(), like.device());
+    };
     int64_t d = t.dim();
     if (t.strides()[d - 1] != 1 && t.strides()[d - 2] == 1 && c > 1) {
       // Column-major matrices (a strided head transposed: k^T of a fused qkv): copied as
@@ -450,7 +472,8 @@ void k_matmul(const OpCall& c, std::span<Tensor> outs) {
       Dims shape = t.shape(), strides = t.strides();
       std::swap(shape[d - 1], shape[d - 2]);
       std::swap(strides[d - 1], strides[d - 2]);
-      Tensor dt = backend::dense_batch(make_view(t, shape, strides, t.offset()), batch, fresh, copy_into);
+      Tensor dt =
+          backend::dense_batch(make_view(t, shape, strides, t.offset()), batch, fresh, copy_into);
       return make_view(dt, Dims{nb, r, c}, Dims{r * c, 1, r}, dt.offset());
     }
     return backend::dense_batch(t, batch, fresh, copy_into);

@@ -101,20 +101,29 @@ template <typename D, typename S>
 inline D convert(S s) {
   constexpr bool s_half = std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>;
   constexpr bool d_half = std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>;
-  if constexpr (std::is_same_v<D, S>) return s;
-  else if constexpr (s_half) return convert<D>(static_cast<float>(s));
-  else if constexpr (d_half) return D(static_cast<float>(s));
-  else if constexpr (std::is_same_v<D, bool>) return s != S(0);
-  else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) return float_to_int<D>(s);
-  else return static_cast<D>(s);
+  if constexpr (std::is_same_v<D, S>)
+    return s;
+  else if constexpr (s_half)
+    return convert<D>(static_cast<float>(s));
+  else if constexpr (d_half)
+    return D(static_cast<float>(s));
+  else if constexpr (std::is_same_v<D, bool>)
+    return s != S(0);
+  else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>)
+    return float_to_int<D>(s);
+  else
+    return static_cast<D>(s);
 }
 
 /** A Scalar as element type T. */
 template <typename T>
 inline T scalar_as(const Scalar& s) {
-  if constexpr (std::is_same_v<T, bool>) return s.to_bool();
-  else if constexpr (std::is_integral_v<T>) return static_cast<T>(s.to_int());
-  else return convert<T>(s.to_double());
+  if constexpr (std::is_same_v<T, bool>)
+    return s.to_bool();
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(s.to_int());
+  else
+    return convert<T>(s.to_double());
 }
 
 inline DType compute_dtype(DType d) { return d == DType::f16 || d == DType::bf16 ? DType::f32 : d; }
@@ -138,37 +147,37 @@ Tensor contiguous(const Tensor& t);
 }  // namespace kiln::cpu
 
 // Runs the statement with `T` bound to the C++ type of a compute dtype.
-#define KILN_CASE(D, ...)                  \
-  case ::kiln::DType::D: {                 \
+#define KILN_CASE(D, ...)                              \
+  case ::kiln::DType::D: {                             \
     using T = ::kiln::CppType<::kiln::DType::D>::type; \
-    __VA_ARGS__;                           \
-    break;                                 \
+    __VA_ARGS__;                                       \
+    break;                                             \
   }
-#define KILN_DISPATCH_FLOAT(dtype, op, ...)                                                  \
-  switch (dtype) {                                                                           \
-    KILN_CASE(f32, __VA_ARGS__)                                                              \
-    KILN_CASE(f64, __VA_ARGS__)                                                              \
-    default:                                                                                 \
-      ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", \
-                   op, dtype);                                                               \
+#define KILN_DISPATCH_FLOAT(dtype, op, ...)                                                     \
+  switch (dtype) {                                                                              \
+    KILN_CASE(f32, __VA_ARGS__)                                                                 \
+    KILN_CASE(f64, __VA_ARGS__)                                                                 \
+    default:                                                                                    \
+      ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", op, \
+                   dtype);                                                                      \
   }
 // The integral and bool cases shared by the dispatchers below.
-#define KILN_INTEGRAL_CASES(...)  \
-  KILN_CASE(i64, __VA_ARGS__)     \
-  KILN_CASE(i32, __VA_ARGS__)     \
-  KILN_CASE(i16, __VA_ARGS__)     \
-  KILN_CASE(i8, __VA_ARGS__)      \
-  KILN_CASE(u8, __VA_ARGS__)      \
+#define KILN_INTEGRAL_CASES(...) \
+  KILN_CASE(i64, __VA_ARGS__)    \
+  KILN_CASE(i32, __VA_ARGS__)    \
+  KILN_CASE(i16, __VA_ARGS__)    \
+  KILN_CASE(i8, __VA_ARGS__)     \
+  KILN_CASE(u8, __VA_ARGS__)     \
   KILN_CASE(b8, __VA_ARGS__)
 // Every dtype arithmetic runs in (no half types: see compute_dtype).
-#define KILN_DISPATCH_COMPUTE(dtype, op, ...)                                                  \
-  switch (dtype) {                                                                             \
-    KILN_CASE(f32, __VA_ARGS__)                                                                \
-    KILN_CASE(f64, __VA_ARGS__)                                                                \
-    KILN_INTEGRAL_CASES(__VA_ARGS__)                                                           \
-    default:                                                                                   \
-      ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", \
-                   op, dtype);                                                                 \
+#define KILN_DISPATCH_COMPUTE(dtype, op, ...)                                                   \
+  switch (dtype) {                                                                              \
+    KILN_CASE(f32, __VA_ARGS__)                                                                 \
+    KILN_CASE(f64, __VA_ARGS__)                                                                 \
+    KILN_INTEGRAL_CASES(__VA_ARGS__)                                                            \
+    default:                                                                                    \
+      ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] does not support dtype {} on cpu", op, \
+                   dtype);                                                                      \
   }
 // Every dtype (storage-level work: copies, fills, gathers).
 #define KILN_DISPATCH_ALL(dtype, op, ...) \

@@ -78,7 +78,8 @@ struct CachedMatmul {
   std::unordered_map<int, dnnl::memory> args;
 };
 
-CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const MatrixBatch& b, const MatrixBatch& c) {
+CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const MatrixBatch& b,
+                         const MatrixBatch& c) {
   dnnl::engine& eng = cpu_engine();
   auto ad = desc_of(key.batch, key.n, key.k, a), bd = desc_of(key.batch, key.k, key.m, b),
        cd = desc_of(key.batch, key.n, key.m, c);
@@ -96,13 +97,19 @@ CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const Matri
   // broadcast it into c first, and no read of c by the product).
   dnnl::memory::desc biasd;
   if (key.bias)
-    biasd = key.batch == 1 ? dnnl::memory::desc({1, key.m}, dnnl::memory::data_type::f32, {key.m, 1})
-                           : dnnl::memory::desc({1, 1, key.m}, dnnl::memory::data_type::f32, {key.m, key.m, 1});
-  dnnl::matmul::primitive_desc pd(key.bias ? dnnl::matmul::desc(ad, bd, biasd, cd) : dnnl::matmul::desc(ad, bd, cd),
-                                  attr, eng);
+    biasd =
+        key.batch == 1
+            ? dnnl::memory::desc({1, key.m}, dnnl::memory::data_type::f32, {key.m, 1})
+            : dnnl::memory::desc({1, 1, key.m}, dnnl::memory::data_type::f32, {key.m, key.m, 1});
+  dnnl::matmul::primitive_desc pd(
+      key.bias ? dnnl::matmul::desc(ad, bd, biasd, cd) : dnnl::matmul::desc(ad, bd, cd), attr, eng);
   dnnl::memory::desc sd = pd.scratchpad_desc();
-  auto unbound = [&](const dnnl::memory::desc& d) { return dnnl::memory(d, eng, DNNL_MEMORY_NONE); };
-  CachedMatmul made{key, dnnl::matmul(pd), sd.get_size(),
+  auto unbound = [&](const dnnl::memory::desc& d) {
+    return dnnl::memory(d, eng, DNNL_MEMORY_NONE);
+  };
+  CachedMatmul made{key,
+                    dnnl::matmul(pd),
+                    sd.get_size(),
                     {{DNNL_ARG_SRC, unbound(ad)},
                      {DNNL_ARG_WEIGHTS, unbound(bd)},
                      {DNNL_ARG_DST, unbound(cd)},
@@ -122,8 +129,9 @@ CachedMatmul& matmul_for(const MatmulKey& key, const MatrixBatch& a, const Matri
   auto& cache = t_matmuls;
   for (size_t i = cache.size(); i-- > 0;)
     if (cache[i].key == key) {
-      if (i + 1 != cache.size()) std::rotate(cache.begin() + static_cast<std::ptrdiff_t>(i),
-                                             cache.begin() + static_cast<std::ptrdiff_t>(i) + 1, cache.end());
+      if (i + 1 != cache.size())
+        std::rotate(cache.begin() + static_cast<std::ptrdiff_t>(i),
+                    cache.begin() + static_cast<std::ptrdiff_t>(i) + 1, cache.end());
       return cache.back();
     }
   CachedMatmul made = make_matmul(key, a, b, c);
@@ -140,11 +148,17 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
   dnnl::engine& eng = cpu_engine();
   // A stream is not thread-safe; one per host thread (a CPU stream is only a handle).
   thread_local dnnl::stream stream(eng);
-  MatmulKey key{batch, n, m, k,
+  MatmulKey key{batch,
+                n,
+                m,
+                k,
                 {a.batch_stride, a.row_stride, a.col_stride},
                 {b.batch_stride, b.row_stride, b.col_stride},
                 {c.batch_stride, c.row_stride, c.col_stride},
-                alpha, beta, bias != nullptr, kernel_threads()};
+                alpha,
+                beta,
+                bias != nullptr,
+                kernel_threads()};
   if (batch == 1) key.a[0] = key.b[0] = key.c[0] = 0;  // not part of a 2-d layout
   try {
     CachedMatmul& mm = matmul_for(key, a, b, c);
@@ -174,8 +188,8 @@ bool onednn_available() { return false; }
 
 void onednn_warm_up() {}
 
-void onednn_matmul(int64_t, int64_t, int64_t, int64_t, MatrixBatch, MatrixBatch, MatrixBatch,
-                   float, float, const float*) {
+void onednn_matmul(int64_t, int64_t, int64_t, int64_t, MatrixBatch, MatrixBatch, MatrixBatch, float,
+                   float, const float*) {
   fail(ErrorKind::internal, "[mm] this kiln was built without oneDNN");
 }
 

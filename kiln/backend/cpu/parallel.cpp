@@ -95,7 +95,8 @@ void run_parallel(int threads, int64_t n, ChunkFn fn, void* ctx) {
       if (t != 0) {  // Note [Threads on a shared machine]
         auto off_core = (Clock::now() - wall0) - std::chrono::nanoseconds(thread_cpu_ns() - cpu0);
         if (off_core > kStraggler)
-          g_serial_until.store((Clock::now() + kSerialFor).time_since_epoch().count(), std::memory_order_relaxed);
+          g_serial_until.store((Clock::now() + kSerialFor).time_since_epoch().count(),
+                               std::memory_order_relaxed);
       }
     }
   }

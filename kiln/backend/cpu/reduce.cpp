@@ -33,7 +33,9 @@ Rows to_rows(const Tensor& x, const std::vector<bool>& reduced, DType dtype) {
 // to_rows lays out the input's, in the compute dtype). A row kernel's outputs are fresh:
 // they never share memory with its inputs (the executor's plan keeps them apart; only
 // elementwise ops may write over their input, Note [Outputs in their input's buffer]).
-bool direct_rows(const Tensor& out, DType compute) { return out.dtype() == compute && out.is_contiguous(); }
+bool direct_rows(const Tensor& out, DType compute) {
+  return out.dtype() == compute && out.is_contiguous();
+}
 
 template <typename T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
@@ -53,7 +55,8 @@ GradRows grad_rows(const OpCall& c, const Tensor& out) {
   int64_t d = wrap_dim(c.args.i64(2), t.dim(), op_name(c.op));
   DType cd = compute_dtype(t.dtype());
   std::vector<bool> reduced = only_dim(t.dim(), d);
-  GradRows r{to_rows(c.args.tensor(0), reduced, cd), to_rows(t, reduced, cd), moved_last(out, d), Tensor()};
+  GradRows r{to_rows(c.args.tensor(0), reduced, cd), to_rows(t, reduced, cd), moved_last(out, d),
+             Tensor()};
   r.res = direct_rows(r.dst, cd) ? r.dst : empty(r.t.data.shape(), cd, t.device());
   return r;
 }
@@ -71,7 +74,8 @@ void sum_leading(const Tensor& x, int64_t rows, bool mean, T* o) {
     with_best_isa([&] {
       for (int64_t i = 0; i < rows; ++i) {
         const T* row = p + i * cols;
-        for (int64_t j = c0; j < c1; ++j) acc[j] = backend::wrap_add(acc[j], static_cast<Acc<T>>(row[j]));
+        for (int64_t j = c0; j < c1; ++j)
+          acc[j] = backend::wrap_add(acc[j], static_cast<Acc<T>>(row[j]));
       }
     });
   });
@@ -99,10 +103,11 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "sum");
   DType cd = compute_dtype(out.dtype());
-  Tensor dst = out.dtype() == cd && out.is_contiguous() ? out : empty(out.shape(), cd, out.device());
+  Tensor dst =
+      out.dtype() == cd && out.is_contiguous() ? out : empty(out.shape(), cd, out.device());
   bool mean = c.op == OpKind::mean;
-  if (int64_t rows = leading_rows(self, rd.reduced); rows > 0 && self.is_contiguous() &&
-                                                     self.dtype() == cd && self.numel() > 0) {
+  if (int64_t rows = leading_rows(self, rd.reduced);
+      rows > 0 && self.is_contiguous() && self.dtype() == cd && self.numel() > 0) {
     KILN_DISPATCH_COMPUTE(cd, c.op, sum_leading<T>(self, rows, mean, dst.data<T>()));
     if (!dst.is_same(out)) copy_into(out, dst);
     return;
@@ -117,7 +122,8 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
         with_best_isa([&](auto width) {
           for (int64_t i = b; i < e; ++i) {
             const T* row = p + i * r.inner;  // T is float (the branch compiles for every T)
-            double acc = row_sum<float, width.bytes>(r.inner, [&](int64_t j) { return static_cast<float>(row[j]); });
+            double acc = row_sum<float, width.bytes>(
+                r.inner, [&](int64_t j) { return static_cast<float>(row[j]); });
             o[i] = static_cast<T>(mean ? acc / static_cast<double>(r.inner) : acc);
           }
         });
@@ -125,9 +131,12 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
         for (int64_t i = b; i < e; ++i) {
           Acc<T> acc = 0;
           const T* row = p + i * r.inner;
-          for (int64_t j = 0; j < r.inner; ++j) acc = backend::wrap_add(acc, static_cast<Acc<T>>(row[j]));
-          if (mean) o[i] = static_cast<T>(static_cast<double>(acc) / static_cast<double>(r.inner));
-          else o[i] = static_cast<T>(acc);
+          for (int64_t j = 0; j < r.inner; ++j)
+            acc = backend::wrap_add(acc, static_cast<Acc<T>>(row[j]));
+          if (mean)
+            o[i] = static_cast<T>(static_cast<double>(acc) / static_cast<double>(r.inner));
+          else
+            o[i] = static_cast<T>(acc);
         }
       }
     });
@@ -170,8 +179,10 @@ void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
   bool argmax = c.op == OpKind::argmax;
   bool is_max = c.op != OpKind::min;
   std::vector<bool> reduced;
-  if (argmax && c.args.is_none(1)) reduced.assign(self.dim(), true);
-  else reduced = only_dim(self.dim(), wrap_dim(c.args.i64(1), self.dim(), op_name(c.op).data()));
+  if (argmax && c.args.is_none(1))
+    reduced.assign(self.dim(), true);
+  else
+    reduced = only_dim(self.dim(), wrap_dim(c.args.i64(1), self.dim(), op_name(c.op).data()));
   DType cd = compute_dtype(self.dtype());
   Rows r = to_rows(self, reduced, cd);
   Tensor values = empty(Dims{r.outer}, cd, self.device());
@@ -199,7 +210,8 @@ void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
       }
     });
   });
-  if (!argmax) copy_into(outs[0], make_view(values, outs[0].shape(), contiguous_strides(outs[0].shape()), 0));
+  if (!argmax)
+    copy_into(outs[0], make_view(values, outs[0].shape(), contiguous_strides(outs[0].shape()), 0));
 }
 
 // sort and topk, row by row: the row's positions ordered by value, ties by position (so
@@ -214,7 +226,8 @@ void k_sort(const OpCall& c, std::span<Tensor> outs) {
   int64_t n = r.inner;
   int64_t k = topk && self.dim() ? c.args.i64(1) : n;
   Tensor values = moved_last(outs[0], d), indices = moved_last(outs[1], d);
-  Tensor vres = empty(values.shape(), cd, self.device()), ires = empty(indices.shape(), DType::i64, self.device());
+  Tensor vres = empty(values.shape(), cd, self.device()),
+         ires = empty(indices.shape(), DType::i64, self.device());
   KILN_DISPATCH_COMPUTE(cd, c.op, {
     const T* p = r.data.data<T>();
     T* vo = vres.data<T>();
@@ -228,8 +241,10 @@ void k_sort(const OpCall& c, std::span<Tensor> outs) {
           if (backend::sorts_before(row[x], row[y], descending)) return true;
           return !backend::sorts_before(row[y], row[x], descending) && x < y;
         };
-        if (k < n) std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
-        else std::sort(order.begin(), order.end(), before);
+        if (k < n)
+          std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+        else
+          std::sort(order.begin(), order.end(), before);
         for (int64_t j = 0; j < k; ++j) {
           vo[i * k + j] = row[order[static_cast<size_t>(j)]];
           io[i * k + j] = order[static_cast<size_t>(j)];
@@ -256,7 +271,8 @@ void k_prod(const OpCall& c, std::span<Tensor> outs) {
       for (int64_t i = b; i < e; ++i) {
         Acc<T> acc = 1;
         const T* row = p + i * r.inner;
-        for (int64_t j = 0; j < r.inner; ++j) acc = backend::wrap_mul(acc, static_cast<Acc<T>>(row[j]));
+        for (int64_t j = 0; j < r.inner; ++j)
+          acc = backend::wrap_mul(acc, static_cast<Acc<T>>(row[j]));
         o[i] = static_cast<T>(acc);
       }
     });
@@ -299,7 +315,8 @@ void k_cumextreme(const OpCall& c, std::span<Tensor> outs) {
   int64_t d = wrap_dim(c.args.i64(1), self.dim(), op_name(c.op));
   DType cd = compute_dtype(self.dtype());
   Rows r = to_rows(self, only_dim(self.dim(), d), cd);
-  Tensor values = empty(r.data.shape(), cd, self.device()), indices = empty(r.data.shape(), DType::i64, self.device());
+  Tensor values = empty(r.data.shape(), cd, self.device()),
+         indices = empty(r.data.shape(), DType::i64, self.device());
   bool is_max = c.op == OpKind::cummax;
   KILN_DISPATCH_COMPUTE(cd, c.op, {
     const T* p = r.data.data<T>();
@@ -339,7 +356,8 @@ void k_cumprod_backward(const OpCall& c, std::span<Tensor> outs) {
         T* orow = o + i * n;
         double after = 0;  // R_{j+1}
         for (int64_t j = n - 1; j >= 0; --j) {
-          after = (j + 1 < n ? after * static_cast<double>(xr[j + 1]) : 0.0) + static_cast<double>(gr[j]);
+          after = (j + 1 < n ? after * static_cast<double>(xr[j + 1]) : 0.0) +
+                  static_cast<double>(gr[j]);
           orow[j] = static_cast<T>(after);
         }
         double before = 1;
@@ -435,7 +453,8 @@ void k_softmax_backward(const OpCall& c, std::span<Tensor> outs) {
             T s = static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return gr[j]; }));
             for (int64_t j = 0; j < n; ++j) orow[j] = gr[j] - vexp(yr[j]) * s;
           } else {
-            T s = static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return gr[j] * yr[j]; }));
+            T s = static_cast<T>(
+                row_sum<T, width.bytes>(n, [&](int64_t j) { return gr[j] * yr[j]; }));
             for (int64_t j = 0; j < n; ++j) orow[j] = yr[j] * (gr[j] - s);
           }
         }
@@ -468,8 +487,11 @@ void k_layer_norm(const OpCall& c, std::span<Tensor> outs) {
         for (int64_t i = lo; i < hi; ++i) {
           const T* row = p + i * n;
           T* orow = o + i * n;
-          T mean = rms ? T(0) : static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return row[j]; }) / dn);
-          double ss = row_sum<T, width.bytes>(n, [&](int64_t j) { return (row[j] - mean) * (row[j] - mean); });
+          T mean = rms ? T(0)
+                       : static_cast<T>(
+                             row_sum<T, width.bytes>(n, [&](int64_t j) { return row[j]; }) / dn);
+          double ss = row_sum<T, width.bytes>(
+              n, [&](int64_t j) { return (row[j] - mean) * (row[j] - mean); });
           T inv = T(1) / std::sqrt(T(ss / dn) + eps);
           if (pw && pb)
             for (int64_t j = 0; j < n; ++j) orow[j] = (row[j] - mean) * inv * pw[j] + pb[j];
@@ -526,11 +548,16 @@ void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
             T* sg = scaled.data();
             for (int64_t j = 0; j < n; ++j) sg[j] = pw ? gr[j] * pw[j] : gr[j];
             auto gh = [&](int64_t j) { return sg[j]; };
-            T mean = static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return xr[j]; }) / dn);
-            double ss = row_sum<T, width.bytes>(n, [&](int64_t j) { return (xr[j] - mean) * (xr[j] - mean); });
+            T mean =
+                static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return xr[j]; }) / dn);
+            double ss = row_sum<T, width.bytes>(
+                n, [&](int64_t j) { return (xr[j] - mean) * (xr[j] - mean); });
             T rstd = T(1) / std::sqrt(T(ss / dn) + eps);
             T m1 = static_cast<T>(row_sum<T, width.bytes>(n, gh) / dn);
-            T m2 = static_cast<T>(row_sum<T, width.bytes>(n, [&](int64_t j) { return gh(j) * ((xr[j] - mean) * rstd); }) / dn);
+            T m2 =
+                static_cast<T>(row_sum<T, width.bytes>(
+                                   n, [&](int64_t j) { return gh(j) * ((xr[j] - mean) * rstd); }) /
+                               dn);
             for (int64_t j = 0; j < n; ++j) {
               T xhat = (xr[j] - mean) * rstd;
               orow[j] = rstd * (gh(j) - m1 - xhat * m2);
@@ -543,7 +570,8 @@ void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
     });
   });
   if (dx.impl() != outs[0].impl()) copy_into(outs[0], dx);
-  Tensor dw = empty(outs[1].shape(), DType::f64, x.device()), db = empty(outs[2].shape(), DType::f64, x.device());
+  Tensor dw = empty(outs[1].shape(), DType::f64, x.device()),
+         db = empty(outs[2].shape(), DType::f64, x.device());
   double *pw = dw.data<double>(), *pb = db.data<double>();
   std::fill(pw, pw + n, 0.0);
   std::fill(pb, pb + n, 0.0);

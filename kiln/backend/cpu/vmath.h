@@ -21,8 +21,11 @@ inline float exp_in_range(float c) {
   float f = c - n * 0.693359375f;
   f = f - n * -2.12194440e-4f;  // |f| <= ln2 / 2
   // e^f by Taylor to degree 7: error < 5e-9 relative on [-ln2/2, ln2/2].
-  float p = 1.0f + f * (1.0f + f * (0.5f + f * (1.0f / 6 + f * (1.0f / 24 + f * (1.0f / 120 +
-                 f * (1.0f / 720 + f * (1.0f / 5040)))))));
+  float p =
+      1.0f +
+      f * (1.0f + f * (0.5f + f * (1.0f / 6 +
+                                   f * (1.0f / 24 +
+                                        f * (1.0f / 120 + f * (1.0f / 720 + f * (1.0f / 5040)))))));
   return p * std::bit_cast<float>(static_cast<int32_t>(static_cast<int32_t>(n) + 127) << 23);
 }
 
@@ -55,8 +58,9 @@ inline float erf_tail_exp(float x) { return exp_in_range(x > -87.3f ? x : -87.3f
 inline float fast_erf(float x) {
   float a = std::fabs(x);
   float t = 1.0f / (1.0f + 0.3275911f * a);
-  float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
-               t * (-1.453152027f + t * 1.061405429f))));
+  float poly =
+      t * (0.254829592f +
+           t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
   float y = 1.0f - poly * erf_tail_exp(-a * a);  // a NaN x: poly is NaN
   return std::copysign(y, x);
 }
@@ -67,8 +71,9 @@ inline float fast_erf(float x) {
 inline float fast_gelu_derivative(float x) {
   float a = std::fabs(x) * 0.70710678118654752f;
   float t = 1.0f / (1.0f + 0.3275911f * a);
-  float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
-               t * (-1.453152027f + t * 1.061405429f))));
+  float poly =
+      t * (0.254829592f +
+           t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
   float e = fast_exp_nonpositive(-a * a);  // exp(-x^2 / 2); a NaN x: t and poly are NaN
   float erf_x = std::copysign(1.0f - poly * e, x);
   return 0.5f * (1.0f + erf_x) + x * e * 0.39894228040143268f;
@@ -82,8 +87,12 @@ inline float fast_tanh(float x) {
   float y = 2.0f * c;
   float a = y < 0 ? -y : y;
   // expm1 on |y| < 0.5 by Taylor to degree 8 (remainder < 6e-9 relative).
-  float small = y * (1.0f + y * (0.5f + y * (1.0f / 6 + y * (1.0f / 24 + y * (1.0f / 120 +
-                y * (1.0f / 720 + y * (1.0f / 5040 + y * (1.0f / 40320))))))));
+  float small =
+      y * (1.0f +
+           y * (0.5f + y * (1.0f / 6 +
+                            y * (1.0f / 24 +
+                                 y * (1.0f / 120 + y * (1.0f / 720 + y * (1.0f / 5040 +
+                                                                          y * (1.0f / 40320))))))));
   float em1 = a < 0.5f ? small : fast_exp(y) - 1.0f;
   float r = em1 / (em1 + 2.0f);
   return x != x ? x : r;
@@ -101,8 +110,10 @@ inline float fast_sigmoid(float x) {
 /** exp / erf / tanh in T: the vectorizable float versions above, libm for double. */
 template <typename T>
 inline T vexp(T x) {
-  if constexpr (std::is_same_v<T, float>) return fast_exp(x);
-  else return std::exp(x);
+  if constexpr (std::is_same_v<T, float>)
+    return fast_exp(x);
+  else
+    return std::exp(x);
 }
 /** e^x for x <= 0 (softmax's x - max), NaN kept: one select fewer than vexp's. */
 template <typename T>
@@ -116,18 +127,24 @@ inline T vexp_nonpositive(T x) {
 }
 template <typename T>
 inline T vsigmoid(T x) {
-  if constexpr (std::is_same_v<T, float>) return fast_sigmoid(x);
-  else return T(1) / (T(1) + std::exp(-x));
+  if constexpr (std::is_same_v<T, float>)
+    return fast_sigmoid(x);
+  else
+    return T(1) / (T(1) + std::exp(-x));
 }
 template <typename T>
 inline T verf(T x) {
-  if constexpr (std::is_same_v<T, float>) return fast_erf(x);
-  else return std::erf(x);
+  if constexpr (std::is_same_v<T, float>)
+    return fast_erf(x);
+  else
+    return std::erf(x);
 }
 template <typename T>
 inline T vtanh(T x) {
-  if constexpr (std::is_same_v<T, float>) return fast_tanh(x);
-  else return std::tanh(x);
+  if constexpr (std::is_same_v<T, float>)
+    return fast_tanh(x);
+  else
+    return std::tanh(x);
 }
 
 // Row reductions for the row kernels (softmax, norms), on GCC vector types as wide as the
@@ -160,7 +177,8 @@ inline void add_widened(typename Lanes<VB>::Doubles& acc, const typename Lanes<V
     typename L::Half sh, ch;
     std::memcpy(&sh, reinterpret_cast<const char*>(&s) + h * sizeof sh, sizeof sh);
     std::memcpy(&ch, reinterpret_cast<const char*>(&c) + h * sizeof ch, sizeof ch);
-    acc += __builtin_convertvector(sh, typename L::Doubles) - __builtin_convertvector(ch, typename L::Doubles);
+    acc += __builtin_convertvector(sh, typename L::Doubles) -
+           __builtin_convertvector(ch, typename L::Doubles);
   }
 }
 

@@ -30,30 +30,49 @@ using ops::OpCall;
 using half = __half;
 using bfloat = __nv_bfloat16;
 
-template <typename T> struct OpMath { using type = T; };
-template <> struct OpMath<half> { using type = float; };
-template <> struct OpMath<bfloat> { using type = float; };
-template <typename T> using opmath_t = typename OpMath<T>::type;
+template <typename T>
+struct OpMath {
+  using type = T;
+};
+template <>
+struct OpMath<half> {
+  using type = float;
+};
+template <>
+struct OpMath<bfloat> {
+  using type = float;
+};
+template <typename T>
+using opmath_t = typename OpMath<T>::type;
 
 /** Loads an element into its arithmetic type. */
 template <typename T>
 __host__ __device__ inline opmath_t<T> load(T v) {
-  if constexpr (std::is_same_v<T, half>) return __half2float(v);
-  else if constexpr (std::is_same_v<T, bfloat>) return __bfloat162float(v);
-  else return v;
+  if constexpr (std::is_same_v<T, half>)
+    return __half2float(v);
+  else if constexpr (std::is_same_v<T, bfloat>)
+    return __bfloat162float(v);
+  else
+    return v;
 }
 /** Stores an arithmetic value as element type D. */
 template <typename D, typename W>
 __host__ __device__ inline D store(W w) {
-  if constexpr (std::is_same_v<D, half>) return __float2half(static_cast<float>(w));
-  else if constexpr (std::is_same_v<D, bfloat>) return __float2bfloat16(static_cast<float>(w));
-  else if constexpr (std::is_same_v<D, bool>) return w != W(0);
-  else return static_cast<D>(w);
+  if constexpr (std::is_same_v<D, half>)
+    return __float2half(static_cast<float>(w));
+  else if constexpr (std::is_same_v<D, bfloat>)
+    return __float2bfloat16(static_cast<float>(w));
+  else if constexpr (std::is_same_v<D, bool>)
+    return w != W(0);
+  else
+    return static_cast<D>(w);
 }
 template <typename D, typename S>
 __host__ __device__ inline D cast(S v) {
-  if constexpr (std::is_same_v<D, S>) return v;
-  else return store<D>(load(v));
+  if constexpr (std::is_same_v<D, S>)
+    return v;
+  else
+    return store<D>(load(v));
 }
 
 /** The launch stream: the current stream of the kernel's device (D4, checked by D8). */
@@ -94,9 +113,12 @@ void launch_elementwise(int64_t n, const Geometry<N>& g, F f) {
 /** A Scalar as element (or arithmetic) type T. */
 template <typename T>
 T scalar_as(const Scalar& s) {
-  if constexpr (std::is_same_v<T, bool>) return s.to_bool();
-  else if constexpr (std::is_integral_v<T>) return static_cast<T>(s.to_int());
-  else return store<T>(s.to_double());
+  if constexpr (std::is_same_v<T, bool>)
+    return s.to_bool();
+  else if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(s.to_int());
+  else
+    return store<T>(s.to_double());
 }
 
 /** One input of an elementwise kernel: device memory, or a 0-dim CPU tensor (D2)
@@ -115,8 +137,10 @@ T host_scalar(const Tensor& t);
 template <typename T>
 In<T> input(const Tensor& t) {
   In<T> in;
-  if (t.device().is_cpu()) in.value = host_scalar<T>(t);
-  else in.p = static_cast<const T*>(t.storage()->data);
+  if (t.device().is_cpu())
+    in.value = host_scalar<T>(t);
+  else
+    in.p = static_cast<const T*>(t.storage()->data);
   return in;
 }
 /** Strides and offset of an input for the walk (all 0 for a host scalar). */
@@ -139,20 +163,21 @@ T* out_ptr(const Tensor& t) {
     __VA_ARGS__;                     \
     break;                           \
   }
-#define KILN_CUDA_FLOAT_CASES(...)                    \
-  KILN_CUDA_CASE(f32, float, __VA_ARGS__)             \
-  KILN_CUDA_CASE(f64, double, __VA_ARGS__)            \
+#define KILN_CUDA_FLOAT_CASES(...)                     \
+  KILN_CUDA_CASE(f32, float, __VA_ARGS__)              \
+  KILN_CUDA_CASE(f64, double, __VA_ARGS__)             \
   KILN_CUDA_CASE(f16, ::kiln::cuda::half, __VA_ARGS__) \
   KILN_CUDA_CASE(bf16, ::kiln::cuda::bfloat, __VA_ARGS__)
-#define KILN_CUDA_INT_CASES(...)          \
+#define KILN_CUDA_INT_CASES(...)            \
   KILN_CUDA_CASE(i64, int64_t, __VA_ARGS__) \
   KILN_CUDA_CASE(i32, int32_t, __VA_ARGS__) \
   KILN_CUDA_CASE(i16, int16_t, __VA_ARGS__) \
   KILN_CUDA_CASE(i8, int8_t, __VA_ARGS__)   \
   KILN_CUDA_CASE(u8, uint8_t, __VA_ARGS__)
-#define KILN_CUDA_UNSUPPORTED(dtype, op) \
-  default:                               \
-    ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] does not support dtype {} on cuda", op, dtype);
+#define KILN_CUDA_UNSUPPORTED(dtype, op)                                                       \
+  default:                                                                                     \
+    ::kiln::fail(::kiln::ErrorKind::unsupported, "[{}] does not support dtype {} on cuda", op, \
+                 dtype);
 #define KILN_CUDA_DISPATCH_FLOAT(dtype, op, ...) \
   switch (dtype) {                               \
     KILN_CUDA_FLOAT_CASES(__VA_ARGS__)           \

@@ -73,7 +73,8 @@ void copy_same(const Tensor& dst, const Tensor& src) {
   const W* s = static_cast<const W*>(src.storage()->data);
   auto g = make_geometry<2>(dst.shape(), {dst.strides(), broadcast_strides(src, dst.shape())},
                             {dst.offset(), src.offset()});
-  launch_elementwise<2>(dst.numel(), g, [=] __device__(const int64_t* off) { d[off[0]] = s[off[1]]; });
+  launch_elementwise<2>(dst.numel(), g,
+                        [=] __device__(const int64_t* off) { d[off[0]] = s[off[1]]; });
 }
 
 template <typename T>
@@ -125,8 +126,9 @@ void copy_into(const Tensor& dst, const Tensor& src) {
                             {dst.offset(), src.offset()});
   KILN_CUDA_DISPATCH_ALL(dst.dtype(), "copy_", {
     T* d = out_ptr<T>(dst);
-    launch_elementwise<2>(dst.numel(), g,
-                          [=] __device__(const int64_t* off) { d[off[0]] = read_as<T>(s, off[1], sd); });
+    launch_elementwise<2>(dst.numel(), g, [=] __device__(const int64_t* off) {
+      d[off[0]] = read_as<T>(s, off[1], sd);
+    });
   });
 }
 
@@ -139,8 +141,9 @@ Tensor dense(const Tensor& t, DType dtype, Device device) {
 
 void k_copy_(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& dst = outs[0];
-  backend::copy_overlapping(dst, c.args.tensor(1), copy_into,
-                            [&](const Tensor& t) { return empty(t.shape(), t.dtype(), dst.device()); });
+  backend::copy_overlapping(dst, c.args.tensor(1), copy_into, [&](const Tensor& t) {
+    return empty(t.shape(), t.dtype(), dst.device());
+  });
 }
 void k_clone(const OpCall& c, std::span<Tensor> outs) { copy_into(outs[0], c.args.tensor(0)); }
 void k_to_copy(const OpCall& c, std::span<Tensor> outs) { copy_into(outs[0], c.args.tensor(0)); }
@@ -227,14 +230,14 @@ void k_where(const OpCall& c, std::span<Tensor> outs) {
   const Tensor &a = c.args.tensor(1), &b = c.args.tensor(2);
   // Inputs of another dtype are converted first; host scalars convert on the host.
   auto prep = [&](const Tensor& t) {
-    return t.device().is_cpu() || t.dtype() == out.dtype() ? t : dense(t, out.dtype(), out.device());
+    return t.device().is_cpu() || t.dtype() == out.dtype() ? t
+                                                           : dense(t, out.dtype(), out.device());
   };
   Tensor ca = prep(a), cb = prep(b);
   const Dims& shape = out.shape();
-  auto g = make_geometry<4>(shape,
-                            {out.strides(), in_strides(cond, shape), in_strides(ca, shape),
-                             in_strides(cb, shape)},
-                            {out.offset(), in_offset(cond), in_offset(ca), in_offset(cb)});
+  auto g = make_geometry<4>(
+      shape, {out.strides(), in_strides(cond, shape), in_strides(ca, shape), in_strides(cb, shape)},
+      {out.offset(), in_offset(cond), in_offset(ca), in_offset(cb)});
   In<bool> pc = input<bool>(cond);
   KILN_CUDA_DISPATCH_ALL(out.dtype(), "where", {
     T* o = out_ptr<T>(out);
@@ -253,9 +256,9 @@ void k_masked_fill(const OpCall& c, std::span<Tensor> outs) {
   bool usable = self.dtype() == out.dtype() && self.device() == out.device();
   Tensor x = usable ? self : dense(self, out.dtype(), out.device());
   const Dims& shape = out.shape();
-  auto g = make_geometry<3>(shape,
-                            {out.strides(), broadcast_strides(x, shape), in_strides(mask, shape)},
-                            {out.offset(), x.offset(), in_offset(mask)});
+  auto g =
+      make_geometry<3>(shape, {out.strides(), broadcast_strides(x, shape), in_strides(mask, shape)},
+                       {out.offset(), x.offset(), in_offset(mask)});
   In<bool> m = input<bool>(mask);
   KILN_CUDA_DISPATCH_ALL(out.dtype(), "masked_fill", {
     T* o = out_ptr<T>(out);

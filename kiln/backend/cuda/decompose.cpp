@@ -35,7 +35,8 @@ template <typename T>
 std::vector<T> to_host(const Tensor& t, cudaStream_t s) {
   std::vector<T> host(static_cast<size_t>(t.numel()));
   if (!host.empty())
-    check(cudaMemcpyAsync(host.data(), t.data<T>(), host.size() * sizeof(T), cudaMemcpyDeviceToHost, s),
+    check(cudaMemcpyAsync(host.data(), t.data<T>(), host.size() * sizeof(T), cudaMemcpyDeviceToHost,
+                          s),
           "cudaMemcpyAsync");
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   return host;
@@ -46,7 +47,8 @@ template <typename T>
 void from_host(const std::vector<T>& host, const Tensor& out, cudaStream_t s) {
   if (host.empty()) return;
   Tensor dense_out = out.is_contiguous() ? out : empty(out.shape(), out.dtype(), out.device());
-  check(cudaMemcpyAsync(dense_out.data<T>(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, s),
+  check(cudaMemcpyAsync(dense_out.data<T>(), host.data(), host.size() * sizeof(T),
+                        cudaMemcpyHostToDevice, s),
         "cudaMemcpyAsync");
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize");  // `host` is pageable and goes away
   if (!dense_out.is_same(out)) copy_into(out, dense_out);
@@ -59,7 +61,8 @@ void eigh(const OpCall& c, std::span<Tensor> outs) {
   std::vector<T> a = to_host<T>(dense(self, self.dtype(), self.device()), s);
   int64_t n = self.size(-1), batch = n ? self.numel() / (n * n) : 0;
   std::vector<T> w(static_cast<size_t>(outs[0].numel())), v(static_cast<size_t>(outs[1].numel()));
-  cpu::lapack::eigh(a.data(), w.data(), v.data(), batch, n, c.args.str(1) == "U" ? 'U' : 'L', "linalg.eigh");
+  cpu::lapack::eigh(a.data(), w.data(), v.data(), batch, n, c.args.str(1) == "U" ? 'U' : 'L',
+                    "linalg.eigh");
   from_host(w, outs[0], s);
   from_host(v, outs[1], s);
 }
@@ -73,7 +76,8 @@ void svd(const OpCall& c, std::span<Tensor> outs) {
   for (int64_t i = 0; i < self.dim() - 2; ++i) batch *= self.size(i);
   std::vector<T> u(static_cast<size_t>(outs[0].numel())), sv(static_cast<size_t>(outs[1].numel())),
       vh(static_cast<size_t>(outs[2].numel()));
-  cpu::lapack::svd(a.data(), u.data(), sv.data(), vh.data(), batch, m, n, c.args.flag(1), "linalg.svd");
+  cpu::lapack::svd(a.data(), u.data(), sv.data(), vh.data(), batch, m, n, c.args.flag(1),
+                   "linalg.svd");
   from_host(u, outs[0], s);
   from_host(sv, outs[1], s);
   from_host(vh, outs[2], s);
@@ -82,13 +86,17 @@ void svd(const OpCall& c, std::span<Tensor> outs) {
 }  // namespace
 
 void k_linalg_eigh(const OpCall& c, std::span<Tensor> outs) {
-  if (c.args.tensor(0).dtype() == DType::f64) eigh<double>(c, outs);
-  else eigh<float>(c, outs);
+  if (c.args.tensor(0).dtype() == DType::f64)
+    eigh<double>(c, outs);
+  else
+    eigh<float>(c, outs);
 }
 
 void k_linalg_svd(const OpCall& c, std::span<Tensor> outs) {
-  if (c.args.tensor(0).dtype() == DType::f64) svd<double>(c, outs);
-  else svd<float>(c, outs);
+  if (c.args.tensor(0).dtype() == DType::f64)
+    svd<double>(c, outs);
+  else
+    svd<float>(c, outs);
 }
 
 }  // namespace kiln::cuda

@@ -16,8 +16,10 @@ namespace kiln::cuda {
 
 template <typename W>
 KILN_HOST_DEVICE inline bool is_nan(W v) {
-  if constexpr (std::is_floating_point_v<W>) return v != v;
-  else return false;
+  if constexpr (std::is_floating_point_v<W>)
+    return v != v;
+  else
+    return false;
 }
 
 template <typename W>
@@ -49,30 +51,34 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, int64_t attr) {
     switch (op) {
       case OpKind::neg: return static_cast<W>(-v);
       case OpKind::abs:
-        if constexpr (std::is_unsigned_v<W>) return v;
-        else return v < W(0) ? static_cast<W>(-v) : v;
+        if constexpr (std::is_unsigned_v<W>)
+          return v;
+        else
+          return v < W(0) ? static_cast<W>(-v) : v;
       case OpKind::relu: return v > W(0) || v != v ? v : W(0);  // NaN stays
-      case OpKind::sign:  // NaN: 0
-        if constexpr (std::is_unsigned_v<W>) return static_cast<W>(v > W(0));
-        else return static_cast<W>((W(0) < v) - (v < W(0)));
+      case OpKind::sign:                                        // NaN: 0
+        if constexpr (std::is_unsigned_v<W>)
+          return static_cast<W>(v > W(0));
+        else
+          return static_cast<W>((W(0) < v) - (v < W(0)));
       default: break;
     }
     if constexpr (std::is_floating_point_v<W>) {
       using std::acos;
+      using std::acosh;
       using std::asin;
+      using std::asinh;
       using std::atan;
+      using std::atanh;
       using std::ceil;
       using std::cosh;
+      using std::erfc;
+      using std::exp2;
       using std::expm1;
       using std::floor;
+      using std::log10;
       using std::log1p;
       using std::log2;
-      using std::exp2;
-      using std::log10;
-      using std::erfc;
-      using std::asinh;
-      using std::acosh;
-      using std::atanh;
       using std::nearbyint;
       using std::sinh;
       using std::tan;
@@ -127,7 +133,8 @@ KILN_HOST_DEVICE inline W binary_w(ops::OpKind op, W x, W y, W alpha) {
   using std::pow;
   if constexpr (std::is_same_v<W, bool>) {
     switch (op) {
-      case OpKind::add: case OpKind::sub: return x || (alpha && y);
+      case OpKind::add:
+      case OpKind::sub: return x || (alpha && y);
       case OpKind::mul: return x && y;
       case OpKind::pow: return x || !y;
       case OpKind::maximum: return x || y;
@@ -141,21 +148,26 @@ KILN_HOST_DEVICE inline W binary_w(ops::OpKind op, W x, W y, W alpha) {
       case OpKind::mul: return static_cast<W>(x * y);
       case OpKind::div: return static_cast<W>(x / y);
       case OpKind::pow:
-        if constexpr (std::is_floating_point_v<W>) return pow(x, y);
-        else return backend::int_pow(x, y);
+        if constexpr (std::is_floating_point_v<W>)
+          return pow(x, y);
+        else
+          return backend::int_pow(x, y);
       case OpKind::maximum:
       case OpKind::minimum:
         if (is_nan(x) || is_nan(y)) return static_cast<W>(x + y);
         return op == OpKind::maximum ? (x > y ? x : y) : (x < y ? x : y);
       // Integer divisors of 0 are caught before (k_binary); 0 keeps this total.
       case OpKind::remainder:
-        if constexpr (std::is_integral_v<W>) if (y == W(0)) return W(0);
+        if constexpr (std::is_integral_v<W>)
+          if (y == W(0)) return W(0);
         return backend::remainder_of(x, y);
       case OpKind::fmod:
-        if constexpr (std::is_integral_v<W>) if (y == W(0)) return W(0);
+        if constexpr (std::is_integral_v<W>)
+          if (y == W(0)) return W(0);
         return backend::fmod_of(x, y);
       case OpKind::floor_divide:
-        if constexpr (std::is_integral_v<W>) if (y == W(0)) return W(0);
+        if constexpr (std::is_integral_v<W>)
+          if (y == W(0)) return W(0);
         return backend::floor_divide_of(x, y);
       case OpKind::atan2:
         if constexpr (std::is_floating_point_v<W>) {
@@ -195,7 +207,8 @@ template <typename W>
 KILN_HOST_DEVICE inline W extreme_identity(bool is_max) {
   if constexpr (std::is_floating_point_v<W>)
     return is_max ? -std::numeric_limits<W>::infinity() : std::numeric_limits<W>::infinity();
-  else return is_max ? std::numeric_limits<W>::lowest() : std::numeric_limits<W>::max();
+  else
+    return is_max ? std::numeric_limits<W>::lowest() : std::numeric_limits<W>::max();
 }
 
 /** A (value, index) candidate of max/min/argmax; index kNoIndex is "none yet". */

@@ -30,9 +30,12 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& out = outs[0];
   Tensor x = as_dtype(c.args.tensor(0), out.dtype(), out.device());
   OpKind op = c.op;
-  int64_t attr = op == OpKind::gelu ? int64_t{c.args.str(1) == "tanh"} : op == OpKind::polygamma ? c.args.i64(1) : 0;
-  bool integral_ok = op == OpKind::neg || op == OpKind::abs || op == OpKind::relu || op == OpKind::sign ||
-                     op == OpKind::floor || op == OpKind::ceil || op == OpKind::round || op == OpKind::trunc;
+  int64_t attr = op == OpKind::gelu        ? int64_t{c.args.str(1) == "tanh"}
+                 : op == OpKind::polygamma ? c.args.i64(1)
+                                           : 0;
+  bool integral_ok = op == OpKind::neg || op == OpKind::abs || op == OpKind::relu ||
+                     op == OpKind::sign || op == OpKind::floor || op == OpKind::ceil ||
+                     op == OpKind::round || op == OpKind::trunc;
   if (!is_floating(out.dtype()) && !integral_ok)
     fail(ErrorKind::unsupported, "[{}] does not support dtype {} on cuda", op, out.dtype());
   auto g = make_geometry<2>(out.shape(), {out.strides(), broadcast_strides(x, out.shape())},

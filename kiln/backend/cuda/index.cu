@@ -22,8 +22,8 @@ Tensor device_index(const Tensor& index, int64_t bound, Device device, const cha
     for (int64_t d = 0; d < index.dim(); ++d) off += pos[d] * index.strides()[d];
     Tensor one = make_view(index, Dims{}, Dims{}, off);
     int64_t v = host_scalar<int64_t>(one);
-    KILN_CHECK(v >= 0 && v < bound, index, "[{}] index {} is out of range for size {}", op,
-               v, bound);
+    KILN_CHECK(v >= 0 && v < bound, index, "[{}] index {} is out of range for size {}", op, v,
+               bound);
     host[n] = v < 0 ? v + bound : v;
     for (int64_t d = index.dim(); d-- > 0;) {
       if (++pos[d] < index.shape()[d]) break;
@@ -75,15 +75,15 @@ void select_along(const Tensor& out, const Tensor& self, int64_t dim, const Tens
                             {out.offset(), self.offset(), 0});
   const int64_t* idx = static_cast<const int64_t*>(index.storage()->data) + index.offset();
   switch (itemsize(out.dtype())) {
-#define KILN_SELECT(W)                                                                       \
-  {                                                                                          \
-    W* o = out_ptr<W>(out);                                                                  \
-    const W* s = static_cast<const W*>(self.storage()->data);                                \
-    launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) {              \
-      int64_t j = checked(idx[off[2]]);                                                      \
-      o[off[0]] = j < 0 ? W(0) : s[off[1] + j * step];                                       \
-    });                                                                                      \
-    return;                                                                                  \
+#define KILN_SELECT(W)                                                         \
+  {                                                                            \
+    W* o = out_ptr<W>(out);                                                    \
+    const W* s = static_cast<const W*>(self.storage()->data);                  \
+    launch_elementwise<3>(out.numel(), g, [=] __device__(const int64_t* off) { \
+      int64_t j = checked(idx[off[2]]);                                        \
+      o[off[0]] = j < 0 ? W(0) : s[off[1] + j * step];                         \
+    });                                                                        \
+    return;                                                                    \
   }
     case 1: KILN_SELECT(uint8_t)
     case 2: KILN_SELECT(uint16_t)

@@ -126,16 +126,11 @@ Operand operand(const Tensor& t) {
 
 cudaDataType data_type(DType d) {
   switch (d) {
-    case DType::f32:
-      return CUDA_R_32F;
-    case DType::f64:
-      return CUDA_R_64F;
-    case DType::f16:
-      return CUDA_R_16F;
-    case DType::bf16:
-      return CUDA_R_16BF;
-    default:
-      fail(ErrorKind::unsupported, "[matmul] does not support dtype {} on cuda", d);
+    case DType::f32: return CUDA_R_32F;
+    case DType::f64: return CUDA_R_64F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: fail(ErrorKind::unsupported, "[matmul] does not support dtype {} on cuda", d);
   }
 }
 

@@ -162,8 +162,8 @@ struct GemmCall {
 
 inline GemmCall plan_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, const GemmOperand& a,
                           const GemmOperand& b) {
-  return GemmCall{b.trans, a.trans, n, m, k, b.ld, a.ld, n, b.batch_stride, a.batch_stride,
-                  m * n, batch};
+  return GemmCall{b.trans,        a.trans,        n,     m,    k, b.ld, a.ld, n,
+                  b.batch_stride, a.batch_stride, m * n, batch};
 }
 
 /** The one batch stride of batch dims `batch` with (broadcast) strides `strides`, when
@@ -173,8 +173,10 @@ inline std::optional<int64_t> collapsed_batch_stride(const Dims& batch, const Di
   int64_t bs = 0, next = -1;
   for (size_t i = batch.size(); i-- > 0;) {
     if (batch[i] == 1) continue;
-    if (next < 0) bs = strides[i];
-    else if (strides[i] != next) return std::nullopt;
+    if (next < 0)
+      bs = strides[i];
+    else if (strides[i] != next)
+      return std::nullopt;
     next = strides[i] * batch[i];
   }
   return bs;

@@ -72,11 +72,15 @@ __device__ A block_reduce(A v, F combine) {
 }
 struct Plus {
   template <typename A>
-  __device__ A operator()(A a, A b) const { return a + b; }
+  __device__ A operator()(A a, A b) const {
+    return a + b;
+  }
 };
 struct Times {
   template <typename A>
-  __device__ A operator()(A a, A b) const { return backend::wrap_mul(a, b); }
+  __device__ A operator()(A a, A b) const {
+    return backend::wrap_mul(a, b);
+  }
 };
 
 template <typename T>
@@ -127,7 +131,8 @@ template <typename T>
 __global__ void prod_rows(const T* in, T* out, int64_t inner) {
   const T* p = in + blockIdx.x * inner;
   Acc<T> acc = 1;
-  for (int64_t j = threadIdx.x; j < inner; j += kBlock) acc = backend::wrap_mul(acc, static_cast<Acc<T>>(p[j]));
+  for (int64_t j = threadIdx.x; j < inner; j += kBlock)
+    acc = backend::wrap_mul(acc, static_cast<Acc<T>>(p[j]));
   acc = block_reduce(acc, Times{});
   if (threadIdx.x == 0) out[blockIdx.x] = static_cast<T>(acc);
 }
@@ -161,7 +166,8 @@ __global__ void scan_rows(const T* in, T* out, int64_t n, backend::Scan scan) {
 
 // cummax / cummin, a thread per row.
 template <typename T>
-__global__ void cumextreme_rows(const T* in, T* values, int64_t* indices, int64_t rows, int64_t n, bool is_max) {
+__global__ void cumextreme_rows(const T* in, T* values, int64_t* indices, int64_t rows, int64_t n,
+                                bool is_max) {
   int64_t r = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x;
   if (r >= rows) return;
   const T* row = in + r * n;
@@ -182,7 +188,8 @@ __global__ void cumprod_backward_rows(const T* g, const T* x, T* out, int64_t ro
   const T* gr = g + r * n;
   T* o = out + r * n;
   T after = 0;
-  for (int64_t j = n - 1; j >= 0; --j) o[j] = after = (j + 1 < n ? after * xr[j + 1] : T(0)) + gr[j];
+  for (int64_t j = n - 1; j >= 0; --j)
+    o[j] = after = (j + 1 < n ? after * xr[j + 1] : T(0)) + gr[j];
   T before = 1;
   for (int64_t j = 0; j < n; ++j) {
     o[j] = before * o[j];
@@ -264,7 +271,8 @@ __global__ void softmax_warp_rows(const T* in, T* out, int64_t rows, int64_t inn
 
 // softmax's gradient y (g - sum(g y)) or log_softmax's g - exp(y) sum(g), per row.
 template <typename T>
-__global__ void softmax_backward_rows(const T* g, const T* y, T* out, int64_t inner, bool log_form) {
+__global__ void softmax_backward_rows(const T* g, const T* y, T* out, int64_t inner,
+                                      bool log_form) {
   const T* gp = g + blockIdx.x * inner;
   const T* yp = y + blockIdx.x * inner;
   T* o = out + blockIdx.x * inner;
@@ -371,7 +379,8 @@ GradRows grad_rows(const OpCall& c, const Tensor& out) {
   int64_t d = wrap(c.args.i64(2), t.dim());
   DType cd = compute_dtype(t.dtype());
   std::vector<bool> reduced = only_dim(t.dim(), d);
-  GradRows r{to_rows(c.args.tensor(0), reduced, cd), to_rows(t, reduced, cd), moved_last(out, d), Tensor()};
+  GradRows r{to_rows(c.args.tensor(0), reduced, cd), to_rows(t, reduced, cd), moved_last(out, d),
+             Tensor()};
   bool direct = r.dst.is_contiguous() && r.dst.dtype() == cd;
   r.res = direct ? r.dst : empty(r.t.data.shape(), cd, t.device());
   return r;
@@ -416,12 +425,16 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
   int parts = parts_per_row(r.outer, r.inner);
   KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, {
     if (parts == 1) {
-      launch_rows(r.outer, sum_rows<T, T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner, 1, mean, r.inner);
+      launch_rows(r.outer, sum_rows<T, T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner, 1, mean,
+                  r.inner);
     } else {  // partial sums in the accumulator's type, then their sums
       using A = Acc<T>;
-      Tensor partial = empty(Dims{r.outer * parts}, std::is_floating_point_v<A> ? DType::f64 : DType::i64, self.device());
-      launch_rows(r.outer * parts, sum_rows<T, A>, row_ptr<T>(r), dense_ptr<A>(partial), r.inner, parts, false, int64_t{0});
-      launch_rows(r.outer, sum_rows<A, T>, dense_ptr<A>(partial), dense_ptr<T>(dst), int64_t{parts}, 1, mean, r.inner);
+      Tensor partial = empty(Dims{r.outer * parts},
+                             std::is_floating_point_v<A> ? DType::f64 : DType::i64, self.device());
+      launch_rows(r.outer * parts, sum_rows<T, A>, row_ptr<T>(r), dense_ptr<A>(partial), r.inner,
+                  parts, false, int64_t{0});
+      launch_rows(r.outer, sum_rows<A, T>, dense_ptr<A>(partial), dense_ptr<T>(dst), int64_t{parts},
+                  1, mean, r.inner);
     }
   });
   if (!dst.is_same(out)) copy_into(out, dst);
@@ -441,8 +454,10 @@ void k_amax(const OpCall& c, std::span<Tensor> outs) {
       launch_rows(r.outer, extreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner, 1, is_max);
     } else {
       Tensor partial = empty(Dims{r.outer * parts}, cd, self.device());
-      launch_rows(r.outer * parts, extreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(partial), r.inner, parts, is_max);
-      launch_rows(r.outer, extreme_rows<T>, dense_ptr<T>(partial), dense_ptr<T>(dst), int64_t{parts}, 1, is_max);
+      launch_rows(r.outer * parts, extreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(partial), r.inner,
+                  parts, is_max);
+      launch_rows(r.outer, extreme_rows<T>, dense_ptr<T>(partial), dense_ptr<T>(dst),
+                  int64_t{parts}, 1, is_max);
     }
   });
   if (!dst.is_same(outs[0])) copy_into(outs[0], dst);
@@ -453,8 +468,10 @@ void k_max_dim(const OpCall& c, std::span<Tensor> outs) {
   bool argmax = c.op == OpKind::argmax;
   bool is_max = c.op != OpKind::min;
   std::vector<bool> reduced;
-  if (argmax && c.args.is_none(1)) reduced.assign(self.dim(), true);
-  else reduced = only_dim(self.dim(), wrap(c.args.i64(1), self.dim()));
+  if (argmax && c.args.is_none(1))
+    reduced.assign(self.dim(), true);
+  else
+    reduced = only_dim(self.dim(), wrap(c.args.i64(1), self.dim()));
   DType cd = compute_dtype(self.dtype());
   if (cd == DType::b8) cd = DType::u8;
   Rows r = to_rows(self, reduced, cd);
@@ -476,7 +493,8 @@ void k_prod(const OpCall& c, std::span<Tensor> outs) {
   if (cd == DType::b8) cd = DType::i64;
   Rows r = to_rows(self, rd.reduced, cd);
   Tensor dst = out.dtype() == cd ? out : empty(out.shape(), cd, out.device());
-  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, launch_rows(r.outer, prod_rows<T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner));
+  KILN_CUDA_DISPATCH_COMPUTE(
+      cd, c.op, launch_rows(r.outer, prod_rows<T>, row_ptr<T>(r), dense_ptr<T>(dst), r.inner));
   if (!dst.is_same(out)) copy_into(out, dst);
 }
 
@@ -492,7 +510,9 @@ void k_scan(const OpCall& c, std::span<Tensor> outs) {
   backend::Scan scan = c.op == OpKind::cumsum    ? backend::Scan::sum
                        : c.op == OpKind::cumprod ? backend::Scan::product
                                                  : backend::Scan::logsumexp;
-  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, launch_rows(r.outer, scan_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, scan));
+  KILN_CUDA_DISPATCH_COMPUTE(
+      cd, c.op,
+      launch_rows(r.outer, scan_rows<T>, row_ptr<T>(r), dense_ptr<T>(res), r.inner, scan));
   if (!direct) copy_into(target, res);
 }
 
@@ -502,11 +522,14 @@ void k_cumextreme(const OpCall& c, std::span<Tensor> outs) {
   DType cd = compute_dtype(self.dtype());
   if (cd == DType::b8) cd = DType::u8;
   Rows r = to_rows(self, only_dim(self.dim(), d), cd);
-  Tensor values = empty(r.data.shape(), cd, self.device()), indices = empty(r.data.shape(), DType::i64, self.device());
+  Tensor values = empty(r.data.shape(), cd, self.device()),
+         indices = empty(r.data.shape(), DType::i64, self.device());
   bool is_max = c.op == OpKind::cummax;
   int64_t blocks = (r.outer + kBlock - 1) / kBlock;
-  KILN_CUDA_DISPATCH_COMPUTE(cd, c.op, launch_rows(blocks, cumextreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(values),
-                                                   dense_ptr<int64_t>(indices), r.outer, r.inner, is_max));
+  KILN_CUDA_DISPATCH_COMPUTE(
+      cd, c.op,
+      launch_rows(blocks, cumextreme_rows<T>, row_ptr<T>(r), dense_ptr<T>(values),
+                  dense_ptr<int64_t>(indices), r.outer, r.inner, is_max));
   copy_into(moved_last(outs[0], d), values);
   copy_into(moved_last(outs[1], d), indices);
 }
@@ -515,8 +538,12 @@ void k_cumprod_backward(const OpCall& c, std::span<Tensor> outs) {
   GradRows r = grad_rows(c, outs[0]);
   int64_t blocks = (r.t.outer + kBlock - 1) / kBlock;
   switch (r.t.data.dtype()) {
-    KILN_CUDA_CASE(f32, float, launch_rows(blocks, cumprod_backward_rows<T>, row_ptr<T>(r.g), row_ptr<T>(r.t), dense_ptr<T>(r.res), r.t.outer, r.t.inner))
-    KILN_CUDA_CASE(f64, double, launch_rows(blocks, cumprod_backward_rows<T>, row_ptr<T>(r.g), row_ptr<T>(r.t), dense_ptr<T>(r.res), r.t.outer, r.t.inner))
+    KILN_CUDA_CASE(f32, float,
+                   launch_rows(blocks, cumprod_backward_rows<T>, row_ptr<T>(r.g), row_ptr<T>(r.t),
+                               dense_ptr<T>(r.res), r.t.outer, r.t.inner))
+    KILN_CUDA_CASE(f64, double,
+                   launch_rows(blocks, cumprod_backward_rows<T>, row_ptr<T>(r.g), row_ptr<T>(r.t),
+                               dense_ptr<T>(r.res), r.t.outer, r.t.inner))
     KILN_CUDA_UNSUPPORTED(r.t.data.dtype(), c.op)
   }
   r.finish();
@@ -526,7 +553,8 @@ void k_var(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& self = c.args.tensor(0);
   auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(3), "var");
   Rows r = to_rows(self, rd.reduced, DType::f64);
-  Tensor dst = outs[0].dtype() == DType::f64 ? outs[0] : empty(outs[0].shape(), DType::f64, self.device());
+  Tensor dst =
+      outs[0].dtype() == DType::f64 ? outs[0] : empty(outs[0].shape(), DType::f64, self.device());
   launch_rows(r.outer, var_rows, row_ptr<double>(r), dense_ptr<double>(dst), r.inner,
               static_cast<double>(c.args.i64(2)));
   if (!dst.is_same(outs[0])) copy_into(outs[0], dst);
@@ -547,13 +575,19 @@ void k_softmax(const OpCall& c, std::span<Tensor> outs) {
     T* o = dense_ptr<T>(res);
     auto warp_rows = [&](auto kernel) {
       constexpr int64_t kRowsPerBlock = kBlock / 32;
-      launch_rows((r.outer + kRowsPerBlock - 1) / kRowsPerBlock, kernel, in, o, r.outer, r.inner, log_form);
+      launch_rows((r.outer + kRowsPerBlock - 1) / kRowsPerBlock, kernel, in, o, r.outer, r.inner,
+                  log_form);
     };
-    if (r.inner <= 32) warp_rows(softmax_warp_rows<T, 1>);
-    else if (r.inner <= 128) warp_rows(softmax_warp_rows<T, 4>);
-    else if (r.inner <= 512) warp_rows(softmax_warp_rows<T, 16>);
-    else if (r.inner <= 1024) warp_rows(softmax_warp_rows<T, 32>);
-    else launch_rows(r.outer, softmax_rows<T>, in, o, r.inner, log_form);
+    if (r.inner <= 32)
+      warp_rows(softmax_warp_rows<T, 1>);
+    else if (r.inner <= 128)
+      warp_rows(softmax_warp_rows<T, 4>);
+    else if (r.inner <= 512)
+      warp_rows(softmax_warp_rows<T, 16>);
+    else if (r.inner <= 1024)
+      warp_rows(softmax_warp_rows<T, 32>);
+    else
+      launch_rows(r.outer, softmax_rows<T>, in, o, r.inner, log_form);
   };
   switch (cd) {
     KILN_CUDA_CASE(f32, float, run(static_cast<T*>(nullptr)))
@@ -567,8 +601,12 @@ void k_softmax_backward(const OpCall& c, std::span<Tensor> outs) {
   GradRows r = grad_rows(c, outs[0]);
   bool log_form = c.op == OpKind::log_softmax_backward;
   switch (r.t.data.dtype()) {
-    KILN_CUDA_CASE(f32, float, launch_rows(r.t.outer, softmax_backward_rows<T>, row_ptr<T>(r.g), row_ptr<T>(r.t), dense_ptr<T>(r.res), r.t.inner, log_form))
-    KILN_CUDA_CASE(f64, double, launch_rows(r.t.outer, softmax_backward_rows<T>, row_ptr<T>(r.g), row_ptr<T>(r.t), dense_ptr<T>(r.res), r.t.inner, log_form))
+    KILN_CUDA_CASE(f32, float,
+                   launch_rows(r.t.outer, softmax_backward_rows<T>, row_ptr<T>(r.g),
+                               row_ptr<T>(r.t), dense_ptr<T>(r.res), r.t.inner, log_form))
+    KILN_CUDA_CASE(f64, double,
+                   launch_rows(r.t.outer, softmax_backward_rows<T>, row_ptr<T>(r.g),
+                               row_ptr<T>(r.t), dense_ptr<T>(r.res), r.t.inner, log_form))
     KILN_CUDA_UNSUPPORTED(r.t.data.dtype(), c.op)
   }
   r.finish();
@@ -616,8 +654,9 @@ void k_layer_norm_backward(const OpCall& c, std::span<Tensor> outs) {
                 dense_ptr<T>(stats), r.outer, r.inner, T(c.args.f64(4)));
     if (r.inner == 0) return;
     unsigned grid = static_cast<unsigned>((r.inner + kBlock - 1) / kBlock);
-    norm_backward_columns<T><<<grid, kBlock, 0, stream()>>>(row_ptr<T>(r), row_ptr<T>(rg), dense_ptr<T>(stats),
-                                                            dense_ptr<T>(dw), dense_ptr<T>(db), r.outer, r.inner);
+    norm_backward_columns<T><<<grid, kBlock, 0, stream()>>>(row_ptr<T>(r), row_ptr<T>(rg),
+                                                            dense_ptr<T>(stats), dense_ptr<T>(dw),
+                                                            dense_ptr<T>(db), r.outer, r.inner);
     check_launch("layer_norm_backward column kernel launch");
   };
   switch (cd) {
@@ -642,7 +681,8 @@ void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
   };
   gemm(batch1(gd, rows, outf, outf, 1), batch1(w, outf, in, w.strides()[0], w.strides()[1]),
        batch1(outs[0], rows, in, in, 1), 1.0, 0.0);
-  gemm(batch1(gd, outf, rows, 1, outf), batch1(xd, rows, in, in, 1), batch1(outs[1], outf, in, in, 1), 1.0, 0.0);
+  gemm(batch1(gd, outf, rows, 1, outf), batch1(xd, rows, in, in, 1),
+       batch1(outs[1], outf, in, in, 1), 1.0, 0.0);
   DType cd = compute_dtype(x.dtype());
   Tensor g2 = dense(gd, cd, x.device());
   Tensor db = outs[2].dtype() == cd ? outs[2] : empty(outs[2].shape(), cd, x.device());

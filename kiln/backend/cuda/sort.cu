@@ -16,7 +16,9 @@ namespace {
 template <typename T>
 struct Order {
   bool descending;
-  __host__ __device__ bool operator()(T a, T b) const { return backend::sorts_before(a, b, descending); }
+  __host__ __device__ bool operator()(T a, T b) const {
+    return backend::sorts_before(a, b, descending);
+  }
 };
 
 // thrust's scratch memory from kiln's caching allocator (stream-ordered), kept until the
@@ -40,11 +42,12 @@ __global__ void row_positions(int64_t* position, int64_t* row, int64_t total, in
 }
 
 template <typename T>
-void sort_rows(T* values, int64_t* position, int64_t* row, int64_t total, bool descending, Device device) {
+void sort_rows(T* values, int64_t* position, int64_t* row, int64_t total, bool descending,
+               Device device) {
   std::vector<Tensor> keep;
   auto policy = thrust::cuda::par_nosync(ScratchAllocator{device, &keep}).on(stream());
-  thrust::stable_sort_by_key(policy, values, values + total, thrust::make_zip_iterator(position, row),
-                             Order<T>{descending});
+  thrust::stable_sort_by_key(policy, values, values + total,
+                             thrust::make_zip_iterator(position, row), Order<T>{descending});
   thrust::stable_sort_by_key(policy, row, row + total, thrust::make_zip_iterator(values, position));
   check_launch("sort");
 }
@@ -57,9 +60,12 @@ void k_sort(const OpCall& c, std::span<Tensor> outs) {
   int64_t d = wrap_dim(c.args.i64(topk ? 2 : 1), self.dim(), ops::op_name(c.op));
   bool descending = c.args.flag(topk ? 3 : 2);  // topk: largest
   // Sorted as f32, f64 or i64: conversions that keep the order, and three instantiations.
-  DType cd = !is_floating(self.dtype()) ? DType::i64 : self.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  backend::Rows r = backend::to_rows(self, backend::only_dim(self.dim(), d), cd,
-                            [](const Tensor& view, DType) { return view; });  // copied below
+  DType cd = !is_floating(self.dtype())   ? DType::i64
+             : self.dtype() == DType::f64 ? DType::f64
+                                          : DType::f32;
+  backend::Rows r =
+      backend::to_rows(self, backend::only_dim(self.dim(), d), cd,
+                       [](const Tensor& view, DType) { return view; });  // copied below
   int64_t n = r.inner, total = r.outer * n;
   Tensor values = empty(r.data.shape(), cd, self.device());  // sorted in place: a copy
   copy_into(values, r.data);
@@ -69,12 +75,22 @@ void k_sort(const OpCall& c, std::span<Tensor> outs) {
     auto* pos = static_cast<int64_t*>(position.storage()->data);
     auto* rows = static_cast<int64_t*>(row.storage()->data);
     constexpr int kThreads = 256;
-    row_positions<<<static_cast<unsigned>((total + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(pos, rows, total, n);
+    row_positions<<<static_cast<unsigned>((total + kThreads - 1) / kThreads), kThreads, 0,
+                    stream()>>>(pos, rows, total, n);
     check_launch("sort");
     switch (cd) {
-      case DType::f32: sort_rows(static_cast<float*>(values.storage()->data), pos, rows, total, descending, self.device()); break;
-      case DType::f64: sort_rows(static_cast<double*>(values.storage()->data), pos, rows, total, descending, self.device()); break;
-      default: sort_rows(static_cast<int64_t*>(values.storage()->data), pos, rows, total, descending, self.device()); break;
+      case DType::f32:
+        sort_rows(static_cast<float*>(values.storage()->data), pos, rows, total, descending,
+                  self.device());
+        break;
+      case DType::f64:
+        sort_rows(static_cast<double*>(values.storage()->data), pos, rows, total, descending,
+                  self.device());
+        break;
+      default:
+        sort_rows(static_cast<int64_t*>(values.storage()->data), pos, rows, total, descending,
+                  self.device());
+        break;
     }
   }
   int64_t k = topk && self.dim() ? c.args.i64(1) : n;
