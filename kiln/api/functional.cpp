@@ -106,6 +106,13 @@ Tensor arange_of(const SymInt& n, TensorOptions o) {
   Tensor counts = cumsum(ones({n}, {.dtype = i64, .device = o.device}), 0) - 1;
   return dtype == i64 ? counts : to(counts, dtype);
 }
+Tensor size_as_tensor(const SymInt& n, TensorOptions o) {
+  DType dtype = o.dtype ? *o.dtype : i64;
+  if (!n.is_symbolic()) return full({}, Scalar(n.hint()), {.dtype = dtype, .device = o.device});
+  Tensor count =
+      sum(ones({n}, {.dtype = i64, .device = o.device}));  // exact in any dtype's rounding
+  return dtype == i64 ? count : to(count, dtype);
+}
 Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o) {
   bool fp = start.is_floating() || end.is_floating() || step.is_floating();
   return made(call1(OpKind::arange, start, end, step, dtype_or(o, fp ? f32 : i64),

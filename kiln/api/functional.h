@@ -43,6 +43,10 @@ Tensor full(const SymSizes& size, Scalar value, TensorOptions options = {});
 Tensor arange(Scalar end, TensorOptions options = {});
 /** 0, 1, ..., n - 1 (i64 unless the options say) for a size n that may be symbolic (Y1). */
 Tensor arange_of(const SymInt& n, TensorOptions options = {});
+/** `n` as a 0-dim tensor (Y1): a size used as a value (a mean's count over a dynamic
+ * batch). For a symbolic n, the sum of n ones, so a trace computes it from the run's
+ * sizes; default dtype i64. */
+Tensor size_as_tensor(const SymInt& n, TensorOptions options = {});
 Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions options = {});
 /** Uniform in [0, 1) / standard normal, from the device's seeded generator. */
 Tensor rand(const SymSizes& size, TensorOptions options = {});

@@ -18,27 +18,34 @@ namespace kiln::autograd {
 
 using ops::OpKind;
 
+// (Y2) Sizes are read as SymInts: a dynamic batch stays symbolic through backward. A
+// dim of `shape` is summed to 1 only where it is a static 1 (a symbolic size that is 1
+// at run time was broadcast under a guard the forward's meta function recorded).
 Tensor sum_to(const Tensor& g, const Dims& shape) {
   if (g.shape() == shape) return g;
   int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
   IntList dims;
   bool inner = false;  // a dimension of `shape` itself is summed to 1
   for (int64_t i = 0; i < g.dim(); ++i) {
-    bool to_one = i >= lead && shape[i - lead] == 1 && g.size(i) != 1;
+    bool to_one = false;
+    if (i >= lead) {
+      SymInt want = shape.sym(static_cast<size_t>(i - lead)), have = g.sym_size(i);
+      to_one = !want.is_symbolic() && want.hint() == 1 && (have.is_symbolic() || have.hint() != 1);
+    }
     if (i < lead || to_one) dims.push_back(i);
     inner = inner || to_one;
   }
-  if (dims.empty()) return reshape(g, IntList(shape.begin(), shape.end()));  // only 1s differ
+  if (dims.empty()) return reshape(g, shape);  // only 1s differ
   // One op where one does: leading dimensions summed away, or inner ones kept as 1.
   if (!inner) return sum(g, dims, /*keepdim=*/false);
   Tensor r = sum(g, dims, /*keepdim=*/true);
-  return lead == 0 ? r : reshape(r, IntList(shape.begin(), shape.end()));
+  return lead == 0 ? r : reshape(r, shape);
 }
 
 namespace {
 
 TensorOptions like(const GradMeta& m) { return {.dtype = m.dtype, .device = m.device}; }
-Tensor zeros_for(const GradMeta& m) { return zeros(ints(m.shape), like(m)); }
+Tensor zeros_for(const GradMeta& m) { return zeros(m.shape, like(m)); }
 
 // The dimensions a reduction over `dims` (empty: all) of a rank-`rank` tensor removes,
 // wrapped and sorted.
@@ -76,6 +83,12 @@ Tensor broadcastable(Tensor g, const IntList& reduced, bool keepdim, int64_t ran
 int64_t reduced_count(const Dims& shape, const IntList& reduced) {
   int64_t n = 1;
   for (int64_t d : reduced) n *= shape[d];
+  return n;
+}
+// The same as a SymInt (Y2): a reduction over a dynamic batch divides by its size.
+SymInt sym_reduced_count(const Dims& shape, const IntList& reduced) {
+  SymInt n(1);
+  for (int64_t d : reduced) n = n * shape.sym(static_cast<size_t>(d));
   return n;
 }
 
@@ -158,7 +171,7 @@ void matmul_grads(GradCtx& c, const Tensor& a, const Tensor& b, int ia, int ib) 
   // Back to the operand's shape: only a 1-D operand's gradient needs a reshape (a traced
   // backward records no view to the shape a gradient already has).
   auto shaped = [](Tensor g, const Tensor& like) {
-    return g.shape() == like.shape() ? g : reshape(g, ints(like.shape()));
+    return g.shape() == like.shape() ? g : reshape(g, like.shape());
   };
   if (c.needs(ia)) c.set(ia, shaped(sum_to(matmul(g2, transpose(b2, -1, -2)), a2.shape()), a));
   if (c.needs(ib)) c.set(ib, shaped(sum_to(matmul(transpose(a2, -1, -2), g2), b2.shape()), b));
@@ -633,15 +646,17 @@ Table build() {
     const GradMeta& in = c.input(0);
     IntList dims = reduced_dims(c.args().ints(1), static_cast<int64_t>(in.shape.size()), "sum");
     int64_t rank = static_cast<int64_t>(in.shape.size());
-    c.set(0, expand(broadcastable(c.grad(), dims, c.args().flag(2), rank), ints(in.shape)));
+    c.set(0, expand(broadcastable(c.grad(), dims, c.args().flag(2), rank), in.shape));
   });
   d.def(O::mean, 0, [](GradCtx& c) {
     const GradMeta& in = c.input(0);
     IntList dims = reduced_dims(c.args().ints(1), static_cast<int64_t>(in.shape.size()), "mean");
     int64_t rank = static_cast<int64_t>(in.shape.size());
-    Tensor g = broadcastable(c.grad(), dims, c.args().flag(2), rank) /
-               static_cast<double>(reduced_count(in.shape, dims));
-    c.set(0, expand(g, ints(in.shape)));
+    SymInt count = sym_reduced_count(in.shape, dims);
+    Tensor g = broadcastable(c.grad(), dims, c.args().flag(2), rank);
+    g = count.is_symbolic() ? g / size_as_tensor(count, {.dtype = g.dtype(), .device = g.device()})
+                            : g / static_cast<double>(count.hint());
+    c.set(0, expand(g, in.shape));
   });
   // amax/amin: shared evenly between the elements equal to the extremum.
   d.def(O::amax, arg(0) | kResult, extreme_value);
@@ -769,7 +784,7 @@ Table build() {
   });
 
   // ---- views: the gradient is the inverse view of the gradient ----
-  d.def(O::view, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), ints(c.input(0).shape))); });
+  d.def(O::view, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), c.input(0).shape)); });
   d.def(O::permute, 0, [](GradCtx& c) {
     const IntList& dims = c.args().ints(1);
     int64_t rank = static_cast<int64_t>(dims.size());
@@ -779,8 +794,8 @@ Table build() {
   });
   d.def(O::transpose, 0,
         [](GradCtx& c) { c.set(0, transpose(c.grad(), c.args().i64(1), c.args().i64(2))); });
-  d.def(O::unsqueeze, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), ints(c.input(0).shape))); });
-  d.def(O::squeeze, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), ints(c.input(0).shape))); });
+  d.def(O::unsqueeze, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), c.input(0).shape)); });
+  d.def(O::squeeze, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), c.input(0).shape)); });
   d.def(O::alias, 0, [](GradCtx& c) { c.set(0, c.grad()); });
   d.def(O::expand, 0, [](GradCtx& c) { c.set(0, sum_to(c.grad(), c.input(0).shape)); });
   d.def(O::slice, 0, [](GradCtx& c) {
@@ -860,11 +875,10 @@ Table build() {
     const GradMeta& in = c.input(0);
     const Tensor& g = c.grad();
     int64_t dim = wrap_dim(c.args().i64(1), g.dim(), "index_select");
-    if (g.dim() == 0) return c.set(0, reshape(g, ints(in.shape)));
+    if (g.dim() == 0) return c.set(0, reshape(g, in.shape));
     IntList along(static_cast<size_t>(g.dim()), 1);
     along[static_cast<size_t>(dim)] = g.size(dim);
-    Tensor idx =
-        expand(reshape(to(c.t(2), g.device(), DType::i64), along), ints(g.shape()));  // i32 too
+    Tensor idx = expand(reshape(to(c.t(2), g.device(), DType::i64), along), g.shape());  // i32 too
     c.set(0, scatter_add(zeros_for(in), dim, idx, g));
   });
   d.def(O::gather, arg(2), [](GradCtx& c) {
@@ -876,7 +890,7 @@ Table build() {
     int64_t d = w.shape[1];
     Tensor g2 = reshape(c.grad(), {-1, d});
     Tensor idx =
-        expand(reshape(to(c.t(1), g2.device(), DType::i64), {-1, 1}), ints(g2.shape()));  // i32 too
+        expand(reshape(to(c.t(1), g2.device(), DType::i64), {-1, 1}), g2.shape());  // i32 too
     c.set(0, scatter_add(zeros_for(w), 0, idx, g2));
   });
   d.def(O::scatter_add, arg(2), [](GradCtx& c) {

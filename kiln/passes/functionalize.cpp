@@ -17,7 +17,7 @@ struct FunctionalizeMode::FStorage {
   Tensor flat;   // the contents as [numel] once written (and asked for)
   Tensor whole;  // or, after a write covering the storage, the written value itself:
                  // flattened only when something reads the storage another way
-  int64_t numel = 0;
+  SymInt numel;  // (Y2) symbolic for a storage a symbolic tensor covers
   uint64_t generation = 0;
   bool written_with_grad = false;  // some write ran with grad mode on (autograd saw it)
 };
@@ -62,23 +62,30 @@ std::shared_ptr<FunctionalizeMode::FStorage> FunctionalizeMode::storage_for(cons
   if (!slot) {
     slot = make_pooled<FStorage>();
     slot->root = root;
-    slot->numel = static_cast<int64_t>(root.storage()->nbytes / root.itemsize());
+    auto elements = static_cast<int64_t>(root.storage()->nbytes / root.itemsize());
+    SymInt numel = root.sym_numel();
+    // A symbolic tensor over its whole storage gives it its symbolic size; a storage of
+    // fixed size keeps its integer (fake storages hold the example values' bytes).
+    bool whole = root.offset() == 0 && numel.hint() == elements && root.is_contiguous();
+    slot->numel = numel.is_symbolic() && whole ? numel : SymInt(elements);
   }
   return slot;
 }
 
 const Tensor& FunctionalizeMode::flat_of(FStorage& st) {
   if (st.whole.defined())
-    st.flat = reshape(std::exchange(st.whole, Tensor()), {st.numel});
+    st.flat = reshape(std::exchange(st.whole, Tensor()), SymSizes{st.numel});
   else if (!st.flat.defined())
-    st.flat = as_strided(st.root, {st.numel}, {1}, int64_t{0});
+    st.flat = st.numel.is_symbolic() ? reshape(st.root, SymSizes{st.numel})  // it covers it
+                                     : as_strided(st.root, {st.numel.hint()}, {1}, int64_t{0});
   return st.flat;
 }
 
 namespace {
-// Whether `t` covers its storage of `numel` elements in order, from offset 0.
-bool covers(const Tensor& t, int64_t numel) {
-  return t.offset() == 0 && t.numel() == numel && t.is_contiguous();
+// Whether `t` covers its storage of `numel` elements in order, from offset 0. Sizes are
+// compared as expressions (Y2): a symbolic tensor covers the storage it was made with.
+bool covers(const Tensor& t, const SymInt& numel) {
+  return t.offset() == 0 && t.sym_numel().same_as(numel) && t.is_contiguous();
 }
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include "kiln/core/overloaded.h"
 #include "kiln/passes/reinplace.h"
 #include "kiln/passes/scatter_sums.h"
+#include "kiln/program/dynamic.h"
 
 namespace kiln {
 
@@ -180,11 +181,25 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss,
     opt->step();
     return out;
   };
+  // (Y1) Declared dynamic dims make the fake batch symbolic (as export_program does).
+  ShapeEnv env;
+  std::optional<ShapeEnvGuard> symbolic;
+  if (!options.dynamic_shapes.empty()) {
+    TensorList batch(traced.begin() + static_cast<std::ptrdiff_t>(n_lifted), traced.end());
+    detail::declare_dynamic_dims(env, batch, example_batch, options.dynamic_shapes);
+    std::copy(batch.begin(), batch.end(), traced.begin() + static_cast<std::ptrdiff_t>(n_lifted));
+    env.scope_provider = [] { return current_scope(); };
+    symbolic.emplace(&env);
+  }
   passes::CapturedProgram captured;
   {
     autograd::GradModeGuard grad_on(true);
     captured = passes::capture(
         step, traced, {.write_back = passes::WriteBack::out_of_graph, .input_names = names});
+  }
+  if (symbolic) {
+    symbolic.reset();
+    program.shapes = detail::settle_shapes(env);
   }
   program.graph = std::move(captured.graph);
   ir::merge_equal_constants(program.graph);

@@ -25,6 +25,9 @@ struct TrainStepOptions {
   OptimizerConfig optimizer = nn::SGDOptions{};
   /** Trace for this device (fake tensors); default: the device of the first parameter. */
   std::optional<Device> device;
+  /** (Y1) Per batch input, its dynamic dims, as ExportOptions::dynamic_shapes (a dynamic
+   * batch: a short last batch runs the same program). */
+  std::vector<InputDims> dynamic_shapes;
 };
 
 /** (J4) Traces `loss(module, example_batch)`, its gradients w.r.t. the module's

@@ -161,6 +161,52 @@ TEST(J5, RecurrentStepsEqualEager) {
   expect_steps_like_eager<TinySeq>(4, x, y, nn::AdamOptions{.lr = 1e-2}, 16 + 4 + 2);
 }
 
+// (Y1, J5) A train step exported with a dynamic batch trains at every batch size of its
+// range -- a short last batch included -- as eager steps do, bitwise, with one program.
+void expect_dynamic_batch_like_eager(const OptimizerConfig& config) {
+  Device d("cpu:1");
+  auto eager = small_mlp(d), traced = small_mlp(d);
+  Tensor x = randn({5, 6}, {.device = d}), y = randn({5, 3}, {.device = d});
+  Dim batch("batch", 1, 32);
+  ExportedProgram p = export_train_step(
+      *traced, mse, {x, y}, {.optimizer = config, .dynamic_shapes = {{{0, batch}}, {{0, batch}}}});
+  ASSERT_EQ(p.shapes.symbols.size(), 1u) << p.shapes.str();
+  EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
+  std::unique_ptr<nn::Optimizer> opt = make_optimizer(config, params_of(*eager));
+  runtime::Executor ex(p);
+  for (int64_t b : {5, 8, 1, 32, 3, 8}) {
+    Tensor xb = randn({b, 6}, {.device = d}), yb = randn({b, 3}, {.device = d});
+    opt->zero_grad();
+    Tensor loss = mse(*eager, {xb, yb});
+    loss.backward();
+    opt->step();
+    TensorList out = ex.run({xb, yb});
+    ASSERT_EQ(out.size(), 1u + 4u);
+    EXPECT_TRUE(all_close(out[0], values(loss), 0, 0)) << "batch " << b;
+  }
+  EXPECT_EQ(ex.plans_built(), 5);  // batch 8 planned once
+  expect_error(
+      [&] {
+        ex.run({randn({33, 6}, {.device = d}), randn({33, 3}, {.device = d})});
+      },
+      ErrorKind::shape, "outside the range [1, 32]");
+  expect_error(
+      [&] {
+        ex.run({randn({4, 6}, {.device = d}), randn({5, 3}, {.device = d})});
+      },
+      ErrorKind::shape, "batch");
+  NamedTensors trained = trained_parameters(p);
+  auto named = eager->named_parameters();
+  ASSERT_EQ(trained.size(), named.size());
+  for (size_t i = 0; i < trained.size(); ++i)
+    EXPECT_TRUE(all_close(trained[i].second, values(named[i].second), 0, 0)) << named[i].first;
+}
+
+TEST(Y1, TrainStepWithADynamicBatchTrainsAtEveryBatchLikeEager) {
+  expect_dynamic_batch_like_eager(nn::SGDOptions{.lr = 0.1, .momentum = 0.9});
+  expect_dynamic_batch_like_eager(nn::AdamWOptions{.lr = 1e-2});
+}
+
 TEST(J4, SignatureKinds) {
   auto m = small_mlp(Device("cpu:0"));
   Tensor x = randn({5, 6}), y = randn({5, 3});
