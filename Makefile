@@ -68,7 +68,7 @@ fuzz: deps
 # Rewrites every C++ file in the repository's format (.clang-format; checked by ctest's
 # `format` test with the same clang-format 14).
 format: deps
-	@git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format-14 -i
+	@git ls-files --cached --others --exclude-standard '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format-14 -i
 
 clean:
 	@rm -rf $(BUILD) build-tsan build-asan build-fuzz

@@ -178,6 +178,12 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
       dist::bind_group("samples", dist::local_group());
       return {a, int64_t{1}, Str("samples")};
     case OpKind::wait_tensor: return {transpose(a, 0, 1)};
+    case OpKind::broadcast:
+      dist::bind_group("samples", dist::local_group());
+      return {a, int64_t{0}, Str("samples")};
+    case OpKind::all_reduce_:
+      dist::bind_group("samples", dist::local_group());
+      return {clone(a), Str("sum"), Str("samples")};
   }
   return {};
 }

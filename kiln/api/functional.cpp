@@ -1150,6 +1150,13 @@ Tensor all_to_all_single(const Tensor& x, int64_t group_size, std::string_view g
   return call1(OpKind::all_to_all_single, x, group_size, Str(group));
 }
 Tensor wait_tensor(const Tensor& x) { return call1(OpKind::wait_tensor, x); }
+Tensor broadcast(const Tensor& x, int64_t src, std::string_view group) {
+  return call1(OpKind::broadcast, x, src, Str(group));
+}
+Tensor& all_reduce_(Tensor& x, std::string_view reduce_op, std::string_view group) {
+  call(OpKind::all_reduce_, x, Str(reduce_op), Str(group));
+  return x;
+}
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
 
 // ---- data movement ------------------------------------------------------------

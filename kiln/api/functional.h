@@ -666,6 +666,27 @@ Tensor reduce_scatter_tensor(const Tensor& x, std::string_view reduce_op, int64_
 Tensor all_to_all_single(const Tensor& x, int64_t group_size, std::string_view group);
 /** Waits for a collective's result (they complete within their call today: the identity). */
 Tensor wait_tensor(const Tensor& x);
+/** Every rank gets rank `src`'s `x` (no gradient, as PyTorch's functional broadcast). */
+Tensor broadcast(const Tensor& x, int64_t src, std::string_view group);
+/** all_reduce written into `x` (dispatched as all_reduce_: traced functional + copy). */
+Tensor& all_reduce_(Tensor& x, std::string_view reduce_op, std::string_view group);
+// PyTorch's other functional forms, built from the ops above (as PyTorch builds them):
+/** The ranks' `x` concatenated along `gather_dim` (funcol's all_gather_tensor). */
+Tensor all_gather_tensor(const Tensor& x, int64_t gather_dim, int64_t group_size,
+                         std::string_view group);
+/** This rank's chunk along `scatter_dim` of the reduction of the ranks' `x`. */
+Tensor reduce_scatter_tensor(const Tensor& x, std::string_view reduce_op, int64_t scatter_dim,
+                             int64_t group_size, std::string_view group);
+/** all_reduce of each tensor, moved as one collective per dtype (the tensors flattened
+ * into one buffer). */
+TensorList all_reduce_coalesced(const TensorList& xs, std::string_view reduce_op,
+                                std::string_view group);
+/** all_gather_into_tensor of each tensor, as one collective per dtype. */
+TensorList all_gather_into_tensor_coalesced(const TensorList& xs, int64_t group_size,
+                                            std::string_view group);
+/** reduce_scatter_tensor of each tensor (dim 0), as one collective per dtype. */
+TensorList reduce_scatter_tensor_coalesced(const TensorList& xs, std::string_view reduce_op,
+                                           int64_t group_size, std::string_view group);
 
 // ---- conversion ---------------------------------------------------------------
 /** (D7) `x` itself when the resolved device and the dtype are unchanged and `copy` is

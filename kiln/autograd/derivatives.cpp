@@ -976,6 +976,7 @@ Table build() {
     c.set(0, all_to_all_single(c.grad(), c.args().i64(1), c.args().str(2)));
   });
   d.def(O::wait_tensor, 0, [](GradCtx& c) { c.set(0, c.grad()); });
+  d.none(O::broadcast);  // as PyTorch's functional broadcast: no gradient
 
   // ---- conversion: the gradient goes back to the source's device and dtype ----
   d.def(O::_to_copy, 0, [](GradCtx& c) {

@@ -17,7 +17,7 @@ void run_collective(const ops::OpCall& c, std::span<Tensor> outs, CopyInto copy_
   const Tensor& self = c.args.tensor(0);
   const Tensor& out = outs[0];
   auto group = dist::bound_group(c.args.str(c.args.size() - 1), op);
-  if (c.op != OpKind::all_reduce) {
+  if (c.op != OpKind::all_reduce && c.op != OpKind::broadcast) {
     int64_t n = c.args.i64(c.op == OpKind::reduce_scatter_tensor ? 2 : 1);
     KILN_CHECK(n == group->size(), value,
                "[{}] was traced for a group of {} ranks, but '{}' has {}", op, n,
@@ -38,6 +38,14 @@ void run_collective(const ops::OpCall& c, std::span<Tensor> outs, CopyInto copy_
                            dist::Launch::blocking)
           ->wait();
       return;
+    case OpKind::broadcast: {
+      int64_t src = c.args.i64(1);
+      KILN_CHECK(src < group->size(), index, "[broadcast] src {} is not a rank of '{}' ({} ranks)",
+                 src, c.args.str(2), group->size());
+      copy_into(out, self);
+      group->broadcast(out, static_cast<int>(src), dist::Launch::blocking)->wait();
+      return;
+    }
     case OpKind::all_to_all_single:
       group->all_to_all(out, self, dist::Launch::blocking)->wait();
       return;

@@ -22,59 +22,60 @@
 // X(kernel, ops...): the kernel functions a backend defines and the ops each serves.
 // View ops need no kernel (dispatch builds them from meta); derived in-place ops use
 // their functional kernel plus copy_.
-#define KILN_KERNELS(X)                                                                       \
-  X(k_empty, empty)                                                                           \
-  X(k_full, full)                                                                             \
-  X(k_arange, arange)                                                                         \
-  X(k_rand, rand)                                                                             \
-  X(k_randn, randn)                                                                           \
-  X(k_unary, neg, abs, relu, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu, gelu, erf) \
-  X(k_unary, log1p, expm1, log2, tan, atan, asin, acos, sinh, cosh, reciprocal)               \
-  X(k_unary, floor, ceil, round, trunc, sign, exp2, log10, erfc, asinh, acosh, atanh)         \
-  X(k_unary, erfinv, lgamma, digamma, polygamma)                                              \
-  X(k_special, special_unary, special_binary)                                                 \
-  X(k_clamp, clamp)                                                                           \
-  X(k_logical_not, logical_not)                                                               \
-  X(k_bitwise, bitwise_not, bitwise_and, bitwise_or, bitwise_xor)                             \
-  X(k_binary, add, sub, mul, div, pow, maximum, minimum)                                      \
-  X(k_binary, remainder, fmod, floor_divide, atan2)                                           \
-  X(k_compare, eq, ne, lt, le, gt, ge)                                                        \
-  X(k_where, where)                                                                           \
-  X(k_gelu_backward, gelu_backward)                                                           \
-  X(k_threshold_backward, threshold_backward)                                                 \
-  X(k_masked_fill, masked_fill)                                                               \
-  X(k_copy_, copy_)                                                                           \
-  X(k_fill_, fill_)                                                                           \
-  X(k_sum_mean, sum, mean)                                                                    \
-  X(k_amax, amax, amin)                                                                       \
-  X(k_max_dim, max, min, argmax)                                                              \
-  X(k_prod, prod)                                                                             \
-  X(k_scan, cumsum, cumprod, logcumsumexp)                                                    \
-  X(k_cumextreme, cummax, cummin)                                                             \
-  X(k_cumprod_backward, cumprod_backward)                                                     \
-  X(k_sort, sort, topk)                                                                       \
-  X(k_var, var)                                                                               \
-  X(k_softmax, softmax, log_softmax)                                                          \
-  X(k_softmax_backward, softmax_backward, log_softmax_backward)                               \
-  X(k_mm, mm)                                                                                 \
-  X(k_bmm, bmm)                                                                               \
-  X(k_matmul, matmul)                                                                         \
-  X(k_addmm, addmm)                                                                           \
-  X(k_linear, linear)                                                                         \
-  X(k_linear_backward, linear_backward)                                                       \
-  X(k_linalg_eigh, linalg_eigh)                                                               \
-  X(k_linalg_svd, linalg_svd)                                                                 \
-  X(k_cat, cat)                                                                               \
-  X(k_as_strided_scatter, as_strided_scatter)                                                 \
-  X(k_index_select, index_select)                                                             \
-  X(k_gather, gather)                                                                         \
-  X(k_embedding, embedding)                                                                   \
-  X(k_scatter_add, scatter_add)                                                               \
-  X(k_clone, clone)                                                                           \
-  X(k_layer_norm, layer_norm, rms_norm)                                                       \
-  X(k_layer_norm_backward, layer_norm_backward)                                               \
-  X(k_to_copy, _to_copy)                                                                      \
-  X(k_collective, all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single)
+#define KILN_KERNELS(X)                                                                         \
+  X(k_empty, empty)                                                                             \
+  X(k_full, full)                                                                               \
+  X(k_arange, arange)                                                                           \
+  X(k_rand, rand)                                                                               \
+  X(k_randn, randn)                                                                             \
+  X(k_unary, neg, abs, relu, exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu, gelu, erf)   \
+  X(k_unary, log1p, expm1, log2, tan, atan, asin, acos, sinh, cosh, reciprocal)                 \
+  X(k_unary, floor, ceil, round, trunc, sign, exp2, log10, erfc, asinh, acosh, atanh)           \
+  X(k_unary, erfinv, lgamma, digamma, polygamma)                                                \
+  X(k_special, special_unary, special_binary)                                                   \
+  X(k_clamp, clamp)                                                                             \
+  X(k_logical_not, logical_not)                                                                 \
+  X(k_bitwise, bitwise_not, bitwise_and, bitwise_or, bitwise_xor)                               \
+  X(k_binary, add, sub, mul, div, pow, maximum, minimum)                                        \
+  X(k_binary, remainder, fmod, floor_divide, atan2)                                             \
+  X(k_compare, eq, ne, lt, le, gt, ge)                                                          \
+  X(k_where, where)                                                                             \
+  X(k_gelu_backward, gelu_backward)                                                             \
+  X(k_threshold_backward, threshold_backward)                                                   \
+  X(k_masked_fill, masked_fill)                                                                 \
+  X(k_copy_, copy_)                                                                             \
+  X(k_fill_, fill_)                                                                             \
+  X(k_sum_mean, sum, mean)                                                                      \
+  X(k_amax, amax, amin)                                                                         \
+  X(k_max_dim, max, min, argmax)                                                                \
+  X(k_prod, prod)                                                                               \
+  X(k_scan, cumsum, cumprod, logcumsumexp)                                                      \
+  X(k_cumextreme, cummax, cummin)                                                               \
+  X(k_cumprod_backward, cumprod_backward)                                                       \
+  X(k_sort, sort, topk)                                                                         \
+  X(k_var, var)                                                                                 \
+  X(k_softmax, softmax, log_softmax)                                                            \
+  X(k_softmax_backward, softmax_backward, log_softmax_backward)                                 \
+  X(k_mm, mm)                                                                                   \
+  X(k_bmm, bmm)                                                                                 \
+  X(k_matmul, matmul)                                                                           \
+  X(k_addmm, addmm)                                                                             \
+  X(k_linear, linear)                                                                           \
+  X(k_linear_backward, linear_backward)                                                         \
+  X(k_linalg_eigh, linalg_eigh)                                                                 \
+  X(k_linalg_svd, linalg_svd)                                                                   \
+  X(k_cat, cat)                                                                                 \
+  X(k_as_strided_scatter, as_strided_scatter)                                                   \
+  X(k_index_select, index_select)                                                               \
+  X(k_gather, gather)                                                                           \
+  X(k_embedding, embedding)                                                                     \
+  X(k_scatter_add, scatter_add)                                                                 \
+  X(k_clone, clone)                                                                             \
+  X(k_layer_norm, layer_norm, rms_norm)                                                         \
+  X(k_layer_norm_backward, layer_norm_backward)                                                 \
+  X(k_to_copy, _to_copy)                                                                        \
+  X(k_collective, all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, \
+    broadcast)
 
 namespace kiln::backend {
 /** d gelu(v) / dv, erf or tanh form, written with the caller's erf/exp/tanh (vectorizable

@@ -584,7 +584,7 @@ Table build() {
 
   // ---- collectives: they run on local shards, never on DTensors ----
   for (O op : {O::all_reduce, O::all_gather_into_tensor, O::reduce_scatter_tensor,
-               O::all_to_all_single, O::wait_tensor})
+               O::all_to_all_single, O::wait_tensor, O::broadcast, O::all_reduce_})
     s.none(op);
   return s;
 }

@@ -763,6 +763,11 @@ void meta_reduce_scatter(const OpCall& c, MetaOut& out) {
   check_reduction(c, 1);
   out.fresh(rows_scaled(c, group_size_of(c, 2), false), c.args.tensor(0).dtype());
 }
+void meta_broadcast(const OpCall& c, MetaOut& out) {
+  KILN_CHECK(c.args.i64(1) >= 0, index, "[broadcast] src must be a rank (>= 0), got {}",
+             c.args.i64(1));
+  out.fresh(c.args.tensor(0).shape(), c.args.tensor(0).dtype());
+}
 void meta_all_to_all(const OpCall& c, MetaOut& out) {
   int64_t n = group_size_of(c, 1);
   rows_scaled(c, n, false);  // divisible into chunks

@@ -65,6 +65,54 @@ TEST(C2, RunningBindsGroupsByName) {
   EXPECT_TRUE(all_close(w.grad(), {2, 4}));
 }
 
+// PyTorch's other functional forms (broadcast, all_reduce_, gather/scatter along a dim,
+// _coalesced): traced as PyTorch builds them, and on the fake group moving data as if
+// every rank held this one's input (the multi-rank values: Mpi.FunctionalCollectiveForms).
+TEST(C2, TheOtherFunctionalFormsTraceAndRunOnTheFakeGroup) {
+  auto fn = [](const TensorList& in) {
+    Tensor x = in[0];  // [4, 6]
+    all_reduce_(x, "sum", "dp");
+    TensorList c = all_reduce_coalesced({x, in[1]}, "avg", "dp");
+    return TensorList{broadcast(x, 1, "dp"), all_gather_tensor(x, 1, 2, "dp"),
+                      reduce_scatter_tensor(x, "sum", 1, 2, "dp"), c[0], c[1]};
+  };
+  ir::Graph g = make_fx(fn, {empty({4, 6}), empty({3})});
+  std::string text = g.str();
+  for (const char* part :
+       {"all_reduce_(%arg0, reduce_op='sum', group='dp')",
+        "broadcast(%all_reduce_, src=1, group='dp')", "f32[8,6]@cpu:0 = all_gather_into_tensor(",
+        "f32[4,12]@cpu:0 = cat(", "f32[8,3]@cpu:0 = cat(", "f32[27]@cpu:0 = cat(",
+        "f32[27]@cpu:0 = all_reduce("})
+    EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
+  // Functionalized, the in-place form is the functional op and a write-back of the input.
+  passes::CapturedProgram f =
+      passes::capture(fn, {empty({4, 6}), empty({3})}, {.write_back = passes::WriteBack::in_graph});
+  std::string ftext = f.graph.str();
+  EXPECT_EQ(ftext.find("all_reduce_("), std::string::npos) << ftext;
+  EXPECT_NE(ftext.find("copy_(%arg0, %all_reduce)"), std::string::npos) << ftext;
+
+  dist::bind_group("pretend", dist::fake_group(1, 2));
+  Tensor x = tensor({1, 2, 3, 4}, {2, 2});
+  EXPECT_TRUE(all_close(broadcast(x, 0, "pretend"), {1, 2, 3, 4}));
+  Tensor y = clone(x);
+  all_reduce_(y, "sum", "pretend");
+  EXPECT_TRUE(all_close(y, {1, 2, 3, 4}));
+  EXPECT_TRUE(all_close(all_gather_tensor(x, 1, 2, "pretend"), {1, 2, 1, 2, 3, 4, 3, 4}));
+  EXPECT_TRUE(
+      all_close(reduce_scatter_tensor(x, "sum", 1, 2, "pretend"), {2, 4}));  // rank 1's column
+  TensorList gathered = all_gather_into_tensor_coalesced({x, tensor({5})}, 2, "pretend");
+  EXPECT_TRUE(all_close(gathered[0], {1, 2, 3, 4, 1, 2, 3, 4}));
+  EXPECT_EQ(gathered[0].shape(), Dims({4, 2}));
+  EXPECT_TRUE(all_close(gathered[1], {5, 5}));
+  TensorList scattered = reduce_scatter_tensor_coalesced({x, tensor({5, 6})}, "sum", 2, "pretend");
+  EXPECT_TRUE(all_close(scattered[0], {3, 4}));
+  EXPECT_TRUE(all_close(scattered[1], {6}));
+  expect_error([&] { broadcast(x, 2, "pretend"); }, ErrorKind::index,
+               "[broadcast] src 2 is not a rank of 'pretend' (2 ranks)");
+  expect_error([&] { reduce_scatter_tensor(x, "sum", 1, 4, "pretend"); }, ErrorKind::shape,
+               "dim 1 of f32[2, 2]@cpu:0 is not divisible by the group size 4");
+}
+
 // A model whose output is summed over the ranks of axis "dp".
 struct AllReduceLinear : nn::Module {
   Tensor& weight = register_parameter("weight", randn({2, 3}));

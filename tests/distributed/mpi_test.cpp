@@ -128,6 +128,48 @@ TEST(Mpi, GatherScatterAllToAllBroadcast) {
   world()->barrier();
 }
 
+// The functional forms beyond the four ops (C2, PyTorch's _functional_collectives), run on
+// the world: each against the values the ranks' inputs give by hand.
+TEST(Mpi, FunctionalCollectiveForms) {
+  int n = world()->size(), r = world()->rank();
+  dist::bind_group("world", world());
+  Device d = my_device();
+  Tensor mine = full({2, 2 * n}, double(r), {.device = d});  // every element is the rank
+  Tensor b = broadcast(mine, n - 1, "world");
+  EXPECT_TRUE(all_close(b, std::vector<double>(4 * n, n - 1)));
+  Tensor summed = clone(mine);
+  all_reduce_(summed, "sum", "world");
+  double total = n * (n - 1) / 2.0;
+  EXPECT_TRUE(all_close(summed, std::vector<double>(4 * n, total)));
+  // gathered along dim 1: [2, 2n * n], column block k from rank k
+  Tensor g = all_gather_tensor(mine, 1, n, "world");
+  ASSERT_EQ(g.shape(), Dims({2, 2 * n * n}));
+  for (int k = 0; k < n; ++k)
+    EXPECT_TRUE(all_close(slice(g, 1, 2 * n * k, 2 * n * (k + 1)), std::vector<double>(4 * n, k)));
+  // scattered along dim 1: this rank's two columns of the sum
+  Tensor s = reduce_scatter_tensor(values_of(r, {2, 2 * n}, f64), "sum", 1, n, "world");
+  Tensor want = full({2, 2 * n}, 0.0, {.dtype = f64});
+  for (int k = 0; k < n; ++k) want = add(want, to(values_of(k, {2, 2 * n}, f64), Device("cpu:0")));
+  EXPECT_TRUE(all_close(s, to_vector<double>(slice(want, 1, 2 * r, 2 * r + 2))));
+  // coalesced: each tensor as its own collective would give it
+  Tensor small = full({3}, double(r + 1), {.device = d});
+  TensorList reduced = all_reduce_coalesced({mine, small}, "sum", "world");
+  EXPECT_TRUE(all_close(reduced[0], to_vector<double>(all_reduce(mine, "sum", "world"))));
+  EXPECT_TRUE(all_close(reduced[1], to_vector<double>(all_reduce(small, "sum", "world"))));
+  TensorList gathered = all_gather_into_tensor_coalesced({mine, small}, n, "world");
+  EXPECT_TRUE(all_close(gathered[0], to_vector<double>(all_gather_into_tensor(mine, n, "world"))));
+  EXPECT_TRUE(all_close(gathered[1], to_vector<double>(all_gather_into_tensor(small, n, "world"))));
+  Tensor rows = values_of(r, {2 * n, 3}, f32);
+  Tensor tall = full({2 * n, 2}, double(r), {.device = d});
+  TensorList scattered = reduce_scatter_tensor_coalesced({rows, tall}, "sum", n, "world");
+  EXPECT_TRUE(
+      all_close(scattered[0], to_vector<double>(reduce_scatter_tensor(rows, "sum", n, "world"))));
+  EXPECT_TRUE(all_close(scattered[1], std::vector<double>(4, total)));
+  Tensor col = values_of(r, {2 * n, 1}, f32);
+  EXPECT_EQ(reduce_scatter_tensor_coalesced({col}, "max", n, "world")[0].shape(), Dims({2, 1}));
+  world()->barrier();
+}
+
 TEST(Mpi, SendRecvRing) {
   int n = world()->size(), r = world()->rank();
   Tensor out = full({3}, r + 0.0, {.device = my_device()}),

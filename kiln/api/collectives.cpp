@@ -1,0 +1,126 @@
+// PyTorch's other functional collective forms (torch.distributed._functional_collectives),
+// built from the collective ops as PyTorch builds them: along another dim by chunking
+// and concatenating around the dim-0 op, and the `_coalesced` forms as one collective
+// per dtype over the tensors flattened into one buffer.
+#include "kiln/api/functional.h"
+
+namespace kiln {
+
+Tensor all_gather_tensor(const Tensor& x, int64_t gather_dim, int64_t group_size,
+                         std::string_view group) {
+  int64_t dim = wrap_dim(gather_dim, x.dim(), "all_gather_tensor");
+  Tensor gathered = all_gather_into_tensor(dim == 0 ? x : contiguous(x), group_size, group);
+  if (dim == 0) return gathered;
+  return cat(chunk(gathered, group_size, 0), dim);  // rank blocks side by side along dim
+}
+
+Tensor reduce_scatter_tensor(const Tensor& x, std::string_view reduce_op, int64_t scatter_dim,
+                             int64_t group_size, std::string_view group) {
+  int64_t dim = wrap_dim(scatter_dim, x.dim(), "reduce_scatter_tensor");
+  KILN_CHECK(group_size > 0 && x.size(dim) % group_size == 0, shape,
+             "[reduce_scatter_tensor] dim {} of {} is not divisible by the group size {}", dim,
+             x.meta_str(), group_size);
+  if (dim == 0) return reduce_scatter_tensor(x, reduce_op, group_size, group);
+  // Rank r's chunk along dim becomes row block r along dim 0.
+  return reduce_scatter_tensor(cat(chunk(x, group_size, dim), 0), reduce_op, group_size, group);
+}
+
+namespace {
+
+// Runs `one` on groups of `xs` of one dtype, flattened into one buffer; `unflatten`
+// cuts the result back into each tensor's result.
+template <typename One, typename Cut>
+TensorList coalesced(const TensorList& xs, One one, Cut cut) {
+  TensorList out(xs.size());
+  std::vector<bool> done(xs.size(), false);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<size_t> members;
+    for (size_t j = i; j < xs.size(); ++j)
+      if (!done[j] && xs[j].dtype() == xs[i].dtype() && xs[j].device() == xs[i].device()) {
+        members.push_back(j);
+        done[j] = true;
+      }
+    TensorList group;
+    for (size_t j : members) group.push_back(xs[j]);
+    TensorList results = cut(one(group), group);
+    for (size_t k = 0; k < members.size(); ++k) out[members[k]] = results[k];
+  }
+  return out;
+}
+
+IntList numels(const TensorList& xs, int64_t divide_by = 1) {
+  IntList n;
+  for (const Tensor& x : xs) n.push_back(x.numel() / divide_by);
+  return n;
+}
+
+}  // namespace
+
+TensorList all_reduce_coalesced(const TensorList& xs, std::string_view reduce_op,
+                                std::string_view group) {
+  return coalesced(
+      xs,
+      [&](const TensorList& g) {
+        TensorList flat;
+        for (const Tensor& x : g) flat.push_back(reshape(x, {-1}));
+        return all_reduce(cat(flat, 0), reduce_op, group);
+      },
+      [](const Tensor& r, const TensorList& g) {
+        TensorList parts = split(r, numels(g), 0);
+        for (size_t k = 0; k < g.size(); ++k) parts[k] = reshape(parts[k], g[k].shape());
+        return parts;
+      });
+}
+
+TensorList all_gather_into_tensor_coalesced(const TensorList& xs, int64_t group_size,
+                                            std::string_view group) {
+  return coalesced(
+      xs,
+      [&](const TensorList& g) {
+        TensorList flat;
+        for (const Tensor& x : g) flat.push_back(reshape(x, {-1}));
+        return all_gather_into_tensor(cat(flat, 0), group_size, group);
+      },
+      [&](const Tensor& r, const TensorList& g) {
+        // [ranks * total]: each rank's block holds every tensor of the group in turn.
+        TensorList parts = split(reshape(r, {group_size, -1}), numels(g), 1);
+        for (size_t k = 0; k < g.size(); ++k) {
+          Dims shape = g[k].shape();
+          IntList sizes(shape.begin(), shape.end());
+          if (sizes.empty()) sizes.push_back(1);  // a 0-dim tensor gathers into [ranks]
+          sizes[0] *= group_size;
+          parts[k] = reshape(parts[k], sizes);
+        }
+        return parts;
+      });
+}
+
+TensorList reduce_scatter_tensor_coalesced(const TensorList& xs, std::string_view reduce_op,
+                                           int64_t group_size, std::string_view group) {
+  for (const Tensor& x : xs)
+    KILN_CHECK(
+        x.dim() > 0 && x.size(0) % group_size == 0, shape,
+        "[reduce_scatter_tensor_coalesced] dim 0 of {} is not divisible by the group size {}",
+        x.meta_str(), group_size);
+  return coalesced(
+      xs,
+      [&](const TensorList& g) {
+        // Row r of each [ranks, numel / ranks] goes to rank r: side by side per rank.
+        TensorList rows;
+        for (const Tensor& x : g) rows.push_back(reshape(x, {group_size, -1}));
+        return reduce_scatter_tensor(reshape(cat(rows, 1), {-1}), reduce_op, group_size, group);
+      },
+      [&](const Tensor& r, const TensorList& g) {
+        TensorList parts = split(r, numels(g, group_size), 0);
+        for (size_t k = 0; k < g.size(); ++k) {
+          Dims shape = g[k].shape();
+          IntList sizes(shape.begin(), shape.end());
+          sizes[0] /= group_size;
+          parts[k] = reshape(parts[k], sizes);
+        }
+        return parts;
+      });
+}
+
+}  // namespace kiln
