@@ -16,7 +16,7 @@
 #include "kiln/interop/call.h"
 #include "kiln/ops/extension.h"
 #include "kiln/passes/functionalize.h"
-#include "kiln/program/dynamic.h"
+#include "kiln/trace/dynamic.h"
 
 namespace kiln {
 namespace {

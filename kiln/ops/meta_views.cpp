@@ -293,7 +293,10 @@ void meta_expand(const OpCall& c, MetaOut& out) {
     }
     SymInt have = self.shape().sym(i - lead);
     SymInt want = size.sym(i).same_as(-1) ? have : size.sym(i);
-    bool same = have.same_as(want) || have == want;
+    // A static 1 broadcast to a symbolic size is expanded (stride 0) without asking
+    // whether that size is 1: if it is, the stride of a size-1 dim does not matter (Y2).
+    bool one_to_symbol = !have.is_symbolic() && have.hint() == 1 && want.is_symbolic();
+    bool same = have.same_as(want) || (!one_to_symbol && have == want);
     KILN_CHECK(same || have == 1, shape,
                "[expand] the expanded size of the tensor ({}) must match the existing size ({}) at "
                "non-singleton dimension {}; target sizes {}, tensor sizes {}",

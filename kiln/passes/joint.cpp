@@ -149,6 +149,19 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
     traced = traced_inputs(own, fake ? &*fake : nullptr,
                            program.overlapping_inputs);  // Note [Aliased inputs]
   }
+  // (Y1) Declared dynamic dims make the fake primals symbolic; forward and backward are
+  // traced with their ShapeEnv active, whose guards become the program's ShapeSpec.
+  ShapeEnv env;
+  std::optional<ShapeEnvGuard> symbolic;
+  if (!options.dynamic_shapes.empty()) {
+    KILN_CHECK(fake, value,
+               "[capture_joint] dynamic shapes need fake mode (MakeFxOptions::Mode::fake)");
+    TensorList examples;
+    for (const Tensor& t : inputs) examples.push_back(subclass_inner(t));
+    kiln::detail::declare_dynamic_dims(env, traced, examples, options.dynamic_shapes);
+    env.scope_provider = [] { return current_scope(); };
+    symbolic.emplace(&env);
+  }
   size_t n_primals = inputs.size();
   ir::Graph &fw = program.forward, &bw = program.backward;
   Saver saver(fw, bw);
@@ -288,6 +301,10 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
   program.forward.verify();
   program.backward.verify();
 #endif
+  if (symbolic) {
+    symbolic.reset();
+    program.shapes = kiln::detail::settle_shapes(env);
+  }
   return program;
 }
 
@@ -298,7 +315,20 @@ JointRun run_joint(const JointProgram& program, const TensorList& given,
   TensorList inputs, tangents;  // subclass tensors (DTensors) run as their inner tensors
   for (const Tensor& t : given) inputs.push_back(subclass_inner(t));
   for (const Tensor& t : given_tangents) tangents.push_back(subclass_inner(t));
-  TensorList fw = ir::interpret(program.forward, inputs);
+  // (Y4) A capture with dynamic dims binds its symbols from the inputs' sizes (checked
+  // against ranges and guards) and runs both graphs at them.
+  std::vector<int64_t> binding;
+  if (!program.shapes.empty()) {
+    std::vector<std::pair<std::string, const ir::ValueMeta*>> metas;
+    for (ir::Node* n : program.forward.inputs()) metas.emplace_back(n->name(), &n->meta()[0]);
+    binding = bind_symbols(program.shapes, metas, inputs);
+  }
+  ir::SymbolValues values;
+  if (!binding.empty())
+    values = [&](const sym::Expr* s) {
+      return binding[static_cast<size_t>(program.shapes.index_of(s))];
+    };
+  TensorList fw = ir::interpret(program.forward, inputs, values);
   size_t m = static_cast<size_t>(program.num_mutation_outputs);
   size_t u = static_cast<size_t>(program.num_user_outputs);
   // (M5) out-of-graph mutations are applied by the caller's side, as eager would have.
@@ -325,7 +355,7 @@ JointRun run_joint(const JointProgram& program, const TensorList& given,
   }
   run.grads.resize(inputs.size());
   if (!program.grad_of.empty() || !program.backward_mutated.empty()) {
-    TensorList g = ir::interpret(program.backward, bw_in);
+    TensorList g = ir::interpret(program.backward, bw_in, values);
     size_t n_grads = program.grad_of.size();
     for (size_t j = 0; j < n_grads; ++j) run.grads[static_cast<size_t>(program.grad_of[j])] = g[j];
     for (size_t j = 0; j < program.backward_mutated.size();

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kiln/passes/functionalize.h"
+#include "kiln/trace/dynamic.h"
 
 namespace kiln::passes {
 
@@ -38,6 +39,10 @@ struct JointOptions {
   std::vector<std::string> input_names;
   /** Which inputs to differentiate; default: those whose requires_grad() is true. */
   std::vector<bool> requires_grad;
+  /** (Y1) Per input, its dynamic dims (fewer entries than inputs: the rest static), as
+   * ExportOptions::dynamic_shapes: both graphs then have symbolic sizes, and run_joint
+   * runs them at any sizes their ranges and guards allow. Fake mode only. */
+  std::vector<InputDims> dynamic_shapes;
 };
 
 /** A partitioned training graph. Forward: primals -> [out-of-graph mutations, user
@@ -60,6 +65,8 @@ struct JointProgram {
   /** Inputs captured as overlapping views of one storage; run_joint checks the inputs it
    * is given alias the same way (Note [Aliased inputs]). */
   std::vector<InputAlias> overlapping_inputs;
+  /** (Y4) The symbols and guards of a capture with dynamic dims (empty if static). */
+  ShapeSpec shapes;
   /** Bytes of the saved values (from their metadata). */
   int64_t saved_bytes() const;
 };

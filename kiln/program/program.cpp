@@ -4,7 +4,6 @@
 
 #include "kiln/dispatch/dispatch.h"
 #include "kiln/ir/interpreter.h"
-#include "kiln/program/dynamic.h"
 
 namespace kiln {
 
@@ -169,6 +168,16 @@ void finish_program(ExportedProgram& program, passes::CapturedProgram captured,
   // (X4) Tensor constants the trace met are stored by their node's name.
   for (ir::Node* n : program.graph.nodes())
     if (n->opcode() == ir::Opcode::constant) program.constants.emplace_back(n->name(), n->value());
+}
+
+std::vector<int64_t> ExportedProgram::bind_symbols(const TensorList& user_inputs) const {
+  if (shapes.empty()) return {};
+  std::vector<ir::Node*> nodes = graph.inputs();
+  std::vector<std::pair<std::string, const ir::ValueMeta*>> metas;  // user inputs
+  for (size_t i = 0; i < signature.inputs.size() && i < nodes.size(); ++i)
+    if (signature.inputs[i].kind == Kind::user_input)
+      metas.emplace_back(signature.inputs[i].target, &nodes[i]->meta()[0]);
+  return kiln::bind_symbols(shapes, metas, user_inputs);
 }
 
 TensorList ExportedProgram::bind_inputs(const TensorList& user_inputs,

@@ -12,6 +12,7 @@
 #include "kiln/ir/graph.h"
 #include "kiln/nn/module.h"
 #include "kiln/passes/functionalize.h"
+#include "kiln/trace/dynamic.h"
 
 namespace kiln {
 
@@ -62,62 +63,6 @@ struct WorkspaceRecipe {
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
-/** (Y1) A dynamic dimension of an export input. A named Dim has a range; inputs that
- * share a name share its symbol. A derived Dim is `k*d + c` of a named one (`2*d`,
- * `d + 1`). An automatic Dim becomes whatever the trace needs (a symbol, a relation,
- * or a static size) without an error. Dims not declared are static. */
-struct Dim {
-  /** The largest size a Dim may take by default (sizes are int64; this leaves room for
-   * arithmetic on them). */
-  static constexpr int64_t kMax = int64_t{1} << 40;
-  std::string name;
-  int64_t min = 1, max = kMax;  // kiln's default minimum is 1 (docs/dynamic-shapes.md)
-  bool automatic = false;
-  // A derived Dim: coeff * (the Dim called `root`) + offset; root empty otherwise.
-  std::string root;
-  int64_t coeff = 1, offset = 0;
-
-  Dim() = default;
-  explicit Dim(std::string name, int64_t min = 1, int64_t max = kMax)
-      : name(std::move(name)), min(min), max(max) {}
-  /** A dim the trace decides (PyTorch's Dim.AUTO). */
-  static Dim automatic_dim() {
-    Dim d;
-    d.automatic = true;
-    d.min = 0;
-    return d;
-  }
-  friend Dim operator*(int64_t k, const Dim& d) { return d.derived(k * d.coeff, k * d.offset); }
-  friend Dim operator+(const Dim& d, int64_t c) { return d.derived(d.coeff, d.offset + c); }
-  friend Dim operator-(const Dim& d, int64_t c) { return d.derived(d.coeff, d.offset - c); }
-  bool is_derived() const { return !root.empty(); }
-
- private:
-  Dim derived(int64_t k, int64_t c) const {
-    Dim r = *this;
-    if (root.empty()) r.root = name;
-    r.name = "";
-    r.coeff = k;
-    r.offset = c;
-    return r;
-  }
-};
-/** The dynamic dims of one user input, by dim index. */
-using InputDims = std::map<int64_t, Dim>;
-
-/** (Y4) What a program with dynamic shapes needs to run at a new shape: its symbols with
- * their ranges and example values, and the guards every binding must meet. Empty for a
- * static program. */
-struct ShapeSpec {
-  std::vector<SymbolInfo> symbols;
-  std::vector<Guard> guards;
-  bool empty() const { return symbols.empty(); }
-  /** The index of a symbol in `symbols`, or -1. */
-  int index_of(const sym::Expr* symbol) const;
-  /** "s0 in [1, 1024] (batch: input_0.shape[0])" lines, then "guard: ..." lines. */
-  std::string str() const;
-};
 
 // Note [Programs across threads]
 // A program's state, constants and workspaces are shared by everything that runs it: its
@@ -181,11 +126,6 @@ struct ExportOptions {
  * parameters / buffers / workspaces lifted to inputs, mutations as outputs (X4, M5). */
 ExportedProgram export_program(nn::Module& module, const TensorList& example_inputs,
                                const ExportOptions& options = {});
-
-/** (Y4) `meta` at a binding of `shapes`' symbols (values in symbol order): every size,
- * stride and offset an integer. */
-ir::ValueMeta evaluate(const ir::ValueMeta& meta, const ShapeSpec& shapes,
-                       const std::vector<int64_t>& binding);
 
 /** The end of every capture into a program (export_program, the .pt2 importer): takes
  * the captured graph, adds the mutation outputs (first, in input order; a mutated

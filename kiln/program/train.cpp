@@ -8,7 +8,7 @@
 #include "kiln/core/overloaded.h"
 #include "kiln/passes/reinplace.h"
 #include "kiln/passes/scatter_sums.h"
-#include "kiln/program/dynamic.h"
+#include "kiln/trace/dynamic.h"
 
 namespace kiln {
 

@@ -15,6 +15,7 @@ using passes::InputMutation;
 using passes::JointProgram;
 using passes::run_joint;
 using testing::all_close;
+using testing::expect_error;
 
 std::vector<double> values(const Tensor& t) { return to_vector<double>(t); }
 
@@ -72,6 +73,49 @@ TEST(J2, FoundingCaseRunsLikeEager) {
 
 // (J1) detach() inside the captured function stops gradients as eagerly: the joint
 // graph's backward sees the alias as a constant of the forward.
+// (Y1 under J1) A joint capture with a dynamic batch: both graphs have symbolic sizes, and
+// run_joint gives eager's outputs and gradients at every batch of the range, with the
+// range checked at run time.
+TEST(J1, ADynamicBatchRunsAtEveryBatchLikeEager) {
+  auto fn = [](const TensorList& in) {
+    Tensor h = gelu(linear(in[0], in[1], in[2]));        // [b, 16]
+    Tensor y = softmax(h, -1) * h + mean(h, {0}, true);  // a mean over the batch
+    return TensorList{mean(y * y), sum(y, {1})};
+  };
+  manual_seed(3);
+  Tensor w = randn({16, 8}, {.requires_grad = true}), bias = randn({16}, {.requires_grad = true});
+  Dim batch("batch", 1, 64);
+  JointProgram p = capture_joint(fn, {randn({4, 8}), w, bias}, {.dynamic_shapes = {{{0, batch}}}});
+  ASSERT_EQ(p.shapes.symbols.size(), 1u) << p.shapes.str();
+  EXPECT_EQ(p.shapes.symbols[0].dim_name, "batch");
+  EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
+  EXPECT_NE(p.forward.str().find("[s0,16]"), std::string::npos) << p.forward.str();
+  for (int64_t b : {1, 3, 4, 17, 64}) {
+    Tensor x = randn({b, 8});
+    Tensor we = clone(w.detach()), be = clone(bias.detach());
+    we.set_requires_grad();
+    be.set_requires_grad();
+    TensorList eager = fn({x, we, be});
+    Tensor g1 = randn({b});
+    autograd::backward({eager[0], eager[1]}, {Tensor(), g1});
+    passes::JointRun run = run_joint(p, {x, w.detach(), bias.detach()}, {Tensor(), g1});
+    EXPECT_TRUE(all_close(run.outputs[0], values(eager[0]), 1e-5, 1e-6)) << b;
+    EXPECT_TRUE(all_close(run.outputs[1], values(eager[1]), 1e-5, 1e-6)) << b;
+    EXPECT_TRUE(all_close(run.grads[1], values(we.grad()), 1e-5, 1e-6)) << b;
+    EXPECT_TRUE(all_close(run.grads[2], values(be.grad()), 1e-5, 1e-6)) << b;
+  }
+  expect_error(
+      [&] {
+        run_joint(p, {randn({65, 8}), w.detach(), bias.detach()});
+      },
+      ErrorKind::shape, "outside the range [1, 64]");
+  expect_error(
+      [&] {
+        run_joint(p, {randn({4, 9}), w.detach(), bias.detach()});
+      },
+      ErrorKind::shape, "static at 8");
+}
+
 TEST(J1, DetachStopsGradientsLikeEager) {
   auto fn = [](const TensorList& in) {
     Tensor y = in[0] * in[1];

@@ -1,14 +1,12 @@
 // Dynamic shapes in programs: declaring dims at export (Y1), settling guards into
 // ranges or constraint errors (Y2), and binding symbols before a run (Y4).
-#include "kiln/program/dynamic.h"
+#include "kiln/trace/dynamic.h"
 
 #include <algorithm>
 
-#include "kiln/program/program.h"
+#include "kiln/api/functional.h"
 
 namespace kiln {
-
-using Kind = InputSpec::Kind;
 
 int ShapeSpec::index_of(const sym::Expr* symbol) const {
   for (size_t i = 0; i < symbols.size(); ++i)
@@ -92,13 +90,10 @@ ir::ValueMeta evaluate(const ir::ValueMeta& meta, const ShapeSpec& shapes,
 
 // ---- binding (Y4) -----------------------------------------------------------------
 
-std::vector<int64_t> ExportedProgram::bind_symbols(const TensorList& user_inputs) const {
+std::vector<int64_t> bind_symbols(
+    const ShapeSpec& shapes, const std::vector<std::pair<std::string, const ir::ValueMeta*>>& metas,
+    const TensorList& user_inputs) {
   if (shapes.empty()) return {};
-  std::vector<ir::Node*> nodes = graph.inputs();
-  std::vector<std::pair<std::string, const ir::ValueMeta*>> metas;  // user inputs
-  for (size_t i = 0; i < signature.inputs.size() && i < nodes.size(); ++i)
-    if (signature.inputs[i].kind == Kind::user_input)
-      metas.emplace_back(signature.inputs[i].target, &nodes[i]->meta()[0]);
   KILN_CHECK(user_inputs.size() == metas.size(), value,
              "[run] the program takes {} user inputs, got {}", metas.size(), user_inputs.size());
   std::vector<std::optional<int64_t>> value(shapes.symbols.size());
