@@ -227,6 +227,7 @@ def peer_round(work):
         recs += json_lines(run([f"{PEER_BUILD}/membw"], env={"OMP_NUM_THREADS": str(os.cpu_count())}))
         recs += json_lines(run([f"{PEER_BUILD}/membw"], env={"OMP_NUM_THREADS": "1"}))
     for script, args in (("fake_prop.py", ["--reps", "10"]), ("trace_cost.py", ["--reps", "3"]),
+                         ("dynamic_export.py", ["--reps", "3"]),
                          ("functionalize_bench.py", ["--reps", "10"]),
                          ("eager_models.py", ["--reps", "20"])):
         if not os.path.exists(os.path.join(PEERS, script)):
@@ -350,6 +351,11 @@ def build_rows(k, p):
         if st and dy:
             row(f"export with a dynamic batch{'' if m == 'mlp' else ' and sequence'}, {m.upper()}, per call node "
                 "(vs static export)", fmt_t(dy * 1e-9), fmt_t(st * 1e-9), f"{dy / st:.2f}x", "<= 1.5x", dy <= 1.5 * st)
+    for m in ("mlp", "block"):  # the same work in PyTorch: torch.export with Dim (bench/peers/dynamic_export.py)
+        dy = kiln_value(k, f"BM_Export/dynamic_{m}", "ns/node")
+        speedup(f"export with a dynamic batch{'' if m == 'mlp' else ' and sequence'}, {m.upper()}, per call node "
+                "of each side's own graph (vs torch.export with Dim)", None if dy is None else dy * 1e-9,
+                us(peer_value(p, f"{m} torch.export dynamic", "us/call-node")))
     for m in ("mlp", "block"):
         st, dy = kiln_value(k, f"BM_Run/static_{m}"), kiln_value(k, f"BM_Run/dynamic_{m}")
         if st and dy:

@@ -11,6 +11,85 @@
 
 namespace kiln {
 
+// Note [Auto-functionalized extension ops]
+// An extension op that writes an argument in place and has no functional form ('ns::op_'
+// with a meta function of its own, or registered in steps) gets a functional twin when it
+// is registered: 'ns::auto_functionalized_op_', the same arguments with the written one
+// read-only, returning its new value. The twin's meta function runs the in-place op's
+// (the same checks) and answers a fresh tensor like the written argument; its kernel
+// copies that argument into the fresh tensor and runs the in-place op's kernel on the
+// copy. Functionalization captures the in-place op as the twin plus a write-back of the
+// argument, so a captured program stays functional -- what PyTorch's auto_functionalized
+// higher-order op does. A program names the twin like any extension op; loading it needs
+// the library that registers the in-place op, which brings the twin. The twin has no
+// gradient of its own: autograd records the in-place op, above functionalization.
+namespace {
+
+ops::OpKind twin_target(ops::OpKind twin) { return *ops::extension_op(twin)->functionalizes; }
+
+ops::Kernel copy_kernel(DeviceType type) {
+  switch (type) {
+    case DeviceType::cpu: return cpu::kernels()[static_cast<size_t>(ops::OpKind::copy_)];
+#if KILN_WITH_CUDA
+    case DeviceType::cuda: return cuda::kernels()[static_cast<size_t>(ops::OpKind::copy_)];
+#endif
+    default: return nullptr;
+  }
+}
+
+void twin_meta(const ops::OpCall& c, ops::MetaOut& out) {
+  const ops::OpInfo& info = ops::op_info(twin_target(c.op));
+  KILN_CHECK(info.meta, unsupported,
+             "[{}] has no fake (meta) function yet: register_fake({}, ...) before calling it",
+             info.name, info.name);
+  ops::MetaOut checks;  // the in-place op's own checks of its arguments
+  info.meta(ops::OpCall{info.kind, c.args, c.device}, checks);
+  const Tensor& self = c.args.tensor(static_cast<size_t>(info.schema.mutated_arg));
+  out.fresh(self.shape(), self.dtype());
+}
+
+void twin_kernel(const ops::OpCall& c, std::span<Tensor> outs) {
+  const ops::OpInfo& info = ops::op_info(twin_target(c.op));
+  ops::Kernel kernel = ops::extension_kernel(info.kind, c.device.type);
+  KILN_CHECK(kernel, unsupported, "[{}] has no kernel for device {}", info.name, c.device);
+  auto m = static_cast<size_t>(info.schema.mutated_arg);
+  Value copy_args[3] = {outs[0], c.args[m], false};
+  copy_kernel(c.device.type)(
+      ops::OpCall{ops::OpKind::copy_, std::span<const Value>(copy_args), c.device}, outs.first(1));
+  std::vector<Value> args;
+  for (size_t i = 0; i < c.args.size(); ++i) args.push_back(i == m ? Value(outs[0]) : c.args[i]);
+  kernel(ops::OpCall{info.kind, std::span<const Value>(args), c.device}, outs.first(1));
+}
+
+// Registers `op`'s twin when it is an in-place op without a functional form.
+void add_twin(ops::OpKind op, std::string_view who) {
+  const ops::ExtensionOp& e = *ops::extension_op(op);
+  if (!e.info.is_inplace() || e.info.functional != op) return;
+  std::string schema = e.schema_text;
+  size_t sep = schema.find("::");
+  schema.insert(sep + 2, "auto_functionalized_");
+  for (size_t at; (at = schema.find("Tensor(a!)")) != std::string::npos;)
+    schema.replace(at, 10, "Tensor");
+  ops::ExtensionOp twin;
+  twin.schema_text = ops::canonical_schema(schema);
+  try {
+    twin.info.schema = ops::parse_schema(twin.schema_text);
+  } catch (const Error& err) {
+    fail(ErrorKind::value, "[{}] {}'s functional twin: {}", who, e.name, err.what());
+  }
+  twin.info.device_rule = e.info.device_rule;
+  twin.info.meta = twin_meta;
+  twin.library = e.library;
+  for (DeviceType type : {DeviceType::cpu, DeviceType::cuda})
+    if (copy_kernel(type)) twin.kernels[static_cast<size_t>(type)] = twin_kernel;
+  twin.grad = ops::ExtensionOp::Grad::none;
+  twin.functionalizes = op;
+  ops::OpKind t = ops::register_extension(std::move(twin));
+  ops::update_extension(op, [&](ops::ExtensionOp& x) { x.auto_functional = t; });
+}
+
+}  // namespace
+
 ops::OpKind define_op(const OpDefinition& def) {
   ops::ExtensionOp op;
   op.schema_text = ops::canonical_schema(def.schema);
@@ -28,7 +107,9 @@ ops::OpKind define_op(const OpDefinition& def) {
   op.grad = !def.differentiable ? Grad::none : def.backward ? Grad::formula : Grad::missing;
   op.grad_saves = def.backward_saves;
   op.grad_formula = def.backward;
-  return ops::register_extension(std::move(op));
+  ops::OpKind kind = ops::register_extension(std::move(op));
+  add_twin(kind, "define_op");
+  return kind;
 }
 
 ops::OpKind define_schema(std::string_view schema, std::string_view library,
@@ -43,7 +124,9 @@ ops::OpKind define_schema(std::string_view schema, std::string_view library,
   op.info.device_rule = device_rule;
   op.library = library;
   op.staged = true;
-  return ops::register_extension(std::move(op));
+  ops::OpKind kind = ops::register_extension(std::move(op));
+  add_twin(kind, "define_schema");
+  return kind;
 }
 
 namespace {

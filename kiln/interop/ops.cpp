@@ -126,9 +126,9 @@ Tensor Call::tensor(std::string_view name) const {
   const json* arg = find(name);
   if (!arg) fail_arg(name, "a tensor is required, the file has none");
   // (Y1) A symbolic size where a tensor (or a Scalar operand) goes: a 0-dim i64 tensor
-  // computed from it (the count of n ones), so the program follows the size at run time.
+  // computed from it, so the program follows the size at run time.
   if (std::optional<SymInt> s = sym_int_of(*arg, env_); s && s->is_symbolic())
-    return sum(ones({*s}, {.dtype = DType::i64}));
+    return size_as_tensor(*s);
   Slot s = slot(name, *arg);
   if (const auto* t = std::get_if<Tensor>(&s)) return *t;
   if (const auto* n = std::get_if<Scalar>(&s)) return wrapped_number(*n);

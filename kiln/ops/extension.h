@@ -13,6 +13,7 @@
 
 #include <array>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,11 @@ struct ExtensionOp {
   GradFormula grad_formula = nullptr;
   /** (E4) Defined by its schema alone; the fake (meta) function comes later. */
   bool staged = false;
+  /** An in-place op without a functional form: its functional twin (Note
+   * [Auto-functionalized extension ops] in kiln/dispatch/library.cpp). */
+  std::optional<OpKind> auto_functional;
+  /** On that twin: the in-place op it stands for. */
+  std::optional<OpKind> functionalizes;
 };
 
 /** Registers `op` (its info.schema already parsed, info.name unset): validates it,

@@ -5,6 +5,7 @@
 #include "kiln/api/functional.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/device/registry.h"
+#include "kiln/ops/extension.h"
 
 namespace kiln::passes {
 
@@ -173,9 +174,17 @@ Outputs FunctionalizeMode::mutate(const OpInfo& info, std::span<const Value> arg
                   {.dtype = self.dtype(), .device = self.device()});
       break;
     default: {
-      KILN_CHECK(!info.meta, unsupported, "[{}] has no functional form to capture", info.name);
+      // An in-place op with no functional form of its own is captured through its
+      // auto-functionalized twin (Note [Auto-functionalized extension ops]).
+      OpKind functional = info.functional;
+      if (functional == info.kind) {
+        const ops::ExtensionOp* e = ops::extension_op(info.kind);
+        KILN_CHECK(e && e->auto_functional, unsupported, "[{}] has no functional form to capture",
+                   info.name);
+        functional = *e->auto_functional;
+      }
       PoolVector<Value> values;
-      next = std::move(dispatch(info.functional, values_of(args, values))[0]);
+      next = std::move(dispatch(functional, values_of(args, values))[0]);
       check_inplace_result(info, self, next.shape(), next.dtype());
       if (next.dtype() != self.dtype()) next = _to_copy(next, self.dtype(), self.device());
     }

@@ -256,18 +256,59 @@ TEST(Extension, Functionalized) {
   EXPECT_NE(text.find("= kxt::scale(%arg0, %arg1)"), std::string::npos) << text;
   EXPECT_EQ(text.find("kxt::scale_"), std::string::npos) << text;
   EXPECT_TRUE(p.inputs[0].data_mutated);
-  expect_error(
-      [&] {
-        passes::capture(
-            [](const TensorList& in) {
-              call_op(bump_op(), {in[0]});
-              return TensorList{in[0]};
-            },
-            {x});
-      },
-      ErrorKind::unsupported, "[kxt::bump_] has no functional form to capture");
   call_op(bump_op(), {x});  // eagerly it runs
   EXPECT_TRUE(all_close(x, {11, 11, 11}));
+}
+
+// An in-place op with no functional form is captured through its auto-functionalized
+// twin (Note [Auto-functionalized extension ops]), as PyTorch's auto_functionalized:
+// the graph stays functional, the write is a write-back, and the program runs like eager.
+struct Bumped : nn::Module {
+  Tensor& count = register_buffer("count", zeros({3}));
+  TensorList forward(const TensorList& in) override {
+    call_op(bump_op(), {count});
+    return {in[0] * count};
+  }
+};
+
+TEST(Extension, InPlaceOpsWithoutAFunctionalFormAreAutoFunctionalized) {
+  ops::OpKind bump = bump_op();  // registering it registers its twin
+  ops::OpKind twin = ops::op_from_name("kxt::auto_functionalized_bump_");
+  EXPECT_EQ(twin, *ops::extension_op(bump)->auto_functional);
+  EXPECT_EQ(ops::extension_op(twin)->schema_text,
+            "kxt::auto_functionalized_bump_(Tensor x) -> Tensor");
+  EXPECT_FALSE(ops::op_info(twin).is_inplace());
+  passes::CapturedProgram p = passes::capture(
+      [](const TensorList& in) {
+        call_op(bump_op(), {in[0]});
+        return TensorList{in[0] * 2};
+      },
+      {full({3}, 10.0)}, {.write_back = passes::WriteBack::in_graph});
+  std::string text = p.graph.str();
+  EXPECT_NE(text.find("= kxt::auto_functionalized_bump_(%arg0)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("kxt::bump_("), std::string::npos) << text;
+  EXPECT_NE(text.find("copy_(%arg0, %auto_functionalized_bump_)"), std::string::npos) << text;
+  Tensor y = full({3}, 10.0);
+  TensorList out = ir::interpret(p.graph, {y});
+  EXPECT_TRUE(all_close(out[0], {22, 22, 22}));
+  EXPECT_TRUE(all_close(y, {11, 11, 11}));  // written back, as eager writes it
+
+  // Exported: the buffer's write is a buffer mutation; saved, loaded and run twice it
+  // counts like the eager module.
+  Bumped eager, traced;
+  Tensor x = tensor({1, 2, 3});
+  ExportedProgram program = export_program(traced, {x}, {.device = Device("cuda:0")});
+  std::string path = tmp_path("bumped");
+  save(program, path);
+  ExportedProgram loaded = load_program(path, {{Device("cuda:0"), Device("cpu:0")}});
+  std::filesystem::remove(path);
+  EXPECT_NE(loaded.graph.str().find("kxt::auto_functionalized_bump_"), std::string::npos);
+  runtime::Executor exec(loaded);
+  for (int step = 0; step < 2; ++step) {
+    Tensor want = eager(TensorList{x})[0];
+    EXPECT_TRUE(all_close(exec.run({x})[0], to_vector<double>(want))) << step;
+  }
+  EXPECT_TRUE(all_close(traced.count, {0, 0, 0}));  // the program owns its state
 }
 
 // (E3) Traced for cuda:0 with fake tensors, saved, loaded onto cpu:1, run by the executor.
