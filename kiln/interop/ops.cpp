@@ -641,6 +641,8 @@ const std::unordered_map<std::string_view, Adapter>& table() {
       {"aten.pow.Scalar", [](const Call& c) { return one(pow(c.scalar("self"), c.tensor("exponent"))); }},
       {"aten.maximum.default", [](const Call& c) { return one(maximum(self(c), c.tensor("other"))); }},
       {"aten.minimum.default", [](const Call& c) { return one(minimum(self(c), c.tensor("other"))); }},
+      {"aten.max.other", [](const Call& c) { return one(maximum(self(c), c.tensor("other"))); }},
+      {"aten.min.other", [](const Call& c) { return one(minimum(self(c), c.tensor("other"))); }},
       {"aten.atan2.default", [](const Call& c) { return one(atan2(self(c), c.tensor("other"))); }},
       {"aten.logical_and.default", [](const Call& c) { return one(logical_and(self(c), c.tensor("other"))); }},
       {"aten.logical_or.default", [](const Call& c) { return one(logical_or(self(c), c.tensor("other"))); }},

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/dispatch/dispatch.h"
+#include "kiln/dispatch/grad_mode.h"
 #include "kiln/fake/fake_mode.h"
 #include "kiln/interop/archive.h"
 #include "kiln/interop/call.h"
@@ -586,6 +587,12 @@ bool is_bookkeeping(const std::string& target) {
   return std::find(std::begin(names), std::end(names), target) != std::end(names);
 }
 
+// The higher-order ops whose subgraph the importer inlines (autocast off, grad mode).
+bool is_region(const std::string& target) {
+  return target == "higher_order.wrap_with_autocast" ||
+         target == "higher_order.wrap_with_set_grad_enabled";
+}
+
 // ---- extension ops ----------------------------------------------------------------------
 
 // "mylib.foo.default" -> kiln's registered "mylib::foo" (E3), or nullopt.
@@ -714,12 +721,21 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
 
   // (I2) Every op the graph uses must be one kiln maps: one error lists all that are not.
   std::vector<std::string> missing;
-  for (const json& node : nodes) {
-    std::string target = im.at(node, "target", "a node").get<std::string>();
-    if (target.rfind("torch.ops.", 0) == 0) target = target.substr(10);
-    if (!is_bookkeeping(target) && !interop::find_adapter(target) && !extension_for(target))
-      missing.push_back(node_label(node, target, /*with_source=*/false));
-  }
+  std::function<void(const json&)> scan = [&](const json& graph_nodes) {
+    for (const json& node : graph_nodes) {
+      std::string target = im.at(node, "target", "a node").get<std::string>();
+      if (target.rfind("torch.ops.", 0) == 0) target = target.substr(10);
+      if (is_region(target)) {  // its subgraph's ops, inlined where it is
+        for (const json& in : im.at(node, "inputs", "a node"))
+          if (in.contains("arg") && in.at("arg").contains("as_graph"))
+            scan(im.at(in.at("arg").at("as_graph").at("graph"), "nodes", "a subgraph"));
+        continue;
+      }
+      if (!is_bookkeeping(target) && !interop::find_adapter(target) && !extension_for(target))
+        missing.push_back(node_label(node, target, /*with_source=*/false));
+    }
+  };
+  scan(nodes);
   if (!missing.empty())  // one line, every op: a user sees the whole gap at once
     fail(ErrorKind::unsupported,
          "[import] {}: {} op{} kiln does not map: {} (the table is kiln/interop/ops.cpp; "
@@ -886,10 +902,62 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
   }
 
   interop::DeviceOf device_of = [](const json& d) { return Importer::device_of(d); };
-  auto fn = [&](const TensorList& in) -> TensorList {
-    Env env = constants_in;
-    for (const auto& [name, index] : input_of) env[name] = in[static_cast<size_t>(index)];
-    for (const json& node : nodes) {
+  std::vector<Env*> env_stack;  // the env of the graph running now (subgraphs nest)
+  // Runs `graph_nodes` on `env` (names to values), binding each node's outputs.
+  std::function<void(const json&, Env&, const json&)> run_nodes;
+  // (I2) A region PyTorch wraps in a higher-order op -- autocast switched off, or grad
+  // mode set -- is its subgraph inlined: its inputs bound to the operands after the
+  // graph, its nodes run here, its outputs the op's. kiln has no autocast, so a region
+  // that switches autocast on is refused.
+  auto inline_region = [&](const std::string& target, const json& node) -> Results {
+    const json& inputs = node.at("inputs");
+    size_t g = 0;
+    while (g < inputs.size() && !inputs[g].at("arg").contains("as_graph")) ++g;
+    if (g == inputs.size())
+      fail(ErrorKind::format, "{} without a subgraph argument", target);
+    std::optional<autograd::GradModeGuard> grad;
+    if (target == "higher_order.wrap_with_autocast") {
+      KILN_CHECK(g >= 3 && !inputs[2].at("arg").value("as_bool", true), unsupported,
+                 "an autocast region (torch.autocast enabled) is not supported by kiln's importer: "
+                 "export the model without autocast");
+    } else {
+      KILN_CHECK(g >= 1 && inputs[0].at("arg").contains("as_bool"), format,
+                 "{} without its grad mode", target);
+      grad.emplace(inputs[0].at("arg").at("as_bool").get<bool>());
+    }
+    const json& sub = inputs[g].at("arg").at("as_graph").at("graph");
+    Env inner = constants_in;
+    const json& params = sub.at("inputs");
+    KILN_CHECK(params.size() == inputs.size() - g - 1, format,
+               "{}: its subgraph takes {} inputs, the op passes {}", target, params.size(),
+               inputs.size() - g - 1);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const json& operand = inputs[g + 1 + i].at("arg");
+      KILN_CHECK(params[i].contains("as_tensor") && operand.contains("as_tensor"), unsupported,
+                 "{}: only tensor operands are supported", target);
+      std::string from = operand.at("as_tensor").at("name").get<std::string>();
+      auto it = env_stack.back()->find(from);
+      KILN_CHECK(it != env_stack.back()->end(), format, "{}: operand '{}' is not defined", target,
+                 from);
+      inner[params[i].at("as_tensor").at("name").get<std::string>()] = it->second;
+    }
+    run_nodes(sub.at("nodes"), inner, sub.contains("tensor_values") ? sub.at("tensor_values")
+                                                                    : json::object());
+    Results out;
+    for (const json& o : sub.at("outputs")) {
+      KILN_CHECK(o.contains("as_tensor"), unsupported, "{}: only tensor outputs are supported",
+                 target);
+      out.push_back(inner.at(o.at("as_tensor").at("name").get<std::string>()));
+    }
+    return out;
+  };
+  run_nodes = [&](const json& graph_nodes, Env& env, const json& node_values) {
+    env_stack.push_back(&env);
+    struct Pop {
+      std::vector<Env*>& stack;
+      ~Pop() { stack.pop_back(); }
+    } pop{env_stack};
+    for (const json& node : graph_nodes) {
       std::string target = node.at("target").get<std::string>();
       if (target.rfind("torch.ops.", 0) == 0) target = target.substr(10);
       std::string path = module_path(node);
@@ -898,9 +966,11 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       Results results;
       SymOpScope sym_op(target);  // (Y2) guards taken outside a meta function name the node's op
       try {
-        Call call(node, env, device_of, &values);
+        Call call(node, env, device_of, &node_values);
         if (auto r = bookkeeping(target, call, node, env)) {
           results = std::move(*r);
+        } else if (is_region(target)) {
+          results = inline_region(target, node);
         } else if (auto ext = extension_for(target)) {
           results = call_extension(*ext, call, node);
         } else {
@@ -954,6 +1024,11 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
                                   node_label(node, target), out.dump().substr(0, 60)));
       }
     }
+  };
+  auto fn = [&](const TensorList& in) -> TensorList {
+    Env env = constants_in;
+    for (const auto& [name, index] : input_of) env[name] = in[static_cast<size_t>(index)];
+    run_nodes(nodes, env, values);
     auto tensor_named = [&](const std::string& name) {
       auto it = env.find(name);
       if (it == env.end() || !std::holds_alternative<Tensor>(it->second))

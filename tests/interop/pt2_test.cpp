@@ -86,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Pt2, Corpus,
                          ::testing::Values("cnn", "cnn_core", "encoder", "decoder", "decoder_core",
                                            "recurrent", "mlp_bn_train", "mlp_bn_train_core",
                                            "mlp_dynamic", "assorted", "assorted_core",
-                                           "birecurrent"));
+                                           "birecurrent", "regions"));
 
 // (I3) BatchNorm in training mode, in both dialects: the training IR writes the running
 // statistics in place (batch_norm, add_ on num_batches_tracked), the core-ATen dialect
@@ -317,6 +317,24 @@ std::string crafted_json(const std::string& name, const std::string& suffix,
     edit(j);
     bytes = j.dump();
   });
+}
+
+// (I2) Regions PyTorch exports as higher-order ops are inlined (Corpus/regions: autocast
+// off, grad mode off); one that switches autocast on is refused, naming the node.
+TEST(Pt2Errors, AnAutocastRegionIsRefusedNamingIt) {
+  std::string out = tmp("autocast_on.pt2");
+  testing::rewrite_zip(archive("regions"), out, [&](const std::string& entry, std::string& bytes) {
+    if (entry.ends_with("models/model.json")) {
+      nlohmann::json j = nlohmann::json::parse(bytes);
+      for (auto& node : j["graph_module"]["graph"]["nodes"])
+        if (node["target"] == "torch.ops.higher_order.wrap_with_autocast")
+          node["inputs"][2]["arg"]["as_bool"] = true;
+      bytes = j.dump();
+    }
+    return true;
+  });
+  testing::expect_error([&] { read_pt2(out); }, ErrorKind::unsupported,
+                        "an autocast region (torch.autocast enabled) is not supported");
 }
 
 TEST(Pt2Errors, CraftedArchivesAreOneClearError) {

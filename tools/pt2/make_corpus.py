@@ -264,6 +264,30 @@ class Assorted(nn.Module):
         return self.drop(torch.where(mask[..., 1:], d, -d)), flat.reshape_as(flat), flat.sum(1)
 
 
+class Regions(nn.Module):
+    """Regions PyTorch exports as higher-order ops with a subgraph: autocast switched off (as
+    timm's EfficientViT computes its attention in f32) and grad mode switched off; and
+    torch.min / torch.max of two tensors (T5's attention)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        with torch.autocast("cpu", enabled=False):
+            a = torch.softmax(h.float() * 2, -1)
+        with torch.no_grad():
+            b = h * 3 - 1
+        return torch.min(a, b) + torch.max(h, b)
+
+
+def regions():
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    write("regions", Regions(), (torch.randn(3, 4, generator=g),))
+
+
 class Mlp(nn.Module):
     def __init__(self):
         super().__init__()
@@ -343,6 +367,9 @@ def main():
     if "--only-dynamic" in sys.argv:
         OUT.mkdir(parents=True, exist_ok=True)
         return dynamic_decoder()
+    if "--only-regions" in sys.argv:
+        OUT.mkdir(parents=True, exist_ok=True)
+        return regions()
     OUT.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -398,6 +425,7 @@ def main():
     write("birecurrent", BiRecurrent(), (randn(6, 2, 4),))
 
     dynamic_decoder()
+    regions()
 
 
 if __name__ == "__main__":
