@@ -295,10 +295,10 @@ Tensor diff(const Tensor& x, int64_t n, int64_t dim, const Tensor& prepend, cons
   parts.push_back(x);
   if (append.defined()) parts.push_back(append);
   Tensor y = parts.size() > 1 ? cat(parts, d) : x;
-  for (int64_t i = 0; i < n && y.size(d) > 0; ++i) {
-    int64_t len = y.size(d) - 1;
-    y = y.dtype() == DType::b8 ? logical_xor(narrow(y, d, 1, len), narrow(y, d, 0, len))
-                               : narrow(y, d, 1, len) - narrow(y, d, 0, len);
+  for (int64_t i = 0; i < n && y.sym_size(d) > 0; ++i) {  // (Y2) the length may be symbolic
+    SymInt len = y.sym_size(d) - 1;
+    Tensor later = slice(y, d, SymInt(1), std::nullopt), earlier = slice(y, d, SymInt(0), len);
+    y = y.dtype() == DType::b8 ? logical_xor(later, earlier) : later - earlier;
   }
   return y;
 }

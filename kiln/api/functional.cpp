@@ -1126,6 +1126,13 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   }
   return reshape(x, shape);
 }
+Tensor sym_as_strided(const Tensor& x, const SymSizes& size, const SymSizes& stride,
+                      std::optional<int64_t> offset) {
+  if (!size.is_symbolic() && !stride.is_symbolic())
+    return as_strided(x, size.ints(), stride.ints(), offset);
+  return call1(OpKind::as_strided, x, size.value(), stride.value(),
+               offset ? Value(*offset) : Value());
+}
 Tensor as_strided(const Tensor& x, const IntList& size, const IntList& stride,
                   std::optional<int64_t> offset) {
   return call1(OpKind::as_strided, x, size, stride, offset ? Value(*offset) : Value());

@@ -570,6 +570,9 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<SymInt> start, std::opt
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+/** as_strided with sizes and strides that may be symbolic (Y2; PyTorch's SymInt[] form). */
+Tensor sym_as_strided(const Tensor& x, const SymSizes& size, const SymSizes& stride,
+                      std::optional<int64_t> offset = std::nullopt);
 Tensor as_strided(const Tensor& x, const IntList& size, const IntList& stride,
                   std::optional<int64_t> storage_offset = std::nullopt);
 /** A copy of x (read as a flat row-major array) with the strided region replaced by src. */

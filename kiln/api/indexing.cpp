@@ -27,6 +27,27 @@ Tensor positions(const Tensor& x) {
 // Negative indices counted from the end of a dim of `size`.
 Tensor wrapped(const Tensor& index, int64_t size) { return where(index < 0, index + size, index); }
 
+// (Y2) A size as an operand of index arithmetic: its integer, or for a symbolic size a
+// 0-dim tensor the program computes from it.
+Tensor operand(const SymInt& size, const Tensor& like) {
+  return size_as_tensor(size, {.dtype = like.dtype(), .device = like.device()});
+}
+Tensor wrapped(const Tensor& index, const SymInt& size) {
+  if (!size.is_symbolic()) return wrapped(index, size.hint());
+  return where(index < 0, index + operand(size, index), index);
+}
+
+// Dims [from, to) of `x`'s shape, symbolic ones kept.
+Dims dims_of(const Tensor& x, int64_t from, int64_t to) {
+  Dims d;
+  for (int64_t i = from; i < to; ++i) d.push_back(x.sym_size(i));
+  return d;
+}
+Dims concat(Dims a, const Dims& b) {
+  for (size_t i = 0; i < b.size(); ++i) a.push_back(b.sym(i));
+  return a;
+}
+
 void check_integral_index(const Tensor& index, const char* op) {
   KILN_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, dtype,
              "[{}] expects an int64 or int32 index tensor, got {}", op, index.dtype());
@@ -84,7 +105,7 @@ int64_t width_of(const Tensor& t) { return is_mask(t) ? t.dim() : 1; }
 struct IndexPlan {
   int64_t first = 0, block = 0;
   Tensor linear;  // [*shape]
-  IntList shape;
+  Dims shape;     // (Y2) symbolic where the index tensors' sizes are
 };
 
 IndexPlan plan_index(const Tensor& x, const std::vector<Tensor>& indices, const char* op) {
@@ -127,37 +148,38 @@ IndexPlan plan_index(const Tensor& x, const std::vector<Tensor>& indices, const 
   Dims shape = expanded[0].shape();
   for (size_t i = 1; i < expanded.size(); ++i)
     shape = ops::broadcast_shapes(shape, expanded[i].shape(), op);
-  p.shape = IntList(shape.begin(), shape.end());
+  p.shape = shape;
   for (size_t i = 0; i < expanded.size(); ++i) {
-    int64_t size = x.size(dims[i]);
+    SymInt size = x.sym_size(dims[i]);
     // Each index within its own dim (the merged position alone could alias another
     // element): a check on the values, eager only.
     if (!expanded[i].is_fake() && expanded[i].numel() > 0) {
       Tensor e = expanded[i];
       int64_t lo = item<int64_t>(amin(e)), hi = item<int64_t>(amax(e));
-      KILN_CHECK(lo >= -size && hi < size, index,
+      int64_t n = size.hint();  // eager: real sizes, no symbols
+      KILN_CHECK(lo >= -n && hi < n, index,
                  "[{}] index {} is out of bounds for dimension {} with size {}", op,
-                 lo < -size ? lo : hi, dims[i], size);
+                 lo < -n ? lo : hi, dims[i], n);
     }
     Tensor idx = wrapped(expand(expanded[i], p.shape), size);
-    p.linear = p.linear.defined() ? p.linear * size + idx : idx;
+    if (!p.linear.defined())
+      p.linear = idx;
+    else
+      p.linear =
+          (size.is_symbolic() ? p.linear * operand(size, p.linear) : p.linear * size.hint()) + idx;
   }
   return p;
 }
 
 // x with the block's dims merged into one.
 Tensor merge_block(const Tensor& x, const IndexPlan& p) {
-  IntList shape(x.shape().begin(), x.shape().begin() + p.first);
+  Dims shape = dims_of(x, 0, p.first);
   shape.push_back(-1);
-  shape.insert(shape.end(), x.shape().begin() + p.first + p.block, x.shape().end());
-  return reshape(x, shape);
+  return reshape(x, concat(shape, dims_of(x, p.first + p.block, x.dim())));
 }
 
-IntList indexed_shape(const Tensor& x, const IndexPlan& p) {
-  IntList shape(x.shape().begin(), x.shape().begin() + p.first);
-  shape.insert(shape.end(), p.shape.begin(), p.shape.end());
-  shape.insert(shape.end(), x.shape().begin() + p.first + p.block, x.shape().end());
-  return shape;
+Dims indexed_shape(const Tensor& x, const IndexPlan& p) {
+  return concat(concat(dims_of(x, 0, p.first), p.shape), dims_of(x, p.first + p.block, x.dim()));
 }
 
 // Index tensors separated by full slices: PyTorch puts their broadcast dims first. The
@@ -299,16 +321,15 @@ Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tens
     return permute(index_put(permute(x, s.perm), s.indices, values, accumulate), inverse);
   }
   IndexPlan p = plan_index(x, indices, "index_put");
-  IntList target = indexed_shape(x, p);
+  Dims target = indexed_shape(x, p);
   Tensor v = expand(to(values, x.dtype()), target);
-  IntList merged(target.begin(), target.begin() + p.first);
+  Dims merged = dims_of(x, 0, p.first);
   merged.push_back(-1);
-  merged.insert(merged.end(), target.begin() + p.first + static_cast<int64_t>(p.shape.size()),
-                target.end());
+  merged = concat(merged, dims_of(x, p.first + p.block, x.dim()));
   Tensor flat = merge_block(x, p), lin = reshape(p.linear, {-1}), vals = reshape(v, merged);
   Tensor out =
       accumulate ? index_add(flat, p.first, lin, vals) : index_copy(flat, p.first, lin, vals);
-  return reshape(out, shape_of(x));
+  return reshape(out, x.shape());
 }
 
 Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source) {

@@ -913,8 +913,7 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
     const json& inputs = node.at("inputs");
     size_t g = 0;
     while (g < inputs.size() && !inputs[g].at("arg").contains("as_graph")) ++g;
-    if (g == inputs.size())
-      fail(ErrorKind::format, "{} without a subgraph argument", target);
+    if (g == inputs.size()) fail(ErrorKind::format, "{} without a subgraph argument", target);
     std::optional<autograd::GradModeGuard> grad;
     if (target == "higher_order.wrap_with_autocast") {
       KILN_CHECK(g >= 3 && !inputs[2].at("arg").value("as_bool", true), unsupported,
@@ -941,8 +940,8 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
                  from);
       inner[params[i].at("as_tensor").at("name").get<std::string>()] = it->second;
     }
-    run_nodes(sub.at("nodes"), inner, sub.contains("tensor_values") ? sub.at("tensor_values")
-                                                                    : json::object());
+    run_nodes(sub.at("nodes"), inner,
+              sub.contains("tensor_values") ? sub.at("tensor_values") : json::object());
     Results out;
     for (const json& o : sub.at("outputs")) {
       KILN_CHECK(o.contains("as_tensor"), unsupported, "{}: only tensor outputs are supported",

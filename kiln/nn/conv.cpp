@@ -44,10 +44,16 @@ Tensor pad_spatial(const Tensor& x, const IntList& before, const IntList& after,
 
 // The windows of xp [N, C, *S]: an as_strided view [N, C, *O, *K] with O[i] windows of
 // kernel[i] taps spaced dilation[i] apart, stride[i] apart, along spatial dim i.
+// (Y2) The batch dim may be symbolic (a program with a dynamic batch): it is carried as a
+// SymInt; spatial sizes are read as integers (they pin a symbolic image size).
 Tensor windows(const Tensor& padded, const IntList& kernel, const IntList& stride,
                const IntList& dilation, const char* op) {
   Tensor xp = contiguous(padded);
-  IntList size{xp.size(0), xp.size(1)}, strides{xp.stride(0), xp.stride(1)};
+  Dims size, strides;
+  size.push_back(xp.sym_size(0));
+  size.push_back(xp.sym_size(1));
+  strides.push_back(xp.strides().sym(0));
+  strides.push_back(xp.strides().sym(1));
   for (size_t i = 0; i < kernel.size(); ++i) {
     auto d = static_cast<int64_t>(i) + 2;
     int64_t span = dilation[i] * (kernel[i] - 1) + 1;
@@ -62,7 +68,15 @@ Tensor windows(const Tensor& padded, const IntList& kernel, const IntList& strid
     size.push_back(kernel[i]);
     strides.push_back(xp.stride(static_cast<int64_t>(i) + 2) * dilation[i]);
   }
-  return as_strided(xp, size, strides, xp.offset());
+  return sym_as_strided(xp, size, strides, xp.offset());
+}
+
+// `head` followed by `rest`, as sizes (SymInts kept).
+Dims sizes_of(std::initializer_list<SymInt> head, const IntList& rest = {}) {
+  Dims d;
+  for (const SymInt& s : head) d.push_back(s);
+  for (int64_t r : rest) d.push_back(r);
+  return d;
 }
 
 IntList last_dims(size_t rank, size_t count) {
@@ -92,7 +106,8 @@ Tensor conv(const Tensor& input, const Tensor& weight, const Tensor& bias, const
   auto [x, added] = batched(input, rank, op);
   KILN_CHECK(weight.dim() == static_cast<int64_t>(rank) + 2, shape,
              "[{}] expects a {}-D weight, got {}", op, rank + 2, weight.meta_str());
-  int64_t n = x.size(0), c = x.size(1), o = weight.size(0);
+  SymInt n = x.sym_size(0);  // (Y2) a dynamic batch stays symbolic
+  int64_t c = x.size(1), o = weight.size(0);
   KILN_CHECK(groups > 0 && c % groups == 0 && o % groups == 0, value,
              "[{}] groups ({}) must divide the input channels ({}) and the output channels ({})",
              op, groups, c, o);
@@ -110,26 +125,28 @@ Tensor conv(const Tensor& input, const Tensor& weight, const Tensor& bias, const
   IntList kernel(weight.shape().begin() + 2, weight.shape().end());
   Tensor win = windows(pad_spatial(x, padding, padding, 0.0), kernel, stride, dilation,
                        op);  // [N, C, *O, *K]
-  IntList out(win.shape().begin() + 2, win.shape().begin() + 2 + static_cast<int64_t>(rank));
+  IntList out, spatial_and_taps;
+  for (int64_t d = 2; d < win.dim(); ++d) {
+    int64_t s = win.sym_size(d).guard_int();
+    spatial_and_taps.push_back(s);
+    if (d < 2 + static_cast<int64_t>(rank)) out.push_back(s);
+  }
   int64_t g = groups, cg = c / g, og = o / g;
   // [N, G, Cg, *O, *K] -> [G, N, *O, Cg, *K] -> [G, N * positions, Cg * taps]
-  IntList split{n, g, cg}, perm{1, 0};
-  split.insert(split.end(), win.shape().begin() + 2, win.shape().end());
+  Dims split = sizes_of({n, g, cg}, spatial_and_taps);
+  IntList perm{1, 0};
   for (size_t i = 0; i < rank; ++i) perm.push_back(3 + static_cast<int64_t>(i));
   perm.push_back(2);
   for (size_t i = 0; i < rank; ++i) perm.push_back(3 + static_cast<int64_t>(rank + i));
-  Tensor cols =
-      reshape(permute(reshape(win, split), perm), {g, n * product(out), cg * product(kernel)});
+  Tensor cols = reshape(permute(reshape(win, split), perm),
+                        sizes_of({g, n * product(out), cg * product(kernel)}));
   Tensor w = transpose(reshape(weight, {g, og, cg * product(kernel)}), 1, 2);  // [G, Cg * taps, Og]
-  IntList grouped{g, n};
-  grouped.insert(grouped.end(), out.begin(), out.end());
+  Dims grouped = sizes_of({g, n}, out);
   grouped.push_back(og);
   Tensor y = reshape(bmm(cols, w), grouped);  // [G, N, *O, Og]
   IntList back{1, 0, 2 + static_cast<int64_t>(rank)};
   for (size_t i = 0; i < rank; ++i) back.push_back(2 + static_cast<int64_t>(i));
-  IntList shape{n, o};
-  shape.insert(shape.end(), out.begin(), out.end());
-  y = reshape(permute(y, back), shape);  // [N, O, *O]
+  y = reshape(permute(y, back), sizes_of({n, o}, out));  // [N, O, *O]
   if (bias.defined()) {
     IntList bshape(rank + 2, 1);
     bshape[1] = o;
@@ -665,8 +682,8 @@ Tensor pad(const Tensor& x, const IntList& amounts, double value) {
     int64_t start = std::max<int64_t>(0, -before), stop = size - std::max<int64_t>(0, -after);
     if (start > 0 || stop < size) out = narrow(out, d, start, std::max<int64_t>(0, stop - start));
     auto block = [&](int64_t n) {
-      IntList shape(out.shape().begin(), out.shape().end());
-      shape[static_cast<size_t>(d)] = n;
+      Dims shape = out.shape();  // (Y2) the other dims as they are, symbolic ones included
+      shape.set(static_cast<size_t>(d), n);
       return full(shape, value, {.dtype = out.dtype(), .device = out.device()});
     };
     TensorList parts;

@@ -140,7 +140,7 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tens
                                                      const Tensor& bias, const Tensor& running_mean,
                                                      const Tensor& running_var, bool training,
                                                      double momentum, double eps) {
-  if (x.numel() == 0 && x.dim() < 2)
+  if (x.dim() < 2 && x.sym_numel() == 0)
     return {clone(x), Tensor(), Tensor()};  // PyTorch passes an empty input through
   if (wants_opmath({x, weight, bias})) {    // statistics in f32, the output rounded once
     Tensor wide_mean, wide_invstd;

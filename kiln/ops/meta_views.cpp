@@ -355,9 +355,23 @@ void meta_select(const OpCall& c, MetaOut& out) {
 
 void meta_as_strided(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
+  int64_t offset = c.args.is_none(3) ? self.offset() : c.args.i64(3);
+  if (std::holds_alternative<SymIntList>(c.args[1]) ||
+      std::holds_alternative<SymIntList>(c.args[2])) {
+    // (Y2) Symbolic sizes or strides (a convolution's windows over a dynamic batch): the
+    // bound is checked at the example values, where the storage was made for them.
+    Dims size = c.args.sizes(1), stride = c.args.sizes(2);
+    KILN_CHECK(size.size() == stride.size(), shape,
+               "[as_strided] mismatch in length of sizes ({}) and strides ({})", size.size(),
+               stride.size());
+    IntList hs(size.hints().begin(), size.hints().end()),
+        ht(stride.hints().begin(), stride.hints().end());
+    strided_extent(hs, ht, offset, "as_strided");
+    view_out(out, self, std::move(size), std::move(stride), offset);
+    return;
+  }
   const IntList& size = c.args.ints(1);
   const IntList& stride = c.args.ints(2);
-  int64_t offset = c.args.is_none(3) ? self.offset() : c.args.i64(3);
   int64_t extent = strided_extent(size, stride, offset, "as_strided");
   int64_t capacity = static_cast<int64_t>(self.storage()->nbytes / self.itemsize());
   KILN_CHECK(extent <= capacity, shape,

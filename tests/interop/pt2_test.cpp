@@ -260,6 +260,21 @@ TEST(Pt2, DynamicDecoderRunsAtEveryShapeOfItsRange) {
   }
 }
 
+// (I4, Y2) Sizes public models use as values -- a convolution (and max pooling) over a
+// dynamic batch, positions from arange and diff, advanced indexing with them -- stay
+// symbolic: one imported program runs at both shapes PyTorch computed.
+TEST(Pt2, ConvolutionsPositionsAndIndexingKeepTheirSymbols) {
+  ImportedProgram imported = read_pt2(archive("sizes_dynamic"));
+  ExportedProgram& p = imported.program;
+  EXPECT_EQ(p.shapes.symbols.size(), 2u) << p.shapes.str();
+  EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
+  runtime::Executor ex(p);
+  for (std::string refs : {"sizes_dynamic", "sizes_dynamic_alt"}) {
+    NamedTensors ref = load_safetensors(kCorpus + refs + ".safetensors");
+    expect_outputs(ref, ex.run(reference_inputs(ref)), refs);
+  }
+}
+
 // (I3) nn_module_stack becomes kiln's scopes: kiln show --format html folds by module.
 TEST(Pt2, ModulePathsBecomeScopes) {
   ExportedProgram p = read_pt2(archive("cnn")).program;

@@ -282,6 +282,44 @@ class Regions(nn.Module):
         return torch.min(a, b) + torch.max(h, b)
 
 
+class SizesAsValues(nn.Module):
+    """What public models do with a dynamic batch and sequence that a plain decoder does
+    not: a convolution over the batch (torchvision, timm), positions from arange and diff,
+    and advanced indexing with them (transformers' mask and position code)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.table = nn.Parameter(torch.randn(32, 4))
+
+    def forward(self, img, ids):
+        b, s = ids.shape
+        pos = torch.arange(s).unsqueeze(0).expand(b, -1)
+        steps = torch.diff(torch.cat([pos[:, :1] - 1, pos], dim=1), dim=1)
+        picked = self.table[ids % 32]  # [b, s, 4]
+        rows = torch.arange(b)
+        sel = picked[rows[:, None], pos]  # two index tensors
+        feat = F.max_pool2d(self.conv(img), 2).mean((2, 3))  # [b, 4]
+        return sel * steps.unsqueeze(-1) + feat.unsqueeze(1)
+
+
+def sizes_as_values():
+    """SizesAsValues with a dynamic batch and sequence, and PyTorch's results at a second
+    shape in sizes_dynamic_alt.safetensors."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(3)
+    m = SizesAsValues()
+    batch, seq = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=2, max=16)
+    dims = {"img": {0: batch}, "ids": {0: batch, 1: seq}}
+    img, ids = torch.randn(2, 3, 8, 8, generator=g), torch.randint(0, 64, (2, 5), generator=g)
+    write("sizes_dynamic", m, (img, ids), dynamic_shapes=dims)
+    img, ids = torch.randn(3, 3, 8, 8, generator=g), torch.randint(0, 64, (3, 11), generator=g)
+    with torch.no_grad():
+        out = m(img, ids)
+    save_file({"input_0": img, "input_1": ids, "output_0": out.contiguous()},
+              OUT / "sizes_dynamic_alt.safetensors")
+
+
 def regions():
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(2)
@@ -369,7 +407,7 @@ def main():
         return dynamic_decoder()
     if "--only-regions" in sys.argv:
         OUT.mkdir(parents=True, exist_ok=True)
-        return regions()
+        return regions(), sizes_as_values()
     OUT.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -426,6 +464,7 @@ def main():
 
     dynamic_decoder()
     regions()
+    sizes_as_values()
 
 
 if __name__ == "__main__":
