@@ -765,8 +765,8 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        }},
       {"aten.as_strided.default",
        [](const Call& c) {
-         return one(as_strided(c.tensor_as_recorded("self"), c.ints("size"), c.ints("stride"),
-                               c.opt_integer("storage_offset")));
+         return one(sym_as_strided(c.tensor_as_recorded("self"), c.sizes("size"), c.sizes("stride"),
+                                   c.opt_integer("storage_offset")));
        }},
       {"aten.slice_scatter.default",
        [](const Call& c) {

@@ -213,21 +213,25 @@ std::pair<Tensor, Tensor> max_pool(const Tensor& input, const IntList& kernel,
     return {added ? squeeze(y, 0) : y, Tensor()};
   }
   // Windows of the positions (padding at -1), read where the values' windows peak.
-  IntList spatial(x.shape().begin() + 2, x.shape().end()), pos_shape{1, 1};
+  IntList spatial, pos_shape{1, 1};
+  for (int64_t d = 2; d < x.dim(); ++d) spatial.push_back(x.sym_size(d).guard_int());
   pos_shape.insert(pos_shape.end(), spatial.begin(), spatial.end());
   Tensor pos = reshape(arange(0, product(spatial), 1, {.dtype = DType::i64, .device = x.device()}),
                        pos_shape);
   Tensor pos_win = windows(pad_spatial(pos, p.padding, plus(p.padding, p.extra), -1), p.kernel,
                            p.stride, p.dilation, op);
-  IntList flat(win.shape().begin(), win.shape().begin() + 2 + static_cast<int64_t>(rank));
+  // (Y2) the batch dim kept symbolic
+  Dims flat;
+  for (int64_t d = 0; d < 2 + static_cast<int64_t>(rank); ++d) flat.push_back(win.sym_size(d));
   flat.push_back(-1);
   Tensor values = reshape(win, flat);
   Tensor at = argmax(values, -1, /*keepdim=*/true);
   Tensor y = squeeze(gather(values, -1, at), -1);
-  IntList pos_flat = flat;
-  pos_flat[0] = pos_flat[1] = 1;
-  IntList expanded(at.shape().begin(), at.shape().end());
-  expanded.back() = values.size(-1);
+  Dims pos_flat = flat;
+  pos_flat.set(0, 1);
+  pos_flat.set(1, 1);
+  Dims expanded = at.shape();
+  expanded.set(expanded.size() - 1, values.sym_size(-1));
   Tensor idx = squeeze(gather(expand(reshape(pos_win, pos_flat), expanded), -1, at), -1);
   return {added ? squeeze(y, 0) : y, added ? squeeze(idx, 0) : idx};
 }

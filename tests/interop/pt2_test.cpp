@@ -264,14 +264,17 @@ TEST(Pt2, DynamicDecoderRunsAtEveryShapeOfItsRange) {
 // dynamic batch, positions from arange and diff, advanced indexing with them -- stay
 // symbolic: one imported program runs at both shapes PyTorch computed.
 TEST(Pt2, ConvolutionsPositionsAndIndexingKeepTheirSymbols) {
-  ImportedProgram imported = read_pt2(archive("sizes_dynamic"));
-  ExportedProgram& p = imported.program;
-  EXPECT_EQ(p.shapes.symbols.size(), 2u) << p.shapes.str();
-  EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
-  runtime::Executor ex(p);
-  for (std::string refs : {"sizes_dynamic", "sizes_dynamic_alt"}) {
-    NamedTensors ref = load_safetensors(kCorpus + refs + ".safetensors");
-    expect_outputs(ref, ex.run(reference_inputs(ref)), refs);
+  for (std::string name : {"sizes_dynamic", "sizes_dynamic_core"}) {
+    SCOPED_TRACE(name);
+    ImportedProgram imported = read_pt2(archive(name));
+    ExportedProgram& p = imported.program;
+    EXPECT_EQ(p.shapes.symbols.size(), 2u) << p.shapes.str();
+    EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
+    runtime::Executor ex(p);
+    for (std::string refs : {name, name + "_alt"}) {
+      NamedTensors ref = load_safetensors(kCorpus + refs + ".safetensors");
+      expect_outputs(ref, ex.run(reference_inputs(ref)), refs);
+    }
   }
 }
 

@@ -299,25 +299,26 @@ class SizesAsValues(nn.Module):
         picked = self.table[ids % 32]  # [b, s, 4]
         rows = torch.arange(b)
         sel = picked[rows[:, None], pos]  # two index tensors
-        feat = F.max_pool2d(self.conv(img), 2).mean((2, 3))  # [b, 4]
+        feat = F.adaptive_avg_pool2d(F.max_pool2d(self.conv(img), 2), 1).flatten(1)  # [b, 4]
         return sel * steps.unsqueeze(-1) + feat.unsqueeze(1)
 
 
 def sizes_as_values():
-    """SizesAsValues with a dynamic batch and sequence, and PyTorch's results at a second
-    shape in sizes_dynamic_alt.safetensors."""
+    """SizesAsValues with a dynamic batch and sequence (both dialects), and PyTorch's results
+    at a second shape in NAME_alt.safetensors."""
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(3)
     m = SizesAsValues()
     batch, seq = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=2, max=16)
     dims = {"img": {0: batch}, "ids": {0: batch, 1: seq}}
     img, ids = torch.randn(2, 3, 8, 8, generator=g), torch.randint(0, 64, (2, 5), generator=g)
-    write("sizes_dynamic", m, (img, ids), dynamic_shapes=dims)
-    img, ids = torch.randn(3, 3, 8, 8, generator=g), torch.randint(0, 64, (3, 11), generator=g)
+    alt_img, alt_ids = torch.randn(3, 3, 8, 8, generator=g), torch.randint(0, 64, (3, 11), generator=g)
     with torch.no_grad():
-        out = m(img, ids)
-    save_file({"input_0": img, "input_1": ids, "output_0": out.contiguous()},
-              OUT / "sizes_dynamic_alt.safetensors")
+        out = m(alt_img, alt_ids)
+    for name, core in (("sizes_dynamic", False), ("sizes_dynamic_core", True)):
+        write(name, m, (img, ids), dynamic_shapes=dims, core=core)
+        save_file({"input_0": alt_img, "input_1": alt_ids, "output_0": out.contiguous()},
+                  OUT / f"{name}_alt.safetensors")
 
 
 def regions():
