@@ -25,6 +25,17 @@ Tensor reduce_scatter_tensor(const Tensor& x, std::string_view reduce_op, int64_
   return reduce_scatter_tensor(cat(chunk(x, group_size, dim), 0), reduce_op, group_size, group);
 }
 
+Tensor scatter_tensor(const Tensor& x, int64_t src, int64_t group_size, std::string_view group) {
+  KILN_CHECK(src >= 0 && src < group_size, index,
+             "[scatter_tensor] src {} is not a rank of a group of {}", src, group_size);
+  KILN_CHECK(x.dim() > 0 && x.size(0) % group_size == 0, shape,
+             "[scatter_tensor] dim 0 of {} is not divisible by the group size {}", x.meta_str(),
+             group_size);
+  // Every rank sends chunk r of its x to rank r; what came from `src` is this rank's chunk.
+  int64_t chunk = x.size(0) / group_size;
+  return slice(all_to_all_single(x, group_size, group), 0, src * chunk, (src + 1) * chunk);
+}
+
 namespace {
 
 // Runs `one` on groups of `xs` of one dtype, flattened into one buffer; `unflatten`

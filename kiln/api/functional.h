@@ -671,6 +671,9 @@ Tensor all_to_all_single(const Tensor& x, int64_t group_size, std::string_view g
 Tensor wait_tensor(const Tensor& x);
 /** Every rank gets rank `src`'s `x` (no gradient, as PyTorch's functional broadcast). */
 Tensor broadcast(const Tensor& x, int64_t src, std::string_view group);
+/** Rank `src`'s `x` cut along dim 0 into `group_size` chunks: chunk r for rank r (the
+ * others' `x` only give the shape). Built on all_to_all_single, so a program needs no rank. */
+Tensor scatter_tensor(const Tensor& x, int64_t src, int64_t group_size, std::string_view group);
 /** all_reduce written into `x` (dispatched as all_reduce_: traced functional + copy). */
 Tensor& all_reduce_(Tensor& x, std::string_view reduce_op, std::string_view group);
 // PyTorch's other functional forms, built from the ops above (as PyTorch builds them):

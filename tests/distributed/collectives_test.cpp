@@ -107,6 +107,11 @@ TEST(C2, TheOtherFunctionalFormsTraceAndRunOnTheFakeGroup) {
   TensorList scattered = reduce_scatter_tensor_coalesced({x, tensor({5, 6})}, "sum", 2, "pretend");
   EXPECT_TRUE(all_close(scattered[0], {3, 4}));
   EXPECT_TRUE(all_close(scattered[1], {6}));
+  // scatter: what came from src (rank 0) -- the fake group's all_to_all copies its input,
+  // as PyTorch's, so that is x's chunk 0
+  EXPECT_TRUE(all_close(scatter_tensor(x, 0, 2, "pretend"), {1, 2}));
+  expect_error([&] { scatter_tensor(x, 2, 2, "pretend"); }, ErrorKind::index,
+               "[scatter_tensor] src 2 is not a rank of a group of 2");
   expect_error([&] { broadcast(x, 2, "pretend"); }, ErrorKind::index,
                "[broadcast] src 2 is not a rank of 'pretend' (2 ranks)");
   expect_error([&] { reduce_scatter_tensor(x, "sum", 1, 4, "pretend"); }, ErrorKind::shape,

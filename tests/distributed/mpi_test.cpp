@@ -151,6 +151,12 @@ TEST(Mpi, FunctionalCollectiveForms) {
   Tensor want = full({2, 2 * n}, 0.0, {.dtype = f64});
   for (int k = 0; k < n; ++k) want = add(want, to(values_of(k, {2, 2 * n}, f64), Device("cpu:0")));
   EXPECT_TRUE(all_close(s, to_vector<double>(slice(want, 1, 2 * r, 2 * r + 2))));
+  // scatter: rank n-1's rows, two per rank; the others' values never arrive
+  Tensor rows_of_last =
+      r == n - 1 ? values_of(r, {2 * n, 3}, f32) : full({2 * n, 3}, -1.0, {.device = d});
+  Tensor mine_rows = scatter_tensor(rows_of_last, n - 1, n, "world");
+  EXPECT_TRUE(all_close(
+      mine_rows, to_vector<double>(slice(values_of(n - 1, {2 * n, 3}, f32), 0, 2 * r, 2 * r + 2))));
   // coalesced: each tensor as its own collective would give it
   Tensor small = full({3}, double(r + 1), {.device = d});
   TensorList reduced = all_reduce_coalesced({mine, small}, "sum", "world");
