@@ -178,6 +178,9 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
       dist::bind_group("samples", dist::local_group());
       return {a, int64_t{1}, Str("samples")};
     case OpKind::wait_tensor: return {transpose(a, 0, 1)};
+    case OpKind::all_to_all_single_v:
+      dist::bind_group("samples", dist::local_group());
+      return {a, IntList{a.size(0)}, IntList{a.size(0)}, Str("samples")};
     case OpKind::broadcast:
       dist::bind_group("samples", dist::local_group());
       return {a, int64_t{0}, Str("samples")};

@@ -1157,6 +1157,10 @@ Tensor all_to_all_single(const Tensor& x, int64_t group_size, std::string_view g
   return call1(OpKind::all_to_all_single, x, group_size, Str(group));
 }
 Tensor wait_tensor(const Tensor& x) { return call1(OpKind::wait_tensor, x); }
+Tensor all_to_all_single(const Tensor& x, const IntList& output_split_sizes,
+                         const IntList& input_split_sizes, std::string_view group) {
+  return call1(OpKind::all_to_all_single_v, x, output_split_sizes, input_split_sizes, Str(group));
+}
 Tensor broadcast(const Tensor& x, int64_t src, std::string_view group) {
   return call1(OpKind::broadcast, x, src, Str(group));
 }

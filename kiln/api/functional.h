@@ -669,6 +669,11 @@ Tensor reduce_scatter_tensor(const Tensor& x, std::string_view reduce_op, int64_
 Tensor all_to_all_single(const Tensor& x, int64_t group_size, std::string_view group);
 /** Waits for a collective's result (they complete within their call today: the identity). */
 Tensor wait_tensor(const Tensor& x);
+/** Uneven all_to_all along dim 0, as PyTorch's all_to_all_single with split sizes:
+ * input_split_sizes[j] rows go to rank j, output_split_sizes[i] rows come from rank i (one
+ * entry per rank of `group`). */
+Tensor all_to_all_single(const Tensor& x, const IntList& output_split_sizes,
+                         const IntList& input_split_sizes, std::string_view group);
 /** Every rank gets rank `src`'s `x` (no gradient, as PyTorch's functional broadcast). */
 Tensor broadcast(const Tensor& x, int64_t src, std::string_view group);
 /** Rank `src`'s `x` cut along dim 0 into `group_size` chunks: chunk r for rank r (the

@@ -977,6 +977,10 @@ Table build() {
   });
   d.def(O::wait_tensor, 0, [](GradCtx& c) { c.set(0, c.grad()); });
   d.none(O::broadcast);  // as PyTorch's functional broadcast: no gradient
+  d.def(O::all_to_all_single_v, 0, [](GradCtx& c) {  // the rows go back the way they came
+    const auto& a = c.args();
+    c.set(0, all_to_all_single(c.grad(), a.ints(2), a.ints(1), a.str(3)));
+  });
 
   // ---- conversion: the gradient goes back to the source's device and dtype ----
   d.def(O::_to_copy, 0, [](GradCtx& c) {

@@ -17,7 +17,8 @@ void run_collective(const ops::OpCall& c, std::span<Tensor> outs, CopyInto copy_
   const Tensor& self = c.args.tensor(0);
   const Tensor& out = outs[0];
   auto group = dist::bound_group(c.args.str(c.args.size() - 1), op);
-  if (c.op != OpKind::all_reduce && c.op != OpKind::broadcast) {
+  if (c.op != OpKind::all_reduce && c.op != OpKind::broadcast &&
+      c.op != OpKind::all_to_all_single_v) {
     int64_t n = c.args.i64(c.op == OpKind::reduce_scatter_tensor ? 2 : 1);
     KILN_CHECK(n == group->size(), value,
                "[{}] was traced for a group of {} ranks, but '{}' has {}", op, n,
@@ -44,6 +45,17 @@ void run_collective(const ops::OpCall& c, std::span<Tensor> outs, CopyInto copy_
                  src, c.args.str(2), group->size());
       copy_into(out, self);
       group->broadcast(out, static_cast<int>(src), dist::Launch::blocking)->wait();
+      return;
+    }
+    case OpKind::all_to_all_single_v: {
+      const IntList &outs = c.args.ints(1), &ins = c.args.ints(2);
+      KILN_CHECK(static_cast<int64_t>(ins.size()) == group->size(), value,
+                 "[{}] was traced for a group of {} ranks, but '{}' has {}", op, ins.size(),
+                 c.args.str(3), group->size());
+      group
+          ->all_to_all_v(out, self, std::vector<int64_t>(outs.begin(), outs.end()),
+                         std::vector<int64_t>(ins.begin(), ins.end()), dist::Launch::blocking)
+          ->wait();
       return;
     }
     case OpKind::all_to_all_single:

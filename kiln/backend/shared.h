@@ -75,7 +75,7 @@
   X(k_layer_norm_backward, layer_norm_backward)                                                 \
   X(k_to_copy, _to_copy)                                                                        \
   X(k_collective, all_reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, \
-    broadcast)
+    broadcast, all_to_all_single_v)
 
 namespace kiln::backend {
 /** d gelu(v) / dv, erf or tanh form, written with the caller's erf/exp/tanh (vectorizable

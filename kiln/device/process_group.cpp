@@ -42,6 +42,31 @@ void ProcessGroup::check_output(std::string_view op, const Tensor& out, const Te
              to_string(in.dtype()), want.str(), in.device(), in.meta_str(), n);
 }
 
+void ProcessGroup::check_splits(std::string_view op, const Tensor& out, const Tensor& in,
+                                const std::vector<int64_t>& out_splits,
+                                const std::vector<int64_t>& in_splits) const {
+  auto n = static_cast<size_t>(size());
+  KILN_CHECK(out_splits.size() == n && in_splits.size() == n, shape,
+             "[{}] needs one split size per rank ({}), got {} output and {} input split sizes", op,
+             n, out_splits.size(), in_splits.size());
+  int64_t rows_out = 0, rows_in = 0;
+  for (size_t r = 0; r < n; ++r) {
+    KILN_CHECK(out_splits[r] >= 0 && in_splits[r] >= 0, shape, "[{}] a negative split size", op);
+    rows_out += out_splits[r];
+    rows_in += in_splits[r];
+  }
+  KILN_CHECK(in.dim() > 0 && in.size(0) == rows_in && out.dim() == in.dim() &&
+                 out.size(0) == rows_out && out.dtype() == in.dtype() &&
+                 out.device() == in.device(),
+             shape,
+             "[{}] input {} and output {} do not fit the split sizes (input rows {}, output rows "
+             "{})",
+             op, in.meta_str(), out.meta_str(), rows_in, rows_out);
+  for (int64_t d = 1; d < in.dim(); ++d)
+    KILN_CHECK(out.size(d) == in.size(d), shape, "[{}] input {} and output {} differ past dim 0",
+               op, in.meta_str(), out.meta_str());
+}
+
 namespace {
 std::mutex g_mutex;
 std::map<std::string, std::shared_ptr<ProcessGroup>, std::less<>>& groups() {

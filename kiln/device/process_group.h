@@ -58,6 +58,13 @@ class ProcessGroup {
    * `output`'s chunk i comes from rank i. */
   virtual std::shared_ptr<Work> all_to_all(const Tensor& output, const Tensor& input,
                                            Launch launch = Launch::async) = 0;
+  /** Uneven all_to_all along dim 0: `in_splits[j]` rows of `input` go to rank j (in
+   * order), and `out_splits[i]` rows of `output` come from rank i. Row counts may differ
+   * per rank; the other dims are the same everywhere. */
+  virtual std::shared_ptr<Work> all_to_all_v(const Tensor& output, const Tensor& input,
+                                             const std::vector<int64_t>& out_splits,
+                                             const std::vector<int64_t>& in_splits,
+                                             Launch launch = Launch::async) = 0;
   /** In place: every rank's `tensor` becomes rank `root`'s. */
   virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root,
                                           Launch launch = Launch::async) = 0;
@@ -80,6 +87,11 @@ class ProcessGroup {
   /** A shape Error naming `op` unless `in` has such a dim 0 and `out` is the matching
    * tensor (shape, dtype, device). */
   void check_output(std::string_view op, const Tensor& out, const Tensor& in, Rows rows) const;
+  /** A shape Error naming `op` unless the splits have one entry per rank, none negative,
+   * summing to the rows of `in` and of `out`, which agree in dtype, device and other dims. */
+  void check_splits(std::string_view op, const Tensor& out, const Tensor& in,
+                    const std::vector<int64_t>& out_splits,
+                    const std::vector<int64_t>& in_splits) const;
 };
 
 /** The reduction named "sum", "avg", "max", "min" or "product" (a value Error otherwise). */

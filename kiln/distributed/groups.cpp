@@ -47,6 +47,27 @@ class FakeGroup final : public ProcessGroup {
     copy_(dst, in);
     return done();
   }
+  // As if every rank sent what this one sends: rank i's rows for this rank are this
+  // input's chunk for this rank, where the sizes allow (zeros elsewhere).
+  std::shared_ptr<Work> all_to_all_v(const Tensor& out, const Tensor& in,
+                                     const std::vector<int64_t>& out_splits,
+                                     const std::vector<int64_t>& in_splits, Launch) override {
+    check_splits("all_to_all_v", out, in, out_splits, in_splits);
+    Tensor dst = out;
+    fill_(dst, 0.0);
+    int64_t mine = 0;
+    for (int r = 0; r < rank_; ++r) mine += in_splits[static_cast<size_t>(r)];
+    int64_t at = 0;
+    for (size_t i = 0; i < out_splits.size(); ++i) {
+      int64_t rows = std::min(out_splits[i], in_splits[static_cast<size_t>(rank_)]);
+      if (rows > 0) {
+        Tensor into = narrow(dst, 0, at, rows);
+        copy_(into, narrow(in, 0, mine, rows));
+      }
+      at += out_splits[i];
+    }
+    return done();
+  }
   std::shared_ptr<Work> broadcast(const Tensor&, int root, Launch) override {
     check_rank("broadcast", root);
     return done();
@@ -89,6 +110,12 @@ class LocalGroup final : public ProcessGroup {
     return copy(out, in);
   }
   std::shared_ptr<Work> all_to_all(const Tensor& out, const Tensor& in, Launch) override {
+    return copy(out, in);
+  }
+  std::shared_ptr<Work> all_to_all_v(const Tensor& out, const Tensor& in,
+                                     const std::vector<int64_t>& out_splits,
+                                     const std::vector<int64_t>& in_splits, Launch) override {
+    check_splits("all_to_all_v", out, in, out_splits, in_splits);
     return copy(out, in);
   }
   std::shared_ptr<Work> broadcast(const Tensor&, int root, Launch) override {

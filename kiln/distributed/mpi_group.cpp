@@ -389,6 +389,37 @@ class MpiGroup final : public ProcessGroup {
       land(out, dst);
     });
   }
+  std::shared_ptr<Work> all_to_all_v(const Tensor& out, const Tensor& in,
+                                     const std::vector<int64_t>& out_splits,
+                                     const std::vector<int64_t>& in_splits,
+                                     Launch launch) override {
+    check_cpu("all_to_all_v", in);
+    check_cpu("all_to_all_v", out);
+    check_splits("all_to_all_v", out, in, out_splits, in_splits);
+    EngineType e = engine_type(in.dtype());
+    count_of(in, "all_to_all_v");
+    count_of(out, "all_to_all_v");
+    int64_t row =
+        in.size(0) > 0 ? in.numel() / in.size(0) : out.numel() / std::max<int64_t>(out.size(0), 1);
+    std::vector<int> send(size_), sdisp(size_), recv(size_), rdisp(size_);
+    for (int r = 0, s = 0, t = 0; r < size_; ++r) {  // elements; the totals fit an int (count_of)
+      send[r] = static_cast<int>(in_splits[static_cast<size_t>(r)] * row);
+      recv[r] = static_cast<int>(out_splits[static_cast<size_t>(r)] * row);
+      sdisp[r] = s;
+      rdisp[r] = t;
+      s += send[r];
+      t += recv[r];
+    }
+    // The ranks' row counts differ by design: the signature checks kind and dtype only.
+    return queue("all_to_all_v", "all_to_all_v", Tensor(), static_cast<int64_t>(in.dtype()), launch,
+                 [=, this] {
+                   Tensor src = staged(in, e.dtype, true), dst = staged(out, e.dtype, false);
+                   check_mpi(MPI_Alltoallv(data_of(src), send.data(), sdisp.data(), e.type,
+                                           data_of(dst), recv.data(), rdisp.data(), e.type, comm_),
+                             "all_to_all_v");
+                   land(out, dst);
+                 });
+  }
   std::shared_ptr<Work> broadcast(const Tensor& t, int root, Launch launch) override {
     check_rank("broadcast", root);
     check_cpu("broadcast", t);

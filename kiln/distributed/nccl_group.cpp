@@ -167,6 +167,32 @@ class NcclGroup final : public ProcessGroup {
           check_nccl(nccl().group_end(), "all_to_all");
         });
   }
+  std::shared_ptr<Work> all_to_all_v(const Tensor& out, const Tensor& in,
+                                     const std::vector<int64_t>& out_splits,
+                                     const std::vector<int64_t>& in_splits, Launch) override {
+    check_splits("all_to_all_v", out, in, out_splits, in_splits);
+    return run("all_to_all_v", {in}, {out},
+               [&](cudaStream_t s, const TensorList& i, const TensorList& o) {
+                 int64_t row = in.size(0) > 0 ? in.numel() / in.size(0) : 0;
+                 size_t row_bytes = static_cast<size_t>(row) * in.itemsize();
+                 ncclDataType_t type = nccl_type(in.dtype(), "all_to_all_v");
+                 check_nccl(nccl().group_start(), "all_to_all_v");
+                 size_t sent = 0, got = 0;
+                 for (int r = 0; r < size_; ++r) {
+                   auto rs = static_cast<size_t>(in_splits[static_cast<size_t>(r)]);
+                   auto rr = static_cast<size_t>(out_splits[static_cast<size_t>(r)]);
+                   check_nccl(nccl().send(static_cast<const char*>(ptr(i[0])) + sent * row_bytes,
+                                          rs * static_cast<size_t>(row), type, r, comm_, s),
+                              "all_to_all_v");
+                   check_nccl(nccl().recv(static_cast<char*>(ptr(o[0])) + got * row_bytes,
+                                          rr * static_cast<size_t>(row), type, r, comm_, s),
+                              "all_to_all_v");
+                   sent += rs;
+                   got += rr;
+                 }
+                 check_nccl(nccl().group_end(), "all_to_all_v");
+               });
+  }
   std::shared_ptr<Work> broadcast(const Tensor& t, int root, Launch) override {
     check_rank("broadcast", root);
     return run(

@@ -583,8 +583,9 @@ Table build() {
   s.none(O::layer_norm_backward);
 
   // ---- collectives: they run on local shards, never on DTensors ----
-  for (O op : {O::all_reduce, O::all_gather_into_tensor, O::reduce_scatter_tensor,
-               O::all_to_all_single, O::wait_tensor, O::broadcast, O::all_reduce_})
+  for (O op :
+       {O::all_reduce, O::all_gather_into_tensor, O::reduce_scatter_tensor, O::all_to_all_single,
+        O::wait_tensor, O::broadcast, O::all_reduce_, O::all_to_all_single_v})
     s.none(op);
   return s;
 }

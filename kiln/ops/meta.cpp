@@ -763,6 +763,28 @@ void meta_reduce_scatter(const OpCall& c, MetaOut& out) {
   check_reduction(c, 1);
   out.fresh(rows_scaled(c, group_size_of(c, 2), false), c.args.tensor(0).dtype());
 }
+void meta_all_to_all_v(const OpCall& c, MetaOut& out) {
+  const Tensor& self = c.args.tensor(0);
+  const IntList &outs = c.args.ints(1), &ins = c.args.ints(2);
+  KILN_CHECK(self.dim() > 0, shape,
+             "[all_to_all_single] expects a tensor of at least 1 dim, got {}", self.meta_str());
+  KILN_CHECK(
+      !outs.empty() && outs.size() == ins.size(), value,
+      "[all_to_all_single] needs one output and one input split size per rank, got {} and {}",
+      outs.size(), ins.size());
+  int64_t rows_in = 0, rows_out = 0;
+  for (size_t r = 0; r < ins.size(); ++r) {
+    KILN_CHECK(outs[r] >= 0 && ins[r] >= 0, value, "[all_to_all_single] a negative split size");
+    rows_in += ins[r];
+    rows_out += outs[r];
+  }
+  KILN_CHECK(self.size(0) == rows_in, shape,
+             "[all_to_all_single] input split sizes sum to {} rows, but the input {} has {}",
+             rows_in, self.meta_str(), self.size(0));
+  Dims shape = self.shape();
+  shape.set(0, rows_out);
+  out.fresh(std::move(shape), self.dtype());
+}
 void meta_broadcast(const OpCall& c, MetaOut& out) {
   KILN_CHECK(c.args.i64(1) >= 0, index, "[broadcast] src must be a rank (>= 0), got {}",
              c.args.i64(1));

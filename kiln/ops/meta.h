@@ -91,6 +91,7 @@ void meta_all_gather(const OpCall&, MetaOut&);
 void meta_reduce_scatter(const OpCall&, MetaOut&);
 void meta_all_to_all(const OpCall&, MetaOut&);
 void meta_broadcast(const OpCall&, MetaOut&);
+void meta_all_to_all_v(const OpCall&, MetaOut&);
 void meta_clone(const OpCall&, MetaOut&);
 void meta_layer_norm(const OpCall&, MetaOut&);
 void meta_layer_norm_backward(const OpCall&, MetaOut&);

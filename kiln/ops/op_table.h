@@ -199,6 +199,8 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(reduce_scatter_tensor,  same, meta_reduce_scatter, "reduce_scatter_tensor(Tensor self, str reduce_op, int group_size, str group) -> Tensor") \
   X(all_to_all_single,      same, meta_all_to_all,     "all_to_all_single(Tensor self, int group_size, str group) -> Tensor") \
   X(wait_tensor,            same, meta_alias,          "wait_tensor(Tensor(a) self) -> Tensor(a)") \
+  /* uneven: input_split_sizes[j] rows to rank j, output_split_sizes[i] rows from rank i (PyTorch's all_to_all_single with split sizes) */ \
+  X(all_to_all_single_v,    same, meta_all_to_all_v,   "all_to_all_single_v(Tensor self, int[] output_split_sizes, int[] input_split_sizes, str group) -> Tensor") \
   /* every rank gets rank src's self; and all_reduce in place (PyTorch's _c10d_functional names) */ \
   X(broadcast,              same, meta_broadcast,      "broadcast(Tensor self, int src, str group) -> Tensor") \
   X(all_reduce_,            same, nullptr,             "all_reduce_(Tensor(a!) self, str reduce_op, str group) -> Tensor(a!)") \

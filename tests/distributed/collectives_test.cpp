@@ -112,6 +112,22 @@ TEST(C2, TheOtherFunctionalFormsTraceAndRunOnTheFakeGroup) {
   EXPECT_TRUE(all_close(scatter_tensor(x, 0, 2, "pretend"), {1, 2}));
   expect_error([&] { scatter_tensor(x, 2, 2, "pretend"); }, ErrorKind::index,
                "[scatter_tensor] src 2 is not a rank of a group of 2");
+  // uneven all_to_all: the fake group sends what this rank sends (rows 1..2 for rank 1),
+  // as if from every rank; the program checks the split sizes against the group
+  Tensor rows = tensor({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor got = all_to_all_single(rows, {2, 2}, {1, 2}, "pretend");
+  EXPECT_EQ(got.shape(), Dims({4, 2}));
+  EXPECT_TRUE(all_close(got, {3, 4, 5, 6, 3, 4, 5, 6}));
+  expect_error(
+      [&] {
+        all_to_all_single(rows, {2, 2, 2}, {1, 1, 1}, "pretend");
+      },
+      ErrorKind::value, "was traced for a group of 3 ranks, but 'pretend' has 2");
+  expect_error(
+      [&] {
+        all_to_all_single(rows, {2, 2}, {1, 1}, "pretend");
+      },
+      ErrorKind::shape, "input split sizes sum to 2 rows, but the input f32[3, 2]@cpu:0 has 3");
   expect_error([&] { broadcast(x, 2, "pretend"); }, ErrorKind::index,
                "[broadcast] src 2 is not a rank of 'pretend' (2 ranks)");
   expect_error([&] { reduce_scatter_tensor(x, "sum", 1, 4, "pretend"); }, ErrorKind::shape,

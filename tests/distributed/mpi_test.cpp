@@ -157,6 +157,24 @@ TEST(Mpi, FunctionalCollectiveForms) {
   Tensor mine_rows = scatter_tensor(rows_of_last, n - 1, n, "world");
   EXPECT_TRUE(all_close(
       mine_rows, to_vector<double>(slice(values_of(n - 1, {2 * n, 3}, f32), 0, 2 * r, 2 * r + 2))));
+  // uneven all_to_all: rank i sends i + j + 1 rows of 100 i + j to rank j; its gradient
+  // sends the rows back
+  IntList in_splits, out_splits;
+  for (int j = 0; j < n; ++j) in_splits.push_back(r + j + 1), out_splits.push_back(j + r + 1);
+  TensorList pieces;
+  for (int j = 0; j < n; ++j) pieces.push_back(full({r + j + 1, 2}, 100.0 * r + j, {.device = d}));
+  Tensor sent = cat(pieces, 0);
+  sent.set_requires_grad(true);
+  Tensor received = all_to_all_single(sent, out_splits, in_splits, "world");
+  int64_t at = 0;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(all_close(slice(received, 0, at, at + i + r + 1),
+                          std::vector<double>(2 * (i + r + 1), 100.0 * i + r)))
+        << "from rank " << i;
+    at += i + r + 1;
+  }
+  sum(received * received).backward();  // d/dsent = 2 * sent, routed back
+  EXPECT_TRUE(all_close(sent.grad(), to_vector<double>(sent.detach() * 2)));
   // coalesced: each tensor as its own collective would give it
   Tensor small = full({3}, double(r + 1), {.device = d});
   TensorList reduced = all_reduce_coalesced({mine, small}, "sum", "world");
