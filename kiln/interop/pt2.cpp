@@ -946,7 +946,11 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
     for (const json& o : sub.at("outputs")) {
       KILN_CHECK(o.contains("as_tensor"), unsupported, "{}: only tensor outputs are supported",
                  target);
-      out.push_back(inner.at(o.at("as_tensor").at("name").get<std::string>()));
+      std::string name = o.at("as_tensor").at("name").get<std::string>();
+      auto it = inner.find(name);
+      KILN_CHECK(it != inner.end(), format, "{}: its subgraph returns '{}', which no node defines",
+                 target, name);
+      out.push_back(it->second);
     }
     return out;
   };
