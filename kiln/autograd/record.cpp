@@ -13,8 +13,6 @@ namespace kiln::autograd {
 using ops::OpInfo;
 using ops::OpKind;
 
-using detail::t_grad_enabled;
-
 namespace {
 thread_local bool t_writable_leaves = false;
 std::atomic<uint64_t> g_sequence{0};
@@ -161,7 +159,7 @@ Args GradCtx::args() const { return Args(node_.args); }
 const std::vector<Dims>& GradCtx::list_shapes() const { return node_.list_shapes; }
 const Tensor& GradCtx::result(int i) const {
   const Tensor& saved = node_.results[static_cast<size_t>(i)];
-  if (!t_grad_enabled) return saved;  // an ordinary backward records nothing
+  if (!grad_enabled()) return saved;  // an ordinary backward records nothing
   // create_graph: the formula's use of the output is differentiated too, through the
   // output's own history (this node), which the saved alias lacks to avoid a cycle.
   if (live_results_.empty()) live_results_.resize(node_.results.size());

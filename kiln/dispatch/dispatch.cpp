@@ -604,7 +604,11 @@ void freeze(const Tensor& t, std::string by) {
 }
 
 namespace autograd::detail {
+namespace {
 thread_local bool t_grad_enabled = true;
+}  // namespace
+bool grad_mode() { return t_grad_enabled; }
+void set_grad_mode(bool on) { t_grad_enabled = on; }
 }  // namespace autograd::detail
 
 namespace {

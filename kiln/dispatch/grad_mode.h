@@ -11,8 +11,11 @@
 namespace kiln::autograd {
 
 namespace detail {
-/** This thread's grad mode; defined in dispatch.cpp, whose hot path reads it. */
-extern thread_local bool t_grad_enabled;
+/** This thread's grad mode (a thread_local of dispatch.cpp, whose hot path reads it
+ * directly; other files go through these two, never an extern thread_local, which
+ * GCC's sanitizers mishandle across object files). */
+bool grad_mode();
+void set_grad_mode(bool on);
 
 /** Whether `t` requires grad; the common case (no gradient state, not a stale view)
  * answers inline, before Tensor::requires_grad's call through the autograd hook. */
@@ -22,13 +25,13 @@ inline bool wants_grad(const Tensor& t) {
 }  // namespace detail
 
 /** Whether ops record gradients on this thread (true unless a guard below is alive). */
-inline bool grad_enabled() { return detail::t_grad_enabled; }
+inline bool grad_enabled() { return detail::grad_mode(); }
 
 /** Records no gradients while alive (thread-local, restored on exit and on exceptions). */
 class NoGradGuard : ScopeGuard {
  public:
-  NoGradGuard() : prev_(detail::t_grad_enabled) { detail::t_grad_enabled = false; }
-  ~NoGradGuard() { detail::t_grad_enabled = prev_; }
+  NoGradGuard() : prev_(detail::grad_mode()) { detail::set_grad_mode(false); }
+  ~NoGradGuard() { detail::set_grad_mode(prev_); }
 
  private:
   bool prev_;
@@ -37,10 +40,10 @@ class NoGradGuard : ScopeGuard {
 /** Turns recording on (or off) while alive, e.g. to train inside a NoGradGuard. */
 class GradModeGuard : ScopeGuard {
  public:
-  explicit GradModeGuard(bool enabled) : prev_(detail::t_grad_enabled) {
-    detail::t_grad_enabled = enabled;
+  explicit GradModeGuard(bool enabled) : prev_(detail::grad_mode()) {
+    detail::set_grad_mode(enabled);
   }
-  ~GradModeGuard() { detail::t_grad_enabled = prev_; }
+  ~GradModeGuard() { detail::set_grad_mode(prev_); }
 
  private:
   bool prev_;
@@ -52,12 +55,12 @@ class GradModeGuard : ScopeGuard {
  * making one require grad is an Error; clone() makes a normal tensor. */
 class InferenceModeGuard : ScopeGuard {
  public:
-  InferenceModeGuard() : prev_grad_(detail::t_grad_enabled), prev_inference_(inference_mode()) {
-    detail::t_grad_enabled = false;
+  InferenceModeGuard() : prev_grad_(detail::grad_mode()), prev_inference_(inference_mode()) {
+    detail::set_grad_mode(false);
     set_inference_mode(true);
   }
   ~InferenceModeGuard() {
-    detail::t_grad_enabled = prev_grad_;
+    detail::set_grad_mode(prev_grad_);
     set_inference_mode(prev_inference_);
   }
   static bool active() { return inference_mode(); }
