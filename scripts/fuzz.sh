@@ -19,7 +19,7 @@ done
 $kiln import tests/pt2/mlp_dynamic.pt2 -o "$corpus/program/mlp_dynamic.kiln" >/dev/null
 cp "$corpus"/program/*.kiln "$corpus/safetensors/"
 # .pt2 seeds: the small archives of the importer's corpus, and one archive's program JSON
-cp tests/pt2/{mlp_bn_train,mlp_bn_train_core,cnn,recurrent,mlp_dynamic}.pt2 "$corpus/pt2/"
+cp tests/pt2/{mlp_bn_train,mlp_bn_train_core,cnn,recurrent,mlp_dynamic,regions,sizes_dynamic}.pt2 "$corpus/pt2/"
 KILN_FUZZ_SEED_DIR="$corpus/pt2_json" "$build/tests/fuzz/fuzz_pt2_json" -runs=0 "$corpus/pt2_json" >/dev/null 2>&1
 printf 'cpu:0' >"$corpus/device/a"; printf 'cuda:1' >"$corpus/device/b"; printf 'meta' >"$corpus/device/c"
 KILN_FUZZ_SEED_DIR="$corpus/run_inputs" "$build/tests/fuzz/fuzz_run_inputs" -runs=0 "$corpus/run_inputs" >/dev/null 2>&1

@@ -38,8 +38,8 @@ Tensor scatter_tensor(const Tensor& x, int64_t src, int64_t group_size, std::str
 
 namespace {
 
-// Runs `one` on groups of `xs` of one dtype, flattened into one buffer; `unflatten`
-// cuts the result back into each tensor's result.
+// Runs `one` on each group of `xs` of one dtype and device (the group's tensors flattened
+// into one buffer); `cut` cuts its result back into each tensor's result.
 template <typename One, typename Cut>
 TensorList coalesced(const TensorList& xs, One one, Cut cut) {
   TensorList out(xs.size());
@@ -60,10 +60,30 @@ TensorList coalesced(const TensorList& xs, One one, Cut cut) {
   return out;
 }
 
+// The tensors of `g` flattened, one after the other.
+Tensor flat_cat(const TensorList& g) {
+  TensorList flat;
+  for (const Tensor& x : g) flat.push_back(reshape(x, {-1}));
+  return cat(flat, 0);
+}
+
 IntList numels(const TensorList& xs, int64_t divide_by = 1) {
   IntList n;
   for (const Tensor& x : xs) n.push_back(x.numel() / divide_by);
   return n;
+}
+
+// `parts[k]` shaped like `g[k]` with dim 0 scaled by `times` / `divided_by` (a 0-dim
+// tensor counts as one row).
+TensorList shaped_like(TensorList parts, const TensorList& g, int64_t times, int64_t divided_by) {
+  for (size_t k = 0; k < g.size(); ++k) {
+    Dims shape = g[k].shape();
+    IntList sizes(shape.begin(), shape.end());
+    if (sizes.empty()) sizes.push_back(1);
+    sizes[0] = sizes[0] * times / divided_by;
+    parts[k] = reshape(parts[k], sizes);
+  }
+  return parts;
 }
 
 }  // namespace
@@ -71,12 +91,7 @@ IntList numels(const TensorList& xs, int64_t divide_by = 1) {
 TensorList all_reduce_coalesced(const TensorList& xs, std::string_view reduce_op,
                                 std::string_view group) {
   return coalesced(
-      xs,
-      [&](const TensorList& g) {
-        TensorList flat;
-        for (const Tensor& x : g) flat.push_back(reshape(x, {-1}));
-        return all_reduce(cat(flat, 0), reduce_op, group);
-      },
+      xs, [&](const TensorList& g) { return all_reduce(flat_cat(g), reduce_op, group); },
       [](const Tensor& r, const TensorList& g) {
         TensorList parts = split(r, numels(g), 0);
         for (size_t k = 0; k < g.size(); ++k) parts[k] = reshape(parts[k], g[k].shape());
@@ -88,22 +103,10 @@ TensorList all_gather_into_tensor_coalesced(const TensorList& xs, int64_t group_
                                             std::string_view group) {
   return coalesced(
       xs,
-      [&](const TensorList& g) {
-        TensorList flat;
-        for (const Tensor& x : g) flat.push_back(reshape(x, {-1}));
-        return all_gather_into_tensor(cat(flat, 0), group_size, group);
-      },
+      [&](const TensorList& g) { return all_gather_into_tensor(flat_cat(g), group_size, group); },
       [&](const Tensor& r, const TensorList& g) {
         // [ranks * total]: each rank's block holds every tensor of the group in turn.
-        TensorList parts = split(reshape(r, {group_size, -1}), numels(g), 1);
-        for (size_t k = 0; k < g.size(); ++k) {
-          Dims shape = g[k].shape();
-          IntList sizes(shape.begin(), shape.end());
-          if (sizes.empty()) sizes.push_back(1);  // a 0-dim tensor gathers into [ranks]
-          sizes[0] *= group_size;
-          parts[k] = reshape(parts[k], sizes);
-        }
-        return parts;
+        return shaped_like(split(reshape(r, {group_size, -1}), numels(g), 1), g, group_size, 1);
       });
 }
 
@@ -123,14 +126,7 @@ TensorList reduce_scatter_tensor_coalesced(const TensorList& xs, std::string_vie
         return reduce_scatter_tensor(reshape(cat(rows, 1), {-1}), reduce_op, group_size, group);
       },
       [&](const Tensor& r, const TensorList& g) {
-        TensorList parts = split(r, numels(g, group_size), 0);
-        for (size_t k = 0; k < g.size(); ++k) {
-          Dims shape = g[k].shape();
-          IntList sizes(shape.begin(), shape.end());
-          sizes[0] /= group_size;
-          parts[k] = reshape(parts[k], sizes);
-        }
-        return parts;
+        return shaped_like(split(r, numels(g, group_size), 0), g, 1, group_size);
       });
 }
 

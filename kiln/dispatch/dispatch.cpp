@@ -36,6 +36,8 @@ thread_local DevicePolicy t_policy;
 
 const ops::KernelTable* g_test_tables[kNumDeviceTypes] = {};
 
+}  // namespace
+
 // The one registry of kernel tables: add a line per compiled backend.
 const ops::KernelTable* kernel_table(DeviceType type) {
   if (const ops::KernelTable* t = g_test_tables[static_cast<int>(type)]) return t;
@@ -47,6 +49,8 @@ const ops::KernelTable* kernel_table(DeviceType type) {
     default: return nullptr;
   }
 }
+
+namespace {
 
 // The kernel of `op` for `type`: the backend's table entry for a built-in op, the
 // registration's for an extension op (E1).

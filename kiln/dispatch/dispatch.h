@@ -171,6 +171,8 @@ Tensor subclass_rewrap_gradient(const Tensor& like, const Tensor& inner);
  * leaf when a backward formula built its gradient from plain zeros). */
 Tensor subclass_like(const Tensor& like, const Tensor& t);
 
+/** The kernel table of the backend of `type` (a test's replacement, if set), or null. */
+const ops::KernelTable* kernel_table(DeviceType type);
 /** Replaces the kernel table of `type` (null restores the built-in one); with
  * set_device_backend_for_testing, tests run a backend this machine lacks. */
 void set_kernel_table_for_testing(DeviceType type, const ops::KernelTable* table);

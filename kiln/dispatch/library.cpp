@@ -28,13 +28,8 @@ namespace {
 ops::OpKind twin_target(ops::OpKind twin) { return *ops::extension_op(twin)->functionalizes; }
 
 ops::Kernel copy_kernel(DeviceType type) {
-  switch (type) {
-    case DeviceType::cpu: return cpu::kernels()[static_cast<size_t>(ops::OpKind::copy_)];
-#if KILN_WITH_CUDA
-    case DeviceType::cuda: return cuda::kernels()[static_cast<size_t>(ops::OpKind::copy_)];
-#endif
-    default: return nullptr;
-  }
+  const ops::KernelTable* table = kernel_table(type);
+  return table ? (*table)[static_cast<size_t>(ops::OpKind::copy_)] : nullptr;
 }
 
 void twin_meta(const ops::OpCall& c, ops::MetaOut& out) {
