@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 
+#include "kiln/backend/cpu/pointwise.h"
+#include "kiln/device/kernel_scope.h"
 #include "kiln/device/stream.h"
 #include "kiln/ir/interpreter.h"
+#include "kiln/passes/fuse.h"
 
 namespace kiln::runtime {
 
@@ -40,10 +44,154 @@ Tensor over(const Storage& storage, const ir::ValueMeta& m) {
   return Tensor(std::move(impl));
 }
 
+bool contiguous_meta(const ir::ValueMeta& m) {
+  return m.offset == 0 && m.strides == contiguous_strides(m.shape);
+}
+
+// Whether node n can be a step of a fused CPU region (Note [Regions of elementwise
+// nodes]): a pointwise op (or its in-place form on its first argument) making one dense
+// f32 value of rank >= 1 on a CPU device, from dense f32 values of that shape and 0-d
+// float tensors.
+bool fusible_on_cpu(const ir::Node& n) {
+  const ops::OpInfo& info = ops::op_info(n.op());
+  if (!ops::is_builtin(n.op()) || !cpu::fusible_pointwise_op(info.functional)) return false;
+  if (info.is_inplace() && info.schema.mutated_arg != 0) return false;
+  if (n.meta().size() != 1) return false;
+  const ir::ValueMeta& out = n.meta()[0];
+  if (out.device.type != DeviceType::cpu || out.dtype != DType::f32 || out.shape.empty() ||
+      !contiguous_meta(out))
+    return false;
+  bool ok = true;
+  n.for_each_input([&](const ir::Ref& r) {
+    const ir::ValueMeta& m = r.node->meta()[static_cast<size_t>(r.output)];
+    bool scalar = m.shape.empty() && (m.dtype == DType::f32 || m.dtype == DType::f64);
+    bool full = m.shape == out.shape && m.dtype == DType::f32 && contiguous_meta(m);
+    ok = ok && m.device == out.device && (scalar || full);
+  });
+  return ok;
+}
+
 }  // namespace
 
-Executor::Executor(ExportedProgram& program) : program_(program) {
+struct Executor::Region {
+  std::vector<size_t> members;  // node indices in program order
+  std::vector<bool> stored;     // per member: its value is written to memory
+  std::vector<cpu::FusedStep> steps;
+  // Where each tensor and scalar of the kernel comes from at run time: env[node][output]
+  // (a store's tensor is its member's own output, or an in-place member's self).
+  std::vector<std::pair<size_t, int>> tensors;
+  std::vector<std::pair<size_t, int>> scalars;  // node kConstant: constants[output]
+  std::vector<Tensor> constants;                // the wrapped numbers of Scalar operands
+  std::string label;                            // for profiles: "fused(mul_, add_)"
+};
+
+static constexpr size_t kConstant = SIZE_MAX;
+
+Executor::~Executor() = default;
+
+int Executor::fused_regions() const { return static_cast<int>(regions_.size()); }
+
+// Note [Fused regions in the executor]: the executor's own fusion; the program keeps
+// its nodes. A region's members other than the last are skipped where they are and run
+// with it, as one kernel; their values that nothing outside the region reads are never
+// made. The memory plan treats every member as running at the last one (where its
+// inputs must still be alive and its stored values begin).
+void Executor::find_regions() {
+  const auto& pos = pos_;
+  std::vector<passes::PointwiseRegion> found =
+      passes::find_pointwise_regions(program_.graph, fusible_on_cpu, cpu::kMaxFusedSteps);
+  for (const passes::PointwiseRegion& pr : found) {
+    Region r;
+    for (const ir::Node* n : pr.nodes) r.members.push_back(pos.at(n));
+    size_t index = regions_.size();
+    std::unordered_map<size_t, size_t> step_of;  // member node -> its step
+    for (size_t k = 0; k < r.members.size(); ++k) step_of[r.members[k]] = k;
+    // A member is stored when a node outside the region reads it, or an in-place member
+    // writes into it.
+    r.stored.assign(r.members.size(), false);
+    for (size_t k = 0; k < r.members.size(); ++k) {
+      const ir::Node* n = nodes_[r.members[k]];
+      for (const ir::Node* u : n->users())
+        if (!step_of.count(pos.at(u))) r.stored[k] = true;
+      if (ops::op_info(n->op()).is_inplace()) {
+        r.stored[k] = true;
+        const auto& self = std::get<ir::Ref>(n->args()[0]);
+        if (auto it = step_of.find(pos.at(self.node)); it != step_of.end())
+          r.stored[it->second] = true;
+      }
+    }
+    std::unordered_map<size_t, int> tensor_of, scalar_of;  // node*64+output -> slot
+    auto slot = [&](std::unordered_map<size_t, int>& seen,
+                    std::vector<std::pair<size_t, int>>& list, size_t node, int output) {
+      size_t key = node * 64 + static_cast<size_t>(output);
+      auto [it, fresh] = seen.try_emplace(key, static_cast<int>(list.size()));
+      if (fresh) list.emplace_back(node, output);
+      return it->second;
+    };
+    std::vector<int> store_of(r.members.size(), -1);  // member -> the tensor it is stored in
+    for (size_t k = 0; k < r.members.size(); ++k) {
+      const ir::Node* n = nodes_[r.members[k]];
+      const ops::OpInfo& info = ops::op_info(n->op());
+      cpu::FusedStep step;
+      step.op = info.functional;
+      const auto& specs = info.schema.args;
+      cpu::FusedOperand* operand[2] = {&step.a, &step.b};
+      int next = 0;
+      for (size_t a = 0; a < n->args().size(); ++a) {
+        const ir::Arg& arg = n->args()[a];
+        bool tensor_arg = specs[a].type == ops::ArgType::tensor;
+        if (const auto* ref = std::get_if<ir::Ref>(&arg)) {
+          cpu::FusedOperand& o = *operand[next++];
+          size_t src = pos.at(ref->node);
+          if (auto it = step_of.find(src); it != step_of.end()) {
+            o = {cpu::FusedOperand::Kind::step, static_cast<int>(it->second)};
+          } else if (ref->node->meta()[static_cast<size_t>(ref->output)].shape.empty()) {
+            o = {cpu::FusedOperand::Kind::scalar, slot(scalar_of, r.scalars, src, ref->output)};
+          } else {
+            o = {cpu::FusedOperand::Kind::tensor, slot(tensor_of, r.tensors, src, ref->output)};
+          }
+        } else if (const auto* sc = std::get_if<Scalar>(&arg); sc && tensor_arg) {
+          *operand[next++] = {cpu::FusedOperand::Kind::scalar, static_cast<int>(r.scalars.size())};
+          r.scalars.emplace_back(kConstant, static_cast<int>(r.constants.size()));
+          r.constants.push_back(wrapped_number(*sc));
+        } else if (sc) {
+          step.param = *sc;  // alpha, threshold
+        } else if (const auto* str = std::get_if<Str>(&arg)) {
+          step.tanh = *str == "tanh";
+        }
+      }
+      if (r.stored[k]) {
+        if (info.is_inplace()) {  // into self: a tensor of the region or a stored member
+          const auto& self = std::get<ir::Ref>(n->args()[0]);
+          size_t src = pos.at(self.node);
+          auto it = step_of.find(src);
+          step.store = it != step_of.end() ? store_of[it->second]
+                                           : slot(tensor_of, r.tensors, src, self.output);
+        } else {
+          step.store = slot(tensor_of, r.tensors, r.members[k], 0);
+        }
+        store_of[k] = step.store;
+      }
+      r.steps.push_back(step);
+      r.label += fmt::format("{}{}", k ? ", " : "fused(", ops::op_name(n->op()));
+    }
+    r.label += ")";
+    for (size_t m : r.members) {
+      region_of_[m] = static_cast<int>(index);
+      runs_at_[m] = r.members.back();
+    }
+    regions_.push_back(std::move(r));
+  }
+}
+
+Executor::Executor(ExportedProgram& program, ExecutorOptions options) : program_(program) {
   nodes_ = program.graph.nodes();
+  for (size_t i = 0; i < nodes_.size(); ++i) pos_[nodes_[i]] = i;
+  region_of_.assign(nodes_.size(), -1);
+  runs_at_.resize(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) runs_at_[i] = i;
+  const char* env = std::getenv("KILN_FUSION");
+  if (options.fuse && !(env && std::string_view(env) == "0")) find_regions();
   if (program.shapes.empty()) {
     plans_.emplace_back();
     build_plan(plans_.front().second);
@@ -104,15 +252,21 @@ void Executor::build_plan(Plan& plan) {
     if (alias >= 0) root[first[i]] = root[value(std::get<ir::Ref>(n->args()[alias]))];
   }
   // A root dies after the last use of any value sharing it; program outputs never die.
+  // A fused region's members all run (read and write) where its last one is.
   const int kForever = static_cast<int>(nodes_.size());
+  auto at = [&](size_t i) { return static_cast<int>(runs_at_[i]); };
   std::vector<int> death(first.back());
   for (size_t i = 0; i < nodes_.size(); ++i)
-    for (size_t v = first[i]; v < first[i + 1]; ++v) death[v] = static_cast<int>(i);
+    for (size_t v = first[i]; v < first[i + 1]; ++v) death[v] = at(i);
   for (size_t i = 0; i < nodes_.size(); ++i)
     for (const ir::Ref& r : nodes_[i]->inputs()) {
       int& d = death[root[value(r)]];
-      d = nodes_[i]->opcode() == ir::Opcode::output ? kForever : std::max(d, static_cast<int>(i));
+      d = nodes_[i]->opcode() == ir::Opcode::output ? kForever : std::max(d, at(i));
     }
+  // Region members' values only live in the region's blocks unless stored.
+  std::vector<bool> never_made(nodes_.size(), false);
+  for (const Region& reg : regions_)
+    for (size_t k = 0; k < reg.members.size(); ++k) never_made[reg.members[k]] = !reg.stored[k];
 
   // The values to plan: fresh outputs that die within the program, with their live
   // interval [defined at, last read at].
@@ -128,7 +282,7 @@ void Executor::build_plan(Plan& plan) {
     ir::Node* n = nodes_[i];
     if (n->opcode() != ir::Opcode::call) continue;
     const ops::OpInfo& info = ops::op_info(n->op());
-    bool fresh = info.meta && !info.is_view() && !info.is_inplace();
+    bool fresh = info.meta && !info.is_view() && !info.is_inplace() && !never_made[i];
     bool any = false;
     for (size_t k = 0; k < n->meta().size(); ++k) {
       const ir::ValueMeta& m = meta_of(i)[k];
@@ -139,7 +293,7 @@ void Executor::build_plan(Plan& plan) {
         continue;
       }
       any = true;
-      values.push_back({i, k, static_cast<size_t>(bytes), static_cast<int>(i), death[v], m.device});
+      values.push_back({i, k, static_cast<size_t>(bytes), at(i), death[v], m.device});
     }
     if (any)  // filled below
       for (size_t k = 0; k < n->meta().size(); ++k) planned_[i].push_back(Tensor());
@@ -162,12 +316,14 @@ void Executor::build_plan(Plan& plan) {
   };
   for (size_t v = 0; v < values.size(); ++v) {
     ir::Node* n = nodes_[values[v].node];
-    if (n->meta().size() != 1 || !writes_over_self(n->op()) || n->args().empty()) continue;
+    if (n->meta().size() != 1 || !writes_over_self(n->op()) || n->args().empty() ||
+        region_of_[values[v].node] >= 0)
+      continue;
     const auto* self = std::get_if<ir::Ref>(&n->args()[0]);
     if (!self) continue;
     size_t s = value(*self);
     auto it = planned_index.find(s);
-    if (it == planned_index.end() || root[s] != s || death[s] != static_cast<int>(values[v].node) ||
+    if (it == planned_index.end() || root[s] != s || death[s] != at(values[v].node) ||
         !(meta_of(static_cast<size_t>(pos.at(self->node)))[static_cast<size_t>(self->output)] ==
           meta_of(values[v].node)[0]))
       continue;
@@ -254,21 +410,31 @@ TensorList Executor::run(const TensorList& user_inputs) {
       return binding.at(static_cast<size_t>(program_.shapes.index_of(s)));
     };
   std::vector<Outputs> env(nodes_.size());
-  std::unordered_map<const ir::Node*, size_t> index;
-  index.reserve(nodes_.size());
   size_t next_input = 0;
   TensorList outs;
   std::vector<Value> args;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     ir::Node* n = nodes_[i];
-    index[n] = i;
     auto value_of = [&](const ir::Ref& r) -> const Tensor& {
-      return env[index.at(r.node)][r.output];
+      return env[pos_.at(r.node)][r.output];
     };
     switch (n->opcode()) {
       case ir::Opcode::input: env[i].push_back(inputs[next_input++]); break;
       case ir::Opcode::constant: env[i].push_back(n->value()); break;
       case ir::Opcode::call: {
+        if (region_of_[i] >= 0) {  // a fused region runs where its last member is
+          const Region& reg = regions_[static_cast<size_t>(region_of_[i])];
+          if (reg.members.back() != i) break;
+          std::chrono::steady_clock::time_point t0;
+          if (profiling_) t0 = std::chrono::steady_clock::now();
+          run_region(reg, plan, env, args);
+          if (profiling_) {
+            node_seconds_[i] +=
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            ++node_calls_[i];
+          }
+          break;
+        }
         args.clear();
         ir::call_args(*n, value_of, args);
         if (!binding.empty()) ir::bind_size_args(n->op(), args, symbol_values);
@@ -302,6 +468,51 @@ TensorList Executor::run(const TensorList& user_inputs) {
   return program_.write_back(outs, user_inputs);
 }
 
+void Executor::run_region(const Region& reg, const Plan& plan, std::vector<Outputs>& env,
+                          std::vector<Value>& args) {
+  const ir::Node* last = nodes_[reg.members.back()];
+  Device device = last->meta()[0].device;
+  // Each stored functional member's output (planned, or made per run as a program
+  // output); an in-place member's value is its self.
+  for (size_t k = 0; k < reg.members.size(); ++k) {
+    size_t i = reg.members[k];
+    const ir::Node* n = nodes_[i];
+    if (!reg.stored[k]) continue;
+    if (ops::op_info(n->op()).is_inplace()) {
+      const auto& self = std::get<ir::Ref>(n->args()[0]);
+      env[i] = {env[pos_.at(self.node)][static_cast<size_t>(self.output)]};
+    } else if (plan.planned[i].size() && plan.planned[i][0].defined()) {
+      env[i] = {plan.planned[i][0]};
+    } else {
+      const ir::ValueMeta& m = plan.metas.empty() ? n->meta()[0] : plan.metas[i][0];
+      env[i] = {make_tensor(m.shape, m.dtype, m.device, &device_allocator(m.device))};
+    }
+  }
+  TensorList tensors, scalars;
+  for (auto [node, output] : reg.tensors) tensors.push_back(env[node][static_cast<size_t>(output)]);
+  for (auto [node, output] : reg.scalars)
+    scalars.push_back(node == kConstant ? reg.constants[static_cast<size_t>(output)]
+                                        : env[node][static_cast<size_t>(output)]);
+  const ir::ValueMeta& shape =
+      plan.metas.empty() ? last->meta()[0] : plan.metas[reg.members.back()][0];
+  bool ran;
+  {
+    KernelScope scope("fused_pointwise", device);
+    ran = cpu::run_fused_pointwise(reg.steps, tensors, scalars, numel_of(shape.shape));
+  }
+  if (ran) return;
+  // A layout the kernel does not take (Note [Fused pointwise regions]): op by op.
+  for (size_t i : reg.members) {
+    const ir::Node* n = nodes_[i];
+    auto value_of = [&](const ir::Ref& r) -> const Tensor& {
+      return env[pos_.at(r.node)][static_cast<size_t>(r.output)];
+    };
+    args.clear();
+    ir::call_args(*n, value_of, args);
+    env[i] = dispatch(n->op(), args);
+  }
+}
+
 void Executor::set_profiling(bool on) {
   profiling_ = on;
   node_seconds_.resize(nodes_.size());
@@ -312,7 +523,9 @@ std::vector<OpTime> Executor::profile(bool by_input_shapes) const {
   std::map<std::pair<std::string_view, std::string>, OpTime> by_op;
   for (size_t i = 0; i < node_calls_.size(); ++i) {
     if (!node_calls_[i]) continue;
-    std::string_view name = ops::op_name(nodes_[i]->op());
+    std::string_view name =
+        region_of_[i] >= 0 ? std::string_view(regions_[static_cast<size_t>(region_of_[i])].label)
+                           : ops::op_name(nodes_[i]->op());
     std::string inputs;
     if (by_input_shapes)
       for (const ir::Ref& r : nodes_[i]->inputs()) {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <list>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/program/program.h"
@@ -26,6 +27,14 @@ struct OpTime {
   double seconds = 0.0;  // wall time inside dispatch, device synchronized after each
 };
 
+/** How an Executor runs its program. */
+struct ExecutorOptions {
+  /** Runs chains of elementwise ops on the CPU as one pass over memory (Note [Fused
+   * pointwise regions] in kiln/backend/cpu/pointwise.h); results are bit for bit the
+   * same either way. KILN_FUSION=0 in the environment turns it off for every Executor. */
+  bool fuse = true;
+};
+
 /** Runs a program: (R3) inputs checked against the signature first; (R1) every node
  * through dispatch, so under its device's guard, current stream and BLAS handle;
  * (R2) intermediates on their node's device, transfers only where the graph has
@@ -33,12 +42,15 @@ struct OpTime {
  * nodes and runs, so a steady-state run allocates only its outputs. */
 class Executor {
  public:
-  explicit Executor(ExportedProgram& program);
+  explicit Executor(ExportedProgram& program, ExecutorOptions options = {});
+  ~Executor();
   /** Runs once; applies mutations as the signature says; returns the user outputs.
    * One thread at a time per Executor (see Note [Programs across threads]). */
   TensorList run(const TensorList& user_inputs);
   /** The memory plan of the last run (of construction, for a static program). */
   const PlanStats& stats() const { return current_ ? current_->stats : empty_stats_; }
+  /** The fused regions it runs (each several elementwise nodes in one pass). */
+  int fused_regions() const;
   /** (Y5) Plans made for new bindings of a program with dynamic shapes so far. */
   int plans_built() const { return plans_built_; }
   /** Times every call node of the runs that follow (kiln run/train --profile). A node
@@ -55,12 +67,20 @@ class Executor {
     std::vector<std::vector<ir::ValueMeta>> metas;  // per node at the binding (empty: static)
     PlanStats stats;
   };
+  struct Region;  // a fused region (executor.cpp)
   static constexpr size_t kMaxPlans = 8;
+  void find_regions();
+  void run_region(const Region& region, const Plan& plan, std::vector<Outputs>& env,
+                  std::vector<Value>& args);
   void build_plan(Plan& plan);
   const Plan& plan_for(const std::vector<int64_t>& binding);
 
   ExportedProgram& program_;
   std::vector<ir::Node*> nodes_;
+  std::unordered_map<const ir::Node*, size_t> pos_;  // node -> index in nodes_
+  std::vector<Region> regions_;
+  std::vector<int> region_of_;   // per node: its region, or -1
+  std::vector<size_t> runs_at_;  // per node: where it runs (its region's last node)
   std::list<std::pair<std::vector<int64_t>, Plan>> plans_;  // most recently used first
   const Plan* current_ = nullptr;
   PlanStats empty_stats_;

@@ -139,7 +139,7 @@ TEST(Executor, ElementwiseOutputsTakeTheBufferOfASelfThatDiesThere) {
     Chain m;
     m.variant = variant;
     ExportedProgram p = export_program(m, {x});
-    Executor exec(p);
+    Executor exec(p, {.fuse = false});  // fused, the chain's links are never made at all
     // [64, 32] f32 buffers (8 KiB each), plus a few bytes for the sums of variant 1
     EXPECT_EQ(exec.stats().planned_bytes / (64 * 32 * 4), variant == 0 ? 1 : 2);
     for (int run = 0; run < 2; ++run)

@@ -1,5 +1,6 @@
 // Binary and bitwise kernels over broadcast, strided operands.
 #include "kiln/backend/cpu/elementwise.h"
+#include "kiln/backend/cpu/pointwise_fns.h"
 #include "kiln/backend/cpu/vmath.h"
 #include "kiln/backend/special_functions.h"
 #include "kiln/backend/special_math.h"
@@ -53,16 +54,10 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
       case OpKind::sub: {
         T alpha = scalar_as<T>(c.args.scalar(2));
         bool sub = c.op == OpKind::sub;
-        if constexpr (is_bool) {
+        if constexpr (is_bool)
           apply([alpha](T x, T y) -> T { return x || (alpha && y); });
-        } else if (alpha == T(1) && !sub) {
-          apply([](T x, T y) -> T { return backend::wrap_add(x, y); });
-        } else if (alpha == T(1)) {
-          apply([](T x, T y) -> T { return backend::wrap_add(x, backend::wrap_mul(T(-1), y)); });
-        } else {
-          T k = sub ? backend::wrap_mul(T(-1), alpha) : alpha;
-          apply([k](T x, T y) -> T { return backend::wrap_add(x, backend::wrap_mul(k, y)); });
-        }
+        else
+          fns::with_add(sub, alpha, apply);
         return;
       }
       case OpKind::mul:
@@ -85,20 +80,8 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
         else
           apply([](T x, T y) -> T { return backend::int_pow(x, y); });
         return;
-      case OpKind::maximum:
-        apply([](T x, T y) -> T {
-          if constexpr (std::is_floating_point_v<T>)
-            if (std::isnan(x) || std::isnan(y)) return x + y;
-          return x > y ? x : y;
-        });
-        return;
-      case OpKind::minimum:
-        apply([](T x, T y) -> T {
-          if constexpr (std::is_floating_point_v<T>)
-            if (std::isnan(x) || std::isnan(y)) return x + y;
-          return x < y ? x : y;
-        });
-        return;
+      case OpKind::maximum: apply([](T x, T y) -> T { return fns::maximum(x, y); }); return;
+      case OpKind::minimum: apply([](T x, T y) -> T { return fns::minimum(x, y); }); return;
       case OpKind::remainder:
       case OpKind::fmod:
       case OpKind::floor_divide:

@@ -1,5 +1,6 @@
 // Unary kernels (math, activations and their backward, special functions) over strided operands.
 #include "kiln/backend/cpu/elementwise.h"
+#include "kiln/backend/cpu/pointwise_fns.h"
 #include "kiln/backend/cpu/vmath.h"
 #include "kiln/backend/special_functions.h"
 #include "kiln/backend/special_math.h"
@@ -24,17 +25,8 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
       case OpKind::neg:
         if constexpr (!std::is_same_v<T, bool>) apply([](T v) -> T { return -v; });
         return;
-      case OpKind::abs:
-        apply([](T v) -> T {
-          if constexpr (std::is_unsigned_v<T> || std::is_same_v<T, bool>)
-            return v;
-          else
-            return v < 0 ? -v : v;
-        });
-        return;
-      case OpKind::relu:
-        apply([](T v) -> T { return v > T(0) || v != v ? v : T(0); });  // NaN stays
-        return;
+      case OpKind::abs: apply([](T v) -> T { return fns::abs(v); }); return;
+      case OpKind::relu: apply([](T v) -> T { return fns::relu(v); }); return;
       case OpKind::sign:  // of NaN: 0, as PyTorch's
         apply([](T v) -> T {
           if constexpr (std::is_same_v<T, bool>)
@@ -57,6 +49,7 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
       default: break;
     }
     if constexpr (fp) {
+      if (fns::with_float_unary<T>(c.op, tanh_gelu, apply)) return;
       switch (c.op) {
         case OpKind::log1p: apply([](T v) { return std::log1p(v); }); return;
         case OpKind::expm1: apply([](T v) { return std::expm1(v); }); return;
@@ -81,32 +74,10 @@ void k_unary(const OpCall& c, std::span<Tensor> outs) {
         case OpKind::acos: apply([](T v) { return std::acos(v); }); return;
         case OpKind::sinh: apply([](T v) { return std::sinh(v); }); return;
         case OpKind::cosh: apply([](T v) { return std::cosh(v); }); return;
-        case OpKind::reciprocal: apply([](T v) { return T(1) / v; }); return;
         case OpKind::floor: apply([](T v) { return std::floor(v); }); return;
         case OpKind::ceil: apply([](T v) { return std::ceil(v); }); return;
         case OpKind::round: apply([](T v) { return std::nearbyint(v); }); return;  // half to even
         case OpKind::trunc: apply([](T v) { return std::trunc(v); }); return;
-        case OpKind::exp: apply([](T v) { return vexp(v); }); return;  // libm: 8x slower
-        case OpKind::log: apply([](T v) { return std::log(v); }); return;
-        case OpKind::sqrt: apply([](T v) { return std::sqrt(v); }); return;
-        case OpKind::rsqrt: apply([](T v) { return T(1) / std::sqrt(v); }); return;
-        case OpKind::sin: apply([](T v) { return std::sin(v); }); return;
-        case OpKind::cos: apply([](T v) { return std::cos(v); }); return;
-        case OpKind::erf: apply([](T v) { return verf(v); }); return;
-        case OpKind::tanh: apply([](T v) { return vtanh(v); }); return;
-        case OpKind::sigmoid: apply([](T v) { return vsigmoid(v); }); return;
-        case OpKind::silu: apply([](T v) { return v * vsigmoid(v); }); return;
-        case OpKind::gelu:
-          if (tanh_gelu) {
-            // 0.5 v (1 + tanh(z)) = v sigmoid(2z): one exp and one division per element.
-            apply([](T v) {
-              const T k2 = T(2) * std::sqrt(T(2) / T(3.14159265358979323846));
-              return v * vsigmoid(k2 * (v + T(0.044715) * v * v * v));
-            });
-          } else {
-            apply([](T v) { return T(0.5) * v * (T(1) + verf(v * T(0.70710678118654752440))); });
-          }
-          return;
         default: break;
       }
     }
@@ -147,15 +118,11 @@ void k_gelu_backward(const OpCall& c, std::span<Tensor> outs) {
       auto erf_ = [](T v) { return verf(v); };
       auto exp_ = [](T v) { return vexp(v); };
       auto tanh_ = [](T v) { return vtanh(v); };
-      if (tanh_form)
-        binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) {
-          return gv * backend::gelu_derivative(v, true, erf_, exp_, tanh_);
-        });
-      else if constexpr (std::is_same_v<T, float>)
-        binary_loop<T, T>(s.dst, g, x, [](T gv, T v) { return gv * fast_gelu_derivative(v); });
+      if constexpr (std::is_same_v<T, float>)
+        fns::with_gelu_backward(tanh_form, [&](auto f) { binary_loop<T, T>(s.dst, g, x, f); });
       else
         binary_loop<T, T>(s.dst, g, x, [=](T gv, T v) {
-          return gv * backend::gelu_derivative(v, false, erf_, exp_, tanh_);
+          return gv * backend::gelu_derivative(v, tanh_form, erf_, exp_, tanh_);
         });
     } else {
       fail(ErrorKind::unsupported, "[gelu_backward] does not support dtype {} on cpu", cd);
