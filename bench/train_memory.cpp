@@ -68,7 +68,9 @@ int main(int argc, char** argv) {
   std::string what = forward ? " forward program" : program ? " train step program" : " train step";
   std::printf(
       "{\"bench\": \"kiln_train_memory\", \"case\": \"%s%s peak extra RSS\", "
-      "\"unit\": \"MiB\", \"median\": %.2f, \"allocator_peak_MiB\": %.2f}\n",
+      "\"unit\": \"MiB\", \"median\": %.2f, \"allocator_peak_MiB\": %.2f, "
+      "\"planned_MiB\": %.2f}\n",
       name.c_str(), what.c_str(), (peak - before) / 1024.0,
-      static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0);
+      static_cast<double>(allocator_stats(d).peak_bytes - base) / 1048576.0,
+      exec ? static_cast<double>(exec->stats().planned_bytes) / 1048576.0 : 0.0);
 }

@@ -371,6 +371,29 @@ void Graph::settle_lent_names() {
   lent_.clear();
 }
 
+Node* Graph::insert_call(Node* before, ops::OpKind op, ArgList args, MetaList meta,
+                         std::string scope) {
+  KILN_CHECK(before && before->opcode_ != Opcode::input, invalid_graph,
+             "[graph] a call is inserted before a call or the output node");
+  auto node = new_node();
+  node->opcode_ = Opcode::call;
+  node->op_ = op;
+  node->args_ = std::move(args);
+  node->meta_ = std::move(meta);
+  node->scope_ = std::move(scope);
+  Node* n = node.get();
+  n->prev_ = before->prev_;
+  n->next_ = before;
+  (before->prev_ ? before->prev_->next_ : head_) = n;
+  before->prev_ = n;
+  n->owner_slot_ = owned_.size();
+  n->id_ = next_id_++;
+  namer_->enqueue(n);
+  owned_.push_back(std::move(node));
+  link_uses(n);
+  return n;
+}
+
 Node* Graph::append(NodePtr node) {
   KILN_CHECK(!output_, invalid_graph, "[graph] cannot add node {} after the output node",
              node->given_name_
@@ -534,6 +557,20 @@ void Graph::set_call(Node* n, ops::OpKind op, ArgList args) {
   n->op_ = op;
   n->args_ = std::move(args);
   link_uses(n);
+}
+
+void Graph::replace_uses_in(Node* user, Node* from, Node* to) {
+  for (Arg& a : user->args_) {
+    if (auto* r = std::get_if<Ref>(&a); r && r->node == from)
+      r->node = to;
+    else if (auto* l = std::get_if<RefList>(&a))
+      for (Ref& x : *l)
+        if (x.node == from) x.node = to;
+  }
+  auto& was = from->users_;
+  was.erase(std::remove(was.begin(), was.end(), user), was.end());
+  auto& now = to->users_;
+  if (std::find(now.begin(), now.end(), user) == now.end()) now.push_back(user);
 }
 
 void Graph::replace_all_uses(Node* from, Node* to) {

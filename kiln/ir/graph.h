@@ -148,6 +148,10 @@ class Graph {
   /** A call; `meta` has one entry per output of `op`; named after the op unless `name`. */
   Node* add_call(ops::OpKind op, ArgList args, MetaList meta, std::string scope = "",
                  std::string name = "");
+  /** A call inserted right before `before` (a call or the output node); every value it
+   * reads must come before it. */
+  Node* insert_call(Node* before, ops::OpKind op, ArgList args, MetaList meta,
+                    std::string scope = "");
   /** The single output node, appended last. */
   Node* set_output(RefList values);
 
@@ -158,6 +162,8 @@ class Graph {
 
   /** Removes a node; refuses (value Error) while it has users. */
   void erase(Node* node);
+  /** Points `user`'s uses of `from` (any output index i) at `to` (same index). */
+  void replace_uses_in(Node* user, Node* from, Node* to);
   /** Points every use of `from` (any output index i) at `to` (same index). */
   void replace_all_uses(Node* from, Node* to);
   /** Makes call node `n` call `op` instead (same arguments and outputs), e.g. its

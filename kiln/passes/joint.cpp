@@ -64,7 +64,8 @@ class Saver {
     ir::Ref out;
     if (n->opcode() == ir::Opcode::constant) {
       out = {backward_.add_constant(n->value(), n->name()), 0};
-    } else if (n->opcode() == ir::Opcode::input || (n->id() < needed_.size() && needed_[n->id()])) {
+    } else if (n->opcode() == ir::Opcode::input ||
+               (n->id() < needed_.size() && needed_[n->id()] && !rematerialized(*n))) {
       // Named after the forward value when the backward's names are made (Note [Borrowed names]).
       std::string suffix = r.output ? fmt::format("_{}", r.output) : std::string();
       ir::Node* in = backward_.add_input_named_after(forward_, n, "saved_", suffix,
@@ -96,6 +97,12 @@ class Saver {
     }
     memo_.set(key, out);
     return out;
+  }
+
+  // Note [Recomputed activations] (kiln/passes/rematerialize.h), as in train steps.
+  static bool rematerialized(const ir::Node& n) {
+    return n.opcode() == ir::Opcode::call &&
+           (n.op() == ops::OpKind::gelu || n.op() == ops::OpKind::silu);
   }
 
   std::vector<ir::Ref> saved;           // forward values the backward reads, first use first

@@ -7,6 +7,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/overloaded.h"
 #include "kiln/passes/reinplace.h"
+#include "kiln/passes/rematerialize.h"
 #include "kiln/passes/scatter_sums.h"
 #include "kiln/trace/dynamic.h"
 
@@ -220,6 +221,7 @@ ExportedProgram export_train_step(nn::Module& module, const LossFn& loss,
     }
     passes::reinplace_write_backs(program.graph, write_backs);
   }
+  passes::rematerialize_activations(program.graph);  // Note [Recomputed activations]
 
   // (J4) Writes first, in input order; then the loss and the gradients.
   for (size_t i = 0; i < captured.inputs.size(); ++i) {

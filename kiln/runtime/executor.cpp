@@ -16,10 +16,12 @@ namespace kiln::runtime {
 
 namespace {
 
-// Ops whose CPU and CUDA kernels may write their output over `self` (same layout): each
-// output element is computed from the same element of self (Note [Outputs in their
-// input's buffer]).
-bool writes_over_self(ops::OpKind op) {
+// The argument whose buffer output `k` of `op` may be written over, or -1 (Note
+// [Outputs in their input's buffer]): the CPU and CUDA kernels of these ops read each
+// element of that argument before writing the same element of the output (elementwise
+// ops and scatters: output 0 over self), or read the argument no more before writing
+// the output at all (linear_backward: d input after d weight, over the input).
+int writes_over_arg(ops::OpKind op, size_t k) {
   using ops::OpKind;
   switch (op) {
     case OpKind::add:
@@ -28,8 +30,20 @@ bool writes_over_self(ops::OpKind op) {
     case OpKind::div:
     case OpKind::relu:
     case OpKind::gelu:
-    case OpKind::as_strided_scatter: return true;
-    default: return false;
+    case OpKind::neg:
+    case OpKind::exp:
+    case OpKind::sqrt:
+    case OpKind::rsqrt:
+    case OpKind::tanh:
+    case OpKind::sigmoid:
+    case OpKind::silu:
+    case OpKind::maximum:
+    case OpKind::minimum:
+    case OpKind::gelu_backward:
+    case OpKind::threshold_backward:
+    case OpKind::as_strided_scatter: return k == 0 ? 0 : -1;
+    case OpKind::linear_backward: return k == 0 ? 1 : -1;
+    default: return -1;
   }
 }
 
@@ -302,7 +316,10 @@ void Executor::build_plan(Plan& plan) {
   // `self` is a planned value that dies at it, with the same layout and read through no
   // other argument, writes its output into self's buffer: each element is read before it
   // is written at the same place (the kernels read self[i], then write out[i]; a
-  // scatter's copy of self onto itself is skipped). Such values form one group, planned
+  // scatter's copy of self onto itself is skipped). linear_backward writes d input over
+  // its input the same way, having read it for d weight first (writes_over_arg): at the
+  // start of a train step's backward that is the largest activation's buffer, reused
+  // instead of a third one of that size. Such values form one group, planned
   // as one value over their joined interval: gradients summed into zeros
   // (Note [Sums of disjoint scatters]) fill one buffer instead of cloning it per region.
   std::unordered_map<size_t, size_t> planned_index;  // value -> index in `values`
@@ -316,20 +333,22 @@ void Executor::build_plan(Plan& plan) {
   };
   for (size_t v = 0; v < values.size(); ++v) {
     ir::Node* n = nodes_[values[v].node];
-    if (n->meta().size() != 1 || !writes_over_self(n->op()) || n->args().empty() ||
+    int over = writes_over_arg(n->op(), values[v].output);
+    if (over < 0 || static_cast<size_t>(over) >= n->args().size() ||
         region_of_[values[v].node] >= 0)
       continue;
-    const auto* self = std::get_if<ir::Ref>(&n->args()[0]);
+    const auto* self = std::get_if<ir::Ref>(&n->args()[static_cast<size_t>(over)]);
     if (!self) continue;
     size_t s = value(*self);
     auto it = planned_index.find(s);
     if (it == planned_index.end() || root[s] != s || death[s] != at(values[v].node) ||
         !(meta_of(static_cast<size_t>(pos.at(self->node)))[static_cast<size_t>(self->output)] ==
-          meta_of(values[v].node)[0]))
+          meta_of(values[v].node)[values[v].output]))
       continue;
     bool read_elsewhere = false;
-    for (size_t a = 1; a < n->args().size(); ++a)
-      if (const auto* r = std::get_if<ir::Ref>(&n->args()[a]); r && root[value(*r)] == s)
+    for (size_t a = 0; a < n->args().size(); ++a)
+      if (const auto* r = std::get_if<ir::Ref>(&n->args()[a]);
+          r && a != static_cast<size_t>(over) && root[value(*r)] == s)
         read_elsewhere = true;
     if (read_elsewhere) continue;
     group[group_of(v)] = group_of(it->second);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
+#include "kiln/passes/rematerialize.h"
 
 namespace kiln::passes {
 namespace {
@@ -80,6 +81,37 @@ TEST(FuseRegions, SingleNodesAreNoRegion) {
   g.set_output({Ref{c}});
   auto only_pointwise = [](const ir::Node& n) { return n.op() != OpKind::clone; };
   EXPECT_TRUE(find_pointwise_regions(g, only_pointwise, 32).empty());
+}
+
+// Note [Recomputed activations]: a GELU read again where its input is still alive is
+// recomputed right before that read; one whose input dies before is kept.
+TEST(Rematerialize, LateUsesOfAGeluReadARecomputedOne) {
+  for (bool input_alive : {true, false}) {
+    SCOPED_TRACE(input_alive);
+    ir::Graph g;
+    Node* x = g.add_input("x", meta({8}));
+    Node* u = g.add_call(OpKind::exp, {Ref{x}}, {meta({8})});
+    Node* v = g.add_call(OpKind::gelu, {Ref{u}, Str("none")}, {meta({8})});
+    Node* early = g.add_call(OpKind::neg, {Ref{v}}, {meta({8})});
+    Node* mid = g.add_call(OpKind::exp, {Ref{early}}, {meta({8})});
+    Node* late = g.add_call(OpKind::mul, {Ref{mid}, Ref{v}}, {meta({8})});
+    Node* out = late;
+    if (input_alive)
+      out = g.add_call(OpKind::gelu_backward, {Ref{late}, Ref{u}, Str("none")}, {meta({8})});
+    g.set_output({Ref{out}});
+    EXPECT_EQ(rematerialize_activations(g), input_alive ? 1 : 0);
+    g.verify();
+    Node* read = std::get<Ref>(late->args()[1]).node;
+    if (!input_alive) {
+      EXPECT_EQ(read, v);
+      continue;
+    }
+    EXPECT_NE(read, v);
+    EXPECT_EQ(read->op(), OpKind::gelu);
+    EXPECT_EQ(std::get<Ref>(read->args()[0]).node, u);
+    EXPECT_EQ(read->next(), late);  // right before the late use
+    EXPECT_EQ(v->users().size(), 1u);
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ namespace {
 using passes::capture_joint;
 using passes::InputMutation;
 using passes::JointProgram;
+using passes::JointRun;
 using passes::run_joint;
 using testing::all_close;
 using testing::expect_error;
@@ -49,6 +50,23 @@ TEST(J2, FoundingCaseGraphsAreExact) {
   EXPECT_EQ(p.num_saved, 1);
   EXPECT_EQ(p.saved_bytes(), 12);
   EXPECT_EQ(p.grad_of, std::vector<int>{0});
+}
+
+// Note [Recomputed activations]: the backward recomputes a GELU from its saved input
+// instead of saving both.
+TEST(J2, GeluIsRecomputedNotSaved) {
+  Tensor x = randn({4, 8}, {.requires_grad = true}), w = randn({8, 8}, {.requires_grad = true});
+  auto f = [](const TensorList& in) { return TensorList{sum(matmul(gelu(in[0]), in[1]))}; };
+  JointProgram p = capture_joint(f, {x, w}, {.input_names = {"x", "w"}});
+  EXPECT_EQ(p.num_saved, 2);  // x and w: gelu(x) is made again in backward
+  EXPECT_NE(p.backward.str().find("= gelu(%saved_x"), std::string::npos) << p.backward.str();
+  JointRun r = run_joint(p, {x, w});
+  Tensor xe = clone(x.detach()), we = clone(w.detach());
+  xe.set_requires_grad();
+  we.set_requires_grad();
+  sum(matmul(gelu(xe), we)).backward();
+  EXPECT_TRUE(all_close(r.grads[0], to_vector<double>(xe.grad()), 0, 0));
+  EXPECT_TRUE(all_close(r.grads[1], to_vector<double>(we.grad()), 0, 0));
 }
 
 TEST(J2, FoundingCaseRunsLikeEager) {

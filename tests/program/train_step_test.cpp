@@ -325,6 +325,51 @@ TEST(J4, ExecutorPlansTheWholeStep) {
   EXPECT_EQ(allocator_stats(d).num_os_allocs, before) << "a steady-state step took new memory";
 }
 
+// The executor's own choices keep a step eager's, bit for bit: the GELU recomputed in
+// backward (Note [Recomputed activations]), d input written over a dead linear input
+// (Note [Outputs in their input's buffer]), Adam's update fused per parameter (Note
+// [Fused pointwise regions]).
+TEST(J5, GeluStepsThroughTheExecutorEqualEagerBitwise) {
+  auto make = [] {
+    manual_seed(8);
+    return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(6, 32), std::make_shared<nn::GELU>(),
+        std::make_shared<nn::Linear>(32, 3)});
+  };
+  auto eager = make(), traced = make();
+  Tensor x = randn({5, 6}), y = randn({5, 3});
+  OptimizerConfig config = nn::AdamOptions{.lr = 1e-2};
+  ExportedProgram p = export_train_step(*traced, mse, {x, y}, {.optimizer = config});
+  int gelus = 0;
+  for (ir::Node* n : p.graph.nodes()) gelus += n->op() == ops::OpKind::gelu;
+  EXPECT_EQ(gelus, 2);  // the forward's, and its recomputation for fc2's backward
+  runtime::Executor exec(p);
+  EXPECT_GE(exec.fused_regions(), 4);
+  std::unique_ptr<nn::Optimizer> opt = make_optimizer(config, params_of(*eager));
+  for (int s = 0; s < 3; ++s) {
+    opt->zero_grad();
+    Tensor loss = mse(*eager, {x, y});
+    loss.backward();
+    opt->step();
+    EXPECT_TRUE(all_close(exec.run({x, y})[0], values(loss), 0, 0)) << "step " << s;
+  }
+  NamedTensors trained = trained_parameters(p);
+  auto named = eager->named_parameters();
+  for (size_t i = 0; i < trained.size(); ++i)
+    EXPECT_TRUE(all_close(trained[i].second, values(named[i].second), 0, 0)) << named[i].first;
+}
+
+// The benchmark BLOCK's train step plans 9.5 MiB: its saved activations, with the GELU
+// recomputed and d input of fc2 in its input's buffer (11.0 MiB without either).
+TEST(J4, BlockTrainStepPlanKeepsOnlyWhatBackwardNeeds) {
+  auto ref = nn::make_reference_model("block");
+  Tensor x = ref.example_inputs[0], y = randn_like(x);
+  ExportedProgram p = export_train_step(*ref.module, mse, {x, y},
+                                        {.optimizer = nn::SGDOptions{.lr = 1e-3, .momentum = 0.9}});
+  runtime::Executor exec(p);
+  EXPECT_LE(exec.stats().planned_bytes, int64_t{19} << 19);  // 9.5 MiB
+}
+
 TEST(J4, BadInputIsAnErrorBeforeAnythingRuns) {
   auto m = small_mlp(Device("cpu:0"));
   Tensor x = randn({5, 6}), y = randn({5, 3});

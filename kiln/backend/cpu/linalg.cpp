@@ -404,9 +404,11 @@ void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& w = c.args.tensor(2);
   int64_t in = w.shape()[1], outf = w.shape()[0], rows = backend::linear_rows(x);
   Tensor g2 = mat(contiguous(c.args.tensor(0)), rows, outf);
-  gemm(g2, w, mat(outs[0], rows, in), 1.0, 0.0);
+  // d weight first: then x is read no more, and d input may be written over it (Note
+  // [Outputs in their input's buffer] in kiln/runtime/executor.cpp).
   gemm(make_view(g2, Dims{outf, rows}, Dims{1, outf}, g2.offset()), mat(contiguous(x), rows, in),
        outs[1], 1.0, 0.0);
+  gemm(g2, w, mat(outs[0], rows, in), 1.0, 0.0);
   DType cd = compute_dtype(g2.dtype());
   Tensor gc = cast(g2, cd);  // g2 is dense
   Tensor db = empty(Dims{outf}, DType::f64, x.device());

@@ -679,10 +679,11 @@ void k_linear_backward(const OpCall& c, std::span<Tensor> outs) {
   auto batch1 = [](const Tensor& t, int64_t r, int64_t k, int64_t sr, int64_t sk) {
     return make_view(t, Dims{1, r, k}, Dims{0, sr, sk}, t.offset());
   };
-  gemm(batch1(gd, rows, outf, outf, 1), batch1(w, outf, in, w.strides()[0], w.strides()[1]),
-       batch1(outs[0], rows, in, in, 1), 1.0, 0.0);
+  // d weight first (stream order): d input may then be written over x (as on the CPU).
   gemm(batch1(gd, outf, rows, 1, outf), batch1(xd, rows, in, in, 1),
        batch1(outs[1], outf, in, in, 1), 1.0, 0.0);
+  gemm(batch1(gd, rows, outf, outf, 1), batch1(w, outf, in, w.strides()[0], w.strides()[1]),
+       batch1(outs[0], rows, in, in, 1), 1.0, 0.0);
   DType cd = compute_dtype(x.dtype());
   Tensor g2 = dense(gd, cd, x.device());
   Tensor db = outs[2].dtype() == cd ? outs[2] : empty(outs[2].shape(), cd, x.device());
