@@ -81,3 +81,37 @@ BENCHMARK_CAPTURE(BM_Program, block, std::string("block"))
     ->UseRealTime();
 
 }  // namespace
+
+namespace {
+
+// Attention as a program, B=4, H=4, head 64, at sequence length T: blocked over query
+// rows (Note [Blocked attention]) or as its four ops (scores [4, 4, T, T] made whole).
+void BM_AttentionProgram(benchmark::State& state, bool blocked) {
+  kiln::NumThreadsGuard threads(1);
+  struct Sdpa : nn::Module {
+    TensorList forward(const TensorList& in) override {
+      return {nn::scaled_dot_product_attention(in[0], in[1], in[2])};
+    }
+  } sdpa;
+  int64_t T = state.range(0);
+  TensorList in = {randn({4, 4, T, 64}), randn({4, 4, T, 64}), randn({4, 4, T, 64})};
+  ExportedProgram p = export_program(sdpa, in);
+  runtime::Executor exec(p, {.min_attention_bytes = blocked ? 0 : int64_t{1} << 62});
+  for (int i = 0; i < 2; ++i) exec.run(in);
+  state.counters["planned_MiB"] = exec.stats().planned_bytes / 1048576.0;
+  for (auto _ : state) benchmark::DoNotOptimize(exec.run(in)[0].impl());
+}
+BENCHMARK_CAPTURE(BM_AttentionProgram, blocked, true)
+    ->Arg(128)
+    ->Arg(512)
+    ->Arg(2048)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_AttentionProgram, unfused, false)
+    ->Arg(128)
+    ->Arg(512)
+    ->Arg(2048)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+}  // namespace

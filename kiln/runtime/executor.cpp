@@ -101,6 +101,174 @@ struct Executor::Region {
 
 static constexpr size_t kConstant = SIZE_MAX;
 
+// Note [Blocked attention]: softmax(scale * q k^T) v, as the four nodes matmul, mul (or
+// div) by a number, softmax over the last dim, matmul that an exported attention is, runs
+// as one step over blocks of query rows: per batch matrix and block, the block's scores
+// are made in a buffer of at most kAttentionBlockBytes (in L2), scaled, soft-maxed and
+// multiplied by v into the output's rows. The [.., T, S] scores are never made whole
+// (FlashAttention's point, without its running maximum: a block holds whole rows of
+// scores, so the softmax is the ordinary row kernel). Each step is the unfused op on a
+// block, so a row's values agree with the unfused program's to float rounding (the
+// products are smaller GEMMs, which the library may sum in another order). Below
+// ExecutorOptions::min_attention_bytes of scores the unfused ops are as fast (the whole scores stay
+// in cache) and run as they are.
+struct Executor::Attention {
+  size_t scores, scale, softmax, out;  // node indices; scale is kNone without one
+  Value factor;                        // the scale's other operand (a number or a 0-d tensor)
+  bool divide = false;
+};
+
+static constexpr size_t kNone = SIZE_MAX;
+static constexpr int64_t kAttentionBlockBytes = 512 << 10;
+
+int Executor::fused_attention() const { return static_cast<int>(attention_.size()); }
+
+void Executor::find_attention() {
+  auto dense_f32_cpu = [](const ir::ValueMeta& m) {
+    return m.dtype == DType::f32 && m.device.type == DeviceType::cpu && m.shape.size() >= 2;
+  };
+  auto single_call_user = [](const ir::Node* n, ops::OpKind op) -> const ir::Node* {
+    if (n->users().size() != 1) return nullptr;
+    const ir::Node* u = n->users()[0];
+    if (u->opcode() != ir::Opcode::call || u->op() != op) return nullptr;
+    const auto* first = std::get_if<ir::Ref>(&u->args()[0]);
+    return first && first->node == n ? u : nullptr;
+  };
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const ir::Node* mm = nodes_[i];
+    if (mm->opcode() != ir::Opcode::call || mm->op() != ops::OpKind::matmul || region_of_[i] >= 0 ||
+        attention_of_[i] >= 0)
+      continue;
+    Attention a{i, kNone, kNone, kNone, {}, false};
+    const ir::Node* next = mm;
+    const ir::Node* scale = single_call_user(mm, ops::OpKind::mul);
+    if (!scale) scale = single_call_user(mm, ops::OpKind::div);
+    if (scale) {
+      const ir::Arg& f = scale->args()[1];
+      if (const auto* sc = std::get_if<Scalar>(&f)) {
+        a.factor = *sc;
+      } else if (const auto* r = std::get_if<ir::Ref>(&f);
+                 !r || !r->node->meta()[static_cast<size_t>(r->output)].shape.empty()) {
+        continue;  // a tensor factor: not a scale (read at run time when 0-d)
+      }
+      a.scale = pos_.at(scale);
+      a.divide = scale->op() == ops::OpKind::div;
+      next = scale;
+    }
+    const ir::Node* soft = single_call_user(next, ops::OpKind::softmax);
+    if (!soft) continue;
+    int64_t dim = std::get<int64_t>(soft->args()[1]);
+    if (dim != -1 && dim != static_cast<int64_t>(soft->meta()[0].shape.size()) - 1) continue;
+    const ir::Node* out = single_call_user(soft, ops::OpKind::matmul);
+    if (!out) continue;
+    a.softmax = pos_.at(soft);
+    a.out = pos_.at(out);
+    // Same batch dims everywhere (no broadcasting), f32 on a CPU device.
+    const ir::ValueMeta& s = mm->meta()[0];
+    auto meta_of = [](const ir::Node* n, size_t arg) {
+      const auto& r = std::get<ir::Ref>(n->args()[arg]);
+      return r.node->meta()[static_cast<size_t>(r.output)];
+    };
+    ir::ValueMeta q = meta_of(mm, 0), k = meta_of(mm, 1), v = meta_of(out, 1);
+    size_t rank = s.shape.size();
+    if (!dense_f32_cpu(s) || q.shape.size() != rank || k.shape.size() != rank ||
+        v.shape.size() != rank || !dense_f32_cpu(out->meta()[0]) ||
+        soft->meta()[0].dtype != DType::f32)
+      continue;
+    bool same_batch = true;
+    for (size_t d = 0; d + 2 < rank; ++d)
+      same_batch = same_batch && q.shape[d] == s.shape[d] && k.shape[d] == s.shape[d] &&
+                   v.shape[d] == s.shape[d];
+    if (!same_batch) continue;
+    if (!s.shape.is_symbolic() && numel_of(s.shape) * 4 < min_attention_bytes_) continue;
+    size_t index = attention_.size();
+    for (size_t m : {a.scores, a.scale, a.softmax, a.out})
+      if (m != kNone) {
+        attention_of_[m] = static_cast<int>(index);
+        runs_at_[m] = a.out;
+      }
+    attention_.push_back(std::move(a));
+  }
+}
+
+void Executor::run_nodes_one_by_one(std::span<const size_t> members, std::vector<Outputs>& env,
+                                    std::vector<Value>& args) {
+  for (size_t i : members) {
+    const ir::Node* n = nodes_[i];
+    auto value_of = [&](const ir::Ref& r) -> const Tensor& {
+      return env[pos_.at(r.node)][static_cast<size_t>(r.output)];
+    };
+    args.clear();
+    ir::call_args(*n, value_of, args);
+    env[i] = dispatch(n->op(), args);
+  }
+}
+
+void Executor::run_attention(const Attention& a, const Plan& plan, std::vector<Outputs>& env) {
+  auto arg = [&](size_t node, size_t k) -> const Tensor& {
+    const auto& r = std::get<ir::Ref>(nodes_[node]->args()[k]);
+    return env[pos_.at(r.node)][static_cast<size_t>(r.output)];
+  };
+  const Tensor &q = arg(a.scores, 0), &kt = arg(a.scores, 1), &v = arg(a.out, 1);
+  size_t rank = q.shape().size();
+  int64_t T = q.shape()[rank - 2], D = q.shape()[rank - 1], S = kt.shape()[rank - 1],
+          Dv = v.shape()[rank - 1];
+  Tensor out;
+  if (plan.planned[a.out].size() && plan.planned[a.out][0].defined()) {
+    out = plan.planned[a.out][0];
+  } else {
+    const ir::ValueMeta& m = plan.metas.empty() ? nodes_[a.out]->meta()[0] : plan.metas[a.out][0];
+    out = make_tensor(m.shape, m.dtype, m.device, &device_allocator(m.device));
+  }
+  env[a.out] = {out};
+  Value factor = a.factor;
+  if (a.scale != kNone && std::holds_alternative<std::monostate>(factor)) factor = arg(a.scale, 1);
+  if (const auto* sc = std::get_if<Scalar>(&factor)) factor = wrapped_number(*sc);
+  int64_t rows = std::clamp<int64_t>(kAttentionBlockBytes / std::max<int64_t>(S * 4, 1), 16,
+                                     std::max<int64_t>(T, 1));
+  Device d = out.device();
+  Tensor scores = make_tensor(Dims{rows, S}, DType::f32, d, &device_allocator(d));
+  Tensor probs = make_tensor(Dims{rows, S}, DType::f32, d, &device_allocator(d));
+  // The element offset of batch matrix `b` of t (its leading dims, row-major).
+  auto batch_offset = [&](const Tensor& t, int64_t b) {
+    int64_t off = t.offset();
+    for (size_t dim = rank - 2; dim-- > 0;) {
+      off += (b % t.shape()[dim]) * t.strides()[dim];
+      b /= t.shape()[dim];
+    }
+    return off;
+  };
+  auto st = [&](const Tensor& t, size_t back) { return t.strides()[rank - back]; };
+  int64_t batch = T > 0 && Dv > 0 ? numel_of(out.shape()) / (T * Dv) : 0;
+  std::vector<Value> args(2);
+  auto run = [&](ops::OpKind op, Value x, Value y, Tensor& into) {
+    args[0] = std::move(x);
+    args[1] = std::move(y);
+    dispatch_into(op, args, std::span<Tensor>(&into, 1));
+  };
+  for (int64_t b = 0; b < batch; ++b) {
+    Tensor ktb = make_view(kt, Dims{D, S}, Dims{st(kt, 2), st(kt, 1)}, batch_offset(kt, b));
+    Tensor vb = make_view(v, Dims{S, Dv}, Dims{st(v, 2), st(v, 1)}, batch_offset(v, b));
+    for (int64_t r0 = 0; r0 < T; r0 += rows) {
+      int64_t r = std::min(rows, T - r0);
+      Tensor qb =
+          make_view(q, Dims{r, D}, Dims{st(q, 2), st(q, 1)}, batch_offset(q, b) + r0 * st(q, 2));
+      Tensor sb = make_view(scores, Dims{r, S}, Dims{S, 1}, 0);
+      Tensor pb = make_view(probs, Dims{r, S}, Dims{S, 1}, 0);
+      Tensor ob = make_view(out, Dims{r, Dv}, Dims{Dv, 1}, batch_offset(out, b) + r0 * Dv);
+      run(ops::OpKind::matmul, qb, ktb, sb);
+      Tensor* logits = &sb;
+      if (a.scale != kNone) {
+        run(a.divide ? ops::OpKind::div : ops::OpKind::mul, sb, factor, pb);
+        logits = &pb;
+      }
+      Tensor& weights = logits == &sb ? pb : sb;
+      run(ops::OpKind::softmax, *logits, int64_t{-1}, weights);
+      run(ops::OpKind::matmul, weights, vb, ob);
+    }
+  }
+}
+
 Executor::~Executor() = default;
 
 int Executor::fused_regions() const { return static_cast<int>(regions_.size()); }
@@ -202,10 +370,15 @@ Executor::Executor(ExportedProgram& program, ExecutorOptions options) : program_
   nodes_ = program.graph.nodes();
   for (size_t i = 0; i < nodes_.size(); ++i) pos_[nodes_[i]] = i;
   region_of_.assign(nodes_.size(), -1);
+  attention_of_.assign(nodes_.size(), -1);
   runs_at_.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) runs_at_[i] = i;
+  min_attention_bytes_ = options.min_attention_bytes;
   const char* env = std::getenv("KILN_FUSION");
-  if (options.fuse && !(env && std::string_view(env) == "0")) find_regions();
+  if (options.fuse && !(env && std::string_view(env) == "0")) {
+    find_regions();
+    find_attention();
+  }
   if (program.shapes.empty()) {
     plans_.emplace_back();
     build_plan(plans_.front().second);
@@ -281,6 +454,9 @@ void Executor::build_plan(Plan& plan) {
   std::vector<bool> never_made(nodes_.size(), false);
   for (const Region& reg : regions_)
     for (size_t k = 0; k < reg.members.size(); ++k) never_made[reg.members[k]] = !reg.stored[k];
+  for (const Attention& a : attention_)
+    for (size_t m : {a.scores, a.scale, a.softmax})
+      if (m != kNone) never_made[m] = true;
 
   // The values to plan: fresh outputs that die within the program, with their live
   // interval [defined at, last read at].
@@ -335,7 +511,7 @@ void Executor::build_plan(Plan& plan) {
     ir::Node* n = nodes_[values[v].node];
     int over = writes_over_arg(n->op(), values[v].output);
     if (over < 0 || static_cast<size_t>(over) >= n->args().size() ||
-        region_of_[values[v].node] >= 0)
+        region_of_[values[v].node] >= 0 || attention_of_[values[v].node] >= 0)
       continue;
     const auto* self = std::get_if<ir::Ref>(&n->args()[static_cast<size_t>(over)]);
     if (!self) continue;
@@ -441,6 +617,19 @@ TensorList Executor::run(const TensorList& user_inputs) {
       case ir::Opcode::input: env[i].push_back(inputs[next_input++]); break;
       case ir::Opcode::constant: env[i].push_back(n->value()); break;
       case ir::Opcode::call: {
+        if (attention_of_[i] >= 0) {  // Note [Blocked attention]
+          const Attention& a = attention_[static_cast<size_t>(attention_of_[i])];
+          if (a.out != i) break;
+          std::chrono::steady_clock::time_point t0;
+          if (profiling_) t0 = std::chrono::steady_clock::now();
+          run_attention(a, plan, env);
+          if (profiling_) {
+            node_seconds_[i] +=
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            ++node_calls_[i];
+          }
+          break;
+        }
         if (region_of_[i] >= 0) {  // a fused region runs where its last member is
           const Region& reg = regions_[static_cast<size_t>(region_of_[i])];
           if (reg.members.back() != i) break;
@@ -521,15 +710,7 @@ void Executor::run_region(const Region& reg, const Plan& plan, std::vector<Outpu
   }
   if (ran) return;
   // A layout the kernel does not take (Note [Fused pointwise regions]): op by op.
-  for (size_t i : reg.members) {
-    const ir::Node* n = nodes_[i];
-    auto value_of = [&](const ir::Ref& r) -> const Tensor& {
-      return env[pos_.at(r.node)][static_cast<size_t>(r.output)];
-    };
-    args.clear();
-    ir::call_args(*n, value_of, args);
-    env[i] = dispatch(n->op(), args);
-  }
+  run_nodes_one_by_one(reg.members, env, args);
 }
 
 void Executor::set_profiling(bool on) {
@@ -543,8 +724,9 @@ std::vector<OpTime> Executor::profile(bool by_input_shapes) const {
   for (size_t i = 0; i < node_calls_.size(); ++i) {
     if (!node_calls_[i]) continue;
     std::string_view name =
-        region_of_[i] >= 0 ? std::string_view(regions_[static_cast<size_t>(region_of_[i])].label)
-                           : ops::op_name(nodes_[i]->op());
+        attention_of_[i] >= 0 ? std::string_view("blocked_attention")
+        : region_of_[i] >= 0  ? std::string_view(regions_[static_cast<size_t>(region_of_[i])].label)
+                              : ops::op_name(nodes_[i]->op());
     std::string inputs;
     if (by_input_shapes)
       for (const ir::Ref& r : nodes_[i]->inputs()) {

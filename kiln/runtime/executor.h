@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <list>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +34,9 @@ struct ExecutorOptions {
    * pointwise regions] in kiln/backend/cpu/pointwise.h); results are bit for bit the
    * same either way. KILN_FUSION=0 in the environment turns it off for every Executor. */
   bool fuse = true;
+  /** Attention runs blocked over query rows (Note [Blocked attention] in executor.cpp)
+   * when its scores would take at least this many bytes. */
+  int64_t min_attention_bytes = 4 << 20;
 };
 
 /** Runs a program: (R3) inputs checked against the signature first; (R1) every node
@@ -51,6 +55,8 @@ class Executor {
   const PlanStats& stats() const { return current_ ? current_->stats : empty_stats_; }
   /** The fused regions it runs (each several elementwise nodes in one pass). */
   int fused_regions() const;
+  /** The attentions it runs blocked over query rows (Note [Blocked attention]). */
+  int fused_attention() const;
   /** (Y5) Plans made for new bindings of a program with dynamic shapes so far. */
   int plans_built() const { return plans_built_; }
   /** Times every call node of the runs that follow (kiln run/train --profile). A node
@@ -67,11 +73,16 @@ class Executor {
     std::vector<std::vector<ir::ValueMeta>> metas;  // per node at the binding (empty: static)
     PlanStats stats;
   };
-  struct Region;  // a fused region (executor.cpp)
+  struct Region;     // a fused region (executor.cpp)
+  struct Attention;  // a blocked attention (executor.cpp)
   static constexpr size_t kMaxPlans = 8;
   void find_regions();
   void run_region(const Region& region, const Plan& plan, std::vector<Outputs>& env,
                   std::vector<Value>& args);
+  void find_attention();
+  void run_attention(const Attention& attention, const Plan& plan, std::vector<Outputs>& env);
+  void run_nodes_one_by_one(std::span<const size_t> members, std::vector<Outputs>& env,
+                            std::vector<Value>& args);
   void build_plan(Plan& plan);
   const Plan& plan_for(const std::vector<int64_t>& binding);
 
@@ -79,8 +90,11 @@ class Executor {
   std::vector<ir::Node*> nodes_;
   std::unordered_map<const ir::Node*, size_t> pos_;  // node -> index in nodes_
   std::vector<Region> regions_;
-  std::vector<int> region_of_;   // per node: its region, or -1
-  std::vector<size_t> runs_at_;  // per node: where it runs (its region's last node)
+  std::vector<int> region_of_;  // per node: its region, or -1
+  std::vector<Attention> attention_;
+  int64_t min_attention_bytes_ = 0;
+  std::vector<int> attention_of_;  // per node: its blocked attention, or -1
+  std::vector<size_t> runs_at_;    // per node: where it runs (its region's last node)
   std::list<std::pair<std::vector<int64_t>, Plan>> plans_;  // most recently used first
   const Plan* current_ = nullptr;
   PlanStats empty_stats_;

@@ -171,3 +171,46 @@ TEST(Fusion, TheKernelDeclinesLayoutsItCannotRun) {
 
 }  // namespace
 }  // namespace kiln::runtime
+
+namespace kiln::runtime {
+namespace {
+
+struct Sdpa : nn::Module {
+  TensorList forward(const TensorList& in) override {
+    return {nn::scaled_dot_product_attention(in[0], in[1], in[2])};
+  }
+};
+
+// Note [Blocked attention]: matmul, scale, softmax, matmul run over blocks of query rows,
+// the scores never made whole; the values are the unfused ops' to float rounding, at a
+// sequence whose rows take several blocks, and in the benchmark BLOCK.
+TEST(Fusion, AttentionRunsBlockedOverQueryRows) {
+  manual_seed(9);
+  Sdpa sdpa;
+  for (int64_t T : {8, 1500}) {
+    SCOPED_TRACE(T);
+    Tensor q = randn({2, 3, T, 16}), k = randn({2, 3, T, 16}), v = randn({2, 3, T, 8});
+    ExportedProgram p = export_program(sdpa, {q, k, v});
+    Executor blocked(p, {.min_attention_bytes = 0}), unfused(p, {.fuse = false});
+    EXPECT_EQ(blocked.fused_attention(), 1);
+    Tensor want = sdpa.forward({q, k, v})[0];
+    EXPECT_TRUE(
+        kiln::testing::all_close(blocked.run({q, k, v})[0], to_vector<double>(want), 1.3e-6, 1e-5));
+    EXPECT_TRUE(same_bits(unfused.run({q, k, v})[0], want));
+    // Blocked, the program plans no scores: only the output.
+    EXPECT_LT(blocked.stats().planned_bytes + 2 * 3 * T * T * 4, unfused.stats().planned_bytes + 1);
+  }
+  auto ref = nn::make_reference_model("block");
+  ref.module->eval();
+  ExportedProgram p = export_program(*ref.module, ref.example_inputs);
+  Executor blocked(p, {.min_attention_bytes = 0});
+  EXPECT_EQ(blocked.fused_attention(), 1);
+  Executor by_default(p);  // its 1 MiB of scores stay in cache: unfused
+  EXPECT_EQ(by_default.fused_attention(), 0);
+  Tensor want = by_default.run(ref.example_inputs)[0];
+  EXPECT_TRUE(kiln::testing::all_close(blocked.run(ref.example_inputs)[0], to_vector<double>(want),
+                                       1.3e-6, 1e-5));
+}
+
+}  // namespace
+}  // namespace kiln::runtime
