@@ -153,6 +153,34 @@ BENCHMARK_CAPTURE(BM_MlpProduct, onednn, cpu::GemmLibrary::onednn)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// The BLOCK's four linear products ([512, K] x [K, N] + bias) through each library at one
+// thread, in GFLOP/s: the GEMM evaluation of docs/benchmarks.md ("Which GEMM"), beside
+// bench/peers/gemm_peer.py (PyTorch's addmm: MKL) at the same shapes.
+void BM_BlockProducts(benchmark::State& state, cpu::GemmLibrary lib) {
+  kiln::NumThreadsGuard threads(1);
+  cpu::set_gemm_library(lib);
+  int64_t k = state.range(0), n = state.range(1);
+  Tensor x = randn({512, k}), w = randn({n, k}), b = randn({n});
+  for (auto _ : state) benchmark::DoNotOptimize(linear(x, w, b).impl());
+  cpu::set_gemm_library(cpu::GemmLibrary::automatic);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 512 * k * n * double(state.iterations()),
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_BlockProducts, onednn, cpu::GemmLibrary::onednn)
+    ->Args({256, 768})
+    ->Args({256, 256})
+    ->Args({256, 1024})
+    ->Args({1024, 256})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_BlockProducts, openblas, cpu::GemmLibrary::openblas)
+    ->Args({256, 768})
+    ->Args({256, 256})
+    ->Args({256, 1024})
+    ->Args({1024, 256})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // Small square products through each library: where the automatic choice switches.
 void BM_GemmSmall(benchmark::State& state, cpu::GemmLibrary lib) {
   kiln::NumThreadsGuard threads(1);

@@ -27,6 +27,23 @@ std::vector<double> ref_binary(const Tensor& a, const Tensor& b, const Dims& out
   return r;
 }
 
+// Products in every operand layout, large enough for oneDNN, match a double reference:
+// linear_backward's d weight has a column-major left operand (Note [Transposed left
+// operands at AVX2]; ctest gemm_onednn_avx2_golden runs this with oneDNN at AVX2).
+TEST(Products, EveryOperandLayoutMatchesADoubleReference) {
+  manual_seed(4);
+  Tensor g = randn({192, 160}), x = randn({192, 224}), w = randn({160, 224});
+  auto ref = [](const Tensor& a, const Tensor& b) {
+    return to_vector<double>(mm(to(a, DType::f64), to(b, DType::f64)));
+  };
+  EXPECT_TRUE(all_close(mm(transpose(g, 0, 1), x), ref(transpose(g, 0, 1), x), 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(mm(g, w), ref(g, w), 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(mm(x, transpose(w, 0, 1)), ref(x, transpose(w, 0, 1)), 1e-4, 1e-4));
+  LinearGrads lb = linear_backward(g, x, w);
+  EXPECT_TRUE(all_close(lb.weight, ref(transpose(g, 0, 1), x), 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(lb.input, ref(g, w), 1e-4, 1e-4));
+}
+
 TEST(Elementwise, UnaryMatchesStdMath) {
   Tensor x = tensor({-2, -0.5, 0, 0.25, 1, 3});
   std::vector<double> xv = values(x);

@@ -103,6 +103,20 @@ bool use_onednn(int64_t n, int64_t m, int64_t k) {
   return false;
 }
 
+// Note [Transposed left operands at AVX2]: oneDNN 2.6's AVX2 matmul runs a product whose
+// left operand is column-major (linear_backward's d weight = g^T x) at 65-90 GFLOP/s where
+// the same product row-major runs at ~130 and OpenBLAS's Haswell kernels run either at
+// ~130 (one thread, the BLOCK's shapes, BM_BlockProducts in docs/benchmarks.md: "Which
+// GEMM"). At AVX-512 oneDNN reaches ~250 in both layouts, twice OpenBLAS. So where
+// oneDNN runs without AVX-512 and OpenBLAS has FMA kernels, the automatic choice sends
+// such products to OpenBLAS -- on one thread: OpenBLAS's own worker threads beside
+// kiln's OpenMP team made 2-thread train steps 2-4x slower (both spin while they wait).
+bool column_major_a_to_openblas() {
+  static const bool to_openblas = !onednn_avx512() && openblas_has_fma_kernels();
+  return to_openblas && kernel_threads() == 1 &&
+         library_choice().load(std::memory_order_relaxed) == GemmLibrary::automatic;
+}
+
 // OpenBLAS keeps one global thread count: the running kernel's budget for a product
 // big enough to share, else 1. (Its workers spin in sched_yield after each threaded
 // call; woken for every small product they competed with the OpenMP team for the
@@ -291,7 +305,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
   blas_handle(DeviceType::cpu).begin_use();
   BlasMat A = blas_operand(a), B = blas_operand(b);
   auto ldc = std::max<int64_t>(c.strides()[0], std::max<int64_t>(m, 1));
-  if (d == DType::f32 && use_onednn(n, m, k)) {
+  if (d == DType::f32 && use_onednn(n, m, k) && !(A.trans && column_major_a_to_openblas())) {
     if (beta == 0.0 && short_product_pays(n, m, k)) {  // Note [Short products transposed]
       Tensor t = empty(Dims{m, n}, DType::f32, c.device());
       MatrixBatch at = matrix_of(A), bt = matrix_of(B);

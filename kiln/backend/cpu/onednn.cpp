@@ -182,9 +182,17 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
   }
 }
 
+bool onednn_avx512() {
+  static const bool wide =
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  return wide;
+}
+
 #else
 
 bool onednn_available() { return false; }
+
+bool onednn_avx512() { return false; }
 
 void onednn_warm_up() {}
 

@@ -14,6 +14,10 @@ struct MatrixBatch {
 /** Whether this build has oneDNN. */
 bool onednn_available();
 
+/** Whether oneDNN runs its AVX-512 kernels here (the CPU has them and ONEDNN_MAX_CPU_ISA
+ * allows them). */
+bool onednn_avx512();
+
 /** oneDNN's process-wide set-up (its engine, CPU detection, primitive cache: ~1.5 MiB,
  * 0.1 ms), done when the CPU backend starts rather than inside the first product, the
  * way a framework's math library is ready once it is loaded. No-op without oneDNN. */
