@@ -42,6 +42,12 @@ TEST(Products, EveryOperandLayoutMatchesADoubleReference) {
   LinearGrads lb = linear_backward(g, x, w);
   EXPECT_TRUE(all_close(lb.weight, ref(transpose(g, 0, 1), x), 1e-4, 1e-4));
   EXPECT_TRUE(all_close(lb.input, ref(g, w), 1e-4, 1e-4));
+  // The same bits at 1 and 2 threads.
+  auto at_threads = [&](int t) {
+    NumThreadsGuard threads(t);
+    return to_vector<float>(mm(transpose(g, 0, 1), x));
+  };
+  EXPECT_EQ(at_threads(1), at_threads(2));
 }
 
 TEST(Elementwise, UnaryMatchesStdMath) {

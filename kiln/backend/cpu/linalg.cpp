@@ -109,12 +109,14 @@ bool use_onednn(int64_t n, int64_t m, int64_t k) {
 // ~130 (one thread, the BLOCK's shapes, BM_BlockProducts in docs/benchmarks.md: "Which
 // GEMM"). At AVX-512 oneDNN reaches ~250 in both layouts, twice OpenBLAS. So where
 // oneDNN runs without AVX-512 and OpenBLAS has FMA kernels, the automatic choice sends
-// such products to OpenBLAS -- on one thread: OpenBLAS's own worker threads beside
-// kiln's OpenMP team made 2-thread train steps 2-4x slower (both spin while they wait).
+// such products with a long sum (k >= 256: a train step's d weight over 512 rows) to
+// OpenBLAS, split by columns over kiln's threads (OpenBLAS's own workers beside kiln's
+// team made 2-thread train steps 2-4x slower: both spin while they wait). With short
+// sums (the MLP's 64 rows) oneDNN is as fast, and concurrent OpenBLAS calls were 4x
+// slower than one. The choice depends on the shape only, never on the thread count.
 bool column_major_a_to_openblas() {
   static const bool to_openblas = !onednn_avx512() && openblas_has_fma_kernels();
-  return to_openblas && kernel_threads() == 1 &&
-         library_choice().load(std::memory_order_relaxed) == GemmLibrary::automatic;
+  return to_openblas && library_choice().load(std::memory_order_relaxed) == GemmLibrary::automatic;
 }
 
 // OpenBLAS keeps one global thread count: the running kernel's budget for a product
@@ -305,7 +307,29 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
   blas_handle(DeviceType::cpu).begin_use();
   BlasMat A = blas_operand(a), B = blas_operand(b);
   auto ldc = std::max<int64_t>(c.strides()[0], std::max<int64_t>(m, 1));
-  if (d == DType::f32 && use_onednn(n, m, k) && !(A.trans && column_major_a_to_openblas())) {
+  bool onednn = d == DType::f32 && use_onednn(n, m, k);
+  if (onednn && A.trans && k >= 256 && column_major_a_to_openblas()) {
+    // Blocks of kColumns columns of c on the kernel's threads, each a one-thread OpenBLAS
+    // product: the blocks do not depend on the thread count, so neither does the result
+    // (OpenBLAS's edge kernels sum a block's last columns in their own way), and no
+    // OpenBLAS workers run beside kiln's threads.
+    constexpr int64_t kColumns = 64;
+    use_kernel_threads_for_openblas(0);
+    auto ta = A.trans ? CblasTrans : CblasNoTrans;
+    auto tb = B.trans ? CblasTrans : CblasNoTrans;
+    const float* ap = A.t.data<float>();
+    const float* bp = B.t.data<float>();
+    float* cp = c.data<float>();
+    int64_t column = B.trans ? B.ld : 1;  // between columns of b
+    auto fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
+    parallel_for((m + kColumns - 1) / kColumns, n * k * kColumns, [&](int64_t b0, int64_t b1) {
+      for (int64_t j0 = b0 * kColumns; j0 < std::min(b1 * kColumns, m); j0 += kColumns)
+        cblas_sgemm(CblasRowMajor, ta, tb, n, std::min(kColumns, m - j0), k, fa, ap, A.ld,
+                    bp + j0 * column, B.ld, fb, cp + j0, ldc);
+    });
+    return;
+  }
+  if (onednn) {
     if (beta == 0.0 && short_product_pays(n, m, k)) {  // Note [Short products transposed]
       Tensor t = empty(Dims{m, n}, DType::f32, c.device());
       MatrixBatch at = matrix_of(A), bt = matrix_of(B);
