@@ -6,6 +6,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/pointwise.h"
 #include "kiln/device/kernel_scope.h"
 #include "kiln/device/stream.h"
@@ -122,6 +123,109 @@ static constexpr size_t kNone = SIZE_MAX;
 static constexpr int64_t kAttentionBlockBytes = 512 << 10;
 
 int Executor::fused_attention() const { return static_cast<int>(attention_.size()); }
+
+// Note [Product epilogues]: linear followed by relu, by an add of a residual, or both
+// (each the only reader of the one before) runs as one product whose epilogue does the
+// rest before the tiles are stored (cpu::linear_with_epilogue: oneDNN's post-ops, or the
+// transposing copy of a short product): the [rows, out] intermediate is never written
+// and read back. The add and the short products' ReLU have the unfused ops' bits; oneDNN's
+// ReLU too, except that it keeps the sign of a -0.0 product.
+struct Executor::Epilogue {
+  size_t product, relu, add, last;  // node indices; relu and add are kNone when absent
+  size_t residual_arg = 0;          // which argument of the add is the residual
+};
+
+int Executor::fused_epilogues() const { return static_cast<int>(epilogues_.size()); }
+
+void Executor::find_epilogues() {
+  auto dense_f32_cpu = [](const ir::ValueMeta& m) {
+    return m.dtype == DType::f32 && m.device.type == DeviceType::cpu && contiguous_meta(m);
+  };
+  auto free = [&](const ir::Node* n) {
+    size_t i = pos_.at(n);
+    return n->opcode() == ir::Opcode::call && region_of_[i] < 0 && attention_of_[i] < 0 &&
+           epilogue_of_[i] < 0;
+  };
+  auto only_user = [](const ir::Node* n) -> const ir::Node* {
+    return n->users().size() == 1 ? n->users()[0] : nullptr;
+  };
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const ir::Node* lin = nodes_[i];
+    if (lin->opcode() != ir::Opcode::call || lin->op() != ops::OpKind::linear || !free(lin) ||
+        !dense_f32_cpu(lin->meta()[0]))
+      continue;
+    Epilogue e{i, kNone, kNone, i};
+    const ir::Node* at = lin;
+    const ir::Node* next = only_user(at);
+    if (next && free(next) && next->op() == ops::OpKind::relu) {
+      e.relu = e.last = pos_.at(next);
+      at = next;
+      next = only_user(at);
+    }
+    if (next && free(next) && next->op() == ops::OpKind::add && next->args().size() >= 2) {
+      bool alpha_one = next->args().size() < 3 || !std::get_if<Scalar>(&next->args()[2]) ||
+                       std::get<Scalar>(next->args()[2]).to_double() == 1.0;
+      const auto* a = std::get_if<ir::Ref>(&next->args()[0]);
+      const auto* b = std::get_if<ir::Ref>(&next->args()[1]);
+      if (alpha_one && a && b && (a->node == at) != (b->node == at)) {
+        const ir::Ref& r = a->node == at ? *b : *a;
+        const ir::ValueMeta& m = r.node->meta()[static_cast<size_t>(r.output)];
+        if (dense_f32_cpu(m) && m.shape == lin->meta()[0].shape &&
+            next->meta()[0] == lin->meta()[0]) {
+          e.add = e.last = pos_.at(next);
+          e.residual_arg = a->node == at ? 1 : 0;
+        }
+      }
+    }
+    if (e.last == i) continue;
+    for (size_t m : {e.product, e.relu, e.add})
+      if (m != kNone) {
+        epilogue_of_[m] = static_cast<int>(epilogues_.size());
+        runs_at_[m] = e.last;
+      }
+    epilogues_.push_back(e);
+  }
+}
+
+void Executor::run_epilogue(const Epilogue& e, const Plan& plan, std::vector<Outputs>& env,
+                            std::vector<Value>& args) {
+  auto arg = [&](size_t node, size_t k) -> Tensor {
+    if (k >= nodes_[node]->args().size()) return Tensor();
+    const auto* r = std::get_if<ir::Ref>(&nodes_[node]->args()[k]);
+    return r ? env[pos_.at(r->node)][static_cast<size_t>(r->output)] : Tensor();
+  };
+  Tensor out;
+  if (plan.planned[e.last].size() && plan.planned[e.last][0].defined()) {
+    out = plan.planned[e.last][0];
+  } else {
+    const ir::ValueMeta& m = plan.metas.empty() ? nodes_[e.last]->meta()[0] : plan.metas[e.last][0];
+    out = make_tensor(m.shape, m.dtype, m.device, &device_allocator(m.device));
+  }
+  Tensor residual = e.add != kNone ? arg(e.add, e.residual_arg) : Tensor();
+  bool ran;
+  {
+    KernelScope scope("linear", out.device());
+    ran = cpu::linear_with_epilogue(arg(e.product, 0), arg(e.product, 1), arg(e.product, 2),
+                                    e.relu != kNone, residual, out);
+  }
+  env[e.last] = {out};
+  if (ran) return;
+  // A product the library does not take: the ops one by one, all into `out` (relu and
+  // add read each element before writing it).
+  auto value_of = [&](const ir::Ref& r) -> const Tensor& {
+    return env[pos_.at(r.node)][static_cast<size_t>(r.output)];
+  };
+  args.clear();
+  ir::call_args(*nodes_[e.product], value_of, args);
+  Tensor into[1] = {out};
+  dispatch_into(ops::OpKind::linear, args, into);
+  if (e.relu != kNone) dispatch_into(ops::OpKind::relu, std::vector<Value>{out}, into);
+  if (e.add != kNone) {
+    std::vector<Value> sum{out, out, Scalar(1)};
+    sum[e.residual_arg] = residual;
+    dispatch_into(ops::OpKind::add, sum, into);
+  }
+}
 
 void Executor::find_attention() {
   auto dense_f32_cpu = [](const ir::ValueMeta& m) {
@@ -280,8 +384,10 @@ int Executor::fused_regions() const { return static_cast<int>(regions_.size()); 
 // inputs must still be alive and its stored values begin).
 void Executor::find_regions() {
   const auto& pos = pos_;
-  std::vector<passes::PointwiseRegion> found =
-      passes::find_pointwise_regions(program_.graph, fusible_on_cpu, cpu::kMaxFusedSteps);
+  std::vector<passes::PointwiseRegion> found = passes::find_pointwise_regions(
+      program_.graph,
+      [&](const ir::Node& n) { return epilogue_of_[pos_.at(&n)] < 0 && fusible_on_cpu(n); },
+      cpu::kMaxFusedSteps);
   for (const passes::PointwiseRegion& pr : found) {
     Region r;
     for (const ir::Node* n : pr.nodes) r.members.push_back(pos.at(n));
@@ -371,11 +477,13 @@ Executor::Executor(ExportedProgram& program, ExecutorOptions options) : program_
   for (size_t i = 0; i < nodes_.size(); ++i) pos_[nodes_[i]] = i;
   region_of_.assign(nodes_.size(), -1);
   attention_of_.assign(nodes_.size(), -1);
+  epilogue_of_.assign(nodes_.size(), -1);
   runs_at_.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) runs_at_[i] = i;
   min_attention_bytes_ = options.min_attention_bytes;
   const char* env = std::getenv("KILN_FUSION");
   if (options.fuse && !(env && std::string_view(env) == "0")) {
+    find_epilogues();  // a product takes its epilogue before regions form
     find_regions();
     find_attention();
   }
@@ -457,6 +565,9 @@ void Executor::build_plan(Plan& plan) {
   for (const Attention& a : attention_)
     for (size_t m : {a.scores, a.scale, a.softmax})
       if (m != kNone) never_made[m] = true;
+  for (const Epilogue& e : epilogues_)
+    for (size_t m : {e.product, e.relu, e.add})
+      if (m != kNone && m != e.last) never_made[m] = true;
 
   // The values to plan: fresh outputs that die within the program, with their live
   // interval [defined at, last read at].
@@ -511,7 +622,8 @@ void Executor::build_plan(Plan& plan) {
     ir::Node* n = nodes_[values[v].node];
     int over = writes_over_arg(n->op(), values[v].output);
     if (over < 0 || static_cast<size_t>(over) >= n->args().size() ||
-        region_of_[values[v].node] >= 0 || attention_of_[values[v].node] >= 0)
+        region_of_[values[v].node] >= 0 || attention_of_[values[v].node] >= 0 ||
+        epilogue_of_[values[v].node] >= 0)
       continue;
     const auto* self = std::get_if<ir::Ref>(&n->args()[static_cast<size_t>(over)]);
     if (!self) continue;
@@ -617,6 +729,19 @@ TensorList Executor::run(const TensorList& user_inputs) {
       case ir::Opcode::input: env[i].push_back(inputs[next_input++]); break;
       case ir::Opcode::constant: env[i].push_back(n->value()); break;
       case ir::Opcode::call: {
+        if (epilogue_of_[i] >= 0) {  // Note [Product epilogues]
+          const Epilogue& e = epilogues_[static_cast<size_t>(epilogue_of_[i])];
+          if (e.last != i) break;
+          std::chrono::steady_clock::time_point t0;
+          if (profiling_) t0 = std::chrono::steady_clock::now();
+          run_epilogue(e, plan, env, args);
+          if (profiling_) {
+            node_seconds_[i] +=
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            ++node_calls_[i];
+          }
+          break;
+        }
         if (attention_of_[i] >= 0) {  // Note [Blocked attention]
           const Attention& a = attention_[static_cast<size_t>(attention_of_[i])];
           if (a.out != i) break;
@@ -724,12 +849,21 @@ std::vector<OpTime> Executor::profile(bool by_input_shapes) const {
   for (size_t i = 0; i < node_calls_.size(); ++i) {
     if (!node_calls_[i]) continue;
     std::string_view name =
-        attention_of_[i] >= 0 ? std::string_view("blocked_attention")
-        : region_of_[i] >= 0  ? std::string_view(regions_[static_cast<size_t>(region_of_[i])].label)
-                              : ops::op_name(nodes_[i]->op());
+        epilogue_of_[i] >= 0
+            ? std::string_view(epilogues_[static_cast<size_t>(epilogue_of_[i])].relu != kNone
+                                   ? (epilogues_[static_cast<size_t>(epilogue_of_[i])].add != kNone
+                                          ? "linear+relu+add"
+                                          : "linear+relu")
+                                   : "linear+add")
+        : attention_of_[i] >= 0 ? std::string_view("blocked_attention")
+        : region_of_[i] >= 0 ? std::string_view(regions_[static_cast<size_t>(region_of_[i])].label)
+                             : ops::op_name(nodes_[i]->op());
     std::string inputs;
     if (by_input_shapes)
-      for (const ir::Ref& r : nodes_[i]->inputs()) {
+      for (const ir::Ref& r :  // a product epilogue's: the product's inputs
+           nodes_[epilogue_of_[i] >= 0 ? epilogues_[static_cast<size_t>(epilogue_of_[i])].product
+                                       : i]
+               ->inputs()) {
         const ir::ValueMeta& m = r.node->meta()[static_cast<size_t>(r.output)];
         inputs +=
             fmt::format("{}{}{}", inputs.empty() ? "" : ", ", to_string(m.dtype), m.shape.str());

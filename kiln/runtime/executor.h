@@ -57,6 +57,9 @@ class Executor {
   int fused_regions() const;
   /** The attentions it runs blocked over query rows (Note [Blocked attention]). */
   int fused_attention() const;
+  /** The linear products it runs with their ReLU and residual add (Note [Product
+   * epilogues]). */
+  int fused_epilogues() const;
   /** (Y5) Plans made for new bindings of a program with dynamic shapes so far. */
   int plans_built() const { return plans_built_; }
   /** Times every call node of the runs that follow (kiln run/train --profile). A node
@@ -75,12 +78,16 @@ class Executor {
   };
   struct Region;     // a fused region (executor.cpp)
   struct Attention;  // a blocked attention (executor.cpp)
+  struct Epilogue;   // a product with its epilogue (executor.cpp)
   static constexpr size_t kMaxPlans = 8;
   void find_regions();
   void run_region(const Region& region, const Plan& plan, std::vector<Outputs>& env,
                   std::vector<Value>& args);
   void find_attention();
   void run_attention(const Attention& attention, const Plan& plan, std::vector<Outputs>& env);
+  void find_epilogues();
+  void run_epilogue(const Epilogue& epilogue, const Plan& plan, std::vector<Outputs>& env,
+                    std::vector<Value>& args);
   void run_nodes_one_by_one(std::span<const size_t> members, std::vector<Outputs>& env,
                             std::vector<Value>& args);
   void build_plan(Plan& plan);
@@ -94,7 +101,9 @@ class Executor {
   std::vector<Attention> attention_;
   int64_t min_attention_bytes_ = 0;
   std::vector<int> attention_of_;  // per node: its blocked attention, or -1
-  std::vector<size_t> runs_at_;    // per node: where it runs (its region's last node)
+  std::vector<Epilogue> epilogues_;
+  std::vector<int> epilogue_of_;  // per node: its product epilogue, or -1
+  std::vector<size_t> runs_at_;   // per node: where it runs (its region's last node)
   std::list<std::pair<std::vector<int64_t>, Plan>> plans_;  // most recently used first
   const Plan* current_ = nullptr;
   PlanStats empty_stats_;

@@ -67,7 +67,7 @@ TEST(Executor, ProfileCountsEveryCallNodeOfTheProfiledRuns) {
   nn::ReferenceModel ref =
       nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 3}});
   ExportedProgram p = export_program(*ref.module, ref.example_inputs);
-  Executor exec(p);
+  Executor exec(p, {.fuse = false});  // one entry per node (fused: "linear+relu")
   exec.run(ref.example_inputs);
   EXPECT_TRUE(exec.profile().empty());
   exec.set_profiling(true);
@@ -104,7 +104,7 @@ TEST(Executor, PlanReusesBuffersAndSteadyStateAllocatesOnlyOutputs) {
   nn::ReferenceModel ref =
       nn::make_reference_model("mlp", {{"batch", 16}, {"width", 128}, {"layers", 8}});
   ExportedProgram p = export_program(*ref.module, ref.example_inputs);
-  Executor exec(p);
+  Executor exec(p, {.fuse = false});  // fused, each linear's relu is its epilogue: 7 values
   const PlanStats& s = exec.stats();
   EXPECT_EQ(s.planned_values, 15);  // 8 linear + 8 relu, the last relu is the output
   EXPECT_LE(s.buffers, 2);          // ping-pong between two activation buffers

@@ -214,3 +214,36 @@ TEST(Fusion, AttentionRunsBlockedOverQueryRows) {
 
 }  // namespace
 }  // namespace kiln::runtime
+
+namespace kiln::runtime {
+namespace {
+
+// Note [Product epilogues]: linear + relu + residual add as one product, through the
+// short products' transposing copy (64 rows) and oneDNN's post-ops (512 rows), with the
+// unfused ops' values.
+TEST(Fusion, LinearReluAndResidualRunAsTheProductsEpilogue) {
+  struct Layer : nn::Module {
+    TensorList forward(const TensorList& in) override {
+      Tensor h = relu(linear(in[0], in[1], in[2]));
+      Tensor r = add(in[3], h);                 // residual + relu(linear)
+      Tensor s = add(linear(r, in[1]), in[3]);  // linear (no bias) + residual
+      // Two products meeting in one add (an LSTM's gates): the first takes the add.
+      Tensor t = add(linear(s, in[1], in[2]), linear(r, in[1]));
+      return {mul(t, 2.0)};
+    }
+  };
+  manual_seed(10);
+  Layer layer;
+  for (int64_t rows : {64, 512}) {
+    SCOPED_TRACE(rows);
+    TensorList in = {randn({rows, 256}), randn({256, 256}), randn({256}), randn({rows, 256})};
+    ExportedProgram p = export_program(layer, in);
+    Executor fused(p), unfused(p, {.fuse = false});
+    EXPECT_EQ(fused.fused_epilogues(), 3);
+    EXPECT_TRUE(same_bits(fused.run(in)[0], unfused.run(in)[0]));
+    EXPECT_TRUE(same_bits(fused.run(in)[0], layer.forward(in)[0]));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::runtime

@@ -17,6 +17,13 @@ KILN_KERNELS(KILN_DECLARE_KERNEL)
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta,
           const Tensor& bias = Tensor());
 
+/** out = relu?(x @ w^T + bias) + residual? (linear with a product epilogue: ReLU, then a
+ * residual of out's shape, done before the product's tiles are written), f32 through
+ * oneDNN; false, with nothing written, for a product oneDNN does not run (the caller runs
+ * the ops one by one). */
+bool linear_with_epilogue(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                          const Tensor& residual, const Tensor& out);
+
 /** Which library f32 products use (Note [oneDNN for f32 GEMM]): automatic (oneDNN
  * above a size, OpenBLAS below), or one of them for everything. KILN_GEMM=openblas or
  * =onednn sets the initial choice. */

@@ -14,6 +14,7 @@
 #include "kiln/backend/cpu/loops.h"
 #include "kiln/backend/cpu/onednn.h"
 #include "kiln/backend/cpu/parallel.h"
+#include "kiln/backend/cpu/pointwise_fns.h"
 #include "kiln/backend/cpu/vmath.h"
 #include "kiln/device/blas.h"
 #include "kiln/ops/meta.h"
@@ -233,8 +234,15 @@ void transpose_level(Floats16 (&r)[16]) {
 
 // c[i, j] = t[j, i] (+ bias[j]) for t dense [m, n] and c with contiguous rows: whole
 // 16 x 16 tiles transposed in vector registers, the edges element by element.
-void transpose_into(float* c, int64_t ldc, const float* t, int64_t n, int64_t m,
-                    const float* bias) {
+void transpose_into(float* c, int64_t ldc, const float* t, int64_t n, int64_t m, const float* bias,
+                    const MatmulEpilogue& epi = {}) {
+  const float* res = epi.residual;
+  int64_t ldr = epi.residual_row_stride;
+  // The epilogue with relu's and add's own element functions (the unfused ops' bits).
+  auto finish = [&](float v, int64_t i, int64_t j) {
+    if (epi.relu) v = fns::relu(v);
+    return res ? v + res[i * ldr + j] : v;
+  };
   constexpr int64_t kTile = 16;
   parallel_for((m + kTile - 1) / kTile, kTile * n, [&](int64_t lo, int64_t hi) {
     with_best_isa([&] {
@@ -256,11 +264,14 @@ void transpose_into(float* c, int64_t ldc, const float* t, int64_t n, int64_t m,
               Floats16 v = bias ? r[i] + b : r[i];
               std::memcpy(c + (it + i) * ldc + jt, &v, sizeof v);
             }
+            if (epi.relu || res)  // on the tile just stored, still in L1
+              for (int64_t i = it; i < ie; ++i)
+                for (int64_t j = jt; j < je; ++j) c[i * ldc + j] = finish(c[i * ldc + j], i, j);
             continue;
           }
           for (int64_t i = it; i < ie; ++i)
             for (int64_t j = jt; j < je; ++j)
-              c[i * ldc + j] = bias ? t[j * n + i] + bias[j] : t[j * n + i];
+              c[i * ldc + j] = finish(bias ? t[j * n + i] + bias[j] : t[j * n + i], i, j);
         }
       }
     });
@@ -423,6 +434,34 @@ void k_addmm(const OpCall& c, std::span<Tensor> outs) {
   }
   if (beta != 0) copy_into(outs[0], input);
   gemm(c.args.tensor(1), c.args.tensor(2), outs[0], alpha, beta);
+}
+
+bool linear_with_epilogue(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                          const Tensor& residual, const Tensor& out) {
+  int64_t in = w.shape()[1], outf = w.shape()[0], rows = backend::linear_rows(x);
+  auto f32 = [](const Tensor& t) { return !t.defined() || t.dtype() == DType::f32; };
+  if (!f32(x) || !f32(w) || !f32(bias) || !f32(residual) || out.dtype() != DType::f32 ||
+      !out.is_contiguous() || (bias.defined() && !bias.is_contiguous()) ||
+      (residual.defined() && (!residual.is_contiguous() || residual.shape() != out.shape())) ||
+      rows == 0 || in == 0 || !use_onednn(rows, outf, in))
+    return false;
+  Tensor wt = make_view(w, Dims{in, outf}, Dims{w.strides()[1], w.strides()[0]}, w.offset());
+  BlasMat A = blas_operand(mat(contiguous(x), rows, in)), B = blas_operand(wt);
+  MatmulEpilogue epi{relu, residual.defined() ? residual.data<float>() : nullptr, outf};
+  const float* b = bias.defined() ? bias.data<float>() : nullptr;
+  blas_handle(DeviceType::cpu).begin_use();  // (D5), as gemm
+  if (short_product_pays(rows, outf, in)) {  // Note [Short products transposed]
+    Tensor t = empty(Dims{outf, rows}, DType::f32, out.device());
+    MatrixBatch at = matrix_of(A), bt = matrix_of(B);
+    std::swap(at.row_stride, at.col_stride);
+    std::swap(bt.row_stride, bt.col_stride);
+    onednn_matmul(1, outf, rows, in, bt, at, {t.data<float>(), 0, rows, 1}, 1.0f, 0.0f);
+    transpose_into(out.data<float>(), outf, t.data<float>(), rows, outf, b, epi);
+    return true;
+  }
+  onednn_matmul(1, rows, outf, in, matrix_of(A), matrix_of(B), {out.data<float>(), 0, outf, 1},
+                1.0f, 0.0f, b, epi);
+  return true;
 }
 
 void k_linear(const OpCall& c, std::span<Tensor> outs) {

@@ -64,6 +64,8 @@ struct MatmulKey {
   int64_t a[3], b[3], c[3];  // batch, row and column strides
   float alpha, beta;
   bool bias;
+  bool relu, residual;
+  int64_t residual_row_stride;
   int threads;
   bool operator==(const MatmulKey&) const = default;
 };
@@ -88,9 +90,15 @@ CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const Matri
   // freed on every call, which page-faults fresh memory on every product.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
-  if (key.beta != 0.0f) {
+  dnnl::memory::desc rd;
+  if (key.beta != 0.0f || key.relu || key.residual) {
     dnnl::post_ops po;
-    po.append_sum(key.beta);
+    if (key.beta != 0.0f) po.append_sum(key.beta);
+    if (key.relu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    if (key.residual) {
+      rd = desc_of(key.batch, key.n, key.m, {nullptr, 0, key.residual_row_stride, 1});
+      po.append_binary(dnnl::algorithm::binary_add, rd);
+    }
     attr.set_post_ops(po);
   }
   // A bias is added where each output tile is still in registers (linear: no pass to
@@ -115,6 +123,10 @@ CachedMatmul make_matmul(const MatmulKey& key, const MatrixBatch& a, const Matri
                      {DNNL_ARG_DST, unbound(cd)},
                      {DNNL_ARG_SCRATCHPAD, unbound(sd)}}};
   if (key.bias) made.args.emplace(DNNL_ARG_BIAS, unbound(biasd));
+  if (key.residual) {
+    int index = (key.beta != 0.0f) + key.relu;  // the binary post-op's position
+    made.args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, unbound(rd));
+  }
   return made;
 }
 
@@ -143,7 +155,8 @@ CachedMatmul& matmul_for(const MatmulKey& key, const MatrixBatch& a, const Matri
 }  // namespace
 
 void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b,
-                   MatrixBatch c, float alpha, float beta, const float* bias) {
+                   MatrixBatch c, float alpha, float beta, const float* bias,
+                   const MatmulEpilogue& epilogue) {
   use_kernel_threads_for_openmp();
   dnnl::engine& eng = cpu_engine();
   // A stream is not thread-safe; one per host thread (a CPU stream is only a handle).
@@ -158,6 +171,9 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
                 alpha,
                 beta,
                 bias != nullptr,
+                epilogue.relu,
+                epilogue.residual != nullptr,
+                epilogue.residual ? epilogue.residual_row_stride : 0,
                 kernel_threads()};
   if (batch == 1) key.a[0] = key.b[0] = key.c[0] = 0;  // not part of a 2-d layout
   try {
@@ -174,6 +190,9 @@ void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a
     mm.args.at(DNNL_ARG_DST).set_data_handle(c.data);
     mm.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch.get());
     if (bias) mm.args.at(DNNL_ARG_BIAS).set_data_handle(const_cast<float*>(bias));
+    if (epilogue.residual)
+      mm.args.at(DNNL_ARG_ATTR_MULTIPLE_POST_OP((beta != 0.0f) + epilogue.relu) | DNNL_ARG_SRC_1)
+          .set_data_handle(const_cast<float*>(epilogue.residual));
     mm.primitive.execute(stream, mm.args);
     stream.wait();
   } catch (const dnnl::error& e) {
@@ -197,7 +216,7 @@ bool onednn_avx512() { return false; }
 void onednn_warm_up() {}
 
 void onednn_matmul(int64_t, int64_t, int64_t, int64_t, MatrixBatch, MatrixBatch, MatrixBatch, float,
-                   float, const float*) {
+                   float, const float*, const MatmulEpilogue&) {
   fail(ErrorKind::internal, "[mm] this kiln was built without oneDNN");
 }
 

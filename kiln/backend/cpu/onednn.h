@@ -23,11 +23,20 @@ bool onednn_avx512();
  * way a framework's math library is ready once it is loaded. No-op without oneDNN. */
 void onednn_warm_up();
 
+/** Elementwise work done on the product where its tiles are still in registers: ReLU,
+ * then a residual of c's shape added (a product's epilogue, kiln/runtime/executor.cpp). */
+struct MatmulEpilogue {
+  bool relu = false;
+  const float* residual = nullptr;  // with c's layout
+  int64_t residual_row_stride = 0;
+};
+
 /** c[i] = beta * c[i] + alpha * a[i] @ b[i] (+ bias on every row) for i < batch, with a[i]
  * [n, k], b[i] [k, m], c[i] [n, m] and `bias` (optional) m contiguous floats; on the
  * running kernel's intra-op threads. Throws an internal Error when oneDNN refuses the
  * shapes (callers only pass what it takes). */
 void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b,
-                   MatrixBatch c, float alpha, float beta, const float* bias = nullptr);
+                   MatrixBatch c, float alpha, float beta, const float* bias = nullptr,
+                   const MatmulEpilogue& epilogue = {});
 
 }  // namespace kiln::cpu
