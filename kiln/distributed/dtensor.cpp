@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/overloaded.h"
 #include "kiln/core/pool.h"
 #include "kiln/core/small_vector.h"
 #include "kiln/core/warning.h"
@@ -761,6 +762,120 @@ void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
     if (grad) d.set_requires_grad(true);
     *nt.tensor = d;
   }
+}
+
+// Note [Parallel styles with layouts]: PyTorch's ColwiseParallel, RowwiseParallel,
+// SequenceParallel and PrepareModuleInput as forward hooks. Before forward: a plain input
+// becomes a DTensor (from_local with the style's input layout: this rank's part, no
+// communication), then it is redistributed to what the module computes on (Replicate
+// for colwise, Shard(-1) for rowwise, Shard(sequence) for sequence parallel) -- so a
+// sequence-sharded activation meets a colwise linear as an all_gather. After forward:
+// the output is redistributed to the output layout (a rowwise output is Partial: an
+// all_reduce for Replicate, a reduce_scatter for Shard), then made plain if asked. All of
+// it is DTensor ops, so autograd, tracing and export see the collectives.
+namespace {
+
+Placement normalized(Placement p, int64_t rank) {
+  if (p.is_shard() && p.dim < 0) p.dim += static_cast<int32_t>(rank);
+  return p;
+}
+
+Tensor lay_in(const Tensor& x, const DeviceMesh& mesh, Placement from, Placement to) {
+  Tensor d = x.is_dtensor() ? x : from_local(x, mesh, {normalized(from, x.dim())});
+  Placements want{normalized(to, d.dim())};
+  return dtensor_state(d).placements == want ? d : redistribute(d, want);
+}
+
+Tensor lay_out(const Tensor& y, Placement to, bool local) {
+  if (!y.is_dtensor()) return y;
+  Placements want{normalized(to, y.dim())};
+  Tensor d = dtensor_state(y).placements == want ? y : redistribute(y, want);
+  return local ? to_local(d) : d;
+}
+
+}  // namespace
+
+void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
+                        const std::vector<std::pair<std::string, TensorParallelStyle>>& plan) {
+  KILN_CHECK(mesh.ndim() == 1, unsupported, "[parallelize_module] needs a 1-d mesh, got {}",
+             mesh.str());
+  // As PyTorch: only the matched modules' tensors become DTensors (colwise S(0); rowwise
+  // weight S(1), bias R; sequence parallel R); the rest stay plain.
+  for (const nn::NamedTensor& nt : module.named_tensors()) {
+    size_t dot = nt.name.rfind('.');
+    std::string owner = dot == std::string::npos ? "" : nt.name.substr(0, dot);
+    bool weight = nt.name.substr(dot == std::string::npos ? 0 : dot + 1) == "weight";
+    std::optional<Placement> p;
+    for (const auto& [pattern, style] : plan) {
+      if (!path_matches(pattern, owner)) continue;
+      if (std::holds_alternative<ColwiseParallel>(style))
+        p = Shard(0);
+      else if (std::holds_alternative<RowwiseParallel>(style))
+        p = weight ? Shard(1) : Replicate();
+      else if (std::holds_alternative<SequenceParallel>(style))
+        p = Replicate();
+    }
+    if (!p) continue;
+    Tensor value = nt.tensor->is_dtensor() ? full_tensor(*nt.tensor) : *nt.tensor;
+    Tensor d = distribute_tensor(value.detach_descriptor(), mesh, {*p});
+    if (nt.kind == nn::SlotKind::parameter) d.set_requires_grad(true);
+    *nt.tensor = d;
+  }
+  for (auto& [path, m] : module.named_modules())
+    for (const auto& [pattern, style] : plan) {
+      if (!path_matches(pattern, path)) continue;
+      std::visit(
+          Overloaded{
+              [&, m = m](const ColwiseParallel& s) {
+                m->register_forward_pre_hook([mesh, s](nn::Module&, const TensorList& in) {
+                  TensorList out = in;
+                  out[0] = lay_in(in[0], mesh, s.input_layout, Replicate());
+                  return out;
+                });
+                m->register_forward_hook(
+                    [s](nn::Module&, const TensorList&, const TensorList& out) {
+                      return TensorList{lay_out(out[0], s.output_layout, s.use_local_output)};
+                    });
+              },
+              [&, m = m](const RowwiseParallel& s) {
+                m->register_forward_pre_hook([mesh, s](nn::Module&, const TensorList& in) {
+                  TensorList out = in;
+                  out[0] = lay_in(in[0], mesh, s.input_layout, Shard(-1));
+                  return out;
+                });
+                m->register_forward_hook(
+                    [s](nn::Module&, const TensorList&, const TensorList& out) {
+                      return TensorList{lay_out(out[0], s.output_layout, s.use_local_output)};
+                    });
+              },
+              [&, m = m](const SequenceParallel& s) {
+                Placement seq = Shard(s.sequence_dim);
+                m->register_forward_pre_hook([mesh, seq](nn::Module&, const TensorList& in) {
+                  TensorList out = in;
+                  out[0] = lay_in(in[0], mesh, seq, seq);
+                  return out;
+                });
+                m->register_forward_hook(
+                    [seq, s](nn::Module&, const TensorList&, const TensorList& out) {
+                      return TensorList{lay_out(out[0], seq, s.use_local_output)};
+                    });
+              },
+              [&, m = m](const PrepareModuleInput& s) {
+                KILN_CHECK(s.input_layouts.size() == s.desired_input_layouts.size(), value,
+                           "[parallelize_module] PrepareModuleInput for '{}': {} input layouts "
+                           "but {} desired ones",
+                           path, s.input_layouts.size(), s.desired_input_layouts.size());
+                m->register_forward_pre_hook([mesh, s](nn::Module&, const TensorList& in) {
+                  TensorList out = in;
+                  for (size_t i = 0; i < s.input_layouts.size() && i < in.size(); ++i) {
+                    out[i] = lay_in(in[i], mesh, s.input_layouts[i], s.desired_input_layouts[i]);
+                    if (s.use_local_output) out[i] = to_local(out[i]);
+                  }
+                  return out;
+                });
+              }},
+          style);
+    }
 }
 
 }  // namespace kiln::dist

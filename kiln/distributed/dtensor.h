@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "kiln/core/scope.h"
@@ -182,6 +183,44 @@ enum class ParallelStyle : uint8_t {
  * DTensors). */
 void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
                         const std::vector<std::pair<std::string, ParallelStyle>>& plan);
+
+/** Tensor-parallel styles with their activations' layouts, as PyTorch's
+ * torch.distributed.tensor.parallel (Note [Parallel styles with layouts] in dtensor.cpp).
+ * A plain tensor given to a styled module is taken as this rank's part of a DTensor laid
+ * out as `input_layout`; it is redistributed to what the module computes on, and its
+ * output to `output_layout`; `use_local_output` hands back this rank's plain tensor.
+ * Shard(-1) counts from the last dim. */
+struct ColwiseParallel {  // weight S(0), bias S(0); computes on a replicated input
+  Placement input_layout = Replicate();
+  Placement output_layout = Shard(-1);
+  bool use_local_output = true;
+};
+struct RowwiseParallel {  // weight S(1), bias R; computes on an input sharded on its last dim
+  Placement input_layout = Shard(-1);
+  Placement output_layout = Replicate();
+  bool use_local_output = true;
+};
+/** Replicated parameters (LayerNorm, dropout) computing on activations sharded on the
+ * sequence dim; the output stays a DTensor sharded there unless use_local_output. */
+struct SequenceParallel {
+  int64_t sequence_dim = 1;
+  bool use_local_output = false;
+};
+/** Lays out a module's inputs only: input i from input_layouts[i] to
+ * desired_input_layouts[i]. */
+struct PrepareModuleInput {
+  std::vector<Placement> input_layouts, desired_input_layouts;
+  bool use_local_output = false;
+};
+using TensorParallelStyle =
+    std::variant<ColwiseParallel, RowwiseParallel, SequenceParallel, PrepareModuleInput>;
+/** parallelize_module with layouts: parameters as the styles say (others Replicate), and
+ * forward hooks on the matched modules that lay out their inputs and outputs, so plain
+ * tensors go in and out and activations between modules may stay sharded (sequence
+ * parallel). A module may match several entries (PrepareModuleInput on a block and
+ * styles on its layers). */
+void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
+                        const std::vector<std::pair<std::string, TensorParallelStyle>>& plan);
 
 /** The chunk of a dim of `size` that coordinate `index` of `n` holds: (offset, length). */
 std::pair<int64_t, int64_t> chunk_of(int64_t size, int64_t n, int64_t index);

@@ -5,9 +5,18 @@
 namespace kiln::nn {
 
 TensorList Module::operator()(const TensorList& inputs) {
-  if (name_.empty()) return forward(inputs);
+  if (name_.empty()) return run_forward(inputs);
   ScopeName scope(name_);
-  return forward(inputs);
+  return run_forward(inputs);
+}
+
+TensorList Module::run_forward(const TensorList& inputs) {
+  if (pre_hooks_.empty() && hooks_.empty()) return forward(inputs);
+  TensorList in = inputs;
+  for (const ForwardPreHook& hook : pre_hooks_) in = hook(*this, in);
+  TensorList out = forward(in);
+  for (const ForwardHook& hook : hooks_) out = hook(*this, in, out);
+  return out;
 }
 
 Tensor& Module::add_slot(std::string name, Tensor value, SlotKind kind, bool persistent) {

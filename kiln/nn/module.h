@@ -3,6 +3,7 @@
 // submodules, with fully qualified names (D6).
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,8 +32,18 @@ class Module {
   virtual ~Module() = default;
   /** The computation; call modules through operator() so traces record their path. */
   virtual TensorList forward(const TensorList& inputs) = 0;
-  /** Runs forward under a ScopeName of this module's path (node provenance). */
+  /** Runs forward under a ScopeName of this module's path (node provenance), with its
+   * forward hooks around it. */
   TensorList operator()(const TensorList& inputs);
+
+  /** Hooks around forward, as PyTorch's register_forward_pre_hook / register_forward_hook:
+   * each pre hook may replace the inputs, each hook the outputs, in registration order
+   * (parallelize_module's layouts are such hooks). */
+  using ForwardPreHook = std::function<TensorList(Module&, const TensorList& inputs)>;
+  using ForwardHook =
+      std::function<TensorList(Module&, const TensorList& inputs, const TensorList& outputs)>;
+  void register_forward_pre_hook(ForwardPreHook hook) { pre_hooks_.push_back(std::move(hook)); }
+  void register_forward_hook(ForwardHook hook) { hooks_.push_back(std::move(hook)); }
   Tensor operator()(const Tensor& x) { return (*this)(TensorList{x})[0]; }
 
   /** Every registered tensor of this module and its submodules, in registration order. */
@@ -77,6 +88,9 @@ class Module {
     bool persistent;
   };
   Tensor& add_slot(std::string name, Tensor value, SlotKind kind, bool persistent);
+  TensorList run_forward(const TensorList& inputs);
+  std::vector<ForwardPreHook> pre_hooks_;
+  std::vector<ForwardHook> hooks_;
   void collect(const std::string& prefix, std::vector<NamedTensor>& out);
 
   std::deque<Slot> slots_;  // a deque: references handed to layers stay valid

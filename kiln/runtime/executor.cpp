@@ -482,6 +482,8 @@ Executor::Executor(ExportedProgram& program, ExecutorOptions options) : program_
   for (size_t i = 0; i < nodes_.size(); ++i) runs_at_[i] = i;
   min_attention_bytes_ = options.min_attention_bytes;
   const char* env = std::getenv("KILN_FUSION");
+  KILN_CHECK(!env || std::string_view(env) == "0" || std::string_view(env) == "1", value,
+             "[Executor] KILN_FUSION must be 0 (no fusion) or 1, got '{}'", env);
   if (options.fuse && !(env && std::string_view(env) == "0")) {
     find_epilogues();  // a product takes its epilogue before regions form
     find_regions();

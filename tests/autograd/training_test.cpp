@@ -164,6 +164,31 @@ TEST(Optim, StateDictRoundTripContinuesTraining) {
 
 // ---- modules ---------------------------------------------------------------------------
 
+// Forward hooks, as PyTorch's: pre hooks replace the inputs, hooks the outputs, in
+// registration order; forward sees what the pre hooks made.
+TEST(Modules, ForwardHooksReplaceInputsAndOutputs) {
+  nn::Linear lin(3, 2);
+  Tensor x = randn({4, 3});
+  Tensor plain = lin(TensorList{mul(x, 2.0)})[0];
+  std::vector<std::string> order;
+  lin.register_forward_pre_hook([&](nn::Module&, const TensorList& in) {
+    order.push_back("pre");
+    return TensorList{mul(in[0], 2.0)};
+  });
+  lin.register_forward_hook([&](nn::Module&, const TensorList& in, const TensorList& out) {
+    order.push_back("post");
+    EXPECT_EQ(in[0].shape(), x.shape());
+    return TensorList{add(out[0], 1.0)};
+  });
+  lin.register_forward_hook([&](nn::Module&, const TensorList&, const TensorList& out) {
+    order.push_back("post2");
+    return TensorList{mul(out[0], 3.0)};
+  });
+  Tensor got = lin(TensorList{x})[0];
+  EXPECT_TRUE(all_close(got, to_vector<double>(mul(add(plain, 1.0), 3.0)), 1e-6, 1e-6));
+  EXPECT_EQ(order, (std::vector<std::string>{"pre", "post", "post2"}));
+}
+
 TEST(Modules, ParametersRequireGradAndZeroGradResets) {
   nn::Linear lin(3, 2);
   for (auto& [name, p] : lin.named_parameters()) {

@@ -497,3 +497,67 @@ TEST(DTensorMpi, ErrorsOnEveryRank) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A pre-LN MLP block: LayerNorm, fc1, GELU, fc2, residual.
+struct SpMlp : nn::Module {
+  std::shared_ptr<nn::LayerNorm> ln = register_module("ln", std::make_shared<nn::LayerNorm>(16));
+  std::shared_ptr<nn::Linear> fc1 = register_module("fc1", std::make_shared<nn::Linear>(16, 32));
+  std::shared_ptr<nn::Linear> fc2 = register_module("fc2", std::make_shared<nn::Linear>(32, 16));
+  TensorList forward(const TensorList& in) override {
+    Tensor h = (*ln)(in[0]);
+    return {(*fc2)(gelu((*fc1)(h)))};
+  }
+};
+
+// parallelize_module with layouts (Note [Parallel styles with layouts]): plain tensors in
+// and out. Tensor parallel: colwise fc1 takes the replicated input, rowwise fc2 gives a
+// replicated output (one all_reduce). Sequence parallel: each rank holds its part of the
+// sequence; LayerNorm runs on it, fc1 all_gathers it, fc2 reduce_scatters back to the
+// sequence shard. Outputs and gradients equal the single-process module's.
+TEST(DTensorMpi, ParallelStylesWithLayouts) {
+  dist::DeviceMesh mesh = mesh_1d();
+  int64_t n = world()->size(), rank = world()->rank();
+  for (bool sequence : {false, true}) {
+    SCOPED_TRACE(sequence);
+    manual_seed(12);
+    SpMlp ref, tp;
+    tp.load_state_dict(ref.state_dict());
+    ref.to(my_device()), tp.to(my_device());
+    std::vector<std::pair<std::string, dist::TensorParallelStyle>> plan;
+    if (sequence)
+      plan = {{"ln", dist::SequenceParallel{.sequence_dim = 1}},
+              {"fc1", dist::ColwiseParallel{.input_layout = Shard(1)}},
+              {"fc2", dist::RowwiseParallel{.output_layout = Shard(1)}}};
+    else
+      plan = {{"fc1", dist::ColwiseParallel{}}, {"fc2", dist::RowwiseParallel{}}};
+    dist::parallelize_module(tp, mesh, plan);
+    Tensor x = on_me(randn({2, 4 * n, 16}));
+    Tensor want = ref(TensorList{x})[0];
+    Tensor mine = sequence ? narrow(x, 1, 4 * rank, 4) : x;  // this rank's input
+    Tensor got = tp(TensorList{mine})[0];
+    ASSERT_FALSE(got.is_dtensor());
+    EXPECT_TRUE(same(got, sequence ? narrow(want, 1, 4 * rank, 4) : want, 1e-5));
+    // Gradients: each rank's loss is its part (sequence) or the whole mean over ranks.
+    sum(got * got).backward();
+    sum(want * want).backward();
+    auto tp_params = tp.named_parameters(), ref_params = ref.named_parameters();
+    for (size_t i = 0; i < tp_params.size(); ++i) {
+      SCOPED_TRACE(tp_params[i].first);
+      Tensor g = tp_params[i].second.grad();
+      ASSERT_TRUE(g.defined());
+      Tensor full = g.is_dtensor() ? dist::full_tensor(g) : g;  // ln stays plain in plain TP
+      // Sequence-parallel LayerNorm's replicated parameters hold each rank's part of the
+      // gradient (PyTorch's SequenceParallel leaves them so too): their sum is the gradient.
+      if (sequence && tp_params[i].first.rfind("ln", 0) == 0)
+        full = dist::full_tensor(dist::redistribute(
+            dist::from_local(dist::to_local(g), mesh, {Partial()}), {Replicate()}));
+      EXPECT_TRUE(same(full, ref_params[i].second.grad(), 1e-4));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -152,6 +152,20 @@ TEST(Fusion, DynamicShapesRunFusedAtEveryBinding) {
   }
 }
 
+// KILN_FUSION=0 turns fusion off for every Executor; another value is an error.
+TEST(Fusion, TheEnvironmentSwitch) {
+  struct Act : nn::Module {
+    TensorList forward(const TensorList& in) override { return {exp(neg(in[0]))}; }
+  } model;
+  ExportedProgram p = export_program(model, {randn({4, 8})});
+  ::setenv("KILN_FUSION", "0", 1);
+  EXPECT_EQ(Executor(p).fused_regions(), 0);
+  ::setenv("KILN_FUSION", "yes", 1);
+  expect_error([&] { Executor e(p); }, ErrorKind::value, "KILN_FUSION must be 0");
+  ::unsetenv("KILN_FUSION");
+  EXPECT_EQ(Executor(p).fused_regions(), 1);
+}
+
 // The kernel declines layouts it cannot run block by block -- a tensor that is not a
 // dense f32 run, two tensors overlapping at different offsets -- and writes nothing.
 TEST(Fusion, TheKernelDeclinesLayoutsItCannotRun) {
