@@ -141,7 +141,7 @@ void Executor::find_epilogues() {
   auto dense_f32_cpu = [](const ir::ValueMeta& m) {
     return m.dtype == DType::f32 && m.device.type == DeviceType::cpu && contiguous_meta(m);
   };
-  auto free = [&](const ir::Node* n) {
+  auto unclaimed = [&](const ir::Node* n) {
     size_t i = pos_.at(n);
     return n->opcode() == ir::Opcode::call && region_of_[i] < 0 && attention_of_[i] < 0 &&
            epilogue_of_[i] < 0;
@@ -151,18 +151,18 @@ void Executor::find_epilogues() {
   };
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const ir::Node* lin = nodes_[i];
-    if (lin->opcode() != ir::Opcode::call || lin->op() != ops::OpKind::linear || !free(lin) ||
+    if (lin->opcode() != ir::Opcode::call || lin->op() != ops::OpKind::linear || !unclaimed(lin) ||
         !dense_f32_cpu(lin->meta()[0]))
       continue;
     Epilogue e{i, kNone, kNone, i};
     const ir::Node* at = lin;
     const ir::Node* next = only_user(at);
-    if (next && free(next) && next->op() == ops::OpKind::relu) {
+    if (next && unclaimed(next) && next->op() == ops::OpKind::relu) {
       e.relu = e.last = pos_.at(next);
       at = next;
       next = only_user(at);
     }
-    if (next && free(next) && next->op() == ops::OpKind::add && next->args().size() >= 2) {
+    if (next && unclaimed(next) && next->op() == ops::OpKind::add && next->args().size() >= 2) {
       bool alpha_one = next->args().size() < 3 || !std::get_if<Scalar>(&next->args()[2]) ||
                        std::get<Scalar>(next->args()[2]).to_double() == 1.0;
       const auto* a = std::get_if<ir::Ref>(&next->args()[0]);
