@@ -821,12 +821,14 @@ void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
     if (nt.kind == nn::SlotKind::parameter) d.set_requires_grad(true);
     *nt.tensor = d;
   }
-  for (auto& [path, m] : module.named_modules())
+  for (auto& named : module.named_modules())
     for (const auto& [pattern, style] : plan) {
+      const std::string& path = named.first;  // not structured bindings: lambdas below take them
+      nn::Module* m = named.second;
       if (!path_matches(pattern, path)) continue;
       std::visit(
           Overloaded{
-              [&, m = m](const ColwiseParallel& s) {
+              [&](const ColwiseParallel& s) {
                 m->register_forward_pre_hook([mesh, s](nn::Module&, const TensorList& in) {
                   TensorList out = in;
                   out[0] = lay_in(in[0], mesh, s.input_layout, Replicate());
@@ -837,7 +839,7 @@ void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
                       return TensorList{lay_out(out[0], s.output_layout, s.use_local_output)};
                     });
               },
-              [&, m = m](const RowwiseParallel& s) {
+              [&](const RowwiseParallel& s) {
                 m->register_forward_pre_hook([mesh, s](nn::Module&, const TensorList& in) {
                   TensorList out = in;
                   out[0] = lay_in(in[0], mesh, s.input_layout, Shard(-1));
@@ -848,7 +850,7 @@ void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
                       return TensorList{lay_out(out[0], s.output_layout, s.use_local_output)};
                     });
               },
-              [&, m = m](const SequenceParallel& s) {
+              [&](const SequenceParallel& s) {
                 Placement seq = Shard(s.sequence_dim);
                 m->register_forward_pre_hook([mesh, seq](nn::Module&, const TensorList& in) {
                   TensorList out = in;
@@ -860,7 +862,7 @@ void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
                       return TensorList{lay_out(out[0], seq, s.use_local_output)};
                     });
               },
-              [&, m = m](const PrepareModuleInput& s) {
+              [&](const PrepareModuleInput& s) {
                 KILN_CHECK(s.input_layouts.size() == s.desired_input_layouts.size(), value,
                            "[parallelize_module] PrepareModuleInput for '{}': {} input layouts "
                            "but {} desired ones",
