@@ -166,20 +166,13 @@ void BM_BlockProducts(benchmark::State& state, cpu::GemmLibrary lib) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 512 * k * n * double(state.iterations()),
                                                  benchmark::Counter::kIsRate);
 }
-BENCHMARK_CAPTURE(BM_BlockProducts, onednn, cpu::GemmLibrary::onednn)
-    ->Args({256, 768})
-    ->Args({256, 256})
-    ->Args({256, 1024})
-    ->Args({1024, 256})
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+void block_product_shapes(benchmark::internal::Benchmark* b) {  // (K, N): qkv, proj, fc1, fc2
+  b->Args({256, 768})->Args({256, 256})->Args({256, 1024})->Args({1024, 256});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_BlockProducts, onednn, cpu::GemmLibrary::onednn)->Apply(block_product_shapes);
 BENCHMARK_CAPTURE(BM_BlockProducts, openblas, cpu::GemmLibrary::openblas)
-    ->Args({256, 768})
-    ->Args({256, 256})
-    ->Args({256, 1024})
-    ->Args({1024, 256})
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+    ->Apply(block_product_shapes);
 
 // Small square products through each library: where the automatic choice switches.
 void BM_GemmSmall(benchmark::State& state, cpu::GemmLibrary lib) {

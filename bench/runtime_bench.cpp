@@ -101,17 +101,10 @@ void BM_AttentionProgram(benchmark::State& state, bool blocked) {
   state.counters["planned_MiB"] = exec.stats().planned_bytes / 1048576.0;
   for (auto _ : state) benchmark::DoNotOptimize(exec.run(in)[0].impl());
 }
-BENCHMARK_CAPTURE(BM_AttentionProgram, blocked, true)
-    ->Arg(128)
-    ->Arg(512)
-    ->Arg(2048)
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
-BENCHMARK_CAPTURE(BM_AttentionProgram, unfused, false)
-    ->Arg(128)
-    ->Arg(512)
-    ->Arg(2048)
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+void sequence_lengths(benchmark::internal::Benchmark* b) {
+  b->Arg(128)->Arg(512)->Arg(2048)->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_AttentionProgram, blocked, true)->Apply(sequence_lengths);
+BENCHMARK_CAPTURE(BM_AttentionProgram, unfused, false)->Apply(sequence_lengths);
 
 }  // namespace

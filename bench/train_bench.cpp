@@ -126,15 +126,10 @@ void BM_AdamProgram(benchmark::State& state, bool fuse) {
   state.counters["regions"] = exec.fused_regions();
   for (auto _ : state) benchmark::DoNotOptimize(exec.run(batch)[0].impl());
 }
-BENCHMARK_CAPTURE(BM_AdamProgram, fused, true)
-    ->Args({1, 1024})
-    ->Args({1, 4096})
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
-BENCHMARK_CAPTURE(BM_AdamProgram, unfused, false)
-    ->Args({1, 1024})
-    ->Args({1, 4096})
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+void adam_sizes(benchmark::internal::Benchmark* b) {  // (threads, N)
+  b->Args({1, 1024})->Args({1, 4096})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_AdamProgram, fused, true)->Apply(adam_sizes);
+BENCHMARK_CAPTURE(BM_AdamProgram, unfused, false)->Apply(adam_sizes);
 
 }  // namespace

@@ -739,29 +739,43 @@ bool path_matches(std::string_view pattern, std::string_view path) {
 }
 }  // namespace
 
-void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
-                        const std::vector<std::pair<std::string, ParallelStyle>>& plan) {
+namespace {
+
+// Makes each tensor of `module` whose placement `placement_of(owner path, is a weight)`
+// gives a DTensor on the 1-d `mesh`; parameters stay leaves that require grad.
+void place_tensors(
+    nn::Module& module, const DeviceMesh& mesh,
+    const std::function<std::optional<Placement>(const std::string&, bool)>& placement_of) {
   KILN_CHECK(mesh.ndim() == 1, unsupported, "[parallelize_module] needs a 1-d mesh, got {}",
              mesh.str());
   for (const nn::NamedTensor& nt : module.named_tensors()) {
     size_t dot = nt.name.rfind('.');
     std::string owner = dot == std::string::npos ? "" : nt.name.substr(0, dot);
-    std::string leaf = nt.name.substr(dot == std::string::npos ? 0 : dot + 1);
+    bool weight = nt.name.substr(dot == std::string::npos ? 0 : dot + 1) == "weight";
+    std::optional<Placement> p = placement_of(owner, weight);
+    if (!p) continue;
+    Tensor value = nt.tensor->is_dtensor() ? full_tensor(*nt.tensor) : *nt.tensor;
+    Tensor d = distribute_tensor(value.detach_descriptor(), mesh, {*p});
+    if (nt.kind == nn::SlotKind::parameter) d.set_requires_grad(true);
+    *nt.tensor = d;
+  }
+}
+
+}  // namespace
+
+void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
+                        const std::vector<std::pair<std::string, ParallelStyle>>& plan) {
+  place_tensors(module, mesh, [&](const std::string& owner, bool weight) {
     Placement p = Replicate();
     for (const auto& [pattern, style] : plan) {
       if (!path_matches(pattern, owner)) continue;
-      bool weight = leaf == "weight";
       if (style == ParallelStyle::colwise)
         p = Shard(0);
       else if (weight)
         p = Shard(1);
     }
-    Tensor value = nt.tensor->is_dtensor() ? full_tensor(*nt.tensor) : *nt.tensor;
-    bool grad = nt.kind == nn::SlotKind::parameter;
-    Tensor d = distribute_tensor(value.detach_descriptor(), mesh, {p});
-    if (grad) d.set_requires_grad(true);
-    *nt.tensor = d;
-  }
+    return std::optional<Placement>(p);
+  });
 }
 
 // Note [Parallel styles with layouts]: PyTorch's ColwiseParallel, RowwiseParallel,
@@ -793,18 +807,27 @@ Tensor lay_out(const Tensor& y, Placement to, bool local) {
   return local ? to_local(d) : d;
 }
 
+// A style's hooks on its module's first input and output: taken as `in` (a plain
+// tensor), computed on as `compute`, handed back as `out` (plain when `local`).
+void lay_out_module(nn::Module& m, const DeviceMesh& mesh, Placement in, Placement compute,
+                    Placement out, bool local) {
+  m.register_forward_pre_hook([mesh, in, compute](nn::Module&, const TensorList& inputs) {
+    TensorList laid = inputs;
+    laid[0] = lay_in(inputs[0], mesh, in, compute);
+    return laid;
+  });
+  m.register_forward_hook([out, local](nn::Module&, const TensorList&, const TensorList& outputs) {
+    return TensorList{lay_out(outputs[0], out, local)};
+  });
+}
+
 }  // namespace
 
 void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
                         const std::vector<std::pair<std::string, TensorParallelStyle>>& plan) {
-  KILN_CHECK(mesh.ndim() == 1, unsupported, "[parallelize_module] needs a 1-d mesh, got {}",
-             mesh.str());
   // As PyTorch: only the matched modules' tensors become DTensors (colwise S(0); rowwise
   // weight S(1), bias R; sequence parallel R); the rest stay plain.
-  for (const nn::NamedTensor& nt : module.named_tensors()) {
-    size_t dot = nt.name.rfind('.');
-    std::string owner = dot == std::string::npos ? "" : nt.name.substr(0, dot);
-    bool weight = nt.name.substr(dot == std::string::npos ? 0 : dot + 1) == "weight";
+  place_tensors(module, mesh, [&](const std::string& owner, bool weight) {
     std::optional<Placement> p;
     for (const auto& [pattern, style] : plan) {
       if (!path_matches(pattern, owner)) continue;
@@ -815,12 +838,8 @@ void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
       else if (std::holds_alternative<SequenceParallel>(style))
         p = Replicate();
     }
-    if (!p) continue;
-    Tensor value = nt.tensor->is_dtensor() ? full_tensor(*nt.tensor) : *nt.tensor;
-    Tensor d = distribute_tensor(value.detach_descriptor(), mesh, {*p});
-    if (nt.kind == nn::SlotKind::parameter) d.set_requires_grad(true);
-    *nt.tensor = d;
-  }
+    return p;
+  });
   for (auto& named : module.named_modules())
     for (const auto& [pattern, style] : plan) {
       const std::string& path = named.first;  // not structured bindings: lambdas below take them
@@ -829,38 +848,16 @@ void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
       std::visit(
           Overloaded{
               [&](const ColwiseParallel& s) {
-                m->register_forward_pre_hook([mesh, s](nn::Module&, const TensorList& in) {
-                  TensorList out = in;
-                  out[0] = lay_in(in[0], mesh, s.input_layout, Replicate());
-                  return out;
-                });
-                m->register_forward_hook(
-                    [s](nn::Module&, const TensorList&, const TensorList& out) {
-                      return TensorList{lay_out(out[0], s.output_layout, s.use_local_output)};
-                    });
+                lay_out_module(*m, mesh, s.input_layout, Replicate(), s.output_layout,
+                               s.use_local_output);
               },
               [&](const RowwiseParallel& s) {
-                m->register_forward_pre_hook([mesh, s](nn::Module&, const TensorList& in) {
-                  TensorList out = in;
-                  out[0] = lay_in(in[0], mesh, s.input_layout, Shard(-1));
-                  return out;
-                });
-                m->register_forward_hook(
-                    [s](nn::Module&, const TensorList&, const TensorList& out) {
-                      return TensorList{lay_out(out[0], s.output_layout, s.use_local_output)};
-                    });
+                lay_out_module(*m, mesh, s.input_layout, Shard(-1), s.output_layout,
+                               s.use_local_output);
               },
               [&](const SequenceParallel& s) {
                 Placement seq = Shard(s.sequence_dim);
-                m->register_forward_pre_hook([mesh, seq](nn::Module&, const TensorList& in) {
-                  TensorList out = in;
-                  out[0] = lay_in(in[0], mesh, seq, seq);
-                  return out;
-                });
-                m->register_forward_hook(
-                    [seq, s](nn::Module&, const TensorList&, const TensorList& out) {
-                      return TensorList{lay_out(out[0], seq, s.use_local_output)};
-                    });
+                lay_out_module(*m, mesh, seq, seq, seq, s.use_local_output);
               },
               [&](const PrepareModuleInput& s) {
                 KILN_CHECK(s.input_layouts.size() == s.desired_input_layouts.size(), value,

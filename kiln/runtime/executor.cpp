@@ -1,6 +1,7 @@
 #include "kiln/runtime/executor.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -97,7 +98,6 @@ struct Executor::Region {
   std::vector<std::pair<size_t, int>> tensors;
   std::vector<std::pair<size_t, int>> scalars;  // node kConstant: constants[output]
   std::vector<Tensor> constants;                // the wrapped numbers of Scalar operands
-  std::string label;                            // for profiles: "fused(mul_, add_)"
 };
 
 static constexpr size_t kConstant = SIZE_MAX;
@@ -120,6 +120,24 @@ struct Executor::Attention {
 };
 
 static constexpr size_t kNone = SIZE_MAX;
+
+Tensor Executor::output_of(const Plan& plan, size_t node, size_t k) const {
+  if (plan.planned[node].size() && plan.planned[node][k].defined()) return plan.planned[node][k];
+  const ir::ValueMeta& m = plan.metas.empty() ? nodes_[node]->meta()[k] : plan.metas[node][k];
+  return make_tensor(m.shape, m.dtype, m.device, &device_allocator(m.device));
+}
+
+// Marks `members` (kNone entries skipped) as group `index` of `group_of`, run where `last`
+// is and named `label` in profiles.
+void Executor::claim(std::vector<int>& group_of, size_t index, std::span<const size_t> members,
+                     size_t last, std::string label) {
+  for (size_t m : members)
+    if (m != kNone) {
+      group_of[m] = static_cast<int>(index);
+      runs_at_[m] = last;
+    }
+  labels_[last] = std::move(label);
+}
 static constexpr int64_t kAttentionBlockBytes = 512 << 10;
 
 int Executor::fused_attention() const { return static_cast<int>(attention_.size()); }
@@ -178,11 +196,10 @@ void Executor::find_epilogues() {
       }
     }
     if (e.last == i) continue;
-    for (size_t m : {e.product, e.relu, e.add})
-      if (m != kNone) {
-        epilogue_of_[m] = static_cast<int>(epilogues_.size());
-        runs_at_[m] = e.last;
-      }
+    claim(epilogue_of_, epilogues_.size(), std::array{e.product, e.relu, e.add}, e.last,
+          e.relu == kNone  ? "linear+add"
+          : e.add == kNone ? "linear+relu"
+                           : "linear+relu+add");
     epilogues_.push_back(e);
   }
 }
@@ -194,13 +211,7 @@ void Executor::run_epilogue(const Epilogue& e, const Plan& plan, std::vector<Out
     const auto* r = std::get_if<ir::Ref>(&nodes_[node]->args()[k]);
     return r ? env[pos_.at(r->node)][static_cast<size_t>(r->output)] : Tensor();
   };
-  Tensor out;
-  if (plan.planned[e.last].size() && plan.planned[e.last][0].defined()) {
-    out = plan.planned[e.last][0];
-  } else {
-    const ir::ValueMeta& m = plan.metas.empty() ? nodes_[e.last]->meta()[0] : plan.metas[e.last][0];
-    out = make_tensor(m.shape, m.dtype, m.device, &device_allocator(m.device));
-  }
+  Tensor out = output_of(plan, e.last);
   Tensor residual = e.add != kNone ? arg(e.add, e.residual_arg) : Tensor();
   bool ran;
   {
@@ -285,12 +296,8 @@ void Executor::find_attention() {
                    v.shape[d] == s.shape[d];
     if (!same_batch) continue;
     if (!s.shape.is_symbolic() && numel_of(s.shape) * 4 < min_attention_bytes_) continue;
-    size_t index = attention_.size();
-    for (size_t m : {a.scores, a.scale, a.softmax, a.out})
-      if (m != kNone) {
-        attention_of_[m] = static_cast<int>(index);
-        runs_at_[m] = a.out;
-      }
+    claim(attention_of_, attention_.size(), std::array{a.scores, a.scale, a.softmax, a.out}, a.out,
+          "blocked_attention");
     attention_.push_back(std::move(a));
   }
 }
@@ -317,13 +324,7 @@ void Executor::run_attention(const Attention& a, const Plan& plan, std::vector<O
   size_t rank = q.shape().size();
   int64_t T = q.shape()[rank - 2], D = q.shape()[rank - 1], S = kt.shape()[rank - 1],
           Dv = v.shape()[rank - 1];
-  Tensor out;
-  if (plan.planned[a.out].size() && plan.planned[a.out][0].defined()) {
-    out = plan.planned[a.out][0];
-  } else {
-    const ir::ValueMeta& m = plan.metas.empty() ? nodes_[a.out]->meta()[0] : plan.metas[a.out][0];
-    out = make_tensor(m.shape, m.dtype, m.device, &device_allocator(m.device));
-  }
+  Tensor out = output_of(plan, a.out);
   env[a.out] = {out};
   Value factor = a.factor;
   if (a.scale != kNone && std::holds_alternative<std::monostate>(factor)) factor = arg(a.scale, 1);
@@ -392,6 +393,7 @@ void Executor::find_regions() {
     Region r;
     for (const ir::Node* n : pr.nodes) r.members.push_back(pos.at(n));
     size_t index = regions_.size();
+    std::string label;                           // for profiles: "fused(mul_, add_)"
     std::unordered_map<size_t, size_t> step_of;  // member node -> its step
     for (size_t k = 0; k < r.members.size(); ++k) step_of[r.members[k]] = k;
     // A member is stored when a node outside the region reads it, or an in-place member
@@ -461,13 +463,9 @@ void Executor::find_regions() {
         store_of[k] = step.store;
       }
       r.steps.push_back(step);
-      r.label += fmt::format("{}{}", k ? ", " : "fused(", ops::op_name(n->op()));
+      label += fmt::format("{}{}", k ? ", " : "fused(", ops::op_name(n->op()));
     }
-    r.label += ")";
-    for (size_t m : r.members) {
-      region_of_[m] = static_cast<int>(index);
-      runs_at_[m] = r.members.back();
-    }
+    claim(region_of_, index, r.members, r.members.back(), label + ")");
     regions_.push_back(std::move(r));
   }
 }
@@ -479,6 +477,7 @@ Executor::Executor(ExportedProgram& program, ExecutorOptions options) : program_
   attention_of_.assign(nodes_.size(), -1);
   epilogue_of_.assign(nodes_.size(), -1);
   runs_at_.resize(nodes_.size());
+  labels_.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) runs_at_[i] = i;
   min_attention_bytes_ = options.min_attention_bytes;
   const char* env = std::getenv("KILN_FUSION");
@@ -731,59 +730,27 @@ TensorList Executor::run(const TensorList& user_inputs) {
       case ir::Opcode::input: env[i].push_back(inputs[next_input++]); break;
       case ir::Opcode::constant: env[i].push_back(n->value()); break;
       case ir::Opcode::call: {
-        if (epilogue_of_[i] >= 0) {  // Note [Product epilogues]
-          const Epilogue& e = epilogues_[static_cast<size_t>(epilogue_of_[i])];
-          if (e.last != i) break;
-          std::chrono::steady_clock::time_point t0;
-          if (profiling_) t0 = std::chrono::steady_clock::now();
-          run_epilogue(e, plan, env, args);
-          if (profiling_) {
-            node_seconds_[i] +=
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            ++node_calls_[i];
-          }
-          break;
+        if (runs_at_[i] != i) break;  // a fused group's member: runs with its last one
+        bool fused = epilogue_of_[i] >= 0 || attention_of_[i] >= 0 || region_of_[i] >= 0;
+        if (!fused) {
+          args.clear();
+          ir::call_args(*n, value_of, args);
+          if (!binding.empty()) ir::bind_size_args(n->op(), args, symbol_values);
         }
-        if (attention_of_[i] >= 0) {  // Note [Blocked attention]
-          const Attention& a = attention_[static_cast<size_t>(attention_of_[i])];
-          if (a.out != i) break;
-          std::chrono::steady_clock::time_point t0;
-          if (profiling_) t0 = std::chrono::steady_clock::now();
-          run_attention(a, plan, env);
-          if (profiling_) {
-            node_seconds_[i] +=
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            ++node_calls_[i];
-          }
-          break;
-        }
-        if (region_of_[i] >= 0) {  // a fused region runs where its last member is
-          const Region& reg = regions_[static_cast<size_t>(region_of_[i])];
-          if (reg.members.back() != i) break;
-          std::chrono::steady_clock::time_point t0;
-          if (profiling_) t0 = std::chrono::steady_clock::now();
-          run_region(reg, plan, env, args);
-          if (profiling_) {
-            node_seconds_[i] +=
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            ++node_calls_[i];
-          }
-          break;
-        }
-        args.clear();
-        ir::call_args(*n, value_of, args);
-        if (!binding.empty()) ir::bind_size_args(n->op(), args, symbol_values);
         std::chrono::steady_clock::time_point t0;
         if (profiling_) t0 = std::chrono::steady_clock::now();
-        if (!plan.planned[i].size()) {
+        if (epilogue_of_[i] >= 0) {  // Note [Product epilogues]
+          run_epilogue(epilogues_[static_cast<size_t>(epilogue_of_[i])], plan, env, args);
+        } else if (attention_of_[i] >= 0) {  // Note [Blocked attention]
+          run_attention(attention_[static_cast<size_t>(attention_of_[i])], plan, env);
+        } else if (region_of_[i] >= 0) {  // Note [Fused pointwise regions]
+          run_region(regions_[static_cast<size_t>(region_of_[i])], plan, env, args);
+        } else if (!plan.planned[i].size()) {
           env[i] = dispatch(n->op(), args);
         } else {
           env[i] = plan.planned[i];
           for (size_t k = 0; k < env[i].size(); ++k)  // an output of the program: made per run
-            if (!env[i][k].defined()) {
-              const ir::ValueMeta& m = plan.metas.empty() ? n->meta()[k] : plan.metas[i][k];
-              env[i][k] = make_tensor(m.shape, m.dtype, m.device, &device_allocator(m.device));
-            }
+            if (!env[i][k].defined()) env[i][k] = output_of(plan, i, k);
           dispatch_into(n->op(), args, env[i]);
         }
         if (profiling_) {
@@ -816,11 +783,8 @@ void Executor::run_region(const Region& reg, const Plan& plan, std::vector<Outpu
     if (ops::op_info(n->op()).is_inplace()) {
       const auto& self = std::get<ir::Ref>(n->args()[0]);
       env[i] = {env[pos_.at(self.node)][static_cast<size_t>(self.output)]};
-    } else if (plan.planned[i].size() && plan.planned[i][0].defined()) {
-      env[i] = {plan.planned[i][0]};
     } else {
-      const ir::ValueMeta& m = plan.metas.empty() ? n->meta()[0] : plan.metas[i][0];
-      env[i] = {make_tensor(m.shape, m.dtype, m.device, &device_allocator(m.device))};
+      env[i] = {output_of(plan, i)};
     }
   }
   TensorList tensors, scalars;
@@ -851,15 +815,7 @@ std::vector<OpTime> Executor::profile(bool by_input_shapes) const {
   for (size_t i = 0; i < node_calls_.size(); ++i) {
     if (!node_calls_[i]) continue;
     std::string_view name =
-        epilogue_of_[i] >= 0
-            ? std::string_view(epilogues_[static_cast<size_t>(epilogue_of_[i])].relu != kNone
-                                   ? (epilogues_[static_cast<size_t>(epilogue_of_[i])].add != kNone
-                                          ? "linear+relu+add"
-                                          : "linear+relu")
-                                   : "linear+add")
-        : attention_of_[i] >= 0 ? std::string_view("blocked_attention")
-        : region_of_[i] >= 0 ? std::string_view(regions_[static_cast<size_t>(region_of_[i])].label)
-                             : ops::op_name(nodes_[i]->op());
+        labels_[i].empty() ? ops::op_name(nodes_[i]->op()) : std::string_view(labels_[i]);
     std::string inputs;
     if (by_input_shapes)
       for (const ir::Ref& r :  // a product epilogue's: the product's inputs

@@ -88,6 +88,9 @@ class Executor {
   void find_epilogues();
   void run_epilogue(const Epilogue& epilogue, const Plan& plan, std::vector<Outputs>& env,
                     std::vector<Value>& args);
+  Tensor output_of(const Plan& plan, size_t node, size_t k = 0) const;
+  void claim(std::vector<int>& group_of, size_t index, std::span<const size_t> members, size_t last,
+             std::string label);
   void run_nodes_one_by_one(std::span<const size_t> members, std::vector<Outputs>& env,
                             std::vector<Value>& args);
   void build_plan(Plan& plan);
@@ -102,8 +105,9 @@ class Executor {
   int64_t min_attention_bytes_ = 0;
   std::vector<int> attention_of_;  // per node: its blocked attention, or -1
   std::vector<Epilogue> epilogues_;
-  std::vector<int> epilogue_of_;  // per node: its product epilogue, or -1
-  std::vector<size_t> runs_at_;   // per node: where it runs (its region's last node)
+  std::vector<int> epilogue_of_;     // per node: its product epilogue, or -1
+  std::vector<size_t> runs_at_;      // per node: where it runs (its fused group's last node)
+  std::vector<std::string> labels_;  // per node: a fused group's name in profiles, or empty
   std::list<std::pair<std::vector<int64_t>, Plan>> plans_;  // most recently used first
   const Plan* current_ = nullptr;
   PlanStats empty_stats_;

@@ -86,15 +86,7 @@ struct Block {
 };
 
 void run_step(const FusedStep& s, const Block& blk, float* out) {
-  if (unary_pointwise_op(s.op)) {
-    if (s.a.kind == FusedOperand::Kind::scalar) {  // a unary op of a scalar: one value
-      float x = blk.scalar[s.a.index];
-      fns::with_float_unary<float>(s.op, s.tanh, [&](auto f) {
-        float y = f(x);
-        for (int64_t j = 0; j < blk.n; ++j) out[j] = y;
-      });
-      return;
-    }
+  if (unary_pointwise_op(s.op)) {  // of a full operand: the step's output has its shape
     fns::with_float_unary<float>(s.op, s.tanh, [&](auto f) { blk.unary(s.a, out, f); });
     return;
   }
