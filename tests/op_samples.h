@@ -133,6 +133,13 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::addmm: return {randn({5}, o), a, m, Scalar(1), Scalar(1)};
     case OpKind::linear: return {a, randn({6, 4}, o), randn({6}, o)};
     case OpKind::linear_backward: return {randn({3, 6}, o), a, randn({6, 4}, o)};
+    // f32 and f64 only (the functional API computes half types in f32): half samples are
+    // f32. Two groups, stride 2 in one dim, padding, dilation.
+    case OpKind::convolution: {
+      TensorOptions co{.dtype = fp == f64 ? f64 : f32};
+      return {randn({2, 4, 5, 6}, co), randn({6, 2, 3, 2}, co), randn({6}, co), IntList{1, 2},
+              IntList{1, 0},           IntList{1, 2},           int64_t{2}};
+    }
     // The decompositions take f32 and f64 only (LAPACK's types, as PyTorch): half
     // samples are f32.
     case OpKind::linalg_eigh: {  // symmetric, its eigenvalues apart

@@ -1060,6 +1060,27 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   return call1(OpKind::linear, x, w, bias.defined() ? Value(bias) : Value());
 }
 
+Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                   const IntList& stride, const IntList& padding, const IntList& dilation,
+                   int64_t groups) {
+  if (wants_opmath({input, weight, bias}))
+    return in_opmath({input, weight, bias}, [&](const TensorList& t) {
+      return convolution(t[0], t[1], t[2], stride, padding, dilation, groups);
+    });
+  KILN_CHECK(weight.dim() >= 3 && weight.dim() <= 5, shape,
+             "[convolution] expects a weight with 1 to 3 spatial dims, got {}", weight.meta_str());
+  auto rank = static_cast<size_t>(weight.dim() - 2);
+  auto per_dim = [&](const IntList& v, const char* what) {
+    if (v.size() == rank) return v;
+    KILN_CHECK(v.size() == 1, value, "[convolution] {} needs 1 or {} values, got {}", what, rank,
+               v.size());
+    return IntList(rank, v[0]);
+  };
+  return call1(OpKind::convolution, input, weight, bias.defined() ? Value(bias) : Value(),
+               per_dim(stride, "stride"), per_dim(padding, "padding"),
+               per_dim(dilation, "dilation"), groups);
+}
+
 // ---- views --------------------------------------------------------------------
 
 Tensor view(const Tensor& x, const SymSizes& size) { return call1(OpKind::view, x, size.value()); }

@@ -552,6 +552,24 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta =
              Scalar alpha = 1);
 /** x @ weight^T + bias. */
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+/** torch.convolution (not transposed) of a batched input [N, C, *S] by weight
+ * [O, C / groups, *K], 1 to 3 spatial dims (the weight's rank says how many); stride,
+ * padding and dilation hold one value per spatial dim or one for all. One op; f16/bf16
+ * computed in f32 and rounded once. */
+Tensor convolution(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                   const IntList& stride, const IntList& padding, const IntList& dilation,
+                   int64_t groups);
+/** The transposed convolution of a batched input [N, Cin, *S] by weight
+ * [Cin, Cout / groups, *K], one value per spatial dim in each list: a convolution of the
+ * input spread by stride (Note [Convolution's gradients]). */
+Tensor conv_transpose(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      const IntList& stride, const IntList& padding, const IntList& output_padding,
+                      int64_t groups, const IntList& dilation);
+/** The gradient of convolution(input, weight of `weight_shape`, ...) for its weight, given
+ * the output's gradient: each group's gradient times the input's windows. */
+Tensor convolution_weight_grad(const Tensor& grad, const Tensor& input, const IntList& weight_shape,
+                               const IntList& stride, const IntList& padding,
+                               const IntList& dilation, int64_t groups);
 
 // ---- views (share storage with the input) -------------------------------------
 Tensor view(const Tensor& x, const SymSizes& size);

@@ -783,6 +783,31 @@ Table build() {
       if (d[i].defined()) c.set(static_cast<int>(i), d[i]);
   });
 
+  // Note [Convolution's gradients] (kiln/api/convolution.cpp): d input a transposed
+  // convolution of the gradient, d weight the gradient times the input's windows.
+  d.def(O::convolution, arg(0) | arg(1), [](GradCtx& c) {
+    const Tensor &x = c.t(0), &w = c.t(1), &g = c.grad();
+    Args a = c.args();
+    const IntList &stride = a.ints(3), &padding = a.ints(4), &dilation = a.ints(5);
+    int64_t groups = a.i64(6);
+    if (c.needs(0)) {
+      IntList output_padding;  // what gives back the input's size where stride drops a tail
+      for (size_t i = 0; i < stride.size(); ++i) {
+        auto d = static_cast<int64_t>(i) + 2;
+        output_padding.push_back(x.size(d) + 2 * padding[i] - (g.size(d) - 1) * stride[i] -
+                                 dilation[i] * (w.size(d) - 1) - 1);
+      }
+      c.set(0, conv_transpose(g, w, Tensor(), stride, padding, output_padding, groups, dilation));
+    }
+    if (c.needs(1))
+      c.set(1, convolution_weight_grad(g, x, ints(w.shape()), stride, padding, dilation, groups));
+    if (c.needs(2)) {
+      IntList dims{0};
+      for (int64_t d = 2; d < g.dim(); ++d) dims.push_back(d);
+      c.set(2, sum(g, dims));
+    }
+  });
+
   // ---- views: the gradient is the inverse view of the gradient ----
   d.def(O::view, 0, [](GradCtx& c) { c.set(0, reshape(c.grad(), c.input(0).shape)); });
   d.def(O::permute, 0, [](GradCtx& c) {

@@ -3,6 +3,7 @@
 // list, so every backend covers the same ops), and the host-side layout logic that
 // does not depend on where the data is. Backends pass their own copy/allocation.
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <span>
@@ -62,6 +63,7 @@
   X(k_addmm, addmm)                                                                             \
   X(k_linear, linear)                                                                           \
   X(k_linear_backward, linear_backward)                                                         \
+  X(k_convolution, convolution)                                                                 \
   X(k_linalg_eigh, linalg_eigh)                                                                 \
   X(k_linalg_svd, linalg_svd)                                                                   \
   X(k_cat, cat)                                                                                 \
@@ -432,6 +434,27 @@ inline int64_t linear_rows(const Tensor& x) {
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.shape()[static_cast<size_t>(d)];
   return rows;
+}
+
+/** A convolution's spatial geometry with every convolution seen as 3-D: missing leading
+ * spatial dims have size 1, one tap, stride 1, no padding (so one loop nest serves
+ * 1, 2 and 3 spatial dims). */
+struct Conv3d {
+  std::array<int64_t, 3> in{1, 1, 1}, kernel{1, 1, 1}, out{1, 1, 1}, stride{1, 1, 1},
+      padding{0, 0, 0}, dilation{1, 1, 1};
+};
+inline Conv3d as_3d(const ops::ConvGeometry& g) {
+  Conv3d c;
+  auto shift = static_cast<size_t>(3 - g.rank);  // the given dims are the last ones
+  for (size_t i = 0; i < static_cast<size_t>(g.rank); ++i) {
+    c.in[shift + i] = g.in[i];
+    c.kernel[shift + i] = g.kernel[i];
+    c.out[shift + i] = g.out[i];
+    c.stride[shift + i] = g.stride[i];
+    c.padding[shift + i] = g.padding[i];
+    c.dilation[shift + i] = g.dilation[i];
+  }
+  return c;
 }
 
 /** matmul's 1-D operands as matrices ([1, k] and [k, 1]); their unit dims are absent

@@ -339,6 +339,23 @@ Decision product(const ShardingCall& c) {
 
 Decision view(const ShardingCall& c) { return view_rule(c.op, c.tensor(0), c.args, c.out, c.mesh); }
 
+// convolution: each rank convolves its own images (the input's batch dim may stay
+// sharded); channels, spatial dims, weight and bias whole; the output like the input.
+Decision convolution(const ShardingCall& c) {
+  Decision d;
+  for (size_t k = 0; k < c.in.tensors.size(); ++k) {
+    Placements p = c.in.tensors[k]->impl()->dtensor->placements;
+    for (Placement& x : p)
+      if (x.is_partial() || (x.is_shard() && (c.in.arg[k] != 0 || x.dim != 0))) x = Replicate();
+    d.inputs.push_back(std::move(p));
+  }
+  if (c.in.arg[0] == 0)
+    d.output = d.inputs[0];
+  else
+    d.output.assign(static_cast<size_t>(c.mesh.ndim()), Replicate());
+  return d;
+}
+
 // The flags of the first DTensor's dims named by argument `i` (an int dim).
 DimFlags whole_at(const ShardingCall& c, size_t i) {
   const Tensor& x = c.tensor(0);
@@ -564,6 +581,7 @@ Table build() {
   s.decompose(O::addmm, addmm_as_product);
   s.decompose(O::linear, linear_as_matmul);
   s.none(O::linear_backward);  // autograd of a DTensor linear sees its decomposition
+  s.rule(O::convolution, convolution);
   for (O op : {O::linalg_eigh, O::linalg_svd}) s.rule(op, matrices);
 
   // ---- views: shards follow the dims they move to, or are gathered first ----

@@ -1,6 +1,9 @@
 #include "kiln/nn/activation.h"
 
+#include <any>
 #include <cmath>
+
+#include "kiln/autograd/custom_function.h"
 
 namespace kiln::nn {
 
@@ -34,28 +37,52 @@ Tensor selu(const Tensor& x) {
   return elu(x, kAlpha) * kScale;
 }
 
+namespace {
+
+// hardtanh: clamp's values, but a gradient only strictly inside the bounds (PyTorch's
+// hardtanh_backward gives 0 at them, where clamp's passes it). A custom function, so a
+// program records one clamp forward (not the comparisons a select would need: four
+// more passes and two more activations alive in a CNN) and the mask in backward only.
+struct Hardtanh : autograd::Function<Hardtanh> {
+  static constexpr const char* name = "Hardtanh";
+  static Tensor forward(autograd::FunctionCtx& ctx, const Tensor& x, double lo, double hi) {
+    ctx.save_for_backward({x});
+    ctx.saved_data["lo"] = lo;
+    ctx.saved_data["hi"] = hi;
+    return clamp(x, lo, hi);
+  }
+  static TensorList backward(autograd::FunctionCtx& ctx, const TensorList& grads) {
+    Tensor x = ctx.saved_tensors()[0];
+    auto lo = std::any_cast<double>(ctx.saved_data["lo"]);
+    auto hi = std::any_cast<double>(ctx.saved_data["hi"]);
+    return {where(logical_and(x > lo, x < hi), grads[0], 0.0), Tensor(), Tensor()};
+  }
+};
+
+}  // namespace
+
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
   if (is_integral(x.dtype(), false))  // integers stay integers: the bounds truncated, as PyTorch
     return clamp(x, static_cast<int64_t>(min_val), static_cast<int64_t>(max_val));
-  // clamp's values; the gradient only strictly inside (PyTorch's hardtanh_backward gives 0 at
-  // the bounds, where clamp's passes it)
-  Tensor clamped = clamp(x, min_val, max_val);
-  return where(logical_and(x > min_val, x < max_val), x, clamped.detach());
+  return Hardtanh::apply(x, min_val, max_val);
 }
 
 Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
 
 // PyTorch's arithmetic, (x + 3) / 6 inside (-3, 3), in f32 for f16/bf16; 0 gradient at
-// the bounds, NaN stays NaN.
+// the bounds, NaN stays NaN. The constants are numbers (0-d), not tensors of x's shape.
 Tensor hardsigmoid(const Tensor& x) {
   if (wants_opmath({x}))
     return in_opmath({x}, [](const TensorList& t) { return hardsigmoid(t[0]); });
-  return where(x <= -3.0, zeros_like(x), where(x >= 3.0, ones_like(x), (x + 3.0) / 6.0));
+  return where(x <= -3.0, 0.0, where(x >= 3.0, 1.0, (x + 3.0) / 6.0));
 }
 
+// PyTorch's kernel's arithmetic, x * min(max(x + 3, 0), 6) / 6, so the values agree bit
+// for bit; its gradient (0 below -3, x / 3 + 1/2 up to 3 inclusive, 1 above) is what
+// clamp's gradient (passed at the bounds) gives through this formula.
 Tensor hardswish(const Tensor& x) {
   if (wants_opmath({x})) return in_opmath({x}, [](const TensorList& t) { return hardswish(t[0]); });
-  return x * hardsigmoid(x);
+  return x * clamp(x + 3.0, 0.0, 6.0) / 6.0;
 }
 
 Tensor mish(const Tensor& x) { return x * tanh(softplus(x)); }

@@ -71,14 +71,6 @@ Tensor windows(const Tensor& padded, const IntList& kernel, const IntList& strid
   return sym_as_strided(xp, size, strides, xp.offset());
 }
 
-// `head` followed by `rest`, as sizes (SymInts kept).
-Dims sizes_of(std::initializer_list<SymInt> head, const IntList& rest = {}) {
-  Dims d;
-  for (const SymInt& s : head) d.push_back(s);
-  for (int64_t r : rest) d.push_back(r);
-  return d;
-}
-
 IntList last_dims(size_t rank, size_t count) {
   IntList dims;
   for (size_t i = rank - count; i < rank; ++i) dims.push_back(static_cast<int64_t>(i));
@@ -106,7 +98,6 @@ Tensor conv(const Tensor& input, const Tensor& weight, const Tensor& bias, const
   auto [x, added] = batched(input, rank, op);
   KILN_CHECK(weight.dim() == static_cast<int64_t>(rank) + 2, shape,
              "[{}] expects a {}-D weight, got {}", op, rank + 2, weight.meta_str());
-  SymInt n = x.sym_size(0);  // (Y2) a dynamic batch stays symbolic
   int64_t c = x.size(1), o = weight.size(0);
   KILN_CHECK(groups > 0 && c % groups == 0 && o % groups == 0, value,
              "[{}] groups ({}) must divide the input channels ({}) and the output channels ({})",
@@ -117,41 +108,19 @@ Tensor conv(const Tensor& input, const Tensor& weight, const Tensor& bias, const
   IntList stride = per_dim(stride_in, rank, op, "stride"),
           padding = per_dim(padding_in, rank, op, "padding"),
           dilation = per_dim(dilation_in, rank, op, "dilation");
-  for (size_t i = 0; i < rank; ++i)
+  for (size_t i = 0; i < rank; ++i) {
     KILN_CHECK(
         stride[i] > 0 && dilation[i] > 0 && padding[i] >= 0, value,
         "[{}] stride and dilation must be positive and padding non-negative (got {}, {}, {})", op,
         stride[i], dilation[i], padding[i]);
-  IntList kernel(weight.shape().begin() + 2, weight.shape().end());
-  Tensor win = windows(pad_spatial(x, padding, padding, 0.0), kernel, stride, dilation,
-                       op);  // [N, C, *O, *K]
-  IntList out, spatial_and_taps;
-  for (int64_t d = 2; d < win.dim(); ++d) {
-    int64_t s = win.sym_size(d).guard_int();
-    spatial_and_taps.push_back(s);
-    if (d < 2 + static_cast<int64_t>(rank)) out.push_back(s);
+    auto d = static_cast<int64_t>(i) + 2;
+    int64_t span = dilation[i] * (weight.size(d) - 1) + 1, padded = x.size(d) + 2 * padding[i];
+    KILN_CHECK(padded >= span, shape,
+               "[{}] the kernel ({} taps, dilation {}) is larger than the padded input ({}) along "
+               "spatial dim {}",
+               op, weight.size(d), dilation[i], padded, i);
   }
-  int64_t g = groups, cg = c / g, og = o / g;
-  // [N, G, Cg, *O, *K] -> [G, N, *O, Cg, *K] -> [G, N * positions, Cg * taps]
-  Dims split = sizes_of({n, g, cg}, spatial_and_taps);
-  IntList perm{1, 0};
-  for (size_t i = 0; i < rank; ++i) perm.push_back(3 + static_cast<int64_t>(i));
-  perm.push_back(2);
-  for (size_t i = 0; i < rank; ++i) perm.push_back(3 + static_cast<int64_t>(rank + i));
-  Tensor cols = reshape(permute(reshape(win, split), perm),
-                        sizes_of({g, n * product(out), cg * product(kernel)}));
-  Tensor w = transpose(reshape(weight, {g, og, cg * product(kernel)}), 1, 2);  // [G, Cg * taps, Og]
-  Dims grouped = sizes_of({g, n}, out);
-  grouped.push_back(og);
-  Tensor y = reshape(bmm(cols, w), grouped);  // [G, N, *O, Og]
-  IntList back{1, 0, 2 + static_cast<int64_t>(rank)};
-  for (size_t i = 0; i < rank; ++i) back.push_back(2 + static_cast<int64_t>(i));
-  y = reshape(permute(y, back), sizes_of({n, o}, out));  // [N, O, *O]
-  if (bias.defined()) {
-    IntList bshape(rank + 2, 1);
-    bshape[1] = o;
-    y = y + reshape(bias, bshape);
-  }
+  Tensor y = convolution(x, weight, bias, stride, padding, dilation, groups);
   return added ? squeeze(y, 0) : y;
 }
 
@@ -572,6 +541,25 @@ Tensor adaptive_pool(const Tensor& input, const IntList& output_size, size_t ran
     });
   auto [x, added] = batched(input, rank, op);
   IntList o = per_dim(output_size, rank, op, "output_size");
+  // Windows that tile each dim evenly (global pooling among them): one reduction over
+  // [N, C, o0, s0 / o0, o1, s1 / o1, ..]'s window dims, as PyTorch sums each window once.
+  bool even = true;
+  for (size_t i = 0; i < rank; ++i)
+    even = even && o[i] > 0 && x.size(static_cast<int64_t>(i) + 2) % o[i] == 0;
+  if (even) {
+    Dims tiled = sym_dims({x.sym_size(0), x.sym_size(1)}), out = tiled;
+    IntList window_dims;
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t size = x.size(static_cast<int64_t>(i) + 2);
+      tiled.push_back(o[i]);
+      tiled.push_back(size / o[i]);
+      out.push_back(o[i]);
+      window_dims.push_back(3 + 2 * static_cast<int64_t>(i));
+    }
+    Tensor t = reshape(x, tiled);
+    Tensor y = reshape(max ? amax(t, window_dims) : mean(t, window_dims), out);
+    return added ? squeeze(y, 0) : y;
+  }
   Tensor y = x;
   for (size_t i = 0; i < rank;
        ++i) {  // separable: a mean (max) over a box is one of means (maxima)
@@ -815,8 +803,6 @@ Tensor conv_transpose(const Tensor& input, const Tensor& weight, const Tensor& b
           padding = per_dim(padding_in, rank, op, "padding"),
           out_pad = per_dim(output_padding_in, rank, op, "output_padding"),
           dilation = per_dim(dilation_in, rank, op, "dilation");
-  Tensor z = x;
-  IntList before, after;
   for (size_t i = 0; i < rank; ++i) {
     KILN_CHECK(stride[i] > 0 && dilation[i] > 0 && padding[i] >= 0 && out_pad[i] >= 0, value,
                "[{}] stride and dilation must be positive, padding and output_padding non-negative",
@@ -826,37 +812,8 @@ Tensor conv_transpose(const Tensor& input, const Tensor& weight, const Tensor& b
                "output_padding: {}, "
                "stride: {}, dilation: {}",
                op, out_pad[i], stride[i], dilation[i]);
-    auto d = static_cast<int64_t>(i) + 2;
-    if (stride[i] > 1 &&
-        z.size(d) > 0) {  // [.., S, ..] -> [.., S, stride, ..] -> [.., (S - 1) stride + 1, ..]
-      int64_t s = z.size(d);
-      IntList gap(z.shape().begin(), z.shape().end());
-      gap.insert(gap.begin() + d + 1, stride[i] - 1);
-      Tensor spread =
-          cat({unsqueeze(z, d + 1), zeros(gap, {.dtype = z.dtype(), .device = z.device()})}, d + 1);
-      IntList merged(z.shape().begin(), z.shape().end());
-      merged[static_cast<size_t>(d)] = s * stride[i];
-      z = narrow(reshape(spread, merged), d, 0, (s - 1) * stride[i] + 1);
-    }
-    int64_t edge = dilation[i] * (weight.size(d) - 1) - padding[i];
-    before.push_back(edge);
-    after.push_back(edge + out_pad[i]);
   }
-  IntList amounts;  // pad's order: the last dim first; negative amounts crop
-  for (size_t i = rank; i-- > 0;) amounts.insert(amounts.end(), {before[i], after[i]});
-  z = pad(z, amounts, 0.0);
-  // [Cin, Cout/g, *K] -> [g, Cin/g, Cout/g, *K] -> [g, Cout/g, Cin/g, *K] -> [Cout, Cin/g, *K],
-  // flipped.
-  int64_t cg = c / groups, og = weight.size(1);
-  IntList split{groups, cg, og}, merged{groups * og, cg};
-  for (int64_t k = 2; k < weight.dim(); ++k) {
-    split.push_back(weight.size(k));
-    merged.push_back(weight.size(k));
-  }
-  IntList spatial;
-  for (int64_t k = 0; k < r; ++k) spatial.push_back(k + 2);
-  Tensor w = flip(reshape(transpose(reshape(weight, split), 1, 2), merged), spatial);
-  Tensor y = conv(z, w, bias, {1}, {0}, dilation, groups, rank, op);
+  Tensor y = kiln::conv_transpose(x, weight, bias, stride, padding, out_pad, groups, dilation);
   return added ? squeeze(y, 0) : y;
 }
 

@@ -581,6 +581,89 @@ void meta_linear_backward(const OpCall& c, MetaOut& out) {
   out.fresh(sym_dims({w.sym_size(0)}), x.dtype());
 }
 
+int64_t ConvGeometry::positions() const {
+  int64_t p = 1;
+  for (int i = 0; i < rank; ++i) p *= out[static_cast<size_t>(i)];
+  return p;
+}
+
+int64_t ConvGeometry::taps() const {
+  int64_t t = 1;
+  for (int i = 0; i < rank; ++i) t *= kernel[static_cast<size_t>(i)];
+  return t;
+}
+
+// convolution(input [N, C, *S], weight [O, C / groups, *K], bias [O]?, stride, padding,
+// dilation, groups): PyTorch's checks and output sizes, (S + 2 padding - dilation (K - 1)
+// - 1) / stride + 1 per spatial dim. Channels and spatial sizes are read as integers (a
+// symbolic image size is pinned); the batch may stay symbolic (Y2).
+ConvGeometry conv_geometry(const OpCall& c) {
+  const Tensor& x = c.args.tensor(0);
+  const Tensor& w = c.args.tensor(1);
+  const Tensor* bias = c.args.opt_tensor_ptr(2);
+  ConvGeometry g;
+  g.rank = static_cast<int>(w.dim()) - 2;
+  KILN_CHECK(g.rank >= 1 && g.rank <= 3, shape,
+             "[convolution] expects a weight with 1 to 3 spatial dims, got {}", w.meta_str());
+  KILN_CHECK(x.dim() == w.dim(), shape,
+             "[convolution] expects a batched {}-D input for weight {}, got {}", w.dim(),
+             w.meta_str(), x.meta_str());
+  KILN_CHECK(x.dtype() == w.dtype() && (!bias || bias->dtype() == x.dtype()), dtype,
+             "[convolution] input ({}), weight ({}) and bias ({}) must have the same dtype",
+             x.dtype(), w.dtype(), bias ? to_string(bias->dtype()) : std::string_view("none"));
+  KILN_CHECK(x.dtype() != DType::b8 && x.dtype() != DType::f16 && x.dtype() != DType::bf16, dtype,
+             "[convolution] does not take {} (the functional API computes f16 and bf16 in f32)",
+             x.dtype());
+  auto per_dim = [&](size_t arg, const char* what) {
+    const IntList& v = c.args.ints(arg);
+    KILN_CHECK(v.size() == static_cast<size_t>(g.rank), value,
+               "[convolution] {} needs {} values, got {}", what, g.rank, v.size());
+    std::array<int64_t, 3> r{};
+    std::copy(v.begin(), v.end(), r.begin());
+    return r;
+  };
+  g.stride = per_dim(3, "stride");
+  g.padding = per_dim(4, "padding");
+  g.dilation = per_dim(5, "dilation");
+  g.groups = c.args.i64(6);
+  g.batch = x.shape().hint(0);
+  g.in_channels = x.sym_size(1).guard_int();
+  g.out_channels = w.sym_size(0).guard_int();
+  KILN_CHECK(g.groups > 0 && g.in_channels % g.groups == 0 && g.out_channels % g.groups == 0, value,
+             "[convolution] groups ({}) must divide the input channels ({}) and the output "
+             "channels ({})",
+             g.groups, g.in_channels, g.out_channels);
+  KILN_CHECK(w.sym_size(1).guard_int() * g.groups == g.in_channels, shape,
+             "[convolution] weight {} with {} groups expects {} input channels, got input {}",
+             w.meta_str(), g.groups, w.size(1) * g.groups, x.meta_str());
+  KILN_CHECK(!bias || (bias->dim() == 1 && bias->size(0) == g.out_channels), shape,
+             "[convolution] bias {} does not match {} output channels",
+             bias ? bias->meta_str() : "", g.out_channels);
+  for (size_t i = 0; i < static_cast<size_t>(g.rank); ++i) {
+    auto d = static_cast<int64_t>(i) + 2;
+    KILN_CHECK(g.stride[i] > 0 && g.dilation[i] > 0 && g.padding[i] >= 0, value,
+               "[convolution] stride and dilation must be positive and padding non-negative "
+               "(got {}, {}, {})",
+               g.stride[i], g.dilation[i], g.padding[i]);
+    g.in[i] = x.sym_size(d).guard_int();
+    g.kernel[i] = w.sym_size(d).guard_int();
+    int64_t span = g.dilation[i] * (g.kernel[i] - 1) + 1, padded = g.in[i] + 2 * g.padding[i];
+    KILN_CHECK(padded >= span, shape,
+               "[convolution] the kernel ({} taps, dilation {}) is larger than the padded input "
+               "({}) along spatial dim {}",
+               g.kernel[i], g.dilation[i], padded, i);
+    g.out[i] = (padded - span) / g.stride[i] + 1;
+  }
+  return g;
+}
+
+void meta_convolution(const OpCall& c, MetaOut& out) {
+  ConvGeometry g = conv_geometry(c);
+  Dims shape = sym_dims({c.args.tensor(0).sym_size(0), SymInt(g.out_channels)});
+  for (int i = 0; i < g.rank; ++i) shape.push_back(g.out[static_cast<size_t>(i)]);
+  out.fresh(std::move(shape), c.args.tensor(0).dtype());
+}
+
 // A (batch of) float or double matrix, as the decompositions take.
 static void check_decomposed(const OpCall& c, const Tensor& a, bool square) {
   KILN_CHECK(a.dim() >= 2, shape, "[{}] expects a (batch of) matrix with at least 2 dims, got {}",

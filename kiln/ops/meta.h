@@ -3,6 +3,8 @@
 // family). Eager kernels allocate from their answer, fake mode returns it, tracing
 // records it. Each cites the docs/rules.md rule or PyTorch behaviour it implements.
 
+#include <array>
+
 #include "kiln/ops/op_table.h"
 
 namespace kiln::ops {
@@ -29,6 +31,17 @@ bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& n
                            Dims& out);
 /** The broadcast of matmul's batch dims and its output shape. */
 Dims matmul_shape(const Dims& a, const Dims& b);
+/** A convolution's sizes as its meta function reads and checks them (the kernels read the
+ * same): 1 to 3 spatial dims, one value per spatial dim for stride, padding and dilation.
+ * The batch is the input's example value (meta_convolution keeps a symbolic batch). */
+struct ConvGeometry {
+  int rank = 0;  // spatial dims
+  int64_t batch = 0, in_channels = 0, out_channels = 0, groups = 1;
+  std::array<int64_t, 3> in{}, kernel{}, out{}, stride{}, padding{}, dilation{};
+  int64_t positions() const;  // output positions per image and channel
+  int64_t taps() const;       // kernel taps per channel
+};
+ConvGeometry conv_geometry(const OpCall& c);
 /** The index of gather/scatter/take/put/index_copy/index_fill must be i64, as PyTorch's
  * (index_select, index_add and embedding also take i32). */
 void check_long_index(std::string_view op, const Tensor& index);
@@ -68,6 +81,7 @@ void meta_matmul(const OpCall&, MetaOut&);
 void meta_addmm(const OpCall&, MetaOut&);
 void meta_linear(const OpCall&, MetaOut&);
 void meta_linear_backward(const OpCall&, MetaOut&);
+void meta_convolution(const OpCall&, MetaOut&);
 void meta_linalg_eigh(const OpCall&, MetaOut&);
 void meta_linalg_svd(const OpCall&, MetaOut&);
 void meta_view(const OpCall&, MetaOut&);

@@ -163,6 +163,10 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(linear,  same, meta_linear, "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor") \
   /* linear's three gradients in one node, as PyTorch's linear_backward with every output asked for */ \
   X(linear_backward, same, meta_linear_backward, "linear_backward(Tensor grad_output, Tensor input, Tensor weight) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)") \
+  /* convolution of a batched input [N, C, *S] (1 to 3 spatial dims, the weight's rank says
+     which) with one value per spatial dim in stride, padding and dilation; f32 and f64 (the
+     functional API computes half types in f32) */ \
+  X(convolution, same, meta_convolution, "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, int groups) -> Tensor") \
   /* decompositions through LAPACK (CUDA devices: the host's LAPACK, Note [Decompositions on the host]) */ \
   X(linalg_eigh, same, meta_linalg_eigh, "linalg_eigh(Tensor self, str UPLO='L') -> (Tensor eigenvalues, Tensor eigenvectors)") \
   X(linalg_svd,  same, meta_linalg_svd,  "linalg_svd(Tensor A, bool full_matrices=True) -> (Tensor U, Tensor S, Tensor Vh)") \

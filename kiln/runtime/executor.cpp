@@ -444,6 +444,8 @@ void Executor::find_regions() {
           *operand[next++] = {cpu::FusedOperand::Kind::scalar, static_cast<int>(r.scalars.size())};
           r.scalars.emplace_back(kConstant, static_cast<int>(r.constants.size()));
           r.constants.push_back(wrapped_number(*sc));
+        } else if (sc && step.op == ops::OpKind::clamp) {
+          (a == 1 ? step.lo : step.hi) = *sc;
         } else if (sc) {
           step.param = *sc;  // alpha, threshold
         } else if (const auto* str = std::get_if<Str>(&arg)) {

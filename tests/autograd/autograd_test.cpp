@@ -391,6 +391,43 @@ TEST(G5, SecondDerivativesThroughSpecialCases) {
   }
 }
 
+// convolution's gradients are made of differentiable ops (Note [Convolution's gradients]),
+// so a second derivative (a gradient penalty through a CNN) exists: d/d(x, w) of the
+// squared first gradients, against central differences, with groups, stride, padding and
+// dilation.
+TEST(G5, ConvolutionSecondDerivativesMatchFiniteDifferences) {
+  manual_seed(6);
+  TensorOptions o{.dtype = f64};
+  Tensor x0 = randn({2, 4, 5, 4}, o), w0 = randn({4, 2, 3, 2}, o);
+  IntList stride{2, 1}, padding{1, 1}, dilation{1, 2};
+  Tensor r = randn({2, 4, 3, 4}, o);  // weights the output: the first gradients vary
+  auto penalty = [&](const Tensor& x, const Tensor& w) {
+    Tensor y = convolution(x, w, Tensor(), stride, padding, dilation, 2);
+    TensorList g = autograd::grad({sum(y * r)}, {x, w}, {}, true, false, /*create_graph=*/true);
+    return sum(g[0] * g[0]) + sum(g[1] * g[1]);
+  };
+  Tensor x = clone(x0).set_requires_grad(true), w = clone(w0).set_requires_grad(true);
+  TensorList analytic = autograd::grad({penalty(x, w)}, {x, w});
+  const double eps = 1e-6;
+  auto numeric = [&](int which) {  // d penalty / d (x or w), one element at a time
+    const Tensor& base = which == 0 ? x0 : w0;
+    std::vector<double> d;
+    for (int64_t i = 0; i < base.numel(); ++i) {
+      auto at = [&](double step) {
+        Tensor b = clone(base);
+        b.data<double>()[i] += step;
+        Tensor xs = (which == 0 ? b : clone(x0)).set_requires_grad(true);
+        Tensor ws = (which == 1 ? b : clone(w0)).set_requires_grad(true);
+        return to_vector<double>(penalty(xs, ws))[0];
+      };
+      d.push_back((at(eps) - at(-eps)) / (2 * eps));
+    }
+    return d;
+  };
+  EXPECT_TRUE(all_close(analytic[0], numeric(0), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(analytic[1], numeric(1), 1e-5, 1e-5));
+}
+
 TEST(G5, EngineErrors) {
   Tensor x = tensor({1, 2}, {}, {.requires_grad = true});
   Tensor y = x * x;

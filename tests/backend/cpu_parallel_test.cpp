@@ -2,6 +2,7 @@
 // (Note [oneDNN for f32 GEMM]) and intra-op threads (Note [Intra-op threads]).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
 #include <stdexcept>
 
@@ -207,6 +208,106 @@ TEST(GemmLibraries, OneDnnCanBeChosenExactlyWhenBuiltIn) {
     expect_error([] { cpu::set_gemm_library(cpu::GemmLibrary::onednn); }, ErrorKind::unsupported,
                  "without oneDNN");
     EXPECT_NE(cpu::gemm_library(), cpu::GemmLibrary::onednn);
+  }
+}
+
+// A convolution summed window by window in double: the reference both CPU paths (oneDNN,
+// im2col + GEMM: Note [Convolution on the CPU]) are held to.
+std::vector<double> direct_convolution(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                       const IntList& stride, const IntList& padding,
+                                       const IntList& dilation, int64_t groups) {
+  auto rank = static_cast<size_t>(w.dim() - 2);
+  std::vector<double> xv = to_vector<double>(contiguous(x)), wv = to_vector<double>(w);
+  std::vector<double> bv = bias.defined() ? to_vector<double>(bias) : std::vector<double>();
+  // Sizes as 3-D (leading spatial dims of size 1).
+  std::array<int64_t, 3> in{1, 1, 1}, k{1, 1, 1}, out{1, 1, 1}, s{1, 1, 1}, p{0, 0, 0}, d{1, 1, 1};
+  for (size_t i = 0; i < rank; ++i) {
+    size_t j = 3 - rank + i;
+    in[j] = x.size(static_cast<int64_t>(i) + 2);
+    k[j] = w.size(static_cast<int64_t>(i) + 2);
+    s[j] = stride[i];
+    p[j] = padding[i];
+    d[j] = dilation[i];
+    out[j] = (in[j] + 2 * p[j] - d[j] * (k[j] - 1) - 1) / s[j] + 1;
+  }
+  int64_t n = x.size(0), c = x.size(1), o = w.size(0), cg = c / groups, og = o / groups;
+  std::vector<double> y;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t y0 = 0; y0 < out[0]; ++y0)
+        for (int64_t y1 = 0; y1 < out[1]; ++y1)
+          for (int64_t y2 = 0; y2 < out[2]; ++y2) {
+            double acc = bias.defined() ? bv[static_cast<size_t>(oc)] : 0.0;
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t t0 = 0; t0 < k[0]; ++t0)
+                for (int64_t t1 = 0; t1 < k[1]; ++t1)
+                  for (int64_t t2 = 0; t2 < k[2]; ++t2) {
+                    int64_t i0 = y0 * s[0] - p[0] + t0 * d[0], i1 = y1 * s[1] - p[1] + t1 * d[1],
+                            i2 = y2 * s[2] - p[2] + t2 * d[2];
+                    if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2])
+                      continue;
+                    int64_t channel = oc / og * cg + ci;
+                    acc += xv[static_cast<size_t>(
+                               (((b * c + channel) * in[0] + i0) * in[1] + i1) * in[2] + i2)] *
+                           wv[static_cast<size_t>(
+                               (((oc * cg + ci) * k[0] + t0) * k[1] + t1) * k[2] + t2)];
+                  }
+            y.push_back(acc);
+          }
+  return y;
+}
+
+// Every geometry (1-3 spatial dims, groups and depthwise, stride, padding, dilation, a
+// channels-last input, no bias, an empty batch) through both CPU paths, f32 and f64, and
+// integers, against the direct sum.
+TEST(Convolution, BothCpuPathsMatchADirectSum) {
+  Restore restore;
+  manual_seed(8);
+  struct Case {
+    Dims x, w;
+    IntList stride, padding, dilation;
+    int64_t groups;
+    bool bias, channels_last;
+  };
+  std::vector<Case> cases{
+      {{2, 3, 9}, {4, 3, 3}, {2}, {1}, {1}, 1, true, false},
+      {{2, 4, 7, 6}, {6, 2, 3, 2}, {2, 1}, {1, 0}, {1, 2}, 2, true, false},
+      {{2, 16, 10, 10}, {16, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 16, true, false},  // depthwise
+      {{1, 3, 17, 17}, {16, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, false, false},   // a stem
+      {{2, 8, 6, 5}, {12, 8, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, true, true},       // pointwise
+      {{2, 5, 9, 8}, {7, 5, 3, 3}, {1, 2}, {2, 1}, {2, 1}, 1, true, true},
+      {{1, 2, 5, 6, 4}, {3, 2, 2, 3, 2}, {1, 2, 1}, {0, 1, 1}, {2, 1, 1}, 1, true, false},
+      {{0, 3, 5, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, false},
+      // 400 KB of input and output per image: oneDNN runs 2 images per call, then the
+      // last one alone (images_per_call in onednn.cpp)
+      {{3, 32, 40, 40}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 32, true, false},
+  };
+  for (cpu::GemmLibrary lib : libraries()) {
+    cpu::set_gemm_library(lib);
+    for (const Case& k : cases)
+      for (DType dt : {DType::f32, DType::f64, DType::i64}) {
+        auto make = [&](const Dims& shape) {
+          Tensor r = randn(shape.vec());
+          return dt == DType::i64 ? to(round(r * 3.0), dt) : to(r, dt);
+        };
+        Tensor x = make(k.x);
+        if (k.channels_last)  // the same values, channels innermost in memory
+          x = permute(contiguous(permute(x, {0, 2, 3, 1})), {0, 3, 1, 2});
+        Tensor w = make(k.w), b = k.bias ? make(Dims{k.w[0]}) : Tensor();
+        Tensor y = convolution(x, w, b, k.stride, k.padding, k.dilation, k.groups);
+        std::vector<double> ref =
+            direct_convolution(x, w, b, k.stride, k.padding, k.dilation, k.groups);
+        std::string what = fmt::format("lib {} {} x {} {}", static_cast<int>(lib), k.x.str(),
+                                       k.w.str(), to_string(dt));
+        ASSERT_EQ(static_cast<size_t>(y.numel()), ref.size()) << what;
+        EXPECT_EQ(y.dtype(), dt) << what;
+        if (dt == DType::i64)
+          EXPECT_EQ(to_vector<double>(y), ref) << what;
+        else  // f32: PyTorch's own float tolerances
+          EXPECT_TRUE(testing::all_close(y, ref, dt == DType::f32 ? 1.3e-6 : 1e-7,
+                                         dt == DType::f32 ? 1e-5 : 1e-7))
+              << what;
+      }
   }
 }
 

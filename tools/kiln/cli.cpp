@@ -1058,8 +1058,9 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
     std::printf("  output_%zu: %s\n", i, outs[i].meta_str().c_str());
   std::printf(
       "  memory: %.1f MB resident with the program loaded, peak %.1f MB (%.1f MB more while "
-      "running)\n",
-      loaded_mb, peak_resident_mb(), std::max(0.0, peak_resident_mb() - loaded_mb));
+      "running; the memory plan %.1f MB)\n",
+      loaded_mb, peak_resident_mb(), std::max(0.0, peak_resident_mb() - loaded_mb),
+      static_cast<double>(exec.stats().planned_bytes) / 1e6);
   if (profile) print_profile(exec, static_cast<int>(times.count()), by_shapes);
   if (!outputs_path.empty()) {
     NamedTensors named;

@@ -42,14 +42,47 @@ void k_where(const OpCall& c, std::span<Tensor> outs) {
     const T* pa = static_cast<const T*>(a.storage()->data);
     const T* pb = static_cast<const T*>(b.storage()->data);
     const Dims& shape = out.shape();
+    // Both sides loaded before the choice, the condition read as bytes widened to int:
+    // GCC then vectorizes the select (a bool load keeps it a branch, which the
+    // condition's data mispredicts half the time).
     for_each_run<4>(shape,
                     {s.dst.strides(), broadcast_strides(cond, shape), broadcast_strides(a, shape),
                      broadcast_strides(b, shape)},
                     {s.dst.offset(), cond.offset(), a.offset(), b.offset()},
                     [&](int64_t n, std::array<int64_t, 4> off, std::array<int64_t, 4> st) {
-                      for (int64_t i = 0; i < n; ++i)
-                        o[off[0] + i * st[0]] = pc[off[1] + i * st[1]] ? pa[off[2] + i * st[2]]
-                                                                       : pb[off[3] + i * st[3]];
+                      T* oo = o + off[0];
+                      const auto* c = reinterpret_cast<const uint8_t*>(pc + off[1]);
+                      const T* x = pa + off[2];
+                      const T* y = pb + off[3];
+                      with_best_isa([&] {
+                        if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+                          for (int64_t i = 0; i < n; ++i) {
+                            T u = x[i], v = y[i];
+                            int32_t m = c[i];
+                            oo[i] = m != 0 ? u : v;
+                          }
+                        } else if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 0) {
+                          T v = *y;
+                          for (int64_t i = 0; i < n; ++i) {
+                            T u = x[i];
+                            int32_t m = c[i];
+                            oo[i] = m != 0 ? u : v;
+                          }
+                        } else if (st[0] == 1 && st[1] == 1 && st[2] == 0 && st[3] == 1) {
+                          T u = *x;
+                          for (int64_t i = 0; i < n; ++i) {
+                            T v = y[i];
+                            int32_t m = c[i];
+                            oo[i] = m != 0 ? u : v;
+                          }
+                        } else {
+                          for (int64_t i = 0; i < n; ++i) {
+                            T u = x[i * st[2]], v = y[i * st[3]];
+                            int32_t m = c[i * st[1]];
+                            oo[i * st[0]] = m != 0 ? u : v;
+                          }
+                        }
+                      });
                     });
   });
   s.finish();

@@ -99,8 +99,24 @@ void k_clamp(const OpCall& c, std::span<Tensor> outs) {
   auto run = [&]<typename T>(T*) {
     T lo = has_lo ? scalar_as<T>(c.args.scalar(1)) : T(0);
     T hi = has_hi ? scalar_as<T>(c.args.scalar(2)) : T(0);
-    map_unary<T>(s.dst, x, half,
-                 [=](T v) { return backend::clamp_value(v, has_lo, lo, has_hi, hi); });
+    if (lo != lo || hi != hi) {  // a NaN bound: NaN everywhere (clamp_value's rules)
+      map_unary<T>(s.dst, x, half,
+                   [=](T v) { return backend::clamp_value(v, has_lo, lo, has_hi, hi); });
+      return;
+    }
+    // Bounds known per call, each a compare and a select the loop vectorizes (a NaN
+    // input fails both compares and stays NaN); the same values as clamp_value.
+    if (has_lo && has_hi)
+      map_unary<T>(s.dst, x, half, [=](T v) {
+        T r = v < lo ? lo : v;
+        return r > hi ? hi : r;
+      });
+    else if (has_lo)
+      map_unary<T>(s.dst, x, half, [=](T v) { return v < lo ? lo : v; });
+    else if (has_hi)
+      map_unary<T>(s.dst, x, half, [=](T v) { return v > hi ? hi : v; });
+    else
+      map_unary<T>(s.dst, x, half, [](T v) { return v; });
   };
   KILN_DISPATCH_COMPUTE(cd, c.op, run(static_cast<T*>(nullptr)));
   s.finish();

@@ -32,6 +32,8 @@ inline Dims broadcast_strides(const Tensor& t, const Dims& shape) {
  * merged first, so dense tensors become one run. Runs are spread over the kernel's
  * intra-op threads (parallel_for's rules for `f`: it only computes, and each run
  * writes only its own elements). */
+constexpr int64_t kShortRun = 16;
+
 template <size_t N, typename F>
 void for_each_run(const Dims& shape, std::array<Dims, N> strides, std::array<int64_t, N> base,
                   F&& f) {
@@ -60,6 +62,24 @@ void for_each_run(const Dims& shape, std::array<Dims, N> strides, std::array<int
     return;
   }
   size_t rank = sh.size();
+  // Runs of a few elements (the taps of a window view, a [.., n, 2] slice) cost a call
+  // and an odometer step each: the longest dim becomes the runs instead. Elementwise
+  // callers do not depend on the order.
+  if (rank >= 2 && sh[rank - 1] < kShortRun) {
+    size_t longest = 0;
+    for (size_t d = 1; d < rank; ++d)
+      if (sh[d] > sh[longest]) longest = d;
+    if (sh[longest] >= 2 * sh[rank - 1]) {
+      int64_t size = sh[longest];
+      sh.erase(longest);
+      sh.push_back(size);
+      for (auto& s : strides) {
+        int64_t st = s[longest];
+        s.erase(longest);
+        s.push_back(st);
+      }
+    }
+  }
   int64_t inner = sh[rank - 1];
   std::array<int64_t, N> inner_st;
   for (size_t k = 0; k < N; ++k) inner_st[k] = strides[k][rank - 1];

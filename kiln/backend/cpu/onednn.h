@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "kiln/ops/meta.h"
+
 namespace kiln::cpu {
 
 /** A batch of matrices in memory: element strides between matrices, rows and columns. */
@@ -38,5 +40,21 @@ struct MatmulEpilogue {
 void onednn_matmul(int64_t batch, int64_t n, int64_t m, int64_t k, MatrixBatch a, MatrixBatch b,
                    MatrixBatch c, float alpha, float beta, const float* bias = nullptr,
                    const MatmulEpilogue& epilogue = {});
+
+/** A convolution's operands: its geometry, f32 data and element strides (rank + 2 each)
+ * of input and weight, a dense bias (or null), a contiguous output. */
+struct ConvOperands {
+  const ops::ConvGeometry& geometry;
+  const float* src;
+  const int64_t* src_strides;
+  const float* weights;
+  const int64_t* weight_strides;
+  const float* bias;
+  float* dst;
+};
+
+/** dst = the convolution of src by weights (+ bias), through oneDNN's convolution
+ * primitive in the layouts it picks for this CPU (Note [Convolution on the CPU]). */
+void onednn_convolution(const ConvOperands& operands);
 
 }  // namespace kiln::cpu

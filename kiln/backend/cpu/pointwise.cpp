@@ -40,7 +40,8 @@ bool fusible_pointwise_op(OpKind op) {
     case OpKind::maximum:
     case OpKind::minimum:
     case OpKind::gelu_backward:
-    case OpKind::threshold_backward: return true;
+    case OpKind::threshold_backward:
+    case OpKind::clamp: return true;
     default: return unary_pointwise_op(op);
   }
 }
@@ -85,7 +86,31 @@ struct Block {
   }
 };
 
+// clamp as the eager kernel computes it (k_clamp): a compare and a select per bound, or
+// clamp_value's rules when a bound is NaN.
+void clamp_step(const FusedStep& s, const Block& blk, float* out) {
+  bool has_lo = s.lo.has_value(), has_hi = s.hi.has_value();
+  float lo = has_lo ? scalar_as<float>(*s.lo) : 0.0f, hi = has_hi ? scalar_as<float>(*s.hi) : 0.0f;
+  if (lo != lo || hi != hi)
+    blk.unary(s.a, out, [=](float v) { return backend::clamp_value(v, has_lo, lo, has_hi, hi); });
+  else if (has_lo && has_hi)
+    blk.unary(s.a, out, [=](float v) {
+      float r = v < lo ? lo : v;
+      return r > hi ? hi : r;
+    });
+  else if (has_lo)
+    blk.unary(s.a, out, [=](float v) { return v < lo ? lo : v; });
+  else if (has_hi)
+    blk.unary(s.a, out, [=](float v) { return v > hi ? hi : v; });
+  else
+    blk.unary(s.a, out, [](float v) { return v; });
+}
+
 void run_step(const FusedStep& s, const Block& blk, float* out) {
+  if (s.op == OpKind::clamp) {
+    clamp_step(s, blk, out);
+    return;
+  }
   if (unary_pointwise_op(s.op)) {  // of a full operand: the step's output has its shape
     fns::with_float_unary<float>(s.op, s.tanh, [&](auto f) { blk.unary(s.a, out, f); });
     return;

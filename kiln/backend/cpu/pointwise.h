@@ -22,6 +22,7 @@
 // checks this per run and declines otherwise (the executor then runs the ops one by
 // one).
 
+#include <optional>
 #include <span>
 
 #include "kiln/core/tensor.h"
@@ -42,6 +43,7 @@ struct FusedStep {
   ops::OpKind op = ops::OpKind::add;  // the functional op (add for add_)
   FusedOperand a, b;                  // b only for binary ops
   Scalar param = 1;                   // add/sub: alpha; threshold_backward: threshold
+  std::optional<Scalar> lo, hi;       // clamp's bounds
   bool tanh = false;                  // gelu, gelu_backward: approximate="tanh"
   int store = -1;                     // the tensor this step's result is written to, or -1
 };

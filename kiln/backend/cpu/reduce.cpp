@@ -144,13 +144,80 @@ void k_sum_mean(const OpCall& c, std::span<Tensor> outs) {
   if (!dst.is_same(out)) copy_into(out, dst);
 }
 
+namespace {
+
+// The better of `best` and `v` for amax (amin with is_max false); a NaN wins and stays.
+// Written as a select, which the loops vectorize or at least do not branch on.
+template <typename T>
+inline T extreme(T best, T v, bool is_max) {
+  bool nan = false;
+  if constexpr (std::is_floating_point_v<T>) nan = v != v;
+  return nan || (is_max ? v > best : v < best) ? v : best;
+}
+
+// amax/amin over trailing dims of at most kFewReduced elements in all (a pooling's
+// windows, an as_strided view), read in place: copying such a view dense first cost more
+// than the reduction. Returns false, with nothing written, for other calls.
+constexpr int64_t kFewReduced = 64;
+
+template <typename T>
+bool extreme_in_place(const Tensor& self, const std::vector<bool>& reduced, const Tensor& out,
+                      bool is_max) {
+  auto rank = static_cast<size_t>(self.dim());
+  size_t kept = 0;
+  while (kept < rank && !reduced[kept]) ++kept;
+  for (size_t d = kept; d < rank; ++d)
+    if (!reduced[d]) return false;  // reduced dims must be the trailing ones
+  int64_t count = 1;
+  for (size_t d = kept; d < rank; ++d) count *= self.size(static_cast<int64_t>(d));
+  if (kept == 0 || count == 0 || count > kFewReduced || !out.is_contiguous() ||
+      out.dtype() != self.dtype())
+    return false;
+  // Each output's elements: offsets from its window's first element.
+  std::vector<int64_t> at{0};
+  for (size_t d = kept; d < rank; ++d) {
+    std::vector<int64_t> next;
+    for (int64_t base : at)
+      for (int64_t i = 0; i < self.size(static_cast<int64_t>(d)); ++i)
+        next.push_back(base + i * self.stride(static_cast<int64_t>(d)));
+    at = std::move(next);
+  }
+  Dims outer, in_strides, out_strides;
+  int64_t step = 1;
+  for (size_t d = kept; d-- > 0;) {
+    outer.insert(0, self.size(static_cast<int64_t>(d)));
+    in_strides.insert(0, self.stride(static_cast<int64_t>(d)));
+    out_strides.insert(0, step);
+    step *= self.size(static_cast<int64_t>(d));
+  }
+  const T* p = self.data<T>();
+  T* o = out.data<T>();
+  for_each_run<2>(outer, {out_strides, in_strides}, {int64_t{0}, int64_t{0}},
+                  [&](int64_t n, std::array<int64_t, 2> off, std::array<int64_t, 2> st) {
+                    for (int64_t i = 0; i < n; ++i) {
+                      const T* w = p + off[1] + i * st[1];
+                      T best = w[at[0]];
+                      for (size_t j = 1; j < at.size(); ++j) best = extreme(best, w[at[j]], is_max);
+                      o[off[0] + i * st[0]] = best;
+                    }
+                  });
+  return true;
+}
+
+}  // namespace
+
 void k_amax(const OpCall& c, std::span<Tensor> outs) {
   const Tensor& self = c.args.tensor(0);
   auto rd = ops::reduce_dims(self.shape(), c.args.ints(1), c.args.flag(2), "amax");
   DType cd = compute_dtype(self.dtype());
+  bool is_max = c.op == OpKind::amax;
+  if (cd == self.dtype()) {
+    bool done = false;
+    KILN_DISPATCH_COMPUTE(cd, c.op, done = extreme_in_place<T>(self, rd.reduced, outs[0], is_max));
+    if (done) return;
+  }
   Rows r = to_rows(self, rd.reduced, cd);
   Tensor dst = empty(outs[0].shape(), cd, self.device());
-  bool is_max = c.op == OpKind::amax;
   KILN_DISPATCH_COMPUTE(cd, c.op, {
     const T* p = r.data.data<T>();
     T* o = dst.data<T>();
@@ -158,14 +225,7 @@ void k_amax(const OpCall& c, std::span<Tensor> outs) {
       for (int64_t i = b; i < e; ++i) {
         const T* row = p + i * r.inner;
         T best = row[0];
-        for (int64_t j = 1; j < r.inner; ++j) {
-          if constexpr (std::is_floating_point_v<T>)
-            if (std::isnan(best)) break;
-          T v = row[j];
-          bool nan = false;
-          if constexpr (std::is_floating_point_v<T>) nan = std::isnan(v);
-          if (nan || (is_max ? v > best : v < best)) best = v;
-        }
+        for (int64_t j = 1; j < r.inner; ++j) best = extreme(best, row[j], is_max);
         o[i] = best;
       }
     });
