@@ -79,6 +79,27 @@ TEST(Elementwise, UnaryMatchesStdMath) {
   expect_error([] { neg(ones({2}, {.dtype = b8})); }, ErrorKind::dtype, "[neg]");
 }
 
+// A number exponent PyTorch's CPU kernel special-cases (2, 3, -1, -2, 0.5, -0.5) is its
+// arithmetic, bit for bit; others go through std::pow.
+TEST(Elementwise, PowOfSpecialNumbersIsPyTorchsArithmetic) {
+  manual_seed(9);
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor x = to(abs(randn({1000})) + 0.1, dt);
+    auto bits = [](const Tensor& t) { return to_vector<double>(t); };
+    EXPECT_EQ(bits(pow(x, 2.0)), bits(x * x));
+    EXPECT_EQ(bits(pow(x, int64_t{2})), bits(x * x));
+    EXPECT_EQ(bits(pow(x, 3.0)), bits(x * x * x));
+    EXPECT_EQ(bits(pow(x, -1.0)), bits(1.0 / x));
+    EXPECT_EQ(bits(pow(x, -2.0)), bits(1.0 / (x * x)));
+    EXPECT_EQ(bits(pow(x, 0.5)), bits(sqrt(x)));
+    EXPECT_EQ(bits(pow(x, -0.5)), bits(1.0 / sqrt(x)));
+    std::vector<double> xs = bits(x), want;
+    for (double v : xs)
+      want.push_back(dt == DType::f32 ? double(std::pow(float(v), 2.5f)) : std::pow(v, 2.5));
+    EXPECT_EQ(bits(pow(x, 2.5)), want);
+  }
+}
+
 TEST(Elementwise, IntegerInputsOfFloatOpsPromote) {
   Tensor i = arange(3);
   EXPECT_EQ(i.dtype(), i64);

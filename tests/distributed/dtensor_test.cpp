@@ -411,6 +411,25 @@ TEST(S2, ShardsDerivedUnderFakePropagationMatchTheLocalOps) {
   }
 }
 
+// convolution's rule: each rank convolves its own images; a sharded channel dim and the
+// weight are gathered whole.
+TEST(S2, ConvolutionKeepsTheBatchSharded) {
+  FakeMode fake;
+  dist::DeviceMesh mesh = dist::DeviceMesh::fake({4}, {"dp"}, 1, Device("cpu:0"));
+  Tensor w = dist::distribute_tensor(empty({6, 3, 3, 3}), mesh, {Replicate()});
+  Tensor b = dist::distribute_tensor(empty({6}), mesh, {Replicate()});
+  Tensor images = dist::distribute_tensor(empty({8, 3, 10, 10}), mesh, {Shard(0)});
+  Tensor y = convolution(images, w, b, {2}, {1}, {1}, 1);
+  EXPECT_EQ(y.shape(), Dims({8, 6, 5, 5}));
+  EXPECT_EQ(dist::to_string(dist::dtensor_state(y).placements), "(S(0))");
+  EXPECT_EQ(dist::to_local(y).shape(), Dims({2, 6, 5, 5}));
+  Tensor channels = dist::distribute_tensor(empty({8, 3, 10, 10}), mesh, {Shard(1)});
+  Tensor z = convolution(channels, dist::distribute_tensor(empty({6, 3, 3, 3}), mesh, {Shard(0)}),
+                         Tensor(), {1}, {0}, {1}, 1);
+  EXPECT_EQ(dist::to_string(dist::dtensor_state(z).placements), "(R)");
+  EXPECT_EQ(dist::to_local(z).shape(), Dims({8, 6, 8, 8}));
+}
+
 // Note [Derived shards]: an output shard under plain fake propagation is made when first
 // asked for, once, whichever thread asks; a layout it could not have fails at the op.
 TEST(S1, DerivedShardsAreMadeOnceWhenFirstAskedFor) {

@@ -27,6 +27,25 @@ void k_bitwise(const OpCall& c, std::span<Tensor> outs) {
   KILN_DISPATCH_COMPUTE(out.dtype(), op, run(static_cast<T*>(nullptr)));
 }
 
+namespace {
+
+// pow's exponent when it is a number (a 0-d f32/f64/i64 tensor) that PyTorch's CPU
+// kernel computes without pow: 2, 3, -1, -2, and 0.5 / -0.5 as 5 / -5; else 0.
+int special_exponent(const Tensor& e) {
+  if (e.dim() != 0) return 0;
+  double v = e.dtype() == DType::f64   ? *e.data<double>()
+             : e.dtype() == DType::f32 ? *e.data<float>()
+             : e.dtype() == DType::i64 ? static_cast<double>(*e.data<int64_t>())
+                                       : 0.0;
+  for (int k : {2, 3, -1, -2})
+    if (v == k) return k;
+  if (v == 0.5) return 5;
+  if (v == -0.5) return -5;
+  return 0;
+}
+
+}  // namespace
+
 void k_binary(const OpCall& c, std::span<Tensor> outs) {
   DType cd = compute_dtype(outs[0].dtype());
   bool half = dense_half_case(outs[0], {&c.args.tensor(0), &c.args.tensor(1)});
@@ -73,9 +92,19 @@ void k_binary(const OpCall& c, std::span<Tensor> outs) {
         }
         break;
       case OpKind::pow:
-        if constexpr (std::is_floating_point_v<T>)
-          apply([](T x, T y) -> T { return std::pow(x, y); });
-        else if constexpr (is_bool)
+        if constexpr (std::is_floating_point_v<T>) {
+          // A number exponent PyTorch's CPU kernel special-cases: its arithmetic, so its
+          // bits (x.pow(2) is RMS norm's square: a multiply, not a call to pow).
+          switch (special_exponent(c.args.tensor(1))) {
+            case 2: apply([](T x, T) -> T { return x * x; }); return;
+            case 3: apply([](T x, T) -> T { return x * x * x; }); return;
+            case -1: apply([](T x, T) -> T { return T(1) / x; }); return;
+            case -2: apply([](T x, T) -> T { return T(1) / (x * x); }); return;
+            case 5: apply([](T x, T) -> T { return std::sqrt(x); }); return;          // 0.5
+            case -5: apply([](T x, T) -> T { return T(1) / std::sqrt(x); }); return;  // -0.5
+            default: apply([](T x, T y) -> T { return std::pow(x, y); });
+          }
+        } else if constexpr (is_bool)
           apply([](T x, T y) -> T { return x || !y; });
         else
           apply([](T x, T y) -> T { return backend::int_pow(x, y); });
