@@ -102,11 +102,13 @@ struct Executor::Region {
 
 static constexpr size_t kConstant = SIZE_MAX;
 
-// Note [Blocked attention]: softmax(scale * q k^T) v, as the four nodes matmul, mul (or
-// div) by a number, softmax over the last dim, matmul that an exported attention is, runs
-// as one step over blocks of query rows: per batch matrix and block, the block's scores
-// are made in a buffer of at most kAttentionBlockBytes (in L2), scaled, soft-maxed and
-// multiplied by v into the output's rows. The [.., T, S] scores are never made whole
+// Note [Blocked attention]: softmax(mask(scale * q k^T)) v, as the nodes matmul, mul (or
+// div) by a number, a mask (masked_fill by a bool mask, or add of a float one, either
+// broadcast to the scores), softmax over the last dim, matmul that an exported attention
+// is (scale and mask optional), runs as one step over blocks of query rows: per batch
+// matrix and block, the block's scores are made in a buffer of at most
+// kAttentionBlockBytes (in L2), scaled, masked (the mask's rows for the block, a view),
+// soft-maxed and multiplied by v into the output's rows. The [.., T, S] scores are never made whole
 // (FlashAttention's point, without its running maximum: a block holds whole rows of
 // scores, so the softmax is the ordinary row kernel). Each step is the unfused op on a
 // block, so a row's values agree with the unfused program's to float rounding (the
@@ -117,6 +119,7 @@ struct Executor::Attention {
   size_t scores, scale, softmax, out;  // node indices; scale is kNone without one
   Value factor;                        // the scale's other operand (a number or a 0-d tensor)
   bool divide = false;
+  size_t mask = SIZE_MAX;  // the masked_fill or add node, if any
 };
 
 static constexpr size_t kNone = SIZE_MAX;
@@ -270,6 +273,30 @@ void Executor::find_attention() {
       a.divide = scale->op() == ops::OpKind::div;
       next = scale;
     }
+    // A mask: masked_fill(scores, bool mask, number) or add(scores, f32 mask), the mask
+    // broadcast to the scores (no more dims than they have, each 1 or theirs).
+    const ir::Node* masking = single_call_user(next, ops::OpKind::masked_fill);
+    if (!masking) masking = single_call_user(next, ops::OpKind::add);
+    if (masking) {
+      const auto* m = std::get_if<ir::Ref>(&masking->args()[1]);
+      if (!m) continue;
+      const ir::ValueMeta& mm_meta = m->node->meta()[static_cast<size_t>(m->output)];
+      const Dims& sc = next->meta()[0].shape;
+      bool fill = masking->op() == ops::OpKind::masked_fill;
+      const Scalar* third =  // masked_fill's value, add's alpha
+          masking->args().size() > 2 ? std::get_if<Scalar>(&masking->args()[2]) : nullptr;
+      bool fits = mm_meta.shape.size() <= sc.size() && !mm_meta.shape.is_symbolic() &&
+                  mm_meta.device == next->meta()[0].device &&
+                  mm_meta.dtype == (fill ? DType::b8 : DType::f32) &&
+                  (fill ? third != nullptr : !third || third->to_double() == 1.0);
+      for (size_t d = 0; fits && d < mm_meta.shape.size(); ++d) {
+        int64_t want = sc.hint(sc.size() - mm_meta.shape.size() + d), got = mm_meta.shape[d];
+        fits = got == 1 || got == want;
+      }
+      if (!fits) continue;
+      a.mask = pos_.at(masking);
+      next = masking;
+    }
     const ir::Node* soft = single_call_user(next, ops::OpKind::softmax);
     if (!soft) continue;
     int64_t dim = std::get<int64_t>(soft->args()[1]);
@@ -296,8 +323,8 @@ void Executor::find_attention() {
                    v.shape[d] == s.shape[d];
     if (!same_batch) continue;
     if (!s.shape.is_symbolic() && numel_of(s.shape) * 4 < min_attention_bytes_) continue;
-    claim(attention_of_, attention_.size(), std::array{a.scores, a.scale, a.softmax, a.out}, a.out,
-          "blocked_attention");
+    claim(attention_of_, attention_.size(), std::array{a.scores, a.scale, a.mask, a.softmax, a.out},
+          a.out, "blocked_attention");
     attention_.push_back(std::move(a));
   }
 }
@@ -329,11 +356,21 @@ void Executor::run_attention(const Attention& a, const Plan& plan, std::vector<O
   Value factor = a.factor;
   if (a.scale != kNone && std::holds_alternative<std::monostate>(factor)) factor = arg(a.scale, 1);
   if (const auto* sc = std::get_if<Scalar>(&factor)) factor = wrapped_number(*sc);
-  int64_t rows = std::clamp<int64_t>(kAttentionBlockBytes / std::max<int64_t>(S * 4, 1), 16,
-                                     std::max<int64_t>(T, 1));
+  // A block: `group` batch matrices that follow each other along the innermost batch
+  // dim (one stride apart: a head's neighbours), `rows` query rows of each. Whole matrices
+  // when one fits the block (a call per group, not per matrix: short sequences), else
+  // one matrix's rows.
+  int64_t matrix_bytes = T * S * 4, inner = rank >= 3 ? out.shape()[rank - 3] : 1;
+  int64_t group = 1, rows = T;
+  if (matrix_bytes <= kAttentionBlockBytes)
+    group =
+        std::clamp<int64_t>(kAttentionBlockBytes / std::max<int64_t>(matrix_bytes, 1), 1, inner);
+  else
+    rows = std::clamp<int64_t>(kAttentionBlockBytes / std::max<int64_t>(S * 4, 1), 16,
+                               std::max<int64_t>(T, 1));
   Device d = out.device();
-  Tensor scores = make_tensor(Dims{rows, S}, DType::f32, d, &device_allocator(d));
-  Tensor probs = make_tensor(Dims{rows, S}, DType::f32, d, &device_allocator(d));
+  Tensor scores = make_tensor(Dims{group, rows, S}, DType::f32, d, &device_allocator(d));
+  Tensor probs = make_tensor(Dims{group, rows, S}, DType::f32, d, &device_allocator(d));
   // The element offset of batch matrix `b` of t (its leading dims, row-major).
   auto batch_offset = [&](const Tensor& t, int64_t b) {
     int64_t off = t.offset();
@@ -343,7 +380,10 @@ void Executor::run_attention(const Attention& a, const Plan& plan, std::vector<O
     }
     return off;
   };
-  auto st = [&](const Tensor& t, size_t back) { return t.strides()[rank - back]; };
+  // t's stride along the scores' dim rank - back (0 for the batch dim of a 2-D t).
+  auto st = [&](const Tensor& t, size_t back) {
+    return back <= t.shape().size() ? t.strides()[t.shape().size() - back] : int64_t{0};
+  };
   int64_t batch = T > 0 && Dv > 0 ? numel_of(out.shape()) / (T * Dv) : 0;
   std::vector<Value> args(2);
   auto run = [&](ops::OpKind op, Value x, Value y, Tensor& into) {
@@ -351,25 +391,55 @@ void Executor::run_attention(const Attention& a, const Plan& plan, std::vector<O
     args[1] = std::move(y);
     dispatch_into(op, args, std::span<Tensor>(&into, 1));
   };
-  for (int64_t b = 0; b < batch; ++b) {
-    Tensor ktb = make_view(kt, Dims{D, S}, Dims{st(kt, 2), st(kt, 1)}, batch_offset(kt, b));
-    Tensor vb = make_view(v, Dims{S, Dv}, Dims{st(v, 2), st(v, 1)}, batch_offset(v, b));
+  // The mask's part for matrices [b, b + g), query rows [r0, r0 + r): a [g, r, S] view of
+  // the mask (stride 0 along its broadcast dims).
+  Tensor mask;
+  if (a.mask != kNone) mask = arg(a.mask, 1);
+  auto mask_block = [&](int64_t b, int64_t g, int64_t r0, int64_t r) {
+    size_t lead = rank - mask.shape().size();  // the scores' dims the mask lacks
+    int64_t off = mask.offset();
+    for (size_t dim = rank - 2; dim-- > 0;) {
+      int64_t coord = b % out.shape()[dim];
+      b /= out.shape()[dim];
+      if (dim >= lead && mask.shape()[dim - lead] != 1) off += coord * mask.strides()[dim - lead];
+    }
+    auto along = [&](size_t back) {  // 0 where the mask is broadcast
+      if (back > mask.shape().size()) return int64_t{0};
+      return mask.shape()[mask.shape().size() - back] == 1 ? int64_t{0} : st(mask, back);
+    };
+    return make_view(mask, Dims{g, r, S}, Dims{along(3), along(2), along(1)}, off + r0 * along(2));
+  };
+  for (int64_t b = 0; b < batch; b += group) {
+    int64_t g = std::min(group, inner - b % inner);  // never past the innermost batch dim
+    Tensor ktb =
+        make_view(kt, Dims{g, D, S}, Dims{st(kt, 3), st(kt, 2), st(kt, 1)}, batch_offset(kt, b));
+    Tensor vb =
+        make_view(v, Dims{g, S, Dv}, Dims{st(v, 3), st(v, 2), st(v, 1)}, batch_offset(v, b));
     for (int64_t r0 = 0; r0 < T; r0 += rows) {
       int64_t r = std::min(rows, T - r0);
-      Tensor qb =
-          make_view(q, Dims{r, D}, Dims{st(q, 2), st(q, 1)}, batch_offset(q, b) + r0 * st(q, 2));
-      Tensor sb = make_view(scores, Dims{r, S}, Dims{S, 1}, 0);
-      Tensor pb = make_view(probs, Dims{r, S}, Dims{S, 1}, 0);
-      Tensor ob = make_view(out, Dims{r, Dv}, Dims{Dv, 1}, batch_offset(out, b) + r0 * Dv);
+      Tensor qb = make_view(q, Dims{g, r, D}, Dims{st(q, 3), st(q, 2), st(q, 1)},
+                            batch_offset(q, b) + r0 * st(q, 2));
+      Tensor sb = make_view(scores, Dims{g, r, S}, Dims{r * S, S, 1}, 0);
+      Tensor pb = make_view(probs, Dims{g, r, S}, Dims{r * S, S, 1}, 0);
+      Tensor ob =
+          make_view(out, Dims{g, r, Dv}, Dims{st(out, 3), Dv, 1}, batch_offset(out, b) + r0 * Dv);
       run(ops::OpKind::matmul, qb, ktb, sb);
-      Tensor* logits = &sb;
+      Tensor *logits = &sb, *spare = &pb;
       if (a.scale != kNone) {
-        run(a.divide ? ops::OpKind::div : ops::OpKind::mul, sb, factor, pb);
-        logits = &pb;
+        run(a.divide ? ops::OpKind::div : ops::OpKind::mul, *logits, factor, *spare);
+        std::swap(logits, spare);
       }
-      Tensor& weights = logits == &sb ? pb : sb;
-      run(ops::OpKind::softmax, *logits, int64_t{-1}, weights);
-      run(ops::OpKind::matmul, weights, vb, ob);
+      if (a.mask != kNone) {
+        ops::OpKind op = nodes_[a.mask]->op();  // masked_fill (value) or add (alpha 1)
+        Scalar third = op == ops::OpKind::masked_fill ? std::get<Scalar>(nodes_[a.mask]->args()[2])
+                                                      : Scalar(int64_t{1});
+        args.assign({*logits, mask_block(b, g, r0, r), third});
+        dispatch_into(op, args, std::span<Tensor>(spare, 1));
+        args.resize(2);
+        std::swap(logits, spare);
+      }
+      run(ops::OpKind::softmax, *logits, int64_t{-1}, *spare);
+      run(ops::OpKind::matmul, *spare, vb, ob);
     }
   }
 }

@@ -214,6 +214,28 @@ TEST(Fusion, AttentionRunsBlockedOverQueryRows) {
     // Blocked, the program plans no scores: only the output.
     EXPECT_LT(blocked.stats().planned_bytes + 2 * 3 * T * T * 4, unfused.stats().planned_bytes + 1);
   }
+  // Masked: a bool padding mask [B, 1, 1, S] (masked_fill) and a float mask [T, S] (add),
+  // broadcast to the scores; blocks of whole matrices (T = 8: several heads per block)
+  // and of rows (T = 1500).
+  struct MaskedSdpa : nn::Module {
+    TensorList forward(const TensorList& in) override {
+      return {nn::scaled_dot_product_attention(in[0], in[1], in[2], in[3]),
+              nn::scaled_dot_product_attention(in[0], in[1], in[2], in[4])};
+    }
+  } masked;
+  for (int64_t T : {8, 1500}) {
+    SCOPED_TRACE(T);
+    Tensor q = randn({2, 3, T, 16}), k = randn({2, 3, T, 16}), v = randn({2, 3, T, 8});
+    Tensor keep = rand({2, 1, 1, T}) > 0.3, bias = randn({T, T});
+    ExportedProgram p = export_program(masked, {q, k, v, keep, bias});
+    Executor blocked(p, {.min_attention_bytes = 0}), unfused(p, {.fuse = false});
+    EXPECT_EQ(blocked.fused_attention(), 2);
+    TensorList want = masked.forward({q, k, v, keep, bias}),
+               got = blocked.run({q, k, v, keep, bias});
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_TRUE(kiln::testing::all_close(got[i], to_vector<double>(want[i]), 1.3e-6, 1e-5)) << i;
+    EXPECT_LT(blocked.stats().planned_bytes, unfused.stats().planned_bytes);
+  }
   auto ref = nn::make_reference_model("block");
   ref.module->eval();
   ExportedProgram p = export_program(*ref.module, ref.example_inputs);
