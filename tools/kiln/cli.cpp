@@ -957,6 +957,7 @@ int cmd_run_distributed(const std::string& file, const dist::SavedMesh& saved, i
   Timings times;
   TensorList outs;
   for (int i = 0; i < std::max(repeat, 1); ++i) {
+    outs.clear();
     auto t0 = Clock::now();
     outs = exec.run(inputs);
     times.add(ms_since(t0));
@@ -1037,7 +1038,12 @@ int cmd_run(const std::string& file, const std::string& device_map, const std::s
   runtime::Executor exec(p);
   Timings times;
   TensorList outs;
-  for (int i = 0; i < warmup; ++i) outs = exec.run(inputs);
+  // The last run's outputs are dropped before the next run makes its own (as a caller
+  // that consumes each result would), so one run's outputs are alive at a time.
+  for (int i = 0; i < warmup; ++i) {
+    outs.clear();
+    outs = exec.run(inputs);
+  }
   exec.set_profiling(profile);  // after the warm-up: the steady state
   bool tty = ::isatty(2) && rank == 0;
   for (int i = 0; i < std::max(repeat, 1); ++i) {
