@@ -409,8 +409,8 @@ void Executor::run_attention(const Attention& a, const Plan& plan, std::vector<O
     };
     return make_view(mask, Dims{g, r, S}, Dims{along(3), along(2), along(1)}, off + r0 * along(2));
   };
-  for (int64_t b = 0; b < batch; b += group) {
-    int64_t g = std::min(group, inner - b % inner);  // never past the innermost batch dim
+  for (int64_t b = 0, g = 0; b < batch; b += g) {
+    g = std::min(group, inner - b % inner);  // never past the innermost batch dim
     Tensor ktb =
         make_view(kt, Dims{g, D, S}, Dims{st(kt, 3), st(kt, 2), st(kt, 1)}, batch_offset(kt, b));
     Tensor vb =
