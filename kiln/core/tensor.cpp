@@ -237,4 +237,11 @@ Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset,
   return Tensor(std::move(impl));
 }
 
+Tensor make_view(const Tensor& base, Dims shape, Dims strides, const SymInt& offset,
+                 std::string_view op) {
+  Tensor v = make_view(base, std::move(shape), std::move(strides), offset.hint(), op);
+  v.impl()->offset_expr = offset.expr();
+  return v;
+}
+
 }  // namespace kiln

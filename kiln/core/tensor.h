@@ -111,6 +111,9 @@ struct TensorImpl {
   Dims shape;
   Dims strides;        // in elements
   int64_t offset = 0;  // in elements, into storage
+  /** (Y2) A fake tensor's symbolic offset (a view at a symbolic position: `offset` holds
+   * its example value), else null. offset() pins it; sym_offset() keeps it. */
+  const sym::Expr* offset_expr = nullptr;
   DType dtype = DType::f32;
   Device device;                // always has an index
   Storage storage;              // shared with views; never null
@@ -148,7 +151,16 @@ class Tensor {
   /** The element count as a size. */
   SymInt sym_numel() const { return kiln::sym_numel(impl_->shape); }
   int64_t numel() const { return numel_of(impl_->shape); }
-  int64_t offset() const { return impl_->offset; }
+  /** The storage offset; a symbolic one is read as its example value, pinned (Y2). */
+  int64_t offset() const {
+    if (impl_->offset_expr) [[unlikely]]
+      detail::specialize(impl_->offset_expr, impl_->offset);
+    return impl_->offset;
+  }
+  /** The storage offset as a size: an expression for a view at a symbolic position. */
+  SymInt sym_offset() const {
+    return impl_->offset_expr ? SymInt(impl_->offset_expr, impl_->offset) : SymInt(impl_->offset);
+  }
   DType dtype() const { return impl_->dtype; }
   Device device() const { return impl_->device; }
   size_t itemsize() const { return kiln::itemsize(impl_->dtype); }
@@ -298,6 +310,9 @@ Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device d
  * must be non-negative and the element count must fit int64 (a shape Error otherwise). */
 Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset,
                  std::string_view op = "view");
+/** The same at an offset that may be symbolic (a fake view, Y2). */
+Tensor make_view(const Tensor& base, Dims shape, Dims strides, const SymInt& offset,
+                 std::string_view op);
 
 /** Whether a table entry for `t`'s address, made for the impl with `id`, is about `t`
  * (not about a freed impl whose address `t`'s reuses). See TensorId. */

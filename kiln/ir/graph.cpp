@@ -95,7 +95,7 @@ std::string constant_str(const Tensor& t) {
 }  // namespace
 
 ValueMeta ValueMeta::of(const Tensor& t) {
-  return {t.shape(), t.strides(), t.offset(), t.dtype(), t.device()};
+  return {t.shape(), t.strides(), t.sym_offset(), t.dtype(), t.device()};
 }
 
 std::string ValueMeta::str() const {

@@ -42,13 +42,16 @@ using ArgList = std::vector<Arg, PoolAllocator<Arg>>;
 /** Typed metadata of one value. */
 struct ValueMeta {
   Dims shape, strides;
-  int64_t offset = 0;
+  SymInt offset = 0;  // symbolic for a view at a symbolic position (Y2)
   DType dtype = DType::f32;
   Device device;
   static ValueMeta of(const Tensor& t);
   /** "f32[8,16]@cpu:0". */
   std::string str() const;
-  bool operator==(const ValueMeta&) const = default;
+  bool operator==(const ValueMeta& o) const {  // the same expressions, no guard
+    return shape == o.shape && strides == o.strides && offset.same_as(o.offset) &&
+           dtype == o.dtype && device == o.device;
+  }
 };
 
 /** One meta entry per output of a node. */

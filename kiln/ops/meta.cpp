@@ -52,7 +52,7 @@ void self_out(MetaOut& out, const Tensor& self) {
   TensorMeta m;
   m.shape = self.shape();
   m.strides = self.strides();
-  m.offset = self.offset();
+  m.offset = self.sym_offset();
   m.dtype = self.dtype();
   m.alias = TensorMeta::Alias::self;
   out.outs.push_back(std::move(m));

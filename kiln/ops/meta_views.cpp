@@ -10,7 +10,7 @@ namespace kiln::ops {
 namespace {
 
 // An output that views `self`'s storage with the given layout.
-void view_out(MetaOut& out, const Tensor& self, Dims shape, Dims strides, int64_t offset) {
+void view_out(MetaOut& out, const Tensor& self, Dims shape, Dims strides, const SymInt& offset) {
   TensorMeta& m = out.outs.append_slot();  // built in place (see MetaOut::fresh)
   m.shape = std::move(shape);
   m.strides = std::move(strides);
@@ -206,7 +206,7 @@ void meta_view(const OpCall& c, MetaOut& out) {
              "[view] size {} is not compatible with input tensor's size {} and stride {} (at least "
              "one dimension spans across two contiguous subspaces); use reshape instead",
              shape.str(), self.shape().str(), self.strides().str());
-  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+  view_out(out, self, std::move(shape), std::move(strides), self.sym_offset());
 }
 
 void meta_permute(const OpCall& c, MetaOut& out) {
@@ -225,12 +225,12 @@ void meta_permute(const OpCall& c, MetaOut& out) {
     shape.set(i, self.shape().sym(static_cast<size_t>(d)));
     strides.set(i, self.strides().sym(static_cast<size_t>(d)));
   }
-  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+  view_out(out, self, std::move(shape), std::move(strides), self.sym_offset());
 }
 
 void meta_alias(const OpCall& c, MetaOut& out) {
   const Tensor& self = c.args.tensor(0);
-  view_out(out, self, self.shape(), self.strides(), self.offset());
+  view_out(out, self, self.shape(), self.strides(), self.sym_offset());
 }
 
 void meta_transpose(const OpCall& c, MetaOut& out) {
@@ -245,7 +245,7 @@ void meta_transpose(const OpCall& c, MetaOut& out) {
     strides.set(a, strides.sym(b));
     strides.set(b, ta);
   }
-  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+  view_out(out, self, std::move(shape), std::move(strides), self.sym_offset());
 }
 
 void meta_unsqueeze(const OpCall& c, MetaOut& out) {
@@ -256,7 +256,7 @@ void meta_unsqueeze(const OpCall& c, MetaOut& out) {
   SymInt st = d < self.dim() ? shape.sym(at) * strides.sym(at) : SymInt(1);
   shape.insert(at, int64_t{1});
   strides.insert(at, st);
-  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+  view_out(out, self, std::move(shape), std::move(strides), self.sym_offset());
 }
 
 void meta_squeeze(const OpCall& c, MetaOut& out) {
@@ -271,7 +271,7 @@ void meta_squeeze(const OpCall& c, MetaOut& out) {
     shape.push_back(self.shape().sym(at));
     strides.push_back(self.strides().sym(at));
   }
-  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+  view_out(out, self, std::move(shape), std::move(strides), self.sym_offset());
 }
 
 void meta_expand(const OpCall& c, MetaOut& out) {
@@ -304,7 +304,7 @@ void meta_expand(const OpCall& c, MetaOut& out) {
     shape.set(i, want);
     strides.set(i, same ? self.strides().sym(i - lead) : SymInt(0));
   }
-  view_out(out, self, std::move(shape), std::move(strides), self.offset());
+  view_out(out, self, std::move(shape), std::move(strides), self.sym_offset());
 }
 
 void meta_slice(const OpCall& c, MetaOut& out) {
@@ -333,8 +333,9 @@ void meta_slice(const OpCall& c, MetaOut& out) {
   SymInt stride = strides.sym(d);
   shape.set(d, len);
   strides.set(d, stride * step);
-  view_out(out, self, std::move(shape), std::move(strides),
-           (SymInt(self.offset()) + start * stride).guard_int());
+  // (Y2) at a symbolic position the offset stays an expression (a slice of a dim after
+  // a symbolic one): only code that reads it as an integer pins it
+  view_out(out, self, std::move(shape), std::move(strides), self.sym_offset() + start * stride);
 }
 
 void meta_select(const OpCall& c, MetaOut& out) {
@@ -347,7 +348,7 @@ void meta_select(const OpCall& c, MetaOut& out) {
              self.shape().str(), d);
   if (index < 0) index = index + size;
   Dims shape = self.shape(), strides = self.strides();
-  int64_t offset = (SymInt(self.offset()) + index * strides.sym(d)).guard_int();
+  SymInt offset = self.sym_offset() + index * strides.sym(d);  // (Y2) kept symbolic
   shape.erase(d);
   strides.erase(d);
   view_out(out, self, std::move(shape), std::move(strides), offset);

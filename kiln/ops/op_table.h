@@ -285,8 +285,8 @@ struct OpCall {
 struct TensorMeta {
   enum class Alias : uint8_t { none, view, self };
   Dims shape;
-  Dims strides;        // for views; fresh outputs are contiguous
-  int64_t offset = 0;  // for views
+  Dims strides;       // for views; fresh outputs are contiguous
+  SymInt offset = 0;  // for views (symbolic at a symbolic position, Y2)
   DType dtype = DType::f32;
   Alias alias = Alias::none;  // view: a view of the aliased arg; self: the arg itself
 };
@@ -299,7 +299,7 @@ struct MetaOut {
     TensorMeta& m = outs.append_slot();
     m.shape = std::move(shape);
     contiguous_strides_into(m.shape, m.strides);
-    m.offset = 0;
+    m.offset = SymInt();
     m.dtype = dtype;
     m.alias = TensorMeta::Alias::none;
   }

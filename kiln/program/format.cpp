@@ -103,11 +103,12 @@ json sizes_json(const Dims& d) {
 }
 
 json meta_json(const ir::ValueMeta& m, DeviceTable& dt) {
-  return {{"shape", sizes_json(m.shape)},
-          {"strides", sizes_json(m.strides)},
-          {"offset", m.offset},
-          {"dtype", to_string(m.dtype)},
-          {"device", dt.slot(m.device)}};
+  return {
+      {"shape", sizes_json(m.shape)},
+      {"strides", sizes_json(m.strides)},
+      {"offset", m.offset.is_symbolic() ? json(sym::str(m.offset.expr())) : json(m.offset.hint())},
+      {"dtype", to_string(m.dtype)},
+      {"device", dt.slot(m.device)}};
 }
 
 json ref_json(const ir::Ref& r) { return {{"node", r.node->name()}, {"output", r.output}}; }
@@ -301,14 +302,16 @@ struct Reader {
     m.shape =
         shape(sizes(at(j, "shape", where), fmt::format("'shape' of {}", where)), m.dtype, where);
     m.strides = sizes(at(j, "strides", where), fmt::format("'strides' of {}", where));
-    m.offset = get<int64_t>(j, "offset", where);
+    // An integer, or (Y2) an expression for a view at a symbolic position.
+    m.offset =
+        sizes(json::array({at(j, "offset", where)}), fmt::format("'offset' of {}", where)).sym(0);
     m.device = device(at(j, "device", where), where);
     if (m.strides.size() != m.shape.size())
       bad(path, fmt::format("{}: {} strides for a shape of rank {}", where, m.strides.size(),
                             m.shape.size()));
     // The elements addressed must fit int64: offset + sum((size - 1) * stride).
-    bool ok = m.offset >= 0;
-    int64_t last = m.offset;
+    bool ok = m.offset.hint() >= 0;
+    int64_t last = m.offset.hint();
     for (size_t i = 0; ok && i < m.shape.size(); ++i) {  // at the example values
       int64_t reach = 0, size = m.shape.hint(i), stride = m.strides.hint(i);
       ok = stride >= 0 && (size == 0 || (!__builtin_mul_overflow(size - 1, stride, &reach) &&
@@ -317,7 +320,7 @@ struct Reader {
     if (!ok)
       bad(path, fmt::format("{}: strides {} at offset {} for shape {} are negative or address more "
                             "elements than int64 can hold",
-                            where, m.strides.str(), m.offset, m.shape.str()));
+                            where, m.strides.str(), m.offset.str(), m.shape.str()));
     return m;
   }
 };

@@ -61,7 +61,8 @@ Tensor over(const Storage& storage, const ir::ValueMeta& m) {
 }
 
 bool contiguous_meta(const ir::ValueMeta& m) {
-  return m.offset == 0 && m.strides == contiguous_strides(m.shape);
+  return !m.offset.is_symbolic() && m.offset.hint() == 0 &&
+         m.strides == contiguous_strides(m.shape);
 }
 
 // Whether node n can be a step of a fused CPU region (Note [Regions of elementwise

@@ -85,6 +85,9 @@ ir::ValueMeta evaluate(const ir::ValueMeta& meta, const ShapeSpec& shapes,
   ir::ValueMeta m = meta;
   m.shape = evaluate_dims(meta.shape, shapes, binding);
   m.strides = evaluate_dims(meta.strides, shapes, binding);
+  if (meta.offset.is_symbolic())
+    m.offset = sym::eval(meta.offset.expr(),
+                         [&](const sym::Expr* x) { return value_in(shapes, binding, x); });
   return m;
 }
 

@@ -143,6 +143,48 @@ TEST(Y1, MlpExportedWithADynamicBatchRunsAtEveryBatch) {
   expect_error([&] { ex.run({randn({4, 8}, {.dtype = f64})}); }, ErrorKind::value, "expects");
 }
 
+// (Y2) A view at a symbolic position keeps its offset an expression: selecting q, k, v
+// out of a [3, batch, d] tensor (an attention's packed projection, as torchvision's ViT
+// does) is offset*batch*d into the storage, no guard on batch; the offsets survive the
+// program file, and only code that needs an integer offset pins them.
+TEST(Y2, ViewsAtSymbolicPositionsKeepSymbolicOffsets) {
+  Fn m([](const TensorList& in, const Tensor&, const Tensor&) {
+    Tensor packed = contiguous(permute(reshape(in[0], {in[0].sym_size(0), 3, 4}), {1, 0, 2}));
+    Tensor q = select(packed, 0, 0), k = select(packed, 0, 1), v = slice(packed, 0, 2, 3);
+    return TensorList{q * k + squeeze(v, 0)};
+  });
+  ExportOptions o;
+  o.dynamic_shapes = {{{0, Dim("batch", 1, 32)}}};
+  ExportedProgram p = export_program(m, {randn({5, 12})}, o);
+  EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
+  std::vector<std::string> offsets;
+  for (const ir::Node* n : p.graph.nodes())
+    if (n->opcode() == ir::Opcode::call && !n->meta().empty() && n->meta()[0].offset.is_symbolic())
+      offsets.push_back(n->meta()[0].offset.str());
+  EXPECT_EQ(offsets, (std::vector<std::string>{"4*s0", "8*s0", "8*s0"}));
+  std::string path = ::testing::TempDir() + "kiln_symbolic_offsets.kiln";
+  save(p, path);
+  ExportedProgram loaded = load_program(path);
+  for (int64_t b : {1, 2, 7, 32}) {
+    Tensor x = randn({b, 12});
+    Tensor want = m(TensorList{x})[0];
+    EXPECT_TRUE(close(runtime::Executor(loaded).run({x})[0], want)) << b;
+  }
+  {  // an integer read of such an offset pins the symbol, with a guard
+    ShapeEnv env;
+    ShapeEnvGuard active(&env);
+    FakeMode fake({.allow_non_fake_inputs = true});
+    SymInt b = env.new_symbol(5, 1, 32, "x.shape[0]");
+    Tensor x = empty(sym_dims({SymInt(3), b, SymInt(4)}));
+    Tensor y = select(x, 0, 2);
+    EXPECT_EQ(y.sym_offset().str(), "8*s0");
+    EXPECT_TRUE(env.guards().empty());
+    EXPECT_EQ(y.offset(), 40);
+    ASSERT_EQ(env.guards().size(), 1u);
+    EXPECT_EQ(env.guards()[0].str(), "8*s0 == 40");
+  }
+}
+
 // Exports `f` of inputs shaped `shapes` with `dims`; returns the constraint error text
 // (empty when the export succeeds).
 std::string violations(Fn::F f, std::vector<IntList> shapes, std::vector<InputDims> dims) {
