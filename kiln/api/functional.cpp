@@ -1459,6 +1459,10 @@ void check_readable(const Tensor& x, std::string_view op) {
 }  // namespace
 
 Tensor nonzero(const Tensor& x) {
+  // The op on the CPU and under traces (Y3: its row count an unbacked size); other devices
+  // read the data on the host.
+  if (!x.is_dtensor() && (x.is_fake() || x.device().type == DeviceType::cpu))
+    return call1(OpKind::nonzero, x);
   check_readable(x, "nonzero");
   std::vector<bool> truth_values = to_vector<bool>(x);
   std::vector<int64_t> coords;

@@ -64,6 +64,7 @@
   X(k_linear, linear)                                                                           \
   X(k_linear_backward, linear_backward)                                                         \
   X(k_convolution, convolution)                                                                 \
+  X(k_nonzero, nonzero)                                                                         \
   X(k_linalg_eigh, linalg_eigh)                                                                 \
   X(k_linalg_svd, linalg_svd)                                                                   \
   X(k_cat, cat)                                                                                 \

@@ -730,6 +730,74 @@ SymInt ShapeEnv::new_symbol(int64_t hint, int64_t min, int64_t max, std::string 
   return {e, hint};
 }
 
+SymInt ShapeEnv::new_unbacked(int64_t min, int64_t max, std::string source) {
+  int index = 0;
+  for (const SymbolInfo& s : symbols_) index += s.unbacked;
+  const sym::Expr* e = sym::symbol("u" + std::to_string(index));
+  // A placeholder hint, as PyTorch's size-oblivious reasoning takes sizes >= 2: no decision
+  // reads it (decide refuses what ranges cannot settle).
+  int64_t hint = std::clamp<int64_t>(2, min, max);
+  SymbolInfo info{e, min, max, hint, "", std::move(source), false};
+  info.unbacked = true;
+  symbols_.push_back(std::move(info));
+  ranges_.clear();
+  return {e, hint};
+}
+
+void ShapeEnv::assume(Rel rel, const SymInt& a, const SymInt& b) {
+  Guard g{rel, a.as_expr(), b.as_expr(), {}, {}};
+  const char* user_op = current_user_op();
+  g.op = current_op_.empty() ? (user_op ? user_op : "user code") : std::string(current_op_);
+  if (scope_provider) g.scope = scope_provider();
+  // A symbol against a constant narrows the symbol's range.
+  const sym::Expr* d = sym::sub(a.as_expr(), b.as_expr());  // d rel 0
+  std::vector<const sym::Expr*> syms = sym::symbols_of(d);
+  if (syms.size() == 1) {
+    auto at = [&](int64_t v) { return sym::eval(d, [&](const sym::Expr*) { return v; }); };
+    int64_t c0 = at(0), k = at(1) - c0;
+    bool linear = sym::eval(d, [&](const sym::Expr*) { return int64_t{2}; }) == c0 + 2 * k;
+    for (SymbolInfo& s : symbols_)
+      if (linear && (k == 1 || k == -1) && s.expr == syms[0]) {
+        // k*x + c0 rel 0
+        int64_t bound = -c0 * k;  // x (k = 1) or -x (k = -1) against it
+        int64_t strict = rel == Rel::lt ? 1 : 0;
+        if (rel == Rel::eq) {
+          s.min = std::max(s.min, bound);
+          s.max = std::min(s.max, bound);
+        } else if (rel == Rel::lt || rel == Rel::le) {
+          if (k == 1)
+            s.max = std::min(s.max, bound - strict);  // x <= -c0 (- 1)
+          else
+            s.min = std::max(s.min, c0 + strict);  // -x + c0 <= 0: x >= c0 (+ 1)
+        }
+      }
+  }
+  ranges_.clear();
+  for (const Guard& old : guards_)
+    if (old.rel == g.rel && old.lhs == g.lhs && old.rhs == g.rhs) return;
+  guards_.push_back(std::move(g));
+}
+
+bool empty_special_case(const SymInt& n) {
+  if (!n.is_symbolic()) return n.hint() == 0;
+  if (ShapeEnv* env = ShapeEnv::current())
+    for (const sym::Expr* s : sym::symbols_of(n.expr()))
+      if (const SymbolInfo* info = env->find(s); info && info->unbacked) return false;
+  return n == 0;
+}
+
+void check_size(const SymInt& a, Rel rel, const SymInt& b) {
+  if (!a.is_symbolic() && !b.is_symbolic()) {
+    KILN_CHECK(holds(rel, a.hint(), b.hint()), value, "[check_size] {} {} {} does not hold",
+               a.hint(), to_string(rel), b.hint());
+    return;
+  }
+  ShapeEnv* env = ShapeEnv::current();
+  KILN_CHECK(env, value, "[check_size] {} {} {}: symbolic sizes outside a trace", a.str(),
+             to_string(rel), b.str());
+  env->assume(rel, a, b);
+}
+
 const SymbolInfo* ShapeEnv::find(const sym::Expr* symbol) const {
   for (const SymbolInfo& s : symbols_)
     if (s.expr == symbol) return &s;
@@ -764,6 +832,19 @@ bool ShapeEnv::decide(Rel rel, const SymInt& a, const SymInt& b) {
       if (r.lo > 0) return false;
       break;
   }
+  for (const sym::Expr* s : sym::symbols_of(d))
+    if (const SymbolInfo* info = find(s); info && info->unbacked) {
+      const char* user_op = current_user_op();
+      std::string op =
+          current_op_.empty() ? (user_op ? user_op : "user code") : std::string(current_op_);
+      std::string scope = scope_provider ? scope_provider() : "";
+      fail(ErrorKind::data_dependent,
+           "[{}] cannot decide {} {} {}{}: {} is a data-dependent size ({}, in [{}, {}]) and "
+           "its range does not settle it; state what holds with check_size (a runtime "
+           "assertion, as torch._check), or compute without branching on it",
+           op, a.str(), to_string(rel), b.str(), scope.empty() ? "" : " at " + scope, sym::str(s),
+           info->source, info->min, info->max);
+    }
   bool result = holds(rel, a.hint(), b.hint());
   // Record what held: `a rel b`, or its negation.
   Guard g{rel, a.as_expr(), b.as_expr(), {}, {}};

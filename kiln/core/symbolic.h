@@ -182,6 +182,9 @@ struct SymbolInfo {
   std::string dim_name;    // the user's Dim name ("batch"), or empty
   std::string source;      // "input_0.shape[0]"
   bool automatic = false;  // (Y2) may be specialized or related without an error
+  /** (Y3) A data-dependent size (nonzero's count, item()'s value): no example value (the
+   * hint is a placeholder no decision uses); bound at run time by the node that makes it. */
+  bool unbacked = false;
 };
 
 /** The symbols and guards of one trace (Y1, Y2). Install it with ShapeEnvGuard; while it
@@ -191,6 +194,12 @@ class ShapeEnv {
   /** A new symbol with example value `hint` in [min, max]; named s0, s1, ... */
   SymInt new_symbol(int64_t hint, int64_t min, int64_t max, std::string source,
                     std::string dim_name = "", bool automatic = false);
+  /** (Y3) A data-dependent size in [min, max], named u0, u1, ...; `source` says which op
+   * made it. Decisions on it are taken from ranges only (else an Error naming it). */
+  SymInt new_unbacked(int64_t min, int64_t max, std::string source);
+  /** (Y3) `a rel b` holds from here on: a runtime assertion of the program (checked when
+   * its symbols are bound), and a narrower range when it bounds a symbol by a constant. */
+  void assume(Rel rel, const SymInt& a, const SymInt& b);
   /** The range of an expression from its symbols' ranges. */
   sym::Range range(const sym::Expr* e) const;
   /** Decides `a rel b`: from the ranges when they settle it, else from the hints, and
@@ -229,6 +238,16 @@ class ShapeEnvGuard {
  private:
   ShapeEnv* prev_;
 };
+
+/** (Y3) Whether `n` is 0 for a special case of empty tensors whose general path is right
+ * for them too: a data-dependent n is taken as non-zero without a guard (PyTorch's
+ * size-oblivious reasoning); otherwise `n == 0` (a guard where it must be one). */
+bool empty_special_case(const SymInt& n);
+
+/** (Y3) States a fact about sizes, as torch._check does: with integers it is checked now
+ * (a value Error when false); with symbols it becomes a runtime assertion of the trace
+ * (ShapeEnv::assume), the way to let a meta function decide on a data-dependent size. */
+void check_size(const SymInt& a, Rel rel, const SymInt& b);
 
 /** Sets ShapeEnv::current_op for its lifetime when an env is active (run_meta). */
 class SymOpScope {

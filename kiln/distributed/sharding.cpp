@@ -582,6 +582,7 @@ Table build() {
   s.decompose(O::linear, linear_as_matmul);
   s.none(O::linear_backward);  // autograd of a DTensor linear sees its decomposition
   s.rule(O::convolution, convolution);
+  s.none(O::nonzero);  // data-dependent rows: replicated only
   for (O op : {O::linalg_eigh, O::linalg_svd}) s.rule(op, matrices);
 
   // ---- views: shards follow the dims they move to, or are gathered first ----

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "kiln/ops/meta_util.h"
 #include "kiln/ops/special_names.h"
@@ -662,6 +664,58 @@ void meta_convolution(const OpCall& c, MetaOut& out) {
   Dims shape = sym_dims({c.args.tensor(0).sym_size(0), SymInt(g.out_channels)});
   for (int i = 0; i < g.rank; ++i) shape.push_back(g.out[static_cast<size_t>(i)]);
   out.fresh(std::move(shape), c.args.tensor(0).dtype());
+}
+
+namespace {
+
+// The non-zero elements of a real CPU tensor (a float zero of either sign is zero; NaN is
+// not), counted from its bytes: the count is nonzero's output size.
+int64_t count_nonzero_elements(const Tensor& x) {
+  size_t size = itemsize(x.dtype());
+  // A float's sign bit does not make it non-zero.
+  uint64_t value_bits = ~uint64_t{0};
+  if (is_floating(x.dtype())) value_bits = ~(uint64_t{1} << (8 * size - 1));
+  const auto* base = static_cast<const unsigned char*>(x.storage()->data);
+  int64_t count = 0, n = x.numel(), rank = x.dim();
+  std::vector<int64_t> at(static_cast<size_t>(rank), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = x.offset();
+    for (int64_t d = 0; d < rank; ++d) off += at[static_cast<size_t>(d)] * x.stride(d);
+    uint64_t bits = 0;
+    std::memcpy(&bits, base + off * static_cast<int64_t>(size), size);
+    count += (bits & value_bits) != 0;
+    for (int64_t d = rank - 1; d >= 0; --d) {  // the next row-major coordinate
+      if (++at[static_cast<size_t>(d)] < x.size(d)) break;
+      at[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return count;
+}
+
+}  // namespace
+
+// nonzero: [n, rank] coordinates. Eager (a real CPU tensor) counts its non-zero elements
+// here, so the kernel's output is allocated like any other; a fake tensor gets an
+// unbacked size in [0, numel] from the trace's ShapeEnv (Y3), and is a data-dependent
+// Error without one (F5).
+void meta_nonzero(const OpCall& c, MetaOut& out) {
+  const Tensor& x = c.args.tensor(0);
+  SymInt rows;
+  if (x.is_fake()) {
+    ShapeEnv* env = ShapeEnv::current();
+    KILN_CHECK(env, data_dependent,
+               "[nonzero] the number of non-zero elements of fake tensor {} is data: trace "
+               "with symbolic shapes (export_program) to give it a size of its own",
+               x.meta_str());
+    SymInt numel = x.sym_numel();
+    int64_t max = numel.is_symbolic() ? env->range(numel.as_expr()).hi : numel.hint();
+    rows = env->new_unbacked(0, max, "nonzero");
+  } else {
+    KILN_CHECK(x.device().type == DeviceType::cpu, unsupported,
+               "[nonzero] runs on CPU tensors, got {} (copy it to the CPU first)", x.meta_str());
+    rows = count_nonzero_elements(x);
+  }
+  out.fresh(sym_dims({rows, SymInt(x.dim())}), DType::i64);
 }
 
 // A (batch of) float or double matrix, as the decompositions take.

@@ -82,6 +82,7 @@ void meta_addmm(const OpCall&, MetaOut&);
 void meta_linear(const OpCall&, MetaOut&);
 void meta_linear_backward(const OpCall&, MetaOut&);
 void meta_convolution(const OpCall&, MetaOut&);
+void meta_nonzero(const OpCall&, MetaOut&);
 void meta_linalg_eigh(const OpCall&, MetaOut&);
 void meta_linalg_svd(const OpCall&, MetaOut&);
 void meta_view(const OpCall&, MetaOut&);

@@ -155,7 +155,7 @@ bool compute_view_strides(const Dims& shape, const Dims& strides, const Dims& ne
 bool symbolic_view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape,
                            Dims& out) {
   out = Dims(new_shape.size());
-  if (shape.empty() || sym_numel(shape) == 0) {
+  if (shape.empty() || empty_special_case(sym_numel(shape))) {
     symbolic_strides_into(new_shape, out);
     return true;
   }

@@ -208,6 +208,8 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   /* every rank gets rank src's self; and all_reduce in place (PyTorch's _c10d_functional names) */ \
   X(broadcast,              same, meta_broadcast,      "broadcast(Tensor self, int src, str group) -> Tensor") \
   X(all_reduce_,            same, nullptr,             "all_reduce_(Tensor(a!) self, str reduce_op, str group) -> Tensor(a!)") \
+  /* (Y3) data-dependent: i64 [n, self.dim()], the coordinates of the n non-zero elements (n an unbacked size under a symbolic trace) */ \
+  X(nonzero, same, meta_nonzero, "nonzero(Tensor self) -> Tensor") \
   /* conversion */ \
   X(_to_copy, to_copy, meta_to_copy, "_to_copy(Tensor self, *, ScalarType dtype, Device device, bool non_blocking=False) -> Tensor")
 // clang-format on

@@ -618,7 +618,7 @@ std::string program_json(const ExportedProgram& program) {
   prog["workspaces"] = workspaces;
   if (!program.shapes.empty()) {  // (Y4)
     json symbols = json::array(), guards = json::array();
-    for (const SymbolInfo& s : program.shapes.symbols)
+    for (const SymbolInfo& s : program.shapes.symbols) {
       symbols.push_back({{"name", sym::str(s.expr)},
                          {"min", s.min},
                          {"max", s.max},
@@ -626,6 +626,8 @@ std::string program_json(const ExportedProgram& program) {
                          {"dim", s.dim_name},
                          {"source", s.source},
                          {"automatic", s.automatic}});
+      if (s.unbacked) symbols.back()["unbacked"] = true;  // (Y3) written only when set
+    }
     for (const Guard& g : program.shapes.guards)
       guards.push_back({{"lhs", sym::str(g.lhs)},
                         {"rel", to_string(g.rel)},
@@ -860,6 +862,7 @@ ExportedProgram read_program_checked(const std::string& path, std::string* distr
       info.dim_name = r.get<std::string>(s, "dim", "symbol " + name);
       info.source = r.get<std::string>(s, "source", "symbol " + name);
       info.automatic = r.get<bool>(s, "automatic", "symbol " + name);
+      if (s.contains("unbacked")) info.unbacked = r.get<bool>(s, "unbacked", "symbol " + name);
       if (info.min < 0 || info.min > info.max || info.hint < info.min || info.hint > info.max)
         bad(path,
             fmt::format(

@@ -111,15 +111,17 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
   for (const nn::NamedTensor& t : lifted) slots.push_back(t.tensor);
   size_t n_lifted = lifted.size();
   // (Y1) Declared dynamic dims make the fake user inputs symbolic; the trace then runs
-  // with their ShapeEnv active, which records every decision taken on them (Y2).
+  // with their ShapeEnv active, which records every decision taken on them (Y2). It is
+  // active for a static program too: a data-dependent op makes its unbacked sizes there
+  // (Y3); with integer sizes it is never consulted (Y6).
   ShapeEnv env;
   std::optional<ShapeEnvGuard> symbolic;
   if (!options.dynamic_shapes.empty()) {
     TensorList user(traced.begin() + static_cast<std::ptrdiff_t>(n_lifted), traced.end());
     detail::declare_dynamic_dims(env, user, example_inputs, options.dynamic_shapes);
-    env.scope_provider = [] { return current_scope(); };
-    symbolic.emplace(&env);
   }
+  env.scope_provider = [] { return current_scope(); };
+  symbolic.emplace(&env);
   auto fn = [&](const TensorList& in) {
     Swap swap(slots, in);
     TensorList user(in.begin() + static_cast<std::ptrdiff_t>(n_lifted), in.end());

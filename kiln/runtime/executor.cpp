@@ -553,10 +553,38 @@ Executor::Executor(ExportedProgram& program, ExecutorOptions options) : program_
   labels_.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) runs_at_[i] = i;
   min_attention_bytes_ = options.min_attention_bytes;
+  // (Y3) Values whose sizes are data: made per run, their unbacked symbols bound from them.
+  data_dependent_.assign(nodes_.size(), false);
+  binds_.resize(nodes_.size());
+  bool any_unbacked = false;
+  for (const SymbolInfo& s : program.shapes.symbols) any_unbacked = any_unbacked || s.unbacked;
+  auto unbacked = [&](const SymInt& v) {
+    if (!v.is_symbolic()) return false;
+    for (const sym::Expr* s : sym::symbols_of(v.expr())) {
+      int k = program.shapes.index_of(s);
+      if (k >= 0 && program.shapes.symbols[static_cast<size_t>(k)].unbacked) return true;
+    }
+    return false;
+  };
+  for (size_t i = 0; any_unbacked && i < nodes_.size(); ++i) {
+    const ir::MetaList& metas = nodes_[i]->meta();
+    for (size_t k = 0; k < metas.size(); ++k) {
+      const ir::ValueMeta& m = metas[k];
+      for (size_t d = 0; d < m.shape.size(); ++d) {
+        SymInt s = m.shape.sym(d);
+        data_dependent_[i] = data_dependent_[i] || unbacked(s) || unbacked(m.strides.sym(d));
+        if (unbacked(s) && s.expr()->op == sym::Op::symbol)
+          binds_[i].push_back({k, d, static_cast<size_t>(program.shapes.index_of(s.expr()))});
+      }
+      data_dependent_[i] = data_dependent_[i] || unbacked(m.offset);
+    }
+  }
   const char* env = std::getenv("KILN_FUSION");
   KILN_CHECK(!env || std::string_view(env) == "0" || std::string_view(env) == "1", value,
              "[Executor] KILN_FUSION must be 0 (no fusion) or 1, got '{}'", env);
-  if (options.fuse && !(env && std::string_view(env) == "0")) {
+  // Fusion plans from sizes, which are not all known before a run with data-dependent ones:
+  // such programs run op by op (docs/dynamic-shapes.md).
+  if (options.fuse && !(env && std::string_view(env) == "0") && !any_unbacked) {
     find_epilogues();  // a product takes its epilogue before regions form
     find_regions();
     find_attention();
@@ -583,8 +611,8 @@ const Executor::Plan& Executor::plan_for(const std::vector<int64_t>& binding) {
   Plan& plan = plans_.front().second;
   plan.metas.resize(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i)
-    for (const ir::ValueMeta& m : nodes_[i]->meta())
-      plan.metas[i].push_back(evaluate(m, program_.shapes, binding));
+    for (const ir::ValueMeta& m : nodes_[i]->meta())  // (Y3) data-dependent ones stay symbolic
+      plan.metas[i].push_back(data_dependent_[i] ? m : evaluate(m, program_.shapes, binding));
   build_plan(plan);
   ++plans_built_;
   return plan;
@@ -657,7 +685,8 @@ void Executor::build_plan(Plan& plan) {
     ir::Node* n = nodes_[i];
     if (n->opcode() != ir::Opcode::call) continue;
     const ops::OpInfo& info = ops::op_info(n->op());
-    bool fresh = info.meta && !info.is_view() && !info.is_inplace() && !never_made[i];
+    bool fresh =
+        info.meta && !info.is_view() && !info.is_inplace() && !never_made[i] && !data_dependent_[i];
     bool any = false;
     for (size_t k = 0; k < n->meta().size(); ++k) {
       const ir::ValueMeta& m = meta_of(i)[k];
@@ -825,6 +854,19 @@ TensorList Executor::run(const TensorList& user_inputs) {
           for (size_t k = 0; k < env[i].size(); ++k)  // an output of the program: made per run
             if (!env[i][k].defined()) env[i][k] = output_of(plan, i, k);
           dispatch_into(n->op(), args, env[i]);
+        }
+        for (const auto& [k, d, symbol] : binds_[i]) {  // (Y3) an unbacked size, now known
+          int64_t size = env[i][k].size(static_cast<int64_t>(d));
+          const SymbolInfo& s = program_.shapes.symbols[symbol];
+          int64_t& bound = binding[symbol];
+          KILN_CHECK(bound == kUnbound || bound == size, value,
+                     "[run] {} is {} here but was {} earlier in this run", sym::str(s.expr), size,
+                     bound);
+          bound = size;
+          check_assertions_of(program_.shapes, binding, symbol);  // the facts stated first
+          KILN_CHECK(size >= s.min && size <= s.max, value,
+                     "[run] the data gave {} = {} ({}), outside its range [{}, {}]",
+                     sym::str(s.expr), size, s.source, s.min, s.max);
         }
         if (profiling_) {
           for (const ir::ValueMeta& m : n->meta())

@@ -105,7 +105,11 @@ class Executor {
   int64_t min_attention_bytes_ = 0;
   std::vector<int> attention_of_;  // per node: its blocked attention, or -1
   std::vector<Epilogue> epilogues_;
-  std::vector<int> epilogue_of_;     // per node: its product epilogue, or -1
+  std::vector<int> epilogue_of_;  // per node: its product epilogue, or -1
+  // (Y3) Per node: whether an output's size depends on an unbacked symbol (never planned),
+  // and the unbacked symbols its outputs bind when it has run: (output, dim, symbol).
+  std::vector<bool> data_dependent_;
+  std::vector<std::vector<std::array<size_t, 3>>> binds_;
   std::vector<size_t> runs_at_;      // per node: where it runs (its fused group's last node)
   std::vector<std::string> labels_;  // per node: a fused group's name in profiles, or empty
   std::list<std::pair<std::vector<int64_t>, Plan>> plans_;  // most recently used first

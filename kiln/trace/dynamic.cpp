@@ -173,6 +173,10 @@ std::vector<int64_t> bind_symbols(
   std::vector<int64_t> binding(value.size());
   for (size_t k = 0; k < value.size(); ++k) {
     const SymbolInfo& s = shapes.symbols[k];
+    if (s.unbacked) {  // (Y3) bound by the node that makes it, during the run
+      binding[k] = kUnbound;
+      continue;
+    }
     KILN_CHECK(value[k].has_value(), shape, "[run] symbol {} ({}) is not fixed by any input size",
                sym::str(s.expr), s.source);
     binding[k] = *value[k];
@@ -184,6 +188,7 @@ std::vector<int64_t> bind_symbols(
     return sym::eval(e, [&](const sym::Expr* s) { return value_in(shapes, binding, s); });
   };
   for (const Guard& g : shapes.guards) {
+    if (!all_bound(shapes, binding, g)) continue;  // (Y3) checked once its sizes are known
     int64_t l = eval(g.lhs), r = eval(g.rhs);
     bool ok = g.rel == Rel::eq   ? l == r
               : g.rel == Rel::ne ? l != r
@@ -200,6 +205,40 @@ std::vector<int64_t> bind_symbols(
          values, g.str(), g.op, g.scope.empty() ? "" : " at ", g.scope);
   }
   return binding;
+}
+
+bool all_bound(const ShapeSpec& shapes, const std::vector<int64_t>& binding, const Guard& g) {
+  for (const sym::Expr* s : sym::symbols_of(sym::sub(g.lhs, g.rhs)))
+    if (int k = shapes.index_of(s); k >= 0 && binding[static_cast<size_t>(k)] == kUnbound)
+      return false;
+  return true;
+}
+
+void check_assertions_of(const ShapeSpec& shapes, const std::vector<int64_t>& binding,
+                         size_t symbol) {
+  const sym::Expr* bound = shapes.symbols[symbol].expr;
+  for (const Guard& g : shapes.guards) {
+    std::vector<const sym::Expr*> used = sym::symbols_of(sym::sub(g.lhs, g.rhs));
+    if (std::find(used.begin(), used.end(), bound) == used.end() || !all_bound(shapes, binding, g))
+      continue;
+    auto eval = [&](const sym::Expr* e) {
+      return sym::eval(e, [&](const sym::Expr* s) { return value_in(shapes, binding, s); });
+    };
+    int64_t l = eval(g.lhs), r = eval(g.rhs);
+    bool ok = g.rel == Rel::eq   ? l == r
+              : g.rel == Rel::ne ? l != r
+              : g.rel == Rel::lt ? l < r
+                                 : l <= r;
+    if (ok) continue;
+    std::string values;
+    for (const sym::Expr* s : used)
+      values += fmt::format("{}{} = {}", values.empty() ? "" : ", ", sym::str(s),
+                            value_in(shapes, binding, s));
+    fail(ErrorKind::value,
+         "[run] the data gave {}, which breaks the assertion {} that {}{}{} stated when the "
+         "program was traced",
+         values, g.str(), g.op, g.scope.empty() ? "" : " at ", g.scope);
+  }
 }
 
 // ---- export (Y1, Y2) ---------------------------------------------------------------
@@ -326,7 +365,8 @@ ShapeSpec settle_shapes(const ShapeEnv& env) {
     std::vector<const sym::Expr*> syms = sym::symbols_of(d);
     std::vector<const sym::Expr*> named;
     for (const sym::Expr* s : syms)
-      if (spec.index_of(s) >= 0 && !info_of(s).automatic) named.push_back(s);
+      if (spec.index_of(s) >= 0 && !info_of(s).automatic && !info_of(s).unbacked)
+        named.push_back(s);  // (Y3) facts about unbacked sizes are runtime assertions
     std::string who = fmt::format("{}{}{}", g.op, g.scope.empty() ? "" : " at ", g.scope);
     std::optional<Linear> l = linear(d);
     std::optional<Effect> effect = l ? effect_of(g, *l) : std::nullopt;

@@ -79,6 +79,18 @@ std::vector<int64_t> bind_symbols(
     const ShapeSpec& shapes, const std::vector<std::pair<std::string, const ir::ValueMeta*>>& metas,
     const TensorList& inputs);
 
+/** (Y3) A binding's value for an unbacked symbol not yet bound (its node has not run). */
+inline constexpr int64_t kUnbound = INT64_MIN;
+
+/** (Y3) Whether every symbol guard `g` uses is bound. */
+bool all_bound(const ShapeSpec& shapes, const std::vector<int64_t>& binding, const Guard& g);
+
+/** (Y3) Checks the guards that use symbol `symbol` (an unbacked size just bound from the
+ * data) and whose symbols are all bound: a value Error naming the assertion and the
+ * values that break it. */
+void check_assertions_of(const ShapeSpec& shapes, const std::vector<int64_t>& binding,
+                         size_t symbol);
+
 /** (Y4) `meta` at a binding of `shapes`' symbols (values in symbol order): every size,
  * stride and offset an integer. */
 ir::ValueMeta evaluate(const ir::ValueMeta& meta, const ShapeSpec& shapes,

@@ -185,6 +185,54 @@ TEST(Y2, ViewsAtSymbolicPositionsKeepSymbolicOffsets) {
   }
 }
 
+// (Y3) nonzero's row count is an unbacked size (u0 in [0, numel]): the program runs at
+// every count, none and all included, saved and loaded; masked_select and boolean
+// selection are nonzero underneath. A branch on such a size is an error naming it and
+// check_size; check_size states a fact the program then asserts at run time.
+TEST(Y3, NonzeroCountsAreUnbackedSizesBoundAtRunTime) {
+  Fn m([](const TensorList& in, const Tensor&, const Tensor&) {
+    Tensor positive = in[0] > 0.0;
+    Tensor idx = nonzero(positive);                        // [u0, 2]
+    Tensor picked = masked_select(in[0], positive) * 2.0;  // [u1]
+    return TensorList{sum(idx, {0}), picked, reshape(idx, {-1}) + 1};
+  });
+  Tensor x = randn({4, 5});
+  ExportedProgram p = export_program(m, {x});
+  int unbacked = 0;
+  for (const SymbolInfo& s : p.shapes.symbols) unbacked += s.unbacked;
+  EXPECT_EQ(unbacked, 2) << p.shapes.str();
+  std::string path = ::testing::TempDir() + "kiln_unbacked.kiln";
+  save(p, path);
+  ExportedProgram loaded = load_program(path);
+  runtime::Executor ex(loaded);
+  for (Tensor input : {randn({4, 5}), full({4, 5}, -1.0), full({4, 5}, 1.0), randn({4, 5})}) {
+    TensorList want = m(TensorList{input}), got = ex.run({input});
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].shape(), want[i].shape()) << i;
+      EXPECT_TRUE(close(got[i], want[i])) << i;
+    }
+  }
+  // Branching on a data-dependent size: an error naming it, its op and the way out.
+  Fn branch([](const TensorList& in, const Tensor&, const Tensor&) {
+    Tensor idx = nonzero(in[0] > 0.0);
+    return TensorList{idx.sym_size(0) > 3 ? idx * 2 : idx};
+  });
+  expect_error([&] { export_program(branch, {x}); }, ErrorKind::data_dependent,
+               "u0 is a data-dependent size (nonzero, in [0, 20])");
+  // check_size: a fact the meta functions may use, asserted when the program runs.
+  Fn checked([](const TensorList& in, const Tensor&, const Tensor&) {
+    Tensor idx = nonzero(in[0] > 0.0);
+    check_size(SymInt(4), Rel::le, idx.sym_size(0));
+    return TensorList{idx.sym_size(0) > 3 ? idx * 2 : idx};  // decided by the range now
+  });
+  ExportedProgram q = export_program(checked, {full({4, 5}, 1.0)});
+  runtime::Executor run_checked(q);
+  Tensor many = full({4, 5}, 1.0);
+  EXPECT_TRUE(close(run_checked.run({many})[0], checked(TensorList{many})[0]));
+  expect_error([&] { run_checked.run({full({4, 5}, -1.0)}); }, ErrorKind::value, "4 <= u0");
+}
+
 // Exports `f` of inputs shaped `shapes` with `dims`; returns the constraint error text
 // (empty when the export succeeds).
 std::string violations(Fn::F f, std::vector<IntList> shapes, std::vector<InputDims> dims) {

@@ -118,3 +118,34 @@ void k_scatter_add(const OpCall& c, std::span<Tensor> outs) {
 }
 
 }  // namespace kiln::cpu
+
+namespace kiln::cpu {
+
+// The coordinates of the non-zero elements in row-major order, one row each (meta_nonzero
+// counted them: the output has exactly that many rows).
+void k_nonzero(const OpCall& c, std::span<Tensor> outs) {
+  const Tensor& x = c.args.tensor(0);
+  const Tensor& out = outs[0];
+  int64_t rank = x.dim(), row = 0;
+  std::vector<int64_t> at(static_cast<size_t>(rank), 0);
+  auto* o = out.data<int64_t>();
+  KILN_DISPATCH_ALL(x.dtype(), "nonzero", {
+    const T* p = static_cast<const T*>(x.storage()->data);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      int64_t off = x.offset();
+      for (int64_t d = 0; d < rank; ++d) off += at[static_cast<size_t>(d)] * x.stride(d);
+      if (static_cast<double>(p[off]) != 0.0) {
+        for (int64_t d = 0; d < rank; ++d)
+          o[row * out.stride(0) + d * out.stride(1)] = at[static_cast<size_t>(d)];
+        ++row;
+      }
+      for (int64_t d = rank - 1; d >= 0; --d) {  // the next row-major coordinate
+        if (++at[static_cast<size_t>(d)] < x.size(d)) break;
+        at[static_cast<size_t>(d)] = 0;
+      }
+    }
+  });
+  KILN_CHECK(row == out.size(0), internal, "[nonzero] counted {} rows, found {}", out.size(0), row);
+}
+
+}  // namespace kiln::cpu

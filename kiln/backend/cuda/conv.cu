@@ -1,5 +1,6 @@
 // convolution on CUDA: one thread per output element sums its window directly (a
-// correct, simple kernel; a tuned one, cuDNN's, is left to a later change).
+// correct, simple kernel; a tuned one, cuDNN's, is left to a later change). And nonzero's
+// table entry.
 #include "kiln/backend/cuda/common.cuh"
 
 namespace kiln::cuda {
@@ -91,6 +92,18 @@ void k_convolution(const OpCall& c, std::span<Tensor> outs) {
     }
   }
   if (!y.is_same(outs[0])) copy_into(outs[0], y);
+}
+
+}  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+// nonzero's output size is counted by its meta function from host-readable data, which a
+// CUDA tensor is not: the meta function refuses it first (copy to the CPU, as the error
+// says). This entry only completes the kernel table.
+void k_nonzero(const OpCall& c, std::span<Tensor>) {
+  fail(ErrorKind::unsupported, "[nonzero] runs on CPU tensors, got {}",
+       c.args.tensor(0).meta_str());
 }
 
 }  // namespace kiln::cuda
