@@ -10,7 +10,7 @@ namespace kiln::testing {
 /** Arguments of one call of `op`; floating tensors have dtype `fp`. */
 /** (Y3) Ops whose output size is their input's data: a fake input needs a symbolic trace
  * (its size an unbacked symbol), and they run on CPU tensors only. */
-inline bool data_dependent(ops::OpKind op) { return op == ops::OpKind::nonzero; }
+inline bool data_dependent(ops::OpKind op) { return ops::is_data_dependent(op); }
 
 inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
   using ops::OpKind;
@@ -137,8 +137,8 @@ inline std::vector<Value> sample_args(ops::OpKind op, DType fp = f32) {
     case OpKind::addmm: return {randn({5}, o), a, m, Scalar(1), Scalar(1)};
     case OpKind::linear: return {a, randn({6, 4}, o), randn({6}, o)};
     case OpKind::linear_backward: return {randn({3, 6}, o), a, randn({6, 4}, o)};
-    case OpKind::nonzero:
-      return {where(gt(a, 0.0), a, zeros_like(a))};  // some zeros
+    case OpKind::nonzero: return {where(gt(a, 0.0), a, zeros_like(a))};  // some zeros
+    case OpKind::value_as_size: return {full({1}, 3, {.dtype = DType::i64})};
     // f32 and f64 only (the functional API computes half types in f32): half samples are
     // f32. Two groups, stride 2 in one dim, padding, dilation.
     case OpKind::convolution: {

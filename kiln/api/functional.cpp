@@ -1480,6 +1480,7 @@ Tensor nonzero(const Tensor& x) {
   }
   return to(from_vector(coords, {n, x.dim()}), x.device());
 }
+SymInt item_size(const Tensor& x) { return call1(OpKind::value_as_size, x).sym_size(0); }
 TensorList where(const Tensor& condition) {
   if (condition.dim() == 0) return where(reshape(condition, {1}));  // one index tensor, as PyTorch
   Tensor coords = nonzero(condition);

@@ -892,6 +892,10 @@ Tensor kaiser_window(int64_t n, bool periodic = true, double beta = 12.0,
 // ---- data-dependent shapes: eager only (on fake tensors a data-dependent Error, F5)
 /** i64 [n, x.dim()]: the coordinates of x's non-zero elements, in row-major order. */
 Tensor nonzero(const Tensor& x);
+/** (Y3) The value of a one-element integer tensor as a size (`n = x.item()` used as a size
+ * in PyTorch): the integer eagerly; an unbacked size under a symbolic trace (export),
+ * which the program binds from the data when it runs. Never negative. */
+SymInt item_size(const Tensor& x);
 /** nonzero's columns, one index tensor per dim. */
 TensorList where(const Tensor& condition);
 /** The elements of x (broadcast with mask) where mask is true, 1-D (differentiable). */

@@ -610,8 +610,9 @@ Table build() {
     if (c.needs(1))
       c.set(1, sum_to(neg(c.grad()) * div(c.t(0), c.t(1), "trunc"), c.input(1).shape));
   });
-  d.none(O::floor_divide);  // PyTorch has no derivative for it either
-  d.none(O::nonzero);       // integer coordinates
+  d.none(O::floor_divide);   // PyTorch has no derivative for it either
+  d.none(O::nonzero);        // integer coordinates
+  d.none(O::value_as_size);  // an integer's value
   for (O op : {O::bitwise_not, O::bitwise_and, O::bitwise_or, O::bitwise_xor}) d.none(op);
   d.def(O::atan2, arg(0) | arg(1), [](GradCtx& c) {
     const Tensor &a = c.t(0), &b = c.t(1);

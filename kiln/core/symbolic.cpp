@@ -778,11 +778,17 @@ void ShapeEnv::assume(Rel rel, const SymInt& a, const SymInt& b) {
   guards_.push_back(std::move(g));
 }
 
-bool empty_special_case(const SymInt& n) {
-  if (!n.is_symbolic()) return n.hint() == 0;
+bool data_dependent_size(const SymInt& n) {
+  if (!n.is_symbolic()) return false;
   if (ShapeEnv* env = ShapeEnv::current())
     for (const sym::Expr* s : sym::symbols_of(n.expr()))
-      if (const SymbolInfo* info = env->find(s); info && info->unbacked) return false;
+      if (const SymbolInfo* info = env->find(s); info && info->unbacked) return true;
+  return false;
+}
+
+bool empty_special_case(const SymInt& n) {
+  if (!n.is_symbolic()) return n.hint() == 0;
+  if (data_dependent_size(n)) return false;
   return n == 0;
 }
 

@@ -239,6 +239,9 @@ class ShapeEnvGuard {
   ShapeEnv* prev_;
 };
 
+/** (Y3) Whether `n` involves an unbacked symbol of the active ShapeEnv. */
+bool data_dependent_size(const SymInt& n);
+
 /** (Y3) Whether `n` is 0 for a special case of empty tensors whose general path is right
  * for them too: a data-dependent n is taken as non-zero without a guard (PyTorch's
  * size-oblivious reasoning); otherwise `n == 0` (a guard where it must be one). */

@@ -583,6 +583,7 @@ Table build() {
   s.none(O::linear_backward);  // autograd of a DTensor linear sees its decomposition
   s.rule(O::convolution, convolution);
   s.none(O::nonzero);  // data-dependent rows: replicated only
+  s.none(O::value_as_size);
   for (O op : {O::linalg_eigh, O::linalg_svd}) s.rule(op, matrices);
 
   // ---- views: shards follow the dims they move to, or are gathered first ----

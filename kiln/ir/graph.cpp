@@ -709,7 +709,8 @@ int eliminate_dead_code(Graph& graph) {
   for (Node* n = graph.output() ? graph.output()->prev() : nullptr; n;) {
     Node* prev = n->prev();
     bool removable = n->opcode() == Opcode::constant ||
-                     (n->opcode() == Opcode::call && !ops::op_info(n->op()).is_inplace());
+                     (n->opcode() == Opcode::call && !ops::op_info(n->op()).is_inplace() &&
+                      !ops::is_data_dependent(n->op()));  // (Y3) it binds a size
     if (removable && n->users().empty()) {
       graph.erase(n);
       ++removed;
@@ -802,7 +803,8 @@ int eliminate_common_subexpressions(Graph& graph) {
     if (n->opcode() == Opcode::call) {
       if (ops::op_info(n->op()).is_inplace()) {
         std::fill(table.begin(), table.end(), nullptr);  // values computed before may differ after
-      } else if (n->op() != ops::OpKind::rand && n->op() != ops::OpKind::randn) {
+      } else if (n->op() != ops::OpKind::rand && n->op() != ops::OpKind::randn &&
+                 !ops::is_data_dependent(n->op())) {  // (Y3) each binds its own symbol
         size_t i = static_cast<size_t>((call_hash(n) * 0x9e3779b97f4a7c15ULL) >> 32) & (cap - 1);
         while (table[i] && !same_call(table[i], n)) i = (i + 1) & (cap - 1);
         if (!table[i]) {

@@ -718,6 +718,44 @@ void meta_nonzero(const OpCall& c, MetaOut& out) {
   out.fresh(sym_dims({rows, SymInt(x.dim())}), DType::i64);
 }
 
+// value_as_size: a real tensor's value is read here (the output's size); a fake one's is
+// an unbacked size in [0, max] (Y3): a size is never negative.
+void meta_value_as_size(const OpCall& c, MetaOut& out) {
+  const Tensor& x = c.args.tensor(0);
+  KILN_CHECK(x.numel() == 1 && is_integral(x.dtype(), false), value,
+             "[item_size] takes a one-element integer tensor, got {}", x.meta_str());
+  SymInt v;
+  if (x.is_fake()) {
+    ShapeEnv* env = ShapeEnv::current();
+    KILN_CHECK(env, data_dependent,
+               "[item_size] the value of fake tensor {} is data: trace with symbolic shapes "
+               "(export_program) to give it a size of its own",
+               x.meta_str());
+    v = env->new_unbacked(0, int64_t{1} << 40, "item_size");
+  } else {
+    KILN_CHECK(x.device().type == DeviceType::cpu, unsupported,
+               "[item_size] runs on CPU tensors, got {} (copy it to the CPU first)", x.meta_str());
+    int64_t value = 0;
+    const auto* at = static_cast<const unsigned char*>(x.storage()->data) +
+                     x.offset() * static_cast<int64_t>(itemsize(x.dtype()));
+    switch (x.dtype()) {
+      case DType::i64: value = *reinterpret_cast<const int64_t*>(at); break;
+      case DType::i32: value = *reinterpret_cast<const int32_t*>(at); break;
+      case DType::i16: value = *reinterpret_cast<const int16_t*>(at); break;
+      case DType::i8: value = *reinterpret_cast<const int8_t*>(at); break;
+      default: value = *at; break;  // u8
+    }
+    KILN_CHECK(value >= 0, value, "[item_size] a size must not be negative, got {}", value);
+    v = value;
+  }
+  TensorMeta& m = out.outs.append_slot();
+  m.shape = sym_dims({v});
+  m.strides = Dims{0};
+  m.offset = x.sym_offset();
+  m.dtype = x.dtype();
+  m.alias = TensorMeta::Alias::view;
+}
+
 // A (batch of) float or double matrix, as the decompositions take.
 static void check_decomposed(const OpCall& c, const Tensor& a, bool square) {
   KILN_CHECK(a.dim() >= 2, shape, "[{}] expects a (batch of) matrix with at least 2 dims, got {}",

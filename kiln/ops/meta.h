@@ -83,6 +83,7 @@ void meta_linear(const OpCall&, MetaOut&);
 void meta_linear_backward(const OpCall&, MetaOut&);
 void meta_convolution(const OpCall&, MetaOut&);
 void meta_nonzero(const OpCall&, MetaOut&);
+void meta_value_as_size(const OpCall&, MetaOut&);
 void meta_linalg_eigh(const OpCall&, MetaOut&);
 void meta_linalg_svd(const OpCall&, MetaOut&);
 void meta_view(const OpCall&, MetaOut&);

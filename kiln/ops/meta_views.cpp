@@ -322,6 +322,9 @@ void meta_slice(const OpCall& c, MetaOut& out) {
     if (v.same_as(kEnd)) return size;
     SymInt x = !v.is_symbolic() && v.hint() < 0 ? size + v : v;
     if (x < 0) return 0;
+    // (Y3) a data-dependent bound is clamped in the expression (the program evaluates
+    // Min when it runs) rather than by a decision the trace cannot take
+    if (x.is_symbolic() && data_dependent_size(x)) return sym_min(x, size);
     if (x > size) return size;
     return x;
   };

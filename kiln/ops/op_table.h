@@ -210,6 +210,8 @@ using MetaFn = void (*)(const OpCall&, MetaOut&);
   X(all_reduce_,            same, nullptr,             "all_reduce_(Tensor(a!) self, str reduce_op, str group) -> Tensor(a!)") \
   /* (Y3) data-dependent: i64 [n, self.dim()], the coordinates of the n non-zero elements (n an unbacked size under a symbolic trace) */ \
   X(nonzero, same, meta_nonzero, "nonzero(Tensor self) -> Tensor") \
+  /* (Y3) a one-element integer tensor's value v as a size: self viewed as [v] with stride 0 (no data), so a program binds v's unbacked symbol from its shape */ \
+  X(value_as_size, same, meta_value_as_size, "value_as_size(Tensor(a) self) -> Tensor(a)") \
   /* conversion */ \
   X(_to_copy, to_copy, meta_to_copy, "_to_copy(Tensor self, *, ScalarType dtype, Device device, bool non_blocking=False) -> Tensor")
 // clang-format on
@@ -220,6 +222,12 @@ enum class OpKind : uint16_t {
   KILN_OPS(KILN_OP_ENUM)
 #undef KILN_OP_ENUM
 };
+
+/** (Y3) Ops whose output size is their input's data (an unbacked symbol in a trace): a
+ * program keeps each such node (it binds its symbol when it runs), never merging two. */
+inline bool is_data_dependent(OpKind op) {
+  return op == OpKind::nonzero || op == OpKind::value_as_size;
+}
 
 inline constexpr int kNumOps = 0
 #define KILN_OP_COUNT(name, rule, meta, schema) +1

@@ -233,6 +233,32 @@ TEST(Y3, NonzeroCountsAreUnbackedSizesBoundAtRunTime) {
   expect_error([&] { run_checked.run({full({4, 5}, -1.0)}); }, ErrorKind::value, "4 <= u0");
 }
 
+// (Y3) item_size: a tensor's value used as a size (PyTorch's `n = t.item()`) is an
+// unbacked size under export; the program reads it when it runs (slices clamp it, as
+// Python's do; a factory makes that many elements).
+TEST(Y3, ItemSizesAreReadWhenTheProgramRuns) {
+  Fn m([](const TensorList& in, const Tensor&, const Tensor&) {
+    SymInt n = item_size(in[1]);
+    Tensor head = slice(in[0], 0, 0, n);  // the first n rows (all of them when n is larger)
+    return TensorList{sum(head, {0}), zeros(sym_dims({n}), {}) + 1.0};
+  });
+  auto count = [](int64_t n) { return full({1}, n, {.dtype = DType::i64}); };
+  Tensor x = randn({6, 3});
+  ExportedProgram p = export_program(m, {x, count(2)});
+  runtime::Executor ex(p);
+  for (int64_t n : {0, 1, 4, 6, 9}) {
+    TensorList want = m(TensorList{x, count(n)}), got = ex.run({x, count(n)});
+    ASSERT_EQ(got[1].shape(), (Dims{n}));
+    EXPECT_TRUE(close(got[0], want[0])) << n;
+    EXPECT_TRUE(close(got[1], want[1])) << n;
+  }
+  expect_error(
+      [&] {
+        ex.run({x, count(-1)});
+      },
+      ErrorKind::value, "a size must not be negative, got -1");
+}
+
 // Exports `f` of inputs shaped `shapes` with `dims`; returns the constraint error text
 // (empty when the export succeeds).
 std::string violations(Fn::F f, std::vector<IntList> shapes, std::vector<InputDims> dims) {
