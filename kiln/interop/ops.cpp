@@ -869,6 +869,10 @@ const std::unordered_map<std::string_view, Adapter>& table() {
          return one(gather(self(c), c.integer("dim"), c.tensor("index")));
        }},
       {"aten.index.Tensor", [](const Call& c) { return one(index(self(c), c.tensors("indices"))); }},
+      // (Y3) data-dependent rows: an unbacked size of the import's trace
+      {"aten.nonzero.default", [](const Call& c) { return one(nonzero(self(c))); }},
+      {"aten.masked_select.default",
+       [](const Call& c) { return one(masked_select(self(c), c.tensor("mask"))); }},
       {"aten.index_put.default",
        [](const Call& c) {
          return one(index_put(self(c), c.tensors("indices"), c.tensor("values"), c.flag("accumulate", false)));

@@ -879,12 +879,11 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
   };
   TensorList traced;
   // (Y1) The trace runs with the file's symbols: sizes computed from them stay symbolic,
-  // and the decisions taken on them are guards the program checks at run time.
+  // and the decisions taken on them are guards the program checks at run time. Active
+  // without symbols too: data-dependent ops make their unbacked sizes there (Y3).
   std::optional<ShapeEnvGuard> symbolic;
-  if (!im.symbols.empty()) {
-    im.shape_env.scope_provider = [] { return current_scope(); };
-    symbolic.emplace(&im.shape_env);
-  }
+  im.shape_env.scope_provider = [] { return current_scope(); };
+  symbolic.emplace(&im.shape_env);
   {
     FakeMode fake;
     size_t u = 0;
@@ -1056,8 +1055,12 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
     program.shapes =
         detail::settle_shapes(im.shape_env);  // the file's dims are automatic: no errors
     for (const SymbolInfo& s : program.shapes.symbols)
-      im.notes.push_back(fmt::format("{} ({}) is symbolic: {} in [{}, {}]", s.source, s.dim_name,
-                                     sym::str(s.expr), s.min, s.max));
+      im.notes.push_back(s.unbacked
+                             ? fmt::format("{} is data-dependent ({}): in [{}, {}], read when the "
+                                           "program runs",
+                                           sym::str(s.expr), s.source, s.min, s.max)
+                             : fmt::format("{} ({}) is symbolic: {} in [{}, {}]", s.source,
+                                           s.dim_name, sym::str(s.expr), s.min, s.max));
   }
   finish_program(program, std::move(captured), "import");
   return {std::move(program), std::move(im.notes)};

@@ -260,6 +260,25 @@ TEST(Pt2, DynamicDecoderRunsAtEveryShapeOfItsRange) {
   }
 }
 
+// (I4, Y3) Data-dependent sizes in the file (nonzero's rows, boolean-mask selection,
+// masked_select: u0, u1, ... with their _assert_scalar range checks) are kiln's unbacked
+// sizes: one imported program runs at any count, none included, in both dialects.
+TEST(Pt2, DataDependentSizesAreReadWhenTheProgramRuns) {
+  for (std::string name : {"data_dependent", "data_dependent_core"}) {
+    SCOPED_TRACE(name);
+    ImportedProgram imported = read_pt2(archive(name));
+    ExportedProgram& p = imported.program;
+    int unbacked = 0;
+    for (const SymbolInfo& s : p.shapes.symbols) unbacked += s.unbacked;
+    EXPECT_EQ(unbacked, 3) << p.shapes.str();
+    runtime::Executor ex(p);
+    for (std::string refs : {name, name + "_alt"}) {
+      NamedTensors ref = load_safetensors(kCorpus + refs + ".safetensors");
+      expect_outputs(ref, ex.run(reference_inputs(ref)), refs);
+    }
+  }
+}
+
 // (I4, Y2) Sizes public models use as values -- a convolution (and max pooling) over a
 // dynamic batch, positions from arange and diff, advanced indexing with them -- stay
 // symbolic: one imported program runs at both shapes PyTorch computed.

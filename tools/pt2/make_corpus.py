@@ -321,6 +321,31 @@ def sizes_as_values():
                   OUT / f"{name}_alt.safetensors")
 
 
+class DataDependent(nn.Module):
+    """Sizes that are the data's (unbacked symbols u0, u1, ... in the file): nonzero's
+    rows, boolean-mask selection and masked_select, each used after."""
+
+    def forward(self, x):
+        idx = torch.nonzero(x > 0)
+        picked = x[x > 0.5] * 2
+        neg = torch.masked_select(x, x < 0)
+        return idx.sum(0), picked, neg.sum() + picked.sum()
+
+
+def data_dependent():
+    """DataDependent in both dialects, and PyTorch's results for inputs with other counts
+    (none positive) in NAME_alt.safetensors."""
+    g = torch.Generator().manual_seed(4)
+    x, alt = torch.randn(4, 5, generator=g), -torch.rand(4, 5, generator=g)
+    m = DataDependent()
+    outs = m(alt)
+    for name, core in (("data_dependent", False), ("data_dependent_core", True)):
+        write(name, m, (x,), core=core)
+        tensors = {"input_0": alt.contiguous()}
+        tensors.update({f"output_{i}": y.contiguous() for i, y in enumerate(outs)})
+        save_file(tensors, OUT / f"{name}_alt.safetensors")
+
+
 def regions():
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(2)
@@ -409,6 +434,9 @@ def main():
     if "--only-regions" in sys.argv:
         OUT.mkdir(parents=True, exist_ok=True)
         return regions(), sizes_as_values()
+    if "--only-data-dependent" in sys.argv:
+        OUT.mkdir(parents=True, exist_ok=True)
+        return data_dependent()
     OUT.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -466,6 +494,7 @@ def main():
     dynamic_decoder()
     regions()
     sizes_as_values()
+    data_dependent()
 
 
 if __name__ == "__main__":
