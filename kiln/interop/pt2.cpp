@@ -451,10 +451,19 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
            c.str("assert_msg", ""));
     return Results{};
   }
+  if (target == "aten._local_scalar_dense.default" ||
+      target == "aten.item.default")  // (Y3) t.item() used as a size
+    return size(item_size(c.tensor("self")));
   if (target == "aten.sym_constrain_range_for_size.default" ||
       target == "aten.sym_constrain_range.default") {
-    int64_t v = c.integer("size");
     std::optional<int64_t> lo = c.opt_integer("min"), hi = c.opt_integer("max");
+    if (std::optional<SymInt> s = c.opt_sym_integer("size"); s && s->is_symbolic()) {
+      // (Y3) a data-dependent size's range: runtime assertions of the program
+      if (lo) check_size(SymInt(*lo), Rel::le, *s);
+      if (hi) check_size(*s, Rel::le, SymInt(*hi));
+      return Results{};
+    }
+    int64_t v = c.integer("size");
     if ((lo && v < *lo) || (hi && v > *hi))
       fail(ErrorKind::value, "{} is outside the range the program declares", v);
     return Results{};
@@ -488,6 +497,21 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
     // (Y1) Integer arithmetic on a symbolic size stays symbolic; a comparison decides
     // (a guard the program checks at run time).
     std::optional<SymInt> sa = sym_positional(0), sb = sym_positional(1);
+    // (Y3) A comparison on a data-dependent size that its range does not settle: in an
+    // exported graph it can only feed _assert_scalar (torch._check; a branch on it would
+    // have failed the export), so it is that assertion, stated here, and holds.
+    if (sa && sb && it->second >= 7 && it->second <= 10 &&
+        (data_dependent_size(*sa) || data_dependent_size(*sb))) {
+      const SymInt &lhs = it->second <= 8 ? *sa : *sb, &rhs = it->second <= 8 ? *sb : *sa;
+      Rel rel = it->second == 7 || it->second == 9 ? Rel::lt : Rel::le;
+      ShapeEnv* shape_env = ShapeEnv::current();
+      sym::Range r = shape_env->range(sym::sub(lhs.as_expr(), rhs.as_expr()));
+      bool settled = rel == Rel::lt ? (r.hi < 0 || r.lo >= 0) : (r.hi <= 0 || r.lo > 0);
+      if (!settled) {
+        check_size(lhs, rel, rhs);
+        return number(Scalar(true));
+      }
+    }
     if (sa && sb && (sa->is_symbolic() || sb->is_symbolic())) {
       switch (it->second) {
         case 0: return size(*sa + *sb);
@@ -559,6 +583,8 @@ bool is_bookkeeping(const std::string& target) {
                                 "aten._assert_scalar.default",
                                 "aten.sym_constrain_range_for_size.default",
                                 "aten.sym_constrain_range.default",
+                                "aten._local_scalar_dense.default",
+                                "aten.item.default",
                                 "aten._assert_tensor_metadata.default",
                                 "_operator.add",
                                 "_operator.sub",

@@ -277,6 +277,20 @@ TEST(Pt2, DataDependentSizesAreReadWhenTheProgramRuns) {
       expect_outputs(ref, ex.run(reference_inputs(ref)), refs);
     }
   }
+  // t.item() used as a size (item, sym_constrain_range_for_size, torch._check's
+  // _assert_scalar): read when the program runs, its facts asserted then.
+  ImportedProgram imported = read_pt2(archive("item_size"));
+  runtime::Executor ex(imported.program);
+  for (std::string refs : {"item_size", "item_size_alt"}) {
+    NamedTensors ref = load_safetensors(kCorpus + refs + ".safetensors");
+    expect_outputs(ref, ex.run(reference_inputs(ref)), refs);
+  }
+  Tensor x = reference(load_safetensors(kCorpus + "item_size.safetensors"), "input_0");
+  testing::expect_error(
+      [&] {
+        ex.run({x, full({1}, 7, {.dtype = i64})});
+      },
+      ErrorKind::value, "breaks the assertion u0 <= 6");
 }
 
 // (I4, Y2) Sizes public models use as values -- a convolution (and max pooling) over a

@@ -332,9 +332,26 @@ class DataDependent(nn.Module):
         return idx.sum(0), picked, neg.sum() + picked.sum()
 
 
+class ItemSize(nn.Module):
+    """A count read from a tensor (t.item()) used as a size, with torch._check facts."""
+
+    def forward(self, x, n):
+        k = n.item()
+        torch._check_is_size(k)
+        torch._check(k <= 6)
+        return x[:k].sum(0), torch.zeros(k) + 1
+
+
 def data_dependent():
-    """DataDependent in both dialects, and PyTorch's results for inputs with other counts
-    (none positive) in NAME_alt.safetensors."""
+    """DataDependent in both dialects and ItemSize, and PyTorch's results for inputs with
+    other counts (none positive, a count of 0) in NAME_alt.safetensors."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 3, generator=g)
+    item = ItemSize()
+    write("item_size", item, (x, torch.tensor([2])))
+    tensors = {"input_0": x, "input_1": torch.tensor([0])}
+    tensors.update({f"output_{i}": y.contiguous() for i, y in enumerate(item(x, torch.tensor([0])))})
+    save_file(tensors, OUT / "item_size_alt.safetensors")
     g = torch.Generator().manual_seed(4)
     x, alt = torch.randn(4, 5, generator=g), -torch.rand(4, 5, generator=g)
     m = DataDependent()
