@@ -692,6 +692,25 @@ int64_t count_nonzero_elements(const Tensor& x) {
   return count;
 }
 
+// (Y3) The size a data-dependent op reads from `x`: for a fake x, a new unbacked size in
+// [0, max] of the trace's ShapeEnv (a data-dependent Error without one, F5); for a real
+// one, `read(x)`, on the CPU only (the meta function reads the data).
+template <typename Read>
+SymInt data_size(const Tensor& x, const char* op, const char* what, const SymInt& max, Read read) {
+  if (x.is_fake()) {
+    ShapeEnv* env = ShapeEnv::current();
+    KILN_CHECK(env, data_dependent,
+               "[{}] the {} of fake tensor {} is data: trace with symbolic shapes "
+               "(export_program) to give it a size of its own",
+               op, what, x.meta_str());
+    int64_t hi = max.is_symbolic() ? env->range(max.as_expr()).hi : max.hint();
+    return env->new_unbacked(0, hi, op);
+  }
+  KILN_CHECK(x.device().type == DeviceType::cpu, unsupported,
+             "[{}] runs on CPU tensors, got {} (copy it to the CPU first)", op, x.meta_str());
+  return read(x);
+}
+
 }  // namespace
 
 // nonzero: [n, rank] coordinates. Eager (a real CPU tensor) counts its non-zero elements
@@ -700,21 +719,8 @@ int64_t count_nonzero_elements(const Tensor& x) {
 // Error without one (F5).
 void meta_nonzero(const OpCall& c, MetaOut& out) {
   const Tensor& x = c.args.tensor(0);
-  SymInt rows;
-  if (x.is_fake()) {
-    ShapeEnv* env = ShapeEnv::current();
-    KILN_CHECK(env, data_dependent,
-               "[nonzero] the number of non-zero elements of fake tensor {} is data: trace "
-               "with symbolic shapes (export_program) to give it a size of its own",
-               x.meta_str());
-    SymInt numel = x.sym_numel();
-    int64_t max = numel.is_symbolic() ? env->range(numel.as_expr()).hi : numel.hint();
-    rows = env->new_unbacked(0, max, "nonzero");
-  } else {
-    KILN_CHECK(x.device().type == DeviceType::cpu, unsupported,
-               "[nonzero] runs on CPU tensors, got {} (copy it to the CPU first)", x.meta_str());
-    rows = count_nonzero_elements(x);
-  }
+  SymInt rows =
+      data_size(x, "nonzero", "number of non-zero elements", x.sym_numel(), count_nonzero_elements);
   out.fresh(sym_dims({rows, SymInt(x.dim())}), DType::i64);
 }
 
@@ -724,21 +730,11 @@ void meta_value_as_size(const OpCall& c, MetaOut& out) {
   const Tensor& x = c.args.tensor(0);
   KILN_CHECK(x.numel() == 1 && is_integral(x.dtype(), false), value,
              "[item_size] takes a one-element integer tensor, got {}", x.meta_str());
-  SymInt v;
-  if (x.is_fake()) {
-    ShapeEnv* env = ShapeEnv::current();
-    KILN_CHECK(env, data_dependent,
-               "[item_size] the value of fake tensor {} is data: trace with symbolic shapes "
-               "(export_program) to give it a size of its own",
-               x.meta_str());
-    v = env->new_unbacked(0, int64_t{1} << 40, "item_size");
-  } else {
-    KILN_CHECK(x.device().type == DeviceType::cpu, unsupported,
-               "[item_size] runs on CPU tensors, got {} (copy it to the CPU first)", x.meta_str());
+  SymInt v = data_size(x, "item_size", "value", SymInt(int64_t{1} << 40), [](const Tensor& t) {
     int64_t value = 0;
-    const auto* at = static_cast<const unsigned char*>(x.storage()->data) +
-                     x.offset() * static_cast<int64_t>(itemsize(x.dtype()));
-    switch (x.dtype()) {
+    const auto* at = static_cast<const unsigned char*>(t.storage()->data) +
+                     t.offset() * static_cast<int64_t>(itemsize(t.dtype()));
+    switch (t.dtype()) {
       case DType::i64: value = *reinterpret_cast<const int64_t*>(at); break;
       case DType::i32: value = *reinterpret_cast<const int32_t*>(at); break;
       case DType::i16: value = *reinterpret_cast<const int16_t*>(at); break;
@@ -746,8 +742,8 @@ void meta_value_as_size(const OpCall& c, MetaOut& out) {
       default: value = *at; break;  // u8
     }
     KILN_CHECK(value >= 0, value, "[item_size] a size must not be negative, got {}", value);
-    v = value;
-  }
+    return SymInt(value);
+  });
   TensorMeta& m = out.outs.append_slot();
   m.shape = sym_dims({v});
   m.strides = Dims{0};

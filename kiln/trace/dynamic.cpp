@@ -39,6 +39,27 @@ int64_t value_in(const ShapeSpec& shapes, const std::vector<int64_t>& binding, c
   return binding[static_cast<size_t>(i)];
 }
 
+// Nothing when guard `g` holds at `binding`; else its symbols' values ("s0 = 3, u0 = 7"),
+// each symbol named by `name`.
+template <typename Name>
+std::optional<std::string> broken(const ShapeSpec& shapes, const std::vector<int64_t>& binding,
+                                  const Guard& g, Name name) {
+  auto eval = [&](const sym::Expr* e) {
+    return sym::eval(e, [&](const sym::Expr* s) { return value_in(shapes, binding, s); });
+  };
+  int64_t l = eval(g.lhs), r = eval(g.rhs);
+  bool ok = g.rel == Rel::eq   ? l == r
+            : g.rel == Rel::ne ? l != r
+            : g.rel == Rel::lt ? l < r
+                               : l <= r;
+  if (ok) return std::nullopt;
+  std::string values;
+  for (const sym::Expr* s : sym::symbols_of(sym::sub(g.lhs, g.rhs)))
+    values +=
+        fmt::format("{}{} = {}", values.empty() ? "" : ", ", name(s), value_in(shapes, binding, s));
+  return values;
+}
+
 Dims evaluate_dims(const Dims& d, const ShapeSpec& shapes, const std::vector<int64_t>& binding) {
   if (!d.is_symbolic()) return d;
   Dims out(d.size());
@@ -184,25 +205,14 @@ std::vector<int64_t> bind_symbols(
                "[run] {} is {}, outside the range [{}, {}] of {} the program was exported for",
                s.source, binding[k], s.min, s.max, describe(s.expr));
   }
-  auto eval = [&](const sym::Expr* e) {
-    return sym::eval(e, [&](const sym::Expr* s) { return value_in(shapes, binding, s); });
-  };
   for (const Guard& g : shapes.guards) {
     if (!all_bound(shapes, binding, g)) continue;  // (Y3) checked once its sizes are known
-    int64_t l = eval(g.lhs), r = eval(g.rhs);
-    bool ok = g.rel == Rel::eq   ? l == r
-              : g.rel == Rel::ne ? l != r
-              : g.rel == Rel::lt ? l < r
-                                 : l <= r;
-    if (ok) continue;
-    std::string values;
-    for (const sym::Expr* s : sym::symbols_of(sym::sub(g.lhs, g.rhs)))
-      values += fmt::format("{}{} = {}", values.empty() ? "" : ", ", describe(s),
-                            value_in(shapes, binding, s));
+    std::optional<std::string> values = broken(shapes, binding, g, describe);
+    if (!values) continue;
     fail(ErrorKind::shape,
          "[run] these input sizes ({}) break the guard {} that {}{}{} recorded when the program "
          "was traced",
-         values, g.str(), g.op, g.scope.empty() ? "" : " at ", g.scope);
+         *values, g.str(), g.op, g.scope.empty() ? "" : " at ", g.scope);
   }
   return binding;
 }
@@ -221,23 +231,13 @@ void check_assertions_of(const ShapeSpec& shapes, const std::vector<int64_t>& bi
     std::vector<const sym::Expr*> used = sym::symbols_of(sym::sub(g.lhs, g.rhs));
     if (std::find(used.begin(), used.end(), bound) == used.end() || !all_bound(shapes, binding, g))
       continue;
-    auto eval = [&](const sym::Expr* e) {
-      return sym::eval(e, [&](const sym::Expr* s) { return value_in(shapes, binding, s); });
-    };
-    int64_t l = eval(g.lhs), r = eval(g.rhs);
-    bool ok = g.rel == Rel::eq   ? l == r
-              : g.rel == Rel::ne ? l != r
-              : g.rel == Rel::lt ? l < r
-                                 : l <= r;
-    if (ok) continue;
-    std::string values;
-    for (const sym::Expr* s : used)
-      values += fmt::format("{}{} = {}", values.empty() ? "" : ", ", sym::str(s),
-                            value_in(shapes, binding, s));
+    std::optional<std::string> values =
+        broken(shapes, binding, g, [](const sym::Expr* s) { return sym::str(s); });
+    if (!values) continue;
     fail(ErrorKind::value,
          "[run] the data gave {}, which breaks the assertion {} that {}{}{} stated when the "
          "program was traced",
-         values, g.str(), g.op, g.scope.empty() ? "" : " at ", g.scope);
+         *values, g.str(), g.op, g.scope.empty() ? "" : " at ", g.scope);
   }
 }
 
