@@ -333,6 +333,10 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
     float* cp = c.data<float>();
     int64_t column = B.trans ? B.ld : 1;  // between columns of b
     auto fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
+    if (bias.defined()) {  // OpenBLAS takes no bias: it is broadcast into c, added to
+      copy_into(c, bias);
+      fb = 1.0f;
+    }
     parallel_for((m + kColumns - 1) / kColumns, n * k * kColumns, [&](int64_t b0, int64_t b1) {
       for (int64_t j0 = b0 * kColumns; j0 < std::min(b1 * kColumns, m); j0 += kColumns)
         cblas_sgemm(CblasRowMajor, ta, tb, n, std::min(kColumns, m - j0), k, fa, ap, A.ld,
