@@ -1504,18 +1504,21 @@ struct Runs {
   Tensor values, run_of, counts;
 };
 Runs runs_of(const Tensor& rows, bool inverse, bool counts) {
-  int64_t n = rows.size(0);
+  SymInt n = rows.sym_size(0);
   TensorOptions o{.dtype = DType::i64, .device = rows.device()};
-  Tensor starts = n ? cat({ones({1}, {.dtype = DType::b8, .device = rows.device()}),
-                           any(ne(narrow(rows, 0, 1, n - 1), narrow(rows, 0, 0, n - 1)), 1)})
-                    : zeros({0}, {.dtype = DType::b8, .device = rows.device()});
-  Tensor first = select(nonzero(starts), 1, 0);
+  if (n == SymInt(0))
+    return {rows, inverse ? zeros({0}, o) : Tensor(), counts ? zeros({0}, o) : Tensor()};
+  Tensor differs = any(ne(slice(rows, 0, 1, n), slice(rows, 0, 0, n - 1)), 1);
+  Tensor starts =
+      cat(TensorList{ones({1}, {.dtype = DType::b8, .device = rows.device()}), differs});
+  Tensor first = select(nonzero(starts), 1, 0);  // (Y3) [u]: u runs, the data's
   Runs r{index_select(rows, 0, first), Tensor(), Tensor()};
   if (inverse) r.run_of = cumsum(starts, 0) - 1;
   if (counts) {  // each run ends where the next starts (the last at n)
-    int64_t groups = first.numel();
-    r.counts =
-        groups ? cat({narrow(first, 0, 1, groups - 1), full({1}, n, o)}) - first : zeros({0}, o);
+    SymInt groups = first.sym_size(0);
+    check_size(SymInt(1), Rel::le, groups);  // rows that exist make a run
+    Tensor end = n.is_symbolic() ? sum(ones_like(starts, o), {0}, true) : full({1}, n.hint(), o);
+    r.counts = cat(TensorList{slice(first, 0, 1, groups), end}) - first;
   }
   return r;
 }
@@ -1524,33 +1527,39 @@ Runs runs_of(const Tensor& rows, bool inverse, bool counts) {
 Tensor as_rows(const Tensor& x, std::optional<int64_t> dim) {
   if (!dim) return reshape(x, {-1, 1});
   Tensor moved = movedim(x, *dim, 0);
-  return reshape(moved, {moved.size(0), moved.numel() / std::max<int64_t>(moved.size(0), 1)});
+  return reshape(moved, {moved.sym_size(0), -1});
 }
 
 // The distinct rows back as unique's values: elements 1-D, or slices moved back to dim.
 Tensor from_rows(const Tensor& rows, const Tensor& x, std::optional<int64_t> dim) {
   if (!dim) return reshape(rows, {-1});
   int64_t d = wrap_dim(*dim, x.dim(), "unique");
-  IntList moved{rows.size(0)};  // the slices' shape after moving dim first
-  Tensor front = movedim(x, d, 0);
-  moved.insert(moved.end(), front.shape().begin() + 1, front.shape().end());
+  Dims moved = movedim(x, d, 0).shape();  // the slices' shape after moving dim first
+  moved.set(0, rows.sym_size(0));
   return movedim(reshape(rows, moved), 0, d);
 }
 
-IntList inverse_shape(const Tensor& x, std::optional<int64_t> dim) {
-  if (dim) return {x.size(wrap_dim(*dim, x.dim(), "unique"))};
-  return IntList(x.shape().begin(), x.shape().end());
+Dims inverse_shape(const Tensor& x, std::optional<int64_t> dim) {
+  if (dim) return sym_dims({x.sym_size(wrap_dim(*dim, x.dim(), "unique"))});
+  return x.shape();
+}
+
+// unique and bincount read the data; under export their sizes are the data's (Y3).
+void check_unique_readable(const Tensor& x, std::string_view op) {
+  if (!x.is_fake() || !ShapeEnv::current()) check_readable(x, op);
 }
 
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse, bool return_counts,
                                           std::optional<int64_t> dim) {
-  check_readable(x, "unique");
+  check_unique_readable(x, "unique");
   Tensor rows = as_rows(x, dim);
+  int64_t columns = rows.size(1);
+  if (columns == 0) return unique_consecutive(x, return_inverse, return_counts, dim);
   // Lexicographic order of the rows: stable sorts by each column, the last first.
-  Tensor order = arange(0, rows.size(0), 1, {.dtype = DType::i64, .device = x.device()});
-  for (int64_t j = rows.size(1) - 1; j >= 0; --j)
+  Tensor order = argsort(select(rows, 1, columns - 1), 0, false, /*stable=*/true);
+  for (int64_t j = columns - 2; j >= 0; --j)
     order = index_select(
         order, 0, argsort(index_select(select(rows, 1, j), 0, order), 0, false, /*stable=*/true));
   Runs r = runs_of(index_select(rows, 0, order), return_inverse, return_counts);
@@ -1563,7 +1572,7 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool return_inverse, 
 std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse,
                                                       bool return_counts,
                                                       std::optional<int64_t> dim) {
-  check_readable(x, "unique_consecutive");
+  check_unique_readable(x, "unique_consecutive");
   Runs r = runs_of(as_rows(x, dim), return_inverse, return_counts);
   Tensor inverse = return_inverse ? reshape(r.run_of, inverse_shape(x, dim)) : Tensor();
   return {from_rows(r.values, x, dim), inverse, r.counts};
@@ -1618,24 +1627,30 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
   KILN_CHECK(x.dim() == 1 && is_integral(x.dtype(), false), shape,
              "[bincount] expects a 1-D integer tensor, got {}", x.meta_str());
   KILN_CHECK(minlength >= 0, value, "[bincount] minlength should be >= 0, got {}", minlength);
-  check_readable(x, "bincount");
-  int64_t bins = minlength;
-  if (x.numel()) {
-    int64_t lowest = item<int64_t>(amin(x)), highest = item<int64_t>(amax(x));
-    KILN_CHECK(lowest >= 0, value,
-               "[bincount] input should contain only non-negative values, got {}", lowest);
-    bins = std::max(bins, highest + 1);
+  check_unique_readable(x, "bincount");
+  SymInt bins = minlength;
+  if (x.sym_numel() != SymInt(0)) {
+    if (x.is_fake()) {     // (Y3) the bins are the data's: max(minlength, max(x) + 1)
+      item_size(amin(x));  // a run-time check that no value is negative
+      bins = sym_max(bins, item_size(amax(x)) + SymInt(1));
+    } else {
+      int64_t lowest = item<int64_t>(amin(x)), highest = item<int64_t>(amax(x));
+      KILN_CHECK(lowest >= 0, value,
+                 "[bincount] input should contain only non-negative values, got {}", lowest);
+      bins = std::max(minlength, highest + 1);
+    }
   }
   Tensor index = to(x, DType::i64);
   if (!weights.defined()) {
     TensorOptions o{.dtype = DType::i64, .device = x.device()};
-    return scatter_add(zeros({bins}, o), 0, index, ones({x.numel()}, o));
+    return scatter_add(zeros(sym_dims({bins}), o), 0, index, ones_like(index));
   }
   KILN_CHECK(weights.shape() == x.shape(), shape,
              "[bincount] weights {} must be shaped like the input {}", weights.meta_str(),
              x.meta_str());
   DType wd = is_floating(weights.dtype()) ? weights.dtype() : DType::f64;
-  return scatter_add(zeros({bins}, {.dtype = wd, .device = x.device()}), 0, index, to(weights, wd));
+  return scatter_add(zeros(sym_dims({bins}), {.dtype = wd, .device = x.device()}), 0, index,
+                     to(weights, wd));
 }
 
 template <typename T>

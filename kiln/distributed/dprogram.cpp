@@ -86,8 +86,8 @@ struct SlotRestore {
 
 }  // namespace
 
-void save_distributed(nn::Module& module, const TensorList& example_inputs,
-                      const std::string& path) {
+void save_distributed(nn::Module& module, const TensorList& example_inputs, const std::string& path,
+                      const std::vector<InputDims>& dynamic_shapes) {
   std::vector<nn::NamedTensor> named = module.named_tensors();
   const DeviceMesh* mesh = nullptr;
   for (const nn::NamedTensor& t : named)
@@ -109,6 +109,15 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs,
     inputs.push_back(placements_json(x.is_dtensor()
                                          ? dtensor_state(x).placements
                                          : Placements(static_cast<size_t>(m.ndim()), Replicate())));
+  // Note [Distributed programs with dynamic dims]: only dims no placement shards.
+  for (size_t i = 0; i < dynamic_shapes.size() && i < example_inputs.size(); ++i) {
+    if (!example_inputs[i].is_dtensor()) continue;
+    for (const Placement& p : dtensor_state(example_inputs[i]).placements)
+      KILN_CHECK(!p.is_shard() || !dynamic_shapes[i].count(p.dim), unsupported,
+                 "[save_distributed] input {} dim {} is sharded ({}), so it cannot be dynamic: "
+                 "make it static, or replicate the input along that dim",
+                 i, p.dim, p.str());
+  }
 
   // The global graph: the module traced on plain fake tensors of the global shapes.
   ExportedProgram global;
@@ -125,7 +134,7 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs,
     TensorList globals;
     for (const Tensor& x : example_inputs)
       globals.push_back(empty(x.shape().vec(), {.dtype = x.dtype(), .device = m.device()}));
-    global = export_program(module, globals);
+    global = export_program(module, globals, {.dynamic_shapes = dynamic_shapes});
   }
   int64_t n = m.size(), me = mesh_rank(m);
   int64_t save_id = agree_on_save_id(m);
@@ -246,6 +255,20 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
     }
   }
 
+  // Note [Distributed programs with dynamic dims]: the saved symbols again, by name.
+  ShapeEnv env;
+  for (const SymbolInfo& s : global.shapes.symbols) {
+    KILN_CHECK(!s.unbacked, unsupported,
+               "[load_distributed] {}: data-dependent sizes ({}) in distributed programs", path,
+               sym::str(s.expr));
+    SymInt made = env.new_symbol(s.hint, s.min, s.max, s.source, s.dim_name, s.automatic);
+    KILN_CHECK(made.expr() == s.expr, format, "[load_distributed] {}: symbol {} out of order", path,
+               sym::str(s.expr));
+  }
+  env.scope_provider = [] { return current_scope(); };
+  std::optional<ShapeEnvGuard> symbolic;
+  if (!global.shapes.empty()) symbolic.emplace(&env);
+
   // Each tensor whole again, from shards that must cover it exactly once.
   autograd::NoGradGuard no_grad;
   std::vector<ir::Node*> graph_inputs = global.graph.inputs();
@@ -266,8 +289,8 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
       out.input_meta.push_back(meta);
       FakeMode fake;
       inputs.push_back(
-          distribute_tensor(empty(meta.shape.vec(), {.dtype = meta.dtype, .device = mesh.device()}),
-                            mesh, out.input_placements.back()));
+          distribute_tensor(empty(meta.shape, {.dtype = meta.dtype, .device = mesh.device()}), mesh,
+                            out.input_placements.back()));
       continue;
     }
     KILN_CHECK(d["placements"].contains(spec.target), format,
@@ -342,6 +365,15 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
       inputs, {.input_names = input_names});
   out.program.graph = std::move(local.graph);
   out.program.signature = global.signature;
+  if (symbolic) {  // the saved guards, and what the lowering decided on the symbols
+    symbolic.reset();
+    out.program.shapes = detail::settle_shapes(env);
+    for (const Guard& g : global.shapes.guards)
+      if (std::none_of(
+              out.program.shapes.guards.begin(), out.program.shapes.guards.end(),
+              [&](const Guard& h) { return h.rel == g.rel && h.lhs == g.lhs && h.rhs == g.rhs; }))
+        out.program.shapes.guards.push_back(g);
+  }
   out.program.state = std::move(local_state);
   out.program.constants = std::move(local_constants);
   for (ir::Node* n : out.program.graph.nodes())

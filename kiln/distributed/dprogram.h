@@ -12,6 +12,17 @@
 // tensor out on the new mesh with its placements (resharding), and lowers the global
 // graph to this rank's graph by running it through the DTensor layer under capture (S4):
 // local shapes, functional collectives naming mesh axes.
+//
+// Note [Distributed programs with dynamic dims]
+// A dynamic dim (a batch, a sequence) that no placement shards has the same size on
+// every rank, so it stays one symbol from the global graph to each rank's: loading
+// rebuilds the saved symbols (names, ranges, example values) in a ShapeEnv and lowers
+// the global graph on symbolic fake DTensors under it. What the lowering decides on a
+// symbol is a guard of the rank's program, settled as export settles its own (a
+// named dim the lowering would specialize is an error saying so), and the saved guards
+// stay. A sharded dim cannot be dynamic: each rank's shard size would be an expression
+// of the mesh size, and the layouts of the shards (uneven last shards) would differ per
+// binding; save refuses it.
 
 #include <string>
 #include <vector>
@@ -25,9 +36,11 @@ namespace kiln::dist {
  * after parallelize_module) called on `example_inputs` (DTensors, or plain tensors:
  * replicated). `path` gets the global program with the abstract mesh and placements
  * (written by the mesh's first rank); `path.shard-R-of-N` rank R's shards. Every rank
- * of the mesh calls it; it returns when every file is written. */
-void save_distributed(nn::Module& module, const TensorList& example_inputs,
-                      const std::string& path);
+ * of the mesh calls it; it returns when every file is written. (Y1) `dynamic_shapes`
+ * declares dynamic dims of the inputs as export_program's do; a dim an input is sharded
+ * along cannot be one (an unsupported Error naming it). */
+void save_distributed(nn::Module& module, const TensorList& example_inputs, const std::string& path,
+                      const std::vector<InputDims>& dynamic_shapes = {});
 
 /** A distributed program lowered for this rank. */
 struct LoadedProgram {

@@ -219,7 +219,10 @@ Dims local_shape(const Dims& global, const DeviceMesh& mesh, const Placements& p
     const Placement& p = placements[i];
     if (!p.is_shard()) continue;
     int64_t m = static_cast<int64_t>(i);
-    local[p.dim] = chunk_of(global[p.dim], mesh.size(m), mesh.coordinate(m)).second;
+    // only the sharded dim is read as an integer: a symbolic batch elsewhere stays one
+    local.set(
+        static_cast<size_t>(p.dim),
+        chunk_of(global[static_cast<size_t>(p.dim)], mesh.size(m), mesh.coordinate(m)).second);
   }
   return local;
 }

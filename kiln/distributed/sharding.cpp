@@ -197,7 +197,9 @@ Decision matmul_rule(const Tensor& a, const Tensor& b, const Dims& out, const De
   Decision d;
   d.inputs.assign(2, Placements(static_cast<size_t>(mesh.ndim())));
   d.output.resize(static_cast<size_t>(mesh.ndim()));
-  double abytes = double(a.numel() * a.itemsize()), bbytes = double(b.numel() * b.itemsize());
+  // a cost estimate: sizes at their example values (no guard on a symbolic batch)
+  double abytes = double(a.sym_numel().hint() * a.itemsize()),
+         bbytes = double(b.sym_numel().hint() * b.itemsize());
   for (int64_t i = 0; i < mesh.ndim(); ++i) {
     const Placement& pa = a.impl()->dtensor->placements[static_cast<size_t>(i)];
     const Placement& pb = b.impl()->dtensor->placements[static_cast<size_t>(i)];

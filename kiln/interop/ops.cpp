@@ -394,6 +394,16 @@ Results tuple_of(const std::tuple<T...>& t) {
 }
 Results pair_of(const std::pair<Tensor, Tensor>& p) { return {Slot(p.first), Slot(p.second)}; }
 
+// unique's three results as ATen's _unique2 returns them: what was not asked for is an
+// empty i64 tensor. kiln's unique always sorts (ATen's CPU kernel sorts too unless asked
+// not to, and then its order is unspecified).
+Results unique_results(const std::tuple<Tensor, Tensor, Tensor>& u, const Tensor& x) {
+  auto none = [&](const Tensor& t) {
+    return t.defined() ? t : zeros({0}, {.dtype = DType::i64, .device = x.device()});
+  };
+  return {Slot(std::get<0>(u)), Slot(none(std::get<1>(u))), Slot(none(std::get<2>(u)))};
+}
+
 TensorOptions options_of(const Call& c, const Tensor& like = Tensor()) {
   c.accept_defaults({"layout", "pin_memory", "memory_format", "requires_grad"});
   TensorOptions o;
@@ -873,6 +883,30 @@ const std::unordered_map<std::string_view, Adapter>& table() {
       {"aten.nonzero.default", [](const Call& c) { return one(nonzero(self(c))); }},
       {"aten.masked_select.default",
        [](const Call& c) { return one(masked_select(self(c), c.tensor("mask"))); }},
+      {"aten._unique2.default",
+       [](const Call& c) {
+         c.flag("sorted", true);
+         return unique_results(
+             unique(self(c), c.flag("return_inverse", false), c.flag("return_counts", false)),
+             self(c));
+       }},
+      {"aten.unique_dim.default",
+       [](const Call& c) {
+         c.flag("sorted", true);
+         return unique_results(unique(self(c), c.flag("return_inverse", false),
+                                      c.flag("return_counts", false), c.integer("dim")),
+                               self(c));
+       }},
+      {"aten.unique_consecutive.default",
+       [](const Call& c) {
+         return unique_results(unique_consecutive(self(c), c.flag("return_inverse", false),
+                                                  c.flag("return_counts", false), c.opt_integer("dim")),
+                               self(c));
+       }},
+      {"aten.bincount.default",
+       [](const Call& c) {
+         return one(bincount(self(c), c.opt_tensor("weights"), c.integer("minlength", 0)));
+       }},
       {"aten.index_put.default",
        [](const Call& c) {
          return one(index_put(self(c), c.tensors("indices"), c.tensor("values"), c.flag("accumulate", false)));

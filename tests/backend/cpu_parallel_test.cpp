@@ -5,6 +5,7 @@
 #include <array>
 #include <bit>
 #include <stdexcept>
+#include <thread>
 
 #include "kiln/backend/cpu/convert.h"
 #include "kiln/backend/cpu/isa.h"
@@ -361,6 +362,39 @@ TEST(IntraOpThreads, AnExceptionInAChunkReachesTheCaller) {
                std::runtime_error);
   // every chunk still ran: the team finished before the error was rethrown
   EXPECT_EQ(std::count(hit.begin(), hit.end(), 1), static_cast<long>(hit.size()));
+}
+
+// A loaded machine sends kiln's kernels to one thread for a while (Note [Threads on a
+// shared machine]); products keep their team, so their bits do not depend on the load.
+// (oneDNN's matmul splits short sums over two threads: a train step's parameters drifted
+// from eager's when the load came and went between the runs.)
+TEST(IntraOpThreads, ProductsDoNotDependOnTheMachinesLoad) {
+  Restore restore;
+  kiln::NumThreadsGuard guard(2);
+  manual_seed(6);
+  std::vector<std::array<int64_t, 3>> shapes{{64, 64, 256}, {64, 256, 64}, {8, 2048, 8},
+                                             {256, 64, 64}, {64, 64, 64},  {32, 16, 32}};
+  std::vector<TensorList> operands;
+  for (auto [n, k, m] : shapes)
+    operands.push_back({randn({n, k}), randn({k, m}), t(randn({k, n})), randn({m}),
+                        randn({8, n, k}), randn({8, k, m})});
+  auto products = [](const TensorList& o) {
+    return TensorList{mm(o[0], o[1]), mm(o[2], o[1]), addmm(o[3], o[0], o[1]), bmm(o[4], o[5])};
+  };
+  // Loaded: the products (and their oneDNN primitives) made during a serial spell; idle:
+  // on a fresh thread (its own primitives) after the spell.
+  std::vector<TensorList> loaded, idle;
+  cpu::detail::serial_for_a_while();
+  for (const TensorList& o : operands) loaded.push_back(products(o));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  std::thread([&] {
+    kiln::NumThreadsGuard two(2);
+    for (const TensorList& o : operands) idle.push_back(products(o));
+  }).join();
+  for (size_t s = 0; s < shapes.size(); ++s)
+    for (size_t i = 0; i < idle[s].size(); ++i)
+      EXPECT_TRUE(same(idle[s][i], loaded[s][i]))
+          << shapes[s][0] << "x" << shapes[s][1] << "x" << shapes[s][2] << " product " << i;
 }
 
 // Every parallel kernel gives bitwise the same result on 1, 2 and 3 threads: work is

@@ -461,6 +461,60 @@ TEST(DTensorMpi, DistributedProgramLoadsAtAnotherWorldSize) {
   expect_error([&] { dist::load_distributed(path, mesh); }, ErrorKind::value, "is missing");
 }
 
+// (Y1, S5) A distributed program with a dynamic batch: the global graph keeps the batch
+// symbol, each rank's lowered graph too, and it runs at every batch size in the range on
+// the mesh it was saved for and on a smaller one; a batch outside the range, or a dynamic
+// dim that is sharded, is an error naming it.
+TEST(DTensorMpi, DistributedProgramWithADynamicBatch) {
+  int64_t n = world()->size();
+  dist::DeviceMesh mesh = mesh_1d();
+  manual_seed(22);
+  TpMlp ref(4, 2 * n), model(4, 2 * n);
+  model.load_state_dict(ref.state_dict());
+  ref.to(my_device()), model.to(my_device());
+  dist::parallelize_module(
+      model, mesh, {{"fc", dist::ParallelStyle::colwise}, {"proj", dist::ParallelStyle::rowwise}});
+  std::string path = ::testing::TempDir() + "kiln_dtensor_dyn_np" + std::to_string(n) + ".kiln";
+  Tensor x = on_me(randn({5, 4}));
+  dist::save_distributed(model, {dist::distribute_tensor(x, mesh, {Replicate()})}, path,
+                         {{{0, Dim("batch", 1, 16)}}});
+  dist::DeviceMesh half(world(), {2, n / 2}, {"dp", "tp"}, my_device());
+  for (const dist::DeviceMesh& target : {mesh, half["tp"]}) {
+    SCOPED_TRACE(target.str());
+    dist::LoadedProgram loaded = dist::load_distributed(path, target);
+    ASSERT_EQ(loaded.program.shapes.symbols.size(), 1u);
+    EXPECT_EQ(loaded.program.shapes.symbols[0].dim_name, "batch");
+    EXPECT_EQ(loaded.program.shapes.symbols[0].max, 16);
+    for (int64_t b : {1, 3, 5, 16}) {
+      SCOPED_TRACE(b);
+      Tensor xb = on_me(randn({b, 4}));
+      Tensor want;
+      {
+        autograd::NoGradGuard no_grad;
+        want = ref(TensorList{xb})[0];
+      }
+      Tensor local =
+          dist::to_local(dist::distribute_tensor(xb, target, loaded.input_placements[0]));
+      Tensor y = loaded.program.run({local})[0];
+      EXPECT_TRUE(same(y, want, 1e-5));
+      runtime::Executor exec(loaded.program);
+      EXPECT_TRUE(same(exec.run({local})[0], want, 1e-5));
+    }
+    Tensor big = dist::to_local(
+        dist::distribute_tensor(on_me(randn({17, 4})), target, loaded.input_placements[0]));
+    expect_error([&] { loaded.program.run({big}); }, ErrorKind::shape,
+                 "outside the range [1, 16] of s0 ('batch')");
+  }
+  // the batch of a batch-sharded input cannot be dynamic (each rank's shard size would
+  // depend on it): said at save, naming the input and dim
+  expect_error(
+      [&] {
+        dist::save_distributed(model, {dist::distribute_tensor(x, mesh, {Shard(0)})}, path + ".x",
+                               {{{0, Dim("batch", 1, 16)}}});
+      },
+      ErrorKind::unsupported, "input 0 dim 0");
+}
+
 TEST(DTensorMpi, TwoDimensionalMesh) {
   int64_t n = world()->size();
   dist::DeviceMesh mesh(world(), {2, n / 2}, {"dp", "tp"}, my_device());

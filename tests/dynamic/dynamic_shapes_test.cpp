@@ -259,6 +259,46 @@ TEST(Y3, ItemSizesAreReadWhenTheProgramRuns) {
       ErrorKind::value, "a size must not be negative, got -1");
 }
 
+// (Y3) unique's (sorted or consecutive) number of distinct values and bincount's number
+// of bins are the data's, as PyTorch's export makes them: unbacked sizes the program
+// reads when it runs, at every count (one value, all distinct, empty input).
+TEST(Y3, UniqueAndBincountSizesAreDataDependent) {
+  Fn m([](const TensorList& in, const Tensor&, const Tensor&) {
+    auto [values, inverse, counts] = unique(in[0], true, true);
+    auto [runs, run_of, run_counts] = unique_consecutive(in[0], true, true);
+    Tensor bins = bincount(in[0], Tensor(), 3);
+    auto [pairs, pair_of, pair_counts] = unique(reshape(in[0], {4, 2}), true, true, 0);
+    return TensorList{values * 2, inverse, counts, runs,    run_of,
+                      run_counts, bins,    pairs,  pair_of, pair_counts};
+  });
+  auto ints = [](const std::vector<int64_t>& v) { return from_vector(v); };
+  ExportedProgram p = export_program(m, {ints({3, 1, 1, 4, 3, 3, 0, 5})});
+  int unbacked = 0;
+  for (const SymbolInfo& s : p.shapes.symbols) unbacked += s.unbacked;
+  EXPECT_GE(unbacked, 4) << p.shapes.str();
+  std::string path = ::testing::TempDir() + "kiln_unique_bincount.kiln";
+  save(p, path);
+  ExportedProgram loaded = load_program(path);
+  runtime::Executor ex(loaded);
+  for (std::vector<int64_t> v : std::vector<std::vector<int64_t>>{{3, 1, 1, 4, 3, 3, 0, 5},
+                                                                  {2, 2, 2, 2, 2, 2, 2, 2},
+                                                                  {0, 1, 2, 3, 4, 5, 6, 7},
+                                                                  {9, 9, 1, 1, 9, 9, 1, 1}}) {
+    Tensor x = ints(v);
+    TensorList want = m(TensorList{x}), got = ex.run({x});
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].shape(), want[i].shape()) << i << " " << x;
+      EXPECT_TRUE(close(got[i], want[i])) << i << " " << x;
+    }
+  }
+  expect_error(
+      [&] {
+        ex.run({from_vector(std::vector<int64_t>{1, 2, -3, 4, 5, 6, 7, 8})});
+      },
+      ErrorKind::value, "must not be negative");
+}
+
 // Exports `f` of inputs shaped `shapes` with `dims`; returns the constraint error text
 // (empty when the export succeeds).
 std::string violations(Fn::F f, std::vector<IntList> shapes, std::vector<InputDims> dims) {

@@ -291,6 +291,17 @@ TEST(Pt2, DataDependentSizesAreReadWhenTheProgramRuns) {
         ex.run({x, full({1}, 7, {.dtype = i64})});
       },
       ErrorKind::value, "breaks the assertion u0 <= 6");
+  // unique (_unique2, unique_dim, unique_consecutive) and bincount: counts of distinct
+  // values and bins, read when the program runs
+  for (std::string name : {"unique_counts", "unique_counts_core"}) {
+    SCOPED_TRACE(name);
+    ImportedProgram u = read_pt2(archive(name));
+    runtime::Executor run_u(u.program);
+    for (std::string refs : {name, name + "_alt"}) {
+      NamedTensors ref = load_safetensors(kCorpus + refs + ".safetensors");
+      expect_outputs(ref, run_u.run(reference_inputs(ref)), refs);
+    }
+  }
 }
 
 // (I4, Y2) Sizes public models use as values -- a convolution (and max pooling) over a

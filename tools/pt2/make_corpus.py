@@ -342,9 +342,21 @@ class ItemSize(nn.Module):
         return x[:k].sum(0), torch.zeros(k) + 1
 
 
+class UniqueCounts(nn.Module):
+    """Distinct values and bins, whose counts are the data's: unique (with inverse and
+    counts), unique_consecutive, unique along a dim, bincount."""
+
+    def forward(self, x):
+        values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+        runs, run_counts = torch.unique_consecutive(x, return_counts=True)
+        rows = torch.unique(x.reshape(4, 2), dim=0)
+        return values * 2, inverse, counts, runs, run_counts, rows, torch.bincount(x, minlength=3)
+
+
 def data_dependent():
-    """DataDependent in both dialects and ItemSize, and PyTorch's results for inputs with
-    other counts (none positive, a count of 0) in NAME_alt.safetensors."""
+    """DataDependent in both dialects, ItemSize and UniqueCounts, and PyTorch's results for
+    inputs with other counts (none positive, a count of 0, one value) in
+    NAME_alt.safetensors."""
     g = torch.Generator().manual_seed(5)
     x = torch.randn(6, 3, generator=g)
     item = ItemSize()
@@ -352,6 +364,13 @@ def data_dependent():
     tensors = {"input_0": x, "input_1": torch.tensor([0])}
     tensors.update({f"output_{i}": y.contiguous() for i, y in enumerate(item(x, torch.tensor([0])))})
     save_file(tensors, OUT / "item_size_alt.safetensors")
+    uniq = UniqueCounts()
+    x, alt = torch.tensor([3, 1, 1, 4, 3, 3, 0, 5]), torch.tensor([7, 7, 7, 7, 2, 2, 7, 7])
+    for name, core in (("unique_counts", False), ("unique_counts_core", True)):
+        write(name, uniq, (x,), core=core)
+        tensors = {"input_0": alt}
+        tensors.update({f"output_{i}": y.contiguous() for i, y in enumerate(uniq(alt))})
+        save_file(tensors, OUT / f"{name}_alt.safetensors")
     g = torch.Generator().manual_seed(4)
     x, alt = torch.randn(4, 5, generator=g), -torch.rand(4, 5, generator=g)
     m = DataDependent()

@@ -24,9 +24,12 @@ namespace kiln::cpu {
 // and a forward of a few hundred small regions ran 3-36x slower than on one thread.
 // So each member but the calling thread measures, per slice, the time it spent off its
 // core (wall time minus its own CPU time). When that passes kStraggler, the budget
-// follows the load: kernels (and oneDNN's products) run on the calling thread alone for
-// kSerialFor, then the team is tried again. On an idle machine nothing changes; on a
-// loaded one a region pays for a straggler about once per kSerialFor.
+// follows the load: kernels run on the calling thread alone for kSerialFor, then the
+// team is tried again. On an idle machine nothing changes; on a loaded one a region pays
+// for a straggler about once per kSerialFor. Kiln's kernels give the same bits on any
+// team; oneDNN's products do not (its matmul splits a short sum over a team of two), so
+// they keep the whole budget: a train step gave other parameters than eager's when the
+// load came and went between the two runs.
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -64,9 +67,14 @@ int detail::threads_for_large(int64_t work, int64_t grain) {
 #endif
 }
 
+void detail::serial_for_a_while() {
+  g_serial_until.store((Clock::now() + kSerialFor).time_since_epoch().count(),
+                       std::memory_order_relaxed);
+}
+
 void use_kernel_threads_for_openmp() {
 #if KILN_WITH_OPENMP
-  int want = serial_for_now() ? 1 : kernel_threads();
+  int want = kernel_threads();
   if (omp_get_max_threads() != want) omp_set_num_threads(want);
 #endif
 }

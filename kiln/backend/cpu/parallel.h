@@ -13,6 +13,9 @@ inline constexpr int64_t kGrain = 32768;
 
 namespace detail {
 int threads_for_large(int64_t work, int64_t grain);
+/** Behaves as if a team member had just lost its core (tests: the serial spell of Note
+ * [Threads on a shared machine] without a loaded machine). */
+void serial_for_a_while();
 }  // namespace detail
 
 /** The number of threads the running kernel may use for `work` units of work at `grain`
@@ -22,7 +25,10 @@ inline int threads_for(int64_t work, int64_t grain) {
 }
 
 /** Sets the calling thread's OpenMP team size for a library that uses OpenMP itself
- * (oneDNN) to the running kernel's budget. */
+ * (oneDNN) to the running kernel's budget -- the whole budget even while kiln's own
+ * kernels run serially on a loaded machine: how a library splits a sum over its team
+ * may depend on the team's size, and a product's bits must not depend on the load
+ * (Note [Threads on a shared machine]). */
 void use_kernel_threads_for_openmp();
 /** The running kernel's budget (its device's, else the process's). */
 int kernel_threads();
