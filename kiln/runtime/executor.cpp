@@ -166,7 +166,7 @@ void Executor::find_epilogues() {
   auto unclaimed = [&](const ir::Node* n) {
     size_t i = pos_.at(n);
     return n->opcode() == ir::Opcode::call && region_of_[i] < 0 && attention_of_[i] < 0 &&
-           epilogue_of_[i] < 0;
+           epilogue_of_[i] < 0 && !data_dependent_[i];
   };
   auto only_user = [](const ir::Node* n) -> const ir::Node* {
     return n->users().size() == 1 ? n->users()[0] : nullptr;
@@ -256,7 +256,7 @@ void Executor::find_attention() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const ir::Node* mm = nodes_[i];
     if (mm->opcode() != ir::Opcode::call || mm->op() != ops::OpKind::matmul || region_of_[i] >= 0 ||
-        attention_of_[i] >= 0)
+        attention_of_[i] >= 0 || data_dependent_[i])
       continue;
     Attention a{i, kNone, kNone, kNone, {}, false};
     const ir::Node* next = mm;
@@ -458,7 +458,10 @@ void Executor::find_regions() {
   const auto& pos = pos_;
   std::vector<passes::PointwiseRegion> found = passes::find_pointwise_regions(
       program_.graph,
-      [&](const ir::Node& n) { return epilogue_of_[pos_.at(&n)] < 0 && fusible_on_cpu(n); },
+      [&](const ir::Node& n) {
+        size_t i = pos_.at(&n);
+        return epilogue_of_[i] < 0 && !data_dependent_[i] && fusible_on_cpu(n);
+      },
       cpu::kMaxFusedSteps);
   for (const passes::PointwiseRegion& pr : found) {
     Region r;
@@ -583,8 +586,8 @@ Executor::Executor(ExportedProgram& program, ExecutorOptions options) : program_
   KILN_CHECK(!env || std::string_view(env) == "0" || std::string_view(env) == "1", value,
              "[Executor] KILN_FUSION must be 0 (no fusion) or 1, got '{}'", env);
   // Fusion plans from sizes, which are not all known before a run with data-dependent ones:
-  // such programs run op by op (docs/dynamic-shapes.md).
-  if (options.fuse && !(env && std::string_view(env) == "0") && !any_unbacked) {
+  // nodes whose sizes are the data's run op by op, the rest fuse (docs/dynamic-shapes.md).
+  if (options.fuse && !(env && std::string_view(env) == "0")) {
     find_epilogues();  // a product takes its epilogue before regions form
     find_regions();
     find_attention();
