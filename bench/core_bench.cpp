@@ -174,6 +174,35 @@ BENCHMARK_CAPTURE(BM_BlockProducts, onednn, cpu::GemmLibrary::onednn)->Apply(blo
 BENCHMARK_CAPTURE(BM_BlockProducts, openblas, cpu::GemmLibrary::openblas)
     ->Apply(block_product_shapes);
 
+// linear_backward's products at one thread: d weight = g^T x (a column-major left
+// operand, the sum over the batch rows) and d input = g W, for the MLP's [64, 512]
+// layers and the BLOCK's [512, 256] -> 1024; per library, and with g^T copied dense first
+// (label "dense"): what Note [Transposed left operands at AVX2] routes.
+void BM_BackwardProducts(benchmark::State& state, cpu::GemmLibrary lib) {
+  kiln::NumThreadsGuard threads(1);
+  cpu::set_gemm_library(lib);
+  int64_t rows = state.range(0), in = state.range(1), out = state.range(2);
+  bool dense = state.range(3) != 0;
+  Tensor g = randn({rows, out}), x = randn({rows, in});
+  for (auto _ : state) {
+    Tensor gt = dense ? contiguous(t(g)) : t(g);
+    benchmark::DoNotOptimize(mm(gt, x).impl());
+  }
+  cpu::set_gemm_library(cpu::GemmLibrary::automatic);
+  state.SetLabel(dense ? "g^T x, g^T dense" : "g^T x");
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * in * out * double(state.iterations()),
+                                                 benchmark::Counter::kIsRate);
+}
+void backward_shapes(benchmark::internal::Benchmark* b) {  // rows, in, out, dense
+  for (int dense : {0, 1}) b->Args({64, 512, 512, dense})->Args({512, 256, 1024, dense});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_BackwardProducts, onednn, cpu::GemmLibrary::onednn)->Apply(backward_shapes);
+BENCHMARK_CAPTURE(BM_BackwardProducts, openblas, cpu::GemmLibrary::openblas)
+    ->Apply(backward_shapes);
+BENCHMARK_CAPTURE(BM_BackwardProducts, automatic, cpu::GemmLibrary::automatic)
+    ->Apply(backward_shapes);
+
 // Small square products through each library: where the automatic choice switches.
 void BM_GemmSmall(benchmark::State& state, cpu::GemmLibrary lib) {
   kiln::NumThreadsGuard threads(1);

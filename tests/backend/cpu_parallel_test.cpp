@@ -155,7 +155,8 @@ TEST(GemmLibraries, ShortProductsComputedTransposedMatchADoubleReference) {
   for (int threads : {1, 2}) {
     kiln::NumThreadsGuard guard(threads);
     for (Shape s :
-         {Shape{16, 600, 512}, Shape{40, 512, 300}, Shape{64, 512, 512}, Shape{32, 256, 1024}})
+         {Shape{16, 600, 512}, Shape{40, 512, 300}, Shape{64, 512, 512}, Shape{32, 256, 1024},
+          Shape{520, 80, 100}})  // the last: d weight's shape, taller than wide
       for (bool ta : {false, true})
         for (bool tb : {false, true}) {
           Tensor a = ta ? t(randn({s.k, s.n})) : randn({s.n, s.k});

@@ -110,11 +110,13 @@ bool use_onednn(int64_t n, int64_t m, int64_t k) {
 // ~130 (one thread, the BLOCK's shapes, BM_BlockProducts in docs/benchmarks.md: "Which
 // GEMM"). At AVX-512 oneDNN reaches ~250 in both layouts, twice OpenBLAS. So where
 // oneDNN runs without AVX-512 and OpenBLAS has FMA kernels, the automatic choice sends
-// such products with a long sum (k >= 256: a train step's d weight over 512 rows) to
-// OpenBLAS, split by columns over kiln's threads (OpenBLAS's own workers beside kiln's
-// team made 2-thread train steps 2-4x slower: both spin while they wait). With short
-// sums (the MLP's 64 rows) oneDNN is as fast, and concurrent OpenBLAS calls were 4x
-// slower than one. The choice depends on the shape only, never on the thread count.
+// such products with a sum of 64 or more (a train step's d weight over the batch rows)
+// to OpenBLAS, split in fixed blocks over kiln's threads (OpenBLAS's own workers beside
+// kiln's team made 2-thread train steps 2-4x slower: both spin while they wait). On a
+// real AVX2 CPU (AMD EPYC Zen 3; BM_BackwardProducts) oneDNN ran the MLP's d weight
+// (64 rows) at 55 GFLOP/s and OpenBLAS at 69, the BLOCK's (512 rows) at 40 against 86;
+// the sums of 64 were first left to oneDNN from a Zen 5 capped at AVX2, where the two
+// were even. The choice depends on the shape only, never on the thread count.
 bool column_major_a_to_openblas() {
   static const bool to_openblas = !onednn_avx512() && openblas_has_fma_kernels();
   return to_openblas && library_choice().load(std::memory_order_relaxed) == GemmLibrary::automatic;
@@ -319,24 +321,35 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
   BlasMat A = blas_operand(a), B = blas_operand(b);
   auto ldc = std::max<int64_t>(c.strides()[0], std::max<int64_t>(m, 1));
   bool onednn = d == DType::f32 && use_onednn(n, m, k);
-  if (onednn && A.trans && k >= 256 && column_major_a_to_openblas()) {
-    // Blocks of kColumns columns of c on the kernel's threads, each a one-thread OpenBLAS
-    // product: the blocks do not depend on the thread count, so neither does the result
-    // (OpenBLAS's edge kernels sum a block's last columns in their own way), and no
-    // OpenBLAS workers run beside kiln's threads.
-    constexpr int64_t kColumns = 64;
+  if (onednn && A.trans && k >= 64 && column_major_a_to_openblas()) {
+    // Fixed blocks of c on the kernel's threads, each a one-thread OpenBLAS product: the
+    // blocks do not depend on the thread count, so neither does the result (OpenBLAS's
+    // edge kernels sum a block's last rows and columns in their own way), and no OpenBLAS
+    // workers run beside kiln's threads. Blocks of 256 rows when c is at least as tall as
+    // wide (each call packs a again only for its rows: d weight's [1024, 256] ran 12%
+    // faster than in blocks of 64 columns, which pack all of a each), else 64 columns.
+    constexpr int64_t kRows = 256, kColumns = 64;
     use_kernel_threads_for_openblas(0);
     auto ta = A.trans ? CblasTrans : CblasNoTrans;
     auto tb = B.trans ? CblasTrans : CblasNoTrans;
     const float* ap = A.t.data<float>();
     const float* bp = B.t.data<float>();
     float* cp = c.data<float>();
-    int64_t column = B.trans ? B.ld : 1;  // between columns of b
     auto fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
     if (bias.defined()) {  // OpenBLAS takes no bias: it is broadcast into c, added to
       copy_into(c, bias);
       fb = 1.0f;
     }
+    if (n >= m) {
+      int64_t row = A.trans ? 1 : A.ld;  // between rows of a
+      parallel_for((n + kRows - 1) / kRows, m * k * kRows, [&](int64_t b0, int64_t b1) {
+        for (int64_t i0 = b0 * kRows; i0 < std::min(b1 * kRows, n); i0 += kRows)
+          cblas_sgemm(CblasRowMajor, ta, tb, std::min(kRows, n - i0), m, k, fa, ap + i0 * row, A.ld,
+                      bp, B.ld, fb, cp + i0 * ldc, ldc);
+      });
+      return;
+    }
+    int64_t column = B.trans ? B.ld : 1;  // between columns of b
     parallel_for((m + kColumns - 1) / kColumns, n * k * kColumns, [&](int64_t b0, int64_t b1) {
       for (int64_t j0 = b0 * kColumns; j0 < std::min(b1 * kColumns, m); j0 += kColumns)
         cblas_sgemm(CblasRowMajor, ta, tb, n, std::min(kColumns, m - j0), k, fa, ap, A.ld,
