@@ -1164,26 +1164,36 @@ Tensor as_strided_scatter(const Tensor& x, const Tensor& src, const IntList& siz
 }
 Tensor alias(const Tensor& x) { return call1(OpKind::alias, x); }
 
+Tensor wait_tensor(const Tensor& x) { return call1(OpKind::wait_tensor, x); }
+namespace {
+// (C5) A captured collective is followed by wait_tensor, as PyTorch's functional
+// collectives are in its graphs: a program may run the collective asynchronously and wait
+// where its result is first read (Note [Asynchronous collectives in programs]). Eager
+// collectives complete before they return.
+Tensor waited(Tensor collective) {
+  return CaptureScope::active() ? wait_tensor(collective) : collective;
+}
+}  // namespace
 Tensor all_reduce(const Tensor& x, std::string_view reduce_op, std::string_view group) {
-  return call1(OpKind::all_reduce, x, Str(reduce_op), Str(group));
+  return waited(call1(OpKind::all_reduce, x, Str(reduce_op), Str(group)));
 }
 Tensor all_gather_into_tensor(const Tensor& x, int64_t group_size, std::string_view group) {
-  return call1(OpKind::all_gather_into_tensor, x, group_size, Str(group));
+  return waited(call1(OpKind::all_gather_into_tensor, x, group_size, Str(group)));
 }
 Tensor reduce_scatter_tensor(const Tensor& x, std::string_view reduce_op, int64_t group_size,
                              std::string_view group) {
-  return call1(OpKind::reduce_scatter_tensor, x, Str(reduce_op), group_size, Str(group));
+  return waited(call1(OpKind::reduce_scatter_tensor, x, Str(reduce_op), group_size, Str(group)));
 }
 Tensor all_to_all_single(const Tensor& x, int64_t group_size, std::string_view group) {
-  return call1(OpKind::all_to_all_single, x, group_size, Str(group));
+  return waited(call1(OpKind::all_to_all_single, x, group_size, Str(group)));
 }
-Tensor wait_tensor(const Tensor& x) { return call1(OpKind::wait_tensor, x); }
 Tensor all_to_all_single(const Tensor& x, const IntList& output_split_sizes,
                          const IntList& input_split_sizes, std::string_view group) {
-  return call1(OpKind::all_to_all_single_v, x, output_split_sizes, input_split_sizes, Str(group));
+  return waited(
+      call1(OpKind::all_to_all_single_v, x, output_split_sizes, input_split_sizes, Str(group)));
 }
 Tensor broadcast(const Tensor& x, int64_t src, std::string_view group) {
-  return call1(OpKind::broadcast, x, src, Str(group));
+  return waited(call1(OpKind::broadcast, x, src, Str(group)));
 }
 Tensor& all_reduce_(Tensor& x, std::string_view reduce_op, std::string_view group) {
   call(OpKind::all_reduce_, x, Str(reduce_op), Str(group));

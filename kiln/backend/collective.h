@@ -24,27 +24,30 @@ void run_collective(const ops::OpCall& c, std::span<Tensor> outs, CopyInto copy_
                "[{}] was traced for a group of {} ranks, but '{}' has {}", op, n,
                c.args.str(c.args.size() - 1), group->size());
   }
+  // (C5) Left pending where the executor asked for it, else complete before returning.
+  std::shared_ptr<dist::Work>* pending = dist::pending_work_slot();
+  dist::Launch launch = pending ? dist::Launch::async : dist::Launch::blocking;
+  auto finish = [&](std::shared_ptr<dist::Work> work) {
+    if (pending)
+      *pending = std::move(work);
+    else
+      work->wait();
+  };
   switch (c.op) {
     case OpKind::all_reduce:
       copy_into(out, self);
-      group->all_reduce(out, dist::reduce_op_from_name(c.args.str(1)), dist::Launch::blocking)
-          ->wait();
+      finish(group->all_reduce(out, dist::reduce_op_from_name(c.args.str(1)), launch));
       return;
-    case OpKind::all_gather_into_tensor:
-      group->all_gather(out, self, dist::Launch::blocking)->wait();
-      return;
+    case OpKind::all_gather_into_tensor: finish(group->all_gather(out, self, launch)); return;
     case OpKind::reduce_scatter_tensor:
-      group
-          ->reduce_scatter(out, self, dist::reduce_op_from_name(c.args.str(1)),
-                           dist::Launch::blocking)
-          ->wait();
+      finish(group->reduce_scatter(out, self, dist::reduce_op_from_name(c.args.str(1)), launch));
       return;
     case OpKind::broadcast: {
       int64_t src = c.args.i64(1);
       KILN_CHECK(src < group->size(), index, "[broadcast] src {} is not a rank of '{}' ({} ranks)",
                  src, c.args.str(2), group->size());
       copy_into(out, self);
-      group->broadcast(out, static_cast<int>(src), dist::Launch::blocking)->wait();
+      finish(group->broadcast(out, static_cast<int>(src), launch));
       return;
     }
     case OpKind::all_to_all_single_v: {
@@ -52,15 +55,11 @@ void run_collective(const ops::OpCall& c, std::span<Tensor> outs, CopyInto copy_
       KILN_CHECK(static_cast<int64_t>(ins.size()) == group->size(), value,
                  "[{}] was traced for a group of {} ranks, but '{}' has {}", op, ins.size(),
                  c.args.str(3), group->size());
-      group
-          ->all_to_all_v(out, self, std::vector<int64_t>(outs.begin(), outs.end()),
-                         std::vector<int64_t>(ins.begin(), ins.end()), dist::Launch::blocking)
-          ->wait();
+      finish(group->all_to_all_v(out, self, std::vector<int64_t>(outs.begin(), outs.end()),
+                                 std::vector<int64_t>(ins.begin(), ins.end()), launch));
       return;
     }
-    case OpKind::all_to_all_single:
-      group->all_to_all(out, self, dist::Launch::blocking)->wait();
-      return;
+    case OpKind::all_to_all_single: finish(group->all_to_all(out, self, launch)); return;
     default: fail(ErrorKind::internal, "[{}] is not a collective", op);
   }
 }

@@ -83,6 +83,11 @@ void bind_group(const std::string& name, std::shared_ptr<ProcessGroup> group) {
     groups().erase(name);
 }
 
+std::shared_ptr<Work>*& pending_work_slot() {
+  thread_local std::shared_ptr<Work>* slot = nullptr;
+  return slot;
+}
+
 std::shared_ptr<ProcessGroup> bound_group(std::string_view name, std::string_view op) {
   std::lock_guard lock(g_mutex);
   auto it = groups().find(name);

@@ -102,4 +102,11 @@ void bind_group(const std::string& name, std::shared_ptr<ProcessGroup> group);
 /** The group bound to `name`; a value Error naming `op` and the name when there is none. */
 std::shared_ptr<ProcessGroup> bound_group(std::string_view name, std::string_view op);
 
+/** (C5) Where the collective kernel leaves its Work instead of waiting for it: the
+ * executor points this thread's slot at one while it runs a collective node whose result
+ * is first read later (Note [Asynchronous collectives in programs], kiln/runtime/
+ * executor.cpp); the kernel then launches asynchronously and returns at once. Null (the
+ * default): collectives complete before their kernel returns. */
+std::shared_ptr<Work>*& pending_work_slot();
+
 }  // namespace kiln::dist

@@ -10,6 +10,7 @@
 #include "kiln/backend/cpu/kernels.h"
 #include "kiln/backend/cpu/pointwise.h"
 #include "kiln/device/kernel_scope.h"
+#include "kiln/device/process_group.h"
 #include "kiln/device/stream.h"
 #include "kiln/ir/interpreter.h"
 #include "kiln/passes/fuse.h"
@@ -145,6 +146,10 @@ void Executor::claim(std::vector<int>& group_of, size_t index, std::span<const s
 static constexpr int64_t kAttentionBlockBytes = 512 << 10;
 
 int Executor::fused_attention() const { return static_cast<int>(attention_.size()); }
+int Executor::async_collectives() const {
+  return static_cast<int>(
+      std::count_if(wait_at_.begin(), wait_at_.end(), [](size_t w) { return w != kNone; }));
+}
 
 // Note [Product epilogues]: linear followed by relu, by an add of a residual, or both
 // (each the only reader of the one before) runs as one product whose epilogue does the
@@ -546,6 +551,46 @@ void Executor::find_regions() {
   }
 }
 
+// Note [Asynchronous collectives in programs]
+// A captured collective is followed by wait_tensor (C3), as in PyTorch's graphs. The
+// executor launches such a collective asynchronously (the kernel leaves its Work in this
+// thread's pending_work_slot instead of waiting) and waits for it only before the first
+// node that reads its result through the wait_tensor -- so the compute between the two
+// overlaps the communication (a backward's gradient all_reduce with the layers below it).
+// While a collective is in flight its engine still reads its input and writes its
+// output, so the memory plan keeps its inputs alive until the wait (its output is alive
+// anyway: the wait_tensor aliases it). A run that fails waits for what it launched before
+// the error leaves. The order of collectives is the graph's on every rank, as it must be.
+void Executor::find_async_collectives() {
+  using ops::OpKind;
+  wait_at_.assign(nodes_.size(), kNone);
+  waits_before_.assign(nodes_.size(), {});
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const ir::Node* n = nodes_[i];
+    if (n->opcode() != ir::Opcode::call) continue;
+    switch (n->op()) {
+      case OpKind::all_reduce:
+      case OpKind::all_gather_into_tensor:
+      case OpKind::reduce_scatter_tensor:
+      case OpKind::all_to_all_single:
+      case OpKind::all_to_all_single_v:
+      case OpKind::broadcast: break;
+      default: continue;
+    }
+    if (n->users().empty() || runs_at_[i] != i) continue;
+    size_t first_read = nodes_.size();
+    bool only_waits = true;
+    for (const ir::Node* u : n->users()) {
+      only_waits = only_waits && u->opcode() == ir::Opcode::call && u->op() == OpKind::wait_tensor;
+      if (!only_waits) break;
+      for (const ir::Node* r : u->users()) first_read = std::min(first_read, runs_at_[pos_.at(r)]);
+    }
+    if (!only_waits || first_read == nodes_.size()) continue;  // read where it is made
+    wait_at_[i] = first_read;
+    waits_before_[first_read].push_back(i);
+  }
+}
+
 Executor::Executor(ExportedProgram& program, ExecutorOptions options) : program_(program) {
   nodes_ = program.graph.nodes();
   for (size_t i = 0; i < nodes_.size(); ++i) pos_[nodes_[i]] = i;
@@ -592,6 +637,7 @@ Executor::Executor(ExportedProgram& program, ExecutorOptions options) : program_
     find_regions();
     find_attention();
   }
+  find_async_collectives();
   if (program.shapes.empty()) {
     plans_.emplace_back();
     build_plan(plans_.front().second);
@@ -662,6 +708,8 @@ void Executor::build_plan(Plan& plan) {
     for (const ir::Ref& r : nodes_[i]->inputs()) {
       int& d = death[root[value(r)]];
       d = nodes_[i]->opcode() == ir::Opcode::output ? kForever : std::max(d, at(i));
+      // Note [Asynchronous collectives in programs]: read until the wait
+      if (wait_at_[i] != kNone) d = std::max(d, static_cast<int>(wait_at_[i]));
     }
   // Region members' values only live in the region's blocks unless stored.
   std::vector<bool> never_made(nodes_.size(), false);
@@ -826,11 +874,27 @@ TensorList Executor::run(const TensorList& user_inputs) {
   size_t next_input = 0;
   TensorList outs;
   std::vector<Value> args;
+  // Note [Asynchronous collectives in programs]: the collectives in flight, by node; all
+  // waited for before the run returns or throws.
+  struct InFlight {
+    std::vector<std::shared_ptr<dist::Work>> work;
+    ~InFlight() {
+      for (auto& w : work)
+        if (w) try {
+            w->wait();
+          } catch (const std::exception& e) {  // the run's own error is the one to report
+            std::fprintf(stderr, "kiln: a collective in flight failed while a run unwound: %s\n",
+                         e.what());
+          }
+    }
+  } in_flight{std::vector<std::shared_ptr<dist::Work>>(nodes_.size())};
   for (size_t i = 0; i < nodes_.size(); ++i) {
     ir::Node* n = nodes_[i];
     auto value_of = [&](const ir::Ref& r) -> const Tensor& {
       return env[pos_.at(r.node)][r.output];
     };
+    for (size_t c : waits_before_[i])
+      if (auto& w = in_flight.work[c]) std::exchange(w, nullptr)->wait();
     switch (n->opcode()) {
       case ir::Opcode::input: env[i].push_back(inputs[next_input++]); break;
       case ir::Opcode::constant: env[i].push_back(n->value()); break;
@@ -850,13 +914,20 @@ TensorList Executor::run(const TensorList& user_inputs) {
           run_attention(attention_[static_cast<size_t>(attention_of_[i])], plan, env);
         } else if (region_of_[i] >= 0) {  // Note [Fused pointwise regions]
           run_region(regions_[static_cast<size_t>(region_of_[i])], plan, env, args);
-        } else if (!plan.planned[i].size()) {
-          env[i] = dispatch(n->op(), args);
         } else {
-          env[i] = plan.planned[i];
-          for (size_t k = 0; k < env[i].size(); ++k)  // an output of the program: made per run
-            if (!env[i][k].defined()) env[i][k] = output_of(plan, i, k);
-          dispatch_into(n->op(), args, env[i]);
+          struct Slot {  // an asynchronous collective leaves its Work here
+            std::shared_ptr<dist::Work>* saved = dist::pending_work_slot();
+            ~Slot() { dist::pending_work_slot() = saved; }
+          } slot;
+          dist::pending_work_slot() = wait_at_[i] != kNone ? &in_flight.work[i] : nullptr;
+          if (!plan.planned[i].size()) {
+            env[i] = dispatch(n->op(), args);
+          } else {
+            env[i] = plan.planned[i];
+            for (size_t k = 0; k < env[i].size(); ++k)  // a program output: made per run
+              if (!env[i][k].defined()) env[i][k] = output_of(plan, i, k);
+            dispatch_into(n->op(), args, env[i]);
+          }
         }
         for (const auto& [k, d, symbol] : binds_[i]) {  // (Y3) an unbacked size, now known
           int64_t size = env[i][k].size(static_cast<int64_t>(d));

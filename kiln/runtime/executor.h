@@ -62,6 +62,9 @@ class Executor {
   int fused_epilogues() const;
   /** (Y5) Plans made for new bindings of a program with dynamic shapes so far. */
   int plans_built() const { return plans_built_; }
+  /** The collectives it launches asynchronously, each waited for where its result is
+   * first read (Note [Asynchronous collectives in programs] in executor.cpp). */
+  int async_collectives() const;
   /** Times every call node of the runs that follow (kiln run/train --profile). A node
    * with outputs on a CUDA device has that device synchronized after it, so the time is
    * its own and not its successor's: a profiled run is slower than a plain one. */
@@ -93,6 +96,7 @@ class Executor {
              std::string label);
   void run_nodes_one_by_one(std::span<const size_t> members, std::vector<Outputs>& env,
                             std::vector<Value>& args);
+  void find_async_collectives();
   void build_plan(Plan& plan);
   const Plan& plan_for(const std::vector<int64_t>& binding);
 
@@ -110,7 +114,11 @@ class Executor {
   // and the unbacked symbols its outputs bind when it has run: (output, dim, symbol).
   std::vector<bool> data_dependent_;
   std::vector<std::vector<std::array<size_t, 3>>> binds_;
-  std::vector<size_t> runs_at_;      // per node: where it runs (its fused group's last node)
+  std::vector<size_t> runs_at_;  // per node: where it runs (its fused group's last node)
+  // Note [Asynchronous collectives in programs]: per collective node, where it is waited
+  // for (kNone: not asynchronous); per node, the collectives to wait for before it runs.
+  std::vector<size_t> wait_at_;
+  std::vector<std::vector<size_t>> waits_before_;
   std::vector<std::string> labels_;  // per node: a fused group's name in profiles, or empty
   std::list<std::pair<std::vector<int64_t>, Plan>> plans_;  // most recently used first
   const Plan* current_ = nullptr;

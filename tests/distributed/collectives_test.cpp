@@ -27,10 +27,13 @@ TEST(C2, CollectivesTraceForAnyGroupSizeWithFakeTensors) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("reduce_scatter_tensor("), std::string::npos) << text;
-  EXPECT_NE(text.find("all_reduce(%reduce_scatter_tensor, reduce_op='avg', group='tp')"),
+  // (C5) each captured collective is read through its wait_tensor
+  EXPECT_NE(text.find("wait_tensor_1 : f32[2,4]@cpu:1 = wait_tensor(%reduce_scatter_tensor)"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("wait_tensor("), std::string::npos) << text;
+  EXPECT_NE(text.find("all_reduce(%wait_tensor_1, reduce_op='avg', group='tp')"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("= wait_tensor(%all_gather_into_tensor)"), std::string::npos) << text;
 }
 
 TEST(C2, MetaFunctionsCheckArguments) {

@@ -315,6 +315,58 @@ TEST(Mpi, FakeGroupChecksMetadataOnly) {
 namespace kiln {
 namespace {
 
+// (C5) Captured collectives are followed by wait_tensor; the executor launches them
+// asynchronously and waits where their result is first read, so the independent compute
+// between runs while they are in flight. Their inputs stay alive until the wait: the
+// compute after them (values of the same size, which the plan would otherwise place in
+// the inputs' buffers) does not disturb what the engine still reads.
+struct OverlappedCollectives : nn::Module {
+  explicit OverlappedCollectives(int64_t ranks) : ranks(ranks) {}
+  int64_t ranks;
+  Tensor& w1 = register_parameter("w1", randn({16, 16}));
+  Tensor& w2 = register_parameter("w2", randn({16, 16}));
+  TensorList forward(const TensorList& in) override {
+    Tensor h = linear(in[0], w1);
+    Tensor summed = all_reduce(h * 2.0, "sum", "dp");                // input dead after launch
+    Tensor gathered = all_gather_into_tensor(h + 1.0, ranks, "dp");  // rank blocks along dim 0
+    Tensor local = relu(linear(in[0], w2)) * 3.0;                    // overlaps both
+    Tensor more = exp(local * 0.01) + local;                         // reuses freed buffers
+    return {summed + more, gathered};
+  }
+};
+
+TEST(Mpi, CollectivesInProgramsOverlapTheComputeAfterThem) {
+  int n = world()->size(), r = world()->rank();
+  manual_seed(8);  // the same weights on every rank
+  OverlappedCollectives m(n);
+  dist::bind_group("dp", world());
+  Tensor x = full({8, 16}, r + 1.0);
+  ExportedProgram p = export_program(m, {x}, {.device = Device("cuda:0")});
+  move_to_device(p, my_device());
+  std::string text = p.graph.str();
+  EXPECT_NE(text.find("wait_tensor(%all_reduce)"), std::string::npos) << text;
+  runtime::Executor exec(p);
+  EXPECT_EQ(exec.async_collectives(), 2);
+  autograd::NoGradGuard no_grad;
+  Tensor xs = to(x, my_device());
+  Tensor h_sum = zeros({8, 16}), want_gather;
+  TensorList parts;
+  for (int k = 0; k < n; ++k) {
+    Tensor hk = linear(full({8, 16}, k + 1.0), m.w1);
+    h_sum = h_sum + hk * 2.0;
+    parts.push_back(hk + 1.0);
+  }
+  Tensor local = relu(linear(full({8, 16}, r + 1.0), m.w2)) * 3.0;
+  Tensor want = h_sum + (exp(local * 0.01) + local);
+  want_gather = cat(parts, 0);
+  for (int run = 0; run < 3; ++run) {
+    TensorList got = exec.run({xs});
+    EXPECT_TRUE(all_close(got[0], to_vector<double>(want), 1e-5, 1e-5)) << run;
+    EXPECT_TRUE(all_close(got[1], to_vector<double>(want_gather), 1e-5, 1e-5)) << run;
+  }
+  dist::bind_group("dp", dist::local_group());
+}
+
 // (C2) A program with a collective, traced for cuda:0 with fake tensors, run on every
 // rank's own device with its group ("dp") bound to the MPI world.
 TEST(Mpi, ExportedProgramWithCollectivesRunsOnEveryRank) {
