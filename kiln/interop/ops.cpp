@@ -117,6 +117,13 @@ Slot Call::slot(std::string_view name, const json& arg) const {
       fail_arg(name, fmt::format("'{}' is not a value defined before this node", ref));
     return it->second;
   }
+  // A number the graph read from a tensor (a float item()): kiln keeps it as that
+  // one-element tensor, an operand like any other.
+  for (const char* k : {"as_sym_float", "as_sym_bool"})
+    if (arg.contains(k) && arg.at(k).contains("as_name"))
+      if (auto it = env_.find(arg.at(k).at("as_name").get<std::string>());
+          it != env_.end() && std::holds_alternative<Tensor>(it->second))
+        return it->second;
   if (auto n = number_of(arg, env_)) return *n;
   fail_arg(name,
            fmt::format("expected a tensor or a number, the file has {}", arg.dump().substr(0, 80)));

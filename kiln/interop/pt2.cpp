@@ -451,9 +451,17 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
            c.str("assert_msg", ""));
     return Results{};
   }
-  if (target == "aten._local_scalar_dense.default" ||
-      target == "aten.item.default")  // (Y3) t.item() used as a size
-    return size(item_size(c.tensor("self")));
+  if (target == "aten._local_scalar_dense.default" || target == "aten.item.default") {
+    Tensor t = c.tensor("self");
+    if (is_integral(t.dtype(), false))  // (Y3) t.item() used as a size
+      return size(item_size(t));
+    // A float (or bool) read as a number: it can only be an operand of later arithmetic
+    // (a SymFloat in the file), which kiln computes with the one-element tensor itself, so
+    // nothing is read on the host.
+    KILN_CHECK(t.numel() == 1, shape, "{} of {}: the tensor must hold one element", target,
+               t.meta_str());
+    return Results{Slot(reshape(t, {}))};
+  }
   if (target == "aten.sym_constrain_range_for_size.default" ||
       target == "aten.sym_constrain_range.default") {
     std::optional<int64_t> lo = c.opt_integer("min"), hi = c.opt_integer("max");

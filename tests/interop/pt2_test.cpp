@@ -291,6 +291,13 @@ TEST(Pt2, DataDependentSizesAreReadWhenTheProgramRuns) {
         ex.run({x, full({1}, 7, {.dtype = i64})});
       },
       ErrorKind::value, "breaks the assertion u0 <= 6");
+  // a float item() used in arithmetic: the one-element tensor itself, negative included
+  ImportedProgram v = read_pt2(archive("item_value"));
+  runtime::Executor run_v(v.program);
+  for (std::string refs : {"item_value", "item_value_alt"}) {
+    NamedTensors ref = load_safetensors(kCorpus + refs + ".safetensors");
+    expect_outputs(ref, run_v.run(reference_inputs(ref)), refs);
+  }
   // unique (_unique2, unique_dim, unique_consecutive) and bincount: counts of distinct
   // values and bins, read when the program runs
   for (std::string name : {"unique_counts", "unique_counts_core"}) {

@@ -342,6 +342,14 @@ class ItemSize(nn.Module):
         return x[:k].sum(0), torch.zeros(k) + 1
 
 
+class ItemValue(nn.Module):
+    """A number read from a tensor (a float item()) used in arithmetic, negative included."""
+
+    def forward(self, x, s):
+        v = s.item()
+        return x * v + v
+
+
 class UniqueCounts(nn.Module):
     """Distinct values and bins, whose counts are the data's: unique (with inverse and
     counts), unique_consecutive, unique along a dim, bincount."""
@@ -364,6 +372,11 @@ def data_dependent():
     tensors = {"input_0": x, "input_1": torch.tensor([0])}
     tensors.update({f"output_{i}": y.contiguous() for i, y in enumerate(item(x, torch.tensor([0])))})
     save_file(tensors, OUT / "item_size_alt.safetensors")
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(3, 4, generator=g)
+    write("item_value", ItemValue(), (x, torch.tensor(0.5)))
+    save_file({"input_0": x, "input_1": torch.tensor(-2.0), "output_0": ItemValue()(x, torch.tensor(-2.0))},
+              OUT / "item_value_alt.safetensors")
     uniq = UniqueCounts()
     x, alt = torch.tensor([3, 1, 1, 4, 3, 3, 0, 5]), torch.tensor([7, 7, 7, 7, 2, 2, 7, 7])
     for name, core in (("unique_counts", False), ("unique_counts_core", True)):
