@@ -552,7 +552,7 @@ void Executor::find_regions() {
 }
 
 // Note [Asynchronous collectives in programs]
-// A captured collective is followed by wait_tensor (C3), as in PyTorch's graphs. The
+// A captured collective is followed by wait_tensor (C5), as in PyTorch's graphs. The
 // executor launches such a collective asynchronously (the kernel leaves its Work in this
 // thread's pending_work_slot instead of waiting) and waits for it only before the first
 // node that reads its result through the wait_tensor -- so the compute between the two
@@ -588,6 +588,7 @@ void Executor::find_async_collectives() {
     if (!only_waits || first_read == nodes_.size()) continue;  // read where it is made
     wait_at_[i] = first_read;
     waits_before_[first_read].push_back(i);
+    any_async_ = true;
   }
 }
 
@@ -887,7 +888,7 @@ TensorList Executor::run(const TensorList& user_inputs) {
                          e.what());
           }
     }
-  } in_flight{std::vector<std::shared_ptr<dist::Work>>(nodes_.size())};
+  } in_flight{std::vector<std::shared_ptr<dist::Work>>(any_async_ ? nodes_.size() : 0)};
   for (size_t i = 0; i < nodes_.size(); ++i) {
     ir::Node* n = nodes_[i];
     auto value_of = [&](const ir::Ref& r) -> const Tensor& {

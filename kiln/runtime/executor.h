@@ -119,6 +119,7 @@ class Executor {
   // for (kNone: not asynchronous); per node, the collectives to wait for before it runs.
   std::vector<size_t> wait_at_;
   std::vector<std::vector<size_t>> waits_before_;
+  bool any_async_ = false;
   std::vector<std::string> labels_;  // per node: a fused group's name in profiles, or empty
   std::list<std::pair<std::vector<int64_t>, Plan>> plans_;  // most recently used first
   const Plan* current_ = nullptr;
