@@ -917,10 +917,16 @@ TensorList Executor::run(const TensorList& user_inputs) {
           run_region(regions_[static_cast<size_t>(region_of_[i])], plan, env, args);
         } else {
           struct Slot {  // an asynchronous collective leaves its Work here
-            std::shared_ptr<dist::Work>* saved = dist::pending_work_slot();
-            ~Slot() { dist::pending_work_slot() = saved; }
+            std::shared_ptr<dist::Work>* saved = nullptr;
+            bool set = false;
+            ~Slot() {
+              if (set) dist::pending_work_slot() = saved;
+            }
           } slot;
-          dist::pending_work_slot() = wait_at_[i] != kNone ? &in_flight.work[i] : nullptr;
+          if (wait_at_[i] != kNone) {  // only collectives touch the slot
+            slot.saved = std::exchange(dist::pending_work_slot(), &in_flight.work[i]);
+            slot.set = true;
+          }
           if (!plan.planned[i].size()) {
             env[i] = dispatch(n->op(), args);
           } else {
