@@ -654,20 +654,6 @@ void bump_version(OpKind op, std::span<const Value> args) {
   ++std::get<Tensor>(args[ops::op_info(op).schema.mutated_arg]).storage()->version;
 }
 
-Outputs dispatch(OpKind op, std::span<const Value> args) {
-  // The user's call (not a mode's re-dispatch): autograd's turn first. See Note
-  // [Autograd sits above the modes]. A tensor that requires grad was made by autograd,
-  // so its layer is installed whenever should_record holds.
-  if (t_depth == t_pushed) [[likely]] {
-    bool inplace = ops::op_is_inplace(op);
-    if (inplace) check_inference_write(op, args);
-    if (should_record(args))
-      return g_autograd_layer.load(std::memory_order_relaxed)->record(op, args);
-    if (inplace) bump_version(op, args);
-  }
-  return redispatch(op, args);
-}
-
 namespace {
 std::atomic<const DTensorLayer*> g_dtensor_layer{nullptr};
 
@@ -683,6 +669,63 @@ bool any_dtensor(std::span<const Value> args) {
   return false;
 }
 }  // namespace
+
+namespace {
+// An extension op that writes several arguments (Note [Extension ops that write several
+// arguments] in kiln/dispatch/library.cpp): its kernel in place when nothing above the
+// kernels watches, otherwise its functional twin and a copy_ into each written argument.
+Outputs dispatch_writes_several(const ops::ExtensionOp& e, std::span<const Value> args) {
+  const OpInfo& info = e.info;
+  for (int w : info.schema.written_args) {
+    const Tensor& arg = std::get<Tensor>(args[static_cast<size_t>(w)]);
+    KILN_CHECK(!arg.is_inference() || inference_mode(), value,
+               "[{}] Inplace update to inference tensor outside InferenceMode is not allowed "
+               "(argument '{}': {})",
+               info.name, info.schema.args[static_cast<size_t>(w)].name, arg.meta_str());
+    KILN_CHECK(!autograd::detail::wants_grad(arg), unsupported,
+               "[{}] writes argument '{}', which requires grad: an op that writes several "
+               "arguments has no backward (call it under no_grad, or on a tensor that does "
+               "not require grad)",
+               info.name, info.schema.args[static_cast<size_t>(w)].name);
+  }
+  bool watched = t_depth != 0 || should_record(args) ||
+                 (g_dtensor_layer.load(std::memory_order_relaxed) && any_dtensor(args));
+  if (!watched) {
+    Outputs outs = dispatch_eager(info.kind, args);
+    if (!inference_mode())
+      for (int w : info.schema.written_args)
+        ++std::get<Tensor>(args[static_cast<size_t>(w)]).storage()->version;
+    return outs;
+  }
+  Outputs twin = dispatch(*e.auto_functional, args);
+  auto own = static_cast<size_t>(info.schema.num_outputs);
+  for (size_t k = 0; k < info.schema.written_args.size(); ++k) {
+    Value copy_args[3] = {args[static_cast<size_t>(info.schema.written_args[k])], twin[own + k],
+                          false};
+    dispatch(OpKind::copy_, copy_args);
+  }
+  Outputs outs;
+  for (size_t i = 0; i < own; ++i) outs.push_back(twin[i]);
+  return outs;
+}
+}  // namespace
+
+Outputs dispatch(OpKind op, std::span<const Value> args) {
+  if (!ops::is_builtin(op)) [[unlikely]]
+    if (const ops::ExtensionOp* e = ops::extension_op(op); e->info.schema.written_args.size() > 1)
+      return dispatch_writes_several(*e, args);
+  // The user's call (not a mode's re-dispatch): autograd's turn first. See Note
+  // [Autograd sits above the modes]. A tensor that requires grad was made by autograd,
+  // so its layer is installed whenever should_record holds.
+  if (t_depth == t_pushed) [[likely]] {
+    bool inplace = ops::op_is_inplace(op);
+    if (inplace) check_inference_write(op, args);
+    if (should_record(args))
+      return g_autograd_layer.load(std::memory_order_relaxed)->record(op, args);
+    if (inplace) bump_version(op, args);
+  }
+  return redispatch(op, args);
+}
 
 void set_dtensor_layer(const DTensorLayer* layer) { g_dtensor_layer.store(layer); }
 

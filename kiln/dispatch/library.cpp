@@ -23,6 +23,20 @@ namespace kiln {
 // higher-order op does. A program names the twin like any extension op; loading it needs
 // the library that registers the in-place op, which brings the twin. The twin has no
 // gradient of its own: autograd records the in-place op, above functionalization.
+//
+// Note [Extension ops that write several arguments]
+// PyTorch's custom ops may mutate several arguments ('kx::op(Tensor(a!) x, Tensor(b!) y)
+// -> ()'); kiln's table, like its built-ins, knows only in-place ops that write one
+// argument and return it. Such an op is therefore no in-place op to the table
+// (mutated_arg -1, its returns fresh tensors) and gets a twin as above: the same
+// arguments read-only, returning the op's own results and then one new value per written
+// argument, in argument order (the order of PyTorch's auto_functionalized). dispatch()
+// runs the op as that twin followed by a copy_ into each written argument whenever
+// anything above the kernels watches -- a mode (fake, tracing, functionalization), a
+// DTensor, autograd -- so every layer sees functional ops and ordinary writes, and a
+// captured program is functional. A plain eager call runs the kernel on the arguments
+// directly (no copies) and bumps their versions. Autograd cannot see into the kernel: a
+// written argument that requires grad is refused by name.
 namespace {
 
 ops::OpKind twin_target(ops::OpKind twin) { return *ops::extension_op(twin)->functionalizes; }
@@ -32,39 +46,70 @@ ops::Kernel copy_kernel(DeviceType type) {
   return table ? (*table)[static_cast<size_t>(ops::OpKind::copy_)] : nullptr;
 }
 
+// The arguments the twin returns new values of: the in-place op's one, or every one.
+std::vector<int> written(const ops::OpInfo& info) {
+  if (info.is_inplace()) return {info.schema.mutated_arg};
+  return info.schema.written_args;
+}
+
+// How many of the twin's outputs come before the written arguments' new values.
+size_t own_outputs(const ops::OpInfo& info) {
+  return info.is_inplace() ? 0 : static_cast<size_t>(info.schema.num_outputs);
+}
+
 void twin_meta(const ops::OpCall& c, ops::MetaOut& out) {
   const ops::OpInfo& info = ops::op_info(twin_target(c.op));
   KILN_CHECK(info.meta, unsupported,
              "[{}] has no fake (meta) function yet: register_fake({}, ...) before calling it",
              info.name, info.name);
-  ops::MetaOut checks;  // the in-place op's own checks of its arguments
-  info.meta(ops::OpCall{info.kind, c.args, c.device}, checks);
-  const Tensor& self = c.args.tensor(static_cast<size_t>(info.schema.mutated_arg));
-  out.fresh(self.shape(), self.dtype());
+  ops::MetaOut own;  // the op's own checks of its arguments, and its own results
+  info.meta(ops::OpCall{info.kind, c.args, c.device}, own);
+  for (size_t i = 0; i < own_outputs(info); ++i) out.outs.push_back(own.outs[i]);
+  for (int w : written(info)) {
+    const Tensor& arg = c.args.tensor(static_cast<size_t>(w));
+    out.fresh(arg.shape(), arg.dtype());
+  }
 }
 
 void twin_kernel(const ops::OpCall& c, std::span<Tensor> outs) {
   const ops::OpInfo& info = ops::op_info(twin_target(c.op));
   ops::Kernel kernel = ops::extension_kernel(info.kind, c.device.type);
   KILN_CHECK(kernel, unsupported, "[{}] has no kernel for device {}", info.name, c.device);
-  auto m = static_cast<size_t>(info.schema.mutated_arg);
-  Value copy_args[3] = {outs[0], c.args[m], false};
-  copy_kernel(c.device.type)(
-      ops::OpCall{ops::OpKind::copy_, std::span<const Value>(copy_args), c.device}, outs.first(1));
   std::vector<Value> args;
-  for (size_t i = 0; i < c.args.size(); ++i) args.push_back(i == m ? Value(outs[0]) : c.args[i]);
-  kernel(ops::OpCall{info.kind, std::span<const Value>(args), c.device}, outs.first(1));
+  for (size_t i = 0; i < c.args.size(); ++i) args.push_back(c.args[i]);
+  size_t own = own_outputs(info), slot = own;
+  for (int w : written(info)) {  // the kernel writes copies, the twin's outputs
+    Value copy_args[3] = {outs[slot], c.args[static_cast<size_t>(w)], false};
+    copy_kernel(c.device.type)(
+        ops::OpCall{ops::OpKind::copy_, std::span<const Value>(copy_args), c.device},
+        outs.subspan(slot, 1));
+    args[static_cast<size_t>(w)] = outs[slot++];
+  }
+  std::span<Tensor> kernel_outs = info.is_inplace() ? outs.first(1) : outs.first(own);
+  kernel(ops::OpCall{info.kind, std::span<const Value>(args), c.device}, kernel_outs);
 }
 
-// Registers `op`'s twin when it is an in-place op without a functional form.
+// The twin's returns: the op's own (none for an in-place op), then the written values.
+std::string twin_returns(const ops::ExtensionOp& e) {
+  std::vector<std::string> parts;
+  if (!e.info.is_inplace())
+    for (int i = 0; i < e.info.schema.num_outputs; ++i) parts.push_back("Tensor");
+  for (size_t i = 0; i < written(e.info).size(); ++i) parts.push_back("Tensor");
+  return parts.size() == 1 ? parts[0] : fmt::format("({})", fmt::join(parts, ", "));
+}
+
+// Registers `op`'s twin when it writes an argument and has no functional form.
 void add_twin(ops::OpKind op, std::string_view who) {
   const ops::ExtensionOp& e = *ops::extension_op(op);
-  if (!e.info.is_inplace() || e.info.functional != op) return;
-  std::string schema = e.schema_text;
-  size_t sep = schema.find("::");
-  schema.insert(sep + 2, "auto_functionalized_");
-  for (size_t at; (at = schema.find("Tensor(a!)")) != std::string::npos;)
-    schema.replace(at, 10, "Tensor");
+  bool several = e.info.schema.written_args.size() > 1;
+  if (!several && (!e.info.is_inplace() || e.info.functional != op)) return;
+  std::string schema = e.schema_text.substr(0, e.schema_text.find("->"));
+  schema.insert(schema.find("::") + 2, "auto_functionalized_");
+  for (size_t at; (at = schema.find("!)")) != std::string::npos;) {
+    size_t open = schema.rfind('(', at);
+    schema.erase(open, at + 2 - open);
+  }
+  schema += "-> " + twin_returns(e);
   ops::ExtensionOp twin;
   twin.schema_text = ops::canonical_schema(schema);
   try {

@@ -33,7 +33,8 @@ namespace kiln {
 /** Everything an extension op is made of. Fields left out keep their defaults. */
 struct OpDefinition {
   /** "namespace::name(args) -> returns" with alias annotations: `Tensor(a!) self` is an
-   * argument the op writes (and must return, as '-> Tensor(a!)'). */
+   * argument the op writes (and must return, as '-> Tensor(a!)'); an op that writes
+   * several ('Tensor(a!) x, Tensor(b!) y') returns fresh tensors only, or '()'. */
   std::string_view schema;
   /** Output shapes and dtypes (what fake tensors and tracing use). May be null only for
    * an in-place op 'ns::op_' whose functional 'ns::op' is already registered: it is then

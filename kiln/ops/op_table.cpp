@@ -87,20 +87,24 @@ const std::unordered_map<std::string_view, OpKind>& builtin_names() {
 }
 
 // Why kiln cannot run an op with this schema, or "" (E1: extension ops get the same
-// alias model as built-ins: an op writes at most one argument and returns it).
+// alias model as built-ins: an op that writes one argument returns it; one that writes
+// several, as PyTorch's custom ops with several mutated arguments, returns fresh tensors).
 std::string unsupported_schema(const Schema& s, std::string_view text) {
-  int mutated = 0;
-  for (const ArgSpec& a : s.args) {
+  for (const ArgSpec& a : s.args)
     if (a.mutated && a.type != ArgType::tensor)
       return "only a Tensor argument can be written (Tensor(a!))";
-    mutated += a.mutated;
-  }
   if (s.view_of_arg >= 0) return "an extension op cannot return a view of an argument (Tensor(a))";
-  if (mutated > 1) return "an op can write at most one argument";
   std::string_view ret = text.substr(text.find("->") + 2);
   while (!ret.empty() && ret.front() == ' ') ret.remove_prefix(1);
-  if (mutated == 1 && ret != "Tensor(a!)")
+  if (s.written_args.size() == 1 && ret != "Tensor(a!)")
     return "an op that writes an argument (Tensor(a!)) must return it, as '-> Tensor(a!)'";
+  if (s.written_args.size() > 1 && ret.find('(', 1) != std::string_view::npos)
+    return "an op that writes several arguments returns fresh tensors only (or '-> ()')";
+  if (s.written_args.size() > 1 && s.num_outputs + s.written_args.size() > kMaxOutputs)
+    return fmt::format(
+        "an op that writes several arguments writes and returns at most {} tensors together "
+        "(its functional form returns them all)",
+        kMaxOutputs);
   if (s.num_outputs > static_cast<int>(kMaxOutputs))
     return fmt::format("at most {} outputs", kMaxOutputs);
   return "";

@@ -144,11 +144,12 @@ Schema parse_schema(std::string_view text) {
     }
     int index = static_cast<int>(s.args.size());
     if (arg.mutated)
-      s.mutated_arg = index;
+      s.written_args.push_back(index);
     else if (arg.aliased)
       s.view_of_arg = index;
     s.args.push_back(std::move(arg));
   }
+  if (s.written_args.size() == 1) s.mutated_arg = s.written_args[0];
   std::string_view ret = trim(text.substr(arrow + 2));
   s.num_outputs =
       ret.starts_with("(") ? static_cast<int>(split_top(ret.substr(1, ret.size() - 2)).size()) : 1;

@@ -47,6 +47,11 @@ struct Schema {
   std::vector<ArgSpec> args;
   int num_outputs = 1;
   int mutated_arg = -1;  // the argument an in-place op writes (its output is that tensor)
+  /** Every argument written (Tensor(a!)). An op that writes several is not in-place in
+   * the table's sense (mutated_arg -1): its returns are fresh tensors, and dispatch runs
+   * it as its functional twin plus write-backs (Note [Extension ops that write several
+   * arguments] in kiln/dispatch/library.cpp). */
+  std::vector<int> written_args;
   int view_of_arg = -1;  // the argument a view op's output aliases
 
   /** Throws a value Error naming the op unless `args` match this schema in count and type. */

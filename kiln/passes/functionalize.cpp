@@ -366,19 +366,29 @@ InputGeometry::InputGeometry(const TensorList& inputs) {
   for (const Tensor& t : inputs) entries_.push_back({t.shape(), t.strides(), t.offset()});
 }
 
-void InputGeometry::check(const TensorList& inputs, const std::vector<std::string>& names) const {
+std::vector<bool> InputGeometry::changed(const TensorList& inputs) const {
+  std::vector<bool> out(inputs.size());
   for (size_t i = 0; i < inputs.size() && i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     const Tensor& t = inputs[i];
-    if (t.shape() == e.shape && t.strides() == e.strides && t.offset() == e.offset) continue;
+    out[i] = !(t.shape() == e.shape && t.strides() == e.strides && t.offset() == e.offset);
+  }
+  return out;
+}
+
+void InputGeometry::check(const TensorList& inputs, const std::vector<std::string>& names) const {
+  std::vector<bool> moved = changed(inputs);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!moved[i]) continue;
+    const Tensor& t = inputs[i];
     fail(ErrorKind::unsupported,
          "[capture] input {} ({}) had its shape, strides or offset changed in place (now {} with "
-         "strides {}, "
-         "offset {}) by an in-place metadata op (t_, transpose_, unsqueeze_, squeeze_, "
-         "as_strided_): a captured "
-         "program cannot replay that on its inputs; use the out-of-place view (y = t(x)) instead",
-         i < names.size() ? names[i] : "#" + std::to_string(i), e.shape.str(), t.shape().str(),
-         t.strides().str(), t.offset());
+         "strides {}, offset {}) by an in-place metadata op (t_, transpose_, unsqueeze_, "
+         "squeeze_, as_strided_): an exported program cannot replay that on its inputs (as "
+         "torch.export refuses it; capture_joint replays it); use the out-of-place view "
+         "(y = t(x)) instead",
+         i < names.size() ? names[i] : "#" + std::to_string(i), entries_[i].shape.str(),
+         t.shape().str(), t.strides().str(), t.offset());
   }
 }
 

@@ -85,17 +85,22 @@ struct InputMutation {
   bool data_mutated = false;
   enum class Where : uint8_t { none, in_graph, out_of_graph };
   Where where = Where::none;
+  /** (J2) Its shape, strides or offset changed in place (t_, transpose_, ...): a joint
+   * program returns the input's new view out of graph and run_joint gives the input that
+   * geometry (as_strided_), as AOTAutograd's runtime epilogue does. */
+  bool metadata_mutated = false;
 };
 
 /** The shape, strides and offset of the tensors a capture traces as its inputs, taken
  * before the function runs: an in-place metadata op on an input (t_, transpose_, ...;
- * Note [In-place metadata ops]) changes them, which a captured program cannot replay on
- * the tensors it is later given; check() says so, naming the input and the change, where
- * PyTorch's AOTAutograd would replay it with as_strided_ (kiln's next step). */
+ * Note [In-place metadata ops]) changes them. changed() says which inputs (capture_joint
+ * replays those, as AOTAutograd does); check() refuses any, naming the input and the
+ * change, as torch.export refuses input metadata mutations. */
 class InputGeometry {
  public:
   explicit InputGeometry(const TensorList& inputs);
   void check(const TensorList& inputs, const std::vector<std::string>& names) const;
+  std::vector<bool> changed(const TensorList& inputs) const;
 
  private:
   struct Entry {

@@ -202,11 +202,18 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         autograd::WritableLeavesGuard writable;  // (J2) an input requiring grad may be mutated
         return fn(fn_inputs);
       }();
-      geometry.check(traced, options.input_names);
+      std::vector<bool> reshaped = geometry.changed(traced);
       // (J2) The forward's outputs, known before backward is traced: out-of-graph
       // mutations first; inputs that need no gradient are written back by epilogue
-      // copies when asked (J3: traced last, rebinding nothing).
+      // copies when asked (J3: traced last, rebinding nothing). An input whose geometry
+      // changed (t_, ...: never one that requires grad, autograd refuses those) returns
+      // its new view of the input first: run_joint takes its shape, strides and offset.
       for (size_t i = 0; i < n_primals; ++i) {
+        if (reshaped[i]) {
+          program.inputs[i].metadata_mutated = true;
+          fw_refs.push_back(proxy.ref_of(traced[i]));
+          ++program.num_mutation_outputs;
+        }
         if (!functionalize.mutated(traced[i])) continue;
         new_values[i] = functionalize.value_of(traced[i]);
         InputMutation& m = program.inputs[i];
@@ -338,12 +345,18 @@ JointRun run_joint(const JointProgram& program, const TensorList& given,
   TensorList fw = ir::interpret(program.forward, inputs, values);
   size_t m = static_cast<size_t>(program.num_mutation_outputs);
   size_t u = static_cast<size_t>(program.num_user_outputs);
-  // (M5) out-of-graph mutations are applied by the caller's side, as eager would have.
+  // (M5) out-of-graph mutations are applied by the caller's side, as eager would have:
+  // the new geometry first (the input's view the forward returned), then the new data.
   size_t k = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (program.inputs[i].where != InputMutation::Where::out_of_graph) continue;
     Tensor dst = inputs[i];
-    copy_(dst, fw[k++]);
+    if (program.inputs[i].metadata_mutated) {
+      const Tensor& view = fw[k++];
+      KILN_CHECK(view.storage() && view.storage() == dst.storage(), internal,
+                 "[run_joint] input {}'s new view does not view the input", i);
+      as_strided_(dst, view.shape().vec(), view.strides().vec(), view.offset());
+    }
+    if (program.inputs[i].where == InputMutation::Where::out_of_graph) copy_(dst, fw[k++]);
   }
   JointRun run;
   run.outputs.assign(fw.begin() + static_cast<std::ptrdiff_t>(m),

@@ -45,10 +45,11 @@ struct JointOptions {
   std::vector<InputDims> dynamic_shapes;
 };
 
-/** A partitioned training graph. Forward: primals -> [out-of-graph mutations, user
- * outputs, saved values]; in-graph mutations are epilogue copy_ nodes. Backward: [saved
- * values, tangents] -> [one gradient per differentiable input that the outputs use, the
- * new value of each input the backward writes]. */
+/** A partitioned training graph. Forward: primals -> [out-of-graph mutations (per input
+ * in order: its new view when its geometry changed, its new value when written out of
+ * graph), user outputs, saved values]; in-graph mutations are epilogue copy_ nodes. Backward:
+ * [saved values, tangents] -> [one gradient per differentiable input that the outputs use, the new
+ * value of each input the backward writes]. */
 struct JointProgram {
   ir::Graph forward;
   ir::Graph backward;
@@ -72,7 +73,8 @@ struct JointProgram {
 };
 
 /** (J1-J3) Traces fn's forward and backward into one functional graph and partitions it.
- * An in-place metadata op on an input (t_, ...) is refused (InputGeometry).
+ * An in-place metadata op on an input (t_, ...) is replayed by run_joint (InputMutation::
+ * metadata_mutated).
  * DTensor inputs are traced on their shards (S4, Note [Tensor subclasses under
  * capture]): the graphs are this rank's, with functional collectives naming mesh axes. */
 JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& fn,

@@ -103,13 +103,80 @@ TEST(InplaceViews, CaptureKeepsIntermediatesAndRefusesInputs) {
       },
       ErrorKind::unsupported,
       "[capture] input x ([2, 3]) had its shape, strides or offset changed in place (now [3, 2]");
-  auto joint = [](const TensorList& in) {
-    Tensor x = in[0];
-    unsqueeze_(x, 0);
-    return TensorList{sum(x)};
+  // An exported program refuses it too, as torch.export does.
+  struct Turns : nn::Module {
+    TensorList forward(const TensorList& in) override {
+      Tensor x = in[0];
+      t_(x);
+      return {add(x, 1.0)};
+    }
+  } turns;
+  expect_error(
+      [&] {
+        export_program(turns, {randn({2, 3})});
+      },
+      ErrorKind::unsupported,
+      "an exported program cannot replay that on its inputs (as torch.export refuses it");
+}
+
+// (J2) capture_joint replays an input's metadata mutation as AOTAutograd's runtime
+// epilogue does: the forward returns the input's new view, and run_joint gives the input
+// that shape, strides and offset (as_strided_), then writes any new data into it. The
+// caller's tensor ends as eager leaves it, at every geometry given.
+TEST(InplaceViews, JointCapturesReplayAnInputsNewGeometry) {
+  auto fn = [](const TensorList& in) {
+    Tensor x = in[0], y = in[1], w = in[2];
+    t_(x);             // metadata only
+    unsqueeze_(y, 0);  // metadata, then data through the new geometry
+    mul_(y, 2.0);
+    return TensorList{sum(mul(matmul(x, w), sum(y)))};
   };
-  expect_error([&] { passes::capture_joint(joint, {randn({2})}); }, ErrorKind::unsupported,
-               "had its shape, strides or offset changed in place");
+  auto make = [] {
+    return TensorList{randn({2, 3}), randn({4}), randn({2, 5}, {.requires_grad = true})};
+  };
+  TensorList probe = make();
+  passes::JointProgram p = passes::capture_joint(fn, probe);
+  EXPECT_EQ(probe[0].shape(), Dims({2, 3}));  // the capture leaves its examples alone
+  EXPECT_TRUE(p.inputs[0].metadata_mutated);
+  EXPECT_FALSE(p.inputs[0].data_mutated);
+  EXPECT_TRUE(p.inputs[1].metadata_mutated);
+  EXPECT_TRUE(p.inputs[1].data_mutated);
+  EXPECT_FALSE(p.inputs[2].metadata_mutated);
+
+  for (int round = 0; round < 2; ++round) {
+    TensorList eager = make(), run = {clone(eager[0]), clone(eager[1]), eager[2].detach()};
+    if (round == 1) {  // a non-contiguous input: the replay follows its own strides
+      Tensor wide = randn({3, 2});
+      eager[0] = transpose(wide, 0, 1);
+      run[0] = transpose(clone(wide), 0, 1);
+    }
+    run[2].set_requires_grad();
+    Tensor eager_x = eager[0], eager_y = eager[1];
+    Tensor loss = fn(eager)[0];
+    loss.backward();
+    passes::JointRun got = passes::run_joint(p, run);
+    EXPECT_TRUE(testing::all_close(got.outputs[0], values(loss))) << round;
+    EXPECT_TRUE(testing::all_close(got.grads[2], values(eager[2].grad()))) << round;
+    for (int i : {0, 1}) {
+      const Tensor &want = i == 0 ? eager_x : eager_y, &have = run[static_cast<size_t>(i)];
+      EXPECT_EQ(have.shape(), want.shape()) << round << " input " << i;
+      EXPECT_EQ(have.strides(), want.strides()) << round << " input " << i;
+      EXPECT_EQ(have.offset(), want.offset()) << round << " input " << i;
+      EXPECT_EQ(values(have), values(want)) << round << " input " << i;
+    }
+  }
+  // A leaf that requires grad may not change its geometry, in a capture as in eager.
+  expect_error(
+      [&] {
+        passes::capture_joint(
+            [](const TensorList& in) {
+              Tensor x = in[0];
+              t_(x);
+              return TensorList{sum(x)};
+            },
+            {randn({2, 3}, {.requires_grad = true})});
+      },
+      ErrorKind::value, "a leaf Variable that requires grad");
 }
 
 TEST(InplaceViews, ResizeGrowsTheStorageInPlace) {

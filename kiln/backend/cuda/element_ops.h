@@ -71,17 +71,24 @@ KILN_HOST_DEVICE inline W unary_w(ops::OpKind op, W v, int64_t attr) {
       using std::atan;
       using std::atanh;
       using std::ceil;
+      using std::cos;
       using std::cosh;
+      using std::erf;
       using std::erfc;
+      using std::exp;
       using std::exp2;
       using std::expm1;
       using std::floor;
+      using std::log;
       using std::log10;
       using std::log1p;
       using std::log2;
       using std::nearbyint;
+      using std::sin;
       using std::sinh;
+      using std::sqrt;
       using std::tan;
+      using std::tanh;
       using std::trunc;
       switch (op) {
         case OpKind::log1p: return log1p(v);
