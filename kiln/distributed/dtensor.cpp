@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <numeric>
+#include <utility>
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/overloaded.h"
@@ -201,30 +202,56 @@ void check_layout(int64_t ndim, const DeviceMesh& mesh, const Placements& placem
     if (!p.is_shard()) continue;
     KILN_CHECK(p.dim >= 0 && p.dim < ndim, index, "[{}] placement {} of a {}-d tensor", op, p.str(),
                ndim);
-    for (size_t j = 0; j < i; ++j)  // a mesh has a few dimensions: no set needed
-      KILN_CHECK(
-          !(placements[j].is_shard() && placements[j].dim == p.dim), unsupported,
-          "[{}] tensor dim {} is sharded by two mesh dimensions {}; kiln shards a tensor dim "
-          "along one mesh dimension at most",
-          op, p.dim, to_string(placements));
   }
+}
+
+// Note [Nested shards]
+// A tensor dim may be sharded by several mesh dimensions ([Shard(0), Shard(0)] on a 2-d
+// mesh), as in PyTorch: mesh dimensions chunk it in order, each one the chunk the mesh
+// dimensions before it left (torch.chunk at every level, so uneven sizes nest too). What
+// mesh dimension i sees of the tensor is its level shape: the global shape chunked by the
+// shards of the mesh dimensions before i. redistribute moves one mesh dimension at a time
+// at its level shape: first it gathers, innermost mesh dimension first, every shard that
+// changes and every shard whose tensor dim an earlier mesh dimension re-chunks; then it
+// makes the new placements outermost first. Pointwise ops whose DTensor operands all have
+// the output's shape and the same placements keep nested shards without communication;
+// any other op first gathers the inner shards of a nested dim (its rule then sees at most
+// one mesh dimension per tensor dim).
+bool is_nested(const Placements& p) {
+  for (size_t i = 0; i < p.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (p[i].is_shard() && p[j].is_shard() && p[i].dim == p[j].dim) return true;
+  return false;
+}
+
+Placements denested(Placements p) {
+  for (size_t i = 0; i < p.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (p[i].is_shard() && p[j].is_shard() && p[i].dim == p[j].dim) p[i] = Replicate();
+  return p;
+}
+
+// The shape mesh dimension `upto` sees: `global` chunked by the shards of the mesh
+// dimensions before it (all of them for upto = ndim: this rank's shard shape).
+Dims level_shape(const Dims& global, const DeviceMesh& mesh, const Placements& placements,
+                 int64_t upto) {
+  Dims level = global;
+  for (int64_t i = 0; i < upto; ++i) {
+    const Placement& p = placements[static_cast<size_t>(i)];
+    if (!p.is_shard()) continue;
+    auto d = static_cast<size_t>(p.dim);
+    // only sharded dims are read as integers: a symbolic batch elsewhere stays one
+    int64_t size = std::as_const(level)[d];  // the const read: other entries stay symbols
+    level.set(d, chunk_of(size, mesh.size(i), mesh.coordinate(i)).second);
+  }
+  return level;
 }
 
 // (S1) This rank's shard shape of a tensor of `global` shape.
 Dims local_shape(const Dims& global, const DeviceMesh& mesh, const Placements& placements,
                  std::string_view op) {
   check_layout(static_cast<int64_t>(global.size()), mesh, placements, op);
-  Dims local = global;
-  for (size_t i = 0; i < placements.size(); ++i) {
-    const Placement& p = placements[i];
-    if (!p.is_shard()) continue;
-    int64_t m = static_cast<int64_t>(i);
-    // only the sharded dim is read as an integer: a symbolic batch elsewhere stays one
-    local.set(
-        static_cast<size_t>(p.dim),
-        chunk_of(global[static_cast<size_t>(p.dim)], mesh.size(m), mesh.coordinate(m)).second);
-  }
-  return local;
+  return level_shape(global, mesh, placements, mesh.ndim());
 }
 
 // The placements a user gave, checked against the mesh and the tensor's rank, with a
@@ -393,8 +420,8 @@ Tensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, const Place
     local = full.device() == mesh.device() ? full : to(full, mesh.device());
     for (int64_t i = 0; i < mesh.ndim(); ++i) {
       const Placement& p = placements[static_cast<size_t>(i)];
-      if (p.is_shard()) {
-        auto [begin, len] = chunk_of(full.size(p.dim), mesh.size(i), mesh.coordinate(i));
+      if (p.is_shard()) {  // nested shards chunk what the mesh dims before left
+        auto [begin, len] = chunk_of(local.size(p.dim), mesh.size(i), mesh.coordinate(i));
         local = narrow(local, p.dim, begin, len);
       } else if (p.is_partial() && p.op == ReduceOp::sum && mesh.coordinate(i) != 0) {
         local = zeros_like(local);
@@ -419,8 +446,8 @@ std::string describe(const Tensor& t) {
 
 namespace {
 
-// One mesh dimension's transition of a local shard; `global` is the tensor's global
-// shape (the sizes the chunks come from).
+// One mesh dimension's transition of a local shard; `global` is the tensor's level shape
+// at mesh dimension i (the sizes its chunks come from; Note [Nested shards]).
 Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMesh& mesh, int64_t i,
                         const Placement& from, const Placement& to) {
   // a mesh dimension of one rank: every placement holds the whole value, nothing moves
@@ -513,17 +540,42 @@ Tensor redistribute(const Tensor& dtensor, const Placements& given) {
   Placements placements = checked_placements(s.mesh, given, dtensor.dim(), "redistribute");
   Tensor local = s.local(*dtensor.impl());
   Placements now = s.placements;
-  // Gathers first (so a later chunk sees the full dim), then everything else.
-  for (int pass = 0; pass < 2; ++pass)
-    for (int64_t i = 0; i < s.mesh.ndim(); ++i) {
-      const Placement& want = placements[static_cast<size_t>(i)];
-      Placement& have = now[static_cast<size_t>(i)];
-      if (have == want) continue;
-      bool gathers = have.is_shard() && !want.is_shard();
-      if ((pass == 0) != gathers) continue;
-      local = redistribute_dim(local, dtensor.shape(), s.mesh, i, have, want);
-      have = want;
+  const DeviceMesh& mesh = s.mesh;
+  int64_t n = mesh.ndim();
+  // The first mesh dimension whose shard of tensor dim d changes: the chunks of d inside
+  // it (mesh dimensions after it) must be gathered first.
+  auto first_change = [&](int32_t d) {
+    for (int64_t j = 0; j < n; ++j) {
+      const Placement &have = now[static_cast<size_t>(j)],
+                      &want = placements[static_cast<size_t>(j)];
+      if (!(have == want) &&
+          ((have.is_shard() && have.dim == d) || (want.is_shard() && want.dim == d)))
+        return j;
     }
+    return n;
+  };
+  // Gathers, innermost first (Note [Nested shards]) ...
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const Placement& want = placements[static_cast<size_t>(i)];
+    Placement& have = now[static_cast<size_t>(i)];
+    if (!have.is_shard() || have == want) {
+      if (!have.is_shard() || first_change(have.dim) >= i) continue;
+    } else if (want.is_shard() && first_change(have.dim) >= i && first_change(want.dim) >= i) {
+      continue;  // S(d) -> S(e) at one level: below, by all_to_all when even
+    }
+    local = redistribute_dim(local, level_shape(dtensor.shape(), mesh, now, i), mesh, i, have,
+                             Replicate());
+    have = Replicate();
+  }
+  // ... then every other change, outermost first (each level shape is final by then).
+  for (int64_t i = 0; i < n; ++i) {
+    const Placement& want = placements[static_cast<size_t>(i)];
+    Placement& have = now[static_cast<size_t>(i)];
+    if (have == want) continue;
+    local =
+        redistribute_dim(local, level_shape(dtensor.shape(), mesh, now, i), mesh, i, have, want);
+    have = want;
+  }
   Tensor out = make_dtensor(local, dtensor.shape(), s.mesh, placements);
   if (autograd::grad_enabled() && dtensor.requires_grad()) {
     Placements back = replicate_partials(s.placements);
@@ -674,7 +726,32 @@ Outputs handle_call(OpKind op, std::span<const Value> args) {
   // Global metadata from kiln's own meta function, on the global shapes (errors too).
   Outputs global = dispatch_meta(op, args);
   bool derive = derives_shards(info, args, in);
-  Decision d = detail::decide(ShardingCall{op, args, in, global[0].shape(), *mesh, derive});
+  ShardingCall call{op, args, in, global[0].shape(), *mesh, derive};
+  bool nested = false;
+  for (const Tensor* t : in.tensors) nested = nested || is_nested(t->impl()->dtensor->placements);
+  if (nested && !detail::keeps_nested_shards(call)) {
+    // Note [Nested shards]: the rules see one mesh dimension per tensor dim at most.
+    KILN_CHECK(!info.is_inplace(), unsupported,
+               "[{}] writes a DTensor whose tensor dim is sharded by several mesh dimensions "
+               "({}) in place; redistribute it first",
+               info.name, to_string(in.tensors[0]->impl()->dtensor->placements));
+    PoolVector<Value> flat(args.begin(), args.end());
+    auto flatten = [](const Tensor& t) {
+      if (!t.defined() || !t.is_dtensor() || !is_nested(t.impl()->dtensor->placements)) return t;
+      return redistribute(t, denested(t.impl()->dtensor->placements));
+    };
+    for (Value& v : flat) {
+      if (auto* t = std::get_if<Tensor>(&v)) {
+        v = flatten(*t);
+      } else if (auto* l = std::get_if<TensorList>(&v)) {
+        TensorList ls;
+        for (const Tensor& t : *l) ls.push_back(flatten(t));
+        v = std::move(ls);
+      }
+    }
+    return handle_call(op, flat);
+  }
+  Decision d = detail::decide(call);
   if (derive) {
     // Under plain fake propagation a fresh output's shard follows from the rule (S1): a
     // contiguous tensor of the global output's dtype, shaped by its placements -- the

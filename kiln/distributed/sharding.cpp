@@ -625,6 +625,13 @@ const ShardingEntry& sharding_entry(OpKind op) {
   return table().entries[static_cast<size_t>(op)];
 }
 
+bool keeps_nested_shards(const ShardingCall& c) {
+  const ShardingEntry& e = sharding_entry(c.op);
+  Decision unused;
+  return (e.rule == pointwise || e.rule == copy_into) && !c.in.tensors.empty() &&
+         same_layout(c.in, c.out, unused, /*outputs_only=*/true);
+}
+
 Decision decide(const ShardingCall& c) {
   const ShardingEntry& e = sharding_entry(c.op);
   KILN_CHECK(e.kind == ShardingKind::rule || e.kind == ShardingKind::none, internal,

@@ -60,6 +60,11 @@ struct ShardingEntry {
 /** `op`'s entry; an extension op has none (replicated arguments only). */
 const ShardingEntry& sharding_entry(ops::OpKind op);
 
+/** (Note [Nested shards] in dtensor.cpp) Whether the call keeps DTensor operands whose
+ * tensor dims are sharded by several mesh dimensions as they are: a pointwise op whose
+ * DTensor operands all have the output's shape and one set of placements. */
+bool keeps_nested_shards(const ShardingCall& call);
+
 /** The decision for a call whose op has a rule or none: for `none`, every DTensor
  * argument must be replicated (an unsupported Error naming the op and the placements
  * otherwise). */

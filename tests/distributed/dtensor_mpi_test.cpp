@@ -532,6 +532,58 @@ TEST(DTensorMpi, TwoDimensionalMesh) {
   EXPECT_TRUE(same(dist::full_tensor(dist::distribute_tensor(a, tp, {Shard(0)})), a));
 }
 
+// Note [Nested shards]: a tensor dim sharded by several mesh dimensions, as PyTorch's
+// [Shard(0), Shard(0)]: each mesh dimension chunks what the ones before it left
+// (torch.chunk at every level, uneven sizes included). Every transition between the
+// placements of a 2-d mesh gives the full value and this rank's nested piece; pointwise
+// ops keep nested shards, other ops see them gathered to one mesh dimension first.
+TEST(DTensorMpi, NestedShardsEveryTransition) {
+  int64_t n = world()->size();
+  dist::DeviceMesh mesh(world(), {2, n / 2}, {"dp", "tp"}, my_device());
+  auto piece = [&](Tensor x, const Placements& p) {  // the expected local value
+    for (int64_t i = 0; i < 2; ++i)
+      if (p[static_cast<size_t>(i)].is_shard()) {
+        int64_t d = p[static_cast<size_t>(i)].dim;
+        auto [begin, len] = dist::chunk_of(x.size(d), mesh.size(i), mesh.coordinate(i));
+        x = narrow(x, d, begin, len);
+      }
+    return x;
+  };
+  std::vector<Placements> layouts;
+  for (Placement a : {Shard(0), Shard(1), Replicate(), Partial()})
+    for (Placement b : {Shard(0), Shard(1), Replicate(), Partial()}) layouts.push_back({a, b});
+  for (IntList shape : {IntList{8, 4}, IntList{7, 6}, IntList{3, 5}}) {
+    Tensor full = iota(shape);
+    for (const Placements& from : layouts)
+      for (const Placements& to : layouts) {
+        SCOPED_TRACE(fmt::format("{} {} -> {}", Dims(shape).str(), dist::to_string(from),
+                                 dist::to_string(to)));
+        Tensor dt = dist::distribute_tensor(full, mesh, from);
+        Tensor r = dist::redistribute(dt, to);
+        EXPECT_EQ(dist::dtensor_state(r).placements, to);
+        EXPECT_TRUE(same(dist::full_tensor(r), full));
+        if (!to[0].is_partial() && !to[1].is_partial())
+          EXPECT_TRUE(same(dist::to_local(r), piece(full, to)));
+      }
+  }
+  // Ops on nested shards: pointwise keeps them (no collective), a product and a softmax
+  // along the nested dim gather the inner shards first; values as unsharded.
+  Tensor a = iota({8, 6}), w = iota({6, 3});
+  Tensor d = dist::distribute_tensor(a, mesh, {Shard(0), Shard(0)});
+  EXPECT_EQ(dist::to_local(d).shape(), Dims({8 / n, 6}));
+  Tensor y = add(mul(d, 3.0), d);
+  EXPECT_EQ(dist::dtensor_state(y).placements, (Placements{Shard(0), Shard(0)}));
+  EXPECT_TRUE(same(dist::to_local(y), piece(a * 4.0, {Shard(0), Shard(0)})));
+  Tensor wr = dist::distribute_tensor(w, mesh, {Replicate(), Replicate()});
+  EXPECT_TRUE(same(dist::full_tensor(matmul(d, wr)), matmul(a, w)));
+  EXPECT_TRUE(same(dist::full_tensor(softmax(d, 0)), softmax(a, 0), 1e-6));
+  EXPECT_TRUE(same(dist::full_tensor(sum(d, {0})), sum(a, {0})));
+  // Laid out by from_local: shards of an even dim.
+  Tensor back = dist::from_local(dist::to_local(d), mesh, {Shard(0), Shard(0)});
+  EXPECT_EQ(back.shape(), a.shape());
+  EXPECT_TRUE(same(dist::full_tensor(back), a));
+}
+
 TEST(DTensorMpi, ErrorsOnEveryRank) {
   dist::DeviceMesh mesh = mesh_1d();
   Tensor d = dist::distribute_tensor(iota({4, 4}), mesh, {Shard(0)});

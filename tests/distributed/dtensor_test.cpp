@@ -455,8 +455,10 @@ TEST(S1, DerivedShardsAreMadeOnceWhenFirstAskedFor) {
   dist::DeviceMesh grid = dist::DeviceMesh::fake({2, 2}, {"dp", "tp"}, 0, Device("cpu:0"));
   Tensor a = dist::distribute_tensor(empty({4, 4}), grid, {Shard(0), Replicate()});
   Tensor b = dist::distribute_tensor(empty({4, 4}), grid, {Replicate(), Shard(0)});
-  expect_error([&] { add(a, b); }, ErrorKind::unsupported,
-               "[add] tensor dim 0 is sharded by two mesh dimensions (S(0), S(0))");
+  // (Note [Nested shards]) dim 0 sharded by both mesh dims: chunked by dp, then by tp
+  Tensor ab = add(a, b);
+  EXPECT_EQ(dist::dtensor_state(ab).placements, (dist::Placements{Shard(0), Shard(0)}));
+  EXPECT_EQ(dist::to_local(ab).shape(), Dims({1, 4}));
 }
 
 // The sharding table (kiln/distributed/sharding.cpp) gives every op a rule, a
