@@ -117,6 +117,15 @@ class Saver {
   AddressMap<ir::Node*> recomputed_{16};
 };
 
+// The traced subclass spec of an output, without the capture's autograd history.
+Tensor traced_spec(const Tensor& traced) {
+  return traced.defined() && traced.is_dtensor() ? traced.detach_descriptor() : Tensor();
+}
+// A local result as the subclass it was traced as (S4).
+Tensor rewrap_like(const Tensor& like, const Tensor& local) {
+  if (!like.defined() || !local.defined() || like.shape().is_symbolic()) return local;
+  return subclass_rewrap(like, local);
+}
 }  // namespace
 
 int64_t JointProgram::saved_bytes() const {
@@ -187,7 +196,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
                                                            ? options.input_names[i]
                                                            : "primals_" + std::to_string(i))
                                  .node);
-    TensorList new_values(n_primals), grads;
+    TensorList new_values(n_primals), grads, grads_like;
     {
       FunctionalizeMode functionalize;  // the traced primals are their own values
       TensorList fn_inputs;
@@ -231,8 +240,10 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
           ++program.num_mutation_outputs;
         }
       }
-      for (const Tensor& u : user)
+      for (const Tensor& u : user) {
         fw_refs.push_back(proxy.ref_of(functionalize.value_of(subclass_inner(u))));
+        program.output_like.push_back(traced_spec(u));
+      }
       program.num_user_outputs = static_cast<int>(user.size());
       for (const ir::Ref& r : fw_refs) saver.need(r);
       for (ir::Node* n = fw.first(); n; n = n->next())  // any in-place op stays in forward
@@ -262,8 +273,10 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
         grads.reserve(leaves.tensors.size());
         TensorList g = autograd::grad_at(diff_outputs, leaves.tensors, leaves.edges, tangents,
                                          /*allow_unused=*/true);
-        for (Tensor& x : g)
+        for (Tensor& x : g) {
           grads.push_back(x.defined() ? functionalize.value_of(subclass_inner(x)) : Tensor());
+          grads_like.push_back(traced_spec(x));
+        }
       }
       // (J2) Writes made in backward: the new values are outputs of the backward graph,
       // after the gradients, applied to the inputs by whoever runs it (run_joint).
@@ -281,6 +294,7 @@ JointProgram capture_joint(const std::function<TensorList(const TensorList&)>& f
       if (!g.defined()) continue;
       grad_refs.push_back(proxy.ref_of(g));  // a forward value is saved
       program.grad_of.push_back(static_cast<int>(i));
+      program.grad_like.push_back(grads_like[k - 1]);
     }
 
     // Back in forward: a saved primal that an epilogue copy overwrites is saved as a copy
@@ -373,11 +387,14 @@ JointRun run_joint(const JointProgram& program, const TensorList& given,
                program.tangent_of[t], out.meta_str());
     bw_in.push_back(ones_like(out));
   }
+  for (size_t k = 0; k < run.outputs.size(); ++k)
+    run.outputs[k] = rewrap_like(program.output_like[k], run.outputs[k]);
   run.grads.resize(inputs.size());
   if (!program.grad_of.empty() || !program.backward_mutated.empty()) {
     TensorList g = ir::interpret(program.backward, bw_in, values);
     size_t n_grads = program.grad_of.size();
-    for (size_t j = 0; j < n_grads; ++j) run.grads[static_cast<size_t>(program.grad_of[j])] = g[j];
+    for (size_t j = 0; j < n_grads; ++j)
+      run.grads[static_cast<size_t>(program.grad_of[j])] = rewrap_like(program.grad_like[j], g[j]);
     for (size_t j = 0; j < program.backward_mutated.size();
          ++j) {  // writes made in backward, as eager
       Tensor dst = inputs[static_cast<size_t>(program.backward_mutated[j])];

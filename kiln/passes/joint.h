@@ -66,6 +66,11 @@ struct JointProgram {
   /** Inputs captured as overlapping views of one storage; run_joint checks the inputs it
    * is given alias the same way (Note [Aliased inputs]). */
   std::vector<InputAlias> overlapping_inputs;
+  /** (S4) Per user output, and per gradient in grad_of's order: the DTensor it was traced
+   * as (mesh, placements, global shape; no autograd history), undefined for a plain
+   * tensor. run_joint returns DTensors like them, as AOTAutograd rewraps subclass outputs
+   * (a global shape with dynamic dims: the local shard, unwrapped). */
+  TensorList output_like, grad_like;
   /** (Y4) The symbols and guards of a capture with dynamic dims (empty if static). */
   ShapeSpec shapes;
   /** Bytes of the saved values (from their metadata). */
@@ -89,7 +94,8 @@ struct JointRun {
 /** Runs forward on `inputs` (applying in-graph and out-of-graph input mutations to
  * them, as eager would), then backward with `tangents` (default: ones for scalar
  * outputs), through the IR interpreter. DTensor inputs and tangents run as their local
- * shards, and outputs and gradients are this rank's shards. */
+ * shards; outputs and gradients traced as DTensors come back as DTensors with the
+ * placements they had in the capture (JointProgram::output_like, grad_like). */
 JointRun run_joint(const JointProgram& program, const TensorList& inputs,
                    const TensorList& tangents = {});
 

@@ -237,9 +237,14 @@ TEST(DTensorMpi, FoundingProgramCapturedEqualsEager) {
   Tensor y2 = dist::distribute_tensor(yf, mesh, {Shard(0)});
   passes::JointProgram j = passes::capture_joint(fn, {x2, y2});
   passes::JointRun run = passes::run_joint(j, {x2, y2}, {tangent});
-  EXPECT_TRUE(same(run.outputs[0], dist::to_local(out)));
+  // (S4) outputs and gradients come back as the DTensors eager gives
+  ASSERT_TRUE(run.outputs[0].is_dtensor() && run.grads[0].is_dtensor());
+  EXPECT_EQ(dist::dtensor_state(run.outputs[0]).placements, dist::dtensor_state(out).placements);
+  EXPECT_EQ(dist::dtensor_state(run.grads[0]).placements, dist::dtensor_state(x.grad()).placements);
+  EXPECT_TRUE(same(dist::to_local(run.outputs[0]), dist::to_local(out)));
   EXPECT_TRUE(same(dist::to_local(y2), dist::to_local(y)));  // the epilogue wrote y's shard
-  EXPECT_TRUE(same(run.grads[0], dist::to_local(x.grad())));
+  EXPECT_TRUE(same(dist::to_local(run.grads[0]), dist::to_local(x.grad())));
+  EXPECT_TRUE(same(dist::full_tensor(run.grads[0]), dist::full_tensor(x.grad())));
   EXPECT_TRUE(same(dist::full_tensor(y2), yf + 2.0));
 }
 
@@ -290,9 +295,14 @@ TEST(DTensorMpi, TensorParallelTrainingCaptured) {
   // the loss stays a partial sum (no bias): the graphs need no collective at all
   EXPECT_EQ(j.forward.str().find("all_reduce("), std::string::npos) << j.forward.str();
   passes::JointRun run = passes::run_joint(j, {dx, ca, cb});
-  EXPECT_TRUE(same(run.outputs[0], dist::to_local(loss), 1e-5));
-  EXPECT_TRUE(same(run.grads[1], dist::to_local(ea.grad()), 1e-5));
-  EXPECT_TRUE(same(run.grads[2], dist::to_local(eb.grad()), 1e-5));
+  // (S4) the loss stays a partial sum, the gradients keep the parameters' shards, as eager
+  for (auto [got, want] :
+       {std::pair{run.outputs[0], loss}, {run.grads[1], ea.grad()}, {run.grads[2], eb.grad()}}) {
+    ASSERT_TRUE(got.is_dtensor());
+    EXPECT_EQ(dist::dtensor_state(got).placements, dist::dtensor_state(want).placements);
+    EXPECT_TRUE(same(dist::to_local(got), dist::to_local(want), 1e-5));
+    EXPECT_TRUE(same(dist::full_tensor(got), dist::full_tensor(want), 1e-5));
+  }
 }
 
 // The reference GPT under tensor parallelism (attention qkv and MLP fc colwise, both
