@@ -360,7 +360,17 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
   passes::CapturedProgram local = passes::capture(
       [&](const TensorList& in) {
         ImplicitReplication implicit;  // tensors the graph makes (positions, masks) are replicated
-        return ir::interpret(g, in);
+        TensorList outs = ir::interpret(g, in);
+        // A partial output (a rowwise layer's sums, which its bias leaves partial) is
+        // reduced: each rank's result is a value of the program, not a part of one.
+        for (Tensor& y : outs) {
+          if (!y.defined() || !y.is_dtensor()) continue;
+          Placements whole = dtensor_state(y).placements;
+          for (Placement& p : whole)
+            if (p.is_partial()) p = Replicate();
+          if (!(whole == dtensor_state(y).placements)) y = redistribute(y, whole);
+        }
+        return outs;
       },
       inputs, {.input_names = input_names});
   out.program.graph = std::move(local.graph);

@@ -843,21 +843,6 @@ void place_tensors(
 
 }  // namespace
 
-void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
-                        const std::vector<std::pair<std::string, ParallelStyle>>& plan) {
-  place_tensors(module, mesh, [&](const std::string& owner, bool weight) {
-    Placement p = Replicate();
-    for (const auto& [pattern, style] : plan) {
-      if (!path_matches(pattern, owner)) continue;
-      if (style == ParallelStyle::colwise)
-        p = Shard(0);
-      else if (weight)
-        p = Shard(1);
-    }
-    return std::optional<Placement>(p);
-  });
-}
-
 // Note [Parallel styles with layouts]: PyTorch's ColwiseParallel, RowwiseParallel,
 // SequenceParallel and PrepareModuleInput as forward hooks. Before forward: a plain input
 // becomes a DTensor (from_local with the style's input layout: this rank's part, no
@@ -902,6 +887,29 @@ void lay_out_module(nn::Module& m, const DeviceMesh& mesh, Placement in, Placeme
 }
 
 }  // namespace
+
+void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
+                        const std::vector<std::pair<std::string, ParallelStyle>>& plan) {
+  place_tensors(module, mesh, [&](const std::string& owner, bool weight) {
+    Placement p = Replicate();
+    for (const auto& [pattern, style] : plan) {
+      if (!path_matches(pattern, owner)) continue;
+      if (style == ParallelStyle::colwise)
+        p = Shard(0);
+      else if (weight)
+        p = Shard(1);
+    }
+    return std::optional<Placement>(p);
+  });
+  // A rowwise layer's output is a partial sum, which its bias leaves partial (P + R): as
+  // RowwiseParallel's default output layout, it is made replicated after the layer.
+  for (auto& [path, m] : module.named_modules())
+    for (const auto& [pattern, style] : plan)
+      if (style == ParallelStyle::rowwise && path_matches(pattern, path))
+        m->register_forward_hook([](nn::Module&, const TensorList&, const TensorList& outputs) {
+          return TensorList{lay_out(outputs[0], Replicate(), /*local=*/false)};
+        });
+}
 
 void parallelize_module(nn::Module& module, const DeviceMesh& mesh,
                         const std::vector<std::pair<std::string, TensorParallelStyle>>& plan) {

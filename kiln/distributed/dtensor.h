@@ -175,6 +175,7 @@ class ImplicitReplication : ScopeGuard {
 enum class ParallelStyle : uint8_t {
   colwise,  // weight S(0), bias S(0): outputs sharded on their last dim
   rowwise,  // weight S(1), bias R: inputs sharded on their last dim, outputs summed
+            // (made replicated after the layer, as RowwiseParallel's default layout)
 };
 /** Makes every parameter, buffer and workspace of `module` a DTensor on the 1-d `mesh`:
  * those of the modules whose path matches a plan entry ('*' matches one path component,

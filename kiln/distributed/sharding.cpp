@@ -47,6 +47,29 @@ bool keeps_partial(OpKind op, const Operands& in) {
   }
 }
 
+// P + R: a sum or difference of a Partial(sum) operand and a replicated one stays a
+// partial sum at mesh dim `i`, as in PyTorch: the replicated operand joins as a partial
+// value (itself on coordinate 0, zeros elsewhere; R -> P moves nothing), so a rowwise
+// layer's bias is added without reducing its partial sums.
+bool partial_plus_replicate(OpKind op, const Operands& in, int64_t i) {
+  if (in.tensors.size() != 2) return false;
+  switch (op) {
+    case OpKind::add:
+    case OpKind::sub:
+    case OpKind::add_:
+    case OpKind::sub_: break;
+    default: return false;
+  }
+  bool partial = false;
+  for (const Tensor* t : in.tensors) {
+    const Placement& p = t->impl()->dtensor->placements[static_cast<size_t>(i)];
+    if (p.is_partial() && p.op != ReduceOp::sum) return false;
+    if (!p.is_partial() && !p.is_replicate()) return false;
+    partial = partial || p.is_partial();
+  }
+  return partial;
+}
+
 // Where dim `d` of input `t` lands in a broadcast output of shape `out`; nullopt when the
 // input is broadcast along it.
 std::optional<int64_t> out_dim(const Tensor& t, int64_t d, const Dims& out) {
@@ -92,13 +115,16 @@ Decision pointwise_rule(OpKind op, const Operands& in, const Dims& out, const De
     if (inplace) {
       target = at(0);  // self keeps its placement
       if (target.is_shard() && !out_dim(*in.tensors[0], target.dim, out)) target = Replicate();
-      if (target.is_partial() && !(all_partial && same_op && keeps_partial(op, in)))
+      if (target.is_partial() && !(all_partial && same_op && keeps_partial(op, in)) &&
+          !partial_plus_replicate(op, in, i))
         fail(ErrorKind::unsupported,
              "[{}] writes a Partial({}) DTensor in place, which would mix partial values; "
              "redistribute it to Replicate first",
              ops::op_name(op), to_string(target.op));
     } else if (pop && all_partial && same_op && keeps_partial(op, in)) {
       target = Partial(*pop);
+    } else if (partial_plus_replicate(op, in, i)) {
+      target = Partial(ReduceOp::sum);
     } else {
       for (size_t k = 0; k < in.tensors.size() && target.is_replicate(); ++k)
         if (at(k).is_shard())

@@ -101,8 +101,9 @@ TEST(S2, TensorParallelMlpTracesForEightRanks) {
            b2 = dist::from_local(in[4], mesh, {Replicate()});
     Tensor y = linear(gelu(linear(x, w1, b1)), w2, b2);
     EXPECT_EQ(y.shape(), Dims({4, 16}));
-    EXPECT_TRUE(dist::dtensor_state(y).placements[0].is_replicate());
-    return TensorList{dist::to_local(y)};
+    // P + R stays partial, as PyTorch: the bias joins rank 0's partial sum, nothing moves
+    EXPECT_TRUE(dist::dtensor_state(y).placements[0].is_partial());
+    return TensorList{dist::to_local(dist::redistribute(y, {Replicate()}))};
   };
   FakeMode fake;
   TensorList locals = {empty({4, 16}, {.device = gpu}), empty({8, 16}, {.device = gpu}),
@@ -122,8 +123,9 @@ TEST(S2, TensorParallelMlpTracesForEightRanks) {
 
 // addmm as PyTorch's TP linears in the core-ATen dialect write them: colwise (the
 // transposed weight sharded on its columns, the bias with it) keeps column shards, and
-// rowwise (both on the contracted dim) gives partial products that adding the replicated
-// bias reduces, once. beta and alpha scale as in addmm; values on a one-rank mesh match.
+// rowwise (both on the contracted dim) gives partial products that stay partial through
+// the replicated bias's add (P + R); making them replicated reduces once. beta and alpha scale as
+// in addmm; values on a one-rank mesh match.
 TEST(S2, AddmmShardsLikeItsProduct) {
   Device gpu("cuda:0");
   dist::DeviceMesh mesh = dist::DeviceMesh::fake({8}, {"tp"}, 3, gpu);
@@ -137,8 +139,8 @@ TEST(S2, AddmmShardsLikeItsProduct) {
     EXPECT_EQ(dist::dtensor_state(h).placements[0], dist::Placement(Shard(1)));
     Tensor y = addmm(b2, relu(h), w2t, 0.5, 2.0);
     EXPECT_EQ(y.shape(), Dims({4, 16}));
-    EXPECT_TRUE(dist::dtensor_state(y).placements[0].is_replicate());
-    return TensorList{dist::to_local(y)};
+    EXPECT_TRUE(dist::dtensor_state(y).placements[0].is_partial());  // P + R: still partial
+    return TensorList{dist::to_local(dist::redistribute(y, {Replicate()}))};
   };
   FakeMode fake;
   TensorList locals = {empty({4, 16}, {.device = gpu}), empty({16, 8}, {.device = gpu}),
@@ -201,7 +203,13 @@ TEST(S2, AttentionHeadsShardedTraceForEightRanks) {
   HeadParallelAttention attn(64, 8, gpu);
   dist::parallelize_module(attn, mesh, head_plan());
   Tensor x = dist::distribute_tensor(empty({2, 4, 64}, {.device = gpu}), mesh, {Replicate()});
-  passes::CapturedProgram p = passes::capture([&](const TensorList& in) { return attn(in); }, {x});
+  // The projection's partial sums stay partial through its bias (P + R); laid out
+  // replicated, as RowwiseParallel's default output layout, they are reduced once.
+  passes::CapturedProgram p = passes::capture(
+      [&](const TensorList& in) {
+        return TensorList{dist::redistribute(attn(in)[0], {Replicate()})};
+      },
+      {x});
   std::string text = p.graph.str();
   size_t reduces = 0;
   for (size_t at = text.find("= all_reduce("); at != std::string::npos;
