@@ -529,8 +529,7 @@ Tensor redistribute_dim(const Tensor& local, const Dims& global, const DeviceMes
     }
     return my_chunk(gather(local, d), e);
   }
-  // S -> P: through R
-  return redistribute_dim(gather(local, from.dim), global, mesh, i, Replicate(), to);
+  fail(ErrorKind::internal, "[redistribute] no transition from {} to {}", from.str(), to.str());
 }
 
 }  // namespace
@@ -542,6 +541,15 @@ Tensor redistribute(const Tensor& dtensor, const Placements& given) {
   Placements now = s.placements;
   const DeviceMesh& mesh = s.mesh;
   int64_t n = mesh.ndim();
+  // As PyTorch's redistribute: a shard does not become a partial value, nor one partial
+  // reduction another (neither has a meaning to move data for).
+  for (int64_t i = 0; i < n; ++i) {
+    const Placement &have = now[static_cast<size_t>(i)], &want = placements[static_cast<size_t>(i)];
+    KILN_CHECK(!want.is_partial() || have.is_replicate() || have == want, unsupported,
+               "[redistribute] from {} to {} along mesh dimension {} ('{}') is not supported (as "
+               "in PyTorch); redistribute to Replicate first",
+               have.str(), want.str(), i, mesh.names()[static_cast<size_t>(i)]);
+  }
   // The first mesh dimension whose shard of tensor dim d changes: the chunks of d inside
   // it (mesh dimensions after it) must be gathered first.
   auto first_change = [&](int32_t d) {

@@ -48,6 +48,11 @@ TEST(DTensorMpi, EveryTransitionEvenAndUneven) {
       for (Placement to : {Shard(0), Shard(1), Replicate(), Partial()}) {
         SCOPED_TRACE(fmt::format("{} {} -> {}", Dims(shape).str(), from.str(), to.str()));
         Tensor dt = dist::distribute_tensor(full, mesh, {from});
+        if (from.is_shard() && to.is_partial()) {  // as PyTorch's redistribute
+          expect_error([&] { dist::redistribute(dt, {to}); }, ErrorKind::unsupported,
+                       "is not supported (as in PyTorch); redistribute to Replicate first");
+          continue;
+        }
         Tensor r = dist::redistribute(dt, {to});
         EXPECT_EQ(dist::dtensor_state(r).placements, one(to));
         EXPECT_EQ(r.shape(), Dims(shape));
@@ -571,6 +576,14 @@ TEST(DTensorMpi, NestedShardsEveryTransition) {
         SCOPED_TRACE(fmt::format("{} {} -> {}", Dims(shape).str(), dist::to_string(from),
                                  dist::to_string(to)));
         Tensor dt = dist::distribute_tensor(full, mesh, from);
+        bool refused = false;  // S -> P, as PyTorch
+        for (size_t i = 0; i < 2; ++i)
+          refused = refused || (from[i].is_shard() && to[i].is_partial());
+        if (refused) {
+          expect_error([&] { dist::redistribute(dt, to); }, ErrorKind::unsupported,
+                       "to Replicate first");
+          continue;
+        }
         Tensor r = dist::redistribute(dt, to);
         EXPECT_EQ(dist::dtensor_state(r).placements, to);
         EXPECT_TRUE(same(dist::full_tensor(r), full));
