@@ -647,19 +647,17 @@ std::optional<ops::OpKind> extension_for(const std::string& target) {
   return std::nullopt;
 }
 
-Results call_extension(ops::OpKind op, const Call& c, const json& node) {
-  const ops::Schema& schema = ops::op_info(op).schema;
-  // (E3) every argument the file passes is one the registered schema has
-  for (const json& in : node.at("inputs")) {
-    std::string name = in.at("name").get<std::string>();
-    if (std::none_of(schema.args.begin(), schema.args.end(),
-                     [&](const ops::ArgSpec& a) { return a.name == name; }))
-      fail(ErrorKind::value,
-           "the file passes argument '{}', which kiln's registered schema '{}' lacks", name,
-           schema.str());
-  }
+// The arguments of a call of `schema` from the file's named arguments; `given_tensor`
+// may supply a tensor argument itself (auto_functionalized's written ones).
+std::vector<Value> extension_args(
+    const ops::Schema& schema, const Call& c,
+    const std::function<std::optional<Tensor>(const ops::ArgSpec&)>& given_tensor) {
   std::vector<Value> args;
   for (const ops::ArgSpec& a : schema.args) {
+    if (std::optional<Tensor> t = given_tensor(a)) {
+      args.emplace_back(*t);
+      continue;
+    }
     bool given = c.has(a.name);
     if (!given && a.default_value) {
       args.push_back(*a.default_value);
@@ -710,9 +708,93 @@ Results call_extension(ops::OpKind op, const Call& c, const json& node) {
       case T::str: args.emplace_back(Str(c.str(a.name))); break;
     }
   }
-  Outputs outs = dispatch(op, args);
+  return args;
+}
+
+Results call_extension(ops::OpKind op, const Call& c, const json& node) {
+  const ops::Schema& schema = ops::op_info(op).schema;
+  // (E3) every argument the file passes is one the registered schema has
+  for (const json& in : node.at("inputs")) {
+    std::string name = in.at("name").get<std::string>();
+    if (std::none_of(schema.args.begin(), schema.args.end(),
+                     [&](const ops::ArgSpec& a) { return a.name == name; }))
+      fail(ErrorKind::value,
+           "the file passes argument '{}', which kiln's registered schema '{}' lacks", name,
+           schema.str());
+  }
+  Outputs outs = dispatch(
+      op, extension_args(schema, c, [](const ops::ArgSpec&) { return std::optional<Tensor>(); }));
   Results r;
   for (const Tensor& t : outs) r.emplace_back(t);
+  return r;
+}
+
+bool is_auto_functionalized(const std::string& target) {
+  return target == "higher_order.auto_functionalized" ||
+         target == "higher_order.auto_functionalized_v2";
+}
+
+// The custom op an auto_functionalized node applies: its first argument, an operator.
+std::string auto_functionalized_op(const json& node) {
+  const json& inputs = node.at("inputs");
+  KILN_CHECK(!inputs.empty() && inputs[0].at("arg").contains("as_operator"), format,
+             "auto_functionalized without its operator");
+  std::string op = inputs[0].at("arg").at("as_operator").get<std::string>();
+  return op.rfind("torch.ops.", 0) == 0 ? op.substr(10) : op;
+}
+
+// (I2, E3) torch.export's functional form of a custom op that writes arguments, as the
+// op's auto-functionalized twin (Note [Extension ops that write several arguments]):
+// auto_functionalized(op, **args) returns the op's results, then the written arguments'
+// new values in schema order -- the twin's outputs exactly; auto_functionalized_v2 names
+// each written argument by `_<name>_base_index` into `_all_bases` and returns one new
+// value per base instead. A written argument that is a view of its base (v2's
+// `_<name>_size` and friends) or two sharing one base are refused by name.
+Results call_auto_functionalized(const std::string& target, const Call& c, const json& node) {
+  std::string name = auto_functionalized_op(node);
+  std::optional<ops::OpKind> op = extension_for(name);
+  KILN_CHECK(op, unsupported, "{} of '{}', which is not a registered kiln extension op", target,
+             name);
+  const ops::ExtensionOp& e = *ops::extension_op(*op);
+  KILN_CHECK(e.auto_functional, unsupported,
+             "{} of '{}', which writes none of its arguments in kiln's registered schema '{}'",
+             target, name, e.info.schema.str());
+  const ops::Schema& schema = e.info.schema;
+  bool v2 = target == "higher_order.auto_functionalized_v2";
+  TensorList bases = v2 ? c.tensors("_all_bases") : TensorList{};
+  std::vector<int64_t> base_of;  // per written argument, in schema order (v2)
+  auto written = [&](const ops::ArgSpec& a) -> std::optional<Tensor> {
+    if (!a.mutated) return std::nullopt;
+    if (!v2) return c.tensor(a.name);
+    for (const char* view : {"_size", "_stride", "_storage_offset"})
+      KILN_CHECK(!c.has("_" + a.name + view), unsupported,
+                 "{} of '{}': written argument '{}' is a view of its base, which kiln's importer "
+                 "does not support",
+                 target, name, a.name);
+    int64_t i = c.integer("_" + a.name + "_base_index");
+    KILN_CHECK(i >= 0 && i < static_cast<int64_t>(bases.size()), format,
+               "{}: '{}' names base {} of {}", target, a.name, i, bases.size());
+    KILN_CHECK(std::find(base_of.begin(), base_of.end(), i) == base_of.end(), unsupported,
+               "{} of '{}': two written arguments share base {}, which kiln's importer does not "
+               "support",
+               target, name, i);
+    base_of.push_back(i);
+    return bases[static_cast<size_t>(i)];
+  };
+  Outputs outs = dispatch(*e.auto_functional, extension_args(schema, c, written));
+  size_t own = outs.size() - (base_of.empty() ? 0 : base_of.size());
+  Results r;
+  if (!v2) {
+    for (const Tensor& t : outs) r.emplace_back(t);
+    return r;
+  }
+  KILN_CHECK(base_of.size() == bases.size(), unsupported,
+             "{} of '{}': {} bases for {} written arguments", target, name, bases.size(),
+             base_of.size());
+  for (size_t i = 0; i < own; ++i) r.emplace_back(outs[i]);
+  for (size_t b = 0; b < bases.size(); ++b)  // each base's new value, in base order
+    for (size_t k = 0; k < base_of.size(); ++k)
+      if (base_of[k] == static_cast<int64_t>(b)) r.emplace_back(outs[own + k]);
   return r;
 }
 
@@ -763,6 +845,13 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
         for (const json& in : im.at(node, "inputs", "a node"))
           if (in.contains("arg") && in.at("arg").contains("as_graph"))
             scan(im.at(in.at("arg").at("as_graph").at("graph"), "nodes", "a subgraph"));
+        continue;
+      }
+      if (is_auto_functionalized(target)) {  // the custom op it applies must be there
+        std::string op = auto_functionalized_op(node);
+        if (!extension_for(op))
+          missing.push_back(node_label(node, op, /*with_source=*/false) + " (through " + target +
+                            ")");
         continue;
       }
       if (!is_bookkeeping(target) && !interop::find_adapter(target) && !extension_for(target))
@@ -1007,6 +1096,8 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
           results = std::move(*r);
         } else if (is_region(target)) {
           results = inline_region(target, node);
+        } else if (is_auto_functionalized(target)) {
+          results = call_auto_functionalized(target, call, node);
         } else if (auto ext = extension_for(target)) {
           results = call_extension(*ext, call, node);
         } else {

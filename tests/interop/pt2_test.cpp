@@ -363,6 +363,64 @@ TEST(Pt2, CustomOpsResolveToExtensionOps) {
   expect_outputs(ref, p.run(reference_inputs(ref)), "custom_op");
 }
 
+// (E3, I2) A custom op that writes two buffers (torch.library mutates_args), in both
+// dialects: the training IR calls it in place, the core-ATen dialect through
+// higher_order.auto_functionalized_v2 and buffer_mutation outputs. Both run as the kiln
+// extension op of the same name (Note [Extension ops that write several arguments]),
+// with PyTorch's output and buffers, twice in a row.
+TEST(Pt2, CustomOpsThatWriteSeveralArgumentsInBothDialects) {
+  testing::expect_error([&] { read_pt2(archive("custom_op_mutating_core")); },
+                        ErrorKind::unsupported,
+                        "kilntest.step2.default (node 'auto_functionalized_v2') (through "
+                        "higher_order.auto_functionalized_v2)");
+  define_op({.schema = "kilntest::step2(Tensor(a!) x, Tensor(b!) y, Tensor z) -> Tensor",
+             .meta =
+                 [](const ops::OpCall& c, ops::MetaOut& out) {
+                   out.fresh(c.args.tensor(2).shape(), c.args.tensor(2).dtype());
+                 },
+             .library = "the pt2 test",
+             .cpu =
+                 [](const ops::OpCall& c, std::span<Tensor> outs) {
+                   const Tensor &x = c.args.tensor(0), &y = c.args.tensor(1), &z = c.args.tensor(2);
+                   KILN_CHECK(x.is_contiguous() && y.is_contiguous() && z.is_contiguous(), value,
+                              "contiguous inputs only");
+                   for (int64_t i = 0; i < z.numel(); ++i) {
+                     x.data<float>()[i] += z.data<float>()[i];
+                     y.data<float>()[i] *= z.data<float>()[i];
+                     outs[0].data<float>()[i] = x.data<float>()[i] + y.data<float>()[i];
+                   }
+                 },
+             .differentiable = false});
+  for (std::string name : {"custom_op_mutating", "custom_op_mutating_core"}) {
+    SCOPED_TRACE(name);
+    NamedTensors ref = load_safetensors(kCorpus + name + ".safetensors");
+    ExportedProgram p = load_pt2(archive(name));
+    std::vector<std::string> written;
+    for (const OutputSpec& o : p.signature.outputs)
+      if (o.kind == OutputSpec::Kind::buffer_mutation) written.push_back(o.target);
+    std::sort(written.begin(), written.end());
+    EXPECT_EQ(written, (std::vector<std::string>{"scale", "total"}));
+    expect_outputs(ref, p.run(reference_inputs(ref)), name);
+    for (std::string buffer : {"total", "scale"}) {
+      const Tensor* t = state_of(p, buffer);
+      ASSERT_TRUE(t) << buffer;
+      EXPECT_TRUE(all_close(*t, values(reference(ref, "state." + buffer)), 1e-6, 1e-6)) << buffer;
+    }
+    // A second run starts from the written buffers, as a second call of the module would.
+    Tensor z = reference_inputs(ref)[0];
+    std::vector<double> total = values(*state_of(p, "total")),
+                        scale = values(*state_of(p, "scale"));
+    std::vector<double> zt = values(tanh(z));
+    p.run({z});
+    for (size_t i = 0; i < zt.size(); ++i) {
+      total[i] += zt[i];
+      scale[i] *= zt[i];
+    }
+    EXPECT_TRUE(all_close(*state_of(p, "total"), total, 1e-6, 1e-6));
+    EXPECT_TRUE(all_close(*state_of(p, "scale"), scale, 1e-6, 1e-6));
+  }
+}
+
 // ---- bad input: each a one-line error naming the file and what is wrong (I1) ----------
 
 // The corpus' mlp_bn_train archive with `edit` applied to the entry whose name ends with

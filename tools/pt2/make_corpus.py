@@ -229,6 +229,38 @@ class CustomOp(nn.Module):
         return torch.ops.kilntest.scaled_add(self.fc(x), x, 0.25).tanh()
 
 
+@torch.library.custom_op("kilntest::step2", mutates_args=("x", "y"))
+def step2(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    x.add_(z)
+    y.mul_(z)
+    return x + y
+
+
+@step2.register_fake
+def _(x, y, z):
+    return torch.empty_like(z)
+
+
+class MutatingCustomOp(nn.Module):
+    """A custom op that writes two buffers: the training IR calls it in place, the
+    core-ATen dialect through higher_order.auto_functionalized_v2."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(4))
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, z):
+        return torch.ops.kilntest.step2(self.total, self.scale, z.tanh()) * 2
+
+
+def mutating_custom_op():
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(4, generator=g)
+    write("custom_op_mutating", MutatingCustomOp(), (z,), train=True)
+    write("custom_op_mutating_core", MutatingCustomOp(), (z,), train=True, core=True)
+
+
 class BiRecurrent(nn.Module):
     """A two-layer bidirectional LSTM and a bidirectional GRU (sequence first)."""
 
@@ -486,6 +518,9 @@ def main():
     if "--only-data-dependent" in sys.argv:
         OUT.mkdir(parents=True, exist_ok=True)
         return data_dependent()
+    if "--only-mutating-custom-op" in sys.argv:
+        OUT.mkdir(parents=True, exist_ok=True)
+        return mutating_custom_op()
     OUT.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -525,6 +560,7 @@ def main():
 
     torch.manual_seed(0)
     write("custom_op", CustomOp(), (randn(3, 4),))
+    mutating_custom_op()
 
     torch.manual_seed(0)
     assorted = Assorted()
