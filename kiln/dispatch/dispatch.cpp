@@ -688,6 +688,28 @@ Outputs dispatch_writes_several(const ops::ExtensionOp& e, std::span<const Value
                "not require grad)",
                info.name, info.schema.args[static_cast<size_t>(w)].name);
   }
+  // Two written arguments over the same memory would be written in an order only the
+  // kernel knows (and the twin's write-backs would disagree with it): refused, as torch's
+  // custom ops refuse mutable arguments that alias.
+  auto span_of = [](const Tensor& t) {  // the elements' first and last offsets
+    int64_t last = t.offset();
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    return std::pair{t.offset(), last};
+  };
+  const auto& w = info.schema.written_args;
+  for (size_t i = 0; i < w.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      const Tensor &a = std::get<Tensor>(args[static_cast<size_t>(w[i])]),
+                   &b = std::get<Tensor>(args[static_cast<size_t>(w[j])]);
+      if (a.numel() == 0 || b.numel() == 0 || a.storage() != b.storage()) continue;
+      auto [a0, a1] = span_of(a);
+      auto [b0, b1] = span_of(b);
+      KILN_CHECK(a1 < b0 || b1 < a0, value,
+                 "[{}] writes arguments '{}' and '{}', which overlap in memory; pass separate "
+                 "tensors",
+                 info.name, info.schema.args[static_cast<size_t>(w[j])].name,
+                 info.schema.args[static_cast<size_t>(w[i])].name);
+    }
   bool watched = t_depth != 0 || should_record(args) ||
                  (g_dtensor_layer.load(std::memory_order_relaxed) && any_dtensor(args));
   if (!watched) {

@@ -427,6 +427,15 @@ TEST(Extension, OpsThatWriteSeveralArgumentsMatchEagerEverywhere) {
         call_op(step2, {tensor({0, 0}), y, z});
       },
       ErrorKind::shape, "[kxt::step2] argument 0 has shape [2]");
+  // Written arguments over one memory are refused; disjoint views of one base are not.
+  expect_error(
+      [&] {
+        call_op(step2, {y, y, z});
+      },
+      ErrorKind::value, "[kxt::step2] writes arguments 'x' and 'y', which overlap in memory");
+  Tensor halves = zeros({6});
+  call_op(step2, {slice(halves, 0, 0, 3), slice(halves, 0, 3, 6), z});
+  EXPECT_TRUE(all_close(halves, {1, 2, 3, 0, 0, 0}));
 }
 
 // (E3) Traced for cuda:0 with fake tensors, saved, loaded onto cpu:1, run by the executor.
