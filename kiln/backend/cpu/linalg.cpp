@@ -195,9 +195,15 @@ void check_gemm_environment() {
 // the product). Where it pays was measured at 1 and 2 threads (BM_ShortProduct, a sweep
 // of rows 1-128 against 256-1024 columns and depths): 16 to 32 rows from 4M
 // multiply-adds (0.64-0.82x of the time), up to 64 rows when the depth is at least 512
-// (0.79-0.94x); fewer rows, or more, lose or gain nothing.
+// (0.79-0.94x); fewer rows, or more, lose or gain nothing. That sweep ran oneDNN's
+// AVX-512 kernels. Its AVX2 ones (AMD EPYC Zen 3, BM_ShortProduct, medians of 3) gain from
+// the transposed form at 16 and 32 rows on one thread (63-70 GFLOP/s against 37-60), but
+// at 64 rows the direct product is as fast on one thread (74 against 70-73) and 1.4x
+// faster on two (132-146 against 94-104): at AVX2 it stops at 32 rows. The rule reads no
+// thread count, so a product's bits never depend on it.
 bool short_product_pays(int64_t n, int64_t m, int64_t k) {
-  return n >= 16 && n <= 64 && m >= 4 * n && n * m * k >= (int64_t{1} << 22) &&
+  static const int64_t most_rows = onednn_avx512() ? 64 : 32;
+  return n >= 16 && n <= most_rows && m >= 4 * n && n * m * k >= (int64_t{1} << 22) &&
          (n <= 32 || k >= 512);
 }
 
