@@ -346,6 +346,20 @@ TEST(S2, SequenceParallelMlpTracesForEightRanks) {
   EXPECT_EQ(count("= all_reduce("), 0u) << text;
   EXPECT_NE(text.find("f32[2,2,64]@cpu:0 = layer_norm("), std::string::npos)
       << text;  // on sequence shards
+  // With biases: the rowwise layer's replicated bias joins its partial sums (P + R), so
+  // the reduce_scatter is still the only reduction.
+  Tensor b1 = dist::distribute_tensor(empty({256}), mesh, {Shard(0)});
+  Tensor b2 = dist::distribute_tensor(empty({64}), mesh, {Replicate()});
+  text = passes::capture(
+             [&](const TensorList& in) {
+               Tensor h = gelu(linear(layer_norm(in[0], {64}), in[1], in[2]));
+               return TensorList{dist::redistribute(linear(h, in[3], in[4]), {Shard(1)})};
+             },
+             {x, w1, b1, w2, b2})
+             .graph.str();
+  EXPECT_EQ(count("= all_gather_into_tensor("), 1u) << text;
+  EXPECT_EQ(count("= reduce_scatter_tensor("), 1u) << text;
+  EXPECT_EQ(count("= all_reduce("), 0u) << text;
 }
 
 TEST(S1, UnevenShardsOnAFakeMesh) {
