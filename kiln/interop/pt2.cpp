@@ -746,10 +746,11 @@ std::string auto_functionalized_op(const json& node) {
 // (I2, E3) torch.export's functional form of a custom op that writes arguments, as the
 // op's auto-functionalized twin (Note [Extension ops that write several arguments]):
 // auto_functionalized(op, **args) returns the op's results, then the written arguments'
-// new values in schema order -- the twin's outputs exactly; auto_functionalized_v2 names
-// each written argument by `_<name>_base_index` into `_all_bases` and returns one new
-// value per base instead. A written argument that is a view of its base (v2's
-// `_<name>_size` and friends) or two sharing one base are refused by name.
+// new values in schema order -- the twin's outputs exactly. auto_functionalized_v2
+// names each written argument by `_<name>_base_index` into `_all_bases`, as the whole
+// base or a view of it (`_<name>_slice_dim/_start/_end`, or `_<name>_size/_stride/
+// _storage_offset`), and returns one new value per base: each written argument's new
+// value scattered into its base, in schema order.
 Results call_auto_functionalized(const std::string& target, const Call& c, const json& node) {
   std::string name = auto_functionalized_op(node);
   std::optional<ops::OpKind> op = extension_for(name);
@@ -760,41 +761,61 @@ Results call_auto_functionalized(const std::string& target, const Call& c, const
              "{} of '{}', which writes none of its arguments in kiln's registered schema '{}'",
              target, name, e.info.schema.str());
   const ops::Schema& schema = e.info.schema;
-  bool v2 = target == "higher_order.auto_functionalized_v2";
-  TensorList bases = v2 ? c.tensors("_all_bases") : TensorList{};
-  std::vector<int64_t> base_of;  // per written argument, in schema order (v2)
-  auto written = [&](const ops::ArgSpec& a) -> std::optional<Tensor> {
-    if (!a.mutated) return std::nullopt;
-    if (!v2) return c.tensor(a.name);
-    for (const char* view : {"_size", "_stride", "_storage_offset"})
-      KILN_CHECK(!c.has("_" + a.name + view), unsupported,
-                 "{} of '{}': written argument '{}' is a view of its base, which kiln's importer "
-                 "does not support",
-                 target, name, a.name);
-    int64_t i = c.integer("_" + a.name + "_base_index");
-    KILN_CHECK(i >= 0 && i < static_cast<int64_t>(bases.size()), format,
-               "{}: '{}' names base {} of {}", target, a.name, i, bases.size());
-    KILN_CHECK(std::find(base_of.begin(), base_of.end(), i) == base_of.end(), unsupported,
-               "{} of '{}': two written arguments share base {}, which kiln's importer does not "
-               "support",
-               target, name, i);
-    base_of.push_back(i);
-    return bases[static_cast<size_t>(i)];
-  };
-  Outputs outs = dispatch(*e.auto_functional, extension_args(schema, c, written));
-  size_t own = outs.size() - (base_of.empty() ? 0 : base_of.size());
-  Results r;
-  if (!v2) {
+  if (target == "higher_order.auto_functionalized") {
+    Outputs outs =
+        dispatch(*e.auto_functional, extension_args(schema, c, [&](const ops::ArgSpec& a) {
+          return a.mutated ? std::optional<Tensor>(c.tensor(a.name)) : std::nullopt;
+        }));
+    Results r;
     for (const Tensor& t : outs) r.emplace_back(t);
     return r;
   }
-  KILN_CHECK(base_of.size() == bases.size(), unsupported,
-             "{} of '{}': {} bases for {} written arguments", target, name, bases.size(),
-             base_of.size());
+  TensorList bases = c.tensors("_all_bases");
+  // Per written argument (schema order): its base, and how it views it.
+  struct Written {
+    size_t base;
+    std::function<Tensor(const Tensor&)> view;                    // base -> argument
+    std::function<Tensor(const Tensor&, const Tensor&)> scatter;  // (base, value) -> base
+  };
+  std::vector<Written> written;
+  auto arg_of = [&](const ops::ArgSpec& a) -> std::optional<Tensor> {
+    if (!a.mutated) return std::nullopt;
+    std::string key = "_" + a.name;
+    int64_t i = c.integer(key + "_base_index");
+    KILN_CHECK(i >= 0 && i < static_cast<int64_t>(bases.size()), format,
+               "{}: '{}' names base {} of {}", target, a.name, i, bases.size());
+    Written w{static_cast<size_t>(i), [](const Tensor& b) { return b; },
+              [](const Tensor&, const Tensor& v) { return v; }};
+    if (c.has(key + "_slice_dim")) {
+      int64_t dim = c.integer(key + "_slice_dim");
+      std::optional<int64_t> start = c.opt_integer(key + "_slice_start"),
+                             end = c.opt_integer(key + "_slice_end");
+      auto sym = [](std::optional<int64_t> v) {
+        return v ? std::optional<SymInt>(SymInt(*v)) : std::nullopt;
+      };
+      w.view = [=](const Tensor& b) { return slice(b, dim, sym(start), sym(end)); };
+      w.scatter = [=](const Tensor& b, const Tensor& v) {
+        return slice_scatter(b, v, dim, start, end);
+      };
+    } else if (c.has(key + "_size")) {
+      IntList size = c.ints(key + "_size"), stride = c.ints(key + "_stride");
+      int64_t offset = c.integer(key + "_storage_offset", 0);
+      w.view = [=](const Tensor& b) { return as_strided(b, size, stride, offset); };
+      w.scatter = [=](const Tensor& b, const Tensor& v) {
+        return as_strided_scatter(b, v, size, stride, offset);
+      };
+    }
+    written.push_back(w);
+    return w.view(bases[w.base]);
+  };
+  Outputs outs = dispatch(*e.auto_functional, extension_args(schema, c, arg_of));
+  size_t own = outs.size() - written.size();
+  Results r;
   for (size_t i = 0; i < own; ++i) r.emplace_back(outs[i]);
-  for (size_t b = 0; b < bases.size(); ++b)  // each base's new value, in base order
-    for (size_t k = 0; k < base_of.size(); ++k)
-      if (base_of[k] == static_cast<int64_t>(b)) r.emplace_back(outs[own + k]);
+  TensorList now = bases;
+  for (size_t k = 0; k < written.size(); ++k)
+    now[written[k].base] = written[k].scatter(now[written[k].base], outs[own + k]);
+  for (const Tensor& b : now) r.emplace_back(b);
   return r;
 }
 

@@ -391,6 +391,19 @@ TEST(Pt2, CustomOpsThatWriteSeveralArgumentsInBothDialects) {
                    }
                  },
              .differentiable = false});
+  // The same op writing views of buffers: slices of one, strided columns of another
+  // (auto_functionalized_v2 scatters each new value into its base).
+  for (std::string name : {"custom_op_views", "custom_op_views_core"}) {
+    SCOPED_TRACE(name);
+    NamedTensors ref = load_safetensors(kCorpus + name + ".safetensors");
+    ExportedProgram p = load_pt2(archive(name));
+    expect_outputs(ref, p.run(reference_inputs(ref)), name);
+    for (std::string buffer : {"flat", "grid"}) {
+      const Tensor* t = state_of(p, buffer);
+      ASSERT_TRUE(t) << buffer;
+      EXPECT_TRUE(all_close(*t, values(reference(ref, "state." + buffer)), 1e-6, 1e-6)) << buffer;
+    }
+  }
   for (std::string name : {"custom_op_mutating", "custom_op_mutating_core"}) {
     SCOPED_TRACE(name);
     NamedTensors ref = load_safetensors(kCorpus + name + ".safetensors");

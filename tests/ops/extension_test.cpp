@@ -436,6 +436,15 @@ TEST(Extension, OpsThatWriteSeveralArgumentsMatchEagerEverywhere) {
   Tensor halves = zeros({6});
   call_op(step2, {slice(halves, 0, 0, 3), slice(halves, 0, 3, 6), z});
   EXPECT_TRUE(all_close(halves, {1, 2, 3, 0, 0, 0}));
+  Tensor grid = ones({3, 2});  // interleaved columns: their spans meet, their elements not
+  call_op(step2, {select(grid, 1, 0), select(grid, 1, 1), z});
+  EXPECT_TRUE(all_close(grid, {2, 1, 3, 2, 4, 3}));
+  // offsets 0, 2, 4 and 1, 2, 3: one element shared
+  expect_error(
+      [&] {
+        call_op(step2, {select(grid, 1, 0), as_strided(grid, {3}, {1}, 1), z});
+      },
+      ErrorKind::value, "which overlap in memory");
 }
 
 // (E3) Traced for cuda:0 with fake tensors, saved, loaded onto cpu:1, run by the executor.

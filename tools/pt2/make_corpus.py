@@ -254,11 +254,28 @@ class MutatingCustomOp(nn.Module):
         return torch.ops.kilntest.step2(self.total, self.scale, z.tanh()) * 2
 
 
+class MutatingViews(nn.Module):
+    """The same op writing views of buffers: two slices of one buffer, and two strided
+    columns of another (auto_functionalized_v2's slice and as_strided view forms)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("flat", torch.zeros(8))
+        self.register_buffer("grid", torch.ones(4, 3))
+
+    def forward(self, z):
+        a = torch.ops.kilntest.step2(self.flat[:4], self.flat[4:], z)
+        b = torch.ops.kilntest.step2(self.grid[:, 0], self.grid[:, 2], z.sigmoid())
+        return a + b
+
+
 def mutating_custom_op():
     g = torch.Generator().manual_seed(3)
     z = torch.randn(4, generator=g)
     write("custom_op_mutating", MutatingCustomOp(), (z,), train=True)
     write("custom_op_mutating_core", MutatingCustomOp(), (z,), train=True, core=True)
+    write("custom_op_views", MutatingViews(), (z,), train=True)
+    write("custom_op_views_core", MutatingViews(), (z,), train=True, core=True)
 
 
 class BiRecurrent(nn.Module):
