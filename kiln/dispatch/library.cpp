@@ -122,7 +122,11 @@ void add_twin(ops::OpKind op, std::string_view who) {
   twin.library = e.library;
   for (DeviceType type : {DeviceType::cpu, DeviceType::cuda})
     if (copy_kernel(type)) twin.kernels[static_cast<size_t>(type)] = twin_kernel;
-  twin.grad = ops::ExtensionOp::Grad::none;
+  // An in-place op's autograd records the op itself, above functionalization; an op that
+  // writes several arguments is recorded as its twin, which then has the op's standing: no
+  // formula, so a warning at the call and an error at backward() unless it was declared
+  // not differentiable.
+  twin.grad = several ? e.grad : ops::ExtensionOp::Grad::none;
   twin.functionalizes = op;
   ops::OpKind t = ops::register_extension(std::move(twin));
   ops::update_extension(op, [&](ops::ExtensionOp& x) { x.auto_functional = t; });
@@ -144,6 +148,10 @@ ops::OpKind define_op(const OpDefinition& def) {
   op.kernels[static_cast<size_t>(DeviceType::cpu)] = def.cpu;
   op.kernels[static_cast<size_t>(DeviceType::cuda)] = def.cuda;
   using Grad = ops::ExtensionOp::Grad;
+  KILN_CHECK(!def.backward || op.info.schema.written_args.size() < 2, unsupported,
+             "[define_op] {} writes several arguments: kiln has no backward formulas for such "
+             "ops (yet)",
+             op.info.schema.name);
   op.grad = !def.differentiable ? Grad::none : def.backward ? Grad::formula : Grad::missing;
   op.grad_saves = def.backward_saves;
   op.grad_formula = def.backward;
@@ -205,6 +213,10 @@ void register_backward(ops::OpKind op, ops::GradFormula formula, uint32_t saves)
   step(op, "register_backward", [&](ops::ExtensionOp& e) {
     KILN_CHECK(e.grad != ops::ExtensionOp::Grad::formula, value,
                "[register_backward] {} has a backward already", e.name);
+    KILN_CHECK(e.info.schema.written_args.size() < 2, unsupported,
+               "[register_backward] {} writes several arguments: kiln has no backward formulas "
+               "for such ops (yet)",
+               e.name);
     e.grad = ops::ExtensionOp::Grad::formula;
     e.grad_formula = formula;
     e.grad_saves = saves;

@@ -421,7 +421,14 @@ TEST(Extension, OpsThatWriteSeveralArgumentsMatchEagerEverywhere) {
       },
       ErrorKind::unsupported, "[kxt::step2] writes argument 'y', which requires grad");
   Tensor r = call_op(step2, {tensor({0, 0, 0}), tensor({1, 1, 1}), leaf})[0];
-  EXPECT_FALSE(r.requires_grad());
+  EXPECT_FALSE(r.requires_grad());  // declared not differentiable
+  expect_error(
+      [] {
+        define_op({.schema = "kxt::step3(Tensor(a!) x, Tensor(b!) y) -> ()",
+                   .meta = [](const ops::OpCall&, ops::MetaOut&) {},
+                   .backward = [](autograd::GradCtx&) {}});
+      },
+      ErrorKind::unsupported, "[define_op] kxt::step3 writes several arguments");
   expect_error(
       [&] {
         call_op(step2, {tensor({0, 0}), y, z});
