@@ -587,8 +587,9 @@ TEST(DTensorMpi, NestedShardsEveryTransition) {
         Tensor r = dist::redistribute(dt, to);
         EXPECT_EQ(dist::dtensor_state(r).placements, to);
         EXPECT_TRUE(same(dist::full_tensor(r), full));
-        if (!to[0].is_partial() && !to[1].is_partial())
+        if (!to[0].is_partial() && !to[1].is_partial()) {
           EXPECT_TRUE(same(dist::to_local(r), piece(full, to)));
+        }
       }
   }
   // Ops on nested shards: pointwise keeps them (no collective), a product and a softmax
