@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <ostream>
+#include <vector>
 
 #include "kiln/core/pool.h"
 
@@ -213,6 +215,44 @@ Tensor make_tensor(const Dims& shape, const Dims& strides, DType dtype, Device d
   impl->storage = make_pooled<StorageImpl>(data, nbytes, device, allocator, !allocator);
   impl->storage->inference = t_inference_mode;
   return Tensor(std::move(impl));
+}
+
+std::pair<int64_t, int64_t> element_span(const Tensor& t) {
+  if (t.numel() == 0) return {1, 0};
+  int64_t last = t.offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return {t.offset(), last};
+}
+
+namespace {
+// The storage offsets of t's elements, ascending.
+std::vector<int64_t> element_offsets(const Tensor& t) {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(t.numel()));
+  std::vector<int64_t> index(static_cast<size_t>(t.dim()), 0);
+  for (int64_t n = 0; n < t.numel(); ++n) {
+    int64_t at = t.offset();
+    for (int64_t d = 0; d < t.dim(); ++d) at += index[static_cast<size_t>(d)] * t.stride(d);
+    out.push_back(at);
+    for (int64_t d = t.dim() - 1; d >= 0 && ++index[static_cast<size_t>(d)] == t.size(d); --d)
+      index[static_cast<size_t>(d)] = 0;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+bool shares_elements(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || !a.storage() || a.storage() != b.storage()) return false;
+  auto [a0, a1] = element_span(a);
+  auto [b0, b1] = element_span(b);
+  if (a0 > a1 || b0 > b1 || a1 < b0 || b1 < a0) return false;
+  std::vector<int64_t> x = element_offsets(a), y = element_offsets(b);
+  for (size_t i = 0, k = 0; i < x.size() && k < y.size();) {
+    if (x[i] == y[k]) return true;
+    x[i] < y[k] ? ++i : ++k;
+  }
+  return false;
 }
 
 Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset,

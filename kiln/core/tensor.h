@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/allocator.h"
@@ -313,6 +314,12 @@ Tensor make_view(const Tensor& base, Dims shape, Dims strides, int64_t offset,
 /** The same at an offset that may be symbolic (a fake view, Y2). */
 Tensor make_view(const Tensor& base, Dims shape, Dims strides, const SymInt& offset,
                  std::string_view op);
+
+/** The first and last elements of its storage `t` can address ({1, 0} when it has none). */
+std::pair<int64_t, int64_t> element_span(const Tensor& t);
+/** Whether `a` and `b` have an element at the same place of one storage: their spans
+ * first, element by element only when those meet (interleaved strided views). */
+bool shares_elements(const Tensor& a, const Tensor& b);
 
 /** Whether a table entry for `t`'s address, made for the impl with `id`, is about `t`
  * (not about a freed impl whose address `t`'s reuses). See TensorId. */

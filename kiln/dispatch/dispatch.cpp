@@ -1,6 +1,5 @@
 #include "kiln/dispatch/dispatch.h"
 
-#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -672,42 +671,6 @@ bool any_dtensor(std::span<const Value> args) {
 }  // namespace
 
 namespace {
-// The storage offsets of t's elements, ascending.
-std::vector<int64_t> element_offsets(const Tensor& t) {
-  std::vector<int64_t> out;
-  out.reserve(static_cast<size_t>(t.numel()));
-  std::vector<int64_t> index(static_cast<size_t>(t.dim()), 0);
-  for (int64_t n = 0; n < t.numel(); ++n) {
-    int64_t at = t.offset();
-    for (int64_t d = 0; d < t.dim(); ++d) at += index[static_cast<size_t>(d)] * t.stride(d);
-    out.push_back(at);
-    for (int64_t d = t.dim() - 1; d >= 0 && ++index[static_cast<size_t>(d)] == t.size(d); --d)
-      index[static_cast<size_t>(d)] = 0;
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// Whether a and b have an element in the same memory: their spans first, element by
-// element only when those meet (interleaved views).
-bool share_elements(const Tensor& a, const Tensor& b) {
-  if (a.numel() == 0 || b.numel() == 0 || a.storage() != b.storage()) return false;
-  auto span_of = [](const Tensor& t) {
-    int64_t last = t.offset();
-    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-    return std::pair{t.offset(), last};
-  };
-  auto [a0, a1] = span_of(a);
-  auto [b0, b1] = span_of(b);
-  if (a1 < b0 || b1 < a0) return false;
-  std::vector<int64_t> x = element_offsets(a), y = element_offsets(b);
-  for (size_t i = 0, k = 0; i < x.size() && k < y.size();) {
-    if (x[i] == y[k]) return true;
-    x[i] < y[k] ? ++i : ++k;
-  }
-  return false;
-}
-
 // An extension op that writes several arguments (Note [Extension ops that write several
 // arguments] in kiln/dispatch/library.cpp): its kernel in place when nothing above the
 // kernels watches, otherwise its functional twin and a copy_ into each written argument.
@@ -734,7 +697,7 @@ Outputs dispatch_writes_several(const ops::ExtensionOp& e, std::span<const Value
     for (size_t j = 0; j < i; ++j) {
       const Tensor &a = std::get<Tensor>(args[static_cast<size_t>(w[i])]),
                    &b = std::get<Tensor>(args[static_cast<size_t>(w[j])]);
-      KILN_CHECK(!share_elements(a, b), value,
+      KILN_CHECK(!shares_elements(a, b), value,
                  "[{}] writes arguments '{}' and '{}', which overlap in memory; pass separate "
                  "tensors",
                  info.name, info.schema.args[static_cast<size_t>(w[j])].name,

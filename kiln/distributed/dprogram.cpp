@@ -151,9 +151,7 @@ void save_distributed(nn::Module& module, const TensorList& example_inputs, cons
   autograd::NoGradGuard no_grad;  // reading the values to save: no history
   for (const nn::NamedTensor& t : named) {
     const DTensorState& s = dtensor_state(*t.tensor);
-    Placements whole = s.placements;
-    for (Placement& p : whole)
-      if (p.is_partial()) p = Replicate();
+    Placements whole = replicate_partials(s.placements);
     Tensor local = whole == s.placements ? s.local(*t.tensor->impl())
                                          : to_local(redistribute(*t.tensor, whole));
     bool owner = true;
@@ -365,9 +363,7 @@ LoadedProgram load_distributed(const std::string& path, const DeviceMesh& mesh) 
         // reduced: each rank's result is a value of the program, not a part of one.
         for (Tensor& y : outs) {
           if (!y.defined() || !y.is_dtensor()) continue;
-          Placements whole = dtensor_state(y).placements;
-          for (Placement& p : whole)
-            if (p.is_partial()) p = Replicate();
+          Placements whole = replicate_partials(dtensor_state(y).placements);
           if (!(whole == dtensor_state(y).placements)) y = redistribute(y, whole);
         }
         return outs;

@@ -34,6 +34,14 @@ std::string to_string(const Placements& p) {
   return s + ")";
 }
 
+// A gradient through a conversion is laid out so too: a partial value's gradient is the
+// same on every rank (PyTorch's backward redistribution).
+Placements replicate_partials(Placements p) {
+  for (Placement& x : p)
+    if (x.is_partial()) x = Replicate();
+  return p;
+}
+
 std::pair<int64_t, int64_t> chunk_of(int64_t size, int64_t n, int64_t index) {
   int64_t chunk = (size + n - 1) / n;  // torch.chunk: ceil, trailing chunks may be short or empty
   int64_t begin = std::min(size, chunk * index);
@@ -306,17 +314,12 @@ Tensor rewrap(const Tensor& like, const Tensor& inner) {
 }
 Tensor distribute_like(const Tensor& like, const Tensor& whole) {
   const DTensorState& s = *like.impl()->dtensor;
-  Placements p = s.placements;
-  for (Placement& x : p)
-    if (x.is_partial()) x = Replicate();
-  return distribute_tensor(whole, s.mesh, p);
+  return distribute_tensor(whole, s.mesh, replicate_partials(s.placements));
 }
 Tensor rewrap_gradient(const Tensor& like, const Tensor& inner) {
   const DTensorState& s = *like.impl()->dtensor;
-  Placements p = s.placements;
-  for (Placement& x : p)
-    if (x.is_partial()) x = Replicate();  // a partial value's shard is the whole tensor, as R's
-  return make_dtensor(inner, like.shape(), s.mesh, p);
+  // a partial value's shard is the whole tensor, as R's
+  return make_dtensor(inner, like.shape(), s.mesh, replicate_partials(s.placements));
 }
 
 }  // namespace
@@ -343,14 +346,6 @@ const DTensorState& dtensor_state(const Tensor& t, std::string_view op) {
   KILN_CHECK(t.defined() && t.is_dtensor(), value, "[{}] expected a DTensor, got {}", op,
              t.defined() ? t.meta_str() : "an undefined tensor");
   return *t.impl()->dtensor;
-}
-
-// Placements a gradient is laid out with on its way back through a conversion: a
-// partial value's gradient is the same on every rank (PyTorch's backward redistribution).
-Placements replicate_partials(Placements p) {
-  for (Placement& x : p)
-    if (x.is_partial()) x = Replicate();
-  return p;
 }
 
 // Note [Autograd through the DTensor conversions]

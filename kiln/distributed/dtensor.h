@@ -153,6 +153,9 @@ Tensor from_local(const Tensor& local, const DeviceMesh& mesh, const Placements&
 Tensor to_local(const Tensor& dtensor, std::optional<Placements> grad_placements = std::nullopt);
 /** The whole tensor on every rank (redistributes to Replicate: collectives). */
 Tensor full_tensor(const Tensor& dtensor);
+/** `p` with every Partial made Replicate: the layout of a value reduced where it is partial
+ * (a gradient on its way back, a saved shard, a program's output). */
+Placements replicate_partials(Placements p);
 /** The same tensor with other placements: all_gather, all_reduce, reduce_scatter,
  * all_to_all or local chunking, one mesh dimension at a time. */
 Tensor redistribute(const Tensor& dtensor, const Placements& placements);

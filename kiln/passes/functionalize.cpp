@@ -255,14 +255,6 @@ Outputs FunctionalizeMode::handle(OpKind op, std::span<const Value> args) {
 
 namespace {
 
-// The elements [first, last] of its storage a tensor can address (empty: first > last).
-std::pair<int64_t, int64_t> element_span(const Tensor& t) {
-  if (t.numel() == 0) return {1, 0};
-  int64_t last = t.offset();
-  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-  return {t.offset(), last};
-}
-
 bool share_storage(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && a.storage() && a.storage() == b.storage();
 }

@@ -265,6 +265,24 @@ TEST(Extension, Functionalized) {
 // An in-place op with no functional form is captured through its auto-functionalized
 // twin (Note [Auto-functionalized extension ops]), as PyTorch's auto_functionalized:
 // the graph stays functional, the write is a write-back, and the program runs like eager.
+// `traced` exported with fake tensors for cuda:0, saved, loaded onto cpu:0 and run twice
+// by the executor on `x`, each run's output equal to the `eager` module's; the loaded
+// program is returned.
+ExportedProgram exported_for_gpu_run_on_cpu(nn::Module& traced, nn::Module& eager, const Tensor& x,
+                                            const std::string& name) {
+  ExportedProgram program = export_program(traced, {x}, {.device = Device("cuda:0")});
+  std::string path = tmp_path(name);
+  save(program, path);
+  ExportedProgram loaded = load_program(path, {{Device("cuda:0"), Device("cpu:0")}});
+  std::filesystem::remove(path);
+  runtime::Executor exec(loaded);
+  for (int step = 0; step < 2; ++step) {
+    Tensor want = eager(TensorList{x})[0];
+    EXPECT_TRUE(all_close(exec.run({x})[0], to_vector<double>(want))) << name << " " << step;
+  }
+  return loaded;
+}
+
 struct Bumped : nn::Module {
   Tensor& count = register_buffer("count", zeros({3}));
   TensorList forward(const TensorList& in) override {
@@ -298,18 +316,8 @@ TEST(Extension, InPlaceOpsWithoutAFunctionalFormAreAutoFunctionalized) {
   // Exported: the buffer's write is a buffer mutation; saved, loaded and run twice it
   // counts like the eager module.
   Bumped eager, traced;
-  Tensor x = tensor({1, 2, 3});
-  ExportedProgram program = export_program(traced, {x}, {.device = Device("cuda:0")});
-  std::string path = tmp_path("bumped");
-  save(program, path);
-  ExportedProgram loaded = load_program(path, {{Device("cuda:0"), Device("cpu:0")}});
-  std::filesystem::remove(path);
+  ExportedProgram loaded = exported_for_gpu_run_on_cpu(traced, eager, tensor({1, 2, 3}), "bumped");
   EXPECT_NE(loaded.graph.str().find("kxt::auto_functionalized_bump_"), std::string::npos);
-  runtime::Executor exec(loaded);
-  for (int step = 0; step < 2; ++step) {
-    Tensor want = eager(TensorList{x})[0];
-    EXPECT_TRUE(all_close(exec.run({x})[0], to_vector<double>(want))) << step;
-  }
   EXPECT_TRUE(all_close(traced.count, {0, 0, 0}));  // the program owns its state
 }
 
@@ -398,17 +406,7 @@ TEST(Extension, OpsThatWriteSeveralArgumentsMatchEagerEverywhere) {
   // Exported with fake tensors for another device, saved, loaded, run twice: the buffers'
   // writes are the program's state, as the eager module's are its own.
   TwoStates eager, traced;
-  Tensor step = tensor({1, 2, 3});
-  ExportedProgram program = export_program(traced, {step}, {.device = Device("cuda:0")});
-  std::string path = tmp_path("step2");
-  save(program, path);
-  ExportedProgram loaded = load_program(path, {{Device("cuda:0"), Device("cpu:0")}});
-  std::filesystem::remove(path);
-  runtime::Executor exec(loaded);
-  for (int i = 0; i < 2; ++i) {
-    Tensor want = eager(TensorList{step})[0];
-    EXPECT_TRUE(all_close(exec.run({step})[0], to_vector<double>(want))) << i;
-  }
+  exported_for_gpu_run_on_cpu(traced, eager, tensor({1, 2, 3}), "step2");
   EXPECT_TRUE(all_close(eager.sum, {2, 4, 6}));
   EXPECT_TRUE(all_close(traced.sum, {0, 0, 0}));  // the program owns its state
 
