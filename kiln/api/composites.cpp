@@ -491,9 +491,12 @@ Tensor histc(const Tensor& x, int64_t bins, double min, double max) {
   // by step in that dtype (f64 for f16/bf16): PyTorch's f32/f64 kernel, so elements near an
   // edge fall in its bin.
   DType step_type = x.dtype() == DType::f16 || x.dtype() == DType::bf16 ? DType::f64 : x.dtype();
-  Tensor edges = to(tensor({min, max}, {}, {.dtype = DType::f64}), step_type);
-  double lo = item<double>(select(edges, 0, 0)), hi = item<double>(select(edges, 0, 1));
-  double width = item<double>(select(edges, 0, 1) - select(edges, 0, 0));
+  // (on the host: under tracing x is fake, and the edges are the call's numbers)
+  double lo = min, hi = max, width = max - min;
+  if (step_type == DType::f32) {
+    float lo32 = static_cast<float>(min), hi32 = static_cast<float>(max);
+    lo = lo32, hi = hi32, width = static_cast<double>(hi32 - lo32);
+  }
   Tensor wide = to(flat, step_type);
   Tensor inside = logical_and(wide >= lo, wide <= hi);
   Tensor bin = clamp(to(trunc((wide - lo) * bins / width), DType::i64), 0, bins - 1);

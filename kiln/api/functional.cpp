@@ -828,7 +828,9 @@ Tensor repeat(const Tensor& x, const IntList& repeats) {
 Tensor one_hot(const Tensor& index, int64_t num_classes) {
   KILN_CHECK(index.dtype() == DType::i64, dtype, "[one_hot] expects an i64 index tensor, got {}",
              index.meta_str());
-  if (index.numel() > 0) {
+  // A fake index (tracing) has no values to check: with num_classes given, PyTorch's meta
+  // function does not check them either.
+  if (index.numel() > 0 && !(index.is_fake() && num_classes >= 0)) {
     int64_t lo = item<int64_t>(amin(index)), hi = item<int64_t>(amax(index));
     KILN_CHECK(lo >= 0, value, "[one_hot] class values must be non-negative, got {}", lo);
     if (num_classes < 0) num_classes = hi + 1;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/interop/call.h"
+#include "kiln/interop/adapters.h"
 #include "kiln/nn/activation.h"
 #include "kiln/nn/conv.h"
 #include "kiln/nn/functional.h"
@@ -387,31 +387,7 @@ std::vector<std::string> Call::unread() const {
 
 // ---- adapters ---------------------------------------------------------------------------
 
-namespace {
-
-Results one(Tensor t) { return {Slot(std::move(t))}; }
-Results many(const TensorList& ts) {
-  Results r;
-  for (const Tensor& t : ts) r.emplace_back(t);
-  return r;
-}
-template <typename... T>
-Results tuple_of(const std::tuple<T...>& t) {
-  return std::apply([](const auto&... x) { return Results{Slot(x)...}; }, t);
-}
-Results pair_of(const std::pair<Tensor, Tensor>& p) { return {Slot(p.first), Slot(p.second)}; }
-
-// unique's three results as ATen's _unique2 returns them: what was not asked for is an
-// empty i64 tensor. kiln's unique always sorts (ATen's CPU kernel sorts too unless asked
-// not to, and then its order is unspecified).
-Results unique_results(const std::tuple<Tensor, Tensor, Tensor>& u, const Tensor& x) {
-  auto none = [&](const Tensor& t) {
-    return t.defined() ? t : zeros({0}, {.dtype = DType::i64, .device = x.device()});
-  };
-  return {Slot(std::get<0>(u)), Slot(none(std::get<1>(u))), Slot(none(std::get<2>(u)))};
-}
-
-TensorOptions options_of(const Call& c, const Tensor& like = Tensor()) {
+TensorOptions options_of(const Call& c, const Tensor& like) {
   c.accept_defaults({"layout", "pin_memory", "memory_format", "requires_grad"});
   TensorOptions o;
   o.dtype = c.dtype("dtype");
@@ -423,55 +399,21 @@ TensorOptions options_of(const Call& c, const Tensor& like = Tensor()) {
   return o;
 }
 
-Tensor self(const Call& c) { return c.tensor("self"); }
-
-// x with its dims pooled, stride defaulting to the kernel (PyTorch's pooling defaults)
 IntList stride_or_kernel(const Call& c) {
   IntList s = c.ints("stride", IntList{});
   return s.empty() ? c.ints("kernel_size") : s;
 }
 
-// torch.convolution: conv or transposed conv of any rank, chosen by the weight's rank.
-Tensor convolution(const Tensor& x, const Tensor& w, const Tensor& b, const IntList& stride,
-                   const IntList& padding, const IntList& dilation, bool transposed,
-                   const IntList& output_padding, int64_t groups) {
-  int64_t spatial = w.dim() - 2;
-  if (transposed) {
-    if (spatial == 1)
-      return nn::conv_transpose1d(x, w, b, stride, padding, output_padding, groups, dilation);
-    if (spatial == 2)
-      return nn::conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation);
-    if (spatial == 3)
-      return nn::conv_transpose3d(x, w, b, stride, padding, output_padding, groups, dilation);
-  } else {
-    if (spatial == 1) return nn::conv1d(x, w, b, stride, padding, dilation, groups);
-    if (spatial == 2) return nn::conv2d(x, w, b, stride, padding, dilation, groups);
-    if (spatial == 3) return nn::conv3d(x, w, b, stride, padding, dilation, groups);
-  }
-  fail(ErrorKind::shape, "convolution: a weight of rank {} (1, 2 or 3 spatial dims expected)",
-       w.dim());
-}
+namespace {
 
-Results conv(const Call& c, int64_t spatial) {
-  Tensor x = c.tensor("input"), w = c.tensor("weight"), b = c.opt_tensor("bias");
-  IntList ones(static_cast<size_t>(spatial), 1), zeros(static_cast<size_t>(spatial), 0);
-  IntList stride = c.ints("stride", ones), dilation = c.ints("dilation", ones);
-  int64_t groups = c.integer("groups", 1);
-  if (c.has("padding") && !c.is_tensor("padding")) {
-    // conv2d.padding: the string form
-    std::optional<IntList> pad;
-    try {
-      pad = c.opt_ints("padding");
-    } catch (const Error&) {
-      std::string mode = c.str("padding");
-      nn::ConvPadding p = mode == "same" ? nn::ConvPadding::same : nn::ConvPadding::valid;
-      if (spatial == 1) return one(nn::conv1d(x, w, b, stride, p, dilation, groups));
-      if (spatial == 2) return one(nn::conv2d(x, w, b, stride, p, dilation, groups));
-      return one(nn::conv3d(x, w, b, stride, p, dilation, groups));
-    }
-    return one(convolution(x, w, b, stride, *pad, dilation, false, zeros, groups));
-  }
-  return one(convolution(x, w, b, stride, zeros, dilation, false, zeros, groups));
+// unique's three results as ATen's _unique2 returns them: what was not asked for is an
+// empty i64 tensor. kiln's unique always sorts (ATen's CPU kernel sorts too unless asked
+// not to, and then its order is unspecified).
+Results unique_results(const std::tuple<Tensor, Tensor, Tensor>& u, const Tensor& x) {
+  auto none = [&](const Tensor& t) {
+    return t.defined() ? t : zeros({0}, {.dtype = DType::i64, .device = x.device()});
+  };
+  return {Slot(std::get<0>(u)), Slot(none(std::get<1>(u))), Slot(none(std::get<2>(u)))};
 }
 
 // view(x, size), or the same values by reshape where x's layout cannot share memory that
@@ -485,92 +427,34 @@ Tensor view_or_reshape(const Tensor& x, const SymSizes& size) {
   return reshape(x, size);
 }
 
-// upsample_*.vec: an output size or scale factors, as F.interpolate with `mode`.
-Tensor upsample(const Call& c, const char* mode) {
-  nn::InterpolateOptions o;
-  o.mode = mode;
-  o.size = c.ints("output_size", IntList{});
-  o.scale_factor = c.reals("scale_factors");
-  if (c.has("align_corners")) o.align_corners = c.flag("align_corners");
-  return nn::interpolate(c.tensor("input"), o);
+// ||x||_ord over `dims_arg` (all dims when it is "" or None), in the call's dtype if it
+// names one (linalg_vector_norm, norm.*).
+Tensor norm_of(const Call& c, const char* ord_arg, const char* dims_arg) {
+  Tensor x = self(c);
+  if (auto dt = c.dtype("dtype")) x = to(x, *dt);
+  double ord = c.opt_real(ord_arg).value_or(2.0);
+  IntList dims = *dims_arg ? c.ints(dims_arg, IntList{}) : IntList{};
+  return vector_norm(x, ord, dims, *dims_arg ? c.flag("keepdim", false) : false);
 }
 
-// One direction of one layer of an RNN over time: `step` maps (x_t, state) to state.
-// torch.lstm / torch.gru with batch_first and several layers; kiln runs the cells.
-Results recurrent(const Call& c, bool lstm) {
-  Tensor x = c.tensor("input");
-  TensorList hx = lstm ? c.tensors("hx") : TensorList{c.tensor("hx")};
-  TensorList params = c.tensors("params");
-  bool has_biases = c.flag("has_biases"), batch_first = c.flag("batch_first");
-  int64_t layers = c.integer("num_layers");
-  double dropout = c.real("dropout");
-  bool train = c.flag("train"), bidirectional = c.flag("bidirectional");
-  if (train && dropout > 0)
-    fail(ErrorKind::unsupported, "{}: dropout between layers in training mode", c.target());
-  // params: per layer, per direction (forward, then reverse), w_ih, w_hh[, b_ih, b_hh]
-  size_t per_direction = has_biases ? 4 : 2, directions = bidirectional ? 2 : 1;
-  if (params.size() != per_direction * directions * static_cast<size_t>(layers))
-    fail(ErrorKind::value, "{}: {} parameters for {} layers", c.target(), params.size(), layers);
-  Tensor seq = batch_first ? transpose(x, 0, 1) : x;  // [T, B, F]
-  int64_t steps = seq.shape()[0];
-  TensorList h_out, c_out;
-  for (int64_t l = 0; l < layers; ++l) {
-    TensorList per_dir;
-    for (size_t dir = 0; dir < directions; ++dir) {
-      size_t slot = static_cast<size_t>(l) * directions + dir;
-      const Tensor* p = &params[per_direction * slot];
-      Tensor b_ih = has_biases ? p[2] : Tensor(), b_hh = has_biases ? p[3] : Tensor();
-      Tensor h = select(hx[0], 0, static_cast<int64_t>(slot));
-      Tensor cell = lstm ? select(hx[1], 0, static_cast<int64_t>(slot)) : Tensor();
-      TensorList outs(static_cast<size_t>(steps));
-      for (int64_t i = 0; i < steps; ++i) {
-        int64_t t =
-            dir == 0 ? i : steps - 1 - i;  // the reverse direction reads the sequence backwards
-        Tensor xt = select(seq, 0, t);
-        if (lstm)
-          std::tie(h, cell) = nn::lstm_cell(xt, h, cell, p[0], p[1], b_ih, b_hh);
-        else
-          h = nn::gru_cell(xt, h, p[0], p[1], b_ih, b_hh);
-        outs[static_cast<size_t>(t)] = h;
-      }
-      per_dir.push_back(stack(outs, 0));
-      h_out.push_back(h);
-      if (lstm) c_out.push_back(cell);
-    }
-    seq = directions == 1 ? per_dir[0] : cat(per_dir, -1);  // [T, B, directions * H]
-  }
-  Tensor y = batch_first ? transpose(seq, 0, 1) : seq;
-  Results r{Slot(contiguous(y)), Slot(stack(h_out, 0))};
-  if (lstm) r.emplace_back(stack(c_out, 0));
-  return r;
+// The correction of var/std (and their _mean forms): `correction`, or `unbiased` (1 or 0).
+// kiln takes whole corrections; PyTorch's fractional ones are refused by name.
+int64_t correction_of(const Call& c) {
+  if (c.has("unbiased")) return c.flag("unbiased") ? 1 : 0;
+  double k = c.opt_real("correction").value_or(1.0);
+  if (k != std::floor(k)) c.fail_arg("correction", "kiln takes whole corrections");
+  return static_cast<int64_t>(k);
 }
 
-// scaled_dot_product_attention with grouped-query heads (enable_gqa): each key/value head
-// serves heads / kv_heads query heads.
-Results attention(const Call& c) {
-  Tensor q = c.tensor("query"), k = c.tensor("key"), v = c.tensor("value");
-  Tensor mask = c.opt_tensor("attn_mask");
-  double dropout = c.real("dropout_p", 0.0);
-  bool causal = c.flag("is_causal", false);
-  std::optional<double> scale = c.opt_real("scale");
-  if (c.flag("enable_gqa", false) && q.dim() >= 3 &&
-      k.shape()[q.dim() - 3] != q.shape()[q.dim() - 3]) {
-    int64_t groups = q.shape()[q.dim() - 3] / k.shape()[k.dim() - 3];
-    k = repeat_interleave(k, groups, k.dim() - 3);
-    v = repeat_interleave(v, groups, v.dim() - 3);
-  }
-  return one(nn::scaled_dot_product_attention(q, k, v, mask, dropout, causal, scale));
+template <typename F>
+auto moments(const Call& c, F f) {
+  return f(self(c), c.ints("dim", IntList{}), correction_of(c), c.flag("keepdim", false));
 }
 
-// _native_batch_norm_legit_functional: the output, the batch statistics, and the new
-// running statistics as values (the graph writes them back itself).
-Results batch_norm_functional(const Call& c) {
-  Tensor x = c.tensor("input"), w = c.opt_tensor("weight"), b = c.opt_tensor("bias");
-  Tensor mean = clone(c.tensor("running_mean")), var = clone(c.tensor("running_var"));
-  bool training = c.flag("training");
-  auto [y, save_mean, save_rstd] =
-      nn::native_batch_norm(x, w, b, mean, var, training, c.real("momentum"), c.real("eps"));
-  return {Slot(y), Slot(save_mean), Slot(save_rstd), Slot(mean), Slot(var)};
+// A reduction's result in the call's dtype argument, if it names one.
+Tensor in_dtype(const Call& c, const Tensor& t) {
+  auto dt = c.dtype("dtype");
+  return dt && *dt != t.dtype() ? to(t, *dt) : t;
 }
 
 Tensor dim_reduce(const Call& c,
@@ -588,7 +472,7 @@ Tensor dim_reduce(const Call& c,
   }
 
 const std::unordered_map<std::string_view, Adapter>& table() {
-  static const std::unordered_map<std::string_view, Adapter> entries = {
+  static std::unordered_map<std::string_view, Adapter> entries = {
       // ---- pointwise ----
       KILN_UNARY(abs, abs), KILN_UNARY(neg, neg), KILN_UNARY(exp, exp), KILN_UNARY(log, log),
       KILN_UNARY(sqrt, sqrt), KILN_UNARY(rsqrt, rsqrt), KILN_UNARY(sin, sin), KILN_UNARY(cos, cos),
@@ -676,11 +560,57 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        [](const Call& c) { return one(masked_fill(self(c), c.tensor("mask"), c.scalar("value"))); }},
       {"aten.masked_fill.Tensor",
        [](const Call& c) { return one(masked_fill(self(c), c.tensor("mask"), c.tensor("value"))); }},
-      {"aten.lerp.Scalar",
+      {"aten.lerp.Scalar", [](const Call& c) { return one(lerp(self(c), c.tensor("end"), c.scalar("weight"))); }},
+      // ---- pointwise, continued ----
+      KILN_UNARY(sgn, sgn), KILN_UNARY(frac, frac), KILN_UNARY(isfinite, isfinite),
+      KILN_UNARY(isneginf, isneginf), KILN_UNARY(isposinf, isposinf), KILN_UNARY(isreal, isreal),
+      KILN_UNARY(signbit, signbit), KILN_UNARY(digamma, digamma), KILN_UNARY(lgamma, lgamma),
+      KILN_UNARY(sinc, sinc), KILN_UNARY(i0, i0), KILN_UNARY(special_i0, i0), KILN_UNARY(deg2rad, deg2rad),
+      KILN_UNARY(rad2deg, rad2deg), KILN_UNARY(special_expit, sigmoid), KILN_UNARY(log_sigmoid, nn::logsigmoid),
+      KILN_UNARY(tanhshrink, nn::tanhshrink), KILN_UNARY(softsign, nn::softsign),
+      {"aten.logit.default", [](const Call& c) { return one(logit(self(c), c.opt_real("eps"))); }},
+      {"aten.special_logit.default", [](const Call& c) { return one(logit(self(c), c.opt_real("eps"))); }},
+      {"aten.hardshrink.default", [](const Call& c) { return one(nn::hardshrink(self(c), c.real("lambd", 0.5))); }},
+      {"aten.softshrink.default", [](const Call& c) { return one(nn::softshrink(self(c), c.real("lambd", 0.5))); }},
+      {"aten.celu.default", [](const Call& c) { return one(nn::celu(self(c), c.real("alpha", 1.0))); }},
+      {"aten.threshold.default",
+       [](const Call& c) { return one(nn::threshold(self(c), c.real("threshold"), c.real("value"))); }},
+      {"aten.prelu.default", [](const Call& c) { return one(nn::prelu(self(c), c.tensor("weight"))); }},
+      {"aten._prelu_kernel.default", [](const Call& c) { return one(nn::prelu(self(c), c.tensor("weight"))); }},
+      {"aten.rrelu.default",
        [](const Call& c) {
-         Tensor x = self(c);
-         return one(add(x, mul(sub(c.tensor("end"), x), c.tensor("weight"))));
+         if (c.flag("training", false)) fail(ErrorKind::unsupported, "{}: rrelu in training mode", c.target());
+         return one(nn::rrelu(self(c), c.real("lower", 1.0 / 8), c.real("upper", 1.0 / 3), false));
        }},
+      {"aten.nan_to_num.default",
+       [](const Call& c) {
+         return one(nan_to_num(self(c), c.opt_real("nan").value_or(0.0), c.opt_real("posinf"), c.opt_real("neginf")));
+       }},
+      {"aten.hypot.default", [](const Call& c) { return one(hypot(self(c), c.tensor("other"))); }},
+      {"aten.logaddexp.default", [](const Call& c) { return one(logaddexp(self(c), c.tensor("other"))); }},
+      {"aten.xlogy.Tensor", [](const Call& c) { return one(xlogy(self(c), c.tensor("other"))); }},
+      {"aten.copysign.Tensor", [](const Call& c) { return one(copysign(self(c), c.tensor("other"))); }},
+      {"aten.nextafter.default", [](const Call& c) { return one(nextafter(self(c), c.tensor("other"))); }},
+      {"aten.fmax.default", [](const Call& c) { return one(fmax(self(c), c.tensor("other"))); }},
+      {"aten.fmin.default", [](const Call& c) { return one(fmin(self(c), c.tensor("other"))); }},
+      {"aten.heaviside.default", [](const Call& c) { return one(heaviside(self(c), c.tensor("values"))); }},
+      {"aten.__lshift__.Scalar", [](const Call& c) { return one(bitwise_left_shift(self(c), c.tensor("other"))); }},
+      {"aten.__lshift__.Tensor", [](const Call& c) { return one(bitwise_left_shift(self(c), c.tensor("other"))); }},
+      {"aten.__rshift__.Scalar", [](const Call& c) { return one(bitwise_right_shift(self(c), c.tensor("other"))); }},
+      {"aten.__rshift__.Tensor", [](const Call& c) { return one(bitwise_right_shift(self(c), c.tensor("other"))); }},
+      {"aten.bitwise_left_shift.Tensor",
+       [](const Call& c) { return one(bitwise_left_shift(self(c), c.tensor("other"))); }},
+      {"aten.bitwise_right_shift.Tensor",
+       [](const Call& c) { return one(bitwise_right_shift(self(c), c.tensor("other"))); }},
+      {"aten.addcmul.default",
+       [](const Call& c) {
+         return one(addcmul(self(c), c.tensor("tensor1"), c.tensor("tensor2"), c.scalar("value", 1)));
+       }},
+      {"aten.addcdiv.default",
+       [](const Call& c) {
+         return one(addcdiv(self(c), c.tensor("tensor1"), c.tensor("tensor2"), c.scalar("value", 1)));
+       }},
+      {"aten.lerp.Tensor", [](const Call& c) { return one(lerp(self(c), c.tensor("end"), c.tensor("weight"))); }},
       // ---- reductions and scans ----
       {"aten.sum.default", [](const Call& c) { return one(sum(self(c), {}, false, c.dtype("dtype"))); }},
       {"aten.sum.dim_IntList", [](const Call& c) { return one(dim_reduce(c, sum)); }},
@@ -705,14 +635,8 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        [](const Call& c) {
          return one(prod(self(c), c.integer("dim"), c.flag("keepdim", false), c.dtype("dtype")));
        }},
-      {"aten.var.correction",
-       [](const Call& c) {
-         return one(var(self(c), c.ints("dim", IntList{}), c.integer("correction", 1), c.flag("keepdim", false)));
-       }},
-      {"aten.std.correction",
-       [](const Call& c) {
-         return one(std(self(c), c.ints("dim", IntList{}), c.integer("correction", 1), c.flag("keepdim", false)));
-       }},
+      {"aten.var.correction", [](const Call& c) { return one(moments(c, var)); }},
+      {"aten.std.correction", [](const Call& c) { return one(moments(c, std)); }},
       {"aten.any.default", [](const Call& c) { return one(any(self(c))); }},
       {"aten.any.dim", [](const Call& c) { return one(any(self(c), c.integer("dim"), c.flag("keepdim", false))); }},
       {"aten.all.default", [](const Call& c) { return one(all(self(c))); }},
@@ -753,6 +677,75 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        [](const Call& c) {
          return pair_of(sort(self(c), c.integer("dim", -1), c.flag("descending", false), c.flag("stable", false)));
        }},
+      {"aten.linalg_vector_norm.default", [](const Call& c) { return one(norm_of(c, "ord", "dim")); }},
+      {"aten.norm.Scalar", [](const Call& c) { return one(norm_of(c, "p", "")); }},
+      {"aten.norm.ScalarOpt_dim", [](const Call& c) { return one(norm_of(c, "p", "dim")); }},
+      {"aten.norm.ScalarOpt_dim_dtype", [](const Call& c) { return one(norm_of(c, "p", "dim")); }},
+      {"aten.norm.ScalarOpt_dtype", [](const Call& c) { return one(norm_of(c, "p", "")); }},
+      {"aten.var.dim", [](const Call& c) { return one(moments(c, var)); }},
+      {"aten.std.dim", [](const Call& c) { return one(moments(c, std)); }},
+      {"aten.var_mean.dim", [](const Call& c) { return pair_of(moments(c, var_mean)); }},
+      {"aten.std_mean.dim", [](const Call& c) { return pair_of(moments(c, std_mean)); }},
+      {"aten.var_mean.correction", [](const Call& c) { return pair_of(moments(c, var_mean)); }},
+      {"aten.std_mean.correction", [](const Call& c) { return pair_of(moments(c, std_mean)); }},
+      {"aten.histc.default",
+       [](const Call& c) {
+         return one(histc(self(c), c.integer("bins", 100), c.real("min", 0.0), c.real("max", 0.0)));
+       }},
+      {"aten.nansum.default",
+       [](const Call& c) { return one(in_dtype(c, nansum(self(c), c.ints("dim", IntList{}), c.flag("keepdim", false)))); }},
+      {"aten.nanmean.default",
+       [](const Call& c) { return one(in_dtype(c, nanmean(self(c), c.ints("dim", IntList{}), c.flag("keepdim", false)))); }},
+      {"aten.count_nonzero.default",
+       [](const Call& c) {
+         auto d = c.opt_integer("dim");
+         return one(count_nonzero(self(c), d ? IntList{*d} : IntList{}));
+       }},
+      {"aten.count_nonzero.dim_IntList", [](const Call& c) { return one(count_nonzero(self(c), c.ints("dim"))); }},
+      {"aten.any.dims",
+       [](const Call& c) {
+         Tensor x = self(c);
+         bool keepdim = c.flag("keepdim", false);
+         IntList dims = c.ints("dim", IntList{});
+         if (dims.empty()) return one(keepdim ? reshape(any(x), IntList(static_cast<size_t>(x.dim()), 1)) : any(x));
+         for (int64_t& d : dims) d = d < 0 ? d + x.dim() : d;
+         std::sort(dims.begin(), dims.end(), std::greater<>());
+         for (int64_t d : dims) x = any(x, d, keepdim);
+         return one(x);
+       }},
+      {"aten.median.default", [](const Call& c) { return one(median(self(c))); }},
+      {"aten.median.dim",
+       [](const Call& c) { return pair_of(median(self(c), c.integer("dim"), c.flag("keepdim", false))); }},
+      {"aten.nanmedian.default", [](const Call& c) { return one(nanmedian(self(c))); }},
+      {"aten.nanmedian.dim",
+       [](const Call& c) { return pair_of(nanmedian(self(c), c.integer("dim"), c.flag("keepdim", false))); }},
+      {"aten.kthvalue.default",
+       [](const Call& c) {
+         return pair_of(kthvalue(self(c), c.integer("k"), c.integer("dim", -1), c.flag("keepdim", false)));
+       }},
+      {"aten.aminmax.default",
+       [](const Call& c) { return pair_of(aminmax(self(c), c.opt_integer("dim"), c.flag("keepdim", false))); }},
+      {"aten.cummax.default", [](const Call& c) { return pair_of(cummax(self(c), c.integer("dim"))); }},
+      {"aten.cummin.default", [](const Call& c) { return pair_of(cummin(self(c), c.integer("dim"))); }},
+      {"aten.logcumsumexp.default", [](const Call& c) { return one(logcumsumexp(self(c), c.integer("dim"))); }},
+      {"aten.argsort.default",
+       [](const Call& c) { return one(argsort(self(c), c.integer("dim", -1), c.flag("descending", false))); }},
+      {"aten.argsort.stable",
+       [](const Call& c) {
+         return one(argsort(self(c), c.integer("dim", -1), c.flag("descending", false), c.flag("stable")));
+       }},
+      {"aten.msort.default", [](const Call& c) { return one(msort(self(c))); }},
+      {"aten.bucketize.Tensor",
+       [](const Call& c) {
+         return one(bucketize(self(c), c.tensor("boundaries"), c.flag("right", false), c.flag("out_int32", false)));
+       }},
+      {"aten.searchsorted.Tensor",
+       [](const Call& c) {
+         bool right = c.flag("right", false);
+         if (c.has("side")) right = c.str("side") == "right";
+         return one(searchsorted(c.tensor("sorted_sequence"), self(c), right, c.flag("out_int32", false),
+                                 c.opt_tensor("sorter")));
+       }},
       // ---- linear algebra ----
       {"aten.mm.default", [](const Call& c) { return one(mm(self(c), c.tensor("mat2"))); }},
       {"aten.bmm.default", [](const Call& c) { return one(bmm(self(c), c.tensor("mat2"))); }},
@@ -773,6 +766,30 @@ const std::unordered_map<std::string_view, Adapter>& table() {
          c.opt_ints("path");
          return one(einsum(c.str("equation"), c.tensors("tensors")));
        }},
+      {"aten.mv.default", [](const Call& c) { return one(mv(self(c), c.tensor("vec"))); }},
+      {"aten.dot.default", [](const Call& c) { return one(dot(self(c), c.tensor("tensor"))); }},
+      {"aten.outer.default", [](const Call& c) { return one(outer(self(c), c.tensor("vec2"))); }},
+      {"aten.addmv.default",
+       [](const Call& c) {
+         return one(addmv(self(c), c.tensor("mat"), c.tensor("vec"), c.scalar("beta", 1), c.scalar("alpha", 1)));
+       }},
+      {"aten.addbmm.default",
+       [](const Call& c) {
+         return one(addbmm(self(c), c.tensor("batch1"), c.tensor("batch2"), c.scalar("beta", 1), c.scalar("alpha", 1)));
+       }},
+      {"aten.linalg_cross.default",
+       [](const Call& c) { return one(cross(self(c), c.tensor("other"), c.integer("dim", -1))); }},
+      {"aten.cdist.default",
+       [](const Call& c) {
+         c.opt_integer("compute_mode");  // which kernel PyTorch picks; the distances are the same
+         return one(cdist(c.tensor("x1"), c.tensor("x2"), c.real("p", 2.0)));
+       }},
+      {"aten._cdist_forward.default",
+       [](const Call& c) {
+         c.opt_integer("compute_mode");
+         return one(cdist(c.tensor("x1"), c.tensor("x2"), c.real("p")));
+       }},
+      {"aten.trace.default", [](const Call& c) { return one(trace(self(c))); }},
       // ---- views and shapes ----
       {"aten.view.default",
        [](const Call& c) {
@@ -939,6 +956,68 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        [](const Call& c) {
          return one(nn::pad(self(c), c.ints("pad"), c.str("mode", "constant"), c.opt_real("value").value_or(0.0)));
        }},
+      {"aten.numpy_T.default", [](const Call& c) { return one(numpy_T(self(c))); }},
+      {"aten.mT.default", [](const Call& c) { return one(mT(self(c))); }},
+      {"aten.swapaxes.default",
+       [](const Call& c) { return one(transpose(self(c), c.integer("axis0"), c.integer("axis1"))); }},
+      {"aten.swapdims.default",
+       [](const Call& c) { return one(transpose(self(c), c.integer("dim0"), c.integer("dim1"))); }},
+      {"aten.movedim.int",
+       [](const Call& c) { return one(movedim(self(c), c.integer("source"), c.integer("destination"))); }},
+      {"aten.movedim.intlist",
+       [](const Call& c) { return one(movedim(self(c), c.ints("source"), c.ints("destination"))); }},
+      {"aten.unfold.default",
+       [](const Call& c) {
+         return one(unfold(self(c), c.integer("dimension"), c.integer("size"), c.integer("step")));
+       }},
+      {"aten.diagonal.default",
+       [](const Call& c) {
+         return one(diagonal(self(c), c.integer("offset", 0), c.integer("dim1", 0), c.integer("dim2", 1)));
+       }},
+      {"aten.diag.default", [](const Call& c) { return one(diag(self(c), c.integer("diagonal", 0))); }},
+      {"aten.diag_embed.default",
+       [](const Call& c) {
+         return one(diag_embed(self(c), c.integer("offset", 0), c.integer("dim1", -2), c.integer("dim2", -1)));
+       }},
+      {"aten.rot90.default",
+       [](const Call& c) { return one(rot90(self(c), c.integer("k", 1), c.ints("dims", IntList{0, 1}))); }},
+      {"aten.fliplr.default", [](const Call& c) { return one(fliplr(self(c))); }},
+      {"aten.flipud.default", [](const Call& c) { return one(flipud(self(c))); }},
+      {"aten.tensor_split.sections",
+       [](const Call& c) { return many(tensor_split(self(c), c.integer("sections"), c.integer("dim", 0))); }},
+      {"aten.tensor_split.indices",
+       [](const Call& c) { return many(tensor_split(self(c), c.ints("indices"), c.integer("dim", 0))); }},
+      {"aten.broadcast_tensors.default", [](const Call& c) { return many(broadcast_tensors(c.tensors("tensors"))); }},
+      {"aten.meshgrid.default", [](const Call& c) { return many(meshgrid(c.tensors("tensors"), "ij")); }},
+      {"aten.meshgrid.indexing",
+       [](const Call& c) { return many(meshgrid(c.tensors("tensors"), c.str("indexing"))); }},
+      {"aten.take_along_dim.default",
+       [](const Call& c) { return one(take_along_dim(self(c), c.tensor("indices"), c.opt_integer("dim"))); }},
+      {"aten.index_add.default",
+       [](const Call& c) {
+         return one(index_add(self(c), c.integer("dim"), c.tensor("index"), c.tensor("source"), c.scalar("alpha", 1)));
+       }},
+      {"aten.index_copy.default",
+       [](const Call& c) {
+         return one(index_copy(self(c), c.integer("dim"), c.tensor("index"), c.tensor("source")));
+       }},
+      {"aten.index_fill.int_Scalar",
+       [](const Call& c) {
+         return one(index_fill(self(c), c.integer("dim"), c.tensor("index"), c.scalar("value")));
+       }},
+      {"aten.index_reduce.default",
+       [](const Call& c) {
+         return one(index_reduce(self(c), c.integer("dim"), c.tensor("index"), c.tensor("source"), c.str("reduce"),
+                                 c.flag("include_self", true)));
+       }},
+      {"aten.scatter_reduce.two",
+       [](const Call& c) {
+         return one(scatter_reduce(self(c), c.integer("dim"), c.tensor("index"), c.tensor("src"), c.str("reduce"),
+                                   c.flag("include_self", true)));
+       }},
+      {"aten.masked_scatter.default",
+       [](const Call& c) { return one(masked_scatter(self(c), c.tensor("mask"), c.tensor("source"))); }},
+      {"aten.one_hot.default", [](const Call& c) { return one(one_hot(self(c), c.integer("num_classes", -1))); }},
       // ---- factories and conversions ----
       {"aten.zeros.default", [](const Call& c) { return one(zeros(c.sizes("size"), options_of(c))); }},
       {"aten.ones.default", [](const Call& c) { return one(ones(c.sizes("size"), options_of(c))); }},
@@ -1016,129 +1095,18 @@ const std::unordered_map<std::string_view, Adapter>& table() {
          return one(to(x, *o.device, o.dtype));
        }},
       {"aten.type_as.default", [](const Call& c) { return one(to(self(c), c.tensor("other").dtype())); }},
-      // ---- neural-network layers ----
-      {"aten.layer_norm.default",
+      {"aten.tril_indices.default",
        [](const Call& c) {
-         c.accept_defaults({"cudnn_enable"});
-         return one(layer_norm(c.tensor("input"), c.ints("normalized_shape"), c.opt_tensor("weight"),
-                               c.opt_tensor("bias"), c.real("eps", 1e-5)));
+         TensorOptions o = options_of(c);
+         if (!o.dtype) o.dtype = DType::i64;
+         return one(tril_indices(c.integer("row"), c.integer("col"), c.integer("offset", 0), o));
        }},
-      {"aten.native_layer_norm.default",
+      {"aten.triu_indices.default",
        [](const Call& c) {
-         return tuple_of(native_layer_norm(c.tensor("input"), c.ints("normalized_shape"), c.opt_tensor("weight"),
-                                           c.opt_tensor("bias"), c.real("eps")));
+         TensorOptions o = options_of(c);
+         if (!o.dtype) o.dtype = DType::i64;
+         return one(triu_indices(c.integer("row"), c.integer("col"), c.integer("offset", 0), o));
        }},
-      {"aten.rms_norm.default",
-       [](const Call& c) {
-         return one(rms_norm(c.tensor("input"), c.ints("normalized_shape"), c.opt_tensor("weight"),
-                             c.opt_real("eps")));
-       }},
-      {"aten.group_norm.default",
-       [](const Call& c) {
-         c.accept_defaults({"cudnn_enabled"});
-         return one(nn::group_norm(c.tensor("input"), c.integer("num_groups"), c.opt_tensor("weight"),
-                                   c.opt_tensor("bias"), c.real("eps", 1e-5)));
-       }},
-      {"aten.batch_norm.default",
-       [](const Call& c) {
-         c.accept_defaults({"cudnn_enabled"});
-         return one(nn::batch_norm(c.tensor("input"), c.opt_tensor("running_mean"), c.opt_tensor("running_var"),
-                                   c.opt_tensor("weight"), c.opt_tensor("bias"), c.flag("training"),
-                                   c.real("momentum"), c.real("eps")));
-       }},
-      {"aten._native_batch_norm_legit_no_training.default",
-       [](const Call& c) {
-         return tuple_of(nn::native_batch_norm(c.tensor("input"), c.opt_tensor("weight"), c.opt_tensor("bias"),
-                                               c.tensor("running_mean"), c.tensor("running_var"), false,
-                                               c.real("momentum"), c.real("eps")));
-       }},
-      {"aten._native_batch_norm_legit_functional.default", batch_norm_functional},
-      {"aten._native_batch_norm_legit.default",
-       [](const Call& c) {  // writes the running statistics in place, as PyTorch
-         return tuple_of(nn::native_batch_norm(c.tensor("input"), c.opt_tensor("weight"), c.opt_tensor("bias"),
-                                               c.tensor("running_mean"), c.tensor("running_var"),
-                                               c.flag("training"), c.real("momentum"), c.real("eps")));
-       }},
-      {"aten.native_batch_norm.default",
-       [](const Call& c) {
-         return tuple_of(nn::native_batch_norm(c.tensor("input"), c.opt_tensor("weight"), c.opt_tensor("bias"),
-                                               c.opt_tensor("running_mean"), c.opt_tensor("running_var"),
-                                               c.flag("training"), c.real("momentum"), c.real("eps")));
-       }},
-      {"aten.conv1d.default", [](const Call& c) { return conv(c, 1); }},
-      {"aten.conv2d.default", [](const Call& c) { return conv(c, 2); }},
-      {"aten.conv3d.default", [](const Call& c) { return conv(c, 3); }},
-      {"aten.conv1d.padding", [](const Call& c) { return conv(c, 1); }},
-      {"aten.conv2d.padding", [](const Call& c) { return conv(c, 2); }},
-      {"aten.conv3d.padding", [](const Call& c) { return conv(c, 3); }},
-      {"aten.convolution.default",
-       [](const Call& c) {
-         return one(convolution(c.tensor("input"), c.tensor("weight"), c.opt_tensor("bias"), c.ints("stride"),
-                                c.ints("padding"), c.ints("dilation"), c.flag("transposed"),
-                                c.ints("output_padding"), c.integer("groups")));
-       }},
-      {"aten.conv_transpose2d.input",
-       [](const Call& c) {
-         return one(nn::conv_transpose2d(c.tensor("input"), c.tensor("weight"), c.opt_tensor("bias"),
-                                         c.ints("stride", IntList{1}), c.ints("padding", IntList{0}),
-                                         c.ints("output_padding", IntList{0}), c.integer("groups", 1),
-                                         c.ints("dilation", IntList{1})));
-       }},
-      {"aten.max_pool2d.default",
-       [](const Call& c) {
-         return one(nn::max_pool2d(self(c), c.ints("kernel_size"), stride_or_kernel(c), c.ints("padding", IntList{0}),
-                                   c.ints("dilation", IntList{1}), c.flag("ceil_mode", false)));
-       }},
-      {"aten.max_pool2d_with_indices.default",
-       [](const Call& c) {
-         return pair_of(nn::max_pool2d_with_indices(self(c), c.ints("kernel_size"), stride_or_kernel(c),
-                                                    c.ints("padding", IntList{0}), c.ints("dilation", IntList{1}),
-                                                    c.flag("ceil_mode", false)));
-       }},
-      {"aten.max_pool1d.default",
-       [](const Call& c) {
-         return one(nn::max_pool1d(self(c), c.ints("kernel_size"), stride_or_kernel(c), c.ints("padding", IntList{0}),
-                                   c.ints("dilation", IntList{1}), c.flag("ceil_mode", false)));
-       }},
-      {"aten.avg_pool2d.default",
-       [](const Call& c) {
-         return one(nn::avg_pool2d(self(c), c.ints("kernel_size"), stride_or_kernel(c),
-                                   c.ints("padding", IntList{0}), c.flag("ceil_mode", false),
-                                   c.flag("count_include_pad", true), c.opt_integer("divisor_override")));
-       }},
-      {"aten.avg_pool1d.default",
-       [](const Call& c) {
-         return one(nn::avg_pool1d(self(c), c.ints("kernel_size"), stride_or_kernel(c),
-                                   c.ints("padding", IntList{0}), c.flag("ceil_mode", false),
-                                   c.flag("count_include_pad", true)));
-       }},
-      {"aten.adaptive_avg_pool1d.default",
-       [](const Call& c) { return one(nn::adaptive_avg_pool1d(self(c), c.ints("output_size"))); }},
-      {"aten.adaptive_avg_pool2d.default",
-       [](const Call& c) { return one(nn::adaptive_avg_pool2d(self(c), c.ints("output_size"))); }},
-      {"aten._adaptive_avg_pool2d.default",
-       [](const Call& c) { return one(nn::adaptive_avg_pool2d(self(c), c.ints("output_size"))); }},
-      {"aten.adaptive_max_pool2d.default",
-       [](const Call& c) { return pair_of(nn::adaptive_max_pool2d_with_indices(self(c), c.ints("output_size"))); }},
-      {"aten.upsample_nearest1d.vec", [](const Call& c) { return one(upsample(c, "nearest")); }},
-      {"aten.upsample_nearest2d.vec", [](const Call& c) { return one(upsample(c, "nearest")); }},
-      {"aten.upsample_nearest3d.vec", [](const Call& c) { return one(upsample(c, "nearest")); }},
-      {"aten._upsample_nearest_exact2d.vec", [](const Call& c) { return one(upsample(c, "nearest-exact")); }},
-      {"aten.upsample_linear1d.vec", [](const Call& c) { return one(upsample(c, "linear")); }},
-      {"aten.upsample_bilinear2d.vec", [](const Call& c) { return one(upsample(c, "bilinear")); }},
-      {"aten.upsample_bicubic2d.vec", [](const Call& c) { return one(upsample(c, "bicubic")); }},
-      {"aten.upsample_trilinear3d.vec", [](const Call& c) { return one(upsample(c, "trilinear")); }},
-      {"aten.pixel_shuffle.default",
-       [](const Call& c) { return one(nn::pixel_shuffle(self(c), c.integer("upscale_factor"))); }},
-      {"aten.dropout.default",
-       [](const Call& c) { return one(nn::dropout(c.tensor("input"), c.real("p"), c.flag("train"))); }},
-      {"aten.native_dropout.default",
-       [](const Call& c) { return pair_of(nn::native_dropout(c.tensor("input"), c.real("p"), c.flag("train", true))); }},
-      {"aten.scaled_dot_product_attention.default", attention},
-      {"aten.lstm.input", [](const Call& c) { return recurrent(c, true); }},
-      {"aten.gru.input", [](const Call& c) { return recurrent(c, false); }},
-      {"aten.glu.default", [](const Call& c) { return one(nn::glu(self(c), c.integer("dim", -1))); }},
-      {"aten.softmax.default", [](const Call& c) { return one(softmax(self(c), c.integer("dim"))); }},
       {"aten.copy.default",
        [](const Call& c) {  // functional copy_: src in self's dtype, device and shape
          Tensor x = self(c);
@@ -1150,6 +1118,11 @@ const std::unordered_map<std::string_view, Adapter>& table() {
       {"aten.zero.default",
        [](const Call& c) { return one(zeros(self(c).shape(), options_of(c, self(c)))); }},
   };
+  static const bool merged = [] {
+    for (const auto& [name, adapter] : nn_adapters()) entries.emplace(name, adapter);
+    return true;
+  }();
+  (void)merged;
   return entries;
 }
 

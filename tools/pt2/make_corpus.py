@@ -313,6 +313,67 @@ class Assorted(nn.Module):
         return self.drop(torch.where(mask[..., 1:], d, -d)), flat.reshape_as(flat), flat.sum(1)
 
 
+class Layers(nn.Module):
+    """The wider sweep of public models' ops (2026-12-07): 3-d pooling, im2col/col2im
+    (timm's VOLO), F.normalize (Swin v2, XCiT), addcmul (ResMLP), swapaxes (MaxViT), weight
+    norm (wav2vec2), Tensor.T (Falcon), grid sampling, group and instance norm, the losses,
+    reductions and index ops ATen keeps whole, projected LSTMs, tanh RNNs and cells."""
+
+    def __init__(self):
+        super().__init__()
+        self.prelu = nn.PReLU(4)
+        self.gn = nn.GroupNorm(2, 4)
+        self.deconv = nn.ConvTranspose1d(4, 2, 3, stride=2)
+        self.lstm = nn.LSTM(4, 6, proj_size=3, batch_first=True)
+        self.rnn = nn.RNN(4, 3, batch_first=True)
+        self.cell = nn.GRUCell(4, 3)
+        self.bag = nn.EmbeddingBag(10, 3, mode="mean")
+        self.wn = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1))
+
+    def forward(self, img, vol, seq, x, idx):
+        a = F.normalize(x, dim=-1) + torch.addcmul(x, x, x, value=0.5) + torch.addcdiv(x, x, x.abs() + 1)
+        b = x.swapaxes(0, 1).movedim(0, 1) * x.T.T + torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True)
+        pools = [F.adaptive_avg_pool3d(vol, (2, 3, 3)), F.max_pool3d(vol, 2), F.avg_pool3d(vol, 2, 1, 1),
+                 F.adaptive_max_pool1d(seq, 3)]
+        folded = F.fold(F.unfold(img, 3, padding=1, stride=2), (8, 8), 3, padding=1, stride=2)
+        grid = F.affine_grid(torch.cat([x, x.flip(0)]).reshape(-1)[:12].reshape(2, 2, 3) * 0.5, (2, 4, 5, 5), align_corners=False)
+        sampled = F.grid_sample(img, grid, align_corners=False) + F.grid_sample(img, grid, mode="nearest",
+                                                                             padding_mode="border")
+        shuffled = F.channel_shuffle(F.pixel_unshuffle(img, 2), 4)
+        acts = (self.prelu(img) + F.hardshrink(img, 0.3) + F.softshrink(img, 0.3) + F.celu(img, 0.7)
+                + F.threshold(img, 0.1, -2.0) + F.logsigmoid(img) + F.tanhshrink(img) + F.softsign(img))
+        norms = self.gn(img) + F.instance_norm(img)
+        t = idx[:3] % 4
+        losses = torch.stack([F.cross_entropy(x, t, label_smoothing=0.1), F.mse_loss(x, x.flip(0)),
+                              F.binary_cross_entropy_with_logits(x, torch.sigmoid(x.flip(1))),
+                              F.smooth_l1_loss(x, x.flip(0), beta=0.5), F.huber_loss(x, x * 2),
+                              F.kl_div(F.log_softmax(x, 1), F.softmax(x.flip(1), 1), reduction="batchmean"),
+                              F.cosine_similarity(x, x.flip(0)).sum(), F.pairwise_distance(x, x.flip(0)).sum()])
+        v, m = torch.var_mean(x, 1)
+        s, _ = torch.std_mean(x, 0, correction=0)
+        stats = [v + m, s, torch.nansum(x, 1), torch.median(x, 1).values, torch.kthvalue(x, 2, 1).values,
+                 torch.cummax(x, 1).values, torch.logcumsumexp(x, 1), x.argsort(1, descending=True),
+                 torch.bucketize(x, torch.tensor([-1.0, 0.0, 1.0])), torch.histc(x, 5, -2.0, 2.0),
+                 torch.aminmax(x, dim=0).max]
+        ones = torch.ones(2, 4)
+        index = [x.index_add(0, idx[:2], ones), x.index_copy(0, idx[:2], ones), x.index_fill(1, idx[:2], -1.0),
+                 x.scatter_reduce(0, idx.reshape(2, 2).repeat(1, 2) % 3, ones, "amax"),
+                 x.masked_scatter(x > 0, torch.arange(12.0).reshape(3, 4)), torch.take_along_dim(x, x.argsort(1), 1)]
+        shapes = [torch.diag_embed(x[0]), x.diagonal() * 2 + torch.trace(x[:, :3]),
+                  x[torch.tril_indices(3, 3).unbind(0)], torch.rot90(x, 1, (0, 1)),
+                  torch.cat(torch.tensor_split(x, 3, 1)[::-1], 1)]
+        math = (torch.hypot(x, x.flip(0)) + torch.logaddexp(x, x.flip(0)) + torch.xlogy(x.abs(), x.abs() + 1)
+                + torch.lgamma(x.abs() + 1) + torch.sinc(x) + torch.fmax(x, x.flip(0)) + torch.copysign(x, x.flip(1))
+                + torch.heaviside(x, torch.tensor([0.5])) + torch.deg2rad(x) + torch.special.logit(torch.sigmoid(x)))
+        products = [torch.addbmm(torch.zeros(3, 3), x.reshape(1, 3, 4), x.reshape(1, 3, 4).transpose(1, 2)),
+                    torch.addmv(torch.ones(3), x, x[0]), torch.dot(x[0], x[1]), torch.outer(x[0], x[1]),
+                    torch.linalg.cross(x[:, :3], x.flip(0)[:, :3]), torch.cdist(x, x.flip(0))]
+        recurrent = [self.deconv(seq), self.lstm(seq.transpose(1, 2))[0], self.rnn(seq.transpose(1, 2))[1],
+                     self.cell(x), self.bag(idx.reshape(2, 2) + 3), self.wn(seq)]
+        return (a, b, *pools, folded, sampled, shuffled, acts, norms, losses, *stats, *index, *shapes, math,
+                *products, *recurrent)
+
+
 class Regions(nn.Module):
     """Regions PyTorch exports as higher-order ops with a subgraph: autocast switched off (as
     timm's EfficientViT computes its attention in f32) and grad mode switched off; and
@@ -462,6 +523,16 @@ class Mlp(nn.Module):
 
 # ---- writing --------------------------------------------------------------------------
 
+def layers():
+    g = torch.Generator().manual_seed(3)
+    inputs = (torch.randn(2, 4, 8, 8, generator=g), torch.randn(1, 2, 4, 6, 6, generator=g),
+              torch.randn(2, 4, 10, generator=g), torch.randn(3, 4, generator=g), torch.tensor([0, 2, 1, 3]))
+    torch.manual_seed(0)
+    m = Layers()
+    write("layers", m, inputs)
+    write("layers_core", m, inputs, core=True)
+
+
 def write(name, module, inputs, *, core=False, dynamic_shapes=None, train=False):
     torch.manual_seed(0)
     module.train(train)
@@ -535,6 +606,9 @@ def main():
     if "--only-data-dependent" in sys.argv:
         OUT.mkdir(parents=True, exist_ok=True)
         return data_dependent()
+    if "--only-layers" in sys.argv:
+        OUT.mkdir(parents=True, exist_ok=True)
+        return layers()
     if "--only-mutating-custom-op" in sys.argv:
         OUT.mkdir(parents=True, exist_ok=True)
         return mutating_custom_op()
@@ -594,6 +668,7 @@ def main():
     write("birecurrent", BiRecurrent(), (randn(6, 2, 4),))
 
     dynamic_decoder()
+    layers()
     regions()
     sizes_as_values()
     data_dependent()
