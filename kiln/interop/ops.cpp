@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/api/linalg.h"
 #include "kiln/interop/adapters.h"
 #include "kiln/nn/activation.h"
 #include "kiln/nn/conv.h"
@@ -427,6 +428,30 @@ Tensor view_or_reshape(const Tensor& x, const SymSizes& size) {
   return reshape(x, size);
 }
 
+// The info result of a linalg *_ex op: zeros, one per matrix of a's batch (kiln's ops
+// raise an Error where LAPACK would report one).
+Tensor info_of(const Tensor& a) {
+  IntList batch(a.shape().begin(), a.shape().end() - 2);
+  return zeros(batch, {.dtype = DType::i32, .device = a.device()});
+}
+
+// ord of linalg_matrix_norm.default as matrix_norm's string ("1", "-2", "inf", ...).
+std::string ord_name(double ord) {
+  if (std::isinf(ord)) return ord > 0 ? "inf" : "-inf";
+  return fmt::format("{}", static_cast<int64_t>(ord));
+}
+
+// linalg_matrix_norm over the last two dims (the only dims kiln's takes).
+Tensor matrix_norm_of(const Call& c, const std::string& ord) {
+  Tensor x = self(c);
+  if (auto dt = c.dtype("dtype")) x = to(x, *dt);
+  IntList dims = c.ints("dim", IntList{-2, -1});
+  for (int64_t& d : dims) d = d < 0 ? d + x.dim() : d;
+  if (dims != IntList{x.dim() - 2, x.dim() - 1})
+    c.fail_arg("dim", "kiln's matrix norms take the last two dims");
+  return linalg::matrix_norm(x, ord, c.flag("keepdim", false));
+}
+
 // ||x||_ord over `dims_arg` (all dims when it is "" or None), in the call's dtype if it
 // names one (linalg_vector_norm, norm.*).
 Tensor norm_of(const Call& c, const char* ord_arg, const char* dims_arg) {
@@ -492,10 +517,12 @@ const std::unordered_map<std::string_view, Adapter>& table() {
       {"aten.leaky_relu.default",
        [](const Call& c) { return one(nn::leaky_relu(self(c), c.real("negative_slope", 0.01))); }},
       {"aten.elu.default",
-       [](const Call& c) {
-         if (c.real("scale", 1.0) != 1.0 || c.real("input_scale", 1.0) != 1.0)
-           fail(ErrorKind::unsupported, "aten.elu with scale or input_scale other than 1");
-         return one(nn::elu(self(c), c.real("alpha", 1.0)));
+       [](const Call& c) {  // scale * x for x > 0, else scale * alpha * (e^(input_scale x) - 1)
+         Tensor x = self(c);
+         double alpha = c.real("alpha", 1.0), scale = c.real("scale", 1.0), input_scale = c.real("input_scale", 1.0);
+         if (scale == 1.0 && input_scale == 1.0) return one(nn::elu(x, alpha));
+         Tensor negative = mul(expm1(mul(x, wrapped_number(input_scale))), wrapped_number(alpha * scale));
+         return one(where(gt(x, wrapped_number(0.0)), mul(x, wrapped_number(scale)), negative));
        }},
       {"aten.softplus.default",
        [](const Call& c) { return one(nn::softplus(self(c), c.real("beta", 1.0), c.real("threshold", 20.0))); }},
@@ -611,6 +638,22 @@ const std::unordered_map<std::string_view, Adapter>& table() {
          return one(addcdiv(self(c), c.tensor("tensor1"), c.tensor("tensor2"), c.scalar("value", 1)));
        }},
       {"aten.lerp.Tensor", [](const Call& c) { return one(lerp(self(c), c.tensor("end"), c.tensor("weight"))); }},
+      KILN_UNARY(acosh, acosh), KILN_UNARY(asinh, asinh), KILN_UNARY(atanh, atanh), KILN_UNARY(fix, fix),
+      KILN_UNARY(special_entr, special_entr), KILN_UNARY(special_erfcx, special_erfcx),
+      KILN_UNARY(special_log_ndtr, special_log_ndtr), KILN_UNARY(special_ndtr, special_ndtr),
+      KILN_UNARY(special_ndtri, special_ndtri),
+      {"aten.special_xlog1py.default", [](const Call& c) { return one(special_xlog1py(self(c), c.tensor("other"))); }},
+      {"aten.round.decimals", [](const Call& c) { return one(round(self(c), c.integer("decimals"))); }},
+      {"aten.true_divide.Tensor", [](const Call& c) { return one(true_divide(self(c), c.tensor("other"))); }},
+      {"aten.float_power.Tensor_Scalar",
+       [](const Call& c) { return one(float_power(self(c), c.scalar("exponent"))); }},
+      {"aten.float_power.Tensor_Tensor",
+       [](const Call& c) { return one(float_power(self(c), c.tensor("exponent"))); }},
+      {"aten.clip.default", [](const Call& c) { return one(clip(self(c), c.opt_scalar("min"), c.opt_scalar("max"))); }},
+      {"aten.renorm.default",
+       [](const Call& c) {
+         return one(renorm(self(c), c.real("p"), c.integer("dim"), c.real("maxnorm")));
+       }},
       // ---- reductions and scans ----
       {"aten.sum.default", [](const Call& c) { return one(sum(self(c), {}, false, c.dtype("dtype"))); }},
       {"aten.sum.dim_IntList", [](const Call& c) { return one(dim_reduce(c, sum)); }},
@@ -790,6 +833,92 @@ const std::unordered_map<std::string_view, Adapter>& table() {
          return one(cdist(c.tensor("x1"), c.tensor("x2"), c.real("p")));
        }},
       {"aten.trace.default", [](const Call& c) { return one(trace(self(c))); }},
+      {"aten.tensordot.default",
+       [](const Call& c) { return one(tensordot(self(c), c.tensor("other"), c.ints("dims_self"), c.ints("dims_other"))); }},
+      {"aten.kron.default", [](const Call& c) { return one(kron(self(c), c.tensor("other"))); }},
+      {"aten.linalg_det.default", [](const Call& c) { return one(linalg::det(c.tensor("A"))); }},
+      {"aten.linalg_slogdet.default", [](const Call& c) { return pair_of(linalg::slogdet(c.tensor("A"))); }},
+      {"aten.logdet.default", [](const Call& c) { return one(logdet(self(c))); }},
+      {"aten.linalg_inv.default", [](const Call& c) { return one(linalg::inv(c.tensor("A"))); }},
+      {"aten.linalg_solve.default",
+       [](const Call& c) { return one(linalg::solve_ex(c.tensor("A"), c.tensor("B"), c.flag("left", true)).first); }},
+      {"aten.linalg_cholesky.default",
+       [](const Call& c) { return one(linalg::cholesky(self(c), c.flag("upper", false))); }},
+      {"aten.linalg_qr.default", [](const Call& c) { return pair_of(linalg::qr(c.tensor("A"), c.str("mode", "reduced"))); }},
+      {"aten.linalg_eigvalsh.default", [](const Call& c) { return one(linalg::eigvalsh(self(c), c.str("UPLO", "L"))); }},
+      {"aten.linalg_svdvals.default",
+       [](const Call& c) {
+         if (c.has("driver")) c.str("driver");  // a CUDA solver's choice; the values are the same
+         return one(linalg::svdvals(c.tensor("A")));
+       }},
+      {"aten.linalg_matrix_power.default",
+       [](const Call& c) { return one(linalg::matrix_power(self(c), c.integer("n"))); }},
+      {"aten.linalg_matrix_norm.str_ord", [](const Call& c) { return one(matrix_norm_of(c, c.str("ord", "fro"))); }},
+      {"aten.linalg_matrix_norm.default", [](const Call& c) { return one(matrix_norm_of(c, ord_name(c.real("ord")))); }},
+      {"aten.linalg_norm.default",
+       [](const Call& c) {
+         Tensor x = self(c);
+         if (auto dt = c.dtype("dtype")) x = to(x, *dt);
+         return one(linalg::norm(x, c.opt_real("ord"), c.opt_ints("dim"), c.flag("keepdim", false)));
+       }},
+      {"aten.linalg_norm.ord_str",
+       [](const Call& c) {
+         Tensor x = self(c);
+         if (auto dt = c.dtype("dtype")) x = to(x, *dt);
+         return one(linalg::norm(x, c.str("ord"), c.opt_ints("dim"), c.flag("keepdim", false)));
+       }},
+      {"aten.linalg_pinv.atol_rtol_float",
+       [](const Call& c) {
+         return one(linalg::pinv(self(c), c.opt_real("atol"), c.opt_real("rtol"), c.flag("hermitian", false)));
+       }},
+      {"aten.linalg_pinv.atol_rtol_tensor",
+       [](const Call& c) {
+         if (c.has("atol") || c.has("rtol"))
+           fail(ErrorKind::unsupported, "{}: tolerances given as tensors (pass numbers)", c.target());
+         return one(linalg::pinv(self(c), std::nullopt, std::nullopt, c.flag("hermitian", false)));
+       }},
+      // the core dialect's linalg forms: the factorizations' other results (LU, pivots) are
+      // not made, and info (the error code) is zeros: kiln's eager ops raise errors instead
+      {"aten._linalg_det.default", [](const Call& c) { return Results{Slot(linalg::det(c.tensor("A"))), Slot(), Slot()}; }},
+      {"aten._linalg_slogdet.default",
+       [](const Call& c) {
+         auto [sign, logabs] = linalg::slogdet(c.tensor("A"));
+         return Results{Slot(sign), Slot(logabs), Slot(), Slot()};
+       }},
+      {"aten.linalg_inv_ex.default",
+       [](const Call& c) {
+         Tensor a = c.tensor("A");
+         c.flag("check_errors", false);
+         return Results{Slot(linalg::inv(a)), Slot(info_of(a))};
+       }},
+      {"aten._linalg_solve_ex.default",
+       [](const Call& c) {
+         Tensor a = c.tensor("A");
+         c.flag("check_errors", false);
+         Tensor x = linalg::solve_ex(a, c.tensor("B"), c.flag("left", true)).first;
+         return Results{Slot(x), Slot(), Slot(), Slot(info_of(a))};
+       }},
+      {"aten.linalg_cholesky_ex.default",
+       [](const Call& c) {
+         Tensor a = self(c);
+         c.flag("check_errors", false);
+         return Results{Slot(linalg::cholesky(a, c.flag("upper", false))), Slot(info_of(a))};
+       }},
+      {"aten._linalg_eigh.default",
+       [](const Call& c) {
+         Tensor a = c.tensor("A");
+         std::string uplo = c.str("UPLO", "L");
+         if (!c.flag("compute_v", true)) return Results{Slot(linalg::eigvalsh(a, uplo)), Slot()};
+         return pair_of(linalg::eigh(a, uplo));
+       }},
+      {"aten._linalg_svd.default",
+       [](const Call& c) {
+         Tensor a = c.tensor("A");
+         if (c.has("driver")) c.str("driver");
+         bool full = c.flag("full_matrices", false);
+         if (!c.flag("compute_uv", true)) return Results{Slot(), Slot(linalg::svdvals(a)), Slot()};
+         return tuple_of(linalg::svd(a, full));
+       }},
       // ---- views and shapes ----
       {"aten.view.default",
        [](const Call& c) {
@@ -1019,6 +1148,18 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        [](const Call& c) { return one(masked_scatter(self(c), c.tensor("mask"), c.tensor("source"))); }},
       {"aten.one_hot.default", [](const Call& c) { return one(one_hot(self(c), c.integer("num_classes", -1))); }},
       // ---- factories and conversions ----
+      {"aten.tile.default", [](const Call& c) { return one(tile(self(c), c.ints("dims"))); }},
+      {"aten.block_diag.default", [](const Call& c) { return one(block_diag(c.tensors("tensors"))); }},
+      {"aten.cartesian_prod.default", [](const Call& c) { return one(cartesian_prod(c.tensors("tensors"))); }},
+      {"aten.where.default", [](const Call& c) { return many(where(c.tensor("condition"))); }},
+      {"aten.scatter.reduce",
+       [](const Call& c) {
+         return one(scatter(self(c), c.integer("dim"), c.tensor("index"), c.tensor("src"), c.str("reduce")));
+       }},
+      {"aten.trapezoid.dx",
+       [](const Call& c) { return one(trapezoid(c.tensor("y"), c.real("dx", 1.0), c.integer("dim", -1))); }},
+      {"aten.trapezoid.x",
+       [](const Call& c) { return one(trapezoid(c.tensor("y"), c.tensor("x"), c.integer("dim", -1))); }},
       {"aten.zeros.default", [](const Call& c) { return one(zeros(c.sizes("size"), options_of(c))); }},
       {"aten.ones.default", [](const Call& c) { return one(ones(c.sizes("size"), options_of(c))); }},
       {"aten.empty.memory_format", [](const Call& c) { return one(zeros(c.sizes("size"), options_of(c))); }},
@@ -1106,6 +1247,26 @@ const std::unordered_map<std::string_view, Adapter>& table() {
          TensorOptions o = options_of(c);
          if (!o.dtype) o.dtype = DType::i64;
          return one(triu_indices(c.integer("row"), c.integer("col"), c.integer("offset", 0), o));
+       }},
+      {"aten.eye.default", [](const Call& c) { return one(eye(c.integer("n"), std::nullopt, options_of(c))); }},
+      {"aten.eye.m", [](const Call& c) { return one(eye(c.integer("n"), c.integer("m"), options_of(c))); }},
+      {"aten.linspace.default",
+       [](const Call& c) {
+         return one(linspace(c.real("start"), c.real("end"), c.integer("steps"), options_of(c)));
+       }},
+      {"aten.logspace.default",
+       [](const Call& c) {
+         return one(logspace(c.real("start"), c.real("end"), c.integer("steps"), c.real("base", 10.0), options_of(c)));
+       }},
+      {"aten.empty_strided.default",
+       [](const Call& c) {  // uninitialized memory in PyTorch: kiln's is zeros, laid out contiguously
+         c.ints("stride");
+         return one(zeros(c.sizes("size"), options_of(c)));
+       }},
+      {"aten.empty_permuted.default",
+       [](const Call& c) {  // a memory layout of uninitialized memory: kiln's is zeros, contiguous
+         c.ints("physical_layout");
+         return one(zeros(c.sizes("size"), options_of(c)));
        }},
       {"aten.copy.default",
        [](const Call& c) {  // functional copy_: src in self's dtype, device and shape

@@ -449,6 +449,47 @@ std::vector<AdapterEntry> nn_adapters() {
          return one(nn::pairwise_distance(c.tensor("x1"), c.tensor("x2"), c.real("p", 2.0),
                                           c.real("eps", 1e-6), c.flag("keepdim", false)));
        }},
+      {"aten.triplet_margin_loss.default",
+       [](const Call& c) {
+         return one(nn::triplet_margin_loss(
+             c.tensor("anchor"), c.tensor("positive"), c.tensor("negative"), c.real("margin", 1.0),
+             c.real("p", 2.0), c.real("eps", 1e-6), c.flag("swap", false), reduction(c)));
+       }},
+      {"aten.hinge_embedding_loss.default",
+       [](const Call& c) {
+         return one(nn::hinge_embedding_loss(self(c), c.tensor("target"), c.real("margin", 1.0),
+                                             reduction(c)));
+       }},
+      {"aten.margin_ranking_loss.default",
+       [](const Call& c) {
+         return one(nn::margin_ranking_loss(c.tensor("input1"), c.tensor("input2"),
+                                            c.tensor("target"), c.real("margin", 0.0),
+                                            reduction(c)));
+       }},
+      {"aten.soft_margin_loss.default",
+       [](const Call& c) {
+         return one(nn::soft_margin_loss(self(c), c.tensor("target"), reduction(c)));
+       }},
+      {"aten.multi_margin_loss.default",
+       [](const Call& c) {
+         return one(nn::multi_margin_loss(self(c), c.tensor("target"), c.integer("p", 1),
+                                          c.real("margin", 1.0), c.opt_tensor("weight"),
+                                          reduction(c)));
+       }},
+      {"aten._pdist_forward.default",
+       [](const Call& c) { return one(nn::pdist(self(c), c.real("p", 2.0))); }},
+      {"aten.pdist.default",
+       [](const Call& c) { return one(nn::pdist(c.tensor("input"), c.real("p", 2.0))); }},
+      {"aten.feature_dropout.default",
+       [](const Call& c) {
+         return one(nn::feature_dropout(c.tensor("input"), c.real("p"), c.flag("train")));
+       }},
+      {"aten.max_pool1d_with_indices.default",
+       [](const Call& c) {
+         return pair_of(nn::max_pool1d_with_indices(
+             self(c), c.ints("kernel_size"), stride_or_kernel(c), c.ints("padding", IntList{0}),
+             c.ints("dilation", IntList{1}), c.flag("ceil_mode", false)));
+       }},
       // ---- more normalization ----
       {"aten.native_group_norm.default", native_group_norm},
       {"aten.instance_norm.default",

@@ -86,7 +86,8 @@ INSTANTIATE_TEST_SUITE_P(Pt2, Corpus,
                          ::testing::Values("cnn", "cnn_core", "encoder", "decoder", "decoder_core",
                                            "recurrent", "mlp_bn_train", "mlp_bn_train_core",
                                            "mlp_dynamic", "assorted", "assorted_core",
-                                           "birecurrent", "regions", "layers", "layers_core"));
+                                           "birecurrent", "regions", "layers", "layers_core",
+                                           "linalg"));
 
 // (I3) BatchNorm in training mode, in both dialects: the training IR writes the running
 // statistics in place (batch_norm, add_ on num_batches_tracked), the core-ATen dialect

@@ -370,8 +370,35 @@ class Layers(nn.Module):
                     torch.linalg.cross(x[:, :3], x.flip(0)[:, :3]), torch.cdist(x, x.flip(0))]
         recurrent = [self.deconv(seq), self.lstm(seq.transpose(1, 2))[0], self.rnn(seq.transpose(1, 2))[1],
                      self.cell(x), self.bag(idx.reshape(2, 2) + 3), self.wn(seq)]
+        y = x.flip(0)
+        more = [torch.round(x, decimals=2) + torch.linspace(0, 1, 4) + torch.logspace(0, 1, 4), x.tile(2, 1),
+                torch.block_diag(x[:2, :2], x[:1]), torch.kron(x[:2, :2], x[:2, :3]),
+                torch.tensordot(x, x.T, dims=([1], [0])), torch.trapezoid(x, dim=1), torch.renorm(x, 2, 0, 1.0),
+                torch.special.erfcx(x) + torch.special.ndtr(x) + torch.special.log_ndtr(x)
+                + torch.special.entr(x.abs()) + torch.special.xlog1py(x.abs(), x.abs()),
+                torch.float_power(x.abs(), 2).float() + torch.clip(x, -0.5, 0.5) + torch.fix(x) + torch.asinh(x)
+                + torch.atanh(x.tanh() * 0.9) + torch.acosh(x.abs() + 1),
+                torch.stack([F.margin_ranking_loss(x[0], x[1], torch.sign(x[2])), F.soft_margin_loss(x, torch.sign(y)),
+                             F.hinge_embedding_loss(x, torch.sign(y)), F.triplet_margin_loss(x, y, x * 2),
+                             F.multi_margin_loss(x, t)]),
+                F.pdist(x), F.dropout2d(img, 0.3, training=False) + F.selu(img) + F.elu(img, 0.5),
+                F.max_pool1d(seq, 2, return_indices=True)[1], x.scatter(0, idx.reshape(2, 2).repeat(1, 2) % 3, ones,
+                                                                         reduce="add")]
         return (a, b, *pools, folded, sampled, shuffled, acts, norms, losses, *stats, *index, *shapes, math,
-                *products, *recurrent)
+                *products, *recurrent, *more)
+
+
+class Linalg(nn.Module):
+    """torch.linalg as the training IR keeps it (the core dialect wraps the error checks of
+    inv, solve and cholesky in higher_order.with_effects, which kiln does not import)."""
+
+    def forward(self, a, b):
+        spd = a @ a.T + 4 * torch.eye(4)
+        return (torch.linalg.det(spd), torch.logdet(spd), torch.linalg.slogdet(spd)[1],
+                torch.linalg.inv(spd) @ b, torch.linalg.solve(spd, b), torch.linalg.cholesky(spd),
+                torch.linalg.qr(a[:, :3])[1].abs(), torch.linalg.eigvalsh(spd), torch.linalg.svdvals(a),
+                torch.linalg.matrix_norm(a) + torch.linalg.norm(a) + torch.linalg.norm(a, 2),
+                torch.linalg.pinv(a[:, :3]), torch.linalg.matrix_power(a, 3))
 
 
 class Regions(nn.Module):
@@ -531,6 +558,7 @@ def layers():
     m = Layers()
     write("layers", m, inputs)
     write("layers_core", m, inputs, core=True)
+    write("linalg", Linalg(), (torch.randn(4, 4, generator=g), torch.randn(4, 2, generator=g)))
 
 
 def write(name, module, inputs, *, core=False, dynamic_shapes=None, train=False):
