@@ -424,6 +424,16 @@ std::string node_label(const json& node, const std::string& target, bool with_so
 // ---- bookkeeping ops: sizes as values, assertions -------------------------------------
 
 // The ops that compute with sizes rather than tensors (sizes are specialized: plain numbers).
+// with_effects(token, op, ...)'s op, as "aten._linalg_check_errors.default".
+std::string effectful_op(const json& node) {
+  const json& in = node.at("inputs");
+  if (in.size() < 2 || !in[1].at("arg").contains("as_operator"))
+    fail(ErrorKind::format, "higher_order.with_effects without its operator");
+  std::string op = in[1].at("arg").at("as_operator").get<std::string>();
+  return op.rfind("torch.ops.", 0) == 0 ? op.substr(10) : op;
+}
+constexpr const char* kCheckErrors = "aten._linalg_check_errors.default";
+
 std::optional<Results> bookkeeping(const std::string& target, const Call& c, const json& node,
                                    const Env& env) {
   auto positional = [&](size_t i) -> Scalar {
@@ -444,6 +454,15 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
     Tensor x = c.tensor("self");
     int64_t d = c.integer("dim");
     return number(x.strides()[d < 0 ? d + x.dim() : d]);
+  }
+  if (target == "higher_order.with_effects") {
+    // (token, op, *args): the core dialect orders effectful ops by threading a token
+    // through them. The one such op kiln meets is linalg's error check, whose errors kiln's
+    // kernels raise themselves (in eager runs): the token passes through, the op is dropped.
+    std::string op = effectful_op(node);
+    if (op != kCheckErrors)
+      fail(ErrorKind::unsupported, "higher_order.with_effects of {}: an effectful op", op);
+    return Results{Slot(Scalar(0)), Slot()};
   }
   if (target == "aten._assert_scalar.default") {
     if (!c.scalar("self").to_bool())
@@ -875,6 +894,12 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
                             ")");
         continue;
       }
+      if (target == "higher_order.with_effects") {
+        if (std::string op = effectful_op(node); op != kCheckErrors)
+          missing.push_back(node_label(node, op, /*with_source=*/false) + " (through " + target +
+                            ")");
+        continue;
+      }
       if (!is_bookkeeping(target) && !interop::find_adapter(target) && !extension_for(target))
         missing.push_back(node_label(node, target, /*with_source=*/false));
     }
@@ -965,6 +990,8 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       real.emplace_back();
       user_inputs.emplace_back(name, m);
       program.signature.inputs.push_back({Kind::user_input, name, target});
+    } else if (kind == "token") {  // with_effects' ordering token: no value of the program's
+      constants_in[v.at("arg").at("name").get<std::string>()] = Scalar(0);
     } else if (kind == "constant_input") {
       std::string name = v.at("name");
       std::optional<Scalar> n = interop::number_of(v.at("value"), constants_in);
@@ -1001,6 +1028,8 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
       std::string fqn = v.at("buffer_name");
       if (!state_input.count(fqn)) im.bad(fmt::format("a mutation of unknown buffer '{}'", fqn));
       writes.emplace_back(v.at("arg").at("name"), state_input.at(fqn));
+    } else if (kind == "token") {  // the ordering token's last value: not an output
+      continue;
     } else if (kind == "user_input_mutation") {
       std::string in = v.at("user_input_name");
       if (!input_of.count(in)) im.bad(fmt::format("a mutation of unknown input '{}'", in));

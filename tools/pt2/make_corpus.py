@@ -389,8 +389,9 @@ class Layers(nn.Module):
 
 
 class Linalg(nn.Module):
-    """torch.linalg as the training IR keeps it (the core dialect wraps the error checks of
-    inv, solve and cholesky in higher_order.with_effects, which kiln does not import)."""
+    """torch.linalg in both dialects: the core one decomposes to _linalg_svd, _linalg_eigh,
+    the *_ex forms, and runs the error checks of inv, solve and cholesky through
+    higher_order.with_effects with an ordering token."""
 
     def forward(self, a, b):
         spd = a @ a.T + 4 * torch.eye(4)
@@ -558,7 +559,9 @@ def layers():
     m = Layers()
     write("layers", m, inputs)
     write("layers_core", m, inputs, core=True)
-    write("linalg", Linalg(), (torch.randn(4, 4, generator=g), torch.randn(4, 2, generator=g)))
+    ab = (torch.randn(4, 4, generator=g), torch.randn(4, 2, generator=g))
+    write("linalg", Linalg(), ab)
+    write("linalg_core", Linalg(), ab, core=True)
 
 
 def write(name, module, inputs, *, core=False, dynamic_shapes=None, train=False):
