@@ -9,7 +9,8 @@ download. Needs the project's Python environment plus the libraries:
 
 Prints one line per model: the largest absolute difference per output against the
 output's scale, and kiln's run time. Exit status 1 if any model fails to import, run or
-match (within 1e-4 of the output's scale). With --dynamic, each model is exported with a
+match (within 1e-4 of the output's scale; with --dtype bfloat16 or float16, the model and
+its float inputs in that dtype, within 5e-2 or 1e-2). With --dynamic, each model is exported with a
 dynamic batch (images) or batch and sequence (tokens) and run by kiln at a second shape
 too: one imported program must give PyTorch's outputs at both.
 """
@@ -141,6 +142,8 @@ def main():
     ap.add_argument("--work", default="/tmp/kiln-zoo")
     ap.add_argument("--core", action="store_true", help="the core-ATen dialect (run_decompositions)")
     ap.add_argument("--dynamic", action="store_true", help="dynamic batch (and sequence), run at a second shape")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                    help="the model's parameters and float inputs in this dtype")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -150,10 +153,12 @@ def main():
             continue
         torch.manual_seed(0)
         try:
-            m = make().eval()
+            m = make().eval().to(getattr(torch, args.dtype))
         except Exception as e:  # a model this library version does not have: not kiln's failure
             print(f"{name}: skipped: the library cannot make it here ({type(e).__name__}: {str(e)[:200]})")
             continue
+        dtype = getattr(torch, args.dtype)
+        inputs = (lambda f: lambda *a: tuple(t.to(dtype) if t.is_floating_point() else t for t in f(*a)))(inputs)
         shapes, dims = [inputs()], None
         if args.dynamic:  # the example at batch 2, a second run at batch 3 (and another length)
             image_like = shapes[0][0].dim() == 4
@@ -170,14 +175,23 @@ def main():
             continue
         if args.dynamic:
             name += "_dynamic"
+        if args.dtype != "float32":
+            name += "_" + args.dtype
         base = os.path.join(args.work, name)
         torch.export.save(ep, base + ".pt2")
         for k, x in enumerate(shapes):
-            failed += check(args.kiln, m, x, base, f"{name} {tuple(x[0].shape)}" if args.dynamic else name, k)
+            failed += check(args.kiln, m, x, base, f"{name} {tuple(x[0].shape)}" if args.dynamic else name, k,
+                            TOLERANCE[args.dtype])
     return 1 if failed else 0
 
 
-def check(kiln, m, x, base, name, k):
+# Largest difference from PyTorch's output, relative to the output's largest magnitude. In
+# half precision every op rounds to 8 (bf16) or 11 (f16) bits, and kiln and PyTorch may
+# order a sum differently, so the errors of a deep network add up to a few ulps of the scale.
+TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
+
+
+def check(kiln, m, x, base, name, k, tolerance):
     """Runs `base`.pt2 on `x` with kiln and compares with m(*x); prints a line; 1 if it fails."""
     from safetensors.torch import load_file, save_file
     with torch.no_grad():
@@ -198,7 +212,7 @@ def check(kiln, m, x, base, name, k):
             continue
         diff = (g.double() - w.double()).abs().max().item()
         scale = w.double().abs().max().item()
-        ok = ok and diff <= 1e-4 * max(scale, 1e-30) + 1e-30
+        ok = ok and diff <= tolerance * max(scale, 1e-30) + 1e-30
         notes.append(f"max |diff| {diff:.1e} (scale {scale:.1e})")
     ms = p.stdout.split("median ")[1].split(" ms")[0]
     print(f"{name}: {'ok' if ok else 'MISMATCH'}: {'; '.join(notes)}; kiln {ms} ms", flush=True)
