@@ -1,8 +1,7 @@
-// libtorch C++ (Debian's libtorch-dev) on kiln's BM_TinyAddBackward: a + b with `a`
-// requiring grad, forward then backward with a given gradient, per call. Prints one JSON
-// line (median over REPS repetitions of ITERS calls). Built and run by bench/run_bench.py:
-//   g++ -O2 -std=c++17 bench/autograd_peer.cpp -I/usr/include/torch/csrc/api/include \
-//       -ltorch -ltorch_cpu -lc10 -o /tmp/peers-build/autograd_peer
+// libtorch C++ on kiln's BM_TinyAddBackward: a + b with `a` requiring grad, forward then
+// backward with a given gradient, per call. Prints one JSON line (median over REPS
+// repetitions of ITERS calls). Built by bench/run_bench.py against the PyTorch peer's own
+// libtorch (the PyPI wheel's headers and libraries, or Debian's libtorch-dev without it).
 #include <torch/torch.h>
 
 #include <algorithm>

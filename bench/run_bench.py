@@ -183,18 +183,37 @@ def build_native_peers():
     run(["sh", script], env={"BUILD": PEER_BUILD}, timeout=600)
 
 
-def build_autograd_peer():
-    """libtorch C++ peer of BM_TinyAddBackward (needs Debian's libtorch-dev)."""
-    out = f"{PEER_BUILD}/autograd_peer"
-    src = os.path.join(ROOT, "bench", "autograd_peer.cpp")
-    if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(src):
+def libtorch_flags():
+    """Compiler and linker flags for the PyTorch peer's own libtorch: the PyPI wheel's
+    headers and libraries when the peer is the project's environment, else Debian's
+    libtorch-dev; None when neither is there."""
+    if TORCH_PY == VENV_PY:
+        try:
+            site = run([TORCH_PY, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"]).strip()
+        except Exception:
+            site = ""
+        if os.path.isdir(f"{site}/include/torch/csrc/api/include"):
+            return ([f"-I{site}/include", f"-I{site}/include/torch/csrc/api/include", "-D_GLIBCXX_USE_CXX11_ABI=1"],
+                    [f"-L{site}/lib", f"-Wl,-rpath,{site}/lib", "-ltorch_cpu", "-lc10"])
+    if os.path.isdir("/usr/include/torch/csrc/api/include"):
+        return ["-I/usr/include/torch/csrc/api/include"], ["-ltorch", "-ltorch_cpu", "-lc10"]
+    return None
+
+
+def build_cpp_peers():
+    """The libtorch C++ peers of the tiny-op rows (bench/peers/eager_dispatch.cpp,
+    bench/autograd_peer.cpp), built once per source change against the peer's libtorch."""
+    flags = libtorch_flags()
+    if flags is None:
         return
-    if not os.path.isdir("/usr/include/torch/csrc/api/include"):
-        return
+    cflags, ldflags = flags
     os.makedirs(PEER_BUILD, exist_ok=True)
-    log("bench: building bench/autograd_peer.cpp against libtorch")
-    run(["g++", "-O2", "-std=c++17", src, "-I/usr/include/torch/csrc/api/include", "-ltorch",
-         "-ltorch_cpu", "-lc10", "-o", out], timeout=600)
+    for src, out in ((os.path.join(PEERS, "eager_dispatch.cpp"), f"{PEER_BUILD}/eager_dispatch_cpp"),
+                     (os.path.join(ROOT, "bench", "autograd_peer.cpp"), f"{PEER_BUILD}/autograd_peer")):
+        if not os.path.exists(src) or (os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(src)):
+            continue
+        log(f"bench: building {os.path.relpath(src, ROOT)} against libtorch")
+        run(["g++", "-O2", "-std=c++20", src, *cflags, *ldflags, "-o", out], timeout=900)
 
 
 def have_torch():
@@ -350,11 +369,11 @@ def build_rows(k, p):
         st, dy = (kiln_value(k, f"BM_Export/{kind}_{m}", "ns/node") for kind in ("static", "dynamic"))
         if st and dy:
             row(f"export with a dynamic batch{'' if m == 'mlp' else ' and sequence'}, {m.upper()}, per call node "
-                "(vs static export)", fmt_t(dy * 1e-9), fmt_t(st * 1e-9), f"{dy / st:.2f}x", "<= 1.5x", dy <= 1.5 * st)
+                "(vs static export)", fmt_t(dy), fmt_t(st), f"{dy / st:.2f}x", "<= 1.5x", dy <= 1.5 * st)
     for m in ("mlp", "block"):  # the same work in PyTorch: torch.export with Dim (bench/peers/dynamic_export.py)
         dy = kiln_value(k, f"BM_Export/dynamic_{m}", "ns/node")
         speedup(f"export with a dynamic batch{'' if m == 'mlp' else ' and sequence'}, {m.upper()}, per call node "
-                "of each side's own graph (vs torch.export with Dim)", None if dy is None else dy * 1e-9,
+                "of each side's own graph (vs torch.export with Dim)", dy,
                 us(peer_value(p, f"{m} torch.export dynamic", "us/call-node")))
     for m in ("mlp", "block"):
         st, dy = kiln_value(k, f"BM_Run/static_{m}"), kiln_value(k, f"BM_Run/dynamic_{m}")
@@ -638,7 +657,7 @@ def main():
     peers = not args.no_peers and have_torch()
     if peers:
         build_native_peers()
-        build_autograd_peer()
+        build_cpp_peers()
     if not peers:
         log("bench: PyTorch peers unavailable (KILN_WITH_TORCH=1 make bench installs them); kiln only")
     k_rounds, p_rounds = [], []

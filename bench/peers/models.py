@@ -55,3 +55,17 @@ def make(name):
 
 def set_threads(n):
     torch.set_num_threads(n)
+
+
+def functional(module):
+    """The module as a function of (its parameters by name, its input): what make_fx and
+    FakeTensorMode see, so that the parameters are graph inputs as kiln's are."""
+    from torch.func import functional_call
+
+    def f(params, x):
+        return functional_call(module, params, (x,))
+    return f
+
+
+def parameters(module):
+    return {k: v.detach() for k, v in module.named_parameters()}

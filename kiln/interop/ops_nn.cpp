@@ -607,6 +607,22 @@ std::vector<AdapterEntry> nn_adapters() {
              Slot(nn::rrelu(self(c), c.real("lower", 1.0 / 8), c.real("upper", 1.0 / 3), false)),
              Slot(c.tensor("noise"))};
        }},
+      {"aten._trilinear.default",
+       [](const Call& c) {  // (nn.Bilinear in the core dialect) the three inputs unsqueezed at
+         // their expand dims, multiplied, and summed over sumdim
+         TensorList in = {c.tensor("i1"), c.tensor("i2"), c.tensor("i3")};
+         const char* expand[] = {"expand1", "expand2", "expand3"};
+         int64_t total = in[0].dim() + static_cast<int64_t>(c.ints("expand1").size());
+         for (size_t k = 0; k < 3; ++k) {
+           IntList dims = c.ints(expand[k]);
+           for (int64_t d = 0; d < total; ++d)
+             if (std::find(dims.begin(), dims.end(), d) != dims.end()) in[k] = unsqueeze(in[k], d);
+         }
+         c.integer("unroll_dim", 1);  // how ATen loops over the products: the result is the same
+         Tensor product = mul(mul(in[0], in[1]), in[2]);
+         IntList sumdim = c.ints("sumdim");
+         return one(sumdim.empty() ? product : sum(product, sumdim));
+       }},
       {"aten.alpha_dropout.default",
        [](const Call& c) {
          return one(nn::alpha_dropout(c.tensor("input"), c.real("p"), c.flag("train")));

@@ -329,6 +329,7 @@ class Layers(nn.Module):
         self.cell = nn.GRUCell(4, 3)
         self.bag = nn.EmbeddingBag(10, 3, mode="mean")
         self.wn = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1))
+        self.bilinear = nn.Bilinear(4, 4, 2)  # _trilinear in the core dialect
 
     def forward(self, img, vol, seq, x, idx):
         a = F.normalize(x, dim=-1) + torch.addcmul(x, x, x, value=0.5) + torch.addcdiv(x, x, x.abs() + 1)
@@ -382,7 +383,7 @@ class Layers(nn.Module):
                              F.hinge_embedding_loss(x, torch.sign(y)), F.triplet_margin_loss(x, y, x * 2),
                              F.multi_margin_loss(x, t)]),
                 F.pdist(x), F.dropout2d(img, 0.3, training=False) + F.selu(img) + F.elu(img, 0.5),
-                F.max_pool1d(seq, 2, return_indices=True)[1], x.scatter(0, idx.reshape(2, 2).repeat(1, 2) % 3, ones,
+                F.max_pool1d(seq, 2, return_indices=True)[1], self.bilinear(x, y), x.scatter(0, idx.reshape(2, 2).repeat(1, 2) % 3, ones,
                                                                          reduce="add")]
         return (a, b, *pools, folded, sampled, shuffled, acts, norms, losses, *stats, *index, *shapes, math,
                 *products, *recurrent, *more)
