@@ -1,10 +1,11 @@
-"""make_fx in fake mode: tracing each workload's forward (parameters as inputs), and chains
-of 32 and 256 adds for the cost of one more node: the peer of kiln's BM_MakeFxFakeMlp,
-BM_MakeFxFakeBlock and BM_MakeFxFakeChain.
+"""make_fx in fake mode: tracing each workload's forward (parameters as inputs), its forward
+and backward as one graph, and chains of 32 and 256 adds for the cost of one more node: the
+peer of kiln's BM_MakeFxFakeMlp/Block, BM_CaptureJointMlp/Block and BM_MakeFxFakeChain.
 
-Prints "<model> make_fx fwd tracing_mode=fake" in s/trace (with `nodes_call`, the graph's
-call_function nodes) and in us/call-node, and "chain slope make_fx tracing_mode=fake
-(marginal cost per add node)" in us/node."""
+Prints "<model> make_fx fwd tracing_mode=fake" and "<model> make_fx fwd+bwd
+tracing_mode=fake" in s/trace (with `nodes_call`, the graph's call_function nodes) and in
+us/call-node, and "chain slope make_fx tracing_mode=fake (marginal cost per add node)" in
+us/node."""
 import argparse
 import os
 import sys
@@ -40,6 +41,18 @@ def main():
         nodes = call_nodes(make_fx(f, tracing_mode="fake")(params, x))
         samples = time_ms(lambda: make_fx(f, tracing_mode="fake")(params, x), args.reps, warmup=1)
         case = f"{name} make_fx fwd tracing_mode=fake"
+        emit(case, "s/trace", [s * 1e-3 for s in samples], nodes_call=nodes)
+        emit(case, "us/call-node", [s * 1e3 / nodes for s in samples], nodes_call=nodes)
+        # forward and backward in one graph, as AOTAutograd traces a joint: the peer of
+        # kiln's joint capture (BM_CaptureJoint*)
+        grad_params = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+
+        def joint(p, x):
+            loss = f(p, x).sum()
+            return loss, torch.autograd.grad(loss, list(p.values()))
+        nodes = call_nodes(make_fx(joint, tracing_mode="fake")(grad_params, x))
+        samples = time_ms(lambda: make_fx(joint, tracing_mode="fake")(grad_params, x), args.reps, warmup=1)
+        case = f"{name} make_fx fwd+bwd tracing_mode=fake"
         emit(case, "s/trace", [s * 1e-3 for s in samples], nodes_call=nodes)
         emit(case, "us/call-node", [s * 1e3 / nodes for s in samples], nodes_call=nodes)
     a, b = torch.randn(8), torch.randn(8)
