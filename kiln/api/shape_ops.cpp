@@ -197,8 +197,8 @@ Tensor sum_to_size(const Tensor& x, const IntList& size) {
   return reshape(sum(x, dims, true), size);
 }
 
-Tensor reshape_as(const Tensor& x, const Tensor& other) { return reshape(x, shape_of(other)); }
-Tensor view_as(const Tensor& x, const Tensor& other) { return view(x, shape_of(other)); }
+Tensor reshape_as(const Tensor& x, const Tensor& other) { return reshape(x, other.shape()); }
+Tensor view_as(const Tensor& x, const Tensor& other) { return view(x, other.shape()); }
 
 Tensor mT(const Tensor& x) {
   if (x.dim() == 0) return view(x, {});  // PyTorch returns a 0-dim tensor itself (1-D is an error)
@@ -262,7 +262,7 @@ Tensor inner(const Tensor& a, const Tensor& b) {
 
 Tensor vdot(const Tensor& a, const Tensor& b) { return dot(a, b); }
 Tensor broadcast_to(const Tensor& x, const SymSizes& shape) { return expand(x, shape); }
-Tensor expand_as(const Tensor& x, const Tensor& other) { return expand(x, shape_of(other)); }
+Tensor expand_as(const Tensor& x, const Tensor& other) { return expand(x, other.shape()); }
 
 IntList broadcast_shapes(const std::vector<IntList>& shapes) {
   Dims out;

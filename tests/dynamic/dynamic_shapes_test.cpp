@@ -143,6 +143,28 @@ TEST(Y1, MlpExportedWithADynamicBatchRunsAtEveryBatch) {
   expect_error([&] { ex.run({randn({4, 8}, {.dtype = f64})}); }, ErrorKind::value, "expects");
 }
 
+// (Y1) expand_as, reshape_as and view_as take the other tensor's sizes as they are,
+// expressions included: no guard pins the batch (torchvision's Swin v2 expands a norm as
+// its query, F.normalize's form, and imported dynamic programs were pinned to the example).
+TEST(Y1, ShapesTakenFromAnotherTensorStaySymbolic) {
+  Fn m([](const TensorList& in, const Tensor&, const Tensor&) {
+    Tensor x = in[0];
+    Tensor norm = amax(x, {-1}, true);
+    Tensor flat = reshape(x, {-1});
+    return TensorList{x / expand_as(norm, x), reshape_as(flat, x) + view_as(flat, x)};
+  });
+  ExportOptions o;
+  o.dynamic_shapes = {{{0, Dim("batch", 1, 64)}}};
+  ExportedProgram p = export_program(m, {randn({4, 8})}, o);
+  EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
+  runtime::Executor ex(p);
+  for (int64_t b : {1, 5}) {
+    Tensor xb = randn({b, 8});
+    TensorList want = m(TensorList{xb}), got = ex.run({xb});
+    for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(close(got[i], want[i])) << b << " " << i;
+  }
+}
+
 // (Y2) A view at a symbolic position keeps its offset an expression: selecting q, k, v
 // out of a [3, batch, d] tensor (an attention's packed projection, as torchvision's ViT
 // does) is offset*batch*d into the storage, no guard on batch; the offsets survive the

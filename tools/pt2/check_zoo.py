@@ -161,7 +161,7 @@ def main():
         inputs = (lambda f: lambda *a: tuple(t.to(dtype) if t.is_floating_point() else t for t in f(*a)))(inputs)
         shapes, dims = [inputs()], None
         if args.dynamic:  # the example at batch 2, a second run at batch 3 (and another length)
-            image_like = shapes[0][0].dim() == 4
+            image_like = shapes[0][0].is_floating_point()  # images, videos, audio: batch only
             shapes = [inputs(2), inputs(3)] if image_like else [inputs(2, 8), inputs(3, 13)]
             batch = torch.export.Dim("batch", min=1, max=16)
             dims = ({0: batch},) if image_like else ({0: batch, 1: torch.export.Dim("seq", min=2, max=64)},)
