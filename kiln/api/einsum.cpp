@@ -109,44 +109,52 @@ Operand contract(Operand a, Operand b, const std::vector<bool>& keep) {
   }
   for (int l : b.labels)
     if (find(a.labels, l) == static_cast<int64_t>(a.labels.size())) b_only.push_back(l);
-  // Shared labels broadcast: a size-1 side is expanded to the other's size.
-  std::map<int, int64_t> size;
+  // Shared labels broadcast: a size-1 side is expanded to the other's size. (Y1) Sizes stay
+  // as they are, symbolic ones included, so a dynamic batch adds no guard.
+  std::map<int, SymInt> size;
+  auto is_one = [](const SymInt& v) { return !v.is_symbolic() && v.hint() == 1; };
   for (Operand* op : {&a, &b})
     for (size_t i = 0; i < op->labels.size(); ++i) {
-      int64_t s = op->t.size(static_cast<int64_t>(i));
+      SymInt s = op->t.shape().sym(i);
       auto [it, fresh] = size.emplace(op->labels[i], s);
-      if (!fresh && it->second != s) {
-        KILN_CHECK(
-            it->second == 1 || s == 1, shape,
-            "[einsum] subscript '{}' has sizes {} and {} in two operands, which do not broadcast",
-            op->labels[i] >= kEllipsisBase ? '.' : char_of(op->labels[i]), it->second, s);
-        it->second = std::max(it->second, s);
-      }
+      if (fresh || it->second == s) continue;
+      KILN_CHECK(
+          is_one(it->second) || is_one(s), shape,
+          "[einsum] subscript '{}' has sizes {} and {} in two operands, which do not broadcast",
+          op->labels[i] >= kEllipsisBase ? '.' : char_of(op->labels[i]), it->second.hint(),
+          s.hint());
+      if (is_one(it->second)) it->second = s;
     }
+  auto dims_of = [](const std::vector<SymInt>& v) {
+    Dims d(v.size());
+    for (size_t i = 0; i < v.size(); ++i) d.set(i, v[i]);
+    return d;
+  };
   auto arrange = [&](const Operand& op, std::initializer_list<const Labels*> groups) {
-    IntList perm, shape, grouped;
+    IntList perm;
+    std::vector<SymInt> shape, grouped;
     for (const Labels* g : groups) {
-      int64_t n = 1;
+      SymInt n = 1;
       for (int l : *g) {
         perm.push_back(find(op.labels, l));
         shape.push_back(size[l]);
-        n *= size[l];
+        n = n * size[l];
       }
       grouped.push_back(n);
     }
-    return reshape(expand(permute(op.t, perm), shape), grouped);
+    return reshape(expand(permute(op.t, perm), dims_of(shape)), dims_of(grouped));
   };
   Tensor left = arrange(a, {&batch, &a_only, &summed});
   Tensor right = arrange(b, {&batch, &summed, &b_only});
   Tensor product = bmm(left, right);
   Operand out;
-  IntList shape;
+  std::vector<SymInt> shape;
   for (const Labels* g : {&batch, &a_only, &b_only})
     for (int l : *g) {
       out.labels.push_back(l);
       shape.push_back(size[l]);
     }
-  out.t = reshape(product, shape);
+  out.t = reshape(product, dims_of(shape));
   return out;
 }
 

@@ -809,18 +809,22 @@ Tensor flip(const Tensor& x, const IntList& dims) {
   return out.is_same(x) ? clone(x) : out;
 }
 
-Tensor repeat(const Tensor& x, const IntList& repeats) {
-  int64_t n = static_cast<int64_t>(repeats.size());
+Tensor repeat(const Tensor& x, const SymSizes& repeats) {
+  Dims r = repeats.dims();  // (Y1) counts and sizes may be symbolic: no guard pins them
+  auto n = static_cast<int64_t>(r.size());
   KILN_CHECK(n >= x.dim(), shape,
              "[repeat] the number of repeats ({}) can not be smaller than the number of dims ({})",
              n, x.dim());
-  IntList padded(static_cast<size_t>(n - x.dim()), 1), interleaved, expanded, result;
-  padded.insert(padded.end(), x.shape().begin(), x.shape().end());
-  for (int64_t i = 0; i < n; ++i) {
-    KILN_CHECK(repeats[i] >= 0, value, "[repeat] repeats must be non-negative, got {}", repeats[i]);
-    interleaved.insert(interleaved.end(), {1, padded[i]});
-    expanded.insert(expanded.end(), {repeats[i], padded[i]});
-    result.push_back(repeats[i] * padded[i]);
+  size_t lead = static_cast<size_t>(n - x.dim());
+  Dims interleaved(2 * r.size()), expanded(2 * r.size()), result(r.size());
+  for (size_t i = 0; i < r.size(); ++i) {
+    SymInt count = r.sym(i);
+    KILN_CHECK(count.is_symbolic() || count.hint() >= 0, value,
+               "[repeat] repeats must be non-negative, got {}", count.hint());
+    SymInt size = i < lead ? SymInt(1) : x.shape().sym(i - lead);
+    interleaved.set(2 * i, 1), interleaved.set(2 * i + 1, size);
+    expanded.set(2 * i, count), expanded.set(2 * i + 1, size);
+    result.set(i, count * size);
   }
   return reshape(expand(reshape(x, interleaved), expanded), result);
 }
@@ -1272,7 +1276,8 @@ Tensor along(const Tensor& index, const Tensor& source, int64_t dim, const char*
   KILN_CHECK(source.dim() == 0 || source.size(d) == index.numel(), shape,
              "[{}] index has {} elements but source {} has {} along dim {}", op, index.numel(),
              source.meta_str(), source.dim() ? source.size(d) : 1, d);
-  IntList full_shape = source.dim() ? IntList(source.shape().begin(), source.shape().end()) : shape;
+  // (Y1) source's sizes as they are: a symbolic batch adds no guard
+  SymSizes full_shape = source.dim() ? SymSizes(source.shape()) : SymSizes(shape);
   return expand(reshape(to(index, DType::i64), shape), full_shape);  // i32 too, for index_add
 }
 }  // namespace
@@ -1340,8 +1345,8 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar valu
   KILN_CHECK(index.dim() <= 1, shape, "[index_fill] index must be 1-D, got {}", index.meta_str());
   if (x.dim() == 0) return reshape(index_fill(as_vector(x), dim, as_vector(index), value), {});
   int64_t d = wrap_dim(dim, x.dim(), "index_fill");
-  IntList slice_shape(x.shape().begin(), x.shape().end());
-  if (x.dim()) slice_shape[static_cast<size_t>(d)] = index.numel();
+  Dims slice_shape = x.shape();
+  if (x.dim()) slice_shape.set(static_cast<size_t>(d), index.numel());
   Tensor slices = zeros(slice_shape, {.dtype = x.dtype(), .device = x.device()});
   return masked_fill(x, scattered(x, d, along(index, slices, d, "index_fill")), value);
 }

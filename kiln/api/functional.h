@@ -487,7 +487,7 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 /** x with the order of each of `dims` reversed (a copy). */
 Tensor flip(const Tensor& x, const IntList& dims);
 /** x tiled `repeats[i]` times along each dim (more repeats than dims add leading dims). */
-Tensor repeat(const Tensor& x, const IntList& repeats);
+Tensor repeat(const Tensor& x, const SymSizes& repeats);
 /** i64 [..., num_classes] with a 1 at each index; num_classes < 0 takes max(index) + 1
  * (which reads the values). Indices must lie in [0, num_classes). */
 Tensor one_hot(const Tensor& index, int64_t num_classes = -1);

@@ -1008,7 +1008,7 @@ const std::unordered_map<std::string_view, Adapter>& table() {
        }},
       {"aten.cat.default", [](const Call& c) { return one(cat(c.tensors("tensors"), c.integer("dim", 0))); }},
       {"aten.stack.default", [](const Call& c) { return one(stack(c.tensors("tensors"), c.integer("dim", 0))); }},
-      {"aten.repeat.default", [](const Call& c) { return one(repeat(self(c), c.ints("repeats"))); }},
+      {"aten.repeat.default", [](const Call& c) { return one(repeat(self(c), c.sizes("repeats"))); }},
       {"aten.repeat_interleave.self_int",
        [](const Call& c) {
          c.opt_integer("output_size");

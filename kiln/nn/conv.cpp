@@ -859,8 +859,11 @@ Blocks blocks(const IntList& k, const IntList& d, const IntList& p, const IntLis
 Tensor columns(const Tensor& x, const Blocks& b, const char* op) {
   Tensor win = windows(pad_spatial(x, b.padding, b.padding, 0.0), b.kernel, b.stride, b.dilation,
                        op);  // [N, C, oh, ow, kh, kw]
-  int64_t n = x.size(0), c = x.size(1), l = win.size(2) * win.size(3);
-  return reshape(permute(win, {0, 1, 4, 5, 2, 3}), {n, c * b.kernel[0] * b.kernel[1], l});
+  // (Y1) the batch and the number of blocks as they are: symbolic ones add no guard
+  const Dims& w = win.shape();
+  return reshape(
+      permute(win, {0, 1, 4, 5, 2, 3}),
+      SymSizes{w.sym(0), SymInt(x.size(1) * b.kernel[0] * b.kernel[1]), w.sym(2) * w.sym(3)});
 }
 
 }  // namespace
@@ -898,10 +901,12 @@ Tensor fold(const Tensor& input, const IntList& output_size, const IntList& kern
       "dimension 2 to match the calculated number of sliding blocks {}, but got input.size(2)={}",
       Dims(out).str(), Dims(b.kernel).str(), Dims(b.dilation).str(), Dims(b.padding).str(),
       Dims(b.stride).str(), index.size(2), x.size(2));
-  int64_t n = x.size(0), c = x.size(1) / taps;
-  Tensor summed = index_add(zeros({n, c, hp * wp}, {.dtype = x.dtype(), .device = x.device()}), 2,
-                            reshape(index, {-1}), reshape(x, {n, c, -1}));
-  Tensor y = reshape(summed, {n, c, hp, wp});
+  SymInt n = x.shape().sym(0);  // (Y1) a symbolic batch stays one
+  int64_t c = x.size(1) / taps;
+  Tensor summed = index_add(
+      zeros(SymSizes{n, SymInt(c), SymInt(hp * wp)}, {.dtype = x.dtype(), .device = x.device()}), 2,
+      reshape(index, {-1}), reshape(x, SymSizes{n, SymInt(c), SymInt(taps) * x.shape().sym(2)}));
+  Tensor y = reshape(summed, SymSizes{n, SymInt(c), SymInt(hp), SymInt(wp)});
   y = narrow(narrow(y, 2, b.padding[0], out[0]), 3, b.padding[1], out[1]);
   return input.dim() == 2 ? squeeze(y, 0) : y;
 }

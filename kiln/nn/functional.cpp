@@ -206,11 +206,17 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
     return in_opmath({x, weight, bias}, [&](const TensorList& t) {
       return group_norm(t[0], num_groups, t[1], t[2], eps);
     });
-  Tensor g =
-      reshape(x, {x.size(0), num_groups, x.numel() / std::max<int64_t>(x.size(0) * num_groups, 1)});
+  // [N, groups, C / groups * spatial], the sizes as they are (Y1: a dynamic batch or length
+  // adds no guard)
+  SymInt per_group = x.size(1) / num_groups;
+  for (int64_t d = 2; d < x.dim(); ++d)
+    per_group = per_group * x.shape().sym(static_cast<size_t>(d));
+  Dims grouped(3);
+  grouped.set(0, x.shape().sym(0)), grouped.set(1, num_groups), grouped.set(2, per_group);
+  Tensor g = reshape(x, grouped);
   Tensor centered = g - mean(g, {2}, true);
   Tensor y = centered * rsqrt(mean(centered * centered, {2}, true) + eps);
-  return affine(reshape(y, IntList(x.shape().begin(), x.shape().end())), x, weight, bias);
+  return affine(reshape(y, x.shape()), x, weight, bias);
 }
 
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {

@@ -887,11 +887,13 @@ void meta_scatter_add(const OpCall& c, MetaOut& out) {
              "[scatter_add] index, src and self must have the same number of dimensions ({}, {} "
              "and {})",
              index.dim(), src.dim(), self.dim());
-  for (int64_t i = 0; i < self.dim(); ++i)
-    KILN_CHECK(
-        index.shape()[i] <= src.shape()[i] && (i == d || index.shape()[i] <= self.shape()[i]),
-        shape, "[scatter_add] index {} is larger than src {} or self {} at dimension {}",
-        index.shape().str(), src.shape().str(), self.shape().str(), i);
+  for (int64_t i = 0; i < self.dim(); ++i) {  // (Y1) as sizes: a symbolic batch adds no guard
+    auto u = static_cast<size_t>(i);
+    SymInt at = index.shape().sym(u);
+    KILN_CHECK(at <= src.shape().sym(u) && (i == d || at <= self.shape().sym(u)), shape,
+               "[scatter_add] index {} is larger than src {} or self {} at dimension {}",
+               index.shape().str(), src.shape().str(), self.shape().str(), i);
+  }
   out.fresh(self.shape(), self.dtype());
 }
 

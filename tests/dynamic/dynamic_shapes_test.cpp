@@ -165,6 +165,34 @@ TEST(Y1, ShapesTakenFromAnotherTensorStaySymbolic) {
   }
 }
 
+// (Y1) Composites that reshape by their input's sizes keep a dynamic batch symbolic:
+// repeat, also by a symbolic count (BLOOM's ALiBi, XCiT's positions), group_norm (wav2vec2's
+// feature extractor), einsum (MaxViT's attention), unfold and fold (timm's VOLO). Each pinned the
+// batch before.
+TEST(Y1, CompositesKeepADynamicBatch) {
+  Tensor w = randn({4}), b = randn({4});
+  Fn m([&](const TensorList& in, const Tensor&, const Tensor&) {
+    Tensor x = in[0];  // [batch, 4, 6, 6]
+    Tensor cols = nn::unfold(x, {2, 2}, {1}, {0}, {2});
+    return TensorList{repeat(x, {1, 2, 1, 1}), repeat(x, SymSizes{1, 1, 1, x.sym_size(0)}),
+                      nn::group_norm(x, 2, w, b), einsum("bchw,bcvw->bchv", {x, x}),
+                      nn::fold(cols, {6, 6}, {2, 2}, {1}, {0}, {2})};
+  });
+  ExportOptions o;
+  o.dynamic_shapes = {{{0, Dim("batch", 1, 64)}}};
+  ExportedProgram p = export_program(m, {randn({2, 4, 6, 6})}, o);
+  EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
+  runtime::Executor ex(p);
+  for (int64_t n : {1, 3}) {
+    Tensor x = randn({n, 4, 6, 6});
+    TensorList want = m(TensorList{x}), got = ex.run({x});
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), want[i].shape()) << n << " " << i;
+      EXPECT_TRUE(close(got[i], want[i])) << n << " " << i;
+    }
+  }
+}
+
 // (Y2) A view at a symbolic position keeps its offset an expression: selecting q, k, v
 // out of a [3, batch, d] tensor (an attention's packed projection, as torchvision's ViT
 // does) is offset*batch*d into the storage, no guard on batch; the offsets survive the
