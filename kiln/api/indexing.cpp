@@ -360,16 +360,19 @@ Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
              "[unfold] maximum size for tensor at dimension {} is {} but size is {}", d, len, size);
   KILN_CHECK(step > 0, value, "[unfold] step is {} but must be > 0", step);
   Tensor c = contiguous(x.dim() == 0 ? reshape(x, {1}) : x);
-  IntList shape = shape_of(c), strides(c.strides().begin(), c.strides().end());
-  int64_t stride = strides[static_cast<size_t>(d)];
-  shape[static_cast<size_t>(d)] = (len - size) / step + 1;
+  // (Y1) the other dims' sizes and strides as they are: a symbolic batch adds no guard
+  // (timm's HaloNet unfolds its spatial dims of a dynamic batch)
+  auto at = static_cast<size_t>(d);
+  Dims shape = c.shape(), strides = c.strides();
+  int64_t stride = c.stride(d);
+  shape.set(at, (len - size) / step + 1);
   // a step past the end leaves one window, whose stride is never used: keep it in range
   int64_t window_stride = stride;
   if (__builtin_mul_overflow(stride, step, &window_stride)) window_stride = stride;
-  strides[static_cast<size_t>(d)] = window_stride;
+  strides.set(at, window_stride);
   shape.push_back(size);
   strides.push_back(stride);
-  Tensor windows = as_strided(c, shape, strides, c.offset());
+  Tensor windows = sym_as_strided(c, shape, strides, c.offset());
   return x.dim() == 0 ? reshape(windows, {size}) : windows;
 }
 

@@ -174,9 +174,12 @@ TEST(Y1, CompositesKeepADynamicBatch) {
   Fn m([&](const TensorList& in, const Tensor&, const Tensor&) {
     Tensor x = in[0];  // [batch, 4, 6, 6]
     Tensor cols = nn::unfold(x, {2, 2}, {1}, {0}, {2});
-    return TensorList{repeat(x, {1, 2, 1, 1}), repeat(x, SymSizes{1, 1, 1, x.sym_size(0)}),
-                      nn::group_norm(x, 2, w, b), einsum("bchw,bcvw->bchv", {x, x}),
-                      nn::fold(cols, {6, 6}, {2, 2}, {1}, {0}, {2})};
+    return TensorList{repeat(x, {1, 2, 1, 1}),
+                      repeat(x, SymSizes{1, 1, 1, x.sym_size(0)}),
+                      nn::group_norm(x, 2, w, b),
+                      einsum("bchw,bcvw->bchv", {x, x}),
+                      nn::fold(cols, {6, 6}, {2, 2}, {1}, {0}, {2}),
+                      kiln::unfold(x, 3, 2, 2)};
   });
   ExportOptions o;
   o.dynamic_shapes = {{{0, Dim("batch", 1, 64)}}};
