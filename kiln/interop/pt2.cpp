@@ -423,7 +423,6 @@ std::string node_label(const json& node, const std::string& target, bool with_so
 
 // ---- bookkeeping ops: sizes as values, assertions -------------------------------------
 
-// The ops that compute with sizes rather than tensors (sizes are specialized: plain numbers).
 // with_effects(token, op, ...)'s op, as "aten._linalg_check_errors.default".
 std::string effectful_op(const json& node) {
   const json& in = node.at("inputs");
@@ -434,6 +433,7 @@ std::string effectful_op(const json& node) {
 }
 constexpr const char* kCheckErrors = "aten._linalg_check_errors.default";
 
+// The ops that compute with sizes rather than tensors (sizes are specialized: plain numbers).
 std::optional<Results> bookkeeping(const std::string& target, const Call& c, const json& node,
                                    const Env& env) {
   auto positional = [&](size_t i) -> Scalar {
