@@ -431,7 +431,8 @@ Tensor view_or_reshape(const Tensor& x, const SymSizes& size) {
 // The info result of a linalg *_ex op: zeros, one per matrix of a's batch (kiln's ops
 // raise an Error where LAPACK would report one).
 Tensor info_of(const Tensor& a) {
-  IntList batch(a.shape().begin(), a.shape().end() - 2);
+  Dims batch(static_cast<size_t>(std::max<int64_t>(a.dim() - 2, 0)));
+  for (size_t i = 0; i < batch.size(); ++i) batch.set(i, a.shape().sym(i));  // (Y1) as they are
   return zeros(batch, {.dtype = DType::i32, .device = a.device()});
 }
 

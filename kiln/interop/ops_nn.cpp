@@ -55,6 +55,20 @@ Results conv(const Call& c, int64_t spatial) {
   return one(convolution(x, w, b, stride, zeros, dilation, false, zeros, groups));
 }
 
+// max_pool{1,2,3}d(_with_indices) and avg_pool{2,3}d: `f` on the arguments these overloads
+// share, with PyTorch's defaults (stride: the kernel).
+template <typename F>
+auto max_pooled(const Call& c, F f) {
+  return f(self(c), c.ints("kernel_size"), stride_or_kernel(c), c.ints("padding", IntList{0}),
+           c.ints("dilation", IntList{1}), c.flag("ceil_mode", false));
+}
+template <typename F>
+auto avg_pooled(const Call& c, F f) {
+  return f(self(c), c.ints("kernel_size"), stride_or_kernel(c), c.ints("padding", IntList{0}),
+           c.flag("ceil_mode", false), c.flag("count_include_pad", true),
+           c.opt_integer("divisor_override"));
+}
+
 // upsample_*.vec: an output size or scale factors, as F.interpolate with `mode`.
 Tensor upsample(const Call& c, const char* mode, bool antialias = false) {
   nn::InterpolateOptions o;
@@ -321,45 +335,26 @@ std::vector<AdapterEntry> nn_adapters() {
                                 c.flag("transposed"), c.ints("output_padding"),
                                 c.integer("groups")));
        }},
-      {"aten.conv_transpose2d.input",
-       [](const Call& c) {
-         return one(nn::conv_transpose2d(c.tensor("input"), c.tensor("weight"),
-                                         c.opt_tensor("bias"), c.ints("stride", IntList{1}),
-                                         c.ints("padding", IntList{0}),
-                                         c.ints("output_padding", IntList{0}),
-                                         c.integer("groups", 1), c.ints("dilation", IntList{1})));
-       }},
-      {"aten.max_pool2d.default",
-       [](const Call& c) {
-         return one(nn::max_pool2d(self(c), c.ints("kernel_size"), stride_or_kernel(c),
-                                   c.ints("padding", IntList{0}), c.ints("dilation", IntList{1}),
-                                   c.flag("ceil_mode", false)));
-       }},
+      {"aten.conv_transpose1d.default", [](const Call& c) { return conv_transpose(c, 1); }},
+      {"aten.conv_transpose2d.input", [](const Call& c) { return conv_transpose(c, 2); }},
+      {"aten.conv_transpose3d.input", [](const Call& c) { return conv_transpose(c, 3); }},
+      {"aten.max_pool1d.default", [](const Call& c) { return one(max_pooled(c, nn::max_pool1d)); }},
+      {"aten.max_pool2d.default", [](const Call& c) { return one(max_pooled(c, nn::max_pool2d)); }},
+      {"aten.max_pool3d.default", [](const Call& c) { return one(max_pooled(c, nn::max_pool3d)); }},
+      {"aten.max_pool1d_with_indices.default",
+       [](const Call& c) { return pair_of(max_pooled(c, nn::max_pool1d_with_indices)); }},
       {"aten.max_pool2d_with_indices.default",
-       [](const Call& c) {
-         return pair_of(nn::max_pool2d_with_indices(
-             self(c), c.ints("kernel_size"), stride_or_kernel(c), c.ints("padding", IntList{0}),
-             c.ints("dilation", IntList{1}), c.flag("ceil_mode", false)));
-       }},
-      {"aten.max_pool1d.default",
-       [](const Call& c) {
-         return one(nn::max_pool1d(self(c), c.ints("kernel_size"), stride_or_kernel(c),
-                                   c.ints("padding", IntList{0}), c.ints("dilation", IntList{1}),
-                                   c.flag("ceil_mode", false)));
-       }},
-      {"aten.avg_pool2d.default",
-       [](const Call& c) {
-         return one(nn::avg_pool2d(self(c), c.ints("kernel_size"), stride_or_kernel(c),
-                                   c.ints("padding", IntList{0}), c.flag("ceil_mode", false),
-                                   c.flag("count_include_pad", true),
-                                   c.opt_integer("divisor_override")));
-       }},
+       [](const Call& c) { return pair_of(max_pooled(c, nn::max_pool2d_with_indices)); }},
+      {"aten.max_pool3d_with_indices.default",
+       [](const Call& c) { return pair_of(max_pooled(c, nn::max_pool3d_with_indices)); }},
       {"aten.avg_pool1d.default",
        [](const Call& c) {
          return one(nn::avg_pool1d(self(c), c.ints("kernel_size"), stride_or_kernel(c),
                                    c.ints("padding", IntList{0}), c.flag("ceil_mode", false),
                                    c.flag("count_include_pad", true)));
        }},
+      {"aten.avg_pool2d.default", [](const Call& c) { return one(avg_pooled(c, nn::avg_pool2d)); }},
+      {"aten.avg_pool3d.default", [](const Call& c) { return one(avg_pooled(c, nn::avg_pool3d)); }},
       {"aten.adaptive_avg_pool1d.default",
        [](const Call& c) { return one(nn::adaptive_avg_pool1d(self(c), c.ints("output_size"))); }},
       {"aten.adaptive_avg_pool2d.default",
@@ -484,12 +479,6 @@ std::vector<AdapterEntry> nn_adapters() {
        [](const Call& c) {
          return one(nn::feature_dropout(c.tensor("input"), c.real("p"), c.flag("train")));
        }},
-      {"aten.max_pool1d_with_indices.default",
-       [](const Call& c) {
-         return pair_of(nn::max_pool1d_with_indices(
-             self(c), c.ints("kernel_size"), stride_or_kernel(c), c.ints("padding", IntList{0}),
-             c.ints("dilation", IntList{1}), c.flag("ceil_mode", false)));
-       }},
       // ---- more normalization ----
       {"aten.native_group_norm.default", native_group_norm},
       {"aten.instance_norm.default",
@@ -507,8 +496,6 @@ std::vector<AdapterEntry> nn_adapters() {
              c.flag("training"), c.real("momentum"), c.real("eps")));
        }},
       // ---- more convolution and pooling ----
-      {"aten.conv_transpose1d.default", [](const Call& c) { return conv_transpose(c, 1); }},
-      {"aten.conv_transpose3d.input", [](const Call& c) { return conv_transpose(c, 3); }},
       {"aten.im2col.default",
        [](const Call& c) {
          return one(nn::unfold(self(c), c.ints("kernel_size"), c.ints("dilation"),
@@ -518,25 +505,6 @@ std::vector<AdapterEntry> nn_adapters() {
        [](const Call& c) {
          return one(nn::fold(self(c), c.ints("output_size"), c.ints("kernel_size"),
                              c.ints("dilation"), c.ints("padding"), c.ints("stride")));
-       }},
-      {"aten.max_pool3d.default",
-       [](const Call& c) {
-         return one(nn::max_pool3d(self(c), c.ints("kernel_size"), stride_or_kernel(c),
-                                   c.ints("padding", IntList{0}), c.ints("dilation", IntList{1}),
-                                   c.flag("ceil_mode", false)));
-       }},
-      {"aten.max_pool3d_with_indices.default",
-       [](const Call& c) {
-         return pair_of(nn::max_pool3d_with_indices(
-             self(c), c.ints("kernel_size"), stride_or_kernel(c), c.ints("padding", IntList{0}),
-             c.ints("dilation", IntList{1}), c.flag("ceil_mode", false)));
-       }},
-      {"aten.avg_pool3d.default",
-       [](const Call& c) {
-         return one(nn::avg_pool3d(self(c), c.ints("kernel_size"), stride_or_kernel(c),
-                                   c.ints("padding", IntList{0}), c.flag("ceil_mode", false),
-                                   c.flag("count_include_pad", true),
-                                   c.opt_integer("divisor_override")));
        }},
       {"aten.adaptive_avg_pool3d.default",
        [](const Call& c) { return one(nn::adaptive_avg_pool3d(self(c), c.ints("output_size"))); }},
