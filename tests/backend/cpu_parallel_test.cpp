@@ -623,5 +623,46 @@ TEST(PortableKernels, DenseConversionsAgreeOnEveryLevel) {
   cpu::set_cpu_isa(before);
 }
 
+// Note [Half conversions inside kernels]: f16 and bf16 ops convert in the kernel's own
+// loop at AVX2 and above. A product of two halves is exact in float, so each result must be
+// the scalar rounding of the float product, bit for bit, on every level: every 16-bit
+// pattern times a spread of values (ties, subnormals, overflow, NaN), with a tail that is
+// not a whole vector; and neg, through the unary loop, flips only the sign.
+TEST(PortableKernels, HalfOpsRoundAsTheScalarTypesOnEveryLevel) {
+  cpu::Isa before = cpu::cpu_isa();
+  const int64_t n = 65536 + 7;
+  auto run = [&]<typename H>(DType dtype, H*) {
+    Tensor x = empty({n}, {.dtype = dtype}), y = empty({n}, {.dtype = dtype});
+    manual_seed(5);
+    std::vector<double> spread = to_vector<double>(mul(randn({n}), 4.0));
+    for (int64_t i = 0; i < n; ++i) {
+      x.data<H>()[i].bits = static_cast<uint16_t>(i);
+      y.data<H>()[i] = H(static_cast<float>(spread[static_cast<size_t>(i)]));
+    }
+    for (cpu::Isa isa : {cpu::Isa::base, cpu::Isa::avx2, cpu::Isa::avx512}) {
+      if (isa > cpu::cpu_isa_supported()) continue;
+      cpu::set_cpu_isa(isa);
+      Tensor z = mul(x, y), m = neg(x);
+      for (int64_t i = 0; i < n; ++i) {
+        float want = static_cast<float>(x.data<H>()[i]) * static_cast<float>(y.data<H>()[i]);
+        float got = static_cast<float>(z.data<H>()[i]);
+        if (std::isnan(want))
+          ASSERT_TRUE(std::isnan(got)) << dtype << " " << i << " at " << cpu::isa_name(isa);
+        else
+          ASSERT_EQ(z.data<H>()[i].bits, H(want).bits)
+              << dtype << " " << i << " at " << cpu::isa_name(isa);
+        if (std::isnan(static_cast<float>(x.data<H>()[i])))  // signaling NaNs come back quiet
+          ASSERT_TRUE(std::isnan(static_cast<float>(m.data<H>()[i])));
+        else
+          ASSERT_EQ(m.data<H>()[i].bits, static_cast<uint16_t>(i ^ 0x8000))
+              << dtype << " neg " << i << " at " << cpu::isa_name(isa);
+      }
+    }
+  };
+  run(DType::f16, static_cast<Half*>(nullptr));
+  run(DType::bf16, static_cast<BFloat16*>(nullptr));
+  cpu::set_cpu_isa(before);
+}
+
 }  // namespace
 }  // namespace kiln

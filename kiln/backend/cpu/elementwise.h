@@ -117,15 +117,25 @@ void half_unary(const Tensor& out, const Tensor& x, F f) {
   H* o = out.data<H>();
   const H* p = x.data<H>();
   parallel_for(out.numel(), 1, [&](int64_t lo, int64_t hi) {
-    float buf[kHalfBlock];
-    for (int64_t i = lo; i < hi; i += kHalfBlock) {
-      int64_t m = std::min(kHalfBlock, hi - i);
-      convert_dense(p + i, buf, m);
-      with_best_isa([&] {
-        for (int64_t j = 0; j < m; ++j) buf[j] = f(buf[j]);
-      });
-      convert_dense(buf, o + i, m);
-    }
+    with_best_isa([&](auto width) {
+      if constexpr (kConvertsInKernel<H, width.bytes>) {
+        float buf[kHalfTile];
+        for (int64_t i = lo; i < hi; i += kHalfTile) {
+          int64_t m = std::min(kHalfTile, hi - i);
+          widen_in_kernel(p + i, buf, m);
+          for (int64_t j = 0; j < m; ++j) buf[j] = f(buf[j]);
+          narrow_in_kernel(buf, o + i, m);
+        }
+      } else {
+        float buf[kHalfBlock];
+        for (int64_t i = lo; i < hi; i += kHalfBlock) {
+          int64_t m = std::min(kHalfBlock, hi - i);
+          convert_dense(p + i, buf, m);
+          for (int64_t j = 0; j < m; ++j) buf[j] = f(buf[j]);
+          convert_dense(buf, o + i, m);
+        }
+      }
+    });
   });
 }
 
@@ -135,16 +145,27 @@ void half_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   const H* pa = a.data<H>();
   const H* pb = b.data<H>();
   parallel_for(out.numel(), 1, [&](int64_t lo, int64_t hi) {
-    float ba[kHalfBlock], bb[kHalfBlock];
-    for (int64_t i = lo; i < hi; i += kHalfBlock) {
-      int64_t m = std::min(kHalfBlock, hi - i);
-      convert_dense(pa + i, ba, m);
-      convert_dense(pb + i, bb, m);
-      with_best_isa([&] {
-        for (int64_t j = 0; j < m; ++j) ba[j] = f(ba[j], bb[j]);
-      });
-      convert_dense(ba, o + i, m);
-    }
+    with_best_isa([&](auto width) {
+      if constexpr (kConvertsInKernel<H, width.bytes>) {
+        float ba[kHalfTile], bb[kHalfTile];
+        for (int64_t i = lo; i < hi; i += kHalfTile) {
+          int64_t m = std::min(kHalfTile, hi - i);
+          widen_in_kernel(pa + i, ba, m);
+          widen_in_kernel(pb + i, bb, m);
+          for (int64_t j = 0; j < m; ++j) ba[j] = f(ba[j], bb[j]);
+          narrow_in_kernel(ba, o + i, m);
+        }
+      } else {
+        float ba[kHalfBlock], bb[kHalfBlock];
+        for (int64_t i = lo; i < hi; i += kHalfBlock) {
+          int64_t m = std::min(kHalfBlock, hi - i);
+          convert_dense(pa + i, ba, m);
+          convert_dense(pb + i, bb, m);
+          for (int64_t j = 0; j < m; ++j) ba[j] = f(ba[j], bb[j]);
+          convert_dense(ba, o + i, m);
+        }
+      }
+    });
   });
 }
 
