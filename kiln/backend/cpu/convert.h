@@ -51,6 +51,11 @@ inline constexpr int64_t kHalfTile = 128;
 #pragma GCC diagnostic push
 // 32-byte vectors in a function that is not AVX: these are always inlined into one that is
 #pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace detail {
+using Bits8 = short __attribute__((vector_size(16)));
+using Float8 = float __attribute__((vector_size(32)));
+}  // namespace detail
 #endif
 
 /** n elements of s as floats into d; only where kConvertsInKernel holds. */
@@ -59,12 +64,10 @@ template <typename H>
   int64_t i = 0;
 #if KILN_F16C_IN_KERNELS
   if constexpr (std::is_same_v<H, Half>) {
-    using Bits8 = short __attribute__((vector_size(16)));
-    using Float8 = float __attribute__((vector_size(32)));
     for (; i + 8 <= n; i += 8) {
-      Bits8 h;
+      detail::Bits8 h;
       std::memcpy(&h, s + i, sizeof h);
-      Float8 f = __builtin_ia32_vcvtph2ps256(h);
+      detail::Float8 f = __builtin_ia32_vcvtph2ps256(h);
       std::memcpy(d + i, &f, sizeof f);
     }
   }
@@ -78,12 +81,10 @@ template <typename H>
   int64_t i = 0;
 #if KILN_F16C_IN_KERNELS
   if constexpr (std::is_same_v<H, Half>) {
-    using Bits8 = short __attribute__((vector_size(16)));
-    using Float8 = float __attribute__((vector_size(32)));
     for (; i + 8 <= n; i += 8) {
-      Float8 f;
+      detail::Float8 f;
       std::memcpy(&f, s + i, sizeof f);
-      Bits8 h = __builtin_ia32_vcvtps2ph256(f, 0);  // 0: round to nearest even
+      detail::Bits8 h = __builtin_ia32_vcvtps2ph256(f, 0);  // 0: round to nearest even
       // keeps the store apart: Zen 3 runs vcvtps2ph with a memory operand at a third of
       // the speed of the register form and a store
       asm("" : "+x"(h));

@@ -3,6 +3,7 @@
 // _select.cpp): strided and broadcast operands, staging through the compute dtype, and
 // dense f16/bf16 in float blocks. Split in three translation units because each kernel is
 // instantiated per dtype and per ISA level (isa.h): one file was the build's longest step.
+#include <array>
 #include <atomic>
 
 #include "kiln/backend/cpu/convert.h"
@@ -112,61 +113,49 @@ inline bool dense_half_case(const Tensor& out, std::initializer_list<const Tenso
   return true;
 }
 
-template <typename H, typename F>
-void half_unary(const Tensor& out, const Tensor& x, F f) {
+// out = f(ins...) over dense tensors of half type H, computed in float blocks; f takes N
+// floats.
+template <typename H, size_t N, typename F>
+void half_map(const Tensor& out, std::array<const Tensor*, N> ins, F f) {
   H* o = out.data<H>();
-  const H* p = x.data<H>();
+  std::array<const H*, N> p;
+  for (size_t k = 0; k < N; ++k) p[k] = ins[k]->template data<H>();
   parallel_for(out.numel(), 1, [&](int64_t lo, int64_t hi) {
     with_best_isa([&](auto width) {
-      if constexpr (kConvertsInKernel<H, width.bytes>) {
-        float buf[kHalfTile];
-        for (int64_t i = lo; i < hi; i += kHalfTile) {
-          int64_t m = std::min(kHalfTile, hi - i);
-          widen_in_kernel(p + i, buf, m);
-          for (int64_t j = 0; j < m; ++j) buf[j] = f(buf[j]);
-          narrow_in_kernel(buf, o + i, m);
+      constexpr bool in_kernel = kConvertsInKernel<H, width.bytes>;
+      constexpr int64_t block = in_kernel ? kHalfTile : kHalfBlock;
+      float buf[N][block];
+      for (int64_t i = lo; i < hi; i += block) {
+        int64_t m = std::min(block, hi - i);
+        for (size_t k = 0; k < N; ++k) {
+          if constexpr (in_kernel)
+            widen_in_kernel(p[k] + i, buf[k], m);
+          else
+            convert_dense(p[k] + i, buf[k], m);
         }
-      } else {
-        float buf[kHalfBlock];
-        for (int64_t i = lo; i < hi; i += kHalfBlock) {
-          int64_t m = std::min(kHalfBlock, hi - i);
-          convert_dense(p + i, buf, m);
-          for (int64_t j = 0; j < m; ++j) buf[j] = f(buf[j]);
-          convert_dense(buf, o + i, m);
+        for (int64_t j = 0; j < m; ++j) {
+          if constexpr (N == 1)
+            buf[0][j] = f(buf[0][j]);
+          else
+            buf[0][j] = f(buf[0][j], buf[1][j]);
         }
+        if constexpr (in_kernel)
+          narrow_in_kernel(buf[0], o + i, m);
+        else
+          convert_dense(buf[0], o + i, m);
       }
     });
   });
 }
 
 template <typename H, typename F>
+void half_unary(const Tensor& out, const Tensor& x, F f) {
+  half_map<H, 1>(out, {&x}, f);
+}
+
+template <typename H, typename F>
 void half_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
-  H* o = out.data<H>();
-  const H* pa = a.data<H>();
-  const H* pb = b.data<H>();
-  parallel_for(out.numel(), 1, [&](int64_t lo, int64_t hi) {
-    with_best_isa([&](auto width) {
-      if constexpr (kConvertsInKernel<H, width.bytes>) {
-        float ba[kHalfTile], bb[kHalfTile];
-        for (int64_t i = lo; i < hi; i += kHalfTile) {
-          int64_t m = std::min(kHalfTile, hi - i);
-          widen_in_kernel(pa + i, ba, m);
-          widen_in_kernel(pb + i, bb, m);
-          for (int64_t j = 0; j < m; ++j) ba[j] = f(ba[j], bb[j]);
-          narrow_in_kernel(ba, o + i, m);
-        }
-      } else {
-        float ba[kHalfBlock], bb[kHalfBlock];
-        for (int64_t i = lo; i < hi; i += kHalfBlock) {
-          int64_t m = std::min(kHalfBlock, hi - i);
-          convert_dense(pa + i, ba, m);
-          convert_dense(pb + i, bb, m);
-          for (int64_t j = 0; j < m; ++j) ba[j] = f(ba[j], bb[j]);
-          convert_dense(ba, o + i, m);
-        }
-      }
-    });
-  });
+  half_map<H, 2>(out, {&a, &b}, f);
 }
 
 // dst = f(x) elementwise in compute type T; `half`: x and dst are dense f16/bf16 computed
