@@ -44,8 +44,8 @@ Tensor pad_spatial(const Tensor& x, const IntList& before, const IntList& after,
 
 // The windows of xp [N, C, *S]: an as_strided view [N, C, *O, *K] with O[i] windows of
 // kernel[i] taps spaced dilation[i] apart, stride[i] apart, along spatial dim i.
-// (Y2) The batch dim may be symbolic (a program with a dynamic batch): it is carried as a
-// SymInt; spatial sizes are read as integers (they pin a symbolic image size).
+// (Y2) Every size and stride is carried as a SymInt, so a program keeps a dynamic batch and
+// image size; that the kernel fits is a guard on the size's range.
 Tensor windows(const Tensor& padded, const IntList& kernel, const IntList& stride,
                const IntList& dilation, const char* op) {
   Tensor xp = contiguous(padded);
@@ -57,16 +57,17 @@ Tensor windows(const Tensor& padded, const IntList& kernel, const IntList& strid
   for (size_t i = 0; i < kernel.size(); ++i) {
     auto d = static_cast<int64_t>(i) + 2;
     int64_t span = dilation[i] * (kernel[i] - 1) + 1;
-    KILN_CHECK(xp.size(d) >= span, shape,
+    SymInt extent = xp.sym_size(d);
+    KILN_CHECK(extent >= span, shape,
                "[{}] the kernel ({} taps, dilation {}) is larger than the padded input ({}) along "
                "spatial dim {}",
-               op, kernel[i], dilation[i], xp.size(d), i);
-    size.push_back((xp.size(d) - span) / stride[i] + 1);
-    strides.push_back(xp.stride(d) * stride[i]);
+               op, kernel[i], dilation[i], extent.hint(), i);
+    size.push_back(floordiv(extent - span, stride[i]) + 1);
+    strides.push_back(xp.strides().sym(static_cast<size_t>(d)) * stride[i]);
   }
   for (size_t i = 0; i < kernel.size(); ++i) {
     size.push_back(kernel[i]);
-    strides.push_back(xp.stride(static_cast<int64_t>(i) + 2) * dilation[i]);
+    strides.push_back(xp.strides().sym(i + 2) * dilation[i]);
   }
   return sym_as_strided(xp, size, strides, xp.offset());
 }
@@ -114,11 +115,12 @@ Tensor conv(const Tensor& input, const Tensor& weight, const Tensor& bias, const
         "[{}] stride and dilation must be positive and padding non-negative (got {}, {}, {})", op,
         stride[i], dilation[i], padding[i]);
     auto d = static_cast<int64_t>(i) + 2;
-    int64_t span = dilation[i] * (weight.size(d) - 1) + 1, padded = x.size(d) + 2 * padding[i];
+    int64_t span = dilation[i] * (weight.size(d) - 1) + 1;
+    SymInt padded = x.sym_size(d) + 2 * padding[i];  // (Y2) a guard on a symbolic size
     KILN_CHECK(padded >= span, shape,
                "[{}] the kernel ({} taps, dilation {}) is larger than the padded input ({}) along "
                "spatial dim {}",
-               op, weight.size(d), dilation[i], padded, i);
+               op, weight.size(d), dilation[i], padded.hint(), i);
   }
   Tensor y = convolution(x, weight, bias, stride, padding, dilation, groups);
   return added ? squeeze(y, 0) : y;
@@ -147,14 +149,21 @@ Pooling pooling(const Tensor& x, const IntList& kernel_in, const IntList& stride
         2 * pad <= k, value,
         "[{}] pad should be at most half of the kernel size, but got pad={} and kernel_size={}", op,
         pad, k);
-    int64_t size = x.size(static_cast<int64_t>(i) + 2), span = d * (k - 1) + 1,
-            room = size + 2 * pad - span;
-    KILN_CHECK(room >= 0, shape,
+    SymInt size = x.sym_size(static_cast<int64_t>(i) + 2);
+    int64_t span = d * (k - 1) + 1;
+    KILN_CHECK(size + 2 * pad >= span, shape,
                "[{}] the kernel ({} taps, dilation {}) is larger than the padded input ({})", op, k,
-               d, size + 2 * pad);
-    int64_t windows = (ceil_mode ? (room + s - 1) / s : room / s) + 1;
-    if (ceil_mode && (windows - 1) * s >= size + pad) --windows;  // the last one must start inside
-    p.extra.push_back(std::max<int64_t>(0, (windows - 1) * s + span - (size + 2 * pad)));
+               d, size.hint() + 2 * pad);
+    // Floor mode's windows end inside the padded input: no extra padding, and a symbolic
+    // size stays symbolic (Y2). Ceil mode's last partial window depends on the size modulo
+    // the stride, which reads (and pins) it.
+    if (!ceil_mode) {
+      p.extra.push_back(0);
+      continue;
+    }
+    int64_t n = size.guard_int(), room = n + 2 * pad - span, windows = (room + s - 1) / s + 1;
+    if ((windows - 1) * s >= n + pad) --windows;  // the last one must start inside
+    p.extra.push_back(std::max<int64_t>(0, (windows - 1) * s + span - (n + 2 * pad)));
   }
   return p;
 }
@@ -223,8 +232,8 @@ Tensor avg_pool(const Tensor& input, const IntList& kernel, const IntList& strid
                     dims);
   // The divisor of each window: its elements inside the input, or inside the padded
   // input with count_include_pad (never those only ceil_mode added).
-  IntList ones_shape{1, 1};
-  for (size_t i = 0; i < rank; ++i) ones_shape.push_back(x.size(static_cast<int64_t>(i) + 2));
+  Dims ones_shape{1, 1};
+  for (size_t i = 0; i < rank; ++i) ones_shape.push_back(x.sym_size(static_cast<int64_t>(i) + 2));
   Tensor mask = ones(ones_shape, {.dtype = x.dtype(), .device = x.device()});
   mask = pad_spatial(mask, p.padding, p.padding, count_include_pad ? 1.0 : 0.0);
   mask = pad_spatial(mask, IntList(rank, 0), p.extra, 0.0);
@@ -543,16 +552,17 @@ Tensor adaptive_pool(const Tensor& input, const IntList& output_size, size_t ran
   IntList o = per_dim(output_size, rank, op, "output_size");
   // Windows that tile each dim evenly (global pooling among them): one reduction over
   // [N, C, o0, s0 / o0, o1, s1 / o1, ..]'s window dims, as PyTorch sums each window once.
+  // An output size of 1 tiles any size without reading it (a symbolic size stays so, Y2).
   bool even = true;
   for (size_t i = 0; i < rank; ++i)
-    even = even && o[i] > 0 && x.size(static_cast<int64_t>(i) + 2) % o[i] == 0;
+    even = even && o[i] > 0 && (o[i] == 1 || x.size(static_cast<int64_t>(i) + 2) % o[i] == 0);
   if (even) {
     Dims tiled = sym_dims({x.sym_size(0), x.sym_size(1)}), out = tiled;
     IntList window_dims;
     for (size_t i = 0; i < rank; ++i) {
-      int64_t size = x.size(static_cast<int64_t>(i) + 2);
+      SymInt size = x.sym_size(static_cast<int64_t>(i) + 2);
       tiled.push_back(o[i]);
-      tiled.push_back(size / o[i]);
+      tiled.push_back(o[i] == 1 ? size : SymInt(size.guard_int() / o[i]));
       out.push_back(o[i]);
       window_dims.push_back(3 + 2 * static_cast<int64_t>(i));
     }
@@ -667,12 +677,15 @@ Tensor pad(const Tensor& x, const IntList& amounts, double value) {
   Tensor out = x;
   for (size_t i = 0; i < amounts.size() / 2; ++i) {
     int64_t d = x.dim() - 1 - static_cast<int64_t>(i);
-    int64_t before = amounts[2 * i], after = amounts[2 * i + 1], size = out.size(d);
-    KILN_CHECK(size + before + after >= 0, value,
-               "[pad] the input size {} plus padding {} and {} of dim {} is a negative size", size,
-               before, after, d);
-    int64_t start = std::max<int64_t>(0, -before), stop = size - std::max<int64_t>(0, -after);
-    if (start > 0 || stop < size) out = narrow(out, d, start, std::max<int64_t>(0, stop - start));
+    int64_t before = amounts[2 * i], after = amounts[2 * i + 1];
+    if (before < 0 || after < 0) {  // a crop reads the size; padding alone keeps it symbolic
+      int64_t size = out.size(d);
+      KILN_CHECK(size + before + after >= 0, value,
+                 "[pad] the input size {} plus padding {} and {} of dim {} is a negative size",
+                 size, before, after, d);
+      int64_t start = std::max<int64_t>(0, -before), stop = size - std::max<int64_t>(0, -after);
+      if (start > 0 || stop < size) out = narrow(out, d, start, std::max<int64_t>(0, stop - start));
+    }
     auto block = [&](int64_t n) {
       Dims shape = out.shape();  // (Y2) the other dims as they are, symbolic ones included
       shape.set(static_cast<size_t>(d), n);

@@ -597,8 +597,10 @@ int64_t ConvGeometry::taps() const {
 
 // convolution(input [N, C, *S], weight [O, C / groups, *K], bias [O]?, stride, padding,
 // dilation, groups): PyTorch's checks and output sizes, (S + 2 padding - dilation (K - 1)
-// - 1) / stride + 1 per spatial dim. Channels and spatial sizes are read as integers (a
-// symbolic image size is pinned); the batch may stay symbolic (Y2).
+// - 1) / stride + 1 per spatial dim. Channels and the kernel are read as integers; the
+// batch and the spatial sizes may stay symbolic (Y2): the geometry holds their example
+// values, meta_convolution the output sizes as expressions, and the check that the kernel
+// fits becomes a guard on the size's range.
 ConvGeometry conv_geometry(const OpCall& c) {
   const Tensor& x = c.args.tensor(0);
   const Tensor& w = c.args.tensor(1);
@@ -647,10 +649,10 @@ ConvGeometry conv_geometry(const OpCall& c) {
                "[convolution] stride and dilation must be positive and padding non-negative "
                "(got {}, {}, {})",
                g.stride[i], g.dilation[i], g.padding[i]);
-    g.in[i] = x.sym_size(d).guard_int();
+    g.in[i] = x.shape().hint(static_cast<size_t>(d));
     g.kernel[i] = w.sym_size(d).guard_int();
     int64_t span = g.dilation[i] * (g.kernel[i] - 1) + 1, padded = g.in[i] + 2 * g.padding[i];
-    KILN_CHECK(padded >= span, shape,
+    KILN_CHECK(x.sym_size(d) + 2 * g.padding[i] >= span, shape,
                "[convolution] the kernel ({} taps, dilation {}) is larger than the padded input "
                "({}) along spatial dim {}",
                g.kernel[i], g.dilation[i], padded, i);
@@ -661,8 +663,13 @@ ConvGeometry conv_geometry(const OpCall& c) {
 
 void meta_convolution(const OpCall& c, MetaOut& out) {
   ConvGeometry g = conv_geometry(c);
-  Dims shape = sym_dims({c.args.tensor(0).sym_size(0), SymInt(g.out_channels)});
-  for (int i = 0; i < g.rank; ++i) shape.push_back(g.out[static_cast<size_t>(i)]);
+  const Tensor& x = c.args.tensor(0);
+  Dims shape = sym_dims({x.sym_size(0), SymInt(g.out_channels)});
+  for (size_t i = 0; i < static_cast<size_t>(g.rank); ++i) {
+    int64_t span = g.dilation[i] * (g.kernel[i] - 1) + 1;
+    SymInt room = x.sym_size(static_cast<int64_t>(i) + 2) + 2 * g.padding[i] - span;
+    shape.push_back(floordiv(room, g.stride[i]) + 1);
+  }
   out.fresh(std::move(shape), c.args.tensor(0).dtype());
 }
 

@@ -196,6 +196,54 @@ TEST(Y1, CompositesKeepADynamicBatch) {
   }
 }
 
+// (Y2) Convolutions and poolings keep a dynamic image size: the output sizes are
+// expressions ((S + 2 pad - span) // stride + 1), and that the kernel fits is a range guard,
+// not a pin. Floor-mode max and average pooling, padding by non-negative amounts and global
+// adaptive pooling (a ResNet's stem and head) read no size; ceil mode still pins (its last
+// window depends on the size modulo the stride). Each pinned the image size before.
+TEST(Y2, ConvolutionsAndPoolingsKeepADynamicImageSize) {
+  manual_seed(3);
+  Tensor w1 = randn({4, 3, 3, 3}), b1 = randn({4}), w2 = randn({5, 4, 1, 2}), w3 = randn({2, 3, 3});
+  Fn m([&](const TensorList& in, const Tensor&, const Tensor&) {
+    Tensor x = in[0];  // [batch, 3, h, w]
+    Tensor y = relu(nn::conv2d(x, w1, b1, {2, 2}, {1, 1}));
+    y = nn::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
+    Tensor z = nn::conv2d(nn::pad(y, {0, 1, 1, 0}), w2, {}, {1, 1}, {0, 0}, {2, 1});
+    Tensor line = nn::conv1d(reshape(x, {x.sym_size(0), 3, -1}), w3, {}, {2}, {1});
+    return TensorList{nn::adaptive_avg_pool2d(z, {1, 1}),
+                      nn::avg_pool2d(y, {2, 2}, {1, 1}, {1, 1}, false, true), z, line};
+  });
+  ExportOptions o;
+  o.dynamic_shapes = {{{0, Dim("batch", 1, 8)}, {2, Dim("h", 8, 64)}, {3, Dim("w", 8, 64)}}};
+  ExportedProgram p = export_program(m, {randn({2, 3, 16, 12})}, o);
+  EXPECT_EQ(p.shapes.symbols.size(), 3u) << p.shapes.str();
+  for (const auto& g : p.shapes.guards)  // ranges only: no size pinned or related
+    EXPECT_EQ(g.str().find("=="), std::string::npos) << g.str();
+  std::string path = ::testing::TempDir() + "kiln_dynamic_image.kiln";
+  save(p, path);
+  ExportedProgram loaded = load_program(path);
+  runtime::Executor ex(loaded);
+  for (auto [n, h, w] : {std::array<int64_t, 3>{1, 16, 12}, {3, 23, 9}, {2, 64, 31}}) {
+    Tensor x = randn({n, 3, h, w});
+    TensorList want = m(TensorList{x}), got = ex.run({x});
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), want[i].shape()) << h << "x" << w << " output " << i;
+      EXPECT_TRUE(close(got[i], want[i])) << h << "x" << w << " output " << i;
+    }
+  }
+  {  // ceil mode reads the size: the symbol is pinned, with a guard
+    ShapeEnv env;
+    ShapeEnvGuard active(&env);
+    FakeMode fake({.allow_non_fake_inputs = true});
+    SymInt h = env.new_symbol(10, 4, 64, "x.shape[2]");
+    Tensor x = empty(sym_dims({SymInt(1), SymInt(2), h, SymInt(10)}));
+    EXPECT_EQ(nn::max_pool2d(x, {3, 3}, {2, 2}, {0, 0}, {1, 1}, /*ceil_mode=*/true).size(2), 5);
+    bool pinned = false;
+    for (const auto& g : env.guards()) pinned = pinned || g.str() == "s0 == 10";
+    EXPECT_TRUE(pinned);
+  }
+}
+
 // (Y2) A view at a symbolic position keeps its offset an expression: selecting q, k, v
 // out of a [3, batch, d] tensor (an attention's packed projection, as torchvision's ViT
 // does) is offset*batch*d into the storage, no guard on batch; the offsets survive the

@@ -12,7 +12,9 @@ output's scale, and kiln's run time. Exit status 1 if any model fails to import,
 match (within 1e-4 of the output's scale; with --dtype bfloat16 or float16, the model and
 its float inputs in that dtype, within 5e-2 or 1e-2). With --dynamic, each model is exported with a
 dynamic batch (images) or batch and sequence (tokens) and run by kiln at a second shape
-too: one imported program must give PyTorch's outputs at both.
+too: one imported program must give PyTorch's outputs at both; --dynamic-size makes the
+spatial sizes of images and videos (and the length of audio) dynamic as well, and the
+second run takes a larger image (a longer clip).
 """
 import argparse
 import os
@@ -142,6 +144,8 @@ def main():
     ap.add_argument("--work", default="/tmp/kiln-zoo")
     ap.add_argument("--core", action="store_true", help="the core-ATen dialect (run_decompositions)")
     ap.add_argument("--dynamic", action="store_true", help="dynamic batch (and sequence), run at a second shape")
+    ap.add_argument("--dynamic-size", action="store_true",
+                    help="with --dynamic: images, videos and audio get dynamic spatial sizes (lengths) too")
     ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                     help="the model's parameters and float inputs in this dtype")
     ap.add_argument("names", nargs="*")
@@ -165,6 +169,16 @@ def main():
             shapes = [inputs(2), inputs(3)] if image_like else [inputs(2, 8), inputs(3, 13)]
             batch = torch.export.Dim("batch", min=1, max=16)
             dims = ({0: batch},) if image_like else ({0: batch, 1: torch.export.Dim("seq", min=2, max=64)},)
+            if image_like and args.dynamic_size:  # the spatial dims (audio: the length) too
+                x = shapes[0][0]
+                spatial = range(2, x.dim()) if x.dim() > 2 else range(1, 2)
+                dims = ({0: batch, **{d: torch.export.Dim(f"size{d}", min=x.shape[d] // 2, max=x.shape[d] * 2)
+                                      for d in spatial}},)
+                grown = [x.shape[d] + (16 if d % 2 == 0 else 8) * (1 if x.dim() > 2 else 10) for d in spatial]
+                second = list(shapes[1][0].shape)
+                for d, n in zip(spatial, grown):
+                    second[d] = n
+                shapes[1] = (torch.randn(second, dtype=x.dtype),) + tuple(shapes[1][1:])
         try:
             ep = torch.export.export(m, shapes[0], dynamic_shapes=dims)
             if args.core:
@@ -174,7 +188,7 @@ def main():
             print(f"{name}: skipped: torch.export fails ({type(e).__name__}: {first})")
             continue
         if args.dynamic:
-            name += "_dynamic"
+            name += "_dynamic_size" if args.dynamic_size else "_dynamic"
         if args.dtype != "float32":
             name += "_" + args.dtype
         base = os.path.join(args.work, name)
