@@ -375,6 +375,18 @@ std::vector<AdapterEntry> nn_adapters() {
       {"aten.upsample_bicubic2d.vec", [](const Call& c) { return one(upsample(c, "bicubic")); }},
       {"aten.upsample_trilinear3d.vec",
        [](const Call& c) { return one(upsample(c, "trilinear")); }},
+      // max_unpool: the indices are flat positions in the output plane, whose size the op
+      // names, so the pooling's kernel is not needed (1 stands in for it)
+      {"aten.max_unpool2d.default",
+       [](const Call& c) {
+         return one(
+             nn::max_unpool2d(self(c), c.tensor("indices"), {1}, {1}, {0}, c.ints("output_size")));
+       }},
+      {"aten.max_unpool3d.default",
+       [](const Call& c) {
+         return one(nn::max_unpool3d(self(c), c.tensor("indices"), {1}, c.ints("stride"),
+                                     c.ints("padding"), c.ints("output_size")));
+       }},
       {"aten.pixel_shuffle.default",
        [](const Call& c) { return one(nn::pixel_shuffle(self(c), c.integer("upscale_factor"))); }},
       {"aten.dropout.default",

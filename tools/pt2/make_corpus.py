@@ -317,7 +317,8 @@ class Layers(nn.Module):
     """The wider sweep of public models' ops (2026-12-07): 3-d pooling, im2col/col2im
     (timm's VOLO), F.normalize (Swin v2, XCiT), addcmul (ResMLP), swapaxes (MaxViT), weight
     norm (wav2vec2), Tensor.T (Falcon), grid sampling, group and instance norm, the losses,
-    reductions and index ops ATen keeps whole, projected LSTMs, tanh RNNs and cells."""
+    reductions and index ops ATen keeps whole, projected LSTMs, tanh RNNs and cells,
+    max_unpool (SegNet-style decoders)."""
 
     def __init__(self):
         super().__init__()
@@ -335,7 +336,8 @@ class Layers(nn.Module):
         a = F.normalize(x, dim=-1) + torch.addcmul(x, x, x, value=0.5) + torch.addcdiv(x, x, x.abs() + 1)
         b = x.swapaxes(0, 1).movedim(0, 1) * x.T.T + torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True)
         pools = [F.adaptive_avg_pool3d(vol, (2, 3, 3)), F.max_pool3d(vol, 2), F.avg_pool3d(vol, 2, 1, 1),
-                 F.adaptive_max_pool1d(seq, 3)]
+                 F.adaptive_max_pool1d(seq, 3), F.max_unpool2d(*F.max_pool2d(img, 2, return_indices=True), 2),
+                 F.max_unpool3d(*F.max_pool3d(vol, 2, return_indices=True), 2, output_size=vol.shape[2:])]
         folded = F.fold(F.unfold(img, 3, padding=1, stride=2), (8, 8), 3, padding=1, stride=2)
         grid = F.affine_grid(torch.cat([x, x.flip(0)]).reshape(-1)[:12].reshape(2, 2, 3) * 0.5, (2, 4, 5, 5), align_corners=False)
         sampled = F.grid_sample(img, grid, align_corners=False) + F.grid_sample(img, grid, mode="nearest",
