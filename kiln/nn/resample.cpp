@@ -123,6 +123,26 @@ Tensor antialiased_along(const Tensor& x, int64_t d, int64_t out, double scale, 
   return movedim(matmul(weight, movedim(x, d, -2)), -2, d);
 }
 
+// Nearest upsampling by whole factors that are powers of two (a U-Net's or FPN's 2x):
+// out[j] = in[j / f] exactly (1 / f is exact, so PyTorch's floor(j * (1 / f)) is j / f
+// for both nearest modes), each element repeated f times along each spatial dim. Built
+// from unsqueeze, expand and reshape, so a symbolic image size stays symbolic (Y2) where
+// index tensors computed on the host would pin it.
+Tensor repeat_each(const Tensor& x, const std::vector<double>& factors) {
+  Tensor y = x;
+  for (int64_t d = 2; d < x.dim(); ++d) {
+    auto f = static_cast<int64_t>(factors.size() == 1 ? factors[0]
+                                                      : factors[static_cast<size_t>(d - 2)]);
+    if (f == 1) continue;
+    Dims spread = unsqueeze(y, d + 1).shape();
+    spread.set(static_cast<size_t>(d) + 1, f);
+    Dims merged = y.shape();
+    merged.set(static_cast<size_t>(d), y.sym_size(d) * f);
+    y = reshape(expand(unsqueeze(y, d + 1), spread), merged);
+  }
+  return y.is_same(x) ? clone(x) : y;
+}
+
 }  // namespace
 
 Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
@@ -151,6 +171,13 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
              "[interpolate] exactly one of size and scale_factor must be given");
   KILN_CHECK(is_floating(input.dtype()) || mode == "nearest" || mode == "nearest-exact", dtype,
              "[interpolate] mode '{}' expects a floating input, got {}", mode, input.dtype());
+  if ((mode == "nearest" || mode == "nearest-exact") && !o.scale_factor.empty() &&
+      std::all_of(
+          o.scale_factor.begin(), o.scale_factor.end(),
+          [](double f) { return f >= 1 && f <= 64 && std::exp2(std::round(std::log2(f))) == f; }) &&
+      (o.scale_factor.size() == 1 || o.scale_factor.size() == rank) &&
+      (input.shape().is_symbolic() || input.numel() > 0))  // empty: the check below
+    return repeat_each(input, o.scale_factor);
   IntList out(rank);
   std::vector<std::optional<double>> factor(rank);
   for (size_t i = 0; i < rank; ++i) {

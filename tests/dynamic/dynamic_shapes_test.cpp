@@ -196,8 +196,8 @@ TEST(Y1, CompositesKeepADynamicBatch) {
   }
 }
 
-// (Y2) Convolutions and poolings keep a dynamic image size: the output sizes are
-// expressions ((S + 2 pad - span) // stride + 1), and that the kernel fits is a range guard,
+// (Y2) Convolutions, poolings and nearest 2x upsampling keep a dynamic image size: the output sizes
+// are expressions ((S + 2 pad - span) // stride + 1), and that the kernel fits is a range guard,
 // not a pin. Floor-mode max and average pooling, padding by non-negative amounts and global
 // adaptive pooling (a ResNet's stem and head) read no size; ceil mode still pins (its last
 // window depends on the size modulo the stride). Each pinned the image size before.
@@ -210,7 +210,8 @@ TEST(Y2, ConvolutionsAndPoolingsKeepADynamicImageSize) {
     y = nn::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
     Tensor z = nn::conv2d(nn::pad(y, {0, 1, 1, 0}), w2, {}, {1, 1}, {0, 0}, {2, 1});
     Tensor line = nn::conv1d(reshape(x, {x.sym_size(0), 3, -1}), w3, {}, {2}, {1});
-    return TensorList{nn::adaptive_avg_pool2d(z, {1, 1}),
+    Tensor up = nn::interpolate(y, {.scale_factor = {2.0}, .mode = "nearest"});
+    return TensorList{nn::adaptive_avg_pool2d(z, {1, 1}), up,
                       nn::avg_pool2d(y, {2, 2}, {1, 1}, {1, 1}, false, true), z, line};
   });
   ExportOptions o;
