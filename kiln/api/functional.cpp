@@ -832,9 +832,17 @@ Tensor repeat(const Tensor& x, const SymSizes& repeats) {
 Tensor one_hot(const Tensor& index, int64_t num_classes) {
   KILN_CHECK(index.dtype() == DType::i64, dtype, "[one_hot] expects an i64 index tensor, got {}",
              index.meta_str());
-  // A fake index (tracing) has no values to check: with num_classes given, PyTorch's meta
-  // function does not check them either.
-  if (index.numel() > 0 && !(index.is_fake() && num_classes >= 0)) {
+  OpNameScope user_op("one_hot");
+  // A fake index (tracing) has no values to read here: with num_classes given, the check
+  // becomes (Y3) a runtime assertion of the program on a size read from the data (all
+  // classes in range, as 0 or 1, must be at least 1), where a trace has a ShapeEnv.
+  if (index.is_fake() && num_classes >= 0) {
+    if (ShapeEnv::current()) {
+      Tensor in_range =
+          logical_and(ge(index, wrapped_number(0)), lt(index, wrapped_number(num_classes)));
+      check_size(SymInt(1), Rel::le, item_size(to(all(in_range), DType::i64)));
+    }
+  } else if (index.numel() > 0) {
     int64_t lo = item<int64_t>(amin(index)), hi = item<int64_t>(amax(index));
     KILN_CHECK(lo >= 0, value, "[one_hot] class values must be non-negative, got {}", lo);
     if (num_classes < 0) num_classes = hi + 1;

@@ -470,6 +470,24 @@ std::optional<Results> bookkeeping(const std::string& target, const Call& c, con
            c.str("assert_msg", ""));
     return Results{};
   }
+  if (target == "aten._assert_async.msg" || target == "aten._assert_async.default") {
+    // torch._assert_async(t): t (one element) must be true when the program runs (the
+    // core dialect's one_hot checks its classes so). A real value is checked here; a
+    // traced one becomes (Y3) a data-dependent size, t != 0, that must be at least 1: a
+    // runtime assertion of the program, checked by the executor at every run.
+    Tensor t = c.tensor("self");
+    std::string msg = c.str("assert_msg", "");
+    KILN_CHECK(t.numel() == 1, shape, "{} of {}: the condition must hold one element", target,
+               t.meta_str());
+    Tensor truth = to(ne(reshape(t, {}), wrapped_number(0)), DType::i64);
+    if (!truth.is_fake()) {
+      if (item<int64_t>(truth) == 0)
+        fail(ErrorKind::value, "a runtime assertion of the program fails: {}", msg);
+      return Results{};
+    }
+    check_size(SymInt(1), Rel::le, item_size(truth));
+    return Results{};
+  }
   if (target == "aten._local_scalar_dense.default" || target == "aten.item.default") {
     Tensor t = c.tensor("self");
     if (is_integral(t.dtype(), false))  // (Y3) t.item() used as a size
@@ -608,6 +626,8 @@ bool is_bookkeeping(const std::string& target) {
                                 "aten.sym_numel.default",
                                 "aten.sym_stride.int",
                                 "aten._assert_scalar.default",
+                                "aten._assert_async.msg",
+                                "aten._assert_async.default",
                                 "aten.sym_constrain_range_for_size.default",
                                 "aten.sym_constrain_range.default",
                                 "aten._local_scalar_dense.default",

@@ -299,6 +299,28 @@ TEST(Pt2, DataDependentSizesAreReadWhenTheProgramRuns) {
     NamedTensors ref = load_safetensors(kCorpus + refs + ".safetensors");
     expect_outputs(ref, run_v.run(reference_inputs(ref)), refs);
   }
+  // one_hot: the core dialect checks its classes with torch._assert_async, which becomes a
+  // runtime assertion on a size read from the data (t != 0 must be at least 1); kiln's own
+  // one_hot, traced with num_classes, states the same check (classes out of range are an
+  // error in both dialects, as in PyTorch, not a row of zeros)
+  for (std::string name : {"one_hot", "one_hot_core"}) {
+    SCOPED_TRACE(name);
+    ImportedProgram o = read_pt2(archive(name));
+    runtime::Executor run_o(o.program);
+    for (std::string refs : {name, name + "_alt"}) {
+      NamedTensors ref = load_safetensors(kCorpus + refs + ".safetensors");
+      expect_outputs(ref, run_o.run(reference_inputs(ref)), refs);
+    }
+    Tensor weights = reference(load_safetensors(kCorpus + name + ".safetensors"), "input_1");
+    for (int64_t bad : {5, -1})
+      testing::expect_error(
+          [&] {
+            run_o.run({from_vector(std::vector<int64_t>{0, bad, 1, 1}), weights});
+          },
+          ErrorKind::value,
+          name == "one_hot_core" ? "that aten._assert_async.msg stated"
+                                 : "that aten.one_hot.default stated");
+  }
   // unique (_unique2, unique_dim, unique_consecutive) and bincount: counts of distinct
   // values and bins, read when the program runs
   for (std::string name : {"unique_counts", "unique_counts_core"}) {

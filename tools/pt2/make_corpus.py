@@ -491,6 +491,14 @@ class ItemValue(nn.Module):
         return x * v + v
 
 
+class OneHot(nn.Module):
+    """one_hot, which the core dialect decomposes with two torch._assert_async checks on the
+    classes (non-negative, below num_classes): runtime assertions on tensor data."""
+
+    def forward(self, idx, x):
+        return F.one_hot(idx, 5).float() @ x
+
+
 class UniqueCounts(nn.Module):
     """Distinct values and bins, whose counts are the data's: unique (with inverse and
     counts), unique_consecutive, unique along a dim, bincount."""
@@ -503,7 +511,7 @@ class UniqueCounts(nn.Module):
 
 
 def data_dependent():
-    """DataDependent in both dialects, ItemSize and UniqueCounts, and PyTorch's results for
+    """DataDependent, OneHot and UniqueCounts in both dialects, ItemSize, and PyTorch's results for
     inputs with other counts (none positive, a count of 0, one value) in
     NAME_alt.safetensors."""
     g = torch.Generator().manual_seed(5)
@@ -525,6 +533,11 @@ def data_dependent():
         tensors = {"input_0": alt}
         tensors.update({f"output_{i}": y.contiguous() for i, y in enumerate(uniq(alt))})
         save_file(tensors, OUT / f"{name}_alt.safetensors")
+    g = torch.Generator().manual_seed(7)
+    x, idx, alt = torch.randn(5, 3, generator=g), torch.tensor([0, 3, 4, 1]), torch.tensor([2, 2, 0, 4])
+    for name, core in (("one_hot", False), ("one_hot_core", True)):
+        write(name, OneHot(), (idx, x), core=core)
+        save_file({"input_0": alt, "input_1": x, "output_0": OneHot()(alt, x)}, OUT / f"{name}_alt.safetensors")
     g = torch.Generator().manual_seed(4)
     x, alt = torch.randn(4, 5, generator=g), -torch.rand(4, 5, generator=g)
     m = DataDependent()
