@@ -208,8 +208,12 @@ TOLERANCE = {"float32": 1e-4, "bfloat16": 5e-2, "float16": 1e-2}
 def check(kiln, m, x, base, name, k, tolerance):
     """Runs `base`.pt2 on `x` with kiln and compares with m(*x); prints a line; 1 if it fails."""
     from safetensors.torch import load_file, save_file
-    with torch.no_grad():
-        want = [t for t in torch.utils._pytree.tree_leaves(m(*x)) if isinstance(t, torch.Tensor)]
+    try:
+        with torch.no_grad():
+            want = [t for t in torch.utils._pytree.tree_leaves(m(*x)) if isinstance(t, torch.Tensor)]
+    except RuntimeError as e:  # the model itself does not take this shape (a fixed resolution)
+        print(f"{name}: skipped: PyTorch's own forward fails at this shape ({str(e).splitlines()[0][:160]})")
+        return 0
     save_file({f"input_{i}": t.contiguous() for i, t in enumerate(x)}, f"{base}.in{k}.safetensors")
     p = subprocess.run([kiln, "run", base + ".pt2", "--inputs", f"{base}.in{k}.safetensors", "--outputs",
                         f"{base}.out{k}.safetensors"], capture_output=True, text=True)
