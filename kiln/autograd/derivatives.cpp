@@ -156,6 +156,32 @@ Tensor storage_positions(const IntList& size, const IntList& stride, int64_t off
   return expand(pos, size);
 }
 
+// (Y2) The gradient of as_strided(x, size, stride, offset) where a size or stride is
+// symbolic (pooling windows over a dynamic image): every element's storage position as a
+// tensor, one arange per dim, the gradient added at those positions into a zero storage
+// (windows that share elements add up) and read back at x's layout. Nothing is read as an
+// integer, so the backward keeps the symbols the forward has.
+Tensor as_strided_grad(const Tensor& g, const Tensor& x, const Dims& size, const Dims& stride,
+                       int64_t offset) {
+  KILN_CHECK(x.is_contiguous(), unsupported,
+             "[as_strided] backward with symbolic sizes needs a contiguous input, got {}",
+             x.meta_str());
+  TensorOptions i64{.dtype = DType::i64, .device = g.device()};
+  Tensor pos = full({}, offset, i64);
+  SymInt end = offset + 1;  // one past the last element the view reaches
+  for (size_t i = 0; i < size.size(); ++i) {
+    Dims shape;
+    for (size_t j = 0; j < size.size(); ++j) shape.push_back(j == i ? size.sym(i) : SymInt(1));
+    Tensor step = mul(arange_of(size.sym(i), i64), size_as_tensor(stride.sym(i), i64));
+    pos = add(pos, reshape(step, shape));
+    end = end + (size.sym(i) - 1) * stride.sym(i);
+  }
+  SymInt n = sym_max(end, x.sym_numel() + x.offset());
+  Tensor flat = zeros(sym_dims({n}), {.dtype = g.dtype(), .device = g.device()});
+  flat = scatter_add(flat, 0, reshape(expand(pos, size), {-1}), reshape(contiguous(g), {-1}));
+  return contiguous(sym_as_strided(flat, x.shape(), x.strides(), x.offset()));
+}
+
 // A dense copy of `g` whose element order is its logical order from storage offset 0.
 Tensor dense(const Tensor& g) { return g.is_contiguous() && g.offset() == 0 ? g : clone(g); }
 
@@ -858,8 +884,13 @@ Table build() {
   d.def(O::as_strided, arg(0), [](GradCtx& c) {
     const Tensor& x = c.t(0);
     Args a = c.args();
-    const IntList &size = a.ints(1), &stride = a.ints(2);
     int64_t offset = a.is_none(3) ? x.offset() : a.i64(3);
+    if (Dims sym_size = a.sizes(1), sym_stride = a.sizes(2);
+        sym_size.is_symbolic() || sym_stride.is_symbolic() || x.shape().is_symbolic()) {
+      c.set(0, as_strided_grad(c.grad(), x, sym_size, sym_stride, offset));
+      return;
+    }
+    const IntList &size = a.ints(1), &stride = a.ints(2);
     KILN_CHECK(!overlaps(ints(x.shape()), ints(x.strides())), unsupported,
                "[as_strided] backward through an input whose layout holds an element twice "
                "(an expanded tensor, say) is not supported; clone it first");

@@ -207,6 +207,49 @@ TEST(Y1, TrainStepWithADynamicBatchTrainsAtEveryBatchLikeEager) {
   expect_dynamic_batch_like_eager(nn::AdamWOptions{.lr = 1e-2});
 }
 
+// (Y1, J5) A convolutional net's train step exported with a dynamic batch (strided
+// convolutions, max pooling through symbolic windows, global average pooling) trains at
+// every batch as eager steps do, bitwise. The gradient of the pooling's windows (an
+// as_strided view with a symbolic batch) failed inside the variant of its arguments before.
+TEST(Y1, TrainStepOfAConvNetTrainsAtEveryBatch) {
+  Device d("cpu:1");
+  auto conv_net = [&] {
+    manual_seed(8);
+    return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Conv2d>(3, 4, IntList{3, 3}, IntList{2, 2}, IntList{1, 1}, IntList{1},
+                                     1, true, d),
+        std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(IntList{2, 2}),
+        std::make_shared<nn::Conv2d>(4, 5, IntList{3, 3}, IntList{1}, IntList{1, 1}, IntList{1}, 1,
+                                     true, d),
+        std::make_shared<nn::AdaptiveAvgPool2d>(IntList{1, 1}), std::make_shared<nn::Flatten>(),
+        std::make_shared<nn::Linear>(5, 3, true, d)});
+  };
+  auto eager = conv_net(), traced = conv_net();
+  Tensor x = randn({2, 3, 16, 12}, {.device = d}), y = randn({2, 3}, {.device = d});
+  Dim batch("batch", 1, 8);
+  OptimizerConfig config = nn::SGDOptions{.lr = 0.1, .momentum = 0.9};
+  ExportedProgram p = export_train_step(
+      *traced, mse, {x, y}, {.optimizer = config, .dynamic_shapes = {{{0, batch}}, {{0, batch}}}});
+  ASSERT_EQ(p.shapes.symbols.size(), 1u) << p.shapes.str();
+  EXPECT_TRUE(p.shapes.guards.empty()) << p.shapes.str();
+  std::unique_ptr<nn::Optimizer> opt = make_optimizer(config, params_of(*eager));
+  runtime::Executor ex(p);
+  for (int64_t b : {2, 3, 1, 8, 3}) {
+    Tensor xb = randn({b, 3, 16, 12}, {.device = d}), yb = randn({b, 3}, {.device = d});
+    opt->zero_grad();
+    Tensor loss = mse(*eager, {xb, yb});
+    loss.backward();
+    opt->step();
+    TensorList out = ex.run({xb, yb});
+    EXPECT_TRUE(all_close(out[0], values(loss), 0, 0)) << "batch " << b;
+  }
+  NamedTensors trained = trained_parameters(p);
+  auto named = eager->named_parameters();
+  ASSERT_EQ(trained.size(), named.size());
+  for (size_t i = 0; i < trained.size(); ++i)
+    EXPECT_TRUE(all_close(trained[i].second, values(named[i].second), 0, 0)) << named[i].first;
+}
+
 TEST(J4, SignatureKinds) {
   auto m = small_mlp(Device("cpu:0"));
   Tensor x = randn({5, 6}), y = randn({5, 3});
