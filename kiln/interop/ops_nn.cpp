@@ -387,6 +387,13 @@ std::vector<AdapterEntry> nn_adapters() {
          return one(nn::max_unpool3d(self(c), c.tensor("indices"), {1}, c.ints("stride"),
                                      c.ints("padding"), c.ints("output_size")));
        }},
+      // embedding_renorm_ (an embedding with max_norm) on the weight's alias: its
+      // functional form, copied back into the weight as every in-place op is
+      {"aten.embedding_renorm.default",
+       [](const Call& c) {
+         return one(nn::embedding_renorm(self(c), c.tensor("indices"), c.real("max_norm"),
+                                         c.real("norm_type")));
+       }},
       {"aten.pixel_shuffle.default",
        [](const Call& c) { return one(nn::pixel_shuffle(self(c), c.integer("upscale_factor"))); }},
       {"aten.dropout.default",

@@ -1044,9 +1044,10 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
              "[import] {}: user output {} is not a tensor; kiln programs return tensors", file,
              arg.dump().substr(0, 80));
       user_outputs.push_back(arg.at("as_tensor").at("name"));
-    } else if (kind == "buffer_mutation") {
-      std::string fqn = v.at("buffer_name");
-      if (!state_input.count(fqn)) im.bad(fmt::format("a mutation of unknown buffer '{}'", fqn));
+    } else if (kind == "buffer_mutation" || kind == "parameter_mutation") {
+      // (a parameter written in forward: an embedding with max_norm renormalizes its rows)
+      std::string fqn = v.at(kind == "buffer_mutation" ? "buffer_name" : "parameter_name");
+      if (!state_input.count(fqn)) im.bad(fmt::format("a mutation of unknown state '{}'", fqn));
       writes.emplace_back(v.at("arg").at("name"), state_input.at(fqn));
     } else if (kind == "token") {  // the ordering token's last value: not an output
       continue;

@@ -28,13 +28,28 @@ void renorm_looked_up(const Tensor& weight, const Tensor& indices, double max_no
                       double norm_type) {
   autograd::NoGradGuard no_grad;
   Tensor w = weight.detach();
-  Tensor rows = std::get<0>(unique(reshape(to(indices, DType::i64), {-1})));
-  Tensor picked = index_select(w, 0, rows);
-  Tensor norms = vector_norm(picked, norm_type, {1}, true);
-  Tensor scale = where(norms > max_norm, max_norm / (norms + 1e-7), ones_like(norms));
-  Tensor updated = index_copy(w, 0, rows, picked * scale);
-  copy_(w, updated);
+  copy_(w, embedding_renorm(w, indices, max_norm, norm_type));
 }
+
+}  // namespace
+
+Tensor embedding_renorm(const Tensor& weight, const Tensor& indices, double max_norm,
+                        double norm_type) {
+  autograd::NoGradGuard no_grad;
+  Tensor w = weight.detach();
+  // Which rows are looked up, as a mask over all of them: no data-dependent row count, so
+  // a traced program (an imported embedding_renorm_) keeps static sizes. A row left alone
+  // is multiplied by exactly 1.
+  Tensor looked_up =
+      index_fill(zeros({w.sym_size(0), 1}, {.dtype = DType::b8, .device = w.device()}), 0,
+                 reshape(to(indices, DType::i64), {-1}), 1.0);
+  Tensor norms = vector_norm(w, norm_type, {1}, true);
+  Tensor scale =
+      where(logical_and(looked_up, norms > max_norm), max_norm / (norms + 1e-7), ones_like(norms));
+  return w * scale;
+}
+
+namespace {
 
 // rows looked up at `indices` with each one's gradient divided by its index's count in
 // `indices` (the values unchanged: rows.detach() + (rows - rows.detach()) / count).

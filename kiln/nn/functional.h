@@ -74,6 +74,11 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, d
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx,
                  std::optional<double> max_norm = std::nullopt, double norm_type = 2.0,
                  bool scale_grad_by_freq = false);
+/** torch.embedding_renorm_'s result, out of place: weight with each row that `indices`
+ * looks up and whose norm_type-norm exceeds max_norm rescaled to max_norm (not
+ * differentiated). */
+Tensor embedding_renorm(const Tensor& weight, const Tensor& indices, double max_norm,
+                        double norm_type);
 struct EmbeddingBagOptions {
   /** "sum", "mean" or "max" of each bag's rows. */
   std::string mode = "mean";

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kiln/dispatch/dispatch.h"
+#include "kiln/dispatch/grad_mode.h"
 #include "kiln/ir/interpreter.h"
 
 namespace kiln {
@@ -156,13 +157,14 @@ void finish_program(ExportedProgram& program, passes::CapturedProgram captured,
   for (size_t i = 0; i < captured.inputs.size(); ++i) {
     if (!captured.inputs[i].data_mutated) continue;
     const InputSpec& in = program.signature.inputs[i];
-    KILN_CHECK(in.kind != Kind::parameter, unsupported,
-               "[{}] parameter '{}' is mutated in forward; only buffers and inputs may be", who,
-               in.target);
-    program.signature.outputs.push_back({in.kind == Kind::user_input
-                                             ? OutputSpec::Kind::user_input_mutation
-                                             : OutputSpec::Kind::buffer_mutation,
-                                         in.target});
+    // A parameter written in forward (an embedding with max_norm renormalizes the rows it
+    // looks up, in place, as PyTorch's export records with PARAMETER_MUTATION): its new
+    // value is an output the runtime copies back, as a buffer's.
+    program.signature.outputs.push_back(
+        {in.kind == Kind::user_input  ? OutputSpec::Kind::user_input_mutation
+         : in.kind == Kind::parameter ? OutputSpec::Kind::parameter_mutation
+                                      : OutputSpec::Kind::buffer_mutation,
+         in.target});
   }
   size_t n_outputs = std::get<ir::RefList>(program.graph.output()->args()[0]).size();
   for (size_t i = program.signature.outputs.size(); i < n_outputs; ++i)
@@ -259,7 +261,10 @@ TensorList ExportedProgram::write_back(const TensorList& outs, const TensorList&
     bool itself = src.storage() == dst->storage() && src.offset() == dst->offset() &&
                   src.shape() == dst->shape() && src.strides() == dst->strides() &&
                   src.dtype() == dst->dtype();
-    if (!itself) copy_(*dst, src);  // re-inplaced updates already wrote it
+    if (!itself) {                    // re-inplaced updates already wrote it
+      autograd::NoGradGuard no_grad;  // a state update (a parameter's too), not differentiated
+      copy_(*dst, src);
+    }
   }
   return user_outputs;
 }

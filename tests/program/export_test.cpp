@@ -234,6 +234,34 @@ TEST(Export, SignatureOfEveryKind) {  // (X4), (M5)
   std::remove(path.c_str());
 }
 
+// (M5) A parameter written in forward -- an embedding with max_norm renormalizes the rows
+// it looks up, in place, as PyTorch's export records with PARAMETER_MUTATION -- is a
+// parameter_mutation output: the program writes the parameter back as eager does, and a
+// second run (rows already within the norm) gives the same values.
+TEST(Export, ParametersWrittenInForwardAreMutationOutputs) {
+  manual_seed(9);
+  nn::Embedding eager(10, 3, Device("cpu:0"), std::nullopt, 1.0),
+      traced(10, 3, Device("cpu:0"), std::nullopt, 1.0);
+  {  // rows well beyond the norm, the same in both
+    autograd::NoGradGuard no_grad;
+    copy_(traced.weight, mul(eager.weight, 3.0));
+    copy_(eager.weight, traced.weight);
+  }
+  Tensor idx = from_vector(std::vector<int64_t>{1, 4, 1, 7}, {2, 2});
+  ExportedProgram p = export_program(traced, {idx});
+  ASSERT_EQ(p.signature.outputs.size(), 2u) << p.signature_str();
+  EXPECT_EQ(p.signature.outputs[0].kind, OutputSpec::Kind::parameter_mutation);
+  EXPECT_EQ(p.signature.outputs[0].target, "weight");
+  runtime::Executor ex(p);
+  Tensor want = eager(TensorList{idx})[0];
+  for (int run = 0; run < 2; ++run)
+    EXPECT_TRUE(all_close(ex.run({idx})[0], to_vector<double>(want), 0, 0)) << run;
+  Tensor written = trained_parameters(p).at(0).second;
+  EXPECT_TRUE(all_close(written, to_vector<double>(eager.weight), 0, 0));
+  EXPECT_LE(item<float>(amax(vector_norm(index_select(written, 0, reshape(idx, {-1})), 2.0, {1}))),
+            1.0f);
+}
+
 TEST(Export, ToInForwardIsCapturedAndFrozen) {  // (X1), (X2)
   struct UsesTo : nn::Module {
     bool mutate = false;

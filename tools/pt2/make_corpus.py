@@ -318,7 +318,7 @@ class Layers(nn.Module):
     (timm's VOLO), F.normalize (Swin v2, XCiT), addcmul (ResMLP), swapaxes (MaxViT), weight
     norm (wav2vec2), Tensor.T (Falcon), grid sampling, group and instance norm, the losses,
     reductions and index ops ATen keeps whole, projected LSTMs, tanh RNNs and cells,
-    max_unpool (SegNet-style decoders)."""
+    max_unpool (SegNet-style decoders), an embedding with max_norm (it writes its weight)."""
 
     def __init__(self):
         super().__init__()
@@ -329,6 +329,7 @@ class Layers(nn.Module):
         self.rnn = nn.RNN(4, 3, batch_first=True)
         self.cell = nn.GRUCell(4, 3)
         self.bag = nn.EmbeddingBag(10, 3, mode="mean")
+        self.capped = nn.Embedding(10, 3, max_norm=1.0)  # embedding_renorm_: a parameter written
         self.wn = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1))
         self.bilinear = nn.Bilinear(4, 4, 2)  # _trilinear in the core dialect
 
@@ -372,7 +373,7 @@ class Layers(nn.Module):
                     torch.addmv(torch.ones(3), x, x[0]), torch.dot(x[0], x[1]), torch.outer(x[0], x[1]),
                     torch.linalg.cross(x[:, :3], x.flip(0)[:, :3]), torch.cdist(x, x.flip(0))]
         recurrent = [self.deconv(seq), self.lstm(seq.transpose(1, 2))[0], self.rnn(seq.transpose(1, 2))[1],
-                     self.cell(x), self.bag(idx.reshape(2, 2) + 3), self.wn(seq)]
+                     self.cell(x), self.bag(idx.reshape(2, 2) + 3), self.wn(seq), self.capped(idx % 10)]
         y = x.flip(0)
         more = [torch.round(x, decimals=2) + torch.linspace(0, 1, 4) + torch.logspace(0, 1, 4), x.tile(2, 1),
                 torch.block_diag(x[:2, :2], x[:1]), torch.kron(x[:2, :2], x[:2, :3]),
