@@ -142,43 +142,37 @@ bool overlaps(const IntList& size, const IntList& stride) {
   return false;
 }
 
-// The storage position of every element of a layout, as an i64 tensor of `size`.
-Tensor storage_positions(const IntList& size, const IntList& stride, int64_t offset,
-                         Device device) {
-  Tensor pos = full({}, offset, {.dtype = DType::i64, .device = device});
+// The storage position of every element of a layout, as an i64 tensor of `size`: one
+// arange per dim, so symbolic sizes and strides (Y2) stay symbolic.
+Tensor storage_positions(const Dims& size, const Dims& stride, int64_t offset, Device device) {
+  TensorOptions i64{.dtype = DType::i64, .device = device};
+  Tensor pos = full({}, offset, i64);
   for (size_t i = 0; i < size.size(); ++i) {
-    IntList shape(size.size(), 1);
-    shape[i] = size[i];
-    pos = add(pos,
-              view(mul(arange(0, size[i], 1, {.dtype = DType::i64, .device = device}), stride[i]),
-                   shape));
+    Dims shape;
+    for (size_t j = 0; j < size.size(); ++j) shape.push_back(j == i ? size.sym(i) : SymInt(1));
+    SymInt step = stride.sym(i);
+    Tensor steps = step.is_symbolic() ? mul(arange_of(size.sym(i), i64), size_as_tensor(step, i64))
+                                      : mul(arange_of(size.sym(i), i64), step.hint());
+    pos = add(pos, reshape(steps, shape));
   }
   return expand(pos, size);
 }
 
 // (Y2) The gradient of as_strided(x, size, stride, offset) where a size or stride is
-// symbolic (pooling windows over a dynamic image): every element's storage position as a
-// tensor, one arange per dim, the gradient added at those positions into a zero storage
-// (windows that share elements add up) and read back at x's layout. Nothing is read as an
-// integer, so the backward keeps the symbols the forward has.
+// symbolic (pooling windows over a dynamic image): the gradient added at every element's
+// storage position (windows that share elements add up) into a zero storage, read back at
+// x's layout. Nothing is read as an integer, so the backward keeps the forward's symbols.
 Tensor as_strided_grad(const Tensor& g, const Tensor& x, const Dims& size, const Dims& stride,
                        int64_t offset) {
   KILN_CHECK(x.is_contiguous(), unsupported,
              "[as_strided] backward with symbolic sizes needs a contiguous input, got {}",
              x.meta_str());
-  TensorOptions i64{.dtype = DType::i64, .device = g.device()};
-  Tensor pos = full({}, offset, i64);
   SymInt end = offset + 1;  // one past the last element the view reaches
-  for (size_t i = 0; i < size.size(); ++i) {
-    Dims shape;
-    for (size_t j = 0; j < size.size(); ++j) shape.push_back(j == i ? size.sym(i) : SymInt(1));
-    Tensor step = mul(arange_of(size.sym(i), i64), size_as_tensor(stride.sym(i), i64));
-    pos = add(pos, reshape(step, shape));
-    end = end + (size.sym(i) - 1) * stride.sym(i);
-  }
+  for (size_t i = 0; i < size.size(); ++i) end = end + (size.sym(i) - 1) * stride.sym(i);
   SymInt n = sym_max(end, x.sym_numel() + x.offset());
   Tensor flat = zeros(sym_dims({n}), {.dtype = g.dtype(), .device = g.device()});
-  flat = scatter_add(flat, 0, reshape(expand(pos, size), {-1}), reshape(contiguous(g), {-1}));
+  Tensor pos = storage_positions(size, stride, offset, g.device());
+  flat = scatter_add(flat, 0, reshape(pos, {-1}), reshape(contiguous(g), {-1}));
   return contiguous(sym_as_strided(flat, x.shape(), x.strides(), x.offset()));
 }
 
@@ -898,7 +892,7 @@ Table build() {
                          extent(x.shape(), x.strides(), x.offset()));
     Tensor flat = zeros({n}, {.dtype = c.grad().dtype(), .device = c.grad().device()});
     if (overlaps(size, stride)) {  // windows that share elements: their gradients add up
-      Tensor pos = storage_positions(size, stride, offset, flat.device());
+      Tensor pos = storage_positions(Dims(size), Dims(stride), offset, flat.device());
       flat = scatter_add(flat, 0, reshape(pos, {-1}), reshape(c.grad(), {-1}));
     } else {
       flat = as_strided_scatter(flat, contiguous(c.grad()), size, stride, offset);

@@ -1258,7 +1258,7 @@ ImportedProgram import(const Archive& archive, const std::string& file) {
                              : fmt::format("{} ({}) is symbolic: {} in [{}, {}]", s.source,
                                            s.dim_name, sym::str(s.expr), s.min, s.max));
   }
-  finish_program(program, std::move(captured), "import");
+  finish_program(program, std::move(captured));
   return {std::move(program), std::move(im.notes)};
 }
 

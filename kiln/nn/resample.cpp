@@ -171,12 +171,13 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
              "[interpolate] exactly one of size and scale_factor must be given");
   KILN_CHECK(is_floating(input.dtype()) || mode == "nearest" || mode == "nearest-exact", dtype,
              "[interpolate] mode '{}' expects a floating input, got {}", mode, input.dtype());
-  if ((mode == "nearest" || mode == "nearest-exact") && !o.scale_factor.empty() &&
-      std::all_of(
-          o.scale_factor.begin(), o.scale_factor.end(),
-          [](double f) { return f >= 1 && f <= 64 && std::exp2(std::round(std::log2(f))) == f; }) &&
-      (o.scale_factor.size() == 1 || o.scale_factor.size() == rank) &&
-      (input.shape().is_symbolic() || input.numel() > 0))  // empty: the check below
+  auto power_of_two = [](double f) {
+    return f >= 1 && f <= 64 && std::exp2(std::round(std::log2(f))) == f;
+  };
+  bool repeats = (mode == "nearest" || mode == "nearest-exact") &&
+                 (o.scale_factor.size() == 1 || o.scale_factor.size() == rank) &&
+                 std::all_of(o.scale_factor.begin(), o.scale_factor.end(), power_of_two);
+  if (repeats && (input.shape().is_symbolic() || input.numel() > 0))  // empty: checked below
     return repeat_each(input, o.scale_factor);
   IntList out(rank);
   std::vector<std::optional<double>> factor(rank);

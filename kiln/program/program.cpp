@@ -144,12 +144,11 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
     else
       program.constants.emplace_back(t.name, *t.tensor);
   }
-  finish_program(program, std::move(captured), "export");
+  finish_program(program, std::move(captured));
   return program;
 }
 
-void finish_program(ExportedProgram& program, passes::CapturedProgram captured,
-                    std::string_view who) {
+void finish_program(ExportedProgram& program, passes::CapturedProgram captured) {
   program.graph = std::move(captured.graph);
   ir::merge_equal_constants(program.graph);  // equal constants are stored once
 

@@ -128,11 +128,10 @@ ExportedProgram export_program(nn::Module& module, const TensorList& example_inp
                                const ExportOptions& options = {});
 
 /** The end of every capture into a program (export_program, the .pt2 importer): takes
- * the captured graph, adds the mutation outputs (first, in input order; a mutated
- * parameter is an unsupported Error naming `who`) and the user outputs to the
- * signature, whose inputs the caller has filled, and stores the graph's constants. */
-void finish_program(ExportedProgram& program, passes::CapturedProgram captured,
-                    std::string_view who);
+ * the captured graph, adds the mutation outputs (first, in input order: user inputs',
+ * buffers' and parameters' writes, M5) and the user outputs to the signature, whose
+ * inputs the caller has filled, and stores the graph's constants. */
+void finish_program(ExportedProgram& program, passes::CapturedProgram captured);
 
 /** Old device -> new device. Devices not listed stay as they are. A key without an
  * index ("cpu", "cuda") stands for every device of that type (X3). */
